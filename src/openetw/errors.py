@@ -1,0 +1,124 @@
+"""One exception hierarchy for the whole project.
+
+Library code raises these; only the CLI's entry point turns them into exit codes and messages.
+``UsageError``-style misuse (a caller passing the wrong thing) is kept apart from bad input
+(a damaged file, a hostile manifest), as h11 does.
+"""
+
+from __future__ import annotations
+
+
+class OpenEtwError(Exception):
+    """Base of every error openetw raises on purpose."""
+
+    exit_code = 1
+
+
+class InvalidArgument(OpenEtwError, ValueError):
+    """The caller asked for something that cannot be done (misuse, not bad input)."""
+
+    exit_code = 2
+
+
+class EtlFormatError(OpenEtwError):
+    """An ``.etl`` file (or buffer) does not follow the format.
+
+    ``offset`` is the absolute file offset where the problem was found, ``buffer_index`` the
+    index of the buffer being read (``None`` before the first buffer), ``structure`` the layout
+    being read (``WMI_BUFFER_HEADER``, ``EVENT_HEADER``, ...).
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        buffer_index: int | None = None,
+        structure: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.message = message
+        self.offset = offset
+        self.buffer_index = buffer_index
+        self.structure = structure
+        self.path = path
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.path:
+            where.append(self.path)
+        if self.offset is not None:
+            where.append(f"offset 0x{self.offset:x}")
+        if self.buffer_index is not None:
+            where.append(f"buffer {self.buffer_index}")
+        if self.structure:
+            where.append(self.structure)
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class CompressionError(EtlFormatError):
+    """A compressed buffer does not inflate to what its header promises."""
+
+
+class ManifestError(OpenEtwError):
+    """An instrumentation manifest is malformed, hostile or violates mc.exe's rules."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        element: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        self.element = element
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.path or "<manifest>"
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.element:
+            where += f": <{self.element}>"
+        return f"{where}: {self.message}"
+
+
+class DecodeError(OpenEtwError):
+    """A property or event payload could not be decoded with its schema."""
+
+    def __init__(self, message: str, *, property_name: str | None = None, offset: int | None = None) -> None:
+        self.message = message
+        self.property_name = property_name
+        self.offset = offset
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        parts = []
+        if self.property_name:
+            parts.append(f"property {self.property_name!r}")
+        if self.offset is not None:
+            parts.append(f"payload offset {self.offset}")
+        return f"{', '.join(parts)}: {self.message}" if parts else self.message
+
+
+class SessionError(OpenEtwError):
+    """A trace session request was refused (limits, state, unknown session)."""
+
+
+class AccessDenied(SessionError):
+    """The caller's credentials do not allow the request."""
+
+    exit_code = 3
+
+
+class ServiceError(OpenEtwError):
+    """The trace service could not be reached or answered with a protocol error."""
