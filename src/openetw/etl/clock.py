@@ -1,0 +1,74 @@
+"""Time as an ETL file keeps it: raw timestamps in the session's clock, converted through the logfile header."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC, CLOCK_SYSTEM_TIME
+
+FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_UNIX_EPOCH_AS_FILETIME = 116444736000000000
+
+
+def filetime_to_datetime(filetime: int) -> datetime:
+    """A FILETIME (100 ns ticks since 1601) as an aware UTC datetime (microsecond precision)."""
+    return FILETIME_EPOCH + timedelta(microseconds=filetime // 10)
+
+
+def datetime_to_filetime(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    delta = value - FILETIME_EPOCH
+    return (delta.days * 86400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
+
+
+def unix_ns_to_filetime(ns: int) -> int:
+    return ns // 100 + _UNIX_EPOCH_AS_FILETIME
+
+
+def filetime_to_iso(filetime: int) -> str:
+    """ISO 8601 UTC with the file's full 100 ns precision: ``2020-07-29T00:07:10.6912345Z``."""
+    seconds, ticks = divmod(filetime, 10_000_000)
+    base = FILETIME_EPOCH + timedelta(seconds=seconds)
+    return f"{base:%Y-%m-%dT%H:%M:%S}.{ticks:07d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceClock:
+    """Converts a record's raw timestamp to FILETIME, as ETW consumers do.
+
+    ``FILETIME = start_time + (timestamp - reference_timestamp) * scale`` where the reference is
+    the logfile header record's own timestamp and the scale follows the clock type.
+    """
+
+    clock_type: int
+    start_time: int  # FILETIME
+    reference_timestamp: int
+    perf_freq: int
+    cpu_speed_mhz: int = 0
+
+    def to_filetime(self, timestamp: int) -> int:
+        delta = timestamp - self.reference_timestamp
+        if self.clock_type == CLOCK_QPC and self.perf_freq > 0:
+            return self.start_time + delta * 10_000_000 // self.perf_freq
+        if self.clock_type == CLOCK_CPU_CYCLE and self.cpu_speed_mhz > 0:
+            return self.start_time + delta * 10 // self.cpu_speed_mhz
+        if self.clock_type == CLOCK_SYSTEM_TIME:
+            return self.start_time + delta
+        # Unknown clock: treat timestamps as FILETIME-like ticks, the least surprising reading.
+        return self.start_time + delta
+
+    def from_filetime(self, filetime: int) -> int:
+        delta = filetime - self.start_time
+        if self.clock_type == CLOCK_QPC and self.perf_freq > 0:
+            return self.reference_timestamp + delta * self.perf_freq // 10_000_000
+        if self.clock_type == CLOCK_CPU_CYCLE and self.cpu_speed_mhz > 0:
+            return self.reference_timestamp + delta * self.cpu_speed_mhz // 10
+        return self.reference_timestamp + delta
+
+    def to_datetime(self, timestamp: int) -> datetime:
+        return filetime_to_datetime(self.to_filetime(timestamp))
+
+
+SYSTEM_TIME_CLOCK = TraceClock(CLOCK_SYSTEM_TIME, 0, 0, 10_000_000)
