@@ -1,0 +1,273 @@
+"""``openetw info``, ``dump`` and ``relog``: the ETL file as it is stored."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from openetw.cli.main import ReportedFailure
+from openetw.cli.naming import RecordNamer
+from openetw.errors import EtlFormatError
+from openetw.etl.reader import EtlReader, merge_records
+from openetw.etl.record import EventRecord
+from openetw.etl.relog import relog
+from openetw.guids import format_guid, parse_guid
+
+_file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(info)
+    cli.add_command(dump)
+    cli.add_command(relog_command)
+
+
+def _open_readers(files: tuple[str, ...]) -> list[EtlReader]:
+    readers = []
+    for path in files:
+        if not os.path.exists(path):
+            raise click.BadParameter(f"no such file: {path}", param_hint="FILES")
+        readers.append(EtlReader(path, strict=False))
+    return readers
+
+
+def _raise_if_damaged(readers: list[EtlReader]) -> None:
+    errors = [err for reader in readers for err in reader.stats.errors]
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ReportedFailure(f"{errors[0]}{more}")
+
+
+# -- info -----------------------------------------------------------------------------------------
+@click.command()
+@_file_argument
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
+def info(files: tuple[str, ...], as_json: bool) -> None:
+    """Logfile header facts and record counts of each FILE.
+
+    Shows the logger name, OS version and build, pointer size, clock, start and end time, buffer
+    size and count, events and buffers lost, compression, then records by header kind and by
+    provider. In --json, "records" counts every trace record, the logfile header record included.
+    """
+    readers = _open_readers(files)
+    for reader in readers:
+        summary = _summarize(reader)
+        if as_json:
+            click.echo(json.dumps(summary, sort_keys=False))
+        else:
+            _print_summary(summary)
+    _raise_if_damaged(readers)
+
+
+def _summarize(reader: EtlReader) -> dict[str, Any]:
+    namer = RecordNamer()
+    kinds: Counter[str] = Counter()
+    providers: Counter[str] = Counter()
+    names: dict[str, str] = {}
+    records = 0
+    for record in reader:
+        records += 1
+        kinds[record.kind] += 1
+        key = _provider_key(record)
+        providers[key] += 1
+        if key not in names:
+            name = namer.provider_name(record)
+            if name:
+                names[key] = name
+    h = reader.header
+    stats = reader.stats
+    return {
+        "path": reader.path,
+        "logger_name": h.logger_name,
+        "logfile_name": h.logfile_name,
+        "os_version": h.os_version_text,
+        "os_build": h.provider_version,
+        "version": ".".join(str(part) for part in h.os_version),
+        "pointer_size": h.pointer_size,
+        "number_of_processors": h.number_of_processors,
+        "clock": h.clock_name,
+        "clock_type": h.clock_type,
+        "perf_freq": h.perf_freq,
+        "start_time": h.as_json()["start_time_iso"],
+        "end_time": h.as_json()["end_time_iso"],
+        "buffer_size": h.buffer_size,
+        "buffers": h.buffers_written,
+        "buffers_read": stats.buffers,
+        "compressed": h.compressed,
+        "compressed_buffers": stats.compressed_buffers,
+        "log_file_mode": h.log_file_mode,
+        "events_lost": h.events_lost,
+        "buffers_lost": h.buffers_lost,
+        "records": records,
+        "kinds": dict(kinds.most_common()),
+        "providers": [
+            {"provider": key, **({"name": names[key]} if key in names else {}), "records": count}
+            for key, count in providers.most_common()
+        ],
+        "unknown_records": stats.unknown_records,
+        "skipped_bytes": stats.skipped_bytes,
+        "errors": [str(err) for err in stats.errors],
+    }
+
+
+def _provider_key(record: EventRecord) -> str:
+    if record.provider_guid_bytes is not None:
+        return format_guid(record.provider_id)
+    if record.hook_id is not None:
+        return f"hook group 0x{(record.hook_id >> 8):02x}"
+    return record.kind
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    echo = click.echo
+    echo(f"{s['path']}")
+    echo(f"  logger         {s['logger_name'] or '-'}   file {s['logfile_name'] or '-'}")
+    echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    echo(f"  clock          {s['clock']} (PerfFreq {s['perf_freq']})")
+    echo(f"  time           {s['start_time']} .. {s['end_time']}")
+    compressed = f"compressed ({s['compressed_buffers']} buffers)" if s["compressed"] else "uncompressed"
+    echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    echo(f"  lost           {s['events_lost']} events, {s['buffers_lost']} buffers")
+    echo(f"  records        {s['records']}   " + ", ".join(f"{k} {v}" for k, v in s["kinds"].items()))
+    if s["unknown_records"] or s["skipped_bytes"]:
+        echo(f"  damaged        {s['unknown_records']} unknown records, {s['skipped_bytes']} bytes skipped")
+    echo("  providers")
+    for p in s["providers"]:
+        label = f"{p['name']} ({p['provider']})" if "name" in p else p["provider"]
+        echo(f"    {p['records']:>9}  {label}")
+
+
+# -- dump -----------------------------------------------------------------------------------------
+@click.command()
+@_file_argument
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per record.")
+@click.option("--time-order", is_flag=True, help="Merge buffers (and files) into time order.")
+@click.option("--provider", "providers", multiple=True, metavar="NAME_OR_GUID", help="Only records of this provider (repeatable).")
+@click.option("--limit", type=click.IntRange(min=0), default=None, metavar="N", help="Stop after N records.")
+def dump(files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None) -> None:
+    """One line per record of each FILE: time, provider, event, pid/tid, cpu, size, payload.
+
+    With several files and --time-order the files are merged into one time order.
+    """
+    readers = _open_readers(files)
+    namer = RecordNamer()
+    wanted = _provider_filter(providers, namer)
+    shown = 0
+    for record in _records(readers, time_order):
+        if wanted is not None and not wanted(record):
+            continue
+        if limit is not None and shown >= limit:
+            break
+        shown += 1
+        if as_json:
+            click.echo(json.dumps(record_to_json(record, namer)))
+        else:
+            click.echo(record_line(record, namer))
+    _raise_if_damaged(readers)
+
+
+def _records(readers: list[EtlReader], time_order: bool) -> Iterator[EventRecord]:
+    if time_order:
+        if len(readers) == 1:
+            return readers[0].records(time_order=True)
+        return merge_records(readers)
+    return (record for reader in readers for record in reader)
+
+
+def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> Any:
+    if not providers:
+        return None
+    guids, names = set(), set()
+    for text in providers:
+        try:
+            guids.add(format_guid(parse_guid(text)))
+        except ValueError:
+            names.add(text.lower())
+
+    def accept(record: EventRecord) -> bool:
+        if record.provider_guid_bytes is not None and format_guid(record.provider_id) in guids:
+            return True
+        name = namer.provider_name(record)
+        return bool(name) and name.lower() in names
+
+    return accept
+
+
+def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": record.kind}
+    if record.provider_guid_bytes is not None:
+        out["provider_id"] = format_guid(record.provider_id)
+    provider_name = namer.provider_name(record)
+    if provider_name:
+        out["provider_name"] = provider_name
+    event_name = namer.event_name(record)
+    if event_name:
+        out["event_name"] = event_name
+    out.update(
+        id=record.id, version=record.version, channel=record.channel, level=record.level,
+        opcode=record.opcode, task=record.task, keyword=record.keyword,
+    )
+    if record.hook_id is not None:
+        out["hook_id"] = record.hook_id
+    out.update(pid=record.pid, tid=record.tid, cpu=record.cpu, timestamp=record.timestamp)
+    out["time"] = record.time_iso if record.kind != "unknown" else None
+    out["size"] = record.size
+    if record.kind == "event":
+        out["activity_id"] = format_guid(record.activity_id)
+        related = record.related_activity_id
+        if related is not None:
+            out["related_activity_id"] = format_guid(related)
+        ext = record.extended
+        if ext:
+            out["extended"] = [item.type_name for item in ext]
+    out["pointer_size"] = record.pointer_size
+    out["user_data_length"] = record.user_data_length
+    if record.kind == "unknown":
+        out["reason"] = record.reason  # type: ignore[attr-defined]
+    return out
+
+
+def record_line(record: EventRecord, namer: RecordNamer) -> str:
+    when = record.time_iso if record.kind != "unknown" else "-" * 28
+    provider = namer.provider_name(record) or (format_guid(record.provider_id) if record.provider_guid_bytes is not None else record.kind)
+    event = namer.event_name(record)
+    if record.kind in ("system", "compact", "perfinfo"):
+        ident = f"hook=0x{record.hook_id:04x} v{record.version}"
+    elif record.kind in ("classic", "instance"):
+        ident = f"type={record.opcode} level={record.level} v{record.version}"
+    else:
+        ident = f"id={record.id} v{record.version} op={record.opcode} lvl={record.level} kw=0x{record.keyword:x}"
+    if event:
+        ident = f"{event} {ident}"
+    preview = record.user_data[:16].hex(" ")
+    return f"{when} {provider} {ident} pid={record.pid} tid={record.tid} cpu={record.cpu} size={record.size} [{preview}]"
+
+
+# -- relog ----------------------------------------------------------------------------------------
+@click.command("relog")
+@_file_argument
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl file to write.")
+@click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
+def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) -> None:
+    """Merge FILES in time order and rewrite them as one uncompressed .etl file.
+
+    Every record keeps its bytes and pointer size; the logfile header is written anew, with the
+    events and buffers lost of all inputs added up.
+    """
+    readers = _open_readers(files)
+    if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
+        raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
+    result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
+    click.echo(
+        f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
+        f"{result.buffers_written} buffers" + (f", {result.records_refused} damaged records left out" if result.records_refused else "")
+    )
+    _raise_if_damaged(readers)
+
+
+__all__ = ["EtlFormatError", "record_line", "record_to_json", "register"]

@@ -1,0 +1,70 @@
+"""The ``openetw`` command. The one place where exceptions become messages and exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from openetw import __version__
+from openetw.errors import OpenEtwError
+
+
+class ReportedFailure(Exception):
+    """Raised by a command that already printed its output and wants the run to end with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="openetw")
+def cli() -> None:
+    """Event Tracing for Windows on Linux: read, decode and write .etl files, manifests and sessions."""
+
+
+def _register() -> None:
+    from openetw.cli import etl_commands
+
+    etl_commands.register(cli)
+    try:
+        from openetw.cli import decode_commands
+    except ImportError:  # pragma: no cover - while a layer is being built
+        return
+    decode_commands.register(cli)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the command, maps errors to one line on stderr and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="openetw", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("openetw: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except ReportedFailure as exc:
+        click.echo(f"openetw: error: {exc}", err=True)
+        return exc.exit_code
+    except OpenEtwError as exc:
+        click.echo(f"openetw: error: {exc}", err=True)
+        return exc.exit_code
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def console_main() -> None:
+    sys.exit(main())

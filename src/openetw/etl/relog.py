@@ -1,0 +1,62 @@
+"""Relogging: several ETL files merged in time order into one uncompressed file."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from openetw.errors import InvalidArgument
+from openetw.etl import layouts as L
+from openetw.etl.clock import TraceClock
+from openetw.etl.reader import EtlReader, merge_records
+from openetw.etl.record import EventRecord
+from openetw.etl.writer import EtlWriter, relog_header
+
+_MIN_RELOG_BUFFER = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RelogResult:
+    records_written: int
+    records_refused: int  # unknown (damaged) records, or records larger than a buffer
+    buffers_written: int
+    events_lost: int
+
+
+def is_logfile_header_record(record: EventRecord) -> bool:
+    return record.kind == "system" and record.hook_id == 0 and record.buffer_index == 0
+
+
+def relog(readers: list[EtlReader], target: str | os.PathLike[str] | BinaryIO, *, buffer_size: int | None = None) -> RelogResult:
+    """Merge ``readers`` in time order and write them to ``target``.
+
+    Each input's logfile header record is replaced by the output's own; every other record is
+    copied byte for byte (keeping its pointer size). One input keeps its clock; several inputs
+    are put on the system-time clock, their timestamps rewritten through wall-clock time.
+    """
+    if not readers:
+        raise InvalidArgument("relog needs at least one input file")
+    first = readers[0].header
+    if len(readers) == 1:
+        clock = first.clock
+        records = readers[0].records(time_order=True)
+    else:
+        start = min(reader.header.start_time for reader in readers)
+        clock = TraceClock(L.CLOCK_SYSTEM_TIME, start, start, 10_000_000)
+        records = merge_records(readers)
+    size = buffer_size or max([_MIN_RELOG_BUFFER] + [reader.header.buffer_size for reader in readers if reader.header.buffer_size <= 16 << 20])
+    header = relog_header(
+        first,
+        buffer_size=size,
+        events_lost=sum(reader.header.events_lost for reader in readers),
+        buffers_lost=sum(reader.header.buffers_lost for reader in readers),
+        clock=clock,
+        logfile_name=os.fspath(target) if isinstance(target, (str, os.PathLike)) else "",
+    )
+    with EtlWriter(target, header=header) as writer:
+        for record in records:
+            if is_logfile_header_record(record):
+                continue
+            writer.write(record)
+    return RelogResult(writer.records_written, writer.records_refused, writer.buffers_written, writer.events_lost)
