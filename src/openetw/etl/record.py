@@ -45,7 +45,8 @@ class RecordContext:
         self.logger_name = logger_name
 
 
-DEFAULT_CONTEXT = RecordContext(SYSTEM_TIME_CLOCK)
+# Records built in memory, whose timestamps are in whatever clock the writer that takes them uses.
+DEFAULT_CONTEXT = RecordContext(SYSTEM_TIME_CLOCK, source="<built>")
 
 
 def _tuple_field(index: int, doc: str = "") -> property:

@@ -12,11 +12,12 @@ import time
 from collections.abc import Iterable
 from typing import BinaryIO
 
+from openetw import hostinfo
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock, unix_ns_to_filetime
 from openetw.etl.logfile import LogfileHeader, encode_logfile_header
-from openetw.etl.record import EventRecord, UnknownRecord
+from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, UnknownRecord
 
 DEFAULT_BUFFER_SIZE = 64 * 1024
 MIN_BUFFER_SIZE = 1024
@@ -45,6 +46,7 @@ def new_logfile_header(
     os_version: tuple[int, int, int, int] = (10, 0, 1, 5),
     provider_version: int = 0,
     boot_time: int = 0,
+    cpu_speed_mhz: int | None = None,
 ) -> LogfileHeader:
     major, minor, sub, subminor = os_version
     return LogfileHeader(
@@ -60,7 +62,7 @@ def new_logfile_header(
         start_buffers=0,
         pointer_size=pointer_size,
         events_lost=0,
-        cpu_speed_mhz=0,
+        cpu_speed_mhz=cpu_speed_mhz or hostinfo.cpu_speed_mhz(),
         boot_time=boot_time,
         perf_freq=clock.perf_freq,
         start_time=clock.start_time,
@@ -123,11 +125,15 @@ class EtlWriter:
 
     # -- public -------------------------------------------------------------------------------
     def write(self, record: EventRecord) -> bool:
-        """Append one record. Returns False (and counts the event lost) when it cannot fit a buffer."""
+        """Append one record. Returns False (and counts the event lost) when it cannot fit a buffer.
+
+        A record read from another file is moved to this file's clock; a record built without a
+        context (``DEFAULT_CONTEXT``) is taken to carry this file's clock already.
+        """
         if isinstance(record, UnknownRecord):
             self.records_refused += 1
             return False
-        if record.context.clock != self.clock:
+        if record.context is not DEFAULT_CONTEXT and record.context.clock != self.clock:
             record = record.with_timestamp(self.clock.from_filetime(record.filetime))
         return self.write_raw(record.raw, record.cpu, record.timestamp)
 
