@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from openetw.cli.main import ReportedFailure
+from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
 from openetw.errors import EtlFormatError
 from openetw.etl.reader import EtlReader, merge_records

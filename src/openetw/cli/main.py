@@ -7,15 +7,8 @@ import sys
 import click
 
 from openetw import __version__
+from openetw.cli.failure import ReportedFailure
 from openetw.errors import OpenEtwError
-
-
-class ReportedFailure(Exception):
-    """Raised by a command that already printed its output and wants the run to end with ``exit_code``."""
-
-    def __init__(self, message: str, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -60,10 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
 
 
 def console_main() -> None:
