@@ -122,3 +122,22 @@ class AccessDenied(SessionError):
 
 class ServiceError(OpenEtwError):
     """The trace service could not be reached or answered with a protocol error."""
+
+
+class PropertyDecodeError(DecodeError):
+    """One property of an event could not be decoded; ``raw`` keeps the bytes it covered.
+
+    When the property's end is unknown (the payload ends early, a count cannot be resolved),
+    ``raw`` holds everything from the property's start to the end of the payload.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        property_name: str | None = None,
+        offset: int | None = None,
+        raw: bytes = b"",
+    ) -> None:
+        self.raw = raw
+        super().__init__(message, property_name=property_name, offset=offset)
