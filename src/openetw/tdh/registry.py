@@ -1,0 +1,138 @@
+"""Finding the schema of a record: TraceLogging metadata, manifests, classic MOF layouts.
+
+The order is TDH's: a self-describing event decodes by the metadata it carries; a manifest-based
+event by the manifest of its provider (exact version first, then the nearest lower one); a
+kernel or classic event by its MOF class layout. Lookups are cached per record identity.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from openetw.tdh.schema import Schema
+
+_MISSING: Any = object()
+_CACHE_LIMIT = 1 << 16
+
+
+class SchemaRegistry:
+    """Knows every schema source a decoder can use and finds the one for a record."""
+
+    def __init__(self, manifests: Iterable[Any] = (), *, kernel: bool = True) -> None:
+        self._events: dict[tuple[uuid.UUID, int], dict[int, Schema]] = {}
+        self._sources: dict[tuple[uuid.UUID, int, int], str] = {}
+        self._provider_names: dict[uuid.UUID, str] = {}
+        self._cache: dict[tuple[Any, ...], Schema | None] = {}
+        self._kernel = kernel
+        self._mof_classic: list[Any] = []
+        for manifest in manifests:
+            self.add_manifest(manifest)
+
+    # -- sources -----------------------------------------------------------------------------
+    def add_manifest(self, manifest: Any, source: str | None = None) -> int:
+        """Adds every event of ``manifest``; a later manifest wins for the same (provider, id, version)."""
+        from openetw.tdh.from_manifest import schemas_from_manifest
+
+        added = 0
+        origin = source or getattr(manifest, "path", None) or "<manifest>"
+        for provider_id, event_id, version, schema in schemas_from_manifest(manifest):
+            self._events.setdefault((provider_id, event_id), {})[version] = schema
+            self._sources[(provider_id, event_id, version)] = origin
+            if schema.provider_name:
+                self._provider_names[provider_id] = schema.provider_name
+            added += 1
+        for provider in getattr(manifest, "providers", ()):
+            name, guid = getattr(provider, "name", None), getattr(provider, "guid", None)
+            if name and guid is not None:
+                self._provider_names[guid] = name
+        self._cache.clear()
+        return added
+
+    def add_schema(self, schema: Schema, source: str = "<added>") -> None:
+        """Adds one schema (a MOF class from a file, an embedded module's schema...)."""
+        self._events.setdefault((schema.provider_id, schema.event_id), {})[schema.version] = schema
+        self._sources[(schema.provider_id, schema.event_id, schema.version)] = source
+        if schema.provider_name:
+            self._provider_names.setdefault(schema.provider_id, schema.provider_name)
+        self._cache.clear()
+
+    def source_of(self, schema: Schema) -> str | None:
+        """The file a manifest schema came from."""
+        return self._sources.get((schema.provider_id, schema.event_id, schema.version))
+
+    @property
+    def provider_count(self) -> int:
+        return len({key[0] for key in self._events})
+
+    # -- lookup ------------------------------------------------------------------------------
+    def schema_for(self, record: Any) -> Schema | None:
+        kind = record.kind
+        if kind == "event":
+            if record.flags & 1:
+                from openetw.tdh.tracelogging import schema_from_record
+
+                schema = schema_from_record(record)
+                if schema is not None:
+                    return schema
+            key: tuple[Any, ...] = ("e", record.provider_guid_bytes, record.id, record.version)
+            found = self._cache.get(key, _MISSING)
+            if found is _MISSING:
+                found = self._manifest_schema(record.provider_id, record.id, record.version)
+                self._remember(key, found)
+            return found
+        if kind in ("system", "compact", "perfinfo"):
+            key = ("k", record.hook_id, record.version)
+            found = self._cache.get(key, _MISSING)
+            if found is _MISSING:
+                found = self._mof_schema(record.hook_id >> 8, record.opcode, record.version) if self._kernel else None
+                self._remember(key, found)
+            return found
+        if kind in ("classic", "instance"):
+            key = ("c", record.provider_guid_bytes, record.opcode, record.version)
+            found = self._cache.get(key, _MISSING)
+            if found is _MISSING:
+                found = self._manifest_schema(record.provider_id, record.opcode, record.version, classic=True)
+                if found is None and self._kernel:
+                    found = self._mof_schema(record.provider_id, record.opcode, record.version)
+                self._remember(key, found)
+            return found
+        return None
+
+    def _remember(self, key: tuple[Any, ...], value: Schema | None) -> None:
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = value
+
+    def _manifest_schema(self, provider_id: uuid.UUID, event_id: int, version: int, *, classic: bool = False) -> Schema | None:
+        versions = self._events.get((provider_id, event_id))
+        if not versions:
+            return None
+        exact = versions.get(version)
+        if exact is not None:
+            return exact
+        lower = [v for v in versions if v < version]
+        return versions[max(lower)] if lower else None
+
+    def _mof_schema(self, key: Any, opcode: int, version: int) -> Schema | None:
+        from openetw.tdh.mof import schema_from_mof
+        from openetw.tdh.mof_kernel import find_layout
+
+        match = find_layout(key, opcode, version)
+        if match is None:
+            return None
+        return schema_from_mof(match.mof_class, match.event, key if isinstance(key, uuid.UUID) else None)
+
+    # -- names -------------------------------------------------------------------------------
+    def provider_name(self, record: Any) -> str | None:
+        schema = self.schema_for(record)
+        if schema is not None and schema.provider_name:
+            return schema.provider_name
+        if record.provider_guid_bytes is not None:
+            return self._provider_names.get(record.provider_id)
+        return None
+
+    def event_name(self, record: Any) -> str | None:
+        schema = self.schema_for(record)
+        return None if schema is None else schema.event_name
