@@ -18,9 +18,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from openetw.cli import etl_commands
+    from openetw.cli import etl_commands, manifest_commands
 
     etl_commands.register(cli)
+    manifest_commands.register(cli)
     try:
         from openetw.cli import decode_commands
     except ImportError:  # pragma: no cover - while a layer is being built
