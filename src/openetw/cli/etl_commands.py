@@ -12,7 +12,7 @@ import click
 
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
-from openetw.errors import EtlFormatError
+from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
@@ -31,7 +31,9 @@ def _open_readers(files: tuple[str, ...]) -> list[EtlReader]:
     readers = []
     for path in files:
         if not os.path.exists(path):
-            raise click.BadParameter(f"no such file: {path}", param_hint="FILES")
+            raise InvalidArgument(f"no such file: {path}")
+        if os.path.isdir(path):
+            raise InvalidArgument(f"{path} is a directory, not an .etl file")
         readers.append(EtlReader(path, strict=False))
     return readers
 

@@ -1,0 +1,206 @@
+"""What a session is made of: kind, log mode, buffers, flush timer, initial providers; ETW's limits."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
+
+from openetw.guids import parse_guid, provider_guid_from_name
+from openetw.session.enable import EnableRule
+from openetw.session.errors import InvalidSessionConfig
+
+__all__ = [
+    "LogFileMode",
+    "LogMode",
+    "MAX_KERNEL_SESSIONS",
+    "MAX_SESSIONS",
+    "MAX_SESSIONS_PER_CLASSIC_PROVIDER",
+    "MAX_SESSIONS_PER_PROVIDER",
+    "ProviderEnable",
+    "RESERVED_KERNEL_SLOTS",
+    "RESERVED_SESSION_NAMES",
+    "SessionConfig",
+    "SessionKind",
+    "is_reserved_name",
+    "resolve_provider",
+]
+
+MAX_SESSIONS = 64
+MAX_KERNEL_SESSIONS = 8
+# Of the 8 kernel slots, 2 are kept for the reserved loggers so they can always start.
+RESERVED_KERNEL_SLOTS = 2
+RESERVED_SESSION_NAMES = ("NT Kernel Logger", "Global Logger")
+MAX_SESSIONS_PER_PROVIDER = 8
+MAX_SESSIONS_PER_CLASSIC_PROVIDER = 1
+MAX_NAME_LENGTH = 1024
+MAX_BUFFER_SIZE_KB = 1024
+MAX_BUFFERS = 65536
+MAX_FILE_MB = 1 << 32
+
+
+def is_reserved_name(name: str) -> bool:
+    return name.casefold() in {n.casefold() for n in RESERVED_SESSION_NAMES}
+
+
+class LogFileMode(enum.IntFlag):
+    """EVENT_TRACE_PROPERTIES.LogFileMode bits (the values ETW writes into TRACE_LOGFILE_HEADER)."""
+
+    FILE_MODE_SEQUENTIAL = 0x0001
+    FILE_MODE_CIRCULAR = 0x0002
+    FILE_MODE_APPEND = 0x0004
+    FILE_MODE_NEWFILE = 0x0008
+    REAL_TIME_MODE = 0x0100
+    BUFFERING_MODE = 0x0400
+    SYSTEM_LOGGER_MODE = 0x2000000
+
+
+class LogMode(enum.Enum):
+    """Where a session's buffers go."""
+
+    SEQUENTIAL_FILE = "sequential-file"
+    CIRCULAR_FILE = "circular-file"
+    NEW_FILE = "new-file"
+    REAL_TIME = "real-time"
+    BUFFERING = "buffering"
+    FILE_AND_REAL_TIME = "file-real-time"
+
+    @property
+    def writes_file(self) -> bool:
+        return self in _FILE_MODES
+
+    @property
+    def real_time(self) -> bool:
+        return self in (LogMode.REAL_TIME, LogMode.FILE_AND_REAL_TIME)
+
+    @property
+    def log_file_mode(self) -> LogFileMode:
+        return _LOG_FILE_MODE[self]
+
+
+_FILE_MODES = frozenset({LogMode.SEQUENTIAL_FILE, LogMode.CIRCULAR_FILE, LogMode.NEW_FILE, LogMode.FILE_AND_REAL_TIME})
+_LOG_FILE_MODE = {
+    LogMode.SEQUENTIAL_FILE: LogFileMode.FILE_MODE_SEQUENTIAL,
+    LogMode.CIRCULAR_FILE: LogFileMode.FILE_MODE_CIRCULAR,
+    LogMode.NEW_FILE: LogFileMode.FILE_MODE_NEWFILE,
+    LogMode.REAL_TIME: LogFileMode.REAL_TIME_MODE,
+    LogMode.BUFFERING: LogFileMode.BUFFERING_MODE,
+    LogMode.FILE_AND_REAL_TIME: LogFileMode.FILE_MODE_SEQUENTIAL | LogFileMode.REAL_TIME_MODE,
+}
+
+
+class SessionKind(enum.Enum):
+    """Ordinary sessions take user-mode providers; kernel sessions (system loggers) also take the kernel's."""
+
+    USER = "user"
+    KERNEL = "kernel"
+
+
+def resolve_provider(provider: uuid.UUID | str) -> tuple[uuid.UUID, str | None]:
+    """A provider GUID, and its name when given by name (TraceLogging/EventSource name hashing)."""
+    if isinstance(provider, uuid.UUID):
+        return provider, None
+    text = provider.strip()
+    if not text:
+        raise InvalidSessionConfig("a provider needs a GUID or a name")
+    try:
+        return parse_guid(text), None
+    except ValueError:
+        return provider_guid_from_name(text), text
+
+
+@dataclass(frozen=True)
+class ProviderEnable:
+    """One provider a configured session enables when it is created."""
+
+    provider_guid: uuid.UUID
+    rule: EnableRule = EnableRule()
+    provider_name: str | None = None
+
+    @classmethod
+    def of(cls, provider: uuid.UUID | str, rule: EnableRule = EnableRule()) -> ProviderEnable:
+        guid, name = resolve_provider(provider)
+        return cls(guid, rule, name)
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """The settings of one session (EVENT_TRACE_PROPERTIES, minus the statistics).
+
+    ``max_file_mb`` 0 means no limit (sequential file only). ``flush_timer`` is in seconds, 0 for
+    no timer. A ``NEW_FILE`` session's ``file_name`` holds exactly one ``%d``, replaced by the
+    file's sequence number.
+    """
+
+    name: str
+    mode: LogMode = LogMode.REAL_TIME
+    kind: SessionKind = SessionKind.USER
+    file_name: str | None = None
+    max_file_mb: int = 0
+    buffer_size_kb: int = 64
+    minimum_buffers: int = 4
+    maximum_buffers: int = 64
+    flush_timer: int = 1
+    providers: tuple[ProviderEnable, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "providers", tuple(self.providers))
+        _check_name(self.name)
+        if not 1 <= self.buffer_size_kb <= MAX_BUFFER_SIZE_KB:
+            raise InvalidSessionConfig(f"buffer size must be 1..{MAX_BUFFER_SIZE_KB} KB, not {self.buffer_size_kb}")
+        if not 1 <= self.minimum_buffers <= self.maximum_buffers <= MAX_BUFFERS:
+            raise InvalidSessionConfig(
+                f"buffers must satisfy 1 <= minimum ({self.minimum_buffers}) <= maximum"
+                f" ({self.maximum_buffers}) <= {MAX_BUFFERS}"
+            )
+        if not 0 <= self.flush_timer <= 86400:
+            raise InvalidSessionConfig(f"flush timer must be 0..86400 seconds, not {self.flush_timer}")
+        if not 0 <= self.max_file_mb <= MAX_FILE_MB:
+            raise InvalidSessionConfig(f"maximum file size {self.max_file_mb} MB is out of range")
+        self._check_mode()
+
+    def _check_mode(self) -> None:
+        mode = self.mode
+        if mode.writes_file and not self.file_name:
+            raise InvalidSessionConfig(f"{mode.value} mode needs a file name")
+        if not mode.writes_file and self.file_name is not None:
+            raise InvalidSessionConfig(f"{mode.value} mode writes no file; drop the file name")
+        if mode in (LogMode.CIRCULAR_FILE, LogMode.NEW_FILE) and self.max_file_mb == 0:
+            raise InvalidSessionConfig(f"{mode.value} mode needs a maximum file size")
+        if not mode.writes_file and self.max_file_mb:
+            raise InvalidSessionConfig(f"{mode.value} mode writes no file; drop the maximum file size")
+        if mode is LogMode.NEW_FILE and (self.file_name or "").count("%d") != 1:
+            raise InvalidSessionConfig("new-file mode needs a file name with exactly one %d")
+
+    @property
+    def buffer_size(self) -> int:
+        return self.buffer_size_kb * 1024
+
+    @property
+    def log_file_mode(self) -> int:
+        flags = self.mode.log_file_mode
+        if self.kind is SessionKind.KERNEL:
+            flags |= LogFileMode.SYSTEM_LOGGER_MODE
+        return int(flags)
+
+    def file_name_for(self, sequence: int) -> str:
+        """The name of a new-file session's ``sequence``-th file (other modes: the file name itself)."""
+        if self.file_name is None:
+            raise InvalidSessionConfig(f"{self.mode.value} mode writes no file")
+        if self.mode is not LogMode.NEW_FILE:
+            return self.file_name
+        head, tail = self.file_name.split("%d")
+        return f"{head}{sequence}{tail}"
+
+    def with_changes(self, **changes: Any) -> SessionConfig:
+        return replace(self, **changes)
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidSessionConfig("a session needs a non-empty name")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidSessionConfig(f"session names are at most {MAX_NAME_LENGTH} characters")
+    if "\0" in name or name != name.strip():
+        raise InvalidSessionConfig("session names hold no NUL and no leading or trailing blanks")

@@ -1,0 +1,74 @@
+"""Session settings: log modes and their file rules, buffer limits, names."""
+
+from __future__ import annotations
+
+import pytest
+
+from openetw.session import InvalidSessionConfig, LogFileMode, LogMode, SessionConfig, SessionKind, resolve_provider
+
+
+@pytest.mark.parametrize(
+    ("settings", "flags"),
+    [
+        ({"mode": LogMode.SEQUENTIAL_FILE, "file_name": "a.etl"}, 0x1),
+        ({"mode": LogMode.SEQUENTIAL_FILE, "file_name": "a.etl", "max_file_mb": 5}, 0x1),
+        ({"mode": LogMode.CIRCULAR_FILE, "file_name": "a.etl", "max_file_mb": 5}, 0x2),
+        ({"mode": LogMode.NEW_FILE, "file_name": "a-%d.etl", "max_file_mb": 5}, 0x8),
+        ({"mode": LogMode.REAL_TIME}, 0x100),
+        ({"mode": LogMode.BUFFERING}, 0x400),
+        ({"mode": LogMode.FILE_AND_REAL_TIME, "file_name": "a.etl"}, 0x101),
+        ({"mode": LogMode.REAL_TIME, "kind": SessionKind.KERNEL}, 0x100 | LogFileMode.SYSTEM_LOGGER_MODE),
+    ],
+)
+def test_valid_modes_and_their_log_file_mode(settings: dict, flags: int) -> None:
+    assert SessionConfig("S", **settings).log_file_mode == flags
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"mode": LogMode.SEQUENTIAL_FILE},  # no file
+        {"mode": LogMode.CIRCULAR_FILE, "file_name": "a.etl"},  # no size
+        {"mode": LogMode.NEW_FILE, "file_name": "a.etl", "max_file_mb": 5},  # no %d
+        {"mode": LogMode.NEW_FILE, "file_name": "a-%d-%d.etl", "max_file_mb": 5},
+        {"mode": LogMode.REAL_TIME, "file_name": "a.etl"},
+        {"mode": LogMode.BUFFERING, "max_file_mb": 5},
+        {"buffer_size_kb": 0},
+        {"buffer_size_kb": 1025},
+        {"minimum_buffers": 0},
+        {"minimum_buffers": 10, "maximum_buffers": 9},
+        {"flush_timer": -1},
+        {"max_file_mb": -1, "mode": LogMode.SEQUENTIAL_FILE, "file_name": "a.etl"},
+    ],
+)
+def test_inconsistent_settings_are_refused(settings: dict) -> None:
+    with pytest.raises(InvalidSessionConfig):
+        SessionConfig("S", **settings)
+
+
+@pytest.mark.parametrize("name", ["", "   ", " padded", "nul\0inside", "x" * 1025])
+def test_bad_names(name: str) -> None:
+    with pytest.raises(InvalidSessionConfig):
+        SessionConfig(name)
+
+
+def test_file_names() -> None:
+    assert SessionConfig("S", mode=LogMode.NEW_FILE, file_name="/t/s_%d.etl", max_file_mb=1).file_name_for(12) == "/t/s_12.etl"
+    assert SessionConfig("S", mode=LogMode.SEQUENTIAL_FILE, file_name="/t/s.etl").file_name_for(3) == "/t/s.etl"
+    with pytest.raises(InvalidSessionConfig):
+        SessionConfig("S").file_name_for(1)
+    assert SessionConfig("S", buffer_size_kb=8).buffer_size == 8192
+
+
+def test_mode_properties() -> None:
+    assert LogMode.FILE_AND_REAL_TIME.writes_file and LogMode.FILE_AND_REAL_TIME.real_time
+    assert not LogMode.BUFFERING.writes_file and not LogMode.BUFFERING.real_time
+
+
+def test_resolve_provider() -> None:
+    guid, name = resolve_provider("MyCompany.MyComponent")
+    assert name == "MyCompany.MyComponent"
+    assert resolve_provider(str(guid)) == (guid, None)
+    assert resolve_provider(guid) == (guid, None)
+    with pytest.raises(InvalidSessionConfig):
+        resolve_provider("  ")
