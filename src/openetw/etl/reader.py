@@ -14,9 +14,9 @@ import os
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
-from openetw.errors import CompressionError, EtlFormatError
+from openetw.errors import CompressionError, EtlFormatError, InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.clock import SYSTEM_TIME_CLOCK
 from openetw.etl.logfile import LOGFILE_HEADER_HOOK_ID, LogfileHeader, parse_logfile_header
@@ -30,14 +30,28 @@ from openetw.etl.record import (
 
 _NO_CONTEXT = RecordContext(SYSTEM_TIME_CLOCK)
 
+# The common case in one dict lookup: marker >> 16 (flags 0xC0 and the header type) -> framing.
+_FAST_PATH = {
+    (L.MARKER_FLAGS_TYPED << 8) | header_type: (cls, cls.layout.unpack_from, cls.header_size, cls.size_index)  # type: ignore[union-attr]
+    for header_type, cls in RECORD_CLASSES.items()
+}
+
 # Largest buffer we accept. ETW's own limit is far lower (1 MiB for most sessions); anything
 # bigger is damage, and refusing it bounds the memory a hostile file can make us take.
 MAX_BUFFER_SIZE = 64 << 20
+_READ_PIECE = 1 << 20
+# Time order keeps the data of buffers it cannot read again (compressed ones; all of them from a
+# stream that cannot seek) in a look-ahead window of at least a few buffers per processor and up to
+# this many bytes. Quiet processors flush late: a buffer may start long before the ones around it
+# (65 buffers earlier in a Windows 7 sample), so the window is generous, but bounded.
+TIME_ORDER_WINDOW_BYTES = 16 << 20
+_WINDOW_MIN_BUFFERS = (8, 64)  # 4 per processor, within these bounds
 
 _u32 = struct.Struct("<I").unpack_from
 _BUFFER_HEADER = L.WMI_BUFFER_HEADER
 _BH_SIZE = L.BUFFER_HEADER_SIZE
 _BH = _BUFFER_HEADER.index
+_Entry = TypeVar("_Entry", bound=tuple[Any, ...])
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,24 +102,41 @@ def _open(source: str | os.PathLike[str] | BinaryIO | bytes) -> tuple[BinaryIO, 
     return source, getattr(source, "name", None) if isinstance(getattr(source, "name", None), str) else None, False
 
 
+class _Frame(NamedTuple):
+    """One buffer as read: what a reader reports about it waits for the buffer's turn."""
+
+    info: BufferInfo | None  # None: no buffer could be framed here
+    data: bytes  # header included; inflated when compressed; short when the file ends inside it
+    errors: tuple[tuple[EtlFormatError, int], ...]  # (error, bytes skipped)
+    next_offset: int | None  # where the next buffer starts; None: reading ends here
+
+
 class EtlReader:
     """Reads one ETL file.
 
     ``EtlReader(path_or_file)``; ``header`` is the logfile header, ``context`` the clock and
     pointer size records share; iterate for records in file order, or call
-    ``records(time_order=True)``.
+    ``records(time_order=True)``. File order reads the source front to back without seeking
+    back, so a pipe or socket works (once); time order on such a stream merges through a
+    bounded window of buffers kept in memory.
     """
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO | bytes, *, strict: bool = True) -> None:
         self._file, self.path, self._owns_file = _open(source)
         self.strict = strict
-        self._quiet = False
         self.stats = ReadStatistics()
         try:
             self._start = self._file.tell()
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, ValueError):
             self._start = 0
-        self.header, self.context = self._read_logfile_header()
+        self._position = self._start
+        self._can_seek = _seekable(self._file)
+        self._resync_size = 0
+        try:
+            self.header, self.context = self._read_logfile_header()
+        except EtlFormatError:
+            self.close()
+            raise
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -122,121 +153,195 @@ class EtlReader:
         return EtlFormatError(message, offset=offset, buffer_index=buffer_index, structure=structure, path=self.path)
 
     def _fail(self, err: EtlFormatError, skipped: int = 0) -> None:
-        """Strict: raise. Lenient: remember and count, then the caller goes on. Quiet: nothing."""
-        if self._quiet:
-            return
+        """Strict: raise. Lenient: remember and count, then the caller goes on."""
         self.stats.errors.append(err)
         self.stats.skipped_bytes += max(skipped, 0)
         if self.strict:
             raise err
 
-    # -- buffers --------------------------------------------------------------------------
-    def _read_buffer_at(self, offset: int, index: int) -> tuple[BufferInfo, bytes] | None:
-        """One buffer: its info and its bytes (inflated when compressed; header included).
+    def _report(self, errors: tuple[tuple[EtlFormatError, int], ...]) -> None:
+        for err, skipped in errors:
+            self._fail(err, skipped)
 
-        ``None`` at the end of the file or when the buffer cannot be framed (the next one
-        cannot be found either, so the read ends there).
-        """
+    # -- bytes ----------------------------------------------------------------------------
+    def _read(self, n: int) -> bytes:
+        """``n`` bytes, fewer only at the end of the source. Large reads go in pieces, so a
+        damaged size never makes us allocate more than the source really holds."""
         f = self._file
-        f.seek(offset)
-        head = f.read(_BH_SIZE)
+        data = f.read(min(n, _READ_PIECE)) or b""
+        if 0 < len(data) < n:
+            pieces, got = [data], len(data)
+            while got < n:
+                piece = f.read(min(n - got, _READ_PIECE))
+                if not piece:
+                    break
+                pieces.append(piece)
+                got += len(piece)
+            data = b"".join(pieces)
+        self._position += len(data)
+        return data
+
+    def _seek_to(self, offset: int) -> None:
+        if offset == self._position:
+            return
+        if self._can_seek:
+            self._file.seek(offset)
+            self._position = offset
+        elif offset > self._position:
+            while self._position < offset and self._read(min(offset - self._position, _READ_PIECE)):
+                pass
+        else:
+            raise InvalidArgument("the source cannot seek: its records can be read only once, in file order")
+
+    # -- buffers --------------------------------------------------------------------------
+    def _read_buffer_at(self, offset: int, index: int) -> _Frame | None:
+        """One buffer (``None`` at the end of the file)."""
+        self._seek_to(offset)
+        head = self._read(_BH_SIZE)
         if not head:
             return None
         if len(head) < _BH_SIZE:
-            self._fail(self._error(f"file ends inside a buffer header ({len(head)} of {_BH_SIZE} bytes)", offset, index, _BUFFER_HEADER.name), len(head))
-            return None
+            err = self._error(f"file ends inside a buffer header ({len(head)} of {_BH_SIZE} bytes)", offset, index, _BUFFER_HEADER.name)
+            return _Frame(None, b"", ((err, len(head)),), None)
         info = _buffer_info(head, offset, index)
         size, data_end = info.buffer_size, info.data_end
         if size < _BH_SIZE or size > MAX_BUFFER_SIZE:
-            self._fail(self._error(f"BufferSize {size:#x} is out of range", offset, index, "WMI_BUFFER_HEADER.BufferSize"))
-            return None
-        rest = f.read(size - _BH_SIZE)
-        if not self._quiet:
-            stats = self.stats
-            stats.buffers += 1
-            stats.buffers_with_events_lost_flag += bool(info.flags & L.BUFFER_FLAG_EVENTS_LOST)
-            stats.buffers_with_buffer_lost_flag += bool(info.flags & L.BUFFER_FLAG_BUFFER_LOST)
-        if info.flags & L.BUFFER_FLAG_COMPRESSED:
-            if len(rest) < size - _BH_SIZE:
-                self._fail(self._error("file ends inside a compressed buffer", offset, index, "compressed buffer"), len(head) + len(rest))
-                return None
-            if data_end < _BH_SIZE or data_end > MAX_BUFFER_SIZE:
-                self._fail(self._error(f"Offset {data_end:#x} is out of range for a compressed buffer", offset + 0x30, index, "WMI_BUFFER_HEADER.Offset"), size)
-                return info, head
-            from openetw.etl.lzxpress import decompress
+            err = self._error(f"BufferSize {size:#x} is out of range", offset, index, "WMI_BUFFER_HEADER.BufferSize")
+            step = self._resync_step(offset)
+            return _Frame(None, b"", ((err, step or _BH_SIZE),), offset + step if step else None)
+        rest = self._read(size - _BH_SIZE)
+        if not info.flags & L.BUFFER_FLAG_COMPRESSED:
+            # A short last buffer is kept: walking it yields the whole records, then reports the cut.
+            return _Frame(info, head + rest, (), offset + size if len(rest) == size - _BH_SIZE else None)
+        if len(rest) < size - _BH_SIZE:
+            err = self._error("file ends inside a compressed buffer", offset, index, "compressed buffer")
+            return _Frame(info, head, ((err, len(head) + len(rest)),), None)
+        if data_end < _BH_SIZE or data_end > MAX_BUFFER_SIZE:
+            err = self._error(f"Offset {data_end:#x} is out of range for a compressed buffer", offset + 0x30, index, "WMI_BUFFER_HEADER.Offset")
+            return _Frame(info, head, ((err, size),), offset + size)
+        from openetw.etl.lzxpress import decompress
 
-            try:
-                inflated = decompress(rest, data_end - _BH_SIZE)
-            except CompressionError as exc:
-                where = offset + _BH_SIZE + (exc.offset or 0)
-                self._fail(self._error(f"compressed data is damaged: {exc.message}", where, index, "LZXPRESS stream"), size)
-                return info, head
-            if not self._quiet:
-                self.stats.compressed_buffers += 1
-            return info, head + inflated
-        data = head + rest
-        if len(data) < size:
-            # A truncated last buffer: keep the records that are whole, then report it.
-            self._fail(self._error(f"file ends inside a buffer ({len(data)} of {size} bytes)", offset + len(data), index, "buffer"), 0)
-            info = _buffer_info(head, offset, index, truncated_to=len(data))
-        return info, data
+        try:
+            inflated = decompress(rest, data_end - _BH_SIZE)
+        except CompressionError as exc:
+            where = offset + _BH_SIZE + (exc.offset or 0)
+            err = self._error(f"compressed data is damaged: {exc.message}", where, index, "LZXPRESS stream")
+            return _Frame(info, head, ((err, size),), offset + size)
+        return _Frame(info, head + inflated, (), offset + size)
 
-    def buffers(self) -> Iterator[tuple[BufferInfo, bytes]]:
-        """Every buffer in file order. Compressed buffers are packed; others all share one size."""
-        offset, index = self._start, 0
+    def _resync_step(self, offset: int) -> int:
+        """How far lenient reading skips past a buffer it cannot frame: to the next slot of an
+        uncompressed file, whose buffers after the first all share one size. 0: it cannot."""
+        size = self._resync_size
+        if self.strict or not size:
+            return 0
+        first = self._first.info
+        base = self._start + (first.buffer_size if first is not None else 0)
+        if offset < base:
+            return 0
+        return base + ((offset - base) // size + 1) * size - offset
+
+    def _account(self, frame: _Frame) -> None:
+        info = frame.info
+        if info is None:
+            return
+        stats = self.stats
+        stats.buffers += 1
+        stats.buffers_with_events_lost_flag += bool(info.flags & L.BUFFER_FLAG_EVENTS_LOST)
+        stats.buffers_with_buffer_lost_flag += bool(info.flags & L.BUFFER_FLAG_BUFFER_LOST)
+        stats.compressed_buffers += bool(info.flags & L.BUFFER_FLAG_COMPRESSED) and not frame.errors
+
+    def _frames(self) -> Iterator[tuple[int, int, _Frame]]:
+        """(index, file offset, frame) of every buffer, in file order; buffer 0 is kept from the start."""
+        offset, index, frame = self._start, 0, self._first
         while True:
+            yield index, offset, frame
+            if frame.next_offset is None:
+                return
+            offset, index = frame.next_offset, index + 1
             got = self._read_buffer_at(offset, index)
             if got is None:
                 return
-            info, data = got
-            yield info, data
-            if info.buffer_size < _BH_SIZE:
-                return
-            offset += info.buffer_size
-            index += 1
+            frame = got
+
+    def buffers(self) -> Iterator[tuple[BufferInfo, bytes]]:
+        """Every buffer in file order. Compressed buffers are packed; others all share one size.
+
+        The last buffer comes short when the file ends inside it (``info.buffer_size`` is what
+        its header says); walking its records reports the cut.
+        """
+        for _, _, frame in self._frames():
+            self._account(frame)
+            self._report(frame.errors)
+            if frame.info is not None:
+                yield frame.info, frame.data
 
     # -- records --------------------------------------------------------------------------
     def _walk(self, info: BufferInfo, data: bytes) -> Iterator[EventRecord]:
-        """The records of one buffer, following the 8-byte-aligned chain up to ``Offset``."""
-        end = info.data_end
-        if end > len(data):
-            if not info.compressed and len(data) == info.buffer_size:
-                self._fail(self._error(f"Offset {end:#x} is past the buffer end {len(data):#x}", info.file_offset + 0x30, info.index, "WMI_BUFFER_HEADER.Offset"))
-            end = len(data)
+        """The records of one buffer, following the 8-byte-aligned chain up to ``Offset``.
+
+        What is wrong with the buffer is reported after its good records.
+        """
+        end, length = info.data_end, len(data)
+        truncated = length < info.buffer_size and not info.compressed
+        late = None
+        if end > length:
+            if not truncated and not info.compressed:
+                late = self._error(f"Offset {end:#x} is past the buffer end {length:#x}", info.file_offset + 0x30, info.index, "WMI_BUFFER_HEADER.Offset")
+            end = length
+        elif end < _BH_SIZE and not info.compressed:
+            late = self._error(f"Offset {end:#x} is inside the buffer header", info.file_offset + 0x30, info.index, "WMI_BUFFER_HEADER.Offset")
         pos = _BH_SIZE
         cpu, ctx, bidx = info.cpu, self.context, info.index
-        classes = RECORD_CLASSES
+        fast = _FAST_PATH
         u32 = _u32
         count = 0
+        problem: tuple[str, str] | None = None
         while pos + 4 <= end:
             marker = u32(data, pos)[0]
+            entry = fast.get(marker >> 16)
+            if entry is not None:
+                cls, unpack_from, header_size, size_index = entry
+                if pos + header_size > end:
+                    problem = ("record header runs past the buffer's data", cls.layout.name)  # type: ignore[union-attr]
+                    break
+                h = unpack_from(data, pos)
+                size = h[size_index]
+                if size < header_size or pos + size > end:
+                    problem = (f"record size {size:#x} is out of range", f"{cls.layout.name}.Size")  # type: ignore[union-attr]
+                    break
+                count += 1
+                yield cls(h, data, pos, size, cpu, ctx, bidx)
+                pos += (size + 7) & ~7
+                continue
             if marker == 0xFFFFFFFF:
                 break
             mflags = marker >> 24
             if mflags & 0xC0 == 0xC0:
-                cls = classes.get((marker >> 16) & 0xFF)
+                cls = RECORD_CLASSES.get((marker >> 16) & 0xFF)
                 if cls is None:
                     yield self._unknown(data, pos, end, info, f"unknown header type {(marker >> 16) & 0xFF:#04x}")
                     break
+                # A known header type with uncommon marker flags: the same framing, the slow way.
                 layout = cls.layout
                 if pos + cls.header_size > end:
-                    self._fail(self._error("record header runs past the buffer's data", self._abs(info, pos), bidx, layout.name), end - pos)  # type: ignore[union-attr]
+                    problem = ("record header runs past the buffer's data", layout.name)  # type: ignore[union-attr]
                     break
                 h = layout.unpack_from(data, pos)  # type: ignore[union-attr]
                 size = h[cls.size_index]
                 if size < cls.header_size or pos + size > end:
-                    self._fail(self._error(f"record size {size:#x} is out of range", self._abs(info, pos), bidx, f"{layout.name}.Size"), end - pos)  # type: ignore[union-attr]
+                    problem = (f"record size {size:#x} is out of range", f"{layout.name}.Size")  # type: ignore[union-attr]
                     break
                 count += 1
                 yield cls(h, data, pos, size, cpu, ctx, bidx)
             elif mflags & 0xD0 == 0x90:
                 if pos + L.MESSAGE_TRACE_HEADER.size > end:
-                    self._fail(self._error("record header runs past the buffer's data", self._abs(info, pos), bidx, "MESSAGE_TRACE_HEADER"), end - pos)
+                    problem = ("record header runs past the buffer's data", "MESSAGE_TRACE_HEADER")
                     break
                 h = L.MESSAGE_TRACE_HEADER.unpack_from(data, pos)
                 size = h[0]
                 if size < L.MESSAGE_TRACE_HEADER.size or pos + size > end:
-                    self._fail(self._error(f"record size {size:#x} is out of range", self._abs(info, pos), bidx, "MESSAGE_TRACE_HEADER.Size"), end - pos)
+                    problem = (f"record size {size:#x} is out of range", "MESSAGE_TRACE_HEADER.Size")
                     break
                 count += 1
                 yield MessageRecord(h, data, pos, size, cpu, ctx, bidx)
@@ -245,6 +350,15 @@ class EtlReader:
                 break
             pos += (size + 7) & ~7
         self.stats.records += count
+        if problem is not None:
+            message, structure = problem
+            if truncated and end == length:
+                message = f"file ends inside a record ({message})"
+            self._fail(self._error(message, self._abs(info, pos), bidx, structure), end - pos)
+        elif truncated:
+            self._fail(self._error(f"file ends inside a buffer ({length} of {info.buffer_size} bytes)", info.file_offset + length, bidx, "buffer"))
+        if late is not None:
+            self._fail(late)
 
     def _abs(self, info: BufferInfo, pos: int) -> int:
         """File offset of a position in a buffer (the buffer's own offset when it was inflated)."""
@@ -271,54 +385,60 @@ class EtlReader:
             yield from walk(info, data)
 
     # -- time order -----------------------------------------------------------------------
-    def _buffer_index(self) -> Iterator[tuple[int, int, int, bytes | None]]:
-        """(first timestamp, buffer index, file offset, inflated data or None) per buffer.
+    def _buffer_index(self, keep_data: bool) -> Iterator[tuple[int, int, int, _Frame | None]]:
+        """(first timestamp, buffer index, file offset, frame) per buffer, in file order.
 
-        Read quietly: errors are reported when the buffer is read for real. Uncompressed buffers
-        are read again when their turn comes, so only their first timestamp is kept.
+        The frame is kept when the buffer cannot (or should not) be read again at its turn:
+        compressed buffers, a source that cannot seek, buffer 0, a buffer that could not be
+        framed. Otherwise only the first timestamp is kept and the buffer is read again later.
         """
-        offset, index, last_first = self._start, 0, 0
-        while True:
-            self._quiet = True
-            try:
-                got = self._read_buffer_at(offset, index)
-            finally:
-                self._quiet = False
-            if got is None:
-                # Let the real read meet (and report) whatever ended the index.
-                yield last_first, index, offset, None
-                return
-            info, data = got
-            first = _first_timestamp(data, info.data_end)
+        last_first = 0
+        for index, offset, frame in self._frames():
+            info = frame.info
+            first = _first_timestamp(frame.data, info.data_end) if info is not None else None
             if first is None:
                 first = last_first  # no readable first record: keep the buffer near its file position
             last_first = first
-            keep = data if info.compressed and len(data) > _BH_SIZE else None
-            yield first, index, offset, keep
-            if info.buffer_size < _BH_SIZE:
-                return
-            offset += info.buffer_size
-            index += 1
+            yield first, index, offset, frame if keep_data or index == 0 or info is None else None
+
+    def _open_in_turn(self, index: int, offset: int, frame: _Frame | None) -> Iterator[EventRecord] | None:
+        """A buffer's records when its turn in the merge comes (reading it again if it was not kept)."""
+        if frame is None:
+            frame = self._read_buffer_at(offset, index)
+            if frame is None:
+                return None
+        self._account(frame)
+        self._report(frame.errors)
+        return self._walk(frame.info, frame.data) if frame.info is not None else None
 
     def _records_in_time_order(self, window: int | None = None) -> Iterator[EventRecord]:
         """A k-way merge of buffers: a buffer joins the merge before any record later than its first.
 
         Buffers are made known in file order through a look-ahead window (unbounded for
-        uncompressed seekable files, where only first timestamps are kept; a few buffers per
-        processor otherwise). A buffer that starts earlier than a record already given out defeats
-        the window: it is counted in ``stats.time_order_violations``, never dropped.
+        uncompressed seekable files, where only first timestamps are kept; bounded by
+        ``TIME_ORDER_WINDOW_BYTES`` of kept data otherwise, or by ``window`` buffers when given).
+        A buffer that starts earlier than a record already given out defeats the window: it is
+        counted in ``stats.time_order_violations``, never dropped.
+
+        Strict reading that meets damage in buffer k still gives out every record of the buffers
+        before k, in order, then raises.
         """
-        keeps_data = self.header.compressed or not _seekable(self._file)
-        lookahead = window or (max(8, 4 * max(self.header.number_of_processors, 1)) if keeps_data else 1 << 62)
-        source = self._buffer_index()
-        pending: list[tuple[int, int, int, bytes | None]] = []
+        keep_data = self.header.compressed or not self._can_seek
+        low, high = _WINDOW_MIN_BUFFERS
+        min_buffers = window or min(max(low, 4 * self.header.number_of_processors), high)
+        budget = 0 if window else TIME_ORDER_WINDOW_BYTES
+        kept = 0  # bytes of data held by pending buffers
+        source = self._buffer_index(keep_data)
+        pending: list[tuple[int, int, int, _Frame | None]] = []
         active: list[tuple[int, int, int, EventRecord, Iterator[EventRecord]]] = []
         exhausted = False
         last_emitted: int | None = None
+        failure: EtlFormatError | None = None
+        failed_index = 1 << 62
         stats = self.stats
         seq = 0
         while True:
-            while not exhausted and len(pending) < lookahead:
+            while not exhausted and (len(pending) < min_buffers or kept < budget):
                 entry = next(source, None)
                 if entry is None:
                     exhausted = True
@@ -326,30 +446,38 @@ class EtlReader:
                 if last_emitted is not None and entry[0] < last_emitted:
                     stats.time_order_violations += 1
                 heapq.heappush(pending, entry)
+                kept += len(entry[3].data) if entry[3] is not None else 0
             while pending and (not active or pending[0][0] <= active[0][0]):
-                _, index, offset, data = heapq.heappop(pending)
-                if data is None:
-                    got = self._read_buffer_at(offset, index)
-                    if got is None:
-                        continue
-                    info, data = got
-                else:
-                    info = _buffer_info(data, offset, index)
-                    stats.buffers += 1
-                    stats.compressed_buffers += 1
-                it = self._walk(info, data)
-                record = next(it, None)
+                _, index, offset, frame = heapq.heappop(pending)
+                kept -= len(frame.data) if frame is not None else 0
+                try:
+                    it = self._open_in_turn(index, offset, frame)
+                    record = next(it, None) if it is not None else None
+                except EtlFormatError as err:
+                    # Strict: finish the buffers before the damaged one, then raise.
+                    if index < failed_index:
+                        failure, failed_index = err, index
+                    exhausted = True
+                    pending, active = _before(pending, failed_index), _before(active, failed_index)
+                    continue
                 if record is not None:
                     seq += 1
                     heapq.heappush(active, (record.timestamp, index, seq, record, it))
             if not active:
                 if exhausted and not pending:
-                    return
+                    break
                 continue
             ts, index, _, record, it = active[0]
             last_emitted = ts
             yield record
-            following = next(it, None)
+            try:
+                following = next(it, None)
+            except EtlFormatError as err:
+                if index < failed_index:
+                    failure, failed_index = err, index
+                exhausted = True
+                pending, active = _before(pending, failed_index), _before(active, failed_index)
+                continue
             if following is None:
                 heapq.heappop(active)
             else:
@@ -357,17 +485,20 @@ class EtlReader:
                 # An unknown record has no timestamp of its own: it keeps its place in the buffer.
                 next_ts = following.timestamp if following.kind != "unknown" else ts
                 heapq.heapreplace(active, (next_ts, index, seq, following, it))
+        if failure is not None:
+            raise failure
 
     # -- the logfile header -----------------------------------------------------------------
     def _read_logfile_header(self) -> tuple[LogfileHeader, RecordContext]:
-        self._quiet = True
-        try:
-            got = self._read_buffer_at(self._start, 0)
-        finally:
-            self._quiet = False
-        if got is None:
+        frame = self._read_buffer_at(self._start, 0)
+        if frame is None:
             raise self._error("empty file: no header buffer", self._start, 0, _BUFFER_HEADER.name)
-        info, data = got
+        if frame.errors:
+            err = frame.errors[0][0]
+            raise self._error(f"not a readable ETL file: {err.message}", err.offset, 0, err.structure or _BUFFER_HEADER.name)
+        self._first = frame
+        info, data = frame.info, frame.data
+        assert info is not None
         end = min(info.data_end if info.data_end >= _BH_SIZE else len(data), len(data))
         if end < _BH_SIZE + L.SYSTEM_TRACE_HEADER.size:
             raise self._error("header buffer holds no logfile header record", info.file_offset, 0, "SYSTEM_TRACE_HEADER")
@@ -384,18 +515,17 @@ class EtlReader:
         header = parse_logfile_header(payload, pointer_size, h[L.SYSTEM_TRACE_HEADER.index("SystemTime")], file_offset=info.file_offset + _BH_SIZE + L.SYSTEM_TRACE_HEADER.size)
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)
+        if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE:
+            self._resync_size = header.buffer_size
         return header, context
 
 
-def _buffer_info(head: bytes, offset: int, index: int, truncated_to: int | None = None) -> BufferInfo:
+def _buffer_info(head: bytes, offset: int, index: int) -> BufferInfo:
     h = _BUFFER_HEADER.unpack_from(head, 0)
     flags = h[_BH("BufferFlag")]
     cpu = h[_BH("ProcessorIndex")] if flags & L.BUFFER_FLAG_PROCESSOR_INDEX else h[_BH("ProcessorIndex")] & 0xFF
-    size, data_end = h[_BH("BufferSize")], h[_BH("Offset")]
-    if truncated_to is not None:
-        size, data_end = truncated_to, min(data_end, truncated_to)
     return BufferInfo(
-        index, offset, size, data_end, flags, h[_BH("BufferType")], cpu, h[_BH("TimeStamp")],
+        index, offset, h[_BH("BufferSize")], h[_BH("Offset")], flags, h[_BH("BufferType")], cpu, h[_BH("TimeStamp")],
         h[_BH("SequenceNumber")], h[_BH("LoggerId")], h[_BH("SavedOffset")],
     )
 
@@ -412,6 +542,13 @@ def _first_timestamp(data: bytes, data_end: int) -> int | None:
     if cls is None or _BH_SIZE + cls.header_size > end:
         return None
     return cls(cls.layout.unpack_from(data, _BH_SIZE), data, _BH_SIZE, cls.header_size, 0, _NO_CONTEXT).timestamp  # type: ignore[union-attr]
+
+
+def _before(heap: list[_Entry], index: int) -> list[_Entry]:
+    """The entries of buffers before ``index``, still a heap."""
+    kept = [entry for entry in heap if entry[1] < index]
+    heapq.heapify(kept)
+    return kept
 
 
 def _seekable(f: BinaryIO) -> bool:

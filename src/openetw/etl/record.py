@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from openetw.errors import EtlFormatError
 from openetw.etl import layouts as L
 from openetw.etl.clock import SYSTEM_TIME_CLOCK, TraceClock, filetime_to_datetime, filetime_to_iso
 from openetw.etl.extended import (
@@ -184,11 +185,25 @@ class EventRecord:
 
     @property
     def time(self) -> datetime:
-        return filetime_to_datetime(self.filetime)
+        """The wall-clock time; ``EtlFormatError`` when no calendar date fits (a damaged timestamp)."""
+        filetime = self.filetime
+        try:
+            return filetime_to_datetime(filetime)
+        except OverflowError:
+            raise EtlFormatError(
+                f"timestamp {self.timestamp} is FILETIME {filetime}, outside the years 1 to 9999",
+                buffer_index=self.buffer_index,
+                structure=self.layout.name if self.layout else None,
+            ) from None
 
     @property
     def time_iso(self) -> str:
-        return filetime_to_iso(self.filetime)
+        """ISO 8601 UTC; a damaged timestamp no calendar date fits reads as ``FILETIME(<ticks>)``."""
+        filetime = self.filetime
+        try:
+            return filetime_to_iso(filetime)
+        except OverflowError:
+            return f"FILETIME({filetime})"
 
     # -- derived --------------------------------------------------------------------------
     def with_context(self, ctx: RecordContext) -> EventRecord:

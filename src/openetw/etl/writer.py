@@ -117,6 +117,7 @@ class EtlWriter:
         self._events_lost = header.events_lost
         self._buffers_lost = header.buffers_lost
         self._max_timestamp = header.reference_timestamp
+        self._loss_flags = 0  # BufferFlag bits the next buffer written carries
         self.records_written = 0
         self.records_refused = 0
         self._closed = False
@@ -169,11 +170,13 @@ class EtlWriter:
         return written
 
     def add_lost(self, events: int = 0, buffers: int = 0) -> None:
-        """Count events or buffers lost upstream; the next buffer carries the loss flags."""
+        """Count events or buffers lost upstream; the next buffer written carries the loss flags."""
         self._events_lost += events
         self._buffers_lost += buffers
-        for buffer in self._open.values():
-            buffer.events_lost_before = True
+        if events:
+            self._loss_flags |= L.BUFFER_FLAG_EVENTS_LOST
+        if buffers:
+            self._loss_flags |= L.BUFFER_FLAG_BUFFER_LOST
 
     def flush(self) -> None:
         """Write every partly filled buffer now (a flush-timer tick), then refresh the header."""
@@ -234,7 +237,8 @@ class EtlWriter:
         )
 
     def _flush_buffer(self, cpu: int, buffer: _OpenBuffer) -> None:
-        flags = L.BUFFER_FLAG_PROCESSOR_INDEX | (L.BUFFER_FLAG_EVENTS_LOST if buffer.events_lost_before else 0)
+        flags = L.BUFFER_FLAG_PROCESSOR_INDEX | (L.BUFFER_FLAG_EVENTS_LOST if buffer.events_lost_before else 0) | self._loss_flags
+        self._loss_flags = 0
         header = self._buffer_header(used=buffer.pos, cpu=cpu, timestamp=buffer.last_timestamp, flags=flags, buffer_type=L.BUFFER_TYPE_GENERIC)
         buffer.data[:_BH_SIZE] = header
         self._file.write(buffer.data)
@@ -266,6 +270,7 @@ class EtlWriter:
     def _write_header_buffer(self) -> None:
         self._buffers_written = 1
         self._file.write(self._header_buffer_bytes())
+        self._file.flush()  # on disk at once: a writer killed before its first flush leaves a readable file
 
     def _rewrite_header_buffer(self) -> None:
         try:
