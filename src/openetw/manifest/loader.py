@@ -34,6 +34,8 @@ def load_manifests(paths: list[str | Path] | tuple[str | Path, ...]) -> tuple[li
             except OSError as error:
                 errors.append(ManifestError(f"cannot list directory: {error.strerror or error}", path=str(path)))
                 continue
+            if not files:
+                errors.append(ManifestError("directory holds no *.xml or *.man file", path=str(path)))
         elif path.exists():
             files = [path]
         else:

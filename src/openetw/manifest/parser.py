@@ -38,7 +38,8 @@ from openetw.manifest.model import (
     Template,
 )
 from openetw.manifest.winmeta import InType, OutType
-from openetw.manifest.xmlread import Element, read_xml
+from openetw.manifest.xmlread import MAX_INPUT_BYTES, Element, read_xml
+from openetw.safeio import read_regular_file
 
 WINMETA_NAMESPACE = "http://manifests.microsoft.com/win/2004/08/windows/events"
 XML_SCHEMA_NAMESPACE = "http://www.w3.org/2001/XMLSchema"
@@ -65,7 +66,7 @@ def load_manifest(path: str | Path) -> ParseResult:
     """Read and parse the manifest file at ``path``."""
     name = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_regular_file(Path(path), MAX_INPUT_BYTES)
     except OSError as error:
         raise ManifestError(f"cannot read manifest: {error.strerror or error}", path=name) from None
     return parse_manifest(data, name)

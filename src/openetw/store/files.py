@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from openetw.safeio import NotARegularFile, TooLarge, read_regular_file  # noqa: F401 - re-exported
+
 # A file everyone may read (the system store is readable by all users).
 READABLE_BY_ALL = 0o644
 
@@ -62,34 +64,3 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-class NotARegularFile(OSError):
-    """The path names a directory, a device, a FIFO or a socket."""
-
-
-class TooLarge(OSError):
-    """The file is larger than the caller accepts."""
-
-
-def read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of the regular file at ``path`` (symlinks followed), refusing anything else.
-
-    Devices and FIFOs are refused before a byte is read (``/dev/zero`` would never end), and
-    at most ``limit`` bytes are accepted.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotARegularFile("not a regular file (a directory, device, FIFO or socket)")
-        if info.st_size > limit:
-            raise TooLarge(f"larger than {limit} bytes")
-        chunks = []
-        size = 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > limit:
-                raise TooLarge(f"larger than {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
