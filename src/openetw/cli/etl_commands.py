@@ -17,8 +17,24 @@ from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
 from openetw.guids import format_guid, parse_guid
+from openetw.report.events import ReportEvent, decode_record
+from openetw.report.json_format import event_to_json, record_fields
+from openetw.report.sources import LazyManifestRegistry, build_registry
+from openetw.tdh.context import DecodeContext
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
+manifest_option = click.option(
+    "--manifest",
+    "manifests",
+    multiple=True,
+    metavar="FILE|DIR",
+    type=click.Path(path_type=str),
+    help="Decode with this manifest, or every *.xml / *.man file in this directory (repeatable; "
+    "later ones win over earlier ones and over installed manifests).",
+)
+no_installed_option = click.option(
+    "--no-installed", is_flag=True, help="Do not use the installed manifests (openetw manifest install)."
+)
 
 
 def register(cli: click.Group) -> None:
@@ -27,7 +43,8 @@ def register(cli: click.Group) -> None:
     cli.add_command(relog_command)
 
 
-def _open_readers(files: tuple[str, ...]) -> list[EtlReader]:
+def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
+    """A lenient reader per file (damage is reported by ``raise_if_damaged`` once the output is written)."""
     readers = []
     for path in files:
         if not os.path.exists(path):
@@ -38,7 +55,21 @@ def _open_readers(files: tuple[str, ...]) -> list[EtlReader]:
     return readers
 
 
-def _raise_if_damaged(readers: list[EtlReader]) -> None:
+def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> LazyManifestRegistry:
+    """The registry ``--manifest`` describes, warning on stderr about what did not load."""
+    registry = build_registry(manifests, installed=installed)
+    warn_about(registry)
+    return registry
+
+
+def warn_about(registry: LazyManifestRegistry) -> None:
+    """One warning line per manifest that did not load (files are parsed as they are needed)."""
+    for error in registry.errors:
+        click.echo(f"openetw: warning: {error}", err=True)
+    registry.errors.clear()
+
+
+def raise_if_damaged(readers: list[EtlReader]) -> None:
     errors = [err for reader in readers for err in reader.stats.errors]
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -56,14 +87,14 @@ def info(files: tuple[str, ...], as_json: bool) -> None:
     size and count, events and buffers lost, compression, then records by header kind and by
     provider. In --json, "records" counts every trace record, the logfile header record included.
     """
-    readers = _open_readers(files)
+    readers = open_readers(files)
     for reader in readers:
         summary = _summarize(reader)
         if as_json:
             click.echo(json.dumps(summary, sort_keys=False))
         else:
             _print_summary(summary)
-    _raise_if_damaged(readers)
+    raise_if_damaged(readers)
 
 
 def _summarize(reader: EtlReader) -> dict[str, Any]:
@@ -151,29 +182,61 @@ def _print_summary(s: dict[str, Any]) -> None:
 @click.option("--time-order", is_flag=True, help="Merge buffers (and files) into time order.")
 @click.option("--provider", "providers", multiple=True, metavar="NAME_OR_GUID", help="Only records of this provider (repeatable).")
 @click.option("--limit", type=click.IntRange(min=0), default=None, metavar="N", help="Stop after N records.")
-def dump(files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None) -> None:
-    """One line per record of each FILE: time, provider, event, pid/tid, cpu, size, payload.
+@manifest_option
+@no_installed_option
+def dump(
+    files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None,
+    manifests: tuple[str, ...], no_installed: bool,
+) -> None:
+    """One line per record of each FILE: time, provider, event, pid/tid, cpu, size, payload,
+    then the decoded fields ({name=value; ...}) and the event's message.
 
+    Records are decoded with installed manifests, --manifest files, TraceLogging metadata,
+    the kernel's classic layouts and what the trace carries (EventSource manifests, TDH
+    metadata). With --json each object has "properties" (decoded values) when the record could
+    be decoded, and "errors" (property -> why) when some property could not.
     With several files and --time-order the files are merged into one time order.
     """
-    readers = _open_readers(files)
-    namer = RecordNamer()
+    readers = open_readers(files)
+    registry = load_registry(manifests, installed=not no_installed)
+    context = DecodeContext(registry)
+    namer = RecordNamer(registry)
     wanted = _provider_filter(providers, namer)
     shown = 0
-    for record in _records(readers, time_order):
+    for record in records_of(readers, time_order=time_order):
+        if record.kind != "unknown":
+            context.observe(record)
         if wanted is not None and not wanted(record):
             continue
         if limit is not None and shown >= limit:
             break
         shown += 1
+        event = decode_record(record, registry, context)
+        provider, name = namer.provider_name(record), namer.event_name(record)
         if as_json:
-            click.echo(json.dumps(record_to_json(record, namer)))
+            click.echo(json.dumps(event_to_json(event, event.provider_name or provider, event.event_name or name)))
         else:
-            click.echo(record_line(record, namer))
-    _raise_if_damaged(readers)
+            click.echo(record_line(record, namer) + _decoded_text(event))
+    warn_about(registry)
+    raise_if_damaged(readers)
 
 
-def _records(readers: list[EtlReader], time_order: bool) -> Iterator[EventRecord]:
+def _decoded_text(event: ReportEvent) -> str:
+    """`` {name=value; ...}`` and `` "message"`` for a decoded record (empty otherwise)."""
+    if event.decoded is None:
+        return ""
+    values = event.text_properties()
+    parts = [f"{name}={value}" for name, value in values.items()]
+    parts += [f"{name}=<error: {message}>" for name, message in event.errors.items() if name not in values]
+    text = " {" + "; ".join(parts) + "}"
+    message = event.message
+    if message:
+        text += " " + json.dumps(" ".join(message.split()), ensure_ascii=False)
+    return text
+
+
+def records_of(readers: list[EtlReader], *, time_order: bool) -> Iterator[EventRecord]:
+    """The records of every reader: one after the other, or merged into one time order."""
     if time_order:
         if len(readers) == 1:
             return readers[0].records(time_order=True)
@@ -201,37 +264,8 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> Any:
 
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": record.kind}
-    if record.provider_guid_bytes is not None:
-        out["provider_id"] = format_guid(record.provider_id)
-    provider_name = namer.provider_name(record)
-    if provider_name:
-        out["provider_name"] = provider_name
-    event_name = namer.event_name(record)
-    if event_name:
-        out["event_name"] = event_name
-    out.update(
-        id=record.id, version=record.version, channel=record.channel, level=record.level,
-        opcode=record.opcode, task=record.task, keyword=record.keyword,
-    )
-    if record.hook_id is not None:
-        out["hook_id"] = record.hook_id
-    out.update(pid=record.pid, tid=record.tid, cpu=record.cpu, timestamp=record.timestamp)
-    out["time"] = record.time_iso if record.kind != "unknown" else None
-    out["size"] = record.size
-    if record.kind == "event":
-        out["activity_id"] = format_guid(record.activity_id)
-        related = record.related_activity_id
-        if related is not None:
-            out["related_activity_id"] = format_guid(related)
-        ext = record.extended
-        if ext:
-            out["extended"] = [item.type_name for item in ext]
-    out["pointer_size"] = record.pointer_size
-    out["user_data_length"] = record.user_data_length
-    if record.kind == "unknown":
-        out["reason"] = record.reason  # type: ignore[attr-defined]
-    return out
+    """The record's header facts as ``dump --json`` prints them (without decoded properties)."""
+    return record_fields(record, namer.provider_name(record), namer.event_name(record))
 
 
 def record_line(record: EventRecord, namer: RecordNamer) -> str:
@@ -261,7 +295,7 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) 
     Every record keeps its bytes and pointer size; the logfile header is written anew, with the
     events and buffers lost of all inputs added up.
     """
-    readers = _open_readers(files)
+    readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
@@ -269,7 +303,19 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) 
         f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
         f"{result.buffers_written} buffers" + (f", {result.records_refused} damaged records left out" if result.records_refused else "")
     )
-    _raise_if_damaged(readers)
+    raise_if_damaged(readers)
 
 
-__all__ = ["EtlFormatError", "record_line", "record_to_json", "register"]
+__all__ = [
+    "EtlFormatError",
+    "load_registry",
+    "manifest_option",
+    "no_installed_option",
+    "open_readers",
+    "raise_if_damaged",
+    "record_line",
+    "record_to_json",
+    "records_of",
+    "register",
+    "warn_about",
+]

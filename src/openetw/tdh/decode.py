@@ -10,6 +10,12 @@ that property alone:
 * if its *size* is unknown (the payload ends early, a count refers to nothing) every later
   property is reported as not decoded, since its offset cannot be known.
 
+A ``REST`` count repeats elements until the payload ends; a ``REST`` length takes every byte
+left; an ``optional`` property with no bytes left is absent (neither a value nor an error).
+
+Decoding everything at once (``decode_all``, or iterating a ``DecodedEvent``) goes through the
+schema's compiled reader (``openetw.tdh.compiled``) when one exists, with the same results.
+
 Nothing raises out of an event. Values stay typed (``int``, ``float``, ``bool``, ``str``,
 ``bytes``, ``uuid.UUID``, ``datetime``, ``ipaddress`` objects, ``list`` for arrays, ``dict`` for
 structs); ``openetw.tdh.format`` turns them into TDH-style text on request.
@@ -17,18 +23,20 @@ structs); ``openetw.tdh.format`` turns them into TDH-style text on request.
 
 from __future__ import annotations
 
+import codecs
 import ipaddress
 import struct
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Any, Callable
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
 from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.schema import PropertyInfo, Schema
+from openetw.tdh.schema import REST, PropertyInfo, Schema
 
-__all__ = ["DecodedEvent", "decode_properties", "filetime_to_datetime", "systemtime_to_datetime", "sid_to_string"]
+__all__ = ["DecodedEvent", "decode_all", "decode_properties", "filetime_to_datetime", "systemtime_to_datetime", "sid_to_string"]
 
 _FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 _MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc) - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
@@ -38,6 +46,7 @@ _MAX_EMPTY_ELEMENTS = 65536
 _UTF8_OUT_TYPES = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
 
 _U16 = struct.Struct("<H")
+_utf16_le_decode = codecs.utf_16_le_decode
 _U16_BE = struct.Struct(">H")
 _U32 = struct.Struct("<I")
 _SYSTEMTIME = struct.Struct("<8H")
@@ -94,9 +103,23 @@ def sid_to_string(raw: bytes) -> str:
     return text
 
 
+@lru_cache(maxsize=64)
+def _ascii_compatible(encoding: str) -> bool:
+    """Whether ``encoding`` reads bytes 0-127 as ASCII (so ASCII text may take the fast decoder)."""
+    try:
+        return bytes(range(128)).decode(encoding) == "".join(map(chr, range(128)))
+    except (LookupError, UnicodeDecodeError):
+        return False
+
+
 def _decode_ansi(raw: bytes, prop: PropertyInfo, encoding: str) -> str:
     if prop.out_type in _UTF8_OUT_TYPES:
         return raw.decode("utf-8", "replace")
+    if _ascii_compatible(encoding):
+        try:
+            return raw.decode("ascii")  # CPython's own fast path; the same text for these encodings
+        except UnicodeDecodeError:
+            pass
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError:
@@ -105,7 +128,8 @@ def _decode_ansi(raw: bytes, prop: PropertyInfo, encoding: str) -> str:
 
 
 def _decode_utf16(raw: bytes) -> str:
-    return raw.decode("utf-16-le", "replace")
+    # The codec function itself: ``bytes.decode("utf-16-le")`` looks the codec up on every call.
+    return _utf16_le_decode(raw, "replace", True)[0]
 
 
 class _Walker:
@@ -129,6 +153,12 @@ class _Walker:
             left = max(len(self.data) - offset, 0)
             raise _Stop(f"{what} needs {size} bytes, {left} left in the payload", offset)
         return end
+
+    def length(self, prop: PropertyInfo, offset: int, unit: int) -> int | None:
+        """A property's length in ``unit``-byte units; ``REST`` is as many as the bytes left hold."""
+        if prop.length == REST:
+            return (len(self.data) - offset) // unit
+        return self.reference(prop.length, offset, "length")
 
     def reference(self, value: int | str | None, offset: int, what: str) -> int | None:
         if value is None or isinstance(value, int):
@@ -161,6 +191,8 @@ class _Walker:
             end = self.need(offset, 2, "array count")
             count = _U16.unpack_from(self.data, offset)[0]
             offset = end
+        elif prop.count == REST:
+            return self.rest_array(prop, offset, path)
         else:
             count = self.reference(prop.count, offset, "count")
         if count is None:
@@ -174,6 +206,16 @@ class _Walker:
         for index in range(count):
             item, offset = self.element(prop, offset, f"{path}[{index}]")
             items.append(item)
+        return items, offset
+
+    def rest_array(self, prop: PropertyInfo, offset: int, path: str) -> tuple[list[Any], int]:
+        items = []
+        while offset < len(self.data):
+            item, end = self.element(prop, offset, f"{path}[{len(items)}]")
+            if end == offset:
+                raise _Stop("an element of a rest-of-payload array takes no bytes", offset)
+            items.append(item)
+            offset = end
         return items, offset
 
     def element(self, prop: PropertyInfo, offset: int, path: str) -> tuple[Any, int]:
@@ -289,7 +331,7 @@ def _read_wbemsid(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int
 
 
 def _read_binary(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
-    length = w.reference(prop.length, offset, "length")
+    length = w.length(prop, offset, 1)
     if length is None:
         if prop.out_type != OutType.IPV6:
             raise _Stop("BINARY property without a length", offset)
@@ -314,7 +356,7 @@ def _read_hexdump(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int
 
 
 def _read_unicode(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
-    length = w.reference(prop.length, offset, "length")
+    length = w.length(prop, offset, 2)
     if length is not None:
         end = w.need(offset, 2 * length, "UNICODESTRING")
         return _decode_utf16(w.data[offset:end]).split("\0", 1)[0], end
@@ -330,7 +372,7 @@ def _read_unicode(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int
 
 
 def _read_ansi(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
-    length = w.reference(prop.length, offset, "length")
+    length = w.length(prop, offset, 1)
     if length is not None:
         end = w.need(offset, length, "ANSISTRING")
         return _decode_ansi(w.data[offset:end].split(b"\0", 1)[0], prop, w.ansi_encoding), end
@@ -350,7 +392,7 @@ def _counted_string(counter: struct.Struct, wide: bool, name: str) -> _Reader:
 
 def _rest_string(wide: bool) -> _Reader:
     def read(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
-        length = w.reference(prop.length, offset, "length")
+        length = w.length(prop, offset, 2 if wide else 1)
         end = len(w.data) if length is None else w.need(offset, length * (2 if wide else 1), "string")
         raw = w.data[offset:end]
         return (_decode_utf16(raw) if wide else _decode_ansi(raw, prop, w.ansi_encoding)), end
@@ -416,20 +458,25 @@ class DecodedEvent(Mapping[str, Any]):
     decoding stopped. Asking for any of those decodes the whole payload.
     """
 
-    __slots__ = ("schema", "user_data", "pointer_size", "_walker", "_next", "_offset", "_values", "_ordered", "_errors", "_stopped", "_spans")
+    __slots__ = (
+        "schema", "user_data", "pointer_size", "ansi_encoding", "_walker", "_next", "_offset", "_values", "_ordered",
+        "_errors", "_stopped", "_spans",
+    )  # fmt: skip
 
     def __init__(self, schema: Schema, user_data: bytes, pointer_size: int, ansi_encoding: str = "cp1252") -> None:
         self.schema = schema
-        self.user_data = bytes(user_data)
+        self.user_data = user_data if type(user_data) is bytes else bytes(user_data)
         self.pointer_size = pointer_size
-        self._walker = _Walker(self.user_data, pointer_size, ansi_encoding)
+        self.ansi_encoding = ansi_encoding
+        self._walker: _Walker | None = None
         self._next = 0
         self._offset = 0
         self._values: dict[str, Any] = {}
-        self._ordered: list[Any] = []
+        # Both None once a compiled reader has decoded everything: derived when asked for.
+        self._ordered: list[Any] | None = []
+        self._spans: list[tuple[int, int] | None] | None = []
         self._errors: dict[str, PropertyDecodeError] = {}
         self._stopped = False
-        self._spans: list[tuple[int, int] | None] = []
 
     # -- the walk --------------------------------------------------------------------------
 
@@ -438,10 +485,17 @@ class DecodedEvent(Mapping[str, Any]):
         properties = self.schema.properties
         if self._stopped or self._next >= len(properties):
             return False
+        assert self._ordered is not None and self._spans is not None
         prop = properties[self._next]
         self._next += 1
         start = self._offset
+        if prop.optional and start >= len(self.user_data):
+            self._ordered.append(None)
+            self._spans.append(None)
+            return True
         walker = self._walker
+        if walker is None:
+            walker = self._walker = _Walker(self.user_data, self.pointer_size, self.ansi_encoding)
         walker.bad = None
         try:
             value, end = walker.value(prop, start, prop.name)
@@ -467,13 +521,50 @@ class DecodedEvent(Mapping[str, Any]):
         return True
 
     def _fail(self, prop: PropertyInfo, message: str, offset: int, raw: bytes) -> None:
+        assert self._ordered is not None
         self._ordered.append(None)
         self._errors.setdefault(prop.name, PropertyDecodeError(message, property_name=prop.name, offset=offset, raw=raw))
 
-    def decode_all(self) -> DecodedEvent:
+    def decode_all(self, *, compiled: bool = True) -> DecodedEvent:
+        """Decode every property; by the schema's compiled reader when nothing is decoded yet.
+
+        ``compiled=False`` forces the general walk (the results are the same).
+        """
+        if compiled and self._next == 0 and self.schema.properties:
+            reader = (_compiled_lookup or _load_compiled_lookup())(self.schema, self.pointer_size, self.ansi_encoding)
+            result = reader(self.user_data) if reader is not None else None
+            if result is not None:  # else something unusual: the general walk decides, and reports it
+                self._complete(*result)
+                return self
         while self._step():
             pass
         return self
+
+    @classmethod
+    def _completed(cls, schema: Schema, data: bytes, pointer_size: int, ansi_encoding: str, values: dict[str, Any], end: int) -> DecodedEvent:
+        """A decoded event made straight from a compiled reader's result (no walk set up)."""
+        decoded = cls.__new__(cls)
+        decoded.schema = schema
+        decoded.user_data = data
+        decoded.pointer_size = pointer_size
+        decoded.ansi_encoding = ansi_encoding
+        decoded._walker = None
+        decoded._errors = {}
+        decoded._stopped = False
+        decoded._values = values
+        decoded._offset = end
+        decoded._next = len(schema.properties)
+        decoded._ordered = None
+        decoded._spans = None
+        return decoded
+
+    def _complete(self, values: dict[str, Any], end: int) -> None:
+        """Take the result of a compiled reader: every property decoded, no error."""
+        self._values = values
+        self._offset = end
+        self._next = len(self.schema.properties)
+        self._ordered = None
+        self._spans = None
 
     # -- Mapping ---------------------------------------------------------------------------
 
@@ -530,12 +621,21 @@ class DecodedEvent(Mapping[str, Any]):
     def values_in_order(self) -> list[Any]:
         """One entry per top-level property, in schema order (``None`` where it did not decode)."""
         self.decode_all()
+        if self._ordered is None:  # compiled readers only take schemas whose names are unique
+            return [self._values.get(prop.name) for prop in self.schema.properties]
         return self._ordered + [None] * (len(self.schema.properties) - len(self._ordered))
 
     def raw(self, name: str) -> bytes | None:
         """The payload bytes of a top-level property (``None`` if it was never reached)."""
         self.decode_all()
-        for prop, span in zip(self.schema.properties, self._spans):
+        spans = self._spans
+        if spans is None:
+            walk = DecodedEvent(self.schema, self.user_data, self.pointer_size, self.ansi_encoding)
+            while walk._step():
+                pass
+            spans = self._spans = walk._spans
+            assert spans is not None
+        for prop, span in zip(self.schema.properties, spans):
             if prop.name == name:
                 if span is None:
                     error = self._errors.get(name)
@@ -553,3 +653,30 @@ def decode_properties(schema: Schema, user_data: bytes, pointer_size: int = 8, *
     if pointer_size not in (4, 8):
         raise InvalidArgument(f"pointer_size must be 4 or 8, not {pointer_size!r}")
     return DecodedEvent(schema, user_data, pointer_size, ansi_encoding)
+
+
+def decode_all(schema: Schema, user_data: bytes, pointer_size: int = 8, *, ansi_encoding: str = "cp1252") -> DecodedEvent:
+    """Decode every property of ``user_data`` now (the fast way, when nothing is wanted lazily)."""
+    if pointer_size not in (4, 8):
+        raise InvalidArgument(f"pointer_size must be 4 or 8, not {pointer_size!r}")
+    data = user_data if type(user_data) is bytes else bytes(user_data)
+    if schema.properties:
+        reader = (_compiled_lookup or _load_compiled_lookup())(schema, pointer_size, ansi_encoding)
+        result = reader(data) if reader is not None else None
+        if result is not None:
+            return DecodedEvent._completed(schema, data, pointer_size, ansi_encoding, result[0], result[1])
+    return DecodedEvent(schema, data, pointer_size, ansi_encoding).decode_all(compiled=False)
+
+
+# openetw.tdh.compiled.compiled_reader, once imported.
+_ReaderLookup = Callable[[Schema, int, str], Callable[[bytes], "tuple[dict[str, Any], int] | None"] | None]
+_compiled_lookup: _ReaderLookup | None = None
+
+
+def _load_compiled_lookup() -> _ReaderLookup:
+    global _compiled_lookup
+    from openetw.tdh.compiled import compiled_reader  # builds on this module, hence imported late
+
+    _compiled_lookup = compiled_reader
+    return compiled_reader
+

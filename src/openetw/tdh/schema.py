@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from openetw.manifest.winmeta import InType, OutType
 
 SchemaSource = Literal["manifest", "tracelogging", "mof", "wpp"]
+REST = "*"
+"""A ``count`` or ``length`` meaning "everything left in the payload"."""
 MapKind = Literal["value", "bit"]
 
 
@@ -63,8 +65,11 @@ class PropertyInfo:
     """One property (EVENT_PROPERTY_INFO), possibly an array or a struct.
 
     ``count`` and ``length`` are either constants or the name of an earlier integer property of
-    the same template (references may point outside an enclosing struct, as manifests allow).
-    ``length`` counts characters for strings and bytes for binary data.
+    the same template (references may point outside an enclosing struct, as manifests allow),
+    or ``REST`` ("*", classic MOF layouts): as many elements, or as long, as the bytes left in
+    the payload allow. ``length`` counts characters for strings and bytes for binary data.
+    An ``optional`` top-level property is decoded only when bytes remain (MOF layouts whose
+    trailing fields some Windows builds leave out); otherwise it is simply absent.
     """
 
     name: str
@@ -84,6 +89,7 @@ class PropertyInfo:
     # Set when the source describing this property was malformed: decoding reports it as the
     # property's error (and, its size being unknown, stops there) instead of guessing.
     problem: str | None = None
+    optional: bool = False
 
     @property
     def is_struct(self) -> bool:
@@ -122,6 +128,8 @@ class Schema:
     # TraceLogging: the event's 28-bit tag and the provider group from the provider traits.
     tags: int = 0
     provider_group: uuid.UUID | None = None
+    # MOF: the event class GUID (TRACE_EVENT_INFO.EventGuid).
+    event_guid: uuid.UUID | None = None
 
     def property_named(self, name: str) -> PropertyInfo | None:
         for prop in self.properties:

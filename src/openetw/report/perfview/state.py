@@ -1,0 +1,132 @@
+"""What PerfView's parsers know about a trace when they show an event.
+
+TraceEvent converts a whole trace before anything is shown, so its lookups see the whole
+trace: a file key's name, a .NET type id's name (``BulkType``), even from events later than the
+one shown. ``learn`` takes those facts from a first pass. While events are shown in order,
+``observe`` keeps what depends on order: the last disk completion per disk (disk service
+times).
+
+Lookups by key and time take the name valid at that time, else the first one given later
+(rundown at the end of a trace names what was open all along).
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from openetw.tdh.context import DecodeContext
+
+__all__ = ["TraceState"]
+
+_DISK_GROUP, _FILE_GROUP, _THREAD_GROUP = 0x01, 0x04, 0x05
+_FILE_NAME_OPCODES = frozenset({0, 32, 35, 36})
+_DISK_COMPLETIONS = frozenset({10, 11, 14})
+_CLR_BULK_TYPE = 15
+_CLR_PROVIDER_BYTES = bytes.fromhex("230d3ce1bccc124e931bd9cc2eee27e4")
+_SYS_CONFIG_BYTES = bytes.fromhex("91ee799bfdb5c041a2434248e266e9d0")
+_VOLUME_MAPPING = 35
+_MUP = "\\device\\mup\\"
+
+
+class _History:
+    """Values of a key over time: the one valid at a time, else the next one given."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Any, tuple[list[int], list[str]]] = {}
+
+    def add(self, key: Any, when: int, value: str) -> None:
+        times, values = self._entries.setdefault(key, ([], []))
+        index = bisect.bisect_right(times, when)
+        times.insert(index, when)
+        values.insert(index, value)
+
+    def get(self, key: Any, when: int) -> str | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        times, values = found
+        index = bisect.bisect_right(times, when)
+        return values[index - 1] if index else values[0]
+
+
+class TraceState:
+    def __init__(self, context: DecodeContext) -> None:
+        self.context = context
+        self.file_names = _History()
+        self.type_names: dict[tuple[int, int], str] = {}
+        self.disk_last_completion: dict[int, int] = {}
+        self.volume_map: list[tuple[str, str]] = []
+
+    # -- the first pass ----------------------------------------------------------------------
+    def learn(self, record: Any, props: dict[str, Any]) -> None:
+        kind = record.kind
+        if kind in ("system", "compact", "perfinfo"):
+            if (record.hook_id or 0) >> 8 == _FILE_GROUP and record.opcode in _FILE_NAME_OPCODES:
+                key, name = props.get("FileKey"), props.get("FileName")
+                if isinstance(key, int) and isinstance(name, str):
+                    self.file_names.add(key, record.timestamp, name)
+        elif kind in ("classic", "instance") and record.provider_guid_bytes == _SYS_CONFIG_BYTES:
+            if record.opcode == _VOLUME_MAPPING:
+                nt_path, dos_path = props.get("NtPath"), props.get("DosPath")
+                if isinstance(nt_path, str) and isinstance(dos_path, str) and nt_path and dos_path:
+                    self.volume_map.append((nt_path.lower(), dos_path))
+                    self.volume_map.sort(key=lambda pair: -len(pair[0]))
+        elif kind == "event" and record.id == _CLR_BULK_TYPE and record.provider_guid_bytes == _CLR_PROVIDER_BYTES:
+            for item in props.get("Values") or ():
+                if isinstance(item, dict) and isinstance(item.get("TypeID"), int):
+                    name = item.get("TypeName", item.get("Name"))
+                    self.type_names.setdefault((record.pid, item["TypeID"]), str(name or ""))
+
+    # -- in order ----------------------------------------------------------------------------
+    def observe(self, record: Any, props: dict[str, Any]) -> None:
+        """Called after an event is shown (so its own lookups see the state before it)."""
+        if record.kind in ("system", "compact", "perfinfo") and (record.hook_id or 0) >> 8 == _DISK_GROUP:
+            if record.opcode in _DISK_COMPLETIONS:
+                disk = props.get("DiskNumber")
+                if isinstance(disk, int):
+                    self.disk_last_completion[disk] = record.timestamp
+
+    def disk_service_msec(self, record: Any, disk: Any, elapsed: float) -> float:
+        """A disk completion's service time: its elapsed time, less any part of it the disk
+        spent finishing the previous request."""
+        last = self.disk_last_completion.get(disk) if isinstance(disk, int) else None
+        clock = record.context.clock
+        if last is None or clock.perf_freq <= 0:
+            return elapsed
+        since = (record.timestamp - last) * 1000.0 / clock.perf_freq
+        return min(elapsed, since)
+
+    def dos_path(self, path: str) -> str:
+        """A kernel path in DOS form, as TraceEvent shows it: through the trace's volume mapping
+        (``\\Device\\HarddiskVolume2\\`` -> ``C:\\``), network paths as UNC, paths from the root of
+        the system volume on its drive."""
+        lowered = path.lower()
+        for nt_path, dos_path in self.volume_map:
+            if lowered.startswith(nt_path):
+                return dos_path + path[len(nt_path) :]
+        if lowered.startswith(_MUP):
+            return "\\\\" + path[len(_MUP) :]
+        if lowered.startswith("\\windows\\"):
+            return self._system_drive() + path
+        return path
+
+    def _system_drive(self) -> str:
+        for nt_path, dos_path in self.volume_map:
+            if nt_path == "\\systemroot\\" and len(dos_path) >= 2 and dos_path[1] == ":":
+                return dos_path[:2]
+        return "C:"
+
+    # -- lookups -----------------------------------------------------------------------------
+    def file_name(self, key: Any, record: Any) -> str:
+        if not isinstance(key, int):
+            return ""
+        return self.file_names.get(key, record.timestamp) or ""
+
+    def type_name(self, pid: int, type_id: Any) -> str:
+        return self.type_names.get((pid, type_id), "") if isinstance(type_id, int) else ""
+
+    def thread_process(self, tid: Any, record: Any) -> int | None:
+        if not isinstance(tid, int):
+            return None
+        return self.context.thread_process(tid, record.filetime)

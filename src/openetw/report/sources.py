@@ -1,0 +1,167 @@
+"""Where reports get their manifests: files and directories named by the user, and the
+installed-manifest store. This is the package's I/O edge (it reads files); everything else in
+``openetw.report`` takes records and a registry.
+
+Parsing hundreds of manifests takes seconds, so files are only scanned for the provider GUIDs
+they declare; a file is parsed the first time a record of one of its providers is looked up.
+Precedence stays what eager loading gives: for each provider, later sources win (installed
+manifests first, then the ``--manifest`` paths in the order given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from openetw.errors import ManifestError
+from openetw.manifest.loader import manifest_files
+from openetw.manifest.model import Manifest
+from openetw.manifest.parser import load_manifest
+from openetw.tdh.registry import SchemaRegistry
+from openetw.tdh.schema import Schema
+
+__all__ = ["LazyManifestRegistry", "build_registry", "installed_manifests", "manifest_paths"]
+
+_PROVIDER_TAG = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?provider\b")
+_PROVIDER_GUID = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?provider\b[^>]*?\bguid\s*=\s*[\"']\s*\{?([0-9A-Fa-f-]{36})\}?\s*[\"']", re.S)
+
+
+def manifest_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[ManifestError]]:
+    """The manifest files named by ``paths`` (files, or directories of ``*.xml`` / ``*.man``)."""
+    files: list[Path] = []
+    errors: list[ManifestError] = []
+    for entry in paths:
+        path = Path(entry)
+        if path.is_dir():
+            try:
+                files.extend(manifest_files(path))
+            except OSError as error:
+                errors.append(ManifestError(f"cannot list directory: {error.strerror or error}", path=str(path)))
+        elif path.exists():
+            files.append(path)
+        else:
+            errors.append(ManifestError("no such file or directory", path=str(path)))
+    return files, errors
+
+
+def _declared_guids(data: bytes) -> list[uuid.UUID] | None:
+    """The provider GUIDs a manifest declares, or ``None`` when a quick scan cannot tell them all."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    found = _PROVIDER_GUID.findall(data)
+    if not found or len(found) != len(_PROVIDER_TAG.findall(data)):
+        return None
+    try:
+        return [uuid.UUID(text.decode("ascii")) for text in found]
+    except ValueError:
+        return None
+
+
+class LazyManifestRegistry(SchemaRegistry):
+    """A ``SchemaRegistry`` that parses a provider's manifest files when a record of that
+    provider is first looked up. ``errors`` collects the files that did not load."""
+
+    def __init__(self, manifests: Iterable[Manifest] = (), *, kernel: bool = True) -> None:
+        super().__init__(manifests, kernel=kernel)
+        self.errors: list[ManifestError] = []
+        self._pending: dict[uuid.UUID, list[Path]] = {}
+        self._parsed: dict[Path, Manifest | None] = {}
+
+    def add_files(self, files: Sequence[Path]) -> None:
+        """Make ``files`` known (later files win); those a scan cannot index are parsed now."""
+        for path in files:
+            try:
+                data = path.read_bytes()
+            except OSError as error:
+                self.errors.append(ManifestError(f"cannot read manifest: {error.strerror or error}", path=str(path)))
+                continue
+            guids = _declared_guids(data)
+            if guids is None:
+                manifest = self._parse(path)
+                if manifest is not None:
+                    self.add_manifest(manifest, source=str(path))
+                continue
+            for guid in dict.fromkeys(guids):
+                self._pending.setdefault(guid, []).append(path)
+
+    def _parse(self, path: Path) -> Manifest | None:
+        if path not in self._parsed:
+            try:
+                self._parsed[path] = load_manifest(path).manifest
+            except ManifestError as error:
+                self.errors.append(error)
+                self._parsed[path] = None
+        return self._parsed[path]
+
+    def _load_provider(self, guid: uuid.UUID) -> None:
+        paths = self._pending.pop(guid, None)
+        if not paths:
+            return
+        for path in paths:
+            manifest = self._parse(path)
+            if manifest is None:
+                continue
+            own = tuple(provider for provider in manifest.providers if provider.guid == guid)
+            if own:
+                self.add_manifest(dataclasses.replace(manifest, providers=own), source=str(path))
+
+    def _ensure(self, record: Any) -> None:
+        if self._pending and record.provider_guid_bytes is not None:
+            self._load_provider(record.provider_id)
+
+    @property
+    def parsed_files(self) -> int:
+        """How many manifest files were parsed so far."""
+        return len(self._parsed)
+
+    def load_everything(self) -> None:
+        """Parse every pending file now (for lookups by anything but a record)."""
+        for guid in list(self._pending):
+            self._load_provider(guid)
+
+    def schema_for(self, record: Any) -> Schema | None:
+        self._ensure(record)
+        return super().schema_for(record)
+
+    def provider_name(self, record: Any) -> str | None:
+        self._ensure(record)
+        return super().provider_name(record)
+
+    def event_name(self, record: Any) -> str | None:
+        self._ensure(record)
+        return super().event_name(record)
+
+
+def installed_manifests(errors: list[ManifestError] | None = None) -> list[Manifest]:
+    """The manifests of the installed-manifest store, lowest precedence first ([] without one)."""
+    try:
+        from openetw.store import ManifestRegistry
+    except ImportError:  # an installation without the store
+        return []
+    try:
+        return [manifest for _, manifest in ManifestRegistry().sources(errors)]
+    except (OSError, ManifestError) as error:
+        if errors is not None:
+            errors.append(ManifestError(f"cannot read the installed manifests: {error}"))
+        return []
+
+
+def build_registry(paths: Iterable[str | Path] = (), *, installed: bool = True) -> LazyManifestRegistry:
+    """A registry of the installed manifests (when ``installed``) and those ``paths`` name.
+
+    Problems (a missing path, a file that does not parse) end up in ``registry.errors``; the
+    manifests that did load are used.
+    """
+    errors: list[ManifestError] = []
+    registry = LazyManifestRegistry(installed_manifests(errors) if installed else ())
+    files, path_errors = manifest_paths(paths)
+    registry.errors.extend(errors + path_errors)
+    registry.add_files(files)
+    return registry

@@ -1,0 +1,316 @@
+"""TraceLogging encoding: event metadata and provider traits blobs, and packed field values.
+
+The inverse of ``openetw.tdh.tracelogging`` (which reads these blobs into a ``Schema``):
+``encode_event_metadata`` writes an EVENT_SCHEMA_TL blob, ``encode_provider_traits`` a
+PROV_TRAITS blob and ``pack_values`` an event's user data, so ``decode(encode(x)) == x``.
+Misuse (a field TraceLogging cannot describe, a value that does not fit) raises
+``InvalidArgument``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
+
+from openetw.errors import InvalidArgument
+from openetw.manifest.winmeta import InType, OutType
+from openetw.tdh.schema import PropertyInfo
+from openetw.tdh.tracelogging import (
+    _FILETIME_EPOCH,
+    _SIGNED_BY_IN_TYPE,
+    _TLG_OUT_TO_TDH,
+    _U16,
+    _UNSIGNED_BY_IN_TYPE,
+    ARITY_CONST,
+    ARITY_CUSTOM,
+    ARITY_SCALAR,
+    ARITY_VARIABLE,
+    CHAIN,
+    TLG_HEX,
+    TLG_POINTER,
+    TLG_SIGNED,
+    TLG_STRUCT,
+    TLG_UNSIGNED,
+    TRAIT_DECODE_GUID,
+    TRAIT_GROUP,
+    _in_type,
+)
+
+__all__ = ["MAX_METADATA_SIZE", "encode_event_metadata", "encode_provider_traits", "pack_values", "tl_field"]
+
+_TDH_TO_TLG_OUT: dict[int, int] = {int(tdh): tlg for tlg, tdh in _TLG_OUT_TO_TDH.items()}
+_TDH_TO_TLG_OUT.update({int(out): TLG_HEX for out in (OutType.HEXINT8, OutType.HEXINT16, OutType.HEXINT32, OutType.HEXINT64)})
+_TDH_TO_TLG_OUT.update({int(out): TLG_SIGNED for out in _SIGNED_BY_IN_TYPE.values()})
+_TDH_TO_TLG_OUT.update({int(out): TLG_UNSIGNED for out in _UNSIGNED_BY_IN_TYPE.values()})
+_ENCODABLE_IN_TYPES = frozenset(range(1, 26)) - {TLG_POINTER, TLG_STRUCT}
+_UTF8_OUT = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
+MAX_METADATA_SIZE = 32767
+
+
+def tl_field(
+    name: str,
+    in_type: InType | int,
+    out_type: OutType | int | None = None,
+    count: int | Literal["variable"] | None = None,
+    *,
+    members: Sequence[PropertyInfo] | None = None,
+    tags: int = 0,
+) -> PropertyInfo:
+    """A TraceLogging field description: ``count`` is ``None`` (scalar), a constant or ``"variable"``."""
+    variable = count == "variable"
+    return PropertyInfo(
+        name,
+        _in_type(int(in_type)),
+        out_type=OutType(out_type) if out_type is not None else None,
+        count=None if variable else count,
+        members=tuple(members) if members is not None else None,
+        tags=tags,
+        count_in_data=variable,
+    )
+
+
+def _normalize(fields: Sequence[PropertyInfo | tuple[Any, ...]]) -> list[PropertyInfo]:
+    """Field descriptions as properties, without the ``.Length`` properties decoding synthesizes."""
+    props = [field if isinstance(field, PropertyInfo) else tl_field(*field) for field in fields]
+    return [
+        prop
+        for index, prop in enumerate(props)
+        if not (
+            index + 1 < len(props)
+            and props[index + 1].in_type == InType.BINARY
+            and props[index + 1].length == prop.name
+            and prop.name == f"{props[index + 1].name}.Length"
+        )
+    ]
+
+
+def _write_tags(out: bytearray, tags: int, what: str) -> None:
+    if tags < 0 or tags & ~0x0FFFFFFF:
+        raise InvalidArgument(f"{what}: tags must fit in 28 bits, not {tags:#x}")
+    if tags & 0x0FE00000 == tags:
+        out.append(tags >> 21)
+    elif tags & 0x0FFFC000 == tags:
+        out += bytes((CHAIN | tags >> 21, (tags >> 14) & 0x7F))
+    else:
+        out += bytes((CHAIN | tags >> 21, CHAIN | (tags >> 14) & 0x7F, CHAIN | (tags >> 7) & 0x7F, tags & 0x7F))
+
+
+def _name_bytes(name: str, what: str) -> bytes:
+    raw = name.encode("utf-8")
+    if b"\0" in raw:
+        raise InvalidArgument(f"{what} {name!r} contains a NUL character")
+    return raw + b"\0"
+
+
+def _arity(prop: PropertyInfo) -> int:
+    if prop.custom_schema is not None:
+        return ARITY_CUSTOM
+    if prop.count_in_data:
+        return ARITY_VARIABLE
+    if isinstance(prop.count, str):
+        raise InvalidArgument(f"field {prop.name!r}: TraceLogging has no counts that refer to other fields")
+    return ARITY_SCALAR if prop.count is None else ARITY_CONST
+
+
+def _tlg_out(prop: PropertyInfo) -> int:
+    if prop.source_out_type is not None:
+        return prop.source_out_type
+    if prop.out_type is None or prop.out_type == OutType.NULL:
+        return 0
+    code = _TDH_TO_TLG_OUT.get(int(prop.out_type))
+    if code is None:
+        raise InvalidArgument(f"field {prop.name!r}: out-type {prop.out_type!r} has no TraceLogging code")
+    return code
+
+
+def _encode_field(out: bytearray, prop: PropertyInfo) -> None:
+    out += _name_bytes(prop.name, "field name")
+    arity = _arity(prop)
+    members = _normalize(prop.members) if prop.members is not None else None
+    if members is not None:
+        if not 1 <= len(members) <= 127 or arity == ARITY_CUSTOM:
+            raise InvalidArgument(f"struct {prop.name!r} must have 1..127 members and no custom serialization")
+        code, tlg_out = TLG_STRUCT, len(members)
+    else:
+        code = int(prop.in_type)
+        if code not in _ENCODABLE_IN_TYPES:
+            raise InvalidArgument(f"field {prop.name!r}: in-type {prop.in_type!r} cannot be written as TraceLogging")
+        if code == InType.BINARY and arity in (ARITY_CONST, ARITY_VARIABLE):
+            raise InvalidArgument(f"field {prop.name!r}: arrays of BINARY do not decode; use MANIFEST_COUNTEDBINARY")
+        if prop.length is not None and not (code == InType.BINARY and prop.length == f"{prop.name}.Length"):
+            raise InvalidArgument(f"field {prop.name!r}: TraceLogging fields have no length attribute")
+        tlg_out = _tlg_out(prop)
+    chained = bool(tlg_out or prop.tags)
+    out.append(code | arity | (CHAIN if chained else 0))
+    if chained:
+        out.append(tlg_out | (CHAIN if prop.tags else 0))
+        if prop.tags:
+            _write_tags(out, prop.tags, f"field {prop.name!r}")
+    if arity == ARITY_CONST:
+        if not 0 <= prop.count <= 0xFFFF:  # type: ignore[operator]
+            raise InvalidArgument(f"field {prop.name!r}: constant count {prop.count} does not fit in 16 bits")
+        out += _U16.pack(prop.count)
+    elif arity == ARITY_CUSTOM:
+        schema = prop.custom_schema or b""
+        out += _U16.pack(len(schema)) + schema
+    for member in members or ():
+        _encode_field(out, member)
+
+
+def encode_event_metadata(name: str, fields: Sequence[PropertyInfo | tuple[Any, ...]], tags: int = 0) -> bytes:
+    """The EVENT_SCHEMA_TL blob for an event. ``fields`` are ``PropertyInfo``s (see ``tl_field``)
+    or tuples ``(name, in_type[, out_type[, count]])``."""
+    body = bytearray()
+    _write_tags(body, tags, "event")
+    body += _name_bytes(name, "event name")
+    for prop in _normalize(fields):
+        _encode_field(body, prop)
+    if len(body) + 2 > MAX_METADATA_SIZE:
+        raise InvalidArgument(f"TraceLogging metadata of {len(body) + 2} bytes exceeds {MAX_METADATA_SIZE}")
+    return _U16.pack(len(body) + 2) + bytes(body)
+
+
+def encode_provider_traits(name: str, group: uuid.UUID | None = None, *, decode_guid: uuid.UUID | None = None) -> bytes:
+    """The provider traits blob: size, UTF-8 name, then the group (and decode GUID) traits."""
+    body = bytearray(_name_bytes(name, "provider name"))
+    for kind, guid in ((TRAIT_GROUP, group), (TRAIT_DECODE_GUID, decode_guid)):
+        if guid is not None:
+            body += _U16.pack(19) + bytes((kind,)) + guid.bytes_le
+    if len(body) + 2 > 0xFFFF:
+        raise InvalidArgument("provider traits exceed 65535 bytes")
+    return _U16.pack(len(body) + 2) + bytes(body)
+
+
+# -- packing values ----------------------------------------------------------------------------
+
+_INT_FORMATS = {
+    InType.INT8: "<b", InType.UINT8: "<B", InType.INT16: "<h", InType.UINT16: "<H",
+    InType.INT32: "<i", InType.UINT32: "<I", InType.INT64: "<q", InType.UINT64: "<Q",
+    InType.HEXINT32: "<I", InType.HEXINT64: "<Q", InType.FLOAT: "<f", InType.DOUBLE: "<d", InType.BOOLEAN: "<I",
+}  # fmt: skip
+
+
+def _counted(raw: bytes, what: str) -> bytes:
+    if len(raw) > 0xFFFF:
+        raise InvalidArgument(f"{what} of {len(raw)} bytes exceeds the u16 size")
+    return _U16.pack(len(raw)) + raw
+
+
+def _ansi_bytes(prop: PropertyInfo, value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return str(value).encode("utf-8" if prop.out_type in _UTF8_OUT else "cp1252")
+
+
+def _filetime_ticks(value: Any) -> int:
+    if isinstance(value, int):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+
+
+def _systemtime(value: datetime) -> bytes:
+    day_of_week = (value.weekday() + 1) % 7  # SYSTEMTIME counts from Sunday = 0
+    fields = (value.year, value.month, day_of_week, value.day, value.hour, value.minute, value.second, value.microsecond // 1000)
+    return struct.pack("<8H", *fields)
+
+
+def _sid_bytes(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    parts = str(value).split("-")
+    if len(parts) < 3 or parts[0].upper() != "S":
+        raise InvalidArgument(f"not a SID: {value!r}")
+    revision, authority, subs = int(parts[1]), int(parts[2], 0), [int(p) for p in parts[3:]]
+    return bytes((revision, len(subs))) + authority.to_bytes(6, "big") + b"".join(struct.pack("<I", s) for s in subs)
+
+
+def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
+    code = int(prop.in_type)
+    if code in _INT_FORMATS:
+        if code == InType.UINT16 and prop.out_type == OutType.PORT:
+            return struct.pack(">H", value)
+        if code == InType.UINT32 and isinstance(value, ipaddress.IPv4Address):
+            return value.packed
+        return struct.pack(_INT_FORMATS[code], value)  # type: ignore[index]
+    if code == InType.UNICODESTRING:
+        if "\0" in value:
+            raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
+        return value.encode("utf-16-le") + b"\0\0"
+    if code == InType.ANSISTRING:
+        raw = _ansi_bytes(prop, value)
+        if b"\0" in raw:
+            raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
+        return raw + b"\0"
+    if code == InType.MANIFEST_COUNTEDSTRING:
+        return _counted(value.encode("utf-16-le"), f"field {prop.name!r}")
+    if code == InType.MANIFEST_COUNTEDANSISTRING:
+        return _counted(_ansi_bytes(prop, value), f"field {prop.name!r}")
+    if code in (InType.BINARY, InType.MANIFEST_COUNTEDBINARY):
+        raw = value.packed if isinstance(value, ipaddress.IPv6Address) else bytes(value)
+        return _counted(raw, f"field {prop.name!r}")
+    if code == InType.GUID:
+        return (value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))).bytes_le
+    if code == InType.FILETIME:
+        return struct.pack("<q", _filetime_ticks(value))
+    if code == InType.SYSTEMTIME:
+        return _systemtime(value)
+    if code == InType.SID:
+        return _sid_bytes(value)
+    raise InvalidArgument(f"field {prop.name!r}: in-type {prop.in_type!r} cannot be packed")
+
+
+def _pack_element(out: bytearray, prop: PropertyInfo, value: Any) -> None:
+    if prop.members is not None:
+        _pack_fields(out, _normalize(prop.members), value)
+    else:
+        out += _pack_scalar(prop, value)
+
+
+def _pack_field(out: bytearray, prop: PropertyInfo, value: Any) -> None:
+    arity = _arity(prop)
+    if arity == ARITY_CUSTOM:
+        out += _counted(bytes(value), f"field {prop.name!r}")
+    elif arity == ARITY_SCALAR:
+        _pack_element(out, prop, value)
+    else:
+        items = list(value)
+        if arity == ARITY_CONST and len(items) != prop.count:
+            raise InvalidArgument(f"field {prop.name!r} takes {prop.count} values, got {len(items)}")
+        if arity == ARITY_VARIABLE:
+            if len(items) > 0xFFFF:
+                raise InvalidArgument(f"field {prop.name!r}: {len(items)} values exceed the u16 count")
+            out += _U16.pack(len(items))
+        for item in items:
+            _pack_element(out, prop, item)
+
+
+def _pack_fields(out: bytearray, props: list[PropertyInfo], values: Mapping[str, Any] | Sequence[Any]) -> None:
+    if isinstance(values, Mapping):
+        missing = [prop.name for prop in props if prop.name not in values]
+        if missing:
+            raise InvalidArgument(f"no value for field(s) {missing}")
+        ordered = [values[prop.name] for prop in props]
+    else:
+        ordered = list(values)
+        if len(ordered) != len(props):
+            raise InvalidArgument(f"{len(props)} fields but {len(ordered)} values")
+    for prop, value in zip(props, ordered):
+        try:
+            _pack_field(out, prop, value)
+        except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            if isinstance(exc, InvalidArgument):
+                raise
+            raise InvalidArgument(f"field {prop.name!r}: cannot pack {value!r}: {exc}") from exc
+
+
+def pack_values(fields: Sequence[PropertyInfo | tuple[Any, ...]], values: Mapping[str, Any] | Sequence[Any]) -> bytes:
+    """The user data of a TraceLogging event: ``values`` (by name or in order) packed per ``fields``."""
+    out = bytearray()
+    _pack_fields(out, _normalize(fields), values)
+    return bytes(out)

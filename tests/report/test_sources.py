@@ -1,0 +1,96 @@
+"""Manifest sources of reports: lazy loading per provider, precedence, installed manifests."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from pathlib import Path
+
+import pytest
+
+from openetw.etl.build import build_event_record
+from openetw.report.sources import build_registry
+
+GUID = uuid.UUID("0badf00d-1111-2222-3333-444455556666")
+OTHER = uuid.UUID("0badf00d-9999-2222-3333-444455556666")
+
+
+def manifest(name: str, field: str, guid: uuid.UUID = GUID, *, with_guid: bool = True) -> str:
+    guid_attr = f' guid="{{{guid}}}"' if with_guid else ""
+    return f"""<?xml version="1.0"?>
+<instrumentationManifest xmlns="http://schemas.microsoft.com/win/2004/08/events">
+ <instrumentation><events>
+  <provider name="{name}"{guid_attr} symbol="P" resourceFileName="x" messageFileName="x">
+   <templates><template tid="T"><data name="{field}" inType="win:UInt32"/></template></templates>
+   <events><event value="1" version="0" template="T" level="win:Informational"/></events>
+  </provider>
+ </events></instrumentation>
+</instrumentationManifest>"""
+
+
+def event(provider: uuid.UUID = GUID) -> object:
+    return build_event_record(provider_id=provider, id=1, user_data=struct.pack("<I", 9))
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def field_of(registry, provider: uuid.UUID = GUID) -> str:  # type: ignore[no-untyped-def]
+    schema = registry.schema_for(event(provider))
+    assert schema is not None
+    return schema.properties[0].name
+
+
+def test_files_are_parsed_only_when_their_provider_is_met(tmp_path: Path) -> None:
+    write(tmp_path / "a.man", manifest("Demo-A", "first"))
+    write(tmp_path / "b.man", manifest("Demo-B", "other", OTHER))
+    registry = build_registry([tmp_path], installed=False)
+    assert registry.parsed_files == 0 and registry.errors == []
+    assert field_of(registry) == "first"
+    assert registry.parsed_files == 1
+    assert registry.provider_name(event(OTHER)) == "Demo-B"
+    assert registry.parsed_files == 2
+
+
+def test_later_sources_win_for_a_provider(tmp_path: Path) -> None:
+    early = write(tmp_path / "early.man", manifest("Demo", "early"))
+    late = write(tmp_path / "late.man", manifest("Demo", "late"))
+    assert field_of(build_registry([early, late], installed=False)) == "late"
+    assert field_of(build_registry([late, early], installed=False)) == "early"
+
+
+def test_a_file_a_scan_cannot_index_is_parsed_at_once(tmp_path: Path) -> None:
+    path = write(tmp_path / "named.man", manifest("Named-Only-Provider", "value", with_guid=False))
+    registry = build_registry([path], installed=False)
+    assert registry.parsed_files == 1
+    assert registry.provider_count == 1
+
+
+def test_utf16_manifests_are_indexed(tmp_path: Path) -> None:
+    path = tmp_path / "wide.man"
+    path.write_bytes(manifest("Demo", "wide").replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="UTF-16"?>').encode("utf-16"))
+    registry = build_registry([path], installed=False)
+    assert registry.parsed_files == 0
+    assert field_of(registry) == "wide"
+
+
+def test_problems_are_collected_not_raised(tmp_path: Path) -> None:
+    broken = write(tmp_path / "broken.man", manifest("Demo", "x").replace("</provider>", ""))
+    registry = build_registry([tmp_path / "absent.man", broken], installed=False)
+    assert registry.schema_for(event()) is None
+    assert len(registry.errors) == 2
+    assert "absent.man" in str(registry.errors[0])
+
+
+def test_installed_manifests_are_used_and_given_ones_win(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.store import ManifestRegistry
+
+    store = tmp_path / "data"
+    monkeypatch.setenv("OPENETW_DATA_DIR", str(store))
+    ManifestRegistry(store).install([write(tmp_path / "installed.man", manifest("Demo", "installed"))])
+    assert field_of(build_registry([], installed=True)) == "installed"
+    assert build_registry([], installed=False).schema_for(event()) is None
+    given = write(tmp_path / "given.man", manifest("Demo", "given"))
+    assert field_of(build_registry([given], installed=True)) == "given"
