@@ -85,3 +85,16 @@ def test_tracelogging_items_are_exposed_as_bytes() -> None:
         events = [r for r in reader if r.kind == "event"]
     assert all(r.tracelogging_schema and r.provider_traits for r in events)
     assert events[0].provider_traits[2:].startswith(b"solar_system\0")
+
+
+@pytest.mark.parametrize("facts", CORPUS_ETL, ids=lambda f: f.path.rsplit("/", 1)[-1])
+def test_time_order_is_non_decreasing_and_keeps_every_record(facts: EtlFacts) -> None:
+    path = corpus_path("etl", *facts.path.split("/"))
+    with EtlReader(path) as reader:
+        in_file_order = Counter(record.raw for record in reader)
+    with EtlReader(path) as reader:
+        ordered = list(reader.records(time_order=True))
+        assert reader.stats.time_order_violations == 0
+    stamps = [record.timestamp for record in ordered]
+    assert all(a <= b for a, b in zip(stamps, stamps[1:]))
+    assert Counter(record.raw for record in ordered) == in_file_order
