@@ -18,6 +18,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessDenied",
+    "Provider",
+    "Session",
+    "TraceLoggingProvider",
     "DecodeError",
     "EtlFormatError",
     "InvalidArgument",
@@ -27,3 +30,19 @@ __all__ = [
     "SessionError",
     "provider_guid_from_name",
 ]
+
+# The runtime classes load on first use, so ``import openetw`` stays cheap for tools that only read files.
+_LAZY = {
+    "Provider": "openetw.provider.runtime",
+    "TraceLoggingProvider": "openetw.provider.runtime",
+    "Session": "openetw.controller.session",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openetw' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

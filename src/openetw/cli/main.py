@@ -18,10 +18,11 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from openetw.cli import etl_commands, manifest_commands
+    from openetw.cli import etl_commands, manifest_commands, session_commands
 
     etl_commands.register(cli)
     manifest_commands.register(cli)
+    session_commands.register(cli)
     try:
         from openetw.cli import decode_commands
     except ImportError:  # pragma: no cover - while a layer is being built

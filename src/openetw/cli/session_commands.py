@@ -1,0 +1,385 @@
+"""``openetw service``, ``session``, ``providers`` and ``trace``: the trace service and its sessions
+(what logman / tracelog / xperf do on Windows)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from openetw.errors import InvalidArgument, ServiceError
+from openetw.session import STATISTICS_KEYS
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+_socket_option = click.option(
+    "--socket", "socket_path", type=click.Path(path_type=str), default=None,
+    help="The service's control socket (default: $OPENETW_SOCKET, else yours, else the system one).",
+)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(service)
+    cli.add_command(session)
+    cli.add_command(providers_command)
+    cli.add_command(trace)
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+# -- openetw service ---------------------------------------------------------------------------
+
+
+@click.group()
+def service() -> None:
+    """Run, inspect and stop the trace service (the part of ETW that lives in the NT kernel)."""
+
+
+@service.command("run")
+@click.option("--system", "scope", flag_value="system", help="The machine's service: /run/openetw/control.sock.")
+@click.option("--user", "scope", flag_value="user", help="Your own service: $XDG_RUNTIME_DIR/openetw/control.sock.")
+@_socket_option
+@click.option("--ready-fd", type=int, default=None, hidden=True)
+def service_run(scope: str | None, socket_path: str | None, ready_fd: int | None) -> None:
+    """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`."""
+    from openetw.service.paths import default_socket
+    from openetw.service.server import run_service
+
+    system = scope == "system" or (scope is None and socket_path is None and os.geteuid() == 0 and not os.environ.get("OPENETW_SOCKET"))
+    if socket_path is not None:
+        path = Path(socket_path)
+    elif scope is not None:
+        path = default_socket(system=system)
+    else:
+        path = default_socket()
+    status = run_service(path, system=system, ready_fd=ready_fd)
+    if status:
+        raise ServiceError(f"the trace service could not start on {path}")
+
+
+@service.command("status")
+@_socket_option
+@_json_option
+def service_status(socket_path: str | None, as_json: bool) -> None:
+    """Whether a service runs, where, and what it holds."""
+    from openetw.controller.client import ServiceClient
+
+    with ServiceClient(socket_path, autostart=False) as client:
+        reply = client.call("status")
+    reply.pop("id", None)
+    reply.pop("ok", None)
+    if as_json:
+        _print_json(reply)
+        return
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(reply["started_at"]))
+    click.echo(f"trace service pid {reply['pid']} on {reply['socket']} ({'system' if reply['system'] else 'user'}), since {started}")
+    click.echo(f"  sessions: {reply['sessions']}  connections: {reply['connections']}  provider registrations: {reply['registrations']}")
+
+
+@service.command("stop")
+@_socket_option
+@click.option("--wait/--no-wait", default=True, help="Wait until the service has exited.")
+def service_stop(socket_path: str | None, wait: bool) -> None:
+    """Stop the service: running sessions are stopped and their files finished first."""
+    from openetw.controller.client import ServiceClient
+
+    with ServiceClient(socket_path, autostart=False) as client:
+        pid = client.call("status")["pid"]
+        client.call("shutdown")
+    if wait:
+        deadline = time.monotonic() + 15
+        while not _exited(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    click.echo(f"trace service {pid} stopped", err=True)
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie its parent has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    except OSError:
+        return False
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def statistics_line(info: dict[str, Any]) -> str:
+    return "  ".join(f"{key}={info.get(key, 0)}" for key in STATISTICS_KEYS)
+# -- openetw session ---------------------------------------------------------------------------
+
+LEVEL_NAMES = {"critical": 1, "error": 2, "warning": 3, "info": 4, "informational": 4, "verbose": 5}
+
+
+def _number(text: str, what: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise InvalidArgument(f"{what} {text!r} is not a number (decimal or 0x hex)") from None
+
+
+def parse_provider_spec(spec: str) -> tuple[str, dict[str, int]]:
+    """``NAME_OR_GUID[:ANY[:LEVEL[:ALL]]]`` as logman writes it (ANY and ALL in hex or decimal,
+    LEVEL a number or critical/error/warning/info/verbose)."""
+    parts = spec.split(":")
+    if not parts[0].strip() or len(parts) > 4:
+        raise InvalidArgument(f"provider {spec!r} is not NAME_OR_GUID[:ANY[:LEVEL[:ALL]]]")
+    options: dict[str, int] = {}
+    if len(parts) > 1 and parts[1]:
+        options["any"] = _number(parts[1], "keyword mask")
+    if len(parts) > 2 and parts[2]:
+        level = parts[2].strip().lower()
+        options["level"] = LEVEL_NAMES[level] if level in LEVEL_NAMES else _number(level, "level")
+    if len(parts) > 3 and parts[3]:
+        options["all"] = _number(parts[3], "keyword mask")
+    return parts[0].strip(), options
+
+
+_providers_option = click.option(
+    "-p", "--provider", "provider_specs", multiple=True, metavar="NAME_OR_GUID[:ANY[:LEVEL[:ALL]]]",
+    help="A provider to enable (repeatable): TraceLogging name or GUID, keyword mask, level, all-keywords mask.",
+)
+
+
+def _print_session(info: dict[str, Any], as_json: bool, *, title: str | None = None) -> None:
+    if as_json:
+        _print_json(info)
+        return
+    if title:
+        click.echo(title)
+    click.echo(f"{info['name']}: {info['state']}, {info['mode']}, logger id {info['logger_id']}")
+    if info.get("file_name"):
+        click.echo(f"  file: {info['file_name']}" + (f" (max {info['max_file_mb']} MB)" if info.get("max_file_mb") else ""))
+    click.echo(
+        f"  buffers: {info['buffer_size_kb']} KB, {info['minimum_buffers']}..{info['maximum_buffers']} per process;"
+        f" flush timer {info['flush_timer']} s"
+    )
+    for provider in info.get("providers", []):
+        label = provider.get("name") or provider["guid"]
+        click.echo(f"  provider {label}: level {provider['level']} any {provider['match_any']:#x} all {provider['match_all']:#x}")
+    click.echo(f"  {statistics_line(info)}")
+    if info.get("failure"):
+        click.echo(f"  failure: {info['failure']}")
+
+
+@click.group()
+def session() -> None:
+    """Start, steer, query and stop trace sessions (logman / tracelog / xperf)."""
+
+
+@session.command("start")
+@click.argument("name")
+@_providers_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), help="The .etl file (new-file mode: a name with %d).")
+@click.option("--mode", type=click.Choice(["file", "circular", "newfile", "realtime", "buffering"]), default=None,
+              help="Where buffers go (default: file with -o, else realtime).")
+@click.option("--realtime", is_flag=True, help="Also deliver buffers to real-time consumers (file + real time).")
+@click.option("--buffer-size", type=int, default=64, show_default=True, help="Buffer size in KB.")
+@click.option("--max-size", type=int, default=0, help="Maximum file size in MB (circular and newfile need one).")
+@click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (0: none).")
+@click.option("--min-buffers", type=int, default=4, show_default=True)
+@click.option("--max-buffers", type=int, default=64, show_default=True, help="Buffers per producer process.")
+@_socket_option
+@_json_option
+def session_start(name: str, provider_specs: tuple[str, ...], output: str | None, mode: str | None, realtime: bool,
+                  buffer_size: int, max_size: int, flush_timer: int, min_buffers: int, max_buffers: int,
+                  socket_path: str | None, as_json: bool) -> None:  # fmt: skip
+    """Start session NAME; it runs until `openetw session stop NAME` (or the service stops)."""
+    from openetw.controller import Session
+
+    started = Session.start(
+        name, output, mode=mode, realtime=realtime, buffer_size=buffer_size, max_size=max_size,
+        flush_timer=flush_timer, min_buffers=min_buffers, max_buffers=max_buffers,
+        providers=[parse_provider_spec(spec) for spec in provider_specs], socket=socket_path,
+    )  # fmt: skip
+    info = started.info_at_start
+    started._client.close()  # the session stays: it belongs to the service now
+    _print_session(info, as_json, title=None if as_json else f"started trace session {name}")
+
+
+def _attach(name: str, socket_path: str | None) -> Any:
+    from openetw.controller import Session
+
+    return Session.attach(name, socket=socket_path)
+
+
+@session.command("stop")
+@click.argument("name")
+@_socket_option
+@_json_option
+def session_stop(name: str, socket_path: str | None, as_json: bool) -> None:
+    """Stop NAME: producers hand over their buffers, the file gets its final header."""
+    running = _attach(name, socket_path)
+    running.stop()
+    _print_session(running.info(), as_json, title=None if as_json else f"stopped trace session {name}")
+
+
+@session.command("update")
+@click.argument("name")
+@_providers_option
+@click.option("--disable", "disable_specs", multiple=True, metavar="NAME_OR_GUID", help="A provider to disable (repeatable).")
+@click.option("--flush-timer", type=int, default=None)
+@click.option("--max-size", type=int, default=None, help="Maximum file size in MB.")
+@click.option("--max-buffers", type=int, default=None)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, help="Switch to this file.")
+@_socket_option
+@_json_option
+def session_update(name: str, provider_specs: tuple[str, ...], disable_specs: tuple[str, ...], flush_timer: int | None,
+                   max_size: int | None, max_buffers: int | None, output: str | None, socket_path: str | None,
+                   as_json: bool) -> None:  # fmt: skip
+    """Enable or disable providers of NAME, or change its settings while it runs."""
+    running = _attach(name, socket_path)
+    for spec in provider_specs:
+        provider, options = parse_provider_spec(spec)
+        running.enable(provider, options.get("level", 0), options.get("any", 0), options.get("all", 0))
+    for spec in disable_specs:
+        running.disable(spec)
+    if any(value is not None for value in (flush_timer, max_size, max_buffers, output)):
+        running.update(flush_timer=flush_timer, max_size=max_size, max_buffers=max_buffers, output=output)
+    _print_session(running.info(), as_json)
+
+
+@session.command("flush")
+@click.argument("name")
+@_socket_option
+@_json_option
+def session_flush(name: str, socket_path: str | None, as_json: bool) -> None:
+    """Write every event NAME holds to its destination now."""
+    running = _attach(name, socket_path)
+    running.flush()
+    _print_session(running.info(), as_json)
+
+
+@session.command("query")
+@click.argument("name")
+@_socket_option
+@_json_option
+def session_query(name: str, socket_path: str | None, as_json: bool) -> None:
+    """Settings, providers and statistics of NAME."""
+    _print_session(_attach(name, socket_path).info(), as_json)
+
+
+@session.command("snapshot")
+@click.argument("name")
+@click.argument("output", type=click.Path(dir_okay=False, path_type=str))
+@_socket_option
+def session_snapshot(name: str, output: str, socket_path: str | None) -> None:
+    """Write a buffering session's in-memory buffers to OUTPUT (.etl)."""
+    buffers = _attach(name, socket_path).snapshot(output)
+    click.echo(f"{output}: {buffers} buffers")
+
+
+@session.command("capture-state")
+@click.argument("name")
+@click.option("-p", "--provider", "provider", required=True, metavar="NAME_OR_GUID")
+@_socket_option
+@_json_option
+def session_capture_state(name: str, provider: str, socket_path: str | None, as_json: bool) -> None:
+    """Ask PROVIDER's processes to log their state into NAME."""
+    notified = _attach(name, socket_path).capture_state(provider)
+    if as_json:
+        _print_json({"notified": notified})
+    else:
+        click.echo(f"{notified} registration(s) asked to capture their state")
+
+
+@session.command("list")
+@_socket_option
+@_json_option
+def session_list(socket_path: str | None, as_json: bool) -> None:
+    """Every session you may see."""
+    from openetw.controller import list_sessions
+
+    try:
+        sessions = list_sessions(socket=socket_path)
+    except ServiceError:
+        sessions = []
+    if as_json:
+        _print_json(sessions)
+        return
+    if not sessions:
+        click.echo("no trace sessions")
+    for info in sessions:
+        target = "(memory)" if info["mode"] == "buffering" else info.get("file_name") or "(real time)"
+        click.echo(f"{info['logger_id']:>3}  {info['name']:<30} {info['state']:<9} {info['mode']:<15} {target}")
+        click.echo(f"     {statistics_line(info)}")
+
+
+# -- openetw providers -------------------------------------------------------------------------
+
+
+@click.command("providers")
+@_socket_option
+@_json_option
+def providers_command(socket_path: str | None, as_json: bool) -> None:
+    """Providers registered with the trace service, with their processes and enabling sessions."""
+    from openetw.controller import registered_providers
+
+    try:
+        found = registered_providers(socket=socket_path)
+    except ServiceError:
+        found = []
+    if as_json:
+        _print_json(found)
+        return
+    if not found:
+        click.echo("no registered providers")
+    for item in sorted(found, key=lambda p: (p.get("name") or p["guid"], p["pid"])):
+        label = item.get("name") or ""
+        sessions = ", ".join(item["sessions"]) or "-"
+        click.echo(f"{item['guid']}  {label:<32} pid {item['pid']:<7} {os.path.basename(item['exe'] or '?'):<12} sessions: {sessions}")
+
+
+# -- openetw trace -----------------------------------------------------------------------------
+
+
+@click.command("trace")
+@click.option("--session", "session_name", default=None, help="Consume this running real-time session.")
+@_providers_option
+@click.option("--buffer-size", type=int, default=64, show_default=True, help="Buffer size in KB (with -p).")
+@click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (with -p).")
+@_socket_option
+@_json_option
+def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size: int, flush_timer: int,
+          socket_path: str | None, as_json: bool) -> None:  # fmt: skip
+    """Print events as they arrive, decoded where possible; Ctrl-C stops.
+
+    With -p a real-time session of its own is started for the providers and stopped at the end.
+    """
+    from openetw.controller import RealtimeConsumer, Session
+    from openetw.controller.live import LiveFormatter
+
+    if (session_name is None) == (not provider_specs):
+        raise InvalidArgument("give either --session NAME or at least one -p PROVIDER")
+    own: Session | None = None
+    if session_name is None:
+        session_name = f"openetw-trace-{os.getpid()}"
+        own = Session.start(
+            session_name, mode="realtime", buffer_size=buffer_size, flush_timer=flush_timer,
+            providers=[parse_provider_spec(spec) for spec in provider_specs], socket=socket_path,
+        )  # fmt: skip
+    formatter = LiveFormatter(as_json=as_json)
+    consumer = RealtimeConsumer(session_name, socket=socket_path)
+    shown = 0
+    signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the view as Ctrl-C does: own session stopped
+    try:
+        for record in consumer:
+            click.echo(formatter.format(record))
+            shown += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+        final = own.stop() if own is not None else None
+    tail = f"; {statistics_line(final)}" if final else ""
+    click.echo(f"{shown} events{tail}", err=True)

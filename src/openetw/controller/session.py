@@ -1,0 +1,296 @@
+"""The controller API: start, steer and stop trace sessions (StartTrace, EnableTraceEx2, ControlTrace).
+
+::
+
+    with Session.start("MyTrace", output="trace.etl", flush_timer=1) as session:
+        session.enable("MyCompany.MyComponent", level=4, any=0x10)
+        ...
+        print(session.query())        # the statistics
+    # stopped: trace.etl is complete
+
+The controller opens the output file itself and passes the descriptor to the service, which never
+opens a path it is given: the file is created with the caller's rights.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from openetw.controller.client import ServiceClient
+from openetw.errors import InvalidArgument
+from openetw.session import STATISTICS_KEYS, EventFilters, LogMode
+from openetw.service.wire import filters_to_json
+
+__all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
+
+MODE_NAMES: dict[str, LogMode] = {
+    "file": LogMode.SEQUENTIAL_FILE,
+    "sequential": LogMode.SEQUENTIAL_FILE,
+    "circular": LogMode.CIRCULAR_FILE,
+    "newfile": LogMode.NEW_FILE,
+    "realtime": LogMode.REAL_TIME,
+    "buffering": LogMode.BUFFERING,
+    "file+realtime": LogMode.FILE_AND_REAL_TIME,
+}
+MODE_NAMES.update({mode.value: mode for mode in LogMode})
+
+ProviderRef = uuid.UUID | str
+
+
+def parse_mode(mode: LogMode | str | None, *, output: str | None, realtime: bool) -> LogMode:
+    """The log mode from the friendly arguments: a file mode plus ``realtime`` is file + real-time."""
+    if mode is None:
+        chosen = LogMode.SEQUENTIAL_FILE if output else LogMode.REAL_TIME
+    elif isinstance(mode, LogMode):
+        chosen = mode
+    else:
+        try:
+            chosen = MODE_NAMES[mode.lower()]
+        except KeyError:
+            raise InvalidArgument(f"unknown mode {mode!r} (choose from {', '.join(sorted(MODE_NAMES))})") from None
+    if realtime:
+        if chosen is LogMode.SEQUENTIAL_FILE:
+            return LogMode.FILE_AND_REAL_TIME
+        if chosen not in (LogMode.REAL_TIME, LogMode.FILE_AND_REAL_TIME):
+            raise InvalidArgument(f"{chosen.value} mode cannot also deliver in real time")
+    return chosen
+
+
+def _filters_json(filters: EventFilters | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if filters is None:
+        return None
+    if isinstance(filters, EventFilters):
+        return filters_to_json(filters)
+    return dict(filters)
+
+
+def _provider_text(provider: ProviderRef) -> str:
+    if isinstance(provider, uuid.UUID):
+        return str(provider)
+    if not isinstance(provider, str) or not provider.strip():
+        raise InvalidArgument("a provider is a GUID or a name")
+    return provider
+
+
+def _open_output(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+
+
+def _statistics(info: Mapping[str, Any]) -> dict[str, int]:
+    return {key: int(info.get(key, 0)) for key in STATISTICS_KEYS}
+
+
+class Session:
+    """A running trace session, steered through the service. Use ``Session.start`` or ``Session.attach``."""
+
+    def __init__(self, name: str, client: ServiceClient, info: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self._client = client
+        self.info_at_start = info or {}
+        self.final: dict[str, Any] | None = None
+
+    # -- creation ------------------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        name: str,
+        output: str | os.PathLike[str] | None = None,
+        *,
+        mode: LogMode | str | None = None,
+        buffer_size: int = 64,
+        flush_timer: int = 1,
+        realtime: bool = False,
+        max_size: int = 0,
+        min_buffers: int = 4,
+        max_buffers: int = 64,
+        providers: Iterable[ProviderRef | tuple[ProviderRef, Mapping[str, Any]]] = (),
+        socket: str | os.PathLike[str] | None = None,
+        autostart: bool | None = None,
+    ) -> Session:
+        """StartTrace. ``buffer_size`` in KB, ``max_size`` in MB, ``flush_timer`` in seconds.
+
+        ``output`` is the file (a new-file session's name holds one ``%d``); the file is opened
+        here and its descriptor handed to the service. ``providers`` are enabled before the first
+        event can flow: names/GUIDs, or (provider, {"level": .., "any": .., "all": ..}) pairs.
+        """
+        output_text = os.fspath(output) if output is not None else None
+        log_mode = parse_mode(mode, output=output_text, realtime=realtime)
+        config: dict[str, Any] = {
+            "name": name,
+            "mode": log_mode.value,
+            "file_name": None,
+            "max_file_mb": max_size,
+            "buffer_size_kb": buffer_size,
+            "minimum_buffers": min(min_buffers, max_buffers),
+            "maximum_buffers": max_buffers,
+            "flush_timer": flush_timer,
+        }
+        fds: tuple[int, ...] = ()
+        if log_mode.writes_file:
+            if not output_text:
+                raise InvalidArgument(f"{log_mode.value} mode needs an output file")
+            config["file_name"] = os.path.abspath(output_text)
+            first = output_text.replace("%d", "1") if log_mode is LogMode.NEW_FILE else output_text
+            fds = (_open_output(first),)
+        elif output_text:
+            raise InvalidArgument(f"{log_mode.value} mode writes no file; drop the output")
+        enables = [_enable_body(item) for item in providers]
+        client = ServiceClient(socket, autostart=autostart)
+        try:
+            reply = client.call("start_session", fds, config=config, providers=enables)
+        except BaseException:
+            client.close()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return cls(name, client, reply.get("session"))
+
+    @classmethod
+    def attach(cls, name: str, *, socket: str | os.PathLike[str] | None = None, autostart: bool | None = False) -> Session:
+        """A session someone already started (to stop, query or steer it)."""
+        client = ServiceClient(socket, autostart=autostart)
+        try:
+            info = client.call("query", session=name)["session"]
+        except BaseException:
+            client.close()
+            raise
+        return cls(info.get("name", name), client, info)
+
+    # -- steering ------------------------------------------------------------------------------
+    def enable(
+        self,
+        provider: ProviderRef,
+        level: int = 0,
+        any: int = 0,  # noqa: A002 - ETW's MatchAnyKeyword, named as users know it
+        all: int = 0,  # noqa: A002 - ETW's MatchAllKeyword
+        *,
+        properties: int = 0,
+        filters: EventFilters | Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """EnableTraceEx2(ENABLE_PROVIDER): add or replace this session's rule for a provider."""
+        return self._call(
+            "enable", provider=_provider_text(provider), level=level, match_any=any, match_all=all,
+            properties=int(properties), filters=_filters_json(filters),
+        )["session"]
+
+    def disable(self, provider: ProviderRef) -> dict[str, Any]:
+        return self._call("disable", provider=_provider_text(provider))["session"]
+
+    def update(
+        self,
+        *,
+        flush_timer: int | None = None,
+        max_size: int | None = None,
+        max_buffers: int | None = None,
+        output: str | os.PathLike[str] | None = None,
+    ) -> dict[str, Any]:
+        """ControlTrace(UPDATE): flush timer, maximum file size, maximum buffers, or a new output file."""
+        changes: dict[str, Any] = {}
+        if flush_timer is not None:
+            changes["flush_timer"] = flush_timer
+        if max_size is not None:
+            changes["max_file_mb"] = max_size
+        if max_buffers is not None:
+            changes["maximum_buffers"] = max_buffers
+        fds: tuple[int, ...] = ()
+        if output is not None:
+            changes["file_name"] = os.path.abspath(os.fspath(output))
+            fds = (_open_output(os.fspath(output)),)
+        try:
+            return self._call("update", fds, changes=changes)["session"]
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def flush(self) -> dict[str, int]:
+        """ControlTrace(FLUSH): every event written before this call is in the file when it returns."""
+        return _statistics(self._call("flush")["session"])
+
+    def query(self) -> dict[str, int]:
+        """ControlTrace(QUERY): the statistics (``buffers``, ``free_buffers``, ``events_written``,
+        ``events_lost``, ``buffers_written``, ``log_buffers_lost``, ``realtime_buffers_lost``)."""
+        if self.final is not None:
+            return _statistics(self.final)
+        return _statistics(self._call("query")["session"])
+
+    def info(self) -> dict[str, Any]:
+        """Settings, state, enabled providers and statistics, as the service describes the session."""
+        if self.final is not None:
+            return dict(self.final)
+        return self._call("query")["session"]
+
+    def capture_state(self, provider: ProviderRef) -> int:
+        """EVENT_CONTROL_CODE_CAPTURE_STATE: ask the provider's processes to log their state."""
+        return int(self._call("capture_state", provider=_provider_text(provider))["notified"])
+
+    def snapshot(self, path: str | os.PathLike[str]) -> int:
+        """Write a buffering session's in-memory buffers to ``path``; returns the buffers written."""
+        fd = _open_output(os.fspath(path))
+        try:
+            return int(self._call("snapshot", (fd,), file_name=os.path.abspath(os.fspath(path)))["buffers"])
+        finally:
+            os.close(fd)
+
+    def stop(self) -> dict[str, int]:
+        """ControlTrace(STOP): producers hand over their buffers, the file gets its final header.
+        Returns the final statistics. Stopping twice returns the same numbers."""
+        if self.final is None:
+            self.final = self._call("stop_session")["session"]
+            self._client.close()
+        return _statistics(self.final)
+
+    def consumer(self, **kwargs: Any) -> Any:
+        """A real-time consumer of this session (see ``RealtimeConsumer``)."""
+        from openetw.controller.realtime import RealtimeConsumer
+
+        return RealtimeConsumer(self.name, socket=self._client.socket_path, **kwargs)
+
+    def _call(self, op: str, fds: tuple[int, ...] = (), **fields: Any) -> dict[str, Any]:
+        if self.final is not None:
+            raise InvalidArgument(f"session {self.name!r} is stopped")
+        return self._client.call(op, fds, session=self.name, **fields)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.final is None:
+            try:
+                self.stop()
+            except Exception:
+                if exc[0] is None:
+                    raise
+
+    def __repr__(self) -> str:
+        return f"Session({self.name!r}{', stopped' if self.final is not None else ''})"
+
+
+def _enable_body(item: ProviderRef | tuple[ProviderRef, Mapping[str, Any]]) -> dict[str, Any]:
+    if isinstance(item, tuple):
+        provider, options = item
+    else:
+        provider, options = item, {}
+    return {
+        "provider": _provider_text(provider),
+        "level": int(options.get("level", 0)),
+        "match_any": int(options.get("any", options.get("match_any", 0))),
+        "match_all": int(options.get("all", options.get("match_all", 0))),
+        "properties": int(options.get("properties", 0)),
+        "filters": _filters_json(options.get("filters")),
+    }
+
+
+def list_sessions(*, socket: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """QueryAllTraces: every session you may see (no service running: none)."""
+    with ServiceClient(socket, autostart=False) as client:
+        return list(client.call("list")["sessions"])
+
+
+def registered_providers(*, socket: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Providers registered with the service, with their processes and the sessions enabling them."""
+    with ServiceClient(socket, autostart=False) as client:
+        return list(client.call("providers")["providers"])

@@ -1,0 +1,273 @@
+"""Providers in the application's process: register, learn who listens, write events into the pools.
+
+::
+
+    provider = TraceLoggingProvider("MyCompany.MyComponent").register()
+    provider.write("Started", level=4, keyword=0x10, port=8080, host="example")
+
+    manifest = Provider("{5eadbeef-...}").register()
+    started = manifest.event((1, 0, 0, 4, 0, 0, 0x10), [("port", InType.UINT16)])
+    manifest.write(started, 8080)
+
+Registering never fails for want of a service: without one the provider is simply disabled and
+attaches when a service appears. ``enabled`` is a plain attribute, so a disabled write costs one
+attribute test. An enabled write is encoded once and copied into the pool of every session whose
+rule (level, keywords, event id filter) takes it; a pool with no free buffer drops the event and
+counts it, a record over 64 KB (or over the session's buffer) is refused and counted: the
+session's ``events_lost`` includes both. ``write`` returns whether some session got the event.
+
+The enable callback is ``callback(enabled, level, match_any, match_all, filter_data,
+capture_state)``: ``level`` and ``match_any`` combine every enabling session (the most verbose
+level, the union of keywords), ``match_all`` is what all of them require, ``filter_data`` lists
+each session's rule. It runs on the provider runtime's own thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Self
+
+from openetw.errors import InvalidArgument
+from openetw.etl import layouts as L
+from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
+from openetw.guids import parse_guid, provider_guid_from_name
+from openetw.provider.activity import claim_activity_ids
+from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache
+from openetw.provider.fields import FieldSpec
+from openetw.provider.link import REGISTER_WAIT, link
+from openetw.service.pool import PoolWriter
+from openetw.service.wire import filters_to_json
+from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
+
+__all__ = ["EnableCallback", "Provider", "TraceLoggingProvider"]
+
+EnableCallback = Callable[[bool, int, int, int, Any, bool], None]
+WriteFn = Callable[[bytes, int, int], bool]
+Target = tuple[SessionEnable, WriteFn]
+Routes = dict[tuple[int, int, int], tuple[WriteFn, ...]]
+
+# A record no pool can take: writing it makes the pool count one refused event (shared memory,
+# read by the service into events_lost) when the real record would have exceeded 64 KB.
+_OVERSIZE = bytes(0x10000)
+_ROUTE_CACHE_LIMIT = 4096
+_monotonic_ns = time.monotonic_ns
+_native_id = threading.get_native_id
+_EVENT_HEADER = L.EVENT_HEADER
+
+
+def _routes_for(targets: tuple[Target, ...], routes: Routes, level: int, keyword: int, event_id: int) -> tuple[WriteFn, ...]:
+    """The pools (write functions) whose session takes this event; the process filters were
+    applied by the service already."""
+    found = tuple(
+        write
+        for entry, write in targets
+        if entry.rule.admits_level(level) and entry.rule.admits_keyword(keyword) and entry.rule.filters.admits_event_id(event_id)
+    )
+    if len(routes) < _ROUTE_CACHE_LIMIT:
+        routes[(level, keyword, event_id)] = found
+    return found
+
+
+def _write_all(writes: tuple[WriteFn, ...], record: bytes, timestamp: int) -> bool:
+    written = False
+    for write in writes:
+        try:
+            written = write(record, timestamp, 0) or written
+        except (ValueError, IndexError, TypeError, BufferError):
+            pass  # the pool was unmapped under us (its session went away): nobody wants the event
+    return written
+
+
+class _ProviderBase:
+    """Registration, enable state and routing; the subclasses add their ``write``."""
+
+    def __init__(self, guid: uuid.UUID, name: str | None, callback: EnableCallback | None) -> None:
+        self.guid = guid
+        self.name = name
+        self.provider_text = str(guid)
+        self.enabled = False
+        self.registration_id: int | None = None
+        self.registered = threading.Event()
+        self.events_refused = 0
+        self._callback = callback
+        self._state: EnableState = DISABLED
+        self._routing: tuple[tuple[Target, ...], Routes] = ((), {})
+        self._is_registered = False
+
+    # -- registration --------------------------------------------------------------------------
+    def register(self, *, wait: float = REGISTER_WAIT) -> Self:
+        """EventRegister. Returns the provider. With a service running, its enable state is known
+        when this returns (waiting at most ``wait`` seconds); without one it attaches later."""
+        if not self._is_registered:
+            self._is_registered = True
+            link().add(self, wait=wait)
+        return self
+
+    def unregister(self) -> None:
+        """EventUnregister: sessions stop receiving this provider's events; the callback sees it disabled."""
+        if self._is_registered:
+            self._is_registered = False
+            link().remove(self)
+
+    def __enter__(self) -> Self:
+        return self.register()
+
+    def __exit__(self, *exc: object) -> None:
+        self.unregister()
+
+    # -- enable state --------------------------------------------------------------------------
+    @property
+    def enable_state(self) -> EnableState:
+        return self._state
+
+    def is_enabled(self, level: int = 0, keyword: int = 0) -> bool:
+        """EventProviderEnabled: might some session want an event of this level and keyword?"""
+        return self.enabled and self._state.is_enabled(level, keyword)
+
+    def _apply_state(self, state: EnableState, writers: dict[int, PoolWriter], *, notify: bool = True) -> None:
+        previous = self._state
+        self._state = state
+        self._refresh_writers(writers)
+        if notify and state != previous:
+            self._call_back(capture_state=False)
+
+    def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:
+        targets = tuple((entry, writers[entry.session_id].write) for entry in self._state.sessions if entry.session_id in writers)
+        self._routing = (targets, {})
+        self.enabled = bool(targets)
+
+    def _capture_state(self, session_id: int) -> None:
+        self._call_back(capture_state=True)
+
+    def _call_back(self, *, capture_state: bool) -> None:
+        if self._callback is None:
+            return
+        state = self._state
+        match_all = ALL_KEYWORDS if state.sessions else 0
+        for entry in state.sessions:
+            match_all &= entry.match_all
+        filter_data = [
+            {"session_id": e.session_id, "level": e.level, "match_any": e.match_any, "match_all": e.match_all, **filters_to_json(e.filters)}
+            for e in state.sessions
+        ]
+        try:
+            self._callback(state.enabled, state.max_level, state.any_keyword, match_all, filter_data or None, capture_state)
+        except Exception as exc:  # the callback is the application's; the runtime goes on
+            print(f"openetw: enable callback of {self.name or self.guid} failed: {exc!r}", file=sys.stderr)
+
+    def _writes_for(self, level: int, keyword: int, event_id: int) -> tuple[WriteFn, ...]:
+        targets, routes = self._routing
+        writes = routes.get((level, keyword, event_id))
+        if writes is None:
+            writes = _routes_for(targets, routes, level, keyword, event_id)
+        return writes
+
+    def _refuse(self, writes: tuple[WriteFn, ...], timestamp: int) -> bool:
+        self.events_refused += 1
+        _write_all(writes, _OVERSIZE, timestamp)
+        return False
+
+
+class TraceLoggingProvider(_ProviderBase):
+    """A self-describing provider named ``"Company.Component"`` (GUID: ETW's hash of the name)."""
+
+    def __init__(self, name: str, *, group: uuid.UUID | None = None, guid: uuid.UUID | None = None, callback: EnableCallback | None = None) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidArgument("a TraceLogging provider needs a name")
+        super().__init__(guid or provider_guid_from_name(name), name, callback)
+        self._encoders = TraceLoggingEncoderCache(name, group, provider_id=self.guid)
+
+    def write(self, event_name: str, level: int = 5, keyword: int = 0, opcode: int = 0, **fields: Any) -> bool:
+        """TraceLoggingWrite: the event, its fields typed from their Python values."""
+        if not self.enabled:
+            return False
+        return self.write_fields(event_name, fields, level=level, keyword=keyword, opcode=opcode)
+
+    def write_fields(self, event_name: str, fields: Mapping[str, Any], *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0) -> bool:
+        """``write`` with the fields as a mapping (names that clash with the arguments are fine here)."""
+        if not self.enabled:
+            return False
+        writes = self._writes_for(level, keyword, 0)
+        if not writes:
+            return False
+        timestamp = _monotonic_ns()
+        activity_id, related = claim_activity_ids()
+        try:
+            record = self._encoders.encode(
+                event_name, fields, level=level, keyword=keyword, opcode=opcode, tags=tags, timestamp=timestamp,
+                pid=link().pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related,
+            )  # fmt: skip
+        except EventTooLarge:
+            return self._refuse(writes, timestamp)
+        return _write_all(writes, record, timestamp)
+
+
+class Provider(_ProviderBase):
+    """A manifest-based provider, known by its GUID (``name`` is only shown by ``openetw providers``)."""
+
+    def __init__(self, guid: uuid.UUID | str, *, name: str | None = None, callback: EnableCallback | None = None) -> None:
+        try:
+            parsed = parse_guid(guid)
+        except (ValueError, AttributeError, TypeError):
+            raise InvalidArgument(f"a provider GUID is needed, not {guid!r}") from None
+        super().__init__(parsed, name, callback)
+        self._raw_heads: dict[EventDescriptor, bytes] = {}
+
+    def event(self, descriptor: EventDescriptor | Sequence[int], fields: Sequence[FieldSpec] = ()) -> ManifestEventEncoder:
+        """An encoder for one of this provider's events: descriptor (id, version, channel, level,
+        opcode, task, keyword) and the template's fields."""
+        return ManifestEventEncoder(self.guid, descriptor, fields)
+
+    def write(self, event: ManifestEventEncoder | EventDescriptor | Sequence[int], *values: Any) -> bool:
+        """EventWrite. ``event`` is an encoder (``values`` are its fields, or one mapping by
+        name), or a bare descriptor (``values`` are bytes, the user data as it is)."""
+        if not self.enabled:
+            return False
+        if isinstance(event, ManifestEventEncoder):
+            d = event.descriptor
+            writes = self._writes_for(d.level, d.keyword, d.id)
+            if not writes:
+                return False
+            payload: Any = values[0] if len(values) == 1 and isinstance(values[0], Mapping) else values
+            timestamp = _monotonic_ns()
+            activity_id, related = claim_activity_ids()
+            try:
+                record = event.encode(payload, timestamp=timestamp, pid=link().pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related)
+            except EventTooLarge:
+                return self._refuse(writes, timestamp)
+            return _write_all(writes, record, timestamp)
+        return self._write_raw(event, values)
+
+    def _write_raw(self, event: EventDescriptor | Sequence[int], values: tuple[Any, ...]) -> bool:
+        descriptor = event if isinstance(event, EventDescriptor) else EventDescriptor(*event)
+        writes = self._writes_for(descriptor.level, descriptor.keyword, descriptor.id)
+        if not writes:
+            return False
+        try:
+            user_data = b"".join(bytes(value) for value in values)
+        except TypeError:
+            raise InvalidArgument("a write with a bare descriptor takes bytes-like values only") from None
+        timestamp = _monotonic_ns()
+        activity_id, related = claim_activity_ids()
+        extended = b""
+        flags = 0
+        if related is not None:
+            extended = encode_extended_items([ExtendedItem(EXT_RELATED_ACTIVITYID, related.bytes_le)])
+            flags = L.EVENT_HEADER_FLAG_EXTENDED_INFO
+        size = _EVENT_HEADER.size + len(extended) + len(user_data)
+        if size > 0xFFFF:
+            return self._refuse(writes, timestamp)
+        d = descriptor
+        try:
+            head = _EVENT_HEADER.pack(
+                size, L.HEADER_TYPE_EVENT_HEADER64, L.MARKER_FLAGS_TYPED, flags, 0, _native_id(), link().pid, timestamp,
+                self.guid.bytes_le, d.id, d.version, d.channel, d.level, d.opcode, d.task, d.keyword, 0, activity_id.bytes_le,
+            )  # fmt: skip
+        except struct.error as exc:
+            raise InvalidArgument(f"event descriptor out of range: {exc}") from None
+        return _write_all(writes, head + extended + user_data, timestamp)

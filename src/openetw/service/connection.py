@@ -1,0 +1,132 @@
+"""One client connection as the service sees it: non-blocking reads and a queue of frames to send."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from openetw.service.paths import PeerCredentials, peer_credentials
+from openetw.service.protocol import FrameDecoder, Message, ProtocolError, encode_frame, recv_into_decoder
+from openetw.session import Caller
+
+__all__ = ["Connection", "OutgoingFrame"]
+
+# A real-time consumer that falls this far behind loses buffers rather than the service's memory.
+MAX_QUEUED_BYTES = 64 << 20
+
+
+@dataclass
+class OutgoingFrame:
+    data: bytes
+    fds: list[int] = field(default_factory=list)  # ours: duplicated into the peer, closed once sent
+    sent: int = 0
+    is_buffer: bool = False  # a real-time buffer (may be dropped when the consumer lags)
+
+
+class Connection:
+    """A connected client: credentials, the incoming decoder, the outgoing queue and its roles."""
+
+    def __init__(self, connection_id: int, sock: socket.socket) -> None:
+        self.connection_id = connection_id
+        self.sock = sock
+        sock.setblocking(False)
+        self.credentials: PeerCredentials = peer_credentials(sock)
+        self.caller = Caller(self.credentials.uid, self.credentials.gid, self.credentials.groups)
+        self.decoder = FrameDecoder(allow_notices=True)
+        self.outgoing: deque[OutgoingFrame] = deque()
+        self.queued_bytes = 0
+        self.closed = False
+        self.registrations: set[int] = set()
+        self.consuming: set[int] = set()  # session ids this real-time consumer receives
+
+    @property
+    def pid(self) -> int:
+        return self.credentials.pid
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    # -- reading -------------------------------------------------------------------------------
+    def read(self) -> list[Message] | None:
+        """Messages that arrived; ``None`` at end of stream. ``ProtocolError`` on bad input."""
+        try:
+            alive = recv_into_decoder(self.sock, self.decoder)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError:  # reset by the peer, or gone in some other way
+            return None
+        if not alive:
+            return None
+        return list(self.decoder.messages())
+
+    def take_notices(self) -> int:
+        count, self.decoder.notices = self.decoder.notices, 0
+        return count
+
+    # -- writing -------------------------------------------------------------------------------
+    def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes = b"", is_buffer: bool = False) -> bool:
+        """Queue a frame. ``fds`` are duplicated now (the caller keeps its own). A real-time
+        buffer is refused (False) when the peer is too far behind."""
+        if self.closed:
+            return False
+        if is_buffer and self.queued_bytes + len(payload) > MAX_QUEUED_BYTES:
+            return False
+        if fds:
+            body = {**body, "fds": len(fds)}
+        frame = OutgoingFrame(encode_frame(body, payload), [os.dup(fd) for fd in fds], is_buffer=is_buffer)
+        self.outgoing.append(frame)
+        self.queued_bytes += len(frame.data)
+        return True
+
+    @property
+    def wants_write(self) -> bool:
+        return bool(self.outgoing) and not self.closed
+
+    def flush_outgoing(self) -> None:
+        """Send what the socket takes now. ``OSError`` (peer gone) propagates."""
+        while self.outgoing:
+            frame = self.outgoing[0]
+            try:
+                if frame.fds:
+                    sent = socket.send_fds(self.sock, [frame.data[frame.sent :]], frame.fds)
+                    self._close_fds(frame)
+                else:
+                    sent = self.sock.send(memoryview(frame.data)[frame.sent :])
+            except (BlockingIOError, InterruptedError):
+                return
+            frame.sent += sent
+            self.queued_bytes -= sent
+            if frame.sent < len(frame.data):
+                return
+            self.outgoing.popleft()
+
+    @staticmethod
+    def _close_fds(frame: OutgoingFrame) -> None:
+        for fd in frame.fds:
+            os.close(fd)
+        frame.fds = []
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for frame in self.outgoing:
+            self._close_fds(frame)
+        self.outgoing.clear()
+        self.decoder.fail()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def check_message(message: Message) -> tuple[str, Any]:
+    """(op, request id) of a request; ``ProtocolError`` when it has no operation name."""
+    op = message.body.get("op")
+    if not isinstance(op, str):
+        message.close_fds()
+        raise ProtocolError("a request needs an \"op\" string")
+    return op, message.body.get("id")

@@ -1,0 +1,434 @@
+"""The service's requests, one function each: ``(service, connection, message) -> reply | None``.
+
+A function returns the reply's fields (``"ok": true`` is added), or ``None`` when the answer
+comes later (stop waits for the pools to be handed over, flush for the producers' buffers).
+``OpenEtwError`` becomes an error reply; ``ProtocolError`` closes the connection.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from openetw.errors import AccessDenied, InvalidArgument
+from openetw.guids import format_guid
+from openetw.service.connection import Connection
+from openetw.service.logfile import LogFile
+from openetw.service.protocol import Message, ProtocolError
+from openetw.service.sessions import PendingFlush, SessionRuntime
+from openetw.service.wire import config_changes_from_json, config_from_json, enable_state_to_json, rule_from_json
+from openetw.session import InvalidSessionConfig, LogMode, SessionConfig, SessionState
+
+if TYPE_CHECKING:
+    from openetw.service.server import TraceService
+
+__all__ = ["HANDLERS"]
+
+Reply = dict[str, Any] | None
+Handler = Callable[["TraceService", Connection, Message], Reply]
+FLUSH_TIMEOUT = 2.0
+
+
+def _text(message: Message, key: str) -> str:
+    value = message.body.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{message.body.get('op')} needs {key!r} as a non-empty string")
+    return value
+
+
+def _int(message: Message, key: str, default: int | None = None) -> int:
+    value = message.body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{message.body.get('op')} needs {key!r} as an integer")
+    return value
+
+
+def _checked_output_fd(fd: int) -> None:
+    """The controller's output must be a regular file open for writing (pwrite needs one)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidArgument("the output descriptor is not a regular file")
+    access = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+    if access == os.O_RDONLY:
+        raise InvalidArgument("the output descriptor is not open for writing")
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+def start_session(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """StartTrace: create and start a session; a file mode brings the output file's descriptor."""
+    config = config_from_json(message.body.get("config"))
+    fd = -1
+    if config.mode.writes_file:
+        fd = message.take_fd()
+        _checked_output_fd(fd)
+    table = service.table
+    now = time.time()
+    try:
+        session = table.create(config, connection.caller, now=now)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+    try:
+        for item in message.body.get("providers") or []:
+            if not isinstance(item, dict):
+                raise InvalidSessionConfig("each provider to enable must be an object")
+            rule = rule_from_json(item)
+            table.enable(
+                session.session_id, _provider(item), level=rule.level, match_any=rule.match_any,
+                match_all=rule.match_all, properties=rule.properties, filters=rule.filters,
+            )
+        runtime = SessionRuntime(session.session_id, session.logger_id, config, table)
+        if fd >= 0:
+            runtime.logfile = _logfile(service, runtime, fd, config, connection)
+            fd = -1
+        service.runtimes[session.session_id] = runtime
+        service.carry_out(table.start(session.session_id, now=now))
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        runtime_left = service.runtimes.pop(session.session_id, None)
+        if runtime_left is not None and runtime_left.logfile is not None:
+            runtime_left.logfile.close()
+        if table.session(session.session_id).state is SessionState.CREATED:
+            table.remove(session.session_id)
+        raise
+    return {"session": table.query(session.session_id)}
+
+
+def _logfile(service: TraceService, runtime: SessionRuntime, fd: int, config: SessionConfig, connection: Connection) -> LogFile:
+    assert config.file_name is not None
+    open_next = None
+    if config.mode is LogMode.NEW_FILE:
+        owner = connection.credentials
+
+        def open_next(sequence: int) -> tuple[int, str]:
+            name = config.file_name_for(sequence)
+            return _open_as(owner.uid, owner.gid, owner.groups, name), name
+
+    return LogFile(
+        fd,
+        session_name=config.name,
+        file_name=config.file_name_for(1),
+        logger_id=runtime.logger_id,
+        buffer_size=config.buffer_size,
+        log_file_mode=config.log_file_mode,
+        max_file_mb=config.max_file_mb,
+        circular=config.mode is LogMode.CIRCULAR_FILE,
+        clock=runtime.clock,
+        open_next=open_next,
+    )
+
+
+def _open_as(uid: int, gid: int, groups: frozenset[int], path: str) -> int:
+    """Open a new-file session's next file with the session owner's credentials, never ours.
+
+    The service is single-threaded, so switching the effective ids around one ``open`` is safe.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    if os.geteuid() != 0 or uid == 0:
+        if os.geteuid() != uid and os.geteuid() != 0:
+            raise AccessDenied("the service cannot create files for another user")
+        return os.open(path, flags, 0o644)
+    saved_groups = os.getgroups()
+    os.setgroups(sorted(groups))
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        return os.open(path, flags, 0o644)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(saved_groups)
+
+
+def _provider(body: dict[str, Any]) -> uuid.UUID | str:
+    provider = body.get("provider")
+    if not isinstance(provider, str) or not provider.strip():
+        raise InvalidSessionConfig("a provider needs a GUID or a name")
+    return provider
+
+
+def stop_session(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """ControlTrace STOP: the answer comes once every pool is handed over and the file is closed."""
+    name = _text(message, "session")
+    table = service.table
+    session = table.session(name)
+    if session.state is SessionState.FAILED:
+        table.check_access(session, connection.caller.uid, connection.caller.gids)
+        info = table.query(session.session_id)
+        service.carry_out(table.remove(session.session_id))
+        return {"session": info}
+    actions = table.stop(session.session_id, now=time.time(), caller=connection.caller)
+    runtime = service.runtimes.get(session.session_id)
+    if runtime is None:
+        info = table.query(session.session_id)
+        service.carry_out(table.remove(session.session_id))
+        return {"session": info}
+    runtime.stop_waiters.append((connection, message.body.get("id")))
+    service.carry_out(actions)
+    return None
+
+
+def enable(service: TraceService, connection: Connection, message: Message) -> Reply:
+    name = _text(message, "session")
+    rule = rule_from_json(message.body)
+    actions = service.table.enable(
+        name, _provider(message.body), level=rule.level, match_any=rule.match_any, match_all=rule.match_all,
+        properties=rule.properties, filters=rule.filters, caller=connection.caller,
+    )
+    service.carry_out(actions)
+    return {"session": service.table.query(name)}
+
+
+def disable(service: TraceService, connection: Connection, message: Message) -> Reply:
+    name = _text(message, "session")
+    service.carry_out(service.table.disable(name, _provider(message.body), caller=connection.caller))
+    return {"session": service.table.query(name)}
+
+
+def update(service: TraceService, connection: Connection, message: Message) -> Reply:
+    name = _text(message, "session")
+    changes = config_changes_from_json(message.body.get("changes") or {})
+    session = service.table.session(name)
+    runtime = service.runtimes.get(session.session_id)
+    if "file_name" in changes:
+        # A new file for a running session: the controller opened it and passes it along.
+        if runtime is None or not session.config.mode.writes_file or session.config.mode is LogMode.NEW_FILE:
+            raise InvalidSessionConfig("only a running sequential, circular or file + real-time session switches files")
+        fd = message.take_fd()
+        _checked_output_fd(fd)
+        try:
+            actions = service.table.update(name, caller=connection.caller, **changes)
+        except BaseException:
+            os.close(fd)
+            raise
+        runtime.drain_all()
+        if runtime.logfile is not None:
+            runtime.logfile.close()
+        runtime.config = service.table.session(name).config
+        runtime.logfile = _logfile(service, runtime, fd, runtime.config, connection)
+        service.carry_out(actions)
+    else:
+        service.carry_out(service.table.update(name, caller=connection.caller, **changes))
+        if runtime is not None and runtime.logfile is not None and "max_file_mb" in changes:
+            runtime.logfile.set_max_size(changes["max_file_mb"])
+    return {"session": service.table.query(name)}
+
+
+def flush(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """ControlTrace FLUSH: producers hand over their partly filled buffers, then the file is current."""
+    name = _text(message, "session")
+    session = service.table.session(name)
+    service.carry_out(service.table.flush(session.session_id, now=time.time(), caller=connection.caller))
+    runtime = service.runtimes.get(session.session_id)
+    if runtime is None:
+        return {"session": service.table.query(name)}
+    token = service.new_flush_token()
+    waiting = set()
+    for connection_id, pool_id in runtime.active.items():
+        producer = service.connections.get(connection_id)
+        if producer is not None and not producer.closed:
+            producer.send({"event": "flush", "pool_id": pool_id, "token": token})
+            waiting.add(connection_id)
+    pending = PendingFlush(connection, message.body.get("id"), waiting, time.monotonic() + FLUSH_TIMEOUT, token)
+    runtime.flushes.append(pending)
+    if not waiting:
+        service.complete_flush(runtime, pending)
+    return None
+
+
+def query(service: TraceService, connection: Connection, message: Message) -> Reply:
+    name = _text(message, "session")
+    session = service.table.session(name)
+    runtime = service.runtimes.get(session.session_id)
+    if runtime is not None:
+        service.table.check_access(session, connection.caller.uid, connection.caller.gids)
+        runtime.drain_all()
+        runtime.update_buffer_gauges()
+    info = service.table.query(name, caller=connection.caller)
+    info["realtime_consumers"] = len(runtime.consumers) if runtime is not None else 0
+    if runtime is not None and runtime.write_error:
+        info["failure"] = runtime.write_error
+    return {"session": info}
+
+
+def list_sessions(service: TraceService, connection: Connection, message: Message) -> Reply:
+    for runtime in service.runtimes.values():
+        runtime.update_buffer_gauges()
+    return {"sessions": service.table.list(caller=connection.caller)}
+
+
+def capture_state(service: TraceService, connection: Connection, message: Message) -> Reply:
+    name = _text(message, "session")
+    actions = service.table.capture_state(name, _provider(message.body), caller=connection.caller)
+    service.carry_out(actions)
+    return {"notified": len(actions)}
+
+
+def snapshot(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """A buffering session's ring, written to the file the controller opened."""
+    name = _text(message, "session")
+    file_name = _text(message, "file_name")
+    fd = message.take_fd()
+    try:
+        _checked_output_fd(fd)
+        service.table.snapshot(name, file_name, caller=connection.caller)
+        runtime = service.runtimes[service.table.session(name).session_id]
+        runtime.drain_all()
+    except BaseException:
+        os.close(fd)
+        raise
+    buffers = runtime.snapshot(fd, file_name)
+    return {"buffers": buffers, "file_name": file_name}
+
+
+def realtime(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """Attach a real-time consumer: the answer carries the header buffer to read buffers with."""
+    name = _text(message, "session")
+    session = service.table.session(name)
+    service.table.check_access(session, connection.caller.uid, connection.caller.gids)
+    runtime = service.runtimes.get(session.session_id)
+    if runtime is None or not runtime.mode.real_time:
+        raise InvalidSessionConfig(f"session {name!r} is not a running real-time session")
+    runtime.consumers[connection.connection_id] = connection
+    connection.consuming.add(session.session_id)
+    connection.send(
+        {"id": message.body.get("id"), "ok": True, "session_id": session.session_id, "buffer_size": runtime.config.buffer_size},
+        payload=runtime.header_for_consumers(),
+    )
+    return None
+
+
+# -- providers ---------------------------------------------------------------------------------
+
+
+def register(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """EventRegister: the answer follows the pools and the enable state the provider starts with."""
+    provider = _text(message, "provider")
+    name = message.body.get("name")
+    classic = bool(message.body.get("classic", False))
+    registration, actions = service.table.register_provider(
+        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic
+    )
+    connection.registrations.add(registration.registration_id)
+    service.registration_names[registration.registration_id] = name if isinstance(name, str) else None
+    service.carry_out(actions)
+    return {
+        "registration": registration.registration_id,
+        "provider": str(registration.provider_guid),
+        "state": enable_state_to_json(registration.enable_state),
+    }
+
+
+def unregister(service: TraceService, connection: Connection, message: Message) -> Reply:
+    registration_id = _int(message, "registration")
+    if registration_id not in connection.registrations:
+        raise InvalidArgument(f"registration {registration_id} is not this connection's")
+    connection.registrations.discard(registration_id)
+    service.registration_names.pop(registration_id, None)
+    service.carry_out(service.table.unregister_provider(registration_id))
+    return {}
+
+
+def pool_closed(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """A producer stopped writing into a pool: take everything in it and close it."""
+    pool_id = _int(message, "pool_id")
+    session_id = service.pool_sessions.get(pool_id)
+    runtime = service.runtimes.get(session_id) if session_id is not None else None
+    if runtime is None or pool_id not in runtime.pools:
+        return None
+    if runtime.pools[pool_id].connection_id != connection.connection_id:
+        raise ProtocolError(f"pool {pool_id} is not this connection's")
+    if runtime.pools[pool_id].closing_deadline is None:
+        raise ProtocolError(f"pool {pool_id} was not asked to close")
+    service.finish_pool(pool_id)
+    return None
+
+
+def flushed(service: TraceService, connection: Connection, message: Message) -> Reply:
+    token = _int(message, "token")
+    for runtime in list(service.runtimes.values()):
+        for pending in list(runtime.flushes):
+            if pending.token == token:
+                pending.waiting.discard(connection.connection_id)
+                runtime.drain_connection(connection.connection_id)
+                if not pending.waiting:
+                    service.complete_flush(runtime, pending)
+    return None
+
+
+def providers(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """Registered providers with their processes (others' processes only for the privileged)."""
+    table = service.table
+    caller = connection.caller
+    privileged = table.is_privileged(caller.uid, caller.gids)
+    owners = {c.connection_id: c.credentials.uid for c in service.connections.values()}
+    found = []
+    for registration in table.registry:
+        if not privileged and owners.get(registration.connection_id) != caller.uid:
+            continue
+        found.append(
+            {
+                "registration": registration.registration_id,
+                "guid": format_guid(registration.provider_guid),
+                "name": service.registration_names.get(registration.registration_id),
+                "pid": registration.pid,
+                "exe": registration.exe,
+                "classic": registration.classic,
+                "sessions": sorted(table.session(s).name for s in registration.enable_state.session_ids),
+            }
+        )
+    return {"providers": found}
+
+
+# -- the service itself ------------------------------------------------------------------------
+
+
+def status(service: TraceService, connection: Connection, message: Message) -> Reply:
+    return {
+        "pid": os.getpid(),
+        "socket": str(service.socket_path),
+        "system": service.system,
+        "started_at": service.started_at,
+        "sessions": len(service.table),
+        "connections": len(service.connections),
+        "registrations": len(service.table.registry),
+    }
+
+
+def shutdown(service: TraceService, connection: Connection, message: Message) -> Reply:
+    caller = connection.caller
+    if caller.uid != os.geteuid() and not service.table.is_privileged(caller.uid, caller.gids):
+        raise AccessDenied(f"uid {caller.uid} may not stop the trace service")
+    service.request_stop()
+    return {"stopping": True}
+
+
+HANDLERS: dict[str, Handler] = {
+    "start_session": start_session,
+    "stop_session": stop_session,
+    "enable": enable,
+    "disable": disable,
+    "update": update,
+    "flush": flush,
+    "query": query,
+    "list": list_sessions,
+    "capture_state": capture_state,
+    "snapshot": snapshot,
+    "realtime": realtime,
+    "register": register,
+    "unregister": unregister,
+    "pool_closed": pool_closed,
+    "flushed": flushed,
+    "providers": providers,
+    "status": status,
+    "shutdown": shutdown,
+}

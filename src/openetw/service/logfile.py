@@ -1,0 +1,198 @@
+"""A session's log file, written from whole ETL buffers as the pools hand them over.
+
+Buffer 0 is the header buffer (the logfile header record); it is written first, so a service
+killed at any time leaves a file that reads up to its last complete buffer, and written again on
+every flush and at the end with BuffersWritten, EventsLost, BuffersLost and EndTime. Every other
+buffer is a pool buffer, appended as it is.
+
+The file's descriptor comes from the controller; this module never opens a path. A new-file
+session gets each next file from ``open_next(sequence)``, which the service provides.
+
+Modes:
+
+* sequential: append; with a maximum size, a buffer that would pass it is not written and
+  counts as a log buffer lost (its events as events lost), as ETW does once the file is full;
+* circular: when the next buffer would pass the maximum size, writing goes on at the first
+  buffer after the header, overwriting the oldest. The header's BuffersWritten counts every
+  buffer ever written; a reader wanting time order sorts buffers by their timestamps;
+* new file: when the next buffer would pass the maximum size, the file is finished and the
+  next one (``%d`` replaced by 1, 2, ...) begins with its own header buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from openetw.etl import layouts as L
+from openetw.etl.clock import TraceClock
+from openetw.etl.logfile import LogfileHeader, encode_logfile_header
+from openetw.etl.writer import new_logfile_header
+
+__all__ = ["LogFile", "WriteResult", "count_records", "header_buffer"]
+
+_BH_SIZE = L.BUFFER_HEADER_SIZE
+_BH = L.WMI_BUFFER_HEADER
+_u16 = struct.Struct("<H").unpack_from
+_OFFSET_AT = _BH.offset("Offset")
+_TIMESTAMP_AT = _BH.offset("TimeStamp")
+
+
+def count_records(buffer: bytes) -> int:
+    """How many records a pool buffer holds: a walk over their sizes, nothing decoded."""
+    used = struct.unpack_from("<I", buffer, _OFFSET_AT)[0]
+    used = min(used, len(buffer))
+    position, count = _BH_SIZE, 0
+    while position + 8 <= used:
+        size = _u16(buffer, position)[0]
+        if size < 8:
+            break
+        position += (size + 7) & ~7
+        count += 1
+    return count
+
+
+def buffer_timestamp(buffer: bytes) -> int:
+    return struct.unpack_from("<q", buffer, _TIMESTAMP_AT)[0]
+
+
+def header_buffer(header: LogfileHeader, logger_id: int) -> bytes:
+    """Buffer 0 of a file: the logfile header record in a header-type buffer."""
+    payload = encode_logfile_header(header)
+    header_type = L.HEADER_TYPE_SYSTEM64 if header.header_record_pointer_size == 8 else L.HEADER_TYPE_SYSTEM32
+    record_size = L.SYSTEM_TRACE_HEADER.size + len(payload)
+    record = L.SYSTEM_TRACE_HEADER.pack(
+        2, header_type, L.MARKER_FLAGS_TYPED, record_size, 0, 0, os.getpid(), header.reference_timestamp, 0, 0
+    ) + payload
+    used = _BH_SIZE + ((len(record) + 7) & ~7)
+    data = bytearray(b"\xff") * header.buffer_size
+    data[_BH_SIZE : _BH_SIZE + len(record)] = record
+    data[_BH_SIZE + len(record) : used] = bytes(used - _BH_SIZE - len(record))
+    data[:_BH_SIZE] = _BH.pack(
+        header.buffer_size, used, used, 0, header.reference_timestamp, 0, 0, 0, logger_id, 3, used,
+        L.BUFFER_FLAG_PROCESSOR_INDEX, L.BUFFER_TYPE_HEADER, bytes(16),
+    )
+    return bytes(data)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    written: bool
+    new_file: bool = False  # a new-file session moved on to its next file
+
+
+class LogFile:
+    """Writes one session's buffers to the descriptor it owns (closed by ``close``)."""
+
+    def __init__(
+        self,
+        fd: int,
+        *,
+        session_name: str,
+        file_name: str,
+        logger_id: int,
+        buffer_size: int,
+        log_file_mode: int,
+        max_file_mb: int = 0,
+        circular: bool = False,
+        clock: TraceClock,
+        open_next: Callable[[int], tuple[int, str]] | None = None,
+    ) -> None:
+        self.fd = fd
+        self.file_name = file_name
+        self.logger_id = logger_id
+        self.buffer_size = buffer_size
+        self.circular = circular
+        self.open_next = open_next
+        self.max_bytes = 0
+        self.set_max_size(max_file_mb)
+        self.header = new_logfile_header(
+            clock=clock,
+            buffer_size=buffer_size,
+            logger_name=session_name,
+            logfile_name=file_name,
+            log_file_mode=log_file_mode,
+            maximum_file_size=max_file_mb,
+        )
+        self.sequence = 1
+        self.files_finished: list[str] = []
+        self.buffers_in_file = 1
+        self.buffers_written = 0  # pool buffers, over every file
+        self.events_lost = 0
+        self.buffers_lost = 0
+        self._next_slot = 1
+        self._last_timestamp = clock.reference_timestamp
+        self._write_header()
+
+    def set_max_size(self, max_file_mb: int) -> None:
+        """The size limit in MB (0: none); always room for the header buffer and one more."""
+        self.max_bytes = max(max_file_mb << 20, 2 * self.buffer_size) if max_file_mb else 0
+
+    # -- writing -------------------------------------------------------------------------------
+    def write(self, buffer: bytes) -> WriteResult:
+        """Append one pool buffer; False when the file is full (the caller counts the loss)."""
+        new_file = False
+        if self.max_bytes and (self._next_slot + 1) * self.buffer_size > self.max_bytes:
+            if self.circular:
+                self._next_slot = 1
+            elif self.open_next is not None:
+                self._next_file()
+                new_file = True
+            else:
+                return WriteResult(False)
+        os.pwrite(self.fd, buffer, self._next_slot * self.buffer_size)
+        self._next_slot += 1
+        self.buffers_in_file = max(self.buffers_in_file, self._next_slot)
+        self.buffers_written += 1
+        timestamp = buffer_timestamp(buffer)
+        if timestamp > self._last_timestamp:
+            self._last_timestamp = timestamp
+        return WriteResult(True, new_file)
+
+    def note_lost(self, events: int = 0, buffers: int = 0) -> None:
+        self.events_lost += events
+        self.buffers_lost += buffers
+
+    def flush(self) -> None:
+        """Rewrite the header buffer with the counts so far (ETW's flush makes the file current)."""
+        self._write_header()
+
+    def close(self) -> None:
+        """Final header, data on disk, descriptor closed."""
+        if self.fd < 0:
+            return
+        try:
+            self._write_header()
+            try:
+                os.fsync(self.fd)
+            except OSError:
+                pass  # a pipe or a special file: nothing to sync
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+    # -- internals -----------------------------------------------------------------------------
+    def _header_bytes(self) -> bytes:
+        header = self.header.with_(
+            buffers_written=self.buffers_in_file if not self.circular else self.buffers_written + 1,
+            events_lost=self.events_lost,
+            buffers_lost=self.buffers_lost,
+            end_time=self.header.clock.to_filetime(self._last_timestamp),
+            logfile_name=self.file_name,
+        )
+        return header_buffer(header, self.logger_id)
+
+    def _write_header(self) -> None:
+        os.pwrite(self.fd, self._header_bytes(), 0)
+
+    def _next_file(self) -> None:
+        assert self.open_next is not None
+        self.close()
+        self.files_finished.append(self.file_name)
+        self.sequence += 1
+        self.fd, self.file_name = self.open_next(self.sequence)
+        self.buffers_in_file = 1
+        self._next_slot = 1
+        self._write_header()

@@ -1,0 +1,512 @@
+"""The trace service: one process, one selectors loop, the session table driven by real sockets.
+
+Everything happens on the loop's thread: accepting connections (SO_PEERCRED on each), decoding
+requests, carrying out the session table's actions (pools made and sent to producers, enable
+notifications, pools closed and drained, files finished), the flush timer, and the deadlines of
+producers asked to close a pool or flush. A connection that breaks the protocol is closed; the
+others and the sessions go on.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from openetw.errors import OpenEtwError, ServiceError
+from openetw.service.connection import Connection, check_message
+from openetw.service.paths import prepare_socket_dir, system_group_gid
+from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
+from openetw.service.protocol import Message, ProtocolError, error_reply
+from openetw.service.sessions import PendingFlush, SessionRuntime
+from openetw.service.wire import enable_state_to_json
+from openetw.session import (
+    Action,
+    CaptureState,
+    ClosePool,
+    FinishSession,
+    FlushSession,
+    NotifyProvider,
+    OpenPool,
+    SessionState,
+    SessionTable,
+    SessionUpdated,
+    SnapshotToFile,
+    StartSession,
+)
+
+__all__ = ["TraceService", "run_service"]
+
+TICK = 0.25  # the loop wakes at least this often (deadlines, flush timer)
+MAX_POOL_BYTES = 64 << 20  # one producer's pool for one session
+SHUTDOWN_GRACE = 3.0
+
+
+def _log(message: str) -> None:
+    print(f"openetw service: {message}", file=sys.stderr, flush=True)
+
+
+class TraceService:
+    def __init__(self, socket_path: Path, *, system: bool = False) -> None:
+        self.socket_path = Path(socket_path)
+        self.system = system
+        group = system_group_gid() if system else None
+        self.table = SessionTable(admin_gids=frozenset({group}) if group is not None else frozenset())
+        self.selector = selectors.DefaultSelector()
+        self.connections: dict[int, Connection] = {}
+        self.runtimes: dict[int, SessionRuntime] = {}
+        self.pool_sessions: dict[int, int] = {}  # pool id -> session id
+        self.registration_names: dict[int, str | None] = {}
+        self.started_at = time.time()
+        self._next_connection_id = 1
+        self._next_pool_id = 1
+        self._next_flush_token = 1
+        self._listener: socket.socket | None = None
+        self._lock_fd = -1
+        self._wakeup: tuple[socket.socket, socket.socket] | None = None
+        self._stop_requested = False
+        self._shutdown_deadline: float | None = None
+        from openetw.service.handlers import HANDLERS
+
+        self._handlers = HANDLERS
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def listen(self) -> None:
+        """Take the socket (one service per socket, kept by a lock file) and start listening."""
+        prepare_socket_dir(self.socket_path, system=self.system)
+        lock_path = self.socket_path.with_name(self.socket_path.name + ".lock")
+        self._lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise ServiceError(f"another trace service already listens on {self.socket_path}") from None
+        try:
+            self.socket_path.unlink()
+        except FileNotFoundError:
+            pass
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        old_umask = os.umask(0o117 if self.system else 0o177)
+        try:
+            listener.bind(str(self.socket_path))
+        finally:
+            os.umask(old_umask)
+        if self.system:
+            group = system_group_gid()
+            if group is not None:
+                os.chown(self.socket_path, -1, group)
+            os.chmod(self.socket_path, 0o660)
+        else:
+            os.chmod(self.socket_path, 0o600)
+        listener.listen(64)
+        listener.setblocking(False)
+        self._listener = listener
+        self.selector.register(listener, selectors.EVENT_READ, "listener")
+        reader, writer = socket.socketpair()
+        reader.setblocking(False)
+        writer.setblocking(False)
+        self._wakeup = (reader, writer)
+        self.selector.register(reader, selectors.EVENT_READ, "wakeup")
+
+    def request_stop(self) -> None:
+        self._stop_requested = True
+        if self._wakeup is not None:
+            try:
+                self._wakeup[1].send(b"x")
+            except OSError:
+                pass
+
+    def serve_forever(self) -> None:
+        if self._listener is None:
+            self.listen()
+        try:
+            while True:
+                self._run_once()
+                if self._stop_requested and self._shutdown_deadline is None:
+                    self._begin_shutdown()
+                if self._shutdown_deadline is not None and self._shutdown_complete():
+                    break
+        finally:
+            self.close()
+
+    def _run_once(self) -> None:
+        for key, events in self.selector.select(self._timeout()):
+            tag = key.data
+            if tag == "listener":
+                self._accept()
+            elif tag == "wakeup":
+                try:
+                    key.fileobj.recv(4096)  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            else:
+                connection = tag
+                if events & selectors.EVENT_READ and not connection.closed:
+                    self._on_readable(connection)
+                if events & selectors.EVENT_WRITE and not connection.closed:
+                    self._flush_connection(connection)
+        self._on_tick()
+        for connection in list(self.connections.values()):
+            if connection.outgoing:
+                self._flush_connection(connection)
+
+    def _timeout(self) -> float:
+        timeout = TICK
+        next_flush = self.table.next_flush_at()
+        if next_flush is not None:
+            timeout = min(timeout, max(0.0, next_flush - time.time()))
+        return timeout
+
+    def close(self) -> None:
+        for runtime in list(self.runtimes.values()):
+            try:
+                runtime.finish()
+            except Exception as exc:  # never leave the other files unfinished
+                _log(f"finishing session {runtime.name!r}: {exc}")
+        self.runtimes.clear()
+        for connection in list(self.connections.values()):
+            self._drop_connection(connection, notify_table=False)
+        if self._listener is not None:
+            self.selector.unregister(self._listener)
+            self._listener.close()
+            self._listener = None
+            try:
+                self.socket_path.unlink()
+            except OSError:
+                pass
+        if self._wakeup is not None:
+            for end in self._wakeup:
+                end.close()
+            self._wakeup = None
+        self.selector.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _begin_shutdown(self) -> None:
+        """Stop every session (producers are asked to hand over their pools), then exit."""
+        self._shutdown_deadline = time.monotonic() + SHUTDOWN_GRACE
+        for session in self.table:
+            if session.state is SessionState.RUNNING:
+                try:
+                    self.carry_out(self.table.stop(session.session_id, now=time.time()))
+                except OpenEtwError as exc:
+                    _log(f"stopping {session.name!r}: {exc}")
+
+    def _shutdown_complete(self) -> bool:
+        assert self._shutdown_deadline is not None
+        unfinished = [r for r in self.runtimes.values() if r.finishing]
+        if not unfinished:
+            return True
+        return time.monotonic() >= self._shutdown_deadline
+
+    # -- connections ---------------------------------------------------------------------------
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    _log("out of file descriptors; connection refused")
+                    return
+                raise
+            connection_id = self._next_connection_id
+            self._next_connection_id += 1
+            try:
+                connection = Connection(connection_id, sock)
+            except OSError:
+                sock.close()
+                continue
+            self.connections[connection_id] = connection
+            self.selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _on_readable(self, connection: Connection) -> None:
+        try:
+            messages = connection.read()
+        except ProtocolError as exc:
+            _log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
+            self._drop_connection(connection)
+            return
+        if messages is None:
+            self._drop_connection(connection)
+            return
+        if connection.take_notices():
+            for runtime in self.runtimes.values():
+                runtime.drain_connection(connection.connection_id)
+        for message in messages:
+            if connection.closed:
+                message.close_fds()
+                continue
+            try:
+                self._dispatch(connection, message)
+            except ProtocolError as exc:
+                message.close_fds()
+                _log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
+                self._drop_connection(connection)
+
+    def _dispatch(self, connection: Connection, message: Message) -> None:
+        op, request_id = check_message(message)
+        handler = self._handlers.get(op)
+        if handler is None:
+            message.close_fds()
+            raise ProtocolError(f"unknown operation {op!r}")
+        try:
+            result = handler(self, connection, message)
+        except ProtocolError:
+            raise
+        except OpenEtwError as exc:
+            message.close_fds()
+            connection.send(error_reply(request_id, exc))
+            return
+        except Exception as exc:  # a bug must not take the service (and every session) down
+            message.close_fds()
+            _log(f"{op} failed: {traceback.format_exc()}")
+            connection.send(error_reply(request_id, ServiceError(f"internal error: {exc}")))
+            return
+        message.close_fds()
+        if result is not None and request_id is not None:
+            connection.send({"id": request_id, "ok": True, **result})
+
+    def _flush_connection(self, connection: Connection) -> None:
+        try:
+            connection.flush_outgoing()
+        except OSError:
+            self._drop_connection(connection)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.wants_write else 0)
+        try:
+            if self.selector.get_key(connection.sock).events != events:
+                self.selector.modify(connection.sock, events, connection)
+        except (KeyError, ValueError):
+            pass
+
+    def _drop_connection(self, connection: Connection, *, notify_table: bool = True) -> None:
+        """A connection ended: its registrations go, its pools are rescued, its consumers detached."""
+        if connection.connection_id not in self.connections:
+            return
+        del self.connections[connection.connection_id]
+        try:
+            self.selector.unregister(connection.sock)
+        except (KeyError, ValueError):
+            pass
+        connection.close()
+        for registration_id in connection.registrations:
+            self.registration_names.pop(registration_id, None)
+        for runtime in self.runtimes.values():
+            runtime.consumers.pop(connection.connection_id, None)
+            # The producer can write no more: every pool it held may be taken whole.
+            for pool_id in runtime.pools_of_connection(connection.connection_id):
+                runtime.close_pool(pool_id)
+                self.pool_sessions.pop(pool_id, None)
+            for flush in runtime.flushes:
+                flush.waiting.discard(connection.connection_id)
+        if notify_table:
+            self.carry_out(self.table.connection_closed(connection.connection_id))
+            self._check_finished()
+
+    # -- actions -------------------------------------------------------------------------------
+    def carry_out(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            if isinstance(action, OpenPool):
+                self._open_pool(action)
+            elif isinstance(action, NotifyProvider):
+                self._notify(action)
+            elif isinstance(action, ClosePool):
+                self._close_pool(action)
+            elif isinstance(action, CaptureState):
+                connection = self.connections.get(action.connection_id)
+                if connection is not None:
+                    connection.send({"event": "capture_state", "registration": action.registration_id, "session_id": action.session_id})
+            elif isinstance(action, FlushSession):
+                runtime = self.runtimes.get(action.session_id)
+                if runtime is not None:
+                    runtime.drain_all()
+                    runtime.flush_file()
+            elif isinstance(action, SessionUpdated):
+                runtime = self.runtimes.get(action.session_id)
+                if runtime is not None:
+                    runtime.config = action.config
+            elif isinstance(action, FinishSession):
+                runtime = self.runtimes.get(action.session_id)
+                if runtime is not None:
+                    runtime.finishing = True
+                    runtime.failed = action.failed
+            elif isinstance(action, (StartSession, SnapshotToFile)):
+                pass  # carried out by the request that caused them (they need its descriptor)
+        self._check_finished()
+
+    def _open_pool(self, action: OpenPool) -> None:
+        connection = self.connections.get(action.connection_id)
+        runtime = self.runtimes.get(action.session_id)
+        if connection is None or connection.closed or runtime is None:
+            return
+        count = max(2, min(action.maximum_buffers, MAX_BUFFER_COUNT, MAX_POOL_BYTES // action.buffer_size))
+        try:
+            pool = BufferPool.create(
+                action.buffer_size,
+                count,
+                logger_id=action.logger_id,
+                producer_pid=connection.pid,
+                flush_interval_ms=action.flush_interval_ms,
+            )
+        except OpenEtwError as exc:
+            _log(f"no pool for pid {connection.pid} in session {runtime.name!r}: {exc}")
+            return
+        pool_id = self._next_pool_id
+        self._next_pool_id += 1
+        runtime.add_pool(pool_id, connection.connection_id, pool)
+        self.pool_sessions[pool_id] = runtime.session_id
+        connection.send(
+            {
+                "event": "pool",
+                "pool_id": pool_id,
+                "session_id": runtime.session_id,
+                "logger_id": action.logger_id,
+                "flush_interval_ms": action.flush_interval_ms,
+            },
+            fds=(pool.fileno(),),
+        )
+
+    def _notify(self, action: NotifyProvider) -> None:
+        connection = self.connections.get(action.connection_id)
+        if connection is None:
+            return
+        connection.send(
+            {
+                "event": "enable",
+                "registration": action.registration_id,
+                "provider": str(action.provider_guid),
+                "state": enable_state_to_json(action.state),
+            }
+        )
+
+    def _close_pool(self, action: ClosePool) -> None:
+        runtime = self.runtimes.get(action.session_id)
+        if runtime is None:
+            return
+        connection = self.connections.get(action.connection_id)
+        pool_id = runtime.start_closing(action.connection_id, time.monotonic())
+        if pool_id is None:
+            return
+        if connection is None or connection.closed:
+            self.finish_pool(pool_id)
+        else:
+            connection.send({"event": "close_pool", "pool_id": pool_id, "session_id": runtime.session_id})
+
+    def finish_pool(self, pool_id: int) -> None:
+        session_id = self.pool_sessions.pop(pool_id, None)
+        runtime = self.runtimes.get(session_id) if session_id is not None else None
+        if runtime is not None:
+            runtime.close_pool(pool_id)
+        self._check_finished()
+
+    def _check_finished(self) -> None:
+        """Sessions asked to finish whose pools are all closed: final header, file closed, answer."""
+        for runtime in list(self.runtimes.values()):
+            if runtime.finishing and not runtime.pools:
+                self._finish_session(runtime)
+
+    def _finish_session(self, runtime: SessionRuntime) -> None:
+        """Final header, file closed, waiters answered. A stopped session leaves the table (its
+        name is free again); a failed one stays, failed, until a controller stops it."""
+        runtime.finish()
+        del self.runtimes[runtime.session_id]
+        session_id = runtime.session_id
+        if not runtime.failed:
+            try:
+                self.carry_out(self.table.stop_complete(session_id, now=time.time()))
+            except OpenEtwError as exc:
+                _log(f"completing the stop of {runtime.name!r}: {exc}")
+        info = self.table.query(session_id)
+        if runtime.write_error:
+            info["failure"] = info.get("failure") or runtime.write_error
+        if not runtime.failed:
+            self.carry_out(self.table.remove(session_id))
+        for connection, request_id in runtime.stop_waiters:
+            connection.send({"id": request_id, "ok": True, "session": info})
+        for flush in runtime.flushes:
+            flush.reply_to.send({"id": flush.request_id, "ok": True, "session": info})
+
+    # -- timers --------------------------------------------------------------------------------
+    def _on_tick(self) -> None:
+        now_wall = time.time()
+        self.carry_out(self.table.due_flushes(now_wall))
+        now = time.monotonic()
+        for runtime in list(self.runtimes.values()):
+            if runtime.write_error and not runtime.finishing:
+                _log(f"session {runtime.name!r} failed: {runtime.write_error}")
+                self.carry_out(self.table.fail(runtime.session_id, runtime.write_error, now=now_wall))
+            for pool_id in runtime.overdue_closes(now):
+                _log(f"a producer did not hand over pool {pool_id} of {runtime.name!r} in time; taken as it is")
+                self.finish_pool(pool_id)
+            for flush in list(runtime.flushes):
+                if not flush.waiting or now >= flush.deadline:
+                    self.complete_flush(runtime, flush)
+        if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
+            for runtime in list(self.runtimes.values()):
+                for pool_id in list(runtime.pools):
+                    self.finish_pool(pool_id)
+
+    def complete_flush(self, runtime: SessionRuntime, flush: PendingFlush) -> None:
+        if flush in runtime.flushes:
+            runtime.flushes.remove(flush)
+        runtime.drain_all()
+        runtime.flush_file()
+        runtime.update_buffer_gauges()
+        info = self.table.query(runtime.session_id)
+        flush.reply_to.send({"id": flush.request_id, "ok": True, "session": info})
+
+    def new_flush_token(self) -> int:
+        token = self._next_flush_token
+        self._next_flush_token += 1
+        return token
+
+
+def run_service(socket_path: Path, *, system: bool = False, ready_fd: int | None = None) -> int:
+    """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status."""
+    service = TraceService(socket_path, system=system)
+    try:
+        service.listen()
+    except ServiceError as exc:
+        _log(str(exc))
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: service.request_stop())
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    if ready_fd is not None:
+        try:
+            os.write(ready_fd, f"ready {os.getpid()}\n".encode())
+            os.close(ready_fd)
+        except OSError:
+            pass
+    _notify_systemd(b"READY=1")
+    _log(f"listening on {socket_path} (pid {os.getpid()})")
+    service.serve_forever()
+    _notify_systemd(b"STOPPING=1")
+    _log("stopped")
+    return 0
+
+
+def _notify_systemd(state: bytes) -> None:
+    """sd_notify: tell systemd (Type=notify) that the socket listens, or that we are stopping."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
+            notify.sendto(state, address)
+    except OSError:
+        pass

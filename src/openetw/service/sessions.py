@@ -1,0 +1,249 @@
+"""What the service keeps for one running session: its pools, its file, its real-time consumers.
+
+Buffers leave a pool whole. ``deliver`` sends one to every destination the log mode names and
+keeps the books in the session table's statistics:
+
+* written to the file, delivered to a consumer or kept in the buffering ring: ``buffers_written``
+  and ``events_written``;
+* a full sequential file refuses it: ``log_buffers_lost``, and its events count as lost;
+* a real-time session with no consumer attached (or one too far behind): ``realtime_buffers_lost``
+  (and, with no file to fall back on, its events count as lost).
+
+So for every session ``events written by producers = events_written + events_lost``: a
+producer's own drops and refusals (records over 64 KB or over the buffer size) are read from its
+pool header and added to ``events_lost`` too.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from openetw.etl.clock import TraceClock
+from openetw.etl.writer import linux_trace_clock, new_logfile_header
+from openetw.service.connection import Connection
+from openetw.service.logfile import LogFile, count_records, header_buffer
+from openetw.service.pool import TAKEN, BufferPool
+from openetw.session import LogMode, SessionConfig, SessionTable
+
+__all__ = ["PendingFlush", "PoolEntry", "SessionRuntime"]
+
+POOL_CLOSE_TIMEOUT = 2.0  # a producer that does not answer close_pool in time is drained anyway
+
+
+@dataclass
+class PendingFlush:
+    """A controller's FLUSH waiting for the producers to hand over their partly filled buffers."""
+
+    reply_to: Connection
+    request_id: Any
+    waiting: set[int]
+    deadline: float
+    token: int = 0
+
+
+@dataclass
+class PoolEntry:
+    """A pool the service made for one producer connection, and the losses already counted from it."""
+
+    pool_id: int
+    connection_id: int
+    pool: BufferPool
+    losses_seen: int = 0
+    closing_deadline: float | None = None
+
+
+@dataclass
+class SessionRuntime:
+    session_id: int
+    logger_id: int
+    config: SessionConfig
+    table: SessionTable
+    clock: TraceClock = field(default_factory=linux_trace_clock)
+    logfile: LogFile | None = None
+    pools: dict[int, PoolEntry] = field(default_factory=dict)  # by pool id
+    active: dict[int, int] = field(default_factory=dict)  # connection id -> its current pool id
+    consumers: dict[int, Connection] = field(default_factory=dict)
+    ring: deque[tuple[bytes, int]] = field(default_factory=deque)
+    finishing: bool = False
+    failed: bool = False
+    stop_waiters: list[tuple[Connection, Any]] = field(default_factory=list)
+    flushes: list[PendingFlush] = field(default_factory=list)
+    write_error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def mode(self) -> LogMode:
+        return self.config.mode
+
+    # -- pools ---------------------------------------------------------------------------------
+    def add_pool(self, pool_id: int, connection_id: int, pool: BufferPool) -> None:
+        self.pools[pool_id] = PoolEntry(pool_id, connection_id, pool)
+        self.active[connection_id] = pool_id
+
+    def pools_of_connection(self, connection_id: int) -> list[int]:
+        return [entry.pool_id for entry in self.pools.values() if entry.connection_id == connection_id]
+
+    def start_closing(self, connection_id: int, now: float) -> int | None:
+        """The connection's current pool stops taking writes; returns its id (None if it has none)."""
+        pool_id = self.active.pop(connection_id, None)
+        if pool_id is not None:
+            self.pools[pool_id].closing_deadline = now + POOL_CLOSE_TIMEOUT
+        return pool_id
+
+    def overdue_closes(self, now: float) -> list[int]:
+        return [e.pool_id for e in self.pools.values() if e.closing_deadline is not None and now >= e.closing_deadline]
+
+    # -- buffers -------------------------------------------------------------------------------
+    def drain(self, pool_id: int) -> int:
+        """Move every FULL buffer of one pool to its destinations; returns how many."""
+        entry = self.pools.get(pool_id)
+        if entry is None:
+            return 0
+        pool = entry.pool
+        moved = 0
+        for index in pool.full_buffers():
+            data = pool.take(index)
+            pool.release(index)
+            self.deliver(data)
+            moved += 1
+        self._count_losses(entry)
+        return moved
+
+    def drain_connection(self, connection_id: int) -> int:
+        return sum(self.drain(pool_id) for pool_id in self.pools_of_connection(connection_id))
+
+    def drain_all(self) -> int:
+        return sum(self.drain(pool_id) for pool_id in list(self.pools))
+
+    def close_pool(self, pool_id: int) -> None:
+        """The producer is gone or promised to write no more: take FULL then FILLING buffers, close."""
+        entry = self.pools.get(pool_id)
+        if entry is None:
+            return
+        self.drain(pool_id)
+        del self.pools[pool_id]
+        if self.active.get(entry.connection_id) == pool_id:
+            del self.active[entry.connection_id]
+        pool = entry.pool
+        for data in pool.take_filling_after_death():
+            self.deliver(data)
+        for index, state in enumerate(pool.states.tolist()):
+            if state == TAKEN:  # left so by take_filling_after_death
+                pool.release(index)
+        self._count_losses(entry)
+        pool.close()
+
+    def _count_losses(self, entry: PoolEntry) -> None:
+        total = entry.pool.events_lost + entry.pool.events_refused
+        new = total - entry.losses_seen
+        if new > 0:
+            entry.losses_seen = total
+            self.table.events_lost(self.session_id, new)
+            if self.logfile is not None:
+                self.logfile.note_lost(events=new)
+
+    def deliver(self, data: bytes) -> None:
+        events = count_records(data)
+        mode = self.mode
+        table, session_id = self.table, self.session_id
+        delivered = False
+        if mode.writes_file and self.logfile is not None:
+            written = False
+            if self.write_error is None:
+                try:
+                    written = self.logfile.write(data).written
+                except OSError as exc:
+                    self.write_error = f"cannot write {self.logfile.file_name}: {exc.strerror or exc}"
+            if not written:
+                table.log_buffer_lost(session_id)
+                table.events_lost(session_id, events)
+                self.logfile.note_lost(events=events, buffers=1)
+            delivered = written
+        if mode is LogMode.BUFFERING:
+            self.ring.append((data, events))
+            while len(self.ring) > self.config.maximum_buffers:
+                self.ring.popleft()
+            delivered = True
+        if mode.real_time:
+            sent = self._send_realtime(data)
+            if not sent:
+                table.realtime_buffer_lost(session_id)
+                if mode is LogMode.REAL_TIME:
+                    table.events_lost(session_id, events)
+            delivered = delivered or sent
+        if delivered:
+            table.buffer_written(session_id, events)
+
+    def _send_realtime(self, data: bytes) -> bool:
+        sent = False
+        for consumer in list(self.consumers.values()):
+            if consumer.closed:
+                del self.consumers[consumer.connection_id]
+                continue
+            sent |= consumer.send({"event": "buffer", "session_id": self.session_id}, payload=data, is_buffer=True)
+        return sent
+
+    # -- files ---------------------------------------------------------------------------------
+    def header_for_consumers(self) -> bytes:
+        """The header buffer a real-time consumer reads the session's buffers with."""
+        header = new_logfile_header(
+            clock=self.clock,
+            buffer_size=self.config.buffer_size,
+            logger_name=self.name,
+            log_file_mode=self.config.log_file_mode,
+        )
+        return header_buffer(header, self.logger_id)
+
+    def flush_file(self) -> None:
+        if self.logfile is None or self.write_error is not None:
+            return
+        try:
+            self.logfile.flush()
+        except OSError as exc:
+            self.write_error = f"cannot write {self.logfile.file_name}: {exc.strerror or exc}"
+
+    def snapshot(self, fd: int, file_name: str) -> int:
+        """Write the buffering ring to ``fd`` as a complete file; returns the buffers written."""
+        snapshot = LogFile(
+            fd,
+            session_name=self.name,
+            file_name=file_name,
+            logger_id=self.logger_id,
+            buffer_size=self.config.buffer_size,
+            log_file_mode=self.config.log_file_mode,
+            clock=self.clock,
+        )
+        try:
+            for data, _ in list(self.ring):
+                snapshot.write(data)
+        finally:
+            snapshot.close()
+        return snapshot.buffers_written
+
+    def finish(self) -> None:
+        """Close every pool, then the file with its final header; tell consumers the session ended."""
+        for pool_id in list(self.pools):
+            self.close_pool(pool_id)
+        self.update_buffer_gauges()
+        if self.logfile is not None:
+            try:
+                self.logfile.close()
+            except OSError as exc:
+                self.write_error = self.write_error or f"cannot finish {self.logfile.file_name}: {exc}"
+        for consumer in self.consumers.values():
+            consumer.send({"event": "end", "session_id": self.session_id})
+            consumer.consuming.discard(self.session_id)
+        self.consumers.clear()
+        self.ring.clear()
+
+    def update_buffer_gauges(self) -> None:
+        buffers = free = 0
+        for entry in self.pools.values():
+            buffers += entry.pool.buffer_count
+            free += entry.pool.stats().free
+        self.table.set_buffer_counts(self.session_id, buffers, free)

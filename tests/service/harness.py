@@ -1,0 +1,186 @@
+"""Real processes for the service, provider and controller tests: a private service per test,
+producer processes driven over stdin, and reading what reached a session's file.
+
+Every process started here is killed when its test ends, whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openetw.etl import EtlReader
+from openetw.etl.record import EventRecord
+from openetw.etl.relog import is_logfile_header_record
+from openetw.tdh import decode_all, schema_from_record
+
+PRODUCER_PROGRAM = Path(__file__).with_name("producer_program.py")
+START_TIMEOUT = 20.0
+ANSWER_TIMEOUT = 30.0  # only a hung child gets near this
+
+
+@dataclass
+class ServiceProcess:
+    process: subprocess.Popen[bytes]
+    socket: Path
+    directory: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self) -> int:
+        """SIGTERM: the service finishes its sessions and exits; returns its status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=15)
+
+
+def start_service(socket_path: Path) -> ServiceProcess:
+    read_end, write_end = os.pipe()
+    log = open(socket_path.parent / "service.log", "ab")  # noqa: SIM115 - closed below
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "openetw", "service", "run", "--socket", str(socket_path), "--ready-fd", str(write_end)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+        log.close()
+    try:
+        ready, _, _ = select.select([read_end], [], [], START_TIMEOUT)
+        if not ready or not os.read(read_end, 16).startswith(b"ready"):
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"the service did not start: {(socket_path.parent / 'service.log').read_text()}")
+    finally:
+        os.close(read_end)
+    return ServiceProcess(process, socket_path, socket_path.parent)
+
+
+@pytest.fixture
+def service_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private socket path in OPENETW_SOCKET (no service yet) and no autostart."""
+    socket_path = tmp_path / "control.sock"
+    monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
+    return socket_path
+
+
+@pytest.fixture
+def service(service_env: Path) -> Iterator[ServiceProcess]:
+    running = start_service(service_env)
+    try:
+        yield running
+    finally:
+        running.kill()
+
+
+class Producer:
+    """A producer process (``producer_program.py``) answering one command at a time."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(PRODUCER_PROGRAM)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, bufsize=0,
+        )  # fmt: skip
+        self.pid = int(self._read()["ready"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], ANSWER_TIMEOUT)
+        if not ready:
+            raise TimeoutError("the producer did not answer")
+        line = self.process.stdout.readline()
+        if not line:
+            raise EOFError(f"the producer exited with {self.process.wait(timeout=5)}")
+        return json.loads(line)
+
+    def send(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write((json.dumps({"cmd": cmd, **fields}) + "\n").encode())
+        answer = self._read()
+        if "error" in answer:
+            raise AssertionError(f"producer failed {cmd}: {answer['error']}")
+        return answer
+
+    def register(self, name: str, **fields: Any) -> bool:
+        return bool(self.send("register", name=name, **fields)["enabled"])
+
+    def wait_enabled(self, name: str, value: bool = True, timeout: float = 10.0) -> bool:
+        return bool(self.send("wait_enabled", name=name, value=value, timeout=timeout)["enabled"])
+
+    def wait_sessions(self, name: str, count: int, timeout: float = 10.0) -> int:
+        """Wait until ``count`` sessions enable the provider here (its pools are mapped by then)."""
+        return int(self.send("wait_sessions", name=name, count=count, timeout=timeout)["sessions"])
+
+    def write(self, name: str, count: int, **fields: Any) -> int:
+        return int(self.send("write", name=name, count=count, **fields)["written"])
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def producers() -> Iterator[Any]:
+    """``producers()`` starts a producer process; all of them are killed at the end."""
+    started: list[Producer] = []
+
+    def start() -> Producer:
+        producer = Producer(dict(os.environ))
+        started.append(producer)
+        return producer
+
+    try:
+        yield start
+    finally:
+        for producer in started:
+            producer.kill()
+
+
+def read_events(path: Path | str) -> list[EventRecord]:
+    """The event records of a session file (the logfile header left out), read strictly."""
+    with EtlReader(path) as reader:
+        records = [r for r in reader if not is_logfile_header_record(r)]
+        assert reader.stats.errors == [], reader.stats.errors
+        assert reader.stats.unknown_records == 0
+    return records
+
+
+def decoded(records: list[EventRecord]) -> list[tuple[str | None, str | None, dict[str, Any]]]:
+    """(provider name, event name, field values) of TraceLogging records, decoded by openetw.tdh."""
+    out = []
+    for record in records:
+        schema = schema_from_record(record)
+        assert schema is not None, "not a TraceLogging event"
+        out.append((schema.provider_name, schema.event_name, dict(decode_all(schema, record.user_data).items())))
+    return out
+
+
+def indices(path: Path | str, event: str | None = None, pid: int | None = None) -> list[int]:
+    """The ``index`` field of the file's events (of one event name / producer when given)."""
+    found = []
+    for _, name, fields in decoded(read_events(path)):
+        if (event is None or name == event) and (pid is None or fields.get("pid") == pid):
+            found.append(fields["index"])
+    return found

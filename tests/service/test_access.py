@@ -1,0 +1,116 @@
+"""Peer credentials decide who controls a session, and files are made with their owner's rights."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openetw.controller import ServiceClient, Session
+from openetw.provider import TraceLoggingProvider
+from tests.service.harness import ServiceProcess, indices, service_env, start_service  # noqa: F401 - fixture
+
+OTHER_UID = 65534
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+
+
+@pytest.fixture
+def reachable(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServiceProcess, Path]]:
+    """A service whose socket another user can reach, and a directory that user owns."""
+    base = Path(tempfile.mkdtemp(prefix="openetw-access-"))
+    socket_path = base / "run" / "control.sock"
+    socket_path.parent.mkdir()
+    monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
+    running = start_service(socket_path)
+    theirs = base / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    try:
+        for directory in (base, socket_path.parent):
+            os.chmod(directory, 0o711)
+        os.chmod(socket_path, 0o666)
+        yield running, theirs
+    finally:
+        running.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_other_user(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``work()`` in a forked child that dropped to another uid; what it returned (or its error).
+
+    The child may not read this interpreter's files: the codecs it needs are loaded here first."""
+    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii"):
+        "".encode(codec)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            os.write(write_end, json.dumps(work()).encode())
+            status = 0
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            os.write(write_end, json.dumps({"error": repr(exc)}).encode())
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data or b"{}")
+
+
+def test_only_the_owner_or_root_controls_a_session(reachable: tuple[ServiceProcess, Path], tmp_path: Path) -> None:
+    def intrude() -> dict[str, Any]:
+        report: dict[str, Any] = {}
+        with ServiceClient(autostart=False) as client:
+            try:
+                client.call("stop_session", session="Owned")
+                report["stop"] = "allowed"
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                report["stop"] = type(exc).__name__
+            client.call("start_session", config={"name": "Mine", "mode": "real-time"})
+            report["visible"] = [s["name"] for s in client.call("list")["sessions"]]
+            report["owner"] = client.call("query", session="Mine")["session"]["owner_uid"]
+        return report
+
+    with Session.start("Owned", output=tmp_path / "owned.etl") as owned:
+        assert as_other_user(intrude) == {"stop": "AccessDenied", "visible": ["Mine"], "owner": OTHER_UID}
+        assert owned.query()["events_written"] == 0  # still running
+        with ServiceClient() as client:  # root sees and controls every session
+            assert sorted(s["name"] for s in client.call("list")["sessions"]) == ["Mine", "Owned"]
+            client.call("stop_session", session="Mine")
+
+
+def test_a_new_file_session_gets_its_next_files_with_its_owners_rights(reachable: tuple[ServiceProcess, Path]) -> None:
+    _, theirs = reachable
+    pattern = theirs / "part%d.etl"
+
+    def trace() -> dict[str, Any]:
+        provider = TraceLoggingProvider("Test.Access").register()
+        session = Session.start("Parts", output=pattern, mode="newfile", max_size=1, flush_timer=0, providers=["Test.Access"])
+        deadline = time.monotonic() + 10
+        while not provider.enabled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        written = sum(provider.write("Tick", index=i, pad="x" * 200) for i in range(6000))
+        stats = session.stop()
+        provider.unregister()
+        return {"written": written, **stats}
+
+    report = as_other_user(trace)
+    assert report.get("written") == 6000, report
+    parts = sorted(theirs.glob("part*.etl"))
+    assert len(parts) >= 2
+    assert {path.stat().st_uid for path in parts} == {OTHER_UID}
+    assert report["events_written"] + report["events_lost"] == 6000
+    assert len(sum((indices(path) for path in parts), [])) == report["events_written"]

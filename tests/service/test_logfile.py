@@ -1,0 +1,144 @@
+"""A session's log file from pool buffers: header buffer, sequential limit, circular, new file."""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from openetw.etl import EtlReader
+from openetw.etl import layouts as L
+from openetw.etl.build import build_event_record
+from openetw.etl.relog import is_logfile_header_record
+from openetw.etl.writer import linux_trace_clock
+from openetw.service.logfile import LogFile, count_records
+from openetw.service.pool import BufferPool
+from openetw.session import LogMode, SessionConfig
+
+PROVIDER = uuid.UUID("5eadbeef-0000-4000-8000-00000000f11e")
+BUFFER = 4096
+BASE = time.monotonic_ns() + 10**10  # after any clock the tests make
+
+
+def pool_buffers(first: int, count: int, per_buffer: int = 10) -> list[bytes]:
+    """``count`` full pool buffers holding records numbered from ``first``, ``per_buffer`` each."""
+    out = []
+    with BufferPool.create(BUFFER, 2, logger_id=3, producer_pid=os.getpid(), flush_interval_ms=0) as pool:
+        writer = pool.writer()
+        number = first
+        for _ in range(count):
+            for _ in range(per_buffer):
+                record = build_event_record(provider_id=PROVIDER, id=1, timestamp=BASE + number, user_data=struct.pack("<Q", number))
+                assert writer.write(record.raw, BASE + number)
+                number += 1
+            assert writer.flush()
+            (index,) = pool.full_buffers()
+            out.append(pool.take(index))
+            pool.release(index)
+    return out
+
+
+def numbers(path: Path) -> list[int]:
+    with EtlReader(path) as reader:
+        found = [struct.unpack("<Q", r.user_data)[0] for r in reader if not is_logfile_header_record(r)]
+        assert reader.stats.errors == []
+    return found
+
+
+def open_log(path: Path, config: SessionConfig, **kwargs) -> LogFile:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    return LogFile(
+        fd, session_name=config.name, file_name=str(path), logger_id=3, buffer_size=BUFFER,
+        log_file_mode=config.log_file_mode, max_file_mb=config.max_file_mb, clock=linux_trace_clock(), **kwargs,
+    )  # fmt: skip
+
+
+def test_count_records_walks_the_sizes() -> None:
+    (buffer,) = pool_buffers(0, 1, per_buffer=7)
+    assert count_records(buffer) == 7
+
+
+def test_the_header_buffer_is_written_first_and_rewritten_with_the_counts(tmp_path: Path) -> None:
+    path = tmp_path / "seq.etl"
+    log = open_log(path, SessionConfig("Seq", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    assert path.stat().st_size == BUFFER  # readable before any event arrives
+    with EtlReader(path) as reader:
+        assert list(reader) != [] and reader.header.logger_name == "Seq"
+    for buffer in pool_buffers(0, 3):
+        assert log.write(buffer).written
+    log.note_lost(events=5)
+    log.close()
+    assert numbers(path) == list(range(30))
+    with EtlReader(path) as reader:
+        header = reader.header
+        assert header.buffers_written == 4
+        assert header.events_lost == 5
+        assert header.log_file_mode == L.EVENT_TRACE_FILE_MODE_SEQUENTIAL
+        assert header.buffer_size == BUFFER
+        assert header.end_time == header.clock.to_filetime(BASE + 29)
+
+
+def test_a_full_sequential_file_refuses_buffers(tmp_path: Path) -> None:
+    path = tmp_path / "full.etl"
+    log = open_log(path, SessionConfig("Full", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path), max_file_mb=1))
+    buffers = pool_buffers(0, 260)  # 1 MB holds the header buffer and 255 more
+    results = [log.write(buffer).written for buffer in buffers]
+    log.close()
+    assert results == [True] * 255 + [False] * 5
+    assert path.stat().st_size == 1 << 20
+    assert numbers(path) == list(range(2550))
+
+
+def test_a_circular_file_overwrites_its_oldest_buffers(tmp_path: Path) -> None:
+    path = tmp_path / "ring.etl"
+    config = SessionConfig("Ring", mode=LogMode.CIRCULAR_FILE, file_name=str(path), max_file_mb=1)
+    log = open_log(path, config, circular=True)
+    for buffer in pool_buffers(0, 300):
+        assert log.write(buffer).written
+    log.close()
+    assert path.stat().st_size == 1 << 20
+    found = numbers(path)
+    assert len(found) == 2550
+    assert sorted(found) == list(range(450, 3000))  # the last 255 buffers
+    with EtlReader(path) as reader:
+        assert reader.header.buffers_written == 301
+        assert reader.header.log_file_mode == L.EVENT_TRACE_FILE_MODE_CIRCULAR
+        in_time = [struct.unpack("<Q", r.user_data)[0] for r in reader.records(time_order=True) if not is_logfile_header_record(r)]
+    assert in_time == sorted(found)
+
+
+def test_a_new_file_session_moves_on_to_the_next_file(tmp_path: Path) -> None:
+    pattern = str(tmp_path / "part%d.etl")
+    config = SessionConfig("Parts", mode=LogMode.NEW_FILE, file_name=pattern, max_file_mb=1)
+    opened = []
+
+    def open_next(sequence: int) -> tuple[int, str]:
+        name = config.file_name_for(sequence)
+        opened.append(name)
+        return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), name
+
+    log = open_log(Path(config.file_name_for(1)), config, open_next=open_next)
+    moved = [log.write(buffer).new_file for buffer in pool_buffers(0, 600)]
+    log.close()
+    assert opened == [pattern.replace("%d", "2"), pattern.replace("%d", "3")]
+    assert moved.count(True) == 2
+    parts = [numbers(Path(pattern.replace("%d", str(n)))) for n in (1, 2, 3)]
+    assert [len(p) for p in parts] == [2550, 2550, 900]
+    assert sum(parts, []) == list(range(6000))
+
+
+@pytest.mark.parametrize("mode", [LogMode.SEQUENTIAL_FILE, LogMode.CIRCULAR_FILE])
+def test_every_file_reads_with_dissect_etl(tmp_path: Path, mode: LogMode) -> None:
+    dissect = pytest.importorskip("dissect.etl")
+    path = tmp_path / "interop.etl"
+    config = SessionConfig("Interop", mode=mode, file_name=str(path), max_file_mb=1)
+    log = open_log(path, config, circular=mode is LogMode.CIRCULAR_FILE)
+    for buffer in pool_buffers(0, 4):
+        log.write(buffer)
+    log.close()
+    with open(path, "rb") as handle:
+        assert sum(1 for _ in dissect.ETL(handle)) == 41
