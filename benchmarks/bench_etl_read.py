@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -74,8 +75,11 @@ def measure(fn, path: str, repeat: int) -> tuple[str, float | None, str]:  # typ
 
 
 def make_big_file(target: str, megabytes: int) -> int:
-    """A large relogged file: diaghub.etl relogged once, its data buffers repeated to the size."""
-    from openetw.etl import EtlReader
+    """A large relogged file: diaghub.etl relogged, its data buffers repeated to the size.
+
+    Each copy's timestamps are shifted past the previous copy's, so the file reads like one long
+    trace (buffers overlap in time only as much as in the original).
+    """
     from openetw.etl.relog import relog
 
     src = str(CORPUS / "etl" / FILES[0])
@@ -84,11 +88,24 @@ def make_big_file(target: str, megabytes: int) -> int:
         relog([reader], out)
     data = out.getvalue()
     buffer_size = int.from_bytes(data[0:4], "little")
-    header, body = data[:buffer_size], data[buffer_size:]
+    header, body = data[:buffer_size], bytearray(data[buffer_size:])
+    # Where each record's timestamp sits in the body (all records here have it at +0x10 or +0x08).
+    stamps = []
+    with EtlReader(bytes(data)) as reader:
+        for record in reader:
+            if record.buffer_index == 0:
+                continue
+            at = (record.buffer_index - 1) * buffer_size + record._pos + (8 if record.kind == "perfinfo" else 0x10)
+            stamps.append((at, record.timestamp))
+    span = max(ts for _, ts in stamps) - min(ts for _, ts in stamps) + 1
     copies = max(1, (megabytes << 20) // len(body))
+    pack_into = struct.Struct("<q").pack_into
     with open(target, "wb") as f:
         f.write(header)
-        for _ in range(copies):
+        for copy in range(copies):
+            shift = copy * span
+            for at, ts in stamps:
+                pack_into(body, at, ts + shift)
             f.write(body)
     return os.path.getsize(target)
 
