@@ -141,3 +141,27 @@ class PropertyDecodeError(DecodeError):
     ) -> None:
         self.raw = raw
         super().__init__(message, property_name=property_name, offset=offset)
+
+
+class TraceDataError(OpenEtwError):
+    """Raw kernel trace data (a tracefs ring-buffer page, a ``format`` file) is malformed.
+
+    ``offset`` is the byte offset inside the page or text where the problem was found,
+    ``structure`` the layout being read (``sub-buffer``, ``event header``, ``format``...).
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, offset: int | None = None, structure: str | None = None) -> None:
+        self.message = message
+        self.offset = offset
+        self.structure = structure
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.structure:
+            where.append(self.structure)
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message

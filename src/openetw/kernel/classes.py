@@ -1,0 +1,477 @@
+"""Linux tracepoints → NT Kernel Logger records (Process, Thread, CSwitch, DiskIo, TcpIp, SysCall).
+
+Each record is a SYSTEM64 (PERFINFO64 for system calls) kernel record whose HookId, version
+and payload follow the layouts in :mod:`openetw.tdh.mof_kernel`, so the project's decoder,
+dissect.etl and PerfView read them as Windows kernel events. Timestamps are the tracepoint's
+``trace_clock=mono`` time in nanoseconds: the QPC of a file written with
+:func:`openetw.etl.writer.linux_trace_clock`.
+
+The mapper keeps the state tracepoints do not carry (thread → process, exit codes, block
+requests in flight, socket endpoints). It does no I/O itself: /proc lookups go through the
+``proc`` object given to it (a :class:`~openetw.kernel.procfs.ProcSource` or a test double).
+See docs/kernel.md for what each field means on Linux.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from openetw.errors import InvalidArgument
+from openetw.etl.build import build_perfinfo_record, build_system_record
+from openetw.etl.record import EventRecord
+from openetw.kernel.procfs import ProcessInfo
+
+__all__ = [
+    "FLAG_EVENTS",
+    "KERNEL_FLAGS",
+    "KernelEventMapper",
+    "ProcLookup",
+    "tracepoints_for",
+    "unix_user_sid",
+]
+
+# Groups (high byte of the HookId) and the versions written.
+PROCESS_GROUP, THREAD_GROUP, DISK_GROUP, TCPIP_GROUP, PERFINFO_GROUP = 0x03, 0x05, 0x01, 0x06, 0x0F
+PROCESS_VERSION, THREAD_VERSION, CSWITCH_VERSION, DISK_VERSION, TCPIP_VERSION, SYSCALL_VERSION = 4, 3, 2, 3, 2, 2
+
+PROCESS_START, PROCESS_END, PROCESS_DC_START = 1, 2, 3
+THREAD_START, THREAD_END, THREAD_DC_START, CSWITCH = 1, 2, 3, 36
+DISK_READ, DISK_WRITE, DISK_FLUSH = 10, 11, 14
+TCP_SEND, TCP_RECV, TCP_CONNECT, TCP_DISCONNECT, TCP_ACCEPT = 10, 11, 12, 13, 15
+TCP_IPV6_OFFSET = 16
+SYSCALL_ENTER, SYSCALL_EXIT = 51, 52
+
+FLAG_EVENTS: Mapping[str, tuple[str, ...]] = {
+    "process": ("sched/sched_process_fork", "sched/sched_process_exec", "sched/sched_process_exit",
+                "task/task_newtask", "syscalls/sys_enter_exit_group", "syscalls/sys_enter_exit",
+                "signal/signal_deliver"),
+    "thread": ("sched/sched_process_exit", "task/task_newtask"),
+    "cswitch": ("sched/sched_switch",),
+    "disk_io": ("block/block_rq_issue", "block/block_rq_complete"),
+    "network": ("sock/inet_sock_set_state", "sock/sock_send_length", "sock/sock_recv_length"),
+    "syscall": ("raw_syscalls/sys_enter", "raw_syscalls/sys_exit"),
+}
+"""The tracepoints each kernel flag needs (``system/event``)."""
+KERNEL_FLAGS = frozenset(FLAG_EVENTS)
+
+_TCP_ESTABLISHED, _TCP_SYN_SENT, _TCP_SYN_RECV, _TCP_CLOSE, _TCP_LISTEN = 1, 2, 3, 7, 10
+_TCP_CLOSING_STATES = frozenset({4, 5, 6, 8, 9, 11})  # FIN_WAIT1/2, TIME_WAIT, CLOSE_WAIT, LAST_ACK, CLOSING
+_AF_INET, _AF_INET6, _IPPROTO_TCP = 2, 10, 6
+_CLONE_THREAD = 0x00010000
+_SIG_DFL = 0
+_NON_FATAL_DEFAULT = frozenset({17, 18, 19, 20, 21, 22, 23, 28})  # CHLD CONT STOP TSTP TTIN TTOU URG WINCH
+_NULL_SID = b"\0\0\0\0"
+
+_PROCESS_HEAD = struct.Struct("<QIIIiQI")
+_THREAD = struct.Struct("<II7QI4B")
+_CSWITCH = struct.Struct("<IIbbBbbbbbII")
+_DISK = struct.Struct("<IIIIqQQqI")
+_TCP_IDS = struct.Struct("<II")
+_PORTS = struct.Struct(">HH")
+_SEQ_CONN = struct.Struct("<IQ")
+_SEND_TIMES = struct.Struct("<II")
+_CONNECT_OPTIONS = struct.Struct("<HHHHIhh")
+_POINTER = struct.Struct("<Q")
+_STATUS = struct.Struct("<I")
+
+
+class ProcLookup(Protocol):
+    """What the mapper asks /proc (see :class:`~openetw.kernel.procfs.ProcSource`)."""
+
+    def command_line(self, pid: int) -> str | None: ...
+    def thread_group(self, tid: int) -> int | None: ...
+    def image(self, pid: int) -> str | None: ...
+    def status(self, tid: int) -> dict[str, str]: ...
+
+
+def tracepoints_for(flags: Iterable[str]) -> list[str]:
+    """The tracepoints to enable for ``flags``, each once, in a stable order."""
+    wanted: list[str] = []
+    for flag in flags:
+        if flag not in FLAG_EVENTS:
+            raise InvalidArgument(f"unknown kernel flag {flag!r}; known: {', '.join(sorted(FLAG_EVENTS))}")
+        for event in FLAG_EVENTS[flag]:
+            if event not in wanted:
+                wanted.append(event)
+    return wanted
+
+
+def unix_user_sid(uid: int | None) -> bytes:
+    """The kernel SID blob for a Unix user: TOKEN_USER (2 pointers) + ``S-1-22-1-<uid>``.
+
+    S-1-22-1 is the authority Samba and SSSD use for Unix users. ``None`` gives the null SID.
+    """
+    if uid is None:
+        return _NULL_SID
+    sid = bytes((1, 2, 0, 0, 0, 0, 0, 22)) + struct.pack("<II", 1, uid & 0xFFFFFFFF)
+    # The first pointer of TOKEN_USER points at the SID; any non-zero value marks "SID present".
+    return struct.pack("<QQ", 0x10, 0) + sid
+
+
+def _ansi(text: str) -> bytes:
+    return text.encode("utf-8", "replace") + b"\0"
+
+
+def _wide(text: str) -> bytes:
+    return text.encode("utf-16-le", "surrogatepass") + b"\0\0"
+
+
+def windows_priority(linux_prio: int) -> int:
+    """Linux ``prio`` (0-99 real-time, 100-139 = nice -20..19) as a Windows priority (1-31)."""
+    if linux_prio < 100:
+        return 16 + (99 - max(linux_prio, 0)) * 15 // 99
+    nice = min(linux_prio, 139) - 120
+    return max(1, min(15, 8 - round(nice * 7 / 20)))
+
+
+def _exit_code(raw: int) -> int:
+    """exit()/exit_group() argument (an ``int`` in an 8-byte slot) as a signed 32-bit code."""
+    code = raw & 0xFFFFFFFF
+    return code - (1 << 32) if code & 0x80000000 else code
+
+
+class _Process:
+    __slots__ = ("pid", "parent", "image", "command_line", "uid")
+
+    def __init__(self, pid: int, parent: int, image: str, command_line: str, uid: int | None) -> None:
+        self.pid = pid
+        self.parent = parent
+        self.image = image
+        self.command_line = command_line
+        self.uid = uid
+
+
+class _Socket:
+    __slots__ = ("owner", "family", "saddr", "daddr", "sport", "dport")
+
+    def __init__(self, owner: int, family: int, saddr: bytes, daddr: bytes, sport: int, dport: int) -> None:
+        self.owner = owner
+        self.family = family
+        self.saddr = saddr
+        self.daddr = daddr
+        self.sport = sport
+        self.dport = dport
+
+
+class KernelEventMapper:
+    """Turns decoded tracepoint events into NT Kernel Logger records, keeping the state needed."""
+
+    def __init__(self, flags: Iterable[str], proc: ProcLookup | None = None) -> None:
+        self.flags = frozenset(flags)
+        unknown = self.flags - KERNEL_FLAGS
+        if unknown:
+            raise InvalidArgument(f"unknown kernel flags: {', '.join(sorted(unknown))}")
+        self.proc = proc
+        self._tgid: dict[int, int] = {}
+        self._processes: dict[int, _Process] = {}
+        self._exit_codes: dict[int, int] = {}   # tgid → exit_group() code
+        self._thread_exit: dict[int, int] = {}  # tid → exit() code
+        self._fatal_signal: dict[int, int] = {}  # tgid → last default-action fatal signal
+        self._disk_in_flight: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        self._sockets: dict[int, _Socket] = {}
+        self._listeners: dict[int, int] = {}  # local port → pid
+        self.unmapped = 0
+        self._handlers = {
+            "sched_process_fork": self._on_fork,
+            "task_newtask": self._on_newtask,
+            "sched_process_exec": self._on_exec,
+            "sched_process_exit": self._on_exit,
+            "sys_enter_exit_group": self._on_exit_group,
+            "sys_enter_exit": self._on_thread_exit_call,
+            "signal_deliver": self._on_signal,
+            "sched_switch": self._on_switch,
+            "block_rq_issue": self._on_block_issue,
+            "block_rq_complete": self._on_block_complete,
+            "inet_sock_set_state": self._on_sock_state,
+            "sock_send_length": self._on_sock_send,
+            "sock_recv_length": self._on_sock_recv,
+            "sys_enter": self._on_sys_enter,
+            "sys_exit": self._on_sys_exit,
+        }
+
+    # -- identity -------------------------------------------------------------------------------
+    def process_of(self, tid: int) -> int:
+        """The process (thread group) of a thread: learnt from clones, else /proc, else itself."""
+        tgid = self._tgid.get(tid)
+        if tgid is None:
+            tgid = (self.proc.thread_group(tid) if self.proc is not None and tid > 0 else None) or tid
+            self._tgid[tid] = tgid
+        return tgid
+
+    def _record(self, group: int, opcode: int, version: int, tid: int, ts: int, cpu: int, payload: bytes, pid: int | None = None) -> EventRecord:
+        return build_system_record(
+            hook_id=group << 8 | opcode, version=version, pid=self.process_of(tid) if pid is None else pid,
+            tid=tid, timestamp=ts, cpu=cpu, user_data=payload,
+        )
+
+    # -- rundown --------------------------------------------------------------------------------
+    def rundown(self, processes: Iterable[ProcessInfo], timestamp: int, cpu: int = 0) -> list[EventRecord]:
+        """Process/Thread DCStart records for the processes alive when the session starts."""
+        records: list[EventRecord] = []
+        for info in processes:
+            state = _Process(info.pid, info.parent_pid, info.image, info.command_line, info.uid)
+            self._processes[info.pid] = state
+            for thread in info.threads:
+                self._tgid[thread.tid] = info.pid
+            if "process" in self.flags:
+                records.append(self._process_record(PROCESS_DC_START, state, 0, info.pid, timestamp, cpu))
+            if "thread" in self.flags:
+                for thread in info.threads:
+                    records.append(self._thread_record(THREAD_DC_START, info.pid, thread.tid, thread.name, timestamp, cpu, thread.tid))
+        return records
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def map(self, name: str, timestamp: int, cpu: int, values: Mapping[str, Any]) -> list[EventRecord]:
+        """Records for one decoded tracepoint event (often none, sometimes several)."""
+        handler = self._handlers.get(name)
+        if handler is None:
+            self.unmapped += 1
+            return []
+        return handler(timestamp, cpu, values)
+
+    # -- process and thread ---------------------------------------------------------------------
+    def _process_record(self, opcode: int, state: _Process, exit_status: int, tid: int, ts: int, cpu: int) -> EventRecord:
+        payload = (
+            _PROCESS_HEAD.pack(0, state.pid, state.parent, 0, exit_status, 0, 0)
+            + unix_user_sid(state.uid)
+            + _ansi(state.image)
+            + _wide(state.command_line)
+            + _wide("")
+            + _wide("")
+        )
+        return self._record(PROCESS_GROUP, opcode, PROCESS_VERSION, tid, ts, cpu, payload, pid=state.pid)
+
+    def _thread_record(self, opcode: int, pid: int, tid: int, name: str, ts: int, cpu: int, context_tid: int) -> EventRecord:
+        del name  # Thread V3 as Windows 8 logs it: no ThreadName
+        payload = _THREAD.pack(pid, tid, 0, 0, 0, 0, 0, 0, 0, 0, 8, 5, 2, 0)
+        return self._record(THREAD_GROUP, opcode, THREAD_VERSION, context_tid, ts, cpu, payload, pid=pid)
+
+    def _on_newtask(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        creator, tid = v["common_pid"], v["pid"]
+        if v["clone_flags"] & _CLONE_THREAD:
+            pid = self.process_of(creator)
+            self._tgid[tid] = pid
+            if "thread" in self.flags:
+                return [self._thread_record(THREAD_START, pid, tid, v["comm"], ts, cpu, creator)]
+            return []
+        self._tgid[tid] = tid
+        return []
+
+    def _on_fork(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        parent_tid, child = v["parent_pid"], v["child_pid"]
+        if self._tgid.get(child, child) != child:
+            return []  # a thread: task_newtask reported it
+        self._tgid[child] = child
+        parent_pid = self.process_of(parent_tid)
+        parent = self._processes.get(parent_pid)
+        state = _Process(
+            child, parent_pid, parent.image if parent else v["parent_comm"],
+            parent.command_line if parent else "", parent.uid if parent else None,
+        )
+        later = self._processes.get(child)
+        if later is not None and later.parent in (0, parent_pid):
+            # The child's exec was read first (pages of different CPUs arrive out of order):
+            # keep what the exec taught, learn the parent.
+            later.parent = parent_pid
+        else:
+            self._processes[child] = state
+        records = []
+        if "process" in self.flags:
+            records.append(self._process_record(PROCESS_START, state, 0, parent_tid, ts, cpu))
+        if "thread" in self.flags:
+            records.append(self._thread_record(THREAD_START, child, child, v["child_comm"], ts, cpu, parent_tid))
+        return records
+
+    def _on_exec(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        pid = v["pid"]
+        self._tgid[pid] = pid
+        state = self._processes.get(pid)
+        if state is None:
+            parent = self._parent_from_proc(pid)
+            state = self._processes[pid] = _Process(pid, parent, "", "", None)
+        state.image = os.path.basename(v["filename"]) or v["filename"]
+        command_line = self.proc.command_line(pid) if self.proc is not None else None
+        state.command_line = command_line if command_line is not None else ""
+        if self.proc is not None:
+            uid_text = self.proc.status(pid).get("Uid", "").split()
+            if uid_text and uid_text[0].isdigit():
+                state.uid = int(uid_text[0])
+        if "process" not in self.flags:
+            return []
+        # Linux gives a live process a new image; the process is announced again with it.
+        return [self._process_record(PROCESS_START, state, 0, pid, ts, cpu)]
+
+    def _parent_from_proc(self, pid: int) -> int:
+        if self.proc is None:
+            return 0
+        value = self.proc.status(pid).get("PPid", "")
+        return int(value) if value.isdigit() else 0
+
+    def _on_exit_group(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        self._exit_codes[self.process_of(v["common_pid"])] = _exit_code(v["error_code"])
+        return []
+
+    def _on_thread_exit_call(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        self._thread_exit[v["common_pid"]] = _exit_code(v["error_code"])
+        return []
+
+    def _on_signal(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        if v["sa_handler"] == _SIG_DFL and v["sig"] not in _NON_FATAL_DEFAULT:
+            self._fatal_signal[self.process_of(v["common_pid"])] = v["sig"]
+        return []
+
+    def _on_exit(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        tid = v["pid"]
+        pid = self.process_of(tid)
+        records = []
+        if "thread" in self.flags:
+            records.append(self._thread_record(THREAD_END, pid, tid, v["comm"], ts, cpu, tid))
+        thread_code = self._thread_exit.pop(tid, None)
+        if v["group_dead"]:
+            state = self._processes.pop(pid, None) or _Process(pid, self._parent_from_proc(pid), v["comm"], "", None)
+            code = self._exit_codes.pop(pid, None)
+            if code is None:
+                code = thread_code
+            signal = self._fatal_signal.pop(pid, None)
+            if code is None:
+                code = 128 + signal if signal is not None else 0
+            if "process" in self.flags:
+                records.append(self._process_record(PROCESS_END, state, code, tid, ts, cpu))
+            for known_tid in [t for t, g in self._tgid.items() if g == pid]:
+                del self._tgid[known_tid]
+        else:
+            self._tgid.pop(tid, None)
+        return records
+
+    def _on_switch(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        prev_state = v["prev_state"]
+        preempted = prev_state == 0
+        if preempted:
+            state, reason, mode = 1, 32, 0  # Ready, WrPreempted, KernelMode
+        elif prev_state & 0x2:  # TASK_UNINTERRUPTIBLE
+            state, reason, mode = 5, 0, 0   # Waiting, Executive, KernelMode
+        else:
+            state, reason, mode = 5, 6, 1   # Waiting, UserRequest, UserMode
+        payload = _CSWITCH.pack(
+            v["next_pid"], v["prev_pid"], windows_priority(v["next_prio"]), windows_priority(v["prev_prio"]),
+            0, 0, reason, mode, state, 0, 0, 0,
+        )
+        prev = v["prev_pid"]
+        return [self._record(THREAD_GROUP, CSWITCH, CSWITCH_VERSION, prev, ts, cpu, payload)]
+
+    # -- disk -----------------------------------------------------------------------------------
+    @staticmethod
+    def _request_key(v: Mapping[str, Any]) -> tuple[int, int]:
+        # A flush carries no sector (0 at issue, all ones at completion): one per device.
+        return (v["dev"], -1) if "F" in v["rwbs"] and v["nr_sector"] == 0 else (v["dev"], v["sector"])
+
+    def _on_block_issue(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        self._disk_in_flight[self._request_key(v)] = (ts, v["common_pid"], v["bytes"], v["nr_sector"])
+        if len(self._disk_in_flight) > 65536:  # completions lost: forget the oldest
+            self._disk_in_flight.pop(next(iter(self._disk_in_flight)))
+        return []
+
+    def _on_block_complete(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        rwbs = v["rwbs"]
+        issued = self._disk_in_flight.pop(self._request_key(v), None)
+        if "F" in rwbs and v["nr_sector"] == 0:
+            opcode = DISK_FLUSH
+        elif v["nr_sector"] == 0:
+            return []  # the data-less tail of a FUA/pre-flush write: its data was reported
+        elif "R" in rwbs:
+            opcode = DISK_READ
+        elif "W" in rwbs:
+            opcode = DISK_WRITE
+        else:
+            return []  # discards and other requests have no NT counterpart
+        if issued is None:
+            issue_ts, issuer, size = ts, 0, v["nr_sector"] * 512
+        else:
+            issue_ts, issuer, issued_bytes, sectors = issued
+            size = issued_bytes or sectors * 512
+        response = max(0, ts - issue_ts)
+        if opcode == DISK_FLUSH:
+            payload = struct.pack("<IIqQI", v["dev"], 0, response, 0, issuer)
+        else:
+            offset = v["sector"] * 512 if v["sector"] != 0xFFFFFFFFFFFFFFFF else 0
+            payload = _DISK.pack(v["dev"], 0, size, 0, offset, 0, 0, response, issuer)
+        tid = issuer or v["common_pid"]
+        return [self._record(DISK_GROUP, opcode, DISK_VERSION, tid, ts, cpu, payload)]
+
+    # -- network --------------------------------------------------------------------------------
+    def _endpoints(self, v: Mapping[str, Any]) -> tuple[int, bytes, bytes]:
+        if v["family"] == _AF_INET6:
+            return _AF_INET6, bytes(v["saddr_v6"]), bytes(v["daddr_v6"])
+        return _AF_INET, bytes(v["saddr"]), bytes(v["daddr"])
+
+    def _tcp_record(self, opcode: int, sk: int, size: int, tid: int, ts: int, cpu: int, pid: int) -> EventRecord | None:
+        sock = self._sockets.get(sk)
+        if sock is None:
+            return None
+        if sock.family == _AF_INET6:
+            opcode += TCP_IPV6_OFFSET
+        head = _TCP_IDS.pack(pid, size) + sock.daddr + sock.saddr + _PORTS.pack(sock.dport, sock.sport)
+        if opcode in (TCP_SEND, TCP_SEND + TCP_IPV6_OFFSET):
+            head += _SEND_TIMES.pack(0, 0)
+        elif opcode in (TCP_CONNECT, TCP_ACCEPT, TCP_CONNECT + TCP_IPV6_OFFSET, TCP_ACCEPT + TCP_IPV6_OFFSET):
+            head += _CONNECT_OPTIONS.pack(0, 0, 0, 0, 0, 0, 0)
+        payload = head + _SEQ_CONN.pack(0, sk)
+        return self._record(TCPIP_GROUP, opcode, TCPIP_VERSION, tid, ts, cpu, payload, pid=pid)
+
+    def _on_sock_state(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        if v["protocol"] != _IPPROTO_TCP:
+            return []
+        sk, old, new, tid = v["skaddr"], v["oldstate"], v["newstate"], v["common_pid"]
+        family, saddr, daddr = self._endpoints(v)
+        known = self._sockets.get(sk)
+        owner = known.owner if known is not None else 0
+        if new == _TCP_LISTEN:
+            self._listeners[v["sport"]] = self.process_of(tid)
+            return []
+        if old == _TCP_LISTEN and new == _TCP_CLOSE:
+            self._listeners.pop(v["sport"], None)
+            return []
+        if old == _TCP_CLOSE and new == _TCP_SYN_SENT:
+            owner = self.process_of(tid)  # connect() runs in the caller's context
+        elif new == _TCP_SYN_RECV:
+            owner = self._listeners.get(v["sport"], 0)
+        self._sockets[sk] = _Socket(owner, family, saddr, daddr, v["sport"], v["dport"])
+        record: EventRecord | None = None
+        if new == _TCP_ESTABLISHED and old == _TCP_SYN_SENT:
+            record = self._tcp_record(TCP_CONNECT, sk, 0, tid, ts, cpu, owner)
+        elif new == _TCP_ESTABLISHED and old == _TCP_SYN_RECV:
+            record = self._tcp_record(TCP_ACCEPT, sk, 0, tid, ts, cpu, owner)
+        elif old == _TCP_ESTABLISHED and (new in _TCP_CLOSING_STATES or new == _TCP_CLOSE):
+            record = self._tcp_record(TCP_DISCONNECT, sk, 0, tid, ts, cpu, owner)
+        if new == _TCP_CLOSE:
+            self._sockets.pop(sk, None)
+        return [record] if record is not None else []
+
+    def _on_sock_send(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        return self._sock_length(TCP_SEND, ts, cpu, v)
+
+    def _on_sock_recv(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        return self._sock_length(TCP_RECV, ts, cpu, v)
+
+    def _sock_length(self, opcode: int, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        sock = self._sockets.get(v["sk"])
+        if v["protocol"] != _IPPROTO_TCP or v["ret"] <= 0 or sock is None:
+            return []
+        tid = v["common_pid"]
+        pid = self.process_of(tid)
+        if sock.owner == 0:
+            sock.owner = pid
+        record = self._tcp_record(opcode, v["sk"], v["ret"], tid, ts, cpu, pid)
+        return [record] if record is not None else []
+
+    # -- system calls ---------------------------------------------------------------------------
+    def _on_sys_enter(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        payload = _POINTER.pack(v["id"] & 0xFFFFFFFFFFFFFFFF)
+        return [build_perfinfo_record(hook_id=PERFINFO_GROUP << 8 | SYSCALL_ENTER, version=SYSCALL_VERSION, timestamp=ts, cpu=cpu, user_data=payload)]
+
+    def _on_sys_exit(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        payload = _STATUS.pack(v["ret"] & 0xFFFFFFFF)
+        return [build_perfinfo_record(hook_id=PERFINFO_GROUP << 8 | SYSCALL_EXIT, version=SYSCALL_VERSION, timestamp=ts, cpu=cpu, user_data=payload)]

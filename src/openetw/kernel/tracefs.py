@@ -1,0 +1,299 @@
+"""An ftrace instance per kernel session, and the per-CPU ``trace_pipe_raw`` reader (I/O shell).
+
+``TracefsInstance.create("name", ...)`` makes ``instances/openetw_<name>`` with its own ring
+buffer (size, ``trace_clock``, overwrite mode), excludes the reading process from tracing
+(``set_event_notrace_pid``, else every read() would be traced), enables the tracepoints asked
+for and hands out a :class:`RingReader`. ``remove()`` deletes the instance; instances left by a
+crashed session are found by :func:`remove_stale_instances` (their notrace pid is dead).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from openetw.errors import AccessDenied, InvalidArgument, SessionError
+from openetw.kernel.ringbuffer import EventDecoder, PageParser
+from openetw.kernel.tracefs_format import EventFormat, parse_event_format, parse_header_event, parse_header_page
+
+__all__ = ["CpuStats", "RingReader", "TracefsInstance", "find_tracefs", "remove_stale_instances"]
+
+DEFAULT_ROOT = Path("/sys/kernel/tracing")
+INSTANCE_PREFIX = "openetw_"
+_PARTIAL_FRACTION = 8  # a page with more than 1/8 free is the writer's current page
+
+
+def find_tracefs() -> Path | None:
+    """The tracefs mount point, or ``None`` when tracefs is not mounted."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "tracefs":
+                    return Path(parts[1])
+    except OSError:
+        pass
+    legacy = Path("/sys/kernel/debug/tracing")
+    return legacy if (legacy / "instances").is_dir() else None
+
+
+@dataclass(frozen=True, slots=True)
+class CpuStats:
+    """``per_cpu/cpuN/stats`` of an instance."""
+
+    entries: int = 0
+    overrun: int = 0
+    commit_overrun: int = 0
+    dropped_events: int = 0
+    read_events: int = 0
+    bytes: int = 0
+
+    @property
+    def lost(self) -> int:
+        """Events the kernel could not keep: dropped (buffer full) plus overwritten."""
+        return self.dropped_events + self.overrun + self.commit_overrun
+
+
+def _parse_stats(text: str) -> CpuStats:
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if value.isdigit():
+            values[key.strip().replace(" ", "_")] = int(value)
+    return CpuStats(**{k: values.get(k, 0) for k in CpuStats.__dataclass_fields__})
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        with open(path, "w", encoding="ascii") as f:
+            f.write(text)
+    except PermissionError as error:
+        raise AccessDenied(f"tracefs: cannot write {path}: needs root") from error
+    except OSError as error:
+        raise SessionError(f"tracefs: writing {text.strip()!r} to {path} failed: {error.strerror}") from error
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class TracefsInstance:
+    """One ftrace instance (``instances/openetw_<name>``) owned by this process."""
+
+    def __init__(self, path: Path, root: Path) -> None:
+        self.path = path
+        self.root = root
+        self.name = path.name
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        *,
+        root: Path | None = None,
+        buffer_size_kb: int = 4096,
+        circular: bool = False,
+        clock: str = "mono",
+        buffer_percent: int = 25,
+        exclude_pids: Iterable[int] = (),
+    ) -> TracefsInstance:
+        if not name or "/" in name or name.startswith("."):
+            raise InvalidArgument(f"not a valid kernel session name: {name!r}")
+        root = root or find_tracefs()
+        if root is None:
+            raise SessionError("tracefs: not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+        instances = root / "instances"
+        if not os.access(instances, os.W_OK):
+            raise AccessDenied("tracefs: needs root")
+        path = instances / f"{INSTANCE_PREFIX}{name}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            raise SessionError(f"tracefs: instance {path.name} already exists (a session of that name runs)") from None
+        except OSError as error:
+            raise SessionError(f"tracefs: cannot create {path}: {error.strerror}") from error
+        instance = cls(path, root)
+        try:
+            _write(path / "tracing_on", "0")
+            _write(path / "buffer_size_kb", str(buffer_size_kb))
+            _write(path / "trace_clock", clock)
+            _write(path / "options" / "overwrite", "1" if circular else "0")
+            if (path / "buffer_percent").exists():
+                _write(path / "buffer_percent", str(buffer_percent))
+            instance.exclude_tasks(exclude_pids)
+        except BaseException:
+            instance.remove()
+            raise
+        return instance
+
+    # -- events ---------------------------------------------------------------------------------
+    def available(self, event: str) -> bool:
+        return (self.path / "events" / event / "enable").exists()
+
+    def enable(self, events: Iterable[str]) -> list[str]:
+        """Enables ``system/event`` tracepoints; returns those this kernel does not have."""
+        missing = []
+        for event in events:
+            if self.available(event):
+                _write(self.path / "events" / event / "enable", "1")
+            else:
+                missing.append(event)
+        return missing
+
+    def event_format(self, event: str) -> EventFormat:
+        system = event.split("/", 1)[0]
+        return parse_event_format((self.root / "events" / event / "format").read_text(), system=system)
+
+    def decoder(self, events: Iterable[str]) -> EventDecoder:
+        return EventDecoder(self.event_format(e) for e in events if self.available(e))
+
+    def page_parser(self) -> PageParser:
+        events = self.root / "events"
+        return PageParser(parse_header_page((events / "header_page").read_text()), parse_header_event((events / "header_event").read_text()))
+
+    def exclude_tasks(self, tids: Iterable[int]) -> None:
+        """Stops tracing these tasks (thread ids): the reader's own syscalls must not be traced."""
+        wanted = sorted(set(tids))
+        if wanted:
+            _write(self.path / "set_event_notrace_pid", " ".join(map(str, wanted)))
+
+    # -- control --------------------------------------------------------------------------------
+    def start(self) -> None:
+        _write(self.path / "tracing_on", "1")
+
+    def stop(self) -> None:
+        _write(self.path / "tracing_on", "0")
+
+    @property
+    def cpus(self) -> list[int]:
+        return sorted(int(p.name[3:]) for p in (self.path / "per_cpu").iterdir() if p.name[3:].isdigit())
+
+    @property
+    def subbuffer_size(self) -> int:
+        try:
+            return int((self.path / "buffer_subbuf_size_kb").read_text()) * 1024
+        except (OSError, ValueError):
+            return os.sysconf("SC_PAGE_SIZE")
+
+    def cpu_stats(self) -> dict[int, CpuStats]:
+        return {cpu: _parse_stats((self.path / "per_cpu" / f"cpu{cpu}" / "stats").read_text()) for cpu in self.cpus}
+
+    def reader(self, parser: PageParser) -> RingReader:
+        return RingReader(self, parser)
+
+    def remove(self) -> None:
+        """Disables everything and deletes the instance (idempotent)."""
+        if not self.path.exists():
+            return
+        for setting, value in (("tracing_on", "0"), ("events/enable", "0")):
+            try:
+                (self.path / setting).write_text(value)
+            except OSError:
+                pass
+        for attempt in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError as error:
+                if error.errno != errno.EBUSY or attempt == 49:
+                    raise SessionError(f"tracefs: cannot remove {self.path}: {error.strerror}") from error
+                time.sleep(0.02)
+
+
+def remove_stale_instances(root: Path | None = None) -> list[str]:
+    """Removes ``openetw_*`` instances whose reading process is gone (a crashed session)."""
+    root = root or find_tracefs()
+    if root is None or not (root / "instances").is_dir():
+        return []
+    removed = []
+    for path in sorted((root / "instances").glob(f"{INSTANCE_PREFIX}*")):
+        try:
+            owners = [int(p) for p in (path / "set_event_notrace_pid").read_text().split() if p.isdigit()]
+        except OSError:
+            continue
+        if any(_pid_alive(pid) for pid in owners):
+            continue
+        TracefsInstance(path, root).remove()
+        removed.append(path.name)
+    return removed
+
+
+class RingReader:
+    """Reads sub-buffers from every CPU of an instance with ``poll()`` and a flush timeout.
+
+    A CPU is drained until its buffer is empty or a read returns a partly filled page (the
+    page the kernel is writing); reading on would return a few events per read and spin.
+    """
+
+    def __init__(self, instance: TracefsInstance, parser: PageParser) -> None:
+        self.instance = instance
+        self._commit_offset = parser.header_page.commit_offset
+        self._data_offset = parser.header_page.data_offset
+        self.page_size = instance.subbuffer_size
+        self._fds: dict[int, int] = {}
+        for cpu in instance.cpus:
+            path = instance.path / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
+            self._fds[cpu] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._poll = select.poll()
+        for fd in self._fds.values():
+            self._poll.register(fd, select.POLLIN)
+        self.reads = 0
+        self.pages = 0
+        self.watermark = 0  # every event older than this (trace clock) has been read
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def _drain(self, cpu: int, fd: int, until_empty: bool) -> Iterator[bytes]:
+        threshold = self.page_size // _PARTIAL_FRACTION
+        while True:
+            try:
+                page = os.read(fd, self.page_size)
+            except BlockingIOError:
+                return
+            except OSError as error:
+                if error.errno in (errno.EAGAIN, errno.EINTR):
+                    return
+                raise SessionError(f"tracefs: reading cpu{cpu} failed: {error.strerror}") from error
+            self.reads += 1
+            if not page:
+                return
+            self.pages += 1
+            yield page
+            if not until_empty and self._free_space(page) > threshold:
+                return
+
+    def _free_space(self, page: bytes) -> int:
+        start = self._commit_offset
+        commit = int.from_bytes(page[start : start + 4], "little") & ((1 << 30) - 1)
+        return len(page) - self._data_offset - commit
+
+    def read(self, timeout: float | None) -> list[tuple[int, bytes]]:
+        """Waits up to ``timeout`` s for data, then drains every CPU once: ``[(cpu, page)]``."""
+        if timeout is None or timeout > 0:
+            self._poll.poll(None if timeout is None else int(timeout * 1000))
+        return self.read_now(until_empty=False)
+
+    def read_now(self, *, until_empty: bool) -> list[tuple[int, bytes]]:
+        pages = []
+        started = time.monotonic_ns()
+        for cpu, fd in self._fds.items():
+            pages.extend((cpu, page) for page in self._drain(cpu, fd, until_empty))
+        self.watermark = started
+        return pages

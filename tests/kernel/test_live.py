@@ -1,0 +1,130 @@
+"""Kernel sessions against the real kernel (root and tracefs needed; skipped otherwise)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openetw.etl import EtlReader
+from openetw.kernel import KernelSession, TracefsInstance, find_tracefs, probe
+from openetw.tdh.decode import decode_properties
+from openetw.tdh.registry import SchemaRegistry
+
+
+def _tracefs_root() -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("kernel tests need root (tracefs is root only)")
+    root = find_tracefs()
+    if root is None:
+        target = Path("/sys/kernel/tracing")
+        result = subprocess.run(["mount", "-t", "tracefs", "nodev", str(target)], capture_output=True, check=False)
+        root = find_tracefs()
+        if root is None:
+            pytest.skip(f"tracefs not mounted and mounting failed: {result.stderr.decode(errors='replace').strip()}")
+    return root
+
+
+@pytest.fixture
+def tracefs_root() -> Path:
+    return _tracefs_root()
+
+
+def _decode(path: Path):
+    registry = SchemaRegistry()
+    with EtlReader(str(path)) as reader:
+        for record in reader.records(time_order=True):
+            schema = registry.schema_for(record)
+            if schema is None:
+                continue
+            yield schema.event_name, record, decode_properties(schema, record.user_data, record.pointer_size)
+
+
+def test_probe_sees_tracefs(tracefs_root):
+    caps = probe()
+    assert caps.get("tracefs").available
+    assert caps.get("proc_connector") is not None
+
+
+def test_spawned_processes_appear_with_parent_image_exit_code_and_command_line(tracefs_root, tmp_path):
+    output = tmp_path / "kernel.etl"
+    codes = [0, 3, 7, 42, 255]
+    session = KernelSession(flags={"process", "thread"}, output=output, name="t_procs", flush_interval=0.05)
+    session.start()
+    try:
+        children = [
+            subprocess.Popen(["/bin/sh", "-c", f"sleep 0.4; exit {code}", f"openetw-child-{index}"])
+            for index, code in enumerate(codes)
+        ]
+        for child in children:
+            child.wait()
+        instance = session.instance_path
+        assert instance is not None and instance.exists()
+    finally:
+        stats = session.stop()
+    assert not instance.exists()
+    assert [c.returncode for c in children] == codes
+
+    ends = {}
+    starts: dict[int, list[dict]] = {}
+    for name, record, values in _decode(output):
+        if name == "Process/Stop":
+            ends[values["ProcessID"]] = dict(values)
+        elif name == "Process/Start":
+            starts.setdefault(values["ProcessID"], []).append(dict(values))
+    for child, code in zip(children, codes):
+        end = ends[child.pid]
+        assert end["ParentID"] == os.getpid()
+        assert end["ImageFileName"] == "sh"
+        assert end["ExitStatus"] == code
+        assert starts[child.pid][-1]["ImageFileName"] == "sh"
+    caught = [ends[c.pid]["CommandLine"] for c in children if ends[c.pid]["CommandLine"]]
+    print(f"command lines caught: {len(caught)} of {len(children)}; stats: {stats}")
+    for text in caught:
+        assert text.startswith("/bin/sh -c sleep 0.4; exit ")
+    assert set(stats["events_lost_per_cpu"]) == set(range(len(stats["events_lost_per_cpu"])))
+
+
+def test_tiny_buffer_under_syscall_storm_reports_loss(tracefs_root, tmp_path):
+    output = tmp_path / "storm.etl"
+    session = KernelSession(flags={"syscall"}, output=output, name="t_storm", buffer_size_kb=8, flush_interval=0.5, rundown=False)
+    session.start()
+    try:
+        subprocess.run([sys.executable, "-c", "import os\nfor _ in range(300000): os.getppid()"], check=True)
+    finally:
+        stats = session.stop()
+    print(f"storm stats: {stats}")
+    assert stats["events_lost"] > 0
+    with EtlReader(str(output)) as reader:
+        list(reader)
+        assert reader.header.events_lost == stats["events_lost"]
+
+
+def test_dissect_reads_the_kernel_file_with_the_same_record_count(tracefs_root, tmp_path):
+    dissect_etl = pytest.importorskip("dissect.etl")
+    output = tmp_path / "all.etl"
+    with KernelSession(flags={"process", "thread", "cswitch", "disk_io", "network"}, output=output, name="t_dissect") as session:
+        subprocess.run(["/bin/sh", "-c", "echo x > /dev/null"], check=True)
+    with EtlReader(str(output)) as reader:
+        ours = list(reader)
+    theirs = list(dissect_etl.ETL(io.BytesIO(output.read_bytes())))
+    assert len(theirs) == len(ours) == session.stats["records_written"] + 1  # + the logfile header
+    images = {getattr(r.event, "ImageFileName", None) for r in theirs[1:]}
+    assert b"sh" in images  # dissect decodes our Process layout to the same image name
+
+
+def test_stale_instance_of_a_dead_reader_is_removed(tracefs_root, tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = TracefsInstance.create("t_stale_left", root=tracefs_root, exclude_pids=[dead.pid])
+    assert stale.path.exists()
+    session = KernelSession(flags={"process"}, output=tmp_path / "x.etl", name="t_stale_new", rundown=False)
+    with session:
+        pass
+    assert not stale.path.exists()
+    assert "openetw_t_stale_left" in session.stats["stale_instances_removed"]
+    assert not any(p.name.startswith("openetw_t_") for p in (tracefs_root / "instances").iterdir())
