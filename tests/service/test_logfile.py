@@ -21,7 +21,7 @@ from openetw.session import LogMode, SessionConfig
 
 PROVIDER = uuid.UUID("5eadbeef-0000-4000-8000-00000000f11e")
 BUFFER = 4096
-BASE = time.monotonic_ns() + 10**10  # after any clock the tests make
+BASE = time.monotonic_ns() + 10**10  # event times; EndTime follows them wherever the clock was anchored
 
 
 def pool_buffers(first: int, count: int, per_buffer: int = 10) -> list[bytes]:

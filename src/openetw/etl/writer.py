@@ -116,7 +116,7 @@ class EtlWriter:
         self._buffers_written = 0
         self._events_lost = header.events_lost
         self._buffers_lost = header.buffers_lost
-        self._max_timestamp = header.reference_timestamp
+        self._max_timestamp: int | None = None  # the latest record's timestamp: EndTime
         self._loss_flags = 0  # BufferFlag bits the next buffer written carries
         self.records_written = 0
         self.records_refused = 0
@@ -158,7 +158,7 @@ class EtlWriter:
             buffer.data[pos + size : pos + aligned] = bytes(aligned - size)
         buffer.pos = pos + aligned
         buffer.last_timestamp = timestamp
-        if timestamp > self._max_timestamp:
+        if self._max_timestamp is None or timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         self.records_written += 1
         return True
@@ -249,7 +249,7 @@ class EtlWriter:
             buffers_written=self._buffers_written if self._closed or self._buffers_written else 1,
             events_lost=self._events_lost,
             buffers_lost=self._buffers_lost,
-            end_time=self.clock.to_filetime(self._max_timestamp) if self._buffers_written > 1 else self.header.end_time,
+            end_time=self.clock.to_filetime(self._max_timestamp) if self._max_timestamp is not None else self.header.end_time,
         )
         payload = encode_logfile_header(header)
         header_type = L.HEADER_TYPE_SYSTEM64 if header.header_record_pointer_size == 8 else L.HEADER_TYPE_SYSTEM32

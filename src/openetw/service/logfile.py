@@ -35,23 +35,51 @@ __all__ = ["LogFile", "WriteResult", "count_records", "header_buffer"]
 
 _BH_SIZE = L.BUFFER_HEADER_SIZE
 _BH = L.WMI_BUFFER_HEADER
-_u16 = struct.Struct("<H").unpack_from
+_u32 = struct.Struct("<I").unpack_from
+_BYTES = [bytes((value,)) for value in range(256)]
+_WORTHWHILE_RUN = 8  # a shorter run costs more than walking it
 _OFFSET_AT = _BH.offset("Offset")
 _TIMESTAMP_AT = _BH.offset("TimeStamp")
 
 
 def count_records(buffer: bytes) -> int:
-    """How many records a pool buffer holds: a walk over their sizes, nothing decoded."""
-    used = struct.unpack_from("<I", buffer, _OFFSET_AT)[0]
-    used = min(used, len(buffer))
-    position, count = _BH_SIZE, 0
-    while position + 8 <= used:
-        size = _u16(buffer, position)[0]
-        if size < 8:
-            break
-        position += (size + 7) & ~7
-        count += 1
+    """How many records a pool buffer holds: a walk over their sizes, nothing decoded.
+
+    This runs for every buffer the service takes, so it is the service's main cost per event.
+    A producer often writes the same event again and again: when the next record has the size
+    of the last one, the records that follow with that size are counted at once, in C (the
+    size's two bytes at every stride, see ``_same_size_run``). Walking on is the same count,
+    only slower; runs are no longer tried in a buffer once one turns out short.
+    """
+    used = min(_u32(buffer, _OFFSET_AT)[0], len(buffer))
+    last = used - 8  # where the last record that can be counted starts, at the latest
+    with memoryview(buffer) as view, view[: len(buffer) & ~1].cast("H") as sizes:
+        position, count = _BH_SIZE, 0
+        try_runs = True
+        while position <= last:
+            size = sizes[position >> 1]
+            if size < 8:
+                break
+            step = (size + 7) & ~7
+            position += step
+            count += 1
+            if try_runs and position <= last and sizes[position >> 1] == size:
+                run = _same_size_run(buffer, position, last, step, size)
+                position += run * step
+                count += run
+                try_runs = run >= _WORTHWHILE_RUN
     return count
+
+
+def _same_size_run(buffer: bytes, position: int, last: int, step: int, size: int) -> int:
+    """How many records of ``size`` follow one another from ``position`` (at most up to
+    ``last``): the sizes' low bytes at every ``step`` and their high bytes, each stripped of
+    the expected byte; the shorter of the two matching prefixes is the run."""
+    low = buffer[position : last + 1 : step]
+    high = buffer[position + 1 : last + 2 : step]
+    matching_low = len(low) - len(low.lstrip(_BYTES[size & 0xFF]))
+    matching_high = len(high) - len(high.lstrip(_BYTES[size >> 8]))
+    return min(matching_low, matching_high)
 
 
 def buffer_timestamp(buffer: bytes) -> int:
@@ -123,7 +151,7 @@ class LogFile:
         self.events_lost = 0
         self.buffers_lost = 0
         self._next_slot = 1
-        self._last_timestamp = clock.reference_timestamp
+        self._last_timestamp: int | None = None  # the latest event's timestamp, once there is one
         self._write_header()
 
     def set_max_size(self, max_file_mb: int) -> None:
@@ -147,7 +175,7 @@ class LogFile:
         self.buffers_in_file = max(self.buffers_in_file, self._next_slot)
         self.buffers_written += 1
         timestamp = buffer_timestamp(buffer)
-        if timestamp > self._last_timestamp:
+        if self._last_timestamp is None or timestamp > self._last_timestamp:
             self._last_timestamp = timestamp
         return WriteResult(True, new_file)
 
@@ -179,7 +207,7 @@ class LogFile:
             buffers_written=self.buffers_in_file if not self.circular else self.buffers_written + 1,
             events_lost=self.events_lost,
             buffers_lost=self.buffers_lost,
-            end_time=self.header.clock.to_filetime(self._last_timestamp),
+            end_time=self.header.clock.to_filetime(self.header.reference_timestamp if self._last_timestamp is None else self._last_timestamp),
             logfile_name=self.file_name,
         )
         return header_buffer(header, self.logger_id)
