@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import click
 
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
-from openetw.errors import EtlFormatError, InvalidArgument
+from openetw.errors import EtlFormatError, InvalidArgument, ManifestError
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
@@ -21,9 +22,10 @@ from openetw.report.events import ReportEvent, decode_record
 from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
+from openetw.tdh.mof_file import schemas_from_mof_file
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
-manifest_option = click.option(
+_manifest_files_option = click.option(
     "--manifest",
     "manifests",
     multiple=True,
@@ -32,6 +34,30 @@ manifest_option = click.option(
     help="Decode with this manifest, or every *.xml / *.man file in this directory (repeatable; "
     "later ones win over earlier ones and over installed manifests).",
 )
+_MOF_FILES = "openetw.mof_files"
+
+
+def _remember_mof_files(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.meta[_MOF_FILES] = value
+
+
+# ``--mof`` rides along with ``--manifest``: its files reach ``load_registry`` through the click
+# context, so every command taking manifests takes MOF files too without a parameter of its own.
+_mof_files_option = click.option(
+    "--mof",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=str),
+    expose_value=False,
+    callback=_remember_mof_files,
+    help="Decode classic events with the MOF classes of this file (repeatable; wins over manifests).",
+)
+
+
+def manifest_option(command: Any) -> Any:
+    """``--manifest FILE|DIR`` and ``--mof FILE`` (both repeatable)."""
+    return _manifest_files_option(_mof_files_option(command))
+
 no_installed_option = click.option(
     "--no-installed", is_flag=True, help="Do not use the installed manifests (openetw manifest install)."
 )
@@ -56,8 +82,15 @@ def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
 
 
 def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> LazyManifestRegistry:
-    """The registry ``--manifest`` describes, warning on stderr about what did not load."""
+    """The registry ``--manifest`` (and ``--mof``) describe, warning on stderr about what did not load."""
     registry = build_registry(manifests, installed=installed)
+    context = click.get_current_context(silent=True)
+    for path in context.meta.get(_MOF_FILES, ()) if context is not None else ():
+        try:
+            for schema in schemas_from_mof_file(path):
+                registry.add_schema(schema, source=path)
+        except ManifestError as error:
+            registry.errors.append(error)
     warn_about(registry)
     return registry
 
@@ -203,20 +236,25 @@ def dump(
     namer = RecordNamer(registry)
     wanted = _provider_filter(providers, namer)
     shown = 0
-    for record in records_of(readers, time_order=time_order):
-        if record.kind != "unknown":
-            context.observe(record)
-        if wanted is not None and not wanted(record):
-            continue
-        if limit is not None and shown >= limit:
-            break
-        shown += 1
-        event = decode_record(record, registry, context)
-        provider, name = namer.provider_name(record), namer.event_name(record)
-        if as_json:
-            click.echo(json.dumps(event_to_json(event, event.provider_name or provider, event.event_name or name)))
-        else:
-            click.echo(record_line(record, namer) + _decoded_text(event))
+    out = sys.stdout  # not click.echo: it flushes after every line
+    try:
+        for record in records_of(readers, time_order=time_order):
+            if record.kind != "unknown":
+                context.observe(record)
+            if wanted is not None and not wanted(record):
+                continue
+            if limit is not None and shown >= limit:
+                break
+            shown += 1
+            event = decode_record(record, registry, context)
+            if as_json:
+                provider = event.provider_name or namer.provider_name(record)
+                name = event.event_name or namer.event_name(record)
+                out.write(json.dumps(event_to_json(event, provider, name)) + "\n")
+            else:
+                out.write(record_line(record, namer) + _decoded_text(event) + "\n")
+    finally:
+        out.flush()
     warn_about(registry)
     raise_if_damaged(readers)
 

@@ -134,6 +134,8 @@ class ServiceLink:
         body: dict[str, Any] = {"op": "register", "id": request_id, "provider": provider.provider_text}
         if provider.name:
             body["name"] = provider.name
+        if getattr(provider, "classic", False):  # RegisterTraceGuids: one session at a time
+            body["classic"] = True
         try:
             state.channel.send(body)
         except OSError:
