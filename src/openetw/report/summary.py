@@ -14,6 +14,7 @@ from typing import Any
 
 from openetw.etl.clock import filetime_to_iso
 from openetw.report.events import ReportEvent
+from openetw.report.kernel_summary import KernelSummary
 
 
 def _iso(filetime: int) -> str:
@@ -67,10 +68,12 @@ class Summary:
         self.decoded = 0
         self._providers: dict[str, _ProviderTally] = {}
         self._time = _Tally()
+        self.kernel = KernelSummary()
 
     def add(self, event: ReportEvent) -> None:
         record = event.record
         self.records += 1
+        self.kernel.add(event)
         label = event.provider_label
         tally = self._providers.get(label)
         if tally is None:
@@ -117,7 +120,7 @@ class Summary:
                 ],
                 **({"failures": dict(tally.failures.most_common())} if tally.failures else {}),
             })
-        return {
+        data = {
             "records": self.records,
             "decoded": self.decoded,
             "undecoded": self.records - self.decoded,
@@ -127,6 +130,9 @@ class Summary:
             **self._time.times(),
             "providers": providers,
         }
+        if self.kernel.has_processes:  # a kernel trace: processes, disk, network, CPU by process
+            data["kernel"] = self.kernel.as_json()
+        return data
 
     def lines(self) -> list[str]:
         data = self.as_json()
@@ -145,6 +151,8 @@ class Summary:
                 out.append(f"    {item['count']:>9}  {item['event']}   {span}")
             for reason, count in provider.get("failures", {}).items():
                 out.append(f"    {count:>9}  not decoded: {reason}")
+        if self.kernel.has_processes:
+            out.extend(self.kernel.lines())
         return out
 
 

@@ -1,0 +1,145 @@
+"""``openetw kernel``: start, query and stop kernel trace sessions, and probe what the machine
+offers (what ``xperf -on PROC_THREAD+CSWITCH`` / ``xperf -stop`` / ``xperf -loggers`` do)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+
+from openetw.cli.failure import ReportedFailure
+
+_json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+_FLAGS_HELP = "process, thread, cswitch, disk, net, syscall (image, file, pagefault and profile are not recorded on Linux yet)"
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(kernel)
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _registry() -> Any:
+    from openetw.kernel.control import KernelSessionRegistry
+
+    return KernelSessionRegistry()
+
+
+def _when(epoch: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "-"
+
+
+def _print_info(info: dict[str, Any], *, title: str | None = None) -> None:
+    if title:
+        click.echo(title)
+    pid = f", recorder pid {info['pid']}" if info.get("pid") and info["state"] in ("running", "stopping") else ""
+    click.echo(f"{info['name']}: {info['state']}, {info['mode']}{pid}")
+    click.echo(f"  flags: {','.join(info['flags'])}")
+    size = f" ({info['output_bytes']} bytes)" if "output_bytes" in info else ""
+    click.echo(f"  file: {info['output']}{size}")
+    click.echo(f"  buffers: {info['buffer_size_kb']} KB per CPU; started {_when(info.get('started_at'))}, {info['duration_s']:.1f} s")
+    click.echo(f"  events read {info['events_read']}  records written {info['records_written']}  events lost {info['events_lost']}")
+    missing = (info.get("stats") or {}).get("missing_tracepoints")
+    if missing:
+        click.echo(f"  tracepoints this kernel lacks: {', '.join(missing)}")
+    if info.get("failure"):
+        click.echo(f"  failure: {info['failure']}")
+
+
+@click.group()
+def kernel() -> None:
+    """Kernel trace sessions: Linux tracepoints recorded as NT Kernel Logger events (root only)."""
+
+
+@kernel.command("start")
+@click.argument("name", required=False)
+@click.option("--flags", "flags", default="process,thread", show_default=True, metavar="FLAG[,FLAG...]", help=_FLAGS_HELP)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, help="The .etl file (default: NAME.etl here).")
+@click.option("--mode", type=click.Choice(["file", "circular", "realtime"]), default="file", show_default=True,
+              help="circular: the kernel's ring buffer overwrites its oldest events when the recorder falls behind.")
+@click.option("--buffer-size", type=int, default=4096, show_default=True, help="Ring buffer size per CPU in KB.")
+@_json_option
+def kernel_start(name: str | None, flags: str, output: str | None, mode: str, buffer_size: int, as_json: bool) -> None:
+    """Start kernel session NAME (default openetw-kernel); it records in the background until
+    `openetw kernel stop NAME`. "NT Kernel Logger" and "Global Logger" are reserved."""
+    from openetw.kernel.control import DEFAULT_SESSION_NAME
+
+    name = name or DEFAULT_SESSION_NAME
+    info = _registry().start(name, flags, output, mode=mode, buffer_size_kb=buffer_size)
+    if as_json:
+        _print_json(info)
+        return
+    _print_info(info, title=f"started kernel session {name}")
+
+
+@kernel.command("stop")
+@click.argument("name", required=False)
+@_json_option
+def kernel_stop(name: str | None, as_json: bool) -> None:
+    """Stop NAME (default openetw-kernel): tracing off, every CPU drained, the file finished,
+    the recorder process and the ftrace instance gone."""
+    from openetw.kernel.control import DEFAULT_SESSION_NAME
+
+    name = name or DEFAULT_SESSION_NAME
+    info = _registry().stop(name)
+    if as_json:
+        _print_json(info)
+    else:
+        _print_info(info, title=f"stopped kernel session {name}")
+    if info["state"] != "stopped" or info.get("failure"):
+        raise ReportedFailure(f"kernel session {name!r}: {info['state']}: {info.get('failure') or 'see above'}", exit_code=1)
+
+
+@kernel.command("query")
+@click.argument("name", required=False)
+@_json_option
+def kernel_query(name: str | None, as_json: bool) -> None:
+    """State, flags, file and statistics of NAME; without NAME, of every kernel session."""
+    registry = _registry()
+    if name is not None:
+        info = registry.query(name)
+        if as_json:
+            _print_json(info)
+        else:
+            _print_info(info)
+        return
+    sessions = registry.list()
+    if as_json:
+        _print_json(sessions)
+        return
+    if not sessions:
+        click.echo("no kernel sessions")
+    for info in sessions:
+        _print_info(info)
+
+
+@kernel.command("probe")
+@_json_option
+def kernel_probe(as_json: bool) -> None:
+    """Which kernel event sources this process may use, and why not; which flags record."""
+    from openetw.kernel.control import AVAILABLE_FLAGS, PLANNED_FLAGS, privilege_refusal
+    from openetw.kernel.probe import probe
+
+    capabilities = probe()
+    refusal = privilege_refusal(capabilities)
+    data = capabilities.as_dict()
+    data["flags"] = {"available": list(AVAILABLE_FLAGS), "not_yet": list(PLANNED_FLAGS)}
+    data["kernel_sessions"] = refusal is None
+    data["refusal"] = str(refusal) if refusal is not None else None
+    if as_json:
+        _print_json(data)
+        return
+    click.echo(f"kernel {data['kernel']}, euid {data['euid']}")
+    for item in capabilities.items:
+        click.echo(f"  [{'x' if item.available else ' '}] {item.reason}")
+        for detail in item.detail:
+            click.echo(f"        {detail}")
+    click.echo(f"flags: {', '.join(AVAILABLE_FLAGS)} (not yet: {', '.join(PLANNED_FLAGS)})")
+    click.echo("kernel sessions: available" if refusal is None else f"kernel sessions: {refusal}")
+
+
+__all__ = ["kernel", "register"]
