@@ -1,0 +1,412 @@
+"""Building an ETL index: every record's place and header columns, with numpy.
+
+``index_walk`` finds the records; here their header fields are gathered at once from the fixed
+offsets of each header kind, provider GUIDs go to a table, and the rows are put in the order
+``EtlReader.records(time_order=True)`` gives. One row per record, the same fields as the
+``EventRecord`` the reader would build (a kernel record's provider is the event class GUID of
+its group, as ``openetw.consumer.provider.provider_key`` matches it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from openetw.consumer.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
+from openetw.etl import layouts as L
+from openetw.etl.clock import TraceClock
+from openetw.etl.logfile import LogfileHeader
+from openetw.etl.reader import EtlReader
+from openetw.etl.record import RECORD_CLASSES, MessageRecord, RecordContext
+from openetw.tdh.mof_kernel import GROUP_GUIDS, HOOK_ALIASES
+
+__all__ = ["BUFFER_DTYPE", "KIND_CODES", "KIND_NAMES", "RECORD_DTYPE", "BuiltIndex", "build_index_data", "filetimes"]
+
+RECORD_DTYPE = np.dtype([
+    ("timestamp", "<i8"), ("filetime", "<i8"), ("keyword", "<u8"),
+    ("provider", "<i4"), ("pid", "<u4"), ("tid", "<u4"), ("cpu", "<u4"), ("buffer", "<u4"), ("offset", "<u4"),
+    ("size", "<u4"), ("user_data_offset", "<u4"), ("user_data_length", "<u4"),
+    ("id", "<u2"), ("version", "<u2"), ("task", "<u2"), ("hook_id", "<u2"), ("flags", "<u2"),
+    ("kind", "u1"), ("header_type", "u1"), ("level", "u1"), ("opcode", "u1"), ("channel", "u1"),
+])  # fmt: skip
+"""One index row: the header fields of a record and where it sits (``offset`` inside the data of
+buffer ``buffer``, ``user_data_offset`` inside the record). ``provider`` indexes the provider
+table (-1: none)."""
+
+BUFFER_DTYPE = np.dtype([
+    ("file_offset", "<i8"), ("timestamp", "<i8"), ("buffer_size", "<u4"), ("data_end", "<u4"),
+    ("length", "<u4"), ("cpu", "<u4"), ("index", "<u4"), ("flags", "<u2"), ("buffer_type", "<u2"),
+])  # fmt: skip
+
+KIND_NAMES = ("system", "compact", "perfinfo", "classic", "instance", "event", "wpp", "unknown")
+KIND_CODES = {name: code for code, name in enumerate(KIND_NAMES)}
+_SYSTEM, _COMPACT, _PERFINFO, _CLASSIC, _INSTANCE, _EVENT, _WPP, _UNKNOWN = range(8)
+_u32 = struct.Struct("<I").unpack_from
+
+
+def _kind_table() -> np.ndarray:
+    kind = np.full(256, _WPP, dtype=np.uint8)
+    for header_type, cls in RECORD_CLASSES.items():
+        kind[header_type] = KIND_CODES[cls.kind]
+    return kind
+
+
+def _group_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lo = np.zeros(256, dtype=np.uint64)
+    hi = np.zeros(256, dtype=np.uint64)
+    has = np.zeros(256, dtype=bool)
+    for group, guid in GROUP_GUIDS.items():
+        lo[group], hi[group] = struct.unpack("<QQ", guid.bytes_le)
+        has[group] = True
+    return lo, hi, has
+
+
+_KIND_OF_TYPE = _kind_table()
+_GROUP_LO, _GROUP_HI, _GROUP_HAS = _group_tables()
+
+
+@dataclass
+class BuiltIndex:
+    """What a build gives: rows in time order, the provider table, buffers, facts and problems."""
+
+    records: np.ndarray
+    providers: list[uuid.UUID]
+    buffers: np.ndarray
+    header: LogfileHeader
+    context: RecordContext
+    errors: list[str] = field(default_factory=list)
+    unknown_reasons: dict[int, str] = field(default_factory=dict)
+    read_stats: dict[str, int] = field(default_factory=dict)
+    exact_time_order: bool = True
+
+
+class _Views:
+    """The blob seen as u8/u16/u32/i64/u64 arrays, for gathers at fixed header offsets."""
+
+    def __init__(self, blob: bytes | bytearray) -> None:
+        self.u8 = np.frombuffer(blob, dtype=np.uint8)
+        self.u16 = np.frombuffer(blob, dtype="<u2", count=len(blob) // 2)
+        self.u32 = np.frombuffer(blob, dtype="<u4", count=len(blob) // 4)
+        self.i64 = np.frombuffer(blob, dtype="<i8", count=len(blob) // 8)
+        self.u64 = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
+
+
+def _rows_where(mask: np.ndarray) -> np.ndarray | slice:
+    """The rows where ``mask`` holds: every row as a slice (no gather, no scatter) when all do."""
+    return slice(None) if mask.all() else np.flatnonzero(mask)
+
+
+def _fill_kernel(rows: np.ndarray, v: _Views, at: np.ndarray | slice, p: np.ndarray, perf: bool) -> np.ndarray:
+    hook = v.u16[(p + 6) >> 1]
+    rows["hook_id"][at] = hook
+    rows["version"][at] = v.u8[p]
+    rows["opcode"][at] = v.u8[p + 6]
+    if perf:
+        rows["timestamp"][at] = v.i64[(p + 8) >> 3]
+        rows["pid"][at] = 0xFFFFFFFF
+        rows["tid"][at] = 0xFFFFFFFF
+    else:
+        rows["timestamp"][at] = v.i64[(p + 16) >> 3]
+        rows["pid"][at] = v.u32[(p + 12) >> 2]
+        rows["tid"][at] = v.u32[(p + 8) >> 2]
+    version = v.u16[p >> 1].astype(np.int64)
+    extension = np.where(version & 0xFF00 == 0, 0, np.where(version & 0x8000, 8, 0) + 8 * ((version >> 8) & 7))
+    return extension
+
+
+def _fill_common(rows: np.ndarray, v: _Views, at: np.ndarray | slice, p: np.ndarray) -> None:
+    """Thread, process and time, at the same offsets in classic and EVENT_HEADER records."""
+    rows["tid"][at] = v.u32[(p + 8) >> 2]
+    rows["pid"][at] = v.u32[(p + 12) >> 2]
+    rows["timestamp"][at] = v.i64[(p + 16) >> 3]
+
+
+def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of the framed records (file order), their GUID halves and whether they have one."""
+    v = _Views(bufs.blob)
+    p = chains.offsets
+    n = len(p)
+    header_type = v.u8[p + 2]
+    kind = np.where(v.u8[p + 3] >= 0xC0, _KIND_OF_TYPE[header_type], _WPP).astype(np.uint8)
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    rows["header_type"] = header_type
+    rows["kind"] = kind
+    rows["size"] = chains.sizes
+    rows["buffer"] = indices[chains.buffers]
+    rows["cpu"] = cpus[chains.buffers]
+    rows["offset"] = p - bufs.bases[chains.buffers]
+    user_data_offset = HEADER_SIZES[header_type].copy()
+    lo = np.zeros(n, dtype=np.uint64)
+    hi = np.zeros(n, dtype=np.uint64)
+    has = np.zeros(n, dtype=bool)
+    present = set(np.unique(kind).tolist())
+    for perf, codes in ((False, (_SYSTEM, _COMPACT)), (True, (_PERFINFO,))):
+        if present.isdisjoint(codes):
+            continue
+        at = _rows_where(np.isin(kind, codes))
+        user_data_offset[at] += _fill_kernel(rows, v, at, p[at], perf)
+        hook = rows["hook_id"][at].astype(np.int64)
+        group = hook >> 8
+        for (from_group, from_type), (to_group, _) in HOOK_ALIASES.items():
+            group = np.where((group == from_group) & ((hook & 0xFF) == from_type), to_group, group)
+        lo[at], hi[at], has[at] = _GROUP_LO[group], _GROUP_HI[group], _GROUP_HAS[group]
+    if not present.isdisjoint((_CLASSIC, _INSTANCE)):
+        at = _rows_where((kind == _CLASSIC) | (kind == _INSTANCE))
+        q = p[at]
+        _fill_common(rows, v, at, q)
+        rows["opcode"][at] = v.u8[q + 4]
+        rows["level"][at] = v.u8[q + 5]
+        rows["version"][at] = v.u16[(q + 6) >> 1]
+        lo[at], hi[at], has[at] = v.u64[(q + 24) >> 3], v.u64[(q + 32) >> 3], True
+    if _EVENT in present:
+        at = _rows_where(kind == _EVENT)
+        q = p[at]
+        _fill_common(rows, v, at, q)
+        flags = v.u16[(q + 4) >> 1]
+        rows["flags"][at] = flags
+        rows["id"][at] = v.u16[(q + 40) >> 1]
+        rows["version"][at] = v.u8[q + 42]
+        rows["channel"][at] = v.u8[q + 43]
+        rows["level"][at] = v.u8[q + 44]
+        rows["opcode"][at] = v.u8[q + 45]
+        rows["task"][at] = v.u16[(q + 46) >> 1]
+        rows["keyword"][at] = v.u64[(q + 48) >> 3]
+        lo[at], hi[at], has[at] = v.u64[(q + 24) >> 3], v.u64[(q + 32) >> 3], True
+        extended = np.flatnonzero(flags & L.EVENT_HEADER_FLAG_EXTENDED_INFO)
+        if len(extended):
+            rows_extended = np.arange(n)[at][extended]
+            user_data_offset[rows_extended] = _after_extended_items(v.u8, q[extended], chains.sizes[rows_extended])
+    rows["user_data_offset"] = user_data_offset
+    rows["user_data_length"] = chains.sizes - user_data_offset
+    if _WPP in present:
+        _fill_wpp(rows, lo, hi, has, bufs, chains)
+    return rows, lo, hi, has
+
+
+def _after_extended_items(u8: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Where the user data of EVENT_HEADER records with extended items starts (relative)."""
+    pos = starts + L.EVENT_HEADER.size
+    end = starts + sizes
+    active = np.ones(len(starts), dtype=bool)
+    while True:
+        live = np.flatnonzero(active & (pos + 8 <= end))
+        if not len(live):
+            break
+        at = pos[live]
+        item_size = u8[at].astype(np.int64) | (u8[at + 1].astype(np.int64) << 8)
+        linkage = u8[at + 4]
+        ok = item_size >= 8
+        pos[live[ok]] += item_size[ok]
+        active[:] = False
+        active[live[ok & (linkage & 1 != 0)]] = True
+    return np.minimum(pos, end) - starts
+
+
+def _fill_wpp(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, has: np.ndarray, bufs: Buffers, chains: Chains) -> None:
+    """WPP records keep their time, ids and GUID in optional items: read them one by one."""
+    context = RecordContext(TraceClock(0, 0, 0, 0))
+    for row in np.flatnonzero(rows["kind"] == _WPP).tolist():
+        pos = int(chains.offsets[row])
+        header = L.MESSAGE_TRACE_HEADER.unpack_from(bufs.blob, pos)
+        record = MessageRecord(header, bufs.blob, pos, int(chains.sizes[row]), 0, context)
+        rows["id"][row] = record.id
+        rows["timestamp"][row] = record.timestamp
+        rows["pid"][row] = record.pid
+        rows["tid"][row] = record.tid
+        rows["user_data_offset"][row] = record.user_data_offset
+        rows["user_data_length"][row] = record.user_data_length
+        guid = record.provider_guid_bytes
+        if guid is not None:
+            lo[row], hi[row] = struct.unpack("<QQ", guid)
+            has[row] = True
+
+
+def _provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, list[uuid.UUID]]:
+    """The provider column and table: unique GUIDs, found through a 64-bit mix of both halves."""
+    column = np.full(len(lo), -1, dtype=np.int32)
+    rows = np.flatnonzero(has)
+    if not len(rows):
+        return column, []
+    a, b = lo[rows], hi[rows]
+    mixed = a ^ (b * np.uint64(0x9E3779B97F4A7C15))
+    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    if not (np.array_equal(a, a[first][inverse]) and np.array_equal(b, b[first][inverse])):
+        pairs = list(zip(a.tolist(), b.tolist()))  # two GUIDs mixed to one key: do it exactly
+        table: dict[tuple[int, int], int] = {}
+        inverse = np.asarray([table.setdefault(pair, len(table)) for pair in pairs], dtype=np.int64)
+        first = np.asarray([pairs.index(pair) for pair in table], dtype=np.int64)
+    column[rows] = inverse
+    return column, [uuid.UUID(bytes_le=struct.pack("<QQ", int(a[i]), int(b[i]))) for i in first.tolist()]
+
+
+def _unknown_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    rows = np.zeros(len(chains.unknown), dtype=RECORD_DTYPE)
+    for row, (offset, size, position, _) in enumerate(chains.unknown):
+        rows["kind"][row] = _UNKNOWN
+        rows["header_type"][row] = (_u32(bufs.blob, offset)[0] >> 16) & 0xFF
+        rows["size"][row] = size
+        rows["user_data_length"][row] = size
+        rows["buffer"][row] = indices[position]
+        rows["cpu"][row] = cpus[position]
+        rows["offset"][row] = offset - int(bufs.bases[position])
+    return rows
+
+
+def _merge_keys(rows: np.ndarray) -> np.ndarray:
+    """The time the reader's merge orders each record by (an unknown record takes the time of
+    the record before it in its buffer, or 0 when it comes first)."""
+    keys = rows["timestamp"].copy()
+    for row in np.flatnonzero(rows["kind"] == _UNKNOWN).tolist():
+        keys[row] = keys[row - 1] if row and rows["buffer"][row - 1] == rows["buffer"][row] else 0
+    return keys
+
+
+def _time_order(rows: np.ndarray, buffer_indices: list[int]) -> tuple[np.ndarray, bool]:
+    """The permutation of file-order rows into ``records(time_order=True)`` order.
+
+    When every buffer's records are in time order and it starts with an ordinary record (every
+    real file seen), the reader's merge is a stable sort by time; otherwise the merge is replayed
+    record by record. Returns (order, whether the sort sufficed).
+    """
+    keys = _merge_keys(rows)
+    buffers = rows["buffer"]
+    same_buffer = buffers[1:] == buffers[:-1]
+    monotone = not np.any(same_buffer & (keys[1:] < keys[:-1]))
+    firsts = np.flatnonzero(np.concatenate(([True], ~same_buffer))) if len(rows) else np.zeros(0, dtype=np.int64)
+    plain_starts = not np.any(np.isin(rows["kind"][firsts], (_WPP, _UNKNOWN)))
+    if monotone and plain_starts:
+        return np.argsort(keys, kind="stable"), True
+    return _replayed_order(rows, keys, firsts, buffer_indices), False
+
+
+def _replayed_order(rows: np.ndarray, keys: np.ndarray, firsts: np.ndarray, buffer_indices: list[int]) -> np.ndarray:
+    """``EtlReader``'s k-way merge over buffers, replayed on the keys (its window unbounded)."""
+    spans: dict[int, tuple[int, int]] = {}
+    bounds = firsts.tolist() + [len(rows)]
+    for start, stop in zip(bounds, bounds[1:]):
+        spans[int(rows["buffer"][start])] = (start, stop)
+    key_list, kinds, timestamps = keys.tolist(), rows["kind"].tolist(), rows["timestamp"].tolist()
+    pending: list[tuple[int, int]] = []
+    last_first = 0
+    for index in buffer_indices:
+        start, stop = spans.get(index, (0, 0))
+        if stop > start and kinds[start] not in (_WPP, _UNKNOWN):
+            last_first = timestamps[start]
+        pending.append((last_first, index))
+    heapq.heapify(pending)
+    active: list[tuple[int, int, int, int, int]] = []
+    order: list[int] = []
+    seq = 0
+    while pending or active:
+        while pending and (not active or pending[0][0] <= active[0][0]):
+            _, index = heapq.heappop(pending)
+            start, stop = spans.get(index, (0, 0))
+            if stop > start:
+                seq += 1
+                heapq.heappush(active, (timestamps[start] if kinds[start] != _UNKNOWN else 0, index, seq, start, stop))
+        if not active:
+            continue
+        ts, index, _, row, stop = active[0]
+        order.append(row)
+        if row + 1 >= stop:
+            heapq.heappop(active)
+        else:
+            seq += 1
+            heapq.heapreplace(active, (key_list[row + 1] if kinds[row + 1] != _UNKNOWN else ts, index, seq, row + 1, stop))
+    return np.asarray(order, dtype=np.int64)
+
+
+def _buffer_table(bufs: Buffers) -> np.ndarray:
+    table = np.zeros(len(bufs.infos), dtype=BUFFER_DTYPE)
+    for row, info in enumerate(bufs.infos):
+        table[row] = (info.file_offset, info.timestamp, info.buffer_size, info.data_end, bufs.lengths[row], info.cpu, info.index, info.flags, info.buffer_type)
+    return table
+
+
+def take(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``rows[order]`` for a structured array, at the speed of a byte copy."""
+    raw = rows.view(np.dtype((np.void, rows.dtype.itemsize)))
+    return np.take(raw, order).view(rows.dtype)
+
+
+def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
+    """``clock.to_filetime`` over an array, exactly (no intermediate overflow)."""
+    delta = timestamps.astype(np.int64) - np.int64(clock.reference_timestamp)
+    if clock.clock_type == L.CLOCK_QPC and clock.perf_freq > 0:
+        seconds, rest = np.divmod(delta, np.int64(clock.perf_freq))
+        ticks = seconds * 10_000_000 + (rest * 10_000_000) // clock.perf_freq
+    elif clock.clock_type == L.CLOCK_CPU_CYCLE and clock.cpu_speed_mhz > 0:
+        micros, rest = np.divmod(delta, np.int64(clock.cpu_speed_mhz))
+        ticks = micros * 10 + (rest * 10) // clock.cpu_speed_mhz
+    else:
+        ticks = delta
+    return ticks + np.int64(clock.start_time)
+
+
+def _file_order_rows(bufs: Buffers, chains: Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
+    """One blob's rows in file order, their GUID halves, and the reasons of its unknown records
+    (by row)."""
+    cpus = np.asarray([info.cpu for info in bufs.infos], dtype=np.int64)
+    indices = np.asarray([info.index for info in bufs.infos], dtype=np.int64)
+    rows, lo, hi, has = _framed_rows(bufs, chains, cpus, indices)
+    if not chains.unknown:
+        return rows, lo, hi, has, {}
+    unknown = _unknown_rows(bufs, chains, cpus, indices)
+    count = len(unknown)
+    offsets = np.concatenate([chains.offsets, np.asarray([u[0] for u in chains.unknown], dtype=np.int64)])
+    order = np.argsort(offsets, kind="stable")
+    rows = take(np.concatenate([rows, unknown]), order)
+    lo, hi = np.append(lo, np.zeros(count, dtype=np.uint64))[order], np.append(hi, np.zeros(count, dtype=np.uint64))[order]
+    has = np.append(has, np.zeros(count, dtype=bool))[order]
+    framed = len(chains.offsets)
+    reasons = {int(row): chains.unknown[int(source) - framed][3] for row, source in enumerate(order.tolist()) if source >= framed}
+    return rows, lo, hi, has, reasons
+
+
+def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltIndex:
+    """Index one ETL file (a path, or anything ``EtlReader`` takes): see the module doc.
+
+    Buffers are taken about ``chunk_bytes`` at a time; only the rows (tens of bytes per record)
+    of the whole file are held at once.
+    """
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    tables: list[np.ndarray] = []
+    reasons: dict[int, str] = {}
+    errors: list[str] = []
+    walked = {"unknown_records": 0, "skipped_bytes": 0}
+    buffer_indices: list[int] = []
+    done = 0
+    with EtlReader(source, strict=False) as reader:
+        header, context = reader.header, reader.context
+        chunks, outcome = read_buffers(reader, chunk_bytes)
+        for bufs in chunks:
+            chains = walk_chains(bufs)
+            rows, lo, hi, has, unknown = _file_order_rows(bufs, chains)
+            parts.append((rows, lo, hi, has))
+            reasons.update({done + row: reason for row, reason in unknown.items()})
+            done += len(rows)
+            errors.extend(bufs.errors)
+            for key in walked:
+                walked[key] += bufs.stats.get(key, 0)
+            tables.append(_buffer_table(bufs))
+            buffer_indices.extend(info.index for info in bufs.infos)
+        read_errors, read_stats = outcome()
+    rows = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=RECORD_DTYPE)
+    lo, hi, has = (np.concatenate([part[i] for part in parts]) if parts else np.zeros(0, dtype=dtype) for i, dtype in ((1, np.uint64), (2, np.uint64), (3, bool)))
+    rows["provider"], providers = _provider_table(lo, hi, has)
+    order, exact = _time_order(rows, buffer_indices)
+    rows = take(rows, order)
+    rows["filetime"] = filetimes(rows["timestamp"], context.clock)
+    if reasons:
+        position_of = np.empty(len(order), dtype=np.int64)
+        position_of[order] = np.arange(len(order))
+        reasons = {int(position_of[row]): reason for row, reason in reasons.items()}
+    stats = dict(read_stats, records=int(len(rows)), unknown_records=walked["unknown_records"])
+    stats["skipped_bytes"] = stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
+    buffers = np.concatenate(tables) if tables else np.zeros(0, dtype=BUFFER_DTYPE)
+    return BuiltIndex(rows, providers, buffers, header, context, read_errors + errors, reasons, stats, exact)

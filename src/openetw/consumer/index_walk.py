@@ -1,0 +1,369 @@
+"""Finding every record of an ETL file fast: buffers laid end to end, record chains with numpy.
+
+``read_buffers`` gives the buffers' data in blobs of a bounded size (read straight from the file
+when it is uncompressed and its buffer headers are sound; otherwise what ``EtlReader.buffers``
+gives, so that damage and compression are handled by the reader). ``walk_chains`` then
+
+1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32
+   looks like a record marker (a known header type with marker flags ``0xC0``, or a WPP
+   ``0x90`` marker), and works out each one's size and the position after it;
+2. follows each buffer's chain of records from its first position through those "next" links
+   (one list lookup per record); where a chain stops before the buffer's data ends, the stop is
+   judged exactly as ``EtlReader`` judges it (end marker, unknown record, damaged size).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from openetw.errors import EtlFormatError
+from openetw.etl import layouts as L
+from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader
+from openetw.etl.record import RECORD_CLASSES
+
+__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "read_buffers", "single_buffer", "walk_chains"]
+
+BH = L.BUFFER_HEADER_SIZE
+GATHER_PAD = 128  # zero bytes after the data, so fixed-offset gathers never leave the blob
+CHUNK_BYTES = 64 << 20  # buffers are indexed this many bytes at a time: memory stays bounded
+_u32 = struct.Struct("<I").unpack_from
+_BUFFER = L.WMI_BUFFER_HEADER
+_F = {name: _BUFFER.index(name) for name, _ in _BUFFER.fields}
+_REACH_ROUNDS = 24
+
+
+def _type_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    known = np.zeros(256, dtype=bool)
+    size_at_4 = np.zeros(256, dtype=bool)  # SYSTEM/PERFINFO headers keep Size at +4
+    header_size = np.full(256, L.MESSAGE_TRACE_HEADER.size, dtype=np.int64)
+    for header_type, cls in RECORD_CLASSES.items():
+        known[header_type] = True
+        header_size[header_type] = cls.header_size
+        size_at_4[header_type] = cls.kind in ("system", "compact", "perfinfo")
+    return known, size_at_4, header_size
+
+
+KNOWN_TYPES, SIZE_AT_4, HEADER_SIZES = _type_tables()
+
+
+@dataclass
+class Buffers:
+    """Every buffer's data end to end in ``blob``: where each starts, where its records end."""
+
+    infos: list[BufferInfo]
+    bases: np.ndarray
+    ends: np.ndarray
+    lengths: list[int]
+    blob: bytes | bytearray
+    errors: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def buffer_info(data: bytes | bytearray, offset: int, index: int) -> BufferInfo:
+    """The WMI_BUFFER_HEADER at ``offset`` of ``data``, as the reader describes a buffer."""
+    h = _BUFFER.unpack_from(data, offset)
+    flags = h[_F["BufferFlag"]]
+    cpu = h[_F["ProcessorIndex"]] if flags & L.BUFFER_FLAG_PROCESSOR_INDEX else h[_F["ProcessorIndex"]] & 0xFF
+    return BufferInfo(
+        index, offset, h[_F["BufferSize"]], h[_F["Offset"]], flags, h[_F["BufferType"]], cpu, h[_F["TimeStamp"]],
+        h[_F["SequenceNumber"]], h[_F["LoggerId"]], h[_F["SavedOffset"]],
+    )
+
+
+def single_buffer(data: bytes, index: int = 0) -> Buffers:
+    """One buffer's data (an uncompressed buffer as a real-time delivery would hand it over)."""
+    info = buffer_info(data, 0, index)
+    errors: list[str] = []
+    end = _record_end(info, len(data), errors)
+    blob = bytes(data) + bytes(-len(data) % 8 + GATHER_PAD)
+    return Buffers([info], np.zeros(1, dtype=np.int64), np.asarray([end], dtype=np.int64), [len(data)], blob, errors, {})
+
+
+def _record_end(info: BufferInfo, length: int, errors: list[str]) -> int:
+    """Where a buffer's records end, as the reader bounds it (problems noted in ``errors``)."""
+    end = info.data_end
+    truncated = length < info.buffer_size and not info.compressed
+    if end > length:
+        if not truncated and not info.compressed:
+            errors.append(f"buffer {info.index}: Offset {end:#x} is past the buffer end {length:#x}")
+        return length
+    if end < BH and not info.compressed:
+        errors.append(f"buffer {info.index}: Offset {end:#x} is inside the buffer header")
+    return end
+
+
+def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
+    """The buffers of an uncompressed, undamaged file, from their headers alone (``None``: let
+    the reader frame them; it reports damage precisely)."""
+    infos: list[BufferInfo] = []
+    lost_events = lost_buffers = 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        fd = f.fileno()
+        offset = 0
+        while offset < size:
+            head = os.pread(fd, BH, offset)
+            if len(head) < BH:
+                return None
+            h = _BUFFER.unpack_from(head, 0)
+            buffer_size, flags = h[_F["BufferSize"]], h[_F["BufferFlag"]]
+            if buffer_size < BH or buffer_size > MAX_BUFFER_SIZE or buffer_size % 8 or offset + buffer_size > size:
+                return None
+            if flags & L.BUFFER_FLAG_COMPRESSED:
+                return None
+            infos.append(_at(buffer_info(head, 0, len(infos)), offset))
+            lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
+            lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
+            offset += buffer_size
+    stats = {"buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0, "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers}
+    return infos, stats
+
+
+def _at(info: BufferInfo, offset: int) -> BufferInfo:
+    return dataclasses.replace(info, file_offset=offset)
+
+
+def _file_chunks(path: str, infos: list[BufferInfo], limit: int) -> Iterator[Buffers]:
+    """Consecutive buffers of a plain file, about ``limit`` bytes at a time, each read in one piece."""
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        first = 0
+        while first < len(infos):
+            last = first
+            total = infos[first].buffer_size
+            while last + 1 < len(infos) and total + infos[last + 1].buffer_size <= limit:
+                last += 1
+                total += infos[last].buffer_size
+            part = infos[first : last + 1]
+            start = part[0].file_offset
+            blob = bytearray(total + GATHER_PAD)
+            view = memoryview(blob)
+            got = 0
+            while got < total:
+                n = os.preadv(fd, [view[got:total]], start + got)
+                if not n:
+                    raise EtlFormatError("the file shrank while it was being indexed", offset=start + got, path=path)
+                got += n
+            errors: list[str] = []
+            ends = [_record_end(info, info.buffer_size, errors) for info in part]
+            bases = np.asarray([info.file_offset - start for info in part], dtype=np.int64)
+            yield Buffers(part, bases, np.asarray(ends, dtype=np.int64), [info.buffer_size for info in part], blob, errors, {})
+            first = last + 1
+
+
+def _reader_chunks(reader: EtlReader, limit: int) -> Iterator[Buffers]:
+    """What ``EtlReader.buffers`` gives (inflated, damage skipped), about ``limit`` bytes at a time."""
+    infos: list[BufferInfo] = []
+    parts: list[bytes] = []
+    bases: list[int] = []
+    ends: list[int] = []
+    lengths: list[int] = []
+    errors: list[str] = []
+    total = 0
+    for info, data in reader.buffers():
+        length = len(data)
+        infos.append(info)
+        bases.append(total)
+        ends.append(_record_end(info, length, errors))
+        lengths.append(length)
+        parts.append(data)
+        pad = -length % 8
+        if pad:
+            parts.append(bytes(pad))
+        total += length + pad
+        if total >= limit:
+            parts.append(bytes(GATHER_PAD))
+            yield Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
+            infos, parts, bases, ends, lengths, errors, total = [], [], [], [], [], [], 0
+    if infos:
+        parts.append(bytes(GATHER_PAD))
+        yield Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
+
+
+def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[Buffers], Callable[[], tuple[list[str], dict[str, int]]]]:
+    """Every buffer of ``reader``'s file, in blobs of about ``limit`` bytes (bounded memory), and a
+    function giving, once they were all read, the reader's own errors and statistics."""
+    if reader.path is not None and not reader.header.compressed:
+        plain = _plain_buffers(reader.path)
+        if plain is not None:
+            infos, stats = plain
+            return _file_chunks(reader.path, infos, limit), lambda: ([], dict(stats))
+
+    def outcome() -> tuple[list[str], dict[str, int]]:
+        read = reader.stats
+        stats = {
+            "buffers": read.buffers, "compressed_buffers": read.compressed_buffers, "skipped_bytes": read.skipped_bytes,
+            "buffers_with_events_lost_flag": read.buffers_with_events_lost_flag, "buffers_with_buffer_lost_flag": read.buffers_with_buffer_lost_flag,
+        }  # fmt: skip
+        return [str(error) for error in read.errors], stats
+
+    return _reader_chunks(reader, limit), outcome
+
+
+@dataclass
+class Chains:
+    """The records found: blob offsets, sizes, buffer positions (file order), and unknown records."""
+
+    offsets: np.ndarray
+    sizes: np.ndarray
+    buffers: np.ndarray
+    unknown: list[tuple[int, int, int, str]]  # (blob offset, size, buffer position, reason)
+
+
+def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Positions that frame as records: (slots, sizes, buffer positions, follow links).
+
+    Only positions inside a buffer's record area count. A follow link is the candidate index of
+    the next record, -1 when this record is the last of its chain, -2 when the position does not
+    hold a whole record.
+    """
+    blob = bufs.blob
+    slot_count = len(blob) // 8
+    index_type = np.int32 if slot_count < 1 << 28 else np.int64
+    u8 = np.frombuffer(blob, dtype=np.uint8)
+    u32 = np.frombuffer(blob, dtype="<u4", count=len(blob) // 4)
+    markers, second_words = u32[0::2], u32[1::2]
+    slots = np.flatnonzero(u8[3::8] >= 0x80).astype(index_type)  # marker flags 0xC0 and 0x90 both set the top bit
+    # Each slot's buffer, and the record area of each buffer in slots: [first, last].
+    base_slots = (bufs.bases // 8).astype(index_type)
+    spans = np.diff(np.append(base_slots, slot_count))
+    buffer_of_slot = np.repeat(np.arange(len(base_slots), dtype=index_type), spans)
+    buffer_pos = buffer_of_slot[slots]
+    first = base_slots + BH // 8
+    last = base_slots + (bufs.ends.astype(index_type) - 4) // 8  # a marker needs 4 bytes
+    inside = (slots >= first[buffer_pos]) & (slots <= last[buffer_pos])
+    slots, buffer_pos = slots[inside], buffer_pos[inside]
+    marker = markers[slots]
+    header_type = (marker >> 16) & 0xFF
+    flags = marker >> 24
+    typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
+    sizes = np.where(typed & SIZE_AT_4[header_type], second_words[slots] & 0xFFFF, marker & 0xFFFF).astype(index_type)
+    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size).astype(index_type)
+    framed = np.flatnonzero(typed | ((flags & 0xD0) == 0x90))
+    slots, sizes, header_size, buffer_pos = slots.take(framed), sizes.take(framed), header_size.take(framed), buffer_pos.take(framed)
+    record_end = base_slots[buffer_pos] * 8 + bufs.ends.astype(index_type)[buffer_pos]  # in bytes
+    good = (slots * 8 + np.maximum(header_size, sizes) <= record_end) & (sizes >= header_size)
+    # The candidate at the position after each one, through a slot -> candidate map.
+    candidate_at = np.full(slot_count + 1, -1, dtype=index_type)
+    candidate_at[slots] = np.arange(len(slots), dtype=index_type)
+    following = np.minimum(slots + ((sizes + 7) >> 3), slot_count)
+    j = candidate_at[following]
+    linked = (j >= 0) & (buffer_pos.take(np.maximum(j, 0)) == buffer_pos)
+    follow = np.where(good, np.where(linked, j, -1), -2)
+    return slots.astype(np.int64), sizes.astype(np.int64), buffer_pos.astype(np.int64), follow
+
+
+def _roots(bufs: Buffers, slots: np.ndarray) -> np.ndarray:
+    """Per buffer, the candidate at its first record position (-1: none, or no room for one)."""
+    first_slots = (bufs.bases + BH) // 8
+    at = np.searchsorted(slots, first_slots)
+    found = (at < len(slots)) & (slots[np.minimum(at, max(len(slots) - 1, 0))] == first_slots) if len(slots) else np.zeros(len(at), dtype=bool)
+    return np.where(found & (BH + 4 <= bufs.ends), at, -1)
+
+
+def _reachable(follow: np.ndarray, roots: np.ndarray) -> np.ndarray | None:
+    """The candidates on a chain from a root, without walking the chains one by one.
+
+    Links always go forward, so the candidates reachable from the roots are the greatest set
+    holding the roots and every target of its own members: start from all candidates and
+    drop those no member links to, until nothing changes (as many rounds as the longest chain
+    of look-alike positions inside payloads). ``None`` if that takes too many rounds.
+    """
+    n = len(follow)
+    is_root = np.zeros(n, dtype=bool)
+    is_root[roots[roots >= 0]] = True
+    alive = np.ones(n, dtype=bool)
+    linking = follow >= 0
+    count = n
+    for _ in range(_REACH_ROUNDS):
+        targets = np.zeros(n, dtype=bool)
+        targets[follow[alive & linking]] = True
+        alive = is_root | targets
+        now = int(np.count_nonzero(alive))
+        if now == count:
+            return alive
+        count = now
+    return None
+
+
+def _walked(bufs: Buffers, slots: np.ndarray, sizes: np.ndarray, follow: np.ndarray, roots: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """The chains followed one record at a time (when ``_reachable`` gives up)."""
+    follow_list, slot_list = follow.tolist(), slots.tolist()
+    found: list[int] = []
+    stops: list[int] = []
+    for position, j in enumerate(roots.tolist()):
+        stop = BH
+        if j >= 0:
+            while True:
+                nxt = follow_list[j]
+                if nxt >= 0:
+                    found.append(j)
+                    j = nxt
+                    continue
+                stop = slot_list[j] * 8 - int(bufs.bases[position])
+                if nxt == -1:
+                    found.append(j)
+                    stop += (int(sizes[j]) + 7) & ~7
+                break
+        stops.append(stop)
+    return np.asarray(found, dtype=np.int64), stops
+
+
+def walk_chains(bufs: Buffers) -> Chains:
+    """Every record of every buffer, in file order (see the module doc)."""
+    bufs.stats.setdefault("unknown_records", 0)
+    bufs.stats.setdefault("skipped_bytes", 0)
+    slots, sizes, buffer_pos, follow = _candidates(bufs)
+    roots = _roots(bufs, slots)
+    alive = _reachable(follow, roots)
+    if alive is None:
+        chosen, stops = _walked(bufs, slots, sizes, follow, roots)
+    else:
+        members = np.flatnonzero(alive)
+        chosen = members[follow[members] != -2]  # a -2 member ends its chain without being a record
+        stops = [BH] * len(bufs.infos)
+        if len(members):
+            # Each chain stops at its last member: after it (-1), or at it when it is no record (-2).
+            last = members[np.flatnonzero(np.append(buffer_pos[members][1:] != buffer_pos[members][:-1], True))]
+            ends = slots[last] * 8 - bufs.bases[buffer_pos[last]] + np.where(follow[last] == -1, (sizes[last] + 7) & ~7, 0)
+            for position, end in zip(buffer_pos[last].tolist(), ends.tolist()):
+                stops[position] = end
+    unknown: list[tuple[int, int, int, str]] = []
+    for position, stop in enumerate(stops):
+        _judge_stop(bufs, position, stop, unknown)
+    return Chains(slots[chosen] * 8, sizes[chosen], buffer_pos[chosen], unknown)
+
+
+def _judge_stop(bufs: Buffers, position: int, pos: int, unknown: list[tuple[int, int, int, str]]) -> None:
+    """Why a buffer's chain stopped at ``pos``: its end, an end marker, an unknown record, damage."""
+    info, base, end, length = bufs.infos[position], int(bufs.bases[position]), int(bufs.ends[position]), bufs.lengths[position]
+    truncated = length < info.buffer_size and not info.compressed
+    problem = None
+    if pos + 4 <= end:
+        marker = _u32(bufs.blob, base + pos)[0]
+        flags, header_type = marker >> 24, (marker >> 16) & 0xFF
+        reason = None
+        if marker == 0xFFFFFFFF:
+            pass
+        elif flags & 0xC0 == 0xC0 and header_type not in RECORD_CLASSES:
+            reason = f"unknown header type {header_type:#04x}"
+        elif flags & 0xC0 == 0xC0 or flags & 0xD0 == 0x90:
+            problem = "record header runs past the buffer's data, or its size is out of range"
+        else:
+            reason = f"no record header at this position (marker {marker:#010x})"
+        if reason is not None:
+            unknown.append((base + pos, end - pos, position, reason))
+            bufs.stats["unknown_records"] += 1
+            bufs.stats["skipped_bytes"] += end - pos
+    if problem is not None:
+        bufs.stats["skipped_bytes"] += end - pos
+        prefix = "file ends inside a record: " if truncated and end == length else ""
+        bufs.errors.append(f"buffer {info.index}, offset {pos:#x}: {prefix}{problem}")
+    elif truncated:
+        bufs.errors.append(f"buffer {info.index}: file ends inside a buffer ({length} of {info.buffer_size} bytes)")

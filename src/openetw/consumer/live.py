@@ -1,0 +1,127 @@
+"""Live sessions as a trace's source: a real-time consumer of the trace service.
+
+``LiveSessionSource("Name")`` attaches to a running real-time session someone else started;
+``LiveSessionSource("Name", own=True, providers=[...])`` starts a private real-time session
+enabling the trace's providers (their level, keywords, enable properties and event id / process
+/ executable filters go to the service, which applies them where events are written) and stops
+it when the trace closes, as krabsetw's ``user_trace`` does.
+
+Records come in the order the service hands over their buffers (each buffer in time order).
+``stop()`` ends the record stream from any thread (or a signal handler): the consumer's
+connection is shut down, and the reading thread sees the end of the stream.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from openetw.consumer.errors import LiveSessionUnavailable
+from openetw.consumer.provider import Provider
+from openetw.consumer.sources import Source
+from openetw.consumer.stats import SourceStatistics
+from openetw.errors import OpenEtwError, ServiceError
+from openetw.etl.reader import EtlReader
+from openetw.etl.record import EventRecord
+
+__all__ = ["LiveSessionSource", "private_session_name"]
+
+_counter = itertools.count(1)
+
+
+def private_session_name() -> str:
+    """A session name no other trace of this process uses."""
+    return f"openetw-trace-{os.getpid()}-{next(_counter)}"
+
+
+def _enable_options(provider: Provider) -> dict[str, Any]:
+    rule = provider.enable_rule
+    return {"level": rule.level, "any": rule.match_any, "all": rule.match_all, "properties": rule.properties, "filters": rule.filters}
+
+
+class LiveSessionSource(Source):
+    """A real-time session of the trace service (see the module doc)."""
+
+    live = True
+
+    def __init__(
+        self, session_name: str, *, own: bool = False, providers: Sequence[Provider] = (), socket: str | os.PathLike[str] | None = None,
+        flush_timer: int = 1, buffer_size_kb: int = 64,
+    ) -> None:  # fmt: skip
+        self.session_name = session_name
+        self.name = session_name
+        self.own = own
+        self.providers = list(providers)
+        self.socket = socket
+        self.flush_timer = flush_timer
+        self.buffer_size_kb = buffer_size_kb
+        self._session: Any = None
+        self._consumer: Any = None
+        self._final: dict[str, int] | None = None
+
+    def open(self) -> None:
+        try:
+            from openetw.controller import RealtimeConsumer, Session
+        except ImportError as error:  # an installation without the controller
+            raise LiveSessionUnavailable(f"live sessions need the trace service and its controller: {error}") from error
+        try:
+            if self.own:
+                enables = [(str(p.guid), _enable_options(p)) for p in self.providers if p.guid is not None]
+                self._session = Session.start(
+                    self.session_name, mode="realtime", flush_timer=self.flush_timer, buffer_size=self.buffer_size_kb,
+                    providers=enables, socket=self.socket,
+                )  # fmt: skip
+            self._consumer = RealtimeConsumer(self.session_name, socket=self.socket)
+        except ServiceError as error:
+            self._stop_session()
+            if type(error) is ServiceError:  # the service itself could not be reached
+                raise LiveSessionUnavailable(f"live sessions need the trace service: {error}") from error
+            raise
+        except OpenEtwError:
+            self._stop_session()
+            raise
+        with EtlReader(bytes(self._consumer.header_buffer), strict=False) as reader:
+            self.header, self.context = reader.header, reader.context
+
+    def records(self) -> Iterator[EventRecord]:
+        if self._consumer is None:
+            self.open()
+        return iter(self._consumer.records())
+
+    def stop(self) -> None:
+        consumer = self._consumer
+        if consumer is not None:
+            consumer.close()
+
+    def close(self) -> None:
+        self.stop()
+        self._stop_session()
+
+    def _stop_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            try:
+                self._final = session.stop()
+            except OpenEtwError:
+                pass
+
+    def statistics(self) -> SourceStatistics:
+        """The session's ControlTrace statistics (the final ones once it stopped)."""
+        numbers = self._final
+        if numbers is None and self._session is not None:
+            try:
+                numbers = self._session.query()
+            except OpenEtwError:
+                numbers = None
+        stats = SourceStatistics()
+        for name, value in (numbers or {}).items():
+            if name in SourceStatistics.__slots__:  # type: ignore[attr-defined]
+                setattr(stats, name, int(value))
+        if self._consumer is not None:
+            stats.records = self._consumer.buffers_received  # buffers taken (records are counted by the trace)
+        return stats
+
+    def __repr__(self) -> str:
+        return f"<LiveSessionSource {self.session_name}{' (own)' if self.own else ''}>"

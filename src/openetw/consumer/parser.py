@@ -1,0 +1,361 @@
+"""``Schema`` and ``Parser``: naming an event and reading its properties, as krabsetw does.
+
+``Schema(record, context)`` names the event (event, task, opcode, level, keyword and provider
+names, where the description came from); ``Parser(schema)`` reads properties by name, decoding
+lazily: asking for the first property reads only that one. Properties at a fixed offset (every
+property before them has a fixed size) are read straight from the payload with one precompiled
+``struct`` per schema and pointer size, which is what most filters and callbacks need.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from openetw.consumer.errors import PropertyNotFound, PropertyTypeMismatch
+from openetw.errors import PropertyDecodeError
+from openetw.manifest.winmeta import InType, OutType
+from openetw.tdh.decode import DecodedEvent, filetime_to_datetime
+from openetw.tdh.schema import PropertyInfo
+from openetw.tdh.schema import Schema as TdhSchema
+
+__all__ = ["Parser", "Property", "Schema"]
+
+_MISSING: Any = object()
+_ABSENT: Any = object()
+
+
+class Property(NamedTuple):
+    """One top-level property of a decoded event (``value`` is ``None`` when ``error`` is set)."""
+
+    name: str
+    in_type: InType | int
+    out_type: OutType | int | None
+    value: Any
+    error: PropertyDecodeError | None
+
+
+class Schema:
+    """What is known about one record's kind of event; every name is ``None`` when unknown."""
+
+    __slots__ = ("record", "tdh", "_context")
+
+    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | None | Any = _MISSING) -> None:
+        self.record = record
+        if tdh is _MISSING:
+            tdh = context.tdh_schema_for(record) if context is not None else None
+        self.tdh: TdhSchema | None = tdh
+        self._context = context
+
+    @property
+    def found(self) -> bool:
+        """Whether a description of this event was found (else only header facts are known)."""
+        return self.tdh is not None
+
+    @property
+    def event_name(self) -> str | None:
+        return self.tdh.event_name if self.tdh else None
+
+    @property
+    def task_name(self) -> str | None:
+        return self.tdh.task_name if self.tdh else None
+
+    @property
+    def opcode_name(self) -> str | None:
+        return self.tdh.opcode_name if self.tdh else None
+
+    @property
+    def level_name(self) -> str | None:
+        return self.tdh.level_name if self.tdh else None
+
+    @property
+    def keyword_names(self) -> tuple[str, ...]:
+        return self.tdh.keyword_names if self.tdh else ()
+
+    @property
+    def channel_name(self) -> str | None:
+        return self.tdh.channel_name if self.tdh else None
+
+    @property
+    def provider_name(self) -> str | None:
+        if self.tdh is not None and self.tdh.provider_name:
+            return self.tdh.provider_name
+        return self._context.provider_name_of(self.record) if self._context is not None else None
+
+    @property
+    def decoding_source(self) -> str | None:
+        """``manifest``, ``tracelogging``, ``mof`` or ``wpp`` (TDH's DecodingSource)."""
+        return self.tdh.source if self.tdh else None
+
+    @property
+    def message(self) -> str | None:
+        return self.tdh.message if self.tdh else None
+
+    @property
+    def property_names(self) -> tuple[str, ...]:
+        return tuple(prop.name for prop in self.tdh.properties) if self.tdh else ()
+
+    # -- the header, as krabsetw's schema exposes it ------------------------------------------
+    @property
+    def event_id(self) -> int:
+        return self.record.id  # type: ignore[no-any-return]
+
+    @property
+    def version(self) -> int:
+        return self.record.version  # type: ignore[no-any-return]
+
+    @property
+    def opcode(self) -> int:
+        return self.record.opcode  # type: ignore[no-any-return]
+
+    @property
+    def level(self) -> int:
+        return self.record.level  # type: ignore[no-any-return]
+
+    @property
+    def task(self) -> int:
+        return self.record.task  # type: ignore[no-any-return]
+
+    @property
+    def keyword(self) -> int:
+        return self.record.keyword  # type: ignore[no-any-return]
+
+    @property
+    def provider_id(self) -> uuid.UUID | None:
+        return self.record.provider_id  # type: ignore[no-any-return]
+
+    @property
+    def process_id(self) -> int:
+        return self.record.pid  # type: ignore[no-any-return]
+
+    @property
+    def thread_id(self) -> int:
+        return self.record.tid  # type: ignore[no-any-return]
+
+    @property
+    def timestamp(self) -> datetime:
+        return self.record.time  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<Schema {self.provider_name or self.provider_id}/{self.event_name or f'id {self.event_id}'} ({self.decoding_source})>"
+
+
+# -- fixed-offset reads ---------------------------------------------------------------------------
+
+_Reader = Callable[[bytes], Any]
+_INTEGER_CODES = {
+    InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
+    InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
+    InType.FLOAT: "f", InType.DOUBLE: "d",
+}  # fmt: skip
+# Out-types under which the general decoder turns an integer into something else.
+_TRANSFORMING_OUT_TYPES = frozenset({OutType.BOOLEAN, OutType.PORT, OutType.IPV4})
+_FIXED_SIZES = {InType.BOOLEAN: 4, InType.GUID: 16, InType.FILETIME: 8, InType.SYSTEMTIME: 16, InType.UNICODECHAR: 2, InType.ANSICHAR: 1}
+
+
+def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[int, _Reader | None] | None:
+    """(size, reader or None when only the size is known) of a fixed-size scalar; ``None`` otherwise."""
+    if prop.members is not None or prop.count is not None or prop.count_in_data or prop.length is not None:
+        return None
+    if prop.custom_schema is not None or prop.problem is not None or prop.optional:
+        return None
+    in_type = prop.in_type
+    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    if in_type in (InType.POINTER, InType.SIZET):
+        code = "Q" if pointer_size == 8 else "I"
+    if code is not None:
+        unpack = struct.Struct("<" + code).unpack_from
+        size = struct.calcsize("<" + code)
+        if prop.out_type in _TRANSFORMING_OUT_TYPES:
+            return size, None
+        return size, lambda data: unpack(data, offset)[0]
+    if in_type == InType.BOOLEAN:
+        unpack = struct.Struct("<I").unpack_from
+        return 4, lambda data: unpack(data, offset)[0] != 0
+    if in_type == InType.GUID:
+        return 16, lambda data: uuid.UUID(bytes_le=data[offset : offset + 16])
+    if in_type == InType.FILETIME:
+        unpack = struct.Struct("<q").unpack_from
+        return 8, lambda data: filetime_to_datetime(unpack(data, offset)[0])
+    size = _FIXED_SIZES.get(in_type)  # type: ignore[call-overload]
+    return None if size is None else (size, None)
+
+
+def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:
+    """name -> (end offset, reader) for every property readable at a fixed offset."""
+    plan: dict[str, tuple[int, _Reader]] = {}
+    offset = 0
+    seen: set[str] = set()
+    for prop in schema.properties:
+        found = _fixed_reader(prop, offset, pointer_size)
+        if found is None:
+            break
+        size, reader = found
+        if reader is not None and prop.name not in seen:
+            plan[prop.name] = (offset + size, reader)
+        seen.add(prop.name)
+        offset += size
+    return plan
+
+
+_POINTER_TYPES = frozenset({InType.POINTER, InType.SIZET})
+# id(schema) -> (schema, plan for 8-byte pointers, plan for 4-byte pointers, whether they are the
+# same, the names of the schema's top-level properties)
+Plans = tuple[TdhSchema, dict[str, tuple[int, _Reader]], dict[str, tuple[int, _Reader]], bool, frozenset[str]]
+_plans: dict[int, Plans] = {}
+_PLAN_LIMIT = 8192
+
+
+def plans_of(schema: TdhSchema) -> Plans:
+    """The fixed-offset readers of ``schema`` for both pointer sizes (cached per schema)."""
+    entry = _plans.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_plans) >= _PLAN_LIMIT:
+            _plans.clear()
+        same = not any(prop.in_type in _POINTER_TYPES for prop in schema.properties)
+        wide = _plan(schema, 8)
+        names = frozenset(prop.name for prop in schema.properties)
+        entry = _plans[id(schema)] = (schema, wide, wide if same else _plan(schema, 4), same, names)
+    return entry
+
+
+def fixed_offset_plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:
+    """The fixed-offset readers of ``schema`` for this pointer size."""
+    entry = plans_of(schema)
+    return entry[1] if pointer_size == 8 else entry[2]
+
+
+_NO_PLANS: Plans = (TdhSchema(uuid.UUID(int=0)), {}, {}, True, frozenset())
+
+
+class Parser:
+    """Reads the properties of one record through its schema.
+
+    ``parse(name)`` raises ``PropertyNotFound`` (no such property, or no schema),
+    ``PropertyDecodeError`` (the bytes do not decode) or ``PropertyTypeMismatch`` (``type`` given
+    and the value has another one); ``try_parse(name, default)`` returns ``default`` instead.
+    """
+
+    __slots__ = ("_schema", "record", "_tdh", "_context", "_decoded", "_data", "_plans")
+
+    def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
+        self._schema: Schema | None = schema
+        self.record = schema.record
+        self._tdh = schema.tdh
+        self._context = schema._context
+        self._decoded: DecodedEvent | None = None
+        self._data: bytes | None = None
+        self._plans = plans
+
+    @classmethod
+    def of(cls, record: Any, tdh: TdhSchema | None, plans: Plans | None, context: Any) -> Parser:
+        """A parser whose ``Schema`` is made only if asked for (the trace context's fast path)."""
+        parser = cls.__new__(cls)
+        parser._schema = None
+        parser.record = record
+        parser._tdh = tdh
+        parser._context = context
+        parser._decoded = None
+        parser._data = None
+        parser._plans = plans
+        return parser
+
+    @property
+    def schema(self) -> Schema:
+        if self._schema is None:
+            self._schema = Schema(self.record, self._context, tdh=self._tdh)
+        return self._schema
+
+    @property
+    def user_data(self) -> bytes:
+        if self._data is None:
+            self._data = self.record.user_data
+        return self._data
+
+    @property
+    def decoded(self) -> DecodedEvent | None:
+        """The lazy ``DecodedEvent`` behind the parser (``None`` without a schema)."""
+        if self._decoded is None and self._tdh is not None:
+            self._decoded = DecodedEvent(self._tdh, self.user_data, self.record.pointer_size)
+        return self._decoded
+
+    def _value(self, name: str, missing: Any = _MISSING) -> Any:
+        """The value of ``name``; ``missing`` instead of raising when one is given."""
+        plans = self._plans
+        if plans is None:
+            tdh = self._tdh
+            plans = self._plans = plans_of(tdh) if tdh is not None else _NO_PLANS
+        fast = (plans[1] if plans[3] or self.record.pointer_size == 8 else plans[2]).get(name)
+        if fast is not None:
+            data = self.user_data
+            if fast[0] <= len(data):
+                return fast[1](data)
+        if name not in plans[4]:
+            if missing is not _MISSING:
+                return missing
+            if self._tdh is None:
+                raise PropertyNotFound(f"no schema is known for this event ({self.schema!r})", property_name=name)
+            raise PropertyNotFound(f"the event has no property {name!r}", property_name=name)
+        decoded = self.decoded
+        assert decoded is not None
+        try:
+            return decoded[name]
+        except KeyError:
+            if missing is not _MISSING:
+                return missing
+            error = decoded.errors.get(name)
+            if error is not None:
+                raise error from None
+            if name in decoded.not_decoded:
+                raise PropertyDecodeError("not decoded: the size of a property before it is unknown", property_name=name) from None
+            raise PropertyNotFound(f"the event has no property {name!r}", property_name=name) from None
+
+    def parse(self, name: str, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002 - krabsetw's name
+        value = self._value(name)
+        if type is not None and not _is_of(value, type):
+            raise PropertyTypeMismatch(f"value {value!r} is a {value.__class__.__name__}, not {type!r}", property_name=name)
+        return value
+
+    def try_parse(self, name: str, default: Any = None, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002
+        value = self._value(name, _ABSENT)
+        if value is _ABSENT or (type is not None and not _is_of(value, type)):
+            return default
+        return value
+
+    def properties(self) -> list[Property]:
+        """Every top-level property in schema order, decoded (errors kept per property)."""
+        decoded = self.decoded
+        if decoded is None:
+            return []
+        values = decoded.values_in_order()
+        errors = decoded.errors
+        return [
+            Property(prop.name, prop.in_type, prop.out_type, value, errors.get(prop.name))
+            for prop, value in zip(decoded.schema.properties, values)
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every property that decoded: name -> typed value."""
+        decoded = self.decoded
+        return {} if decoded is None else dict(decoded.decode_all().items())
+
+    @property
+    def errors(self) -> dict[str, PropertyDecodeError]:
+        decoded = self.decoded
+        return {} if decoded is None else decoded.errors
+
+    def __iter__(self) -> Iterator[Property]:
+        return iter(self.properties())
+
+    def __repr__(self) -> str:
+        return f"<Parser {self.schema!r}>"
+
+
+def _is_of(value: Any, wanted: type | tuple[type, ...]) -> bool:
+    kinds = wanted if isinstance(wanted, tuple) else (wanted,)
+    if isinstance(value, bool) and bool not in kinds:
+        return False  # an int is asked for; a bool is not one here
+    return isinstance(value, kinds)

@@ -1,0 +1,170 @@
+"""Where a trace's records come from: files and live sessions, one interface.
+
+A ``Source`` gives ``EventRecord``s in time order (``records()``), its statistics, and errors it
+met (loss is data: a damaged buffer is skipped, counted and reported, never silently dropped).
+A trace merges its sources by wall-clock time, as ``openetw relog`` does.
+
+A live real-time session is one more ``Source`` (``openetw.consumer.live``): it yields the
+records of the ETL buffers the trace service delivers, as they come, and ends when the session
+stops or ``stop()`` is called (``records_from_buffer`` turns one buffer into records for
+sources that receive bare buffers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from openetw.consumer.index import EtlIndex
+from openetw.consumer.index_walk import single_buffer, walk_chains
+from openetw.consumer.stats import SourceStatistics
+from openetw.errors import EtlFormatError
+from openetw.etl import layouts as L
+from openetw.etl.logfile import LogfileHeader
+from openetw.etl.reader import EtlReader
+from openetw.etl.record import RECORD_CLASSES, EventRecord, MessageRecord, RecordContext, UnknownRecord
+
+__all__ = ["FileSource", "RecordSource", "Source", "records_from_buffer"]
+
+
+class Source:
+    """One stream of records for a trace."""
+
+    name: str = "<source>"
+    live: bool = False
+    header: LogfileHeader | None = None
+    context: RecordContext | None = None
+    index: EtlIndex | None = None
+
+    def open(self) -> None:
+        """Get ready to give records (read headers, connect); errors raise here."""
+
+    def records(self) -> Iterator[EventRecord]:
+        """Every record, in time order."""
+        raise NotImplementedError
+
+    def statistics(self) -> SourceStatistics:
+        return SourceStatistics()
+
+    def errors(self) -> list[EtlFormatError]:
+        """What went wrong so far (damage that was skipped)."""
+        return []
+
+    def stop(self) -> None:
+        """Ask a live source to end its record stream (files end by themselves)."""
+
+    def close(self) -> None:
+        """Release files and connections."""
+
+
+class FileSource(Source):
+    """An ``.etl`` file, read through its index (``index=True``) or streamed with ``EtlReader``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, index: bool = True, index_dir: str | os.PathLike[str] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.name = self.path
+        self.use_index = index
+        self.index_dir = index_dir
+        self._reader: EtlReader | None = None
+        self._stream_errors: list[EtlFormatError] = []
+        self._streamed: Any = None
+
+    def open(self) -> None:
+        if self.use_index:
+            self.index = EtlIndex.open(self.path, cache_dir=self.index_dir)
+            self.header, self.context = self.index.header, self.index.context
+        else:
+            with EtlReader(self.path, strict=False) as reader:
+                self.header, self.context = reader.header, reader.context
+
+    def records(self) -> Iterator[EventRecord]:
+        """The records in time order (through the index when there is one)."""
+        if self.index is not None:
+            with self.index.loader() as loader:
+                yield from loader.records(_all_rows(self.index))
+            return
+        reader = EtlReader(self.path, strict=False)
+        self._reader = reader
+        try:
+            yield from reader.records(time_order=True)
+        finally:
+            self._stream_errors = list(reader.stats.errors)
+            self._streamed = reader.stats
+            reader.close()
+
+    def statistics(self) -> SourceStatistics:
+        header = self.header
+        stats = SourceStatistics()
+        if header is not None:
+            stats.events_lost = header.events_lost
+            stats.buffers_written = header.buffers_written
+            stats.log_buffers_lost = header.buffers_lost
+        if self.index is not None:
+            read = self.index.read_stats
+            stats.buffers = read.get("buffers", 0)
+            stats.records = stats.events_written = read.get("records", 0)
+            stats.unknown_records = read.get("unknown_records", 0)
+            stats.skipped_bytes = read.get("skipped_bytes", 0)
+            stats.buffers_with_events_lost_flag = read.get("buffers_with_events_lost_flag", 0)
+            stats.format_errors = len(self.index.errors)
+        else:
+            read = self._reader.stats if self._reader is not None else self._streamed
+            if read is not None:
+                stats.buffers = read.buffers
+                stats.records = stats.events_written = read.records
+                stats.unknown_records = read.unknown_records
+                stats.skipped_bytes = read.skipped_bytes
+                stats.buffers_with_events_lost_flag = read.buffers_with_events_lost_flag
+                stats.format_errors = len(read.errors)
+        return stats
+
+    def errors(self) -> list[EtlFormatError]:
+        if self.index is not None:
+            return [EtlFormatError(message, path=self.path) for message in self.index.errors]
+        if self._reader is not None:
+            return list(self._reader.stats.errors)
+        return list(self._stream_errors)
+
+    def __repr__(self) -> str:
+        return f"<FileSource {self.path}{' (indexed)' if self.index is not None else ''}>"
+
+
+def _all_rows(index: EtlIndex) -> Any:
+    return np.arange(len(index.records))
+
+
+class RecordSource(Source):
+    """Records already in memory (built by ``openetw.testing``, or kept from elsewhere)."""
+
+    def __init__(self, records: Any, name: str = "<records>") -> None:
+        self._records = list(records)
+        self.name = name
+
+    def records(self) -> Iterator[EventRecord]:
+        return iter(self._records)
+
+    def statistics(self) -> SourceStatistics:
+        return SourceStatistics(records=len(self._records), events_written=len(self._records))
+
+
+def records_from_buffer(data: bytes, context: RecordContext, index: int = 0) -> Iterator[EventRecord]:
+    """The records of one uncompressed ETL buffer (header included), in buffer order.
+
+    Damage ends the buffer's records: what follows an unreadable size is skipped (an
+    ``UnknownRecord`` keeps bytes that do not start with a record header).
+    """
+    buffers = single_buffer(data, index)
+    chains = walk_chains(buffers)
+    cpu = buffers.infos[0].cpu
+    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist()):
+        header_type = buffers.blob[offset + 2]
+        cls = RECORD_CLASSES.get(header_type)
+        if cls is not None and buffers.blob[offset + 3] & 0xC0 == 0xC0:
+            yield cls(cls.layout.unpack_from(data, offset), data, offset, size, cpu, context, index)  # type: ignore[union-attr]
+        else:
+            yield MessageRecord(L.MESSAGE_TRACE_HEADER.unpack_from(data, offset), data, offset, size, cpu, context, index)
+    for offset, size, _, reason in chains.unknown:
+        yield UnknownRecord(data, offset, size, cpu, context, index, reason)
