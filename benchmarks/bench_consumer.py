@@ -1,4 +1,4 @@
-"""The consumer: events per second through one ``UserTrace`` over uncompressed corpus files.
+"""The consumer: events per second through one ``UserTrace``, over corpus files and live.
 
 Rows, per file, all measured in the same run (best of N, indexes already built unless said):
 the raw header walk (``EtlReader`` iteration, file order) as the baseline; the index pass
@@ -12,18 +12,41 @@ skipping records on the index buys.
 
 Goals: callbacks with a provider filter >= 1M events/s, index pass >= 2M records/s, batches
 >= 17.4M events/s.
-Usage: python benchmarks/bench_consumer.py [--repeat 3]
+
+Then, live (``--live-seconds``, default 5; ``--no-live`` skips it, ``--live`` runs only it):
+a private trace service, producer processes writing a 3-field TraceLogging event at target
+rates (50k, 100k, 200k events/s, rate-limited, one process per 80k events/s), a real-time
+session, and a ``UserTrace`` attached to it that parses one property of every event: with a
+callback (a lagging consumer leaves buffers queued at the service, which drops them past its
+limit: lost by the service) and with ``events(when_full="drop")`` (the hand-off queue drops:
+dropped by the consumer). Printed per rate: what producers wrote and at what rate, what the
+consumer handled and at what rate (from the producers' start to the consumer's end), events
+dropped by the consumer, events lost by the service (pools with no free buffer, real-time
+buffers nobody could take), and whether handled + dropped + lost = written. Producers, service
+and consumer share the machine's cores: on 2 cores the higher rates measure the contention.
+
+Usage: python benchmarks/bench_consumer.py [--repeat 3] [--live-seconds 5] [--no-live | --live]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import select
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CORPUS, best_of, machine_note, table  # noqa: E402
@@ -151,13 +174,235 @@ def filter_callbacks(path: str, manifests: list[object], provider_name: str, pro
     return run
 
 
+# -- live: a private service, rate-limited producer processes, a consumer of a real-time session --
+
+LIVE_RATES = (50_000, 100_000, 200_000)
+LIVE_PROVIDER = "Bench.Live"
+LIVE_TEXT = "twenty characters..!"
+# One Python producer writes ~100k events/s flat out here (alone): a process per 80k leaves headroom.
+PER_PRODUCER_RATE = 80_000
+LIVE_FORMS = ("callback", "events(when_full='drop')")
+ITERATOR_QUEUE = 4096
+START_TIMEOUT = 20.0
+
+
+@contextmanager
+def live_service() -> Iterator[None]:
+    """A trace service on a socket in a temporary folder, for this process and its children;
+    stopped (killed if it must be) and its folder removed at the end."""
+    directory = Path(tempfile.mkdtemp(prefix="openetw-bench-live-"))
+    socket_path = directory / "control.sock"
+    saved = {name: os.environ.get(name) for name in ("OPENETW_SOCKET", "OPENETW_NO_AUTOSTART")}
+    os.environ.update(OPENETW_SOCKET=str(socket_path), OPENETW_NO_AUTOSTART="1")
+    read_end, write_end = os.pipe()
+    with open(directory / "service.log", "ab") as log:
+        service = subprocess.Popen(
+            [sys.executable, "-m", "openetw", "service", "run", "--socket", str(socket_path), "--ready-fd", str(write_end)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
+        )  # fmt: skip
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], START_TIMEOUT)
+        if not ready or not os.read(read_end, 16).startswith(b"ready"):
+            raise RuntimeError(f"the trace service did not start: {(directory / 'service.log').read_text()}")
+        yield
+    finally:
+        os.close(read_end)
+        if service.poll() is None:
+            service.send_signal(signal.SIGTERM)
+            try:
+                service.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                service.kill()
+                service.wait()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def producer_main(rate: float, seconds: float) -> None:
+    """A producer process: register, say when enabled, write on "go" at ``rate`` events/s for
+    ``seconds``, report, then stay alive (its pool with it) until told to exit."""
+    from openetw.provider import TraceLoggingProvider
+
+    provider = TraceLoggingProvider(LIVE_PROVIDER).register()
+    deadline = time.monotonic() + START_TIMEOUT
+    while not provider.enabled and time.monotonic() < deadline:
+        time.sleep(0.005)
+    print(json.dumps({"enabled": provider.enabled}), flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return
+    write = provider.write
+    chunk = max(50, min(5000, int(rate / 200)))  # about 5 ms of events between looks at the clock
+    attempted = written = 0
+    start = now = time.perf_counter()
+    while now - start < seconds:
+        for i in range(attempted, attempted + chunk):
+            written += write("Counted", level=4, keyword=0x10, count=i, total=i, name=LIVE_TEXT)
+        attempted += chunk
+        now = time.perf_counter()
+        ahead = start + attempted / rate - now
+        if ahead > 0:
+            time.sleep(ahead)
+            now = time.perf_counter()
+    print(json.dumps({"attempted": attempted, "written": written, "seconds": now - start}), flush=True)
+    sys.stdin.readline()
+    provider.unregister()
+
+
+class LiveProducer:
+    """This script run with ``--producer``, steered over its stdin."""
+
+    def __init__(self, rate: float, seconds: float) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--producer", "--rate", str(rate), "--live-seconds", str(seconds)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+        )  # fmt: skip
+
+    def read(self, timeout: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else b""
+        if not line:
+            raise RuntimeError(f"producer {self.process.pid} did not answer")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def tell(self, word: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(word.encode() + b"\n")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.tell("exit")
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+@dataclass
+class LiveResult:
+    form: str
+    rate: int
+    producers: int
+    attempted: int
+    written: int
+    producing_seconds: float
+    consumer_seconds: float
+    drain_seconds: float
+    cpu_seconds: float  # this process's (the consumer's) CPU time over the run
+    stats: dict[str, Any]
+    final: dict[str, int]
+
+
+def live_run(number: int, form: str, rate: int, seconds: float) -> LiveResult:
+    """One rate, one consumer form: a real-time session, producers, a trace attached to it."""
+    from openetw.controller import Session
+
+    name = f"BenchLive{number}"
+    count = max(1, math.ceil(rate / PER_PRODUCER_RATE))
+    producers = [LiveProducer(rate / count, seconds) for _ in range(count)]
+    try:
+        session = Session.start(name, mode="realtime", flush_timer=1, providers=[(LIVE_PROVIDER, {"level": 5})])
+        trace = UserTrace(sessions=[name], manifests=[])
+        try:
+            provider = Provider(LIVE_PROVIDER)
+            if form == "callback":
+                provider.add_on_event_callback(lambda record, context: context.parser_for(record).parse("count"))
+                consume: Callable[[], None] = trace.process
+            else:
+
+                def consume() -> None:
+                    for event in trace.events(queue_size=ITERATOR_QUEUE, when_full="drop"):
+                        event.parse("count")
+
+            trace.enable(provider)
+            trace.on_error(lambda error, record: None)  # drops are counted in query_stats(), read below
+            trace.open()
+            for producer in producers:
+                if not producer.read(START_TIMEOUT + 10).get("enabled"):
+                    raise RuntimeError("a producer was not enabled")
+            consumer = threading.Thread(target=consume, name="bench-consumer")
+            consumer.start()
+            start, cpu_start = time.perf_counter(), time.process_time()
+            for producer in producers:
+                producer.tell("go")
+            reports = [producer.read(seconds + 120) for producer in producers]
+            produced = time.perf_counter()
+            final = session.stop()  # the last buffers go to the consumer, then the end of the session
+            consumer.join()
+            ended, cpu_end = time.perf_counter(), time.process_time()
+        finally:
+            session.stop()
+            trace.stop()
+            trace.close()
+    finally:
+        for producer in producers:
+            producer.close()
+    return LiveResult(
+        form, rate, count, sum(r["attempted"] for r in reports), sum(r["written"] for r in reports),
+        max(r["seconds"] for r in reports), ended - start, ended - produced, cpu_end - cpu_start, trace.query_stats(), final,
+    )  # fmt: skip
+
+
+def run_live(rates: list[int], seconds: float) -> None:
+    print(f"\nlive: producers write for {seconds:g} s at each rate; load average before: "
+          f"{', '.join(f'{load:.1f}' for load in os.getloadavg())}")  # fmt: skip
+    rows: list[list[object]] = []
+    with live_service():
+        number = 0
+        for form in LIVE_FORMS:
+            for rate in rates:
+                number += 1
+                result = live_run(number, form, rate, seconds)
+                stats, final = result.stats, result.final
+                handled, dropped, lost = stats["events_handled"], stats["events_dropped"], final["events_lost"]
+                balance = "yes" if handled + dropped + lost == result.attempted else f"NO ({result.attempted - handled - dropped - lost:+d})"
+                read = max(1, stats["events_read"])
+                rows.append([
+                    form, f"{rate / 1000:g}k", result.producers, result.attempted,
+                    f"{result.attempted / result.producing_seconds / 1000:.0f}k", handled,
+                    f"{handled / result.consumer_seconds / 1000:.0f}k", f"{result.cpu_seconds / read * 1e6:.1f}",
+                    f"{result.drain_seconds:.1f} s", dropped, f"{lost} ({final['realtime_buffers_lost']} rt buffers)", balance,
+                ])  # fmt: skip
+    print(table(
+        ["consumer", "target/s", "producers", "written", "written/s", "handled", "handled/s", "consumer CPU us/event",
+         "drain after", "dropped (consumer)", "lost (service)", "handled+dropped+lost = written"],
+        rows,
+    ))  # fmt: skip
+    print("    written: events producers wrote (a pool with no free buffer drops some: counted as lost by the"
+          " service); handled/s: from the producers' start to the consumer's end; consumer CPU: this process's"
+          " CPU time per event read; drain after: how long the consumer went on once the producers stopped;"
+          " rt buffers: real-time buffers the service dropped because the consumer was too far behind")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--live-seconds", type=float, default=5.0, help="how long producers write at each rate")
+    parser.add_argument("--live-rates", default=",".join(str(rate) for rate in LIVE_RATES), help="target events/s, comma-separated")
+    live = parser.add_mutually_exclusive_group()
+    live.add_argument("--no-live", action="store_true", help="only the file part")
+    live.add_argument("--live", action="store_true", help="only the live part (by default it runs after the file part)")
+    parser.add_argument("--producer", action="store_true", help=argparse.SUPPRESS)  # a producer process of the live part
+    parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
     args, _ = parser.parse_known_args()
-    with tempfile.TemporaryDirectory(prefix="openetw-bench-index-") as scratch:
-        os.environ.setdefault("OPENETW_INDEX_DIR", scratch)  # corpus folders are read-only: indexes go here
-        run_all(args.repeat)
+    if args.producer:
+        producer_main(args.rate, args.live_seconds)
+        return
+    if not args.live:
+        with tempfile.TemporaryDirectory(prefix="openetw-bench-index-") as scratch:
+            os.environ.setdefault("OPENETW_INDEX_DIR", scratch)  # corpus folders are read-only: indexes go here
+            run_all(args.repeat)
+    if not args.no_live:
+        run_live([int(rate) for rate in args.live_rates.split(",") if rate.strip()], args.live_seconds)
 
 
 def run_all(repeat: int) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "TraceLoggingProvider",
     "DecodeError",
     "EtlFormatError",
+    "EtwLoggingHandler",
     "InvalidArgument",
     "ManifestError",
     "OpenEtwError",
@@ -36,6 +37,7 @@ _LAZY = {
     "Provider": "openetw.provider.runtime",
     "TraceLoggingProvider": "openetw.provider.runtime",
     "Session": "openetw.controller.session",
+    "EtwLoggingHandler": "openetw.provider.logging_handler",
 }
 
 

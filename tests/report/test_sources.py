@@ -54,6 +54,14 @@ def test_files_are_parsed_only_when_their_provider_is_met(tmp_path: Path) -> Non
     assert registry.parsed_files == 2
 
 
+def test_files_added_after_a_provider_was_met_are_still_loaded(tmp_path: Path) -> None:
+    write(tmp_path / "other.man", manifest("Demo-B", "other", OTHER))
+    registry = build_registry([tmp_path / "other.man"], installed=False)
+    assert registry.schema_for(event()) is None  # GUID met while no file declares it
+    registry.add_files([write(tmp_path / "a.man", manifest("Demo-A", "first"))])
+    assert field_of(registry) == "first"
+
+
 def test_later_sources_win_for_a_provider(tmp_path: Path) -> None:
     early = write(tmp_path / "early.man", manifest("Demo", "early"))
     late = write(tmp_path / "late.man", manifest("Demo", "late"))

@@ -14,12 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openetw.etl import read_records
+from openetw.manifest import load_manifest
 from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh import REST, DecodedEvent, compile_schema, decode_all
 from openetw.tdh.compiled import compiled_reader, reader_source
 from openetw.tdh.from_manifest import schemas_from_manifest
 from openetw.tdh.mof import schema_from_mof
 from openetw.tdh.mof_kernel import KERNEL_CLASSES, find_layout
+from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 from tests.conftest import corpus_path
 from tests.tdh.test_from_manifest import corpus_manifests
@@ -296,7 +298,7 @@ EDGE_CASES = [
     ((P("t", InType.UINT32), P("s", InType.POINTER, count=REST)), struct.pack("<IQQ", 1, 2, 3), True),
     ((P("t", InType.UINT32), P("s", InType.POINTER, count=REST)), struct.pack("<IQQ", 1, 2, 3)[:-3], False),
     ((P("t", InType.UINT32), P("s", InType.UNICODESTRING, count=REST)), struct.pack("<I", 1) + b"a\0\0\0b\0\0\0", True),
-    ((P("t", InType.UINT32), P("s", InType.UNICODESTRING, count=REST)), struct.pack("<I", 1) + b"a\0\0", False),
+    ((P("t", InType.UINT32), P("s", InType.UNICODESTRING, count=REST)), struct.pack("<I", 1) + b"a\0\0", True),
     ((P("sid", InType.WBEMSID),), bytes(4) + b"rest", True),
     ((P("sid", InType.WBEMSID),), b"\x01" + bytes(15) + bytes([1, 1]) + bytes(6) + struct.pack("<I", 18), True),
     ((P("sid", InType.WBEMSID),), b"\x01" + bytes(15) + bytes([1, 2]) + bytes(6) + struct.pack("<I", 18), False),
@@ -308,6 +310,14 @@ EDGE_CASES = [
     ((P("s", InType.UNICODESTRING),), b"\0a\0\0\0", True),  # the NUL pair at an odd offset is not the end
     ((P("s", InType.NONNULLTERMINATEDSTRING),), b"a\0b", True),  # an odd last byte is still read
     ((P("s", InType.ANSISTRING),), b"caf\xe9\x81\0", True),
+    # A string without its NUL runs to the end of the payload, wherever it is.
+    ((P("t", InType.UINT32), P("s", InType.UNICODESTRING)), struct.pack("<I", 1) + "/a".encode("utf-16-le"), True),
+    ((P("t", InType.UINT32), P("s", InType.UNICODESTRING)), struct.pack("<I", 1) + "/a".encode("utf-16-le") + b"!", True),
+    ((P("t", InType.UINT32), P("s", InType.ANSISTRING)), struct.pack("<I", 1) + b"/a", True),
+    ((P("t", InType.UINT32), P("s", InType.UNICODESTRING)), struct.pack("<I", 1), False),
+    ((P("s", InType.UNICODESTRING), P("u", InType.UINT8)), "ab".encode("utf-16-le"), False),
+    ((P("s", InType.ANSISTRING, count=2),), b"ab", False),
+    ((P("s", InType.ANSISTRING, count=REST),), b"a\0b", True),
     ((P("t", InType.SYSTEMTIME),), struct.pack("<8H", 2020, 13, 0, 1, 0, 0, 0, 0), False),
     ((P("t", InType.FILETIME), P("u", InType.UINT8, optional=True)), struct.pack("<q", 0), True),
     ((P("t", InType.FILETIME), P("u", InType.UINT16, optional=True)), struct.pack("<qB", 0, 1), False),
@@ -368,6 +378,36 @@ def test_real_records_decode_the_same_both_ways(name: str, step: int) -> None:
     assert fast > 1000
 
 
+def test_http_urls_without_their_nul_take_the_compiled_path() -> None:
+    manifest = load_manifest(corpus_path("etl", "manifests", "tx", "HTTP_Server.man")).manifest
+    registry = SchemaRegistry([manifest], kernel=False)
+    unterminated = 0
+    for record in read_records(corpus_path("etl", "tx", "HTTP_Server.etl")):
+        schema = registry.schema_for(record)
+        if schema is None:
+            continue
+        took_compiled = check_same(schema, record.user_data, record.pointer_size)
+        if schema.property_named("Url") is not None and not record.user_data.endswith(b"\0\0"):
+            assert took_compiled
+            unterminated += 1
+    assert unterminated == 291
+
+
+def test_the_registry_keeps_one_compiled_schema_per_schema_and_pointer_size() -> None:
+    schema = Schema(PROVIDER, properties=(PropertyInfo("n", InType.UINT32), PropertyInfo("s", InType.UNICODESTRING)))
+    registry = SchemaRegistry(kernel=False)
+    compiled = registry.compiled(schema, 8)
+    assert compiled.fast and registry.compiled(schema, 8) is compiled
+    assert registry.compiled(schema, 4) is not compiled and registry.compiled(schema, 4).pointer_size == 4
+    assert registry.compiled(Schema(PROVIDER, properties=schema.properties), 8) is not compiled  # equal, not the same
+    decoded = registry.decode(schema, struct.pack("<I", 3) + "/url".encode("utf-16-le"), 8)
+    assert decoded.ok and dict(decoded.items()) == {"n": 3, "s": "/url"}
+    nested = Schema(PROVIDER, properties=(PropertyInfo("s", InType.NULL, members=(PropertyInfo("a", InType.UINT8),)),))
+    assert not registry.compiled(nested, 8).fast
+    assert registry.decode(nested, b"\x05", 8)["s"] == {"a": 5}
+    assert registry.decode(schema, b"\x01", 8).errors["n"].message == "UINT32 needs 4 bytes, 1 left in the payload"
+
+
 # --- the generated code -------------------------------------------------------------------------------
 
 
@@ -395,9 +435,9 @@ def test_fast_path_falls_back_with_the_general_errors() -> None:
     schema = Schema(PROVIDER, properties=(PropertyInfo("n", InType.UINT32), PropertyInfo("s", InType.UNICODESTRING)))
     compiled = compile_schema(schema, 8)
     assert compiled.fast
-    values, errors = compiled(struct.pack("<I", 1) + b"a\0b")
+    values, errors = compiled(struct.pack("<I", 1))
     assert values == {"n": 1}
-    assert errors["s"].message == "UNICODESTRING has no NUL terminator before the end of the payload"
+    assert errors["s"].message == "UNICODESTRING needs at least 1 byte, 0 left in the payload"
     decoded = compiled.decode(struct.pack("<I", 1) + "ok\0".encode("utf-16-le") + b"++")
     assert decoded.ok and decoded.trailing == b"++" and decoded.raw("s") == "ok\0".encode("utf-16-le")
 

@@ -78,6 +78,50 @@ def test_utf16_terminator_must_be_aligned() -> None:
     assert decode_one(PropertyInfo("v", InType.UNICODESTRING), data) == "\u0100\u0001"
 
 
+def test_a_string_without_its_nul_runs_to_the_end_of_the_payload() -> None:
+    head = PropertyInfo("n", InType.UINT32)
+    for prop, tail, text in [
+        (PropertyInfo("url", InType.UNICODESTRING), "/index.htm".encode("utf-16-le"), "/index.htm"),
+        (PropertyInfo("url", InType.UNICODESTRING), "/a".encode("utf-16-le") + b"\x7f", "/a"),  # odd byte: consumed, not text
+        (PropertyInfo("url", InType.UNICODESTRING), b"!", ""),
+        (PropertyInfo("url", InType.ANSISTRING), b"/index.htm", "/index.htm"),
+    ]:
+        data = struct.pack("<I", 7) + tail
+        decoded = decode_properties(schema(head, prop), data, 8)
+        assert decoded.ok and decoded["url"] == text
+        assert decoded.end_offset == len(data) and decoded.raw("url") == tail
+
+
+def test_an_unterminated_string_takes_every_byte_left_wherever_it_is() -> None:
+    # Not only the last property: later properties find the payload empty.
+    decoded = decode_properties(schema(PropertyInfo("s", InType.ANSISTRING), PropertyInfo("after", InType.UINT8)), b"ab\x01", 8)
+    assert decoded["s"] == "ab\x01"
+    assert decoded.errors["after"].message == "UINT8 needs 1 bytes, 0 left in the payload"
+    strings = PropertyInfo("s", InType.UNICODESTRING, count=2)
+    decoded = decode_properties(schema(strings), "x".encode("utf-16-le"), 8)
+    assert decoded.errors["s"].message == "UNICODESTRING needs at least 1 byte, 0 left in the payload"
+    assert decoded.errors["s"].offset == 2
+
+
+def test_a_string_that_starts_at_the_end_of_the_payload_is_an_error() -> None:
+    for in_type in (InType.UNICODESTRING, InType.ANSISTRING):
+        decoded = decode_properties(schema(PropertyInfo("n", InType.UINT8), PropertyInfo("s", in_type)), b"\x01", 8)
+        assert decoded["n"] == 1 and not decoded.ok
+        assert decoded.errors["s"].message.endswith("needs at least 1 byte, 0 left in the payload")
+
+
+def test_mapping_views_and_lookups_decode_what_they_need() -> None:
+    props = (PropertyInfo("a", InType.UINT8), PropertyInfo("b", InType.UINT8), PropertyInfo("c", InType.UINT32))
+    decoded = decode_properties(schema(*props), b"\x01\x02\x03", 8)
+    assert decoded["a"] == 1 and "b" in decoded and decoded.get("b") == 2
+    assert "c" not in decoded and decoded.get("c", "absent") == "absent" and "zz" not in decoded
+    assert list(decoded.keys()) == ["a", "b"] and list(decoded.values()) == [1, 2]
+    assert dict(decoded.items()) == {"a": 1, "b": 2} and len(decoded) == 2
+    assert decoded.errors["c"].message == "UINT32 needs 4 bytes, 1 left in the payload"
+    fresh = decode_properties(schema(*props), b"\x01\x02\x03\x00\x00\x00", 8)
+    assert list(fresh.items()) == [("a", 1), ("b", 2), ("c", 3)]  # items() alone decodes everything
+
+
 def test_strings_with_a_length_count_characters_and_stop_at_nul() -> None:
     assert decode_one(PropertyInfo("v", InType.UNICODESTRING, length=4), "ab\0\0".encode("utf-16-le")) == "ab"
     assert decode_one(PropertyInfo("v", InType.ANSISTRING, length=3), b"xyz") == "xyz"
@@ -171,9 +215,9 @@ def test_nested_structs_and_struct_arrays() -> None:
 
 
 def test_errors_inside_structs_and_arrays_name_the_element() -> None:
-    point = PropertyInfo("pt", InType.NULL, count=2, members=(PropertyInfo("x", InType.INT16), PropertyInfo("s", InType.ANSISTRING)))
-    decoded = decode_properties(schema(point), b"\x01\x00a\0\x02\x00bc", 8)
-    assert decoded.errors["pt"].message.startswith("pt[1].s: ANSISTRING has no NUL terminator")
+    point = PropertyInfo("pt", InType.NULL, count=2, members=(PropertyInfo("s", InType.ANSISTRING), PropertyInfo("x", InType.INT16)))
+    decoded = decode_properties(schema(point), b"a\0\x01\x00bc", 8)
+    assert decoded.errors["pt"].message.startswith("pt[1].x: INT16 needs 2 bytes, 0 left")
     assert decoded.errors["pt"].offset == 6
     bad_time = PropertyInfo("times", InType.SYSTEMTIME, count=2)
     decoded = decode_properties(schema(bad_time), struct.pack("<8H", 2021, 9, 4, 9, 1, 2, 3, 4) + bytes(16), 8)
@@ -204,8 +248,6 @@ def test_truncated_final_property_is_an_error_for_that_property() -> None:
 @pytest.mark.parametrize(
     "prop",
     [
-        PropertyInfo("s", InType.UNICODESTRING),
-        PropertyInfo("s", InType.ANSISTRING),
         PropertyInfo("s", InType.MANIFEST_COUNTEDSTRING),
         PropertyInfo("g", InType.GUID),
         PropertyInfo("t", InType.SYSTEMTIME),

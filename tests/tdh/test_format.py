@@ -101,6 +101,13 @@ def test_format_message(message: str, values: list[object], expected: str) -> No
     assert format_message(message, values) == expected
 
 
+def test_a_message_is_parsed_once_and_filled_afresh_each_time() -> None:
+    message = "%2 then %1!x!, %2 again%0 never shown"
+    assert format_message(message, [255, "b"]) == "b then ff, b again"
+    assert format_message(message, [16, "c"]) == "c then 10, c again"
+    assert format_message(message, ["text"]) == "%2 then text, %2 again"
+
+
 def test_parameter_strings() -> None:
     assert format_message("%1 %%11", ["8"], {11: "quarts"}) == "8 quarts"
 

@@ -23,6 +23,7 @@ from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.mof_file import schemas_from_mof_file
+from openetw.tdh.wpp import read_tmf_path
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -54,9 +55,29 @@ _mof_files_option = click.option(
 )
 
 
+_TMF_FILES = "openetw.tmf_files"
+
+
+def _remember_tmf_files(ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.meta[_TMF_FILES] = value
+
+
+# ``--tmf`` rides along the same way as ``--mof``.
+_tmf_files_option = click.option(
+    "--tmf",
+    multiple=True,
+    metavar="FILE|DIR",
+    type=click.Path(path_type=str),
+    expose_value=False,
+    callback=_remember_tmf_files,
+    help="Decode WPP (TraceMessage) events with this TMF file, or every *.tmf file in this directory "
+    "(repeatable; later ones win).",
+)
+
+
 def manifest_option(command: Any) -> Any:
-    """``--manifest FILE|DIR`` and ``--mof FILE`` (both repeatable)."""
-    return _manifest_files_option(_mof_files_option(command))
+    """``--manifest FILE|DIR``, ``--mof FILE`` and ``--tmf FILE|DIR`` (all repeatable)."""
+    return _manifest_files_option(_mof_files_option(_tmf_files_option(command)))
 
 no_installed_option = click.option(
     "--no-installed", is_flag=True, help="Do not use the installed manifests (openetw manifest install)."
@@ -82,7 +103,7 @@ def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
 
 
 def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> LazyManifestRegistry:
-    """The registry ``--manifest`` (and ``--mof``) describe, warning on stderr about what did not load."""
+    """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
     registry = build_registry(manifests, installed=installed)
     context = click.get_current_context(silent=True)
     for path in context.meta.get(_MOF_FILES, ()) if context is not None else ():
@@ -91,6 +112,10 @@ def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> Lazy
                 registry.add_schema(schema, source=path)
         except ManifestError as error:
             registry.errors.append(error)
+    for path in context.meta.get(_TMF_FILES, ()) if context is not None else ():
+        messages, errors = read_tmf_path(path)
+        registry.add_tmf(messages)
+        registry.errors.extend(errors)
     warn_about(registry)
     return registry
 

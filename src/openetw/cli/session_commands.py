@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from openetw.errors import InvalidArgument, ServiceError
+from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
 from openetw.session import STATISTICS_KEYS
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -45,11 +45,22 @@ def service() -> None:
 @click.option("--system", "scope", flag_value="system", help="The machine's service: /run/openetw/control.sock.")
 @click.option("--user", "scope", flag_value="user", help="Your own service: $XDG_RUNTIME_DIR/openetw/control.sock.")
 @_socket_option
+@click.option(
+    "--autologger", "autologger", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Sessions to start with the service (TOML). Default: $XDG_CONFIG_HOME/openetw/autologger.toml"
+    " (user service) or /etc/openetw/autologger.toml (system service), when present.",
+)
+@click.option("--no-autologger", is_flag=True, help="Start no sessions of a default autologger file.")
 @click.option("--ready-fd", type=int, default=None, hidden=True)
-def service_run(scope: str | None, socket_path: str | None, ready_fd: int | None) -> None:
-    """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`."""
+def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None) -> None:
+    """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`.
+
+    Sessions an autologger file describes start with it; their output files are created with the
+    identity of the file's owner, and a file others may write is refused.
+    """
+    from openetw.service.autologger import default_autologger
     from openetw.service.paths import default_socket
-    from openetw.service.server import run_service
+    from openetw.service.run import run_service
 
     system = scope == "system" or (scope is None and socket_path is None and os.geteuid() == 0 and not os.environ.get("OPENETW_SOCKET"))
     if socket_path is not None:
@@ -58,7 +69,12 @@ def service_run(scope: str | None, socket_path: str | None, ready_fd: int | None
         path = default_socket(system=system)
     else:
         path = default_socket()
-    status = run_service(path, system=system, ready_fd=ready_fd)
+    if autologger is not None and no_autologger:
+        raise InvalidArgument("--autologger and --no-autologger exclude each other")
+    required = autologger is not None
+    if autologger is None and not no_autologger:
+        autologger = default_autologger(path, system=system)
+    status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required)
     if status:
         raise ServiceError(f"the trace service could not start on {path}")
 
@@ -80,6 +96,12 @@ def service_status(socket_path: str | None, as_json: bool) -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(reply["started_at"]))
     click.echo(f"trace service pid {reply['pid']} on {reply['socket']} ({'system' if reply['system'] else 'user'}), since {started}")
     click.echo(f"  sessions: {reply['sessions']}  connections: {reply['connections']}  provider registrations: {reply['registrations']}")
+    autologger = reply.get("autologger")
+    if autologger:
+        started = ", ".join(autologger["started"]) or "none"
+        click.echo(f"  autologger {autologger['file']}: started {started}")
+        for name, reason in autologger["failed"].items():
+            click.echo(f"    {'the file' if name == '*' else name}: {reason}")
 
 
 @service.command("stop")
@@ -318,26 +340,67 @@ def session_list(socket_path: str | None, as_json: bool) -> None:
 # -- openetw providers -------------------------------------------------------------------------
 
 
+def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """What ``logman query providers`` shows: providers registered with the service (one row per
+    registration, with its process and the sessions enabling it; ``"kind": "registered"``) and
+    the providers of installed manifests (``"kind": "manifest"``, user store then system store).
+    A registered provider whose GUID has an installed manifest names that store in
+    ``"manifest"``. Returns the rows and notes on what could not be listed."""
+    from openetw.controller import registered_providers
+    from openetw.guids import format_guid
+    from openetw.store import ManifestRegistry
+
+    notes: list[str] = []
+    installed = []
+    try:
+        installed = ManifestRegistry().list()
+    except (OpenEtwError, OSError) as exc:
+        notes.append(f"installed manifests could not be listed: {exc}")
+    stores: dict[str, str] = {}
+    for entry in installed:
+        stores.setdefault(format_guid(entry.guid), entry.store)
+    try:
+        registered = registered_providers(socket=socket_path)
+    except ServiceError:
+        registered = []
+        notes.append("no trace service is running: no registered providers")
+    rows = [{**item, "kind": "registered", "manifest": stores.get(item["guid"])} for item in registered]
+    rows.extend(
+        {
+            "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
+            "events": entry.events, "file": str(entry.file), "source": entry.source,
+            "installed": entry.installed.isoformat(), "pid": None, "exe": None, "sessions": [],
+        }  # fmt: skip
+        for entry in installed
+    )
+    return rows, notes
+
+
 @click.command("providers")
 @_socket_option
 @_json_option
 def providers_command(socket_path: str | None, as_json: bool) -> None:
-    """Providers registered with the trace service, with their processes and enabling sessions."""
-    from openetw.controller import registered_providers
-
-    try:
-        found = registered_providers(socket=socket_path)
-    except ServiceError:
-        found = []
+    """Providers registered with the trace service (their processes and enabling sessions) and
+    providers of installed manifests, marked which is which."""
+    rows, notes = provider_listing(socket_path)
+    for note in notes:
+        click.echo(f"openetw: {note}", err=True)
     if as_json:
-        _print_json(found)
+        _print_json(rows)
         return
-    if not found:
-        click.echo("no registered providers")
-    for item in sorted(found, key=lambda p: (p.get("name") or p["guid"], p["pid"])):
+    registered = sorted((r for r in rows if r["kind"] == "registered"), key=lambda r: (r.get("name") or r["guid"], r["pid"]))
+    manifests = [r for r in rows if r["kind"] == "manifest"]
+    click.echo(f"registered providers ({len(registered)}):")
+    for item in registered:
         label = item.get("name") or ""
         sessions = ", ".join(item["sessions"]) or "-"
-        click.echo(f"{item['guid']}  {label:<32} pid {item['pid']:<7} {os.path.basename(item['exe'] or '?'):<12} sessions: {sessions}")
+        manifest = f"  [manifest: {item['manifest']}]" if item.get("manifest") else ""
+        click.echo(
+            f"  {item['guid']}  {label:<32} pid {item['pid']:<7} {os.path.basename(item['exe'] or '?'):<12} sessions: {sessions}{manifest}"
+        )
+    click.echo(f"installed manifests ({len(manifests)}):")
+    for item in manifests:
+        click.echo(f"  {item['guid']}  {item['name']:<32} {item['store']:<6} {item['events']:>4} events  {item['source']}")
 
 
 # -- openetw trace -----------------------------------------------------------------------------

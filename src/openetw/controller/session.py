@@ -76,7 +76,8 @@ def _provider_text(provider: ProviderRef) -> str:
 
 
 def _open_output(path: str) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    """A new output file is its owner's only (0600): traces may hold anything a process logged."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
 
 
 def _statistics(info: Mapping[str, Any]) -> dict[str, int]:

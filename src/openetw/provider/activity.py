@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from openetw.errors import InvalidArgument
 from openetw.guids import NULL_GUID
 
-__all__ = ["activity", "claim_activity_ids", "current_activity_id", "new_activity_id"]
+__all__ = ["activity", "activity_state", "claim_activity_ids", "current_activity_id", "new_activity_id"]
 
 
 class _Activity:
@@ -41,6 +41,9 @@ class _Activity:
 
 _NO_ACTIVITY = _Activity(NULL_GUID, None)
 _current: ContextVar[_Activity] = ContextVar("openetw_activity", default=_NO_ACTIVITY)
+# For the write path: the current state, whose ``id`` an event carries and whose non-empty
+# ``pending_related`` says ``claim_activity_ids`` has a transfer to hand out.
+activity_state = _current.get
 
 
 def new_activity_id() -> uuid.UUID:

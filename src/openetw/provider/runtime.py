@@ -24,6 +24,7 @@ each session's rule. It runs on the provider runtime's own thread.
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import threading
@@ -36,7 +37,7 @@ from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
 from openetw.guids import parse_guid, provider_guid_from_name
-from openetw.provider.activity import claim_activity_ids
+from openetw.provider.activity import activity_state, claim_activity_ids
 from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache
 from openetw.provider.fields import FieldSpec
 from openetw.provider.link import REGISTER_WAIT, link
@@ -49,7 +50,7 @@ __all__ = ["EnableCallback", "Provider", "TraceLoggingProvider"]
 EnableCallback = Callable[[bool, int, int, int, Any, bool], None]
 WriteFn = Callable[[bytes, int, int], bool]
 Target = tuple[SessionEnable, WriteFn]
-Routes = dict[tuple[int, int, int], tuple[WriteFn, ...]]
+Routes = dict[Any, tuple[WriteFn, ...]]  # by (level, keyword, event id), or by manifest event encoder
 
 # A record no pool can take: writing it makes the pool count one refused event (shared memory,
 # read by the service into events_lost) when the real record would have exceeded 64 KB.
@@ -58,6 +59,18 @@ _ROUTE_CACHE_LIMIT = 4096
 _monotonic_ns = time.monotonic_ns
 _native_id = threading.get_native_id
 _EVENT_HEADER = L.EVENT_HEADER
+# What a write into a pool unmapped under us raises (its session went away): nobody wants the event.
+_UNMAPPED = (ValueError, IndexError, TypeError, BufferError)
+# The process id every record carries: a module global costs the write path least.
+_pid = os.getpid()
+
+
+def _new_pid() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_new_pid)
 
 
 def _routes_for(targets: tuple[Target, ...], routes: Routes, level: int, keyword: int, event_id: int) -> tuple[WriteFn, ...]:
@@ -78,8 +91,8 @@ def _write_all(writes: tuple[WriteFn, ...], record: bytes, timestamp: int) -> bo
     for write in writes:
         try:
             written = write(record, timestamp, 0) or written
-        except (ValueError, IndexError, TypeError, BufferError):
-            pass  # the pool was unmapped under us (its session went away): nobody wants the event
+        except _UNMAPPED:
+            pass
     return written
 
 
@@ -186,24 +199,36 @@ class TraceLoggingProvider(_ProviderBase):
         """TraceLoggingWrite: the event, its fields typed from their Python values."""
         if not self.enabled:
             return False
-        return self.write_fields(event_name, fields, level=level, keyword=keyword, opcode=opcode)
+        return self._write(event_name, fields, level, keyword, opcode, 0)
 
     def write_fields(self, event_name: str, fields: Mapping[str, Any], *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0) -> bool:
         """``write`` with the fields as a mapping (names that clash with the arguments are fine here)."""
         if not self.enabled:
             return False
-        writes = self._writes_for(level, keyword, 0)
+        return self._write(event_name, fields, level, keyword, opcode, tags)
+
+    def _write(self, event_name: str, fields: Mapping[str, Any], level: int, keyword: int, opcode: int, tags: int) -> bool:
+        # EventWrite's hot path: every call and lookup here is paid by every event.
+        writes = self._routing[1].get((level, keyword, 0))
+        if writes is None:
+            writes = self._writes_for(level, keyword, 0)
         if not writes:
             return False
         timestamp = _monotonic_ns()
-        activity_id, related = claim_activity_ids()
+        state = activity_state()
+        activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
         try:
             record = self._encoders.encode(
                 event_name, fields, level=level, keyword=keyword, opcode=opcode, tags=tags, timestamp=timestamp,
-                pid=link().pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related,
+                pid=_pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related,
             )  # fmt: skip
         except EventTooLarge:
             return self._refuse(writes, timestamp)
+        if len(writes) == 1:
+            try:
+                return writes[0](record, timestamp, 0)
+            except _UNMAPPED:
+                return False
         return _write_all(writes, record, timestamp)
 
 
@@ -228,20 +253,33 @@ class Provider(_ProviderBase):
         name), or a bare descriptor (``values`` are bytes, the user data as it is)."""
         if not self.enabled:
             return False
-        if isinstance(event, ManifestEventEncoder):
+        if type(event) is not ManifestEventEncoder and not isinstance(event, ManifestEventEncoder):
+            return self._write_raw(event, values)
+        # EventWrite's hot path: every call and lookup here is paid by every event. Routes are
+        # cached by encoder too, which spares building the (level, keyword, id) key.
+        routes = self._routing[1]
+        writes = routes.get(event)
+        if writes is None:
             d = event.descriptor
             writes = self._writes_for(d.level, d.keyword, d.id)
-            if not writes:
-                return False
-            payload: Any = values[0] if len(values) == 1 and isinstance(values[0], Mapping) else values
-            timestamp = _monotonic_ns()
-            activity_id, related = claim_activity_ids()
+            if len(routes) < _ROUTE_CACHE_LIMIT:
+                routes[event] = writes
+        if not writes:
+            return False
+        payload: Any = values[0] if len(values) == 1 and isinstance(values[0], Mapping) else values
+        timestamp = _monotonic_ns()
+        state = activity_state()
+        activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
+        try:
+            record = event.encode(payload, timestamp=timestamp, pid=_pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related)
+        except EventTooLarge:
+            return self._refuse(writes, timestamp)
+        if len(writes) == 1:
             try:
-                record = event.encode(payload, timestamp=timestamp, pid=link().pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related)
-            except EventTooLarge:
-                return self._refuse(writes, timestamp)
-            return _write_all(writes, record, timestamp)
-        return self._write_raw(event, values)
+                return writes[0](record, timestamp, 0)
+            except _UNMAPPED:
+                return False
+        return _write_all(writes, record, timestamp)
 
     def _write_raw(self, event: EventDescriptor | Sequence[int], values: tuple[Any, ...]) -> bool:
         descriptor = event if isinstance(event, EventDescriptor) else EventDescriptor(*event)
@@ -265,7 +303,7 @@ class Provider(_ProviderBase):
         d = descriptor
         try:
             head = _EVENT_HEADER.pack(
-                size, L.HEADER_TYPE_EVENT_HEADER64, L.MARKER_FLAGS_TYPED, flags, 0, _native_id(), link().pid, timestamp,
+                size, L.HEADER_TYPE_EVENT_HEADER64, L.MARKER_FLAGS_TYPED, flags, 0, _native_id(), _pid, timestamp,
                 self.guid.bytes_le, d.id, d.version, d.channel, d.level, d.opcode, d.task, d.keyword, 0, activity_id.bytes_le,
             )  # fmt: skip
         except struct.error as exc:

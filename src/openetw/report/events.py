@@ -1,8 +1,9 @@
 """One record with everything a report shows about it: names, schema, decoded fields, message.
 
 ``decode_record`` looks the record's schema up in a ``SchemaRegistry`` and decodes its user data
-(lazily: nothing is read until a format asks). ``decode_records`` does it for a stream, feeding a
-``DecodeContext`` on the way so that process names and in-trace manifests are known.
+(every format shows every property, so all at once, through the registry's compiled schemas).
+``decode_records`` does it for a stream, feeding a ``DecodeContext`` on the way so that process
+names and in-trace manifests are known.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from openetw.errors import OpenEtwError
 from openetw.etl.record import EventRecord
 from openetw.guids import format_guid
 from openetw.tdh.context import DecodeContext
-from openetw.tdh.decode import DecodedEvent, decode_properties
+from openetw.tdh.decode import DecodedEvent
 from openetw.tdh.format import format_event_message, format_value
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema
@@ -100,7 +101,7 @@ def _tracelogging_names(record: EventRecord) -> tuple[str | None, str | None]:
 
 
 def decode_record(record: EventRecord, registry: SchemaRegistry, context: DecodeContext | None = None) -> ReportEvent:
-    """The schema, names and (lazily) decoded properties of one record."""
+    """The schema, names and decoded properties of one record."""
     lookup_error = None
     schema: Schema | None = None
     if record.kind != "unknown":
@@ -111,7 +112,7 @@ def decode_record(record: EventRecord, registry: SchemaRegistry, context: Decode
     decoded = None
     provider_name = event_name = None
     if schema is not None:
-        decoded = decode_properties(schema, record.user_data, record.pointer_size)
+        decoded = registry.decode(schema, record.user_data, record.pointer_size)
         provider_name, event_name = schema.provider_name, schema.event_name
     if provider_name is None and record.provider_guid_bytes is not None:
         try:

@@ -73,9 +73,12 @@ class LazyManifestRegistry(SchemaRegistry):
         self.errors: list[ManifestError] = []
         self._pending: dict[uuid.UUID, list[Path]] = {}
         self._parsed: dict[Path, Manifest | None] = {}
+        # Provider GUIDs (as stored in records) whose pending files were loaded: checked once.
+        self._ensured: set[bytes] = set()
 
     def add_files(self, files: Sequence[Path]) -> None:
         """Make ``files`` known (later files win); those a scan cannot index are parsed now."""
+        self._ensured.clear()
         for path in files:
             try:
                 data = path.read_bytes()
@@ -113,7 +116,9 @@ class LazyManifestRegistry(SchemaRegistry):
                 self.add_manifest(dataclasses.replace(manifest, providers=own), source=str(path))
 
     def _ensure(self, record: Any) -> None:
-        if self._pending and record.provider_guid_bytes is not None:
+        guid = record.provider_guid_bytes
+        if guid is not None and guid not in self._ensured and self._pending:
+            self._ensured.add(guid)
             self._load_provider(record.provider_id)
 
     @property

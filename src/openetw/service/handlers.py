@@ -12,7 +12,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from openetw.errors import AccessDenied, InvalidArgument
@@ -22,7 +22,7 @@ from openetw.service.logfile import LogFile
 from openetw.service.protocol import Message, ProtocolError
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.service.wire import config_changes_from_json, config_from_json, enable_state_to_json, rule_from_json
-from openetw.session import InvalidSessionConfig, LogMode, SessionConfig, SessionState
+from openetw.session import Caller, EnableRule, InvalidSessionConfig, LogMode, SessionConfig, SessionState
 
 if TYPE_CHECKING:
     from openetw.service.server import TraceService
@@ -64,30 +64,47 @@ def _checked_output_fd(fd: int) -> None:
 def start_session(service: TraceService, connection: Connection, message: Message) -> Reply:
     """StartTrace: create and start a session; a file mode brings the output file's descriptor."""
     config = config_from_json(message.body.get("config"))
-    fd = -1
-    if config.mode.writes_file:
-        fd = message.take_fd()
-        _checked_output_fd(fd)
+    enables = []
+    providers = message.body.get("providers") or []
+    if not isinstance(providers, list):
+        raise InvalidSessionConfig("the providers to enable must be a list")
+    for item in providers:
+        if not isinstance(item, dict):
+            raise InvalidSessionConfig("each provider to enable must be an object")
+        enables.append((_provider(item), rule_from_json(item)))
+    fd = message.take_fd() if config.mode.writes_file else -1
+    session_id = begin_session(service, config, connection.caller, fd, enables)
+    return {"session": service.table.query(session_id)}
+
+
+def begin_session(
+    service: TraceService, config: SessionConfig, owner: Caller, fd: int, enables: Iterable[tuple[uuid.UUID | str, EnableRule]] = ()
+) -> int:
+    """Create and start a session owned by ``owner``; returns its id.
+
+    ``fd`` (-1 for modes without a file) is the output file, owned by this function from the
+    call on: it is closed whatever happens. A new-file session's next files are opened with
+    ``owner``'s identity. Nothing is left behind when starting fails.
+    """
     table = service.table
     now = time.time()
     try:
-        session = table.create(config, connection.caller, now=now)
+        if fd >= 0:
+            _checked_output_fd(fd)
+        session = table.create(config, owner, now=now)
     except BaseException:
         if fd >= 0:
             os.close(fd)
         raise
     try:
-        for item in message.body.get("providers") or []:
-            if not isinstance(item, dict):
-                raise InvalidSessionConfig("each provider to enable must be an object")
-            rule = rule_from_json(item)
+        for provider, rule in enables:
             table.enable(
-                session.session_id, _provider(item), level=rule.level, match_any=rule.match_any,
+                session.session_id, provider, level=rule.level, match_any=rule.match_any,
                 match_all=rule.match_all, properties=rule.properties, filters=rule.filters,
-            )
+            )  # fmt: skip
         runtime = SessionRuntime(session.session_id, session.logger_id, config, table)
         if fd >= 0:
-            runtime.logfile = _logfile(service, runtime, fd, config, connection)
+            runtime.logfile = _logfile(runtime, fd, config, owner)
             fd = -1
         service.runtimes[session.session_id] = runtime
         service.carry_out(table.start(session.session_id, now=now))
@@ -100,18 +117,17 @@ def start_session(service: TraceService, connection: Connection, message: Messag
         if table.session(session.session_id).state is SessionState.CREATED:
             table.remove(session.session_id)
         raise
-    return {"session": table.query(session.session_id)}
+    return session.session_id
 
 
-def _logfile(service: TraceService, runtime: SessionRuntime, fd: int, config: SessionConfig, connection: Connection) -> LogFile:
+def _logfile(runtime: SessionRuntime, fd: int, config: SessionConfig, owner: Caller) -> LogFile:
     assert config.file_name is not None
     open_next = None
     if config.mode is LogMode.NEW_FILE:
-        owner = connection.credentials
 
         def open_next(sequence: int) -> tuple[int, str]:
             name = config.file_name_for(sequence)
-            return _open_as(owner.uid, owner.gid, owner.groups, name), name
+            return open_output_as(owner, name), name
 
     return LogFile(
         fd,
@@ -127,26 +143,38 @@ def _logfile(service: TraceService, runtime: SessionRuntime, fd: int, config: Se
     )
 
 
-def _open_as(uid: int, gid: int, groups: frozenset[int], path: str) -> int:
-    """Open a new-file session's next file with the session owner's credentials, never ours.
+def open_output_as(owner: Caller, path: str) -> int:
+    """Create (or truncate) an output file with ``owner``'s credentials, never the service's.
 
-    The service is single-threaded, so switching the effective ids around one ``open`` is safe.
+    Used where no controller passes a descriptor: a new-file session's next files and the files
+    of autologger sessions. The service is single-threaded, so switching the effective ids
+    around one ``open`` is safe. A symbolic link is not followed, and anything but a regular
+    file is refused (``O_NONBLOCK``: opening a FIFO nobody reads must not hang the service).
+    A new file is its owner's only (0600), as the controller makes the first one.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
-    if os.geteuid() != 0 or uid == 0:
-        if os.geteuid() != uid and os.geteuid() != 0:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    euid = os.geteuid()
+    if euid != 0 or owner.uid == 0:
+        if euid != owner.uid and euid != 0:
             raise AccessDenied("the service cannot create files for another user")
-        return os.open(path, flags, 0o644)
-    saved_groups = os.getgroups()
-    os.setgroups(sorted(groups))
-    os.setegid(gid)
-    os.seteuid(uid)
+        fd = os.open(path, flags, 0o600)
+    else:
+        saved_groups = os.getgroups()
+        os.setgroups(sorted(owner.gids))
+        os.setegid(owner.gid)
+        os.seteuid(owner.uid)
+        try:
+            fd = os.open(path, flags, 0o600)
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+            os.setgroups(saved_groups)
     try:
-        return os.open(path, flags, 0o644)
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-        os.setgroups(saved_groups)
+        _checked_output_fd(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _provider(body: dict[str, Any]) -> uuid.UUID | str:
@@ -214,7 +242,7 @@ def update(service: TraceService, connection: Connection, message: Message) -> R
         if runtime.logfile is not None:
             runtime.logfile.close()
         runtime.config = service.table.session(name).config
-        runtime.logfile = _logfile(service, runtime, fd, runtime.config, connection)
+        runtime.logfile = _logfile(runtime, fd, runtime.config, connection.caller)
         service.carry_out(actions)
     else:
         service.carry_out(service.table.update(name, caller=connection.caller, **changes))
@@ -401,6 +429,7 @@ def status(service: TraceService, connection: Connection, message: Message) -> R
         "sessions": len(service.table),
         "connections": len(service.connections),
         "registrations": len(service.table.registry),
+        "autologger": service.autologger.as_json() if service.autologger is not None else None,
     }
 
 

@@ -13,13 +13,14 @@ import errno
 import fcntl
 import os
 import selectors
-import signal
 import socket
 import sys
 import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 from openetw.errors import OpenEtwError, ServiceError
 from openetw.service.connection import Connection, check_message
 from openetw.service.paths import prepare_socket_dir, system_group_gid
@@ -42,14 +43,24 @@ from openetw.session import (
     StartSession,
 )
 
-__all__ = ["TraceService", "run_service"]
+if TYPE_CHECKING:
+    from openetw.service.autologger import AutologgerReport
+
+__all__ = ["TraceService", "log"]
 
 TICK = 0.25  # the loop wakes at least this often (deadlines, flush timer)
+# After taking a producer's FULL buffers, the loop waits this long before it looks again, so
+# that one wakeup takes several buffers: a wakeup per buffer was most of the service's CPU time
+# per event. Not when a pool was found at least PAUSE_FILL_LIMIT full: then producers are close
+# to dropping events (and small pools never wait).
+NOTICE_PAUSE = 0.02
+PAUSE_FILL_LIMIT = 0.25
 MAX_POOL_BYTES = 64 << 20  # one producer's pool for one session
 SHUTDOWN_GRACE = 3.0
 
 
-def _log(message: str) -> None:
+def log(message: str) -> None:
+    """A line in the service's log (its stderr)."""
     print(f"openetw service: {message}", file=sys.stderr, flush=True)
 
 
@@ -72,7 +83,10 @@ class TraceService:
         self._lock_fd = -1
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         self._stop_requested = False
+        self._pause_until = 0.0  # monotonic; see NOTICE_PAUSE
+        self._fullest_seen = -1.0  # the largest share of a pool found FULL on a notice, this round
         self._shutdown_deadline: float | None = None
+        self.autologger: AutologgerReport | None = None
         from openetw.service.handlers import HANDLERS
 
         self._handlers = HANDLERS
@@ -129,6 +143,7 @@ class TraceService:
             self.listen()
         try:
             while True:
+                self._pause_after_draining()
                 self._run_once()
                 if self._stop_requested and self._shutdown_deadline is None:
                     self._begin_shutdown()
@@ -137,7 +152,14 @@ class TraceService:
         finally:
             self.close()
 
+    def _pause_after_draining(self) -> None:
+        delay = self._pause_until - time.monotonic()
+        self._pause_until = 0.0
+        if delay > 0 and not self._stop_requested:
+            time.sleep(min(delay, NOTICE_PAUSE))
+
     def _run_once(self) -> None:
+        self._fullest_seen = -1.0  # no notice yet in this round
         for key, events in self.selector.select(self._timeout()):
             tag = key.data
             if tag == "listener":
@@ -157,6 +179,8 @@ class TraceService:
         for connection in list(self.connections.values()):
             if connection.outgoing:
                 self._flush_connection(connection)
+        if 0.0 <= self._fullest_seen < PAUSE_FILL_LIMIT:
+            self._pause_until = time.monotonic() + NOTICE_PAUSE
 
     def _timeout(self) -> float:
         timeout = TICK
@@ -170,7 +194,7 @@ class TraceService:
             try:
                 runtime.finish()
             except Exception as exc:  # never leave the other files unfinished
-                _log(f"finishing session {runtime.name!r}: {exc}")
+                log(f"finishing session {runtime.name!r}: {exc}")
         self.runtimes.clear()
         for connection in list(self.connections.values()):
             self._drop_connection(connection, notify_table=False)
@@ -199,7 +223,7 @@ class TraceService:
                 try:
                     self.carry_out(self.table.stop(session.session_id, now=time.time()))
                 except OpenEtwError as exc:
-                    _log(f"stopping {session.name!r}: {exc}")
+                    log(f"stopping {session.name!r}: {exc}")
 
     def _shutdown_complete(self) -> bool:
         assert self._shutdown_deadline is not None
@@ -218,7 +242,7 @@ class TraceService:
                 return
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE):
-                    _log("out of file descriptors; connection refused")
+                    log("out of file descriptors; connection refused")
                     return
                 raise
             connection_id = self._next_connection_id
@@ -235,7 +259,7 @@ class TraceService:
         try:
             messages = connection.read()
         except ProtocolError as exc:
-            _log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
+            log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
             self._drop_connection(connection)
             return
         if messages is None:
@@ -243,7 +267,7 @@ class TraceService:
             return
         if connection.take_notices():
             for runtime in self.runtimes.values():
-                runtime.drain_connection(connection.connection_id)
+                self._fullest_seen = max(self._fullest_seen, runtime.drain_connection(connection.connection_id))
         for message in messages:
             if connection.closed:
                 message.close_fds()
@@ -252,7 +276,7 @@ class TraceService:
                 self._dispatch(connection, message)
             except ProtocolError as exc:
                 message.close_fds()
-                _log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
+                log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
                 self._drop_connection(connection)
 
     def _dispatch(self, connection: Connection, message: Message) -> None:
@@ -271,7 +295,7 @@ class TraceService:
             return
         except Exception as exc:  # a bug must not take the service (and every session) down
             message.close_fds()
-            _log(f"{op} failed: {traceback.format_exc()}")
+            log(f"{op} failed: {traceback.format_exc()}")
             connection.send(error_reply(request_id, ServiceError(f"internal error: {exc}")))
             return
         message.close_fds()
@@ -361,7 +385,7 @@ class TraceService:
                 flush_interval_ms=action.flush_interval_ms,
             )
         except OpenEtwError as exc:
-            _log(f"no pool for pid {connection.pid} in session {runtime.name!r}: {exc}")
+            log(f"no pool for pid {connection.pid} in session {runtime.name!r}: {exc}")
             return
         pool_id = self._next_pool_id
         self._next_pool_id += 1
@@ -414,8 +438,12 @@ class TraceService:
     def _check_finished(self) -> None:
         """Sessions asked to finish whose pools are all closed: final header, file closed, answer."""
         for runtime in list(self.runtimes.values()):
-            if runtime.finishing and not runtime.pools:
+            # Finishing one session carries out actions, which may finish others first.
+            if runtime.finishing and not runtime.pools and self._is_live(runtime):
                 self._finish_session(runtime)
+
+    def _is_live(self, runtime: SessionRuntime) -> bool:
+        return self.runtimes.get(runtime.session_id) is runtime
 
     def _finish_session(self, runtime: SessionRuntime) -> None:
         """Final header, file closed, waiters answered. A stopped session leaves the table (its
@@ -427,7 +455,7 @@ class TraceService:
             try:
                 self.carry_out(self.table.stop_complete(session_id, now=time.time()))
             except OpenEtwError as exc:
-                _log(f"completing the stop of {runtime.name!r}: {exc}")
+                log(f"completing the stop of {runtime.name!r}: {exc}")
         info = self.table.query(session_id)
         if runtime.write_error:
             info["failure"] = info.get("failure") or runtime.write_error
@@ -437,6 +465,8 @@ class TraceService:
             connection.send({"id": request_id, "ok": True, "session": info})
         for flush in runtime.flushes:
             flush.reply_to.send({"id": flush.request_id, "ok": True, "session": info})
+        runtime.stop_waiters.clear()
+        runtime.flushes.clear()
 
     # -- timers --------------------------------------------------------------------------------
     def _on_tick(self) -> None:
@@ -444,12 +474,16 @@ class TraceService:
         self.carry_out(self.table.due_flushes(now_wall))
         now = time.monotonic()
         for runtime in list(self.runtimes.values()):
+            if not self._is_live(runtime):
+                continue
             if runtime.write_error and not runtime.finishing:
-                _log(f"session {runtime.name!r} failed: {runtime.write_error}")
+                log(f"session {runtime.name!r} failed: {runtime.write_error}")
                 self.carry_out(self.table.fail(runtime.session_id, runtime.write_error, now=now_wall))
             for pool_id in runtime.overdue_closes(now):
-                _log(f"a producer did not hand over pool {pool_id} of {runtime.name!r} in time; taken as it is")
+                log(f"a producer did not hand over pool {pool_id} of {runtime.name!r} in time; taken as it is")
                 self.finish_pool(pool_id)
+            if not self._is_live(runtime):
+                continue  # finished meanwhile: its flushes were answered
             for flush in list(runtime.flushes):
                 if not flush.waiting or now >= flush.deadline:
                     self.complete_flush(runtime, flush)
@@ -471,42 +505,3 @@ class TraceService:
         token = self._next_flush_token
         self._next_flush_token += 1
         return token
-
-
-def run_service(socket_path: Path, *, system: bool = False, ready_fd: int | None = None) -> int:
-    """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status."""
-    service = TraceService(socket_path, system=system)
-    try:
-        service.listen()
-    except ServiceError as exc:
-        _log(str(exc))
-        return 1
-    signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
-    signal.signal(signal.SIGINT, lambda *_: service.request_stop())
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    if ready_fd is not None:
-        try:
-            os.write(ready_fd, f"ready {os.getpid()}\n".encode())
-            os.close(ready_fd)
-        except OSError:
-            pass
-    _notify_systemd(b"READY=1")
-    _log(f"listening on {socket_path} (pid {os.getpid()})")
-    service.serve_forever()
-    _notify_systemd(b"STOPPING=1")
-    _log("stopped")
-    return 0
-
-
-def _notify_systemd(state: bytes) -> None:
-    """sd_notify: tell systemd (Type=notify) that the socket listens, or that we are stopping."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
-            notify.sendto(state, address)
-    except OSError:
-        pass

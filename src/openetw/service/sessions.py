@@ -114,8 +114,14 @@ class SessionRuntime:
         self._count_losses(entry)
         return moved
 
-    def drain_connection(self, connection_id: int) -> int:
-        return sum(self.drain(pool_id) for pool_id in self.pools_of_connection(connection_id))
+    def drain_connection(self, connection_id: int) -> float:
+        """Drain the connection's pools; returns the largest share of a pool that was FULL."""
+        fullest = 0.0
+        for pool_id in self.pools_of_connection(connection_id):
+            moved = self.drain(pool_id)
+            if moved:
+                fullest = max(fullest, moved / self.pools[pool_id].pool.buffer_count)
+        return fullest
 
     def drain_all(self) -> int:
         return sum(self.drain(pool_id) for pool_id in list(self.pools))
@@ -208,7 +214,8 @@ class SessionRuntime:
             self.write_error = f"cannot write {self.logfile.file_name}: {exc.strerror or exc}"
 
     def snapshot(self, fd: int, file_name: str) -> int:
-        """Write the buffering ring to ``fd`` as a complete file; returns the buffers written."""
+        """Write the buffering ring to ``fd`` as a complete file; returns the buffers written.
+        Its header counts the events the session lost so far, as a file's would."""
         snapshot = LogFile(
             fd,
             session_name=self.name,
@@ -218,6 +225,7 @@ class SessionRuntime:
             log_file_mode=self.config.log_file_mode,
             clock=self.clock,
         )
+        snapshot.note_lost(events=self.table.session(self.session_id).statistics.events_lost)
         try:
             for data, _ in list(self.ring):
                 snapshot.write(data)

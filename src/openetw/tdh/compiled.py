@@ -14,9 +14,9 @@ can be done once per schema: ``reader_source`` writes a function for the schema,
 
 and ``load_reader`` compiles it. Property names only ever appear in the source as ``repr``
 literals. A reader gives up (returns ``None``) on anything unusual: a short payload, a string
-without its NUL, a count it cannot resolve, a value the general decoder would reject; the
-caller then decodes with the general path, so results are always exactly the general path's,
-errors included. Schemas no reader covers (structs, duplicate names, properties with a
+that would start at its very end, a count it cannot resolve, a value the general decoder would
+reject; the caller then decodes with the general path, so results are always exactly the
+general path's, errors included. Schemas no reader covers (structs, duplicate names, properties with a
 ``problem``, optional properties that are not trailing ones, more than 512 properties) are not
 compiled at all.
 """
@@ -219,17 +219,22 @@ def _utf16z(data: bytes, pos: int, size: Any) -> tuple[str, int]:
     end = data.find(b"\0\0", pos)
     while end >= 0 and (end - pos) & 1:
         end = data.find(b"\0\0", end + 1)
-    if end < 0:
+    if end >= 0:
+        return _utf16_le_decode(data[pos:end], "replace", True)[0], end + 2
+    if pos >= len(data):
         raise _Fallback
-    return _utf16_le_decode(data[pos:end], "replace", True)[0], end + 2
+    # No NUL: the string runs to the end of the payload (an odd last byte is not text).
+    return _utf16_le_decode(data[pos : len(data) - ((len(data) - pos) & 1)], "replace", True)[0], len(data)
 
 
 def _ansiz(text: _Transform) -> _ElementReader:
     def read(data: bytes, pos: int, size: Any) -> tuple[Any, int]:
         end = data.find(b"\0", pos)
-        if end < 0:
+        if end >= 0:
+            return text(data[pos:end]), end + 1
+        if pos >= len(data):
             raise _Fallback
-        return text(data[pos:end]), end + 1
+        return text(data[pos:]), len(data)  # no NUL: the string runs to the end of the payload
 
     return read
 
@@ -462,20 +467,29 @@ class _Source:
     def element(self, local: str, element: _Element) -> None:
         if element.inline is not None:
             self.go_dynamic()
+            # A string without its NUL runs to the end of the payload; one that would start
+            # at the very end is left to the general path, which reports it.
             if element.inline == "utf16z":
                 self.emit("end = data.find(b'\\0\\0', pos)")
                 self.emit("while end >= 0 and (end - pos) & 1:")
                 self.emit("    end = data.find(b'\\0\\0', end + 1)")
-                self.emit("if end < 0:")
-                self.emit("    return None")
-                self.emit(f"{local} = utf16(data[pos:end], 'replace', True)[0]")
-                self.emit("pos = end + 2")
+                self.emit("if end >= 0:")
+                self.emit(f"    {local} = utf16(data[pos:end], 'replace', True)[0]")
+                self.emit("    pos = end + 2")
+                self.emit("elif pos < len(data):")
+                self.emit(f"    {local} = utf16(data[pos:len(data) - ((len(data) - pos) & 1)], 'replace', True)[0]")
+                self.emit("    pos = len(data)")
             else:
+                convert = self.bind("convert", element.text)
                 self.emit("end = data.find(b'\\0', pos)")
-                self.emit("if end < 0:")
-                self.emit("    return None")
-                self.emit(f"{local} = {self.bind('convert', element.text)}(data[pos:end])")
-                self.emit("pos = end + 1")
+                self.emit("if end >= 0:")
+                self.emit(f"    {local} = {convert}(data[pos:end])")
+                self.emit("    pos = end + 1")
+                self.emit("elif pos < len(data):")
+                self.emit(f"    {local} = {convert}(data[pos:])")
+                self.emit("    pos = len(data)")
+            self.emit("else:")
+            self.emit("    return None")
             return
         size = self.size(element.size, element.unit)
         self.emit(f"{local}, pos = {self.bind('read', element.read)}(data, {self.pos()}, {size})")
@@ -648,13 +662,13 @@ class CompiledSchema:
 
     def decode(self, data: bytes) -> DecodedEvent:
         """A fully decoded ``DecodedEvent`` (``raw()`` spans are worked out if asked for)."""
-        decoded = DecodedEvent(self.schema, data, self.pointer_size, self.ansi_encoding)
+        if type(data) is not bytes:
+            data = bytes(data)
         reader = self._reader
-        result = reader(decoded.user_data) if reader is not None else None
+        result = reader(data) if reader is not None else None
         if result is None:
-            return decoded.decode_all(compiled=False)
-        decoded._complete(*result)
-        return decoded
+            return DecodedEvent(self.schema, data, self.pointer_size, self.ansi_encoding).decode_all(compiled=False)
+        return DecodedEvent._completed(self.schema, data, self.pointer_size, self.ansi_encoding, result[0], result[1])
 
 
 def compile_schema(schema: Schema, pointer_size: int, ansi_encoding: str = "cp1252") -> CompiledSchema:

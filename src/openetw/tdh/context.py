@@ -26,6 +26,7 @@ import ntpath
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from openetw.errors import OpenEtwError
@@ -66,6 +67,7 @@ _EARLIEST = -(1 << 62)
 _LATEST = 1 << 62
 
 
+@lru_cache(maxsize=4096)  # asked for every record named; a trace has few distinct images
 def process_name_from_image(image: str) -> str:
     """``C:\\Windows\\System32\\svchost.exe`` -> ``svchost`` (the last path part, without extension)."""
     base = ntpath.basename(image.rstrip("\\/"))

@@ -11,7 +11,8 @@ that property alone:
   property is reported as not decoded, since its offset cannot be known.
 
 A ``REST`` count repeats elements until the payload ends; a ``REST`` length takes every byte
-left; an ``optional`` property with no bytes left is absent (neither a value nor an error).
+left; an ``optional`` property with no bytes left is absent (neither a value nor an error). A
+NUL-terminated string whose NUL is missing runs to the end of the payload, as Windows decodes it.
 
 Decoding everything at once (``decode_all``, or iterating a ``DecodedEvent``) goes through the
 schema's compiled reader (``openetw.tdh.compiled``) when one exists, with the same results.
@@ -27,7 +28,7 @@ import codecs
 import ipaddress
 import struct
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Callable
@@ -365,7 +366,7 @@ def _read_unicode(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int
     while True:
         nul = data.find(b"\0\0", search)
         if nul < 0:
-            raise _Stop("UNICODESTRING has no NUL terminator before the end of the payload", offset)
+            return _unterminated(w, prop, offset, wide=True)
         if (nul - offset) % 2 == 0:
             return _decode_utf16(data[offset:nul]), nul + 2
         search = nul + 1
@@ -378,8 +379,24 @@ def _read_ansi(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
         return _decode_ansi(w.data[offset:end].split(b"\0", 1)[0], prop, w.ansi_encoding), end
     nul = w.data.find(b"\0", offset)
     if nul < 0:
-        raise _Stop("ANSISTRING has no NUL terminator before the end of the payload", offset)
+        return _unterminated(w, prop, offset, wide=False)
     return _decode_ansi(w.data[offset:nul], prop, w.ansi_encoding), nul + 1
+
+
+def _unterminated(w: _Walker, prop: PropertyInfo, offset: int, *, wide: bool) -> tuple[str, int]:
+    """A NUL-terminated string whose NUL never comes: it runs to the end of the payload.
+
+    Windows' decoders tolerate this (producers often log a string's characters without its
+    NUL): wherever such a string is, it takes every byte left, so anything after it finds the
+    payload empty. A UTF-16 string drops an odd last byte from its text but still consumes it.
+    A string that would start at the very end of the payload is an error, not an empty string.
+    """
+    end = len(w.data)
+    if offset >= end:
+        raise _Stop(f"{'UNICODESTRING' if wide else 'ANSISTRING'} needs at least 1 byte, 0 left in the payload", offset)
+    if wide:
+        return _decode_utf16(w.data[offset : end - ((end - offset) & 1)]), end
+    return _decode_ansi(w.data[offset:end], prop, w.ansi_encoding), end
 
 
 def _counted_string(counter: struct.Struct, wide: bool, name: str) -> _Reader:
@@ -530,6 +547,8 @@ class DecodedEvent(Mapping[str, Any]):
 
         ``compiled=False`` forces the general walk (the results are the same).
         """
+        if self._next >= len(self.schema.properties):
+            return self
         if compiled and self._next == 0 and self.schema.properties:
             reader = (_compiled_lookup or _load_compiled_lookup())(self.schema, self.pointer_size, self.ansi_encoding)
             result = reader(self.user_data) if reader is not None else None
@@ -583,6 +602,31 @@ class DecodedEvent(Mapping[str, Any]):
     def __len__(self) -> int:
         self.decode_all()
         return len(self._values)
+
+    # The views and lookups of the values dict itself, once everything is decoded (the Mapping
+    # defaults would go through __getitem__ for every name).
+    def __contains__(self, name: object) -> bool:
+        if name in self._values:
+            return True
+        self.decode_all()
+        return name in self._values
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name not in self._values:
+            self.decode_all()
+        return self._values.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        self.decode_all()
+        return self._values.keys()
+
+    def values(self) -> ValuesView[Any]:
+        self.decode_all()
+        return self._values.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        self.decode_all()
+        return self._values.items()
 
     def __repr__(self) -> str:
         self.decode_all()

@@ -15,9 +15,10 @@ import ipaddress
 import re
 import struct
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
@@ -215,36 +216,63 @@ def format_message(message: str, values: Sequence[Any], parameters: Mapping[int,
     Values that are not strings are rendered with ``format_value``; an insert with no value
     stays as written.
     """
-    texts = [value if isinstance(value, str) else format_value(value) for value in values]
-    return _fill(message, values, texts, parameters)
+    return _fill(message, values, lambda index: _as_text(values[index]), parameters)
 
 
-def _fill(message: str, values: Sequence[Any], texts: Sequence[str], parameters: Mapping[int, str] | None) -> str:
-    out: list[str] = []
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else format_value(value)
+
+
+class _Insert(NamedTuple):
+    number: int  # 1-based
+    spec: str | None
+    written: str  # the insert as written, kept when there is no value for it
+
+
+class _Parameter(NamedTuple):
+    number: int | None
+    written: str
+
+
+@lru_cache(maxsize=4096)
+def _template(message: str) -> tuple[str | _Insert | _Parameter, ...]:
+    """A message split once into literal text, inserts and parameter references (up to ``%0``)."""
+    pieces: list[str | _Insert | _Parameter] = []
     position = 0
     for match in _INSERT.finditer(message):
-        out.append(message[position : match.start()])
+        pieces.append(message[position : match.start()])
         position = match.end()
         percent, parameter, index, spec, escape = match.groups()
         if percent:
-            if parameter and parameters is not None and int(parameter) in parameters:
-                out.append(parameters[int(parameter)])
-            else:
-                out.append("%" + (parameter or ""))
+            pieces.append(_Parameter(int(parameter) if parameter else None, "%" + (parameter or "")))
         elif index:
-            number = int(index)
-            if number > len(texts):
-                out.append(match.group(0))
-            else:
-                text = texts[number - 1]
-                out.append(_printf(spec, values[number - 1], text) if spec else text)
+            pieces.append(_Insert(int(index), spec, match.group(0)))
         elif escape == "0":
-            return "".join(out)
+            return tuple(piece for piece in pieces if piece != "")
         elif escape is not None:
-            out.append(_ESCAPES.get(escape, escape))
+            pieces.append(_ESCAPES.get(escape, escape))
         else:
-            out.append("%")  # a lone % at the very end
-    out.append(message[position:])
+            pieces.append("%")  # a lone % at the very end
+    pieces.append(message[position:])
+    return tuple(piece for piece in pieces if piece != "")
+
+
+def _fill(message: str, values: Sequence[Any], text: Callable[[int], str], parameters: Mapping[int, str] | None) -> str:
+    """``message`` with its inserts filled; ``text(i)`` renders ``values[i]`` (only those used)."""
+    out: list[str] = []
+    for piece in _template(message):
+        if type(piece) is str:
+            out.append(piece)
+        elif type(piece) is _Insert:
+            if piece.number > len(values):
+                out.append(piece.written)
+            else:
+                rendered = text(piece.number - 1)
+                out.append(_printf(piece.spec, values[piece.number - 1], rendered) if piece.spec else rendered)
+        else:
+            number = piece.number  # type: ignore[union-attr]
+            found = parameters.get(number) if parameters is not None and number is not None else None
+            out.append(found if found is not None else piece.written)  # type: ignore[union-attr]
     return "".join(out)
 
 
@@ -254,5 +282,5 @@ def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = No
     if schema.message is None:
         return None
     values = decoded.values_in_order()
-    texts = [format_value(value, prop, schema.maps) for prop, value in zip(schema.properties, values)]
-    return _fill(schema.message, values, texts, parameters)
+    properties, maps = schema.properties, schema.maps
+    return _fill(schema.message, values, lambda index: format_value(values[index], properties[index], maps), parameters)

@@ -1,8 +1,12 @@
-"""Finding the schema of a record: TraceLogging metadata, manifests, classic MOF layouts.
+"""Finding the schema of a record: TraceLogging metadata, manifests, classic MOF layouts, WPP TMFs.
 
 The order is TDH's: a self-describing event decodes by the metadata it carries; a manifest-based
 event by the manifest of its provider (exact version first, then the nearest lower one); a
 kernel or classic event by its MOF class layout. Lookups are cached per record identity.
+
+``decode`` decodes a whole payload through the schema's compiled form (``compile_schema``),
+made once per schema and pointer size and kept by the registry, so every user of a registry
+(reports, dump, consumers) gets the fast path without holding compiled schemas itself.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from openetw.tdh.compiled import CompiledSchema, compile_schema
+from openetw.tdh.decode import DecodedEvent
 from openetw.tdh.schema import Schema
 
 _MISSING: Any = object()
 _CACHE_LIMIT = 1 << 16
+_COMPILED_LIMIT = 8192
 
 
 class SchemaRegistry:
@@ -27,6 +34,10 @@ class SchemaRegistry:
         self._cache: dict[tuple[Any, ...], Schema | None] = {}
         self._kernel = kernel
         self._mof_classic: list[Any] = []
+        # WPP: (message GUID as stored in records, message number) -> schema.
+        self._wpp: dict[tuple[bytes, int], Schema] = {}
+        # (id(schema), pointer size) -> its compiled form, which holds the schema (so the id stays its own).
+        self._compiled: dict[tuple[int, int], CompiledSchema] = {}
         for manifest in manifests:
             self.add_manifest(manifest)
 
@@ -51,12 +62,26 @@ class SchemaRegistry:
         return added
 
     def add_schema(self, schema: Schema, source: str = "<added>") -> None:
-        """Adds one schema (a MOF class from a file, an embedded module's schema...)."""
-        self._events.setdefault((schema.provider_id, schema.event_id), {})[schema.version] = schema
+        """Adds one schema (a MOF class from a file, a WPP message, an embedded module's schema...)."""
+        if schema.source == "wpp":
+            self._wpp[(schema.provider_id.bytes_le, schema.event_id)] = schema
+        else:
+            self._events.setdefault((schema.provider_id, schema.event_id), {})[schema.version] = schema
         self._sources[(schema.provider_id, schema.event_id, schema.version)] = source
         if schema.provider_name:
             self._provider_names.setdefault(schema.provider_id, schema.provider_name)
         self._cache.clear()
+
+    def add_tmf(self, messages: Iterable[Any], source: str | None = None) -> int:
+        """Adds a schema per WPP message (``openetw.tdh.wpp.TmfMessage``, as ``parse_tmf`` gives
+        them); a later message wins for the same (message GUID, message number)."""
+        from openetw.tdh.wpp import schema_from_tmf
+
+        added = 0
+        for message in messages:
+            self.add_schema(schema_from_tmf(message), source or message.path or "<tmf>")
+            added += 1
+        return added
 
     def source_of(self, schema: Schema) -> str | None:
         """The file a manifest schema came from."""
@@ -98,6 +123,9 @@ class SchemaRegistry:
                     found = self._mof_schema(record.provider_id, record.opcode, record.version)
                 self._remember(key, found)
             return found
+        if kind == "wpp":
+            guid = record.provider_guid_bytes  # the message GUID, when the record carries one
+            return None if guid is None else self._wpp.get((guid, record.id))
         return None
 
     def _remember(self, key: tuple[Any, ...], value: Schema | None) -> None:
@@ -123,6 +151,21 @@ class SchemaRegistry:
         if match is None:
             return None
         return schema_from_mof(match.mof_class, match.event, key if isinstance(key, uuid.UUID) else None)
+
+    # -- decoding ----------------------------------------------------------------------------
+    def compiled(self, schema: Schema, pointer_size: int) -> CompiledSchema:
+        """``compile_schema(schema, pointer_size)``, made once per schema (by identity) and pointer size."""
+        key = (id(schema), pointer_size)
+        found = self._compiled.get(key)
+        if found is None or found.schema is not schema:
+            if len(self._compiled) >= _COMPILED_LIMIT:
+                self._compiled.clear()
+            found = self._compiled[key] = compile_schema(schema, pointer_size)
+        return found
+
+    def decode(self, schema: Schema, user_data: bytes, pointer_size: int) -> DecodedEvent:
+        """Every property of ``user_data`` decoded now with ``schema`` (as ``decode_all`` does)."""
+        return self.compiled(schema, pointer_size).decode(user_data)
 
     # -- names -------------------------------------------------------------------------------
     def provider_name(self, record: Any) -> str | None:

@@ -25,7 +25,6 @@ from openetw.report.perfview.state import TraceState
 from openetw.report.perfview.tracelog import event_identity, removed_by_tracelog, skipped_by_test
 from openetw.report.perfview.views import EventInput
 from openetw.tdh.context import DecodeContext
-from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["MAX_EVENTS_PER_NAME", "PerfViewReport", "perfview_lines"]
@@ -62,7 +61,7 @@ class PerfViewReport:
                 continue
             schema = self._schema(record)
             if schema is not None and _worth_learning(record):
-                props = dict(decode_properties(schema, record.user_data, record.pointer_size).items())
+                props = dict(self.registry.decode(schema, record.user_data, record.pointer_size).items())
                 self.state.learn(record, props)
 
     def _schema(self, record: Any) -> Any:
@@ -79,7 +78,7 @@ class PerfViewReport:
             schema = self._schema(record)
             props: dict[str, Any] = {}
             if schema is not None:
-                props = dict(decode_properties(schema, record.user_data, record.pointer_size).items())
+                props = dict(self.registry.decode(schema, record.user_data, record.pointer_size).items())
             line = self._count(record, schema, props)
             if line is not None:
                 yield line

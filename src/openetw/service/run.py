@@ -1,0 +1,63 @@
+"""Running the trace service as a program: signals, the readiness report, systemd's notify socket."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+
+from openetw.errors import ServiceError
+from openetw.service.autologger import start_autologger_file
+from openetw.service.server import TraceService, log
+
+__all__ = ["run_service"]
+
+
+def run_service(
+    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False
+) -> int:
+    """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status.
+
+    ``autologger`` names a configuration file whose sessions start before the service says it
+    is ready. When it cannot be used (unreadable, writable by others, does not parse) the
+    service logs why and runs without it, unless ``autologger_required``: then it exits with 1.
+    """
+    service = TraceService(socket_path, system=system)
+    try:
+        service.listen()
+    except ServiceError as exc:
+        log(str(exc))
+        return 1
+    if autologger is not None and not start_autologger_file(service, autologger, log=log) and autologger_required:
+        service.close()
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: service.request_stop())
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    if ready_fd is not None:
+        try:
+            os.write(ready_fd, f"ready {os.getpid()}\n".encode())
+            os.close(ready_fd)
+        except OSError:
+            pass
+    _notify_systemd(b"READY=1")
+    log(f"listening on {socket_path} (pid {os.getpid()})")
+    service.serve_forever()
+    _notify_systemd(b"STOPPING=1")
+    log("stopped")
+    return 0
+
+
+def _notify_systemd(state: bytes) -> None:
+    """sd_notify: tell systemd (Type=notify) that the socket listens, or that we are stopping."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
+            notify.sendto(state, address)
+    except OSError:
+        pass
