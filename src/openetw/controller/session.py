@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from openetw.controller.client import ServiceClient
-from openetw.errors import InvalidArgument
+from openetw.errors import InvalidArgument, OpenEtwError
+from openetw.guids import parse_guid
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode
 from openetw.service.wire import filters_to_json
 
@@ -68,11 +69,29 @@ def _filters_json(filters: EventFilters | Mapping[str, Any] | None) -> dict[str,
 
 
 def _provider_text(provider: ProviderRef) -> str:
+    """A GUID as text, or a name: an installed manifest's provider name resolves to its GUID here
+    (the caller's stores, read with the caller's rights); any other name is sent as it is and the
+    service derives its GUID with ETW's name hash, as for TraceLogging and EventSource."""
     if isinstance(provider, uuid.UUID):
         return str(provider)
     if not isinstance(provider, str) or not provider.strip():
         raise InvalidArgument("a provider is a GUID or a name")
-    return provider
+    try:
+        return str(parse_guid(provider))
+    except ValueError:
+        pass
+    installed = _installed_provider_guid(provider.strip())
+    return str(installed) if installed is not None else provider
+
+
+def _installed_provider_guid(name: str) -> uuid.UUID | None:
+    from openetw.store import ManifestRegistry
+
+    try:
+        found = ManifestRegistry().find(name)
+    except OpenEtwError:
+        return None  # a damaged store must not stop a session: the name is hashed instead
+    return None if found is None else found.guid
 
 
 def _open_output(path: str) -> int:
