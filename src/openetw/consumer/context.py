@@ -21,6 +21,7 @@ __all__ = ["TraceContext"]
 ErrorReporter = Callable[[BaseException, Any], None]
 _MISSING: Any = object()
 _EXTENDED_INFO = 0x0001
+_SCHEMA_CACHE_LIMIT = 1 << 16
 _KERNEL_KINDS = frozenset({"system", "compact", "perfinfo"})
 _CLASSIC_KINDS = frozenset({"classic", "instance"})
 
@@ -56,8 +57,13 @@ class TraceContext:
 
     def _entry(self, record: Any) -> tuple[TdhSchema | None, Plans | None]:
         kind = record.kind
-        if kind == "event" and not record.flags & _EXTENDED_INFO:
+        if kind == "event":
             key: tuple[Any, ...] = (record.provider_guid_bytes, record.id, record.version)
+            if record.flags & _EXTENDED_INFO:
+                # A TraceLogging schema is its metadata (never the event id alone): key on the blobs.
+                metadata, traits = record.tracelogging_blobs()
+                if metadata is not None:
+                    key += (record.opcode, record.level, record.task, record.keyword, record.channel, metadata, traits)
         elif kind in _KERNEL_KINDS:
             key = (record.hook_id, record.version)
         elif kind in _CLASSIC_KINDS:
@@ -70,6 +76,8 @@ class TraceContext:
             self._learned, self._carried = decode_context.manifests_learned, decode_context.carried_schemas
         found = self._schemas.get(key)
         if found is None:
+            if len(self._schemas) >= _SCHEMA_CACHE_LIMIT:
+                self._schemas.clear()  # bounded, whatever a hostile trace carries
             tdh = self._lookup(record)
             found = self._schemas[key] = (tdh, plans_of(tdh) if tdh is not None else None)
         return found

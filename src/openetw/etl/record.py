@@ -151,6 +151,10 @@ class EventRecord:
     def extended(self) -> tuple[ExtendedItem, ...]:
         return ()
 
+    def tracelogging_blobs(self) -> tuple[bytes | None, bytes | None]:
+        """(EVENT_SCHEMA_TL data, PROV_TRAITS data): only EVENT_HEADER records carry them."""
+        return None, None
+
     def extended_item(self, ext_type: int) -> ExtendedItem | None:
         for item in self.extended:
             if item.ext_type == ext_type:
@@ -449,6 +453,19 @@ class EventHeaderRecord(EventRecord):
             return ()
         raw = self._raw
         return tuple(ExtendedItem(t, raw[s : s + n], k) for t, s, n, k in self._iter_extended())
+
+    def tracelogging_blobs(self) -> tuple[bytes | None, bytes | None]:
+        """(EVENT_SCHEMA_TL data, PROV_TRAITS data) in one pass, without building item objects."""
+        if not self._h[_E("Flags")] & L.EVENT_HEADER_FLAG_EXTENDED_INFO:
+            return None, None
+        raw = self._raw
+        schema = traits = None
+        for ext_type, start, size, _ in self._iter_extended():
+            if ext_type == EXT_EVENT_SCHEMA_TL and schema is None:
+                schema = raw[start : start + size]
+            elif ext_type == EXT_PROV_TRAITS and traits is None:
+                traits = raw[start : start + size]
+        return schema, traits
 
     @property
     def user_data_offset(self) -> int:
