@@ -141,7 +141,7 @@ def test_every_event_of_the_authored_manifests_decodes_to_the_values_written(tra
 
     write_everything()
     statistics = trace.session.stop()
-    assert statistics.get("events_lost", 0) == 0, statistics
+    assert (statistics["events_lost"], statistics["log_buffers_lost"]) == (0, 0), statistics
 
     schemas = {(m.PROVIDER_GUID, s.event_id, s.version): s for m in trace.modules for s in m.schemas()}
     pending = {key: list(items) for key, items in trace.written.items()}
@@ -157,5 +157,5 @@ def test_every_event_of_the_authored_manifests_decodes_to_the_values_written(tra
         assert not mismatched, f"{written.module}.write_{written.event}{written.arguments!r}: decoded != written: {mismatched}"
         equal += 1
     assert all(not items for items in pending.values()), {k: len(v) for k, v in pending.items() if v}
-    assert equal == total > 0
+    assert equal == total == statistics["events_written"] > 0
     print(f"\n{len(plan)} events, {total} written, {equal} decoded equal; skipped as unwritable: {trace.skipped}")
