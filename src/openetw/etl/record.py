@@ -252,21 +252,18 @@ _E = L.EVENT_HEADER.index
 _M = L.MESSAGE_TRACE_HEADER.index
 
 
-class SystemRecord(EventRecord):
-    """SYSTEM_TRACE_HEADER: kernel (MOF) events identified by a hook id and a MOF version."""
+class _HookRecord(EventRecord):
+    """What SYSTEM and PERFINFO headers share: a HookId (group << 8 | type) and a MOF version.
+
+    Both layouts keep Version first and HookId at the same place; subclasses say where the
+    timestamp sits and which header types mean 32-bit pointers.
+    """
 
     __slots__ = ()
-    kind = "system"
-    layout = L.SYSTEM_TRACE_HEADER
-    header_size = L.SYSTEM_TRACE_HEADER.size
-    size_index = _S("Size")
+    _TIMESTAMP_INDEX = 0
+    _POINTER32_TYPES: tuple[int, ...] = ()
     header_type = _tuple_field(_S("HeaderType"))
     hook_id = _tuple_field(_S("HookId"))
-    tid = _tuple_field(_S("ThreadId"))
-    pid = _tuple_field(_S("ProcessId"))
-    timestamp = _tuple_field(_S("SystemTime"))
-    kernel_time = _tuple_field(_S("KernelTime"))
-    user_time = _tuple_field(_S("UserTime"))
 
     @property
     def version(self) -> int:
@@ -287,10 +284,13 @@ class SystemRecord(EventRecord):
 
     @property
     def pointer_size(self) -> int:
-        return 4 if self._h[_S("HeaderType")] in (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_COMPACT32) else 8
+        return 4 if self._h[_S("HeaderType")] in self._POINTER32_TYPES else 8
 
     def _timestamp_index(self) -> int | None:
-        return _S("SystemTime")
+        return self._TIMESTAMP_INDEX
+
+
+assert _S("HookId") == _P("HookId") and _S("HeaderType") == _P("HeaderType") and _S("Size") == _P("Size")
 
 
 def _system_header_extension(version_field: int) -> int:
@@ -298,6 +298,23 @@ def _system_header_extension(version_field: int) -> int:
     if version_field & 0xFF00 == 0:
         return 0
     return (8 if version_field & 0x8000 else 0) + 8 * ((version_field >> 8) & 7)
+
+
+class SystemRecord(_HookRecord):
+    """SYSTEM_TRACE_HEADER: kernel (MOF) events identified by a hook id and a MOF version."""
+
+    __slots__ = ()
+    kind = "system"
+    layout = L.SYSTEM_TRACE_HEADER
+    header_size = L.SYSTEM_TRACE_HEADER.size
+    size_index = _S("Size")
+    _TIMESTAMP_INDEX = _S("SystemTime")
+    _POINTER32_TYPES = (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_COMPACT32)
+    tid = _tuple_field(_S("ThreadId"))
+    pid = _tuple_field(_S("ProcessId"))
+    timestamp = _tuple_field(_S("SystemTime"))
+    kernel_time = _tuple_field(_S("KernelTime"))
+    user_time = _tuple_field(_S("UserTime"))
 
 
 class CompactRecord(SystemRecord):
@@ -311,7 +328,7 @@ class CompactRecord(SystemRecord):
     user_time = 0
 
 
-class PerfInfoRecord(EventRecord):
+class PerfInfoRecord(_HookRecord):
     """PERFINFO_TRACE_HEADER: high-volume kernel events (samples, syscalls, interrupts)."""
 
     __slots__ = ()
@@ -319,35 +336,12 @@ class PerfInfoRecord(EventRecord):
     layout = L.PERFINFO_TRACE_HEADER
     header_size = L.PERFINFO_TRACE_HEADER.size
     size_index = _P("Size")
-    header_type = _tuple_field(_P("HeaderType"))
-    hook_id = _tuple_field(_P("HookId"))
+    _TIMESTAMP_INDEX = _P("SystemTime")
+    _POINTER32_TYPES = (L.HEADER_TYPE_PERFINFO32,)
     timestamp = _tuple_field(_P("SystemTime"))
     # PERFINFO records carry no process or thread: ETW reports them as -1 (0xFFFFFFFF).
     pid = 0xFFFFFFFF
     tid = 0xFFFFFFFF
-
-    @property
-    def version(self) -> int:
-        return self._h[0] & 0xFF
-
-    @property
-    def opcode(self) -> int:
-        return self._h[_P("HookId")] & 0xFF
-
-    @property
-    def group(self) -> int:
-        return self._h[_P("HookId")] >> 8
-
-    @property
-    def user_data_offset(self) -> int:
-        return self.header_size + _system_header_extension(self._h[0])
-
-    @property
-    def pointer_size(self) -> int:
-        return 4 if self._h[_P("HeaderType")] == L.HEADER_TYPE_PERFINFO32 else 8
-
-    def _timestamp_index(self) -> int | None:
-        return _P("SystemTime")
 
 
 class ClassicRecord(EventRecord):
