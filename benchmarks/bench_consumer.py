@@ -34,22 +34,17 @@ import argparse
 import json
 import math
 import os
-import select
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, best_of, machine_note, table  # noqa: E402
+from common import CORPUS, StdioChild, best_of, machine_note, private_service, table  # noqa: E402
 
 from openetw.consumer import EtlIndex, EventFilter, Provider, UserTrace  # noqa: E402
 from openetw.consumer import predicates as P  # noqa: E402
@@ -186,43 +181,6 @@ ITERATOR_QUEUE = 4096
 START_TIMEOUT = 20.0
 
 
-@contextmanager
-def live_service() -> Iterator[None]:
-    """A trace service on a socket in a temporary folder, for this process and its children;
-    stopped (killed if it must be) and its folder removed at the end."""
-    directory = Path(tempfile.mkdtemp(prefix="openetw-bench-live-"))
-    socket_path = directory / "control.sock"
-    saved = {name: os.environ.get(name) for name in ("OPENETW_SOCKET", "OPENETW_NO_AUTOSTART")}
-    os.environ.update(OPENETW_SOCKET=str(socket_path), OPENETW_NO_AUTOSTART="1")
-    read_end, write_end = os.pipe()
-    with open(directory / "service.log", "ab") as log:
-        service = subprocess.Popen(
-            [sys.executable, "-m", "openetw", "service", "run", "--socket", str(socket_path), "--ready-fd", str(write_end)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
-        )  # fmt: skip
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], START_TIMEOUT)
-        if not ready or not os.read(read_end, 16).startswith(b"ready"):
-            raise RuntimeError(f"the trace service did not start: {(directory / 'service.log').read_text()}")
-        yield
-    finally:
-        os.close(read_end)
-        if service.poll() is None:
-            service.send_signal(signal.SIGTERM)
-            try:
-                service.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                service.kill()
-                service.wait()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def producer_main(rate: float, seconds: float) -> None:
     """A producer process: register, say when enabled, write on "go" at ``rate`` events/s for
     ``seconds``, report, then stay alive (its pool with it) until told to exit."""
@@ -253,38 +211,11 @@ def producer_main(rate: float, seconds: float) -> None:
     provider.unregister()
 
 
-class LiveProducer:
+class LiveProducer(StdioChild):
     """This script run with ``--producer``, steered over its stdin."""
 
     def __init__(self, rate: float, seconds: float) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--producer", "--rate", str(rate), "--live-seconds", str(seconds)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-        )  # fmt: skip
-
-    def read(self, timeout: float) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline() if ready else b""
-        if not line:
-            raise RuntimeError(f"producer {self.process.pid} did not answer")
-        return json.loads(line)  # type: ignore[no-any-return]
-
-    def tell(self, word: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(word.encode() + b"\n")
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.tell("exit")
-                self.process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
+        super().__init__([sys.executable, __file__, "--producer", "--rate", str(rate), "--live-seconds", str(seconds)])
 
 
 @dataclass
@@ -356,7 +287,7 @@ def run_live(rates: list[int], seconds: float) -> None:
     print(f"\nlive: producers write for {seconds:g} s at each rate; load average before: "
           f"{', '.join(f'{load:.1f}' for load in os.getloadavg())}")  # fmt: skip
     rows: list[list[object]] = []
-    with live_service():
+    with private_service("openetw-bench-live-"):
         number = 0
         for form in LIVE_FORMS:
             for rate in rates:

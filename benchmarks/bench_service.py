@@ -28,21 +28,15 @@ import gc
 import json
 import logging
 import os
-import select
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_note, table  # noqa: E402
+from common import StdioChild, machine_note, private_service, table  # noqa: E402
 
 from openetw.manifest.winmeta import InType  # noqa: E402
 
@@ -58,41 +52,6 @@ Batch = Callable[[int], None]
 
 
 # -- the private service -----------------------------------------------------------------------
-
-
-@contextmanager
-def private_service() -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    """A service on a socket in a temporary directory (OPENETW_SOCKET points there for this
-    process and its children); stopped, then killed if need be, and the directory removed."""
-    directory = Path(tempfile.mkdtemp(prefix="openetw-bench-"))
-    socket_path = directory / "control.sock"
-    os.environ["OPENETW_SOCKET"] = str(socket_path)
-    os.environ["OPENETW_NO_AUTOSTART"] = "1"
-    read_end, write_end = os.pipe()
-    with open(directory / "service.log", "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "openetw", "service", "run", "--socket", str(socket_path), "--ready-fd", str(write_end)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
-        )  # fmt: skip
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], START_TIMEOUT)
-        if not ready or not os.read(read_end, 16).startswith(b"ready"):
-            raise RuntimeError(f"the service did not start: {(directory / 'service.log').read_text()}")
-        os.close(read_end)
-        read_end = -1
-        yield process, directory
-    finally:
-        if read_end >= 0:
-            os.close(read_end)
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -283,40 +242,12 @@ def enabled_path(directory: Path, writes: int, repeat: int) -> None:
 KINDS = ("TraceLogging", "manifest")
 
 
-class ProducerProcess:
+class ProducerProcess(StdioChild):
     """This script run with ``--producer KIND``: it registers, says ready, writes on ``go``,
     reports, and exits on ``exit`` (so its CPU time can be read while it is still alive)."""
 
     def __init__(self, kind: str, rate: float, seconds: float) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--producer", kind, "--rate", str(rate), "--seconds", str(seconds)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-        )  # fmt: skip
-        self.pid = self.process.pid
-
-    def read(self, timeout: float = 120.0) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline() if ready else b""
-        if not line:
-            raise RuntimeError(f"producer {self.pid} did not answer")
-        return json.loads(line)
-
-    def tell(self, word: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(word.encode() + b"\n")
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.tell("exit")
-                self.process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
+        super().__init__([sys.executable, __file__, "--producer", kind, "--rate", str(rate), "--seconds", str(seconds)])
 
 
 def event_writer(kind: str) -> tuple[Any, Callable[[int], bool]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
