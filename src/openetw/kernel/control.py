@@ -175,7 +175,19 @@ def _live_owner(instance: Path) -> bool:
         owners = [int(p) for p in (instance / "set_event_notrace_pid").read_text().split() if p.isdigit()]
     except OSError:
         return False
-    return any(process_start_time(pid) is not None for pid in owners)
+    return any(_thread_group_alive(tid) for tid in owners)
+
+
+def _thread_group_alive(tid: int) -> bool:
+    """Whether the process a thread belongs to is alive. The owner written to tracefs is the
+    reader thread; right after its process was killed the leader is already a zombie while
+    the thread is still exiting, and that thread must not keep the instance alive."""
+    try:
+        with open(f"/proc/{tid}/status", encoding="ascii", errors="replace") as status:
+            tgid = next((int(line.split()[1]) for line in status if line.startswith("Tgid:")), tid)
+    except (OSError, ValueError, IndexError):
+        return False
+    return process_start_time(tid) is not None and process_start_time(tgid) is not None
 
 
 # -- the registry -------------------------------------------------------------------------------
