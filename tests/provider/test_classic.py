@@ -7,8 +7,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import select
-import subprocess
 import sys
 import time
 import uuid
@@ -28,11 +26,10 @@ from openetw.session.errors import ClassicProviderInUse
 from openetw.tdh import decode_all
 from openetw.tdh.mof_file import schemas_from_mof_text
 from openetw.tdh.registry import SchemaRegistry
-from tests.service.harness import ServiceProcess, read_events, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import CommandProcess, ServiceProcess, read_events, service, service_env  # noqa: F401 - fixtures
 
 CONTROL = uuid.UUID("3f92e6e0-9886-434e-85db-0d11d3904c0a")
 TRANSFER = uuid.UUID("b49d5931-ad85-4070-b1b1-3f81f1532875")
-ANSWER_TIMEOUT = 30.0
 
 MOF = r"""
 #pragma namespace("\\\\.\\root\\wmi")
@@ -130,37 +127,11 @@ for line in sys.stdin:
 """
 
 
-class ClassicProcess:
+class ClassicProcess(CommandProcess):
+    """The classic provider program above, answering one command at a time."""
+
     def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", PROGRAM], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ), bufsize=0
-        )
-        self.pid = int(self._read()["ready"])
-
-    def _read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], ANSWER_TIMEOUT)
-        if not ready:
-            raise TimeoutError("the provider process did not answer")
-        line = self.process.stdout.readline()
-        if not line:
-            raise EOFError(f"the provider process exited with {self.process.wait(timeout=5)}")
-        return json.loads(line)
-
-    def send(self, cmd: str, **fields: Any) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        self.process.stdin.write((json.dumps({"cmd": cmd, **fields}) + "\n").encode())
-        answer = self._read()
-        assert "error" not in answer, answer["error"]
-        return answer
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
+        super().__init__([sys.executable, "-c", PROGRAM], dict(os.environ))
 
 
 @pytest.fixture

@@ -290,35 +290,6 @@ def _consume(session: str, delay: float) -> int:
 
 # -- another user --------------------------------------------------------------------------------
 
-OTHER_UID = 65534
-
-
-def as_other_user(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``work()`` in a forked child that dropped every privilege to ``OTHER_UID``; what it
-    returned, or ``{"error": ...}``. The child may not read this interpreter's files, so the
-    codecs it needs are loaded here first."""
-    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii"):
-        "".encode(codec)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        status = 1
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(OTHER_UID)
-            os.setuid(OTHER_UID)
-            os.write(write_end, json.dumps(work()).encode())
-            status = 0
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            os.write(write_end, json.dumps({"error": repr(exc)}).encode())
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data or b"{}")
 
 
 def refusal(call: Callable[[], Any]) -> str:

@@ -12,7 +12,7 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,13 +91,12 @@ def service(service_env: Path) -> Iterator[ServiceProcess]:
         running.kill()
 
 
-class Producer:
-    """A producer process (``producer_program.py``) answering one command at a time."""
+class CommandProcess:
+    """A child process answering one JSON command per line on its stdin with one JSON line."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(PRODUCER_PROGRAM)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, bufsize=0,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, bufsize=0,
         )  # fmt: skip
         self.pid = int(self._read()["ready"])
 
@@ -105,19 +104,34 @@ class Producer:
         assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], ANSWER_TIMEOUT)
         if not ready:
-            raise TimeoutError("the producer did not answer")
+            raise TimeoutError(f"{self.process.args[-1]} did not answer")
         line = self.process.stdout.readline()
         if not line:
-            raise EOFError(f"the producer exited with {self.process.wait(timeout=5)}")
-        return json.loads(line)
+            raise EOFError(f"{self.process.args[-1]} exited with {self.process.wait(timeout=5)}")
+        return json.loads(line)  # type: ignore[no-any-return]
 
     def send(self, cmd: str, **fields: Any) -> dict[str, Any]:
         assert self.process.stdin is not None
         self.process.stdin.write((json.dumps({"cmd": cmd, **fields}) + "\n").encode())
         answer = self._read()
         if "error" in answer:
-            raise AssertionError(f"producer failed {cmd}: {answer['error']}")
+            raise AssertionError(f"{cmd} failed: {answer['error']}")
         return answer
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+class Producer(CommandProcess):
+    """A producer process (``producer_program.py``) answering one command at a time."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__([sys.executable, str(PRODUCER_PROGRAM)], env)
 
     def register(self, name: str, **fields: Any) -> bool:
         return bool(self.send("register", name=name, **fields)["enabled"])
@@ -131,14 +145,6 @@ class Producer:
 
     def write(self, name: str, count: int, **fields: Any) -> int:
         return int(self.send("write", name=name, count=count, **fields)["written"])
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=10)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture
@@ -184,3 +190,34 @@ def indices(path: Path | str, event: str | None = None, pid: int | None = None) 
         if (event is None or name == event) and (pid is None or fields.get("pid") == pid):
             found.append(fields["index"])
     return found
+
+
+OTHER_UID = 65534  # nobody
+
+
+def as_other_user(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``work()`` in a forked child that dropped every privilege to ``OTHER_UID``; what it
+    returned, or ``{"error": ...}``. The child may not read this interpreter's files, so the
+    codecs it needs are loaded here first."""
+    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii"):
+        "".encode(codec)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            os.write(write_end, json.dumps(work()).encode())
+            status = 0
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            os.write(write_end, json.dumps({"error": repr(exc)}).encode())
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data or b"{}")  # type: ignore[no-any-return]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,8 @@ import pytest
 
 from openetw.controller import ServiceClient, Session
 from openetw.provider import TraceLoggingProvider
-from tests.service.harness import ServiceProcess, indices, service_env, start_service  # noqa: F401 - fixture
+from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, indices, service_env, start_service  # noqa: F401 - fixture
 
-OTHER_UID = 65534
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 
 
@@ -40,34 +38,6 @@ def reachable(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
     finally:
         running.kill()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def as_other_user(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``work()`` in a forked child that dropped to another uid; what it returned (or its error).
-
-    The child may not read this interpreter's files: the codecs it needs are loaded here first."""
-    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii"):
-        "".encode(codec)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        status = 1
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(OTHER_UID)
-            os.setuid(OTHER_UID)
-            os.write(write_end, json.dumps(work()).encode())
-            status = 0
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            os.write(write_end, json.dumps({"error": repr(exc)}).encode())
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data or b"{}")
 
 
 def test_only_the_owner_or_root_controls_a_session(reachable: tuple[ServiceProcess, Path], tmp_path: Path) -> None:

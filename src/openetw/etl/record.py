@@ -70,6 +70,7 @@ class EventRecord:
     layout: L.Layout | None = None
     header_size = 0
     size_index = 0  # where the header tuple keeps the record size
+    _TIMESTAMP_INDEX: int | None = None  # where it keeps the timestamp (None: not in the header)
 
     def __init__(self, header: tuple[Any, ...], raw: bytes, pos: int, size: int, cpu: int, ctx: RecordContext, buffer_index: int = -1) -> None:
         self._h = header
@@ -215,7 +216,7 @@ class EventRecord:
 
     def with_timestamp(self, timestamp: int) -> EventRecord:
         """A copy whose raw bytes and header carry another timestamp (used when merging clocks)."""
-        index = self._timestamp_index()
+        index = self._TIMESTAMP_INDEX
         if index is None:
             return self
         raw = bytearray(self.raw)
@@ -223,8 +224,6 @@ class EventRecord:
         header = self._h[:index] + (timestamp,) + self._h[index + 1 :]
         return type(self)(header, bytes(raw), 0, self._size, self.cpu, self._ctx, self.buffer_index)
 
-    def _timestamp_index(self) -> int | None:
-        return None
 
     def header_fields(self) -> dict[str, Any]:
         """The header as the format names it (``{'Size': .., 'HookId': ..}``)."""
@@ -260,7 +259,6 @@ class _HookRecord(EventRecord):
     """
 
     __slots__ = ()
-    _TIMESTAMP_INDEX = 0
     _POINTER32_TYPES: tuple[int, ...] = ()
     header_type = _tuple_field(_S("HeaderType"))
     hook_id = _tuple_field(_S("HookId"))
@@ -286,8 +284,6 @@ class _HookRecord(EventRecord):
     def pointer_size(self) -> int:
         return 4 if self._h[_S("HeaderType")] in self._POINTER32_TYPES else 8
 
-    def _timestamp_index(self) -> int | None:
-        return self._TIMESTAMP_INDEX
 
 
 assert _S("HookId") == _P("HookId") and _S("HeaderType") == _P("HeaderType") and _S("Size") == _P("Size")
@@ -351,6 +347,7 @@ class ClassicRecord(EventRecord):
     kind = "classic"
     layout = L.EVENT_TRACE_HEADER
     header_size = L.EVENT_TRACE_HEADER.size
+    _TIMESTAMP_INDEX = _C("TimeStamp")
     header_type = _tuple_field(_C("HeaderType"))
     opcode = _tuple_field(_C("Type"))
     level = _tuple_field(_C("Level"))
@@ -366,8 +363,6 @@ class ClassicRecord(EventRecord):
     def pointer_size(self) -> int:
         return 4 if self._h[_C("HeaderType")] in (L.HEADER_TYPE_FULL_HEADER32, L.HEADER_TYPE_INSTANCE32) else 8
 
-    def _timestamp_index(self) -> int | None:
-        return _C("TimeStamp")
 
 
 class InstanceRecord(ClassicRecord):
@@ -392,6 +387,7 @@ class EventHeaderRecord(EventRecord):
     kind = "event"
     layout = L.EVENT_HEADER
     header_size = L.EVENT_HEADER.size
+    _TIMESTAMP_INDEX = _E("TimeStamp")
     header_type = _tuple_field(_E("HeaderType"))
     flags = _tuple_field(_E("Flags"))
     event_property = _tuple_field(_E("EventProperty"))
@@ -476,8 +472,6 @@ class EventHeaderRecord(EventRecord):
                 break
         return min(pos, end) - self._pos
 
-    def _timestamp_index(self) -> int | None:
-        return _E("TimeStamp")
 
 
 class MessageRecord(EventRecord):
