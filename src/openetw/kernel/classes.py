@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from openetw.errors import InvalidArgument
@@ -191,6 +191,10 @@ class KernelEventMapper:
             "sys_enter": self._on_sys_enter,
             "sys_exit": self._on_sys_exit,
         }
+
+    def register(self, name: str, handler: Callable[[int, int, Mapping[str, Any]], list[EventRecord]]) -> None:
+        """Map raw events called ``name`` (from any source) with ``handler(timestamp, cpu, values)``."""
+        self._handlers[name] = handler
 
     # -- identity -------------------------------------------------------------------------------
     def process_of(self, tid: int) -> int:

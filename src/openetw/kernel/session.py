@@ -25,6 +25,7 @@ from openetw.errors import InvalidArgument, SessionError, TraceDataError
 from openetw.etl.writer import DEFAULT_BUFFER_SIZE, EtlWriter, linux_trace_clock, new_logfile_header
 from openetw.kernel.classes import KernelEventMapper, tracepoints_for
 from openetw.kernel.procfs import ProcSource
+from openetw.kernel.source import RecordSink
 from openetw.kernel.ringbuffer import EventDecoder, PageParser
 from openetw.kernel.tracefs import RingReader, TracefsInstance, remove_stale_instances
 
@@ -49,6 +50,7 @@ class KernelSession:
         rundown: bool = True,
         tracefs_root: Path | None = None,
         proc: ProcSource | None = None,
+        sink: RecordSink | None = None,
     ) -> None:
         self.flags = frozenset(flags)
         if not self.flags:
@@ -68,7 +70,8 @@ class KernelSession:
         self.mapper = KernelEventMapper(self.flags, self.proc)
         self._instance: TracefsInstance | None = None
         self._reader: RingReader | None = None
-        self._writer: EtlWriter | None = None
+        self._sink = sink
+        self._writer: RecordSink | None = None
         self._parser: PageParser | None = None
         self._decoder: EventDecoder | None = None
         self._thread: threading.Thread | None = None
@@ -103,9 +106,12 @@ class KernelSession:
             self._parser = instance.page_parser()
             self._decoder = instance.decoder(self.tracepoints)
             self._reader = instance.reader(self._parser)
-            clock = linux_trace_clock()
-            header = new_logfile_header(clock=clock, buffer_size=self.etl_buffer_size, logger_name=KERNEL_LOGGER_NAME, logfile_name=str(self.output))
-            self._writer = EtlWriter(self.output, header=header)
+            if self._sink is not None:
+                self._writer = self._sink
+            else:
+                clock = linux_trace_clock()
+                header = new_logfile_header(clock=clock, buffer_size=self.etl_buffer_size, logger_name=KERNEL_LOGGER_NAME, logfile_name=str(self.output))
+                self._writer = EtlWriter(self.output, header=header)
             self._thread = threading.Thread(target=self._run, name=f"openetw-kernel-{self.name}", daemon=True)
             self._thread.start()
             self._ready.wait()
