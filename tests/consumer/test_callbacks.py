@@ -10,13 +10,12 @@ from openetw.consumer import (
     EnableProperty,
     EventFilter,
     KernelTrace,
-    KernelTraceUnavailable,
     Provider,
     TraceStateError,
     UserTrace,
 )
 from openetw.consumer import predicates as P
-from openetw.errors import InvalidArgument, ServiceError
+from openetw.errors import InvalidArgument
 from openetw.guids import provider_guid_from_name
 from openetw.manifest import load_manifest
 from openetw.testing import EventRecordBuilder, manifest_schema, push_records
@@ -183,10 +182,13 @@ def test_a_broken_error_handler_stops_the_trace() -> None:
     assert trace.query_stats()["events_read"] == 1
 
 
-def test_the_kernel_trace_is_reserved(tmp_path: Any) -> None:
-    with pytest.raises(KernelTraceUnavailable, match="kernel trace is not available yet") as caught:
-        KernelTrace()
-    assert isinstance(caught.value, ServiceError)
+def test_a_kernel_trace_needs_kernel_flags_and_is_live(tmp_path: Any) -> None:
+    with pytest.raises(InvalidArgument, match="needs a kernel provider"):
+        KernelTrace().open()
+    with pytest.raises(InvalidArgument, match="unknown kernel flag"):
+        KernelTrace(flags=["bogus"])
+    with pytest.raises(InvalidArgument, match="UserTrace"):
+        KernelTrace(files=[tmp_path / "a.etl"])
     with pytest.raises(InvalidArgument):
         UserTrace(files=[tmp_path / "a.etl"], sessions=["x"])
 

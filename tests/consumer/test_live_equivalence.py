@@ -6,9 +6,10 @@ keywords and field values, two providers, and a third provider the trace does no
 goes to the default callback). The live trace attaches before the first event is written, so the
 session loses nothing in real time and the file holds exactly what was delivered live.
 
-One record differs by nature: a file starts with its logfile header event (EventTrace/Header,
-with the final statistics of the session), which a file trace delivers to the default callback;
-a live trace gets no such record. It is left out of the comparison and counted apart.
+Both start with the session's logfile header event (EventTrace/Header), as ProcessTrace gives it
+on a file and on a real-time session: it goes to the default callback of each trace, first. Its
+statistics differ by nature (the file's header holds the final ones, the live one those of the
+moment the trace attached), so it is compared apart.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from openetw.consumer import EventFilter, Provider, UserTrace
 from openetw.consumer import predicates as P
 from openetw.controller import Session
+from openetw.etl.logfile import parse_logfile_header
 from openetw.etl.relog import is_logfile_header_record
 from tests.service.harness import Producer, ServiceProcess, producers, service, service_env  # noqa: F401 - fixtures
 
@@ -55,7 +57,7 @@ def build_trace(trace: UserTrace, seen: list[Seen], first_pid: int, headers: lis
     def collect(tag: str) -> Callable[[Any, Any], None]:
         def on_event(record: Any, context: Any) -> None:
             if is_logfile_header_record(record):
-                headers.append(record)
+                headers.append((len(seen), record, _logger_name(record)))
                 return
             parser = context.parser_for(record)
             schema = parser.schema
@@ -85,6 +87,11 @@ def build_trace(trace: UserTrace, seen: list[Seen], first_pid: int, headers: lis
     trace.enable(mix)
     trace.enable(other)
     trace.set_default_event_callback(collect("default"))
+
+
+def _logger_name(record: Any) -> str:
+    payload = record.user_data
+    return parse_logfile_header(payload, record.pointer_size, record.timestamp).logger_name
 
 
 def of_producer(seen: list[Seen], pid: int) -> list[Seen]:
@@ -166,10 +173,11 @@ def test_live_callbacks_see_what_the_file_gives(tmp_path: Path, service: Service
     assert {item[2] for item in file_seen if item[0] == "warning"} == {"Warn"}
 
     live_stats, file_stats = live.query_stats(), from_file.query_stats()
-    assert live_headers == [] and len(file_headers) == 1
-    for counter in ("events_filtered", "events_unmatched", "callback_errors", "decode_errors"):
+    # One header event each, delivered before any other event, naming the session.
+    assert [(before, name) for before, _, name in live_headers] == [(0, "Both")]
+    assert [(before, name) for before, _, name in file_headers] == [(0, "Both")]
+    assert live_headers[0][1].hook_id == file_headers[0][1].hook_id == 0
+    for counter in ("events_read", "events_handled", "events_filtered", "events_unmatched", "callback_errors", "decode_errors"):
         assert live_stats[counter] == file_stats[counter], counter
-    for counter in ("events_read", "events_handled"):
-        assert live_stats[counter] + 1 == file_stats[counter], counter  # the file's header event
-    assert live_stats["events_read"] == written
+    assert live_stats["events_read"] == written + 1  # the header event
     assert file_stats["events_filtered"] == 2 * PER_KIND * producers_count  # Verbose and Chatter

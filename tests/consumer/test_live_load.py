@@ -11,6 +11,9 @@ drop-on-full queue:
 * a record that reached the trace but found the hand-off queue full: ``events_dropped``;
 * everything else was handed to the loop: ``events_handled``.
 
+The trace also reads the session's logfile header event, first (as a file trace does): one more
+record than producers wrote, handed to the loop (the queue is empty then).
+
 The service counts lost real-time buffers, not which events they held; the events are found as
 what the producers wrote minus what arrived.
 """
@@ -25,6 +28,7 @@ import pytest
 
 from openetw.consumer import EventsDropped, UserTrace
 from openetw.controller import Session
+from openetw.etl.relog import is_logfile_header_record
 from tests.service.harness import Producer, ServiceProcess, producers, service, service_env  # noqa: F401 - fixtures
 
 LOAD = "Contoso.Load"
@@ -55,13 +59,16 @@ def _write_in_parallel(writers: list[Producer], count: int, start: int) -> list[
 POOLS = {"roomy pools": (64, 64), "tiny pools": (2, 4)}
 
 
-def _consume_slowly(trace: UserTrace) -> dict[int, set[int]]:
+def _consume_slowly(trace: UserTrace, headers: list[int]) -> dict[int, set[int]]:
     """Iterate with a small drop-on-full queue, holding the first event until the queue has
     overflowed (so the consumer surely lags), then sleeping every ``SLOW_EVERY`` events; the
-    ``index`` fields handled, by producer pid."""
+    ``index`` fields handled, by producer pid (``headers``: where header events came)."""
     seen: dict[int, set[int]] = {}
     for number, event in enumerate(trace.events(queue_size=QUEUE_SIZE, when_full="drop")):
-        seen.setdefault(event.parse("pid"), set()).add(event.parse("index"))
+        if is_logfile_header_record(event.record):
+            headers.append(number)
+        else:
+            seen.setdefault(event.parse("pid"), set()).add(event.parse("index"))
         if number == 0:
             deadline = time.monotonic() + HOLD_TIMEOUT
             while trace.query_stats()["events_dropped"] == 0 and time.monotonic() < deadline:
@@ -104,10 +111,11 @@ def test_handled_plus_dropped_plus_lost_is_what_producers_wrote(pools: str, serv
         reported: list[BaseException] = []
         trace.on_error(lambda error, record: reported.append(error))
         trace.open()  # attached: from now on the service hands buffers over
+        headers: list[int] = []
         producing = threading.Thread(target=produce_then_stop)
         producing.start()
         try:
-            seen = _consume_slowly(trace)
+            seen = _consume_slowly(trace, headers)
         finally:
             producing.join(timeout=60)
         assert not producing.is_alive()
@@ -121,14 +129,15 @@ def test_handled_plus_dropped_plus_lost_is_what_producers_wrote(pools: str, serv
     arrived = stats["events_read"]
 
     assert dropped > 0, "the consumer held its first event until the queue overflowed"
-    assert handled + dropped + lost == attempted
+    assert headers == [0]  # the header event, first
+    assert handled + dropped + lost == attempted + 1
     assert handled + dropped == arrived  # every record that reached the trace is accounted for there
-    assert arrived == final["events_written"]  # what the service handed over reached the trace
-    assert sum(len(indexes) for indexes in seen.values()) == handled  # each handled event once
+    assert arrived == final["events_written"] + 1  # what the service handed over reached the trace
+    assert sum(len(indexes) for indexes in seen.values()) == handled - 1  # each handled event once
     assert set(seen) <= {producer.pid for producer in writers}
 
     dropped_by_pools = attempted - accepted
-    lost_in_real_time = accepted - arrived
+    lost_in_real_time = accepted - (arrived - 1)  # the header event was not written by a producer
     assert lost == dropped_by_pools + lost_in_real_time
     assert lost >= early["events_lost"]
     assert lost_in_real_time > 0  # at least the buffers taken before the consumer attached

@@ -14,7 +14,7 @@ from openetw.consumer import Provider, UserTrace
 from openetw.testing import EventRecordBuilder, push_records
 
 CONSUMER = {
-    "Batch", "EnableProperty", "EtlIndex", "Event", "EventFilter", "EventsDropped", "FileSource", "KernelTrace",
+    "Batch", "EnableProperty", "EtlIndex", "Event", "EventFilter", "EventsDropped", "FileSource", "KernelProvider", "KernelTrace",
     "KernelTraceUnavailable", "LiveSessionSource", "LiveSessionUnavailable", "Parser", "Predicate", "Property",
     "PropertyNotFound", "PropertyTypeMismatch", "Provider", "RecordSource", "Schema", "Source", "SourceStatistics",
     "TraceContext", "TraceStateError", "TraceStatistics", "UserTrace", "predicates", "records_from_buffer",

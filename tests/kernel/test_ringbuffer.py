@@ -176,3 +176,72 @@ def test_fuzz_truncated_pages(raw, cut):
             DECODER.decode(sub.payload(event))
     except OpenEtwError:
         pass
+
+
+# -- one-pass walk and decode ------------------------------------------------------------------
+
+
+def _two_step(raw, cpu, decoder):
+    """parse() + decode_events(): what decode_into must give, or the error it must raise."""
+    sub = PARSER.parse(raw)
+    out = []
+    unknown, damaged = decoder.decode_events(sub, cpu, out)
+    return out, (sub.discarded, unknown, damaged)
+
+
+def _one_pass(raw, cpu, decoder):
+    out = [("before",)]
+    counts = PARSER.decode_into(raw, cpu, decoder, out)
+    return out[1:], counts
+
+
+def test_decode_into_equals_parse_then_decode_on_captured_and_handcrafted_pages():
+    for cpu, raw in P.captured_pages():
+        assert _one_pass(raw, cpu, DECODER) == _two_step(raw, cpu, DECODER)
+    small = demo_payload(1, b"a\0", b"b\0")
+    raw = P.page(
+        1_000, P.data_event(small, delta=10), P.time_extend((5 << 27) + 123), P.data_event(small, delta=7),
+        P.discarded(12, delta=3), P.data_event(demo_payload(2, b"n" * 200 + b"\0", b"p\0"), delta=2),
+        P.absolute(5_000_000_000_000), P.data_event(struct.pack("<HBBi", 901, 0, 0, 1) + bytes(16), delta=1),
+        tail_padding=True,
+    )  # fmt: skip
+    out, counts = _one_pass(raw, 3, DEMO_DECODER)
+    assert (out, counts) == _two_step(raw, 3, DEMO_DECODER)
+    assert counts == (1, 1, 0) and [e[3]["common_pid"] for e in out] == [1, 1, 2] and out[2][3]["name"] == "n" * 200
+
+
+def test_decode_into_leaves_out_untouched_when_the_page_is_damaged():
+    raw = P.page(5, P.data_event(demo_payload(1, b"a\0", b"b\0")), struct.pack("<II", 0, 2))  # length word below 4
+    with pytest.raises(TraceDataError):
+        PARSER.parse(raw)
+    out = [("before",)]
+    with pytest.raises(TraceDataError):
+        PARSER.decode_into(raw, 0, DEMO_DECODER, out)
+    assert out == [("before",)]
+
+
+def _same_outcome(raw):
+    try:
+        expected = _two_step(raw, 1, DECODER)
+    except TraceDataError:
+        expected = TraceDataError
+    try:
+        got = _one_pass(raw, 1, DECODER)
+    except TraceDataError:
+        got = TraceDataError
+    assert got == expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(CAPTURED), st.lists(st.tuples(st.integers(0, 4095), st.integers(0, 255)), min_size=1, max_size=12))
+def test_fuzz_decode_into_matches_the_two_step_path(raw, mutations):
+    data = bytearray(raw)
+    for offset, value in mutations:
+        data[offset] = value
+    _same_outcome(bytes(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(CAPTURED), st.integers(0, 4096))
+def test_fuzz_decode_into_truncated(raw, cut):
+    _same_outcome(raw[:cut])

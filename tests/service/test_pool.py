@@ -112,7 +112,7 @@ def test_create_lays_out_the_header_and_blank_buffers(pool: BufferPool) -> None:
         assert pool.buffer_offset(index) == start
         data = bytes(pool.view[start : start + 4096])
         assert BH.unpack_from(data, 0) == (0,) * 10 + (BH_SIZE, 0, 0, bytes(16))
-        assert data[BH_SIZE:] == b"\xff" * (4096 - BH_SIZE)
+        assert data[BH_SIZE:] == bytes(4096 - BH_SIZE)  # zero: a record's padding is there already
 
 
 def test_memfd_is_sealed_so_a_producer_cannot_resize_it(pool: BufferPool) -> None:
@@ -154,7 +154,7 @@ def test_first_write_opens_a_buffer_and_stores_offset_after_the_record(pool: Buf
     assert header["ProcessorIndex"] == 3 and header["BufferFlag"] == L.BUFFER_FLAG_PROCESSOR_INDEX
     assert bytes(pool.view[base + BH_SIZE : base + BH_SIZE + len(raw)]) == raw
     assert bytes(pool.view[base + BH_SIZE + len(raw) : base + BH_SIZE + aligned]) == bytes(3)
-    assert pool.view[base + BH_SIZE + aligned] == 0xFF
+    assert pool.view[base + BH_SIZE + aligned] == 0
 
 
 def test_a_record_that_does_not_fit_completes_the_buffer_and_opens_the_next(pool: BufferPool) -> None:
@@ -200,12 +200,16 @@ def test_take_and_release(pool: BufferPool) -> None:
     data = pool.take(0)
     assert pool.states[0] == TAKEN and len(data) == 4096
     base = pool.buffer_offset(0)
-    assert data == bytes(pool.view[base : base + 4096])  # a well-behaved producer's header is kept as is
+    used = struct.unpack_from("<I", data, BH.offset("Offset"))[0]
+    assert used == struct.unpack_from("<I", pool.view, base + BH.offset("Offset"))[0] > BH_SIZE
+    # a well-behaved producer's header and records are kept as they are; the tail becomes 0xFF
+    assert data[:used] == bytes(pool.view[base : base + used])
+    assert data[used:] == b"\xff" * (4096 - used) and bytes(pool.view[base + used : base + 4096]) == bytes(4096 - used)
     with pytest.raises(ServiceError, match="TAKEN, not FULL"):
         pool.take(0)
     pool.release(0)
     assert pool.states[0] == FREE
-    assert bytes(pool.view[base : base + 4096]) == bytes(0x30) + struct.pack("<I", BH_SIZE) + bytes(0x14) + b"\xff" * (4096 - BH_SIZE)
+    assert bytes(pool.view[base : base + 4096]) == bytes(0x30) + struct.pack("<I", BH_SIZE) + bytes(0x14) + bytes(4096 - BH_SIZE)
     with pytest.raises(InvalidArgument):
         pool.take(4)
     assert read_pool_buffers([data], 4096) == [record(0)]
@@ -426,6 +430,22 @@ def test_take_reframes_a_buffer_a_producer_scribbled_on(pool: BufferPool) -> Non
     assert pool.stats().invalid == 1
     with pytest.raises(ServiceError, match="unknown state 77"):
         pool.take(1)
+
+
+def test_bytes_a_producer_left_after_its_records_never_leave_the_pool(pool: BufferPool) -> None:
+    writer = pool.writer()
+    raw = record(3)  # 3 bytes of padding
+    writer.write(raw, 1000)
+    base = pool.buffer_offset(0)
+    used = BH_SIZE + ((len(raw) + 7) & ~7)
+    pool.view[base + BH_SIZE + len(raw) : base + 4096] = b"\x5a" * (4096 - BH_SIZE - len(raw))  # padding and tail
+    writer.flush()
+    data = pool.take(0)
+    assert data[BH_SIZE : BH_SIZE + len(raw)] == raw
+    assert data[used:] == b"\xff" * (4096 - used)
+    assert data[BH_SIZE + len(raw) : used] == b"\x5a" * (used - BH_SIZE - len(raw))  # inside Offset: the producer's
+    pool.release(0)
+    assert bytes(pool.view[base + BH_SIZE : base + 4096]) == bytes(4096 - BH_SIZE)
 
 
 # -- properties -------------------------------------------------------------------------------

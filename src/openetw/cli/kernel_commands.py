@@ -12,7 +12,7 @@ import click
 from openetw.cli.failure import ReportedFailure
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-_FLAGS_HELP = "process, thread, cswitch, disk, net, syscall (image, file, pagefault and profile are not recorded on Linux yet)"
+_FLAGS_HELP = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, profile (see `openetw kernel probe`)"
 
 
 def register(cli: click.Group) -> None:
@@ -37,7 +37,7 @@ def _print_info(info: dict[str, Any], *, title: str | None = None) -> None:
     if title:
         click.echo(title)
     pid = f", recorder pid {info['pid']}" if info.get("pid") and info["state"] in ("running", "stopping") else ""
-    click.echo(f"{info['name']}: {info['state']}, {info['mode']}{pid}")
+    click.echo(f"{info['name']}: {info['state']}, {info['mode']}, source {info.get('source', 'auto')}{pid}")
     click.echo(f"  flags: {','.join(info['flags'])}")
     size = f" ({info['output_bytes']} bytes)" if "output_bytes" in info else ""
     click.echo(f"  file: {info['output']}{size}")
@@ -61,15 +61,24 @@ def kernel() -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, help="The .etl file (default: NAME.etl here).")
 @click.option("--mode", type=click.Choice(["file", "circular", "realtime"]), default="file", show_default=True,
               help="circular: the kernel's ring buffer overwrites its oldest events when the recorder falls behind.")
+@click.option("--realtime", is_flag=True, help="Same as --mode realtime.")
 @click.option("--buffer-size", type=int, default=4096, show_default=True, help="Ring buffer size per CPU in KB.")
+@click.option("--profile-rate", type=int, default=None, metavar="HZ", help="CPU samples per second of the profile flag (default 1000).")
+@click.option("--source", type=click.Choice(["auto", "tracefs", "proc-connector", "proc_connector"]), default="auto", show_default=True,
+              help="auto: tracefs (+ perf for image, profile), root only; proc-connector: process and thread events for any user.")
 @_json_option
-def kernel_start(name: str | None, flags: str, output: str | None, mode: str, buffer_size: int, as_json: bool) -> None:
+def kernel_start(name: str | None, flags: str, output: str | None, mode: str, realtime: bool, buffer_size: int,
+                 profile_rate: int | None, source: str, as_json: bool) -> None:  # fmt: skip
     """Start kernel session NAME (default openetw-kernel); it records in the background until
-    `openetw kernel stop NAME`. "NT Kernel Logger" and "Global Logger" are reserved."""
+    `openetw kernel stop NAME`. "NT Kernel Logger" and "Global Logger" take the 2 reserved slots."""
     from openetw.kernel.control import DEFAULT_SESSION_NAME
 
     name = name or DEFAULT_SESSION_NAME
-    info = _registry().start(name, flags, output, mode=mode, buffer_size_kb=buffer_size)
+    if realtime:
+        if mode == "circular":
+            raise click.UsageError("--realtime and --mode circular contradict each other")
+        mode = "realtime"
+    info = _registry().start(name, flags, output, mode=mode, buffer_size_kb=buffer_size, source=source, profile_rate_hz=profile_rate)
     if as_json:
         _print_json(info)
         return

@@ -186,6 +186,12 @@ def _print_session(info: dict[str, Any], as_json: bool, *, title: str | None = N
         f"  buffers: {info['buffer_size_kb']} KB, {info['minimum_buffers']}..{info['maximum_buffers']} per process;"
         f" flush timer {info['flush_timer']} s"
     )
+    if info.get("kernel_flags"):
+        kernel = info.get("kernel") or {}
+        recorder = f", recorder pid {kernel['recorder_pid']}" if kernel.get("recorder_pid") else ""
+        click.echo(f"  kernel flags: {','.join(info['kernel_flags'])}; ring buffer {info.get('kernel_buffer_kb')} KB per CPU{recorder}")
+        if kernel.get("missing_tracepoints"):
+            click.echo(f"  tracepoints this kernel lacks: {', '.join(kernel['missing_tracepoints'])}")
     for provider in info.get("providers", []):
         label = provider.get("name") or provider["guid"]
         click.echo(f"  provider {label}: level {provider['level']} any {provider['match_any']:#x} all {provider['match_all']:#x}")
@@ -211,21 +217,30 @@ def session() -> None:
 @click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (0: none).")
 @click.option("--min-buffers", type=int, default=4, show_default=True)
 @click.option("--max-buffers", type=int, default=64, show_default=True, help="Buffers per producer process.")
+@click.option("--kernel-flags", default=None, metavar="FLAG[,FLAG...]",
+              help="Make it a kernel session recording these kernel events (root only); the flags of"
+                   " `openetw kernel start --flags` (process, thread, image, cswitch, disk, net, ...).")  # fmt: skip
+@click.option("--kernel-buffer-size", type=int, default=1024, show_default=True,
+              help="Kernel sessions: the kernel's ring buffer per CPU in KB.")
 @_socket_option
 @_json_option
 def session_start(name: str, provider_specs: tuple[str, ...], output: str | None, mode: str | None, realtime: bool,
                   buffer_size: int, max_size: int, flush_timer: int, min_buffers: int, max_buffers: int,
-                  socket_path: str | None, as_json: bool) -> None:  # fmt: skip
-    """Start session NAME; it runs until `openetw session stop NAME` (or the service stops)."""
+                  kernel_flags: str | None, kernel_buffer_size: int, socket_path: str | None, as_json: bool) -> None:  # fmt: skip
+    """Start session NAME; it runs until `openetw session stop NAME` (or the service stops).
+
+    With --kernel-flags it is a kernel session: the service records those kernel events into it
+    (every mode, query, flush and real-time consumers work as for other sessions)."""
     from openetw.controller import Session
 
     started = Session.start(
         name, output, mode=mode, realtime=realtime, buffer_size=buffer_size, max_size=max_size,
         flush_timer=flush_timer, min_buffers=min_buffers, max_buffers=max_buffers,
-        providers=[parse_provider_spec(spec) for spec in provider_specs], socket=socket_path,
+        providers=[parse_provider_spec(spec) for spec in provider_specs], kernel_flags=kernel_flags,
+        kernel_buffer_size=kernel_buffer_size, socket=socket_path,
     )  # fmt: skip
     info = started.info_at_start
-    started._client.close()  # the session stays: it belongs to the service now
+    started.detach()  # the session stays: it belongs to the service now
     _print_session(info, as_json, title=None if as_json else f"started trace session {name}")
 
 

@@ -27,7 +27,8 @@ from openetw.consumer.provider import EventFilter, Provider
 from openetw.consumer.live import LiveSessionSource
 from openetw.consumer.sources import FileSource, RecordSource, Source, records_from_buffer
 from openetw.consumer.stats import SourceStatistics, TraceStatistics
-from openetw.consumer.trace import KernelTrace, UserTrace
+from openetw.consumer.kernel_trace import KernelProvider, KernelTrace
+from openetw.consumer.trace import UserTrace
 from openetw.session.enable import EnableProperty
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "EventFilter",
     "EventsDropped",
     "FileSource",
+    "KernelProvider",
     "KernelTrace",
     "KernelTraceUnavailable",
     "LiveSessionSource",

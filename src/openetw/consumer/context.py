@@ -20,6 +20,7 @@ __all__ = ["TraceContext"]
 
 ErrorReporter = Callable[[BaseException, Any], None]
 _MISSING: Any = object()
+_new_parser = object.__new__
 _EXTENDED_INFO = 0x0001
 _SCHEMA_CACHE_LIMIT = 1 << 16
 _KERNEL_KINDS = frozenset({"system", "compact", "perfinfo"})
@@ -40,8 +41,11 @@ class TraceContext:
         self._record: Any = None
         self._schema: Schema | None = None
         self._parser: Parser | None = None
+        self._primed_record: Any = None
+        self._primed: tuple[TdhSchema | None, Plans | None] | None = None
         self._schemas: dict[tuple[Any, ...], tuple[TdhSchema | None, Plans | None]] = {}
         self._learned = self._carried = -1
+        self.generation = 0  # changes whenever the schemas found so far may be stale
 
     @property
     def registry(self) -> SchemaRegistry:
@@ -70,17 +74,32 @@ class TraceContext:
             key = (record.provider_guid_bytes, record.opcode, record.version, None)
         else:
             return self._lookup(record), None
-        decode_context = self.decode_context
-        if decode_context.manifests_learned != self._learned or decode_context.carried_schemas != self._carried:
-            self._schemas.clear()
-            self._learned, self._carried = decode_context.manifests_learned, decode_context.carried_schemas
+        self.refresh()
         found = self._schemas.get(key)
         if found is None:
             if len(self._schemas) >= _SCHEMA_CACHE_LIMIT:
                 self._schemas.clear()  # bounded, whatever a hostile trace carries
+                self.generation += 1
             tdh = self._lookup(record)
             found = self._schemas[key] = (tdh, plans_of(tdh) if tdh is not None else None)
         return found
+
+    def refresh(self) -> None:
+        """Forget the schemas found so far when the trace taught the decode context new ones."""
+        decode_context = self.decode_context
+        if decode_context.manifests_learned != self._learned or decode_context.carried_schemas != self._carried:
+            self._schemas.clear()
+            self._learned, self._carried = decode_context.manifests_learned, decode_context.carried_schemas
+            self.generation += 1
+
+    def entry_of(self, record: Any) -> tuple[TdhSchema | None, Plans | None]:
+        """(decoding schema, fixed-offset readers) of ``record``, from the cache when known."""
+        return self._entry(record)
+
+    def prime(self, record: Any, entry: tuple[TdhSchema | None, Plans | None] | None) -> None:
+        """``record`` is the one being delivered and ``entry`` its schema entry (from
+        ``entry_of`` on a record of the same kind), so that ``parser_for`` need not look it up."""
+        self._primed_record, self._primed = record, entry
 
     def _lookup(self, record: Any) -> TdhSchema | None:
         try:
@@ -92,23 +111,33 @@ class TraceContext:
     def forget_schemas(self) -> None:
         """Look schemas up again (after adding manifests to the registry by hand)."""
         self._schemas.clear()
+        self.generation += 1
 
     def schema_for(self, record: Any) -> Schema:
         if record is self._record:
             if self._schema is None:
                 self._schema = self._parser.schema if self._parser is not None else Schema(record, self, tdh=self._entry(record)[0])
             return self._schema
-        schema = Schema(record, self, tdh=self._entry(record)[0])
+        entry = self._primed if record is self._primed_record and self._primed is not None else self._entry(record)
+        schema = Schema(record, self, tdh=entry[0])
         self._record, self._schema, self._parser = record, schema, None
         return schema
 
     def parser_for(self, record: Any) -> Parser:
         if record is self._record:
-            if self._parser is not None:
-                return self._parser
-            parser = Parser(self._schema) if self._schema is not None else Parser.of(record, *self._entry(record), self)
+            parser = self._parser
+            if parser is not None:
+                return parser
+            if self._schema is not None:
+                parser = Parser(self._schema)
+            else:
+                parser = Parser.of(record, *self._entry(record), self)
         else:
-            parser = Parser.of(record, *self._entry(record), self)
+            entry = self._primed if record is self._primed_record and self._primed is not None else self._entry(record)
+            # Parser.of(record, *entry, self), inlined: this runs once per event
+            parser = _new_parser(Parser)
+            parser._schema = parser._decoded = parser._data = None
+            parser.record, parser._tdh, parser._plans, parser._context = record, entry[0], entry[1], self
             self._record, self._schema = record, None
         self._parser = parser
         return parser

@@ -25,7 +25,9 @@ from openetw.etl.reader import EtlReader
 from openetw.etl.record import RECORD_CLASSES, MessageRecord, RecordContext
 from openetw.tdh.mof_kernel import GROUP_GUIDS, HOOK_ALIASES
 
-__all__ = ["BUFFER_DTYPE", "KIND_CODES", "KIND_NAMES", "RECORD_DTYPE", "BuiltIndex", "build_index_data", "filetimes"]
+__all__ = [
+    "BUFFER_DTYPE", "KIND_CODES", "KIND_NAMES", "RECORD_DTYPE", "BuiltIndex", "build_index_data", "file_order_rows", "filetimes", "provider_table",
+]
 
 RECORD_DTYPE = np.dtype([
     ("timestamp", "<i8"), ("filetime", "<i8"), ("keyword", "<u8"),
@@ -226,7 +228,7 @@ def _fill_wpp(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, has: np.ndarray,
             has[row] = True
 
 
-def _provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, list[uuid.UUID]]:
+def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, list[uuid.UUID]]:
     """The provider column and table: unique GUIDs, found through a 64-bit mix of both halves."""
     column = np.full(len(lo), -1, dtype=np.int32)
     rows = np.flatnonzero(has)
@@ -348,7 +350,7 @@ def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
     return ticks + np.int64(clock.start_time)
 
 
-def _file_order_rows(bufs: Buffers, chains: Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
+def file_order_rows(bufs: Buffers, chains: Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
     """One blob's rows in file order, their GUID halves, and the reasons of its unknown records
     (by row)."""
     cpus = np.asarray([info.cpu for info in bufs.infos], dtype=np.int64)
@@ -386,7 +388,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         chunks, outcome = read_buffers(reader, chunk_bytes)
         for bufs in chunks:
             chains = walk_chains(bufs)
-            rows, lo, hi, has, unknown = _file_order_rows(bufs, chains)
+            rows, lo, hi, has, unknown = file_order_rows(bufs, chains)
             parts.append((rows, lo, hi, has))
             reasons.update({done + row: reason for row, reason in unknown.items()})
             done += len(rows)
@@ -398,7 +400,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         read_errors, read_stats = outcome()
     rows = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=RECORD_DTYPE)
     lo, hi, has = (np.concatenate([part[i] for part in parts]) if parts else np.zeros(0, dtype=dtype) for i, dtype in ((1, np.uint64), (2, np.uint64), (3, bool)))
-    rows["provider"], providers = _provider_table(lo, hi, has)
+    rows["provider"], providers = provider_table(lo, hi, has)
     order, exact = _time_order(rows, buffer_indices)
     rows = take(rows, order)
     rows["filetime"] = filetimes(rows["timestamp"], context.clock)

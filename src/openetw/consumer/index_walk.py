@@ -230,31 +230,30 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     u32 = np.frombuffer(blob, dtype="<u4", count=len(blob) // 4)
     markers, second_words = u32[0::2], u32[1::2]
     slots = np.flatnonzero(u8[3::8] >= 0x80).astype(index_type)  # marker flags 0xC0 and 0x90 both set the top bit
-    # Each slot's buffer, and the record area of each buffer in slots: [first, last].
-    base_slots = (bufs.bases // 8).astype(index_type)
-    spans = np.diff(np.append(base_slots, slot_count))
-    buffer_of_slot = np.repeat(np.arange(len(base_slots), dtype=index_type), spans)
-    buffer_pos = buffer_of_slot[slots]
-    first = base_slots + BH // 8
-    last = base_slots + (bufs.ends.astype(index_type) - 4) // 8  # a marker needs 4 bytes
-    inside = (slots >= first[buffer_pos]) & (slots <= last[buffer_pos])
-    slots, buffer_pos = slots[inside], buffer_pos[inside]
-    marker = markers[slots]
+    # Keep the positions that frame: a known header type under 0xC0 flags, or a WPP 0x90 marker.
+    marker = markers.take(slots)
     header_type = (marker >> 16) & 0xFF
     flags = marker >> 24
     typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
-    sizes = np.where(typed & SIZE_AT_4[header_type], second_words[slots] & 0xFFFF, marker & 0xFFFF).astype(index_type)
-    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size).astype(index_type)
     framed = np.flatnonzero(typed | ((flags & 0xD0) == 0x90))
-    slots, sizes, header_size, buffer_pos = slots.take(framed), sizes.take(framed), header_size.take(framed), buffer_pos.take(framed)
-    record_end = base_slots[buffer_pos] * 8 + bufs.ends.astype(index_type)[buffer_pos]  # in bytes
+    slots, marker, header_type, typed = slots.take(framed), marker.take(framed), header_type.take(framed), typed.take(framed)
+    # Each slot's buffer, and the record area of each buffer in slots: [first, last].
+    base_slots = (bufs.bases // 8).astype(index_type)
+    buffer_pos = (np.searchsorted(base_slots, slots, side="right") - 1).astype(index_type)
+    ends = bufs.ends.astype(index_type)
+    first = base_slots + BH // 8
+    last = base_slots + (ends - 4) // 8  # a marker needs 4 bytes
+    inside = np.flatnonzero((slots >= first.take(buffer_pos)) & (slots <= last.take(buffer_pos)))
+    slots, buffer_pos, marker, header_type, typed = slots.take(inside), buffer_pos.take(inside), marker.take(inside), header_type.take(inside), typed.take(inside)
+    sizes = np.where(typed & SIZE_AT_4[header_type], second_words.take(slots) & 0xFFFF, marker & 0xFFFF).astype(index_type)
+    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size).astype(index_type)
+    record_end = base_slots.take(buffer_pos) * 8 + ends.take(buffer_pos)  # in bytes
     good = (slots * 8 + np.maximum(header_size, sizes) <= record_end) & (sizes >= header_size)
-    # The candidate at the position after each one, through a slot -> candidate map.
-    candidate_at = np.full(slot_count + 1, -1, dtype=index_type)
-    candidate_at[slots] = np.arange(len(slots), dtype=index_type)
+    # The candidate at the position after each one (candidates are sorted by slot).
     following = np.minimum(slots + ((sizes + 7) >> 3), slot_count)
-    j = candidate_at[following]
-    linked = (j >= 0) & (buffer_pos.take(np.maximum(j, 0)) == buffer_pos)
+    j = np.searchsorted(slots, following).astype(index_type)
+    at = np.minimum(j, max(len(slots) - 1, 0))
+    linked = (j < len(slots)) & (slots.take(at) == following) & (buffer_pos.take(at) == buffer_pos) if len(slots) else np.zeros(0, dtype=bool)
     follow = np.where(good, np.where(linked, j, -1), -2)
     return slots.astype(np.int64), sizes.astype(np.int64), buffer_pos.astype(np.int64), follow
 

@@ -6,7 +6,10 @@ enabling the trace's providers (their level, keywords, enable properties and eve
 / executable filters go to the service, which applies them where events are written) and stops
 it when the trace closes, as krabsetw's ``user_trace`` does.
 
-Records come in the order the service hands over their buffers (each buffer in time order).
+Records come in the order the service hands over their buffers (each buffer in time order),
+after the logfile header event of the session (EventTrace/Header), which a trace of a file
+delivers first as well. A trace consumes the buffers whole (``buffer_indexes``): each is indexed
+and processed on its columns, as an indexed file is.
 ``stop()`` ends the record stream from any thread (or a signal handler): the consumer's
 connection is shut down, and the reading thread sees the end of the stream.
 """
@@ -20,7 +23,8 @@ from typing import Any
 
 from openetw.consumer.errors import LiveSessionUnavailable
 from openetw.consumer.provider import Provider
-from openetw.consumer.sources import Source
+from openetw.consumer.buffer_index import BufferIndex
+from openetw.consumer.sources import Source, records_from_buffer
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import OpenEtwError, ServiceError
 from openetw.etl.reader import EtlReader
@@ -85,10 +89,35 @@ class LiveSessionSource(Source):
         with EtlReader(bytes(self._consumer.header_buffer), strict=False) as reader:
             self.header, self.context = reader.header, reader.context
 
-    def records(self) -> Iterator[EventRecord]:
+    def buffers(self) -> Iterator[tuple[int, bytes]]:
+        """(number, data) of the session's header buffer (number 0), then of every buffer the
+        service hands over, as they come; ends when the session stops or ``stop()`` is called."""
         if self._consumer is None:
             self.open()
-        return iter(self._consumer.records())
+        consumer = self._consumer
+        yield 0, bytes(consumer.header_buffer)
+        number = 0
+        while (data := consumer.next_buffer()) is not None:
+            number += 1
+            yield number, data
+
+    def buffer_indexes(self) -> Iterator[BufferIndex]:
+        """``buffers()`` indexed, ready for ``IndexedPlan``."""
+        context = self.context
+        assert context is not None
+        for number, data in self.buffers():
+            yield BufferIndex(data, number, context)
+
+    def records(self) -> Iterator[EventRecord]:
+        """Every record, the logfile header event first (as ``ProcessTrace`` gives it, on a file
+        and on a real-time session alike), then those of each buffer in buffer order."""
+        context = self.context
+        if context is None:
+            self.open()
+            context = self.context
+        assert context is not None
+        for number, data in self.buffers():
+            yield from records_from_buffer(data, context, number)
 
     def stop(self) -> None:
         consumer = self._consumer

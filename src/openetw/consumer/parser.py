@@ -222,6 +222,14 @@ def plans_of(schema: TdhSchema) -> Plans:
     return entry
 
 
+def plans_for_pointer_size(plans: Plans, pointer_size: int) -> Plans:
+    """``plans`` with the readers of one pointer size in both places (no per-record choice)."""
+    if plans[3]:
+        return plans
+    chosen = plans[1] if pointer_size == 8 else plans[2]
+    return (plans[0], chosen, chosen, True, plans[4])
+
+
 def fixed_offset_plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:
     """The fixed-offset readers of ``schema`` for this pointer size."""
     entry = plans_of(schema)
@@ -290,7 +298,9 @@ class Parser:
             plans = self._plans = plans_of(tdh) if tdh is not None else _NO_PLANS
         fast = (plans[1] if plans[3] or self.record.pointer_size == 8 else plans[2]).get(name)
         if fast is not None:
-            data = self.user_data
+            data = self._data
+            if data is None:
+                data = self._data = self.record.user_data
             if fast[0] <= len(data):
                 return fast[1](data)
         if name not in plans[4]:
@@ -314,12 +324,32 @@ class Parser:
             raise PropertyNotFound(f"the event has no property {name!r}", property_name=name) from None
 
     def parse(self, name: str, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002 - krabsetw's name
+        plans = self._plans
+        if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
+            fast = plans[1].get(name)
+            if fast is not None:
+                data = self._data
+                if data is None:
+                    data = self._data = self.record.user_data
+                if fast[0] <= len(data):
+                    return fast[1](data)
         value = self._value(name)
         if type is not None and not _is_of(value, type):
             raise PropertyTypeMismatch(f"value {value!r} is a {value.__class__.__name__}, not {type!r}", property_name=name)
         return value
 
     def try_parse(self, name: str, default: Any = None, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002
+        plans = self._plans
+        if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
+            fast = plans[1].get(name)
+            if fast is not None:
+                data = self._data
+                if data is None:
+                    data = self._data = self.record.user_data
+                if fast[0] <= len(data):
+                    return fast[1](data)
+            elif name not in plans[4]:
+                return default
         value = self._value(name, _ABSENT)
         if value is _ABSENT or (type is not None and not _is_of(value, type)):
             return default

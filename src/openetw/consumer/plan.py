@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
+from openetw.consumer.lazy import LAZY_CLASSES
+from openetw.consumer.loader import RecordLoader
+from openetw.consumer.parser import plans_for_pointer_size
 from openetw.consumer.provider import Provider
 from openetw.consumer.state import state_mask
+from openetw.etl import layouts as L
 
 __all__ = ["IndexedPlan", "admitted_rows", "merged_order"]
 
@@ -25,6 +30,10 @@ __all__ = ["IndexedPlan", "admitted_rows", "merged_order"]
 OBSERVE, RUNDOWN, DELIVER, UNMATCHED = 1, 2, 4, 8
 HANDLED, FILTERED, NOT_MATCHED, OUTSIDE, STATE_BEFORE = 0, 1, 2, 3, 4
 _COUNTED_BY_DISPATCHER = -1
+_KIND_CLASSIC, _KIND_EVENT, _KIND_WPP = 3, 5, 6  # index kind codes
+_EXTENDED_INFO = 0x0001
+_EVENT_HEADER_SIZE = L.EVENT_HEADER.size
+_EXTENDED_KEYS = 4096  # bounded, whatever a hostile trace carries
 
 
 def merged_order(indexes: list[EtlIndex]) -> tuple[np.ndarray, np.ndarray]:
@@ -41,6 +50,34 @@ def merged_order(indexes: list[EtlIndex]) -> tuple[np.ndarray, np.ndarray]:
     rows = np.concatenate([np.arange(len(index.records), dtype=np.int64) for index in indexes])
     order = np.argsort(filetimes, kind="stable")
     return files[order], rows[order]
+
+
+def _schema_kinds(rows: np.ndarray, providers: np.ndarray) -> np.ndarray:
+    """A number per row for its kind of event: provider, event id (opcode for classic records,
+    hook id for kernel ones), version and header type. Events with extended items may carry
+    their own TraceLogging schema: they get ``-3 - n``, ``n`` numbering them also by opcode,
+    level, task, keyword and channel, and their extended items' bytes complete the key. -1: the
+    row's schema is looked up on its own."""
+    kind = rows["kind"].astype(np.int64)
+    ident = np.where(kind == _KIND_EVENT, rows["id"], np.where(kind >= _KIND_CLASSIC, rows["opcode"], rows["hook_id"])).astype(np.uint64)
+    provider = np.where(kind < _KIND_CLASSIC, 0, providers + 1).astype(np.uint64)
+    key = (provider << np.uint64(40)) | (ident << np.uint64(24)) | (rows["version"].astype(np.uint64) << np.uint64(8)) | rows["header_type"].astype(np.uint64)
+    usable = (kind < _KIND_WPP) & (providers < (1 << 23))
+    extended = usable & (kind == _KIND_EVENT) & (rows["flags"] & _EXTENDED_INFO != 0)
+    plain = usable & ~extended
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if plain.any():
+        _, inverse = np.unique(key[plain], return_inverse=True)
+        out[plain] = inverse.reshape(-1)
+    if extended.any():
+        descriptor = (
+            (rows["opcode"].astype(np.uint64) << np.uint64(40)) | (rows["level"].astype(np.uint64) << np.uint64(32))
+            | (rows["task"].astype(np.uint64) << np.uint64(16)) | rows["channel"].astype(np.uint64)
+        )  # fmt: skip
+        table = np.stack([key[extended], descriptor[extended], rows["keyword"][extended]], axis=1)
+        _, inverse = np.unique(table, axis=0, return_inverse=True)
+        out[extended] = -3 - inverse.reshape(-1)
+    return out
 
 
 def _groups(providers: list[Provider]) -> list[list[Provider]]:
@@ -166,40 +203,11 @@ class IndexedPlan:
         stats = d.stats
         positions = np.flatnonzero(self.actions)
         loaders = [index.loader() for index in self.indexes]
+        done = len(self.actions)
         try:
-            streams = [self._stream(loader, number, positions) for number, loader in enumerate(loaders)]
-            done = len(self.actions)
-            actions = self.actions[positions].tolist()
-            groups = self.group[positions].tolist()
-            if len(streams) == 1:
-                records = streams[0]
-            else:
-                records = (next(streams[file]) for file in self.files[positions].tolist())
-            observe_state = d.observe
-            deliver = d.deliver_admitted
-            # A group of one provider without an executable filter needs no second look.
-            simple = [group if len(group) == 1 and not group[0].needs_process_name else None for group in self.groups]
-            for position, action, group, record in zip(positions.tolist(), actions, groups, records):
-                if d.stopping:
-                    done = position
-                    break
-                if action == DELIVER:
-                    providers = simple[group]
-                    if providers is not None:
-                        deliver(record, providers)
-                        continue
-                if action & OBSERVE:
-                    observe_state(record)
-                if action & RUNDOWN:
-                    self._rundown(record)
-                if action & DELIVER:
-                    admitted = d.admitted_of(record, self.groups[group])
-                    if admitted:
-                        deliver(record, admitted)
-                    else:
-                        stats.events_filtered += 1
-                elif action & UNMATCHED:
-                    d.deliver_unmatched(record)
+            stopped_at = self._deliver(positions, loaders)
+            if stopped_at is not None:
+                done = stopped_at
         finally:
             for loader in loaders:
                 loader.close()
@@ -214,9 +222,166 @@ class IndexedPlan:
         stats.events_read += done
         stats.events_not_processed += len(self.actions) - done
 
-    def _stream(self, loader: object, number: int, positions: np.ndarray) -> Iterator[object]:
-        mine = positions[self.files[positions] == number]
-        return loader.records(self.rows[mine])  # type: ignore[attr-defined, no-any-return]
+    def _selected_rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The index rows at ``positions`` (merged order), and their provider numbers in one
+        table of every file's providers."""
+        files, rows = self.files[positions], self.rows[positions]
+        if len(self.indexes) == 1:
+            selected = self.indexes[0].records[rows]
+            return selected, selected["provider"].astype(np.int64)
+        selected = np.empty(len(positions), dtype=self.indexes[0].records.dtype)
+        providers = np.empty(len(positions), dtype=np.int64)
+        table: dict[object, int] = {}
+        for number, index in enumerate(self.indexes):
+            mine = files == number
+            selected[mine] = index.records[rows[mine]]
+            remap = np.asarray([table.setdefault(guid, len(table)) for guid in index.providers] + [-1], dtype=np.int64)
+            providers[mine] = remap[selected["provider"][mine]]
+        return selected, providers
+
+    def _deliver(self, positions: np.ndarray, loaders: list[RecordLoader]) -> int | None:
+        """The loop over the records to build; returns where ``stop()`` ended it (else ``None``).
+
+        Records of one kind of event (same provider, id or opcode or hook, version, header type,
+        and no extended items) share one schema lookup, done for the first of them. This loop
+        runs once per delivered event: it is written for speed (locals, one branch for the usual
+        record: built from its buffer, handed to the callbacks of a single provider).
+        """
+        d = self.dispatcher
+        stats = d.stats
+        context = d.context
+        selected, providers = self._selected_rows(positions)
+        kinds = selected["kind"]
+        kind_of = _schema_kinds(selected, providers)
+        kind_count = int(kind_of.max()) + 1 if len(kind_of) else 0
+        entries: list[Any] = [None] * kind_count
+        generation = context.generation
+        single = len(loaders) == 1
+        loader = loaders[0]
+        cache = loader._cache
+        record_context = loader.context
+        new = object.__new__
+        lazy = LAZY_CLASSES
+        callback_failed = d.callback_failed
+        # A group of one provider without an executable filter needs no second look; with only
+        # callbacks (no filters, no iterator) they are called right here.
+        simple = [group if len(group) == 1 and not group[0].needs_process_name else None for group in self.groups]
+        direct = [
+            group[0].callbacks if group is not None and not group[0].filters and d.sink is None else None for group in simple
+        ]  # fmt: skip
+        actions = self.actions[positions]
+        # Records built the long way: other files of a merge, WPP and unknown records.
+        built_apart = (kinds >= _KIND_WPP) if single else np.ones(len(positions), dtype=bool)
+        # What to do: a direct provider's callbacks (its group number), or -1: the general path.
+        plain = (actions == DELIVER) & ~built_apart
+        route = np.where(plain, self.group[positions], -1)
+        if len(direct):
+            no_direct = np.asarray([callbacks is None for callbacks in direct] + [True])
+            route[no_direct[route]] = -1
+        # Rows built the long way and sent down the general path: -2.
+        route[built_apart] = -2
+        only_callback = [callbacks[0] if callbacks is not None and len(callbacks) == 1 else None for callbacks in direct]
+        extended_entries: dict[tuple[int, bytes], Any] = {}
+        columns = zip(
+            route.tolist(), kind_of.tolist(), selected["header_type"].tolist(), selected["buffer"].tolist(),
+            selected["offset"].tolist(), selected["size"].tolist(), selected["cpu"].tolist(), selected["user_data_offset"].tolist(),
+        )  # fmt: skip
+        done = 0
+        last_buffer = -1
+        data = b""
+        try:
+            for group, schema_kind, header_type, buffer, offset, size, cpu, user_data_offset in columns:
+                if d.stopping:
+                    return int(positions[done])
+                if group != -2:
+                    if buffer != last_buffer:
+                        data = cache.get(buffer)
+                        if data is None:
+                            data = loader.buffer_data(buffer)
+                        last_buffer = buffer
+                    # new_lazy_record(...), inlined
+                    record = new(lazy[header_type])
+                    record._raw = data
+                    record._pos = offset
+                    record._size = size
+                    record.cpu = cpu
+                    record._ctx = record_context
+                    record.buffer_index = buffer
+                    record._udo = user_data_offset
+                else:
+                    file = 0 if single else int(self.files[positions[done]])
+                    record = loaders[file].record(int(self.rows[positions[done]]))
+                if schema_kind >= 0:
+                    if context.generation != generation:
+                        entries = [None] * kind_count
+                        extended_entries = {}
+                        generation = context.generation
+                    entry = entries[schema_kind]
+                    if entry is None:
+                        tdh, plans = context.entry_of(record)
+                        entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+                        generation = context.generation
+                    # context.prime(record, entry), inlined
+                    context._primed_record = record
+                    context._primed = entry
+                elif schema_kind != -1:  # an event with extended items: its kind and their bytes
+                    if context.generation != generation:
+                        entries = [None] * kind_count
+                        extended_entries = {}
+                        generation = context.generation
+                    pos = record._pos
+                    key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
+                    entry = extended_entries.get(key)
+                    if entry is None:
+                        if len(extended_entries) >= _EXTENDED_KEYS:
+                            extended_entries.clear()
+                        tdh, plans = context.entry_of(record)
+                        entry = extended_entries[key] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+                        generation = context.generation
+                    context._primed_record = record
+                    context._primed = entry
+                if group >= 0:
+                    callback = only_callback[group]
+                    if callback is not None:
+                        try:
+                            callback(record, context)
+                        except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
+                            callback_failed(error, record)
+                    else:
+                        for callback in direct[group]:
+                            try:
+                                callback(record, context)
+                            except Exception as error:  # noqa: BLE001
+                                callback_failed(error, record)
+                else:
+                    self._deliver_one(record, int(actions[done]), int(self.group[positions[done]]), simple)
+                done += 1
+        finally:
+            # The records handed to direct callbacks, counted once (the rest count themselves).
+            stats.events_handled += int(np.count_nonzero(route[:done] >= 0))
+        return None
+
+    def _deliver_one(self, record: Any, action: int, group: int, simple: list[list[Provider] | None]) -> None:
+        """Every case but the usual one: state to learn, rundown, filters, iterators, unmatched."""
+        d = self.dispatcher
+        if action == DELIVER:
+            providers = simple[group]
+            if providers is not None:
+                d.deliver_admitted(record, providers)
+                return
+        if action & OBSERVE:
+            d.observe(record)
+            d.context.refresh()
+        if action & RUNDOWN:
+            self._rundown(record)
+        if action & DELIVER:
+            admitted = d.admitted_of(record, self.groups[group])
+            if admitted:
+                d.deliver_admitted(record, admitted)
+            else:
+                d.stats.events_filtered += 1
+        elif action & UNMATCHED:
+            d.deliver_unmatched(record)
 
     def _rundown(self, record: object) -> None:
         d = self.dispatcher

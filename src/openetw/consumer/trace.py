@@ -16,8 +16,8 @@ first pass, see ``EtlIndex``) unless ``index=False``.
 ``UserTrace(sessions=["Name"])`` consumes running real-time sessions; ``UserTrace()`` (or
 ``UserTrace("Name")``) starts a private real-time session with the enabled providers and stops it
 when the trace closes. Both need the trace service (``LiveSessionUnavailable`` when it cannot be
-reached; it is started on first use unless ``OPENETW_NO_AUTOSTART=1``). ``KernelTrace`` is
-reserved.
+reached; it is started on first use unless ``OPENETW_NO_AUTOSTART=1``). ``KernelTrace`` (in
+``openetw.consumer.kernel_trace``) is this trace over a kernel session.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
-from openetw.consumer.errors import KernelTraceUnavailable, TraceStateError
+from openetw.consumer.errors import TraceStateError
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
 from openetw.consumer.plan import IndexedPlan, admitted_rows
@@ -42,12 +42,12 @@ from openetw.consumer.live import LiveSessionSource, private_session_name
 from openetw.consumer.sources import FileSource, Source
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow
-from openetw.errors import InvalidArgument, ManifestError, OpenEtwError
+from openetw.errors import EtlFormatError, InvalidArgument, ManifestError, OpenEtwError
 from openetw.guids import provider_guid_from_name
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 
-__all__ = ["KernelTrace", "UserTrace"]
+__all__ = ["UserTrace"]
 
 
 def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegistry, dict[str, Any]]:
@@ -273,11 +273,28 @@ class UserTrace:
         indexes = [source.index for source in self.sources]
         if all(index is not None for index in indexes):
             IndexedPlan(indexes, dispatcher).run()  # type: ignore[arg-type]
+        elif len(self.sources) == 1 and isinstance(self.sources[0], LiveSessionSource):
+            self._consume_buffers(dispatcher, self.sources[0])
         else:
             self._stream(dispatcher)
         self.stats.sources = [source.statistics() for source in self.sources]
         if dispatcher.failure is not None:
             raise dispatcher.failure
+
+    def _consume_buffers(self, dispatcher: Dispatcher, source: LiveSessionSource) -> None:
+        """A live session's buffers, each processed whole on its columns (``BufferIndex``)."""
+        end = self.window.end
+        for index in source.buffer_indexes():
+            for message in index.errors:
+                dispatcher.report(EtlFormatError(message, buffer_index=index.number, path=source.name))
+            if dispatcher.stopping:
+                dispatcher.stats.events_not_processed += len(index)
+                break
+            if not len(index):
+                continue
+            IndexedPlan([index], dispatcher).run()  # type: ignore[list-item]
+            if end is not None and int(index.records["filetime"].max()) > end:
+                self.stop()  # a live trace ends at its end time, as ProcessTrace does
 
     def _stream(self, dispatcher: Dispatcher) -> None:
         streams = [source.records() for source in self.sources]
@@ -405,12 +422,3 @@ class UserTrace:
         what = ", ".join(self.files) if self.files else ", ".join(self.sessions) or "private real-time session"
         return f"<UserTrace {self.name or ''} [{what}] providers={len(self.providers)}>"
 
-
-class KernelTrace:
-    """The kernel trace (NT Kernel Logger): reserved until the Linux kernel layer delivers it."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise KernelTraceUnavailable(
-            "the kernel trace is not available yet: it needs the kernel layer (tracefs) and the trace service; "
-            "read kernel .etl files with UserTrace(files=[...]) and kernel providers by class GUID"
-        )

@@ -22,7 +22,8 @@ from typing import Any
 from openetw.controller.client import ServiceClient
 from openetw.errors import InvalidArgument, OpenEtwError
 from openetw.guids import parse_guid
-from openetw.session import STATISTICS_KEYS, EventFilters, LogMode
+from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
+from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB
 from openetw.service.wire import filters_to_json
 
 __all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
@@ -127,6 +128,8 @@ class Session:
         min_buffers: int = 4,
         max_buffers: int = 64,
         providers: Iterable[ProviderRef | tuple[ProviderRef, Mapping[str, Any]]] = (),
+        kernel_flags: Iterable[str] | str | None = None,
+        kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,
         socket: str | os.PathLike[str] | None = None,
         autostart: bool | None = None,
     ) -> Session:
@@ -135,6 +138,11 @@ class Session:
         ``output`` is the file (a new-file session's name holds one ``%d``); the file is opened
         here and its descriptor handed to the service. ``providers`` are enabled before the first
         event can flow: names/GUIDs, or (provider, {"level": .., "any": .., "all": ..}) pairs.
+
+        ``kernel_flags`` (``["process", "thread"]`` or ``"process,thread"``; the names of
+        ``openetw kernel start --flags``) make it a kernel session: the service records those
+        kernel events into it, through a kernel ring buffer of ``kernel_buffer_size`` KB per CPU.
+        Only root may start one (``AccessDenied`` otherwise).
         """
         output_text = os.fspath(output) if output is not None else None
         log_mode = parse_mode(mode, output=output_text, realtime=realtime)
@@ -148,6 +156,12 @@ class Session:
             "maximum_buffers": max_buffers,
             "flush_timer": flush_timer,
         }
+        if kernel_flags is not None:
+            from openetw.kernel.control import parse_flags
+
+            config["kind"] = SessionKind.KERNEL.value
+            config["kernel_flags"] = parse_flags(kernel_flags)
+            config["kernel_buffer_kb"] = kernel_buffer_size
         fds: tuple[int, ...] = ()
         if log_mode.writes_file:
             if not output_text:
@@ -262,6 +276,10 @@ class Session:
             self.final = self._call("stop_session")["session"]
             self._client.close()
         return _statistics(self.final)
+
+    def detach(self) -> None:
+        """Close this controller's connection; the session goes on in the service."""
+        self._client.close()
 
     def consumer(self, **kwargs: Any) -> Any:
         """A real-time consumer of this session (see ``RealtimeConsumer``)."""

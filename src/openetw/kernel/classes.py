@@ -1,4 +1,5 @@
-"""Linux tracepoints → NT Kernel Logger records (Process, Thread, CSwitch, DiskIo, TcpIp, SysCall).
+"""Linux tracepoints → NT Kernel Logger records (Process, Thread, CSwitch, DiskIo, TcpIp, UdpIp,
+FileIo, PageFault, SysCall).
 
 Each record is a SYSTEM64 (PERFINFO64 for system calls) kernel record whose HookId, version
 and payload follow the layouts in :mod:`openetw.tdh.mof_kernel`, so the project's decoder,
@@ -7,9 +8,10 @@ dissect.etl and PerfView read them as Windows kernel events. Timestamps are the 
 :func:`openetw.etl.writer.linux_trace_clock`.
 
 The mapper keeps the state tracepoints do not carry (thread → process, exit codes, block
-requests in flight, socket endpoints). It does no I/O itself: /proc lookups go through the
-``proc`` object given to it (a :class:`~openetw.kernel.procfs.ProcSource` or a test double).
-See docs/kernel.md for what each field means on Linux.
+requests in flight, socket endpoints, open files, system calls in progress). It does no I/O
+itself: /proc lookups go through the ``proc`` object given to it (a
+:class:`~openetw.kernel.procfs.ProcSource` or a test double). See docs/kernel.md for what each
+field means on Linux.
 """
 
 from __future__ import annotations
@@ -20,22 +22,27 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from openetw.errors import InvalidArgument
+from openetw.etl import layouts as L
 from openetw.etl.build import build_perfinfo_record, build_system_record
-from openetw.etl.record import EventRecord
+from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, PerfInfoRecord, SystemRecord
 from openetw.kernel.procfs import ProcessInfo
 
 __all__ = [
     "FLAG_EVENTS",
     "KERNEL_FLAGS",
     "KernelEventMapper",
+    "PERF_FLAGS",
     "ProcLookup",
+    "file_key",
     "tracepoints_for",
     "unix_user_sid",
 ]
 
 # Groups (high byte of the HookId) and the versions written.
 PROCESS_GROUP, THREAD_GROUP, DISK_GROUP, TCPIP_GROUP, PERFINFO_GROUP = 0x03, 0x05, 0x01, 0x06, 0x0F
+FILEIO_GROUP, UDPIP_GROUP, PAGEFAULT_GROUP = 0x04, 0x08, 0x02
 PROCESS_VERSION, THREAD_VERSION, CSWITCH_VERSION, DISK_VERSION, TCPIP_VERSION, SYSCALL_VERSION = 4, 3, 2, 3, 2, 2
+FILEIO_VERSION, UDPIP_VERSION, PAGEFAULT_VERSION = 3, 2, 2
 
 PROCESS_START, PROCESS_END, PROCESS_DC_START = 1, 2, 3
 THREAD_START, THREAD_END, THREAD_DC_START, CSWITCH = 1, 2, 3, 36
@@ -43,6 +50,23 @@ DISK_READ, DISK_WRITE, DISK_FLUSH = 10, 11, 14
 TCP_SEND, TCP_RECV, TCP_CONNECT, TCP_DISCONNECT, TCP_ACCEPT = 10, 11, 12, 13, 15
 TCP_IPV6_OFFSET = 16
 SYSCALL_ENTER, SYSCALL_EXIT = 51, 52
+UDP_SEND, UDP_RECV = 10, 11
+FILE_CREATE, FILE_CLEANUP, FILE_CLOSE, FILE_READ, FILE_WRITE, FILE_FLUSH = 64, 65, 66, 67, 68, 73
+FAULT_DEMAND_ZERO, FAULT_COPY_ON_WRITE, FAULT_ACCESS_VIOLATION = 11, 12, 15
+
+# System calls the ``file_io`` flag follows: name → (kind, fd field, explicit position field).
+_FILE_SYSCALLS: Mapping[str, tuple[str, str | None, str | None]] = {
+    "open": ("open", None, None), "openat": ("open", None, None), "openat2": ("open", None, None),
+    "creat": ("open", None, None),
+    "read": ("read", "fd", None), "readv": ("read", "fd", None),
+    "pread64": ("read", "fd", "pos"), "preadv": ("read", "fd", "pos_l"), "preadv2": ("read", "fd", "pos_l"),
+    "write": ("write", "fd", None), "writev": ("write", "fd", None),
+    "pwrite64": ("write", "fd", "pos"), "pwritev": ("write", "fd", "pos_l"), "pwritev2": ("write", "fd", "pos_l"),
+    "lseek": ("seek", "fd", None),
+    "close": ("close", "fd", None), "close_range": ("close_range", "fd", None),
+    "fsync": ("flush", "fd", None), "fdatasync": ("flush", "fd", None),
+    "dup": ("dup", "fildes", None), "dup2": ("dup", "oldfd", None), "dup3": ("dup", "oldfd", None),
+}
 
 FLAG_EVENTS: Mapping[str, tuple[str, ...]] = {
     "process": ("sched/sched_process_fork", "sched/sched_process_exec", "sched/sched_process_exit",
@@ -53,13 +77,27 @@ FLAG_EVENTS: Mapping[str, tuple[str, ...]] = {
     "disk_io": ("block/block_rq_issue", "block/block_rq_complete"),
     "network": ("sock/inet_sock_set_state", "sock/sock_send_length", "sock/sock_recv_length"),
     "syscall": ("raw_syscalls/sys_enter", "raw_syscalls/sys_exit"),
+    # exec and exit forget a process's descriptors (close-on-exec, exit closes everything)
+    "file_io": tuple(f"syscalls/sys_{side}_{call}" for call in _FILE_SYSCALLS for side in ("enter", "exit"))
+    + ("sched/sched_process_exec", "sched/sched_process_exit"),
+    "page_fault": ("exceptions/page_fault_user", "exceptions/page_fault_kernel"),
 }
-"""The tracepoints each kernel flag needs (``system/event``)."""
-KERNEL_FLAGS = frozenset(FLAG_EVENTS)
+"""The tracepoints each tracefs kernel flag needs (``system/event``)."""
+PERF_FLAGS = frozenset({"image", "profile"})
+"""Flags recorded from perf_event_open by the perf source: they need no tracepoints."""
+KERNEL_FLAGS = frozenset(FLAG_EVENTS) | PERF_FLAGS
+"""Every kernel flag the project knows."""
 
 _TCP_ESTABLISHED, _TCP_SYN_SENT, _TCP_SYN_RECV, _TCP_CLOSE, _TCP_LISTEN = 1, 2, 3, 7, 10
 _TCP_CLOSING_STATES = frozenset({4, 5, 6, 8, 9, 11})  # FIN_WAIT1/2, TIME_WAIT, CLOSE_WAIT, LAST_ACK, CLOSING
-_AF_INET, _AF_INET6, _IPPROTO_TCP = 2, 10, 6
+_AF_INET, _AF_INET6, _IPPROTO_TCP, _IPPROTO_UDP = 2, 10, 6, 17
+_MSG_PEEK = 0x2
+_O_WRONLY, _O_CREAT, _O_EXCL, _O_TRUNC, _O_APPEND, _O_CLOEXEC = 0o1, 0o100, 0o200, 0o1000, 0o2000, 0o2000000
+_FILE_OPEN, _FILE_CREATE, _FILE_OPEN_IF, _FILE_OVERWRITE, _FILE_OVERWRITE_IF = 1, 2, 3, 4, 5
+_SHARE_ALL = 0x7  # FILE_SHARE_READ | WRITE | DELETE: Linux never locks a file against other opens
+_EBADF = 9
+_CLOSE_RANGE_CLOEXEC = 0x4
+_PF_PRESENT, _PF_WRITE = 0x1, 0x2
 _CLONE_THREAD = 0x00010000
 _SIG_DFL = 0
 _NON_FATAL_DEFAULT = frozenset({17, 18, 19, 20, 21, 22, 23, 28})  # CHLD CONT STOP TSTP TTIN TTOU URG WINCH
@@ -76,6 +114,22 @@ _SEND_TIMES = struct.Struct("<II")
 _CONNECT_OPTIONS = struct.Struct("<HHHHIhh")
 _POINTER = struct.Struct("<Q")
 _STATUS = struct.Struct("<I")
+_FILE_CREATE_HEAD = struct.Struct("<QQIIII")
+_FILE_SIMPLE = struct.Struct("<QQQI")
+_FILE_RW = struct.Struct("<QQQQIII")
+_FAULT = struct.Struct("<QQ")
+
+# The hot records (system calls, context switches) are packed header and payload in one step;
+# the header tuple is what the header layout would unpack from those bytes.
+_SYSCALL_ENTER_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "Q")
+_SYSCALL_EXIT_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "I")
+_CSWITCH_RAW = struct.Struct(L.SYSTEM_TRACE_HEADER.struct.format + _CSWITCH.format[1:])
+_PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, L.MARKER_FLAGS_TYPED
+_SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT
+_CSWITCH_HOOK = THREAD_GROUP << 8 | CSWITCH
+_V4_ZERO = bytes(8)
+_V6_ZERO = bytes(32)
+_NO_PORTS = bytes(4)
 
 
 class ProcLookup(Protocol):
@@ -85,15 +139,20 @@ class ProcLookup(Protocol):
     def thread_group(self, tid: int) -> int | None: ...
     def image(self, pid: int) -> str | None: ...
     def status(self, tid: int) -> dict[str, str]: ...
+    # Optional: ``fd_path(pid, fd) -> str | None``, the target of /proc/<pid>/fd/<fd>, names
+    # the files FileIo/Create reports. Without it the file names are empty.
 
 
 def tracepoints_for(flags: Iterable[str]) -> list[str]:
-    """The tracepoints to enable for ``flags``, each once, in a stable order."""
+    """The tracepoints to enable for ``flags``, each once, in a stable order.
+
+    Flags recorded without tracepoints (:data:`PERF_FLAGS`) contribute none; unknown names raise.
+    """
     wanted: list[str] = []
     for flag in flags:
-        if flag not in FLAG_EVENTS:
-            raise InvalidArgument(f"unknown kernel flag {flag!r}; known: {', '.join(sorted(FLAG_EVENTS))}")
-        for event in FLAG_EVENTS[flag]:
+        if flag not in KERNEL_FLAGS:
+            raise InvalidArgument(f"unknown kernel flag {flag!r}; known: {', '.join(sorted(KERNEL_FLAGS))}")
+        for event in FLAG_EVENTS.get(flag, ()):
             if event not in wanted:
                 wanted.append(event)
     return wanted
@@ -127,6 +186,9 @@ def windows_priority(linux_prio: int) -> int:
     return max(1, min(15, 8 - round(nice * 7 / 20)))
 
 
+_WINDOWS_PRIORITY = {prio: windows_priority(prio) for prio in range(140)}
+
+
 def _exit_code(raw: int) -> int:
     """exit()/exit_group() argument (an ``int`` in an 8-byte slot) as a signed 32-bit code."""
     code = raw & 0xFFFFFFFF
@@ -156,6 +218,40 @@ class _Socket:
         self.dport = dport
 
 
+class _OpenFile:
+    """A descriptor the mapper follows: its FileObject key and the description's file position.
+
+    Descriptors made by dup() share the object (one open file description, one position).
+    """
+
+    __slots__ = ("key", "position", "close_on_exec")
+
+    def __init__(self, key: int, position: int | None, close_on_exec: bool) -> None:
+        self.key = key
+        self.position = position  # None: not known (O_APPEND, or moved where the mapper cannot see)
+        self.close_on_exec = close_on_exec
+
+
+def file_key(pid: int, fd: int) -> int:
+    """The FileObject/FileKey of descriptor ``fd`` of process ``pid``: ``pid << 32 | fd``."""
+    return (pid & 0xFFFFFFFF) << 32 | (fd & 0xFFFFFFFF)
+
+
+def _is_file_path(path: str) -> bool:
+    """A /proc fd target naming a file in the directory tree (not a device, pipe, socket, anon inode)."""
+    if not path.startswith("/"):
+        return False
+    return not path.startswith("/dev/") or path.startswith("/dev/shm/")
+
+
+def _create_disposition(flags: int) -> int:
+    if flags & _O_CREAT:
+        if flags & _O_EXCL:
+            return _FILE_CREATE
+        return _FILE_OVERWRITE_IF if flags & _O_TRUNC else _FILE_OPEN_IF
+    return _FILE_OVERWRITE if flags & _O_TRUNC else _FILE_OPEN
+
+
 class KernelEventMapper:
     """Turns decoded tracepoint events into NT Kernel Logger records, keeping the state needed."""
 
@@ -173,7 +269,10 @@ class KernelEventMapper:
         self._disk_in_flight: dict[tuple[int, int], tuple[int, int, int, int]] = {}
         self._sockets: dict[int, _Socket] = {}
         self._listeners: dict[int, int] = {}  # local port → pid
+        self._file_calls: dict[int, tuple[str, int, int | None, int | None]] = {}  # tid → (call, fd, position, flags)
+        self._files: dict[int, dict[int, _OpenFile]] = {}  # pid → fd → file
         self.unmapped = 0
+        self._registered: set[str] = set()
         self._handlers = {
             "sched_process_fork": self._on_fork,
             "task_newtask": self._on_newtask,
@@ -190,11 +289,37 @@ class KernelEventMapper:
             "sock_recv_length": self._on_sock_recv,
             "sys_enter": self._on_sys_enter,
             "sys_exit": self._on_sys_exit,
+            "page_fault_user": self._on_page_fault,
+            "page_fault_kernel": self._on_page_fault,
         }
+        for call, (kind, fd_field, position_field) in _FILE_SYSCALLS.items():
+            self._handlers[f"sys_enter_{call}"] = self._file_enter_handler(call, kind, fd_field, position_field)
+            self._handlers[f"sys_exit_{call}"] = self._file_exit_handler(call, kind)
 
     def register(self, name: str, handler: Callable[[int, int, Mapping[str, Any]], list[EventRecord]]) -> None:
         """Map raw events called ``name`` (from any source) with ``handler(timestamp, cpu, values)``."""
         self._handlers[name] = handler
+        self._registered.add(name)
+
+    def fields_used(self) -> dict[str, frozenset[str]]:
+        """Tracepoint name → the fields the built-in handler reads (for a lean
+        :class:`~openetw.kernel.ringbuffer.EventDecoder`). Events given to :meth:`register`
+        are left out: they are decoded whole."""
+        used = dict(_FIELDS_USED)
+        for call, (kind, fd_field, position_field) in _FILE_SYSCALLS.items():
+            wanted = {"common_pid"}
+            wanted.update(f for f in (fd_field, position_field) if f is not None)
+            if call in ("open", "openat", "dup3", "close_range"):
+                wanted.add("flags")
+            if call in ("dup2", "dup3"):
+                wanted.add("newfd")
+            if call == "close_range":
+                wanted.add("max_fd")
+            used[f"sys_enter_{call}"] = frozenset(wanted)
+            used[f"sys_exit_{call}"] = frozenset({"common_pid", "ret"})
+        for name in self._registered:
+            used.pop(name, None)
+        return used
 
     # -- identity -------------------------------------------------------------------------------
     def process_of(self, tid: int) -> int:
@@ -235,6 +360,21 @@ class KernelEventMapper:
             self.unmapped += 1
             return []
         return handler(timestamp, cpu, values)
+
+    def map_events(self, events: Iterable[tuple[int, int, str, Mapping[str, Any]]], write: Callable[[EventRecord], bool]) -> int:
+        """Maps raw events ``(timestamp, cpu, name, values)`` in order, giving each record to
+        ``write``; returns how many ``write`` accepted. The same as :meth:`map` per event."""
+        get = self._handlers.get
+        written = unmapped = 0
+        for timestamp, cpu, name, values in events:
+            handler = get(name)
+            if handler is None:
+                unmapped += 1
+                continue
+            for record in handler(timestamp, cpu, values):
+                written += write(record)
+        self.unmapped += unmapped
+        return written
 
     # -- process and thread ---------------------------------------------------------------------
     def _process_record(self, opcode: int, state: _Process, exit_status: int, tid: int, ts: int, cpu: int) -> EventRecord:
@@ -292,6 +432,12 @@ class KernelEventMapper:
     def _on_exec(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
         pid = v["pid"]
         self._tgid[pid] = pid
+        files = self._files.get(pid)
+        if files:
+            for fd in [fd for fd, f in files.items() if f.close_on_exec]:
+                del files[fd]
+        if not self.flags & {"process", "thread"}:
+            return []
         state = self._processes.get(pid)
         if state is None:
             parent = self._parent_from_proc(pid)
@@ -344,6 +490,7 @@ class KernelEventMapper:
                 code = 128 + signal if signal is not None else 0
             if "process" in self.flags:
                 records.append(self._process_record(PROCESS_END, state, code, tid, ts, cpu))
+            self._files.pop(pid, None)
             for known_tid in [t for t, g in self._tgid.items() if g == pid]:
                 del self._tgid[known_tid]
         else:
@@ -352,19 +499,27 @@ class KernelEventMapper:
 
     def _on_switch(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
         prev_state = v["prev_state"]
-        preempted = prev_state == 0
-        if preempted:
-            state, reason, mode = 1, 32, 0  # Ready, WrPreempted, KernelMode
+        if prev_state == 0:
+            state, reason, mode = 1, 32, 0  # preempted: Ready, WrPreempted, KernelMode
         elif prev_state & 0x2:  # TASK_UNINTERRUPTIBLE
             state, reason, mode = 5, 0, 0   # Waiting, Executive, KernelMode
         else:
             state, reason, mode = 5, 6, 1   # Waiting, UserRequest, UserMode
-        payload = _CSWITCH.pack(
-            v["next_pid"], v["prev_pid"], windows_priority(v["next_prio"]), windows_priority(v["prev_prio"]),
+        prev = v["prev_pid"]
+        pid = self._tgid.get(prev)
+        if pid is None:
+            pid = self.process_of(prev)
+        next_prio, prev_prio = v["next_prio"], v["prev_prio"]
+        priorities = _WINDOWS_PRIORITY
+        raw = _CSWITCH_RAW.pack(
+            CSWITCH_VERSION, _SYSTEM64, _TYPED, _CSWITCH_RAW.size, _CSWITCH_HOOK, prev, pid, ts, 0, 0,
+            v["next_pid"], prev,
+            priorities[next_prio] if next_prio in priorities else windows_priority(next_prio),
+            priorities[prev_prio] if prev_prio in priorities else windows_priority(prev_prio),
             0, 0, reason, mode, state, 0, 0, 0,
         )
-        prev = v["prev_pid"]
-        return [self._record(THREAD_GROUP, CSWITCH, CSWITCH_VERSION, prev, ts, cpu, payload)]
+        header = (CSWITCH_VERSION, _SYSTEM64, _TYPED, _CSWITCH_RAW.size, _CSWITCH_HOOK, prev & 0xFFFFFFFF, pid & 0xFFFFFFFF, ts, 0, 0)
+        return [SystemRecord(header, raw, 0, _CSWITCH_RAW.size, cpu, DEFAULT_CONTEXT)]
 
     # -- disk -----------------------------------------------------------------------------------
     @staticmethod
@@ -461,8 +616,11 @@ class KernelEventMapper:
         return self._sock_length(TCP_RECV, ts, cpu, v)
 
     def _sock_length(self, opcode: int, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        protocol = v["protocol"]
+        if protocol == _IPPROTO_UDP:
+            return self._udp_record(opcode, ts, cpu, v)
         sock = self._sockets.get(v["sk"])
-        if v["protocol"] != _IPPROTO_TCP or v["ret"] <= 0 or sock is None:
+        if protocol != _IPPROTO_TCP or v["ret"] <= 0 or sock is None:
             return []
         tid = v["common_pid"]
         pid = self.process_of(tid)
@@ -471,11 +629,173 @@ class KernelEventMapper:
         record = self._tcp_record(opcode, v["sk"], v["ret"], tid, ts, cpu, pid)
         return [record] if record is not None else []
 
+    def _udp_record(self, opcode: int, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        # UDP_SEND/RECV equal TCP_SEND/RECV (10/11); the tracepoints carry no addresses or ports.
+        size = v["ret"]
+        if size <= 0 or (opcode == UDP_RECV and v["flags"] & _MSG_PEEK):
+            return []
+        tid = v["common_pid"]
+        pid = self.process_of(tid)
+        if v["family"] == _AF_INET6:
+            opcode += TCP_IPV6_OFFSET
+            addresses = _V6_ZERO
+        else:
+            addresses = _V4_ZERO
+        payload = _TCP_IDS.pack(pid, size) + addresses + _NO_PORTS + _SEQ_CONN.pack(0, v["sk"])
+        return [self._record(UDPIP_GROUP, opcode, UDPIP_VERSION, tid, ts, cpu, payload, pid=pid)]
+
+    # -- files ----------------------------------------------------------------------------------
+    # The enter event gives the arguments (descriptor, explicit position, open flags), the exit
+    # event the result; one call per thread is in progress at a time.
+    def _file_enter_handler(self, call: str, kind: str, fd_field: str | None, position_field: str | None) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
+        calls = self._file_calls
+        no_records: list[EventRecord] = []
+
+        def on_enter(ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+            position = v[position_field] if position_field is not None else None
+            if position is not None and position >= 1 << 63:
+                position = None  # preadv2/pwritev2 with -1: the file position
+            if kind == "open":
+                flags = v["flags"] if call in ("open", "openat") else (_O_CREAT | _O_WRONLY | _O_TRUNC if call == "creat" else None)
+                calls[v["common_pid"]] = (call, -1, None, flags)
+            elif kind == "dup":
+                new_fd = v["newfd"] if call != "dup" else -1
+                calls[v["common_pid"]] = (call, v[fd_field], new_fd, v["flags"] if call == "dup3" else None)
+            elif kind == "close_range":
+                calls[v["common_pid"]] = (call, v["fd"], v["max_fd"], v["flags"])
+            else:
+                calls[v["common_pid"]] = (call, v[fd_field], position, None)  # type: ignore[index]
+            return no_records
+
+        return on_enter
+
+    def _file_exit_handler(self, call: str, kind: str) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
+        calls = self._file_calls
+        no_records: list[EventRecord] = []
+
+        def on_exit(ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+            tid = v["common_pid"]
+            pending = calls.pop(tid, None)
+            if pending is None or pending[0] != call:
+                return no_records  # the enter was before the session (or lost)
+            ret = v["ret"]
+            _, fd, argument, flags = pending
+            pid = self.process_of(tid)
+            if kind == "open":
+                return self._file_opened(pid, tid, ts, cpu, ret, flags)
+            files = self._files.get(pid)
+            if kind == "close_range":
+                if ret == 0 and files:
+                    assert argument is not None
+                    for known in [f for f in files if fd <= f <= argument]:
+                        if flags is not None and flags & _CLOSE_RANGE_CLOEXEC:
+                            files[known].close_on_exec = True
+                        else:
+                            del files[known]
+                return no_records
+            if kind == "dup":
+                if ret >= 0 and files is not None:
+                    if ret in files:
+                        del files[ret]  # dup2/dup3 closed what the new descriptor named
+                    source = files.get(fd)
+                    if source is not None and ret != fd:
+                        files[ret] = source
+                return no_records
+            opened = files.get(fd) if files else None
+            if opened is None:
+                return no_records
+            if kind == "close":
+                if ret != -_EBADF:
+                    del files[fd]  # closed even when close() fails with EINTR or EIO
+                if ret != 0:
+                    return no_records
+                simple = _FILE_SIMPLE.pack(0, opened.key, opened.key, tid)
+                return [
+                    self._record(FILEIO_GROUP, FILE_CLEANUP, FILEIO_VERSION, tid, ts, cpu, simple, pid=pid),
+                    self._record(FILEIO_GROUP, FILE_CLOSE, FILEIO_VERSION, tid, ts, cpu, simple, pid=pid),
+                ]
+            if ret < 0:
+                return no_records
+            if kind == "seek":
+                opened.position = ret
+                return no_records
+            if kind == "flush":
+                if ret != 0:
+                    return no_records
+                payload = _FILE_SIMPLE.pack(0, opened.key, opened.key, tid)
+                return [self._record(FILEIO_GROUP, FILE_FLUSH, FILEIO_VERSION, tid, ts, cpu, payload, pid=pid)]
+            if argument is not None:
+                offset = argument
+            else:
+                offset = opened.position if opened.position is not None else 0
+                if opened.position is not None:
+                    opened.position += ret
+            opcode = FILE_READ if kind == "read" else FILE_WRITE
+            payload = _FILE_RW.pack(offset, 0, opened.key, opened.key, tid, ret & 0xFFFFFFFF, 0)
+            return [self._record(FILEIO_GROUP, opcode, FILEIO_VERSION, tid, ts, cpu, payload, pid=pid)]
+
+        return on_exit
+
+    def _file_opened(self, pid: int, tid: int, ts: int, cpu: int, fd: int, flags: int | None) -> list[EventRecord]:
+        if fd < 0:
+            return []
+        files = self._files.setdefault(pid, {})
+        files.pop(fd, None)
+        fd_path = getattr(self.proc, "fd_path", None)
+        path = fd_path(pid, fd) if fd_path is not None else None
+        if path is not None and not _is_file_path(path):
+            return []
+        known_flags = flags if flags is not None else 0
+        key = file_key(pid, fd)
+        # openat2's flags sit behind a user pointer: position and close-on-exec are unknown.
+        position = None if flags is None or flags & _O_APPEND else 0
+        files[fd] = _OpenFile(key, position, flags is None or bool(flags & _O_CLOEXEC))
+        options = _create_disposition(known_flags) << 24 if flags is not None else 0
+        payload = _FILE_CREATE_HEAD.pack(0, key, tid, options, 0, _SHARE_ALL) + _wide(path or "")
+        return [self._record(FILEIO_GROUP, FILE_CREATE, FILEIO_VERSION, tid, ts, cpu, payload, pid=pid)]
+
+    # -- page faults ----------------------------------------------------------------------------
+    def _on_page_fault(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        error = v["error_code"]
+        if not error & _PF_PRESENT:
+            opcode = FAULT_DEMAND_ZERO
+        elif error & _PF_WRITE:
+            opcode = FAULT_COPY_ON_WRITE
+        else:
+            opcode = FAULT_ACCESS_VIOLATION
+        payload = _FAULT.pack(v["address"], v["ip"])
+        return [self._record(PAGEFAULT_GROUP, opcode, PAGEFAULT_VERSION, v["common_pid"], ts, cpu, payload)]
+
     # -- system calls ---------------------------------------------------------------------------
     def _on_sys_enter(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
-        payload = _POINTER.pack(v["id"] & 0xFFFFFFFFFFFFFFFF)
-        return [build_perfinfo_record(hook_id=PERFINFO_GROUP << 8 | SYSCALL_ENTER, version=SYSCALL_VERSION, timestamp=ts, cpu=cpu, user_data=payload)]
+        size = _SYSCALL_ENTER_RAW.size
+        raw = _SYSCALL_ENTER_RAW.pack(SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_ENTER_HOOK, ts, v["id"] & 0xFFFFFFFFFFFFFFFF)
+        return [PerfInfoRecord((SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_ENTER_HOOK, ts), raw, 0, size, cpu, DEFAULT_CONTEXT)]
 
     def _on_sys_exit(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
-        payload = _STATUS.pack(v["ret"] & 0xFFFFFFFF)
-        return [build_perfinfo_record(hook_id=PERFINFO_GROUP << 8 | SYSCALL_EXIT, version=SYSCALL_VERSION, timestamp=ts, cpu=cpu, user_data=payload)]
+        size = _SYSCALL_EXIT_RAW.size
+        raw = _SYSCALL_EXIT_RAW.pack(SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_EXIT_HOOK, ts, v["ret"] & 0xFFFFFFFF)
+        return [PerfInfoRecord((SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_EXIT_HOOK, ts), raw, 0, size, cpu, DEFAULT_CONTEXT)]
+
+
+# Fields each built-in handler reads (the file system calls are added by fields_used()).
+_FIELDS_USED: Mapping[str, frozenset[str]] = {name: frozenset(fields) for name, fields in {
+    "sched_process_fork": ("parent_pid", "child_pid", "parent_comm", "child_comm"),
+    "task_newtask": ("common_pid", "pid", "clone_flags", "comm"),
+    "sched_process_exec": ("pid", "filename"),
+    "sched_process_exit": ("pid", "comm", "group_dead"),
+    "sys_enter_exit_group": ("common_pid", "error_code"),
+    "sys_enter_exit": ("common_pid", "error_code"),
+    "signal_deliver": ("common_pid", "sa_handler", "sig"),
+    "sched_switch": ("prev_state", "prev_pid", "next_pid", "prev_prio", "next_prio"),
+    "block_rq_issue": ("common_pid", "dev", "rwbs", "nr_sector", "sector", "bytes"),
+    "block_rq_complete": ("common_pid", "dev", "rwbs", "nr_sector", "sector"),
+    "inet_sock_set_state": ("common_pid", "skaddr", "protocol", "family", "oldstate", "newstate",
+                            "saddr", "daddr", "saddr_v6", "daddr_v6", "sport", "dport"),
+    "sock_send_length": ("common_pid", "sk", "family", "protocol", "ret", "flags"),
+    "sock_recv_length": ("common_pid", "sk", "family", "protocol", "ret", "flags"),
+    "sys_enter": ("id",),
+    "sys_exit": ("ret",),
+    "page_fault_user": ("common_pid", "address", "ip", "error_code"),
+    "page_fault_kernel": ("common_pid", "address", "ip", "error_code"),
+}.items()}

@@ -33,10 +33,13 @@ from typing import Any
 from urllib.parse import quote
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError, TraceDataError
+from openetw.kernel.classes import KERNEL_FLAGS
 from openetw.kernel.probe import KernelCapabilities, probe
+from openetw.kernel.session import SOURCE_CHOICES, KernelSession, normalize_source
+from openetw.kernel.session import privilege_refusal as privilege_refusal
 from openetw.kernel.tracefs import INSTANCE_PREFIX, TracefsInstance, find_tracefs
 from openetw.session.config import MAX_KERNEL_SESSIONS, RESERVED_KERNEL_SLOTS, is_reserved_name
-from openetw.session.errors import NoSuchSession, ReservedSessionName, SessionExists, TooManyKernelSessions
+from openetw.session.errors import NoSuchSession, SessionExists, TooManyKernelSessions
 
 __all__ = [
     "AVAILABLE_FLAGS",
@@ -44,6 +47,7 @@ __all__ = [
     "KERNEL_DIR_ENV",
     "ORDINARY_KERNEL_SESSIONS",
     "PLANNED_FLAGS",
+    "SOURCE_CHOICES",
     "KernelSessionRegistry",
     "check_session_name",
     "cli_flag_names",
@@ -57,20 +61,36 @@ KERNEL_DIR_ENV = "OPENETW_KERNEL_DIR"
 DEFAULT_SESSION_NAME = "openetw-kernel"
 ORDINARY_KERNEL_SESSIONS = MAX_KERNEL_SESSIONS - RESERVED_KERNEL_SLOTS
 
-# Command-line flag → KernelSession flag. The short names are xperf's (DISK_IO, NETWORK...).
-AVAILABLE_FLAGS: dict[str, str] = {
-    "process": "process", "thread": "thread", "cswitch": "cswitch", "disk": "disk_io",
-    "net": "network", "syscall": "syscall",
+# The command line's flag names, in the order they are listed. A name maps to the kernel flag of
+# the same name or the one whose short name it is (xperf's DISK_IO is ``disk``, NETWORK ``net``...);
+# which of them record is decided by what :data:`openetw.kernel.classes.KERNEL_FLAGS` holds.
+_CLI_ORDER = ("process", "thread", "image", "disk", "file", "net", "cswitch", "pagefault", "syscall", "profile")
+_SHORT_NAMES = {"disk_io": "disk", "network": "net", "file_io": "file", "page_fault": "pagefault"}
+_EXTRA_ALIASES = {
+    "proc_thread": "process", "context_switch": "cswitch", "tcpip": "net", "loader": "image",
+    "fileio": "file", "diskio": "disk", "pagefaults": "pagefault", "syscalls": "syscall",
 }
-_ALIASES = {"disk_io": "disk", "network": "net", "proc_thread": "process", "context_switch": "cswitch", "tcpip": "net"}
-PLANNED_FLAGS = ("image", "file", "file_io", "pagefault", "hard_faults", "profile", "registry", "dpc", "interrupt", "memory")
+_LATER_FLAGS = ("hard_faults", "registry", "dpc", "interrupt", "memory", "alpc", "power")
+
+
+def _flag_tables() -> tuple[dict[str, str], dict[str, str], tuple[str, ...]]:
+    """(CLI name → kernel flag for the recorded flags, alias → CLI name, CLI names not recorded yet)."""
+    cli_of = {kernel: _SHORT_NAMES.get(kernel, kernel) for kernel in KERNEL_FLAGS}
+    ordered = [name for name in _CLI_ORDER if name in cli_of.values()]
+    ordered += sorted(name for name in cli_of.values() if name not in ordered)
+    kernel_of = {cli: kernel for kernel, cli in cli_of.items()}
+    available = {cli: kernel_of[cli] for cli in ordered}
+    aliases = {long: short for long, short in _SHORT_NAMES.items()} | _EXTRA_ALIASES
+    planned = tuple(name for name in _CLI_ORDER if name not in available) + _LATER_FLAGS
+    planned += tuple(long for long, short in _SHORT_NAMES.items() if short in planned)
+    return available, aliases, planned
+
+
+AVAILABLE_FLAGS, _ALIASES, PLANNED_FLAGS = _flag_tables()
+"""``AVAILABLE_FLAGS``: command-line flag → KernelSession flag; ``PLANNED_FLAGS``: names known
+from the Windows kernel logger that are not recorded on Linux yet."""
 _CLI_NAME = {kernel: cli for cli, kernel in AVAILABLE_FLAGS.items()}
 
-_ALTERNATIVES = {
-    "proc_connector": "process fork/exec/exit notifications for the whole machine",
-    "perf": "process, thread and context-switch side-band records",
-    "bpf": "kernel probes and tracepoints through BPF programs",
-}
 _ERRORS: dict[str, type[OpenEtwError]] = {
     cls.__name__: cls for cls in (AccessDenied, InvalidArgument, SessionError, TraceDataError, SessionExists)
 }
@@ -125,29 +145,10 @@ def cli_flag_names(flags: Iterable[str]) -> list[str]:
 
 
 def check_session_name(name: str) -> None:
-    if is_reserved_name(name):
-        raise ReservedSessionName(f"{name!r} is reserved for a kernel logger of Windows; choose another name (default {DEFAULT_SESSION_NAME!r})")
+    """Refuses names that cannot name a state file and an ftrace instance. The reserved names
+    ("NT Kernel Logger", "Global Logger") are kernel sessions' own: they take the reserved slots."""
     if not name or len(name) > 200 or "/" in name or name.startswith(".") or any(ord(c) < 32 for c in name):
         raise InvalidArgument(f"not a valid kernel session name: {name!r} (1-200 characters, no '/', no leading '.')")
-
-
-def privilege_refusal(capabilities: KernelCapabilities) -> OpenEtwError | None:
-    """Why this process cannot record a kernel session (with what it could use instead), or ``None``."""
-    tracefs = capabilities.get("tracefs")
-    if tracefs is not None and tracefs.available:
-        return None
-    reason = tracefs.reason if tracefs is not None else "tracefs: unknown"
-    if "not mounted" in reason:
-        return SessionError(f"kernel sessions record tracepoints from tracefs, and {reason} (mount -t tracefs nodev /sys/kernel/tracing)")
-    instead = [
-        f"{item.reason} ({_ALTERNATIVES[item.name]})"
-        for item in capabilities.items if item.available and item.name in _ALTERNATIVES
-    ]
-    other = "; ".join(instead) if instead else "no other kernel event source"
-    return AccessDenied(
-        f"kernel sessions need root ({reason}; euid {capabilities.euid}). Available to this account instead,"
-        f" as information (openetw does not record them yet): {other}"
-    )
 
 
 # -- processes ----------------------------------------------------------------------------------
@@ -294,11 +295,15 @@ class KernelSessionRegistry:
                         names.append(path.name)
         return names
 
-    def check_capacity(self) -> None:
-        running = self.running()
-        if len(running) >= ORDINARY_KERNEL_SESSIONS:
+    def check_capacity(self, name: str = DEFAULT_SESSION_NAME) -> None:
+        """The rule of :class:`openetw.session.table.SessionTable`: 8 kernel sessions, of which the
+        reserved names own 2 slots; every other name shares the remaining 6."""
+        if is_reserved_name(name):
+            return  # its own slot; a second session of the name is refused as SessionExists
+        ordinary = [n for n in self.running() if not is_reserved_name(n.removeprefix(INSTANCE_PREFIX))]
+        if len(ordinary) >= ORDINARY_KERNEL_SESSIONS:
             raise TooManyKernelSessions(
-                f"all {ORDINARY_KERNEL_SESSIONS} kernel session slots are in use ({', '.join(running)});"
+                f"all {ORDINARY_KERNEL_SESSIONS} kernel session slots are in use ({', '.join(ordinary)});"
                 f" {RESERVED_KERNEL_SLOTS} more of the {MAX_KERNEL_SESSIONS} are kept for the reserved loggers"
             )
 
@@ -311,28 +316,37 @@ class KernelSessionRegistry:
         *,
         mode: str = "file",
         buffer_size_kb: int = 4096,
+        source: str = "auto",
+        profile_rate_hz: int | None = None,
         capabilities: KernelCapabilities | None = None,
         timeout: float = _START_TIMEOUT,
     ) -> dict[str, Any]:
         """Starts a recorder process for a new session and returns its :meth:`query` info once it
-        records. Refusals: ``ReservedSessionName``, ``InvalidArgument`` (flags, mode, sizes),
-        ``AccessDenied`` (not root: the message lists what the account could use instead),
+        records. Refusals: ``InvalidArgument`` (flags, mode, source, sizes), ``AccessDenied`` (tracefs
+        without root: the message lists what the account could use instead),
         ``TooManyKernelSessions``, ``SessionExists``."""
         check_session_name(name)
         kernel_flags = parse_flags(flags)
+        source = normalize_source(source)
         if mode == "realtime":
             raise InvalidArgument(
-                "--mode realtime: kernel events reach real-time consumers only inside the recording process"
-                " (openetw.kernel.KernelSession); record to a file (--mode file or circular) and read it with"
-                " `openetw report` or UserTrace(files=[...])"
+                "--mode realtime is not available for `openetw kernel` sessions: their recorder writes a file."
+                " Record to a file (--mode file or circular) and read it with `openetw report` or"
+                " UserTrace(files=[...]), or consume a KernelSession in-process (its sink= parameter)"
             )
         if mode not in ("file", "circular"):
             raise InvalidArgument(f"unknown kernel session mode {mode!r}; use file or circular")
         if buffer_size_kb < 4:
             raise InvalidArgument("the buffer size is at least 4 KB per CPU")
-        refusal = privilege_refusal(capabilities if capabilities is not None else probe())
-        if refusal is not None:
-            raise refusal
+        target = Path(output if output is not None else f"{name}.etl").expanduser().absolute()
+        # The recorder's session, built here without starting it: flags, source and rate are
+        # checked before a process is spawned.
+        planned = KernelSession(kernel_flags, target, name=name, source=source, buffer_size_kb=buffer_size_kb,
+                                circular=mode == "circular", profile_rate_hz=profile_rate_hz)  # fmt: skip
+        if planned.needs_root:
+            refusal = privilege_refusal(capabilities if capabilities is not None else probe())
+            if refusal is not None:
+                raise refusal
         target = Path(output if output is not None else f"{name}.etl").expanduser().absolute()
         if not target.parent.is_dir():
             raise InvalidArgument(f"cannot write {target}: {target.parent} is not a directory")
@@ -343,10 +357,11 @@ class KernelSessionRegistry:
                 if existing.get("state") in ("starting", "running", "stopping") and _alive(existing):
                     raise SessionExists(f"a kernel session named {existing['name']!r} is running (pid {existing['pid']})")
                 self._forget(existing)
-            self.check_capacity()
+            self.check_capacity(name)
             state = {
                 "name": name, "state": "starting", "pid": None, "pid_start": None, "flags": cli_flag_names(kernel_flags),
                 "kernel_flags": kernel_flags, "output": str(target), "mode": mode, "buffer_size_kb": buffer_size_kb,
+                "source": source, "profile_rate_hz": profile_rate_hz,
                 "instance": None, "started_at": None, "stopped_at": None, "seq": 0, "stats": {}, "failure": None,
             }  # fmt: skip
             _write_state(path, state)
@@ -463,7 +478,6 @@ def _record(state_path: Path, ready_fd: int) -> int:
     if os.fork():
         os._exit(0)  # the launcher; the starter waits for it
     os.setsid()
-    from openetw.kernel.session import KernelSession
 
     # Signals are taken synchronously (sigtimedwait) by the main thread; the session's reader
     # thread inherits the blocked mask, so they never interrupt its reads.
@@ -477,6 +491,7 @@ def _record(state_path: Path, ready_fd: int) -> int:
     session = KernelSession(
         flags=state["kernel_flags"], output=state["output"], name=state["name"],
         buffer_size_kb=state["buffer_size_kb"], circular=state["mode"] == "circular",
+        source=state.get("source", "auto"), profile_rate_hz=state.get("profile_rate_hz"),
     )  # fmt: skip
     try:
         session.start()
@@ -485,7 +500,7 @@ def _record(state_path: Path, ready_fd: int) -> int:
         _write_state(state_path, state)
         _tell(ready_fd, {"ok": False, "error": str(error), "type": type(error).__name__})
         return 1
-    state.update(state="running", started_at=time.time(), instance=str(session.instance_path), stats=session.stats)
+    state.update(state="running", started_at=time.time(), instance=None if session.instance_path is None else str(session.instance_path), stats=session.stats)
     _write_state(state_path, state)
     _tell(ready_fd, {"ok": True})
     while True:

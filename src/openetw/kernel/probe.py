@@ -2,25 +2,24 @@
 
 ``probe()`` returns data (no printing, nothing raised): one :class:`Capability` per source with
 ``available`` and a short reason such as ``"tracefs: needs root"``, ``"tracefs: not mounted"``,
-``"perf side-band: own children only"`` or ``"proc connector: available"``.
+``"perf side-band: own children only"`` or ``"proc connector: available"`` (found by
+subscribing to it, not only by opening a socket).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from openetw.errors import OpenEtwError
 from openetw.kernel.classes import FLAG_EVENTS
+from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.tracefs import find_tracefs
 
 __all__ = ["Capability", "KernelCapabilities", "probe"]
-
-_NETLINK_CONNECTOR = 11
-_CN_IDX_PROC = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,16 +83,16 @@ def _perf() -> Capability:
 
 
 def _proc_connector() -> Capability:
+    """Subscribes for real (and unsubscribes): binding alone succeeds where the kernel then
+    refuses the subscription (before Linux 6.6 without CAP_NET_ADMIN) or ignores it (outside
+    the initial user and pid namespaces)."""
+    source = ProcConnectorSource(receive_buffer=65536, subscribe_timeout=0.5)
     try:
-        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_CONNECTOR)
-    except OSError as error:
-        return Capability("proc_connector", False, f"proc connector: unavailable ({error.strerror})")
-    try:
-        sock.bind((0, _CN_IDX_PROC))
-    except OSError as error:
-        return Capability("proc_connector", False, f"proc connector: cannot subscribe ({error.strerror})")
+        source.start()
+    except OpenEtwError as error:
+        return Capability("proc_connector", False, str(error))
     finally:
-        sock.close()
+        source.close()
     return Capability("proc_connector", True, "proc connector: available")
 
 

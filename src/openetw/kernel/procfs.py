@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["ProcessInfo", "ProcSource", "ThreadInfo"]
+__all__ = ["MapEntry", "ProcessInfo", "ProcSource", "ThreadInfo", "parse_maps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,40 @@ class ProcessInfo:
     command_line: str
     uid: int | None
     threads: tuple[ThreadInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MapEntry:
+    """One line of ``/proc/<pid>/maps``."""
+
+    start: int
+    end: int
+    perms: str
+    offset: int
+    inode: int
+    path: str
+
+    @property
+    def executable(self) -> bool:
+        return "x" in self.perms
+
+
+def parse_maps(text: str) -> list[MapEntry]:
+    """The lines of a ``/proc/<pid>/maps`` file; lines that do not parse are skipped."""
+    entries = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5:
+            continue
+        low, _, high = parts[0].partition("-")
+        try:
+            entries.append(MapEntry(
+                int(low, 16), int(high, 16), parts[1], int(parts[2], 16), int(parts[4]),
+                parts[5] if len(parts) > 5 else "",
+            ))
+        except ValueError:
+            continue
+    return entries
 
 
 class ProcSource:
@@ -101,6 +135,52 @@ class ProcSource:
             uid=uid,
             threads=tuple(threads),
         )
+
+    def pids(self) -> list[int]:
+        """The process ids in /proc, in order (threads are not listed there)."""
+        try:
+            return sorted(int(name) for name in os.listdir(self.root) if name.isdigit())
+        except OSError:
+            return []
+
+    def maps(self, pid: int) -> list[MapEntry] | None:
+        """The memory mappings of a process; ``None`` when it is gone or unreadable, ``[]`` for kernel threads."""
+        raw = self._read(str(pid), "maps")
+        return None if raw is None else parse_maps(raw.decode("utf-8", "surrogateescape"))
+
+    def kernel_images(self) -> list[tuple[str, int, int]]:
+        """``(name, base, size)`` of the kernel's text and of each loaded module; ``[]`` when
+        the addresses are hidden (``kptr_restrict``, not root)."""
+        images: list[tuple[str, int, int]] = []
+        start = end = 0
+        try:
+            with open(os.path.join(self.root, "kallsyms"), "rb") as f:
+                for line in f:  # core kernel symbols come first, in address order
+                    parts = line.split()
+                    if len(parts) < 3:
+                        continue
+                    if parts[2] in (b"_text", b"_stext") and not start:
+                        start = int(parts[0], 16)
+                    elif parts[2] == b"_etext":
+                        end = int(parts[0], 16)
+                        break
+        except (OSError, ValueError):
+            return []
+        if not start or end <= start:
+            return []
+        images.append(("[kernel.kallsyms]", start, end - start))
+        raw = self._read("modules")
+        for line in (raw or b"").decode("utf-8", "replace").splitlines():
+            parts = line.split()
+            if len(parts) < 6 or not parts[1].isdigit():
+                continue
+            try:
+                address = int(parts[5], 16)
+            except ValueError:
+                continue
+            if address:
+                images.append((f"[{parts[0]}]", address, int(parts[1])))
+        return images
 
     def processes(self) -> list[ProcessInfo]:
         """Every live process, in pid order."""

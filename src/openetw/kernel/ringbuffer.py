@@ -106,6 +106,108 @@ class PageParser:
             free_space=len(page) - data_start - length,
         )
 
+    def decode_into(self, page: bytes, cpu: int, decoder: EventDecoder, out: list[tuple[int, int, str, dict[str, Any]]]) -> tuple[int, int, int]:
+        """Walks ``page`` and decodes its events in one pass: ``parse()`` + ``decode_events()``
+        without building the :class:`SubBuffer`.
+
+        Appends ``(timestamp, cpu, name, values)`` to ``out``; returns ``(discarded, unknown,
+        damaged)`` as those two would count them. A damaged page raises
+        :class:`~openetw.errors.TraceDataError` like :meth:`parse` and leaves ``out`` as it was.
+        """
+        hp = self.header_page
+        data_start = hp.data_offset
+        if len(page) < data_start:
+            raise TraceDataError(f"sub-buffer of {len(page)} bytes is shorter than its header", offset=0, structure="sub-buffer")
+        ts = self._ts.unpack_from(page, hp.timestamp_offset)[0]
+        length = self._commit.unpack_from(page, hp.commit_offset)[0] & _LENGTH_MASK
+        end = data_start + length
+        if end > len(page):
+            raise TraceDataError(f"commit length {length} runs past the {len(page)}-byte sub-buffer", offset=hp.commit_offset, structure="sub-buffer")
+        he = self.header_event
+        delta_bits = self._delta_bits
+        type_mask = self._type_mask
+        data_max = he.data_max_type_len
+        padding, extend, stamp = he.padding, he.time_extend, he.time_stamp
+        unpack_u32 = _U32.unpack_from
+        compiled_of = decoder._compiled.get
+        type_reader = decoder._type_reader
+        if type_reader is None:
+            read_type, type_end, type_offset = None, 0, 0
+        else:
+            read_type, type_offset = type_reader[0].unpack_from, type_reader[1]
+            type_end = type_offset + type_reader[0].size
+        append = out.append
+        started = len(out)
+        discarded = unknown = damaged = 0
+        pos = data_start
+        try:
+            while pos + 4 <= end:
+                word = unpack_u32(page, pos)[0]
+                type_len = word & type_mask
+                delta = word >> (32 - delta_bits)
+                if 1 <= type_len <= data_max:
+                    size = type_len * 4
+                    start = pos + 4
+                    pos = start + size
+                    if pos > end:
+                        raise TraceDataError(f"event of {size} bytes runs past the data", offset=start - 4, structure="event header")
+                    ts += delta
+                elif pos + 8 > end:
+                    if type_len == padding and delta == 0:
+                        break  # padding to the end of the page needs no length word
+                    raise TraceDataError(f"event header type {type_len} is cut short", offset=pos, structure="event header")
+                else:
+                    array0 = unpack_u32(page, pos + 4)[0]
+                    if type_len == 0:
+                        if array0 < 4 or pos + 4 + array0 > end:
+                            raise TraceDataError(f"event length {array0} is invalid here", offset=pos, structure="event header")
+                        ts += delta
+                        start, size = pos + 8, array0 - 4
+                        pos += 4 + array0
+                    elif type_len == padding:
+                        if delta == 0:
+                            break  # the rest of the page is padding
+                        if pos + 4 + array0 > end:
+                            raise TraceDataError(f"discarded event of {array0} bytes runs past the data", offset=pos, structure="event header")
+                        ts += delta
+                        discarded += 1
+                        pos += 4 + array0
+                        continue
+                    elif type_len == extend:
+                        ts += (array0 << delta_bits) | delta
+                        pos += 8
+                        continue
+                    elif type_len == stamp:
+                        ts = (ts & _ABS_TOP_BITS) | ((array0 << delta_bits) | delta)
+                        pos += 8
+                        continue
+                    else:
+                        raise TraceDataError(f"unknown event header type {type_len}", offset=pos, structure="event header")
+                # a data event at page[start:start + size]
+                if read_type is None:
+                    unknown += 1
+                    continue
+                if size < type_end:
+                    damaged += 1
+                    continue
+                compiled = compiled_of(read_type(page, start + type_offset)[0])
+                if compiled is None:
+                    unknown += 1
+                elif compiled.simple:
+                    if size < compiled.min_payload:
+                        damaged += 1
+                    else:
+                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start)))))
+                else:
+                    try:
+                        append((ts, cpu, compiled.name, compiled.decode_at(page, start, size)))
+                    except TraceDataError:
+                        damaged += 1
+        except TraceDataError:
+            del out[started:]
+            raise
+        return discarded, unknown, damaged
+
     def _walk(self, page: bytes, ts: int, pos: int, end: int) -> tuple[list[RawEvent], int]:
         he = self.header_event
         delta_bits = self._delta_bits
@@ -171,17 +273,26 @@ def _cstring(raw: bytes) -> str:
 
 
 class _CompiledFormat:
-    """One event format turned into a struct for its fixed fields plus per-field fix-ups."""
+    """One event format turned into a struct for its fixed fields plus per-field fix-ups.
 
-    __slots__ = ("format", "names", "struct", "fixups", "min_payload", "has_arrays")
+    ``wanted`` limits the decoded fields (the others are skipped by the struct); ``None`` decodes
+    all. A format without strings, arrays or dynamic fields decodes with one ``unpack_from``
+    and one ``dict(zip())``.
+    """
 
-    def __init__(self, fmt: EventFormat) -> None:
+    __slots__ = ("format", "name", "names", "struct", "unpack_from", "fixups", "min_payload", "simple", "arrays")
+
+    def __init__(self, fmt: EventFormat, wanted: frozenset[str] | None = None) -> None:
         self.format = fmt
-        fixed = sorted((f for f in fmt.all_fields if f.kind != DYNAMIC_TAIL), key=lambda f: f.offset)
+        self.name = fmt.name
+        chosen = [f for f in fmt.all_fields if wanted is None or f.name in wanted]
+        fixed = sorted((f for f in chosen if f.kind != DYNAMIC_TAIL), key=lambda f: f.offset)
         codes = ["<"]
         names: list[str] = []
         fixups: list[tuple[int, FieldFormat]] = []
+        arrays: list[tuple[int, int]] = []  # (index in the flat tuple, element count)
         position = 0
+        flat_index = 0
         overlapping: list[FieldFormat] = []
         for f in fixed:
             if f.offset < position:
@@ -195,82 +306,98 @@ class _CompiledFormat:
                 codes.append("I")
                 fixups.append((len(names), f))
             elif f.kind == INT_ARRAY:
-                codes.append(f"{f.array_length}{f.struct_code}")
-                fixups.append((len(names), f))
+                count = f.array_length or 0
+                codes.append(f"{count}{f.struct_code}")
+                arrays.append((flat_index, count))
+                flat_index += count - 1
             else:  # STRING, BYTES
                 codes.append(f"{f.size}s")
                 if f.kind == STRING:
                     fixups.append((len(names), f))
             names.append(f.name)
+            flat_index += 1
             position = f.offset + f.size
         self.struct = struct.Struct("".join(codes))
-        self.names = names
-        self.fixups = fixups
+        self.unpack_from = self.struct.unpack_from
+        self.names = tuple(names)
         self.min_payload = fmt.min_payload
-        self.has_arrays = any(f.kind == INT_ARRAY for _, f in fixups)
+        self.arrays = tuple(arrays)
         for f in overlapping:  # never seen in practice; decoded one by one
             fixups.append((-1, f))
-        for f in fmt.all_fields:
+        for f in chosen:
             if f.kind == DYNAMIC_TAIL:
                 fixups.append((-1, f))
+        self.fixups = tuple(fixups)
+        self.simple = not fixups and not arrays
+
+    def _too_short(self, length: int) -> TraceDataError:
+        return TraceDataError(
+            f"{self.format.name} payload of {length} bytes is shorter than its {self.min_payload}-byte layout",
+            structure="payload",
+        )
 
     def decode(self, payload: bytes) -> dict[str, Any]:
-        if len(payload) < self.min_payload:
-            raise TraceDataError(
-                f"{self.format.name} payload of {len(payload)} bytes is shorter than its {self.min_payload}-byte layout",
-                structure="payload",
-            )
-        flat = self.struct.unpack_from(payload, 0)
-        values: dict[str, Any]
-        if self.has_arrays:
-            values = {}
-            index = 0
-            for name in self.names:
-                fmt_field = self.format.by_name[name]
-                if fmt_field.kind == INT_ARRAY:
-                    count = fmt_field.array_length or 0
-                    values[name] = tuple(flat[index : index + count])
-                    index += count
-                else:
-                    values[name] = flat[index]
-                    index += 1
-        else:
-            values = dict(zip(self.names, flat))
+        return self.decode_at(payload, 0, len(payload))
+
+    def decode_at(self, page: bytes, start: int, length: int) -> dict[str, Any]:
+        """The values of the payload at ``page[start:start + length]`` (no copy of the payload)."""
+        if length < self.min_payload:
+            raise self._too_short(length)
+        flat = self.unpack_from(page, start)
+        if self.simple:
+            return dict(zip(self.names, flat))
+        if self.arrays:
+            grouped: list[Any] = []
+            cursor = 0
+            for index, count in self.arrays:
+                grouped.extend(flat[cursor:index])
+                grouped.append(flat[index : index + count])
+                cursor = index + count
+            grouped.extend(flat[cursor:])
+            flat = tuple(grouped)
+        values = dict(zip(self.names, flat))
         for _, f in self.fixups:
             if f.kind == STRING:
                 values[f.name] = _cstring(values[f.name])
             elif f.kind in (DATA_LOC, REL_LOC):
-                values[f.name] = self._dynamic(payload, f, values[f.name])
+                values[f.name] = self._dynamic(page, start, length, f, values[f.name])
             elif f.kind == DYNAMIC_TAIL:
-                tail = payload[f.offset :]
+                tail = page[start + f.offset : start + length]
                 values[f.name] = _cstring(tail) if f.text else tail
             elif f.kind == INTEGER:  # an overlapping field
-                values[f.name] = struct.unpack_from("<" + (f.struct_code or "B"), payload, f.offset)[0]
+                values[f.name] = struct.unpack_from("<" + (f.struct_code or "B"), page, start + f.offset)[0]
             elif f.kind == BYTES:
-                values[f.name] = payload[f.offset : f.offset + f.size]
+                values[f.name] = page[start + f.offset : start + f.offset + f.size]
         return values
 
-    def _dynamic(self, payload: bytes, f: FieldFormat, word: int) -> str | bytes:
-        length = word >> 16
+    def _dynamic(self, page: bytes, base: int, length: int, f: FieldFormat, word: int) -> str | bytes:
+        size = word >> 16
         start = word & 0xFFFF
         if f.kind == REL_LOC:
             start += f.offset + f.size
-        if start + length > len(payload):
+        if start + size > length:
             raise TraceDataError(
-                f"{self.format.name}.{f.name} points at {start}+{length}, past the {len(payload)}-byte payload",
+                f"{self.format.name}.{f.name} points at {start}+{size}, past the {length}-byte payload",
                 offset=f.offset, structure="payload",
             )
-        raw = payload[start : start + length]
+        raw = page[base + start : base + start + size]
         return _cstring(raw) if f.text else raw
 
 
 class EventDecoder:
-    """Decodes payloads of the events it knows, by ``common_type``."""
+    """Decodes payloads of the events it knows, by ``common_type``.
 
-    def __init__(self, formats: Iterable[EventFormat]) -> None:
+    ``fields`` (event name → field names) limits what is decoded for those events: a consumer
+    that reads few fields (the mapper, see
+    :meth:`~openetw.kernel.classes.KernelEventMapper.fields_used`) skips the cost of the rest.
+    Events not named there are decoded whole.
+    """
+
+    def __init__(self, formats: Iterable[EventFormat], fields: Mapping[str, Iterable[str]] | None = None) -> None:
         self._compiled: dict[int, _CompiledFormat] = {}
         self.formats: dict[int, EventFormat] = {}
         self._type_reader: tuple[struct.Struct, int] | None = None
+        self._fields = {name: frozenset(names) for name, names in (fields or {}).items()}
         for fmt in formats:
             self.add(fmt)
 
@@ -283,7 +410,7 @@ class EventDecoder:
             self._type_reader = reader
         elif self._type_reader[1] != reader[1] or self._type_reader[0].format != reader[0].format:
             raise TraceDataError(f"event {fmt.name} places common_type differently", structure="format")
-        self._compiled[fmt.id] = _CompiledFormat(fmt)
+        self._compiled[fmt.id] = _CompiledFormat(fmt, self._fields.get(fmt.name))
         self.formats[fmt.id] = fmt
 
     @property
@@ -306,3 +433,40 @@ class EventDecoder:
         if compiled is None:
             return None
         return compiled.format, compiled.decode(payload)
+
+    def decode_events(self, sub: SubBuffer, cpu: int, out: list[tuple[int, int, str, dict[str, Any]]]) -> tuple[int, int]:
+        """Appends ``(timestamp, cpu, name, values)`` for every event of ``sub`` to ``out``.
+
+        Returns ``(unknown, damaged)``: events of types this decoder was not given, and events
+        whose payload did not fit their format (skipped, as :meth:`decode` would raise).
+        """
+        if self._type_reader is None:
+            return len(sub.events), 0
+        reader, type_offset = self._type_reader
+        type_end = type_offset + reader.size
+        read_type = reader.unpack_from
+        compiled_of = self._compiled.get
+        page = sub.page
+        append = out.append
+        unknown = damaged = 0
+        for timestamp, offset, length in sub.events:
+            if length < type_end:
+                damaged += 1
+                continue
+            compiled = compiled_of(read_type(page, offset + type_offset)[0])
+            if compiled is None:
+                unknown += 1
+                continue
+            if compiled.simple:
+                if length < compiled.min_payload:
+                    damaged += 1
+                    continue
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset)))))
+                continue
+            try:
+                values = compiled.decode_at(page, offset, length)
+            except TraceDataError:
+                damaged += 1
+                continue
+            append((timestamp, cpu, compiled.name, values))
+        return unknown, damaged

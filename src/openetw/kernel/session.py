@@ -1,15 +1,26 @@
-"""A kernel trace session to an ``.etl`` file: tracefs → NT Kernel Logger records → EtlWriter.
+"""A kernel trace session: kernel event sources → NT Kernel Logger records → a sink (an ``.etl`` file).
 
 ::
 
     with KernelSession(flags={"process", "thread"}, output="kernel.etl") as session:
         run_the_workload()
-    print(session.stats)        # events read, records written, events lost per CPU, ...
+    print(session.stats)        # events read, records written, events lost per CPU and per source, ...
 
-``start()`` removes instances left by crashed sessions, creates this session's ftrace
-instance, writes Process/Thread DCStart records for what runs now (from /proc) and starts a
-reader thread; ``stop()`` stops tracing, drains every CPU, writes the loss the kernel reported
-into the file header and removes the instance.
+The session runs one or more :class:`~openetw.kernel.source.KernelEventSource` objects, chosen
+from the flags and ``source``:
+
+* ``"auto"`` (default): tracefs for the tracepoint flags, plus perf_event_open for ``image`` and
+  ``profile``. Needs root; without it ``start()`` raises :class:`~openetw.errors.AccessDenied`
+  naming the sources this account could use instead.
+* ``"tracefs"``: tracefs only (root).
+* ``"proc_connector"``: process and thread events of the whole machine from the kernel's proc
+  connector, for any user.
+
+``start()`` starts the sources in the reader thread (tracefs excludes that thread from
+tracing), writes Process/Thread DCStart records for what runs now (from /proc) and returns;
+the reader thread merges the sources' events in time order, maps them and writes the records.
+``stop()`` stops and drains every source, writes the loss they report into the sink and
+releases everything.
 """
 
 from __future__ import annotations
@@ -17,25 +28,77 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from openetw.errors import InvalidArgument, SessionError, TraceDataError
+from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError
 from openetw.etl.writer import DEFAULT_BUFFER_SIZE, EtlWriter, linux_trace_clock, new_logfile_header
-from openetw.kernel.classes import KernelEventMapper, tracepoints_for
+from openetw.kernel.classes import FLAG_EVENTS, KERNEL_FLAGS, PERF_FLAGS, KernelEventMapper, tracepoints_for
+from openetw.kernel.classes_perf import PerfClassMapper, install_perf_handlers
+from openetw.kernel.classes_proc import ProcConnectorHandlers, install_proc_connector_handlers
+from openetw.kernel.perf import PerfSource
+from openetw.kernel.priority import boost_reader
+from openetw.kernel.probe import KernelCapabilities, probe
+from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.procfs import ProcSource
-from openetw.kernel.source import RecordSink
-from openetw.kernel.ringbuffer import EventDecoder, PageParser
-from openetw.kernel.tracefs import RingReader, TracefsInstance, remove_stale_instances
+from openetw.kernel.source import KernelEventSource, RawKernelEvent, RecordSink
+from openetw.kernel.tracefs_source import TracefsSource
 
-__all__ = ["KernelSession"]
+__all__ = ["PERF_CHILDREN_FLAGS", "PROC_CONNECTOR_FLAGS", "SOURCE_CHOICES", "KernelSession", "normalize_source", "privilege_refusal"]
 
 KERNEL_LOGGER_NAME = "NT Kernel Logger"
+SOURCE_CHOICES = ("auto", "tracefs", "proc_connector", "perf_children")
+"""What ``KernelSession(source=...)`` accepts (``proc-connector`` is taken for ``proc_connector``)."""
+PROC_CONNECTOR_FLAGS = frozenset({"process", "thread"})
+"""The flags the proc connector can record: it reports forks, execs and exits, nothing else."""
+PERF_CHILDREN_FLAGS = PERF_FLAGS
+"""The flags a perf session of one process tree records (image loads, CPU samples)."""
+_LOSS_INTERVAL = 1.0  # ETW's default flush timer
+_DEFAULT_PROFILE_RATE_HZ = 1000  # Windows' default sampling interval is 1 ms
+
+
+def normalize_source(source: str) -> str:
+    """``"proc-connector"`` → ``"proc_connector"``; refuses names that are not a source choice."""
+    name = source.strip().lower().replace("-", "_")
+    if name not in SOURCE_CHOICES:
+        raise InvalidArgument(f"unknown kernel event source {source!r}; choose one of {', '.join(SOURCE_CHOICES)}")
+    return name
+
+
+def _alternatives(capabilities: KernelCapabilities) -> list[str]:
+    """The sources an unprivileged account can record with, as the refusal lists them."""
+    found = []
+    connector = capabilities.get("proc_connector")
+    if connector is not None and connector.available:
+        found.append(
+            f"source proc_connector (--source proc-connector): process and thread start/exit events of the whole"
+            f" machine, with exit codes ({connector.reason})"
+        )
+    perf = capabilities.get("perf")
+    if perf is not None and perf.available:
+        found.append(
+            "source perf_children (KernelSession(source=\"perf_children\", target_pid=...), the command held by"
+            f" openetw.kernel.perf.HeldCommand): image loads and CPU samples of a command and its children ({perf.reason})"
+        )
+    return found
+
+
+def privilege_refusal(capabilities: KernelCapabilities) -> OpenEtwError | None:
+    """Why this process cannot record tracefs kernel events, naming what it could use instead; ``None`` when it can."""
+    tracefs = capabilities.get("tracefs")
+    if tracefs is not None and tracefs.available:
+        return None
+    reason = tracefs.reason if tracefs is not None else "tracefs: unknown"
+    if "not mounted" in reason:
+        return SessionError(f"kernel sessions record tracepoints from tracefs, and {reason} (mount -t tracefs nodev /sys/kernel/tracing)")
+    instead = _alternatives(capabilities)
+    other = "; ".join(instead) if instead else "no other kernel event source"
+    return AccessDenied(f"kernel sessions need root ({reason}; euid {capabilities.euid}). Available to this account instead: {other}")
 
 
 class KernelSession:
-    """One kernel trace to one file. Not restartable: make a new one for the next trace."""
+    """One kernel trace to one sink. Not restartable: make a new one for the next trace."""
 
     def __init__(
         self,
@@ -43,6 +106,7 @@ class KernelSession:
         output: str | os.PathLike[str] = "kernel.etl",
         *,
         name: str = "kernel",
+        source: str = "auto",
         buffer_size_kb: int = 4096,
         circular: bool = False,
         flush_interval: float = 0.25,
@@ -51,13 +115,28 @@ class KernelSession:
         tracefs_root: Path | None = None,
         proc: ProcSource | None = None,
         sink: RecordSink | None = None,
+        profile_rate_hz: int | None = None,
+        target_pid: int | None = None,
+        raise_priority: bool = True,
+        sources: Sequence[KernelEventSource] | None = None,
+        capabilities: KernelCapabilities | None = None,
     ) -> None:
+        """``sources`` replaces the choice made from ``flags`` and ``source`` (tests, embedders);
+        ``capabilities`` replaces :func:`~openetw.kernel.probe.probe` for the privilege check;
+        ``target_pid`` is the process whose tree ``source="perf_children"`` records;
+        ``raise_priority`` lets the reader ask for more CPU (:func:`~openetw.kernel.priority.boost_reader`)."""
         self.flags = frozenset(flags)
         if not self.flags:
             raise InvalidArgument("a kernel session needs at least one flag")
-        self.tracepoints = tracepoints_for(sorted(self.flags))
+        unknown = self.flags - KERNEL_FLAGS
+        if unknown:
+            raise InvalidArgument(f"unknown kernel flag(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(KERNEL_FLAGS))}")
         if buffer_size_kb < 4 or flush_interval <= 0:
             raise InvalidArgument("buffer_size_kb must be at least 4 and flush_interval positive")
+        if profile_rate_hz is not None and (profile_rate_hz <= 0 or "profile" not in self.flags):
+            raise InvalidArgument("profile_rate_hz is a positive rate and needs the profile flag")
+        self.source = normalize_source(source)
+        self.tracepoints = tracepoints_for(sorted(self.flags & FLAG_EVENTS.keys()))
         self.output = Path(output)
         self.name = name
         self.buffer_size_kb = buffer_size_kb
@@ -66,57 +145,104 @@ class KernelSession:
         self.etl_buffer_size = etl_buffer_size
         self.do_rundown = rundown
         self.tracefs_root = tracefs_root
+        self.profile_rate_hz = profile_rate_hz
+        if (target_pid is not None) != (self.source == "perf_children"):
+            raise InvalidArgument("target_pid goes with source perf_children, and perf_children needs target_pid")
+        self.target_pid = target_pid
+        self.raise_priority = raise_priority
         self.proc = proc or ProcSource()
         self.mapper = KernelEventMapper(self.flags, self.proc)
-        self._instance: TracefsInstance | None = None
-        self._reader: RingReader | None = None
+        self._capabilities = capabilities
+        self._sources: list[KernelEventSource] = list(sources) if sources is not None else self._choose_sources()
+        if not self._sources:
+            raise InvalidArgument("a kernel session needs at least one event source")
+        self._perf_classes: PerfClassMapper | None = None
+        self._proc_handlers: ProcConnectorHandlers | None = None
+        for chosen in self._sources:
+            if isinstance(chosen, PerfSource) and self._perf_classes is None:
+                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns)
+            elif isinstance(chosen, ProcConnectorSource) and self._proc_handlers is None:
+                self._proc_handlers = install_proc_connector_handlers(self.mapper)
         self._sink = sink
         self._writer: RecordSink | None = None
-        self._parser: PageParser | None = None
-        self._decoder: EventDecoder | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._ready = threading.Event()
-        self._reader_tid = 0
         self._failure: BaseException | None = None
-        self._pending: list[tuple[int, int, str, dict[str, Any]]] = []
+        self._pending: list[RawKernelEvent] = []
+        self._lost_by_source: dict[str, int] = {}
         self._lost_reported = 0
         self._started_at = 0.0
         self._stopped_at = 0.0
-        self._counts: dict[str, Any] = {
-            "events_read": 0, "records_written": 0, "rundown_records": 0, "pages_read": 0,
-            "page_errors": 0, "unknown_events": 0, "discarded_events": 0, "missing_tracepoints": [],
-            "stale_instances_removed": [],
-        }
-        self._cpu_lost: dict[int, int] = {}
+        self._counts: dict[str, Any] = {"events_read": 0, "records_written": 0, "rundown_records": 0}
+        self._reader_priority: str | None = None
         self.state = "new"
+
+    # -- choosing sources -----------------------------------------------------------------------
+    def _choose_sources(self) -> list[KernelEventSource]:
+        if self.source == "proc_connector":
+            return [self._proc_connector_source()]
+        if self.source == "perf_children":
+            extra = self.flags - PERF_CHILDREN_FLAGS
+            if extra:
+                raise InvalidArgument(
+                    f"source perf_children records only {', '.join(sorted(PERF_CHILDREN_FLAGS))};"
+                    f" {', '.join(sorted(extra))} need(s) another source"
+                )
+            return [self._perf_source(self.flags, target_pid=self.target_pid)]
+        perf_flags = self.flags & PERF_FLAGS
+        if self.source == "tracefs" and perf_flags:
+            raise InvalidArgument(
+                f"flag(s) {', '.join(sorted(perf_flags))} are recorded by perf_event_open, not tracefs; use source auto"
+            )
+        chosen: list[KernelEventSource] = []
+        if self.tracepoints or not perf_flags:
+            chosen.append(TracefsSource(self.name, self.tracepoints, root=self.tracefs_root,
+                                        buffer_size_kb=self.buffer_size_kb, circular=self.circular))  # fmt: skip
+        if perf_flags:
+            chosen.append(self._perf_source(perf_flags))
+        return chosen
+
+    def _proc_connector_source(self) -> KernelEventSource:
+        extra = self.flags - PROC_CONNECTOR_FLAGS
+        if extra:
+            raise InvalidArgument(
+                f"the proc connector records only {', '.join(sorted(PROC_CONNECTOR_FLAGS))};"
+                f" {', '.join(sorted(extra))} need(s) tracefs or perf (root, source auto)"
+            )
+        return ProcConnectorSource()
+
+    def _perf_source(self, perf_flags: frozenset[str], target_pid: int | None = None) -> KernelEventSource:
+        rate = self.profile_rate_hz if self.profile_rate_hz is not None else _DEFAULT_PROFILE_RATE_HZ
+        return PerfSource(image="image" in perf_flags, profile="profile" in perf_flags, frequency=rate, target_pid=target_pid)
+
+    @property
+    def needs_root(self) -> bool:
+        """Whether this session reads tracefs or system-wide perf events (root only)."""
+        return any(isinstance(s, TracefsSource) or (isinstance(s, PerfSource) and s.target_pid is None) for s in self._sources)
 
     # -- public ---------------------------------------------------------------------------------
     def start(self) -> None:
         if self.state != "new":
             raise SessionError(f"kernel session {self.name!r} is {self.state}, not new")
-        self._counts["stale_instances_removed"] = remove_stale_instances(self.tracefs_root)
-        instance = TracefsInstance.create(
-            self.name, root=self.tracefs_root, buffer_size_kb=self.buffer_size_kb, circular=self.circular,
-        )
-        self._instance = instance
+        if self.needs_root:
+            refusal = privilege_refusal(self._capabilities if self._capabilities is not None else probe())
+            if refusal is not None:
+                self.state = "failed"
+                raise refusal
         try:
-            self._counts["missing_tracepoints"] = instance.enable(self.tracepoints)
-            self._parser = instance.page_parser()
-            self._decoder = instance.decoder(self.tracepoints)
-            self._reader = instance.reader(self._parser)
             if self._sink is not None:
                 self._writer = self._sink
             else:
-                clock = linux_trace_clock()
-                header = new_logfile_header(clock=clock, buffer_size=self.etl_buffer_size, logger_name=KERNEL_LOGGER_NAME, logfile_name=str(self.output))
+                header = new_logfile_header(clock=linux_trace_clock(), buffer_size=self.etl_buffer_size,
+                                            logger_name=KERNEL_LOGGER_NAME, logfile_name=str(self.output))  # fmt: skip
                 self._writer = EtlWriter(self.output, header=header)
             self._thread = threading.Thread(target=self._run, name=f"openetw-kernel-{self.name}", daemon=True)
             self._thread.start()
             self._ready.wait()
-            instance.exclude_tasks([self._reader_tid])
-            instance.start()
+            if self._failure is not None:
+                raise self._failure
             self._started_at = time.monotonic()
             self.state = "running"
             if self.do_rundown:
@@ -127,17 +253,13 @@ class KernelSession:
             raise
 
     def stop(self) -> dict[str, Any]:
-        """Stops tracing, writes what is left and removes the instance; returns :attr:`stats`."""
+        """Stops and drains every source, writes what is left and releases everything; returns :attr:`stats`."""
         if self.state != "running":
             return self.stats
-        assert self._instance is not None and self._reader is not None and self._writer is not None
         try:
-            self._instance.stop()
             self._stop.set()
             if self._thread is not None:
                 self._thread.join()
-            self._consume(self._reader.read_now(until_empty=True), final=True)
-            self._account_loss()
             self._stopped_at = time.monotonic()
         finally:
             self._abort()
@@ -154,86 +276,116 @@ class KernelSession:
         self.stop()
 
     @property
+    def sources(self) -> tuple[KernelEventSource, ...]:
+        return tuple(self._sources)
+
+    @property
     def instance_path(self) -> Path | None:
-        return None if self._instance is None else self._instance.path
+        """The tracefs instance directory while it exists, else ``None``."""
+        tracefs = self._tracefs()
+        return None if tracefs is None else tracefs.instance_path
 
     @property
     def stats(self) -> dict[str, Any]:
-        """Counters of the session. ``events_lost`` is what the kernel's per-CPU stats reported."""
-        stats = dict(self._counts)
-        stats["events_lost"] = sum(self._cpu_lost.values())
-        stats["events_lost_per_cpu"] = dict(self._cpu_lost)
+        """Counters of the session. ``events_lost`` sums what every source reported lost."""
+        stats: dict[str, Any] = dict(self._counts)
+        stats.update(pages_read=0, page_errors=0, unknown_events=0, discarded_events=0, reads=0,
+                     missing_tracepoints=[], stale_instances_removed=[])  # fmt: skip
+        per_source: dict[str, dict[str, Any]] = {}
+        for source in self._sources:
+            details = _source_statistics(source)
+            details["events_lost"] = self._lost_by_source.get(source.name, 0)
+            per_source[source.name] = details
+        tracefs = self._tracefs()
+        if tracefs is not None:
+            stats.update({k: v for k, v in tracefs.statistics().items() if k != "events_lost_per_cpu"})
+        stats["events_lost"] = sum(self._lost_by_source.values())
+        stats["events_lost_per_cpu"] = tracefs.lost_per_cpu() if tracefs is not None else {}
+        stats["events_lost_per_source"] = dict(self._lost_by_source)
+        stats["sources"] = per_source
+        stats["source"] = self.source
         stats["unmapped_events"] = self.mapper.unmapped
+        stats["reader_priority"] = self._reader_priority
         stats["state"] = self.state
-        if self._reader is not None:
-            stats["reads"] = self._reader.reads
         end = self._stopped_at or time.monotonic()
         stats["duration_s"] = round(end - self._started_at, 6) if self._started_at else 0.0
         return stats
 
     # -- inside ---------------------------------------------------------------------------------
+    def _tracefs(self) -> TracefsSource | None:
+        return next((s for s in self._sources if isinstance(s, TracefsSource)), None)
+
     def _rundown(self) -> None:
         assert self._writer is not None
-        records = self.mapper.rundown(self.proc.processes(), time.monotonic_ns())
+        processes = self.proc.processes()
+        now = time.monotonic_ns()
         with self._lock:
+            records = self.mapper.rundown(processes, now)
+            if self._proc_handlers is not None:
+                self._proc_handlers.note_processes(processes)
+            if self._perf_classes is not None:
+                pids = None if self.target_pid is None else [self.target_pid]
+                records += self._perf_classes.rundown(self.proc, now, pids=pids)
             for record in records:
                 self._writer.write(record)
             self._counts["rundown_records"] += len(records)
             self._counts["records_written"] += len(records)
 
     def _run(self) -> None:
-        self._reader_tid = threading.get_native_id()
-        self._ready.set()
-        assert self._reader is not None and self._writer is not None
-        last_loss_check = time.monotonic()
+        """The reader thread: every call on the sources happens here."""
+        if self.raise_priority:
+            # In the reader thread: without autogroup only this thread's nice value changes.
+            self._reader_priority = boost_reader()
         try:
+            for source in self._sources:
+                source.start()
+        except BaseException as error:  # noqa: BLE001 - raised again by start()
+            self._failure = error
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            last_loss_check = time.monotonic()
             while not self._stop.is_set():
-                pages = self._reader.read(self.flush_interval)
-                self._consume(pages, final=False)
-                if time.monotonic() - last_loss_check >= 1.0:  # ETW's default flush timer
+                events: list[RawKernelEvent] = []
+                for index, source in enumerate(self._sources):
+                    # The first source waits for data; the others give what they have.
+                    events.extend(source.read(self.flush_interval if index == 0 else 0.0))
+                self._consume(events, final=False)
+                if time.monotonic() - last_loss_check >= _LOSS_INTERVAL:
                     self._account_loss()
                     last_loss_check = time.monotonic()
                     with self._lock:
+                        assert self._writer is not None
                         self._writer.flush()
+            for source in self._sources:
+                source.stop()
+            rest: list[RawKernelEvent] = []
+            for source in self._sources:
+                rest.extend(source.drain())
+            self._consume(rest, final=True)
+            self._account_loss()
         except BaseException as error:  # noqa: BLE001 - reported by stop()
             self._failure = error
 
-    def _consume(self, pages: list[tuple[int, bytes]], *, final: bool) -> None:
-        assert self._parser is not None and self._decoder is not None and self._reader is not None
-        decode = self._decoder.decode
+    def _consume(self, events: list[RawKernelEvent], *, final: bool) -> None:
         pending = self._pending
-        for cpu, page in pages:
-            self._counts["pages_read"] += 1
-            try:
-                sub = self._parser.parse(page)
-            except TraceDataError:
-                self._counts["page_errors"] += 1
-                continue
-            self._counts["discarded_events"] += sub.discarded
-            for event in sub.events:
-                try:
-                    decoded = decode(page[event.offset : event.offset + event.length])
-                except TraceDataError:
-                    self._counts["page_errors"] += 1
-                    continue
-                if decoded is None:
-                    self._counts["unknown_events"] += 1
-                    continue
-                pending.append((event.timestamp, cpu, decoded[0].name, decoded[1]))
-        pending.sort(key=lambda item: item[0])
+        pending.extend(events)
+        pending.sort(key=_timestamp)
         if final:
             ready, self._pending = pending, []
         else:
-            # Events newer than the drain's start may still sit unread on another CPU: keep them
-            # so that a fork read late is still mapped before the child's exec and exit.
+            # An event newer than a source's watermark may still have an older one unread in
+            # that source (a fork read late on another CPU): hold those back, so that the fork
+            # is still mapped before the child's exec and exit.
+            watermark = min(source.watermark for source in self._sources)
             cut = len(pending)
-            watermark = self._reader.watermark
             while cut and pending[cut - 1][0] > watermark:
                 cut -= 1
             ready, self._pending = pending[:cut], pending[cut:]
         self._map(ready)
 
-    def _map(self, events: list[tuple[int, int, str, dict[str, Any]]]) -> None:
+    def _map(self, events: list[RawKernelEvent]) -> None:
         assert self._writer is not None
         mapper = self.mapper
         written = 0
@@ -246,15 +398,10 @@ class KernelSession:
         self._counts["records_written"] += written
 
     def _account_loss(self) -> None:
-        if self._instance is None or self._writer is None:
-            return
-        try:
-            stats = self._instance.cpu_stats()
-        except OSError:
-            return
-        self._cpu_lost = {cpu: s.lost for cpu, s in stats.items()}
-        total = sum(self._cpu_lost.values())
-        if total > self._lost_reported:
+        for source in self._sources:
+            self._lost_by_source[source.name] = source.lost()
+        total = sum(self._lost_by_source.values())
+        if total > self._lost_reported and self._writer is not None:
             with self._lock:
                 self._writer.add_lost(events=total - self._lost_reported)
             self._lost_reported = total
@@ -263,10 +410,26 @@ class KernelSession:
         self._stop.set()
         if self._thread is not None and self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
-        if self._reader is not None:
-            self._reader.close()
+        for source in self._sources:
+            try:
+                source.close()
+            except OpenEtwError as error:  # reported by stop(); the other sources still close
+                self._failure = self._failure or error
         if self._writer is not None:
             with self._lock:
                 self._writer.close()
-        if self._instance is not None:
-            self._instance.remove()
+
+
+def _source_statistics(source: KernelEventSource) -> dict[str, Any]:
+    """A source's own counters (the protocol has none; the sources of this package do)."""
+    if isinstance(source, TracefsSource):
+        return source.statistics()
+    if isinstance(source, ProcConnectorSource):
+        return dict(source.stats)
+    if isinstance(source, PerfSource):
+        return dict(source.counts)
+    return {}
+
+
+def _timestamp(event: RawKernelEvent) -> int:
+    return event[0]

@@ -13,7 +13,7 @@ import errno
 import os
 import select
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,8 +156,9 @@ class TracefsInstance:
         system = event.split("/", 1)[0]
         return parse_event_format((self.root / "events" / event / "format").read_text(), system=system)
 
-    def decoder(self, events: Iterable[str]) -> EventDecoder:
-        return EventDecoder(self.event_format(e) for e in events if self.available(e))
+    def decoder(self, events: Iterable[str], fields: Mapping[str, Iterable[str]] | None = None) -> EventDecoder:
+        """A decoder for ``events``; ``fields`` (event name → field names) limits what it decodes."""
+        return EventDecoder((self.event_format(e) for e in events if self.available(e)), fields=fields)
 
     def page_parser(self) -> PageParser:
         events = self.root / "events"

@@ -36,6 +36,7 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import CodeType
 from typing import Any, NamedTuple
 
 from openetw.errors import InvalidArgument
@@ -71,6 +72,7 @@ __all__ = [
     "TraceLoggingEncoderCache",
     "TraceLoggingEventEncoder",
     "encoder_source",
+    "fast_encoder_source",
     "field_for_value",
     "infer_fields",
 ]
@@ -280,6 +282,134 @@ def _return_lines(pieces: list[_Piece], constant_size: int, pointer_size: int, e
     ]
 
 
+def fast_encoder_source(
+    properties: Sequence[PropertyInfo],
+    packer: PayloadPacker,
+    *,
+    ansi_encoding: str,
+    tracelogging: bool,
+    constant: bytes,
+    extended: bytes,
+    value_types: Sequence[type] | None = None,
+    value_names: Sequence[str] | None = None,
+    write_through: bool = False,
+) -> tuple[str, dict[str, Any]]:
+    """Source of an encoder's ``encode_fast`` (64-bit header), and the names it uses.
+
+    ``encode_fast(values, timestamp, pid, tid, act)`` takes positional arguments only: ``values``
+    in field order (any iterable), ``act`` the activity id's 16 bytes; the event carries no
+    related activity id. It returns the record, the same bytes ``encode`` returns, or ``None``
+    whenever it cannot encode the values itself (the caller then calls ``encode``, which either
+    encodes them or says what is wrong).
+
+    With ``write_through`` the function is ``write_fast(values)``, the whole of a write outside
+    any activity: it takes the timestamp and the thread id, encodes the record with the null
+    activity id and returns ``WRITE(record, timestamp, 0)`` (False when that raises one of
+    ``UNMAPPED``), or ``None`` when the general path has to write the event (an activity is
+    current, or the values need it). The caller adds ``WRITE``, ``UNMAPPED``,
+    ``CURRENT_ACTIVITY`` and ``NO_ACTIVITY`` (the state outside any activity), ``CLOCK``,
+    ``THREAD_IDS`` (a ``threading.local`` whose ``tid`` may be set), ``THREAD_ID()`` (sets it and
+    returns it) and ``PID`` (a list holding the process id) to the namespace.
+
+    With ``value_types`` each value must be of exactly that type (TraceLogging's fields are
+    inferred from the types, so another type may need other fields), strings excepted: any
+    ``str`` makes the same field. With ``value_names`` ``values`` is a dict whose keys must be
+    these names in this order.
+    """
+    namespace: dict[str, Any] = {"FALLBACK": _Fallback, "GIVE_UP": _GIVE_UP, "C": constant, "E": extended}
+    body, pieces, fixed_size = _payload_lines(properties, packer, 8, ansi_encoding, tracelogging, namespace)
+    count = len(properties)
+    checks = []
+    if value_types is not None:
+        if len(value_types) != count:
+            raise InvalidArgument(f"{len(value_types)} value types for {count} fields")
+        for index, kind in enumerate(value_types):
+            if kind is not str or inline_text_encoding(properties[index], ansi_encoding, tracelogging) is None:
+                namespace[f"K{index}"] = kind
+                checks.append(f"type(v{index}) is not K{index}")
+    if checks:
+        body[1:1] = [f"if {' or '.join(checks)}:", "    return None"]
+    if value_names is not None:
+        if len(value_names) != count:
+            raise InvalidArgument(f"{len(value_names)} value names for {count} fields")
+        if count:
+            namespace.update((f"N{index}", name) for index, name in enumerate(value_names))
+            names = ", ".join(f"n{index}" for index in range(count))
+            differs = " or ".join(f"n{index} != N{index}" for index in range(count))
+            body[0:1] = [f"{names}, = values", f"if {differs}:", "    return None", f"{body[0].split('=')[0]}= values.values()"]
+    variable = "".join(f" + len({local})" for kind, local in pieces if kind == "var")
+    head, rest = _head_and_rest(pieces, namespace)
+    ext_code, ext_arg = (f"{len(extended)}s", ", E") if extended else ("", "")
+    namespace["H0"] = struct.Struct(_HEAD + ext_code + head[0]).pack
+    bits = _head_bits(L.HEADER_TYPE_EVENT_HEADER64, L.EVENT_HEADER_FLAG_EXTENDED_INFO if extended else 0)
+    body += [
+        f"size = {_HEADER_SIZE + len(extended) + fixed_size}{variable}",
+        f"if size > {MAX_RECORD_SIZE}:",
+        "    return None",
+    ]
+
+    def record(pid: str, act: str) -> str:
+        return _joined(f"H0(size + {bits}, tid, {pid}, timestamp, C, {act}{ext_arg}{head[1]})", rest)
+
+    if not write_through:
+        lines = [
+            _BANNER,
+            "def encode_fast(values, timestamp, pid, tid, act):",
+            "    try:",
+            *(f"        {line}" for line in body),
+            f"        return {record('pid', 'act')}",
+            "    except GIVE_UP:",
+            "        return None",
+            "",
+        ]
+        return "\n".join(lines), namespace
+    if count == 1 and value_names is None:  # one mapping of field values is the general path's
+        body[1:1] = ["if isinstance(v0, MAPPING):", "    return None"]
+        namespace["MAPPING"] = Mapping
+    lines = [
+        _BANNER,
+        "def write_fast(values):",
+        "    if CURRENT_ACTIVITY() is not NO_ACTIVITY:",
+        "        return None",
+        "    try:",
+        *(f"        {line}" for line in body),
+        "        timestamp = CLOCK()",
+        "        try:",
+        "            tid = THREAD_IDS.tid",
+        "        except AttributeError:",
+        "            tid = THREAD_ID()",
+        f"        record = {record('PID[0]', 'NULL_LE')}",
+        "    except GIVE_UP:",
+        "        return None",
+        "    try:",
+        "        return WRITE(record, timestamp, 0)",
+        "    except UNMAPPED:",
+        "        return False",
+        "",
+    ]
+    namespace["NULL_LE"] = NULL_GUID.bytes_le
+    return "\n".join(lines), namespace
+
+
+def _head_and_rest(pieces: list[_Piece], namespace: dict[str, Any]) -> tuple[tuple[str, str], list[str]]:
+    """The first run of fixed-size fields as (struct codes, ", arg, ..."), packed with the header;
+    the expressions of the later pieces (one ``struct`` call per later run)."""
+    first_run: list[tuple[str, str]] = pieces[0][1] if pieces and pieces[0][0] == "run" else []
+    rest = []
+    for number, (kind, item) in enumerate(pieces[1:] if first_run else pieces, start=1 if first_run else 0):
+        if kind == "var":
+            rest.append(item)
+        else:
+            namespace[f"R{number}"] = struct.Struct("<" + "".join(code for code, _ in item)).pack
+            rest.append(f"R{number}({', '.join(expr for _, expr in item)})")
+    return ("".join(code for code, _ in first_run), "".join(f", {expr}" for _, expr in first_run)), rest
+
+
+def _joined(head: str, rest: list[str]) -> str:
+    parts = [head, *rest]
+    return " + ".join(parts) if len(parts) <= 3 else f"b''.join(({', '.join(parts)}))"
+
+
 def _references(properties: Sequence[PropertyInfo]) -> set[str]:
     """The names counts and lengths refer to, at any depth."""
     names: set[str] = set()
@@ -320,7 +450,42 @@ class _RecordEncoder:
         self._extended = extended
         self._packers: dict[int, PayloadPacker] = {}
         self._encoders: dict[int, Callable[..., bytes]] = {}
+        self._fast: dict[tuple[Any, ...], Any] = {}
         self.encode = self._encoder_for(8)  # type: ignore[method-assign]
+
+    def fast_writer_code(self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None) -> tuple[CodeType, dict[str, Any]]:
+        """The code of this event's ``write_fast(values)`` and the names it uses (see
+        ``fast_encoder_source``), generated once per ``value_types`` and ``value_names``; the
+        caller makes functions of it with its own names added."""
+        key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names), "write")
+        made = self._fast.get(key)
+        if made is None:
+            source, namespace = fast_encoder_source(
+                self.fields, self._packer(8), ansi_encoding=self.ansi_encoding, tracelogging=self._tracelogging,
+                constant=self._constant, extended=self._extended, value_types=key[0], value_names=key[1], write_through=True,
+            )  # fmt: skip
+            scope = dict(namespace)
+            exec(compile(source, "<openetw generated writer>", "exec"), scope)  # noqa: S102 - our own generated code
+            made = self._fast[key] = (scope["write_fast"].__code__, namespace)
+        return made  # type: ignore[return-value]
+
+    def fast_encoder(
+        self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None
+    ) -> Callable[[Any, int, int, int, bytes], bytes | None]:
+        """This event's ``encode_fast(values, timestamp, pid, tid, act)`` (see
+        ``fast_encoder_source``), generated once per ``value_types`` and ``value_names``: the
+        record, or ``None`` when ``encode`` has to decide."""
+        key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names))
+        fast = self._fast.get(key)
+        if fast is None:
+            source, namespace = fast_encoder_source(
+                self.fields, self._packer(8), ansi_encoding=self.ansi_encoding, tracelogging=self._tracelogging,
+                constant=self._constant, extended=self._extended, value_types=key[0], value_names=key[1],
+            )  # fmt: skip
+            scope = dict(namespace)
+            exec(compile(source, "<openetw generated encoder>", "exec"), scope)  # noqa: S102 - our own generated code
+            fast = self._fast[key] = scope["encode_fast"]
+        return fast
 
     def _packer(self, pointer_size: int) -> PayloadPacker:
         packer = self._packers.get(pointer_size)

@@ -24,6 +24,8 @@ each session's rule. It runs on the provider runtime's own thread.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import struct
 import sys
@@ -31,12 +33,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from types import CodeType, FunctionType
 from typing import Any, Self
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
-from openetw.guids import parse_guid, provider_guid_from_name
+from openetw.guids import NULL_GUID, parse_guid, provider_guid_from_name
 from openetw.provider.activity import activity_state, claim_activity_ids
 from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache
 from openetw.provider.fields import FieldSpec
@@ -50,24 +53,80 @@ __all__ = ["EnableCallback", "Provider", "TraceLoggingProvider"]
 EnableCallback = Callable[[bool, int, int, int, Any, bool], None]
 WriteFn = Callable[[bytes, int, int], bool]
 Target = tuple[SessionEnable, WriteFn]
-Routes = dict[Any, tuple[WriteFn, ...]]  # by (level, keyword, event id), or by manifest event encoder
+Routes = dict[Any, tuple[WriteFn, ...]]  # by (level, keyword, event id)
+# Whole writes outside activities, generated per event and routes (encoder.fast_writer_code):
+# by manifest event encoder, or by (event name, level, keyword, opcode) of a TraceLogging event.
+# ``fast(values)`` returns whether a session got the event, or None: the general path decides.
+FastWrite = Callable[[Any], "bool | None"]
+FastWrites = dict[Any, FastWrite]
+# The (field names, value types) each TraceLogging fast write was made for.
+Shapes = dict[tuple[str, int, int, int], tuple[tuple[str, ...], tuple[type, ...]]]
+Routing = tuple[tuple[Target, ...], Routes, FastWrites, Shapes]  # replaced whole when sessions change
 
 # A record no pool can take: writing it makes the pool count one refused event (shared memory,
 # read by the service into events_lost) when the real record would have exceeded 64 KB.
 _OVERSIZE = bytes(0x10000)
 _ROUTE_CACHE_LIMIT = 4096
+# Value types whose TraceLogging field follows from the type alone (ints: unless past 2**63,
+# which the fast encoder's struct refuses, so the general path decides).
+_PLAIN_TYPES = frozenset({bool, int, float, str, bytes, uuid.UUID})
 _monotonic_ns = time.monotonic_ns
 _native_id = threading.get_native_id
+_NULL_GUID = NULL_GUID
+_NULL_LE = NULL_GUID.bytes_le
 _EVENT_HEADER = L.EVENT_HEADER
 # What a write into a pool unmapped under us raises (its session went away): nobody wants the event.
 _UNMAPPED = (ValueError, IndexError, TypeError, BufferError)
-# The process id every record carries: a module global costs the write path least.
+# The process id every record carries: a module global costs the write path least (the
+# generated fast writes read it from a list).
 _pid = os.getpid()
+_PID = [_pid]
+# Each thread's native id, asked of the kernel once per thread (a system call per event was a
+# sixth of an enabled write's cost); ``_thread_id()`` fills it in.
+_thread_ids = threading.local()
+# The activity state outside any activity block: the ContextVar's default.
+_NO_ACTIVITY = contextvars.Context().run(activity_state)
+
+
+def _thread_id() -> int:
+    tid = _thread_ids.tid = _native_id()
+    return tid
+
+
+def _current_thread_id() -> int:
+    try:
+        return _thread_ids.tid  # type: ignore[no-any-return]
+    except AttributeError:
+        return _thread_id()
 
 
 def _new_pid() -> None:
     global _pid
-    _pid = os.getpid()
+    _pid = _PID[0] = os.getpid()
+    _thread_ids.__dict__.clear()  # the forking thread, the child's only one, has another id there
+
+
+_FAST_WRITE_NAMES = {
+    "CURRENT_ACTIVITY": activity_state, "NO_ACTIVITY": _NO_ACTIVITY, "CLOCK": _monotonic_ns, "THREAD_IDS": _thread_ids,
+    "THREAD_ID": _thread_id, "PID": _PID, "UNMAPPED": _UNMAPPED,
+}  # fmt: skip
+
+
+def _nobody(values: Any) -> bool:
+    return False
+
+
+def _fast_write(made: tuple[CodeType, dict[str, Any]], writes: tuple[WriteFn, ...]) -> FastWrite:
+    """An event's generated ``write_fast`` bound to the pools that take it."""
+    if not writes:
+        return _nobody
+    code, namespace = made
+    write = writes[0] if len(writes) == 1 else functools.partial(_write_many, writes)
+    return FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "WRITE": write})
+
+
+def _write_many(writes: tuple[WriteFn, ...], record: bytes, timestamp: int, cpu: int) -> bool:
+    return _write_all(writes, record, timestamp)
 
 
 os.register_at_fork(after_in_child=_new_pid)
@@ -109,7 +168,7 @@ class _ProviderBase:
         self.events_refused = 0
         self._callback = callback
         self._state: EnableState = DISABLED
-        self._routing: tuple[tuple[Target, ...], Routes] = ((), {})
+        self._routing: Routing = ((), {}, {}, {})
         self._is_registered = False
 
     # -- registration --------------------------------------------------------------------------
@@ -151,7 +210,7 @@ class _ProviderBase:
 
     def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:
         targets = tuple((entry, writers[entry.session_id].write) for entry in self._state.sessions if entry.session_id in writers)
-        self._routing = (targets, {})
+        self._routing = (targets, {}, {}, {})
         self.enabled = bool(targets)
 
     def _capture_state(self, session_id: int) -> None:
@@ -173,8 +232,10 @@ class _ProviderBase:
         except Exception as exc:  # the callback is the application's; the runtime goes on
             print(f"openetw: enable callback of {self.name or self.guid} failed: {exc!r}", file=sys.stderr)
 
-    def _writes_for(self, level: int, keyword: int, event_id: int) -> tuple[WriteFn, ...]:
-        targets, routes = self._routing
+    def _writes_for(self, level: int, keyword: int, event_id: int, routing: Routing | None = None) -> tuple[WriteFn, ...]:
+        """The pools that take this event, by ``routing`` (the current one if ``None``): one
+        routing throughout a write, so what it caches belongs to the routes it was made from."""
+        targets, routes = (self._routing if routing is None else routing)[:2]
         writes = routes.get((level, keyword, event_id))
         if writes is None:
             writes = _routes_for(targets, routes, level, keyword, event_id)
@@ -199,6 +260,16 @@ class TraceLoggingProvider(_ProviderBase):
         """TraceLoggingWrite: the event, its fields typed from their Python values."""
         if not self.enabled:
             return False
+        # EventWrite's hot path: every call and lookup here is paid by every event. An event
+        # written again with the same field names and value types is one generated function.
+        try:
+            fast = self._routing[2].get((event_name, level, keyword, opcode))
+        except TypeError:  # an unhashable name: the general path says what is wrong
+            fast = None
+        if fast is not None:
+            written = fast(fields)
+            if written is not None:
+                return written
         return self._write(event_name, fields, level, keyword, opcode, 0)
 
     def write_fields(self, event_name: str, fields: Mapping[str, Any], *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0) -> bool:
@@ -208,10 +279,10 @@ class TraceLoggingProvider(_ProviderBase):
         return self._write(event_name, fields, level, keyword, opcode, tags)
 
     def _write(self, event_name: str, fields: Mapping[str, Any], level: int, keyword: int, opcode: int, tags: int) -> bool:
-        # EventWrite's hot path: every call and lookup here is paid by every event.
-        writes = self._routing[1].get((level, keyword, 0))
+        routing = self._routing
+        writes = routing[1].get((level, keyword, 0))
         if writes is None:
-            writes = self._writes_for(level, keyword, 0)
+            writes = self._writes_for(level, keyword, 0, routing)
         if not writes:
             return False
         timestamp = _monotonic_ns()
@@ -220,16 +291,36 @@ class TraceLoggingProvider(_ProviderBase):
         try:
             record = self._encoders.encode(
                 event_name, fields, level=level, keyword=keyword, opcode=opcode, tags=tags, timestamp=timestamp,
-                pid=_pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related,
+                pid=_pid, tid=_current_thread_id(), activity_id=activity_id, related_activity_id=related,
             )  # fmt: skip
         except EventTooLarge:
             return self._refuse(writes, timestamp)
+        if tags == 0:
+            self._learn_shape(routing, event_name, fields, level, keyword, opcode, writes)
         if len(writes) == 1:
             try:
                 return writes[0](record, timestamp, 0)
             except _UNMAPPED:
                 return False
         return _write_all(writes, record, timestamp)
+
+    def _learn_shape(
+        self, routing: Routing, event_name: str, fields: Mapping[str, Any], level: int, keyword: int, opcode: int, writes: tuple[WriteFn, ...]
+    ) -> None:
+        """Make ``write``'s fast write for this event's field names and value types (plain
+        values only: a list or a dict may need other fields on the next write)."""
+        _, _, fast_writes, shapes = routing
+        if type(fields) is not dict or len(fast_writes) >= _ROUTE_CACHE_LIMIT:
+            return
+        key = (event_name, level, keyword, opcode)
+        shape = (tuple(fields), tuple(map(type, fields.values())))
+        if shapes.get(key) == shape:
+            return
+        if not _PLAIN_TYPES.issuperset(shape[1]) or not all(type(name) is str for name in shape[0]):
+            return
+        encoder = self._encoders.encoder_for(event_name, fields, level=level, keyword=keyword, opcode=opcode)
+        shapes[key] = shape
+        fast_writes[key] = _fast_write(encoder.fast_writer_code(shape[1], shape[0]), writes)
 
 
 class Provider(_ProviderBase):
@@ -253,17 +344,27 @@ class Provider(_ProviderBase):
         name), or a bare descriptor (``values`` are bytes, the user data as it is)."""
         if not self.enabled:
             return False
+        # EventWrite's hot path: every call and lookup here is paid by every event. An encoder's
+        # event is one generated function, made on its first write.
+        try:
+            fast = self._routing[2].get(event)
+        except TypeError:  # a descriptor given as a list
+            fast = None
+        if fast is not None:
+            written = fast(values)
+            if written is not None:
+                return written
+        return self._write(event, values)
+
+    def _write(self, event: ManifestEventEncoder | EventDescriptor | Sequence[int], values: tuple[Any, ...]) -> bool:
         if type(event) is not ManifestEventEncoder and not isinstance(event, ManifestEventEncoder):
             return self._write_raw(event, values)
-        # EventWrite's hot path: every call and lookup here is paid by every event. Routes are
-        # cached by encoder too, which spares building the (level, keyword, id) key.
-        routes = self._routing[1]
-        writes = routes.get(event)
-        if writes is None:
-            d = event.descriptor
-            writes = self._writes_for(d.level, d.keyword, d.id)
-            if len(routes) < _ROUTE_CACHE_LIMIT:
-                routes[event] = writes
+        d = event.descriptor
+        routing = self._routing
+        writes = self._writes_for(d.level, d.keyword, d.id, routing)
+        fast_writes = routing[2]
+        if event not in fast_writes and len(fast_writes) < _ROUTE_CACHE_LIMIT:
+            fast_writes[event] = _fast_write(event.fast_writer_code(), writes)
         if not writes:
             return False
         payload: Any = values[0] if len(values) == 1 and isinstance(values[0], Mapping) else values
@@ -271,7 +372,7 @@ class Provider(_ProviderBase):
         state = activity_state()
         activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
         try:
-            record = event.encode(payload, timestamp=timestamp, pid=_pid, tid=_native_id(), activity_id=activity_id, related_activity_id=related)
+            record = event.encode(payload, timestamp=timestamp, pid=_pid, tid=_current_thread_id(), activity_id=activity_id, related_activity_id=related)
         except EventTooLarge:
             return self._refuse(writes, timestamp)
         if len(writes) == 1:
@@ -303,7 +404,7 @@ class Provider(_ProviderBase):
         d = descriptor
         try:
             head = _EVENT_HEADER.pack(
-                size, L.HEADER_TYPE_EVENT_HEADER64, L.MARKER_FLAGS_TYPED, flags, 0, _native_id(), _pid, timestamp,
+                size, L.HEADER_TYPE_EVENT_HEADER64, L.MARKER_FLAGS_TYPED, flags, 0, _current_thread_id(), _pid, timestamp,
                 self.guid.bytes_le, d.id, d.version, d.channel, d.level, d.opcode, d.task, d.keyword, 0, activity_id.bytes_le,
             )  # fmt: skip
         except struct.error as exc:

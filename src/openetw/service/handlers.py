@@ -22,7 +22,7 @@ from openetw.service.logfile import LogFile
 from openetw.service.protocol import Message, ProtocolError
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.service.wire import config_changes_from_json, config_from_json, enable_state_to_json, rule_from_json
-from openetw.session import Caller, EnableRule, InvalidSessionConfig, LogMode, SessionConfig, SessionState
+from openetw.session import Caller, EnableRule, InvalidSessionConfig, LogMode, SessionConfig, SessionKind, SessionState
 
 if TYPE_CHECKING:
     from openetw.service.server import TraceService
@@ -62,8 +62,15 @@ def _checked_output_fd(fd: int) -> None:
 
 
 def start_session(service: TraceService, connection: Connection, message: Message) -> Reply:
-    """StartTrace: create and start a session; a file mode brings the output file's descriptor."""
+    """StartTrace: create and start a session; a file mode brings the output file's descriptor.
+
+    A kernel session's answer waits for its recorder to report that tracing runs (see
+    ``openetw.service.kernel_sessions``)."""
     config = config_from_json(message.body.get("config"))
+    if config.kind is SessionKind.KERNEL:
+        # Refused before anything is made: the caller's rights, then the service's own.
+        service.table.check_kernel_caller(connection.caller)
+        service.kernel.check_can_record(config.kernel_flags)
     enables = []
     providers = message.body.get("providers") or []
     if not isinstance(providers, list):
@@ -74,7 +81,25 @@ def start_session(service: TraceService, connection: Connection, message: Messag
         enables.append((_provider(item), rule_from_json(item)))
     fd = message.take_fd() if config.mode.writes_file else -1
     session_id = begin_session(service, config, connection.caller, fd, enables)
+    if config.kind is SessionKind.KERNEL:
+        try:
+            service.kernel.start(service.runtimes[session_id], connection, message.body.get("id"))
+        except BaseException:
+            _discard_started(service, session_id)
+            raise
+        return None
     return {"session": service.table.query(session_id)}
+
+
+def _discard_started(service: TraceService, session_id: int) -> None:
+    """A session that started in the table but could not get its kernel recorder."""
+    runtime = service.runtimes.pop(session_id, None)
+    if runtime is not None:
+        for pool_id in list(runtime.pools):
+            service.pool_sessions.pop(pool_id, None)
+        runtime.finish()
+    service.carry_out(service.table.fail(session_id, "no kernel recorder", now=time.time()))
+    service.carry_out(service.table.remove(session_id))
 
 
 def begin_session(
@@ -283,6 +308,9 @@ def query(service: TraceService, connection: Connection, message: Message) -> Re
         runtime.update_buffer_gauges()
     info = service.table.query(name, caller=connection.caller)
     info["realtime_consumers"] = len(runtime.consumers) if runtime is not None else 0
+    kernel = service.kernel.describe(session.session_id)
+    if kernel is not None:
+        info["kernel"] = kernel
     if runtime is not None and runtime.write_error:
         info["failure"] = runtime.write_error
     return {"session": info}
@@ -417,6 +445,29 @@ def providers(service: TraceService, connection: Connection, message: Message) -
     return {"providers": found}
 
 
+# -- kernel recorders (their own connections only) ------------------------------------------------
+
+
+def kernel_started(service: TraceService, connection: Connection, message: Message) -> Reply:
+    service.kernel.on_started(connection, message.body.get("stats"))
+    return None
+
+
+def kernel_failed(service: TraceService, connection: Connection, message: Message) -> Reply:
+    service.kernel.on_failed(connection, message.body.get("error"))
+    return None
+
+
+def kernel_lost(service: TraceService, connection: Connection, message: Message) -> Reply:
+    service.kernel.on_lost(connection, message.body.get("events"))
+    return None
+
+
+def kernel_stats(service: TraceService, connection: Connection, message: Message) -> Reply:
+    service.kernel.on_stats(connection, message.body.get("stats"))
+    return None
+
+
 # -- the service itself ------------------------------------------------------------------------
 
 
@@ -457,6 +508,10 @@ HANDLERS: dict[str, Handler] = {
     "unregister": unregister,
     "pool_closed": pool_closed,
     "flushed": flushed,
+    "kernel_started": kernel_started,
+    "kernel_failed": kernel_failed,
+    "kernel_lost": kernel_lost,
+    "kernel_stats": kernel_stats,
     "providers": providers,
     "status": status,
     "shutdown": shutdown,

@@ -1,8 +1,10 @@
 """The shared-memory buffer pool between one producer process and the trace service.
 
 A pool is one ``memfd``: a 4 KiB pool header, then ``buffer_count`` buffers of ``buffer_size``
-bytes. Every buffer is a complete ETL buffer (WMI_BUFFER_HEADER, records, 0xFF tail), so the
-service writes a taken buffer to the session's file as it is.
+bytes. Every buffer is an ETL buffer (WMI_BUFFER_HEADER, then the records); the service frames
+the header again and fills the tail after the records with 0xFF as it copies a taken buffer out,
+so what leaves the pool is a complete ETL buffer. In the pool the tail is zero: a record's
+padding to 8 bytes is already there and the producer never writes it.
 
 Each buffer has a u32 state word in the pool header. The producer only moves FREE → FILLING →
 FULL, the service only FULL → TAKEN → FREE, so a word is only ever written by the side that owns
@@ -84,7 +86,6 @@ _PROCESSOR_AT = _BH.offset("ProcessorIndex")
 _FLAGS_AT = _BH.offset("BufferFlag")
 # BufferFlag bits a producer may set; anything else (COMPRESSED above all) would misframe the file.
 _PRODUCER_FLAGS = L.BUFFER_FLAG_FLUSH_MARKER | L.BUFFER_FLAG_EVENTS_LOST | L.BUFFER_FLAG_BUFFER_LOST
-_PADDING = tuple(bytes(n) for n in range(8))
 _FREE_WORD = bytes(4)
 _NO_KERNEL_POINTERS = bytes(16)
 
@@ -104,9 +105,8 @@ class PoolStats:
 
 
 def _blank_buffer(buffer_size: int) -> bytes:
-    """A buffer as the service hands it back: header zeroed, Offset = 0x48, 0xFF everywhere else."""
-    data = bytearray(b"\xff") * buffer_size
-    data[:_BH_SIZE] = bytes(_BH_SIZE)
+    """A buffer as the service hands it back: zeroed, but for Offset = 0x48."""
+    data = bytearray(buffer_size)
     struct.pack_into("<I", data, _OFFSET_AT, _BH_SIZE)
     return bytes(data)
 
@@ -133,6 +133,7 @@ class BufferPool:
         self.states = self.view[STATE_OFFSET : STATE_OFFSET + 4 * buffer_count].cast("I")
         self.buffers_repaired = 0
         self._blank: bytes | None = None
+        self._tail: memoryview | None = None  # 0xFF bytes, for the tail of a buffer copied out
         self._writer: PoolWriter | None = None
         self._closed = False
 
@@ -269,7 +270,7 @@ class BufferPool:
         return self._copy_out(index, sequence=None)
 
     def release(self, index: int) -> None:
-        """TAKEN → FREE, after resetting the buffer (0xFF fill, header zeroed, Offset = 0x48)."""
+        """TAKEN → FREE, after resetting the buffer (zeroed, Offset = 0x48)."""
         self._check_index(index)
         state = self.states[index]
         if state != TAKEN:
@@ -315,6 +316,9 @@ class BufferPool:
             h[_BH.index("SequenceNumber")] if sequence is None else sequence, 0, h[_BH.index("ProcessorIndex")],
             self.logger_id, _BUFFER_STATE_WRITTEN, used, flags, L.BUFFER_TYPE_GENERIC, _NO_KERNEL_POINTERS,
         )
+        if self._tail is None:
+            self._tail = memoryview(b"\xff" * self.buffer_size)
+        data[used:] = self._tail[used:]
         return bytes(data)
 
     def _reset(self, index: int) -> None:
@@ -401,7 +405,7 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
 
     This is EventWrite's hot path: closure variables cost a fraction of attribute lookups, and
     ``mmap`` slice assignment is cheaper than a memoryview's, so the fast path is one lock, one
-    copy and two stores. Everything that changes buffers lives in ``write_slow``.
+    copy and two stores (the padding after a record is zero in a FREE buffer already). Everything that changes buffers lives in ``write_slow``.
     """
     mapping, qwords, words, states = pool._map, pool.qwords, pool.words, pool.states
     buffer_size, count, logger_id = pool.buffer_size, pool.buffer_count, pool.logger_id
@@ -426,13 +430,33 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
         try:
             start = cursor
             end = start + size
+            if end <= limit and size >= 8:  # a buffer that small holds no record over max_record
+                mapping[start:end] = record  # the padding after it is zero already
+                aligned = (end + 7) & ~7
+                qwords[timestamp_q] = timestamp
+                words[offset_w] = aligned - base  # last: now the record is in
+                cursor = aligned
+                return True
+            written, full = write_slow(record, timestamp, cpu)
+        finally:
+            release()
+        if full >= 0 and writer.on_full is not None:
+            writer.on_full(full)
+        return written
+
+    def write_big(record: bytes, timestamp: int, cpu: int = 0) -> bool:
+        """``write`` for buffers over 64 KB: the record's size is checked as well."""
+        nonlocal cursor
+        size = len(record)
+        acquire()
+        try:
+            start = cursor
+            end = start + size
             if end <= limit and 8 <= size <= max_record:
                 mapping[start:end] = record
                 aligned = (end + 7) & ~7
-                if aligned != end:
-                    mapping[end:aligned] = _PADDING[aligned - end]
                 qwords[timestamp_q] = timestamp
-                words[offset_w] = aligned - base  # last: now the record is in
+                words[offset_w] = aligned - base
                 cursor = aligned
                 return True
             written, full = write_slow(record, timestamp, cpu)
@@ -473,7 +497,6 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
         end = cursor + size
         mapping[cursor:end] = record
         aligned = (end + 7) & ~7
-        mapping[end:aligned] = _PADDING[aligned - end]
         qwords[timestamp_q] = timestamp
         words[offset_w] = aligned - base
         cursor = aligned
@@ -544,7 +567,7 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
         orphaned, index, limit = True, -1, -1
         acquire, release = _new_lock()
 
-    return write, flush, orphan
+    return (write if buffer_size - _BH_SIZE <= MAX_RECORD_SIZE else write_big), flush, orphan
 
 
 def _new_lock() -> tuple[Callable[[], bool], Callable[[], None]]:

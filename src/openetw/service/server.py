@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from openetw.errors import OpenEtwError, ServiceError
 from openetw.service.connection import Connection, check_message
+from openetw.service.kernel_sessions import RECORDER_OPS, KernelRecorders
 from openetw.service.paths import prepare_socket_dir, system_group_gid
 from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
 from openetw.service.protocol import Message, ProtocolError, error_reply
@@ -36,6 +37,7 @@ from openetw.session import (
     FlushSession,
     NotifyProvider,
     OpenPool,
+    SessionKind,
     SessionState,
     SessionTable,
     SessionUpdated,
@@ -87,6 +89,7 @@ class TraceService:
         self._fullest_seen = -1.0  # the largest share of a pool found FULL on a notice, this round
         self._shutdown_deadline: float | None = None
         self.autologger: AutologgerReport | None = None
+        self.kernel = KernelRecorders(self)
         from openetw.service.handlers import HANDLERS
 
         self._handlers = HANDLERS
@@ -198,6 +201,7 @@ class TraceService:
         self.runtimes.clear()
         for connection in list(self.connections.values()):
             self._drop_connection(connection, notify_table=False)
+        self.kernel.close()
         if self._listener is not None:
             self.selector.unregister(self._listener)
             self._listener.close()
@@ -245,15 +249,25 @@ class TraceService:
                     log("out of file descriptors; connection refused")
                     return
                 raise
-            connection_id = self._next_connection_id
-            self._next_connection_id += 1
             try:
-                connection = Connection(connection_id, sock)
+                self.adopt_connection(sock)
             except OSError:
                 sock.close()
                 continue
-            self.connections[connection_id] = connection
-            self.selector.register(sock, selectors.EVENT_READ, connection)
+
+    def adopt_connection(self, sock: socket.socket) -> Connection:
+        """A connected socket becomes a connection of the loop (``OSError`` leaves ``sock`` open)."""
+        connection_id = self._next_connection_id
+        self._next_connection_id += 1
+        connection = Connection(connection_id, sock)
+        self.connections[connection_id] = connection
+        self.selector.register(sock, selectors.EVENT_READ, connection)
+        return connection
+
+    def new_pool_id(self) -> int:
+        pool_id = self._next_pool_id
+        self._next_pool_id += 1
+        return pool_id
 
     def _on_readable(self, connection: Connection) -> None:
         try:
@@ -285,6 +299,9 @@ class TraceService:
         if handler is None:
             message.close_fds()
             raise ProtocolError(f"unknown operation {op!r}")
+        if op not in RECORDER_OPS and self.kernel.is_recorder(connection):
+            message.close_fds()
+            raise ProtocolError(f"a kernel recorder does not send {op!r}")
         try:
             result = handler(self, connection, message)
         except ProtocolError:
@@ -315,6 +332,9 @@ class TraceService:
         except (KeyError, ValueError):
             pass
 
+    def drop_connection(self, connection: Connection) -> None:
+        self._drop_connection(connection)
+
     def _drop_connection(self, connection: Connection, *, notify_table: bool = True) -> None:
         """A connection ended: its registrations go, its pools are rescued, its consumers detached."""
         if connection.connection_id not in self.connections:
@@ -335,6 +355,7 @@ class TraceService:
                 self.pool_sessions.pop(pool_id, None)
             for flush in runtime.flushes:
                 flush.waiting.discard(connection.connection_id)
+        self.kernel.connection_lost(connection.connection_id)
         if notify_table:
             self.carry_out(self.table.connection_closed(connection.connection_id))
             self._check_finished()
@@ -366,6 +387,8 @@ class TraceService:
                 if runtime is not None:
                     runtime.finishing = True
                     runtime.failed = action.failed
+                    if runtime.config.kind is SessionKind.KERNEL:
+                        self.kernel.finish(runtime)
             elif isinstance(action, (StartSession, SnapshotToFile)):
                 pass  # carried out by the request that caused them (they need its descriptor)
         self._check_finished()
@@ -457,6 +480,10 @@ class TraceService:
             except OpenEtwError as exc:
                 log(f"completing the stop of {runtime.name!r}: {exc}")
         info = self.table.query(session_id)
+        kernel = self.kernel.describe(session_id)
+        if kernel is not None:
+            info["kernel"] = kernel
+        self.kernel.forget(session_id)
         if runtime.write_error:
             info["failure"] = info.get("failure") or runtime.write_error
         if not runtime.failed:
@@ -473,6 +500,7 @@ class TraceService:
         now_wall = time.time()
         self.carry_out(self.table.due_flushes(now_wall))
         now = time.monotonic()
+        self.kernel.on_tick(now)
         for runtime in list(self.runtimes.values()):
             if not self._is_live(runtime):
                 continue

@@ -16,20 +16,50 @@ pool header and added to ``events_lost`` too.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock
+from openetw.etl.record import RECORD_CLASSES
 from openetw.etl.writer import linux_trace_clock, new_logfile_header
 from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile, count_records, header_buffer
 from openetw.service.pool import TAKEN, BufferPool
 from openetw.session import LogMode, SessionConfig, SessionTable
 
-__all__ = ["PendingFlush", "PoolEntry", "SessionRuntime"]
+__all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
 
 POOL_CLOSE_TIMEOUT = 2.0  # a producer that does not answer close_pool in time is drained anyway
+
+_u32 = struct.Struct("<I").unpack_from
+_u16 = struct.Struct("<H").unpack_from
+# header type -> where its Size field is (EVENT_HEADER's first, a SYSTEM_TRACE_HEADER's after the marker)
+_SIZE_AT: dict[int, int] = {
+    header_type: cls.layout.offset(cls.layout.fields[cls.size_index][0])  # type: ignore[union-attr]
+    for header_type, cls in RECORD_CLASSES.items()
+}
+
+
+def count_typed_records(buffer: bytes) -> int:
+    """How many records a buffer holds, whatever their header type (kernel records' SYSTEM,
+    PERFINFO and COMPACT headers keep their size after the marker, not first)."""
+    used = min(_u32(buffer, L.WMI_BUFFER_HEADER.offset("Offset"))[0], len(buffer))
+    position, count = L.BUFFER_HEADER_SIZE, 0
+    while position + 8 <= used:
+        marker = _u32(buffer, position)[0]
+        size_at = _SIZE_AT.get((marker >> 16) & 0xFF) if marker >> 30 == 3 else None
+        if size_at is None:
+            break
+        size = _u16(buffer, position + size_at)[0]
+        if size < 8:
+            break
+        position += (size + 7) & ~7
+        count += 1
+    return count
 
 
 @dataclass
@@ -71,6 +101,7 @@ class SessionRuntime:
     stop_waiters: list[tuple[Connection, Any]] = field(default_factory=list)
     flushes: list[PendingFlush] = field(default_factory=list)
     write_error: str | None = None
+    count_records: Callable[[bytes], int] = count_records
 
     @property
     def name(self) -> str:
@@ -154,7 +185,7 @@ class SessionRuntime:
                 self.logfile.note_lost(events=new)
 
     def deliver(self, data: bytes) -> None:
-        events = count_records(data)
+        events = self.count_records(data)
         mode = self.mode
         table, session_id = self.table, self.session_id
         delivered = False

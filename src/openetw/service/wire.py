@@ -39,6 +39,7 @@ CONFIG_FIELDS: dict[str, type] = {
     "minimum_buffers": int,
     "maximum_buffers": int,
     "flush_timer": int,
+    "kernel_buffer_kb": int,
 }
 
 
@@ -57,6 +58,7 @@ def config_to_json(config: SessionConfig) -> dict[str, Any]:
     body: dict[str, Any] = {key: getattr(config, key) for key in CONFIG_FIELDS}
     body["mode"] = config.mode.value
     body["kind"] = config.kind.value
+    body["kernel_flags"] = list(config.kernel_flags)
     return body
 
 
@@ -85,6 +87,11 @@ def config_changes_from_json(body: dict[str, Any]) -> dict[str, Any]:
             changes["kind"] = SessionKind(body["kind"])
         except ValueError:
             raise InvalidSessionConfig(f"unknown session kind {body['kind']!r}") from None
+    if "kernel_flags" in body and body["kernel_flags"] is not None:
+        flags = body["kernel_flags"]
+        if not isinstance(flags, list) or any(not isinstance(flag, str) for flag in flags):
+            raise InvalidSessionConfig("kernel_flags must be a list of strings")
+        changes["kernel_flags"] = tuple(flags)
     return changes
 
 

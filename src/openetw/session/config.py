@@ -38,6 +38,9 @@ MAX_NAME_LENGTH = 1024
 MAX_BUFFER_SIZE_KB = 1024
 MAX_BUFFERS = 65536
 MAX_FILE_MB = 1 << 32
+MIN_KERNEL_BUFFER_KB = 4
+MAX_KERNEL_BUFFER_KB = 1 << 20
+DEFAULT_KERNEL_BUFFER_KB = 1024
 
 
 def is_reserved_name(name: str) -> bool:
@@ -131,6 +134,11 @@ class SessionConfig:
     ``max_file_mb`` 0 means no limit (sequential file only). ``flush_timer`` is in seconds, 0 for
     no timer. A ``NEW_FILE`` session's ``file_name`` holds exactly one ``%d``, replaced by the
     file's sequence number.
+
+    A ``KERNEL`` session records the kernel events its ``kernel_flags`` name (``"process"``,
+    ``"thread"``, ...: the kernel recorder checks the names) through a kernel ring buffer of
+    ``kernel_buffer_kb`` per CPU (the trace service starts one only with at least one flag); an
+    ordinary session has no kernel flags.
     """
 
     name: str
@@ -143,9 +151,13 @@ class SessionConfig:
     maximum_buffers: int = 64
     flush_timer: int = 1
     providers: tuple[ProviderEnable, ...] = ()
+    kernel_flags: tuple[str, ...] = ()
+    kernel_buffer_kb: int = DEFAULT_KERNEL_BUFFER_KB
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "providers", tuple(self.providers))
+        object.__setattr__(self, "kernel_flags", tuple(sorted(set(self.kernel_flags))))
+        self._check_kernel()
         _check_name(self.name)
         if not 1 <= self.buffer_size_kb <= MAX_BUFFER_SIZE_KB:
             raise InvalidSessionConfig(f"buffer size must be 1..{MAX_BUFFER_SIZE_KB} KB, not {self.buffer_size_kb}")
@@ -159,6 +171,16 @@ class SessionConfig:
         if not 0 <= self.max_file_mb <= MAX_FILE_MB:
             raise InvalidSessionConfig(f"maximum file size {self.max_file_mb} MB is out of range")
         self._check_mode()
+
+    def _check_kernel(self) -> None:
+        if any(not isinstance(flag, str) or not flag.strip() for flag in self.kernel_flags):
+            raise InvalidSessionConfig("kernel flags are non-empty names")
+        if self.kind is SessionKind.USER and self.kernel_flags:
+            raise InvalidSessionConfig("only kernel sessions take kernel flags")
+        if not MIN_KERNEL_BUFFER_KB <= self.kernel_buffer_kb <= MAX_KERNEL_BUFFER_KB:
+            raise InvalidSessionConfig(
+                f"kernel buffer size must be {MIN_KERNEL_BUFFER_KB}..{MAX_KERNEL_BUFFER_KB} KB per CPU, not {self.kernel_buffer_kb}"
+            )
 
     def _check_mode(self) -> None:
         mode = self.mode

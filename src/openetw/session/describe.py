@@ -40,6 +40,9 @@ def describe_session(session: Session, pools: tuple[int, ...] = ()) -> SessionIn
         "pools": list(pools),
         "providers": [_describe_rule(session, guid, rule) for guid, rule in session.rules.items()],
     }
+    if config.kernel_flags:
+        info["kernel_flags"] = list(config.kernel_flags)
+        info["kernel_buffer_kb"] = config.kernel_buffer_kb
     info.update(session.statistics.as_dict())
     return info
 

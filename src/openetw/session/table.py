@@ -126,8 +126,8 @@ class SessionTable:
 
     def create(self, config: SessionConfig, owner: Caller, *, now: float = 0.0) -> Session:
         """A new session in the created state, with the providers its config names enabled."""
-        if config.kind is SessionKind.KERNEL and owner.uid not in self.kernel_uids:
-            raise AccessDenied(f"uid {owner.uid} may not create kernel trace sessions")
+        if config.kind is SessionKind.KERNEL:
+            self.check_kernel_caller(owner)
         if config.kind is SessionKind.USER and is_reserved_name(config.name):
             raise ReservedSessionName(f"{config.name!r} is reserved for a kernel logger")
         if config.name.casefold() in self._by_name:
@@ -144,6 +144,17 @@ class SessionTable:
             self._forget(session)
             raise
         return session
+
+    def check_kernel_caller(self, caller: Caller) -> None:
+        """Only ``kernel_uids`` may create kernel sessions (AccessDenied names what else to do)."""
+        if caller.uid not in self.kernel_uids:
+            raise AccessDenied(
+                f"uid {caller.uid} may not create kernel trace sessions: they record every process of the"
+                f" machine, so only {_uids(self.kernel_uids)} may. Instead: run the command as root"
+                " (sudo openetw session start NAME --kernel-flags ...); ask root to start it (members of the"
+                " service's admin group may then consume it in real time); or trace user-mode providers in an"
+                " ordinary session (no kernel flags)"
+            )
 
     def _check_capacity(self, config: SessionConfig) -> None:
         if len(self._sessions) >= MAX_SESSIONS:
@@ -395,6 +406,10 @@ class SessionTable:
         ]
         visible.sort(key=lambda s: s.logger_id)
         return [describe_session(s, self._router.pools_of(s.session_id)) for s in visible]
+
+
+def _uids(uids: frozenset[int]) -> str:
+    return "root" if uids == {0} else "uids " + ", ".join(str(uid) for uid in sorted(uids))
 
 
 def _flush_deadline(session: Session) -> float | None:

@@ -1,0 +1,188 @@
+"""Tracepoints from a private ftrace instance as a :class:`~openetw.kernel.source.KernelEventSource`.
+
+::
+
+    source = TracefsSource("web", tracepoints_for({"process"}))
+    source.start()                      # call it from the thread that will read
+    events = source.read(0.25)          # [(timestamp_ns, cpu, "sched_process_fork", {...}), ...]
+    source.stop(); rest = source.drain(); source.close()
+
+``start()`` removes instances left by crashed sessions, creates ``instances/openetw_<name>``
+(own ring buffer, ``trace_clock=mono``) with the calling thread excluded from tracing (its
+read() calls would otherwise be traced when system calls are), enables the tracepoints this
+kernel has (the others are listed in :attr:`missing_tracepoints`) and turns tracing on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from openetw.errors import SessionError, TraceDataError
+from openetw.kernel.ringbuffer import EventDecoder, PageParser
+from openetw.kernel.source import RawKernelEvent
+from openetw.kernel.tracefs import RingReader, TracefsInstance, remove_stale_instances
+
+__all__ = ["TracefsSource"]
+
+
+class TracefsSource:
+    """Reads the per-CPU ``trace_pipe_raw`` pages of one ftrace instance and decodes them.
+
+    Watermark: a read drains every CPU up to the page the kernel is writing; events newer than
+    the start of that drain may still sit unread on another CPU, so :attr:`watermark` is the
+    drain's start time. Loss is what ``per_cpu/cpuN/stats`` reports (dropped events, overruns
+    and commit overruns), per CPU in :meth:`lost_per_cpu`.
+    """
+
+    name = "tracefs"
+
+    def __init__(
+        self,
+        session_name: str,
+        tracepoints: Sequence[str],
+        *,
+        root: Path | None = None,
+        buffer_size_kb: int = 4096,
+        circular: bool = False,
+        remove_stale: bool = True,
+    ) -> None:
+        self.session_name = session_name
+        self.tracepoints = list(tracepoints)
+        self.root = root
+        self.buffer_size_kb = buffer_size_kb
+        self.circular = circular
+        self.remove_stale = remove_stale
+        self.missing_tracepoints: list[str] = []
+        self.stale_instances_removed: list[str] = []
+        self.stale_instances_error: str | None = None
+        self._instance: TracefsInstance | None = None
+        self._reader: RingReader | None = None
+        self._parser: PageParser | None = None
+        self._decoder: EventDecoder | None = None
+        self._watermark = 0
+        self._closed_reads = 0
+        self._cpu_lost: dict[int, int] = {}
+        self._counts = {"pages_read": 0, "page_errors": 0, "unknown_events": 0, "discarded_events": 0}
+
+    # -- the protocol ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._instance is not None:
+            raise SessionError(f"tracefs source of {self.session_name!r} was already started")
+        reader = threading.get_native_id()
+        if self.remove_stale:
+            try:
+                self.stale_instances_removed = remove_stale_instances(self.root)
+            except SessionError as error:  # another session's instance went away meanwhile: not ours to fail on
+                self.stale_instances_error = str(error)
+        instance = TracefsInstance.create(
+            self.session_name, root=self.root, buffer_size_kb=self.buffer_size_kb, circular=self.circular,
+            exclude_pids=[reader],
+        )  # fmt: skip
+        self._instance = instance
+        try:
+            self.missing_tracepoints = instance.enable(self.tracepoints)
+            self._parser = instance.page_parser()
+            self._decoder = instance.decoder(self.tracepoints)
+            self._reader = instance.reader(self._parser)
+            instance.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self, timeout: float) -> list[RawKernelEvent]:
+        reader = self._running_reader()
+        events = self._decode(reader.read(timeout))
+        self._watermark = reader.watermark
+        return events
+
+    @property
+    def watermark(self) -> int:
+        return self._watermark
+
+    def stop(self) -> None:
+        if self._instance is not None:
+            self._instance.stop()
+
+    def drain(self) -> list[RawKernelEvent]:
+        reader = self._running_reader()
+        events = self._decode(reader.read_now(until_empty=True))
+        self._watermark = max(self._watermark, reader.watermark, events[-1][0] if events else 0)
+        return events
+
+    def lost(self) -> int:
+        if self._instance is not None:
+            try:
+                stats = self._instance.cpu_stats()
+            except OSError:
+                stats = None
+            if stats is not None:
+                self._cpu_lost = {cpu: s.lost for cpu, s in stats.items()}
+        return sum(self._cpu_lost.values())
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._closed_reads = self._reader.reads
+            self._reader.close()
+            self._reader = None
+        if self._instance is not None:
+            instance, self._instance = self._instance, None
+            instance.remove()
+
+    # -- beyond the protocol --------------------------------------------------------------------
+    @property
+    def instance_path(self) -> Path | None:
+        return None if self._instance is None else self._instance.path
+
+    def lost_per_cpu(self) -> dict[int, int]:
+        """Per-CPU loss as of the last :meth:`lost` call."""
+        return dict(self._cpu_lost)
+
+    def statistics(self) -> dict[str, Any]:
+        stats: dict[str, Any] = dict(self._counts)
+        stats["reads"] = self._reader.reads if self._reader is not None else self._closed_reads
+        stats["missing_tracepoints"] = list(self.missing_tracepoints)
+        stats["stale_instances_removed"] = list(self.stale_instances_removed)
+        if self.stale_instances_error is not None:
+            stats["stale_instances_error"] = self.stale_instances_error
+        stats["events_lost_per_cpu"] = dict(self._cpu_lost)
+        return stats
+
+    # -- inside ---------------------------------------------------------------------------------
+    def _running_reader(self) -> RingReader:
+        if self._reader is None:
+            raise SessionError(f"tracefs source of {self.session_name!r} is not started")
+        return self._reader
+
+    def _decode(self, pages: list[tuple[int, bytes]]) -> list[RawKernelEvent]:
+        assert self._parser is not None and self._decoder is not None
+        parse = self._parser.parse
+        decode = self._decoder.decode
+        counts = self._counts
+        events: list[RawKernelEvent] = []
+        for cpu, page in pages:
+            counts["pages_read"] += 1
+            try:
+                sub = parse(page)
+            except TraceDataError:
+                counts["page_errors"] += 1
+                continue
+            counts["discarded_events"] += sub.discarded
+            for event in sub.events:
+                try:
+                    decoded = decode(page[event.offset : event.offset + event.length])
+                except TraceDataError:
+                    counts["page_errors"] += 1
+                    continue
+                if decoded is None:
+                    counts["unknown_events"] += 1
+                    continue
+                events.append((event.timestamp, cpu, decoded[0].name, decoded[1]))
+        events.sort(key=_timestamp)
+        return events
+
+
+def _timestamp(event: RawKernelEvent) -> int:
+    return event[0]

@@ -1,0 +1,207 @@
+"""The recorder of one kernel session of the trace service: a child process of the service.
+
+The service starts it (``python -m openetw.service.kernel_recorder``) for a kernel session, with
+one end of a socket pair and one buffer pool per CPU, all made for that session only. The
+recorder runs a :class:`~openetw.kernel.session.KernelSession` whose records go, through
+:class:`PoolSink`, into the pool of the CPU they happened on: from there the service moves whole
+buffers to the session's file and real-time consumers, as it does for any producer.
+
+It speaks the producer side of the service's protocol over its socket (one-byte notices when a
+buffer is FULL, ``flush`` → ``flushed``, ``close_pool`` → ``pool_closed``) and four requests of its
+own, which the service takes from a recorder's connection only (and a recorder's connection
+may send nothing else):
+
+* ``kernel_started`` once tracing runs (``stats``), or ``kernel_failed`` (``error``) and exit;
+* ``kernel_lost``: the events the kernel's ring buffers lost so far (cumulative ``events``);
+* ``kernel_stats``: the KernelSession's counters, every second and last before the pools close.
+
+The first ``close_pool`` stops the kernel session (tracing off, every CPU drained, the ftrace
+instance removed); the recorder answers every pool asked and exits once all are closed. The end
+of its socket (the service went away) and SIGTERM stop tracing too and end the recorder without
+answering: the service then takes the pools as a dead producer's, and the session fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from openetw.errors import OpenEtwError
+from openetw.service.pool import BufferPool, PoolWriter
+from openetw.service.protocol import Channel
+
+if TYPE_CHECKING:
+    from openetw.etl.record import EventRecord
+
+__all__ = ["PoolSink", "main"]
+
+STATS_INTERVAL = 1.0
+
+
+class PoolSink:
+    """A :class:`~openetw.kernel.source.RecordSink` over one buffer pool per CPU.
+
+    A record goes to the pool of its CPU (``cpu % len(writers)``), so every buffer holds the
+    records of one processor, as a kernel logger's per-CPU buffers do (readers take a record's
+    processor from its buffer). ``write`` returns ``False`` when the pool had no free buffer; the
+    pool counts that loss itself. ``add_lost`` hands the kernel's own losses to ``on_lost`` (the
+    cumulative count). ``flush`` marks every partly filled buffer FULL.
+    """
+
+    def __init__(self, writers: list[PoolWriter], *, on_lost: Any = None) -> None:
+        if not writers:
+            raise ValueError("a pool sink needs at least one pool")
+        self.writers = list(writers)
+        self._writes = [writer.write for writer in self.writers]
+        self._on_lost = on_lost
+        self.events_lost = 0
+        self.buffers_lost = 0
+        self.closed = False
+
+    def write(self, record: EventRecord) -> bool:
+        if self.closed:
+            return False
+        cpu = record.cpu
+        return self._writes[cpu % len(self._writes)](record.raw, record.timestamp, cpu)
+
+    def add_lost(self, events: int = 0, buffers: int = 0) -> None:
+        self.events_lost += events
+        self.buffers_lost += buffers
+        if self._on_lost is not None and (events or buffers):
+            self._on_lost(self.events_lost)
+
+    def flush(self) -> None:
+        for writer in self.writers:
+            writer.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.flush()
+            self.closed = True
+
+
+def _error_body(error: BaseException) -> dict[str, str]:
+    kind = type(error).__name__ if isinstance(error, OpenEtwError) else "SessionError"
+    return {"type": kind, "message": str(error) or kind}
+
+
+class Recorder:
+    """The recorder's main loop (see the module doc)."""
+
+    def __init__(self, channel: Channel, pools: dict[int, BufferPool], settings: dict[str, Any]) -> None:
+        self.channel = channel
+        self.pools = pools  # pool id -> pool, in CPU order
+        self.settings = settings
+        self.open_pools = set(pools)
+        self.session: Any = None
+        self._stop = threading.Event()
+        writers = [pool.writer(on_full=self._notice) for pool in pools.values()]
+        self.sink = PoolSink(writers, on_lost=self._lost)
+
+    def _notice(self, _index: int) -> None:
+        self.channel.notice()
+
+    def _lost(self, total: int) -> None:
+        try:
+            self.channel.send({"op": "kernel_lost", "events": total})
+        except OSError:
+            pass
+
+    def _send_stats(self) -> None:
+        if self.session is not None:
+            try:
+                self.channel.send({"op": "kernel_stats", "stats": _json_ready(self.session.stats)})
+            except OSError:
+                pass
+
+    def request_stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def run(self) -> int:
+        from openetw.kernel.session import KernelSession
+
+        settings = self.settings
+        try:
+            self.session = KernelSession(
+                flags=settings["flags"], name=settings["instance"], buffer_size_kb=settings["buffer_size_kb"],
+                flush_interval=settings.get("flush_interval", 0.25), sink=self.sink,
+            )  # fmt: skip
+            self.session.start()
+        except BaseException as error:  # noqa: BLE001 - reported to the service, which answers the controller
+            self.channel.send({"op": "kernel_failed", "error": _error_body(error)})
+            return 1
+        self.channel.send({"op": "kernel_started", "stats": _json_ready(self.session.stats)})
+        next_stats = time.monotonic() + STATS_INTERVAL
+        while self.open_pools and not self._stop.is_set():
+            messages = self.channel.poll(min(0.25, max(0.0, next_stats - time.monotonic())))
+            if messages is None:  # the service is gone: nobody takes the buffers any more
+                self._stop_session()
+                return 0
+            for message in messages:
+                self._on_message(message.body)
+                message.close_fds()
+            if time.monotonic() >= next_stats:
+                self._send_stats()
+                next_stats = time.monotonic() + STATS_INTERVAL
+        if self.open_pools:
+            # SIGTERM: tracing stops and every buffer is marked FULL; the end of this connection
+            # tells the service to take the pools whole (the session fails: nobody stopped it).
+            self._stop_session()
+        return 0
+
+    def _on_message(self, body: dict[str, Any]) -> None:
+        event = body.get("event")
+        if event == "flush":
+            self.sink.flush()
+            self.channel.send({"op": "flushed", "token": body.get("token")})
+        elif event == "close_pool":
+            pool_id = body.get("pool_id")
+            self._stop_session()
+            if pool_id in self.open_pools:
+                self.open_pools.discard(pool_id)
+                self.channel.send({"op": "pool_closed", "pool_id": pool_id})
+
+    def _stop_session(self) -> None:
+        session = self.session
+        if session is None or session.state != "running":
+            return
+        try:
+            session.stop()
+        except OpenEtwError as error:
+            print(f"openetw kernel recorder: {error}", file=sys.stderr, flush=True)
+        self.sink.close()
+        self._send_stats()
+
+
+def _json_ready(stats: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(stats, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="openetw-kernel-recorder", description="Records one kernel session of the trace service.")
+    parser.add_argument("--socket-fd", type=int, required=True)
+    parser.add_argument("--pool", action="append", default=[], metavar="POOL_ID:FD", help="one per CPU, in CPU order")
+    parser.add_argument("--settings", required=True, help="JSON: flags, instance, buffer_size_kb")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service's terminal's Ctrl-C is the service's to handle
+    channel = Channel(socket.socket(fileno=args.socket_fd))
+    pools: dict[int, BufferPool] = {}
+    for item in args.pool:
+        pool_id, fd = (int(part) for part in item.split(":"))
+        pools[pool_id] = BufferPool.attach(fd)
+    recorder = Recorder(channel, pools, json.loads(args.settings))
+    signal.signal(signal.SIGTERM, recorder.request_stop)
+    try:
+        return recorder.run()
+    finally:
+        channel.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

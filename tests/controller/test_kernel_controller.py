@@ -1,0 +1,57 @@
+"""The controller's kernel sessions: ``start_kernel_session`` / ``stop_kernel_session`` (what
+``openetw kernel start`` calls) and the settings a kernel session takes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openetw.controller import ServiceClient, list_sessions
+from openetw.controller.kernel import query_kernel_session, start_kernel_session, stop_kernel_session
+from openetw.errors import InvalidArgument
+from openetw.service.wire import config_from_json, config_to_json
+from openetw.session import InvalidSessionConfig, SessionConfig, SessionKind
+from tests.service.harness import ServiceProcess, service_env  # noqa: F401 - fixture
+from tests.service.test_kernel_sessions import _file_events, kernel_service  # noqa: F401 - fixture
+
+
+def test_kernel_settings_travel_and_are_checked() -> None:
+    config = SessionConfig("K", kind=SessionKind.KERNEL, kernel_flags=("thread", "process", "thread"), kernel_buffer_kb=64)
+    assert config.kernel_flags == ("process", "thread")
+    assert config_from_json(config_to_json(config)) == config
+    with pytest.raises(InvalidSessionConfig, match="only kernel sessions take kernel flags"):
+        SessionConfig("U", kernel_flags=("process",))
+    with pytest.raises(InvalidSessionConfig, match="kernel buffer size must be 4"):
+        SessionConfig("K", kind=SessionKind.KERNEL, kernel_flags=("process",), kernel_buffer_kb=2)
+    with pytest.raises(InvalidSessionConfig, match="kernel_flags must be a list of strings"):
+        config_from_json({"name": "K", "kind": "kernel", "kernel_flags": "process"})
+
+
+def test_flags_are_checked_before_anything_starts(kernel_service: ServiceProcess) -> None:
+    with pytest.raises(InvalidArgument, match="not recorded on Linux yet"):
+        start_kernel_session("KBad", ["registry"], mode="realtime")
+    with pytest.raises(InvalidArgument, match="unknown kernel flag"):  # the service checks too
+        with ServiceClient() as client:
+            client.call("start_session", config={"name": "KRaw", "mode": "real-time", "kind": "kernel", "kernel_flags": ["bogus"]})
+    assert list_sessions() == []
+
+
+def test_start_and_stop_a_kernel_session_to_a_default_file(kernel_service: ServiceProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    info = start_kernel_session("KCtl", "process", buffer_size_kb=256)
+    assert info["file_name"] == str(tmp_path / "KCtl.etl")
+    assert info["kernel_flags"] == ["process"] and info["kernel_buffer_kb"] == 256
+    child = subprocess.Popen(["/bin/sh", "-c", "exit 17"])
+    child.wait()
+    assert query_kernel_session("KCtl")["state"] == "running"
+    final = stop_kernel_session("KCtl")
+    assert final["state"] == "stopped" and final["kernel"]["state"] == "stopped"
+    stops = [values for name, _, values in _file_events(tmp_path / "KCtl.etl")[:-1] if name == "Process/Stop"]
+    assert {"ProcessID": child.pid, "ExitStatus": 17, "ParentID": os.getpid()}.items() <= next(
+        v for v in stops if v["ProcessID"] == child.pid
+    ).items()
+    with pytest.raises(InvalidArgument, match="writes no file"):
+        start_kernel_session("KOut", "process", mode="realtime", output=tmp_path / "x.etl")

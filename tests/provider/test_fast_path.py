@@ -1,0 +1,181 @@
+"""The write path's generated fast writes against the general path: the same record bytes for
+every shape of write, whichever path a write takes, into a real buffer pool (no service)."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from openetw.errors import InvalidArgument
+from openetw.etl import layouts as L
+from openetw.guids import NULL_GUID
+from openetw.manifest.winmeta import InType
+from openetw.provider import Provider, TraceLoggingProvider, activity
+from openetw.provider.encode import ManifestEventEncoder, TraceLoggingEncoderCache, TraceLoggingEventEncoder
+from openetw.service.pool import BufferPool
+from openetw.session import EnableRule, EnableState, SessionEnable
+
+BH_SIZE = L.BUFFER_HEADER_SIZE
+NAME = "twenty characters..!"
+FIELDS = [("count", InType.UINT32), ("total", InType.UINT64), ("name", InType.UNICODESTRING)]
+
+
+@pytest.fixture
+def pool() -> Iterator[BufferPool]:
+    with BufferPool.create(64 * 1024, 16, logger_id=1, producer_pid=os.getpid(), flush_interval_ms=1000) as p:
+        yield p
+
+
+def enable(provider: Any, pool: BufferPool, sessions: int = 1) -> None:
+    """Route the provider's writes into ``pool`` as a service enabling it would (``sessions``
+    sessions sharing the one pool writer, so each event lands once per session)."""
+    entries = [SessionEnable(session_id, session_id, EnableRule(level=5)) for session_id in range(1, sessions + 1)]
+    writer = pool.writer()
+    provider._apply_state(EnableState.from_sessions(entries), dict.fromkeys(range(1, sessions + 1), writer), notify=False)
+
+
+def records(pool: BufferPool) -> list[bytes]:
+    pool.writer().flush()
+    found = []
+    for index in pool.full_buffers():
+        data = pool.take(index)
+        pool.release(index)
+        used = struct.unpack_from("<I", data, L.WMI_BUFFER_HEADER.offset("Offset"))[0]
+        position = BH_SIZE
+        while position < used:
+            size = struct.unpack_from("<H", data, position)[0]
+            found.append(data[position : position + size])
+            position += (size + 7) & ~7
+    return found
+
+
+def ids(record: bytes) -> dict[str, int]:
+    """The per-write header fields (thread, process, timestamp) of an EVENT_HEADER record."""
+    tid, pid, timestamp = struct.unpack_from("<IIq", record, 8)
+    return {"tid": tid, "pid": pid, "timestamp": timestamp}
+
+
+TL_WRITES: list[tuple[str, dict[str, Any]]] = [
+    ("Counted", {"count": 1, "total": 2, "name": NAME}),
+    ("Counted", {"count": 3, "total": 4, "name": NAME}),  # the fast write from here on
+    ("Counted", {"count": True, "total": 4, "name": NAME}),  # bool: another field type
+    ("Counted", {"count": 5, "total": 1 << 63, "name": NAME}),  # past INT64: the general path re-infers
+    ("Counted", {"count": 5, "total": 6, "name": NAME}),
+    ("Counted", {"total": 6, "count": 5, "name": NAME}),  # another order: other metadata
+    ("Counted", {"count": 5, "total": 6, "name": NAME}),
+    ("Counted", {"count": 5, "total": 6, "name": "with\0nul"}),
+    ("Counted", {"count": 5, "total": 6, "name": "ünï\U0001f600"}),
+    ("Counted", {"count": 5, "total": 6}),  # a field fewer
+    ("Counted", {"count": 5.5, "total": 6, "name": NAME}),
+    ("Counted", {"count": 5, "total": 6, "name": b"bytes"}),
+    ("Counted", {"count": 5, "total": 6, "name": [1, 2]}),
+    ("Counted", {"count": 5, "total": 6, "name": uuid.UUID(int=7)}),
+    ("Other", {}),
+    ("Other", {}),
+    ("Counted", {"count": 7, "total": 8, "name": NAME}),
+]
+
+
+def test_tracelogging_fast_writes_are_the_general_paths_bytes(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool)
+    for event_name, fields in TL_WRITES * 2:
+        assert provider.write(event_name, level=4, keyword=0x10, **fields) is True
+    written = records(pool)
+    assert len(written) == 2 * len(TL_WRITES)
+    reference = TraceLoggingEncoderCache("Test.FastPath", provider_id=provider.guid)
+    for (event_name, fields), record in zip(TL_WRITES * 2, written, strict=True):
+        expected = reference.encode(event_name, fields, level=4, keyword=0x10, **ids(record))
+        assert record == expected, (event_name, fields)
+    assert ids(written[-1])["tid"] == threading.get_native_id() and ids(written[-1])["pid"] == os.getpid()
+
+
+def test_manifest_fast_writes_are_the_general_paths_bytes(pool: BufferPool) -> None:
+    provider = Provider(uuid.UUID("3f0e1c2a-9a1b-4c55-8d36-6c1d2e3f4a5b"))
+    event = provider.event((7, 1, 16, 4, 2, 3, 0x10), FIELDS)
+    single = provider.event((8, 0, 16, 4, 0, 0, 0x10), [("name", InType.UNICODESTRING)])
+    enable(provider, pool)
+    writes: list[tuple[ManifestEventEncoder, tuple[Any, ...]]] = [
+        (event, (1, 2, NAME)),
+        (event, (3, 4, NAME)),
+        (event, ({"count": 5, "total": 6, "name": NAME},)),  # one mapping by field name
+        (event, (7, 8, "with\0nul")),
+        (single, ("alone",)),
+        (single, ({"name": "by name"},)),
+        (event, (9, 10, NAME)),
+    ]
+    for encoder, values in writes * 2:
+        assert provider.write(encoder, *values) is True
+    written = records(pool)
+    assert len(written) == 2 * len(writes)
+    for (encoder, values), record in zip(writes * 2, written, strict=True):
+        payload = values[0] if isinstance(values[0], dict) else values
+        assert record == encoder.encode_general(payload, **ids(record)), values
+
+
+def test_bad_values_still_raise_through_the_fast_write(pool: BufferPool) -> None:
+    provider = Provider(uuid.UUID("3f0e1c2a-9a1b-4c55-8d36-6c1d2e3f4a5b"))
+    event = provider.event((7, 1, 16, 4, 2, 3, 0x10), FIELDS)
+    enable(provider, pool)
+    assert provider.write(event, 1, 2, NAME)
+    with pytest.raises(InvalidArgument, match="count"):
+        provider.write(event, -1, 2, NAME)
+    with pytest.raises(InvalidArgument):
+        provider.write(event, 1, 2)
+    assert len(records(pool)) == 1
+
+
+def test_an_activity_takes_the_general_path_and_carries_its_ids(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool)
+    provider.write("Counted", count=1, total=2, name=NAME)
+    provider.write("Counted", count=1, total=2, name=NAME)
+    with activity() as outer:
+        provider.write("Counted", count=3, total=4, name=NAME)
+        provider.write("Counted", count=3, total=4, name=NAME)
+    provider.write("Counted", count=5, total=6, name=NAME)
+    activities = [uuid.UUID(bytes_le=record[0x40:0x50]) for record in records(pool)]
+    assert activities == [NULL_GUID, NULL_GUID, outer, outer, NULL_GUID]
+
+
+def test_every_session_gets_the_fast_write(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool, sessions=2)
+    for index in range(3):
+        assert provider.write("Counted", count=index, total=index, name=NAME) is True
+    counts = [struct.unpack_from("<q", record, L.EVENT_HEADER.size)[0] for record in records(pool)]
+    assert counts == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_thread_writes_its_own_id(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool)
+    thread_ids: list[int] = []
+
+    def write() -> None:
+        thread_ids.append(threading.get_native_id())
+        for _ in range(2):
+            provider.write("Counted", count=1, total=2, name=NAME)
+
+    for _ in range(2):
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+    write()
+    assert [ids(record)["tid"] for record in records(pool)] == [tid for tid in thread_ids for _ in range(2)]
+
+
+def test_a_record_over_the_limit_is_refused_not_written(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool)
+    assert provider.write("Counted", count=1, total=2, name=NAME)
+    assert provider.write("Counted", count=1, total=2, name="x" * 40_000) is False
+    assert provider.events_refused == 1 and pool.events_refused == 1
+    encoder = TraceLoggingEventEncoder("Test.FastPath", "Counted", [("count", InType.INT64)])
+    assert encoder.fast_encoder()((1,), 5, 6, 7, bytes(16)) == encoder.encode((1,), timestamp=5, pid=6, tid=7)

@@ -1,0 +1,306 @@
+"""Kernel sessions of the trace service: recorded by a recorder process into the session's own
+pools, so files, statistics, real-time consumers and the limits work as for any session.
+
+Root and tracefs are needed (skipped with the reason otherwise)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openetw.cli.main import main
+from openetw.consumer import KernelTrace, Provider, Schema, UserTrace
+from openetw.consumer.kernel_trace import process_provider
+from openetw.controller import Session, list_sessions
+from openetw.etl import EtlReader
+from openetw.etl.relog import is_logfile_header_record
+from openetw.session import STATISTICS_KEYS, AccessDenied, ReservedSessionName, TooManyKernelSessions
+from openetw.tdh.decode import decode_properties
+from openetw.tdh.registry import SchemaRegistry
+from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, service, service_env, start_service  # noqa: F401 - fixtures
+
+PROCESS_CLASS = "3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c"
+WAIT = 20.0
+
+
+def _need_tracefs() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("kernel sessions need root (tracefs is root's only)")
+    from openetw.kernel import find_tracefs
+
+    if find_tracefs() is None:
+        result = subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True, check=False)
+        if find_tracefs() is None:
+            pytest.skip(f"tracefs is not mounted and mounting failed: {result.stderr.decode(errors='replace').strip()}")
+
+
+@pytest.fixture
+def kernel_service(service_env: Path) -> Iterator[ServiceProcess]:
+    _need_tracefs()
+    running = start_service(service_env)
+    try:
+        yield running
+    finally:
+        running.kill()
+        _kill_recorders(running.pid)
+
+
+def _kill_recorders(service_pid: int) -> None:
+    """Recorders are children of the service, in their own process groups: a killed service leaves them."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"openetw.service.kernel_recorder" in cmdline and int(stat[1]) in (service_pid, 1):
+            try:
+                os.kill(int(entry.name), 15)
+            except ProcessLookupError:
+                pass
+
+
+def _spawn_children(codes: list[int]) -> list[subprocess.Popen[bytes]]:
+    children = [subprocess.Popen(["/bin/sh", "-c", f"sleep 0.2; exit {code}"]) for code in codes]
+    for child in children:
+        child.wait()
+    return children
+
+
+def _file_events(path: Path) -> list[tuple[str, Any, dict[str, Any]]]:
+    registry = SchemaRegistry()
+    out = []
+    with EtlReader(str(path)) as reader:
+        for record in reader.records(time_order=True):
+            if is_logfile_header_record(record):
+                continue
+            schema = registry.schema_for(record)
+            name = schema.event_name if schema is not None else None
+            values = dict(decode_properties(schema, record.user_data, record.pointer_size)) if schema is not None else {}
+            out.append((name, record, values))
+        assert reader.stats.errors == []
+        header_lost = reader.header.events_lost
+    return out + [("<header events_lost>", None, {"events_lost": header_lost})]
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_a_kernel_file_session_from_the_command_line_records_children(
+    kernel_service: ServiceProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "kernel.etl"
+    started = run_json(capsys, "session", "start", "KFile", "--kernel-flags", "process", "-o", str(output))
+    assert started["kind"] == "kernel" and started["kernel_flags"] == ["process"] and started["state"] == "running"
+    assert started["mode"] == "sequential-file" and started["file_name"] == str(output)
+    assert started["log_file_mode"] & 0x2000000  # SYSTEM_LOGGER_MODE
+    recorder = started["kernel"]["recorder_pid"]
+    codes = [0, 3, 42]
+    children = _spawn_children(codes)
+    queried = run_json(capsys, "session", "query", "KFile")
+    assert set(STATISTICS_KEYS) <= set(queried)
+    assert queried["buffers"] >= 2 and 0 <= queried["free_buffers"] <= queried["buffers"]
+    assert queried["kernel"]["recorder_pid"] == recorder
+    final = run_json(capsys, "session", "stop", "KFile")
+    kernel = final["kernel"]
+    assert kernel["state"] == "stopped"
+
+    events = _file_events(output)
+    records = events[:-1]
+    stops = {values["ProcessID"]: values for name, _, values in records if name == "Process/Stop"}
+    starts = {values["ProcessID"]: values for name, _, values in records if name == "Process/Start"}
+    for child, code in zip(children, codes):
+        assert stops[child.pid]["ExitStatus"] == code
+        assert stops[child.pid]["ParentID"] == os.getpid()
+        assert starts[child.pid]["ImageFileName"] == "sh"
+    assert any(name == "Process/DCStart" and values["ProcessID"] == os.getpid() for name, _, values in records)
+    # The books: every record in the file was counted written, and what the recorder handed
+    # over is what the service wrote (no pool ran out of buffers here).
+    assert final["events_written"] == len(records) == kernel["records_written"]
+    assert final["events_lost"] == kernel["events_lost"] == events[-1][2]["events_lost"]
+    assert final["buffers_written"] >= 1 and final["log_buffers_lost"] == 0 and final["realtime_buffers_lost"] == 0
+    assert [name for name, _, _ in records if name is None] == []
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{recorder}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{recorder}")  # the recorder exited with its session
+    assert not list(Path("/sys/kernel/tracing/instances").glob(f"openetw_svc{kernel_service.pid}_*"))
+
+
+def test_kernel_ring_losses_count_as_events_lost(kernel_service: ServiceProcess, tmp_path: Path) -> None:
+    output = tmp_path / "storm.etl"
+    session = Session.start("KStorm", output, kernel_flags=["syscall"], kernel_buffer_size=8)
+    subprocess.run([sys.executable, "-c", "import os\nfor _ in range(300000): os.getppid()"], check=True)
+    final = session.stop()
+    kernel = session.info()["kernel"]
+    print(f"storm: {final}, kernel lost {kernel['events_lost']}")
+    assert kernel["events_lost"] > 0
+    assert final["events_lost"] >= kernel["events_lost"]
+    events = _file_events(output)
+    assert events[-1][2]["events_lost"] == final["events_lost"]
+    assert final["events_written"] == len(events) - 1
+
+
+def _wait_for_consumer(name: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        found = [s for s in list_sessions() if s["name"] == name]
+        if found and Session.attach(name).info().get("realtime_consumers") == 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no consumer attached to {name}")
+
+
+def _collect_stops(trace: Any, provider: Provider, pids: set[int], seen: dict[int, int]) -> None:
+    def on_event(record: Any, context: Any) -> None:
+        if Schema(record, context).event_name == "Process/Stop":
+            parser = context.parser_for(record)
+            seen[parser.parse("ProcessID")] = parser.parse("ExitStatus")
+            if pids and pids <= set(seen):
+                trace.stop()
+
+    provider.add_on_event_callback(on_event)
+    trace.enable(provider)
+
+
+def _run_until_children_seen(trace: Any, name: str, pids: set[int]) -> tuple[list[subprocess.Popen[bytes]], list[int]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            trace.start()
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        _wait_for_consumer(name)
+        codes = [5, 6, 7]
+        children = _spawn_children(codes)
+        pids.update(child.pid for child in children)
+        thread.join(WAIT)
+    finally:
+        trace.stop()
+        thread.join(10)
+    assert not errors, errors
+    assert not thread.is_alive()
+    return children, codes
+
+
+def test_a_real_time_kernel_session_reaches_a_user_trace(kernel_service: ServiceProcess) -> None:
+    session = Session.start("KLive", kernel_flags="process", mode="realtime")
+    try:
+        trace = UserTrace(sessions=["KLive"], manifests=[])
+        pids: set[int] = set()
+        seen: dict[int, int] = {}
+        _collect_stops(trace, Provider(PROCESS_CLASS), pids, seen)
+        children, codes = _run_until_children_seen(trace, "KLive", pids)
+        assert {child.pid: seen.get(child.pid) for child in children} == dict(zip((c.pid for c in children), codes))
+    finally:
+        final = session.stop()
+    kernel = session.info()["kernel"]
+    assert final["events_written"] > 0
+    # Buffers handed over while no consumer was attached (the rundown, the end) are lost, as in
+    # ETW's real-time mode; every record the recorder wrote is written or lost, nothing else.
+    assert final["events_written"] + final["events_lost"] == kernel["records_written"] + kernel["events_lost"]
+
+
+def test_kernel_trace_starts_its_own_real_time_kernel_session(kernel_service: ServiceProcess) -> None:
+    trace = KernelTrace("KTrace", manifests=[])
+    pids: set[int] = set()
+    seen: dict[int, int] = {}
+    _collect_stops(trace, process_provider(), pids, seen)
+    children, codes = _run_until_children_seen(trace, "KTrace", pids)
+    assert {child.pid: seen.get(child.pid) for child in children} == dict(zip((c.pid for c in children), codes))
+    assert trace.session_final is not None and trace.session_final["kernel_flags"] == ["process"]
+    assert trace.session_final["events_written"] > 0
+    assert "KTrace" not in [s["name"] for s in list_sessions()]  # stopped with the trace
+
+
+def test_kernel_session_limits(kernel_service: ServiceProcess) -> None:
+    started: list[Session] = []
+    try:
+        for index in range(6):
+            started.append(Session.start(f"K{index}", kernel_flags="process", mode="realtime", kernel_buffer_size=16))
+        with pytest.raises(TooManyKernelSessions, match="all 6 kernel session slots are in use"):
+            Session.start("K6", kernel_flags="process", mode="realtime", kernel_buffer_size=16)
+        with pytest.raises(ReservedSessionName, match="reserved"):
+            Session.start("NT Kernel Logger", mode="realtime")  # an ordinary session may not take the name
+        for reserved in ("NT Kernel Logger", "Global Logger"):  # their slots are kept for them
+            started.append(Session.start(reserved, kernel_flags="process", mode="realtime", kernel_buffer_size=16))
+        assert sum(1 for s in list_sessions() if s["kind"] == "kernel") == 8
+        with pytest.raises(TooManyKernelSessions):
+            Session.start("K8", kernel_flags="thread", mode="realtime", kernel_buffer_size=16)
+        assert Session.start("User", mode="realtime").stop()["events_written"] == 0  # user sessions still start
+    finally:
+        for session in started:
+            session.stop()
+    assert list_sessions() == []
+
+
+@pytest.fixture
+def reachable_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A root service whose socket another user can reach."""
+    _need_tracefs()
+    base = Path(tempfile.mkdtemp(prefix="openetw-kaccess-"))
+    socket_path = base / "run" / "control.sock"
+    socket_path.parent.mkdir()
+    monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
+    running = start_service(socket_path)
+    try:
+        for directory in (base, socket_path.parent):
+            os.chmod(directory, 0o711)
+        os.chmod(socket_path, 0o666)
+        yield socket_path
+    finally:
+        running.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_an_unprivileged_caller_gets_access_denied(reachable_kernel_service: Path) -> None:
+    def attempt() -> dict[str, Any]:
+        report: dict[str, Any] = {}
+        for label, start in (
+            ("session", lambda: Session.start("KNobody", kernel_flags="process", mode="realtime")),
+            ("trace", lambda: KernelTrace("KNobodyTrace", flags=["process"], manifests=[]).open()),
+        ):
+            try:
+                start()
+                report[label] = "started"
+            except AccessDenied as error:
+                report[label] = str(error)
+        report["sessions"] = [s["name"] for s in list_sessions()]
+        return report
+
+    report = as_other_user(attempt)
+    for label in ("session", "trace"):
+        assert report[label].startswith(f"uid {OTHER_UID} may not create kernel trace sessions"), report
+        assert "Instead: run the command as root" in report[label]
+        assert "ordinary session" in report[label]
+    assert report["sessions"] == []
+
+
+def test_only_a_recorder_may_speak_for_a_kernel_session(service: ServiceProcess) -> None:
+    from openetw.controller import ServiceClient
+
+    with ServiceClient() as client:
+        for op, fields in (("kernel_lost", {"events": 5}), ("kernel_started", {"stats": {}}), ("kernel_stats", {"stats": {}})):
+            with pytest.raises(AccessDenied, match="only a kernel session's recorder"):
+                client.call(op, **fields)
+        assert client.call("status")["sessions"] == 0  # the connection goes on
