@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from openetw.cli.main import main
-from openetw.errors import AccessDenied, SessionError
+from openetw.errors import AccessDenied, InvalidArgument, SessionError
 from openetw.kernel import Capability, KernelCapabilities, TracefsInstance, find_tracefs
 from openetw.kernel.classes import KERNEL_FLAGS
 from openetw.kernel.control import (
@@ -30,6 +30,8 @@ from openetw.kernel.control import (
     process_start_time,
 )
 from openetw.session import TooManyKernelSessions
+from tests.service.harness import service_env  # noqa: F401 - fixture
+from tests.service.test_kernel_sessions import kernel_service  # noqa: F401 - fixture
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -140,13 +142,46 @@ def test_options_that_do_not_fit_the_flags_or_sources_are_refused(capsys, kernel
     assert not list(kernel_dir.glob("*.json")) and not _recorders(kernel_dir)
 
 
-@pytest.mark.parametrize("args", [["--mode", "realtime"], ["--realtime"]])
-def test_realtime_is_refused_with_what_to_do_instead(capsys, kernel_dir, args):
-    code, _, err = run(capsys, "kernel", "start", "t-rt", "--flags", "process", *args)
-    assert code == 2
-    assert "--mode realtime is not available for `openetw kernel` sessions" in err
-    assert "Record to a file (--mode file or circular)" in err
+@pytest.mark.parametrize("args, word", [
+    (["--realtime", "--source", "proc-connector"], "real-time kernel sessions run in the trace service, which records with source auto"),
+    (["--mode", "realtime", "--flags", "profile", "--profile-rate", "100"], "drop --source/--profile-rate"),
+    (["--mode", "realtime", "--flags", "process,registry"], "kernel flag(s) registry are not recorded on Linux yet"),
+])  # fmt: skip
+def test_realtime_options_the_service_does_not_take_are_refused(capsys, kernel_dir, service_env, args, word):
+    code, _, err = run(capsys, "kernel", "start", "t-rt", *args)
+    assert code == 2 and word in err, err
+    assert not service_env.exists() and not list(kernel_dir.glob("*.json"))
+
+
+def test_realtime_without_a_trace_service_says_so(capsys, kernel_dir, service_env):
+    code, _, err = run(capsys, "kernel", "start", "t-rt", "--flags", "process", "--realtime")
+    assert code != 0 and "no trace service is running" in err
     assert not list(kernel_dir.glob("*.json"))
+    with pytest.raises(InvalidArgument, match="real-time kernel sessions run in the trace service"):
+        KernelSessionRegistry().start("t-rt", "process", mode="realtime")
+
+
+def test_realtime_kernel_sessions_run_in_the_trace_service(capsys, kernel_dir, kernel_service, tmp_path):
+    code, out, err = run(capsys, "kernel", "start", "t-krt", "--realtime", "--flags", "process,thread", "--buffer-size", "512", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["kind"] == "kernel" and info["mode"] == "real-time" and info["file_name"] is None
+    assert info["kernel_flags"] == ["process", "thread"] and info["kernel_buffer_kb"] == 512
+    assert not list(kernel_dir.glob("*.json"))  # the service's session, not a recorder of the registry
+    code, out, _ = run(capsys, "kernel", "query", "t-krt")
+    assert code == 0 and "t-krt: running, real-time (trace service)" in out and "flags: process,thread" in out
+    output = tmp_path / "both.etl"
+    code, out, err = run(capsys, "kernel", "start", "t-krf", "--realtime", "-o", str(output), "--flags", "process", "--json")
+    assert code == 0, err
+    assert json.loads(out)["mode"] == "file-real-time" and json.loads(out)["file_name"] == str(output)
+    for name in ("t-krt", "t-krf"):
+        code, out, err = run(capsys, "kernel", "stop", name, "--json")
+        assert code == 0, err
+        final = json.loads(out)
+        assert final["state"] == "stopped" and final["kernel"]["source"] == "auto" and final["kernel"]["rundown_records"] > 0
+    assert any(name == "Process/DCStart" for name, _ in _decoded(output))
+    code, _, err = run(capsys, "kernel", "query", "t-krt")
+    assert code == 1 and "no kernel session named 't-krt'" in err
 
 
 def test_bad_names_and_unknown_sessions_are_refused(capsys, kernel_dir):

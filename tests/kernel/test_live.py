@@ -53,7 +53,7 @@ def test_probe_sees_tracefs(tracefs_root):
 def test_spawned_processes_appear_with_parent_image_exit_code_and_command_line(tracefs_root, tmp_path):
     output = tmp_path / "kernel.etl"
     codes = [0, 3, 7, 42, 255]
-    session = KernelSession(flags={"process", "thread"}, output=output, name="t_procs", flush_interval=0.05)
+    session = KernelSession(flags={"process", "thread"}, output=output, name=f"t_procs_{os.getpid()}", flush_interval=0.05)
     session.start()
     try:
         children = [
@@ -91,7 +91,7 @@ def test_spawned_processes_appear_with_parent_image_exit_code_and_command_line(t
 
 def test_tiny_buffer_under_syscall_storm_reports_loss(tracefs_root, tmp_path):
     output = tmp_path / "storm.etl"
-    session = KernelSession(flags={"syscall"}, output=output, name="t_storm", buffer_size_kb=8, flush_interval=0.5, rundown=False)
+    session = KernelSession(flags={"syscall"}, output=output, name=f"t_storm_{os.getpid()}", buffer_size_kb=8, flush_interval=0.5, rundown=False)
     session.start()
     try:
         subprocess.run([sys.executable, "-c", "import os\nfor _ in range(300000): os.getppid()"], check=True)
@@ -107,7 +107,7 @@ def test_tiny_buffer_under_syscall_storm_reports_loss(tracefs_root, tmp_path):
 def test_dissect_reads_the_kernel_file_with_the_same_record_count(tracefs_root, tmp_path):
     dissect_etl = pytest.importorskip("dissect.etl")
     output = tmp_path / "all.etl"
-    with KernelSession(flags={"process", "thread", "cswitch", "disk_io", "network"}, output=output, name="t_dissect") as session:
+    with KernelSession(flags={"process", "thread", "cswitch", "disk_io", "network"}, output=output, name=f"t_dissect_{os.getpid()}") as session:
         subprocess.run(["/bin/sh", "-c", "echo x > /dev/null"], check=True)
     with EtlReader(str(output)) as reader:
         ours = list(reader)
@@ -120,11 +120,12 @@ def test_dissect_reads_the_kernel_file_with_the_same_record_count(tracefs_root, 
 def test_stale_instance_of_a_dead_reader_is_removed(tracefs_root, tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = TracefsInstance.create("t_stale_left", root=tracefs_root, exclude_pids=[dead.pid])
+    stale = TracefsInstance.create(f"t_stale_left_{os.getpid()}", root=tracefs_root, exclude_pids=[dead.pid])
     assert stale.path.exists()
-    session = KernelSession(flags={"process"}, output=tmp_path / "x.etl", name="t_stale_new", rundown=False)
+    session = KernelSession(flags={"process"}, output=tmp_path / "x.etl", name=f"t_stale_new_{os.getpid()}", rundown=False)
     with session:
         pass
     assert not stale.path.exists()
-    assert "openetw_t_stale_left" in session.stats["stale_instances_removed"]
-    assert not any(p.name.startswith("openetw_t_") for p in (tracefs_root / "instances").iterdir())
+    assert f"openetw_t_stale_left_{os.getpid()}" in session.stats["stale_instances_removed"]
+    ours = [p.name for p in (tracefs_root / "instances").iterdir() if p.name.endswith(f"_{os.getpid()}")]
+    assert ours == []

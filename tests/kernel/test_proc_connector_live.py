@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,3 +234,67 @@ def test_overflow_is_counted_as_lost():
         assert source.lost() == source.stats["sequence_lost"]
     finally:
         source.close()
+
+
+_IN_USER_NAMESPACE = """
+import json, socket
+from openetw.kernel.probe import probe
+sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 11)
+sock.bind((0, 1))  # joining the group works here; only the subscription is ignored
+sock.close()
+item = probe().get("proc_connector")
+print(json.dumps([item.available, item.reason]))
+"""
+
+
+def test_probe_in_a_user_namespace_reports_the_silent_kernel():
+    # Outside the initial user namespace the kernel ignores subscriptions without an answer:
+    # a probe that only bound the socket would wrongly report the connector available.
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) to make a user namespace")
+    result = subprocess.run([unshare, "--user", "--map-root-user", sys.executable, "-c", _IN_USER_NAMESPACE],
+                            capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0 and "unshare failed" in result.stderr:
+        pytest.skip(f"user namespaces are not available: {result.stderr.strip()}")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [False, (
+        "proc connector: the kernel did not answer the subscription "
+        "(process events reach only listeners in the initial user and pid namespaces)"
+    )]
+
+
+def test_watermark_and_drain_follow_the_clock():
+    source = _started_source()
+    try:
+        assert source.watermark <= time.monotonic_ns()
+        before = time.monotonic_ns()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            os._exit(5)
+        os.waitpid(pid, 0)
+        after = time.monotonic_ns()
+        seen: list = []
+        deadline = time.monotonic() + 10
+        while not any(name == "proc_exit" and v["tgid"] == pid for _, _, name, v in seen):
+            assert time.monotonic() < deadline, seen[-10:]
+            seen += source.read(0.1)
+        ours = [(name, ts) for ts, _, name, v in seen if v.get("child_tgid", v.get("tgid")) == pid]
+        assert [name for name, _ in ours] == ["proc_fork", "proc_exit"]
+        assert all(before <= ts <= after for _, ts in ours)  # CLOCK_MONOTONIC, like time.monotonic_ns()
+        assert [ts for ts, *_ in seen] == sorted(ts for ts, *_ in seen)
+        time.sleep(source.reorder_window_ns / 1e9)
+        source.read(0.01)
+        assert source.watermark >= ours[-1][1]
+        source.stop()
+        stopped = time.monotonic_ns()
+        late = os.fork()
+        if late == 0:  # pragma: no cover - child
+            os._exit(0)
+        os.waitpid(late, 0)
+        rest = source.drain()
+        assert all(ts <= stopped for ts, *_ in rest)
+        assert not any(v.get("child_tgid", v.get("tgid")) == late for *_, v in rest)
+    finally:
+        source.close()
+    source.close()  # idempotent

@@ -122,8 +122,8 @@ def _wait_for(condition, timeout: float = 10.0) -> bool:
 def test_two_sources_are_merged_in_time_order_behind_the_lowest_watermark(tracefs_root):
     sink = ListSink()
     scripted = ScriptedSource(lost=7)
-    tracefs = TracefsSource("t_merge", tracepoints_for(["process"]), root=tracefs_root)
-    session = KernelSession(flags={"process"}, name="t_merge", sources=[tracefs, scripted], sink=sink, flush_interval=0.05)
+    tracefs = TracefsSource(f"t_merge_{os.getpid()}", tracepoints_for(["process"]), root=tracefs_root)
+    session = KernelSession(flags={"process"}, name=f"t_merge_{os.getpid()}", sources=[tracefs, scripted], sink=sink, flush_interval=0.05)
     session.mapper.register("scripted_marker", _marker)
     session.start()
     try:
@@ -165,17 +165,17 @@ def test_two_sources_are_merged_in_time_order_behind_the_lowest_watermark(tracef
     assert set(scripted.threads) == {"start", "read", "stop", "drain"} and len(threads) == 1
     assert threading.get_native_id() not in threads
     assert scripted.closed == 1 and sink.closed == 1
-    assert session.instance_path is None and not (tracefs_root / "instances" / "openetw_t_merge").exists()
+    assert session.instance_path is None and not (tracefs_root / "instances" / f"openetw_t_merge_{os.getpid()}").exists()
 
 
 def test_a_source_that_fails_to_start_stops_the_session_and_releases_the_others(tracefs_root, tmp_path):
     scripted = ScriptedSource(fail_start=AccessDenied("scripted: not allowed"))
-    tracefs = TracefsSource("t_fail", tracepoints_for(["process"]), root=tracefs_root)
-    session = KernelSession(flags={"process"}, output=tmp_path / "f.etl", name="t_fail", sources=[tracefs, scripted])
+    tracefs = TracefsSource(f"t_fail_{os.getpid()}", tracepoints_for(["process"]), root=tracefs_root)
+    session = KernelSession(flags={"process"}, output=tmp_path / "f.etl", name=f"t_fail_{os.getpid()}", sources=[tracefs, scripted])
     with pytest.raises(AccessDenied, match="scripted: not allowed"):
         session.start()
     assert session.state == "failed" and scripted.closed == 1
-    assert not (tracefs_root / "instances" / "openetw_t_fail").exists()
+    assert not (tracefs_root / "instances" / f"openetw_t_fail_{os.getpid()}").exists()
 
 
 # -- choosing the sources -----------------------------------------------------------------------

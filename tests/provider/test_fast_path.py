@@ -69,7 +69,6 @@ TL_WRITES: list[tuple[str, dict[str, Any]]] = [
     ("Counted", {"count": 5, "total": 6, "name": NAME}),
     ("Counted", {"total": 6, "count": 5, "name": NAME}),  # another order: other metadata
     ("Counted", {"count": 5, "total": 6, "name": NAME}),
-    ("Counted", {"count": 5, "total": 6, "name": "with\0nul"}),
     ("Counted", {"count": 5, "total": 6, "name": "ünï\U0001f600"}),
     ("Counted", {"count": 5, "total": 6}),  # a field fewer
     ("Counted", {"count": 5.5, "total": 6, "name": NAME}),
@@ -87,6 +86,7 @@ def test_tracelogging_fast_writes_are_the_general_paths_bytes(pool: BufferPool) 
     enable(provider, pool)
     for event_name, fields in TL_WRITES * 2:
         assert provider.write(event_name, level=4, keyword=0x10, **fields) is True
+    assert ("Counted", 4, 0x10, 0) in provider._routing[2]  # the fast write exists
     written = records(pool)
     assert len(written) == 2 * len(TL_WRITES)
     reference = TraceLoggingEncoderCache("Test.FastPath", provider_id=provider.guid)
@@ -105,13 +105,13 @@ def test_manifest_fast_writes_are_the_general_paths_bytes(pool: BufferPool) -> N
         (event, (1, 2, NAME)),
         (event, (3, 4, NAME)),
         (event, ({"count": 5, "total": 6, "name": NAME},)),  # one mapping by field name
-        (event, (7, 8, "with\0nul")),
         (single, ("alone",)),
         (single, ({"name": "by name"},)),
         (event, (9, 10, NAME)),
     ]
     for encoder, values in writes * 2:
         assert provider.write(encoder, *values) is True
+    assert event in provider._routing[2] and single in provider._routing[2]
     written = records(pool)
     assert len(written) == 2 * len(writes)
     for (encoder, values), record in zip(writes * 2, written, strict=True):
@@ -128,6 +128,8 @@ def test_bad_values_still_raise_through_the_fast_write(pool: BufferPool) -> None
         provider.write(event, -1, 2, NAME)
     with pytest.raises(InvalidArgument):
         provider.write(event, 1, 2)
+    with pytest.raises(InvalidArgument, match="name"):
+        provider.write(event, 1, 2, "with\0nul")
     assert len(records(pool)) == 1
 
 
@@ -149,7 +151,8 @@ def test_every_session_gets_the_fast_write(pool: BufferPool) -> None:
     enable(provider, pool, sessions=2)
     for index in range(3):
         assert provider.write("Counted", count=index, total=index, name=NAME) is True
-    counts = [struct.unpack_from("<q", record, L.EVENT_HEADER.size)[0] for record in records(pool)]
+    payload_size = 8 + 8 + 2 * (len(NAME) + 1)
+    counts = [struct.unpack_from("<q", record, len(record) - payload_size)[0] for record in records(pool)]
     assert counts == [0, 0, 1, 1, 2, 2]
 
 
@@ -179,3 +182,29 @@ def test_a_record_over_the_limit_is_refused_not_written(pool: BufferPool) -> Non
     assert provider.events_refused == 1 and pool.events_refused == 1
     encoder = TraceLoggingEventEncoder("Test.FastPath", "Counted", [("count", InType.INT64)])
     assert encoder.fast_encoder()((1,), 5, 6, 7, bytes(16)) == encoder.encode((1,), timestamp=5, pid=6, tid=7)
+
+
+def test_a_forked_child_writes_its_own_thread_id() -> None:
+    from openetw.provider import runtime
+
+    assert runtime._current_thread_id() == threading.get_native_id()  # cached from here on
+    pid = os.fork()
+    if pid == 0:  # the child: its one thread's id is its pid
+        os._exit(0 if runtime._current_thread_id() == os.getpid() == runtime._PID[0] == runtime._pid else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_write_fields_takes_the_same_fast_write(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool)
+    fields = {"count": 1, "total": 2, "name": NAME}
+    provider.write_fields("Counted", fields, level=4)
+    provider.write_fields("Counted", fields, level=4)
+    provider.write("Counted", level=4, **fields)
+    provider.write_fields("Counted", fields, level=4, tags=0x5)  # tags: other metadata
+    written = records(pool)
+    reference = TraceLoggingEncoderCache("Test.FastPath", provider_id=provider.guid)
+    expected = [reference.encode("Counted", fields, level=4, tags=tags, **ids(record)) for tags, record in zip((0, 0, 0, 5), written, strict=True)]
+    assert written == expected
+    assert written[3] != reference.encode("Counted", fields, level=4, **ids(written[3]))

@@ -31,7 +31,7 @@ from openetw.tdh.registry import SchemaRegistry
 from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, service, service_env, start_service  # noqa: F401 - fixtures
 
 PROCESS_CLASS = "3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c"
-WAIT = 20.0
+WAIT = 60.0  # a guard against hangs only: a loaded machine starts recorders slowly
 
 
 def _need_tracefs() -> None:
@@ -156,14 +156,17 @@ def test_kernel_ring_losses_count_as_events_lost(kernel_service: ServiceProcess,
     assert final["events_written"] == len(events) - 1
 
 
-def _wait_for_consumer(name: str) -> None:
+def _wait_for_consumer(name: str, thread: threading.Thread, errors: list[BaseException]) -> None:
+    from openetw.controller import ServiceClient
+
     deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        found = [s for s in list_sessions() if s["name"] == name]
-        if found and Session.attach(name).info().get("realtime_consumers") == 1:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no consumer attached to {name}")
+    with ServiceClient() as client:
+        while time.monotonic() < deadline and thread.is_alive():
+            if any(s["name"] == name for s in client.call("list")["sessions"]):
+                if client.call("query", session=name)["session"].get("realtime_consumers") == 1:
+                    return
+            time.sleep(0.05)
+    raise AssertionError(f"no consumer attached to {name}: {errors or 'still waiting'}")
 
 
 def _collect_stops(trace: Any, provider: Provider, pids: set[int], seen: dict[int, int]) -> None:
@@ -190,7 +193,7 @@ def _run_until_children_seen(trace: Any, name: str, pids: set[int]) -> tuple[lis
     thread = threading.Thread(target=run)
     thread.start()
     try:
-        _wait_for_consumer(name)
+        _wait_for_consumer(name, thread, errors)
         codes = [5, 6, 7]
         children = _spawn_children(codes)
         pids.update(child.pid for child in children)

@@ -142,3 +142,104 @@ def test_every_file_reads_with_dissect_etl(tmp_path: Path, mode: LogMode) -> Non
     log.close()
     with open(path, "rb") as handle:
         assert sum(1 for _ in dissect.ETL(handle)) == 41
+
+
+# -- the writer thread ----------------------------------------------------------------------------
+
+
+class GatedDisk:
+    """Stands in for ``pwritev``: each write waits until ``open`` is set (a stalled disk); the
+    write numbered ``fail_at`` (from 0, header writes included) fails with ENOSPC."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_at: int = -1) -> None:
+        import threading
+
+        from openetw.service import logfile
+
+        self.open = threading.Event()
+        self.entered = threading.Event()
+        self.writes = 0
+        self.fail_at = fail_at
+        real = logfile._pwritev
+
+        def pwritev(fd: int, parts: list[memoryview], offset: int) -> int:
+            self.entered.set()
+            assert self.open.wait(30)
+            number, self.writes = self.writes, self.writes + 1
+            if number == self.fail_at:
+                raise OSError(28, "No space left on device")
+            return real(fd, parts[:1] if self.one_part else parts, offset)
+
+        self.one_part = False  # write only the first part of each call (short writes)
+        monkeypatch.setattr(logfile, "_pwritev", pwritev)
+
+
+def test_a_stalled_disk_never_holds_up_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "stall.etl"
+    log = open_log(path, SessionConfig("Stall", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch)
+    buffers = pool_buffers(0, 5)
+    for buffer in buffers:
+        assert log.write(buffer).written  # returns with the disk stalled
+    assert disk.entered.wait(10) and disk.writes == 0
+    assert log.queued_bytes == 5 * BUFFER
+    log.flush(wait=False)  # a periodic flush queues the header behind them
+    assert log.queued_bytes == 6 * BUFFER and disk.writes == 0
+    disk.open.set()
+    log.flush()  # a controller's flush: everything is in the file when it returns
+    assert log.queued_bytes == 0 and 3 <= disk.writes <= 7  # buffers one after the other: one call
+    assert numbers(path) == list(range(50))
+    log.close()
+    with EtlReader(path) as reader:
+        assert reader.header.buffers_written == 6
+
+
+def test_past_the_queue_limit_write_waits_for_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    path = tmp_path / "limit.etl"
+    log = open_log(path, SessionConfig("Limit", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)), max_queued_bytes=2 * BUFFER)
+    disk = GatedDisk(monkeypatch)
+    buffers = pool_buffers(0, 3)
+    third = threading.Thread(target=lambda: [log.write(buffer) for buffer in buffers])
+    third.start()
+    assert disk.entered.wait(10)
+    third.join(0.3)
+    assert third.is_alive() and log.queued_bytes == 2 * BUFFER  # the third buffer waits for room
+    disk.open.set()
+    third.join(10)
+    assert not third.is_alive()
+    log.close()
+    assert numbers(path) == list(range(30))
+
+
+def test_a_failed_queued_write_is_raised_and_counted_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "full.etl"
+    log = open_log(path, SessionConfig("Full", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch, fail_at=0)  # the first write fails, whatever it held
+    buffers = pool_buffers(0, 4)
+    for buffer in buffers[:3]:
+        assert log.write(buffer).written
+    disk.open.set()
+    with pytest.raises(OSError, match="No space"):
+        log.flush()  # waits for the queue: the failure is known by then
+    assert log.buffers_written == 0 and log.buffers_lost == 3 and log.events_lost == 30
+    with pytest.raises(OSError, match="No space"):
+        log.write(buffers[3])  # not queued: the caller counts it lost
+    assert log.buffers_written == 0 and log.buffers_lost == 3  # counted once
+    assert disk.writes == 1  # nothing was tried after the failure
+    with pytest.raises(OSError, match="No space"):
+        log.close()
+    assert log.fd == -1
+
+
+def test_short_writes_are_written_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "short.etl"
+    log = open_log(path, SessionConfig("Short", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch)
+    disk.one_part = True
+    for buffer in pool_buffers(0, 4):
+        log.write(buffer)
+    disk.open.set()
+    log.close()
+    assert numbers(path) == list(range(40))

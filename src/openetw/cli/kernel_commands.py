@@ -60,8 +60,9 @@ def kernel() -> None:
 @click.option("--flags", "flags", default="process,thread", show_default=True, metavar="FLAG[,FLAG...]", help=_FLAGS_HELP)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, help="The .etl file (default: NAME.etl here).")
 @click.option("--mode", type=click.Choice(["file", "circular", "realtime"]), default="file", show_default=True,
-              help="circular: the kernel's ring buffer overwrites its oldest events when the recorder falls behind.")
-@click.option("--realtime", is_flag=True, help="Same as --mode realtime.")
+              help="circular: the kernel's ring buffer overwrites its oldest events when the recorder falls behind;"
+                   " realtime: the trace service hosts the session for real-time consumers (no file).")
+@click.option("--realtime", is_flag=True, help="Real-time delivery through the trace service; with -o, to the file too.")
 @click.option("--buffer-size", type=int, default=4096, show_default=True, help="Ring buffer size per CPU in KB.")
 @click.option("--profile-rate", type=int, default=None, metavar="HZ", help="CPU samples per second of the profile flag (default 1000).")
 @click.option("--source", type=click.Choice(["auto", "tracefs", "proc-connector", "proc_connector"]), default="auto", show_default=True,
@@ -74,15 +75,62 @@ def kernel_start(name: str | None, flags: str, output: str | None, mode: str, re
     from openetw.kernel.control import DEFAULT_SESSION_NAME
 
     name = name or DEFAULT_SESSION_NAME
-    if realtime:
-        if mode == "circular":
-            raise click.UsageError("--realtime and --mode circular contradict each other")
-        mode = "realtime"
+    if realtime and mode == "circular":
+        raise click.UsageError("--realtime and --mode circular contradict each other")
+    if realtime or mode == "realtime":
+        info = _start_in_service(name, flags, output, buffer_size, source, profile_rate, file_too=mode == "file" and output is not None)
+        if as_json:
+            _print_json(info)
+            return
+        _print_service_info(info, title=f"started kernel session {name} in the trace service")
+        return
     info = _registry().start(name, flags, output, mode=mode, buffer_size_kb=buffer_size, source=source, profile_rate_hz=profile_rate)
     if as_json:
         _print_json(info)
         return
     _print_info(info, title=f"started kernel session {name}")
+
+
+def _start_in_service(name: str, flags: str, output: str | None, buffer_size: int, source: str, profile_rate: int | None,
+                      *, file_too: bool) -> dict[str, Any]:  # fmt: skip
+    """Real-time kernel sessions live in the trace service, which delivers to real-time consumers."""
+    from openetw.controller.kernel import start_kernel_session
+    from openetw.errors import InvalidArgument
+    from openetw.kernel.control import check_session_name, parse_flags
+    from openetw.kernel.session import normalize_source
+
+    check_session_name(name)
+    kernel_flags = parse_flags(flags)
+    if normalize_source(source) != "auto" or profile_rate is not None:
+        raise InvalidArgument(
+            "real-time kernel sessions run in the trace service, which records with source auto at the default"
+            " profile rate; drop --source/--profile-rate, or record to a file (--mode file or circular)"
+        )
+    if file_too:
+        return start_kernel_session(name, kernel_flags, mode="file", output=output, buffer_size_kb=buffer_size, realtime=True)
+    return start_kernel_session(name, kernel_flags, mode="realtime", output=output, buffer_size_kb=buffer_size)
+
+
+def _service_kernel_session(name: str) -> dict[str, Any] | None:
+    """The trace service's kernel session ``name``, when a service runs and has one."""
+    from openetw.controller.kernel import query_kernel_session
+    from openetw.errors import OpenEtwError
+
+    try:
+        info = query_kernel_session(name)
+    except OpenEtwError:
+        return None
+    return info if info.get("kernel_flags") else None
+
+
+def _print_service_info(info: dict[str, Any], *, title: str | None = None) -> None:
+    if title:
+        click.echo(title)
+    click.echo(f"{info.get('name')}: {info.get('state')}, {info.get('mode')} (trace service)")
+    click.echo(f"  flags: {','.join(info.get('kernel_flags') or [])}")
+    if info.get("file_name"):
+        click.echo(f"  file: {info['file_name']}")
+    click.echo(f"  real-time consumers: openetw trace --session {info.get('name')!r}, UserTrace(sessions=[...])")
 
 
 @kernel.command("stop")
@@ -93,8 +141,22 @@ def kernel_stop(name: str | None, as_json: bool) -> None:
     the recorder process and the ftrace instance gone."""
     from openetw.kernel.control import DEFAULT_SESSION_NAME
 
+    from openetw.session.errors import NoSuchSession
+
     name = name or DEFAULT_SESSION_NAME
-    info = _registry().stop(name)
+    try:
+        info = _registry().stop(name)
+    except NoSuchSession:
+        if _service_kernel_session(name) is None:
+            raise
+        from openetw.controller.kernel import stop_kernel_session
+
+        final = stop_kernel_session(name)
+        if as_json:
+            _print_json(final)
+        else:
+            _print_service_info(final, title=f"stopped kernel session {name} in the trace service")
+        return
     if as_json:
         _print_json(info)
     else:
@@ -108,9 +170,21 @@ def kernel_stop(name: str | None, as_json: bool) -> None:
 @_json_option
 def kernel_query(name: str | None, as_json: bool) -> None:
     """State, flags, file and statistics of NAME; without NAME, of every kernel session."""
+    from openetw.session.errors import NoSuchSession
+
     registry = _registry()
     if name is not None:
-        info = registry.query(name)
+        try:
+            info = registry.query(name)
+        except NoSuchSession:
+            hosted = _service_kernel_session(name)
+            if hosted is None:
+                raise
+            if as_json:
+                _print_json(hosted)
+            else:
+                _print_service_info(hosted)
+            return
         if as_json:
             _print_json(info)
         else:

@@ -101,6 +101,10 @@ class TraceContext:
         ``entry_of`` on a record of the same kind), so that ``parser_for`` need not look it up."""
         self._primed_record, self._primed = record, entry
 
+    def primed_entry(self, record: Any) -> tuple[TdhSchema | None, Plans | None] | None:
+        """The entry ``prime`` gave for ``record`` (``None`` if it was not primed)."""
+        return self._primed if record is self._primed_record else None
+
     def _lookup(self, record: Any) -> TdhSchema | None:
         try:
             return self.decode_context.schema_for(record)

@@ -14,11 +14,12 @@ gives, so that damage and compression are handled by the reader). ``walk_chains`
 
 from __future__ import annotations
 
-import dataclasses
+import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from openetw.etl import layouts as L
 from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader
 from openetw.etl.record import RECORD_CLASSES
 
-__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "read_buffers", "single_buffer", "walk_chains"]
+__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "memory_buffers", "read_buffers", "single_buffer", "walk_chains"]
 
 BH = L.BUFFER_HEADER_SIZE
 GATHER_PAD = 128  # zero bytes after the data, so fixed-offset gathers never leave the blob
@@ -65,15 +66,19 @@ class Buffers:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def buffer_info(data: bytes | bytearray, offset: int, index: int) -> BufferInfo:
-    """The WMI_BUFFER_HEADER at ``offset`` of ``data``, as the reader describes a buffer."""
+_BUFFER_FIELDS = tuple(_F[name] for name in (
+    "BufferSize", "Offset", "BufferFlag", "BufferType", "ProcessorIndex", "TimeStamp", "SequenceNumber", "LoggerId", "SavedOffset",
+))  # fmt: skip
+
+
+def buffer_info(data: Any, offset: int, index: int, file_offset: int | None = None) -> BufferInfo:
+    """The WMI_BUFFER_HEADER at ``offset`` of ``data``, as the reader describes a buffer
+    (``file_offset``: where it sits in its file, default ``offset``)."""
     h = _BUFFER.unpack_from(data, offset)
-    flags = h[_F["BufferFlag"]]
-    cpu = h[_F["ProcessorIndex"]] if flags & L.BUFFER_FLAG_PROCESSOR_INDEX else h[_F["ProcessorIndex"]] & 0xFF
-    return BufferInfo(
-        index, offset, h[_F["BufferSize"]], h[_F["Offset"]], flags, h[_F["BufferType"]], cpu, h[_F["TimeStamp"]],
-        h[_F["SequenceNumber"]], h[_F["LoggerId"]], h[_F["SavedOffset"]],
-    )
+    size, end, flags, buffer_type, processor, timestamp, sequence, logger, saved = (h[i] for i in _BUFFER_FIELDS)
+    cpu = processor if flags & L.BUFFER_FLAG_PROCESSOR_INDEX else processor & 0xFF
+    where = offset if file_offset is None else file_offset
+    return BufferInfo(index, where, size, end, flags, buffer_type, cpu, timestamp, sequence, logger, saved)
 
 
 def single_buffer(data: bytes, index: int = 0) -> Buffers:
@@ -83,6 +88,31 @@ def single_buffer(data: bytes, index: int = 0) -> Buffers:
     end = _record_end(info, len(data), errors)
     blob = bytes(data) + bytes(-len(data) % 8 + GATHER_PAD)
     return Buffers([info], np.zeros(1, dtype=np.int64), np.asarray([end], dtype=np.int64), [len(data)], blob, errors, {})
+
+
+def memory_buffers(items: list[tuple[int, bytes]]) -> Buffers:
+    """Uncompressed buffers held in memory, ``(number, data)`` each (as real-time deliveries
+    hand them over), laid end to end."""
+    infos: list[BufferInfo] = []
+    parts: list[bytes] = []
+    bases: list[int] = []
+    ends: list[int] = []
+    lengths: list[int] = []
+    errors: list[str] = []
+    total = 0
+    for number, data in items:
+        info = buffer_info(data, 0, number)
+        infos.append(info)
+        bases.append(total)
+        ends.append(_record_end(info, len(data), errors))
+        lengths.append(len(data))
+        parts.append(data)
+        pad = -len(data) % 8
+        if pad:
+            parts.append(bytes(pad))
+        total += len(data) + pad
+    parts.append(bytes(GATHER_PAD))
+    return Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
 
 
 def _record_end(info: BufferInfo, length: int, errors: list[str]) -> int:
@@ -103,30 +133,28 @@ def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
     the reader frame them; it reports damage precisely)."""
     infos: list[BufferInfo] = []
     lost_events = lost_buffers = 0
+    size_at, flags_at = _F["BufferSize"], _F["BufferFlag"]
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        fd = f.fileno()
-        offset = 0
-        while offset < size:
-            head = os.pread(fd, BH, offset)
-            if len(head) < BH:
-                return None
-            h = _BUFFER.unpack_from(head, 0)
-            buffer_size, flags = h[_F["BufferSize"]], h[_F["BufferFlag"]]
-            if buffer_size < BH or buffer_size > MAX_BUFFER_SIZE or buffer_size % 8 or offset + buffer_size > size:
-                return None
-            if flags & L.BUFFER_FLAG_COMPRESSED:
-                return None
-            infos.append(_at(buffer_info(head, 0, len(infos)), offset))
-            lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
-            lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
-            offset += buffer_size
+        if size < BH:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            offset = 0
+            while offset < size:
+                if offset + BH > size:
+                    return None
+                h = _BUFFER.unpack_from(view, offset)
+                buffer_size, flags = h[size_at], h[flags_at]
+                if buffer_size < BH or buffer_size > MAX_BUFFER_SIZE or buffer_size % 8 or offset + buffer_size > size:
+                    return None
+                if flags & L.BUFFER_FLAG_COMPRESSED:
+                    return None
+                infos.append(buffer_info(view, offset, len(infos), offset))
+                lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
+                lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
+                offset += buffer_size
     stats = {"buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0, "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers}
     return infos, stats
-
-
-def _at(info: BufferInfo, offset: int) -> BufferInfo:
-    return dataclasses.replace(info, file_offset=offset)
 
 
 def _file_chunks(path: str, infos: list[BufferInfo], limit: int) -> Iterator[Buffers]:

@@ -33,12 +33,13 @@ _POLL = 0.05
 class Event:
     """One event handed to an iterator: the record, and its schema and parser on demand."""
 
-    __slots__ = ("record", "context", "_parser")
+    __slots__ = ("record", "context", "_parser", "_entry")
 
-    def __init__(self, record: Any, context: Any) -> None:
+    def __init__(self, record: Any, context: Any, entry: Any = None) -> None:
         self.record = record
         self.context = context
         self._parser: Parser | None = None
+        self._entry = entry  # (schema, readers) when the trace already knew them
 
     @property
     def schema(self) -> Schema:
@@ -47,7 +48,11 @@ class Event:
     @property
     def parser(self) -> Parser:
         if self._parser is None:
-            self._parser = Parser(Schema(self.record, self.context))
+            entry = self._entry
+            if entry is not None:
+                self._parser = Parser.of(self.record, entry[0], entry[1], self.context)
+            else:
+                self._parser = Parser(Schema(self.record, self.context))
         return self._parser
 
     def parse(self, name: str, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002 - krabsetw's name

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ from openetw.etl.record import EventRecord
 __all__ = ["LiveSessionSource", "private_session_name"]
 
 _counter = itertools.count(1)
+BATCH_BYTES = 4 << 20  # buffers indexed together at most (a consumer catching up)
 
 
 def private_session_name() -> str:
@@ -101,12 +103,42 @@ class LiveSessionSource(Source):
             number += 1
             yield number, data
 
-    def buffer_indexes(self) -> Iterator[BufferIndex]:
-        """``buffers()`` indexed, ready for ``IndexedPlan``."""
+    def buffer_batches(self, limit: int = BATCH_BYTES) -> Iterator[list[tuple[int, bytes]]]:
+        """``buffers()`` in batches: each buffer with those that already wait behind it (up to
+        about ``limit`` bytes), so that a consumer that fell behind catches up in large steps."""
+        batch: list[tuple[int, bytes]] = []
+        size = 0
+        for number, data in self.buffers():
+            batch.append((number, data))
+            size += len(data)
+            if size >= limit or not self._more_waiting():
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+    def buffer_indexes(self, limit: int = BATCH_BYTES) -> Iterator[BufferIndex]:
+        """``buffer_batches()`` indexed, ready for ``IndexedPlan``."""
         context = self.context
         assert context is not None
-        for number, data in self.buffers():
-            yield BufferIndex(data, number, context)
+        for batch in self.buffer_batches(limit):
+            yield BufferIndex(batch, context)
+
+    def _more_waiting(self) -> bool:
+        """Whether the service already sent more (a buffer, or the end of the session)."""
+        channel = getattr(getattr(self._consumer, "_client", None), "channel", None)
+        if channel is None:
+            return False
+        if getattr(channel, "_pending", None):
+            return True
+        sock = getattr(channel, "sock", None)
+        if sock is None:
+            return False
+        try:
+            ready, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(ready)
 
     def records(self) -> Iterator[EventRecord]:
         """Every record, the logfile header event first (as ``ProcessTrace`` gives it, on a file

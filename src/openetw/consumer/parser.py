@@ -145,7 +145,8 @@ class Schema:
 
 # -- fixed-offset reads ---------------------------------------------------------------------------
 
-_Reader = Callable[[bytes], Any]
+_Reader = Callable[[bytes], tuple[Any]]
+"""Reads one value from the user data, as a 1-tuple (an integer's reader is ``unpack_from``)."""
 _INTEGER_CODES = {
     InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
     InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
@@ -167,19 +168,18 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if in_type in (InType.POINTER, InType.SIZET):
         code = "Q" if pointer_size == 8 else "I"
     if code is not None:
-        unpack = struct.Struct("<" + code).unpack_from
         size = struct.calcsize("<" + code)
         if prop.out_type in _TRANSFORMING_OUT_TYPES:
             return size, None
-        return size, lambda data: unpack(data, offset)[0]
+        return size, struct.Struct(f"<{offset}x{code}").unpack_from  # skips to the value: no Python frame
     if in_type == InType.BOOLEAN:
         unpack = struct.Struct("<I").unpack_from
-        return 4, lambda data: unpack(data, offset)[0] != 0
+        return 4, lambda data: (unpack(data, offset)[0] != 0,)
     if in_type == InType.GUID:
-        return 16, lambda data: uuid.UUID(bytes_le=data[offset : offset + 16])
+        return 16, lambda data: (uuid.UUID(bytes_le=data[offset : offset + 16]),)
     if in_type == InType.FILETIME:
         unpack = struct.Struct("<q").unpack_from
-        return 8, lambda data: filetime_to_datetime(unpack(data, offset)[0])
+        return 8, lambda data: (filetime_to_datetime(unpack(data, offset)[0]),)
     size = _FIXED_SIZES.get(in_type)  # type: ignore[call-overload]
     return None if size is None else (size, None)
 
@@ -302,7 +302,7 @@ class Parser:
             if data is None:
                 data = self._data = self.record.user_data
             if fast[0] <= len(data):
-                return fast[1](data)
+                return fast[1](data)[0]
         if name not in plans[4]:
             if missing is not _MISSING:
                 return missing
@@ -332,7 +332,7 @@ class Parser:
                 if data is None:
                     data = self._data = self.record.user_data
                 if fast[0] <= len(data):
-                    return fast[1](data)
+                    return fast[1](data)[0]
         value = self._value(name)
         if type is not None and not _is_of(value, type):
             raise PropertyTypeMismatch(f"value {value!r} is a {value.__class__.__name__}, not {type!r}", property_name=name)
@@ -347,7 +347,7 @@ class Parser:
                 if data is None:
                     data = self._data = self.record.user_data
                 if fast[0] <= len(data):
-                    return fast[1](data)
+                    return fast[1](data)[0]
             elif name not in plans[4]:
                 return default
         value = self._value(name, _ABSENT)

@@ -286,7 +286,7 @@ class UserTrace:
         end = self.window.end
         for index in source.buffer_indexes():
             for message in index.errors:
-                dispatcher.report(EtlFormatError(message, buffer_index=index.number, path=source.name))
+                dispatcher.report(EtlFormatError(message, path=source.name))
             if dispatcher.stopping:
                 dispatcher.stats.events_not_processed += len(index)
                 break
@@ -333,11 +333,12 @@ class UserTrace:
         handoff = HandOff(queue_size, when_full or ("drop" if live else "block"), dispatcher.report, live=live)
         self._handoffs.append(handoff)
         context = dispatcher.context
+        primed_entry = context.primed_entry
 
         def offer(record: Any) -> None:
             if handoff.closed:
                 self.stop()
-            handoff.offer(Event(record, context))
+            handoff.offer(Event(record, context, primed_entry(record)))
 
         def work() -> None:
             error: BaseException | None = None

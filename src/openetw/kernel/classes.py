@@ -480,8 +480,9 @@ class KernelEventMapper:
         if "thread" in self.flags:
             records.append(self._thread_record(THREAD_END, pid, tid, v["comm"], ts, cpu, tid))
         thread_code = self._thread_exit.pop(tid, None)
+        self._file_calls.pop(tid, None)
         if v["group_dead"]:
-            state = self._processes.pop(pid, None) or _Process(pid, self._parent_from_proc(pid), v["comm"], "", None)
+            state = self._processes.pop(pid, None)
             code = self._exit_codes.pop(pid, None)
             if code is None:
                 code = thread_code
@@ -489,6 +490,8 @@ class KernelEventMapper:
             if code is None:
                 code = 128 + signal if signal is not None else 0
             if "process" in self.flags:
+                if state is None:
+                    state = _Process(pid, self._parent_from_proc(pid), v["comm"], "", None)
                 records.append(self._process_record(PROCESS_END, state, code, tid, ts, cpu))
             self._files.pop(pid, None)
             for known_tid in [t for t, g in self._tgid.items() if g == pid]:

@@ -330,9 +330,8 @@ class KernelSessionRegistry:
         source = normalize_source(source)
         if mode == "realtime":
             raise InvalidArgument(
-                "--mode realtime is not available for `openetw kernel` sessions: their recorder writes a file."
-                " Record to a file (--mode file or circular) and read it with `openetw report` or"
-                " UserTrace(files=[...]), or consume a KernelSession in-process (its sink= parameter)"
+                "mode realtime: a recorder of this registry writes a file; real-time kernel sessions run in the trace"
+                " service (openetw.controller.kernel.start_kernel_session, `openetw kernel start --realtime`)"
             )
         if mode not in ("file", "circular"):
             raise InvalidArgument(f"unknown kernel session mode {mode!r}; use file or circular")

@@ -214,7 +214,10 @@ class PerfSource:
                     ring = _Ring(fd, cpu, self.ring_pages)
                 except OSError as exc:
                     os.close(fd)
-                    raise SessionError(f"perf ring of CPU {cpu} ({self.ring_pages} pages) cannot be mapped: {exc}") from exc
+                    hint = ""
+                    if exc.errno == errno.EPERM:
+                        hint = " (unprivileged rings count against kernel.perf_event_mlock_kb and RLIMIT_MEMLOCK: use fewer ring_pages)"
+                    raise SessionError(f"perf ring of CPU {cpu} ({self.ring_pages} pages) cannot be mapped: {exc.strerror}{hint}") from exc
                 self._rings.append(ring)
                 self._poll.register(fd, select.POLLIN)
             self._watermark = time.monotonic_ns() - self.watermark_slack_ns

@@ -4,8 +4,8 @@ Under CONFIG_SCHED_AUTOGROUP every session (setsid) is one scheduling group with
 share of the CPU, and ``nice`` inside a group only orders its own tasks: a reader competing
 with a busy group waits in the run queue while the per-CPU rings fill, and the kernel drops
 events. Writing a nice value to ``/proc/self/autogroup`` raises the whole group's weight (it
-applies to every process of the recording process's session). Without autogroup, the
-process's own nice value is what counts.
+applies to every process of the recording process's session). Without autogroup, the nice
+value counts; Linux keeps it per thread, so call :func:`boost_reader` from the reader thread.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def boost_reader(nice: int = READER_NICE) -> str | None:
     """Raises the recording process's scheduling priority; returns what was done or why not.
 
     Returns ``None`` when there is nothing to do (the priority is already at least ``nice``).
-    Never raises for a refusal: a session still records at normal priority.
+    Never raises for a refusal: a session still records at normal priority. Without autogroup
+    only the calling thread's nice value changes.
     """
     autogroup = _read(_AUTOGROUP)
     if autogroup is not None and _read(_AUTOGROUP_ENABLED) == "1":

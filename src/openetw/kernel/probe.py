@@ -86,7 +86,7 @@ def _proc_connector() -> Capability:
     """Subscribes for real (and unsubscribes): binding alone succeeds where the kernel then
     refuses the subscription (before Linux 6.6 without CAP_NET_ADMIN) or ignores it (outside
     the initial user and pid namespaces)."""
-    source = ProcConnectorSource(receive_buffer=65536, subscribe_timeout=0.5)
+    source = ProcConnectorSource(receive_buffer=65536, subscribe_timeout=0.5, exact_loss=False)
     try:
         source.start()
     except OpenEtwError as error:

@@ -47,7 +47,9 @@ class ProcConnectorSource:
 
     ``receive_buffer`` is the socket buffer asked for (root may exceed ``net.core.rmem_max``,
     others get at most that); ``reorder_window_ns`` how long after its timestamp an event may
-    still be on its way to the socket (the watermark stays that far behind the last empty read).
+    still be on its way to the socket (the watermark stays that far behind the last empty read);
+    ``exact_loss`` reads every CPU's message sequence at start and stop (see
+    :meth:`_reveal_sequences`), so losses before a CPU's first event and after its last count.
     """
 
     name = "proc_connector"
@@ -59,6 +61,7 @@ class ProcConnectorSource:
         max_batch: int = 8192,
         reorder_window_ns: int = 20_000_000,
         subscribe_timeout: float = 1.0,
+        exact_loss: bool = True,
     ) -> None:
         if receive_buffer < 4096 or max_batch < 1 or reorder_window_ns < 0 or subscribe_timeout <= 0:
             raise InvalidArgument("receive_buffer >= 4096, max_batch >= 1, reorder_window_ns >= 0 and subscribe_timeout > 0 needed")
@@ -66,6 +69,7 @@ class ProcConnectorSource:
         self.max_batch = max_batch
         self.reorder_window_ns = reorder_window_ns
         self.subscribe_timeout = subscribe_timeout
+        self.exact_loss = exact_loss
         self.receive_buffer = 0
         self._sock: socket.socket | None = None
         self._poll: Any = None
@@ -207,7 +211,7 @@ class ProcConnectorSource:
         the sender's context), and a repeated LISTEN changes nothing else. Older kernels send
         unnumbered answers (``cpu`` -1) and count every LISTEN as a new listener: skipped there.
         """
-        if not self._answers_numbered or not self._listening or not hasattr(os, "sched_setaffinity"):
+        if not (self.exact_loss and self._answers_numbered and self._listening and hasattr(os, "sched_setaffinity")):
             return
         try:
             allowed = os.sched_getaffinity(0)

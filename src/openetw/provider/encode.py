@@ -378,7 +378,7 @@ def fast_encoder_source(
         "            tid = THREAD_IDS.tid",
         "        except AttributeError:",
         "            tid = THREAD_ID()",
-        f"        record = {record('PID[0]', 'NULL_LE')}",
+        f"        record = {_joined(f'W0(size + {bits}, tid, PID[0], timestamp, CAE{head[1]})', rest)}",
         "    except GIVE_UP:",
         "        return None",
         "    try:",
@@ -387,7 +387,9 @@ def fast_encoder_source(
         "        return False",
         "",
     ]
-    namespace["NULL_LE"] = NULL_GUID.bytes_le
+    # The header's constant part, the null activity id and the extended items are one run of bytes.
+    namespace["CAE"] = constant + NULL_GUID.bytes_le + extended
+    namespace["W0"] = struct.Struct(f"<QIIq{len(namespace['CAE'])}s{head[0]}").pack
     return "\n".join(lines), namespace
 
 

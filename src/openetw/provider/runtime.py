@@ -276,6 +276,15 @@ class TraceLoggingProvider(_ProviderBase):
         """``write`` with the fields as a mapping (names that clash with the arguments are fine here)."""
         if not self.enabled:
             return False
+        if tags == 0 and type(fields) is dict:
+            try:
+                fast = self._routing[2].get((event_name, level, keyword, opcode))
+            except TypeError:
+                fast = None
+            if fast is not None:
+                written = fast(fields)
+                if written is not None:
+                    return written
         return self._write(event_name, fields, level, keyword, opcode, tags)
 
     def _write(self, event_name: str, fields: Mapping[str, Any], level: int, keyword: int, opcode: int, tags: int) -> bool:

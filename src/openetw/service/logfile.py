@@ -17,12 +17,22 @@ Modes:
   buffer ever written; a reader wanting time order sorts buffers by their timestamps;
 * new file: when the next buffer would pass the maximum size, the file is finished and the
   next one (``%d`` replaced by 1, 2, ...) begins with its own header buffer.
+
+Buffers reach the disk from a writer thread of the file's own: ``write`` decides where a buffer
+goes and queues it, so the service's loop never waits for the disk and keeps taking buffers out
+of the pools while a write stalls. At most ``max_queued_bytes`` (64 MB) wait; past that ``write``
+waits for the disk. ``flush()`` and ``close()`` return once everything queued is written. A
+queued write that fails is raised by the next ``write``, ``flush`` or ``close``; the buffers it
+and the writes queued after it held count as lost in the file's header (``buffers_written``
+goes down by as many). Buffers queued one after the other go to the disk in one ``pwritev``.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +50,7 @@ _BYTES = [bytes((value,)) for value in range(256)]
 _WORTHWHILE_RUN = 8  # a shorter run costs more than walking it
 _OFFSET_AT = _BH.offset("Offset")
 _TIMESTAMP_AT = _BH.offset("TimeStamp")
+MAX_QUEUED_BYTES = 64 << 20
 
 
 def count_records(buffer: bytes) -> int:
@@ -127,6 +138,7 @@ class LogFile:
         circular: bool = False,
         clock: TraceClock,
         open_next: Callable[[int], tuple[int, str]] | None = None,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
     ) -> None:
         self.fd = fd
         self.file_name = file_name
@@ -152,6 +164,7 @@ class LogFile:
         self.buffers_lost = 0
         self._next_slot = 1
         self._last_timestamp: int | None = None  # the latest event's timestamp, once there is one
+        self._writer = _QueuedWriter(max_queued_bytes)
         self._write_header()
 
     def set_max_size(self, max_file_mb: int) -> None:
@@ -170,7 +183,8 @@ class LogFile:
                 new_file = True
             else:
                 return WriteResult(False)
-        os.pwrite(self.fd, buffer, self._next_slot * self.buffer_size)
+        self._check_queued_writes()
+        self._writer.queue(self.fd, buffer, self._next_slot * self.buffer_size)
         self._next_slot += 1
         self.buffers_in_file = max(self.buffers_in_file, self._next_slot)
         self.buffers_written += 1
@@ -183,15 +197,32 @@ class LogFile:
         self.events_lost += events
         self.buffers_lost += buffers
 
-    def flush(self) -> None:
-        """Rewrite the header buffer with the counts so far (ETW's flush makes the file current)."""
-        self._write_header()
+    def flush(self, *, wait: bool = True) -> None:
+        """Rewrite the header buffer with the counts so far (ETW's flush makes the file current).
+
+        With ``wait`` (a controller's FLUSH) this returns once every buffer written before it
+        and the header are in the file; without it (a periodic flush) the header is queued
+        behind them and this never waits for the disk."""
+        if wait:
+            self._writer.wait_idle()
+            self._check_queued_writes()
+            self._write_header()
+        else:
+            self._check_queued_writes()
+            self._writer.queue(self.fd, self._header_bytes(), 0)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for the writer thread and not written yet."""
+        return self._writer.queued_bytes
 
     def close(self) -> None:
-        """Final header, data on disk, descriptor closed."""
+        """Everything queued written, final header, data on disk, descriptor closed."""
         if self.fd < 0:
             return
         try:
+            self._writer.stop()
+            self._check_queued_writes()
             self._write_header()
             try:
                 os.fsync(self.fd)
@@ -213,7 +244,18 @@ class LogFile:
         return header_buffer(header, self.logger_id)
 
     def _write_header(self) -> None:
-        os.pwrite(self.fd, self._header_bytes(), 0)
+        _pwrite_all(self.fd, self._header_bytes(), 0)
+
+    def _check_queued_writes(self) -> None:
+        """Raise the error of a queued write that failed (now and on every later call: nothing
+        more is written); its buffers, and those queued after it, are lost."""
+        failure = self._writer.take_failure()
+        if failure is None:
+            return
+        error, buffers, events = failure
+        self.buffers_written -= buffers
+        self.note_lost(events=events, buffers=buffers)
+        raise error
 
     def _next_file(self) -> None:
         assert self.open_next is not None
@@ -224,3 +266,120 @@ class LogFile:
         self.buffers_in_file = 1
         self._next_slot = 1
         self._write_header()
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    _pwritev_all(fd, [data], offset)
+
+
+def _pwritev_all(fd: int, parts: list[bytes], offset: int) -> None:
+    """``parts`` one after the other from ``offset``, however little each system call writes."""
+    views = [memoryview(part) for part in parts]
+    while views:
+        done = _pwritev(fd, views, offset)
+        offset += done
+        while views and done >= len(views[0]):
+            done -= len(views[0])
+            views.pop(0)
+        if views and done:
+            views[0] = views[0][done:]
+
+
+_pwritev = os.pwritev  # the one system call that writes files here
+_MAX_RUN = 64  # buffers one system call writes at most
+
+
+class _QueuedWriter:
+    """One file's writer thread: ``queue`` hands it (fd, bytes, offset) and returns at once
+    (unless ``limit`` bytes already wait); the thread writes in order. After a failed write it
+    writes nothing more: the failure and what was lost with it wait for ``take_failure``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.queued_bytes = 0
+        self._jobs: deque[tuple[int, bytes, int]] = deque()
+        self._changed = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._error: OSError | None = None
+        self._lost_buffers = 0
+        self._lost_events = 0
+
+    def queue(self, fd: int, data: bytes, offset: int) -> None:
+        with self._changed:
+            while self._jobs and self.queued_bytes + len(data) > self.limit:
+                self._changed.wait()
+            self._jobs.append((fd, data, offset))
+            self.queued_bytes += len(data)
+            if self._thread is None:
+                self._stopping = False
+                self._thread = threading.Thread(target=self._run, name="openetw-logfile-writer", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def wait_idle(self) -> None:
+        """Return once everything queued is written (or lost to a failure)."""
+        with self._changed:
+            while self._jobs:
+                self._changed.wait()
+
+    def stop(self) -> None:
+        """Write what is queued, then end the thread."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+
+    def take_failure(self) -> tuple[OSError, int, int] | None:
+        """After a failed write: (the error, buffers lost, their events), the losses counted
+        once (0 and 0 afterwards); ``None`` while every write succeeded."""
+        with self._changed:
+            if self._error is None:
+                return None
+            while self._jobs:  # the rest is dropped quickly: count it too
+                self._changed.wait()
+            failure = (self._error, self._lost_buffers, self._lost_events)
+            self._lost_buffers = self._lost_events = 0
+            return failure
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._jobs and not self._stopping:
+                    self._changed.wait()
+                if not self._jobs:
+                    return
+                run = self._contiguous_jobs()
+                failed = self._error is not None
+            fd, _, offset = run[0]
+            if not failed:
+                try:
+                    _pwritev_all(fd, [data for _, data, _ in run], offset)
+                except OSError as exc:
+                    failed = True
+                    with self._changed:
+                        self._error = exc
+            with self._changed:
+                for _, data, offset in run:
+                    self._jobs.popleft()
+                    self.queued_bytes -= len(data)
+                    if failed and offset != 0:  # offset 0: the header buffer
+                        self._lost_buffers += 1
+                        self._lost_events += count_records(data)
+                self._changed.notify_all()
+
+    def _contiguous_jobs(self) -> list[tuple[int, bytes, int]]:
+        """The jobs at the front that one ``pwritev`` writes: same file, each where the last ends."""
+        jobs = self._jobs
+        run = [jobs[0]]
+        fd, data, offset = jobs[0]
+        end = offset + len(data)
+        for index in range(1, min(len(jobs), _MAX_RUN)):
+            job = jobs[index]
+            if job[0] != fd or job[2] != end:
+                break
+            run.append(job)
+            end += len(job[1])
+        return run

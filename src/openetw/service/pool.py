@@ -304,22 +304,21 @@ class BufferPool:
         """The buffer's bytes with a WMI_BUFFER_HEADER the service vouches for: the producer's
         timestamp, processor and sequence kept, every framing field set from the pool's facts."""
         base = self.buffer_offset(index)
-        data = bytearray(self.view[base : base + self.buffer_size])
-        h = _BH.unpack_from(data, 0)
+        h = _BH.unpack_from(self.view, base)  # read once: the producer's later stores change nothing here
         used = h[_BH.index("Offset")]
         if not _BH_SIZE <= used <= self.buffer_size or used % 8:
             used = _BH_SIZE  # the records cannot be framed: the buffer goes out empty
             self.buffers_repaired += 1
         flags = (h[_BH.index("BufferFlag")] & _PRODUCER_FLAGS) | L.BUFFER_FLAG_PROCESSOR_INDEX
-        _BH.pack_into(
-            data, 0, self.buffer_size, used, used, 0, h[_BH.index("TimeStamp")],
+        header = _BH.pack(
+            self.buffer_size, used, used, 0, h[_BH.index("TimeStamp")],
             h[_BH.index("SequenceNumber")] if sequence is None else sequence, 0, h[_BH.index("ProcessorIndex")],
             self.logger_id, _BUFFER_STATE_WRITTEN, used, flags, L.BUFFER_TYPE_GENERIC, _NO_KERNEL_POINTERS,
         )
         if self._tail is None:
             self._tail = memoryview(b"\xff" * self.buffer_size)
-        data[used:] = self._tail[used:]
-        return bytes(data)
+        with self.view[base + _BH_SIZE : base + used] as records:
+            return b"".join((header, records, self._tail[used:]))  # one copy of the records
 
     def _reset(self, index: int) -> None:
         if self._blank is None:
