@@ -5,16 +5,15 @@ on a shared machine do not count): ring-buffer walk (headers only), payload deco
 full dicts, decode of whole sub-buffers (full and lean: only the fields the mapper reads, and the
 one-pass walk + decode), and lean decode + mapping to NT Kernel Logger records, in events/s.
 
-Live (root and tracefs only): a kernel session with process, thread, cswitch, disk_io, network
-and syscall flags while a load runs in its own session (autogroup): a getppid() loop, a fork
-loop, O_DIRECT dd writes and loopback TCP connections. Each run is a fresh child process (its
-own autogroup, so a boost does not carry over) in one of these modes:
+Live (root and tracefs only): a kernel session with process, thread, cswitch, disk_io and
+network flags ("no syscall"), then with syscall too ("all"), while a load runs in its own
+session (autogroup): a getppid() loop, a fork loop, O_DIRECT dd writes and loopback TCP
+connections. The session decodes with the lean decoder and maps with ``map_events`` (its
+normal path). Each run is a fresh child process (its own autogroup, so a boost does not carry
+over) in one of these modes:
 
-* ``default``: the session as it is, at normal priority;
-* ``boosted``: :func:`openetw.kernel.priority.boost_reader` first;
-* ``boosted+lean``: also the lean decoder (``PageParser.decode_into`` with the mapper's ``fields_used``),
-  patched into the tracefs source of this child only: what the session gets once its tracefs
-  source uses them.
+* ``default``: ``raise_priority=False``: the reader at normal priority;
+* ``boosted``: the session as it is (:func:`openetw.kernel.priority.boost_reader` in the reader thread).
 
 Reported: events offered
 (read + dropped) and read per second, events the kernel dropped (and %), reader CPU per event
@@ -39,7 +38,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +51,8 @@ from tests.kernel import pages as P  # noqa: E402
 COPIES = 40
 FLAGS = ("process", "thread", "cswitch", "disk_io", "network", "syscall")
 FLAG_SETS = {"all": FLAGS, "no syscall": tuple(f for f in FLAGS if f != "syscall")}
-LIVE_SETS = ("all",)  # "no syscall" gives only a few thousand events/s with this load
-MODES = ("default", "boosted", "boosted+lean")
+LIVE_SETS = ("no syscall", "all")
+MODES = ("default", "boosted")
 TRACEPOINTS_FOR_TOOLS = (
     "sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit", "task:task_newtask",
     "sched:sched_switch", "block:block_rq_issue", "block:block_rq_complete", "sock:inet_sock_set_state",
@@ -166,60 +164,11 @@ def offline(repeat: int) -> list[list[object]]:
 # -- live: one run per child process ---------------------------------------------------------------
 
 
-def _boost() -> str | None:
-    try:
-        from openetw.kernel.priority import boost_reader
-    except ImportError:  # an older tree: the same write, done here
-        try:
-            with open("/proc/self/autogroup", "w", encoding="ascii") as f:
-                f.write("-10")
-            return "autogroup nice -10 (written by the benchmark)"
-        except OSError as error:
-            return f"not boosted: {error.strerror}"
-    return boost_reader()
-
-
-def _use_lean_decoder(session: KernelSession) -> bool:
-    """Patches this process's tracefs source to decode whole sub-buffers with only the mapper's fields."""
-    try:
-        from openetw.errors import TraceDataError
-        from openetw.kernel import tracefs, tracefs_source
-    except ImportError:
-        return False
-    fields = session.mapper.fields_used()
-    plain_decoder = tracefs.TracefsInstance.decoder
-
-    def decoder(self: Any, events: Any, fields_wanted: Any = None) -> Any:
-        return plain_decoder(self, events, fields_wanted or fields)
-
-    def decode(self: Any, pages: list[tuple[int, bytes]]) -> list[Any]:
-        decode_into, decoder, counts = self._parser.decode_into, self._decoder, self._counts
-        events: list[Any] = []
-        for cpu, page in pages:
-            counts["pages_read"] += 1
-            try:
-                discarded, unknown, damaged = decode_into(page, cpu, decoder, events)
-            except TraceDataError:
-                counts["page_errors"] += 1
-                continue
-            counts["discarded_events"] += discarded
-            counts["unknown_events"] += unknown
-            counts["page_errors"] += damaged
-        events.sort(key=itemgetter(0))
-        return events
-
-    tracefs.TracefsInstance.decoder = decoder  # type: ignore[method-assign]
-    tracefs_source.TracefsSource._decode = decode  # type: ignore[method-assign]
-    return True
-
-
 def live_one(mode: str, flag_set: str, seconds: float) -> dict[str, Any]:
-    note = _boost() if mode.startswith("boosted") else None
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "bench.etl"
-        session = KernelSession(flags=FLAG_SETS[flag_set], output=output, name=f"bench_{os.getpid()}", rundown=False)
-        if mode.endswith("lean") and not _use_lean_decoder(session):
-            return {"mode": mode, "skipped": "no lean decoder in this tree"}
+        session = KernelSession(flags=FLAG_SETS[flag_set], output=output, name=f"bench_{os.getpid()}", rundown=False,
+                                raise_priority=mode == "boosted")  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.monotonic()
         session.start()
@@ -230,7 +179,7 @@ def live_one(mode: str, flag_set: str, seconds: float) -> dict[str, Any]:
         after = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return {
-            "mode": mode, "note": note, "events_read": stats["events_read"], "events_lost": stats["events_lost"],
+            "mode": mode, "note": stats["reader_priority"], "events_read": stats["events_read"], "events_lost": stats["events_lost"],
             "duration": stats["duration_s"], "cpu_percent": 100 * cpu / wall, "file_mb": output.stat().st_size / 1e6,
         }
 

@@ -19,7 +19,7 @@ from openetw.etl.clock import filetime_to_datetime
 from openetw.etl.relog import is_logfile_header_record, relog
 from openetw.manifest import load_manifest
 from tests.conftest import corpus_path
-from tests.consumer.helpers import KERNEL_PROCESS_MANIFEST, PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
+from tests.consumer.helpers import DIAGHUB, KERNEL_PROCESS_MANIFEST, PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
 
 KERNEL_PROCESS = "Microsoft-Windows-Kernel-Process"
 PATHS = pytest.mark.parametrize("index", [True, False], ids=["indexed", "streamed"])
@@ -193,3 +193,25 @@ def test_damaged_files_are_read_to_the_end_and_the_damage_reported(index: bool, 
     stats = trace.query_stats()
     assert stats["unknown_records"] == 2 and stats["skipped_bytes"] > 0
     assert stats["format_errors"] == len(errors) == sum(isinstance(e, EtlFormatError) for e in errors) == 1
+
+
+def _record_facts(record: Any) -> tuple[Any, ...]:
+    return (
+        type(record).__name__, record.kind, record.header_fields(), record.raw, record.user_data, record.user_data_offset,
+        record.extended, record.pointer_size, record.cpu, record.buffer_index, record.filetime, record.provider_id, repr(record),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("parts", [("tx", "HTTP_Server.etl"), PROCESS_ETL, (*DIAGHUB.split("/"), "diaghub.etl")], ids=["http", "process", "diaghub"])
+def test_callbacks_get_the_records_the_reader_gives(parts: tuple[str, ...], tmp_path: Path) -> None:
+    """Records built from the index (their header read on first use) are the reader's records:
+    same class, header fields, bytes, extended items, user data and time, in the same order."""
+    path = corpus_etl(*parts)
+    with EtlReader(path, strict=False) as reader:
+        expected = [_record_facts(record) for record in reader.records(time_order=True)]
+    seen: list[tuple[Any, ...]] = []
+    trace = UserTrace(files=[path], manifests=[], index_dir=tmp_path)
+    trace.set_default_event_callback(lambda record, context: seen.append(_record_facts(record)))
+    trace.start()
+    assert len(seen) == len(expected) > 1000
+    assert seen == expected

@@ -11,8 +11,8 @@ drop-on-full queue:
 * a record that reached the trace but found the hand-off queue full: ``events_dropped``;
 * everything else was handed to the loop: ``events_handled``.
 
-The trace also reads the session's logfile header event, first (as a file trace does): one more
-record than producers wrote, handed to the loop (the queue is empty then).
+A real-time session delivers no logfile header event (a log file has one; ProcessTrace on a
+real-time session gives none): every record that arrives was written by a producer.
 
 The service counts lost real-time buffers, not which events they held; the events are found as
 what the producers wrote minus what arrived.
@@ -129,15 +129,15 @@ def test_handled_plus_dropped_plus_lost_is_what_producers_wrote(pools: str, serv
     arrived = stats["events_read"]
 
     assert dropped > 0, "the consumer held its first event until the queue overflowed"
-    assert headers == [0]  # the header event, first
-    assert handled + dropped + lost == attempted + 1
+    assert headers == []  # no logfile header event in real time
+    assert handled + dropped + lost == attempted
     assert handled + dropped == arrived  # every record that reached the trace is accounted for there
-    assert arrived == final["events_written"] + 1  # what the service handed over reached the trace
-    assert sum(len(indexes) for indexes in seen.values()) == handled - 1  # each handled event once
+    assert arrived == final["events_written"]  # what the service handed over reached the trace
+    assert sum(len(indexes) for indexes in seen.values()) == handled  # each handled event once
     assert set(seen) <= {producer.pid for producer in writers}
 
     dropped_by_pools = attempted - accepted
-    lost_in_real_time = accepted - (arrived - 1)  # the header event was not written by a producer
+    lost_in_real_time = accepted - arrived
     assert lost == dropped_by_pools + lost_in_real_time
     assert lost >= early["events_lost"]
     assert lost_in_real_time > 0  # at least the buffers taken before the consumer attached

@@ -147,3 +147,23 @@ def test_priority_mapping_and_flags():
     assert "sched/sched_switch" in tracepoints_for(["cswitch"])
     with pytest.raises(InvalidArgument):
         tracepoints_for(["nonsense"])
+
+
+def test_proc_fd_path_names_what_a_descriptor_points_at(tmp_path):
+    import os
+
+    from openetw.kernel.procfs import ProcSource
+
+    target = tmp_path / "named.txt"
+    fd = os.open(target, os.O_CREAT | os.O_WRONLY, 0o600)
+    read_end, write_end = os.pipe()
+    proc = ProcSource()
+    try:
+        assert proc.fd_path(os.getpid(), fd) == str(target)
+        assert proc.fd_path(os.getpid(), read_end).startswith("pipe:[")
+    finally:
+        os.close(fd)
+        os.close(read_end)
+        os.close(write_end)
+    assert proc.fd_path(os.getpid(), fd) is None
+    assert ProcSource(str(tmp_path)).fd_path(1, 0) is None

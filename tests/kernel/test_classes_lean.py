@@ -101,3 +101,28 @@ def test_map_events_writes_what_map_returns():
     count = batch.map_events(events, lambda record: written.append(record.raw) or len(written) % 2 == 0)
     assert written == expected and count == len(expected) // 2
     assert batch.unmapped == one_by_one.unmapped == 1
+
+
+def test_map_events_gives_the_hot_records_as_bytes_to_write_raw():
+    events = _events(P.captured_decoder())
+    one_by_one = KernelEventMapper(ALL_FLAGS)
+    expected = [(r.raw, r.cpu, r.timestamp) for ts, cpu, name, values in events for r in one_by_one.map(name, ts, cpu, values)]
+    batch = KernelEventMapper(ALL_FLAGS)
+    written, raw_written = [], []
+
+    def write(record):
+        written.append((record.raw, record.cpu, record.timestamp))
+        return True
+
+    def write_raw(raw, cpu, timestamp):
+        written.append((raw, cpu, timestamp))
+        raw_written.append(raw)
+        return False  # refused: not counted
+
+    count = batch.map_events(events, write, write_raw)
+    assert written == expected  # the same records in the same order, whichever path
+    hot = sum(1 for e in events if e[2] in ("sys_enter", "sys_exit", "sched_switch"))
+    assert len(raw_written) == hot > 0 and count == len(expected) - hot
+    mapper = KernelEventMapper({"cswitch"})
+    mapper.register("sched_switch", lambda ts, cpu, v: [])  # a registered handler replaces the raw path too
+    assert mapper.map_events([e for e in events if e[2] == "sched_switch"], write, write_raw) == 0

@@ -29,6 +29,7 @@ from openetw.kernel.control import (
     privilege_refusal,
     process_start_time,
 )
+from openetw.controller.session import Session
 from openetw.session import TooManyKernelSessions
 from tests.service.harness import service_env  # noqa: F401 - fixture
 from tests.service.test_kernel_sessions import kernel_service  # noqa: F401 - fixture
@@ -143,8 +144,8 @@ def test_options_that_do_not_fit_the_flags_or_sources_are_refused(capsys, kernel
 
 
 @pytest.mark.parametrize("args, word", [
-    (["--realtime", "--source", "proc-connector"], "real-time kernel sessions run in the trace service, which records with source auto"),
-    (["--mode", "realtime", "--flags", "profile", "--profile-rate", "100"], "drop --source/--profile-rate"),
+    (["--mode", "realtime", "--flags", "process", "--profile-rate", "100"], "profile_rate needs the profile flag"),
+    (["--realtime", "--flags", "process,source=bpf"], "unknown kernel event source 'bpf'"),
     (["--mode", "realtime", "--flags", "process,registry"], "kernel flag(s) registry are not recorded on Linux yet"),
 ])  # fmt: skip
 def test_realtime_options_the_service_does_not_take_are_refused(capsys, kernel_dir, service_env, args, word):
@@ -182,6 +183,24 @@ def test_realtime_kernel_sessions_run_in_the_trace_service(capsys, kernel_dir, k
     assert any(name == "Process/DCStart" for name, _ in _decoded(output))
     code, _, err = run(capsys, "kernel", "query", "t-krt")
     assert code == 1 and "no kernel session named 't-krt'" in err
+
+
+def test_realtime_kernel_sessions_take_the_source_and_the_profile_rate(capsys, kernel_dir, kernel_service):
+    code, out, err = run(capsys, "kernel", "start", "t-kprof", "--realtime", "--profile-rate", "500", "--flags", "profile,image", "--json")
+    assert code == 0, err
+    assert json.loads(out)["kernel_flags"] == ["image", "profile", "profile_rate=500"]
+    subprocess.run([sys.executable, "-c", "total = 0\nfor i in range(500_000): total += i"], check=True)
+    code, out, err = run(capsys, "kernel", "stop", "t-kprof", "--json")
+    assert code == 0, err
+    kernel = json.loads(out)["kernel"]
+    assert kernel["source"] == "auto" and kernel["profile_rate_hz"] == 500 and set(kernel["sources"]) == {"perf"}
+    assert kernel["sources"]["perf"]["samples"] > 0
+    session = Session.start("t-kpc", mode="realtime", kernel_flags="process,thread,source=proc-connector")
+    try:
+        assert session.info_at_start["kernel"]["source"] == "proc_connector"
+    finally:
+        session.stop()
+    assert set(session.final["kernel"]["sources"]) == {"proc_connector"}
 
 
 def test_bad_names_and_unknown_sessions_are_refused(capsys, kernel_dir):

@@ -12,6 +12,7 @@ import pytest
 
 from openetw.etl import EtlReader
 from openetw.kernel import KernelSession, TracefsInstance, find_tracefs, probe
+from openetw.kernel.procfs import ProcessInfo
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
 
@@ -113,19 +114,59 @@ def test_dissect_reads_the_kernel_file_with_the_same_record_count(tracefs_root, 
         ours = list(reader)
     theirs = list(dissect_etl.ETL(io.BytesIO(output.read_bytes())))
     assert len(theirs) == len(ours) == session.stats["records_written"] + 1  # + the logfile header
-    images = {getattr(r.event, "ImageFileName", None) for r in theirs[1:]}
+    registry = SchemaRegistry()
+    null_sid = set()
+    for index, record in enumerate(ours):
+        schema = registry.schema_for(record)
+        if schema is not None and schema.event_name.startswith("Process/"):
+            if decode_properties(schema, record.user_data, record.pointer_size)["UserSID"] is None:
+                null_sid.add(index)
+    images, undecoded = set(), set()
+    for index, record in enumerate(theirs[1:], start=1):
+        try:
+            images.add(getattr(record.event, "ImageFileName", None))
+        except EOFError:
+            undecoded.add(index)
+    # dissect.etl reads a 16-byte TOKEN_USER where a Process record's UserSID is null (4 zero
+    # bytes, as Windows writes it for a process whose user is unknown: here one that exited
+    # before /proc was asked); every other record it decodes (docs/kernel.md).
+    assert undecoded <= null_sid
     assert b"sh" in images  # dissect decodes our Process layout to the same image name
 
 
+def test_dissect_cannot_decode_a_process_record_with_a_null_user_sid(tmp_path):
+    dissect_etl = pytest.importorskip("dissect.etl")
+    from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
+    from openetw.kernel.classes import KernelEventMapper
+
+    mapper = KernelEventMapper({"process"})  # no /proc: the user of the process is unknown
+    records = mapper.map("sched_process_exit", 1000, 0, {"pid": 4242, "comm": "sh", "group_dead": 1})
+    records += KernelEventMapper({"process"}).rundown([ProcessInfo(4243, 1, "sh", "", 0, ())], 1001)
+    output = tmp_path / "null_sid.etl"
+    writer = EtlWriter(output, header=new_logfile_header(clock=linux_trace_clock(), logger_name="NT Kernel Logger", logfile_name=str(output)))
+    for record in records:
+        writer.write(record)
+    writer.close()
+    ours = [(name, values["UserSID"], values["ImageFileName"]) for name, _, values in _decode(output) if name.startswith("Process/")]
+    assert ours == [("Process/Stop", None, "sh"), ("Process/DCStart", "S-1-22-1-0", "sh")]
+    null_sid, known_sid = list(dissect_etl.ETL(io.BytesIO(output.read_bytes())))[1:]
+    assert known_sid.event.ImageFileName == b"sh"
+    with pytest.raises(EOFError):
+        null_sid.event  # noqa: B018 - the limitation docs/kernel.md describes
+
+
 def test_stale_instance_of_a_dead_reader_is_removed(tracefs_root, tmp_path):
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    stale = TracefsInstance.create(f"t_stale_left_{os.getpid()}", root=tracefs_root, exclude_pids=[dead.pid])
+    from .test_tracefs_instances import orphan_instance
+
+    stale = orphan_instance(f"t_stale_left_{os.getpid()}", tracefs_root)
     assert stale.path.exists()
     session = KernelSession(flags={"process"}, output=tmp_path / "x.etl", name=f"t_stale_new_{os.getpid()}", rundown=False)
     with session:
         pass
     assert not stale.path.exists()
-    assert f"openetw_t_stale_left_{os.getpid()}" in session.stats["stale_instances_removed"]
+    removed = session.stats["stale_instances_removed"]
+    if stale.name not in removed:
+        # A session of another process starting meanwhile swept it first: then no sweep here may fail on it.
+        assert "stale_instances_error" not in session.stats
     ours = [p.name for p in (tracefs_root / "instances").iterdir() if p.name.endswith(f"_{os.getpid()}")]
     assert ours == []

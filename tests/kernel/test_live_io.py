@@ -39,20 +39,10 @@ WORKLOAD = textwrap.dedent(
 )
 
 
-class ProcWithFdPaths(ProcSource):
-    """/proc with descriptor targets, for the FileIo/Create file names."""
-
-    def fd_path(self, pid: int, fd: int) -> str | None:
-        try:
-            return os.readlink(os.path.join(self.root, str(pid), "fd", str(fd)))
-        except OSError:
-            return None
-
-
 def test_file_udp_and_page_fault_facts_of_a_known_workload(tracefs_root, tmp_path):  # noqa: F811
     output = tmp_path / "io.etl"
     target = tmp_path / "written.bin"
-    proc = ProcWithFdPaths() if not hasattr(ProcSource, "fd_path") else ProcSource()
+    proc = ProcSource()
     session = KernelSession(flags={"file_io", "network", "page_fault"}, output=output, name="t_io", proc=proc, rundown=False,
                             flush_interval=0.05)
     session.start()

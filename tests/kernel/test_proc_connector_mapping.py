@@ -182,3 +182,18 @@ def test_exit_mapped_before_the_rundown_is_noted_is_not_waited_for():
     late = decoded(mapper.map(name, 9, 0, values))
     assert [(n, v["TThreadId"]) for n, _, v in early] == [("Thread/Stop", 71)]
     assert [(n, v.get("TThreadId"), v.get("ExitStatus")) for n, _, v in late] == [("Thread/Stop", 70, None), ("Process/Stop", None, 6)]
+
+
+def test_exits_of_a_process_and_a_thread_never_seen_name_the_parent_and_the_process_from_the_event():
+    thread_exit = exit_(601, 600, code=0)
+    leader_exit = exit_(600, 600, code=4)
+    leader_exit[1]["parent_tgid"] = 77
+    # /proc knows neither any more: the mapper has only what the events say
+    mapper, events = run([thread_exit, leader_exit], flags=("process", "thread"), proc=FakeProc())
+    facts = [(n, v.get("ProcessId", v.get("ProcessID")), v.get("TThreadId"), v.get("ParentID"), v.get("ExitStatus")) for n, _, v in events]
+    assert facts == [
+        ("Thread/Stop", 600, 601, None, None),
+        ("Thread/Stop", 600, 600, None, None),
+        ("Process/Stop", 600, None, 77, 4),
+    ]
+    assert mapper.process_of(601) == 601  # forgotten: a later task with that id starts clean

@@ -200,6 +200,15 @@ def test_sources_follow_the_flags_and_the_source_choice(tmp_path):
     assert not out.exists()
 
 
+def test_the_tracefs_source_decodes_only_the_fields_the_mapper_reads(tmp_path):
+    session = KernelSession({"process", "cswitch", "image"}, tmp_path / "k.etl")
+    tracefs = session.sources[0]
+    assert isinstance(tracefs, TracefsSource)
+    assert tracefs.fields == session.mapper.fields_used()
+    assert tracefs.fields["sched_switch"] == frozenset({"prev_state", "prev_pid", "next_pid", "prev_prio", "next_prio"})
+    assert "perf_mmap2" not in tracefs.fields  # registered handlers get whole events
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"flags": {"process", "cswitch"}, "source": "proc_connector"}, "the proc connector records only process, thread; cswitch need(s) tracefs"),
     ({"flags": {"process", "image"}, "source": "tracefs"}, "flag(s) image are recorded by perf_event_open, not tracefs"),

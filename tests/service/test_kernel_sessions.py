@@ -257,6 +257,40 @@ def test_kernel_session_limits(kernel_service: ServiceProcess) -> None:
     assert list_sessions() == []
 
 
+def test_the_kernel_session_limit_holds_for_the_whole_machine(kernel_service: ServiceProcess, tmp_path: Path) -> None:
+    from openetw.kernel import TracefsInstance
+    from openetw.kernel.control import ORDINARY_KERNEL_SESSIONS, KernelSessionRegistry
+    from openetw.session import SessionExists
+
+    registry = KernelSessionRegistry(tmp_path / "registry")  # the command line's sessions (none of its own here)
+    started: list[Session] = []
+    others: list[TracefsInstance] = []
+    try:
+        started.append(Session.start("K-svc", kernel_flags="process", mode="realtime", kernel_buffer_size=16))
+        ours = [n for n in registry.running() if n.startswith(f"openetw_svc{kernel_service.pid}_")]
+        assert len(ours) == 1  # the service's session takes a slot of the command line's count
+        # Sessions elsewhere on the machine (another service, `openetw kernel start`) fill the other slots.
+        taken = [n for n in registry.running() if n != "openetw_NT Kernel Logger" and n != "openetw_Global Logger"]
+        for index in range(ORDINARY_KERNEL_SESSIONS - len(taken)):
+            others.append(TracefsInstance.create(f"t_elsewhere_{os.getpid()}_{index}", buffer_size_kb=4,
+                                                 exclude_pids=[threading.get_native_id()]))  # fmt: skip
+        with pytest.raises(TooManyKernelSessions, match="all 6 kernel session slots are in use"):
+            Session.start("K-more", kernel_flags="process", mode="realtime", kernel_buffer_size=16)
+        with pytest.raises(TooManyKernelSessions):
+            registry.check_capacity("t-cli")
+        # The reserved name takes its reserved slot, and holds the name for the whole machine.
+        started.append(Session.start("NT Kernel Logger", kernel_flags="process", mode="realtime", kernel_buffer_size=16))
+        assert "openetw_NT Kernel Logger" in registry.running()
+        with pytest.raises(SessionExists, match="a kernel session named 'NT Kernel Logger' is running"):
+            registry.check_capacity("NT Kernel Logger")
+    finally:
+        for instance in others:
+            instance.remove()
+        for session in started:
+            session.stop()
+    assert list_sessions() == []
+
+
 @pytest.fixture
 def reachable_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A root service whose socket another user can reach."""

@@ -95,20 +95,14 @@ def _start_in_service(name: str, flags: str, output: str | None, buffer_size: in
                       *, file_too: bool) -> dict[str, Any]:  # fmt: skip
     """Real-time kernel sessions live in the trace service, which delivers to real-time consumers."""
     from openetw.controller.kernel import start_kernel_session
-    from openetw.errors import InvalidArgument
     from openetw.kernel.control import check_session_name, parse_flags
-    from openetw.kernel.session import normalize_source
 
     check_session_name(name)
     kernel_flags = parse_flags(flags)
-    if normalize_source(source) != "auto" or profile_rate is not None:
-        raise InvalidArgument(
-            "real-time kernel sessions run in the trace service, which records with source auto at the default"
-            " profile rate; drop --source/--profile-rate, or record to a file (--mode file or circular)"
-        )
+    options = {"source": source, "profile_rate_hz": profile_rate}
     if file_too:
-        return start_kernel_session(name, kernel_flags, mode="file", output=output, buffer_size_kb=buffer_size, realtime=True)
-    return start_kernel_session(name, kernel_flags, mode="realtime", output=output, buffer_size_kb=buffer_size)
+        return start_kernel_session(name, kernel_flags, mode="file", output=output, buffer_size_kb=buffer_size, realtime=True, **options)
+    return start_kernel_session(name, kernel_flags, mode="realtime", output=output, buffer_size_kb=buffer_size, **options)
 
 
 def _service_kernel_session(name: str) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ gives, so that damage and compression are handled by the reader). ``walk_chains`
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -69,13 +70,13 @@ class Buffers:
 _BUFFER_FIELDS = tuple(_F[name] for name in (
     "BufferSize", "Offset", "BufferFlag", "BufferType", "ProcessorIndex", "TimeStamp", "SequenceNumber", "LoggerId", "SavedOffset",
 ))  # fmt: skip
+_buffer_fields = operator.itemgetter(*_BUFFER_FIELDS)
 
 
 def buffer_info(data: Any, offset: int, index: int, file_offset: int | None = None) -> BufferInfo:
     """The WMI_BUFFER_HEADER at ``offset`` of ``data``, as the reader describes a buffer
     (``file_offset``: where it sits in its file, default ``offset``)."""
-    h = _BUFFER.unpack_from(data, offset)
-    size, end, flags, buffer_type, processor, timestamp, sequence, logger, saved = (h[i] for i in _BUFFER_FIELDS)
+    size, end, flags, buffer_type, processor, timestamp, sequence, logger, saved = _buffer_fields(_BUFFER.unpack_from(data, offset))
     cpu = processor if flags & L.BUFFER_FLAG_PROCESSOR_INDEX else processor & 0xFF
     where = offset if file_offset is None else file_offset
     return BufferInfo(index, where, size, end, flags, buffer_type, cpu, timestamp, sequence, logger, saved)

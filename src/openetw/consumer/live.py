@@ -6,9 +6,9 @@ enabling the trace's providers (their level, keywords, enable properties and eve
 / executable filters go to the service, which applies them where events are written) and stops
 it when the trace closes, as krabsetw's ``user_trace`` does.
 
-Records come in the order the service hands over their buffers (each buffer in time order),
-after the logfile header event of the session (EventTrace/Header), which a trace of a file
-delivers first as well. A trace consumes the buffers whole (``buffer_indexes``): each is indexed
+Records come in the order the service hands over their buffers (each buffer in time order).
+The session's logfile header event (EventTrace/Header), which a trace of a file delivers first,
+is not delivered live, as on Windows; its facts are in ``header``/``context``. A trace consumes the buffers whole (``buffer_indexes``): each is indexed
 and processed on its columns, as an indexed file is.
 ``stop()`` ends the record stream from any thread (or a signal handler): the consumer's
 connection is shut down, and the reading thread sees the end of the stream.
@@ -92,12 +92,15 @@ class LiveSessionSource(Source):
             self.header, self.context = reader.header, reader.context
 
     def buffers(self) -> Iterator[tuple[int, bytes]]:
-        """(number, data) of the session's header buffer (number 0), then of every buffer the
-        service hands over, as they come; ends when the session stops or ``stop()`` is called."""
+        """(number, data) of every buffer the service hands over (numbered from 1), as they come;
+        ends when the session stops or ``stop()`` is called.
+
+        The session's header buffer (number 0) is not among them: its logfile header event is
+        what a log file holds and a real-time session does not deliver, as on Windows (the
+        header's facts are in :attr:`header` and :attr:`context`)."""
         if self._consumer is None:
             self.open()
         consumer = self._consumer
-        yield 0, bytes(consumer.header_buffer)
         number = 0
         while (data := consumer.next_buffer()) is not None:
             number += 1
@@ -141,8 +144,7 @@ class LiveSessionSource(Source):
         return bool(ready)
 
     def records(self) -> Iterator[EventRecord]:
-        """Every record, the logfile header event first (as ``ProcessTrace`` gives it, on a file
-        and on a real-time session alike), then those of each buffer in buffer order."""
+        """Every record of each buffer in buffer order (no logfile header event: see :meth:`buffers`)."""
         context = self.context
         if context is None:
             self.open()

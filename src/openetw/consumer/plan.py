@@ -9,7 +9,6 @@ record is counted from the columns. The result is the same as streaming every re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,9 +267,9 @@ class IndexedPlan:
         entries: list[Any] = [None] * kind_count
         generation = context.generation
         single = len(loaders) == 1
-        loader = loaders[0]
-        cache = loader._cache
-        record_context = loader.context
+        caches = [loader._cache for loader in loaders]
+        record_contexts = [loader.context for loader in loaders]
+        record_context = record_contexts[0]
         new = object.__new__
         lazy = LAZY_CLASSES
         callback_failed = d.callback_failed
@@ -281,8 +280,11 @@ class IndexedPlan:
             group[0].callbacks if group is not None and not group[0].filters and d.sink is None else None for group in simple
         ]  # fmt: skip
         actions = self.actions[positions]
-        # Records built the long way: other files of a merge, WPP and unknown records.
-        built_apart = (kinds >= _KIND_WPP) if single else np.ones(len(positions), dtype=bool)
+        # Records built the long way: WPP and unknown records.
+        built_apart = kinds >= _KIND_WPP
+        # Where a record's bytes are: its file (in a merge) and buffer, as one number.
+        files = np.zeros(len(positions), dtype=np.int64) if single else self.files[positions].astype(np.int64)
+        places = (files << 32) | selected["buffer"].astype(np.int64)
         # What to do: a direct provider's callbacks (its group number), or -1: the general path.
         plain = (actions == DELIVER) & ~built_apart
         route = np.where(plain, self.group[positions], -1)
@@ -294,22 +296,24 @@ class IndexedPlan:
         only_callback = [callbacks[0] if callbacks is not None and len(callbacks) == 1 else None for callbacks in direct]
         extended_entries: dict[tuple[int, bytes], Any] = {}
         columns = zip(
-            route.tolist(), kind_of.tolist(), selected["header_type"].tolist(), selected["buffer"].tolist(),
+            route.tolist(), kind_of.tolist(), selected["header_type"].tolist(), places.tolist(),
             selected["offset"].tolist(), selected["size"].tolist(), selected["cpu"].tolist(), selected["user_data_offset"].tolist(),
         )  # fmt: skip
         done = 0
-        last_buffer = -1
+        last_place = buffer = -1
         data = b""
         try:
-            for group, schema_kind, header_type, buffer, offset, size, cpu, user_data_offset in columns:
+            for group, schema_kind, header_type, place, offset, size, cpu, user_data_offset in columns:
                 if d.stopping:
                     return int(positions[done])
                 if group != -2:
-                    if buffer != last_buffer:
-                        data = cache.get(buffer)
+                    if place != last_place:
+                        file, buffer = place >> 32, place & 0xFFFFFFFF
+                        data = caches[file].get(buffer)
                         if data is None:
-                            data = loader.buffer_data(buffer)
-                        last_buffer = buffer
+                            data = loaders[file].buffer_data(buffer)
+                        record_context = record_contexts[file]
+                        last_place = place
                     # new_lazy_record(...), inlined
                     record = new(lazy[header_type])
                     record._raw = data
@@ -320,8 +324,7 @@ class IndexedPlan:
                     record.buffer_index = buffer
                     record._udo = user_data_offset
                 else:
-                    file = 0 if single else int(self.files[positions[done]])
-                    record = loaders[file].record(int(self.rows[positions[done]]))
+                    record = loaders[place >> 32].record(int(self.rows[positions[done]]))
                 if schema_kind >= 0:
                     if context.generation != generation:
                         entries = [None] * kind_count

@@ -21,6 +21,7 @@ from typing import Any
 from openetw.controller.client import ServiceClient
 from openetw.controller.session import Session
 from openetw.errors import InvalidArgument
+from openetw.kernel.control import parse_flags, with_kernel_options
 
 __all__ = ["DEFAULT_KERNEL_RING_KB", "query_kernel_session", "start_kernel_session", "stop_kernel_session"]
 
@@ -39,6 +40,8 @@ def start_kernel_session(
     flush_timer: int = 1,
     socket: str | os.PathLike[str] | None = None,
     autostart: bool | None = None,
+    source: str = "auto",
+    profile_rate_hz: int | None = None,
 ) -> dict[str, Any]:
     """Start kernel session ``name`` in the trace service; returns its description (``query``'s).
 
@@ -46,9 +49,13 @@ def start_kernel_session(
     ``mode``: ``file`` (the default; ``output`` defaults to ``NAME.etl`` here), ``circular`` and
     ``newfile`` (need ``max_size`` in MB), ``realtime``, ``buffering``, ``file+realtime``;
     ``realtime=True`` with ``file`` is ``file+realtime``. ``buffer_size_kb`` is the kernel ring
-    buffer per CPU. The session records until :func:`stop_kernel_session`, whoever started it;
-    ``AccessDenied`` when the caller is not root.
+    buffer per CPU. ``source`` (``auto``, ``tracefs``, ``proc_connector``) and ``profile_rate_hz``
+    (CPU samples per second of the ``profile`` flag) go to the recorder's ``KernelSession``; they
+    travel in the flag list as ``source=...``/``profile_rate=...`` items. The session records until
+    :func:`stop_kernel_session`, whoever started it; ``AccessDenied`` when the caller is not root;
+    ``TooManyKernelSessions`` when the machine's 8 kernel sessions (6 for ordinary names) run.
     """
+    flags = with_kernel_options(parse_flags(flags), source=source, profile_rate_hz=profile_rate_hz)
     chosen = (mode or ("realtime" if realtime and output is None else "file")).lower()
     if chosen in ("realtime", "real-time", "buffering"):
         if output is not None:

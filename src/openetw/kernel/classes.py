@@ -124,6 +124,7 @@ _FAULT = struct.Struct("<QQ")
 _SYSCALL_ENTER_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "Q")
 _SYSCALL_EXIT_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "I")
 _CSWITCH_RAW = struct.Struct(L.SYSTEM_TRACE_HEADER.struct.format + _CSWITCH.format[1:])
+_SYSTEM_HEADER = L.SYSTEM_TRACE_HEADER.struct
 _PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, L.MARKER_FLAGS_TYPED
 _SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT
 _CSWITCH_HOOK = THREAD_GROUP << 8 | CSWITCH
@@ -273,6 +274,12 @@ class KernelEventMapper:
         self._files: dict[int, dict[int, _OpenFile]] = {}  # pid → fd → file
         self.unmapped = 0
         self._registered: set[str] = set()
+        # The hot events, packed straight to record bytes for a sink that takes them (map_events).
+        self._raw_handlers: dict[str, Callable[[int, Mapping[str, Any]], bytes]] = {
+            "sys_enter": self._sys_enter_raw,
+            "sys_exit": self._sys_exit_raw,
+            "sched_switch": self._switch_raw,
+        }
         self._handlers = {
             "sched_process_fork": self._on_fork,
             "task_newtask": self._on_newtask,
@@ -300,6 +307,7 @@ class KernelEventMapper:
         """Map raw events called ``name`` (from any source) with ``handler(timestamp, cpu, values)``."""
         self._handlers[name] = handler
         self._registered.add(name)
+        self._raw_handlers.pop(name, None)
 
     def fields_used(self) -> dict[str, frozenset[str]]:
         """Tracepoint name → the fields the built-in handler reads (for a lean
@@ -361,12 +369,26 @@ class KernelEventMapper:
             return []
         return handler(timestamp, cpu, values)
 
-    def map_events(self, events: Iterable[tuple[int, int, str, Mapping[str, Any]]], write: Callable[[EventRecord], bool]) -> int:
+    def map_events(
+        self,
+        events: Iterable[tuple[int, int, str, Mapping[str, Any]]],
+        write: Callable[[EventRecord], bool],
+        write_raw: Callable[[bytes, int, int], bool] | None = None,
+    ) -> int:
         """Maps raw events ``(timestamp, cpu, name, values)`` in order, giving each record to
-        ``write``; returns how many ``write`` accepted. The same as :meth:`map` per event."""
+        ``write``; returns how many records were accepted. The same records as :meth:`map` per event.
+
+        With ``write_raw(raw, cpu, timestamp)`` (a sink's fast path, e.g.
+        :meth:`EtlWriter.write_raw <openetw.etl.writer.EtlWriter.write_raw>`), system calls and
+        context switches go to it as packed record bytes, without record objects."""
         get = self._handlers.get
+        raw_get = self._raw_handlers.get if write_raw is not None else {}.get
         written = unmapped = 0
         for timestamp, cpu, name, values in events:
+            raw_handler = raw_get(name)
+            if raw_handler is not None:
+                written += write_raw(raw_handler(timestamp, values), cpu, timestamp)  # type: ignore[misc]
+                continue
             handler = get(name)
             if handler is None:
                 unmapped += 1
@@ -474,14 +496,38 @@ class KernelEventMapper:
         return []
 
     def _on_exit(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
-        tid = v["pid"]
+        return self._task_exit(v["pid"], v["comm"], bool(v["group_dead"]), ts, cpu)
+
+    # -- for sources that report threads and exits in their own terms (the proc connector) ----
+    def learn_thread(self, tid: int, tgid: int) -> None:
+        """Note that thread ``tid`` belongs to process ``tgid`` (a source's event said so)."""
+        self._tgid[tid] = tgid
+
+    def thread_ended(self, pid: int, tid: int, ts: int, cpu: int) -> list[EventRecord]:
+        """Thread End of thread ``tid`` of process ``pid`` (not the process's last thread), and
+        the mapper forgets that thread. Also for threads the session never saw start."""
+        self._thread_exit.pop(tid, None)
+        self._file_calls.pop(tid, None)
+        self._tgid.pop(tid, None)
+        if "thread" not in self.flags:
+            return []
+        return [self._thread_record(THREAD_END, pid, tid, "", ts, cpu, tid)]
+
+    def process_ended(self, pid: int, exit_code: int, ts: int, cpu: int, *, parent: int | None = None) -> list[EventRecord]:
+        """The end of process ``pid`` with ``exit_code`` (its last thread exited): Thread End of
+        the leader and Process End. ``parent`` names the parent of a process the session did
+        not see start (/proc no longer knows an exited process's parent)."""
+        self._exit_codes[pid] = exit_code
+        return self._task_exit(pid, "", True, ts, cpu, parent=parent)
+
+    def _task_exit(self, tid: int, comm: str, group_dead: bool, ts: int, cpu: int, *, parent: int | None = None) -> list[EventRecord]:
         pid = self.process_of(tid)
         records = []
         if "thread" in self.flags:
-            records.append(self._thread_record(THREAD_END, pid, tid, v["comm"], ts, cpu, tid))
+            records.append(self._thread_record(THREAD_END, pid, tid, comm, ts, cpu, tid))
         thread_code = self._thread_exit.pop(tid, None)
         self._file_calls.pop(tid, None)
-        if v["group_dead"]:
+        if group_dead:
             state = self._processes.pop(pid, None)
             code = self._exit_codes.pop(pid, None)
             if code is None:
@@ -491,7 +537,7 @@ class KernelEventMapper:
                 code = 128 + signal if signal is not None else 0
             if "process" in self.flags:
                 if state is None:
-                    state = _Process(pid, self._parent_from_proc(pid), v["comm"], "", None)
+                    state = _Process(pid, parent if parent is not None else self._parent_from_proc(pid), comm, "", None)
                 records.append(self._process_record(PROCESS_END, state, code, tid, ts, cpu))
             self._files.pop(pid, None)
             for known_tid in [t for t, g in self._tgid.items() if g == pid]:
@@ -500,7 +546,7 @@ class KernelEventMapper:
             self._tgid.pop(tid, None)
         return records
 
-    def _on_switch(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+    def _switch_raw(self, ts: int, v: Mapping[str, Any]) -> bytes:
         prev_state = v["prev_state"]
         if prev_state == 0:
             state, reason, mode = 1, 32, 0  # preempted: Ready, WrPreempted, KernelMode
@@ -514,15 +560,17 @@ class KernelEventMapper:
             pid = self.process_of(prev)
         next_prio, prev_prio = v["next_prio"], v["prev_prio"]
         priorities = _WINDOWS_PRIORITY
-        raw = _CSWITCH_RAW.pack(
+        return _CSWITCH_RAW.pack(
             CSWITCH_VERSION, _SYSTEM64, _TYPED, _CSWITCH_RAW.size, _CSWITCH_HOOK, prev, pid, ts, 0, 0,
             v["next_pid"], prev,
             priorities[next_prio] if next_prio in priorities else windows_priority(next_prio),
             priorities[prev_prio] if prev_prio in priorities else windows_priority(prev_prio),
             0, 0, reason, mode, state, 0, 0, 0,
         )
-        header = (CSWITCH_VERSION, _SYSTEM64, _TYPED, _CSWITCH_RAW.size, _CSWITCH_HOOK, prev & 0xFFFFFFFF, pid & 0xFFFFFFFF, ts, 0, 0)
-        return [SystemRecord(header, raw, 0, _CSWITCH_RAW.size, cpu, DEFAULT_CONTEXT)]
+
+    def _on_switch(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        raw = self._switch_raw(ts, v)
+        return [SystemRecord(_SYSTEM_HEADER.unpack_from(raw), raw, 0, _CSWITCH_RAW.size, cpu, DEFAULT_CONTEXT)]
 
     # -- disk -----------------------------------------------------------------------------------
     @staticmethod
@@ -770,14 +818,22 @@ class KernelEventMapper:
         return [self._record(PAGEFAULT_GROUP, opcode, PAGEFAULT_VERSION, v["common_pid"], ts, cpu, payload)]
 
     # -- system calls ---------------------------------------------------------------------------
+    @staticmethod
+    def _sys_enter_raw(ts: int, v: Mapping[str, Any]) -> bytes:
+        return _SYSCALL_ENTER_RAW.pack(SYSCALL_VERSION, _PERFINFO64, _TYPED, _SYSCALL_ENTER_RAW.size, _SYSCALL_ENTER_HOOK, ts, v["id"] & 0xFFFFFFFFFFFFFFFF)
+
+    @staticmethod
+    def _sys_exit_raw(ts: int, v: Mapping[str, Any]) -> bytes:
+        return _SYSCALL_EXIT_RAW.pack(SYSCALL_VERSION, _PERFINFO64, _TYPED, _SYSCALL_EXIT_RAW.size, _SYSCALL_EXIT_HOOK, ts, v["ret"] & 0xFFFFFFFF)
+
     def _on_sys_enter(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
         size = _SYSCALL_ENTER_RAW.size
-        raw = _SYSCALL_ENTER_RAW.pack(SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_ENTER_HOOK, ts, v["id"] & 0xFFFFFFFFFFFFFFFF)
+        raw = self._sys_enter_raw(ts, v)
         return [PerfInfoRecord((SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_ENTER_HOOK, ts), raw, 0, size, cpu, DEFAULT_CONTEXT)]
 
     def _on_sys_exit(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
         size = _SYSCALL_EXIT_RAW.size
-        raw = _SYSCALL_EXIT_RAW.pack(SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_EXIT_HOOK, ts, v["ret"] & 0xFFFFFFFF)
+        raw = self._sys_exit_raw(ts, v)
         return [PerfInfoRecord((SYSCALL_VERSION, _PERFINFO64, _TYPED, size, _SYSCALL_EXIT_HOOK, ts), raw, 0, size, cpu, DEFAULT_CONTEXT)]
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from openetw.etl.record import EventRecord
-from openetw.kernel.classes import THREAD_END, KernelEventMapper
+from openetw.kernel.classes import KernelEventMapper
 from openetw.kernel.procfs import ProcessInfo
 
 __all__ = ["ProcConnectorHandlers", "install_proc_connector_handlers"]
@@ -100,32 +100,24 @@ class ProcConnectorHandlers:
             self._early_exits.add(tid)
             if len(self._early_exits) > _EARLY_EXITS_KEPT:
                 self._early_exits = None  # no rundown is coming
+        mapper = self.mapper
+        mapper.learn_thread(tid, tgid)  # /proc no longer knows an exited thread's process
+        parent = v.get("parent_tgid")
         if tid == tgid:
             if self._threads.get(tgid):
                 self._leader_gone[tgid] = code  # the parent's wait() reports the leader's status
                 return []
             self._threads.pop(tgid, None)
-            return self._end_process(tgid, code, ts, cpu)
+            return mapper.process_ended(tgid, code, ts, cpu, parent=parent)
         threads = self._threads.get(tgid)
-        records: list[EventRecord]
-        if threads is not None and tid in threads:
+        if threads is not None:
             threads.discard(tid)
-            records = self.mapper.map("sched_process_exit", ts, cpu, {"pid": tid, "comm": "", "group_dead": False})
-        elif "thread" in self.mapper.flags:
-            # A thread this session never saw start: the event names its process.
-            records = [self.mapper._thread_record(THREAD_END, tgid, tid, "", ts, cpu, tid)]
-        else:
-            records = []
+        # Also for a thread this session never saw start: the event names its process.
+        records = mapper.thread_ended(tgid, tid, ts, cpu)
         if not threads and tgid in self._leader_gone:
             self._threads.pop(tgid, None)
-            records += self._end_process(tgid, self._leader_gone.pop(tgid), ts, cpu)
+            records += mapper.process_ended(tgid, self._leader_gone.pop(tgid), ts, cpu, parent=parent)
         return records
-
-    # -- inside ---------------------------------------------------------------------------------
-    def _end_process(self, pid: int, code: int, ts: int, cpu: int) -> list[EventRecord]:
-        mapper = self.mapper
-        mapper.map("sys_enter_exit_group", ts, cpu, {"common_pid": pid, "error_code": code})
-        return mapper.map("sched_process_exit", ts, cpu, {"pid": pid, "comm": "", "group_dead": True})
 
     @staticmethod
     def _no_record(ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:

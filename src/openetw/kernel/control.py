@@ -55,6 +55,8 @@ __all__ = [
     "privilege_refusal",
     "process_start_time",
     "runtime_dir",
+    "split_kernel_options",
+    "with_kernel_options",
 ]
 
 KERNEL_DIR_ENV = "OPENETW_KERNEL_DIR"
@@ -119,8 +121,13 @@ def parse_flags(flags: str | Iterable[str]) -> list[str]:
     wanted: list[str] = []
     unknown: list[str] = []
     planned: list[str] = []
+    options: dict[str, str] = {}
     for item in (i.strip().lower() for i in items):
         if not item:
+            continue
+        if "=" in item:
+            key, _, value = item.partition("=")
+            options[_option_name(key.strip())] = value.strip()
             continue
         name = _ALIASES.get(item, item)
         if name in AVAILABLE_FLAGS:
@@ -137,11 +144,71 @@ def parse_flags(flags: str | Iterable[str]) -> list[str]:
         raise InvalidArgument(f"unknown kernel flag(s) {', '.join(unknown)}; available: {available}")
     if not wanted:
         raise InvalidArgument(f"give at least one kernel flag; available: {available}")
-    return wanted
+    return wanted + _option_items(options, wanted)
+
+
+KERNEL_OPTIONS = ("source", "profile_rate")
+"""Settings that may travel in a flag list as ``name=value`` (``session start --kernel-flags
+process,image,profile,profile_rate=500``): the event source and the CPU sampling rate."""
+_OPTION_ALIASES = {"profile_rate_hz": "profile_rate", "profile-rate": "profile_rate"}
+_SERVICE_SOURCES = ("auto", "tracefs", "proc_connector")
+
+
+def _option_name(key: str) -> str:
+    name = _OPTION_ALIASES.get(key, key)
+    if name not in KERNEL_OPTIONS:
+        raise InvalidArgument(f"unknown kernel session option {key!r}; options: {', '.join(f'{o}=...' for o in KERNEL_OPTIONS)}")
+    return name
+
+
+def _option_items(options: dict[str, str], flags: list[str]) -> list[str]:
+    """Checked ``name=value`` items, in :data:`KERNEL_OPTIONS` order."""
+    items = []
+    if "source" in options:
+        source = normalize_source(options["source"])
+        if source not in _SERVICE_SOURCES:
+            raise InvalidArgument(f"source {source} records one process tree of the caller; choose one of {', '.join(_SERVICE_SOURCES)}")
+        items.append(f"source={source}")
+    if "profile_rate" in options:
+        text = options["profile_rate"]
+        if not text.isdigit() or int(text) <= 0:
+            raise InvalidArgument(f"profile_rate is a positive number of samples per second, not {text!r}")
+        if "profile" not in flags:
+            raise InvalidArgument("profile_rate needs the profile flag")
+        items.append(f"profile_rate={int(text)}")
+    return items
+
+
+def split_kernel_options(items: Iterable[str]) -> tuple[list[str], str, int | None]:
+    """A list from :func:`parse_flags` → (kernel flags, source, profile rate in Hz or ``None``)."""
+    flags: list[str] = []
+    source, rate = "auto", None
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            flags.append(item)
+        elif _option_name(key) == "source":
+            source = normalize_source(value)
+        else:
+            if not value.isdigit() or int(value) <= 0:
+                raise InvalidArgument(f"profile_rate is a positive number of samples per second, not {value!r}")
+            rate = int(value)
+    return flags, source, rate
+
+
+def with_kernel_options(flags: Iterable[str], *, source: str = "auto", profile_rate_hz: int | None = None) -> list[str]:
+    """Flags plus the ``name=value`` items that carry ``source`` and ``profile_rate_hz``."""
+    items = list(flags)
+    source = normalize_source(source)
+    if source != "auto":
+        items.append(f"source={source}")
+    if profile_rate_hz is not None:
+        items.append(f"profile_rate={profile_rate_hz}")
+    return items
 
 
 def cli_flag_names(flags: Iterable[str]) -> list[str]:
-    return [_CLI_NAME.get(flag, flag) for flag in flags]
+    return [_CLI_NAME.get(flag, flag) for flag in flags if "=" not in flag]
 
 
 def check_session_name(name: str) -> None:
@@ -295,12 +362,22 @@ class KernelSessionRegistry:
                         names.append(path.name)
         return names
 
-    def check_capacity(self, name: str = DEFAULT_SESSION_NAME) -> None:
-        """The rule of :class:`openetw.session.table.SessionTable`: 8 kernel sessions, of which the
-        reserved names own 2 slots; every other name shares the remaining 6."""
+    def check_capacity(self, name: str = DEFAULT_SESSION_NAME, *, pending: Iterable[str] = ()) -> None:
+        """The rule of :class:`openetw.session.table.SessionTable`, machine-wide: 8 kernel sessions,
+        of which the reserved names own 2 slots; every other name shares the remaining 6.
+
+        Counted: this registry's live sessions and every other ``openetw_*`` ftrace instance with
+        a live reader (the trace service's kernel sessions, other registries'), plus ``pending``
+        (instance names of sessions being started whose instance does not exist yet). An instance
+        named after a reserved name holds that name's slot wherever it was started."""
+        running = self.running()
         if is_reserved_name(name):
-            return  # its own slot; a second session of the name is refused as SessionExists
-        ordinary = [n for n in self.running() if not is_reserved_name(n.removeprefix(INSTANCE_PREFIX))]
+            holder = f"{INSTANCE_PREFIX}{name}"
+            if any(n.casefold() == holder.casefold() for n in running):
+                raise SessionExists(f"a kernel session named {name!r} is running (ftrace instance {holder})")
+            return  # its own slot; a second session of the name in this registry is refused as SessionExists
+        counted = running + [n for n in pending if n not in running]
+        ordinary = [n for n in counted if not is_reserved_name(n.removeprefix(INSTANCE_PREFIX))]
         if len(ordinary) >= ORDINARY_KERNEL_SESSIONS:
             raise TooManyKernelSessions(
                 f"all {ORDINARY_KERNEL_SESSIONS} kernel session slots are in use ({', '.join(ordinary)});"
@@ -326,8 +403,13 @@ class KernelSessionRegistry:
         without root: the message lists what the account could use instead),
         ``TooManyKernelSessions``, ``SessionExists``."""
         check_session_name(name)
-        kernel_flags = parse_flags(flags)
+        kernel_flags, listed_source, listed_rate = split_kernel_options(parse_flags(flags))
         source = normalize_source(source)
+        if listed_source != "auto" or listed_rate is not None:
+            if (source != "auto" and source != listed_source) or (profile_rate_hz is not None and profile_rate_hz != listed_rate):
+                raise InvalidArgument("source or profile rate given twice, differently (in the flags and as an argument)")
+            source = listed_source if listed_source != "auto" else source
+            profile_rate_hz = listed_rate if listed_rate is not None else profile_rate_hz
         if mode == "realtime":
             raise InvalidArgument(
                 "mode realtime: a recorder of this registry writes a file; real-time kernel sessions run in the trace"

@@ -110,6 +110,15 @@ class ProcSource:
             return self.comm(pid)
         return os.path.basename(target.removesuffix(" (deleted)")) or self.comm(pid)
 
+    def fd_path(self, pid: int, fd: int) -> str | None:
+        """What descriptor ``fd`` of process ``pid`` names (the target of ``/proc/<pid>/fd/<fd>``):
+        a path for a file, ``"pipe:[...]"``/``"socket:[...]"``/``"anon_inode:..."`` for others;
+        ``None`` once the descriptor or the process is gone (or another user's, without root)."""
+        try:
+            return os.readlink(os.path.join(self.root, str(pid), "fd", str(fd)))
+        except OSError:
+            return None
+
     def process(self, pid: int) -> ProcessInfo | None:
         status = self.status(pid)
         if not status or status.get("Tgid") != str(pid):

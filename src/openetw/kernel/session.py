@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 import threading
+from bisect import bisect_right
+from operator import itemgetter
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -163,6 +165,11 @@ class KernelSession:
                 self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns)
             elif isinstance(chosen, ProcConnectorSource) and self._proc_handlers is None:
                 self._proc_handlers = install_proc_connector_handlers(self.mapper)
+        # After every handler is registered: a lean decoder reads only what the built-in handlers use.
+        fields_used = self.mapper.fields_used()
+        for chosen in self._sources:
+            if isinstance(chosen, TracefsSource) and chosen.fields is None:
+                chosen.fields = fields_used
         self._sink = sink
         self._writer: RecordSink | None = None
         self._thread: threading.Thread | None = None
@@ -304,6 +311,8 @@ class KernelSession:
         stats["events_lost_per_source"] = dict(self._lost_by_source)
         stats["sources"] = per_source
         stats["source"] = self.source
+        profiling = next((s for s in self._sources if isinstance(s, PerfSource) and s.profile), None)
+        stats["profile_rate_hz"] = profiling.frequency if profiling is not None else None
         stats["unmapped_events"] = self.mapper.unmapped
         stats["reader_priority"] = self._reader_priority
         stats["state"] = self.state
@@ -379,21 +388,18 @@ class KernelSession:
             # that source (a fork read late on another CPU): hold those back, so that the fork
             # is still mapped before the child's exec and exit.
             watermark = min(source.watermark for source in self._sources)
-            cut = len(pending)
-            while cut and pending[cut - 1][0] > watermark:
-                cut -= 1
-            ready, self._pending = pending[:cut], pending[cut:]
+            cut = bisect_right(pending, watermark, key=_timestamp)
+            if cut == len(pending):
+                ready, self._pending = pending, []
+            else:
+                ready, self._pending = pending[:cut], pending[cut:]
         self._map(ready)
 
     def _map(self, events: list[RawKernelEvent]) -> None:
         assert self._writer is not None
-        mapper = self.mapper
-        written = 0
         with self._lock:
-            write = self._writer.write
-            for timestamp, cpu, name, values in events:
-                for record in mapper.map(name, timestamp, cpu, values):
-                    written += write(record)
+            # A sink with write_raw takes system calls and context switches as bytes (no record objects).
+            written = self.mapper.map_events(events, self._writer.write, getattr(self._writer, "write_raw", None))
         self._counts["events_read"] += len(events)
         self._counts["records_written"] += written
 
@@ -431,5 +437,4 @@ def _source_statistics(source: KernelEventSource) -> dict[str, Any]:
     return {}
 
 
-def _timestamp(event: RawKernelEvent) -> int:
-    return event[0]
+_timestamp = itemgetter(0)

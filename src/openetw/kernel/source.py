@@ -69,6 +69,10 @@ class RecordSink(Protocol):
     def write(self, record: EventRecord) -> bool:
         """Keep one record; ``False`` when it was dropped (the sink counts it lost)."""
 
+    # Optional: ``write_raw(raw: bytes, cpu: int, timestamp: int) -> bool`` keeps a record given
+    # as its bytes (header included, built without a context: the file's clock). A session gives
+    # the hot records (system calls, context switches) to it when the sink has it.
+
     def add_lost(self, events: int = 0, buffers: int = 0) -> None:
         """Note events the kernel lost before they reached the session."""
 

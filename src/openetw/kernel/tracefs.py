@@ -5,6 +5,11 @@ buffer (size, ``trace_clock``, overwrite mode), excludes the reading process fro
 (``set_event_notrace_pid``, else every read() would be traced), enables the tracepoints asked
 for and hands out a :class:`RingReader`. ``remove()`` deletes the instance; instances left by a
 crashed session are found by :func:`remove_stale_instances` (their notrace pid is dead).
+
+Several processes create and remove instances at the same time (sessions of the trace service,
+tools, test runs), so the notrace pid is the first thing written after ``mkdir``: it records the
+owner. An instance without one yet is another process's in the making and is left alone for
+:data:`OWNERLESS_GRACE_S` seconds; an instance removed by someone else meanwhile counts as removed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ __all__ = ["CpuStats", "RingReader", "TracefsInstance", "find_tracefs", "remove_
 DEFAULT_ROOT = Path("/sys/kernel/tracing")
 INSTANCE_PREFIX = "openetw_"
 _PARTIAL_FRACTION = 8  # a page with more than 1/8 free is the writer's current page
+OWNERLESS_GRACE_S = 60.0
+"""How long an instance with no owner recorded yet is taken for one being made (its creator
+writes the owner right after ``mkdir``); older ones are left from a crash and removed."""
+_GONE = (errno.ENOENT, errno.ENODEV)  # removed by another process meanwhile
 
 
 def find_tracefs() -> Path | None:
@@ -126,13 +135,14 @@ class TracefsInstance:
             raise SessionError(f"tracefs: cannot create {path}: {error.strerror}") from error
         instance = cls(path, root)
         try:
+            # The owner first: until it is written, other processes take the instance for one in the making.
+            instance.exclude_tasks(exclude_pids)
             _write(path / "tracing_on", "0")
             _write(path / "buffer_size_kb", str(buffer_size_kb))
             _write(path / "trace_clock", clock)
             _write(path / "options" / "overwrite", "1" if circular else "0")
             if (path / "buffer_percent").exists():
                 _write(path / "buffer_percent", str(buffer_percent))
-            instance.exclude_tasks(exclude_pids)
         except BaseException:
             instance.remove()
             raise
@@ -207,30 +217,60 @@ class TracefsInstance:
             try:
                 self.path.rmdir()
                 return
-            except FileNotFoundError:
-                return
             except OSError as error:
+                if error.errno in _GONE:
+                    return
                 if error.errno != errno.EBUSY or attempt == 49:
                     raise SessionError(f"tracefs: cannot remove {self.path}: {error.strerror}") from error
                 time.sleep(0.02)
 
 
-def remove_stale_instances(root: Path | None = None) -> list[str]:
-    """Removes ``openetw_*`` instances whose reading process is gone (a crashed session)."""
+def remove_stale_instances(root: Path | None = None, *, grace_s: float = OWNERLESS_GRACE_S) -> list[str]:
+    """Removes ``openetw_*`` instances left by crashed sessions; returns the names this call removed.
+
+    An instance is stale when every owner recorded in its ``set_event_notrace_pid`` is dead, or
+    when it has no owner and was made more than ``grace_s`` seconds ago. Instances another
+    process removes meanwhile are skipped, and so are those still busy (a reader holds them open).
+    """
     root = root or find_tracefs()
     if root is None or not (root / "instances").is_dir():
         return []
     removed = []
     for path in sorted((root / "instances").glob(f"{INSTANCE_PREFIX}*")):
         try:
+            made = path.stat()
             owners = [int(p) for p in (path / "set_event_notrace_pid").read_text().split() if p.isdigit()]
         except OSError:
-            continue
-        if any(_pid_alive(pid) for pid in owners):
-            continue
-        TracefsInstance(path, root).remove()
-        removed.append(path.name)
+            continue  # gone meanwhile
+        if owners:
+            if any(_pid_alive(pid) for pid in owners):
+                continue
+        elif time.time() - made.st_ctime < grace_s:
+            continue  # its creator has not written the owner yet
+        if _remove_stale(path, made.st_ino):
+            removed.append(path.name)
     return removed
+
+
+def _remove_stale(path: Path, inode: int) -> bool:
+    """Removes one stale instance; ``False`` when another process removed (or re-made) it meanwhile or it is busy."""
+    try:
+        if path.stat().st_ino != inode:
+            return False  # removed and made again under the same name: not the stale one
+    except OSError:
+        return False
+    for setting in ("tracing_on", "events/enable"):
+        try:
+            (path / setting).write_text("0")
+        except OSError:
+            pass
+    try:
+        path.rmdir()
+    except OSError as error:
+        if error.errno in _GONE or error.errno == errno.EBUSY:
+            return False
+        raise SessionError(f"tracefs: cannot remove stale instance {path}: {error.strerror}") from error
+    return True
 
 
 class RingReader:

@@ -39,7 +39,7 @@ from typing import Any, Self
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
-from openetw.guids import NULL_GUID, parse_guid, provider_guid_from_name
+from openetw.guids import parse_guid, provider_guid_from_name
 from openetw.provider.activity import activity_state, claim_activity_ids
 from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache
 from openetw.provider.fields import FieldSpec
@@ -72,8 +72,6 @@ _ROUTE_CACHE_LIMIT = 4096
 _PLAIN_TYPES = frozenset({bool, int, float, str, bytes, uuid.UUID})
 _monotonic_ns = time.monotonic_ns
 _native_id = threading.get_native_id
-_NULL_GUID = NULL_GUID
-_NULL_LE = NULL_GUID.bytes_le
 _EVENT_HEADER = L.EVENT_HEADER
 # What a write into a pool unmapped under us raises (its session went away): nobody wants the event.
 _UNMAPPED = (ValueError, IndexError, TypeError, BufferError)

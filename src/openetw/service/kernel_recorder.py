@@ -70,6 +70,12 @@ class PoolSink:
         cpu = record.cpu
         return self._writes[cpu % len(self._writes)](record.raw, record.timestamp, cpu)
 
+    def write_raw(self, raw: bytes, cpu: int, timestamp: int) -> bool:
+        """A record given as its bytes (the session's fast path for system calls and context switches)."""
+        if self.closed:
+            return False
+        return self._writes[cpu % len(self._writes)](raw, timestamp, cpu)
+
     def add_lost(self, events: int = 0, buffers: int = 0) -> None:
         self.events_lost += events
         self.buffers_lost += buffers
@@ -131,6 +137,7 @@ class Recorder:
             self.session = KernelSession(
                 flags=settings["flags"], name=settings["instance"], buffer_size_kb=settings["buffer_size_kb"],
                 flush_interval=settings.get("flush_interval", 0.25), sink=self.sink,
+                source=settings.get("source", "auto"), profile_rate_hz=settings.get("profile_rate_hz"),
             )  # fmt: skip
             self.session.start()
         except BaseException as error:  # noqa: BLE001 - reported to the service, which answers the controller
@@ -187,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="openetw-kernel-recorder", description="Records one kernel session of the trace service.")
     parser.add_argument("--socket-fd", type=int, required=True)
     parser.add_argument("--pool", action="append", default=[], metavar="POOL_ID:FD", help="one per CPU, in CPU order")
-    parser.add_argument("--settings", required=True, help="JSON: flags, instance, buffer_size_kb")
+    parser.add_argument("--settings", required=True, help="JSON: flags, instance, buffer_size_kb, source, profile_rate_hz")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service's terminal's Ctrl-C is the service's to handle
     channel = Channel(socket.socket(fileno=args.socket_fd))

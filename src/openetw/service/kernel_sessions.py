@@ -1,8 +1,9 @@
 """Kernel sessions in the trace service: a recorder process per session, writing into its pools.
 
-A kernel session is an ordinary session of the table (kind ``KERNEL``: root only, 8 at most,
-two of them kept for the reserved names) whose events come from the kernel instead of from
-registered providers. When one starts, the service
+A kernel session is an ordinary session of the table (kind ``KERNEL``: root only, 8 at most
+on the machine, two of them kept for the reserved names, see :meth:`KernelRecorders.check_machine_capacity`)
+whose events come from the kernel instead of from registered providers. Its kernel flags may
+carry ``source=...`` and ``profile_rate=...`` items (:func:`openetw.kernel.control.parse_flags`). When one starts, the service
 
 1. makes one buffer pool per CPU for it (``maximum_buffers`` shared out between them),
 2. makes a socket pair, keeps one end as a connection of its own, and
@@ -32,7 +33,10 @@ from openetw.errors import AccessDenied, OpenEtwError, ServiceError
 from openetw.service.connection import Connection
 from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
 from openetw.service.sessions import SessionRuntime, count_typed_records
+from openetw.kernel.control import split_kernel_options
+from openetw.kernel.tracefs import INSTANCE_PREFIX
 from openetw.session import InvalidSessionConfig, SessionKind
+from openetw.session.config import is_reserved_name
 
 if TYPE_CHECKING:
     from openetw.service.server import TraceService
@@ -57,10 +61,21 @@ class RecorderProcess:
     start_deadline: float
     started: bool = False
     lost_seen: int = 0
+    instance: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         return {"recorder_pid": self.process.pid, "pools": len(self.pool_ids), **self.stats}
+
+
+def instance_name(session_name: str, logger_id: int) -> str:
+    """The ftrace instance (after ``openetw_``) of a kernel session of this service. A reserved
+    name ("NT Kernel Logger") names its instance itself: there is one such logger per machine,
+    whoever hosts it, and the instance holds that name's reserved slot (see
+    :meth:`~openetw.kernel.control.KernelSessionRegistry.check_capacity`)."""
+    if is_reserved_name(session_name):
+        return session_name
+    return f"svc{os.getpid()}_{logger_id}"
 
 
 def possible_cpus() -> int:
@@ -81,12 +96,15 @@ class KernelRecorders:
 
     # -- starting ------------------------------------------------------------------------------
     def check_can_record(self, flags: tuple[str, ...]) -> None:
-        """Known flags, and a service that is root (tracefs is root's only)."""
+        """Known flags and options (``source=``, ``profile_rate=``), and a service that is root
+        (tracefs is root's only)."""
         from openetw.kernel.classes import tracepoints_for
-
-        if not flags:
+        kernel_flags, _, rate = split_kernel_options(flags)
+        if not kernel_flags:
             raise InvalidSessionConfig("a kernel session needs at least one kernel flag (process, thread, cswitch, ...)")
-        tracepoints_for(flags)  # InvalidArgument names the known flags
+        tracepoints_for(kernel_flags)  # InvalidArgument names the known flags
+        if rate is not None and "profile" not in kernel_flags:
+            raise InvalidSessionConfig("profile_rate needs the profile flag")
         if os.geteuid() != 0:
             raise AccessDenied(
                 f"this trace service runs as uid {os.geteuid()} and cannot record the kernel: kernel sessions"
@@ -98,6 +116,8 @@ class KernelRecorders:
         controller's answer follows when the recorder reports."""
         config = runtime.config
         assert config.kind is SessionKind.KERNEL
+        instance = instance_name(config.name, runtime.logger_id)
+        self.check_machine_capacity(config.name)
         cpus = possible_cpus()
         buffer_size = config.buffer_size
         per_cpu = max(MIN_BUFFERS_PER_CPU, -(-config.maximum_buffers // cpus))
@@ -113,10 +133,13 @@ class KernelRecorders:
                     )  # fmt: skip
                 )
             pool_ids = [self.service.new_pool_id() for _ in pools]
+            kernel_flags, source, rate = split_kernel_options(config.kernel_flags)
             settings = {
-                "flags": list(config.kernel_flags),
-                "instance": f"svc{os.getpid()}_{runtime.logger_id}",
+                "flags": kernel_flags,
+                "instance": instance,
                 "buffer_size_kb": config.kernel_buffer_kb,
+                "source": source,
+                "profile_rate_hz": rate,
             }
             argv = [sys.executable, "-m", "openetw.service.kernel_recorder", "--socket-fd", str(theirs.fileno()),
                     "--settings", json.dumps(settings)]  # fmt: skip
@@ -150,10 +173,21 @@ class KernelRecorders:
             self.service.pool_sessions[pool_id] = runtime.session_id
         recorder = RecorderProcess(
             runtime.session_id, process, connection.connection_id, pool_ids, (reply_to, request_id),
-            time.monotonic() + START_TIMEOUT,
+            time.monotonic() + START_TIMEOUT, instance=instance,
         )  # fmt: skip
         self.by_session[runtime.session_id] = recorder
         self.by_connection[connection.connection_id] = runtime.session_id
+
+    def check_machine_capacity(self, name: str) -> None:
+        """The limit of 8 kernel sessions (2 for the reserved names) over the whole machine: the
+        sessions of ``openetw kernel start`` and of other services count too (one rule, in
+        :meth:`KernelSessionRegistry.check_capacity <openetw.kernel.control.KernelSessionRegistry.check_capacity>`).
+        This service's own sessions whose recorder has not made its ftrace instance yet are
+        counted by name; the table counts this service's sessions on its own as well."""
+        from openetw.kernel.control import KernelSessionRegistry
+
+        pending = [f"{INSTANCE_PREFIX}{r.instance}" for r in self.by_session.values() if not r.started]
+        KernelSessionRegistry().check_capacity(name, pending=pending)
 
     def recorder_of(self, connection: Connection) -> RecorderProcess:
         session_id = self.by_connection.get(connection.connection_id)
