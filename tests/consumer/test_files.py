@@ -199,7 +199,14 @@ def _record_facts(record: Any) -> tuple[Any, ...]:
     return (
         type(record).__name__, record.kind, record.header_fields(), record.raw, record.user_data, record.user_data_offset,
         record.extended, record.pointer_size, record.cpu, record.buffer_index, record.filetime, record.provider_id, repr(record),
+        tuple(getattr(record, name) for name in _HEADER_PROPERTIES),
     )  # fmt: skip
+
+
+_HEADER_PROPERTIES = (
+    "header_type", "flags", "event_property", "tid", "pid", "timestamp", "provider_guid_bytes", "id", "version", "channel",
+    "level", "opcode", "task", "keyword", "hook_id", "kernel_time", "user_time", "processor_time", "activity_guid_bytes",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize("parts", [("tx", "HTTP_Server.etl"), PROCESS_ETL, (*DIAGHUB.split("/"), "diaghub.etl")], ids=["http", "process", "diaghub"])

@@ -163,3 +163,71 @@ def test_stop_from_a_signal_handler() -> None:
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert 10 <= seen < 10344
+
+
+def _collect(handoff: Any) -> list[Any]:
+    return list(handoff)
+
+
+def test_handoff_bounds_waiting_events_and_drops_what_does_not_fit() -> None:
+    from openetw.consumer.iteration import HandOff
+
+    reported: list[Any] = []
+    handoff = HandOff(10, "drop", lambda error, record: reported.append(error), live=True)
+    handoff.flushes_batches()  # chunks of capacity // 4 = 2, and at each flush
+    assert handoff.chunk == 2
+    for n in range(7):  # chunks 0-1, 2-3, 4-5 go over; 6 waits for the flush
+        handoff.offer(n)
+    assert handoff._queued == 6
+    handoff.flush()
+    assert handoff._queued == 7
+    for n in range(7, 13):  # 7-8 and 9-10 fit (9 queued... then 10 only in part)
+        handoff.offer(n)
+    handoff.flush()  # 11-12: no room left
+    assert handoff._queued == 10
+    assert handoff.dropped == 3
+    handoff.finish()
+    assert _collect(handoff) == list(range(10))
+    assert handoff.handed == 10
+    assert [type(e) for e in reported] == [EventsDropped] and reported[0].count == 3
+
+
+def test_handoff_waits_for_room_when_blocking() -> None:
+    from openetw.consumer.iteration import HandOff
+
+    handoff = HandOff(4, "block", lambda error, record: None)
+    got: list[Any] = []
+    go = threading.Event()
+
+    def consume() -> None:
+        go.wait(10)
+        got.extend(handoff)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    most = 0
+    for n in range(40):
+        if n == 4:
+            go.set()  # the queue is full: from here on the producer waits for the consumer
+        handoff.offer(n)
+        most = max(most, handoff._queued)
+    handoff.finish()
+    consumer.join(10)
+    assert most <= 4
+    assert got == list(range(40)) and handoff.dropped == 0 and handoff.handed == 40
+
+
+def test_handoff_counts_what_the_consumer_left_queued() -> None:
+    from openetw.consumer.iteration import HandOff
+
+    handoff = HandOff(100, "drop", lambda error, record: None)
+    for n in range(50):
+        handoff.offer(n)
+    handoff.flush()
+    first = []
+    for item in handoff:
+        first.append(item)
+        if len(first) == 5:
+            break
+    handoff.close()
+    assert handoff.handed == 5 and handoff.dropped == 45

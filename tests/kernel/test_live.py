@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openetw.etl import EtlReader
-from openetw.kernel import KernelSession, TracefsInstance, find_tracefs, probe
+from openetw.kernel import KernelSession, find_tracefs, probe
 from openetw.kernel.procfs import ProcessInfo
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry

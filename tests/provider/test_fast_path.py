@@ -208,3 +208,68 @@ def test_write_fields_takes_the_same_fast_write(pool: BufferPool) -> None:
     expected = [reference.encode("Counted", fields, level=4, tags=tags, **ids(record)) for tags, record in zip((0, 0, 0, 5), written, strict=True)]
     assert written == expected
     assert written[3] != reference.encode("Counted", fields, level=4, **ids(written[3]))
+
+
+# -- declared TraceLogging events: event.write(v0, v1, ...) ----------------------------------------
+
+DECLARED = (("count", "uint32"), ("total", InType.UINT64), ("name", "string"))
+
+
+def test_a_declared_event_writes_the_encoders_bytes(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    event = provider.event("Counted", level=4, keyword=0x10, opcode=2, fields=DECLARED)
+    assert event.write(1, 2, NAME) is False  # no session yet
+    enable(provider, pool)
+    write = event.write  # kept in a local: still right after sessions change
+    values = [(1, 2, NAME), (0xFFFFFFFF, (1 << 64) - 1, ""), (3, 4, "ünï\U0001f600"), (5, 6, NAME)]
+    for row in values:
+        assert write(*row) is True
+    written = records(pool)
+    reference = TraceLoggingEventEncoder("Test.FastPath", "Counted", FIELDS, level=4, keyword=0x10, opcode=2, provider_id=provider.guid)
+    assert event.fields == reference.fields
+    assert written == [reference.encode(row, **ids(record)) for row, record in zip(values, written, strict=True)]
+    assert ids(written[0])["tid"] == threading.get_native_id() and ids(written[0])["pid"] == os.getpid()
+    provider._apply_state(EnableState.from_sessions([]), {}, notify=False)
+    assert write(1, 2, NAME) is False and records(pool) == []
+    enable(provider, pool, sessions=2)
+    assert write(7, 8, NAME) is True
+    assert len(records(pool)) == 2  # once per session
+
+
+def test_a_declared_event_takes_its_level_and_keyword_to_the_sessions_rules(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    verbose = provider.event("Verbose", level=5, fields=(("count", "uint32"),))
+    keyed = provider.event("Keyed", level=4, keyword=0x4, fields=(("count", "uint32"),))
+    entries = [SessionEnable(1, 1, EnableRule(level=4, match_any=0x4))]
+    provider._apply_state(EnableState.from_sessions(entries), {1: pool.writer()}, notify=False)
+    assert verbose.write(1) is False
+    assert keyed.write(2) is True
+    assert len(records(pool)) == 1
+
+
+def test_a_declared_events_bad_values_raise_and_activities_carry_their_ids(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    event = provider.event("Counted", fields=DECLARED)
+    enable(provider, pool)
+    with pytest.raises(InvalidArgument, match="count"):
+        event.write(-1, 2, NAME)
+    with pytest.raises(InvalidArgument, match="name"):
+        event.write(1, 2, "with\0nul")
+    with pytest.raises(InvalidArgument, match="total"):
+        event.write(1, 2.5, NAME)
+    with pytest.raises(TypeError):
+        event.write(1, 2)
+    assert event.write(1, 2, "x" * 40_000) is False and pool.events_refused == 1
+    with activity() as outer:
+        assert event.write(3, 4, NAME)
+    assert event.write(5, 6, NAME)
+    activities = [uuid.UUID(bytes_le=record[0x40:0x50]) for record in records(pool)]
+    assert activities == [outer, NULL_GUID]
+
+
+def test_declared_fields_name_their_types() -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    with pytest.raises(InvalidArgument, match="'bogus'"):
+        provider.event("Bad", fields=(("a", "bogus"),))
+    event = provider.event("Empty")
+    assert event.fields == () and event.write() is False

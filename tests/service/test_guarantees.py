@@ -345,3 +345,75 @@ def test_a_consumer_killed_mid_stream_leaves_the_session_running(rig: Rig, consu
     for earlier, later in ((before, between), (between, after), (after, final)):
         for key in ("events_written", "events_lost", "buffers_written", "realtime_buffers_lost"):
             assert earlier[key] <= later[key], key
+
+
+# -- a file write that fails after the buffer was counted ------------------------------------------
+
+
+def test_a_failed_queued_write_leaves_the_statistics_agreeing_with_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service counts a buffer written when the file's writer thread takes it; when that
+    write then fails, the session's statistics move it to lost, as the file's header does."""
+    from openetw.etl import EtlReader
+    from openetw.etl.relog import is_logfile_header_record
+    from openetw.service.logfile import LogFile
+    from openetw.service.sessions import SessionRuntime
+    from openetw.session import Caller, LogMode, SessionConfig, SessionTable
+    from tests.service.test_logfile import BUFFER, GatedDisk, pool_buffers
+
+    path = tmp_path / "failing.etl"
+    config = SessionConfig("Failing", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path), buffer_size_kb=BUFFER // 1024)
+    table = SessionTable()
+    session = table.create(config, Caller(os.getuid(), os.getgid()))
+    runtime = SessionRuntime(session.session_id, session.logger_id, config, table)
+    runtime.logfile = LogFile(
+        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), session_name="Failing", file_name=str(path),
+        logger_id=session.logger_id, buffer_size=BUFFER, log_file_mode=config.log_file_mode, clock=runtime.clock,
+    )  # fmt: skip
+    disk = GatedDisk(monkeypatch, fail_at=2)  # buffers 1-3 in one call, the flush's header, then a failure
+    for buffer in pool_buffers(0, 3):
+        runtime.deliver(buffer)
+    disk.open.set()
+    runtime.flush_file()
+    for buffer in pool_buffers(30, 4):  # queued and lost, or refused once the failure is known
+        runtime.deliver(buffer)
+    runtime.flush_file()  # the failure surfaces here, if not in a delivery before
+    runtime.finish()
+    assert runtime.write_error is not None and "No space" in runtime.write_error
+    statistics = table.statistics(session.session_id)
+    with EtlReader(path) as reader:
+        in_file = sum(1 for record in reader if not is_logfile_header_record(record))
+        header = reader.header
+    assert in_file == 30
+    assert statistics["events_written"] == in_file and statistics["buffers_written"] == 3
+    assert statistics["events_lost"] == header.events_lost == 40
+    assert statistics["log_buffers_lost"] == header.buffers_lost == 4
+
+
+def test_the_flush_timers_flush_never_waits_for_a_stalled_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.etl import EtlReader
+    from openetw.service.logfile import LogFile
+    from openetw.service.server import TraceService
+    from openetw.service.sessions import SessionRuntime
+    from openetw.session import Caller, FlushSession, LogMode, SessionConfig, SessionTable
+    from tests.service.test_logfile import BUFFER, GatedDisk, pool_buffers
+
+    path = tmp_path / "timer.etl"
+    config = SessionConfig("Timer", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path), buffer_size_kb=BUFFER // 1024)
+    service = TraceService(tmp_path / "socket")
+    table = service.table = SessionTable()
+    session = table.create(config, Caller(os.getuid(), os.getgid()))
+    runtime = service.runtimes[session.session_id] = SessionRuntime(session.session_id, session.logger_id, config, table)
+    runtime.logfile = LogFile(
+        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), session_name="Timer", file_name=str(path),
+        logger_id=session.logger_id, buffer_size=BUFFER, log_file_mode=config.log_file_mode, clock=runtime.clock,
+    )  # fmt: skip
+    disk = GatedDisk(monkeypatch)
+    for buffer in pool_buffers(0, 2):
+        runtime.deliver(buffer)
+    service.carry_out([FlushSession(session.session_id)])  # returns with the disk stalled
+    assert disk.writes == 0 and runtime.logfile.queued_bytes == 3 * BUFFER  # two buffers, then the header
+    disk.open.set()
+    runtime.finish()
+    with EtlReader(path) as reader:
+        assert reader.header.buffers_written == 3
+    service.close()

@@ -341,3 +341,30 @@ def test_only_a_recorder_may_speak_for_a_kernel_session(service: ServiceProcess)
             with pytest.raises(AccessDenied, match="only a kernel session's recorder"):
                 client.call(op, **fields)
         assert client.call("status")["sessions"] == 0  # the connection goes on
+
+
+def test_the_pool_sink_puts_raw_records_into_the_pool_of_their_cpu() -> None:
+    from openetw.service.kernel_recorder import PoolSink
+
+    class Writer:
+        def __init__(self) -> None:
+            self.written: list[tuple[bytes, int, int]] = []
+            self.flushes = 0
+
+        def write(self, raw: bytes, timestamp: int, cpu: int) -> bool:
+            self.written.append((raw, timestamp, cpu))
+            return len(self.written) < 2  # the second one finds no free buffer
+
+        def flush(self) -> None:
+            self.flushes += 1
+
+    writers = [Writer(), Writer()]
+    sink = PoolSink(writers)  # type: ignore[arg-type]
+    assert sink.write_raw(b"a" * 16, 3, 70) is True
+    assert sink.write_raw(b"b" * 16, 1, 71) is False
+    assert sink.write_raw(b"c" * 16, 0, 72) is True
+    assert writers[1].written == [(b"a" * 16, 70, 3), (b"b" * 16, 71, 1)]
+    assert writers[0].written == [(b"c" * 16, 72, 0)]
+    sink.close()
+    assert sink.write_raw(b"d" * 16, 0, 73) is False and len(writers[0].written) == 1
+    assert [w.flushes for w in writers] == [1, 1]

@@ -243,3 +243,37 @@ def test_short_writes_are_written_on(tmp_path: Path, monkeypatch: pytest.MonkeyP
     disk.open.set()
     log.close()
     assert numbers(path) == list(range(40))
+
+
+def test_failed_queued_writes_are_told_once_without_those_counted_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "told.etl"
+    log = open_log(path, SessionConfig("Told", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch, fail_at=0)
+    buffers = pool_buffers(0, 3)
+    assert log.write(buffers[0], 10).written
+    assert log.write(buffers[1], 10, counted_written=True).written  # a consumer got it as well
+    assert log.write(buffers[2]).written  # events counted from the buffer when lost
+    assert log.take_failed_writes() == (0, 0)  # nothing failed yet
+    disk.open.set()
+    with pytest.raises(OSError, match="No space"):
+        log.flush()
+    assert log.buffers_lost == 3 and log.events_lost == 30
+    assert log.take_failed_writes() == (2, 20)
+    assert log.take_failed_writes() == (0, 0)
+
+
+def test_close_after_a_failed_queued_write_still_writes_the_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "header.etl"
+    log = open_log(path, SessionConfig("Header", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch, fail_at=2)  # buffers 1-2 in one call, the flush's header, then a failure
+    buffers = pool_buffers(0, 2)
+    for buffer in buffers:
+        assert log.write(buffer).written
+    disk.open.set()
+    log.flush()
+    assert log.write(pool_buffers(20, 1)[0]).written
+    with pytest.raises(OSError, match="No space"):
+        log.close()
+    with EtlReader(path) as reader:
+        assert (reader.header.buffers_lost, reader.header.events_lost) == (1, 10)
+    assert numbers(path) == list(range(20))

@@ -682,3 +682,27 @@ def test_a_tiny_pool_without_a_service_counts_exactly_the_drops() -> None:
         assert (stats.full, stats.filling, stats.free) == (2, 0, 0)
         assert producer.notifications == 2
         assert read_pool_buffers(drain(pool), 1024) == [record(k) for k in range(kept)]
+
+
+def test_take_into_writes_what_take_returns(pool: BufferPool) -> None:
+    import mmap
+
+    from openetw.service.logfile import count_records
+
+    writer = pool.writer()
+    for number in range(3):
+        writer.write(record(number), 1000 + number)
+    writer.flush()
+    writer.write(record(9), 2000)
+    writer.flush()
+    out = mmap.mmap(-1, 4096)
+    out[:] = b"\x55" * 4096  # whatever was there before goes
+    with pytest.raises(InvalidArgument, match="4096 bytes, not 8"):
+        pool.take_into(0, bytearray(8))
+    pool.take_into(0, out)
+    assert pool.states[0] == TAKEN
+    with pytest.raises(ServiceError, match="TAKEN, not FULL"):
+        pool.take_into(0, out)
+    reference = pool._copy_out(0, sequence=None)
+    assert bytes(out) == reference and count_records(out) == 3  # type: ignore[arg-type]
+    assert read_pool_buffers([bytes(out)], 4096) == [record(0), record(1), record(2)]

@@ -236,7 +236,7 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
         return column, []
     a, b = lo[rows], hi[rows]
     mixed = a ^ (b * np.uint64(0x9E3779B97F4A7C15))
-    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    first, inverse = _unique_runs(mixed)
     if not (np.array_equal(a, a[first][inverse]) and np.array_equal(b, b[first][inverse])):
         pairs = list(zip(a.tolist(), b.tolist()))  # two GUIDs mixed to one key: do it exactly
         table: dict[tuple[int, int], int] = {}
@@ -244,6 +244,19 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
         first = np.asarray([pairs.index(pair) for pair in table], dtype=np.int64)
     column[rows] = inverse
     return column, [uuid.UUID(bytes_le=struct.pack("<QQ", int(a[i]), int(b[i]))) for i in first.tolist()]
+
+
+def _unique_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)[1:]``, sorting only the first
+    key of each run of equal keys when there are few runs (a provider's records come together)."""
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    if len(starts) * 4 >= len(keys):
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        return first, inverse.reshape(-1)
+    _, first_run, run_inverse = np.unique(keys[starts], return_index=True, return_inverse=True)
+    run_of = np.zeros(len(keys), dtype=np.int64)
+    run_of[starts[1:]] = 1
+    return starts[first_run], run_inverse.reshape(-1)[np.cumsum(run_of)]
 
 
 def _unknown_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -282,6 +295,8 @@ def _time_order(rows: np.ndarray, buffer_indices: list[int]) -> tuple[np.ndarray
     firsts = np.flatnonzero(np.concatenate(([True], ~same_buffer))) if len(rows) else np.zeros(0, dtype=np.int64)
     plain_starts = not np.any(np.isin(rows["kind"][firsts], (_WPP, _UNKNOWN)))
     if monotone and plain_starts:
+        if not np.any(keys[1:] < keys[:-1]):
+            return np.arange(len(rows)), True  # already in time order: the stable sort changes nothing
         return np.argsort(keys, kind="stable"), True
     return _replayed_order(rows, keys, firsts, buffer_indices), False
 
@@ -398,11 +413,14 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
             tables.append(_buffer_table(bufs))
             buffer_indices.extend(info.index for info in bufs.infos)
         read_errors, read_stats = outcome()
-    rows = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=RECORD_DTYPE)
-    lo, hi, has = (np.concatenate([part[i] for part in parts]) if parts else np.zeros(0, dtype=dtype) for i, dtype in ((1, np.uint64), (2, np.uint64), (3, bool)))
+    rows, lo, hi, has = (
+        (parts[0][i] if len(parts) == 1 else np.concatenate([part[i] for part in parts])) if parts else np.zeros(0, dtype=dtype)
+        for i, dtype in ((0, RECORD_DTYPE), (1, np.uint64), (2, np.uint64), (3, bool))
+    )  # fmt: skip
     rows["provider"], providers = provider_table(lo, hi, has)
     order, exact = _time_order(rows, buffer_indices)
-    rows = take(rows, order)
+    if len(order) and not (order[0] == 0 and np.all(order[1:] > order[:-1])):
+        rows = take(rows, order)
     rows["filetime"] = filetimes(rows["timestamp"], context.clock)
     if reasons:
         position_of = np.empty(len(order), dtype=np.int64)

@@ -4,9 +4,9 @@
 when it is uncompressed and its buffer headers are sound; otherwise what ``EtlReader.buffers``
 gives, so that damage and compression are handled by the reader). ``walk_chains`` then
 
-1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32
-   looks like a record marker (a known header type with marker flags ``0xC0``, or a WPP
-   ``0x90`` marker), and works out each one's size and the position after it;
+1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32 looks like a record marker (a known header type with marker
+   flags ``0xC0``, or a WPP ``0x90`` marker), and works out each one's size and the candidate
+   at the position after it (through a position -> candidate table, not a search);
 2. follows each buffer's chain of records from its first position through those "next" links
    (one list lookup per record); where a chain stops before the buffer's data ends, the stop is
    judged exactly as ``EtlReader`` judges it (end marker, unknown record, damaged size).
@@ -38,6 +38,7 @@ _u32 = struct.Struct("<I").unpack_from
 _BUFFER = L.WMI_BUFFER_HEADER
 _F = {name: _BUFFER.index(name) for name, _ in _BUFFER.fields}
 _REACH_ROUNDS = 24
+_DENSE_CANDIDATES = 16  # a candidate per this many slots or more: follow links through a table
 
 
 def _type_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -278,11 +279,18 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size).astype(index_type)
     record_end = base_slots.take(buffer_pos) * 8 + ends.take(buffer_pos)  # in bytes
     good = (slots * 8 + np.maximum(header_size, sizes) <= record_end) & (sizes >= header_size)
-    # The candidate at the position after each one (candidates are sorted by slot).
+    # The candidate at the position after each one (candidates are sorted by slot): through a
+    # slot -> candidate table where candidates are dense, else by search.
     following = np.minimum(slots + ((sizes + 7) >> 3), slot_count)
-    j = np.searchsorted(slots, following).astype(index_type)
-    at = np.minimum(j, max(len(slots) - 1, 0))
-    linked = (j < len(slots)) & (slots.take(at) == following) & (buffer_pos.take(at) == buffer_pos) if len(slots) else np.zeros(0, dtype=bool)
+    if len(slots) * _DENSE_CANDIDATES >= slot_count:
+        candidate_at = np.full(slot_count + 1, -1, dtype=index_type)
+        candidate_at[slots] = np.arange(len(slots), dtype=index_type)
+        j = candidate_at.take(following)
+    else:
+        j = np.searchsorted(slots, following).astype(index_type)
+        at = np.minimum(j, max(len(slots) - 1, 0))
+        j = np.where((j < len(slots)) & (slots.take(at) == following), j, -1) if len(slots) else j
+    linked = (j >= 0) & (buffer_pos.take(np.maximum(j, 0)) == buffer_pos) if len(slots) else np.zeros(0, dtype=bool)
     follow = np.where(good, np.where(linked, j, -1), -2)
     return slots.astype(np.int64), sizes.astype(np.int64), buffer_pos.astype(np.int64), follow
 

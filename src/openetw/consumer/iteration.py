@@ -1,8 +1,9 @@
 """Iterating a trace: ``for event in trace.events()`` and ``async for``, with back-pressure.
 
 The trace runs on its own processing thread and hands accepted events to the consumer through
-a bounded queue (in chunks when reading files, so the hand-off costs little per event; one by
-one from live sessions, so that no event waits for others). When the queue is full the
+a bounded queue, in chunks so that the hand-off costs little per event (a live session's
+events are handed over at the latest when the batch of buffers they came in is processed, so
+that no event waits for the next batch). When the queue is full the
 processing thread either waits (``when_full="block"``, the default, right for files) or drops
 the events it cannot hand over (``"drop"``, for live sessions that must keep up). Every event
 offered is either handed over (``events_handled``) or dropped (``events_dropped``): handled +
@@ -13,8 +14,8 @@ Leaving the loop early stops the trace; events already queued count as dropped.
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from typing import Any, Literal
@@ -114,60 +115,94 @@ class Event:
 
 
 class HandOff:
-    """The bounded queue between the processing thread (``offer``) and the consumer."""
+    """The bounded queue between the processing thread (``offer``) and the consumer.
+
+    Events cross in chunks (one lock round per chunk, not per event); the bound is in events:
+    at most ``capacity`` events wait. A chunk is handed over when it is full, and whenever the
+    processing thread calls ``flush`` (at the end of each batch of live buffers, so no event
+    waits for the next batch). When dropping, a chunk that does not fit whole puts in what
+    fits; the rest is dropped, counted per event.
+    """
 
     def __init__(self, capacity: int, when_full: WhenFull, report: Callable[[BaseException, Any], None], *, live: bool = False) -> None:
         if capacity < 1:
             raise InvalidArgument(f"queue_size must be at least 1, not {capacity}")
         if when_full not in ("block", "drop"):
             raise InvalidArgument(f"when_full must be 'block' or 'drop', not {when_full!r}")
-        # A live source may wait long for its next event: nothing waits in a half-full chunk then.
+        self.capacity = capacity
+        # A live source that does not say where its batches end hands events over one by one:
+        # nothing waits in a half-full chunk then. ``flushes_batches()`` lifts that.
         self.chunk = 1 if live else max(1, min(256, capacity // 4))
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, capacity // self.chunk))
         self.block = when_full == "block"
         self._report = report
         self._pending: list[Any] = []
+        self._chunks: deque[list[Any]] = deque()
+        self._queued = 0  # events in ``_chunks``
+        self._end: tuple[BaseException | None] | None = None
+        self._ready = threading.Condition(threading.Lock())
         self._closed = threading.Event()
-        self._lock = threading.Lock()
         self.handed = 0  # only the consumer's thread counts these
         self.dropped = 0
         self.notify: Callable[[], None] | None = None
+
+    def flushes_batches(self) -> None:
+        """The processing thread calls ``flush`` at the end of each batch: events may wait in
+        chunks until then."""
+        self.chunk = max(1, min(256, self.capacity // 4))
 
     # -- the processing thread ----------------------------------------------------------------
     def offer(self, record: Any) -> None:
         pending = self._pending
         pending.append(record)
         if len(pending) >= self.chunk:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Hand over what was offered so far."""
         chunk, self._pending = self._pending, []
-        if chunk and not self._put(chunk, self.block):
-            self._drop(len(chunk))
+        if chunk:
+            self._put(chunk)
 
-    def _put(self, item: Any, block: bool) -> bool:
-        while not self._closed.is_set():
-            try:
-                self._queue.put(item, block=block, timeout=_POLL if block else None)
-            except queue.Full:
-                if not block:
-                    return False
-                continue
-            if self.notify is not None:
-                self.notify()
-            return True
-        return False
-
-    def _drop(self, count: int) -> None:
-        with self._lock:
-            self.dropped += count
+    def _put(self, chunk: list[Any]) -> None:
+        capacity = self.capacity
+        ready = self._ready
+        with ready:
+            while True:
+                if self._closed.is_set():
+                    self.dropped += len(chunk)
+                    return
+                room = capacity - self._queued
+                if room >= len(chunk):
+                    break
+                if not self.block:
+                    if room > 0:
+                        self._chunks.append(chunk[:room])
+                        self._queued += room
+                    self.dropped += len(chunk) - max(room, 0)
+                    if room > 0:
+                        ready.notify()
+                        if self.notify is not None:
+                            self.notify()
+                    return
+                if room > 0 and self._queued == 0:
+                    break  # a chunk larger than the queue: it goes in alone
+                ready.wait(_POLL)
+            self._chunks.append(chunk)
+            self._queued += len(chunk)
+            ready.notify()
+        if self.notify is not None:
+            self.notify()
 
     def finish(self, error: BaseException | None = None) -> None:
         """The processing thread is done (``error``: why it stopped early)."""
-        self._flush()
+        self.flush()
         if self.dropped:
             self._report(EventsDropped(f"{self.dropped} events were dropped: the consumer did not keep up", count=self.dropped), None)
-        self._put((_END, error), True)
+        with self._ready:
+            self._end = (error,)
+            self._ready.notify()
+        if self.notify is not None:
+            self.notify()
 
     @property
     def closed(self) -> bool:
@@ -176,35 +211,50 @@ class HandOff:
     # -- the consumer -------------------------------------------------------------------------
     def close(self) -> None:
         """The consumer leaves: whatever is still queued counts as dropped."""
-        self._closed.set()
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if isinstance(item, list):
-                self._drop(len(item))
-
-    def _is_end(self, item: Any) -> bool:
-        if isinstance(item, tuple) and item and item[0] is _END:
+        with self._ready:
             self._closed.set()
-            if item[1] is not None:
-                raise item[1]
-            return True
-        return False
+            self.dropped += self._queued
+            self._chunks.clear()
+            self._queued = 0
+            self._ready.notify_all()
+
+    def _take(self, wait: bool) -> list[Any] | None:
+        """The next chunk (``None``: none yet); raises ``StopIteration`` at the end."""
+        ready = self._ready
+        with ready:
+            if not self._chunks and wait and self._end is None and not self._closed.is_set():
+                ready.wait(_POLL)
+            if self._chunks:
+                chunk = self._chunks.popleft()
+                self._queued -= len(chunk)
+                ready.notify()  # a processing thread may wait for room
+                return chunk
+            if self._end is not None:
+                self._closed.set()
+                error = self._end[0]
+                if error is not None:
+                    raise error
+                raise StopIteration
+            if self._closed.is_set():
+                raise StopIteration
+            return None
+
+    def _drop(self, count: int) -> None:
+        with self._ready:
+            self.dropped += count
 
     def __iter__(self) -> Iterator[Any]:
         left = 0
         try:
-            while not self._closed.is_set():
+            while True:
                 try:
-                    item = self._queue.get(timeout=_POLL)
-                except queue.Empty:
-                    continue
-                if self._is_end(item):
+                    chunk = self._take(True)
+                except StopIteration:
                     return
-                left = len(item)
-                for record in item:
+                if chunk is None:
+                    continue
+                left = len(chunk)
+                for record in chunk:
                     left -= 1
                     self.handed += 1
                     yield record
@@ -218,21 +268,20 @@ class HandOff:
         self.notify = lambda: loop.call_soon_threadsafe(ready.set)
         left = 0
         try:
-            while not self._closed.is_set():
+            while True:
+                ready.clear()
                 try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    ready.clear()
-                    if self._queue.empty():
-                        try:
-                            await asyncio.wait_for(ready.wait(), _POLL)
-                        except asyncio.TimeoutError:
-                            pass
-                    continue
-                if self._is_end(item):
+                    chunk = self._take(False)
+                except StopIteration:
                     return
-                left = len(item)
-                for record in item:
+                if chunk is None:
+                    try:
+                        await asyncio.wait_for(ready.wait(), _POLL)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                left = len(chunk)
+                for record in chunk:
                     left -= 1
                     self.handed += 1
                     yield record

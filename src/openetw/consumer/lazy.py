@@ -4,8 +4,9 @@ A consumer that filters on the index and hands records to callbacks often reads 
 the payload and no header field at all; unpacking a 20-field header per record is then the
 largest cost of delivering it. ``LAZY_CLASSES[header_type]`` is, for every record class of
 ``openetw.etl.record``, a subclass that differs only in when the header tuple is made: the
-first time a field is read, and in that the user data's offset (which the index found) is kept,
-not worked out again from the extended items. Instances are made with ``new_lazy_record`` (no
+first time a field is read, and in that the user data's offset (which the index found) is kept
+in a slot named ``user_data_offset`` (a plain attribute read, no property call), not worked out
+again from the extended items. Instances are made with ``new_lazy_record`` (no
 ``__init__`` call); everything else — fields, ``raw``, ``with_context``, ``repr`` — is the
 parent class's.
 """
@@ -18,31 +19,53 @@ from openetw.etl.record import RECORD_CLASSES, EventRecord, RecordContext
 
 __all__ = ["LAZY_CLASSES", "new_lazy_record"]
 
+_TUPLE_FIELD_GETTER = "_tuple_field.<locals>.getter"  # how openetw.etl.record makes header fields
+
 
 def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
     layout = parent.layout
     assert layout is not None
     unpack_from = layout.unpack_from
 
-    def __getattr__(self: EventRecord, name: str) -> Any:
-        # Only reached for attributes not found otherwise: the unset ``_h`` slot included.
-        if name == "_h":
-            header = unpack_from(self._raw, self._pos)
-            self._h = header
-            return header
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def header(self: Any) -> tuple[Any, ...]:
+        try:
+            return self._header  # type: ignore[no-any-return]
+        except AttributeError:  # the first read: unpack it
+            unpacked = self._header = unpack_from(self._raw, self._pos)
+            return unpacked  # type: ignore[no-any-return]
 
-    def user_data_offset(self: Any) -> int:
-        return self._udo  # type: ignore[no-any-return]
+    def set_header(self: Any, value: tuple[Any, ...]) -> None:
+        self._header = value
+
+    def field(index: int, doc: str | None) -> property:
+        def getter(self: Any) -> Any:
+            try:
+                return self._header[index]
+            except AttributeError:
+                return header(self)[index]
+
+        return property(getter, doc=doc)
+
+    # The parent's header fields (``self._h[i]`` properties), read here without going through
+    # ``_h``: one call per field read, as for an eager record.
+    fields = {}
+    for klass in reversed(parent.__mro__):
+        for name, attr in vars(klass).items():
+            getter = getattr(attr, "fget", None)
+            if isinstance(attr, property) and getter is not None and getter.__qualname__ == _TUPLE_FIELD_GETTER and getter.__closure__:
+                index = getter.__closure__[0].cell_contents
+                if isinstance(index, int):
+                    fields[name] = field(index, attr.__doc__)
+            elif name in fields:
+                del fields[name]  # overridden by something else further down
 
     def user_data(self: Any) -> bytes:
         pos = self._pos
-        return self._raw[pos + self._udo : pos + self._size]  # type: ignore[no-any-return]
+        return self._raw[pos + self.user_data_offset : pos + self._size]  # type: ignore[no-any-return]
 
     members = {
-        "__slots__": ("_udo",), "__getattr__": __getattr__, "__qualname__": parent.__qualname__, "__module__": parent.__module__,
-        "user_data_offset": property(user_data_offset, doc=parent.user_data_offset.__doc__),
-        "user_data": property(user_data, doc=parent.user_data.__doc__),
+        "__slots__": ("user_data_offset", "_header"), "_h": property(header, set_header), "__qualname__": parent.__qualname__, "__module__": parent.__module__,
+        "user_data": property(user_data, doc=parent.user_data.__doc__), **fields,
     }  # fmt: skip
     return type(parent.__name__, (parent,), members)
 
@@ -59,5 +82,5 @@ def new_lazy_record(
     user data ``user_data_offset`` bytes into it (as the index found it)."""
     record: Any = _new(LAZY_CLASSES[header_type])
     record._raw, record._pos, record._size, record.cpu, record._ctx, record.buffer_index = raw, pos, size, cpu, context, buffer_index
-    record._udo = user_data_offset
+    record.user_data_offset = user_data_offset
     return record  # type: ignore[no-any-return]

@@ -145,8 +145,10 @@ class Schema:
 
 # -- fixed-offset reads ---------------------------------------------------------------------------
 
-_Reader = Callable[[bytes], tuple[Any]]
-"""Reads one value from the user data, as a 1-tuple (an integer's reader is ``unpack_from``)."""
+_Reader = Callable[[bytes, int], tuple[Any]]
+"""``reader(buffer, start)`` reads one value from user data that begins ``start`` bytes into
+``buffer`` (the record's buffer: no copy of the user data), as a 1-tuple (an integer's reader is
+``unpack_from``)."""
 _INTEGER_CODES = {
     InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
     InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
@@ -174,12 +176,12 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
         return size, struct.Struct(f"<{offset}x{code}").unpack_from  # skips to the value: no Python frame
     if in_type == InType.BOOLEAN:
         unpack = struct.Struct("<I").unpack_from
-        return 4, lambda data: (unpack(data, offset)[0] != 0,)
+        return 4, lambda data, start=0: (unpack(data, start + offset)[0] != 0,)
     if in_type == InType.GUID:
-        return 16, lambda data: (uuid.UUID(bytes_le=data[offset : offset + 16]),)
+        return 16, lambda data, start=0: (uuid.UUID(bytes_le=bytes(data[start + offset : start + offset + 16])),)
     if in_type == InType.FILETIME:
         unpack = struct.Struct("<q").unpack_from
-        return 8, lambda data: (filetime_to_datetime(unpack(data, offset)[0]),)
+        return 8, lambda data, start=0: (filetime_to_datetime(unpack(data, start + offset)[0]),)
     size = _FIXED_SIZES.get(in_type)  # type: ignore[call-overload]
     return None if size is None else (size, None)
 
@@ -298,11 +300,11 @@ class Parser:
             plans = self._plans = plans_of(tdh) if tdh is not None else _NO_PLANS
         fast = (plans[1] if plans[3] or self.record.pointer_size == 8 else plans[2]).get(name)
         if fast is not None:
-            data = self._data
-            if data is None:
-                data = self._data = self.record.user_data
-            if fast[0] <= len(data):
-                return fast[1](data)[0]
+            record = self.record
+            pos = record._pos
+            start = pos + record.user_data_offset
+            if start + fast[0] <= pos + record._size:
+                return fast[1](record._raw, start)[0]
         if name not in plans[4]:
             if missing is not _MISSING:
                 return missing
@@ -327,12 +329,12 @@ class Parser:
         plans = self._plans
         if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
             fast = plans[1].get(name)
-            if fast is not None:
-                data = self._data
-                if data is None:
-                    data = self._data = self.record.user_data
-                if fast[0] <= len(data):
-                    return fast[1](data)[0]
+            if fast is not None:  # read in the record's buffer: no copy of the user data
+                record = self.record
+                pos = record._pos
+                start = pos + record.user_data_offset
+                if start + fast[0] <= pos + record._size:
+                    return fast[1](record._raw, start)[0]
         value = self._value(name)
         if type is not None and not _is_of(value, type):
             raise PropertyTypeMismatch(f"value {value!r} is a {value.__class__.__name__}, not {type!r}", property_name=name)
@@ -342,12 +344,12 @@ class Parser:
         plans = self._plans
         if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
             fast = plans[1].get(name)
-            if fast is not None:
-                data = self._data
-                if data is None:
-                    data = self._data = self.record.user_data
-                if fast[0] <= len(data):
-                    return fast[1](data)[0]
+            if fast is not None:  # read in the record's buffer: no copy of the user data
+                record = self.record
+                pos = record._pos
+                start = pos + record.user_data_offset
+                if start + fast[0] <= pos + record._size:
+                    return fast[1](record._raw, start)[0]
             elif name not in plans[4]:
                 return default
         value = self._value(name, _ABSENT)

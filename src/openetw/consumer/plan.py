@@ -9,6 +9,7 @@ record is counted from the columns. The result is the same as streaming every re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,29 +52,29 @@ def merged_order(indexes: list[EtlIndex]) -> tuple[np.ndarray, np.ndarray]:
     return files[order], rows[order]
 
 
-def _schema_kinds(rows: np.ndarray, providers: np.ndarray) -> np.ndarray:
+def _schema_kinds(column: Callable[[str], np.ndarray], providers: np.ndarray) -> np.ndarray:
     """A number per row for its kind of event: provider, event id (opcode for classic records,
-    hook id for kernel ones), version and header type. Events with extended items may carry
+    hook id for kernel ones), version and header type packed into one non-negative key (no
+    numbering pass: the loop keys its table on it). Events with extended items may carry
     their own TraceLogging schema: they get ``-3 - n``, ``n`` numbering them also by opcode,
     level, task, keyword and channel, and their extended items' bytes complete the key. -1: the
-    row's schema is looked up on its own."""
-    kind = rows["kind"].astype(np.int64)
-    ident = np.where(kind == _KIND_EVENT, rows["id"], np.where(kind >= _KIND_CLASSIC, rows["opcode"], rows["hook_id"])).astype(np.uint64)
+    row's schema is looked up on its own. ``column(name)`` gives an index column of the rows."""
+    kind = column("kind").astype(np.int64)
+    event = kind == _KIND_EVENT
+    ident = np.where(event, column("id"), np.where(kind >= _KIND_CLASSIC, column("opcode"), column("hook_id"))).astype(np.uint64)
     provider = np.where(kind < _KIND_CLASSIC, 0, providers + 1).astype(np.uint64)
-    key = (provider << np.uint64(40)) | (ident << np.uint64(24)) | (rows["version"].astype(np.uint64) << np.uint64(8)) | rows["header_type"].astype(np.uint64)
+    key = (provider << np.uint64(40)) | (ident << np.uint64(24)) | (column("version").astype(np.uint64) << np.uint64(8)) | column("header_type").astype(np.uint64)
     usable = (kind < _KIND_WPP) & (providers < (1 << 23))
-    extended = usable & (kind == _KIND_EVENT) & (rows["flags"] & _EXTENDED_INFO != 0)
+    extended = usable & event & (column("flags") & _EXTENDED_INFO != 0)
     plain = usable & ~extended
-    out = np.full(len(rows), -1, dtype=np.int64)
-    if plain.any():
-        _, inverse = np.unique(key[plain], return_inverse=True)
-        out[plain] = inverse.reshape(-1)
+    out = np.full(len(kind), -1, dtype=np.int64)
+    out[plain] = key[plain].astype(np.int64)  # below 2**63: the provider number is below 2**23
     if extended.any():
         descriptor = (
-            (rows["opcode"].astype(np.uint64) << np.uint64(40)) | (rows["level"].astype(np.uint64) << np.uint64(32))
-            | (rows["task"].astype(np.uint64) << np.uint64(16)) | rows["channel"].astype(np.uint64)
+            (column("opcode").astype(np.uint64) << np.uint64(40)) | (column("level").astype(np.uint64) << np.uint64(32))
+            | (column("task").astype(np.uint64) << np.uint64(16)) | column("channel").astype(np.uint64)
         )  # fmt: skip
-        out[extended] = -3 - _group_numbers(key[extended], descriptor[extended], rows["keyword"][extended])
+        out[extended] = -3 - _group_numbers(key[extended], descriptor[extended], column("keyword")[extended])
     return out
 
 
@@ -232,22 +233,41 @@ class IndexedPlan:
         stats.events_read += done
         stats.events_not_processed += len(self.actions) - done
 
-    def _selected_rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The index rows at ``positions`` (merged order), and their provider numbers in one
-        table of every file's providers."""
+    def _selected_columns(self, positions: np.ndarray) -> tuple[Callable[[str], np.ndarray], np.ndarray]:
+        """``column(name)``: the index column ``name`` of the rows at ``positions`` (merged
+        order), made contiguous; and their provider numbers in one table of every file's
+        providers. Only the columns asked for are gathered (index rows are wide and packed)."""
         files, rows = self.files[positions], self.rows[positions]
+        gathered: dict[str, np.ndarray] = {}
         if len(self.indexes) == 1:
-            selected = self.indexes[0].records[rows]
-            return selected, selected["provider"].astype(np.int64)
-        selected = np.empty(len(positions), dtype=self.indexes[0].records.dtype)
+            records = self.indexes[0].records
+            everything = len(rows) == len(records)  # one file, every row: rows == arange
+
+            def column(name: str) -> np.ndarray:
+                found = gathered.get(name)
+                if found is None:
+                    found = gathered[name] = np.ascontiguousarray(records[name]) if everything else records[name][rows]
+                return found
+
+            return column, column("provider").astype(np.int64)
+        mine = [files == number for number in range(len(self.indexes))]
+
+        def column(name: str) -> np.ndarray:
+            found = gathered.get(name)
+            if found is None:
+                found = np.empty(len(positions), dtype=self.indexes[0].records.dtype[name])
+                for number, index in enumerate(self.indexes):
+                    found[mine[number]] = index.records[name][rows[mine[number]]]
+                gathered[name] = found
+            return found
+
         providers = np.empty(len(positions), dtype=np.int64)
         table: dict[object, int] = {}
+        provider_column = column("provider")
         for number, index in enumerate(self.indexes):
-            mine = files == number
-            selected[mine] = index.records[rows[mine]]
             remap = np.asarray([table.setdefault(guid, len(table)) for guid in index.providers] + [-1], dtype=np.int64)
-            providers[mine] = remap[selected["provider"][mine]]
-        return selected, providers
+            providers[mine[number]] = remap[provider_column[mine[number]]]
+        return column, providers
 
     def _deliver(self, positions: np.ndarray, loaders: list[RecordLoader]) -> int | None:
         """The loop over the records to build; returns where ``stop()`` ended it (else ``None``).
@@ -260,11 +280,10 @@ class IndexedPlan:
         d = self.dispatcher
         stats = d.stats
         context = d.context
-        selected, providers = self._selected_rows(positions)
-        kinds = selected["kind"]
-        kind_of = _schema_kinds(selected, providers)
-        kind_count = int(kind_of.max()) + 1 if len(kind_of) else 0
-        entries: list[Any] = [None] * kind_count
+        column, providers = self._selected_columns(positions)
+        kinds = column("kind")
+        kind_of = _schema_kinds(column, providers)
+        entries: dict[int, Any] = {}
         generation = context.generation
         single = len(loaders) == 1
         caches = [loader._cache for loader in loaders]
@@ -284,7 +303,7 @@ class IndexedPlan:
         built_apart = kinds >= _KIND_WPP
         # Where a record's bytes are: its file (in a merge) and buffer, as one number.
         files = np.zeros(len(positions), dtype=np.int64) if single else self.files[positions].astype(np.int64)
-        places = (files << 32) | selected["buffer"].astype(np.int64)
+        places = (files << 32) | column("buffer").astype(np.int64)
         # What to do: a direct provider's callbacks (its group number), or -1: the general path.
         plain = (actions == DELIVER) & ~built_apart
         route = np.where(plain, self.group[positions], -1)
@@ -295,17 +314,60 @@ class IndexedPlan:
         route[built_apart] = -2
         only_callback = [callbacks[0] if callbacks is not None and len(callbacks) == 1 else None for callbacks in direct]
         extended_entries: dict[tuple[int, bytes], Any] = {}
+        # The usual row, handled by the loop's first branch: built from its buffer, of a kind
+        # whose schema entry is shared, for a provider with a single direct callback: that
+        # callback per row (None: every other row).
+        callback_table = np.asarray([*only_callback, None], dtype=object)
+        fast = callback_table[np.where((route >= 0) & (kind_of >= 0), route, -1)]
+        class_table = np.asarray([lazy.get(header_type) for header_type in range(max(lazy) + 1)], dtype=object)
+        header_types = column("header_type")
+        classes = class_table[np.minimum(header_types, len(class_table) - 1)]
+        classes[header_types >= len(class_table)] = None
         columns = zip(
-            route.tolist(), kind_of.tolist(), selected["header_type"].tolist(), places.tolist(),
-            selected["offset"].tolist(), selected["size"].tolist(), selected["cpu"].tolist(), selected["user_data_offset"].tolist(),
+            fast.tolist(), route.tolist(), kind_of.tolist(), classes.tolist(), places.tolist(),
+            column("offset").tolist(), column("size").tolist(), column("cpu").tolist(), column("user_data_offset").tolist(),
         )  # fmt: skip
         done = 0
         last_place = buffer = -1
         data = b""
         try:
-            for group, schema_kind, header_type, place, offset, size, cpu, user_data_offset in columns:
+            for done, (callback, group, schema_kind, record_class, place, offset, size, cpu, user_data_offset) in enumerate(columns):  # noqa: B007
                 if d.stopping:
                     return int(positions[done])
+                if callback is not None:
+                    if place != last_place:
+                        file, buffer = place >> 32, place & 0xFFFFFFFF
+                        data = caches[file].get(buffer)
+                        if data is None:
+                            data = loaders[file].buffer_data(buffer)
+                        record_context = record_contexts[file]
+                        last_place = place
+                    # new_lazy_record(...), inlined
+                    record = new(record_class)
+                    record._raw = data
+                    record._pos = offset
+                    record._size = size
+                    record.cpu = cpu
+                    record._ctx = record_context
+                    record.buffer_index = buffer
+                    record.user_data_offset = user_data_offset
+                    if context.generation != generation:
+                        entries = {}
+                        extended_entries = {}
+                        generation = context.generation
+                    entry = entries.get(schema_kind)
+                    if entry is None:
+                        tdh, plans = context.entry_of(record)
+                        entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+                        generation = context.generation
+                    # context.prime(record, entry), inlined
+                    context._primed_record = record
+                    context._primed = entry
+                    try:
+                        callback(record, context)
+                    except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
+                        callback_failed(error, record)
+                    continue
                 if group != -2:
                     if place != last_place:
                         file, buffer = place >> 32, place & 0xFFFFFFFF
@@ -315,22 +377,22 @@ class IndexedPlan:
                         record_context = record_contexts[file]
                         last_place = place
                     # new_lazy_record(...), inlined
-                    record = new(lazy[header_type])
+                    record = new(record_class)
                     record._raw = data
                     record._pos = offset
                     record._size = size
                     record.cpu = cpu
                     record._ctx = record_context
                     record.buffer_index = buffer
-                    record._udo = user_data_offset
+                    record.user_data_offset = user_data_offset
                 else:
                     record = loaders[place >> 32].record(int(self.rows[positions[done]]))
                 if schema_kind >= 0:
                     if context.generation != generation:
-                        entries = [None] * kind_count
+                        entries = {}
                         extended_entries = {}
                         generation = context.generation
-                    entry = entries[schema_kind]
+                    entry = entries.get(schema_kind)
                     if entry is None:
                         tdh, plans = context.entry_of(record)
                         entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
@@ -340,7 +402,7 @@ class IndexedPlan:
                     context._primed = entry
                 elif schema_kind != -1:  # an event with extended items: its kind and their bytes
                     if context.generation != generation:
-                        entries = [None] * kind_count
+                        entries = {}
                         extended_entries = {}
                         generation = context.generation
                     pos = record._pos
@@ -369,7 +431,8 @@ class IndexedPlan:
                                 callback_failed(error, record)
                 else:
                     self._deliver_one(record, int(actions[done]), int(self.group[positions[done]]), simple)
-                done += 1
+            else:
+                done = len(positions)
         finally:
             # The records handed to direct callbacks, counted once (the rest count themselves).
             stats.events_handled += int(np.count_nonzero(route[:done] >= 0))

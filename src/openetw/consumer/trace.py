@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import os
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,7 @@ class UserTrace:
         self._processed = False
         self._stop = threading.Event()
         self._handoffs: list[HandOff] = []
+        self._after_batch: Callable[[], None] | None = None  # the iterator's hand-off, after each live batch
 
     # -- configuring ----------------------------------------------------------------------------
     def enable(self, provider: Provider) -> None:
@@ -293,6 +294,8 @@ class UserTrace:
             if not len(index):
                 continue
             IndexedPlan([index], dispatcher).run()  # type: ignore[list-item]
+            if self._after_batch is not None:
+                self._after_batch()
             if end is not None and int(index.records["filetime"].max()) > end:
                 self.stop()  # a live trace ends at its end time, as ProcessTrace does
 
@@ -333,12 +336,17 @@ class UserTrace:
         handoff = HandOff(queue_size, when_full or ("drop" if live else "block"), dispatcher.report, live=live)
         self._handoffs.append(handoff)
         context = dispatcher.context
-        primed_entry = context.primed_entry
+        if len(self.sources) == 1 and isinstance(self.sources[0], LiveSessionSource) and self.sources[0].index is None:
+            handoff.flushes_batches()  # _consume_buffers flushes after each batch of buffers
+            self._after_batch = handoff.flush
+        closed = handoff._closed.is_set
+        put = handoff.offer
 
         def offer(record: Any) -> None:
-            if handoff.closed:
+            if closed():
                 self.stop()
-            handoff.offer(Event(record, context, primed_entry(record)))
+            # Event(record, context, context.primed_entry(record)), inlined
+            put(Event(record, context, context._primed if record is context._primed_record else None))
 
         def work() -> None:
             error: BaseException | None = None

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
-from openetw.etl.build import build_perfinfo_record, build_system_record
+from openetw.etl.build import build_system_record
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, PerfInfoRecord, SystemRecord
 from openetw.kernel.procfs import ProcessInfo
 

@@ -196,6 +196,8 @@ class PageParser:
                 elif compiled.simple:
                     if size < compiled.min_payload:
                         damaged += 1
+                    elif compiled.single is not None:
+                        append((ts, cpu, compiled.name, {compiled.single: compiled.unpack_from(page, start)[0]}))
                     else:
                         append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start)))))
                 else:
@@ -280,7 +282,7 @@ class _CompiledFormat:
     and one ``dict(zip())``.
     """
 
-    __slots__ = ("format", "name", "names", "struct", "unpack_from", "fixups", "min_payload", "simple", "arrays")
+    __slots__ = ("format", "name", "names", "struct", "unpack_from", "fixups", "min_payload", "simple", "arrays", "single")
 
     def __init__(self, fmt: EventFormat, wanted: frozenset[str] | None = None) -> None:
         self.format = fmt
@@ -329,6 +331,8 @@ class _CompiledFormat:
                 fixups.append((-1, f))
         self.fixups = tuple(fixups)
         self.simple = not fixups and not arrays
+        # One plain field (a lean system call's id or ret): a one-entry dict without zip().
+        self.single = names[0] if self.simple and len(names) == 1 else None
 
     def _too_short(self, length: int) -> TraceDataError:
         return TraceDataError(

@@ -379,8 +379,11 @@ class KernelSession:
 
     def _consume(self, events: list[RawKernelEvent], *, final: bool) -> None:
         pending = self._pending
-        pending.extend(events)
-        pending.sort(key=_timestamp)
+        if pending or len(self._sources) > 1:
+            pending.extend(events)
+            pending.sort(key=_timestamp)
+        else:
+            pending = events  # one source, nothing held back: its events are in time order already
         if final:
             ready, self._pending = pending, []
         else:

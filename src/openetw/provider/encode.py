@@ -293,6 +293,7 @@ def fast_encoder_source(
     value_types: Sequence[type] | None = None,
     value_names: Sequence[str] | None = None,
     write_through: bool = False,
+    positional: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """Source of an encoder's ``encode_fast`` (64-bit header), and the names it uses.
 
@@ -310,6 +311,13 @@ def fast_encoder_source(
     ``CURRENT_ACTIVITY`` and ``NO_ACTIVITY`` (the state outside any activity), ``CLOCK``,
     ``THREAD_IDS`` (a ``threading.local`` whose ``tid`` may be set), ``THREAD_ID()`` (sets it and
     returns it) and ``PID`` (a list holding the process id) to the namespace.
+
+    With ``positional`` (and ``write_through``) the function is ``write_fast(v0, v1, ...)``, one
+    argument per field, and it never returns ``None``: it returns False at once when ``ROUTE[0]``
+    is ``None`` (no session takes the event), writes through ``ROUTE[0]`` otherwise, and hands
+    whatever it cannot write itself to ``GENERAL(values)`` (the values as a tuple), returning
+    what that returns. The caller adds ``ROUTE`` (a one-item list, changed when sessions change)
+    and ``GENERAL`` instead of ``WRITE``.
 
     With ``value_types`` each value must be of exactly that type (TraceLogging's fields are
     inferred from the types, so another type may need other fields), strings excepted: any
@@ -363,14 +371,27 @@ def fast_encoder_source(
             "",
         ]
         return "\n".join(lines), namespace
-    if count == 1 and value_names is None:  # one mapping of field values is the general path's
+    if count == 1 and value_names is None and not positional:  # one mapping of field values is the general path's
         body[1:1] = ["if isinstance(v0, MAPPING):", "    return None"]
         namespace["MAPPING"] = Mapping
+    start = ["def write_fast(values):", "    if CURRENT_ACTIVITY() is not NO_ACTIVITY:", "        return None"]
+    if positional:
+        if value_names is not None:
+            raise InvalidArgument("a positional writer takes no value names")
+        arguments = ", ".join(f"v{index}" for index in range(count))
+        fallback = f"return GENERAL(({arguments}{',' if count else ''}))"
+        body = [line.replace("return None", fallback) for line in body[1 if count else 2 :]]
+        start = [
+            f"def write_fast({arguments}):",
+            "    WRITE = ROUTE[0]",
+            "    if WRITE is None:",
+            "        return False",
+            "    if CURRENT_ACTIVITY() is not NO_ACTIVITY:",
+            f"        {fallback}",
+        ]
     lines = [
         _BANNER,
-        "def write_fast(values):",
-        "    if CURRENT_ACTIVITY() is not NO_ACTIVITY:",
-        "        return None",
+        *start,
         "    try:",
         *(f"        {line}" for line in body),
         "        timestamp = CLOCK()",
@@ -380,7 +401,7 @@ def fast_encoder_source(
         "            tid = THREAD_ID()",
         f"        record = {_joined(f'W0(size + {bits}, tid, PID[0], timestamp, CAE{head[1]})', rest)}",
         "    except GIVE_UP:",
-        "        return None",
+        f"        {fallback if positional else 'return None'}",
         "    try:",
         "        return WRITE(record, timestamp, 0)",
         "    except UNMAPPED:",
@@ -455,16 +476,21 @@ class _RecordEncoder:
         self._fast: dict[tuple[Any, ...], Any] = {}
         self.encode = self._encoder_for(8)  # type: ignore[method-assign]
 
-    def fast_writer_code(self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None) -> tuple[CodeType, dict[str, Any]]:
-        """The code of this event's ``write_fast(values)`` and the names it uses (see
-        ``fast_encoder_source``), generated once per ``value_types`` and ``value_names``; the
-        caller makes functions of it with its own names added."""
-        key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names), "write")
+    def fast_writer_code(
+        self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None, *, positional: bool = False
+    ) -> tuple[CodeType, dict[str, Any]]:
+        """The code of this event's ``write_fast(values)`` (with ``positional``,
+        ``write_fast(v0, v1, ...)``) and the names it uses (see ``fast_encoder_source``),
+        generated once per ``value_types``, ``value_names`` and ``positional``; the caller makes
+        functions of it with its own names added."""
+        kind = "positional" if positional else "write"
+        key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names), kind)
         made = self._fast.get(key)
         if made is None:
             source, namespace = fast_encoder_source(
                 self.fields, self._packer(8), ansi_encoding=self.ansi_encoding, tracelogging=self._tracelogging,
                 constant=self._constant, extended=self._extended, value_types=key[0], value_names=key[1], write_through=True,
+                positional=positional,
             )  # fmt: skip
             scope = dict(namespace)
             exec(compile(source, "<openetw generated writer>", "exec"), scope)  # noqa: S102 - our own generated code

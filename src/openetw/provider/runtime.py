@@ -5,6 +5,9 @@
     provider = TraceLoggingProvider("MyCompany.MyComponent").register()
     provider.write("Started", level=4, keyword=0x10, port=8080, host="example")
 
+    started = provider.event("Started", level=4, keyword=0x10, fields=(("port", "uint16"), ("host", "string")))
+    started.write(8080, "example")  # hot code: the fields declared once, the values by position
+
     manifest = Provider("{5eadbeef-...}").register()
     started = manifest.event((1, 0, 0, 4, 0, 0, 0x10), [("port", InType.UINT16)])
     manifest.write(started, 8080)
@@ -32,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import CodeType, FunctionType
 from typing import Any, Self
@@ -41,14 +45,16 @@ from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
 from openetw.guids import parse_guid, provider_guid_from_name
 from openetw.provider.activity import activity_state, claim_activity_ids
-from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache
+from openetw.manifest.winmeta import InType
+from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache, TraceLoggingEventEncoder
 from openetw.provider.fields import FieldSpec
+from openetw.tdh.schema import PropertyInfo
 from openetw.provider.link import REGISTER_WAIT, link
 from openetw.service.pool import PoolWriter
 from openetw.service.wire import filters_to_json
 from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
 
-__all__ = ["EnableCallback", "Provider", "TraceLoggingProvider"]
+__all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
 
 EnableCallback = Callable[[bool, int, int, int, Any, bool], None]
 WriteFn = Callable[[bytes, int, int], bool]
@@ -127,6 +133,13 @@ def _write_many(writes: tuple[WriteFn, ...], record: bytes, timestamp: int, cpu:
     return _write_all(writes, record, timestamp)
 
 
+def _route(writes: tuple[WriteFn, ...]) -> WriteFn | None:
+    """What a declared event's writer writes through: None for no session."""
+    if not writes:
+        return None
+    return writes[0] if len(writes) == 1 else functools.partial(_write_many, writes)
+
+
 os.register_at_fork(after_in_child=_new_pid)
 
 
@@ -168,6 +181,7 @@ class _ProviderBase:
         self._state: EnableState = DISABLED
         self._routing: Routing = ((), {}, {}, {})
         self._is_registered = False
+        self._events: weakref.WeakSet[TraceLoggingEvent] = weakref.WeakSet()
 
     # -- registration --------------------------------------------------------------------------
     def register(self, *, wait: float = REGISTER_WAIT) -> Self:
@@ -210,6 +224,8 @@ class _ProviderBase:
         targets = tuple((entry, writers[entry.session_id].write) for entry in self._state.sessions if entry.session_id in writers)
         self._routing = (targets, {}, {}, {})
         self.enabled = bool(targets)
+        for event in list(self._events):
+            event._route[0] = _route(self._writes_for(event.level, event.keyword, 0)) if targets else None
 
     def _capture_state(self, session_id: int) -> None:
         self._call_back(capture_state=True)
@@ -270,6 +286,43 @@ class TraceLoggingProvider(_ProviderBase):
                 return written
         return self._write(event_name, fields, level, keyword, opcode, 0)
 
+    def event(
+        self, event_name: str, *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0, fields: Sequence[FieldSpec | tuple[str, str]] = ()
+    ) -> TraceLoggingEvent:
+        """An event with declared fields, for hot code: ``event.write(v0, v1, ...)`` takes the
+        values by position, skipping the keyword arguments, the type inference and the lookup
+        by name that ``write`` pays on every call. ``fields`` are ``(name, in_type)`` pairs
+        (``InType`` or its name: ``"uint32"``, ``"unicodestring"``; ``"string"`` is
+        UNICODESTRING, what ``write`` makes of a ``str``), ``(name, in_type, out_type[,
+        count])`` or ``tl_field`` results. The bytes are those of ``TraceLoggingEventEncoder``
+        with the same fields."""
+        encoder = TraceLoggingEventEncoder(
+            self._encoders.provider_name, event_name, [_declared_field(spec) for spec in fields], level=level, keyword=keyword,
+            opcode=opcode, tags=tags, provider_group=self._encoders.provider_group, provider_id=self.guid,
+        )  # fmt: skip
+        event = TraceLoggingEvent(self, encoder)
+        self._events.add(event)
+        if self.enabled:
+            event._route[0] = _route(self._writes_for(level, keyword, 0))
+        return event
+
+    def _write_event(self, event: TraceLoggingEvent, values: tuple[Any, ...]) -> bool:
+        """A declared event's general path: in an activity, or values its generated writer
+        does not take (the encoder checks them and names a bad one)."""
+        writes = self._writes_for(event.level, event.keyword, 0)
+        if not writes:
+            return False
+        timestamp = _monotonic_ns()
+        state = activity_state()
+        activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
+        try:
+            record = event.encoder.encode(
+                values, timestamp=timestamp, pid=_pid, tid=_current_thread_id(), activity_id=activity_id, related_activity_id=related
+            )
+        except EventTooLarge:
+            return self._refuse(writes, timestamp)
+        return _write_all(writes, record, timestamp)
+
     def write_fields(self, event_name: str, fields: Mapping[str, Any], *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0) -> bool:
         """``write`` with the fields as a mapping (names that clash with the arguments are fine here)."""
         if not self.enabled:
@@ -328,6 +381,58 @@ class TraceLoggingProvider(_ProviderBase):
         encoder = self._encoders.encoder_for(event_name, fields, level=level, keyword=keyword, opcode=opcode)
         shapes[key] = shape
         fast_writes[key] = _fast_write(encoder.fast_writer_code(shape[1], shape[0]), writes)
+
+
+_IN_TYPE_ALIASES = {"string": InType.UNICODESTRING}
+
+
+def _declared_field(spec: FieldSpec | tuple[Any, ...]) -> FieldSpec:
+    """A declared TraceLogging field with its in-type given by name made an ``InType``."""
+    if isinstance(spec, tuple) and len(spec) >= 2 and isinstance(spec[1], str):
+        name = spec[1].lower()
+        in_type = _IN_TYPE_ALIASES.get(name)
+        if in_type is None:
+            try:
+                in_type = InType[name.upper()]
+            except KeyError:
+                raise InvalidArgument(f"field {spec[0]!r}: no TraceLogging in-type is named {spec[1]!r}") from None
+        return (spec[0], in_type, *spec[2:])
+    if not isinstance(spec, (tuple, PropertyInfo)):
+        raise InvalidArgument(f"a declared field is (name, in_type[, out_type[, count]]) or a tl_field, not {spec!r}")
+    return spec
+
+
+class TraceLoggingEvent:
+    """One TraceLogging event with declared fields (``TraceLoggingProvider.event``).
+
+    ``write(v0, v1, ...)`` writes it with one value per field, in order, and returns whether a
+    session got it (False at once when none takes the event). It is one generated function for
+    the event's life: sessions coming and going change where it writes, not the function, so
+    keeping ``event.write`` in a local is fine. A value the generated code cannot pack, a write
+    in an activity, a record over 64 KB go the general path, which raises ``InvalidArgument``
+    (naming the field) for a bad value and counts an oversized event refused. A wrong number of
+    values raises ``TypeError``, as any Python call does.
+    """
+
+    __slots__ = ("provider", "encoder", "name", "level", "keyword", "opcode", "write", "_route", "__weakref__")
+
+    def __init__(self, provider: TraceLoggingProvider, encoder: TraceLoggingEventEncoder) -> None:
+        self.provider = provider
+        self.encoder = encoder
+        self.name = encoder.event_name
+        d = encoder.descriptor
+        self.level, self.keyword, self.opcode = d.level, d.keyword, d.opcode
+        self._route: list[WriteFn | None] = [None]
+        code, namespace = encoder.fast_writer_code(positional=True)
+        general = functools.partial(provider._write_event, self)
+        self.write: Callable[..., bool] = FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "ROUTE": self._route, "GENERAL": general})
+
+    @property
+    def fields(self) -> tuple[PropertyInfo, ...]:
+        return self.encoder.fields
+
+    def __repr__(self) -> str:
+        return f"<TraceLoggingEvent {self.provider.name}/{self.name} level={self.level} keyword={self.keyword:#x}>"
 
 
 class Provider(_ProviderBase):

@@ -27,8 +27,8 @@ import fcntl
 import mmap
 import os
 import struct
-import threading
 import weakref
+from time import sleep
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -87,6 +87,9 @@ _FLAGS_AT = _BH.offset("BufferFlag")
 # BufferFlag bits a producer may set; anything else (COMPRESSED above all) would misframe the file.
 _PRODUCER_FLAGS = L.BUFFER_FLAG_FLUSH_MARKER | L.BUFFER_FLAG_EVENTS_LOST | L.BUFFER_FLAG_BUFFER_LOST
 _FREE_WORD = bytes(4)
+# Positions in an unpacked WMI_BUFFER_HEADER, looked up once.
+_OFFSET_I, _FLAGS_I, _TIMESTAMP_I = _BH.index("Offset"), _BH.index("BufferFlag"), _BH.index("TimeStamp")
+_SEQUENCE_I, _PROCESSOR_I = _BH.index("SequenceNumber"), _BH.index("ProcessorIndex")
 _NO_KERNEL_POINTERS = bytes(16)
 
 
@@ -269,6 +272,22 @@ class BufferPool:
         self.states[index] = TAKEN
         return self._copy_out(index, sequence=None)
 
+    def take_into(self, index: int, out: mmap.mmap | bytearray) -> None:
+        """``take``, with the buffer's bytes written into ``out`` (``buffer_size`` bytes of the
+        caller's) rather than returned: one copy fewer where the bytes go to memory the caller
+        keeps anyway (a log file's write queue)."""
+        self._check_index(index)
+        if len(out) != self.buffer_size:
+            raise InvalidArgument(f"a buffer is {self.buffer_size} bytes, not {len(out)}")
+        state = self.states[index]
+        if state != FULL:
+            raise ServiceError(f"buffer {index} cannot be taken: it is {_state_name(state)}, not FULL")
+        self.states[index] = TAKEN
+        header, base, used = self._framed_header(index, None)
+        out[:_BH_SIZE] = header
+        out[_BH_SIZE:used] = self.view[base + _BH_SIZE : base + used]
+        out[used:] = self._tail_bytes()[used:]
+
     def release(self, index: int) -> None:
         """TAKEN → FREE, after resetting the buffer (zeroed, Offset = 0x48)."""
         self._check_index(index)
@@ -303,22 +322,29 @@ class BufferPool:
     def _copy_out(self, index: int, *, sequence: int | None) -> bytes:
         """The buffer's bytes with a WMI_BUFFER_HEADER the service vouches for: the producer's
         timestamp, processor and sequence kept, every framing field set from the pool's facts."""
+        header, base, used = self._framed_header(index, sequence)
+        with self.view[base + _BH_SIZE : base + used] as records:
+            return b"".join((header, records, self._tail_bytes()[used:]))  # one copy of the records
+
+    def _tail_bytes(self) -> memoryview:
+        if self._tail is None:
+            self._tail = memoryview(b"\xff" * self.buffer_size)
+        return self._tail
+
+    def _framed_header(self, index: int, sequence: int | None) -> tuple[bytes, int, int]:
+        """(the WMI_BUFFER_HEADER a taken buffer leaves with, where the buffer starts, its used size)."""
         base = self.buffer_offset(index)
         h = _BH.unpack_from(self.view, base)  # read once: the producer's later stores change nothing here
-        used = h[_BH.index("Offset")]
+        used = h[_OFFSET_I]
         if not _BH_SIZE <= used <= self.buffer_size or used % 8:
             used = _BH_SIZE  # the records cannot be framed: the buffer goes out empty
             self.buffers_repaired += 1
-        flags = (h[_BH.index("BufferFlag")] & _PRODUCER_FLAGS) | L.BUFFER_FLAG_PROCESSOR_INDEX
+        flags = (h[_FLAGS_I] & _PRODUCER_FLAGS) | L.BUFFER_FLAG_PROCESSOR_INDEX
         header = _BH.pack(
-            self.buffer_size, used, used, 0, h[_BH.index("TimeStamp")],
-            h[_BH.index("SequenceNumber")] if sequence is None else sequence, 0, h[_BH.index("ProcessorIndex")],
-            self.logger_id, _BUFFER_STATE_WRITTEN, used, flags, L.BUFFER_TYPE_GENERIC, _NO_KERNEL_POINTERS,
+            self.buffer_size, used, used, 0, h[_TIMESTAMP_I], h[_SEQUENCE_I] if sequence is None else sequence, 0,
+            h[_PROCESSOR_I], self.logger_id, _BUFFER_STATE_WRITTEN, used, flags, L.BUFFER_TYPE_GENERIC, _NO_KERNEL_POINTERS,
         )
-        if self._tail is None:
-            self._tail = memoryview(b"\xff" * self.buffer_size)
-        with self.view[base + _BH_SIZE : base + used] as records:
-            return b"".join((header, records, self._tail[used:]))  # one copy of the records
+        return header, base, used
 
     def _reset(self, index: int) -> None:
         if self._blank is None:
@@ -368,11 +394,11 @@ class PoolWriter:
     pool and returns False when it is dropped (no FREE buffer: ``events_lost``) or refused (no
     buffer can hold it, or it is shorter than a record header's first 8 bytes:
     ``events_refused``). ``flush()`` marks a non-empty FILLING buffer FULL and returns whether it
-    did. ``on_full(index)`` is called, outside the lock, each time a buffer becomes FULL: that is
+    did. ``on_full(index)`` is called, outside the guarded section, each time a buffer becomes FULL: that is
     when the producer sends its one-byte notification; ``became_full`` counts those buffers.
 
-    Make it with ``BufferPool.writer()``: one per mapping; threads share it (a lock guards the
-    write path). The processor index is recorded per buffer: the ``cpu`` of the write that opened
+    Make it with ``BufferPool.writer()``: one per mapping; threads share it (a token that one
+    thread at a time holds guards the write path, see ``_new_turn``). The processor index is recorded per buffer: the ``cpu`` of the write that opened
     it. In a child made by ``fork`` the writer is orphaned: its writes return False and count
     nothing, as the pool and its counters belong to the parent (the child registers anew).
     """
@@ -403,14 +429,14 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
     """The writer's ``write``, ``flush`` and ``orphan`` (for a forked child) as closures over its state.
 
     This is EventWrite's hot path: closure variables cost a fraction of attribute lookups, and
-    ``mmap`` slice assignment is cheaper than a memoryview's, so the fast path is one lock, one
+    ``mmap`` slice assignment is cheaper than a memoryview's, so the fast path is one token taken and given back, one
     copy and two stores (the padding after a record is zero in a FREE buffer already). Everything that changes buffers lives in ``write_slow``.
     """
     mapping, qwords, words, states = pool._map, pool.qwords, pool.words, pool.states
     buffer_size, count, logger_id = pool.buffer_size, pool.buffer_count, pool.logger_id
     max_record = min(buffer_size - _BH_SIZE, MAX_RECORD_SIZE)
     states_end, find = STATE_OFFSET + 4 * count, mapping.find
-    acquire, release = _new_lock()
+    take, give = _new_turn()
     # The FILLING buffer, as absolute positions in the mapping. With none, limit is -1 so every
     # write falls through to write_slow.
     index = -1
@@ -425,7 +451,10 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
     def write(record: bytes, timestamp: int, cpu: int = 0) -> bool:
         nonlocal cursor
         size = len(record)
-        acquire()
+        try:
+            take()
+        except IndexError:
+            wait_for_turn()
         try:
             start = cursor
             end = start + size
@@ -438,7 +467,7 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
                 return True
             written, full = write_slow(record, timestamp, cpu)
         finally:
-            release()
+            give(True)
         if full >= 0 and writer.on_full is not None:
             writer.on_full(full)
         return written
@@ -447,7 +476,10 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
         """``write`` for buffers over 64 KB: the record's size is checked as well."""
         nonlocal cursor
         size = len(record)
-        acquire()
+        try:
+            take()
+        except IndexError:
+            wait_for_turn()
         try:
             start = cursor
             end = start + size
@@ -460,20 +492,34 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
                 return True
             written, full = write_slow(record, timestamp, cpu)
         finally:
-            release()
+            give(True)
         if full >= 0 and writer.on_full is not None:
             writer.on_full(full)
         return written
 
     def flush() -> bool:
-        acquire()
+        try:
+            take()
+        except IndexError:
+            wait_for_turn()
         try:
             full = complete() if index >= 0 and cursor > base + _BH_SIZE else -1
         finally:
-            release()
+            give(True)
         if full >= 0 and writer.on_full is not None:
             writer.on_full(full)
         return full >= 0
+
+    def wait_for_turn() -> None:
+        """Another thread holds the turn (the interpreter switched threads inside its few
+        statements): let it run until it gives the turn back."""
+        while True:
+            sleep(0)
+            try:
+                take()
+                return
+            except IndexError:
+                pass
 
     def write_slow(record: bytes, timestamp: int, cpu: int) -> tuple[bool, int]:
         """Refuse; or complete the FILLING buffer, open the next FREE one and write; or drop.
@@ -560,15 +606,19 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
         return full
 
     def orphan() -> None:
-        """In a forked child: never touch the parent's pool again. The lock is new, as another
+        """In a forked child: never touch the parent's pool again. The token is new, as another
         thread of the parent may have held the old one at the fork."""
-        nonlocal orphaned, index, limit, acquire, release
+        nonlocal orphaned, index, limit, take, give
         orphaned, index, limit = True, -1, -1
-        acquire, release = _new_lock()
+        take, give = _new_turn()
 
     return (write if buffer_size - _BH_SIZE <= MAX_RECORD_SIZE else write_big), flush, orphan
 
 
-def _new_lock() -> tuple[Callable[[], bool], Callable[[], None]]:
-    lock = threading.Lock()
-    return lock.acquire, lock.release
+def _new_turn() -> tuple[Callable[[], bool], Callable[[bool], None]]:
+    """The write path's mutual exclusion: a list holding one token. ``pop`` takes it (or raises
+    ``IndexError`` when another thread has it), ``append`` gives it back. Each is one call into C
+    that the interpreter never interrupts, and the pair costs a third of ``threading.Lock``'s
+    ``acquire`` and ``release``; a thread that finds the token gone yields until it is back."""
+    token = [True]
+    return token.pop, token.append

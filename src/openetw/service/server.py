@@ -377,7 +377,9 @@ class TraceService:
                 runtime = self.runtimes.get(action.session_id)
                 if runtime is not None:
                     runtime.drain_all()
-                    runtime.flush_file()
+                    # The header is queued behind the buffers: the loop never waits for the disk
+                    # here (a controller's FLUSH waits in complete_flush).
+                    runtime.flush_file(wait=False)
             elif isinstance(action, SessionUpdated):
                 runtime = self.runtimes.get(action.session_id)
                 if runtime is not None:

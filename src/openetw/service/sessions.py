@@ -16,6 +16,7 @@ pool header and added to ``events_lost`` too.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -138,9 +139,16 @@ class SessionRuntime:
         pool = entry.pool
         moved = 0
         for index in pool.full_buffers():
-            data = pool.take(index)
-            pool.release(index)
-            self.deliver(data)
+            if self._file_only() and self.logfile is not None and pool.buffer_size == self.logfile.buffer_size:
+                # Straight into the file's write queue: one copy of the buffer, not two.
+                buffer = self.logfile.spare_buffer()
+                pool.take_into(index, buffer)
+                pool.release(index)
+                self.deliver(buffer, owned=True)
+            else:
+                data = pool.take(index)
+                pool.release(index)
+                self.deliver(data)
             moved += 1
         self._count_losses(entry)
         return moved
@@ -184,23 +192,16 @@ class SessionRuntime:
             if self.logfile is not None:
                 self.logfile.note_lost(events=new)
 
-    def deliver(self, data: bytes) -> None:
-        events = self.count_records(data)
+    def _file_only(self) -> bool:
+        return self.write_error is None and self.mode.writes_file and not self.mode.real_time and self.mode is not LogMode.BUFFERING
+
+    def deliver(self, data: bytes | mmap.mmap, *, owned: bool = False) -> None:
+        """Send one taken buffer to its destinations and count it. ``owned``: ``data`` came
+        from the log file's ``spare_buffer`` (a file-only session) and goes to it as it is."""
+        events = self.count_records(data)  # type: ignore[arg-type]
         mode = self.mode
         table, session_id = self.table, self.session_id
         delivered = False
-        if mode.writes_file and self.logfile is not None:
-            written = False
-            if self.write_error is None:
-                try:
-                    written = self.logfile.write(data).written
-                except OSError as exc:
-                    self.write_error = f"cannot write {self.logfile.file_name}: {exc.strerror or exc}"
-            if not written:
-                table.log_buffer_lost(session_id)
-                table.events_lost(session_id, events)
-                self.logfile.note_lost(events=events, buffers=1)
-            delivered = written
         if mode is LogMode.BUFFERING:
             self.ring.append((data, events))
             while len(self.ring) > self.config.maximum_buffers:
@@ -213,6 +214,19 @@ class SessionRuntime:
                 if mode is LogMode.REAL_TIME:
                     table.events_lost(session_id, events)
             delivered = delivered or sent
+        if mode.writes_file and self.logfile is not None:
+            written = False
+            if self.write_error is None:
+                try:
+                    written = self.logfile.write(data, events, counted_written=delivered, owned=owned).written
+                except OSError as exc:
+                    self._file_failed(f"cannot write {self.logfile.file_name}: {exc.strerror or exc}")
+            if not written:
+                table.log_buffer_lost(session_id)
+                if not delivered:
+                    table.events_lost(session_id, events)
+                self.logfile.note_lost(events=events, buffers=1)
+            delivered = delivered or written
         if delivered:
             table.buffer_written(session_id, events)
 
@@ -236,13 +250,30 @@ class SessionRuntime:
         )
         return header_buffer(header, self.logger_id)
 
-    def flush_file(self) -> None:
+    def flush_file(self, *, wait: bool = True) -> None:
+        """Rewrite the file's header; with ``wait`` (a controller's FLUSH) once everything
+        taken so far is in the file, without (the flush timer) queued behind it."""
         if self.logfile is None or self.write_error is not None:
             return
         try:
-            self.logfile.flush()
+            self.logfile.flush(wait=wait)
         except OSError as exc:
-            self.write_error = f"cannot write {self.logfile.file_name}: {exc.strerror or exc}"
+            self._file_failed(f"cannot write {self.logfile.file_name}: {exc.strerror or exc}")
+
+    def _file_failed(self, error: str) -> None:
+        """A write of the file failed: the session fails, and the buffers it had counted written
+        that a queued write then lost count as lost, as the file's header counts them, so that
+        ``events_written`` stays what the file holds (plus what consumers got)."""
+        self.write_error = self.write_error or error
+        assert self.logfile is not None
+        buffers, events = self.logfile.take_failed_writes()
+        if buffers:
+            # The statistics have no "unwrite": these buffers were counted by buffer_written.
+            statistics = self.table.session(self.session_id).statistics
+            statistics.buffers_written -= buffers
+            statistics.events_written -= events
+            self.table.log_buffer_lost(self.session_id, buffers)
+            self.table.events_lost(self.session_id, events)
 
     def snapshot(self, fd: int, file_name: str) -> int:
         """Write the buffering ring to ``fd`` as a complete file; returns the buffers written.
@@ -273,7 +304,7 @@ class SessionRuntime:
             try:
                 self.logfile.close()
             except OSError as exc:
-                self.write_error = self.write_error or f"cannot finish {self.logfile.file_name}: {exc}"
+                self._file_failed(f"cannot finish {self.logfile.file_name}: {exc}")
         for consumer in self.consumers.values():
             consumer.send({"event": "end", "session_id": self.session_id})
             consumer.consuming.discard(self.session_id)
