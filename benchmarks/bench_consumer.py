@@ -21,8 +21,7 @@ callback (a lagging consumer leaves buffers queued at the service, which drops t
 limit: lost by the service) and with ``events(when_full="drop")`` (the hand-off queue drops:
 dropped by the consumer). The consumer takes the session's buffers whole and processes each
 batch of waiting buffers on its columns, as an indexed file (``openetw.consumer.buffer_index``);
-it also reads the session's logfile header event first, which no enabled provider claims
-(counted unmatched, so not in the balance below). Printed per rate: what producers wrote and at what rate, what the
+the iterator gets the events in chunks, at the latest at the end of each batch. Printed per rate: what producers wrote and at what rate, what the
 consumer handled and at what rate (from the producers' start to the consumer's end), events
 dropped by the consumer, events lost by the service (pools with no free buffer, real-time
 buffers nobody could take), and whether handled + dropped + lost = written. Producers, service

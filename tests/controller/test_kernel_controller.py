@@ -30,6 +30,45 @@ def test_kernel_settings_travel_and_are_checked() -> None:
         config_from_json({"name": "K", "kind": "kernel", "kernel_flags": "process"})
 
 
+def test_the_kernel_source_and_profile_rate_travel_as_settings() -> None:
+    config = SessionConfig("K", kind=SessionKind.KERNEL, kernel_flags=("profile", "process"), kernel_source="tracefs",
+                           kernel_profile_rate_hz=250)  # fmt: skip
+    body = config_to_json(config)
+    assert (body["kernel_source"], body["kernel_profile_rate_hz"], body["kernel_flags"]) == ("tracefs", 250, ["process", "profile"])
+    assert config_from_json(body) == config
+    # A request written before these settings existed (or leaving them null) takes the defaults.
+    older = {key: value for key, value in body.items() if key not in ("kernel_source", "kernel_profile_rate_hz")}
+    assert (config_from_json(older).kernel_source, config_from_json(older).kernel_profile_rate_hz) == ("auto", None)
+    nulls = config_from_json(older | {"kernel_source": None, "kernel_profile_rate_hz": None})
+    assert (nulls.kernel_source, nulls.kernel_profile_rate_hz) == ("auto", None)
+    with pytest.raises(InvalidSessionConfig, match="kernel_profile_rate_hz must be an integer, not '250'"):
+        config_from_json(body | {"kernel_profile_rate_hz": "250"})
+    with pytest.raises(InvalidSessionConfig, match="kernel_source must be a str, not int"):
+        config_from_json(body | {"kernel_source": 1})
+    with pytest.raises(InvalidSessionConfig, match="unknown kernel event source 'bpf'"):
+        config_from_json(body | {"kernel_source": "bpf"})
+
+
+def test_flag_lists_hold_names_only() -> None:
+    from openetw.kernel.control import parse_flags
+
+    for flags in ("process,source=proc_connector", ["profile", "profile_rate=500"]):
+        with pytest.raises(InvalidArgument, match="kernel flags are names, not settings: (source=proc_connector|profile_rate=500);"):
+            parse_flags(flags)
+
+
+def test_kernel_settings_are_refused_before_a_service_is_asked(service_env: Path) -> None:
+    from openetw.controller import Session
+
+    with pytest.raises(InvalidSessionConfig, match="a profile rate needs the profile kernel flag"):
+        Session.start("KRate", mode="realtime", kernel_flags="process", kernel_profile_rate=500)
+    with pytest.raises(InvalidSessionConfig, match="the proc_connector source records only the process and thread flags, not image"):
+        start_kernel_session("KPc", "process,image", mode="realtime", source="proc-connector")
+    with pytest.raises(InvalidArgument, match="kernel_source and kernel_profile_rate need kernel_flags"):
+        Session.start("URate", mode="realtime", kernel_profile_rate=500)
+    assert not service_env.exists()  # refused here: with no service, asking one fails otherwise
+
+
 def test_flags_are_checked_before_anything_starts(kernel_service: ServiceProcess) -> None:
     with pytest.raises(InvalidArgument, match="not recorded on Linux yet"):
         start_kernel_session("KBad", ["registry"], mode="realtime")

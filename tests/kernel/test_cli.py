@@ -144,8 +144,11 @@ def test_options_that_do_not_fit_the_flags_or_sources_are_refused(capsys, kernel
 
 
 @pytest.mark.parametrize("args, word", [
-    (["--mode", "realtime", "--flags", "process", "--profile-rate", "100"], "profile_rate needs the profile flag"),
-    (["--realtime", "--flags", "process,source=bpf"], "unknown kernel event source 'bpf'"),
+    (["--mode", "realtime", "--flags", "process", "--profile-rate", "100"], "a profile rate needs the profile kernel flag"),
+    (["--realtime", "--flags", "profile", "--profile-rate", "100001"], "the profile rate must be 1..100000 samples per second"),
+    (["--realtime", "--flags", "process,cswitch", "--source", "proc-connector"], "the proc_connector source records only the process and thread flags, not cswitch"),
+    (["--realtime", "--flags", "process,source=bpf"], "kernel flags are names, not settings: source=bpf;"),
+    (["--realtime", "--flags", "profile,profile_rate=500"], "kernel flags are names, not settings: profile_rate=500;"),
     (["--mode", "realtime", "--flags", "process,registry"], "kernel flag(s) registry are not recorded on Linux yet"),
 ])  # fmt: skip
 def test_realtime_options_the_service_does_not_take_are_refused(capsys, kernel_dir, service_env, args, word):
@@ -188,19 +191,30 @@ def test_realtime_kernel_sessions_run_in_the_trace_service(capsys, kernel_dir, k
 def test_realtime_kernel_sessions_take_the_source_and_the_profile_rate(capsys, kernel_dir, kernel_service):
     code, out, err = run(capsys, "kernel", "start", "t-kprof", "--realtime", "--profile-rate", "500", "--flags", "profile,image", "--json")
     assert code == 0, err
-    assert json.loads(out)["kernel_flags"] == ["image", "profile", "profile_rate=500"]
+    started = json.loads(out)
+    assert started["kernel_flags"] == ["image", "profile"]
+    assert (started["kernel_source"], started["kernel_profile_rate_hz"]) == ("auto", 500)
+    code, out, _ = run(capsys, "kernel", "query", "t-kprof")
+    assert code == 0 and "flags: image,profile" in out and "source: auto; profile rate 500 Hz" in out
     subprocess.run([sys.executable, "-c", "total = 0\nfor i in range(500_000): total += i"], check=True)
     code, out, err = run(capsys, "kernel", "stop", "t-kprof", "--json")
     assert code == 0, err
     kernel = json.loads(out)["kernel"]
     assert kernel["source"] == "auto" and kernel["profile_rate_hz"] == 500 and set(kernel["sources"]) == {"perf"}
     assert kernel["sources"]["perf"]["samples"] > 0
-    session = Session.start("t-kpc", mode="realtime", kernel_flags="process,thread,source=proc-connector")
+    session = Session.start("t-kpc", mode="realtime", kernel_flags="process,thread", kernel_source="proc-connector")
     try:
+        assert session.info_at_start["kernel_source"] == "proc_connector"
         assert session.info_at_start["kernel"]["source"] == "proc_connector"
     finally:
         session.stop()
     assert set(session.final["kernel"]["sources"]) == {"proc_connector"}
+    code, out, err = run(capsys, "kernel", "start", "t-kpc-cli", "--realtime", "--source", "proc-connector", "--flags", "process", "--json")
+    assert code == 0, err
+    started = json.loads(out)
+    assert started["kernel_source"] == "proc_connector" and started["kernel"]["source"] == "proc_connector"
+    code, out, err = run(capsys, "kernel", "stop", "t-kpc-cli", "--json")
+    assert code == 0 and set(json.loads(out)["kernel"]["sources"]) == {"proc_connector"}, err
 
 
 def test_bad_names_and_unknown_sessions_are_refused(capsys, kernel_dir):

@@ -142,6 +142,41 @@ def test_a_kernel_file_session_from_the_command_line_records_children(
     assert not list(Path("/sys/kernel/tracing/instances").glob(f"openetw_svc{kernel_service.pid}_*"))
 
 
+def test_session_start_takes_the_kernel_event_source(
+    kernel_service: ServiceProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "pc.etl"
+    started = run_json(capsys, "session", "start", "KPc", "--kernel-flags", "process,thread", "--kernel-source", "proc-connector",
+                       "-o", str(output))  # fmt: skip
+    assert (started["kernel_source"], started["kernel_profile_rate_hz"]) == ("proc_connector", None)
+    assert started["kernel"]["source"] == "proc_connector"
+    codes = [5, 6]
+    children = _spawn_children(codes)
+    assert main(["session", "query", "KPc"]) == 0
+    assert "  kernel source: proc_connector\n" in capsys.readouterr().out
+    final = run_json(capsys, "session", "stop", "KPc")
+    assert set(final["kernel"]["sources"]) == {"proc_connector"}
+    stops = {values["ProcessID"]: values for name, _, values in _file_events(output)[:-1] if name == "Process/Stop"}
+    assert [stops[child.pid]["ExitStatus"] for child in children] == codes
+    assert all(stops[child.pid]["ParentID"] == os.getpid() for child in children)
+
+
+def test_session_start_takes_the_profile_rate(kernel_service: ServiceProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = tmp_path / "profile.etl"
+    started = run_json(capsys, "session", "start", "KProf", "--kernel-flags", "profile,image", "--profile-rate", "500", "-o", str(output))
+    assert (started["kernel_flags"], started["kernel_source"], started["kernel_profile_rate_hz"]) == (["image", "profile"], "auto", 500)
+    subprocess.run([sys.executable, "-c", "total = 0\nfor i in range(2_000_000): total += i"], check=True)
+    queried = run_json(capsys, "session", "query", "KProf")
+    assert queried["kernel_profile_rate_hz"] == 500 and queried["kernel"]["profile_rate_hz"] == 500
+    final = run_json(capsys, "session", "stop", "KProf")
+    assert set(final["kernel"]["sources"]) == {"perf"}
+    events = _file_events(output)[:-1]
+    collection = [values for name, _, values in events if name == "PerfInfo/CollectionStart"]
+    assert len(collection) == 1 and 20_000 in collection[0].values()  # 2 ms in 100 ns units
+    samples = sum(1 for name, _, _ in events if name == "PerfInfo/Sample")
+    assert samples > 0 and samples == final["kernel"]["sources"]["perf"]["samples"]
+
+
 def test_kernel_ring_losses_count_as_events_lost(kernel_service: ServiceProcess, tmp_path: Path) -> None:
     output = tmp_path / "storm.etl"
     session = Session.start("KStorm", output, kernel_flags=["syscall"], kernel_buffer_size=8)
@@ -274,12 +309,17 @@ def test_the_kernel_session_limit_holds_for_the_whole_machine(kernel_service: Se
         for index in range(ORDINARY_KERNEL_SESSIONS - len(taken)):
             others.append(TracefsInstance.create(f"t_elsewhere_{os.getpid()}_{index}", buffer_size_kb=4,
                                                  exclude_pids=[threading.get_native_id()]))  # fmt: skip
+        refused_file = tmp_path / "more.etl"
         with pytest.raises(TooManyKernelSessions, match="all 6 kernel session slots are in use"):
-            Session.start("K-more", kernel_flags="process", mode="realtime", kernel_buffer_size=16)
+            Session.start("K-more", refused_file, kernel_flags="process", kernel_buffer_size=16)
+        # Refused before the session was made: not listed, no session id used, the file untouched.
+        assert [s["name"] for s in list_sessions()] == ["K-svc"]
+        assert refused_file.stat().st_size == 0
         with pytest.raises(TooManyKernelSessions):
             registry.check_capacity("t-cli")
         # The reserved name takes its reserved slot, and holds the name for the whole machine.
         started.append(Session.start("NT Kernel Logger", kernel_flags="process", mode="realtime", kernel_buffer_size=16))
+        assert started[-1].info_at_start["session_id"] == started[0].info_at_start["session_id"] + 1
         assert "openetw_NT Kernel Logger" in registry.running()
         with pytest.raises(SessionExists, match="a kernel session named 'NT Kernel Logger' is running"):
             registry.check_capacity("NT Kernel Logger")

@@ -72,3 +72,43 @@ def test_resolve_provider() -> None:
     assert resolve_provider(guid) == (guid, None)
     with pytest.raises(InvalidSessionConfig):
         resolve_provider("  ")
+
+
+def _kernel(**settings: object) -> SessionConfig:
+    flags = settings.pop("kernel_flags", ("process", "profile"))
+    return SessionConfig("K", kind=SessionKind.KERNEL, kernel_flags=flags, **settings)  # type: ignore[arg-type]
+
+
+def test_a_kernel_session_takes_an_event_source_and_a_profile_rate() -> None:
+    assert (_kernel().kernel_source, _kernel().kernel_profile_rate_hz) == ("auto", None)
+    assert _kernel(kernel_flags=("process",), kernel_source="Proc-Connector").kernel_source == "proc_connector"
+    assert _kernel(kernel_source="tracefs", kernel_profile_rate_hz=500).kernel_profile_rate_hz == 500
+    assert _kernel(kernel_profile_rate_hz=1).kernel_profile_rate_hz == 1
+    assert _kernel(kernel_profile_rate_hz=100_000).kernel_profile_rate_hz == 100_000
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"kernel_source": "bpf"}, "unknown kernel event source 'bpf'; choose one of auto, tracefs, proc_connector"),
+        ({"kernel_source": "perf_children"}, "unknown kernel event source 'perf_children'"),
+        ({"kernel_source": 3}, "unknown kernel event source 3"),
+        ({"kernel_profile_rate_hz": 0}, "the profile rate must be 1..100000 samples per second, not 0"),
+        ({"kernel_profile_rate_hz": 100_001}, "the profile rate must be 1..100000 samples per second, not 100001"),
+        ({"kernel_profile_rate_hz": True}, "the profile rate must be 1..100000 samples per second, not True"),
+        ({"kernel_flags": ("process",), "kernel_profile_rate_hz": 500}, "a profile rate needs the profile kernel flag"),
+        ({"kernel_source": "proc_connector"}, "the proc_connector source records only the process and thread flags, not profile"),
+    ],
+)
+def test_kernel_settings_out_of_range_are_refused(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidSessionConfig) as refused:
+        _kernel(**settings)
+    assert message in str(refused.value)
+
+
+def test_only_kernel_sessions_take_kernel_settings() -> None:
+    with pytest.raises(InvalidSessionConfig, match="only kernel sessions take a kernel event source"):
+        SessionConfig("U", kernel_source="tracefs")
+    with pytest.raises(InvalidSessionConfig, match="only kernel sessions take a profile rate"):
+        SessionConfig("U", kernel_profile_rate_hz=500)
+    assert SessionConfig("U").kernel_source == "auto"

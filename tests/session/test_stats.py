@@ -7,7 +7,7 @@ import json
 import pytest
 
 from openetw.errors import InvalidArgument
-from openetw.session import COUNTER_KEYS, STATISTICS_KEYS, SessionStatistics, SessionTable
+from openetw.session import COUNTER_KEYS, STATISTICS_KEYS, Caller, SessionConfig, SessionKind, SessionStatistics, SessionTable
 from tests.session.helpers import ALICE, PROVIDER, config, file_config
 
 EXPECTED_KEYS = (
@@ -42,6 +42,18 @@ def test_query_holds_settings_state_and_statistics() -> None:
     assert info["created_at"] == 50.0 and info["started_at"] == 60.0
     assert info["providers"][0]["guid"] == str(PROVIDER) and info["providers"][0]["match_any"] == 0x30
     json.dumps(info)  # plain data
+
+
+def test_query_shows_a_kernel_session_s_flags_source_and_profile_rate() -> None:
+    table = SessionTable()
+    kernel = SessionConfig("K", kind=SessionKind.KERNEL, kernel_flags=("profile", "image"), kernel_buffer_kb=64,
+                           kernel_source="tracefs", kernel_profile_rate_hz=500)  # fmt: skip
+    table.create(kernel, Caller(0, 0))
+    table.create(file_config("U"), ALICE)
+    info = table.query("K")
+    assert (info["kernel_flags"], info["kernel_buffer_kb"]) == (["image", "profile"], 64)
+    assert (info["kernel_source"], info["kernel_profile_rate_hz"]) == ("tracefs", 500)
+    assert not {"kernel_flags", "kernel_source", "kernel_profile_rate_hz"} & set(table.query("U"))
 
 
 def test_counters_add_up_exactly() -> None:

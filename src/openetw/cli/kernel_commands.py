@@ -122,6 +122,8 @@ def _print_service_info(info: dict[str, Any], *, title: str | None = None) -> No
         click.echo(title)
     click.echo(f"{info.get('name')}: {info.get('state')}, {info.get('mode')} (trace service)")
     click.echo(f"  flags: {','.join(info.get('kernel_flags') or [])}")
+    rate = info.get("kernel_profile_rate_hz")
+    click.echo(f"  source: {info.get('kernel_source', 'auto')}" + (f"; profile rate {rate} Hz" if rate is not None else ""))
     if info.get("file_name"):
         click.echo(f"  file: {info['file_name']}")
     click.echo(f"  real-time consumers: openetw trace --session {info.get('name')!r}, UserTrace(sessions=[...])")

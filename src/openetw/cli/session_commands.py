@@ -190,6 +190,8 @@ def _print_session(info: dict[str, Any], as_json: bool, *, title: str | None = N
         kernel = info.get("kernel") or {}
         recorder = f", recorder pid {kernel['recorder_pid']}" if kernel.get("recorder_pid") else ""
         click.echo(f"  kernel flags: {','.join(info['kernel_flags'])}; ring buffer {info.get('kernel_buffer_kb')} KB per CPU{recorder}")
+        rate = info.get("kernel_profile_rate_hz")
+        click.echo(f"  kernel source: {info.get('kernel_source', 'auto')}" + (f"; profile rate {rate} Hz" if rate is not None else ""))
         if kernel.get("missing_tracepoints"):
             click.echo(f"  tracepoints this kernel lacks: {', '.join(kernel['missing_tracepoints'])}")
     for provider in info.get("providers", []):
@@ -222,11 +224,17 @@ def session() -> None:
                    " `openetw kernel start --flags` (process, thread, image, cswitch, disk, net, ...).")  # fmt: skip
 @click.option("--kernel-buffer-size", type=int, default=1024, show_default=True,
               help="Kernel sessions: the kernel's ring buffer per CPU in KB.")
+@click.option("--kernel-source", type=click.Choice(["auto", "tracefs", "proc-connector", "proc_connector"]), default="auto",
+              show_default=True, help="Kernel sessions: where the kernel events come from (auto: tracefs, plus perf for"
+                                      " image and profile; proc-connector: process and thread only).")  # fmt: skip
+@click.option("--profile-rate", type=int, default=None, metavar="HZ",
+              help="Kernel sessions: CPU samples per second of the profile flag (1..100000; default 1000).")
 @_socket_option
 @_json_option
 def session_start(name: str, provider_specs: tuple[str, ...], output: str | None, mode: str | None, realtime: bool,
                   buffer_size: int, max_size: int, flush_timer: int, min_buffers: int, max_buffers: int,
-                  kernel_flags: str | None, kernel_buffer_size: int, socket_path: str | None, as_json: bool) -> None:  # fmt: skip
+                  kernel_flags: str | None, kernel_buffer_size: int, kernel_source: str, profile_rate: int | None,
+                  socket_path: str | None, as_json: bool) -> None:  # fmt: skip
     """Start session NAME; it runs until `openetw session stop NAME` (or the service stops).
 
     With --kernel-flags it is a kernel session: the service records those kernel events into it
@@ -237,7 +245,8 @@ def session_start(name: str, provider_specs: tuple[str, ...], output: str | None
         name, output, mode=mode, realtime=realtime, buffer_size=buffer_size, max_size=max_size,
         flush_timer=flush_timer, min_buffers=min_buffers, max_buffers=max_buffers,
         providers=[parse_provider_spec(spec) for spec in provider_specs], kernel_flags=kernel_flags,
-        kernel_buffer_size=kernel_buffer_size, socket=socket_path,
+        kernel_buffer_size=kernel_buffer_size, kernel_source=kernel_source, kernel_profile_rate=profile_rate,
+        socket=socket_path,
     )  # fmt: skip
     info = started.info_at_start
     started.detach()  # the session stays: it belongs to the service now

@@ -128,6 +128,21 @@ class TraceContext:
         return schema
 
     def parser_for(self, record: Any) -> Parser:
+        if record is self._primed_record and record is not self._record:
+            # The usual case, first ask for the record being delivered: Parser.of(record,
+            # *entry, self), inlined (this runs once per event)
+            entry = self._primed
+            if entry is not None:
+                parser = _new_parser(Parser)
+                parser._schema = parser._decoded = parser._data = None
+                parser.record = record
+                parser._tdh = entry[0]
+                parser._plans = entry[1]
+                parser._context = self
+                self._record = record
+                self._schema = None
+                self._parser = parser
+                return parser
         if record is self._record:
             parser = self._parser
             if parser is not None:

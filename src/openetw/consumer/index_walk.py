@@ -259,7 +259,19 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     u8 = np.frombuffer(blob, dtype=np.uint8)
     u32 = np.frombuffer(blob, dtype="<u4", count=len(blob) // 4)
     markers, second_words = u32[0::2], u32[1::2]
-    slots = np.flatnonzero(u8[3::8] >= 0x80).astype(index_type)  # marker flags 0xC0 and 0x90 both set the top bit
+    # Marker flags 0xC0 and 0x90 both set the top bit. Mostly empty buffers: look at their
+    # record areas only.
+    tops = u8[3::8]
+    base_slots = (bufs.bases // 8).astype(index_type)
+    ends = bufs.ends.astype(index_type)
+    first = base_slots + BH // 8
+    last = base_slots + (ends - 4) // 8  # a marker needs 4 bytes
+    areas = [(start, stop + 1) for start, stop in zip(first.tolist(), last.tolist()) if stop >= start]
+    if sum(stop - start for start, stop in areas) * 2 < slot_count:
+        found = [np.flatnonzero(tops[start:stop] >= 0x80) + start for start, stop in areas]
+        slots = np.concatenate(found).astype(index_type) if found else np.zeros(0, dtype=index_type)
+    else:
+        slots = np.flatnonzero(tops >= 0x80).astype(index_type)
     # Keep the positions that frame: a known header type under 0xC0 flags, or a WPP 0x90 marker.
     marker = markers.take(slots)
     header_type = (marker >> 16) & 0xFF
@@ -267,12 +279,8 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
     framed = np.flatnonzero(typed | ((flags & 0xD0) == 0x90))
     slots, marker, header_type, typed = slots.take(framed), marker.take(framed), header_type.take(framed), typed.take(framed)
-    # Each slot's buffer, and the record area of each buffer in slots: [first, last].
-    base_slots = (bufs.bases // 8).astype(index_type)
+    # Each slot's buffer; keep the slots inside its record area.
     buffer_pos = (np.searchsorted(base_slots, slots, side="right") - 1).astype(index_type)
-    ends = bufs.ends.astype(index_type)
-    first = base_slots + BH // 8
-    last = base_slots + (ends - 4) // 8  # a marker needs 4 bytes
     inside = np.flatnonzero((slots >= first.take(buffer_pos)) & (slots <= last.take(buffer_pos)))
     slots, buffer_pos, marker, header_type, typed = slots.take(inside), buffer_pos.take(inside), marker.take(inside), header_type.take(inside), typed.take(inside)
     sizes = np.where(typed & SIZE_AT_4[header_type], second_words.take(slots) & 0xFFFF, marker & 0xFFFF).astype(index_type)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -274,8 +275,9 @@ class IndexedPlan:
 
         Records of one kind of event (same provider, id or opcode or hook, version, header type,
         and no extended items) share one schema lookup, done for the first of them. This loop
-        runs once per delivered event: it is written for speed (locals, one branch for the usual
-        record: built from its buffer, handed to the callbacks of a single provider).
+        runs once per delivered event: it is written for speed (only the index columns it reads
+        are gathered; rows go by runs of one buffer; locals; one branch for the usual record:
+        built from its buffer, handed to the single callback of a single provider).
         """
         d = self.dispatcher
         stats = d.stats
@@ -323,116 +325,121 @@ class IndexedPlan:
         header_types = column("header_type")
         classes = class_table[np.minimum(header_types, len(class_table) - 1)]
         classes[header_types >= len(class_table)] = None
+        # Rows come in runs from one buffer (of one file): its bytes and facts are looked up once
+        # per run. A buffer's rows all have the buffer's processor number.
+        count = len(positions)
+        run_starts = np.flatnonzero(np.concatenate(([True], places[1:] != places[:-1]))) if count else np.zeros(0, dtype=np.int64)
+        run_stops = np.append(run_starts[1:], count)
+        # Whether a run has a row built from the buffer's bytes (not the long way).
+        run_needs_data = np.logical_or.reduceat(route != -2, run_starts) if count else np.zeros(0, dtype=bool)
+        runs = zip(
+            run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
+        )  # fmt: skip
         columns = zip(
-            fast.tolist(), route.tolist(), kind_of.tolist(), classes.tolist(), places.tolist(),
-            column("offset").tolist(), column("size").tolist(), column("cpu").tolist(), column("user_data_offset").tolist(),
+            fast.tolist(), route.tolist(), kind_of.tolist(), classes.tolist(),
+            column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist(),
         )  # fmt: skip
         done = 0
-        last_place = buffer = -1
+        buffer = -1
         data = b""
         try:
-            for done, (callback, group, schema_kind, record_class, place, offset, size, cpu, user_data_offset) in enumerate(columns):  # noqa: B007
-                if d.stopping:
-                    return int(positions[done])
-                if callback is not None:
-                    if place != last_place:
-                        file, buffer = place >> 32, place & 0xFFFFFFFF
-                        data = caches[file].get(buffer)
-                        if data is None:
-                            data = loaders[file].buffer_data(buffer)
-                        record_context = record_contexts[file]
-                        last_place = place
-                    # new_lazy_record(...), inlined
-                    record = new(record_class)
-                    record._raw = data
-                    record._pos = offset
-                    record._size = size
-                    record.cpu = cpu
-                    record._ctx = record_context
-                    record.buffer_index = buffer
-                    record.user_data_offset = user_data_offset
-                    if context.generation != generation:
-                        entries = {}
-                        extended_entries = {}
-                        generation = context.generation
-                    entry = entries.get(schema_kind)
-                    if entry is None:
-                        tdh, plans = context.entry_of(record)
-                        entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
-                        generation = context.generation
-                    # context.prime(record, entry), inlined
-                    context._primed_record = record
-                    context._primed = entry
-                    try:
-                        callback(record, context)
-                    except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
-                        callback_failed(error, record)
-                    continue
-                if group != -2:
-                    if place != last_place:
-                        file, buffer = place >> 32, place & 0xFFFFFFFF
-                        data = caches[file].get(buffer)
-                        if data is None:
-                            data = loaders[file].buffer_data(buffer)
-                        record_context = record_contexts[file]
-                        last_place = place
-                    # new_lazy_record(...), inlined
-                    record = new(record_class)
-                    record._raw = data
-                    record._pos = offset
-                    record._size = size
-                    record.cpu = cpu
-                    record._ctx = record_context
-                    record.buffer_index = buffer
-                    record.user_data_offset = user_data_offset
-                else:
-                    record = loaders[place >> 32].record(int(self.rows[positions[done]]))
-                if schema_kind >= 0:
-                    if context.generation != generation:
-                        entries = {}
-                        extended_entries = {}
-                        generation = context.generation
-                    entry = entries.get(schema_kind)
-                    if entry is None:
-                        tdh, plans = context.entry_of(record)
-                        entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
-                        generation = context.generation
-                    # context.prime(record, entry), inlined
-                    context._primed_record = record
-                    context._primed = entry
-                elif schema_kind != -1:  # an event with extended items: its kind and their bytes
-                    if context.generation != generation:
-                        entries = {}
-                        extended_entries = {}
-                        generation = context.generation
-                    pos = record._pos
-                    key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
-                    entry = extended_entries.get(key)
-                    if entry is None:
-                        if len(extended_entries) >= _EXTENDED_KEYS:
-                            extended_entries.clear()
-                        tdh, plans = context.entry_of(record)
-                        entry = extended_entries[key] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
-                        generation = context.generation
-                    context._primed_record = record
-                    context._primed = entry
-                if group >= 0:
-                    callback = only_callback[group]
+            for run_start, run_stop, place, cpu, needs_data in runs:
+                done = run_start
+                file, buffer = place >> 32, place & 0xFFFFFFFF
+                if needs_data:
+                    data = caches[file].get(buffer)
+                    if data is None:
+                        data = loaders[file].buffer_data(buffer)
+                record_context = record_contexts[file]
+                for done, (callback, group, schema_kind, record_class, offset, size, user_data_offset) in enumerate(  # noqa: B007
+                    islice(columns, run_stop - run_start), run_start
+                ):
+                    if d.stopping:
+                        return int(positions[done])
                     if callback is not None:
+                        # new_lazy_record(...), inlined
+                        record = new(record_class)
+                        record._raw = data
+                        record._pos = offset
+                        record._size = size
+                        record.cpu = cpu
+                        record._ctx = record_context
+                        record.buffer_index = buffer
+                        record.user_data_offset = user_data_offset
+                        if context.generation != generation:
+                            entries = {}
+                            extended_entries = {}
+                            generation = context.generation
+                        entry = entries.get(schema_kind)
+                        if entry is None:
+                            tdh, plans = context.entry_of(record)
+                            entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+                            generation = context.generation
+                        # context.prime(record, entry), inlined
+                        context._primed_record = record
+                        context._primed = entry
                         try:
                             callback(record, context)
                         except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
                             callback_failed(error, record)
+                        continue
+                    if group != -2:
+                        # new_lazy_record(...), inlined
+                        record = new(record_class)
+                        record._raw = data
+                        record._pos = offset
+                        record._size = size
+                        record.cpu = cpu
+                        record._ctx = record_context
+                        record.buffer_index = buffer
+                        record.user_data_offset = user_data_offset
                     else:
-                        for callback in direct[group]:
+                        record = loaders[place >> 32].record(int(self.rows[positions[done]]))
+                    if schema_kind >= 0:
+                        if context.generation != generation:
+                            entries = {}
+                            extended_entries = {}
+                            generation = context.generation
+                        entry = entries.get(schema_kind)
+                        if entry is None:
+                            tdh, plans = context.entry_of(record)
+                            entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+                            generation = context.generation
+                        # context.prime(record, entry), inlined
+                        context._primed_record = record
+                        context._primed = entry
+                    elif schema_kind != -1:  # an event with extended items: its kind and their bytes
+                        if context.generation != generation:
+                            entries = {}
+                            extended_entries = {}
+                            generation = context.generation
+                        pos = record._pos
+                        key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
+                        entry = extended_entries.get(key)
+                        if entry is None:
+                            if len(extended_entries) >= _EXTENDED_KEYS:
+                                extended_entries.clear()
+                            tdh, plans = context.entry_of(record)
+                            entry = extended_entries[key] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+                            generation = context.generation
+                        context._primed_record = record
+                        context._primed = entry
+                    if group >= 0:
+                        callback = only_callback[group]
+                        if callback is not None:
                             try:
                                 callback(record, context)
-                            except Exception as error:  # noqa: BLE001
+                            except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
                                 callback_failed(error, record)
-                else:
-                    self._deliver_one(record, int(actions[done]), int(self.group[positions[done]]), simple)
-            else:
-                done = len(positions)
+                        else:
+                            for callback in direct[group]:
+                                try:
+                                    callback(record, context)
+                                except Exception as error:  # noqa: BLE001
+                                    callback_failed(error, record)
+                    else:
+                        self._deliver_one(record, int(actions[done]), int(self.group[positions[done]]), simple)
+            done = count
         finally:
             # The records handed to direct callbacks, counted once (the rest count themselves).
             stats.events_handled += int(np.count_nonzero(route[:done] >= 0))

@@ -21,7 +21,7 @@ from typing import Any
 from openetw.controller.client import ServiceClient
 from openetw.controller.session import Session
 from openetw.errors import InvalidArgument
-from openetw.kernel.control import parse_flags, with_kernel_options
+from openetw.kernel.control import parse_flags
 
 __all__ = ["DEFAULT_KERNEL_RING_KB", "query_kernel_session", "start_kernel_session", "stop_kernel_session"]
 
@@ -50,12 +50,13 @@ def start_kernel_session(
     ``newfile`` (need ``max_size`` in MB), ``realtime``, ``buffering``, ``file+realtime``;
     ``realtime=True`` with ``file`` is ``file+realtime``. ``buffer_size_kb`` is the kernel ring
     buffer per CPU. ``source`` (``auto``, ``tracefs``, ``proc_connector``) and ``profile_rate_hz``
-    (CPU samples per second of the ``profile`` flag) go to the recorder's ``KernelSession``; they
-    travel in the flag list as ``source=...``/``profile_rate=...`` items. The session records until
+    (CPU samples per second of the ``profile`` flag) are the session's ``kernel_source`` and
+    ``kernel_profile_rate_hz`` settings, which the service hands to its recorder's
+    ``KernelSession``. The session records until
     :func:`stop_kernel_session`, whoever started it; ``AccessDenied`` when the caller is not root;
     ``TooManyKernelSessions`` when the machine's 8 kernel sessions (6 for ordinary names) run.
     """
-    flags = with_kernel_options(parse_flags(flags), source=source, profile_rate_hz=profile_rate_hz)
+    kernel_flags = parse_flags(flags)
     chosen = (mode or ("realtime" if realtime and output is None else "file")).lower()
     if chosen in ("realtime", "real-time", "buffering"):
         if output is not None:
@@ -64,7 +65,8 @@ def start_kernel_session(
         output = f"{name}.etl"
     session = Session.start(
         name, output, mode=chosen, realtime=realtime, max_size=max_size, flush_timer=flush_timer,
-        kernel_flags=flags, kernel_buffer_size=buffer_size_kb, socket=socket, autostart=autostart,
+        kernel_flags=kernel_flags, kernel_buffer_size=buffer_size_kb, kernel_source=source,
+        kernel_profile_rate=profile_rate_hz, socket=socket, autostart=autostart,
     )  # fmt: skip
     try:
         return dict(session.info_at_start)

@@ -24,7 +24,7 @@ from openetw.errors import InvalidArgument, OpenEtwError
 from openetw.guids import parse_guid
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
 from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB
-from openetw.service.wire import filters_to_json
+from openetw.service.wire import config_from_json, filters_to_json
 
 __all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
 
@@ -130,6 +130,8 @@ class Session:
         providers: Iterable[ProviderRef | tuple[ProviderRef, Mapping[str, Any]]] = (),
         kernel_flags: Iterable[str] | str | None = None,
         kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,
+        kernel_source: str = "auto",
+        kernel_profile_rate: int | None = None,
         socket: str | os.PathLike[str] | None = None,
         autostart: bool | None = None,
     ) -> Session:
@@ -142,7 +144,10 @@ class Session:
         ``kernel_flags`` (``["process", "thread"]`` or ``"process,thread"``; the names of
         ``openetw kernel start --flags``) make it a kernel session: the service records those
         kernel events into it, through a kernel ring buffer of ``kernel_buffer_size`` KB per CPU.
-        Only root may start one (``AccessDenied`` otherwise).
+        ``kernel_source`` is where those events come from (``auto``: tracefs, plus perf for
+        ``image`` and ``profile``; ``tracefs``; ``proc_connector``: ``process`` and ``thread``
+        only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
+        (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
         """
         output_text = os.fspath(output) if output is not None else None
         log_mode = parse_mode(mode, output=output_text, realtime=realtime)
@@ -162,15 +167,26 @@ class Session:
             config["kind"] = SessionKind.KERNEL.value
             config["kernel_flags"] = parse_flags(kernel_flags)
             config["kernel_buffer_kb"] = kernel_buffer_size
+            config["kernel_source"] = kernel_source
+            if kernel_profile_rate is not None:
+                config["kernel_profile_rate_hz"] = kernel_profile_rate
+        elif kernel_source != "auto" or kernel_profile_rate is not None:
+            raise InvalidArgument("kernel_source and kernel_profile_rate need kernel_flags (a kernel session)")
         fds: tuple[int, ...] = ()
         if log_mode.writes_file:
             if not output_text:
                 raise InvalidArgument(f"{log_mode.value} mode needs an output file")
             config["file_name"] = os.path.abspath(output_text)
-            first = output_text.replace("%d", "1") if log_mode is LogMode.NEW_FILE else output_text
-            fds = (_open_output(first),)
         elif output_text:
             raise InvalidArgument(f"{log_mode.value} mode writes no file; drop the output")
+        if kernel_flags is not None:
+            # The kernel settings (source, rate) are refused here, before a service is asked or
+            # started; the service checks the same again.
+            config["kernel_source"] = config_from_json(config).kernel_source
+        if log_mode.writes_file:
+            assert output_text
+            first = output_text.replace("%d", "1") if log_mode is LogMode.NEW_FILE else output_text
+            fds = (_open_output(first),)
         enables = [_enable_body(item) for item in providers]
         client = ServiceClient(socket, autostart=autostart)
         try:

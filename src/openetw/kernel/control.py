@@ -55,8 +55,6 @@ __all__ = [
     "privilege_refusal",
     "process_start_time",
     "runtime_dir",
-    "split_kernel_options",
-    "with_kernel_options",
 ]
 
 KERNEL_DIR_ENV = "OPENETW_KERNEL_DIR"
@@ -116,18 +114,20 @@ def runtime_dir() -> Path:
 def parse_flags(flags: str | Iterable[str]) -> list[str]:
     """Command-line flag names (comma-separated or a list) → KernelSession flags, each once.
 
-    Unknown flags and flags not recorded on Linux yet are refused with what is available."""
+    Unknown flags and flags not recorded on Linux yet are refused with what is available; so are
+    ``name=value`` items: the event source and the profile rate are settings of their own
+    (``source=``/``profile_rate_hz=`` of :meth:`KernelSessionRegistry.start`, ``--source``/``--profile-rate``
+    on the command line)."""
     items = flags.split(",") if isinstance(flags, str) else list(flags)
     wanted: list[str] = []
     unknown: list[str] = []
     planned: list[str] = []
-    options: dict[str, str] = {}
+    settings: list[str] = []
     for item in (i.strip().lower() for i in items):
         if not item:
             continue
         if "=" in item:
-            key, _, value = item.partition("=")
-            options[_option_name(key.strip())] = value.strip()
+            settings.append(item)
             continue
         name = _ALIASES.get(item, item)
         if name in AVAILABLE_FLAGS:
@@ -138,77 +138,23 @@ def parse_flags(flags: str | Iterable[str]) -> list[str]:
         else:
             unknown.append(item)
     available = ", ".join(AVAILABLE_FLAGS)
+    if settings:
+        raise InvalidArgument(
+            f"kernel flags are names, not settings: {', '.join(settings)}; the event source and the CPU sampling"
+            " rate are settings of their own (--kernel-source/--source and --profile-rate on the command line,"
+            f" kernel_source=/kernel_profile_rate= of Session.start); available flags: {available}"
+        )
     if planned:
         raise InvalidArgument(f"kernel flag(s) {', '.join(planned)} are not recorded on Linux yet; available: {available}")
     if unknown:
         raise InvalidArgument(f"unknown kernel flag(s) {', '.join(unknown)}; available: {available}")
     if not wanted:
         raise InvalidArgument(f"give at least one kernel flag; available: {available}")
-    return wanted + _option_items(options, wanted)
-
-
-KERNEL_OPTIONS = ("source", "profile_rate")
-"""Settings that may travel in a flag list as ``name=value`` (``session start --kernel-flags
-process,image,profile,profile_rate=500``): the event source and the CPU sampling rate."""
-_OPTION_ALIASES = {"profile_rate_hz": "profile_rate", "profile-rate": "profile_rate"}
-_SERVICE_SOURCES = ("auto", "tracefs", "proc_connector")
-
-
-def _option_name(key: str) -> str:
-    name = _OPTION_ALIASES.get(key, key)
-    if name not in KERNEL_OPTIONS:
-        raise InvalidArgument(f"unknown kernel session option {key!r}; options: {', '.join(f'{o}=...' for o in KERNEL_OPTIONS)}")
-    return name
-
-
-def _option_items(options: dict[str, str], flags: list[str]) -> list[str]:
-    """Checked ``name=value`` items, in :data:`KERNEL_OPTIONS` order."""
-    items = []
-    if "source" in options:
-        source = normalize_source(options["source"])
-        if source not in _SERVICE_SOURCES:
-            raise InvalidArgument(f"source {source} records one process tree of the caller; choose one of {', '.join(_SERVICE_SOURCES)}")
-        items.append(f"source={source}")
-    if "profile_rate" in options:
-        text = options["profile_rate"]
-        if not text.isdigit() or int(text) <= 0:
-            raise InvalidArgument(f"profile_rate is a positive number of samples per second, not {text!r}")
-        if "profile" not in flags:
-            raise InvalidArgument("profile_rate needs the profile flag")
-        items.append(f"profile_rate={int(text)}")
-    return items
-
-
-def split_kernel_options(items: Iterable[str]) -> tuple[list[str], str, int | None]:
-    """A list from :func:`parse_flags` → (kernel flags, source, profile rate in Hz or ``None``)."""
-    flags: list[str] = []
-    source, rate = "auto", None
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            flags.append(item)
-        elif _option_name(key) == "source":
-            source = normalize_source(value)
-        else:
-            if not value.isdigit() or int(value) <= 0:
-                raise InvalidArgument(f"profile_rate is a positive number of samples per second, not {value!r}")
-            rate = int(value)
-    return flags, source, rate
-
-
-def with_kernel_options(flags: Iterable[str], *, source: str = "auto", profile_rate_hz: int | None = None) -> list[str]:
-    """Flags plus the ``name=value`` items that carry ``source`` and ``profile_rate_hz``."""
-    items = list(flags)
-    source = normalize_source(source)
-    if source != "auto":
-        items.append(f"source={source}")
-    if profile_rate_hz is not None:
-        items.append(f"profile_rate={profile_rate_hz}")
-    return items
+    return wanted
 
 
 def cli_flag_names(flags: Iterable[str]) -> list[str]:
-    return [_CLI_NAME.get(flag, flag) for flag in flags if "=" not in flag]
+    return [_CLI_NAME.get(flag, flag) for flag in flags]
 
 
 def check_session_name(name: str) -> None:
@@ -403,13 +349,8 @@ class KernelSessionRegistry:
         without root: the message lists what the account could use instead),
         ``TooManyKernelSessions``, ``SessionExists``."""
         check_session_name(name)
-        kernel_flags, listed_source, listed_rate = split_kernel_options(parse_flags(flags))
+        kernel_flags = parse_flags(flags)
         source = normalize_source(source)
-        if listed_source != "auto" or listed_rate is not None:
-            if (source != "auto" and source != listed_source) or (profile_rate_hz is not None and profile_rate_hz != listed_rate):
-                raise InvalidArgument("source or profile rate given twice, differently (in the flags and as an argument)")
-            source = listed_source if listed_source != "auto" else source
-            profile_rate_hz = listed_rate if listed_rate is not None else profile_rate_hz
         if mode == "realtime":
             raise InvalidArgument(
                 "mode realtime: a recorder of this registry writes a file; real-time kernel sessions run in the trace"

@@ -2,7 +2,7 @@
 
 from openetw.provider.activity import activity, current_activity_id, new_activity_id
 from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEventEncoder
-from openetw.provider.runtime import EnableCallback, Provider, TraceLoggingProvider
+from openetw.provider.runtime import EnableCallback, Provider, TraceLoggingEvent, TraceLoggingProvider
 
 __all__ = [
     "EnableCallback",
@@ -10,6 +10,7 @@ __all__ = [
     "EventTooLarge",
     "ManifestEventEncoder",
     "Provider",
+    "TraceLoggingEvent",
     "TraceLoggingEventEncoder",
     "TraceLoggingProvider",
     "activity",

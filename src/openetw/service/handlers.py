@@ -68,9 +68,12 @@ def start_session(service: TraceService, connection: Connection, message: Messag
     ``openetw.service.kernel_sessions``)."""
     config = config_from_json(message.body.get("config"))
     if config.kind is SessionKind.KERNEL:
-        # Refused before anything is made: the caller's rights, then the service's own.
+        # Refused before anything is made: the caller's rights, the service's own, then the
+        # machine's kernel slots (a name this table holds is the table's SessionExists instead).
         service.table.check_kernel_caller(connection.caller)
-        service.kernel.check_can_record(config.kernel_flags)
+        service.kernel.check_can_record(config)
+        if not any(session.name.casefold() == config.name.casefold() for session in service.table):
+            service.kernel.check_machine_capacity(config.name)
     enables = []
     providers = message.body.get("providers") or []
     if not isinstance(providers, list):

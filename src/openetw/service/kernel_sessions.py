@@ -2,8 +2,11 @@
 
 A kernel session is an ordinary session of the table (kind ``KERNEL``: root only, 8 at most
 on the machine, two of them kept for the reserved names, see :meth:`KernelRecorders.check_machine_capacity`)
-whose events come from the kernel instead of from registered providers. Its kernel flags may
-carry ``source=...`` and ``profile_rate=...`` items (:func:`openetw.kernel.control.parse_flags`). When one starts, the service
+whose events come from the kernel instead of from registered providers. Its settings name the
+kernel flags, the event source (``kernel_source``) and the CPU sampling rate of the ``profile``
+flag (``kernel_profile_rate_hz``); the recorder gets them as its own settings. Before the session
+is made, the machine-wide limit is checked (:meth:`KernelRecorders.check_machine_capacity`), so a
+refused start leaves nothing behind. When one starts, the service
 
 1. makes one buffer pool per CPU for it (``maximum_buffers`` shared out between them),
 2. makes a socket pair, keeps one end as a connection of its own, and
@@ -33,9 +36,8 @@ from openetw.errors import AccessDenied, OpenEtwError, ServiceError
 from openetw.service.connection import Connection
 from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
 from openetw.service.sessions import SessionRuntime, count_typed_records
-from openetw.kernel.control import split_kernel_options
 from openetw.kernel.tracefs import INSTANCE_PREFIX
-from openetw.session import InvalidSessionConfig, SessionKind
+from openetw.session import InvalidSessionConfig, SessionConfig, SessionKind
 from openetw.session.config import is_reserved_name
 
 if TYPE_CHECKING:
@@ -95,16 +97,15 @@ class KernelRecorders:
         self.exited: list[subprocess.Popen[bytes]] = []  # stopped recorders not reaped yet
 
     # -- starting ------------------------------------------------------------------------------
-    def check_can_record(self, flags: tuple[str, ...]) -> None:
-        """Known flags and options (``source=``, ``profile_rate=``), and a service that is root
-        (tracefs is root's only)."""
+    def check_can_record(self, config: SessionConfig) -> None:
+        """Flags the recorder knows, and a service that is root (tracefs is root's only; a hosted
+        session records for the whole machine). The source, the rate and which flags the source
+        records were checked by :class:`~openetw.session.SessionConfig`."""
         from openetw.kernel.classes import tracepoints_for
-        kernel_flags, _, rate = split_kernel_options(flags)
-        if not kernel_flags:
+
+        if not config.kernel_flags:
             raise InvalidSessionConfig("a kernel session needs at least one kernel flag (process, thread, cswitch, ...)")
-        tracepoints_for(kernel_flags)  # InvalidArgument names the known flags
-        if rate is not None and "profile" not in kernel_flags:
-            raise InvalidSessionConfig("profile_rate needs the profile flag")
+        tracepoints_for(list(config.kernel_flags))  # InvalidArgument names the known flags
         if os.geteuid() != 0:
             raise AccessDenied(
                 f"this trace service runs as uid {os.geteuid()} and cannot record the kernel: kernel sessions"
@@ -117,7 +118,6 @@ class KernelRecorders:
         config = runtime.config
         assert config.kind is SessionKind.KERNEL
         instance = instance_name(config.name, runtime.logger_id)
-        self.check_machine_capacity(config.name)
         cpus = possible_cpus()
         buffer_size = config.buffer_size
         per_cpu = max(MIN_BUFFERS_PER_CPU, -(-config.maximum_buffers // cpus))
@@ -133,13 +133,12 @@ class KernelRecorders:
                     )  # fmt: skip
                 )
             pool_ids = [self.service.new_pool_id() for _ in pools]
-            kernel_flags, source, rate = split_kernel_options(config.kernel_flags)
             settings = {
-                "flags": kernel_flags,
+                "flags": list(config.kernel_flags),
                 "instance": instance,
                 "buffer_size_kb": config.kernel_buffer_kb,
-                "source": source,
-                "profile_rate_hz": rate,
+                "source": config.kernel_source,
+                "profile_rate_hz": config.kernel_profile_rate_hz,
             }
             argv = [sys.executable, "-m", "openetw.service.kernel_recorder", "--socket-fd", str(theirs.fileno()),
                     "--settings", json.dumps(settings)]  # fmt: skip
@@ -183,7 +182,8 @@ class KernelRecorders:
         sessions of ``openetw kernel start`` and of other services count too (one rule, in
         :meth:`KernelSessionRegistry.check_capacity <openetw.kernel.control.KernelSessionRegistry.check_capacity>`).
         This service's own sessions whose recorder has not made its ftrace instance yet are
-        counted by name; the table counts this service's sessions on its own as well."""
+        counted by name; the table counts this service's sessions on its own as well. The start
+        handler calls it before the session is created, so a refusal leaves nothing behind."""
         from openetw.kernel.control import KernelSessionRegistry
 
         pending = [f"{INSTANCE_PREFIX}{r.instance}" for r in self.by_session.values() if not r.started]

@@ -6,6 +6,9 @@ keeps the books in the session table's statistics:
 * written to the file, delivered to a consumer or kept in the buffering ring: ``buffers_written``
   and ``events_written``;
 * a full sequential file refuses it: ``log_buffers_lost``, and its events count as lost;
+* a queued file write fails after the buffer was counted written: it moves from
+  ``buffers_written`` / ``events_written`` to ``log_buffers_lost`` / ``events_lost``, as the
+  file's header counts it (unless a real-time consumer got it too);
 * a real-time session with no consumer attached (or one too far behind): ``realtime_buffers_lost``
   (and, with no file to fall back on, its events count as lost).
 

@@ -30,7 +30,9 @@ __all__ = [
     "rule_from_json",
 ]
 
-# SessionConfig attributes carried as JSON fields of the same name, with their types
+# SessionConfig attributes carried as JSON fields of the same name, with their types. A field a
+# peer leaves out takes SessionConfig's default, so a request written before a field existed
+# still reads (kernel_source, kernel_profile_rate_hz came later than the rest).
 CONFIG_FIELDS: dict[str, type] = {
     "name": str,
     "file_name": str,
@@ -40,6 +42,8 @@ CONFIG_FIELDS: dict[str, type] = {
     "maximum_buffers": int,
     "flush_timer": int,
     "kernel_buffer_kb": int,
+    "kernel_source": str,
+    "kernel_profile_rate_hz": int,
 }
 
 
@@ -77,6 +81,8 @@ def config_changes_from_json(body: dict[str, Any]) -> dict[str, Any]:
     for key, kind in CONFIG_FIELDS.items():
         if key in body:
             changes[key] = _checked(body, key, kind)
+    if changes.get("kernel_source", "") is None:
+        del changes["kernel_source"]
     if "mode" in body:
         try:
             changes["mode"] = LogMode(body["mode"])

@@ -12,9 +12,11 @@ from openetw.session.enable import EnableRule
 from openetw.session.errors import InvalidSessionConfig
 
 __all__ = [
+    "KERNEL_SOURCES",
     "LogFileMode",
     "LogMode",
     "MAX_KERNEL_SESSIONS",
+    "MAX_PROFILE_RATE_HZ",
     "MAX_SESSIONS",
     "MAX_SESSIONS_PER_CLASSIC_PROVIDER",
     "MAX_SESSIONS_PER_PROVIDER",
@@ -41,6 +43,14 @@ MAX_FILE_MB = 1 << 32
 MIN_KERNEL_BUFFER_KB = 4
 MAX_KERNEL_BUFFER_KB = 1 << 20
 DEFAULT_KERNEL_BUFFER_KB = 1024
+KERNEL_SOURCES = ("auto", "tracefs", "proc_connector")
+"""The kernel event sources a hosted kernel session records from (``proc-connector`` is taken
+for ``proc_connector``). ``auto``: tracefs, plus perf for image loads and CPU samples."""
+PROC_CONNECTOR_KERNEL_FLAGS = frozenset({"process", "thread"})
+"""What the proc_connector source records: forks, execs and exits, nothing else."""
+MIN_PROFILE_RATE_HZ = 1
+MAX_PROFILE_RATE_HZ = 100_000
+"""CPU samples per second the ``profile`` flag takes (perf's sampling frequency range)."""
 
 
 def is_reserved_name(name: str) -> bool:
@@ -138,7 +148,9 @@ class SessionConfig:
     A ``KERNEL`` session records the kernel events its ``kernel_flags`` name (``"process"``,
     ``"thread"``, ...: the kernel recorder checks the names) through a kernel ring buffer of
     ``kernel_buffer_kb`` per CPU (the trace service starts one only with at least one flag); an
-    ordinary session has no kernel flags.
+    ordinary session has no kernel flags. ``kernel_source`` is where its kernel events come from
+    (one of :data:`KERNEL_SOURCES`) and ``kernel_profile_rate_hz`` the CPU samples per second of
+    the ``profile`` flag (``None``: the recorder's default, 1000).
     """
 
     name: str
@@ -153,10 +165,13 @@ class SessionConfig:
     providers: tuple[ProviderEnable, ...] = ()
     kernel_flags: tuple[str, ...] = ()
     kernel_buffer_kb: int = DEFAULT_KERNEL_BUFFER_KB
+    kernel_source: str = "auto"
+    kernel_profile_rate_hz: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "providers", tuple(self.providers))
         object.__setattr__(self, "kernel_flags", tuple(sorted(set(self.kernel_flags))))
+        object.__setattr__(self, "kernel_source", _kernel_source(self.kernel_source))
         self._check_kernel()
         _check_name(self.name)
         if not 1 <= self.buffer_size_kb <= MAX_BUFFER_SIZE_KB:
@@ -181,6 +196,22 @@ class SessionConfig:
             raise InvalidSessionConfig(
                 f"kernel buffer size must be {MIN_KERNEL_BUFFER_KB}..{MAX_KERNEL_BUFFER_KB} KB per CPU, not {self.kernel_buffer_kb}"
             )
+        if self.kind is SessionKind.USER and self.kernel_source != "auto":
+            raise InvalidSessionConfig("only kernel sessions take a kernel event source")
+        if self.kernel_source == "proc_connector" and not set(self.kernel_flags) <= PROC_CONNECTOR_KERNEL_FLAGS:
+            others = ", ".join(sorted(set(self.kernel_flags) - PROC_CONNECTOR_KERNEL_FLAGS))
+            raise InvalidSessionConfig(f"the proc_connector source records only the process and thread flags, not {others}")
+        rate = self.kernel_profile_rate_hz
+        if rate is None:
+            return
+        if self.kind is SessionKind.USER:
+            raise InvalidSessionConfig("only kernel sessions take a profile rate")
+        if isinstance(rate, bool) or not isinstance(rate, int) or not MIN_PROFILE_RATE_HZ <= rate <= MAX_PROFILE_RATE_HZ:
+            raise InvalidSessionConfig(
+                f"the profile rate must be {MIN_PROFILE_RATE_HZ}..{MAX_PROFILE_RATE_HZ} samples per second, not {rate!r}"
+            )
+        if "profile" not in self.kernel_flags:
+            raise InvalidSessionConfig("a profile rate needs the profile kernel flag")
 
     def _check_mode(self) -> None:
         mode = self.mode
@@ -217,6 +248,14 @@ class SessionConfig:
 
     def with_changes(self, **changes: Any) -> SessionConfig:
         return replace(self, **changes)
+
+
+def _kernel_source(source: object) -> str:
+    """A name of :data:`KERNEL_SOURCES`; ``proc-connector`` and any case are taken too."""
+    name = source.strip().lower().replace("-", "_") if isinstance(source, str) else None
+    if name not in KERNEL_SOURCES:
+        raise InvalidSessionConfig(f"unknown kernel event source {source!r}; choose one of {', '.join(KERNEL_SOURCES)}")
+    return name
 
 
 def _check_name(name: str) -> None:

@@ -43,6 +43,8 @@ def describe_session(session: Session, pools: tuple[int, ...] = ()) -> SessionIn
     if config.kernel_flags:
         info["kernel_flags"] = list(config.kernel_flags)
         info["kernel_buffer_kb"] = config.kernel_buffer_kb
+        info["kernel_source"] = config.kernel_source
+        info["kernel_profile_rate_hz"] = config.kernel_profile_rate_hz
     info.update(session.statistics.as_dict())
     return info
 
