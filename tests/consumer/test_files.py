@@ -222,3 +222,21 @@ def test_callbacks_get_the_records_the_reader_gives(parts: tuple[str, ...], tmp_
     trace.start()
     assert len(seen) == len(expected) > 1000
     assert seen == expected
+
+
+def test_records_from_the_index_copy_as_the_reader_s_do(tmp_path: Path) -> None:
+    """``with_context`` and ``with_timestamp`` of a record built from the index are records
+    equal to the same copies of the reader's record."""
+    path = corpus_etl(*DIAGHUB.split("/"), "diaghub.etl")
+    with EtlReader(path, strict=False) as reader:
+        records = list(reader.records(time_order=True))
+        context = reader.context
+    expected = [(_record_facts(r.with_context(context)), _record_facts(r.with_timestamp(7))) for r in records[:300]]
+    seen: list[tuple[Any, ...]] = []
+    trace = UserTrace(files=[path], manifests=[], index_dir=tmp_path)
+    trace.set_default_event_callback(
+        lambda record, ctx: seen.append((_record_facts(record.with_context(context)), _record_facts(record.with_timestamp(7))))
+        if len(seen) < 300 else None
+    )  # fmt: skip
+    trace.start()
+    assert seen == expected

@@ -5,10 +5,14 @@ the payload and no header field at all; unpacking a 20-field header per record i
 largest cost of delivering it. ``LAZY_CLASSES[header_type]`` is, for every record class of
 ``openetw.etl.record``, a subclass that differs only in when the header tuple is made: the
 first time a field is read, and in that the user data's offset (which the index found) is kept
-in a slot named ``user_data_offset`` (a plain attribute read, no property call), not worked out
-again from the extended items. Instances are made with ``new_lazy_record`` (no
-``__init__`` call); everything else — fields, ``raw``, ``with_context``, ``repr`` — is the
-parent class's.
+in a slot named ``user_data_offset`` (a plain attribute read), not worked out again from the
+extended items. Instances are made with ``new_lazy_record`` (no ``__init__`` call; one made
+through ``__init__``, as ``with_context`` does, works its offset out); everything else —
+fields, ``raw``, ``with_context``, ``repr`` — is the parent class's.
+
+The header is a property over a slot of its own, and each header field reads it in one call:
+no ``__getattr__`` fallback, which would send every attribute read of a record down the
+interpreter's slow path.
 """
 
 from __future__ import annotations
@@ -59,12 +63,19 @@ def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
             elif name in fields:
                 del fields[name]  # overridden by something else further down
 
+    parent_init, parent_user_data_offset = parent.__init__, parent.user_data_offset.fget  # type: ignore[attr-defined]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # Made the eager way (``with_context``, ``with_timestamp``): the offset is worked out.
+        parent_init(self, *args, **kwargs)
+        self.user_data_offset = parent_user_data_offset(self)
+
     def user_data(self: Any) -> bytes:
         pos = self._pos
         return self._raw[pos + self.user_data_offset : pos + self._size]  # type: ignore[no-any-return]
 
     members = {
-        "__slots__": ("user_data_offset", "_header"), "_h": property(header, set_header), "__qualname__": parent.__qualname__, "__module__": parent.__module__,
+        "__slots__": ("user_data_offset", "_header"), "__init__": __init__, "_h": property(header, set_header), "__qualname__": parent.__qualname__, "__module__": parent.__module__,
         "user_data": property(user_data, doc=parent.user_data.__doc__), **fields,
     }  # fmt: skip
     return type(parent.__name__, (parent,), members)

@@ -66,6 +66,7 @@ class LiveSessionSource(Source):
         self._session: Any = None
         self._consumer: Any = None
         self._final: dict[str, int] | None = None
+        self._stopped = False
 
     def open(self) -> None:
         try:
@@ -102,7 +103,15 @@ class LiveSessionSource(Source):
             self.open()
         consumer = self._consumer
         number = 0
-        while (data := consumer.next_buffer()) is not None:
+        while True:
+            try:
+                data = consumer.next_buffer()
+            except OSError:
+                if self._stopped:
+                    return  # stop() closed the link while this thread was about to read from it
+                raise
+            if data is None:
+                return
             number += 1
             yield number, data
 
@@ -154,6 +163,7 @@ class LiveSessionSource(Source):
             yield from records_from_buffer(data, context, number)
 
     def stop(self) -> None:
+        self._stopped = True
         consumer = self._consumer
         if consumer is not None:
             consumer.close()

@@ -308,8 +308,12 @@ class LogFile:
         raise error
 
     def _next_file(self) -> None:
+        """Finish this file on the writer thread (its last buffers, final header, fsync, close)
+        and go on in the next one at once: the service's loop never waits for the disk here."""
         assert self.open_next is not None
-        self.close()
+        self._check_queued_writes()
+        self._writer.queue(self.fd, self._header_bytes(), 0, _CLOSE_AFTER_WRITE)
+        self.fd = -1
         self.files_finished.append(self.file_name)
         self.sequence += 1
         self.fd, self.file_name = self.open_next(self.sequence)
@@ -317,6 +321,17 @@ class LogFile:
         self.buffers_in_file = 1
         self._next_slot = 1
         self._write_header()
+
+
+def _sync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # a pipe or a special file: nothing to sync
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _try_direct(fd: int, buffer_size: int) -> bool:
@@ -386,6 +401,9 @@ _MAX_RUN = 64  # buffers one system call writes at most
 # in one go reach the disk in one system call, and the two threads trade the interpreter's lock
 # once per batch rather than once per buffer.
 _GATHER_SECONDS = 0.02
+# The ``events`` of a job that writes a finished file's final header: the thread then syncs
+# and closes that descriptor.
+_CLOSE_AFTER_WRITE = -1
 
 
 class _QueuedWriter:
@@ -493,11 +511,13 @@ class _QueuedWriter:
                     failed = True
                     with self._changed:
                         self._error = exc
+            if run[0][3] == _CLOSE_AFTER_WRITE:
+                _sync_and_close(fd)
             with self._changed:
                 for _, data, offset, events, counted_written in run:
                     self._jobs.popleft()
                     self.queued_bytes -= len(data)
-                    if failed and offset != 0:  # offset 0: the header buffer
+                    if failed and offset != 0:  # offset 0: a header buffer
                         lost_events = count_records(data) if events is None else events
                         self._lost_buffers += 1
                         self._lost_events += lost_events
@@ -511,11 +531,13 @@ class _QueuedWriter:
         """The jobs at the front that one ``pwritev`` writes: same file, each where the last ends."""
         jobs = self._jobs
         run = [jobs[0]]
-        fd, data, offset, _, _ = jobs[0]
+        fd, data, offset, events, _ = jobs[0]
+        if events == _CLOSE_AFTER_WRITE:
+            return run
         end = offset + len(data)
         for index in range(1, min(len(jobs), _MAX_RUN)):
             job = jobs[index]
-            if job[0] != fd or job[2] != end:
+            if job[0] != fd or job[2] != end or job[3] == _CLOSE_AFTER_WRITE:
                 break
             run.append(job)
             end += len(job[1])

@@ -254,6 +254,10 @@ class BufferPool:
         return PoolStats(free, filling, full, taken, invalid, self.events_lost, self.events_refused, self.buffers_repaired)
 
     # -- service side ---------------------------------------------------------------------
+    def full_share(self) -> float:
+        """The share of the pool's buffers that are FULL (waiting for the service) now."""
+        return self.states.tolist().count(FULL) / self.buffer_count
+
     def full_buffers(self) -> list[int]:
         """Indices of the FULL buffers, in the order the producer filled them (SequenceNumber)."""
         full = [index for index, state in enumerate(self.states.tolist()) if state == FULL]

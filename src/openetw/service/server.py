@@ -54,8 +54,11 @@ TICK = 0.25  # the loop wakes at least this often (deadlines, flush timer)
 # After taking a producer's FULL buffers, the loop waits this long before it looks again, so
 # that one wakeup takes several buffers: a wakeup per buffer was most of the service's CPU time
 # per event. Not when a pool was found at least PAUSE_FILL_LIMIT full: then producers are close
-# to dropping events (and small pools never wait).
+# to dropping events (and small pools never wait). The pause looks at the pools every
+# PAUSE_STEP and ends as soon as one is PAUSE_FILL_LIMIT full: a producer writing a burst fills
+# a pool in a few milliseconds, far sooner than NOTICE_PAUSE.
 NOTICE_PAUSE = 0.02
+PAUSE_STEP = 0.002
 PAUSE_FILL_LIMIT = 0.25
 MAX_POOL_BYTES = 64 << 20  # one producer's pool for one session
 SHUTDOWN_GRACE = 3.0
@@ -156,10 +159,23 @@ class TraceService:
             self.close()
 
     def _pause_after_draining(self) -> None:
-        delay = self._pause_until - time.monotonic()
+        now = time.monotonic()
+        deadline = min(self._pause_until, now + NOTICE_PAUSE)
         self._pause_until = 0.0
-        if delay > 0 and not self._stop_requested:
-            time.sleep(min(delay, NOTICE_PAUSE))
+        if self._stop_requested:
+            return
+        while (remaining := deadline - now) > 0:
+            time.sleep(min(remaining, PAUSE_STEP))
+            if self._a_pool_is_filling():
+                return
+            now = time.monotonic()
+
+    def _a_pool_is_filling(self) -> bool:
+        return any(
+            entry.pool.full_share() >= PAUSE_FILL_LIMIT
+            for runtime in self.runtimes.values()
+            for entry in list(runtime.pools.values())
+        )
 
     def _run_once(self) -> None:
         self._fullest_seen = -1.0  # no notice yet in this round
