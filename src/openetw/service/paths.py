@@ -91,7 +91,15 @@ def prepare_socket_dir(path: Path, *, system: bool) -> None:
         return
     if info.st_uid != os.geteuid():
         raise ServiceError(f"{directory} belongs to uid {info.st_uid}, not to us")
-    if stat.S_IMODE(info.st_mode) & 0o077:
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & (stat.S_ISVTX | stat.S_IWOTH):
+        # A shared directory such as /tmp: never narrow it (other users need it), and a socket
+        # there could be swapped by anyone. The socket needs a directory of its own.
+        raise ServiceError(
+            f"{directory} is a shared directory (mode {mode:o}); put the control socket in a directory of its own, "
+            f"e.g. {directory / 'openetw'}/{path.name}"
+        )
+    if mode & 0o077:
         os.chmod(directory, 0o700)
 
 
