@@ -103,6 +103,28 @@ def test_open_write_read_seek_flush_close_give_fileio_records():
     assert [r.timestamp for r in records] == [11, 21, 31, 41, 51, 71, 81, 91, 101, 101]
 
 
+def test_the_file_name_is_taken_when_the_open_is_read_not_when_it_is_mapped():
+    proc = FakeProc({(TID, 3): "/tmp/early.bin"})
+    mapper = KernelEventMapper({"file_io"}, proc)
+    enter = {"common_pid": TID, "__syscall_nr": 0, "dfd": 0, "filename": 0, "flags": O_WRONLY, "mode": 0}
+    leave = {"common_pid": TID, "__syscall_nr": 0, "ret": 3}
+    failed = {"common_pid": TID, "__syscall_nr": 0, "ret": -2}
+    mapper.on_arrival([(10, 0, "sys_enter_openat", enter), (11, 0, "sys_exit_openat", leave), (12, 0, "sys_exit_openat", failed)])
+    assert leave["fd_path"] == "/tmp/early.bin" and "fd_path" not in failed
+    proc.fd_targets.clear()  # the descriptor is closed before the events are mapped
+    assert mapper.map("sys_enter_openat", 10, 0, enter) == []
+    (create,) = mapper.map("sys_exit_openat", 11, 0, leave)
+    ((name, _, values),) = decoded([create])
+    assert name == "FileIO/Create" and values["FileName"] == "/tmp/early.bin"
+
+
+def test_arrival_looks_nothing_up_without_the_file_flag():
+    proc = FakeProc({(TID, 3): "/tmp/early.bin"})
+    leave = {"common_pid": TID, "__syscall_nr": 0, "ret": 3}
+    KernelEventMapper({"process"}, proc).on_arrival([(11, 0, "sys_exit_openat", leave)])
+    assert "fd_path" not in leave
+
+
 def test_failed_calls_unknown_descriptors_and_non_files_are_not_reported():
     mapper = file_mapper({(PID, 3): "/tmp/f", (PID, 4): "/dev/null", (PID, 5): "pipe:[77]"})
     assert syscall(mapper, "openat", 1, ret=-2, dfd=0, filename=0, flags=0, mode=0) == []  # ENOENT

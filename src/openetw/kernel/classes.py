@@ -54,6 +54,8 @@ UDP_SEND, UDP_RECV = 10, 11
 FILE_CREATE, FILE_CLEANUP, FILE_CLOSE, FILE_READ, FILE_WRITE, FILE_FLUSH = 64, 65, 66, 67, 68, 73
 FAULT_DEMAND_ZERO, FAULT_COPY_ON_WRITE, FAULT_ACCESS_VIOLATION = 11, 12, 15
 
+_OPEN_EXITS = frozenset({"sys_exit_open", "sys_exit_openat", "sys_exit_openat2", "sys_exit_creat"})
+
 # System calls the ``file_io`` flag follows: name → (kind, fd field, explicit position field).
 _FILE_SYSCALLS: Mapping[str, tuple[str, str | None, str | None]] = {
     "open": ("open", None, None), "openat": ("open", None, None), "openat2": ("open", None, None),
@@ -302,6 +304,19 @@ class KernelEventMapper:
         for call, (kind, fd_field, position_field) in _FILE_SYSCALLS.items():
             self._handlers[f"sys_enter_{call}"] = self._file_enter_handler(call, kind, fd_field, position_field)
             self._handlers[f"sys_exit_{call}"] = self._file_exit_handler(call, kind)
+
+    def on_arrival(self, events: list[tuple[int, int, str, Mapping[str, Any]]]) -> None:
+        """Look up, the moment events are read (before they wait to be mapped in time order),
+        what /proc knows only briefly: the file a new descriptor names, kept in the event as
+        ``fd_path``. The descriptor may be closed by the time its open is mapped."""
+        if "file_io" not in self.flags:
+            return
+        fd_path = getattr(self.proc, "fd_path", None)
+        if fd_path is None:
+            return
+        for _, _, name, values in events:
+            if name in _OPEN_EXITS and values["ret"] >= 0 and isinstance(values, dict):
+                values["fd_path"] = fd_path(values["common_pid"], values["ret"])
 
     def register(self, name: str, handler: Callable[[int, int, Mapping[str, Any]], list[EventRecord]]) -> None:
         """Map raw events called ``name`` (from any source) with ``handler(timestamp, cpu, values)``."""
@@ -733,7 +748,7 @@ class KernelEventMapper:
             _, fd, argument, flags = pending
             pid = self.process_of(tid)
             if kind == "open":
-                return self._file_opened(pid, tid, ts, cpu, ret, flags)
+                return self._file_opened(pid, tid, ts, cpu, ret, flags, v.get("fd_path"))
             files = self._files.get(pid)
             if kind == "close_range":
                 if ret == 0 and files:
@@ -787,13 +802,14 @@ class KernelEventMapper:
 
         return on_exit
 
-    def _file_opened(self, pid: int, tid: int, ts: int, cpu: int, fd: int, flags: int | None) -> list[EventRecord]:
+    def _file_opened(self, pid: int, tid: int, ts: int, cpu: int, fd: int, flags: int | None, path: str | None = None) -> list[EventRecord]:
         if fd < 0:
             return []
         files = self._files.setdefault(pid, {})
         files.pop(fd, None)
-        fd_path = getattr(self.proc, "fd_path", None)
-        path = fd_path(pid, fd) if fd_path is not None else None
+        if path is None:
+            fd_path = getattr(self.proc, "fd_path", None)
+            path = fd_path(pid, fd) if fd_path is not None else None
         if path is not None and not _is_file_path(path):
             return []
         known_flags = flags if flags is not None else 0

@@ -360,6 +360,7 @@ class KernelSession:
                 for index, source in enumerate(self._sources):
                     # The first source waits for data; the others give what they have.
                     events.extend(source.read(self.flush_interval if index == 0 else 0.0))
+                self.mapper.on_arrival(events)
                 self._consume(events, final=False)
                 if time.monotonic() - last_loss_check >= _LOSS_INTERVAL:
                     self._account_loss()
@@ -372,6 +373,7 @@ class KernelSession:
             rest: list[RawKernelEvent] = []
             for source in self._sources:
                 rest.extend(source.drain())
+            self.mapper.on_arrival(rest)
             self._consume(rest, final=True)
             self._account_loss()
         except BaseException as error:  # noqa: BLE001 - reported by stop()

@@ -320,6 +320,10 @@ class RingReader:
             if not until_empty and self._free_space(page) > threshold:
                 return
 
+    def is_partial(self, page: bytes) -> bool:
+        """Whether ``page`` is the one the kernel was still writing (more than 1/8 free)."""
+        return self._free_space(page) > self.page_size // _PARTIAL_FRACTION
+
     def _free_space(self, page: bytes) -> int:
         start = self._commit_offset
         commit = int.from_bytes(page[start : start + 4], "little") & ((1 << 30) - 1)

@@ -26,15 +26,21 @@ from openetw.kernel.ringbuffer import EventDecoder, PageParser
 from openetw.kernel.source import RawKernelEvent
 from openetw.kernel.tracefs import RingReader, TracefsInstance, remove_stale_instances
 
-__all__ = ["TracefsSource"]
+__all__ = ["LATE_PAGE_ALLOWANCE_NS", "TracefsSource"]
+
+LATE_PAGE_ALLOWANCE_NS = 1_000_000_000  # how long the watermark waits for a partly read page
 
 
 class TracefsSource:
     """Reads the per-CPU ``trace_pipe_raw`` pages of one ftrace instance and decodes them.
 
     Watermark: a read drains every CPU up to the page the kernel is writing; events newer than
-    the start of that drain may still sit unread on another CPU, so :attr:`watermark` is the
-    drain's start time. Loss is what ``per_cpu/cpuN/stats`` reports (dropped events, overruns
+    the start of that drain may still sit unread on another CPU, so :attr:`watermark` is at most
+    the drain's start time. It is also held at the last event read from a CPU whose last page
+    was partly filled: the kernel can hand over the rest of such a page late (seen here: a
+    system call's enter read hundreds of milliseconds after its exit, which had moved to the
+    other CPU), and those events must still be mapped in time order. The hold lasts at most
+    ``LATE_PAGE_ALLOWANCE_NS`` behind the drain's start, so an idle CPU never stops mapping. Loss is what ``per_cpu/cpuN/stats`` reports (dropped events, overruns
     and commit overruns), per CPU in :meth:`lost_per_cpu`.
     """
 
@@ -69,6 +75,7 @@ class TracefsSource:
         self._parser: PageParser | None = None
         self._decoder: EventDecoder | None = None
         self._watermark = 0
+        self._partial_page_last: dict[int, int] = {}  # cpu → last event time of its partly filled page
         self._closed_reads = 0
         self._cpu_lost: dict[int, int] = {}
         self._counts = {"pages_read": 0, "page_errors": 0, "unknown_events": 0, "discarded_events": 0}
@@ -101,7 +108,9 @@ class TracefsSource:
     def read(self, timeout: float) -> list[RawKernelEvent]:
         reader = self._running_reader()
         events = self._decode(reader.read(timeout))
-        self._watermark = reader.watermark
+        started = reader.watermark
+        held = min(self._partial_page_last.values(), default=started)
+        self._watermark = max(self._watermark, started - LATE_PAGE_ALLOWANCE_NS, min(started, held))
         return events
 
     @property
@@ -169,12 +178,20 @@ class TracefsSource:
         counts = self._counts
         events: list[RawKernelEvent] = []
         discarded_total = unknown_total = damaged_total = 0
+        reader = self._reader
+        partial_last = self._partial_page_last
         for cpu, page in pages:
+            before = len(events)
             try:
                 discarded, unknown, damaged = decode_into(page, cpu, decoder, events)  # type: ignore[arg-type]
             except TraceDataError:
                 damaged_total += 1  # the page is dropped whole: one page error
                 continue
+            if reader is not None and reader.is_partial(page):
+                if len(events) > before:
+                    partial_last[cpu] = events[-1][0]
+            else:
+                partial_last.pop(cpu, None)
             discarded_total += discarded
             unknown_total += unknown
             damaged_total += damaged
