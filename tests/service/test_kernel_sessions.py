@@ -408,3 +408,11 @@ def test_the_pool_sink_puts_raw_records_into_the_pool_of_their_cpu() -> None:
     sink.close()
     assert sink.write_raw(b"d" * 16, 0, 73) is False and len(writers[0].written) == 1
     assert [w.flushes for w in writers] == [1, 1]
+
+
+def test_the_kernel_trace_example_prints_its_children_with_their_exit_codes(kernel_service: ServiceProcess) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "consumer" / "kernel_trace.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    stops = [line for line in done.stdout.splitlines() if "Process/Stop" in line]
+    assert sorted(line.split(" exit ")[1].split()[0] for line in stops) == ["0", "3", "7"], done.stdout
