@@ -27,7 +27,6 @@ Usage: python benchmarks/bench_kernel.py [--repeat 3] [--seconds 5] [--runs 2] [
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import re
@@ -43,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import machine_note, table  # noqa: E402
+from common import best_of, machine_note, table  # noqa: E402
 
 from openetw.kernel import KernelEventMapper, KernelSession, find_tracefs  # noqa: E402
 from tests.kernel import pages as P  # noqa: E402
@@ -86,24 +85,10 @@ LOAD = textwrap.dedent(
 # -- offline ---------------------------------------------------------------------------------------
 
 
-def best_cpu_of(fn: Any, repeat: int) -> tuple[float, int]:
-    """Best of ``repeat`` runs in thread CPU time: time spent waiting for a CPU on this shared
-    machine is not counted (what a reader thread costs, not how long it waited)."""
-    best, result = float("inf"), 0
-    for _ in range(repeat):
-        gc.collect()
-        start = time.thread_time()
-        result = fn()
-        best = min(best, time.thread_time() - start)
-    return best, result
-
-
-
 def offline(repeat: int) -> list[list[object]]:
     parser, decoder = P.captured_parser(), P.captured_decoder()
     pages = [(cpu, raw) for cpu, raw in P.captured_pages()] * COPIES
-    lean_available = hasattr(KernelEventMapper, "fields_used") and hasattr(decoder, "decode_events")
-    lean = type(decoder)(decoder.formats.values(), fields=KernelEventMapper(FLAGS).fields_used()) if lean_available else None
+    lean = type(decoder)(decoder.formats.values(), fields=KernelEventMapper(FLAGS).fields_used())
 
     def walk() -> int:
         return sum(len(parser.parse(raw).events) for _, raw in pages)
@@ -127,20 +112,9 @@ def offline(repeat: int) -> list[list[object]]:
     def map_records() -> int:
         mapper = KernelEventMapper(FLAGS)
         events: list[Any] = []
-        if lean is not None:
-            for cpu, raw in pages:
-                parser.decode_into(raw, cpu, lean, events)
-        else:
-            for cpu, raw in pages:
-                sub = parser.parse(raw)
-                for event in sub.events:
-                    fmt, values = decoder.decode(raw[event.offset : event.offset + event.length])
-                    events.append((event.timestamp, cpu, fmt.name, values))
-        if hasattr(mapper, "map_events"):
-            mapper.map_events(events, lambda record: True)
-        else:
-            for timestamp, cpu, name, values in events:
-                mapper.map(name, timestamp, cpu, values)
+        for cpu, raw in pages:
+            parser.decode_into(raw, cpu, lean, events)
+        mapper.map_events(events, lambda record: True)
         return len(events)
 
     def decode_one_pass() -> int:
@@ -149,14 +123,14 @@ def offline(repeat: int) -> list[list[object]]:
             parser.decode_into(raw, cpu, lean, out)
         return len(out)
 
-    cases: list[tuple[str, Any]] = [("walk (headers)", walk), ("decode per event (full dict)", decode_per_event)]
-    if lean is not None:
-        cases += [("walk + decode_events (full dict)", decode_pages(decoder)), ("walk + decode_events (lean dict)", decode_pages(lean)),
-                  ("decode_into (one pass, lean dict)", decode_one_pass)]  # fmt: skip
-    cases.append(("decode + map to records" + (" (lean)" if lean is not None else ""), map_records))
+    cases: list[tuple[str, Any]] = [
+        ("walk (headers)", walk), ("decode per event (full dict)", decode_per_event),
+        ("walk + decode_events (full dict)", decode_pages(decoder)), ("walk + decode_events (lean dict)", decode_pages(lean)),
+        ("decode_into (one pass, lean dict)", decode_one_pass), ("decode + map to records (lean)", map_records),
+    ]  # fmt: skip
     rows = []
     for label, fn in cases:
-        seconds, events = best_cpu_of(fn, repeat)
+        seconds, events = best_of(fn, repeat, clock=time.thread_time)
         rows.append([label, events, f"{events / seconds / 1e3:,.0f}k", f"{seconds / events * 1e9:,.0f}"])
     return rows
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import select
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -138,19 +137,7 @@ class LiveSessionSource(Source):
 
     def _more_waiting(self) -> bool:
         """Whether the service already sent more (a buffer, or the end of the session)."""
-        channel = getattr(getattr(self._consumer, "_client", None), "channel", None)
-        if channel is None:
-            return False
-        if getattr(channel, "_pending", None):
-            return True
-        sock = getattr(channel, "sock", None)
-        if sock is None:
-            return False
-        try:
-            ready, _, _ = select.select([sock], [], [], 0)
-        except (OSError, ValueError):
-            return False
-        return bool(ready)
+        return self._consumer is not None and self._consumer.buffer_waiting()
 
     def records(self) -> Iterator[EventRecord]:
         """Every record of each buffer in buffer order (no logfile header event: see :meth:`buffers`)."""

@@ -85,6 +85,11 @@ class RealtimeConsumer:
                 self.ended = True
                 return None
 
+    def buffer_waiting(self) -> bool:
+        """Whether the service already sent more (a buffer, or the end of the session): the
+        next ``next_buffer()`` returns without waiting."""
+        return not self.ended and self._client.channel.has_message()
+
     def buffers(self) -> Iterator[bytes]:
         while (data := self.next_buffer()) is not None:
             yield data

@@ -313,8 +313,7 @@ class TraceLoggingProvider(_ProviderBase):
         if not writes:
             return False
         timestamp = _monotonic_ns()
-        state = activity_state()
-        activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
+        activity_id, related = claim_activity_ids()
         try:
             record = event.encoder.encode(
                 values, timestamp=timestamp, pid=_pid, tid=_current_thread_id(), activity_id=activity_id, related_activity_id=related
@@ -346,8 +345,7 @@ class TraceLoggingProvider(_ProviderBase):
         if not writes:
             return False
         timestamp = _monotonic_ns()
-        state = activity_state()
-        activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
+        activity_id, related = claim_activity_ids()
         try:
             record = self._encoders.encode(
                 event_name, fields, level=level, keyword=keyword, opcode=opcode, tags=tags, timestamp=timestamp,
@@ -481,8 +479,7 @@ class Provider(_ProviderBase):
             return False
         payload: Any = values[0] if len(values) == 1 and isinstance(values[0], Mapping) else values
         timestamp = _monotonic_ns()
-        state = activity_state()
-        activity_id, related = claim_activity_ids() if state.pending_related else (state.id, None)
+        activity_id, related = claim_activity_ids()
         try:
             record = event.encode(payload, timestamp=timestamp, pid=_pid, tid=_current_thread_id(), activity_id=activity_id, related_activity_id=related)
         except EventTooLarge:

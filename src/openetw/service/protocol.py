@@ -254,6 +254,16 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def has_message(self) -> bool:
+        """Whether ``receive()`` would return at once: a message already read, or bytes waiting."""
+        if self._pending:
+            return True
+        try:
+            ready, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):  # closed meanwhile
+            return False
+        return bool(ready)
+
     def new_id(self) -> int:
         with self._send_lock:
             request_id = self._next_id
