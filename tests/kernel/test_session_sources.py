@@ -159,7 +159,8 @@ def test_two_sources_are_merged_in_time_order_behind_the_lowest_watermark(tracef
     assert set(stats["events_lost_per_cpu"]) == set(range(len(stats["events_lost_per_cpu"])))
     assert stats["sources"]["scripted"] == {"events_lost": 7}
     # The reader asked for more CPU at start (as root it gets it; None: an earlier session did).
-    assert stats["reader_priority"] is None or stats["reader_priority"].endswith("-> -10"), stats["reader_priority"]
+    # (A runner in the kernel's default autogroup cannot reweigh it: the reader thread's nice value is raised.)
+    assert stats["reader_priority"] is None or " -> -10" in stats["reader_priority"], stats["reader_priority"]
     # Every call on a source happens in the one reader thread; the sink is closed once.
     threads = set().union(*scripted.threads.values())
     assert set(scripted.threads) == {"start", "read", "stop", "drain"} and len(threads) == 1

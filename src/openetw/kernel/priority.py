@@ -6,6 +6,9 @@ with a busy group waits in the run queue while the per-CPU rings fill, and the k
 events. Writing a nice value to ``/proc/self/autogroup`` raises the whole group's weight (it
 applies to every process of the recording process's session). Without autogroup, the nice
 value counts; Linux keeps it per thread, so call :func:`boost_reader` from the reader thread.
+A process in the kernel's default autogroup (started outside any setsid session, as under some
+container runtimes) cannot reweigh it (the kernel answers EINVAL): then the thread's nice value
+is raised instead.
 """
 
 from __future__ import annotations
@@ -51,19 +54,28 @@ def boost_reader(nice: int = READER_NICE) -> str | None:
         if current is not None and current <= nice:
             return None
         try:
-            with open(_AUTOGROUP, "w", encoding="ascii") as f:
-                f.write(str(nice))
+            _write_autogroup_nice(nice)
         except OSError as error:
-            return f"reader priority unchanged: autogroup nice {nice} {_reason(error)}"
+            refused = f"autogroup nice {nice} {_reason(error)}"
+            return _boost_thread(nice, refused)
         return f"autogroup {parts[0] if parts else ''} nice {current if current is not None else '?'} -> {nice}"
+    return _boost_thread(nice, "no autogroup")
+
+
+def _boost_thread(nice: int, why: str) -> str | None:
     try:
         current = os.getpriority(os.PRIO_PROCESS, 0)
     except OSError as error:
-        return f"reader priority unchanged: {_reason(error)}"
+        return f"reader priority unchanged: {why}; {_reason(error)}"
     if current <= nice:
         return None
     try:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
     except OSError as error:
-        return f"reader priority unchanged: nice {nice} {_reason(error)}"
-    return f"process nice {current} -> {nice} (no autogroup)"
+        return f"reader priority unchanged: {why}; thread nice {nice} {_reason(error)}"
+    return f"thread nice {current} -> {nice} ({why})"
+
+
+def _write_autogroup_nice(nice: int) -> None:
+    with open(_AUTOGROUP, "w", encoding="ascii") as f:
+        f.write(str(nice))
