@@ -86,7 +86,7 @@ def test_tracelogging_fast_writes_are_the_general_paths_bytes(pool: BufferPool) 
     enable(provider, pool)
     for event_name, fields in TL_WRITES * 2:
         assert provider.write(event_name, level=4, keyword=0x10, **fields) is True
-    assert ("Counted", 4, 0x10, 0) in provider._routing[2]  # the fast write exists
+    assert ("Counted", 4, 0x10, 0) in provider._routing[2] and "Counted" in provider._routing[2]  # the fast write exists
     written = records(pool)
     assert len(written) == 2 * len(TL_WRITES)
     reference = TraceLoggingEncoderCache("Test.FastPath", provider_id=provider.guid)
@@ -94,6 +94,22 @@ def test_tracelogging_fast_writes_are_the_general_paths_bytes(pool: BufferPool) 
         expected = reference.encode(event_name, fields, level=4, keyword=0x10, **ids(record))
         assert record == expected, (event_name, fields)
     assert ids(written[-1])["tid"] == threading.get_native_id() and ids(written[-1])["pid"] == os.getpid()
+
+
+def test_tracelogging_variants_of_one_name_each_get_a_fast_write(pool: BufferPool) -> None:
+    provider = TraceLoggingProvider("Test.FastPath")
+    enable(provider, pool)
+    variants = [(4, 0x10, 0), (5, 0x10, 0), (4, 0x20, 1), (4, 0x10, 0)]
+    writes = [(variant, {"count": n, "total": 2 * n, "name": NAME}) for n, variant in enumerate(variants * 3)]
+    for (level, keyword, opcode), fields in writes:
+        assert provider.write("Counted", level=level, keyword=keyword, opcode=opcode, **fields) is True
+    fast_writes = provider._routing[2]
+    assert {("Counted", *variant) for variant in variants} <= set(fast_writes)
+    assert fast_writes["Counted"] is fast_writes[("Counted", 4, 0x10, 0)]  # the name finds its first variant
+    reference = TraceLoggingEncoderCache("Test.FastPath", provider_id=provider.guid)
+    written = records(pool)
+    for ((level, keyword, opcode), fields), record in zip(writes, written, strict=True):
+        assert record == reference.encode("Counted", fields, level=level, keyword=keyword, opcode=opcode, **ids(record))
 
 
 def test_manifest_fast_writes_are_the_general_paths_bytes(pool: BufferPool) -> None:

@@ -38,8 +38,7 @@ class TraceContext:
         self.decode_context = decode_context
         self.trace = trace
         self._report = report
-        self._record: Any = None
-        self._schema: Schema | None = None
+        self._record: Any = None  # the record ``parser_for`` last gave a parser for, and that parser
         self._parser: Parser | None = None
         self._primed_record: Any = None
         self._primed: tuple[TdhSchema | None, Plans | None] | None = None
@@ -118,46 +117,17 @@ class TraceContext:
         self.generation += 1
 
     def schema_for(self, record: Any) -> Schema:
-        if record is self._record:
-            if self._schema is None:
-                self._schema = self._parser.schema if self._parser is not None else Schema(record, self, tdh=self._entry(record)[0])
-            return self._schema
-        entry = self._primed if record is self._primed_record and self._primed is not None else self._entry(record)
-        schema = Schema(record, self, tdh=entry[0])
-        self._record, self._schema, self._parser = record, schema, None
-        return schema
+        return self.parser_for(record).schema
 
     def parser_for(self, record: Any) -> Parser:
-        if record is self._primed_record and record is not self._record:
-            # The usual case, first ask for the record being delivered: Parser.of(record,
-            # *entry, self), inlined (this runs once per event)
-            entry = self._primed
-            if entry is not None:
-                parser = _new_parser(Parser)
-                parser._schema = parser._decoded = parser._data = None
-                parser.record = record
-                parser._tdh = entry[0]
-                parser._plans = entry[1]
-                parser._context = self
-                self._record = record
-                self._schema = None
-                self._parser = parser
-                return parser
         if record is self._record:
-            parser = self._parser
-            if parser is not None:
-                return parser
-            if self._schema is not None:
-                parser = Parser(self._schema)
-            else:
-                parser = Parser.of(record, *self._entry(record), self)
-        else:
-            entry = self._primed if record is self._primed_record and self._primed is not None else self._entry(record)
-            # Parser.of(record, *entry, self), inlined: this runs once per event
-            parser = _new_parser(Parser)
-            parser._schema = parser._decoded = parser._data = None
-            parser.record, parser._tdh, parser._plans, parser._context = record, entry[0], entry[1], self
-            self._record, self._schema = record, None
+            return self._parser  # type: ignore[return-value]
+        # Parser.of(record, *entry, self), inlined: this runs once per event
+        parser = _new_parser(Parser)
+        parser.record = record
+        parser._entry = self._primed if record is self._primed_record and self._primed is not None else self._entry(record)
+        parser._context = self
+        self._record = record
         self._parser = parser
         return parser
 

@@ -249,55 +249,64 @@ class Parser:
     and the value has another one); ``try_parse(name, default)`` returns ``default`` instead.
     """
 
-    __slots__ = ("_schema", "record", "_tdh", "_context", "_decoded", "_data", "_plans")
+    # A parser is made per delivered record: three attributes at first (``_entry`` is the
+    # (decoding schema, fixed-offset readers) pair the trace context shares between the records
+    # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for.
+    __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data")
 
     def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
-        self._schema: Schema | None = schema
+        self._schema: Schema = schema
         self.record = schema.record
-        self._tdh = schema.tdh
+        self._entry: tuple[TdhSchema | None, Plans | None] = (schema.tdh, plans)
         self._context = schema._context
-        self._decoded: DecodedEvent | None = None
-        self._data: bytes | None = None
-        self._plans = plans
 
     @classmethod
     def of(cls, record: Any, tdh: TdhSchema | None, plans: Plans | None, context: Any) -> Parser:
         """A parser whose ``Schema`` is made only if asked for (the trace context's fast path)."""
         parser = cls.__new__(cls)
-        parser._schema = None
         parser.record = record
-        parser._tdh = tdh
+        parser._entry = (tdh, plans)
         parser._context = context
-        parser._decoded = None
-        parser._data = None
-        parser._plans = plans
         return parser
 
     @property
+    def _tdh(self) -> TdhSchema | None:
+        return self._entry[0]
+
+    @property
     def schema(self) -> Schema:
-        if self._schema is None:
-            self._schema = Schema(self.record, self._context, tdh=self._tdh)
-        return self._schema
+        try:
+            return self._schema
+        except AttributeError:
+            schema = self._schema = Schema(self.record, self._context, tdh=self._entry[0])
+            return schema
 
     @property
     def user_data(self) -> bytes:
-        if self._data is None:
-            self._data = self.record.user_data
-        return self._data
+        try:
+            return self._data  # type: ignore[no-any-return]
+        except AttributeError:
+            data = self._data = self.record.user_data
+            return data  # type: ignore[no-any-return]
 
     @property
     def decoded(self) -> DecodedEvent | None:
         """The lazy ``DecodedEvent`` behind the parser (``None`` without a schema)."""
-        if self._decoded is None and self._tdh is not None:
-            self._decoded = DecodedEvent(self._tdh, self.user_data, self.record.pointer_size)
-        return self._decoded
+        try:
+            return self._decoded
+        except AttributeError:
+            tdh = self._entry[0]
+            if tdh is None:
+                return None
+            decoded = self._decoded = DecodedEvent(tdh, self.user_data, self.record.pointer_size)
+            return decoded
 
     def _value(self, name: str, missing: Any = _MISSING) -> Any:
         """The value of ``name``; ``missing`` instead of raising when one is given."""
-        plans = self._plans
+        tdh, plans = self._entry
         if plans is None:
-            tdh = self._tdh
-            plans = self._plans = plans_of(tdh) if tdh is not None else _NO_PLANS
+            plans = plans_of(tdh) if tdh is not None else _NO_PLANS
+            self._entry = (tdh, plans)
         fast = (plans[1] if plans[3] or self.record.pointer_size == 8 else plans[2]).get(name)
         if fast is not None:
             record = self.record
@@ -308,7 +317,7 @@ class Parser:
         if name not in plans[4]:
             if missing is not _MISSING:
                 return missing
-            if self._tdh is None:
+            if tdh is None:
                 raise PropertyNotFound(f"no schema is known for this event ({self.schema!r})", property_name=name)
             raise PropertyNotFound(f"the event has no property {name!r}", property_name=name)
         decoded = self.decoded
@@ -326,7 +335,7 @@ class Parser:
             raise PropertyNotFound(f"the event has no property {name!r}", property_name=name) from None
 
     def parse(self, name: str, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002 - krabsetw's name
-        plans = self._plans
+        plans = self._entry[1]
         if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
             fast = plans[1].get(name)
             if fast is not None:  # read in the record's buffer: no copy of the user data
@@ -341,7 +350,7 @@ class Parser:
         return value
 
     def try_parse(self, name: str, default: Any = None, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002
-        plans = self._plans
+        plans = self._entry[1]
         if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
             fast = plans[1].get(name)
             if fast is not None:  # read in the record's buffer: no copy of the user data

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import count as count_from
 from itertools import islice
 from typing import Any
 
@@ -276,8 +277,10 @@ class IndexedPlan:
         Records of one kind of event (same provider, id or opcode or hook, version, header type,
         and no extended items) share one schema lookup, done for the first of them. This loop
         runs once per delivered event: it is written for speed (only the index columns it reads
-        are gathered; rows go by runs of one buffer; locals; one branch for the usual record:
-        built from its buffer, handed to the single callback of a single provider).
+        are gathered and turned into Python objects; kinds of event are numbered densely, so
+        that their schema entries sit in a list; rows go by runs of one buffer; locals; one
+        branch for the usual record: built from its buffer, handed to the single callback of a
+        single provider).
         """
         d = self.dispatcher
         stats = d.stats
@@ -285,8 +288,35 @@ class IndexedPlan:
         column, providers = self._selected_columns(positions)
         kinds = column("kind")
         kind_of = _schema_kinds(column, providers)
-        entries: dict[int, Any] = {}
+        # Kinds of event shared by several rows, numbered 0..n-1 (negative codes stay as they are).
+        shared = kind_of >= 0
+        if shared.all():
+            _, dense = np.unique(kind_of, return_inverse=True)
+            kind_count = int(dense.max()) + 1 if len(dense) else 0
+        else:
+            _, numbers = np.unique(kind_of[shared], return_inverse=True)
+            dense = kind_of.copy()
+            dense[shared] = numbers
+            kind_count = int(numbers.max()) + 1 if len(numbers) else 0
+        entries: list[Any] = [None] * kind_count
+        extended_entries: dict[tuple[int, bytes], Any] = {}
         generation = context.generation
+
+        def entry_for(record: Any, schema_kind: int, generation: int) -> tuple[Any, int]:
+            """The schema entry of ``record`` (and the context's generation it is valid for),
+            found now; every entry found before is dropped when the schemas may be stale."""
+            if context.generation != generation:
+                entries[:] = [None] * kind_count
+                extended_entries.clear()
+            tdh, plans = context.entry_of(record)
+            entry = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+            if context.generation != generation:
+                entries[:] = [None] * kind_count
+                extended_entries.clear()
+            if schema_kind >= 0:
+                entries[schema_kind] = entry
+            return entry, context.generation
+
         single = len(loaders) == 1
         caches = [loader._cache for loader in loaders]
         record_contexts = [loader.context for loader in loaders]
@@ -315,12 +345,11 @@ class IndexedPlan:
         # Rows built the long way and sent down the general path: -2.
         route[built_apart] = -2
         only_callback = [callbacks[0] if callbacks is not None and len(callbacks) == 1 else None for callbacks in direct]
-        extended_entries: dict[tuple[int, bytes], Any] = {}
         # The usual row, handled by the loop's first branch: built from its buffer, of a kind
         # whose schema entry is shared, for a provider with a single direct callback: that
         # callback per row (None: every other row).
         callback_table = np.asarray([*only_callback, None], dtype=object)
-        fast = callback_table[np.where((route >= 0) & (kind_of >= 0), route, -1)]
+        fast = callback_table[np.where((route >= 0) & shared, route, -1)]
         class_table = np.asarray([lazy.get(header_type) for header_type in range(max(lazy) + 1)], dtype=object)
         header_types = column("header_type")
         classes = class_table[np.minimum(header_types, len(class_table) - 1)]
@@ -336,7 +365,7 @@ class IndexedPlan:
             run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
         )  # fmt: skip
         columns = zip(
-            fast.tolist(), route.tolist(), kind_of.tolist(), classes.tolist(),
+            count_from(), fast.tolist(), route.tolist(), dense.tolist(), classes.tolist(),
             column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist(),
         )  # fmt: skip
         done = 0
@@ -351,9 +380,7 @@ class IndexedPlan:
                     if data is None:
                         data = loaders[file].buffer_data(buffer)
                 record_context = record_contexts[file]
-                for done, (callback, group, schema_kind, record_class, offset, size, user_data_offset) in enumerate(  # noqa: B007
-                    islice(columns, run_stop - run_start), run_start
-                ):
+                for done, callback, group, schema_kind, record_class, offset, size, user_data_offset in islice(columns, run_stop - run_start):
                     if d.stopping:
                         return int(positions[done])
                     if callback is not None:
@@ -366,15 +393,9 @@ class IndexedPlan:
                         record._ctx = record_context
                         record.buffer_index = buffer
                         record.user_data_offset = user_data_offset
-                        if context.generation != generation:
-                            entries = {}
-                            extended_entries = {}
-                            generation = context.generation
-                        entry = entries.get(schema_kind)
-                        if entry is None:
-                            tdh, plans = context.entry_of(record)
-                            entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
-                            generation = context.generation
+                        entry = entries[schema_kind]
+                        if entry is None or context.generation != generation:
+                            entry, generation = entry_for(record, schema_kind, generation)
                         # context.prime(record, entry), inlined
                         context._primed_record = record
                         context._primed = entry
@@ -396,22 +417,16 @@ class IndexedPlan:
                     else:
                         record = loaders[place >> 32].record(int(self.rows[positions[done]]))
                     if schema_kind >= 0:
-                        if context.generation != generation:
-                            entries = {}
-                            extended_entries = {}
-                            generation = context.generation
-                        entry = entries.get(schema_kind)
-                        if entry is None:
-                            tdh, plans = context.entry_of(record)
-                            entry = entries[schema_kind] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
-                            generation = context.generation
+                        entry = entries[schema_kind]
+                        if entry is None or context.generation != generation:
+                            entry, generation = entry_for(record, schema_kind, generation)
                         # context.prime(record, entry), inlined
                         context._primed_record = record
                         context._primed = entry
                     elif schema_kind != -1:  # an event with extended items: its kind and their bytes
                         if context.generation != generation:
-                            entries = {}
-                            extended_entries = {}
+                            entries[:] = [None] * kind_count
+                            extended_entries.clear()
                             generation = context.generation
                         pos = record._pos
                         key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
@@ -419,9 +434,8 @@ class IndexedPlan:
                         if entry is None:
                             if len(extended_entries) >= _EXTENDED_KEYS:
                                 extended_entries.clear()
-                            tdh, plans = context.entry_of(record)
-                            entry = extended_entries[key] = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
-                            generation = context.generation
+                            entry, generation = entry_for(record, -1, generation)
+                            extended_entries[key] = entry
                         context._primed_record = record
                         context._primed = entry
                     if group >= 0:

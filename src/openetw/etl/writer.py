@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
 from openetw import hostinfo
@@ -112,6 +112,7 @@ class EtlWriter:
         self.buffer_size = header.buffer_size
         self.logger_id = logger_id
         self._open: dict[int, _OpenBuffer] = {}
+        self._open_blocks: dict[int, _OpenBuffer] = {}  # write_block()'s own per-processor buffers
         self._sequence = 0
         self._buffers_written = 0
         self._events_lost = header.events_lost
@@ -163,6 +164,46 @@ class EtlWriter:
         self.records_written += 1
         return True
 
+    def write_block(self, block: bytes, cpu: int, row_size: int, timestamps: Sequence[int]) -> int:
+        """Append ``len(block) // row_size`` records of processor ``cpu`` given as one block:
+        every record ``row_size`` bytes (a multiple of 8, its padding included), in time order,
+        ``timestamps`` theirs. Returns how many were written (all, or none when ``row_size``
+        cannot be a record here).
+
+        These records go to per-processor buffers of their own, apart from :meth:`write`'s:
+        each buffer stays in time order, and readers merge buffers by time as ETW's do.
+        """
+        count = len(block) // row_size if row_size > 0 else 0
+        if row_size < 8 or row_size % 8 or row_size > self.buffer_size - _BH_SIZE:
+            self._events_lost += count
+            self.records_refused += count
+            return 0
+        if not count:
+            return 0
+        view = memoryview(block)
+        blocks = self._open_blocks
+        buffer = blocks.get(cpu)
+        if buffer is None:
+            buffer = blocks[cpu] = _OpenBuffer(self.buffer_size)
+        done = 0
+        while done < count:
+            room = (self.buffer_size - buffer.pos) // row_size
+            if room == 0:
+                self._flush_buffer(cpu, buffer)
+                buffer = blocks[cpu] = _OpenBuffer(self.buffer_size)
+                continue
+            take = min(room, count - done)
+            pos = buffer.pos
+            buffer.data[pos : pos + take * row_size] = view[done * row_size : (done + take) * row_size]
+            buffer.pos = pos + take * row_size
+            done += take
+            buffer.last_timestamp = int(timestamps[done - 1])
+        last = int(timestamps[count - 1])
+        if self._max_timestamp is None or last > self._max_timestamp:
+            self._max_timestamp = last
+        self.records_written += count
+        return count
+
     def write_all(self, records: Iterable[EventRecord]) -> int:
         written = 0
         for record in records:
@@ -180,10 +221,11 @@ class EtlWriter:
 
     def flush(self) -> None:
         """Write every partly filled buffer now (a flush-timer tick), then refresh the header."""
-        for cpu, buffer in list(self._open.items()):
-            if buffer.pos > _BH_SIZE:
-                self._flush_buffer(cpu, buffer)
-                self._open[cpu] = _OpenBuffer(self.buffer_size)
+        for buffers in (self._open, self._open_blocks):
+            for cpu, buffer in list(buffers.items()):
+                if buffer.pos > _BH_SIZE:
+                    self._flush_buffer(cpu, buffer)
+                    buffers[cpu] = _OpenBuffer(self.buffer_size)
         self._rewrite_header_buffer()
         self._file.flush()
 
@@ -191,11 +233,12 @@ class EtlWriter:
         if self._closed:
             return
         self._closed = True
-        for cpu in sorted(self._open):
-            buffer = self._open[cpu]
-            if buffer.pos > _BH_SIZE:
-                self._flush_buffer(cpu, buffer)
-        self._open.clear()
+        for buffers in (self._open, self._open_blocks):
+            for cpu in sorted(buffers):
+                buffer = buffers[cpu]
+                if buffer.pos > _BH_SIZE:
+                    self._flush_buffer(cpu, buffer)
+            buffers.clear()
         self._rewrite_header_buffer()
         self._file.flush()
         if self._owns_file:

@@ -19,13 +19,18 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.build import build_system_record
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, PerfInfoRecord, SystemRecord
 from openetw.kernel.procfs import ProcessInfo
+
+if TYPE_CHECKING:
+    from openetw.kernel.ringbuffer import FixedEvents
 
 __all__ = [
     "FLAG_EVENTS",
@@ -130,6 +135,12 @@ _SYSTEM_HEADER = L.SYSTEM_TRACE_HEADER.struct
 _PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, L.MARKER_FLAGS_TYPED
 _SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT
 _CSWITCH_HOOK = THREAD_GROUP << 8 | CSWITCH
+# System call records built column-wise (map_fixed): Enter (24 bytes) and Exit (20 bytes, padded
+# to 24 as a buffer aligns it) share one 24-byte row: the header, then Id or Status + padding.
+_SYSCALL_ROW = np.dtype([("version", "<u2"), ("header_type", "u1"), ("flags", "u1"), ("size", "<u2"),
+                         ("hook", "<u2"), ("timestamp", "<i8"), ("value", "<u8")])  # fmt: skip
+_SYSCALL_ROW_SIZE = 24
+_FIXED_FIELDS: Mapping[str, tuple[str, ...]] = {"sys_enter": ("id",), "sys_exit": ("ret",)}
 _V4_ZERO = bytes(8)
 _V6_ZERO = bytes(32)
 _NO_PORTS = bytes(4)
@@ -343,6 +354,45 @@ class KernelEventMapper:
         for name in self._registered:
             used.pop(name, None)
         return used
+
+    def fixed_events(self) -> dict[str, tuple[str, ...]]:
+        """Events this mapper turns into records column-wise (:meth:`map_fixed`), with the fields
+        it reads: system call enter and exit, which need no state. Empty when a handler for them
+        was registered or the ``syscall`` flag is off."""
+        if "syscall" not in self.flags:
+            return {}
+        return {name: fields for name, fields in _FIXED_FIELDS.items() if name not in self._registered}
+
+    def map_fixed(self, events: FixedEvents) -> tuple[bytes, int, np.ndarray]:
+        """The records of column-wise events (see :meth:`fixed_events`) as one block:
+        ``(block, row_size, timestamps)``, every record ``row_size`` bytes (its padding
+        included), the same bytes as :meth:`map_events` gives ``write_raw`` one by one. Events of
+        other names are left out and counted in :attr:`unmapped`."""
+        names = events.names
+        kinds = events.kinds
+        enter = names.index("sys_enter") if "sys_enter" in names and "sys_enter" not in self._registered else -1
+        leave = names.index("sys_exit") if "sys_exit" in names and "sys_exit" not in self._registered else -1
+        is_enter = kinds == enter
+        mapped = is_enter | (kinds == leave)
+        timestamps = events.timestamps
+        count = len(kinds)
+        if not mapped.all():
+            self.unmapped += int(count - np.count_nonzero(mapped))
+            is_enter, timestamps = is_enter[mapped], timestamps[mapped]
+            count = len(timestamps)
+        rows = np.empty(count, dtype=_SYSCALL_ROW)
+        rows["version"] = SYSCALL_VERSION
+        rows["header_type"] = _PERFINFO64
+        rows["flags"] = _TYPED
+        rows["size"] = np.where(is_enter, _SYSCALL_ENTER_RAW.size, _SYSCALL_EXIT_RAW.size)
+        rows["hook"] = np.where(is_enter, _SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK)
+        rows["timestamp"] = timestamps
+        zero = np.zeros(len(kinds), dtype=np.uint64)
+        ids = events.columns.get("id", zero)
+        status = events.columns.get("ret", zero) & np.uint64(0xFFFFFFFF)
+        values = np.where(events.kinds == enter, ids, status)
+        rows["value"] = values if len(values) == count else values[mapped]
+        return rows.tobytes(), _SYSCALL_ROW_SIZE, timestamps
 
     # -- identity -------------------------------------------------------------------------------
     def process_of(self, tid: int) -> int:

@@ -167,9 +167,14 @@ class KernelSession:
                 self._proc_handlers = install_proc_connector_handlers(self.mapper)
         # After every handler is registered: a lean decoder reads only what the built-in handlers use.
         fields_used = self.mapper.fields_used()
+        # A sink that takes blocks of records (a file) gets system calls column-wise, unmerged:
+        # they need no state, and each CPU's go to that CPU's own buffers in time order.
+        fixed = self.mapper.fixed_events() if sink is None or callable(getattr(sink, "write_block", None)) else {}
         for chosen in self._sources:
             if isinstance(chosen, TracefsSource) and chosen.fields is None:
                 chosen.fields = fields_used
+            if isinstance(chosen, TracefsSource) and chosen.fixed is None:
+                chosen.fixed = fixed
         self._sink = sink
         self._writer: RecordSink | None = None
         self._thread: threading.Thread | None = None
@@ -360,6 +365,7 @@ class KernelSession:
                 for index, source in enumerate(self._sources):
                     # The first source waits for data; the others give what they have.
                     events.extend(source.read(self.flush_interval if index == 0 else 0.0))
+                self._write_fixed()
                 self.mapper.on_arrival(events)
                 self._consume(events, final=False)
                 if time.monotonic() - last_loss_check >= _LOSS_INTERVAL:
@@ -373,6 +379,7 @@ class KernelSession:
             rest: list[RawKernelEvent] = []
             for source in self._sources:
                 rest.extend(source.drain())
+            self._write_fixed()
             self.mapper.on_arrival(rest)
             self._consume(rest, final=True)
             self._account_loss()
@@ -407,6 +414,19 @@ class KernelSession:
             written = self.mapper.map_events(events, self._writer.write, getattr(self._writer, "write_raw", None))
         self._counts["events_read"] += len(events)
         self._counts["records_written"] += written
+
+    def _write_fixed(self) -> None:
+        """Writes the column-wise events the sources read (see ``TracefsSource(fixed=...)``)."""
+        for source in self._sources:
+            if not isinstance(source, TracefsSource):
+                continue
+            for batch in source.take_fixed():
+                with self._lock:
+                    assert self._writer is not None
+                    block, row_size, timestamps = self.mapper.map_fixed(batch)
+                    written = self._writer.write_block(block, batch.cpu, row_size, timestamps)  # type: ignore[attr-defined]
+                self._counts["events_read"] += len(batch)
+                self._counts["records_written"] += written
 
     def _account_loss(self) -> None:
         for source in self._sources:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from openetw.errors import SessionError, TraceDataError
-from openetw.kernel.ringbuffer import EventDecoder, PageParser
+from openetw.kernel.ringbuffer import EventDecoder, FixedEvents, FixedLayouts, PageParser
 from openetw.kernel.source import RawKernelEvent
 from openetw.kernel.tracefs import RingReader, TracefsInstance, remove_stale_instances
 
@@ -56,10 +56,16 @@ class TracefsSource:
         circular: bool = False,
         remove_stale: bool = True,
         fields: Mapping[str, Iterable[str]] | None = None,
+        fixed: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         """``fields`` (tracepoint name → field names) makes the decoder lean: it decodes only
         those fields of those events (see :meth:`KernelEventMapper.fields_used
-        <openetw.kernel.classes.KernelEventMapper.fields_used>`); events not named are decoded whole."""
+        <openetw.kernel.classes.KernelEventMapper.fields_used>`); events not named are decoded whole.
+
+        ``fixed`` (tracepoint name → integer fields, see :meth:`KernelEventMapper.fixed_events
+        <openetw.kernel.classes.KernelEventMapper.fixed_events>`) names events decoded
+        column-wise: :meth:`read` and :meth:`drain` leave them out, :meth:`take_fixed` gives them
+        per CPU, each CPU's in time order."""
         self.session_name = session_name
         self.tracepoints = list(tracepoints)
         self.root = root
@@ -67,6 +73,7 @@ class TracefsSource:
         self.circular = circular
         self.remove_stale = remove_stale
         self.fields = fields
+        self.fixed = fixed
         self.missing_tracepoints: list[str] = []
         self.stale_instances_removed: list[str] = []
         self.stale_instances_error: str | None = None
@@ -74,6 +81,8 @@ class TracefsSource:
         self._reader: RingReader | None = None
         self._parser: PageParser | None = None
         self._decoder: EventDecoder | None = None
+        self._fixed_layouts: FixedLayouts | None = None
+        self._fixed_read: list[FixedEvents] = []
         self._watermark = 0
         self._partial_page_last: dict[int, int] = {}  # cpu → last event time of its partly filled page
         self._closed_reads = 0
@@ -99,6 +108,8 @@ class TracefsSource:
             self.missing_tracepoints = instance.enable(self.tracepoints)
             self._parser = instance.page_parser()
             self._decoder = instance.decoder(self.tracepoints, fields=self.fields)
+            if self.fixed:
+                self._fixed_layouts = FixedLayouts(self._decoder, self.fixed) or None
             self._reader = instance.reader(self._parser)
             instance.start()
         except BaseException:
@@ -165,6 +176,11 @@ class TracefsSource:
         stats["events_lost_per_cpu"] = dict(self._cpu_lost)
         return stats
 
+    def take_fixed(self) -> list[FixedEvents]:
+        """The column-wise events (see ``fixed``) read since the last call, one batch per CPU and read."""
+        taken, self._fixed_read = self._fixed_read, []
+        return taken
+
     # -- inside ---------------------------------------------------------------------------------
     def _running_reader(self) -> RingReader:
         if self._reader is None:
@@ -174,6 +190,8 @@ class TracefsSource:
     def _decode(self, pages: list[tuple[int, bytes]]) -> list[RawKernelEvent]:
         parser, decoder = self._parser, self._decoder
         assert parser is not None and decoder is not None
+        if self._fixed_layouts is not None:
+            return self._decode_batches(pages)
         decode_into = parser.decode_into
         counts = self._counts
         events: list[RawKernelEvent] = []
@@ -200,6 +218,35 @@ class TracefsSource:
         counts["unknown_events"] += unknown_total
         counts["page_errors"] += damaged_total
         events.sort(key=_timestamp)
+        return events
+
+    def _decode_batches(self, pages: list[tuple[int, bytes]]) -> list[RawKernelEvent]:
+        """:meth:`_decode` with the fixed events column-wise: the pages of each CPU at once."""
+        parser, decoder = self._parser, self._decoder
+        assert parser is not None and decoder is not None
+        by_cpu: dict[int, list[bytes]] = {}
+        for cpu, page in pages:
+            by_cpu.setdefault(cpu, []).append(page)
+        events: list[RawKernelEvent] = []
+        counts = self._counts
+        reader = self._reader
+        partial_last = self._partial_page_last
+        for cpu, cpu_pages in by_cpu.items():
+            result = parser.decode_batch(cpu_pages, cpu, decoder, events, self._fixed_layouts)  # type: ignore[arg-type]
+            if result.fixed is not None:
+                self._fixed_read.append(result.fixed)
+            for page, last in zip(cpu_pages, result.last_timestamps):
+                if reader is not None and reader.is_partial(page):
+                    if last is not None:
+                        partial_last[cpu] = last
+                else:
+                    partial_last.pop(cpu, None)
+            counts["discarded_events"] += result.discarded
+            counts["unknown_events"] += result.unknown
+            counts["page_errors"] += result.damaged + result.page_errors
+        counts["pages_read"] += len(pages)
+        if len(by_cpu) > 1:
+            events.sort(key=_timestamp)
         return events
 
 

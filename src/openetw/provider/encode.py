@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import codecs
 import ipaddress
+import keyword
 import numbers
 import struct
 import uuid
@@ -294,6 +295,8 @@ def fast_encoder_source(
     value_names: Sequence[str] | None = None,
     write_through: bool = False,
     positional: bool = False,
+    argument_names: Sequence[str] | None = None,
+    variant: tuple[int, int, int] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Source of an encoder's ``encode_fast`` (64-bit header), and the names it uses.
 
@@ -317,7 +320,11 @@ def fast_encoder_source(
     is ``None`` (no session takes the event), writes through ``ROUTE[0]`` otherwise, and hands
     whatever it cannot write itself to ``GENERAL(values)`` (the values as a tuple), returning
     what that returns. The caller adds ``ROUTE`` (a one-item list, changed when sessions change)
-    and ``GENERAL`` instead of ``WRITE``.
+    and ``GENERAL`` instead of ``WRITE``. ``argument_names`` (identifiers, one per field) name
+    the arguments instead, so that the function can be called with keywords.
+
+    With ``variant`` (a ``(level, keyword, opcode)``; not with ``positional``) the function is
+    ``write_fast(values, level, keyword, opcode)`` and returns ``None`` unless they are these.
 
     With ``value_types`` each value must be of exactly that type (TraceLogging's fields are
     inferred from the types, so another type may need other fields), strings excepted: any
@@ -375,14 +382,30 @@ def fast_encoder_source(
         body[1:1] = ["if isinstance(v0, MAPPING):", "    return None"]
         namespace["MAPPING"] = Mapping
     start = ["def write_fast(values):", "    if CURRENT_ACTIVITY() is not NO_ACTIVITY:", "        return None"]
+    if variant is not None:
+        if positional:
+            raise InvalidArgument("a positional writer takes no variant")
+        namespace["LEVEL"], namespace["KEYWORD"], namespace["OPCODE"] = variant
+        start[0:1] = ["def write_fast(values, level, keyword, opcode):", "    if level != LEVEL or keyword != KEYWORD or opcode != OPCODE:", "        return None"]
     if positional:
         if value_names is not None:
             raise InvalidArgument("a positional writer takes no value names")
         arguments = ", ".join(f"v{index}" for index in range(count))
         fallback = f"return GENERAL(({arguments}{',' if count else ''}))"
         body = [line.replace("return None", fallback) for line in body[1 if count else 2 :]]
+        signature = arguments
+        renamed = []
+        if argument_names is not None:
+            if len(argument_names) != count or not all(name.isidentifier() and not keyword.iskeyword(name) for name in argument_names):
+                raise InvalidArgument(f"argument names must be {count} identifiers, not {argument_names!r}")
+            if len(set(argument_names)) != count:
+                raise InvalidArgument(f"argument names must differ: {argument_names!r}")
+            signature = ", ".join(argument_names)
+            # One tuple assignment: right for any names, "v1, v0" included.
+            renamed = [f"    {arguments}{',' if count == 1 else ''} = {signature}{',' if count == 1 else ''}"] if count else []
         start = [
-            f"def write_fast({arguments}):",
+            f"def write_fast({signature}):",
+            *renamed,
             "    WRITE = ROUTE[0]",
             "    if WRITE is None:",
             "        return False",
@@ -477,20 +500,33 @@ class _RecordEncoder:
         self.encode = self._encoder_for(8)  # type: ignore[method-assign]
 
     def fast_writer_code(
-        self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None, *, positional: bool = False
+        self,
+        value_types: Sequence[type] | None = None,
+        value_names: Sequence[str] | None = None,
+        *,
+        positional: bool = False,
+        argument_names: Sequence[str] | None = None,
+        variant: tuple[int, int, int] | None = None,
     ) -> tuple[CodeType, dict[str, Any]]:
         """The code of this event's ``write_fast(values)`` (with ``positional``,
-        ``write_fast(v0, v1, ...)``) and the names it uses (see ``fast_encoder_source``),
-        generated once per ``value_types``, ``value_names`` and ``positional``; the caller makes
+        ``write_fast(v0, v1, ...)``, its arguments named ``argument_names`` if given) and the
+        names it uses (see ``fast_encoder_source``), generated once per ``value_types``,
+        ``value_names``, ``positional``, ``argument_names`` and ``variant``; the caller makes
         functions of it with its own names added."""
-        kind = "positional" if positional else "write"
+        kind = ("positional", None if argument_names is None else tuple(argument_names)) if positional else ("write", variant)
         key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names), kind)
         made = self._fast.get(key)
+        if made is None and argument_names is not None:
+            # An argument named like a global or builtin the code uses ("len", "type") would hide it.
+            uses = self.fast_writer_code(value_types, value_names, positional=positional)[0].co_names
+            shadowed = set(argument_names) & set(uses)
+            if shadowed:
+                raise InvalidArgument(f"argument names {sorted(shadowed)} hide names the generated writer uses")
         if made is None:
             source, namespace = fast_encoder_source(
                 self.fields, self._packer(8), ansi_encoding=self.ansi_encoding, tracelogging=self._tracelogging,
                 constant=self._constant, extended=self._extended, value_types=key[0], value_names=key[1], write_through=True,
-                positional=positional,
+                positional=positional, argument_names=argument_names, variant=variant,
             )  # fmt: skip
             scope = dict(namespace)
             exec(compile(source, "<openetw generated writer>", "exec"), scope)  # noqa: S102 - our own generated code

@@ -61,12 +61,13 @@ WriteFn = Callable[[bytes, int, int], bool]
 Target = tuple[SessionEnable, WriteFn]
 Routes = dict[Any, tuple[WriteFn, ...]]  # by (level, keyword, event id)
 # Whole writes outside activities, generated per event and routes (encoder.fast_writer_code):
-# by manifest event encoder, or by (event name, level, keyword, opcode) of a TraceLogging event.
-# ``fast(values)`` returns whether a session got the event, or None: the general path decides.
-FastWrite = Callable[[Any], "bool | None"]
+# by manifest event encoder (``fast(values)``), or by (event name, level, keyword, opcode) of a
+# TraceLogging event and by its name alone for its first variant (``fast(fields, level, keyword,
+# opcode)``). They return whether a session got the event, or None: the general path decides.
+FastWrite = Callable[..., "bool | None"]
 FastWrites = dict[Any, FastWrite]
 # The (field names, value types) each TraceLogging fast write was made for.
-Shapes = dict[tuple[str, int, int, int], tuple[tuple[str, ...], tuple[type, ...]]]
+Shapes = dict[Any, Any]  # (name, level, keyword, opcode) -> (field names, value types); name -> its first such key
 Routing = tuple[tuple[Target, ...], Routes, FastWrites, Shapes]  # replaced whole when sessions change
 
 # A record no pool can take: writing it makes the pool count one refused event (shared memory,
@@ -116,7 +117,7 @@ _FAST_WRITE_NAMES = {
 }  # fmt: skip
 
 
-def _nobody(values: Any) -> bool:
+def _nobody(*values: Any) -> bool:
     return False
 
 
@@ -133,7 +134,15 @@ def _write_many(writes: tuple[WriteFn, ...], record: bytes, timestamp: int, cpu:
     return _write_all(writes, record, timestamp)
 
 
-def _route(writes: tuple[WriteFn, ...]) -> WriteFn | None:
+def positional_writer(made: tuple[CodeType, dict[str, Any]], route: list[WriteFn | None], general: Callable[[tuple[Any, ...]], bool]) -> Callable[..., bool]:
+    """An event's generated positional ``write_fast`` (``fast_writer_code(positional=True)``):
+    it writes through ``route[0]`` (``None``: no session takes the event) and hands what it
+    cannot write itself to ``general(values)``."""
+    code, namespace = made
+    return FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "ROUTE": route, "GENERAL": general})
+
+
+def write_route(writes: tuple[WriteFn, ...]) -> WriteFn | None:
     """What a declared event's writer writes through: None for no session."""
     if not writes:
         return None
@@ -225,7 +234,7 @@ class _ProviderBase:
         self._routing = (targets, {}, {}, {})
         self.enabled = bool(targets)
         for event in list(self._events):
-            event._route[0] = _route(self._writes_for(event.level, event.keyword, 0)) if targets else None
+            event._route[0] = write_route(self._writes_for(event.level, event.keyword, 0)) if targets else None
 
     def _capture_state(self, session_id: int) -> None:
         self._call_back(capture_state=True)
@@ -275,13 +284,14 @@ class TraceLoggingProvider(_ProviderBase):
         if not self.enabled:
             return False
         # EventWrite's hot path: every call and lookup here is paid by every event. An event
-        # written again with the same field names and value types is one generated function.
+        # written again with the same field names, value types, level, keyword and opcode is one
+        # generated function, found by the event's name (other variants: see ``_write``).
         try:
-            fast = self._routing[2].get((event_name, level, keyword, opcode))
+            fast = self._routing[2].get(event_name)
         except TypeError:  # an unhashable name: the general path says what is wrong
             fast = None
         if fast is not None:
-            written = fast(fields)
+            written = fast(fields, level, keyword, opcode)
             if written is not None:
                 return written
         return self._write(event_name, fields, level, keyword, opcode, 0)
@@ -303,7 +313,7 @@ class TraceLoggingProvider(_ProviderBase):
         event = TraceLoggingEvent(self, encoder)
         self._events.add(event)
         if self.enabled:
-            event._route[0] = _route(self._writes_for(level, keyword, 0))
+            event._route[0] = write_route(self._writes_for(level, keyword, 0))
         return event
 
     def _write_event(self, event: TraceLoggingEvent, values: tuple[Any, ...]) -> bool:
@@ -328,17 +338,27 @@ class TraceLoggingProvider(_ProviderBase):
             return False
         if tags == 0 and type(fields) is dict:
             try:
-                fast = self._routing[2].get((event_name, level, keyword, opcode))
+                fast = self._routing[2].get(event_name)
             except TypeError:
                 fast = None
             if fast is not None:
-                written = fast(fields)
+                written = fast(fields, level, keyword, opcode)
                 if written is not None:
                     return written
         return self._write(event_name, fields, level, keyword, opcode, tags)
 
     def _write(self, event_name: str, fields: Mapping[str, Any], level: int, keyword: int, opcode: int, tags: int) -> bool:
         routing = self._routing
+        if tags == 0 and type(fields) is dict:
+            # The name's first variant did not take it: another level, keyword or opcode may have one.
+            try:
+                fast = routing[2].get((event_name, level, keyword, opcode))
+            except TypeError:
+                fast = None
+            if fast is not None:
+                written = fast(fields, level, keyword, opcode)
+                if written is not None:
+                    return written
         writes = routing[1].get((level, keyword, 0))
         if writes is None:
             writes = self._writes_for(level, keyword, 0, routing)
@@ -378,7 +398,10 @@ class TraceLoggingProvider(_ProviderBase):
             return
         encoder = self._encoders.encoder_for(event_name, fields, level=level, keyword=keyword, opcode=opcode)
         shapes[key] = shape
-        fast_writes[key] = _fast_write(encoder.fast_writer_code(shape[1], shape[0]), writes)
+        fast = fast_writes[key] = _fast_write(encoder.fast_writer_code(shape[1], shape[0], variant=(level, keyword, opcode)), writes)
+        # The name finds its first variant directly (``write``'s lookup needs no tuple then).
+        if shapes.setdefault(event_name, key) == key:
+            fast_writes[event_name] = fast
 
 
 _IN_TYPE_ALIASES = {"string": InType.UNICODESTRING}
@@ -421,9 +444,8 @@ class TraceLoggingEvent:
         d = encoder.descriptor
         self.level, self.keyword, self.opcode = d.level, d.keyword, d.opcode
         self._route: list[WriteFn | None] = [None]
-        code, namespace = encoder.fast_writer_code(positional=True)
         general = functools.partial(provider._write_event, self)
-        self.write: Callable[..., bool] = FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "ROUTE": self._route, "GENERAL": general})
+        self.write: Callable[..., bool] = positional_writer(encoder.fast_writer_code(positional=True), self._route, general)
 
     @property
     def fields(self) -> tuple[PropertyInfo, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import select
 import selectors
 import socket
 import sys
@@ -56,7 +57,9 @@ TICK = 0.25  # the loop wakes at least this often (deadlines, flush timer)
 # per event. Not when a pool was found at least PAUSE_FILL_LIMIT full: then producers are close
 # to dropping events (and small pools never wait). The pause looks at the pools every
 # PAUSE_STEP and ends as soon as one is PAUSE_FILL_LIMIT full: a producer writing a burst fills
-# a pool in a few milliseconds, far sooner than NOTICE_PAUSE.
+# a pool in a few milliseconds, far sooner than NOTICE_PAUSE. The pause holds back the pools
+# only: frames queued for clients (real-time buffers above all) keep going out as their sockets
+# take them, or a real-time consumer would get one socket buffer's worth per pause.
 NOTICE_PAUSE = 0.02
 PAUSE_STEP = 0.002
 PAUSE_FILL_LIMIT = 0.25
@@ -165,10 +168,26 @@ class TraceService:
         if self._stop_requested:
             return
         while (remaining := deadline - now) > 0:
-            time.sleep(min(remaining, PAUSE_STEP))
+            self._send_while_pausing(min(remaining, PAUSE_STEP))
             if self._a_pool_is_filling():
                 return
             now = time.monotonic()
+
+    def _send_while_pausing(self, timeout: float) -> None:
+        """Wait ``timeout`` seconds, sending queued frames to every socket that takes them meanwhile."""
+        waiting = [connection for connection in self.connections.values() if connection.wants_write]
+        if not waiting:
+            time.sleep(timeout)
+            return
+        poller = select.poll()
+        by_fd = {}
+        for connection in waiting:
+            by_fd[connection.fileno()] = connection
+            poller.register(connection.fileno(), select.POLLOUT)
+        for fd, _ in poller.poll(timeout * 1000):
+            connection = by_fd[fd]
+            if not connection.closed:
+                self._flush_connection(connection)  # a broken socket drops its connection here
 
     def _a_pool_is_filling(self) -> bool:
         return any(
