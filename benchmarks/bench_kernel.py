@@ -3,12 +3,14 @@
 Offline (captured pages from tests/kernel/data, repeated; thread CPU time, so run-queue waits
 on a shared machine do not count): ring-buffer walk (headers only), payload decode per event to
 full dicts, decode of whole sub-buffers (full and lean: only the fields the mapper reads, and the
-one-pass walk + decode), and lean decode + mapping to NT Kernel Logger records, in events/s.
+one-pass walk + decode), lean decode + mapping to NT Kernel Logger records, and the whole file
+path (decode, map, write into an EtlWriter) one event at a time against column-wise system
+calls (decode_batch + map_fixed + write_block), in events/s, with the ratio of the two.
 
 Live (root and tracefs only): a kernel session with process, thread, cswitch, disk_io and
 network flags ("no syscall"), then with syscall too ("all"), while a load runs in its own
-session (autogroup): a getppid() loop, a fork loop, O_DIRECT dd writes and loopback TCP
-connections. The session decodes with the lean decoder and maps with ``map_events`` (its
+session (autogroup): a getppid() loop (as fast as it goes, or paced with ``--rate`` events/s),
+a fork loop, O_DIRECT dd writes and loopback TCP connections. The session decodes with the lean decoder and maps with ``map_events`` (its
 normal path). Each run is a fresh child process (its own autogroup, so a boost does not carry
 over) in one of these modes:
 
@@ -21,12 +23,13 @@ read (robust to how much load the shared machine let run), the reader process's 
 (user + system time over the run / wall time, in % of one core) and the file size. ``perf
 record`` on the same tracepoints and load is run for comparison when perf is installed, and
 ``trace-cmd record`` when it works here.
-Usage: python benchmarks/bench_kernel.py [--repeat 3] [--seconds 5] [--runs 2] [--offline-only]
+Usage: python benchmarks/bench_kernel.py [--repeat 3] [--seconds 5] [--runs 2] [--rate 450000] [--offline-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -38,13 +41,16 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from operator import itemgetter
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import best_of, machine_note, table  # noqa: E402
 
+from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header  # noqa: E402
 from openetw.kernel import KernelEventMapper, KernelSession, find_tracefs  # noqa: E402
+from openetw.kernel.ringbuffer import FixedLayouts  # noqa: E402
 from tests.kernel import pages as P  # noqa: E402
 
 COPIES = 40
@@ -58,14 +64,32 @@ TRACEPOINTS_FOR_TOOLS = (
     "sock:sock_send_length", "sock:sock_recv_length", "raw_syscalls:sys_enter", "raw_syscalls:sys_exit",
 )
 
+# os.getppid() in a loop, as fast as it goes, or paced at argv[2] events/s (a call is an enter and an exit).
+GETPPID = textwrap.dedent(
+    """
+    import os, sys, time
+    seconds, calls_per_s = float(sys.argv[1]), float(sys.argv[2]) / 2
+    start = time.monotonic()
+    done = 0
+    while time.monotonic() - start < seconds:
+        todo = min(int((time.monotonic() - start) * calls_per_s) - done, 5000) if calls_per_s else 1000
+        if todo <= 0:
+            time.sleep(0.0005)
+            continue
+        [os.getppid() for _ in range(todo)]
+        done += todo
+    """
+)
+
 LOAD = textwrap.dedent(
     """
     import os, socket, subprocess, sys, tempfile, time
-    seconds = float(sys.argv[1])
+    seconds, rate = float(sys.argv[1]), float(sys.argv[2])
+    GETPPID = GETPPID_SOURCE
     end = time.time() + seconds
     tmp = tempfile.mkdtemp()
     procs = [
-        subprocess.Popen([sys.executable, "-c", "import os,time\\nend=time.time()+%f\\nwhile time.time()<end:\\n  [os.getppid() for _ in range(1000)]" % seconds]),
+        subprocess.Popen([sys.executable, "-c", GETPPID, str(seconds), str(rate)]),
         subprocess.Popen(["/bin/sh", "-c", "end=$(( $(date +%%s) + %d )); while [ $(date +%%s) -lt $end ]; do /bin/true; done" % max(1, round(seconds))]),
         subprocess.Popen(["/bin/sh", "-c", "end=$(( $(date +%%s) + %d )); while [ $(date +%%s) -lt $end ]; do dd if=/dev/zero of=%s/dd bs=64k count=64 oflag=direct status=none; done" % (max(1, round(seconds)), tmp)]),
     ]
@@ -79,7 +103,7 @@ LOAD = textwrap.dedent(
     for p in procs:
         p.wait()
     """
-)
+).replace("GETPPID_SOURCE", repr(GETPPID))
 
 
 # -- offline ---------------------------------------------------------------------------------------
@@ -117,6 +141,35 @@ def offline(repeat: int) -> list[list[object]]:
         mapper.map_events(events, lambda record: True)
         return len(events)
 
+    by_cpu: dict[int, list[bytes]] = {}
+    for cpu, raw in pages:
+        by_cpu.setdefault(cpu, []).append(raw)
+
+    def file_per_event() -> int:
+        mapper, writer = KernelEventMapper(FLAGS), _writer()
+        events: list[Any] = []
+        for cpu, raw in pages:
+            parser.decode_into(raw, cpu, lean, events)
+        events.sort(key=itemgetter(0))
+        mapper.map_events(events, writer.write, writer.write_raw)
+        writer.close()
+        return len(events)
+
+    def file_column_wise() -> int:
+        mapper, writer = KernelEventMapper(FLAGS), _writer()
+        fixed = FixedLayouts(lean, mapper.fixed_events())
+        events: list[Any] = []
+        written = 0
+        for cpu, cpu_pages in by_cpu.items():
+            result = parser.decode_batch(cpu_pages, cpu, lean, events, fixed)
+            if result.fixed is not None:
+                block, row_size, timestamps = mapper.map_fixed(result.fixed)
+                written += writer.write_block(block, cpu, row_size, timestamps)
+        events.sort(key=itemgetter(0))
+        mapper.map_events(events, writer.write, writer.write_raw)
+        writer.close()
+        return len(events) + written
+
     def decode_one_pass() -> int:
         out: list[Any] = []
         for cpu, raw in pages:
@@ -127,18 +180,28 @@ def offline(repeat: int) -> list[list[object]]:
         ("walk (headers)", walk), ("decode per event (full dict)", decode_per_event),
         ("walk + decode_events (full dict)", decode_pages(decoder)), ("walk + decode_events (lean dict)", decode_pages(lean)),
         ("decode_into (one pass, lean dict)", decode_one_pass), ("decode + map to records (lean)", map_records),
+        ("file, per event: decode_into + map_events + write_raw", file_per_event),
+        ("file, column-wise: decode_batch + map_fixed + write_block", file_column_wise),
     ]  # fmt: skip
     rows = []
+    per_event_ns = 0.0
     for label, fn in cases:
         seconds, events = best_of(fn, repeat, clock=time.thread_time)
-        rows.append([label, events, f"{events / seconds / 1e3:,.0f}k", f"{seconds / events * 1e9:,.0f}"])
+        ns = seconds / events * 1e9
+        per_event_ns = ns if fn is file_per_event else per_event_ns
+        ratio = f"{per_event_ns / ns:.1f}x" if fn is file_column_wise else ""
+        rows.append([label, events, f"{events / seconds / 1e3:,.0f}k", f"{ns:,.0f}", ratio])
     return rows
+
+
+def _writer() -> EtlWriter:
+    return EtlWriter(io.BytesIO(), header=new_logfile_header(clock=linux_trace_clock()))
 
 
 # -- live: one run per child process ---------------------------------------------------------------
 
 
-def live_one(mode: str, flag_set: str, seconds: float) -> dict[str, Any]:
+def live_one(mode: str, flag_set: str, seconds: float, rate: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "bench.etl"
         session = KernelSession(flags=FLAG_SETS[flag_set], output=output, name=f"bench_{os.getpid()}", rundown=False,
@@ -146,7 +209,7 @@ def live_one(mode: str, flag_set: str, seconds: float) -> dict[str, Any]:
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.monotonic()
         session.start()
-        load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds)], start_new_session=True)
+        load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds), str(rate)], start_new_session=True)
         load.wait()
         stats = session.stop()
         wall = time.monotonic() - started
@@ -158,7 +221,7 @@ def live_one(mode: str, flag_set: str, seconds: float) -> dict[str, Any]:
         }
 
 
-def live(seconds: float, runs: int) -> list[list[object]] | str:
+def live(seconds: float, runs: int, rate: float) -> list[list[object]] | str:
     if os.geteuid() != 0 or find_tracefs() is None:
         return "live run skipped: needs root and tracefs"
     rows = []
@@ -166,7 +229,7 @@ def live(seconds: float, runs: int) -> list[list[object]] | str:
         for flag_set in LIVE_SETS:
             for mode in MODES:
                 done = subprocess.run(
-                    [sys.executable, __file__, "--live-one", mode, "--flag-set", flag_set, "--seconds", str(seconds)],
+                    [sys.executable, __file__, "--live-one", mode, "--flag-set", flag_set, "--seconds", str(seconds), "--rate", str(rate)],
                     capture_output=True, text=True, start_new_session=True, check=False,
                 )  # fmt: skip
                 if done.returncode != 0:
@@ -188,7 +251,7 @@ def live(seconds: float, runs: int) -> list[list[object]] | str:
 # -- other tools on the same load --------------------------------------------------------------------
 
 
-def tools(seconds: float) -> list[list[object]]:
+def tools(seconds: float, rate: float) -> list[list[object]]:
     rows: list[list[object]] = []
     if os.geteuid() != 0:
         return rows
@@ -196,12 +259,12 @@ def tools(seconds: float) -> list[list[object]]:
         if shutil.which("perf"):
             events = [arg for tp in TRACEPOINTS_FOR_TOOLS for arg in ("-e", tp)]
             command = ["perf", "record", "-a", "-m", "1024", *events, "-o", f"{tmp}/perf.data", "--", "sleep", str(seconds + 0.5)]
-            rows.append(["perf record", *_run_tool(command, seconds, _perf_counts)])
+            rows.append(["perf record", *_run_tool(command, seconds, rate, _perf_counts)])
         if shutil.which("trace-cmd"):
             events = [arg for tp in TRACEPOINTS_FOR_TOOLS for arg in ("-e", tp)]
             command = ["trace-cmd", "record", "-d", "-B", f"bench{os.getpid()}", "-b", "4096", *events, "-o", f"{tmp}/tc.dat",
                        "sleep", str(seconds + 0.5)]  # fmt: skip
-            rows.append(["trace-cmd record", *_run_tool(command, seconds, _trace_cmd_counts)])
+            rows.append(["trace-cmd record", *_run_tool(command, seconds, rate, _trace_cmd_counts)])
             instance = Path(find_tracefs() or "/sys/kernel/tracing") / "instances" / f"bench{os.getpid()}"
             if instance.exists():
                 subprocess.run(["trace-cmd", "reset", "-B", instance.name], capture_output=True, check=False)
@@ -212,12 +275,12 @@ def tools(seconds: float) -> list[list[object]]:
     return rows
 
 
-def _run_tool(command: list[str], seconds: float, counts: Any) -> list[object]:
+def _run_tool(command: list[str], seconds: float, rate: float, counts: Any) -> list[object]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     tool = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.3)
-    load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds)], start_new_session=True)
+    load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds), str(rate)], start_new_session=True)
     output, _ = tool.communicate()
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the tool's CPU: the load is not waited for yet
@@ -251,24 +314,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--offline-only", action="store_true")
     parser.add_argument("--live-one", choices=MODES)
     parser.add_argument("--flag-set", choices=tuple(FLAG_SETS), default="all")
     args, _ = parser.parse_known_args()
     if args.live_one:
-        print(json.dumps(live_one(args.live_one, args.flag_set, args.seconds)))
+        print(json.dumps(live_one(args.live_one, args.flag_set, args.seconds, args.rate)))
         return
     print(machine_note())
-    print(table(["offline, captured pages (CPU time)", "events", "events/s", "ns/event"], offline(args.repeat)))
+    print(table(["offline, captured pages (CPU time)", "events", "events/s", "ns/event", "vs per event"], offline(args.repeat)))
     if args.offline_only:
         return
-    result = live(args.seconds, args.runs)
+    result = live(args.seconds, args.runs, args.rate)
     if isinstance(result, str):
         print(result)
         return
-    print(f"live: flags all = {'+'.join(FLAGS)}; load: getppid loop, fork loop, O_DIRECT dd, loopback TCP; {args.seconds:g} s per run")
+    paced = f"getppid at {args.rate / 1e3:,.0f}k events/s" if args.rate else "getppid loop"
+    print(f"live: flags all = {'+'.join(FLAGS)}; load: {paced}, fork loop, O_DIRECT dd, loopback TCP; {args.seconds:g} s per run")
     print(table(["flags", "mode", "run", "offered/s", "read/s", "lost", "lost %", "reader CPU", "CPU µs/event", "file MB"], result))
-    others = tools(args.seconds)
+    others = tools(args.seconds, args.rate)
     if others:
         print(table(["tool, same tracepoints and load", "events/s", "lost", "", "CPU", ""], others))
 

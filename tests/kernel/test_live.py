@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from openetw.etl import EtlReader
+from openetw.etl.relog import is_logfile_header_record, relog
 from openetw.kernel import KernelSession, find_tracefs, probe
 from openetw.kernel.procfs import ProcessInfo
 from openetw.tdh.decode import decode_properties
@@ -170,3 +171,32 @@ def test_stale_instance_of_a_dead_reader_is_removed(tracefs_root, tmp_path):
         assert "stale_instances_error" not in session.stats
     ours = [p.name for p in (tracefs_root / "instances").iterdir() if p.name.endswith(f"_{os.getpid()}")]
     assert ours == []
+
+
+def test_system_calls_written_column_wise_read_back_in_time_order(tracefs_root, tmp_path):
+    dissect_etl = pytest.importorskip("dissect.etl")
+    output = tmp_path / "syscalls.etl"
+    script = "import os\nfor _ in range(20000): os.getppid()\nprint(os.getpid())"
+    with KernelSession(flags={"syscall", "cswitch", "process"}, output=output, name=f"t_sys_{os.getpid()}", rundown=False) as session:
+        child = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    stats = session.stats
+    with EtlReader(str(output)) as reader:
+        ours = list(reader.records(time_order=True))
+    theirs = list(dissect_etl.ETL(io.BytesIO(output.read_bytes())))
+    assert len(theirs) == len(ours) == stats["records_written"] + 1  # + the logfile header
+    events = [(name, record, values) for name, record, values in _decode(output)]
+    times = [record.timestamp for _, record, _ in events]
+    assert times == sorted(times)
+    names = {name for name, _, _ in events}
+    assert {"PerfInfo/SysClEnter", "PerfInfo/SysClExit", "Thread/CSwitch", "Process/Start", "Process/Stop"} <= names
+    if os.uname().machine == "x86_64":
+        getppid = 110
+        assert sum(1 for name, _, values in events if name == "PerfInfo/SysClEnter" and values["SysCallAddress"] == getppid) >= 20000
+    assert any(values["ProcessID"] == child for name, _, values in events if name == "Process/Stop")
+    relogged = tmp_path / "relogged.etl"
+    with EtlReader(str(output)) as reader:
+        result = relog([reader], relogged)
+    with EtlReader(str(relogged)) as reader:
+        again = [r.timestamp for r in reader.records(time_order=True) if not is_logfile_header_record(r)]
+    assert again == [r.timestamp for r in ours if not is_logfile_header_record(r)]
+    assert result.records_written == len(again)

@@ -210,6 +210,15 @@ def test_the_tracefs_source_decodes_only_the_fields_the_mapper_reads(tmp_path):
     assert "perf_mmap2" not in tracefs.fields  # registered handlers get whole events
 
 
+def test_system_calls_go_column_wise_only_to_a_sink_that_takes_blocks(tmp_path):
+    to_file = KernelSession({"process", "syscall"}, tmp_path / "k.etl").sources[0]
+    assert isinstance(to_file, TracefsSource)
+    assert to_file.fixed == {"sys_enter": ("id",), "sys_exit": ("ret",)}
+    to_sink = KernelSession({"process", "syscall"}, tmp_path / "k.etl", sink=ListSink()).sources[0]
+    assert isinstance(to_sink, TracefsSource) and not to_sink.fixed  # mapped one by one, merged
+    assert not KernelSession({"process"}, tmp_path / "k.etl").sources[0].fixed
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"flags": {"process", "cswitch"}, "source": "proc_connector"}, "the proc connector records only process, thread; cswitch need(s) tracefs"),
     ({"flags": {"process", "image"}, "source": "tracefs"}, "flag(s) image are recorded by perf_event_open, not tracefs"),

@@ -44,6 +44,7 @@ _LENGTH_MASK = (1 << 30) - 1
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _ABS_TOP_BITS = ~((1 << 59) - 1) & 0xFFFFFFFFFFFFFFFF
+_TIME_LIMIT = 1 << 62  # a page time beyond this (146 years of uptime) is damage: decode_batch keeps times in int64
 
 
 class RawEvent(NamedTuple):
@@ -543,7 +544,7 @@ class FixedLayouts:
         return np.where(inside, table[np.where(inside, types, 0)], -1)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FixedEvents:
     """Fixed-layout events read from one CPU, column-wise, in that CPU's time order.
 
@@ -589,11 +590,35 @@ class BatchResult(NamedTuple):
     last_timestamps: list[int | None]  # per page: its last data event's time (None: none, or dropped)
 
 
-def _gather(data: np.ndarray, positions: np.ndarray, size: int, signed: bool) -> np.ndarray:
-    """The ``size``-byte little-endian integers at byte ``positions`` of ``data``, as uint64 bits."""
-    raw = data[positions[:, None] + np.arange(size)]
-    values = raw.view(f"<{'i' if signed else 'u'}{size}").reshape(-1)
+def _gather(joined: bytes, positions: np.ndarray, size: int, signed: bool) -> np.ndarray:
+    """The ``size``-byte little-endian integers at byte ``positions`` of ``joined``, as uint64 bits
+    (a signed value sign-extended)."""
+    if size == 8 and not (positions & 3).any():
+        words = np.frombuffer(joined, dtype="<u4")
+        index = positions >> 2
+        return words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+    kind = "i" if signed else "u"
+    if size in (1, 2, 4, 8) and not (positions % size).any():
+        values = np.frombuffer(joined, dtype=f"<{kind}{size}", count=len(joined) // size)[positions // size]
+    else:
+        data = np.frombuffer(joined, dtype=np.uint8)
+        values = data[positions[:, None] + np.arange(size)].view(f"<{kind}{size}").reshape(-1)
     return values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+
+
+def _event_times(deltas: np.ndarray, walked: list[tuple[int, int, int, array[int] | None] | None]) -> np.ndarray:
+    """Each data event's time: its page's time plus the deltas up to it, or the time the exact walk gave."""
+    sums = np.cumsum(deltas, dtype=np.int64)
+    pages = [w for w in walked if w is not None and w[1]]
+    marks = np.array([w[0] for w in pages], dtype=np.int64)
+    counts = np.array([w[1] for w in pages], dtype=np.int64)
+    bases = np.array([w[2] for w in pages], dtype=np.int64)
+    before = np.where(marks > 0, sums[np.maximum(marks - 1, 0)], 0)
+    times = sums + np.repeat(bases - before, counts)
+    for mark, count, _, exact in pages:
+        if exact is not None:
+            times[mark : mark + count] = np.frombuffer(exact, dtype=np.int64)
+    return times
 
 
 def _decode_batch(
@@ -612,30 +637,51 @@ def _decode_batch(
     type_mask = parser._type_mask
     data_max = he.data_max_type_len
     padding, extend, stamp = he.padding, he.time_extend, he.time_stamp
-    heads = array("q")
-    stamps = array("q")
-    add_head, add_stamp = heads.append, stamps.append
+    heads = array("q")  # word index of every data event's header, in page order
+    add_head = heads.append
     discarded = page_errors = 0
-    last_timestamps: list[int | None] = []
+    walked: list[tuple[int, int, int, array[int] | None] | None] = []  # per page: (first head, count, base time, exact times)
     base = 0
     for page, copy in zip(pages, padded):
         length = len(page)
         page_base, base = base, base + len(copy)
         if length < data_start:
             page_errors += 1
-            last_timestamps.append(None)
+            walked.append(None)
             continue
-        ts = read_ts(joined, page_base + ts_offset)[0]
+        page_ts = read_ts(joined, page_base + ts_offset)[0]
         end = data_start + (read_commit(joined, page_base + commit_offset)[0] & _LENGTH_MASK)
-        if end > length or (page_base + data_start) % 4:
+        if end > length or (page_base + data_start) % 4 or page_ts >= _TIME_LIMIT:
             page_errors += 1
-            last_timestamps.append(None)
+            walked.append(None)
             continue
-        i = (page_base + data_start) >> 2
+        first = (page_base + data_start) >> 2
         end_w = (page_base + end) >> 2
-        end_byte = page_base + end
         mark = len(heads)
+        # The common page holds only compact data events (and padding at the end): their times
+        # are the page's time plus the deltas in their headers, summed later all at once.
+        i = first
+        simple = True
+        while i < end_w:
+            word = words[i]
+            type_len = word & type_mask
+            if 0 < type_len <= data_max:
+                add_head(i)
+                i += type_len + 1
+                continue
+            simple = type_len == padding and not word >> shift  # the rest of the page is padding
+            break
+        if simple and i <= end_w:
+            walked.append((mark, len(heads) - mark, page_ts, None))
+            continue
+        # A clock event, a discarded or a long event, or damage: walk again, summing as we go.
+        del heads[mark:]
+        stamps = array("q")
+        add_stamp = stamps.append
+        ts = page_ts
+        end_byte = page_base + end
         page_discarded = 0
+        i = first
         try:
             while i < end_w:
                 word = words[i]
@@ -664,7 +710,7 @@ def _decode_batch(
                         break  # the rest of the page is padding
                     if array0 % 4 or i * 4 + 4 + array0 > end_byte:
                         raise TraceDataError(f"discarded event of {array0} bytes runs past the data", offset=i * 4 - page_base, structure="event header")
-                    ts += delta
+                    ts += delta  # a discarded event keeps its own delta; the next event counts from it
                     page_discarded += 1
                     i += 1 + (array0 >> 2)
                 elif type_len == extend:
@@ -677,22 +723,23 @@ def _decode_batch(
                     raise TraceDataError(f"unknown event header type {type_len}", offset=i * 4 - page_base, structure="event header")
             if i > end_w:
                 raise TraceDataError("an event runs past the data", offset=end, structure="event header")
-        except TraceDataError:
+        except (TraceDataError, OverflowError):  # OverflowError: clock events past 2**63 ns
             del heads[mark:]
-            del stamps[mark:]
             page_errors += 1
-            last_timestamps.append(None)
+            walked.append(None)
             continue
         discarded += page_discarded
-        last_timestamps.append(stamps[-1] if len(heads) > mark else None)
+        walked.append((mark, len(heads) - mark, page_ts, stamps))
     count = len(heads)
     if not count:
-        return BatchResult(None, discarded, 0, 0, page_errors, last_timestamps)
+        return BatchResult(None, discarded, 0, 0, page_errors, [None] * len(walked))
 
-    data = np.frombuffer(joined, dtype=np.uint8)
     word_array = np.frombuffer(joined, dtype="<u4")
     head = np.frombuffer(heads, dtype=np.int64)
-    type_len = word_array[head] & type_mask
+    header_words = word_array[head]
+    stamp_array = _event_times(header_words >> shift, walked)
+    last_timestamps = [None if w is None or not w[1] else int(stamp_array[w[0] + w[1] - 1]) for w in walked]
+    type_len = header_words & type_mask
     long_form = type_len == 0
     starts = (head + 1 + long_form) * 4
     sizes = np.where(long_form, word_array[np.minimum(head + 1, len(word_array) - 1)].astype(np.int64) - 4, type_len.astype(np.int64) * 4)
@@ -702,7 +749,7 @@ def _decode_batch(
     type_struct, type_offset = type_reader
     typed = sizes >= type_offset + type_struct.size
     damaged = count - int(np.count_nonzero(typed))
-    types = _gather(data, np.where(typed, starts + type_offset, 0), type_struct.size, False).astype(np.int64)
+    types = _gather(joined, np.where(typed, starts + type_offset, 0), type_struct.size, False).astype(np.int64)
     if fixed:
         kind = np.where(typed, fixed.kind_of(types), -1)
         is_fixed = kind >= 0
@@ -713,7 +760,6 @@ def _decode_batch(
     else:
         chosen = None
         others = np.flatnonzero(typed)
-    stamp_array = np.frombuffer(stamps, dtype=np.int64)
 
     unknown = 0
     compiled_of = decoder._compiled.get
@@ -750,8 +796,8 @@ def _decode_batch(
                 signed[index, field] = is_signed
                 if len(where):
                     if mask is None:
-                        columns[field] = _gather(data, where + offset, size, is_signed)
+                        columns[field] = _gather(joined, where + offset, size, is_signed)
                     else:
-                        columns[field][mask] = _gather(data, where + offset, size, is_signed)
+                        columns[field][mask] = _gather(joined, where + offset, size, is_signed)
         batch = FixedEvents(cpu, fixed.names, kinds, stamp_array[chosen], columns, signed)
     return BatchResult(batch, discarded, unknown, damaged, page_errors, last_timestamps)

@@ -72,6 +72,10 @@ class RecordSink(Protocol):
     # Optional: ``write_raw(raw: bytes, cpu: int, timestamp: int) -> bool`` keeps a record given
     # as its bytes (header included, built without a context: the file's clock). A session gives
     # the hot records (system calls, context switches) to it when the sink has it.
+    # Optional: ``write_block(block, cpu, row_size, timestamps) -> int`` keeps records of one
+    # processor given as one block of ``row_size``-byte rows in time order, in buffers apart from
+    # write()'s (:meth:`EtlWriter.write_block <openetw.etl.writer.EtlWriter.write_block>`). A
+    # session gives it the system calls column-wise, as they are read, outside its time-ordered merge.
 
     def add_lost(self, events: int = 0, buffers: int = 0) -> None:
         """Note events the kernel lost before they reached the session."""
