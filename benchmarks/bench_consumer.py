@@ -21,13 +21,16 @@ callback (a lagging consumer leaves buffers queued at the service, which drops t
 limit: lost by the service) and with ``events(when_full="drop")`` (the hand-off queue drops:
 dropped by the consumer). The consumer takes the session's buffers whole and processes each
 batch of waiting buffers on its columns, as an indexed file (``openetw.consumer.buffer_index``);
-the iterator gets the events in chunks, at the latest at the end of each batch. Printed per rate: what producers wrote and at what rate, what the
-consumer handled and at what rate (from the producers' start to the consumer's end), events
-dropped by the consumer, events lost by the service (pools with no free buffer, real-time
-buffers nobody could take), and whether handled + dropped + lost = written. Producers, service
-and consumer share the machine's cores: on 2 cores the higher rates measure the contention.
+a batch that begins with a full buffer waits up to 20 ms for the buffers behind it; the
+iterator gets the events in chunks, at the latest at the end of each batch. Printed per rate:
+what producers wrote and at what rate, what the consumer handled and at what rate (from the
+producers' start to the consumer's end), events dropped by the consumer, events lost by the
+service (pools with no free buffer, real-time buffers nobody could take), whether handled +
+dropped + lost = written, and the CPU time of each party per event written (consumer, service,
+producers). Producers, service and consumer share the machine's cores: on 2 cores the higher
+rates measure the contention (``--live-repeat`` runs every rate several times).
 
-Usage: python benchmarks/bench_consumer.py [--repeat 3] [--live-seconds 5] [--no-live | --live]
+Usage: python benchmarks/bench_consumer.py [--repeat 3] [--live-seconds 5] [--live-repeat 1] [--no-live | --live]
 """
 
 from __future__ import annotations
@@ -220,6 +223,16 @@ class LiveProducer(StdioChild):
         super().__init__([sys.executable, __file__, "--producer", "--rate", str(rate), "--live-seconds", str(seconds)])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class LiveResult:
     form: str
@@ -231,11 +244,13 @@ class LiveResult:
     consumer_seconds: float
     drain_seconds: float
     cpu_seconds: float  # this process's (the consumer's) CPU time over the run
+    service_cpu_seconds: float
+    producers_cpu_seconds: float
     stats: dict[str, Any]
     final: dict[str, int]
 
 
-def live_run(number: int, form: str, rate: int, seconds: float) -> LiveResult:
+def live_run(number: int, form: str, rate: int, seconds: float, service_pid: int) -> LiveResult:
     """One rate, one consumer form: a real-time session, producers, a trace attached to it."""
     from openetw.controller import Session
 
@@ -264,14 +279,16 @@ def live_run(number: int, form: str, rate: int, seconds: float) -> LiveResult:
                     raise RuntimeError("a producer was not enabled")
             consumer = threading.Thread(target=consume, name="bench-consumer")
             consumer.start()
-            start, cpu_start = time.perf_counter(), time.process_time()
+            producers_cpu = sum(_cpu_seconds(producer.pid) for producer in producers)
+            start, cpu_start, service_cpu = time.perf_counter(), time.process_time(), _cpu_seconds(service_pid)
             for producer in producers:
                 producer.tell("go")
             reports = [producer.read(seconds + 120) for producer in producers]
             produced = time.perf_counter()
+            producers_cpu = sum(_cpu_seconds(producer.pid) for producer in producers) - producers_cpu
             final = session.stop()  # the last buffers go to the consumer, then the end of the session
             consumer.join()
-            ended, cpu_end = time.perf_counter(), time.process_time()
+            ended, cpu_end, service_cpu = time.perf_counter(), time.process_time(), _cpu_seconds(service_pid) - service_cpu
         finally:
             session.stop()
             trace.stop()
@@ -281,39 +298,49 @@ def live_run(number: int, form: str, rate: int, seconds: float) -> LiveResult:
             producer.close()
     return LiveResult(
         form, rate, count, sum(r["attempted"] for r in reports), sum(r["written"] for r in reports),
-        max(r["seconds"] for r in reports), ended - start, ended - produced, cpu_end - cpu_start, trace.query_stats(), final,
+        max(r["seconds"] for r in reports), ended - start, ended - produced, cpu_end - cpu_start, service_cpu, producers_cpu,
+        trace.query_stats(), final,
     )  # fmt: skip
 
 
-def run_live(rates: list[int], seconds: float) -> None:
+def run_live(rates: list[int], seconds: float, repeat: int = 1) -> None:
     print(f"\nlive: producers write for {seconds:g} s at each rate; load average before: "
           f"{', '.join(f'{load:.1f}' for load in os.getloadavg())}")  # fmt: skip
     rows: list[list[object]] = []
-    with private_service("openetw-bench-live-"):
+    with private_service("openetw-bench-live-") as (service, _):
         number = 0
         for form in LIVE_FORMS:
             for rate in rates:
-                number += 1
-                result = live_run(number, form, rate, seconds)
-                stats, final = result.stats, result.final
-                handled, dropped, lost = stats["events_handled"], stats["events_dropped"], final["events_lost"]
-                balance = "yes" if handled + dropped + lost == result.attempted else f"NO ({result.attempted - handled - dropped - lost:+d})"
-                read = max(1, stats["events_read"])
-                rows.append([
-                    form, f"{rate / 1000:g}k", result.producers, result.attempted,
-                    f"{result.attempted / result.producing_seconds / 1000:.0f}k", handled,
-                    f"{handled / result.consumer_seconds / 1000:.0f}k", f"{result.cpu_seconds / read * 1e6:.1f}",
-                    f"{result.drain_seconds:.1f} s", dropped, f"{lost} ({final['realtime_buffers_lost']} rt buffers)", balance,
-                ])  # fmt: skip
+                for _ in range(repeat):
+                    number += 1
+                    rows.append(_live_row(live_run(number, form, rate, seconds, service.pid)))
     print(table(
         ["consumer", "target/s", "producers", "written", "written/s", "handled", "handled/s", "consumer CPU us/event",
-         "drain after", "dropped (consumer)", "lost (service)", "handled+dropped+lost = written"],
+         "drain after", "dropped (consumer)", "lost (service)", "handled+dropped+lost = written",
+         "CPU us/event written: consumer, service, producers"],
         rows,
     ))  # fmt: skip
     print("    written: events producers wrote (a pool with no free buffer drops some: counted as lost by the"
           " service); handled/s: from the producers' start to the consumer's end; consumer CPU: this process's"
           " CPU time per event read; drain after: how long the consumer went on once the producers stopped;"
-          " rt buffers: real-time buffers the service dropped because the consumer was too far behind")  # fmt: skip
+          " rt buffers: real-time buffers the service dropped because the consumer was too far behind;"
+          f" load average after: {', '.join(f'{load:.1f}' for load in os.getloadavg())}")  # fmt: skip
+
+
+def _live_row(result: LiveResult) -> list[object]:
+    stats, final = result.stats, result.final
+    handled, dropped, lost = stats["events_handled"], stats["events_dropped"], final["events_lost"]
+    balance = "yes" if handled + dropped + lost == result.attempted else f"NO ({result.attempted - handled - dropped - lost:+d})"
+    read = max(1, stats["events_read"])
+    cpu_seconds = (result.cpu_seconds, result.service_cpu_seconds, result.producers_cpu_seconds)
+    per_written = [cpu / max(1, result.attempted) * 1e6 for cpu in cpu_seconds]
+    return [
+        result.form, f"{result.rate / 1000:g}k", result.producers, result.attempted,
+        f"{result.attempted / result.producing_seconds / 1000:.0f}k", handled,
+        f"{handled / result.consumer_seconds / 1000:.0f}k", f"{result.cpu_seconds / read * 1e6:.1f}",
+        f"{result.drain_seconds:.1f} s", dropped, f"{lost} ({final['realtime_buffers_lost']} rt buffers)", balance,
+        ", ".join(f"{cpu:.1f}" for cpu in per_written),
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -321,6 +348,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--live-seconds", type=float, default=5.0, help="how long producers write at each rate")
     parser.add_argument("--live-rates", default=",".join(str(rate) for rate in LIVE_RATES), help="target events/s, comma-separated")
+    parser.add_argument("--live-repeat", type=int, default=1, help="runs of each live rate")
     live = parser.add_mutually_exclusive_group()
     live.add_argument("--no-live", action="store_true", help="only the file part")
     live.add_argument("--live", action="store_true", help="only the live part (by default it runs after the file part)")
@@ -335,7 +363,7 @@ def main() -> None:
             os.environ.setdefault("OPENETW_INDEX_DIR", scratch)  # corpus folders are read-only: indexes go here
             run_all(args.repeat)
     if not args.no_live:
-        run_live([int(rate) for rate in args.live_rates.split(",") if rate.strip()], args.live_seconds)
+        run_live([int(rate) for rate in args.live_rates.split(",") if rate.strip()], args.live_seconds, args.live_repeat)
 
 
 def run_all(repeat: int) -> None:

@@ -8,8 +8,11 @@ it when the trace closes, as krabsetw's ``user_trace`` does.
 
 Records come in the order the service hands over their buffers (each buffer in time order).
 The session's logfile header event (EventTrace/Header), which a trace of a file delivers first,
-is not delivered live, as on Windows; its facts are in ``header``/``context``. A trace consumes the buffers whole (``buffer_indexes``): each is indexed
-and processed on its columns, as an indexed file is.
+is not delivered live, as on Windows; its facts are in ``header``/``context``. A trace
+consumes the buffers whole (``buffer_indexes``): each batch is indexed and processed on its
+columns, as an indexed file is. A batch holds the buffers already waiting, and, when it began
+with a full buffer (a busy session), those arriving within ``gather`` seconds
+(``GATHER_SECONDS``; 0 turns that off).
 ``stop()`` ends the record stream from any thread (or a signal handler): the consumer's
 connection is shut down, and the reading thread sees the end of the stream.
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,6 +32,7 @@ from openetw.consumer.buffer_index import BufferIndex
 from openetw.consumer.sources import Source, records_from_buffer
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import OpenEtwError, ServiceError
+from openetw.etl import layouts as L
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
 
@@ -34,6 +40,15 @@ __all__ = ["LiveSessionSource", "private_session_name"]
 
 _counter = itertools.count(1)
 BATCH_BYTES = 4 << 20  # buffers indexed together at most (a consumer catching up)
+# A buffer handed over because it filled up says the session is busy: the next ones follow
+# within milliseconds. Processing each alone costs several times the CPU per event of a batch
+# (indexing and planning a batch have a fixed cost), so a batch that began with a full buffer
+# waits up to GATHER_SECONDS for those behind it. A buffer the flush timer handed over partly
+# filled (a quiet session) goes at once.
+GATHER_SECONDS = 0.02
+FULL_SHARE = 0.75
+_USED_AT = L.WMI_BUFFER_HEADER.offset("SavedOffset")
+_u32 = struct.Struct("<I").unpack_from
 
 
 def private_session_name() -> str:
@@ -44,6 +59,11 @@ def private_session_name() -> str:
 def _enable_options(provider: Provider) -> dict[str, Any]:
     rule = provider.enable_rule
     return {"level": rule.level, "any": rule.match_any, "all": rule.match_all, "properties": rule.properties, "filters": rule.filters}
+
+
+def _is_full(data: bytes) -> bool:
+    """Whether a buffer was handed over full (rather than partly filled, by the flush timer)."""
+    return len(data) >= L.BUFFER_HEADER_SIZE and _u32(data, _USED_AT)[0] >= FULL_SHARE * len(data)
 
 
 class LiveSessionSource(Source):
@@ -66,6 +86,7 @@ class LiveSessionSource(Source):
         self._consumer: Any = None
         self._final: dict[str, int] | None = None
         self._stopped = False
+        self.gather = GATHER_SECONDS
 
     def open(self) -> None:
         try:
@@ -114,17 +135,25 @@ class LiveSessionSource(Source):
             number += 1
             yield number, data
 
-    def buffer_batches(self, limit: int = BATCH_BYTES) -> Iterator[list[tuple[int, bytes]]]:
+    def buffer_batches(self, limit: int = BATCH_BYTES, gather: float | None = None) -> Iterator[list[tuple[int, bytes]]]:
         """``buffers()`` in batches: each buffer with those that already wait behind it (up to
-        about ``limit`` bytes), so that a consumer that fell behind catches up in large steps."""
+        about ``limit`` bytes), so that a consumer that fell behind catches up in large steps.
+        A batch whose first buffer is full also waits up to ``gather`` seconds for the buffers
+        that follow (see ``GATHER_SECONDS``)."""
+        if gather is None:
+            gather = self.gather
         batch: list[tuple[int, bytes]] = []
         size = 0
+        deadline = 0.0
         for number, data in self.buffers():
+            if not batch:
+                deadline = time.monotonic() + gather if gather > 0 and _is_full(data) else 0.0
             batch.append((number, data))
             size += len(data)
-            if size >= limit or not self._more_waiting():
-                yield batch
-                batch, size = [], 0
+            if size < limit and self._more_waiting(deadline):
+                continue
+            yield batch
+            batch, size = [], 0
         if batch:
             yield batch
 
@@ -135,9 +164,12 @@ class LiveSessionSource(Source):
         for batch in self.buffer_batches(limit):
             yield BufferIndex(batch, context)
 
-    def _more_waiting(self) -> bool:
-        """Whether the service already sent more (a buffer, or the end of the session)."""
-        return self._consumer is not None and self._consumer.buffer_waiting()
+    def _more_waiting(self, deadline: float = 0.0) -> bool:
+        """Whether the service already sent more (a buffer, or the end of the session), or does
+        by ``deadline`` (``time.monotonic()``)."""
+        if self._consumer is None:
+            return False
+        return self._consumer.buffer_waiting(max(0.0, deadline - time.monotonic()) if deadline else 0.0)
 
     def records(self) -> Iterator[EventRecord]:
         """Every record of each buffer in buffer order (no logfile header event: see :meth:`buffers`)."""

@@ -85,10 +85,10 @@ class RealtimeConsumer:
                 self.ended = True
                 return None
 
-    def buffer_waiting(self) -> bool:
-        """Whether the service already sent more (a buffer, or the end of the session): the
-        next ``next_buffer()`` returns without waiting."""
-        return not self.ended and self._client.channel.has_message()
+    def buffer_waiting(self, timeout: float = 0.0) -> bool:
+        """Whether the service already sent more (a buffer, or the end of the session), or does
+        within ``timeout`` seconds: the next ``next_buffer()`` then returns without waiting."""
+        return not self.ended and self._client.channel.has_message(timeout)
 
     def buffers(self) -> Iterator[bytes]:
         while (data := self.next_buffer()) is not None:

@@ -16,6 +16,10 @@ __all__ = ["Connection", "OutgoingFrame"]
 
 # A real-time consumer that falls this far behind loses buffers rather than the service's memory.
 MAX_QUEUED_BYTES = 64 << 20
+# A real-time consumer's socket holds this much (the system's limit may make it less): the
+# default (about 200 KB, three 64 KB buffers) has the service wake up every few milliseconds
+# to refill it when a session is busy.
+REALTIME_SEND_BUFFER = 4 << 20
 
 
 @dataclass
@@ -67,6 +71,14 @@ class Connection:
         return count
 
     # -- writing -------------------------------------------------------------------------------
+    def widen_send_buffer(self, size: int = REALTIME_SEND_BUFFER) -> None:
+        """Let the socket hold ``size`` bytes on their way to the peer (a real-time consumer)."""
+        try:
+            if self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < size:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        except OSError:
+            pass  # the default size works, only with more wakeups
+
     def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes = b"", is_buffer: bool = False) -> bool:
         """Queue a frame. ``fds`` are duplicated now (the caller keeps its own). A real-time
         buffer is refused (False) when the peer is too far behind."""

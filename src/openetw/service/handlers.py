@@ -359,6 +359,7 @@ def realtime(service: TraceService, connection: Connection, message: Message) ->
         raise InvalidSessionConfig(f"session {name!r} is not a running real-time session")
     runtime.consumers[connection.connection_id] = connection
     connection.consuming.add(session.session_id)
+    connection.widen_send_buffer()
     connection.send(
         {"id": message.body.get("id"), "ok": True, "session_id": session.session_id, "buffer_size": runtime.config.buffer_size},
         payload=runtime.header_for_consumers(),

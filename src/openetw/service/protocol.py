@@ -254,12 +254,13 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def has_message(self) -> bool:
-        """Whether ``receive()`` would return at once: a message already read, or bytes waiting."""
+    def has_message(self, timeout: float = 0.0) -> bool:
+        """Whether ``receive()`` would return at once: a message already read, or bytes waiting
+        (or arriving within ``timeout`` seconds)."""
         if self._pending:
             return True
         try:
-            ready, _, _ = select.select([self.sock], [], [], 0)
+            ready, _, _ = select.select([self.sock], [], [], timeout)
         except (OSError, ValueError):  # closed meanwhile
             return False
         return bool(ready)
