@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from openetw.consumer import EtlIndex, Provider, UserTrace, records_from_buffer
 from openetw.consumer.index import INDEX_SUFFIX, index_locations
 from openetw.consumer.index_build import KIND_NAMES, build_index_data
+from openetw.consumer.index_walk import _reachable
+from openetw.consumer.state import is_state_record, state_mask
 from openetw.etl import EtlReader
 from openetw.etl import layouts as L
 from openetw.etl.build import build_event_record
@@ -277,3 +279,54 @@ def test_records_from_one_buffer_are_the_readers(tmp_path: Path) -> None:
     damaged[72 + 3] = 0x12  # no record marker at the first record
     got = list(records_from_buffer(bytes(damaged), context, 2))
     assert [r.kind for r in got] == ["unknown"]
+
+
+def _walked_from_roots(follow: list[int], roots: list[int]) -> set[int]:
+    """What following each root's links one at a time meets."""
+    met: set[int] = set()
+    for root in roots:
+        node = root
+        while node >= 0:
+            met.add(node)
+            node = follow[node]
+    return met
+
+
+@st.composite
+def _candidate_links(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    count = draw(st.integers(1, 40))
+    follow = [draw(st.sampled_from([-2, -1]) | st.integers(i + 1, count - 1)) if i + 1 < count else draw(st.sampled_from([-2, -1])) for i in range(count)]
+    roots = draw(st.lists(st.integers(-1, count - 1), max_size=5))
+    return follow, roots
+
+
+@settings(max_examples=300, deadline=None)
+@given(_candidate_links())
+def test_reachable_candidates_are_what_walking_the_links_meets(links: tuple[list[int], list[int]]) -> None:
+    follow, roots = links
+    alive = _reachable(np.asarray(follow, dtype=np.int64), np.asarray(roots, dtype=np.int64))
+    assert alive is not None  # chains of at most 40 give up after no more rounds than that
+    assert set(np.flatnonzero(alive).tolist()) == _walked_from_roots(follow, [root for root in roots if root >= 0])
+
+
+def test_reachable_gives_up_on_a_chain_longer_than_its_rounds() -> None:
+    count = 200  # one long chain of look-alikes not reached from any root
+    follow = np.append(np.arange(1, count), -1)
+    assert _reachable(follow, np.asarray([-1])) is None
+
+
+@pytest.mark.parametrize("parts", [("tx", "Process.etl"), ("perfview", "gcevents.etl"), ("etl-parser", "ShutdownPerfDiagLogger.etl")], ids=lambda parts: parts[-1])
+def test_state_rows_are_the_state_records(parts: tuple[str, ...]) -> None:
+    index = EtlIndex.build(corpus_etl(*parts))
+    with index.loader() as loader:
+        expected = [is_state_record(record) for record in loader.records(np.arange(len(index)))]
+    assert state_mask(index.records, index.providers).tolist() == expected
+
+
+def test_state_rows_of_kernel_records() -> None:
+    index = EtlIndex.build(diaghub_files()[1])
+    rows = np.flatnonzero(np.isin(index.records["kind"], (0, 1, 2)))[:20_000]
+    with index.loader() as loader:
+        expected = [is_state_record(record) for record in loader.records(rows)]
+    assert any(expected)
+    assert state_mask(index.records, index.providers)[rows].tolist() == expected

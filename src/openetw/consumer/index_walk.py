@@ -257,8 +257,7 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     slot_count = len(blob) // 8
     index_type = np.int32 if slot_count < 1 << 28 else np.int64
     u8 = np.frombuffer(blob, dtype=np.uint8)
-    u32 = np.frombuffer(blob, dtype="<u4", count=len(blob) // 4)
-    markers, second_words = u32[0::2], u32[1::2]
+    words = np.frombuffer(blob, dtype="<u8", count=slot_count)  # a slot's marker, then its second u32
     # Marker flags 0xC0 and 0x90 both set the top bit. Mostly empty buffers: look at their
     # record areas only.
     tops = u8[3::8]
@@ -273,17 +272,20 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     else:
         slots = np.flatnonzero(tops >= 0x80).astype(index_type)
     # Keep the positions that frame: a known header type under 0xC0 flags, or a WPP 0x90 marker.
-    marker = markers.take(slots)
+    slot_words = words.take(slots)  # one gather from a contiguous view, not two from strided ones
+    marker = (slot_words & 0xFFFFFFFF).astype(np.uint32)
     header_type = (marker >> 16) & 0xFF
     flags = marker >> 24
     typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
     framed = np.flatnonzero(typed | ((flags & 0xD0) == 0x90))
     slots, marker, header_type, typed = slots.take(framed), marker.take(framed), header_type.take(framed), typed.take(framed)
+    slot_words = slot_words.take(framed)
     # Each slot's buffer; keep the slots inside its record area.
     buffer_pos = (np.searchsorted(base_slots, slots, side="right") - 1).astype(index_type)
     inside = np.flatnonzero((slots >= first.take(buffer_pos)) & (slots <= last.take(buffer_pos)))
     slots, buffer_pos, marker, header_type, typed = slots.take(inside), buffer_pos.take(inside), marker.take(inside), header_type.take(inside), typed.take(inside)
-    sizes = np.where(typed & SIZE_AT_4[header_type], second_words.take(slots) & 0xFFFF, marker & 0xFFFF).astype(index_type)
+    second_word = (slot_words.take(inside) >> np.uint64(32)).astype(np.uint32)
+    sizes = np.where(typed & SIZE_AT_4[header_type], second_word & 0xFFFF, marker & 0xFFFF).astype(index_type)
     header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size).astype(index_type)
     record_end = base_slots.take(buffer_pos) * 8 + ends.take(buffer_pos)  # in bytes
     good = (slots * 8 + np.maximum(header_size, sizes) <= record_end) & (sizes >= header_size)
@@ -317,22 +319,26 @@ def _reachable(follow: np.ndarray, roots: np.ndarray) -> np.ndarray | None:
     Links always go forward, so the candidates reachable from the roots are the greatest set
     holding the roots and every target of its own members: start from all candidates and
     drop those no member links to, until nothing changes (as many rounds as the longest chain
-    of look-alike positions inside payloads). ``None`` if that takes too many rounds.
+    of look-alike positions inside payloads). Each candidate counts the members linking to it,
+    so a round looks only at the targets of the candidates the round before dropped. ``None``
+    if that takes too many rounds.
     """
     n = len(follow)
     is_root = np.zeros(n, dtype=bool)
     is_root[roots[roots >= 0]] = True
-    alive = np.ones(n, dtype=bool)
-    linking = follow >= 0
-    count = n
+    links = follow[follow >= 0]
+    linked_from = np.bincount(links, minlength=n)
+    alive = is_root | (linked_from > 0)
+    dropped = np.flatnonzero(~alive)
     for _ in range(_REACH_ROUNDS):
-        targets = np.zeros(n, dtype=bool)
-        targets[follow[alive & linking]] = True
-        alive = is_root | targets
-        now = int(np.count_nonzero(alive))
-        if now == count:
+        links = follow.take(dropped)
+        links = links[links >= 0]
+        if not len(links):
             return alive
-        count = now
+        np.subtract.at(linked_from, links, 1)
+        orphaned = links[(linked_from.take(links) == 0) & alive.take(links) & ~is_root.take(links)]
+        dropped = np.unique(orphaned)
+        alive[dropped] = False
     return None
 
 

@@ -56,28 +56,60 @@ def merged_order(indexes: list[EtlIndex]) -> tuple[np.ndarray, np.ndarray]:
 
 def _schema_kinds(column: Callable[[str], np.ndarray], providers: np.ndarray) -> np.ndarray:
     """A number per row for its kind of event: provider, event id (opcode for classic records,
-    hook id for kernel ones), version and header type packed into one non-negative key (no
-    numbering pass: the loop keys its table on it). Events with extended items may carry
-    their own TraceLogging schema: they get ``-3 - n``, ``n`` numbering them also by opcode,
-    level, task, keyword and channel, and their extended items' bytes complete the key. -1: the
-    row's schema is looked up on its own. ``column(name)`` gives an index column of the rows."""
-    kind = column("kind").astype(np.int64)
+    hook id for kernel ones), version and header type packed into one non-negative key. Events
+    with extended items may carry their own TraceLogging schema: they get ``-3 - n``, ``n``
+    numbering them also by opcode, level, task, keyword and channel, and their extended items'
+    bytes complete the key. -1: the row's schema is looked up on its own. ``column(name)``
+    gives an index column of the rows."""
+    kind = column("kind")
     event = kind == _KIND_EVENT
-    ident = np.where(event, column("id"), np.where(kind >= _KIND_CLASSIC, column("opcode"), column("hook_id"))).astype(np.uint64)
-    provider = np.where(kind < _KIND_CLASSIC, 0, providers + 1).astype(np.uint64)
-    key = (provider << np.uint64(40)) | (ident << np.uint64(24)) | (column("version").astype(np.uint64) << np.uint64(8)) | column("header_type").astype(np.uint64)
-    usable = (kind < _KIND_WPP) & (providers < (1 << 23))
+    every_event = bool(event.all())
+    if every_event:  # no kernel or classic record: the event id is the identifier
+        ident = column("id").astype(np.int64)
+        key = providers + 1
+    else:
+        ident = np.where(event, column("id"), np.where(kind >= _KIND_CLASSIC, column("opcode"), column("hook_id"))).astype(np.int64)
+        key = np.where(kind < _KIND_CLASSIC, 0, providers + 1)
+    key <<= 40
+    key |= ident << 24
+    key |= column("version").astype(np.int64) << 8
+    key |= column("header_type")
+    usable = providers < (1 << 23)
+    if not every_event:
+        usable &= kind < _KIND_WPP
     extended = usable & event & (column("flags") & _EXTENDED_INFO != 0)
-    plain = usable & ~extended
+    any_extended = bool(extended.any())
+    if not any_extended and usable.all():
+        return key  # below 2**63: the provider number is below 2**23
     out = np.full(len(kind), -1, dtype=np.int64)
-    out[plain] = key[plain].astype(np.int64)  # below 2**63: the provider number is below 2**23
-    if extended.any():
+    plain = usable & ~extended
+    out[plain] = key[plain]
+    if any_extended:
         descriptor = (
             (column("opcode").astype(np.uint64) << np.uint64(40)) | (column("level").astype(np.uint64) << np.uint64(32))
             | (column("task").astype(np.uint64) << np.uint64(16)) | column("channel").astype(np.uint64)
         )  # fmt: skip
-        out[extended] = -3 - _group_numbers(key[extended], descriptor[extended], column("keyword")[extended])
+        out[extended] = -3 - _group_numbers(key[extended].astype(np.uint64), descriptor[extended], column("keyword")[extended])
     return out
+
+
+_HASH_SLOTS = 65521  # a prime: slots of the table that numbers kinds of event
+
+
+def _dense_numbers(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Non-negative ``keys`` numbered 0..n-1, equal keys alike: (numbers, n). A file has few kinds
+    of event: they go to the slots of a small table (no sort) unless two of them share a slot."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64), 0
+    slots = keys % _HASH_SLOTS
+    owner = np.full(_HASH_SLOTS, -1, dtype=np.int64)
+    owner[slots] = keys
+    if not np.array_equal(owner.take(slots), keys):  # two kinds in one slot
+        _, numbers = np.unique(keys, return_inverse=True)
+        numbers = numbers.reshape(-1)
+        return numbers, int(numbers.max()) + 1
+    number_of = np.cumsum(owner >= 0) - 1
+    return number_of.take(slots), int(number_of[-1]) + 1
 
 
 def _group_numbers(*columns: np.ndarray) -> np.ndarray:
@@ -93,6 +125,31 @@ def _group_numbers(*columns: np.ndarray) -> np.ndarray:
     return numbers
 
 
+def _lanes(route: np.ndarray, kinds: np.ndarray, header_types: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """Rows numbered densely by (route, kind of event, header type): the numbers, and the three
+    values of each number. Through a table of every combination when that is small, else a sort."""
+    if not len(route):
+        return np.zeros(0, dtype=np.int64), []
+    low, high = int(kinds.min()), int(kinds.max())
+    routes = int(route.max()) + 3  # route -2 is the lowest
+    code = ((kinds - low) * 256 + header_types) * routes + (route + 2)
+    size = (high - low + 1) * 256 * routes
+    if size <= 2 * len(code) + (1 << 16):
+        present = np.zeros(size, dtype=bool)
+        present[code] = True
+        codes = np.flatnonzero(present)
+        number_of = np.cumsum(present) - 1
+        numbers = number_of[code]
+    else:
+        codes, numbers = np.unique(code, return_inverse=True)
+    keys = []
+    for value in codes.tolist():
+        rest, lane_route = divmod(value, routes)
+        kind, header_type = divmod(rest, 256)
+        keys.append((lane_route - 2, kind + low, header_type))
+    return numbers.reshape(-1), keys
+
+
 def _groups(providers: list[Provider]) -> list[list[Provider]]:
     by_guid: dict[object, list[Provider]] = {}
     for provider in providers:
@@ -100,14 +157,34 @@ def _groups(providers: list[Provider]) -> list[list[Provider]]:
     return list(by_guid.values())
 
 
-def _group_column(index: EtlIndex, groups: list[list[Provider]]) -> np.ndarray:
+def _group_column(index: EtlIndex, groups: list[list[Provider]], provider_column: np.ndarray | None = None) -> np.ndarray:
     """The provider group of each row (-1: no enabled provider)."""
     table = np.full(len(index.providers) + 1, -1, dtype=np.int64)  # the extra -1 serves provider -1
     for number, group in enumerate(groups):
         row = index.provider_row(group[0].guid)
         if row is not None:
             table[row] = number
-    return table[index.records["provider"]]
+    return table[index.records["provider"] if provider_column is None else provider_column]
+
+
+class _Columns:
+    """Index rows seen column by column, each column copied out contiguous once: the rows are
+    wide and packed, so a pass over one field of them reads them all."""
+
+    __slots__ = ("rows", "_copies")
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self._copies: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        found = self._copies.get(name)
+        if found is None:
+            found = self._copies[name] = np.ascontiguousarray(self.rows[name])
+        return found
 
 
 def admitted_rows(index: EtlIndex, providers: list[Provider]) -> np.ndarray:
@@ -138,7 +215,8 @@ class IndexedPlan:
         self.indexes = indexes
         self.dispatcher = dispatcher
         self.groups = _groups(dispatcher.providers)
-        plans = [self._plan_file(index) for index in indexes]
+        self._columns = [_Columns(index.records) for index in indexes]
+        plans = [self._plan_file(index, columns) for index, columns in zip(indexes, self._columns)]
         files, rows = merged_order(indexes)
         self.files = files
         self.rows = rows
@@ -153,9 +231,8 @@ class IndexedPlan:
             flat = offsets[files] + rows
             self.actions, self.count_as, self.group = self.actions[flat], self.count_as[flat], self.group[flat]
 
-    def _plan_file(self, index: EtlIndex) -> _FilePlan:
+    def _plan_file(self, index: EtlIndex, rows: _Columns) -> _FilePlan:
         d = self.dispatcher
-        rows = index.records
         n = len(rows)
         filetime = rows["filetime"]
         window = d.window
@@ -163,7 +240,7 @@ class IndexedPlan:
         after = filetime > window.high if window.end is not None else np.zeros(n, dtype=bool)
         inside = ~before & ~after
         state = state_mask(rows, index.providers)
-        group_of = _group_column(index, self.groups)
+        group_of = _group_column(index, self.groups, rows["provider"])
         matched = group_of >= 0
         admitted = np.zeros(n, dtype=bool)
         needed = np.zeros(n, dtype=bool)
@@ -174,7 +251,7 @@ class IndexedPlan:
             for provider in group:
                 rule = mine & provider.rule_mask(rows)
                 admitted |= rule
-                needed |= rule & self._needs_record(provider, rows)
+                needed |= rule & self._needs_record(provider, index.records)  # filters' own masks see the rows
         count_as = np.full(n, HANDLED, dtype=np.int8)
         actions = np.zeros(n, dtype=np.int8)
         observe = state & inside & d.learn_state
@@ -242,13 +319,13 @@ class IndexedPlan:
         files, rows = self.files[positions], self.rows[positions]
         gathered: dict[str, np.ndarray] = {}
         if len(self.indexes) == 1:
-            records = self.indexes[0].records
+            records = self._columns[0]
             everything = len(rows) == len(records)  # one file, every row: rows == arange
 
             def column(name: str) -> np.ndarray:
                 found = gathered.get(name)
                 if found is None:
-                    found = gathered[name] = np.ascontiguousarray(records[name]) if everything else records[name][rows]
+                    found = gathered[name] = records[name] if everything else records[name][rows]
                 return found
 
             return column, column("provider").astype(np.int64)
@@ -258,8 +335,8 @@ class IndexedPlan:
             found = gathered.get(name)
             if found is None:
                 found = np.empty(len(positions), dtype=self.indexes[0].records.dtype[name])
-                for number, index in enumerate(self.indexes):
-                    found[mine[number]] = index.records[name][rows[mine[number]]]
+                for number, columns in enumerate(self._columns):
+                    found[mine[number]] = columns[name][rows[mine[number]]]
                 gathered[name] = found
             return found
 
@@ -291,13 +368,11 @@ class IndexedPlan:
         # Kinds of event shared by several rows, numbered 0..n-1 (negative codes stay as they are).
         shared = kind_of >= 0
         if shared.all():
-            _, dense = np.unique(kind_of, return_inverse=True)
-            kind_count = int(dense.max()) + 1 if len(dense) else 0
+            dense, kind_count = _dense_numbers(kind_of)
         else:
-            _, numbers = np.unique(kind_of[shared], return_inverse=True)
+            numbers, kind_count = _dense_numbers(kind_of[shared])
             dense = kind_of.copy()
             dense[shared] = numbers
-            kind_count = int(numbers.max()) + 1 if len(numbers) else 0
         entries: list[Any] = [None] * kind_count
         extended_entries: dict[tuple[int, bytes], Any] = {}
         generation = context.generation
@@ -345,15 +420,15 @@ class IndexedPlan:
         # Rows built the long way and sent down the general path: -2.
         route[built_apart] = -2
         only_callback = [callbacks[0] if callbacks is not None and len(callbacks) == 1 else None for callbacks in direct]
-        # The usual row, handled by the loop's first branch: built from its buffer, of a kind
-        # whose schema entry is shared, for a provider with a single direct callback: that
-        # callback per row (None: every other row).
-        callback_table = np.asarray([*only_callback, None], dtype=object)
-        fast = callback_table[np.where((route >= 0) & shared, route, -1)]
-        class_table = np.asarray([lazy.get(header_type) for header_type in range(max(lazy) + 1)], dtype=object)
-        header_types = column("header_type")
-        classes = class_table[np.minimum(header_types, len(class_table) - 1)]
-        classes[header_types >= len(class_table)] = None
+        # Rows of one route, kind of event and header type share a lane: (callback, route, kind,
+        # record class). The usual row, handled by the loop's first branch, is built from its
+        # buffer, of a kind whose schema entry is shared, for a provider with a single direct
+        # callback: its lane's callback (None: every other row).
+        lane_of, lane_keys = _lanes(route, dense, column("header_type").astype(np.int64))
+        lanes = [
+            (only_callback[lane_route] if lane_route >= 0 and kind >= 0 else None, lane_route, kind, lazy.get(header_type))
+            for lane_route, kind, header_type in lane_keys
+        ]  # fmt: skip
         # Rows come in runs from one buffer (of one file): its bytes and facts are looked up once
         # per run. A buffer's rows all have the buffer's processor number.
         count = len(positions)
@@ -364,10 +439,7 @@ class IndexedPlan:
         runs = zip(
             run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
         )  # fmt: skip
-        columns = zip(
-            count_from(), fast.tolist(), route.tolist(), dense.tolist(), classes.tolist(),
-            column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist(),
-        )  # fmt: skip
+        columns = zip(count_from(), lane_of.tolist(), column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist())
         done = 0
         buffer = -1
         data = b""
@@ -380,9 +452,10 @@ class IndexedPlan:
                     if data is None:
                         data = loaders[file].buffer_data(buffer)
                 record_context = record_contexts[file]
-                for done, callback, group, schema_kind, record_class, offset, size, user_data_offset in islice(columns, run_stop - run_start):
+                for done, lane, offset, size, user_data_offset in islice(columns, run_stop - run_start):
                     if d.stopping:
                         return int(positions[done])
+                    callback, group, schema_kind, record_class = lanes[lane]
                     if callback is not None:
                         # new_lazy_record(...), inlined
                         record = new(record_class)

@@ -44,20 +44,34 @@ def is_state_record(record: Any) -> bool:
     return False
 
 
-def state_mask(rows: np.ndarray, providers: list[uuid.UUID]) -> np.ndarray:
-    """``is_state_record`` over index rows (``providers``: the index's provider table)."""
+def _kernel_table() -> np.ndarray:
+    """Whether a kernel record of (group, opcode) is a state record, at ``(group << 8) | opcode``."""
+    table = np.zeros((256, 256), dtype=bool)
+    for group, opcodes in _KERNEL_STATE.items():
+        table[group, list(opcodes)] = True
+    return table.reshape(-1)  # at (group << 8) | opcode
+
+
+_KERNEL_TABLE = _kernel_table()
+
+
+def state_mask(rows: Any, providers: list[uuid.UUID]) -> np.ndarray:
+    """``is_state_record`` over index rows, or anything giving their columns by field name
+    (``providers``: the index's provider table)."""
     kind = rows["kind"]
     opcode = rows["opcode"]
-    group = rows["hook_id"] >> 8
-    kernel = np.isin(kind, _KIND_KERNEL_CODES)
     mask = np.zeros(len(rows), dtype=bool)
-    for number, opcodes in _KERNEL_STATE.items():
-        mask |= kernel & (group == number) & np.isin(opcode, opcodes)
+    kernel = kind <= max(_KIND_KERNEL_CODES)
+    if kernel.any():
+        mask |= kernel & _KERNEL_TABLE.take((rows["hook_id"] & 0xFF00) | opcode)
     event = kind == _KIND_EVENT
-    mask |= event & (rows["id"] == _MANIFEST_DATA_ID) & (opcode == _MANIFEST_DATA_OPCODE)
+    ids = rows["id"]
+    mask |= event & (ids == _MANIFEST_DATA_ID) & (opcode == _MANIFEST_DATA_OPCODE)
     if _KERNEL_PROCESS_PROVIDER in providers:
-        mask |= event & (rows["provider"] == providers.index(_KERNEL_PROCESS_PROVIDER)) & np.isin(rows["id"], _KERNEL_PROCESS_IDS)
+        start_or_stop = (ids == _KERNEL_PROCESS_IDS[0]) | (ids == _KERNEL_PROCESS_IDS[1])
+        mask |= event & (rows["provider"] == providers.index(_KERNEL_PROCESS_PROVIDER)) & start_or_stop
     if _METADATA_CLASS in providers:
         classic = (kind == _KIND_CLASSIC) | (kind == _KIND_INSTANCE)
-        mask |= classic & (rows["provider"] == providers.index(_METADATA_CLASS)) & np.isin(opcode, _METADATA_OPCODES)
+        info = (opcode == _METADATA_OPCODES[0]) | (opcode == _METADATA_OPCODES[1])
+        mask |= classic & (rows["provider"] == providers.index(_METADATA_CLASS)) & info
     return mask
