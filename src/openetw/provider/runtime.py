@@ -134,6 +134,16 @@ def _write_many(writes: tuple[WriteFn, ...], record: bytes, timestamp: int, cpu:
     return _write_all(writes, record, timestamp)
 
 
+def _fast_tracelogging_write(fast_writes: FastWrites, key: Any, fields: Mapping[str, Any], level: int, keyword: int, opcode: int) -> bool | None:
+    """A TraceLogging write through the fast write found under ``key``; None when there is none,
+    or it leaves the write to the general path (``TraceLoggingProvider.write`` inlines this)."""
+    try:
+        fast = fast_writes.get(key)
+    except TypeError:  # an unhashable name: the general path says what is wrong
+        return None
+    return None if fast is None else fast(fields, level, keyword, opcode)
+
+
 def positional_writer(made: tuple[CodeType, dict[str, Any]], route: list[WriteFn | None], general: Callable[[tuple[Any, ...]], bool]) -> Callable[..., bool]:
     """An event's generated positional ``write_fast`` (``fast_writer_code(positional=True)``):
     it writes through ``route[0]`` (``None``: no session takes the event) and hands what it
@@ -337,28 +347,18 @@ class TraceLoggingProvider(_ProviderBase):
         if not self.enabled:
             return False
         if tags == 0 and type(fields) is dict:
-            try:
-                fast = self._routing[2].get(event_name)
-            except TypeError:
-                fast = None
-            if fast is not None:
-                written = fast(fields, level, keyword, opcode)
-                if written is not None:
-                    return written
+            written = _fast_tracelogging_write(self._routing[2], event_name, fields, level, keyword, opcode)
+            if written is not None:
+                return written
         return self._write(event_name, fields, level, keyword, opcode, tags)
 
     def _write(self, event_name: str, fields: Mapping[str, Any], level: int, keyword: int, opcode: int, tags: int) -> bool:
         routing = self._routing
         if tags == 0 and type(fields) is dict:
             # The name's first variant did not take it: another level, keyword or opcode may have one.
-            try:
-                fast = routing[2].get((event_name, level, keyword, opcode))
-            except TypeError:
-                fast = None
-            if fast is not None:
-                written = fast(fields, level, keyword, opcode)
-                if written is not None:
-                    return written
+            written = _fast_tracelogging_write(routing[2], (event_name, level, keyword, opcode), fields, level, keyword, opcode)
+            if written is not None:
+                return written
         writes = routing[1].get((level, keyword, 0))
         if writes is None:
             writes = self._writes_for(level, keyword, 0, routing)
