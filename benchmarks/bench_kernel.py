@@ -5,7 +5,8 @@ on a shared machine do not count): ring-buffer walk (headers only), payload deco
 full dicts, decode of whole sub-buffers (full and lean: only the fields the mapper reads, and the
 one-pass walk + decode), lean decode + mapping to NT Kernel Logger records, and the whole file
 path (decode, map, write into an EtlWriter) one event at a time against column-wise system
-calls (decode_batch + map_fixed + write_block), in events/s, with the ratio of the two.
+calls (decode_batch + map_fixed + write_block), in events/s, with the ratio of the two; and
+the same two paths into the buffer pools of a trace service's kernel session (``PoolSink``).
 
 Live (root and tracefs only): a kernel session with process, thread, cswitch, disk_io and
 network flags ("no syscall"), then with syscall too ("all"), while a load runs in its own
@@ -23,7 +24,18 @@ read (robust to how much load the shared machine let run), the reader process's 
 (user + system time over the run / wall time, in % of one core) and the file size. ``perf
 record`` on the same tracepoints and load is run for comparison when perf is installed, and
 ``trace-cmd record`` when it works here.
+
+Real-time mode, same flags and load: a real-time kernel session of a private trace service
+(its recorder process writes into the session's buffer pools) and a ``KernelTrace`` attached to
+it whose callbacks count events, each run a fresh child process. Reported: offered and read
+per second and the kernel ring's loss (the recorder's counters), the recorder process's CPU
+over the load (from /proc) and per event read, events lost in the service (no free pool
+buffer), events delivered to the callbacks per second, real-time buffers dropped, whether the
+consumer got exactly what the session counts written, and the consumer's and
+the service's CPU. ``--max-buffers`` sets the session's buffers (64 KB each), ``--boost-consumer``
+gives the consumer's session (and the private service, started in it) the reader's priority.
 Usage: python benchmarks/bench_kernel.py [--repeat 3] [--seconds 5] [--runs 2] [--rate 450000] [--offline-only]
+       [--realtime-only] [--max-buffers 64] [--boost-consumer]
 """
 
 from __future__ import annotations
@@ -58,6 +70,7 @@ FLAGS = ("process", "thread", "cswitch", "disk_io", "network", "syscall")
 FLAG_SETS = {"all": FLAGS, "no syscall": tuple(f for f in FLAGS if f != "syscall")}
 LIVE_SETS = ("no syscall", "all")
 MODES = ("default", "boosted")
+KERNEL_BUFFER_KB = 4096  # the kernel ring buffer per CPU: KernelSession's default, for the real-time runs too
 TRACEPOINTS_FOR_TOOLS = (
     "sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit", "task:task_newtask",
     "sched:sched_switch", "block:block_rq_issue", "block:block_rq_complete", "sock:inet_sock_set_state",
@@ -170,6 +183,31 @@ def offline(repeat: int) -> list[list[object]]:
         writer.close()
         return len(events) + written
 
+    def pools_per_event() -> int:
+        mapper, sink, closing = KernelEventMapper(FLAGS), *_pool_sink(blocks=False)
+        events: list[Any] = []
+        for cpu, raw in pages:
+            parser.decode_into(raw, cpu, lean, events)
+        events.sort(key=itemgetter(0))
+        written = mapper.map_events(events, sink.write, sink.write_raw)
+        closing()
+        return written
+
+    def pools_column_wise() -> int:
+        mapper, sink, closing = KernelEventMapper(FLAGS), *_pool_sink(blocks=True)
+        fixed = FixedLayouts(lean, mapper.fixed_events())
+        events: list[Any] = []
+        written = 0
+        for cpu, cpu_pages in by_cpu.items():
+            result = parser.decode_batch(cpu_pages, cpu, lean, events, fixed)
+            if result.fixed is not None:
+                block, row_size, timestamps = mapper.map_fixed(result.fixed)
+                written += sink.write_block(block, cpu, row_size, timestamps)
+        events.sort(key=itemgetter(0))
+        written += mapper.map_events(events, sink.write, sink.write_raw)
+        closing()
+        return written
+
     def decode_one_pass() -> int:
         out: list[Any] = []
         for cpu, raw in pages:
@@ -182,16 +220,36 @@ def offline(repeat: int) -> list[list[object]]:
         ("decode_into (one pass, lean dict)", decode_one_pass), ("decode + map to records (lean)", map_records),
         ("file, per event: decode_into + map_events + write_raw", file_per_event),
         ("file, column-wise: decode_batch + map_fixed + write_block", file_column_wise),
+        ("service pools, per event: decode_into + map_events + PoolSink.write_raw", pools_per_event),
+        ("service pools, column-wise: decode_batch + map_fixed + PoolSink.write_block", pools_column_wise),
     ]  # fmt: skip
+    against = {file_column_wise: file_per_event, pools_column_wise: pools_per_event}
     rows = []
-    per_event_ns = 0.0
+    ns_of: dict[Any, float] = {}
     for label, fn in cases:
         seconds, events = best_of(fn, repeat, clock=time.thread_time)
-        ns = seconds / events * 1e9
-        per_event_ns = ns if fn is file_per_event else per_event_ns
-        ratio = f"{per_event_ns / ns:.1f}x" if fn is file_column_wise else ""
+        ns = ns_of[fn] = seconds / events * 1e9
+        ratio = f"{ns_of[against[fn]] / ns:.1f}x" if fn in against else ""
         rows.append([label, events, f"{events / seconds / 1e3:,.0f}k", f"{ns:,.0f}", ratio])
     return rows
+
+
+def _pool_sink(*, blocks: bool) -> tuple[Any, Any]:
+    """A recorder's PoolSink over fresh pools (two CPUs, room for every captured page copied),
+    with a second pool per CPU for system calls when ``blocks``; and what closes them."""
+    from openetw.service.kernel_recorder import PoolSink
+    from openetw.service.pool import BufferPool
+
+    pools = [BufferPool.create(64 << 10, 64, logger_id=1, producer_pid=0, flush_interval_ms=0) for _ in range(4 if blocks else 2)]
+    writers = [pool.writer() for pool in pools]
+    sink = PoolSink(writers[:2], block_writers=writers[2:])
+
+    def closing() -> None:
+        sink.close()
+        for pool in pools:
+            pool.close()
+
+    return sink, closing
 
 
 def _writer() -> EtlWriter:
@@ -221,10 +279,8 @@ def live_one(mode: str, flag_set: str, seconds: float, rate: float) -> dict[str,
         }
 
 
-def live(seconds: float, runs: int, rate: float) -> list[list[object]] | str:
-    if os.geteuid() != 0 or find_tracefs() is None:
-        return "live run skipped: needs root and tracefs"
-    rows = []
+def live(seconds: float, runs: int, rate: float) -> list[list[object]]:
+    rows: list[list[object]] = []
     for run in range(runs):
         for flag_set in LIVE_SETS:
             for mode in MODES:
@@ -245,6 +301,121 @@ def live(seconds: float, runs: int, rate: float) -> list[list[object]] | str:
                 per_event = r["cpu_percent"] / 100 / read_rate * 1e6 if read_rate else 0.0
                 rows.append([flag_set, mode, run + 1, f"{total / r['duration'] / 1e3:,.0f}k", f"{read_rate / 1e3:,.0f}k",
                              r["events_lost"], f"{lost:.1f}%", f"{r['cpu_percent']:.0f}%", f"{per_event:.1f}", f"{r['file_mb']:.1f}"])  # fmt: skip
+    return rows
+
+
+# -- live, real-time: a kernel session of a private trace service and a consumer attached -------
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def realtime_one(flag_set: str, seconds: float, rate: float, max_buffers: int, boost: bool) -> dict[str, Any]:
+    """A real-time kernel session hosted by a private service, a ``KernelTrace`` attached to it
+    that counts what its callbacks get, the same load as the file runs. ``boost``: this process's
+    session (the consumer and the private service) gets the reader's priority too."""
+    import threading
+
+    from openetw.kernel.priority import boost_reader
+
+    note = boost_reader() if boost else "not boosted"
+
+    from common import private_service
+
+    from openetw.consumer import KernelTrace
+    from openetw.consumer.kernel_trace import KernelProvider
+    from openetw.controller import ServiceClient, Session
+
+    flags = FLAG_SETS[flag_set]
+    with private_service("openetw-bench-kernel-") as (service, _):
+        name = f"BenchKernelRT{os.getpid()}"
+        session = Session.start(name, mode="realtime", kernel_flags=list(flags), kernel_buffer_size=KERNEL_BUFFER_KB,
+                                max_buffers=max_buffers)  # fmt: skip
+        recorder = int(session.info_at_start["kernel"]["recorder_pid"])
+        trace = KernelTrace(sessions=[name], manifests=[])
+        handled = [0]
+
+        def count(record: Any, context: Any) -> None:
+            handled[0] += 1
+
+        guids = set()
+        for flag in flags:
+            provider = KernelProvider(flag)
+            if provider.guid not in guids:  # thread and cswitch records share the Thread class
+                guids.add(provider.guid)
+                provider.add_on_event_callback(count)
+                trace.enable(provider)
+        trace.on_error(lambda error, record: None)
+        consumer = threading.Thread(target=trace.start, name="bench-kernel-consumer")
+        try:
+            consumer.start()
+            with ServiceClient() as client:
+                deadline = time.monotonic() + 60
+                while client.call("query", session=name)["session"].get("realtime_consumers") != 1:
+                    if time.monotonic() > deadline or not consumer.is_alive():
+                        raise RuntimeError("the consumer did not attach")
+                    time.sleep(0.05)
+                before = client.call("query", session=name)["session"]
+            handled_before = handled[0]
+            cpu = (time.process_time(), _cpu_seconds(recorder), _cpu_seconds(service.pid))
+            started = time.monotonic()
+            load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds), str(rate)], start_new_session=True)
+            load.wait()
+            loaded = time.monotonic()
+            recorder_cpu = _cpu_seconds(recorder) - cpu[1]  # before stop: the recorder exits with it
+            session.stop()
+            consumer.join(120)
+            ended = time.monotonic()
+            consumer_cpu, service_cpu = time.process_time() - cpu[0], _cpu_seconds(service.pid) - cpu[2]
+        finally:
+            session.stop()
+            trace.stop()
+            consumer.join(30)
+            trace.close()
+        final, kernel = session.info(), session.info()["kernel"]
+        stats = trace.query_stats()
+    rt_lost = final["realtime_buffers_lost"] - before.get("realtime_buffers_lost", 0)
+    return {
+        "events_read": kernel["events_read"], "events_lost": kernel["events_lost"], "duration": kernel["duration_s"],
+        "records_written": kernel["records_written"], "events_written": final["events_written"], "session_lost": final["events_lost"],
+        "handled": handled[0] - handled_before, "consumer_read": stats["events_read"], "rt_buffers_lost": rt_lost,
+        "handled_all": handled[0], "events_written_all": final["events_written"], "consumer_priority": note,
+        "lost_in_run": final["events_lost"] - before.get("events_lost", 0),
+        "load_s": loaded - started, "consumer_s": ended - started, "recorder_cpu": 100 * recorder_cpu / (loaded - started),
+        "consumer_cpu": 100 * consumer_cpu / (ended - started), "service_cpu": 100 * service_cpu / (ended - started),
+    }  # fmt: skip
+
+
+def realtime(seconds: float, runs: int, rate: float, max_buffers: int, boost: bool) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for run in range(runs):
+        for flag_set in LIVE_SETS:
+            done = subprocess.run(
+                [sys.executable, __file__, "--realtime-one", "--flag-set", flag_set, "--seconds", str(seconds), "--rate", str(rate),
+                 "--max-buffers", str(max_buffers), *(["--boost-consumer"] if boost else [])],
+                capture_output=True, text=True, start_new_session=True, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                rows.append([flag_set, run + 1, "failed", *(done.stderr.strip().splitlines()[-1:] or [""]), *[""] * 9])
+                continue
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            offered = r["events_read"] + r["events_lost"]
+            read_rate = r["events_read"] / r["duration"]
+            rows.append([
+                flag_set, run + 1, f"{offered / r['duration'] / 1e3:,.0f}k", f"{read_rate / 1e3:,.0f}k",
+                f"{r['events_lost']} ({100 * r['events_lost'] / offered if offered else 0:.1f}%)",
+                f"{r['recorder_cpu']:.0f}%", f"{r['recorder_cpu'] / 100 / read_rate * 1e6 if read_rate else 0:.1f}",
+                r["lost_in_run"] - r["events_lost"], f"{r['handled'] / r['consumer_s'] / 1e3:,.0f}k", r["rt_buffers_lost"],
+                "yes" if r["handled_all"] == r["events_written_all"] else f"NO ({r['handled_all'] - r['events_written_all']:+d})",
+                f"{r['consumer_cpu']:.0f}%", f"{r['service_cpu']:.0f}%",
+            ])  # fmt: skip
     return rows
 
 
@@ -318,21 +489,45 @@ def main() -> None:
     parser.add_argument("--offline-only", action="store_true")
     parser.add_argument("--live-one", choices=MODES)
     parser.add_argument("--flag-set", choices=tuple(FLAG_SETS), default="all")
+    parser.add_argument("--realtime-one", action="store_true")
+    parser.add_argument("--boost-consumer", action="store_true",
+                        help="real-time: the consumer's session (and the private service) boosted as the reader is")  # fmt: skip
+    parser.add_argument("--max-buffers", type=int, default=64, help="the real-time session's buffers (64 KB each), shared by its pools")
+    parser.add_argument("--realtime-only", action="store_true", help="skip the offline, file and other tools' runs")
     args, _ = parser.parse_known_args()
     if args.live_one:
         print(json.dumps(live_one(args.live_one, args.flag_set, args.seconds, args.rate)))
         return
+    if args.realtime_one:
+        print(json.dumps(realtime_one(args.flag_set, args.seconds, args.rate, args.max_buffers, args.boost_consumer)))
+        return
     print(machine_note())
-    print(table(["offline, captured pages (CPU time)", "events", "events/s", "ns/event", "vs per event"], offline(args.repeat)))
+    if not args.realtime_only:
+        print(table(["offline, captured pages (CPU time)", "events", "events/s", "ns/event", "vs per event"], offline(args.repeat)))
     if args.offline_only:
         return
-    result = live(args.seconds, args.runs, args.rate)
-    if isinstance(result, str):
-        print(result)
+    if os.geteuid() != 0 or find_tracefs() is None:
+        print("live runs skipped: need root and tracefs")
         return
     paced = f"getppid at {args.rate / 1e3:,.0f}k events/s" if args.rate else "getppid loop"
     print(f"live: flags all = {'+'.join(FLAGS)}; load: {paced}, fork loop, O_DIRECT dd, loopback TCP; {args.seconds:g} s per run")
-    print(table(["flags", "mode", "run", "offered/s", "read/s", "lost", "lost %", "reader CPU", "CPU µs/event", "file MB"], result))
+    if not args.realtime_only:
+        result = live(args.seconds, args.runs, args.rate)
+        print("file mode (KernelSession -> .etl):")
+        print(table(["flags", "mode", "run", "offered/s", "read/s", "lost", "lost %", "reader CPU", "CPU µs/event", "file MB"], result))
+    print("real-time mode (a kernel session of the trace service, a KernelTrace counting events in callbacks):")
+    print(f"real-time: {args.max_buffers} buffers of 64 KB shared by the session's pools; consumer and service"
+          f" {'boosted as the reader' if args.boost_consumer else 'at default priority'}, the recorder boosted (the default)")
+    print(table(["flags", "run", "offered/s", "read/s (recorder)", "kernel lost", "recorder CPU", "recorder µs/event",
+                 "lost in service", "delivered/s", "rt buffers lost", "delivered = written", "consumer CPU", "service CPU"],
+                realtime(args.seconds, args.runs, args.rate, args.max_buffers, args.boost_consumer)))  # fmt: skip
+    print("    offered = read + lost in the kernel ring; read/s over the recorder's session; lost in service: events"
+          " the recorder found no free pool buffer for, and those of real-time buffers lost; delivered/s: events the"
+          " consumer's callbacks got, from the load's start to the consumer's end; rt buffers lost: buffers the"
+          " service dropped because the consumer was behind; delivered = written: the consumer got every event the"
+          " session counts written (a real-time session counts what its consumer took); CPU in % of one core (recorder: over the load)")  # fmt: skip
+    if args.realtime_only:
+        return
     others = tools(args.seconds, args.rate)
     if others:
         print(table(["tool, same tracepoints and load", "events/s", "lost", "", "CPU", ""], others))

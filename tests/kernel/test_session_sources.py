@@ -216,6 +216,13 @@ def test_system_calls_go_column_wise_only_to_a_sink_that_takes_blocks(tmp_path):
     assert to_file.fixed == {"sys_enter": ("id",), "sys_exit": ("ret",)}
     to_sink = KernelSession({"process", "syscall"}, tmp_path / "k.etl", sink=ListSink()).sources[0]
     assert isinstance(to_sink, TracefsSource) and not to_sink.fixed  # mapped one by one, merged
+    # The trace service's sink takes blocks when it has pools for them (a second pool per CPU).
+    from openetw.service.kernel_recorder import PoolSink
+
+    pools = KernelSession({"process", "syscall"}, tmp_path / "k.etl", sink=PoolSink([ListSink()])).sources[0]  # type: ignore[list-item]
+    assert isinstance(pools, TracefsSource) and not pools.fixed
+    blocks = PoolSink([ListSink()], block_writers=[ListSink()])  # type: ignore[list-item]
+    assert KernelSession({"process", "syscall"}, tmp_path / "k.etl", sink=blocks).sources[0].fixed == to_file.fixed
     assert not KernelSession({"process"}, tmp_path / "k.etl").sources[0].fixed
 
 

@@ -410,6 +410,157 @@ def test_the_pool_sink_puts_raw_records_into_the_pool_of_their_cpu() -> None:
     assert [w.flushes for w in writers] == [1, 1]
 
 
+class _BlockWriter:
+    """A pool writer that keeps what it is given; writes after the first ``room`` find no free buffer."""
+
+    def __init__(self, room: int = 1 << 30, buffer_size: int = 32 * 48) -> None:
+        self.written: list[tuple[bytes, int, int]] = []
+        self.room = room
+        self.flushes = 0
+        self.pool = type("Pool", (), {"buffer_size": buffer_size})()  # runs of 1/32 of it: two 24-byte rows
+
+    def write(self, raw: bytes, timestamp: int, cpu: int) -> bool:
+        self.written.append((bytes(raw), timestamp, cpu))
+        return len(self.written) <= self.room
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def test_the_pool_sink_writes_system_call_blocks_into_the_block_pool_of_their_cpu() -> None:
+    import numpy as np
+
+    from openetw.service.kernel_recorder import PoolSink
+
+    assert not hasattr(PoolSink([_BlockWriter()]), "write_block")  # the session then maps system calls one by one
+    totals: list[int] = []
+    plain, blocks = [_BlockWriter(), _BlockWriter()], [_BlockWriter(), _BlockWriter(room=2)]
+    sink = PoolSink(plain, block_writers=blocks, on_lost=totals.append)  # type: ignore[arg-type]
+    rows = [bytes([i]) * 24 for i in range(5)]
+    # Runs of two rows, each one write with its last row's time; the third write finds no free buffer.
+    assert sink.write_block(b"".join(rows), 3, 24, np.array([10, 11, 12, 13, 14], dtype=np.uint64)) == 4
+    assert blocks[1].written == [(rows[0] + rows[1], 11, 3), (rows[2] + rows[3], 13, 3), (rows[4], 14, 3)]
+    assert totals == []  # a run of one lost row: the pool counts it
+    assert sink.write_block(b"".join(rows), 1, 24, [20, 21, 22, 23, 24]) == 0
+    assert totals == [2] and sink.events_lost == 2  # the pool counts one per run, the sink the others
+    assert sink.write_block(b"".join(rows[:2]), 2, 24, [30, 31]) == 2
+    assert blocks[0].written == [(rows[0] + rows[1], 31, 2)]
+    assert plain[0].written == plain[1].written == []
+    sink.close()
+    assert [w.flushes for w in plain + blocks] == [1, 1, 1, 1]
+    assert sink.write_block(b"".join(rows), 0, 24, [1, 2, 3, 4, 5]) == 0 and len(blocks[0].written) == 1
+
+
+def test_pool_sink_blocks_read_back_as_their_records_and_every_row_is_written_or_lost() -> None:
+    from openetw.kernel import KernelEventMapper
+    from openetw.kernel.ringbuffer import FixedLayouts
+    from openetw.service.kernel_recorder import PoolSink
+    from openetw.service.pool import BufferPool
+    from openetw.service.sessions import count_typed_records
+    from tests.kernel import pages as P
+
+    parser, decoder = P.captured_parser(), P.captured_decoder()
+    mapper = KernelEventMapper({"process", "syscall"})
+    lean = type(decoder)(decoder.formats.values(), fields=mapper.fields_used())
+    fixed = FixedLayouts(lean, mapper.fixed_events())
+    pool = BufferPool.create(4096, 4, logger_id=1, producer_pid=0, flush_interval_ms=0)  # runs of five rows
+    try:
+        sink = PoolSink([BufferPool.create(4096, 2, logger_id=1, producer_pid=0, flush_interval_ms=0).writer()],
+                        block_writers=[pool.writer()])  # fmt: skip
+        rows = written = 0
+        for cpu, raw in P.captured_pages():
+            result = parser.decode_batch([raw], cpu, lean, [], fixed)
+            if result.fixed is not None:
+                block, row_size, timestamps = mapper.map_fixed(result.fixed)
+                rows += len(timestamps)
+                written += sink.write_block(block, 0, row_size, timestamps)
+        sink.flush()
+        in_buffers = sum(count_typed_records(pool.take(index)) for index in pool.full_buffers())
+        assert rows > written > 0  # four 4 KB buffers hold some of them
+        assert in_buffers == written
+        assert sink.events_lost > 0  # runs that found no free buffer: the pool counted one row of each
+        assert written + pool.events_lost + sink.events_lost == rows
+    finally:
+        pool.close()
+
+
+def test_system_calls_of_a_kernel_session_go_column_wise_into_buffers_of_their_own(kernel_service: ServiceProcess, tmp_path: Path) -> None:
+    from openetw.kernel.classes import PERFINFO_GROUP, SYSCALL_ENTER, SYSCALL_EXIT
+    from openetw.service.kernel_sessions import possible_cpus
+
+    syscall_hooks = {PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT}
+    output = tmp_path / "syscalls.etl"
+    session = Session.start("KSys", output, kernel_flags=["process", "syscall"], max_buffers=256)
+    children = _spawn_children([0, 1])
+    subprocess.run([sys.executable, "-c", "import os\nfor _ in range(20000): os.getppid()"], check=True)
+    final = session.stop()
+    kernel = session.info()["kernel"]
+    assert kernel["pools"] == 2 * possible_cpus()  # a second pool per CPU for the system calls
+    buffers: dict[int, list[Any]] = {}
+    with EtlReader(str(output)) as reader:
+        for record in reader.records():
+            if not is_logfile_header_record(record):
+                buffers.setdefault(record.buffer_index, []).append(record)
+        assert reader.stats.errors == []
+    kinds = [{getattr(r, "hook_id", None) in syscall_hooks for r in records} for records in buffers.values()]
+    assert {True} in kinds and {False} in kinds and {True, False} not in kinds  # never mixed in one buffer
+    for records in buffers.values():
+        stamps = [r.timestamp for r in records]
+        assert stamps == sorted(stamps)
+    events = _file_events(output)  # in time order: merged across the buffers
+    stops = {values["ProcessID"] for name, _, values in events if name == "Process/Stop"}
+    assert {child.pid for child in children} <= stops
+    in_syscall_buffers = sum(len(records) for records, kind in zip(buffers.values(), kinds) if kind == {True})
+    assert sum(name in ("PerfInfo/SysClEnter", "PerfInfo/SysClExit") for name, _, _ in events) == in_syscall_buffers
+    # Every record the recorder wrote is in the file; what it could not write, or the kernel
+    # dropped, is counted lost.
+    assert final["events_written"] == sum(len(records) for records in buffers.values()) == kernel["records_written"]
+    assert final["events_lost"] >= kernel["events_lost"]
+
+
+def test_a_real_time_consumer_gets_every_system_call_buffer_in_time_order(kernel_service: ServiceProcess) -> None:
+    from openetw.controller import ServiceClient
+    from openetw.kernel.classes import PERFINFO_GROUP, SYSCALL_ENTER, SYSCALL_EXIT
+
+    syscall_hooks = {PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT}
+    session = Session.start("KSysLive", mode="realtime", kernel_flags=["process", "syscall"], max_buffers=256)
+    buffers: dict[int, list[Any]] = {}
+    errors: list[BaseException] = []
+    consumer = session.consumer()
+
+    def consume() -> None:
+        try:
+            for record in consumer.records():
+                buffers.setdefault(record.buffer_index, []).append((getattr(record, "hook_id", None) in syscall_hooks, record.timestamp))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    reader = threading.Thread(target=consume)
+    try:
+        with ServiceClient() as client:
+            deadline = time.monotonic() + WAIT
+            while client.call("query", session="KSysLive")["session"].get("realtime_consumers") != 1:
+                assert time.monotonic() < deadline, "the consumer did not attach"
+                time.sleep(0.05)
+            before = client.call("query", session="KSysLive")["session"]
+        reader.start()
+        subprocess.run([sys.executable, "-c", "import os\nfor _ in range(20000): os.getppid()"], check=True)
+    finally:
+        final = session.stop()
+        reader.join(WAIT)
+        consumer.close()
+    assert not errors and not reader.is_alive()
+    kinds = [{is_syscall for is_syscall, _ in records} for records in buffers.values()]
+    syscalls = sum(len(records) for records, kind in zip(buffers.values(), kinds) if kind == {True})
+    assert syscalls + final["events_lost"] - before["events_lost"] >= 40000  # 20000 getppid calls at least
+    assert {True, False} not in kinds  # system calls have buffers of their own
+    for records in buffers.values():
+        stamps = [stamp for _, stamp in records]
+        assert stamps == sorted(stamps)
+    # A real-time session counts written what a consumer took: all of it reached this one.
+    assert sum(len(records) for records in buffers.values()) == final["events_written"]
+
+
 def test_the_kernel_trace_example_prints_its_children_with_their_exit_codes(kernel_service: ServiceProcess) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "consumer" / "kernel_trace.py"
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120, env=dict(os.environ))

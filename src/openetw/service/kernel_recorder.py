@@ -1,7 +1,8 @@
 """The recorder of one kernel session of the trace service: a child process of the service.
 
 The service starts it (``python -m openetw.service.kernel_recorder``) for a kernel session, with
-one end of a socket pair and one buffer pool per CPU, all made for that session only. The
+one end of a socket pair and one buffer pool per CPU, all made for that session only (with
+the ``syscall`` flag, a second pool per CPU for system calls written column-wise). The
 recorder runs a :class:`~openetw.kernel.session.KernelSession` whose records go, through
 :class:`PoolSink`, into the pool of the CPU they happened on: from there the service moves whole
 buffers to the session's file and real-time consumers, as it does for any producer.
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["PoolSink", "main"]
 
 STATS_INTERVAL = 1.0
+MAX_RUN_BYTES = 4096  # rows of system calls copied into a pool buffer by one write
+_DEFAULT_BUFFER_SIZE = 64 << 10
 
 
 class PoolSink:
@@ -52,13 +55,23 @@ class PoolSink:
     processor from its buffer). ``write`` returns ``False`` when the pool had no free buffer; the
     pool counts that loss itself. ``add_lost`` hands the kernel's own losses to ``on_lost`` (the
     cumulative count). ``flush`` marks every partly filled buffer FULL.
+
+    With ``block_writers`` (a second pool per CPU) the sink has ``write_block``, and the session
+    then hands it system calls column-wise: they go to these pools, apart from the merged
+    records, so that every buffer stays in time order (a block's rows are newer than merged
+    records still held back); consumers merge buffers by time, or take each buffer in order.
+    Without them it has no ``write_block`` and the session maps system calls one by one.
     """
 
-    def __init__(self, writers: list[PoolWriter], *, on_lost: Any = None) -> None:
+    def __init__(self, writers: list[PoolWriter], *, block_writers: list[PoolWriter] | None = None, on_lost: Any = None) -> None:
         if not writers:
             raise ValueError("a pool sink needs at least one pool")
         self.writers = list(writers)
+        self.block_writers = list(block_writers or ())
         self._writes = [writer.write for writer in self.writers]
+        self._block_writes = [writer.write for writer in self.block_writers]
+        if self._block_writes:
+            self.write_block = self._write_block
         self._on_lost = on_lost
         self.events_lost = 0
         self.buffers_lost = 0
@@ -76,6 +89,40 @@ class PoolSink:
             return False
         return self._writes[cpu % len(self._writes)](raw, timestamp, cpu)
 
+    def _write_block(self, block: bytes, cpu: int, row_size: int, timestamps: Any) -> int:
+        """``len(block) // row_size`` records of processor ``cpu``, each ``row_size`` bytes (a
+        multiple of 8), in time order, ``timestamps`` theirs, into that CPU's block pool.
+        Returns how many went in.
+
+        Rows go in runs of about 1/32 of a buffer, each one pool write: a buffer is a sequence
+        of 8-byte aligned records, so a run copied whole reads back as its rows, and a buffer's
+        time stays its last record's. A run that finds no free buffer is counted lost once by
+        the pool; its other rows are counted here (``add_lost``), so that every row is either
+        in a buffer or counted lost.
+        """
+        if self.closed:
+            return 0
+        if row_size < 8 or row_size % 8:  # not records a buffer can hold back to back
+            self.add_lost(events=len(block) // row_size if row_size > 0 else 0)
+            return 0
+        writer = self.block_writers[cpu % len(self.block_writers)]
+        write = self._block_writes[cpu % len(self._block_writes)]
+        buffer_size = getattr(getattr(writer, "pool", None), "buffer_size", _DEFAULT_BUFFER_SIZE)
+        run = max(1, min(buffer_size // 32, MAX_RUN_BYTES) // row_size)
+        times = timestamps.tolist() if hasattr(timestamps, "tolist") else list(timestamps)
+        count = min(len(times), len(block) // row_size)
+        view = memoryview(block)
+        written = unaccounted = 0
+        for first in range(0, count, run):
+            last = min(first + run, count)
+            if write(view[first * row_size : last * row_size], times[last - 1], cpu):
+                written += last - first
+            else:
+                unaccounted += last - first - 1
+        if unaccounted:
+            self.add_lost(events=unaccounted)
+        return written
+
     def add_lost(self, events: int = 0, buffers: int = 0) -> None:
         self.events_lost += events
         self.buffers_lost += buffers
@@ -83,7 +130,7 @@ class PoolSink:
             self._on_lost(self.events_lost)
 
     def flush(self) -> None:
-        for writer in self.writers:
+        for writer in self.writers + self.block_writers:
             writer.flush()
 
     def close(self) -> None:
@@ -107,8 +154,10 @@ class Recorder:
         self.open_pools = set(pools)
         self.session: Any = None
         self._stop = threading.Event()
-        writers = [pool.writer(on_full=self._notice) for pool in pools.values()]
-        self.sink = PoolSink(writers, on_lost=self._lost)
+        block_ids = set(settings.get("block_pools") or ())
+        writers = [pool.writer(on_full=self._notice) for pool_id, pool in pools.items() if pool_id not in block_ids]
+        blocks = [pool.writer(on_full=self._notice) for pool_id, pool in pools.items() if pool_id in block_ids]
+        self.sink = PoolSink(writers, block_writers=blocks, on_lost=self._lost)
 
     def _notice(self, _index: int) -> None:
         self.channel.notice()
@@ -193,8 +242,9 @@ def _json_ready(stats: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="openetw-kernel-recorder", description="Records one kernel session of the trace service.")
     parser.add_argument("--socket-fd", type=int, required=True)
-    parser.add_argument("--pool", action="append", default=[], metavar="POOL_ID:FD", help="one per CPU, in CPU order")
-    parser.add_argument("--settings", required=True, help="JSON: flags, instance, buffer_size_kb, source, profile_rate_hz")
+    parser.add_argument("--pool", action="append", default=[], metavar="POOL_ID:FD",
+                        help="one per CPU, in CPU order (then one per CPU for system-call blocks, named by settings' block_pools)")
+    parser.add_argument("--settings", required=True, help="JSON: flags, instance, buffer_size_kb, source, profile_rate_hz, block_pools")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service's terminal's Ctrl-C is the service's to handle
     channel = Channel(socket.socket(fileno=args.socket_fd))

@@ -8,7 +8,9 @@ flag (``kernel_profile_rate_hz``); the recorder gets them as its own settings. B
 is made, the machine-wide limit is checked (:meth:`KernelRecorders.check_machine_capacity`), so a
 refused start leaves nothing behind. When one starts, the service
 
-1. makes one buffer pool per CPU for it (``maximum_buffers`` shared out between them),
+1. makes one buffer pool per CPU for it, and with the ``syscall`` flag a second one per CPU
+   for the system calls the recorder writes column-wise (see :class:`~openetw.service.kernel_recorder.PoolSink`;
+   ``maximum_buffers`` shared out between them all),
 2. makes a socket pair, keeps one end as a connection of its own, and
 3. starts ``python -m openetw.service.kernel_recorder`` with the other end and the pools.
 
@@ -119,16 +121,17 @@ class KernelRecorders:
         assert config.kind is SessionKind.KERNEL
         instance = instance_name(config.name, runtime.logger_id)
         cpus = possible_cpus()
+        count = cpus * (2 if "syscall" in config.kernel_flags else 1)
         buffer_size = config.buffer_size
-        per_cpu = max(MIN_BUFFERS_PER_CPU, -(-config.maximum_buffers // cpus))
-        per_cpu = min(per_cpu, MAX_BUFFER_COUNT, max(2, MAX_KERNEL_POOL_BYTES // (buffer_size * cpus)))
+        per_pool = max(MIN_BUFFERS_PER_CPU, -(-config.maximum_buffers // count))
+        per_pool = min(per_pool, MAX_BUFFER_COUNT, max(2, MAX_KERNEL_POOL_BYTES // (buffer_size * count)))
         pools: list[BufferPool] = []
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            for _ in range(cpus):
+            for _ in range(count):
                 pools.append(
                     BufferPool.create(
-                        buffer_size, per_cpu, logger_id=runtime.logger_id, producer_pid=0,
+                        buffer_size, per_pool, logger_id=runtime.logger_id, producer_pid=0,
                         flush_interval_ms=config.flush_timer * 1000,
                     )  # fmt: skip
                 )
@@ -139,6 +142,7 @@ class KernelRecorders:
                 "buffer_size_kb": config.kernel_buffer_kb,
                 "source": config.kernel_source,
                 "profile_rate_hz": config.kernel_profile_rate_hz,
+                "block_pools": pool_ids[cpus:],
             }
             argv = [sys.executable, "-m", "openetw.service.kernel_recorder", "--socket-fd", str(theirs.fileno()),
                     "--settings", json.dumps(settings)]  # fmt: skip
