@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, StdioChild, best_of, machine_note, private_service, table  # noqa: E402
+from common import CORPUS, StdioChild, best_of, machine_note, private_service, process_cpu_seconds, table  # noqa: E402
 
 from openetw.consumer import EtlIndex, EventFilter, Provider, UserTrace  # noqa: E402
 from openetw.consumer import predicates as P  # noqa: E402
@@ -225,16 +225,6 @@ class LiveProducer(StdioChild):
         super().__init__([sys.executable, __file__, "--producer", "--rate", str(rate), "--live-seconds", str(seconds)])
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class LiveResult:
     form: str
@@ -281,16 +271,16 @@ def live_run(number: int, form: str, rate: int, seconds: float, service_pid: int
                     raise RuntimeError("a producer was not enabled")
             consumer = threading.Thread(target=consume, name="bench-consumer")
             consumer.start()
-            producers_cpu = sum(_cpu_seconds(producer.pid) for producer in producers)
-            start, cpu_start, service_cpu = time.perf_counter(), time.process_time(), _cpu_seconds(service_pid)
+            producers_cpu = sum(process_cpu_seconds(producer.pid) for producer in producers)
+            start, cpu_start, service_cpu = time.perf_counter(), time.process_time(), process_cpu_seconds(service_pid)
             for producer in producers:
                 producer.tell("go")
             reports = [producer.read(seconds + 120) for producer in producers]
             produced = time.perf_counter()
-            producers_cpu = sum(_cpu_seconds(producer.pid) for producer in producers) - producers_cpu
+            producers_cpu = sum(process_cpu_seconds(producer.pid) for producer in producers) - producers_cpu
             final = session.stop()  # the last buffers go to the consumer, then the end of the session
             consumer.join()
-            ended, cpu_end, service_cpu = time.perf_counter(), time.process_time(), _cpu_seconds(service_pid) - service_cpu
+            ended, cpu_end, service_cpu = time.perf_counter(), time.process_time(), process_cpu_seconds(service_pid) - service_cpu
         finally:
             session.stop()
             trace.stop()

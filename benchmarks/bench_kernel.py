@@ -58,7 +58,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from common import best_of, machine_note, table  # noqa: E402
+from common import best_of, machine_note, process_cpu_seconds, table  # noqa: E402
 
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header  # noqa: E402
 from openetw.kernel import KernelEventMapper, KernelSession, find_tracefs  # noqa: E402
@@ -307,16 +307,6 @@ def live(seconds: float, runs: int, rate: float) -> list[list[object]]:
 # -- live, real-time: a kernel session of a private trace service and a consumer attached -------
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def realtime_one(flag_set: str, seconds: float, rate: float, max_buffers: int, boost: bool) -> dict[str, Any]:
     """A real-time kernel session hosted by a private service, a ``KernelTrace`` attached to it
     that counts what its callbacks get, the same load as the file runs. ``boost``: this process's
@@ -364,16 +354,16 @@ def realtime_one(flag_set: str, seconds: float, rate: float, max_buffers: int, b
                     time.sleep(0.05)
                 before = client.call("query", session=name)["session"]
             handled_before = handled[0]
-            cpu = (time.process_time(), _cpu_seconds(recorder), _cpu_seconds(service.pid))
+            cpu = (time.process_time(), process_cpu_seconds(recorder), process_cpu_seconds(service.pid))
             started = time.monotonic()
             load = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds), str(rate)], start_new_session=True)
             load.wait()
             loaded = time.monotonic()
-            recorder_cpu = _cpu_seconds(recorder) - cpu[1]  # before stop: the recorder exits with it
+            recorder_cpu = process_cpu_seconds(recorder) - cpu[1]  # before stop: the recorder exits with it
             session.stop()
             consumer.join(120)
             ended = time.monotonic()
-            consumer_cpu, service_cpu = time.process_time() - cpu[0], _cpu_seconds(service.pid) - cpu[2]
+            consumer_cpu, service_cpu = time.process_time() - cpu[0], process_cpu_seconds(service.pid) - cpu[2]
         finally:
             session.stop()
             trace.stop()

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import StdioChild, machine_note, private_service, table  # noqa: E402
+from common import StdioChild, machine_note, private_service, process_cpu_seconds, table  # noqa: E402
 
 from openetw.manifest.winmeta import InType  # noqa: E402
 
@@ -59,20 +59,12 @@ MANIFEST_XML = f"""<instrumentationManifest xmlns="http://schemas.microsoft.com/
  </events></instrumentation>
 </instrumentationManifest>""".encode()
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT = 20.0
 
 Batch = Callable[[int], None]
 
 
 # -- the private service -----------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a live process, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -354,16 +346,16 @@ class ProducerRun:
         for producer in self.producers:
             if not producer.read(timeout=30).get("enabled"):
                 raise RuntimeError("a producer was not enabled")
-        self._producers_before = [cpu_seconds(p.pid) for p in self.producers]
-        self._service_before = cpu_seconds(self.service_pid)
+        self._producers_before = [process_cpu_seconds(p.pid) for p in self.producers]
+        self._service_before = process_cpu_seconds(self.service_pid)
         for producer in self.producers:
             producer.tell("go")
         self.reports = [producer.read(timeout=self.seconds + 60) for producer in self.producers]
 
     def cpu(self) -> tuple[float, float]:
         """(producers' CPU seconds, service's CPU seconds) since ``go``; read while all live."""
-        producers = sum(cpu_seconds(p.pid) - before for p, before in zip(self.producers, self._producers_before))
-        return producers, cpu_seconds(self.service_pid) - self._service_before
+        producers = sum(process_cpu_seconds(p.pid) - before for p, before in zip(self.producers, self._producers_before))
+        return producers, process_cpu_seconds(self.service_pid) - self._service_before
 
     @property
     def attempted(self) -> int:

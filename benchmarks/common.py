@@ -35,6 +35,16 @@ def best_of(fn: Callable[[], int], repeat: int = 3, *, clock: Callable[[], float
     return best, result
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/<pid>/stat (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def table(headers: list[str], rows: list[list[object]]) -> str:
     cells = [headers] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
