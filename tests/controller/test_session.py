@@ -156,11 +156,16 @@ def test_list_and_providers_show_who_is_there(service: ServiceProcess, producers
 
 
 def _gone(pid: int) -> bool:
+    """Whether every thread of ``pid`` has exited: a killed process whose first thread is a
+    zombie still holds its descriptors (its listening socket) until its last thread is one too."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    return False
     except FileNotFoundError:
         return True
+    return True
 
 
 def test_the_service_is_started_on_first_use(service_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
