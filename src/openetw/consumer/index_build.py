@@ -88,104 +88,122 @@ class BuiltIndex:
 
 
 class _Views:
-    """The blob seen as u8/u16/u32/i64/u64 arrays, for gathers at fixed header offsets."""
+    """The blob seen as u8 and u64 arrays."""
 
     def __init__(self, blob: bytes | bytearray) -> None:
         self.u8 = np.frombuffer(blob, dtype=np.uint8)
-        self.u16 = np.frombuffer(blob, dtype="<u2", count=len(blob) // 2)
-        self.u32 = np.frombuffer(blob, dtype="<u4", count=len(blob) // 4)
-        self.i64 = np.frombuffer(blob, dtype="<i8", count=len(blob) // 8)
         self.u64 = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
 
 
-def _rows_where(mask: np.ndarray) -> np.ndarray | slice:
-    """The rows where ``mask`` holds: every row as a slice (no gather, no scatter) when all do."""
-    return slice(None) if mask.all() else np.flatnonzero(mask)
+_KERNEL_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16)}
+_PERFINFO_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "timestamp": ("<i8", 8)}
+_CLASSIC_FIELDS = {
+    "opcode": ("u1", 4), "level": ("u1", 5), "version": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16),
+    "lo": ("<u8", 24), "hi": ("<u8", 32),
+}  # fmt: skip
+_EVENT_FIELDS = {
+    "flags": ("<u2", 4), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16), "lo": ("<u8", 24), "hi": ("<u8", 32),
+    "id": ("<u2", 40), "version": ("u1", 42), "channel": ("u1", 43), "level": ("u1", 44), "opcode": ("u1", 45), "task": ("<u2", 46),
+    "keyword": ("<u8", 48),
+}  # fmt: skip
+_FAMILIES = (
+    # (name, header words its fields lie in, kind codes, fields at their header offsets, columns taken as they are);
+    # the numbering (0 kernel, 1 perfinfo, 2 classic, 3 event) is used below
+    ("kernel", 3, (_SYSTEM, _COMPACT), _KERNEL_FIELDS, ("version", "opcode", "hook_id", "tid", "pid", "timestamp")),
+    ("perfinfo", 2, (_PERFINFO,), _PERFINFO_FIELDS, ("version", "opcode", "hook_id", "timestamp")),
+    ("classic", 5, (_CLASSIC, _INSTANCE), _CLASSIC_FIELDS, ("opcode", "level", "version", "tid", "pid", "timestamp")),
+    ("event", 7, (_EVENT,), _EVENT_FIELDS, ("flags", "tid", "pid", "timestamp", "id", "version", "channel", "level", "opcode", "task", "keyword")),
+)
+_FAMILY_OF_KIND = np.full(8, -1, dtype=np.int64)  # -1: WPP and unknown records
+for _number, _family in enumerate(_FAMILIES):
+    _FAMILY_OF_KIND[list(_family[2])] = _number
 
 
-def _fill_kernel(rows: np.ndarray, v: _Views, at: np.ndarray | slice, p: np.ndarray, perf: bool) -> np.ndarray:
-    hook = v.u16[(p + 6) >> 1]
-    rows["hook_id"][at] = hook
-    rows["version"][at] = v.u8[p]
-    rows["opcode"][at] = v.u8[p + 6]
-    if perf:
-        rows["timestamp"][at] = v.i64[(p + 8) >> 3]
-        rows["pid"][at] = 0xFFFFFFFF
-        rows["tid"][at] = 0xFFFFFFFF
-    else:
-        rows["timestamp"][at] = v.i64[(p + 16) >> 3]
-        rows["pid"][at] = v.u32[(p + 12) >> 2]
-        rows["tid"][at] = v.u32[(p + 8) >> 2]
-    version = v.u16[p >> 1].astype(np.int64)
-    extension = np.where(version & 0xFF00 == 0, 0, np.where(version & 0x8000, 8, 0) + 8 * ((version >> 8) & 7))
-    return extension
-
-
-def _fill_common(rows: np.ndarray, v: _Views, at: np.ndarray | slice, p: np.ndarray) -> None:
-    """Thread, process and time, at the same offsets in classic and EVENT_HEADER records."""
-    rows["tid"][at] = v.u32[(p + 8) >> 2]
-    rows["pid"][at] = v.u32[(p + 12) >> 2]
-    rows["timestamp"][at] = v.i64[(p + 16) >> 3]
+def _family_view(fields: dict[str, tuple[str, int]], words: int) -> np.dtype:
+    """The header fields of a family over blocks of ``words`` 8-byte words."""
+    return np.dtype({
+        "names": list(fields), "formats": [f for f, _ in fields.values()], "offsets": [o for _, o in fields.values()],
+        "itemsize": 8 * words,
+    })  # fmt: skip
 
 
 def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows of the framed records (file order), their GUID halves and whether they have one."""
+    """Rows of the framed records (file order), their GUID halves and whether they have one.
+
+    Each record's header is gathered once as a block of words, and each family of header
+    kinds reads its columns from the blocks through a structured view. The family with most
+    rows is read over every row (no gathers or scatters by row number) when it has at least
+    half of them; the other rows are then cleared and read by their own family.
+    """
     v = _Views(bufs.blob)
     p = chains.offsets
     n = len(p)
-    header_type = v.u8[p + 2]
-    kind = np.where(v.u8[p + 3] >= 0xC0, _KIND_OF_TYPE[header_type], _WPP).astype(np.uint8)
+    slot = p >> 3
+    first_word = v.u64.take(slot)
+    header_type = ((first_word >> np.uint64(16)) & np.uint64(0xFF)).astype(np.intp)
+    kind = np.where((first_word >> np.uint64(24)) & np.uint64(0xFF) >= 0xC0, _KIND_OF_TYPE.take(header_type), _WPP).astype(np.uint8)
     rows = np.zeros(n, dtype=RECORD_DTYPE)
-    rows["header_type"] = header_type
-    rows["kind"] = kind
-    rows["size"] = chains.sizes
-    rows["buffer"] = indices[chains.buffers]
-    rows["cpu"] = cpus[chains.buffers]
-    rows["offset"] = p - bufs.bases[chains.buffers]
-    user_data_offset = HEADER_SIZES[header_type].copy()
+    user_data_offset = HEADER_SIZES.take(header_type)
     lo = np.zeros(n, dtype=np.uint64)
     hi = np.zeros(n, dtype=np.uint64)
     has = np.zeros(n, dtype=bool)
-    present = set(np.unique(kind).tolist())
-    for perf, codes in ((False, (_SYSTEM, _COMPACT)), (True, (_PERFINFO,))):
-        if present.isdisjoint(codes):
-            continue
-        at = _rows_where(np.isin(kind, codes))
-        user_data_offset[at] += _fill_kernel(rows, v, at, p[at], perf)
-        hook = rows["hook_id"][at].astype(np.int64)
-        group = hook >> 8
-        for (from_group, from_type), (to_group, _) in HOOK_ALIASES.items():
-            group = np.where((group == from_group) & ((hook & 0xFF) == from_type), to_group, group)
-        lo[at], hi[at], has[at] = _GROUP_LO[group], _GROUP_HI[group], _GROUP_HAS[group]
-    if not present.isdisjoint((_CLASSIC, _INSTANCE)):
-        at = _rows_where((kind == _CLASSIC) | (kind == _INSTANCE))
-        q = p[at]
-        _fill_common(rows, v, at, q)
-        rows["opcode"][at] = v.u8[q + 4]
-        rows["level"][at] = v.u8[q + 5]
-        rows["version"][at] = v.u16[(q + 6) >> 1]
-        lo[at], hi[at], has[at] = v.u64[(q + 24) >> 3], v.u64[(q + 32) >> 3], True
-    if _EVENT in present:
-        at = _rows_where(kind == _EVENT)
-        q = p[at]
-        _fill_common(rows, v, at, q)
-        flags = v.u16[(q + 4) >> 1]
-        rows["flags"][at] = flags
-        rows["id"][at] = v.u16[(q + 40) >> 1]
-        rows["version"][at] = v.u8[q + 42]
-        rows["channel"][at] = v.u8[q + 43]
-        rows["level"][at] = v.u8[q + 44]
-        rows["opcode"][at] = v.u8[q + 45]
-        rows["task"][at] = v.u16[(q + 46) >> 1]
-        rows["keyword"][at] = v.u64[(q + 48) >> 3]
-        lo[at], hi[at], has[at] = v.u64[(q + 24) >> 3], v.u64[(q + 32) >> 3], True
-        extended = np.flatnonzero(flags & L.EVENT_HEADER_FLAG_EXTENDED_INFO)
-        if len(extended):
-            rows_extended = np.arange(n)[at][extended]
-            user_data_offset[rows_extended] = _after_extended_items(v.u8, q[extended], chains.sizes[rows_extended])
+    family = _FAMILY_OF_KIND.take(kind)
+    counts = np.bincount(family + 1, minlength=len(_FAMILIES) + 1)[1:].tolist()
+    present = sorted((f for f in range(len(_FAMILIES)) if counts[f]), key=lambda f: -counts[f])
+    if present:
+        # The first ``words`` 8-byte words of every record, gathered as one item each: a view of
+        # the blob with an item of that size at every slot (records start on slots).
+        words = max(_FAMILIES[f][1] for f in present)
+        windows = np.ndarray(shape=(len(v.u64) - words + 1,), dtype=np.dtype((np.void, 8 * words)), buffer=bufs.blob, strides=(8,))
+        blocks = windows[slot]
+    for rank, number in enumerate(present):
+        _, _, _, fields, copied = _FAMILIES[number]
+        view = blocks.view(_family_view(fields, words))
+        if rank == 0 and counts[number] * 2 >= n:
+            at: np.ndarray | slice = slice(None)
+            if counts[number] < n:
+                others = np.flatnonzero(family != number)
+            else:
+                others = None
+        else:
+            at = np.flatnonzero(family == number)
+            view = view.take(at)
+            others = None
+        for name in copied:
+            rows[name][at] = view[name]
+        if number <= 1:  # kernel headers: group GUIDs from the hook, extensions after the header
+            version = view["version_word"].astype(np.int64)
+            user_data_offset[at] += np.where(version & 0xFF00 == 0, 0, np.where(version & 0x8000, 8, 0) + 8 * ((version >> 8) & 7))
+            hook = view["hook_id"].astype(np.int64)
+            group = hook >> 8
+            for (from_group, from_type), (to_group, _) in HOOK_ALIASES.items():
+                group = np.where((group == from_group) & ((hook & 0xFF) == from_type), to_group, group)
+            lo[at], hi[at], has[at] = _GROUP_LO.take(group), _GROUP_HI.take(group), _GROUP_HAS.take(group)
+            if number == 1:
+                rows["pid"][at] = 0xFFFFFFFF
+                rows["tid"][at] = 0xFFFFFFFF
+        else:
+            lo[at], hi[at], has[at] = view["lo"], view["hi"], True
+        if number == 3:  # EVENT_HEADER: extended items before the user data
+            extended = (view["flags"] & L.EVENT_HEADER_FLAG_EXTENDED_INFO) != 0
+            if isinstance(at, slice) and others is not None:
+                extended &= family == number
+            extended_rows = np.flatnonzero(extended) if isinstance(at, slice) else at[extended]
+            if len(extended_rows):
+                user_data_offset[extended_rows] = _after_extended_items(v.u8, p[extended_rows], chains.sizes[extended_rows])
+        if others is not None:  # read over every row: clear what the others got from it
+            rows[others] = np.zeros((), dtype=RECORD_DTYPE)
+            lo[others], hi[others], has[others] = 0, 0, False
+            user_data_offset[others] = HEADER_SIZES.take(header_type.take(others))
+    rows["header_type"] = header_type
+    rows["kind"] = kind
+    rows["size"] = chains.sizes
+    rows["buffer"] = indices.take(chains.buffers)
+    rows["cpu"] = cpus.take(chains.buffers)
+    rows["offset"] = p - bufs.bases.take(chains.buffers)
     rows["user_data_offset"] = user_data_offset
     rows["user_data_length"] = chains.sizes - user_data_offset
-    if _WPP in present:
+    if np.any(kind == _WPP):
         _fill_wpp(rows, lo, hi, has, bufs, chains)
     return rows, lo, hi, has
 

@@ -4,9 +4,11 @@
 when it is uncompressed and its buffer headers are sound; otherwise what ``EtlReader.buffers``
 gives, so that damage and compression are handled by the reader). ``walk_chains`` then
 
-1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32 looks like a record marker (a known header type with marker
-   flags ``0xC0``, or a WPP ``0x90`` marker), and works out each one's size and the candidate
-   at the position after it (through a position -> candidate table, not a search);
+1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32
+   looks like a record marker (a known header type with marker flags ``0xC0``, or a WPP
+   ``0x90`` marker: one table lookup on the marker's upper half), and works out each one's
+   size and the candidate at the position after it (through a position -> candidate table,
+   not a search);
 2. follows each buffer's chain of records from its first position through those "next" links
    (one list lookup per record); where a chain stops before the buffer's data ends, the stop is
    judged exactly as ``EtlReader`` judges it (end marker, unknown record, damaged size).
@@ -246,6 +248,21 @@ class Chains:
     unknown: list[tuple[int, int, int, str]]  # (blob offset, size, buffer position, reason)
 
 
+def _key_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per marker key (the marker's upper half: header type, then flags): whether it frames a
+    record, its header size, and where its size is (the shift of the slot's 8 bytes)."""
+    keys = np.arange(1 << 16)
+    header_type, flags = keys & 0xFF, keys >> 8
+    typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
+    framed = typed | ((flags & 0xD0) == 0x90)
+    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size)
+    shift = np.where(typed & SIZE_AT_4[header_type], 32, 0).astype(np.uint64)
+    return framed, header_size, shift
+
+
+FRAMED_KEYS, KEY_HEADER_SIZES, KEY_SIZE_SHIFTS = _key_tables()
+
+
 def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Positions that frame as records: (slots, sizes, buffer positions, follow links).
 
@@ -256,37 +273,31 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     blob = bufs.blob
     slot_count = len(blob) // 8
     index_type = np.int32 if slot_count < 1 << 28 else np.int64
-    u8 = np.frombuffer(blob, dtype=np.uint8)
     words = np.frombuffer(blob, dtype="<u8", count=slot_count)  # a slot's marker, then its second u32
-    # Marker flags 0xC0 and 0x90 both set the top bit. Mostly empty buffers: look at their
-    # record areas only.
-    tops = u8[3::8]
+    # Each slot's marker key (header type and flags, bytes 2-3) says at once whether it frames:
+    # a known header type under 0xC0 flags, or a WPP 0x90 marker.
+    keys = np.frombuffer(blob, dtype="<u2", count=slot_count * 4)[1::4]
     base_slots = (bufs.bases // 8).astype(index_type)
     ends = bufs.ends.astype(index_type)
     first = base_slots + BH // 8
     last = base_slots + (ends - 4) // 8  # a marker needs 4 bytes
     areas = [(start, stop + 1) for start, stop in zip(first.tolist(), last.tolist()) if stop >= start]
-    if sum(stop - start for start, stop in areas) * 2 < slot_count:
-        found = [np.flatnonzero(tops[start:stop] >= 0x80) + start for start, stop in areas]
+    if sum(stop - start for start, stop in areas) * 2 < slot_count:  # mostly empty buffers: their record areas only
+        found = [np.flatnonzero(FRAMED_KEYS.take(keys[start:stop])) + start for start, stop in areas]
         slots = np.concatenate(found).astype(index_type) if found else np.zeros(0, dtype=index_type)
     else:
-        slots = np.flatnonzero(tops >= 0x80).astype(index_type)
-    # Keep the positions that frame: a known header type under 0xC0 flags, or a WPP 0x90 marker.
-    slot_words = words.take(slots)  # one gather from a contiguous view, not two from strided ones
-    marker = (slot_words & 0xFFFFFFFF).astype(np.uint32)
-    header_type = (marker >> 16) & 0xFF
-    flags = marker >> 24
-    typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
-    framed = np.flatnonzero(typed | ((flags & 0xD0) == 0x90))
-    slots, marker, header_type, typed = slots.take(framed), marker.take(framed), header_type.take(framed), typed.take(framed)
-    slot_words = slot_words.take(framed)
+        slots = np.flatnonzero(FRAMED_KEYS.take(keys)).astype(index_type)
     # Each slot's buffer; keep the slots inside its record area.
-    buffer_pos = (np.searchsorted(base_slots, slots, side="right") - 1).astype(index_type)
+    # (slots and buffers are both in blob order: where each buffer's slots begin, then a fill)
+    begins = np.searchsorted(slots, base_slots)
+    buffer_pos = np.repeat(np.arange(-1, len(base_slots), dtype=index_type), np.diff(begins, prepend=0, append=len(slots)))
     inside = np.flatnonzero((slots >= first.take(buffer_pos)) & (slots <= last.take(buffer_pos)))
-    slots, buffer_pos, marker, header_type, typed = slots.take(inside), buffer_pos.take(inside), marker.take(inside), header_type.take(inside), typed.take(inside)
-    second_word = (slot_words.take(inside) >> np.uint64(32)).astype(np.uint32)
-    sizes = np.where(typed & SIZE_AT_4[header_type], second_word & 0xFFFF, marker & 0xFFFF).astype(index_type)
-    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size).astype(index_type)
+    if len(inside) < len(slots):
+        slots, buffer_pos = slots.take(inside), buffer_pos.take(inside)
+    slot_words = words.take(slots)
+    key = (slot_words >> np.uint64(16)) & np.uint64(0xFFFF)
+    sizes = ((slot_words >> KEY_SIZE_SHIFTS.take(key)) & np.uint64(0xFFFF)).astype(index_type)
+    header_size = KEY_HEADER_SIZES.take(key).astype(index_type)
     record_end = base_slots.take(buffer_pos) * 8 + ends.take(buffer_pos)  # in bytes
     good = (slots * 8 + np.maximum(header_size, sizes) <= record_end) & (sizes >= header_size)
     # The candidate at the position after each one (candidates are sorted by slot): through a
@@ -299,10 +310,11 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     else:
         j = np.searchsorted(slots, following).astype(index_type)
         at = np.minimum(j, max(len(slots) - 1, 0))
-        j = np.where((j < len(slots)) & (slots.take(at) == following), j, -1) if len(slots) else j
-    linked = (j >= 0) & (buffer_pos.take(np.maximum(j, 0)) == buffer_pos) if len(slots) else np.zeros(0, dtype=bool)
-    follow = np.where(good, np.where(linked, j, -1), -2)
-    return slots.astype(np.int64), sizes.astype(np.int64), buffer_pos.astype(np.int64), follow
+        j = np.where((j < len(slots)) & (slots.take(at) == following), j, -1).astype(index_type) if len(slots) else j
+    if len(slots):
+        j[(j >= 0) & (buffer_pos.take(np.maximum(j, 0)) != buffer_pos)] = -1  # links stay inside a buffer
+    j[~good] = -2
+    return slots.astype(np.int64), sizes.astype(np.int64), buffer_pos.astype(np.int64), j.astype(np.int64)
 
 
 def _roots(bufs: Buffers, slots: np.ndarray) -> np.ndarray:

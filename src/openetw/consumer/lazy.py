@@ -33,10 +33,12 @@ def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
 
     def header(self: Any) -> tuple[Any, ...]:
         try:
-            return self._header  # type: ignore[no-any-return]
+            unpacked = self._header
         except AttributeError:  # the first read: unpack it
+            unpacked = None
+        if unpacked is None:  # (None: the record was taken over for another event)
             unpacked = self._header = unpack_from(self._raw, self._pos)
-            return unpacked  # type: ignore[no-any-return]
+        return unpacked  # type: ignore[no-any-return]
 
     def set_header(self: Any, value: tuple[Any, ...]) -> None:
         self._header = value
@@ -45,7 +47,7 @@ def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
         def getter(self: Any) -> Any:
             try:
                 return self._header[index]
-            except AttributeError:
+            except (AttributeError, TypeError):
                 return header(self)[index]
 
         return property(getter, doc=doc)

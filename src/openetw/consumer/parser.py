@@ -251,8 +251,9 @@ class Parser:
 
     # A parser is made per delivered record: three attributes at first (``_entry`` is the
     # (decoding schema, fixed-offset readers) pair the trace context shares between the records
-    # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for.
-    __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data")
+    # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for, and
+    # ``_plain`` (set by the trace context on the parsers it makes) turns false then.
+    __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data", "_plain")
 
     def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
         self._schema: Schema = schema
@@ -279,6 +280,7 @@ class Parser:
             return self._schema
         except AttributeError:
             schema = self._schema = Schema(self.record, self._context, tdh=self._entry[0])
+            self._plain = False
             return schema
 
     @property
@@ -287,6 +289,7 @@ class Parser:
             return self._data  # type: ignore[no-any-return]
         except AttributeError:
             data = self._data = self.record.user_data
+            self._plain = False
             return data  # type: ignore[no-any-return]
 
     @property
@@ -299,6 +302,7 @@ class Parser:
             if tdh is None:
                 return None
             decoded = self._decoded = DecodedEvent(tdh, self.user_data, self.record.pointer_size)
+            self._plain = False
             return decoded
 
     def _value(self, name: str, missing: Any = _MISSING) -> Any:

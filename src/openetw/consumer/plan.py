@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer.context import references as count_references
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.lazy import LAZY_CLASSES
@@ -397,6 +398,7 @@ class IndexedPlan:
         record_contexts = [loader.context for loader in loaders]
         record_context = record_contexts[0]
         new = object.__new__
+        references_of = count_references
         lazy = LAZY_CLASSES
         callback_failed = d.callback_failed
         # A group of one provider without an executable filter needs no second look; with only
@@ -452,20 +454,31 @@ class IndexedPlan:
                     if data is None:
                         data = loaders[file].buffer_data(buffer)
                 record_context = record_contexts[file]
+                spare = None
                 for done, lane, offset, size, user_data_offset in islice(columns, run_stop - run_start):
                     if d.stopping:
                         return int(positions[done])
                     callback, group, schema_kind, record_class = lanes[lane]
                     if callback is not None:
-                        # new_lazy_record(...), inlined
-                        record = new(record_class)
-                        record._raw = data
-                        record._pos = offset
-                        record._size = size
-                        record.cpu = cpu
-                        record._ctx = record_context
-                        record.buffer_index = buffer
-                        record.user_data_offset = user_data_offset
+                        record = spare
+                        if record is not None and record.__class__ is record_class:
+                            # The record before, of this buffer, that nobody kept: only where it
+                            # is changes (and its header is to be unpacked again).
+                            spare = None
+                            record._pos = offset
+                            record._size = size
+                            record.user_data_offset = user_data_offset
+                            record._header = None
+                        else:
+                            # new_lazy_record(...), inlined
+                            record = new(record_class)
+                            record._raw = data
+                            record._pos = offset
+                            record._size = size
+                            record.cpu = cpu
+                            record._ctx = record_context
+                            record.buffer_index = buffer
+                            record.user_data_offset = user_data_offset
                         entry = entries[schema_kind]
                         if entry is None or context.generation != generation:
                             entry, generation = entry_for(record, schema_kind, generation)
@@ -476,6 +489,18 @@ class IndexedPlan:
                             callback(record, context)
                         except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
                             callback_failed(error, record)
+                            continue
+                        # Nothing but this loop and the context holds the record any more (the
+                        # references: ``record``, the argument, ``context._primed_record``, and
+                        # after ``parser_for(record)`` the context's record and its parser's,
+                        # that parser held by the context alone): the next record of this
+                        # buffer takes it over, as making and freeing an object costs more.
+                        references = references_of(record)
+                        if references == 3:
+                            spare = record
+                        elif references == 5 and context._record is record and references_of(context._parser) == 2:
+                            context._record = None
+                            spare = record
                         continue
                     if group != -2:
                         # new_lazy_record(...), inlined
