@@ -158,53 +158,51 @@ def offline(repeat: int) -> list[list[object]]:
     for cpu, raw in pages:
         by_cpu.setdefault(cpu, []).append(raw)
 
-    def file_per_event() -> int:
-        mapper, writer = KernelEventMapper(FLAGS), _writer()
+    def per_event(sink: Any) -> tuple[int, int]:
+        """Every event decoded, merged and mapped one by one into ``sink``: (events, records written)."""
+        mapper = KernelEventMapper(FLAGS)
         events: list[Any] = []
         for cpu, raw in pages:
             parser.decode_into(raw, cpu, lean, events)
         events.sort(key=itemgetter(0))
-        mapper.map_events(events, writer.write, writer.write_raw)
-        writer.close()
-        return len(events)
+        return len(events), mapper.map_events(events, sink.write, sink.write_raw)
 
-    def file_column_wise() -> int:
-        mapper, writer = KernelEventMapper(FLAGS), _writer()
+    def column_wise(sink: Any) -> tuple[int, int]:
+        """System calls a CPU's pages at a time into ``sink.write_block``, the rest one by one:
+        (events decoded one by one + system-call rows, records written)."""
+        mapper = KernelEventMapper(FLAGS)
         fixed = FixedLayouts(lean, mapper.fixed_events())
         events: list[Any] = []
-        written = 0
+        rows = 0
         for cpu, cpu_pages in by_cpu.items():
             result = parser.decode_batch(cpu_pages, cpu, lean, events, fixed)
             if result.fixed is not None:
                 block, row_size, timestamps = mapper.map_fixed(result.fixed)
-                written += writer.write_block(block, cpu, row_size, timestamps)
+                rows += sink.write_block(block, cpu, row_size, timestamps)
         events.sort(key=itemgetter(0))
-        mapper.map_events(events, writer.write, writer.write_raw)
+        return len(events) + rows, rows + mapper.map_events(events, sink.write, sink.write_raw)
+
+    def file_per_event() -> int:
+        writer = _writer()
+        events, _ = per_event(writer)
         writer.close()
-        return len(events) + written
+        return events
+
+    def file_column_wise() -> int:
+        writer = _writer()
+        events, _ = column_wise(writer)
+        writer.close()
+        return events
 
     def pools_per_event() -> int:
-        mapper, sink, closing = KernelEventMapper(FLAGS), *_pool_sink(blocks=False)
-        events: list[Any] = []
-        for cpu, raw in pages:
-            parser.decode_into(raw, cpu, lean, events)
-        events.sort(key=itemgetter(0))
-        written = mapper.map_events(events, sink.write, sink.write_raw)
+        sink, closing = _pool_sink(blocks=False)
+        _, written = per_event(sink)
         closing()
         return written
 
     def pools_column_wise() -> int:
-        mapper, sink, closing = KernelEventMapper(FLAGS), *_pool_sink(blocks=True)
-        fixed = FixedLayouts(lean, mapper.fixed_events())
-        events: list[Any] = []
-        written = 0
-        for cpu, cpu_pages in by_cpu.items():
-            result = parser.decode_batch(cpu_pages, cpu, lean, events, fixed)
-            if result.fixed is not None:
-                block, row_size, timestamps = mapper.map_fixed(result.fixed)
-                written += sink.write_block(block, cpu, row_size, timestamps)
-        events.sort(key=itemgetter(0))
-        written += mapper.map_events(events, sink.write, sink.write_raw)
+        sink, closing = _pool_sink(blocks=True)
+        _, written = column_wise(sink)
         closing()
         return written
 

@@ -57,7 +57,7 @@ def test_the_first_write_installs_the_events_own_writer_with_the_same_bytes() ->
     assert provider.write_counted(count=5, total=6, name="by keyword")
     assert provider.write_counted(7, name="mixed", total=8)
     rows = [(1, 2, "first"), (3, 4, "second"), (5, 6, "by keyword"), (7, 8, "mixed")]
-    assert [r == reference(row, r) for row, r in zip(rows, pool.records, strict=True)] == [True] * 4
+    assert pool.records == [reference(row, record) for row, record in zip(rows, pool.records, strict=True)]
     with pytest.raises(TypeError):
         provider.write_counted(1, 2)  # a missing argument, as for any Python call
 
