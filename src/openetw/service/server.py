@@ -28,6 +28,7 @@ from openetw.service.kernel_sessions import RECORDER_OPS, KernelRecorders
 from openetw.service.paths import prepare_socket_dir, system_group_gid
 from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
 from openetw.service.protocol import Message, ProtocolError, error_reply
+from openetw.service.schema import InvalidRequest
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.service.wire import enable_state_to_json
 from openetw.session import (
@@ -215,7 +216,10 @@ class TraceService:
                     self._flush_connection(connection)
         self._on_tick()
         for connection in list(self.connections.values()):
-            if connection.outgoing:
+            if connection.overflowed:
+                log(f"connection {connection.connection_id} (pid {connection.pid}) does not read what it is sent; closed")
+                self._drop_connection(connection)
+            elif connection.outgoing:
                 self._flush_connection(connection)
         if 0.0 <= self._fullest_seen < PAUSE_FILL_LIMIT:
             self._pause_until = time.monotonic() + NOTICE_PAUSE
@@ -307,7 +311,7 @@ class TraceService:
     def _on_readable(self, connection: Connection) -> None:
         try:
             messages = connection.read()
-        except ProtocolError as exc:
+        except Exception as exc:  # ProtocolError above all; whatever it is, it ends this connection only
             log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
             self._drop_connection(connection)
             return
@@ -327,9 +331,21 @@ class TraceService:
                 message.close_fds()
                 log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
                 self._drop_connection(connection)
+            except Exception:  # nothing one client sends may reach the loop: that client goes
+                message.close_fds()
+                log(f"connection {connection.connection_id} (pid {connection.pid}): {traceback.format_exc()}; closed")
+                self._drop_connection(connection)
+            if connection.overflowed:
+                log(f"connection {connection.connection_id} (pid {connection.pid}) does not read its replies; closed")
+                self._drop_connection(connection)
 
     def _dispatch(self, connection: Connection, message: Message) -> None:
-        op, request_id = check_message(message)
+        try:
+            op, request_id = check_message(message)
+        except InvalidRequest as exc:
+            message.close_fds()
+            connection.send(error_reply(message.body.get("id"), exc))
+            return
         handler = self._handlers.get(op)
         if handler is None:
             message.close_fds()
