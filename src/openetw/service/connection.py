@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.service.paths import PeerCredentials, peer_credentials
 from openetw.service.protocol import FrameDecoder, Message, ProtocolError, encode_frame, recv_into_decoder
+from openetw.service.screen import ProducerIdentity
 from openetw.service.schema import check_request, request_id_problem
 from openetw.session import Caller
 
@@ -51,11 +53,29 @@ class Connection:
         self.overflowed = False  # set once reply_bytes passed MAX_PENDING_REPLY_BYTES: drop it
         self.closed = False
         self.registrations: set[int] = set()
+        # Every provider GUID this connection ever registered (records written before an
+        # unregister may still be in its pools), as the bytes a record holds.
+        self.registered_guids: set[bytes] = set()
+        self.registered_classic = False
+        self._identity: ProducerIdentity | None = None
         self.consuming: set[int] = set()  # session ids this real-time consumer receives
 
     @property
     def pid(self) -> int:
         return self.credentials.pid
+
+    def note_registration(self, provider_guid: uuid.UUID, *, classic: bool) -> None:
+        self.registered_guids.add(provider_guid.bytes_le)
+        self.registered_classic |= classic
+        self._identity = None
+
+    def identity(self, secured: frozenset[bytes] = frozenset()) -> ProducerIdentity:
+        """What this producer may write into its pools (see ``screen``)."""
+        identity = self._identity
+        if identity is None or identity.secured is not secured:
+            identity = ProducerIdentity(self.pid, frozenset(self.registered_guids), self.registered_classic, secured)
+            self._identity = identity
+        return identity
 
     def fileno(self) -> int:
         return self.sock.fileno()

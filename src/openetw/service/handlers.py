@@ -131,6 +131,7 @@ def begin_session(
                 match_all=rule.match_all, properties=rule.properties, filters=rule.filters,
             )  # fmt: skip
         runtime = SessionRuntime(session.session_id, session.logger_id, config, table)
+        runtime.on_rejected = service.note_rejected
         if fd >= 0:
             runtime.logfile = _logfile(runtime, fd, config, owner)
             fd = -1
@@ -379,6 +380,7 @@ def register(service: TraceService, connection: Connection, message: Message) ->
         connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic
     )
     connection.registrations.add(registration.registration_id)
+    connection.note_registration(registration.provider_guid, classic=classic)
     service.registration_names[registration.registration_id] = name if isinstance(name, str) else None
     service.carry_out(actions)
     return {

@@ -29,6 +29,7 @@ from openetw.service.paths import prepare_socket_dir, system_group_gid
 from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
 from openetw.service.protocol import Message, ProtocolError, error_reply
 from openetw.service.schema import InvalidRequest
+from openetw.service.screen import ScreenResult
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.service.wire import enable_state_to_json
 from openetw.session import (
@@ -84,6 +85,7 @@ class TraceService:
         self.runtimes: dict[int, SessionRuntime] = {}
         self.pool_sessions: dict[int, int] = {}  # pool id -> session id
         self.registration_names: dict[int, str | None] = {}
+        self._rejections_logged: dict[int, float] = {}
         self.started_at = time.time()
         self._next_connection_id = 1
         self._next_pool_id = 1
@@ -303,6 +305,13 @@ class TraceService:
         self.selector.register(sock, selectors.EVENT_READ, connection)
         return connection
 
+    def note_rejected(self, runtime: SessionRuntime, producer: Connection, result: ScreenResult) -> None:
+        """A producer's buffer held records that failed the check (at most one line a second per session)."""
+        now = time.monotonic()
+        if now - self._rejections_logged.get(runtime.session_id, -1.0) >= 1.0:
+            self._rejections_logged[runtime.session_id] = now
+            log(f"session {runtime.name!r}: {result.rejected} record(s) of pid {producer.pid} rejected: {'; '.join(result.reasons)}")
+
     def new_pool_id(self) -> int:
         pool_id = self._next_pool_id
         self._next_pool_id += 1
@@ -465,7 +474,7 @@ class TraceService:
             return
         pool_id = self._next_pool_id
         self._next_pool_id += 1
-        runtime.add_pool(pool_id, connection.connection_id, pool)
+        runtime.add_pool(pool_id, connection.connection_id, pool, producer=connection)
         self.pool_sessions[pool_id] = runtime.session_id
         connection.send(
             {

@@ -1,0 +1,166 @@
+"""The check every producer buffer passes before it reaches a file or a consumer.
+
+Windows' kernel stamps each event's process id and thread id and only lets a process write for
+the providers it registered. Here the producer writes its records into shared memory itself, so
+the service checks each record of a buffer it takes from a producer's pool:
+
+* framing: a header type a producer may write (EVENT_HEADER, or a classic EVENT_TRACE_HEADER /
+  EVENT_INSTANCE_HEADER for a classic provider), the typed marker, a ``Size`` that holds the
+  header and ends inside the buffer;
+* the process id is the producer's own, as the service knows it from the socket's credentials;
+* the thread id is a thread of that process (a thread that already ended cannot be told from
+  a made-up one and passes; one of another process does not);
+* an EVENT_HEADER names a provider the producer registered; a classic header's event GUID is
+  none of the providers secured for others (see ``ProviderSecurity``).
+
+A record that fails is dropped and counted (``events_rejected``); the records around it are
+kept, in order. A record whose framing fails ends the walk: nothing after it can be framed, so
+the buffer keeps the records before it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from openetw.etl import layouts as L
+
+__all__ = ["ProducerIdentity", "ScreenResult", "ThreadCheck", "screen_buffer", "thread_of_process"]
+
+_u16 = struct.Struct("<H").unpack_from
+_u32 = struct.Struct("<I").unpack_from
+_BH_SIZE = L.BUFFER_HEADER_SIZE
+_OFFSET_AT = L.WMI_BUFFER_HEADER.offset("Offset")
+_TID_AT = L.EVENT_HEADER.offset("ThreadId")
+_PID_AT = L.EVENT_HEADER.offset("ProcessId")
+_GUID_AT = L.EVENT_HEADER.offset("ProviderId")
+assert (_TID_AT, _PID_AT, _GUID_AT) == tuple(L.EVENT_TRACE_HEADER.offset(f) for f in ("ThreadId", "ProcessId", "Guid"))
+
+# Header type -> the smallest record of that type (its header).
+_EVENT_HEADERS = {L.HEADER_TYPE_EVENT_HEADER64: L.EVENT_HEADER.size, L.HEADER_TYPE_EVENT_HEADER32: L.EVENT_HEADER.size}
+_CLASSIC_HEADERS = {
+    L.HEADER_TYPE_FULL_HEADER64: L.EVENT_TRACE_HEADER.size,
+    L.HEADER_TYPE_FULL_HEADER32: L.EVENT_TRACE_HEADER.size,
+    L.HEADER_TYPE_INSTANCE64: L.EVENT_INSTANCE_HEADER.size,
+    L.HEADER_TYPE_INSTANCE32: L.EVENT_INSTANCE_HEADER.size,
+}
+_MAX_KNOWN_THREADS = 4096
+_USED_AT = tuple(L.WMI_BUFFER_HEADER.offset(name) for name in ("SavedOffset", "CurrentOffset", "Offset"))
+
+
+def thread_of_process(tid: int, pid: int) -> bool:
+    """False only when ``tid`` is a live thread of another process than ``pid``."""
+    if tid == pid:
+        return True
+    try:
+        with open(f"/proc/{tid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1]) == pid
+    except (OSError, ValueError, IndexError):
+        return True  # gone (a thread that ended) or unreadable: nothing says it is another's
+    return True
+
+
+@dataclass
+class ThreadCheck:
+    """Thread ids already found to be the producer's, so each is looked up once."""
+
+    pid: int
+    lookup: Callable[[int, int], bool] = thread_of_process
+    known: set[int] = field(default_factory=set)
+
+    def __call__(self, tid: int) -> bool:
+        if tid in self.known:
+            return True
+        if not self.lookup(tid, self.pid):
+            return False
+        if len(self.known) >= _MAX_KNOWN_THREADS:
+            self.known.clear()
+        self.known.add(tid)
+        return True
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """What a producer may write: its process id, the provider GUIDs it registered (as the
+    bytes a record holds), whether it registered a classic provider, and the GUIDs secured for
+    others that a classic header must not carry."""
+
+    pid: int
+    providers: frozenset[bytes]
+    classic: bool = False
+    secured: frozenset[bytes] = frozenset()
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    data: bytes | bytearray  # the buffer to deliver (the one given when nothing was dropped)
+    kept: int
+    rejected: int
+    reasons: tuple[str, ...] = ()  # the first reasons, for the service's log
+
+
+def screen_buffer(data: bytes | bytearray | memoryview, identity: ProducerIdentity, thread_ok: Callable[[int], bool]) -> ScreenResult:
+    """Check every record of one framed pool buffer (see the module's text)."""
+    size_total = len(data)
+    used = min(_u32(data, _OFFSET_AT)[0], size_total)
+    position = _BH_SIZE
+    pid = identity.pid
+    providers = identity.providers
+    kept_spans: list[tuple[int, int]] = []
+    kept = rejected = 0
+    reasons: list[str] = []
+    clean = True
+    while position < used:
+        problem = None
+        if position + 8 > used:
+            problem = "bytes after the last record"
+            step = 0
+        else:
+            size = _u16(data, position)[0]
+            header_type, marker = data[position + 2], data[position + 3]
+            least = _EVENT_HEADERS.get(header_type) or (_CLASSIC_HEADERS.get(header_type) if identity.classic else None)
+            step = (size + 7) & ~7
+            if least is None or marker != L.MARKER_FLAGS_TYPED:
+                problem = f"a record of header type {header_type:#x} (marker {marker:#x})"
+                step = 0
+            elif size < least or position + size > used:
+                problem = f"a record whose Size {size} does not fit"
+                step = 0
+            else:
+                guid = bytes(data[position + _GUID_AT : position + _GUID_AT + 16])
+                if _u32(data, position + _PID_AT)[0] != pid:
+                    problem = f"process id {_u32(data, position + _PID_AT)[0]} (the producer is {pid})"
+                elif header_type in _EVENT_HEADERS and guid not in providers:
+                    problem = "a provider the producer did not register"
+                elif header_type in _CLASSIC_HEADERS and guid in identity.secured and guid not in providers:
+                    problem = "a secured provider's GUID in a classic record"
+                elif not thread_ok(_u32(data, position + _TID_AT)[0]):
+                    problem = f"thread id {_u32(data, position + _TID_AT)[0]} of another process"
+        if problem is None:
+            if kept_spans and kept_spans[-1][1] == position:
+                kept_spans[-1] = (kept_spans[-1][0], position + step)
+            else:
+                kept_spans.append((position, position + step))
+            kept += 1
+            position += step
+            continue
+        clean = False
+        rejected += 1
+        if len(reasons) < 4:
+            reasons.append(problem)
+        if step == 0:  # nothing after a framing failure can be framed
+            break
+        position += step
+    if clean:
+        return ScreenResult(data if not isinstance(data, memoryview) else bytes(data), kept, 0)
+    out = bytearray(data[:_BH_SIZE])
+    for start, end in kept_spans:
+        out += data[start:end]
+    new_used = len(out)
+    out += b"\xff" * (size_total - new_used)
+    for at in _USED_AT:
+        struct.pack_into("<I", out, at, new_used)
+    return ScreenResult(out, kept, rejected, tuple(reasons))
