@@ -103,59 +103,46 @@ class ScreenResult:
 
 
 def screen_buffer(data: bytes | bytearray | memoryview, identity: ProducerIdentity, thread_ok: Callable[[int], bool]) -> ScreenResult:
-    """Check every record of one framed pool buffer (see the module's text)."""
+    """Check every record of one framed pool buffer (see the module's text).
+
+    A producer mostly writes the same event from the same thread again and again: a run of
+    records of one size is checked a field byte at a time across the whole run (strided slices,
+    compared in C), and only a run whose fields are not all the same is walked record by record.
+    """
+    if isinstance(data, memoryview):
+        data = bytes(data)
     size_total = len(data)
     used = min(_u32(data, _OFFSET_AT)[0], size_total)
     position = _BH_SIZE
-    pid = identity.pid
-    providers = identity.providers
-    kept_spans: list[tuple[int, int]] = []
+    kept_spans: list[list[int]] = []
     kept = rejected = 0
     reasons: list[str] = []
-    clean = True
+    try_runs = True
     while position < used:
-        problem = None
-        if position + 8 > used:
-            problem = "bytes after the last record"
-            step = 0
-        else:
-            size = _u16(data, position)[0]
-            header_type, marker = data[position + 2], data[position + 3]
-            least = _EVENT_HEADERS.get(header_type) or (_CLASSIC_HEADERS.get(header_type) if identity.classic else None)
-            step = (size + 7) & ~7
-            if least is None or marker != L.MARKER_FLAGS_TYPED:
-                problem = f"a record of header type {header_type:#x} (marker {marker:#x})"
-                step = 0
-            elif size < least or position + size > used:
-                problem = f"a record whose Size {size} does not fit"
-                step = 0
-            else:
-                guid = bytes(data[position + _GUID_AT : position + _GUID_AT + 16])
-                if _u32(data, position + _PID_AT)[0] != pid:
-                    problem = f"process id {_u32(data, position + _PID_AT)[0]} (the producer is {pid})"
-                elif header_type in _EVENT_HEADERS and guid not in providers:
-                    problem = "a provider the producer did not register"
-                elif header_type in _CLASSIC_HEADERS and guid in identity.secured and guid not in providers:
-                    problem = "a secured provider's GUID in a classic record"
-                elif not thread_ok(_u32(data, position + _TID_AT)[0]):
-                    problem = f"thread id {_u32(data, position + _TID_AT)[0]} of another process"
+        problem, step = _check_one(data, position, used, identity, thread_ok)
         if problem is None:
-            if kept_spans and kept_spans[-1][1] == position:
-                kept_spans[-1] = (kept_spans[-1][0], position + step)
-            else:
-                kept_spans.append((position, position + step))
+            _keep(kept_spans, position, position + step)
             kept += 1
             position += step
+            # The next record of the same size: look for a run (until one turns out short).
+            if try_runs and position + 8 <= used and _u16(data, position)[0] == _u16(data, position - step)[0]:
+                run = _uniform_run(data, position, used, identity, thread_ok)
+                if run is None:
+                    try_runs = False
+                else:
+                    count, end = run
+                    _keep(kept_spans, position, end)
+                    kept += count
+                    position = end
             continue
-        clean = False
         rejected += 1
         if len(reasons) < 4:
             reasons.append(problem)
         if step == 0:  # nothing after a framing failure can be framed
             break
         position += step
-    if clean:
-        return ScreenResult(data if not isinstance(data, memoryview) else bytes(data), kept, 0)
+    if not rejected:
+        return ScreenResult(data, kept, 0)
     out = bytearray(data[:_BH_SIZE])
     for start, end in kept_spans:
         out += data[start:end]
@@ -164,3 +151,68 @@ def screen_buffer(data: bytes | bytearray | memoryview, identity: ProducerIdenti
     for at in _USED_AT:
         struct.pack_into("<I", out, at, new_used)
     return ScreenResult(out, kept, rejected, tuple(reasons))
+
+
+def _keep(spans: list[list[int]], start: int, end: int) -> None:
+    if spans and spans[-1][1] == start:
+        spans[-1][1] = end
+    else:
+        spans.append([start, end])
+
+
+_HEAD = struct.Struct("<HBB4xII8x16s")  # Size, HeaderType, MarkerFlags, ThreadId, ProcessId, the GUID
+assert _HEAD.size == _GUID_AT + 16
+_MIN_RUN = 4
+
+
+def _uniform_run(data: bytes | bytearray, position: int, used: int, identity: ProducerIdentity, thread_ok: Callable[[int], bool]) -> tuple[int, int] | None:
+    """(records, end) of a run of at least ``_MIN_RUN`` records from ``position`` that all have
+    the first record's size, header type, thread, process and GUID, that record being valid."""
+    if position + _HEAD.size > used:
+        return None
+    size = _u16(data, position)[0]
+    step = (size + 7) & ~7
+    if step == 0 or position + step * _MIN_RUN > used:
+        return None
+    count = (used - position) // step
+    last = position + (count - 1) * step
+    # How many records from here keep the first one's 40 header bytes but the timestamp.
+    first = data[position : position + _HEAD.size]
+    for offset in (0, 1, 2, 3, *range(_TID_AT, _TID_AT + 8), *range(_GUID_AT, _GUID_AT + 16)):
+        column = data[position + offset : last + offset + 1 : step]
+        expected = first[offset : offset + 1]
+        if column != expected * len(column):
+            count = min(count, len(column) - len(column.lstrip(expected)))
+            if count < _MIN_RUN:
+                return None
+            last = position + (count - 1) * step
+    problem, one_step = _check_one(data, position, used, identity, thread_ok)
+    if problem is not None or one_step != step:
+        return None
+    return count, position + count * step
+
+
+def _check_one(data: bytes | bytearray, position: int, used: int, identity: ProducerIdentity, thread_ok: Callable[[int], bool]) -> tuple[str | None, int]:
+    """(why the record at ``position`` fails or None, its 8-byte aligned size; 0 when its
+    framing fails and nothing after it can be framed)."""
+    if position + 8 > used:
+        return "bytes after the last record", 0
+    if position + _HEAD.size > used:
+        return "a record shorter than its header", 0
+    size, header_type, marker, tid, pid, guid = _HEAD.unpack_from(data, position)
+    least = _EVENT_HEADERS.get(header_type) or (_CLASSIC_HEADERS.get(header_type) if identity.classic else None)
+    if least is None or marker != L.MARKER_FLAGS_TYPED:
+        return f"a record of header type {header_type:#x} (marker {marker:#x})", 0
+    if size < least or position + size > used:
+        return f"a record whose Size {size} does not fit", 0
+    step = (size + 7) & ~7
+    if pid != identity.pid:
+        return f"process id {pid} (the producer is {identity.pid})", step
+    if header_type in _EVENT_HEADERS:
+        if guid not in identity.providers:
+            return "a provider the producer did not register", step
+    elif guid in identity.secured and guid not in identity.providers:
+        return "a secured provider's GUID in a classic record", step
+    if tid not in getattr(thread_ok, "known", ()) and not thread_ok(tid):
+        return f"thread id {tid} of another process", step
+    return None, step
