@@ -7,6 +7,7 @@ nothing is executed from the checkout, which ``nobody`` may not be able to enter
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -17,6 +18,7 @@ import pytest
 
 from openetw.controller import ServiceClient, Session
 from openetw.etl import layouts as L
+from openetw.guids import provider_guid_from_name
 from openetw.session import MAX_SESSIONS
 from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, read_events, service_env  # noqa: F401 - fixture
 from tests.service.test_access import reachable  # noqa: F401 - fixture
@@ -79,3 +81,58 @@ def test_records_nobody_forges_into_roots_session_are_rejected_and_counted(reach
     assert SECURITY_AUDITING not in {r.provider_id for r in records}
     with open(output, "rb") as handle:
         assert sum(1 for _ in dissect.ETL(handle)) == 11 + 1  # and the logfile header
+
+
+def test_a_secured_provider_is_refused_to_nobody_until_root_lets_them(reachable: tuple[ServiceProcess, Path]) -> None:
+    from click.testing import CliRunner
+
+    from openetw.cli.main import cli
+
+    def register(provider: str) -> dict[str, Any]:
+        with ServiceClient(autostart=False) as client:
+            try:
+                reply = client.call("register", provider=provider)
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                return {"refused": type(exc).__name__, "message": str(exc)}
+            try:
+                client.call("secure_provider", provider=provider, owners=[{"kind": "user", "id": OTHER_UID}])
+                secured = "allowed"
+            except Exception as exc:  # noqa: BLE001
+                secured = type(exc).__name__
+            return {"registration": reply["registration"], "secure": secured}
+
+    assert as_other_user(lambda: register(str(SECURITY_AUDITING)))["refused"] == "AccessDenied"
+    assert "registration" in as_other_user(lambda: register("Test.Open"))
+    assert as_other_user(lambda: register("Test.Open"))["secure"] == "AccessDenied"  # only root secures
+
+    runner = CliRunner()
+    secured = runner.invoke(cli, ["providers", "secure", "Test.Payroll", "--owner", "root", "--json"])
+    assert secured.exit_code == 0, secured.output
+    assert as_other_user(lambda: register("Test.Payroll"))["refused"] == "AccessDenied"
+    assert runner.invoke(cli, ["providers", "secure", "Test.Payroll", "--owner", "nobody"]).exit_code == 0
+    assert "registration" in as_other_user(lambda: register("Test.Payroll"))
+    listing = runner.invoke(cli, ["providers", "--json"])
+    rows = {row["guid"]: row for row in json.loads(listing.stdout) if row["kind"] == "secured"}
+    assert rows[str(SECURITY_AUDITING)]["owners"] == [{"kind": "user", "id": 0}]
+    payroll = rows[str(provider_guid_from_name("Test.Payroll"))]
+    assert {"kind": "user", "id": OTHER_UID} in payroll["owners"] and payroll["name"] == "Test.Payroll"
+
+
+def test_sixty_four_session_starts_by_nobody_leave_roots_slots_free(reachable: tuple[ServiceProcess, Path]) -> None:
+    def grab() -> dict[str, Any]:
+        started, refused = 0, set()
+        with ServiceClient(autostart=False) as client:
+            for number in range(MAX_SESSIONS):
+                try:
+                    client.call("start_session", config={"name": f"Grab{number}", "mode": "real-time"})
+                    started += 1
+                except Exception as exc:  # noqa: BLE001 - reported to the parent
+                    refused.add(type(exc).__name__)
+        return {"started": started, "refused": sorted(refused)}
+
+    report = as_other_user(grab)
+    assert report == {"started": 8, "refused": ["TooManySessions"]}
+    with ServiceClient() as client:  # root fills the table to the last slot
+        for number in range(MAX_SESSIONS - 8):
+            client.call("start_session", config={"name": f"Root{number}", "mode": "real-time"})
+        assert len(client.call("list")["sessions"]) == MAX_SESSIONS

@@ -370,7 +370,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     the providers of installed manifests (``"kind": "manifest"``, user store then system store).
     A registered provider whose GUID has an installed manifest names that store in
     ``"manifest"``. Returns the rows and notes on what could not be listed."""
-    from openetw.controller import registered_providers
+    from openetw.controller import provider_security, registered_providers
     from openetw.guids import format_guid
     from openetw.store import ManifestRegistry
 
@@ -383,12 +383,15 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     stores: dict[str, str] = {}
     for entry in installed:
         stores.setdefault(format_guid(entry.guid), entry.store)
+    secured: list[dict[str, Any]] = []
     try:
         registered = registered_providers(socket=socket_path)
+        secured = provider_security(socket=socket_path)
     except ServiceError:
         registered = []
         notes.append("no trace service is running: no registered providers")
     rows = [{**item, "kind": "registered", "manifest": stores.get(item["guid"])} for item in registered]
+    rows.extend({**item, "kind": "secured", "pid": None, "exe": None, "sessions": []} for item in secured)
     rows.extend(
         {
             "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
@@ -400,12 +403,16 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     return rows, notes
 
 
-@click.command("providers")
+@click.group("providers", invoke_without_command=True)
 @_socket_option
 @_json_option
-def providers_command(socket_path: str | None, as_json: bool) -> None:
-    """Providers registered with the trace service (their processes and enabling sessions) and
-    providers of installed manifests, marked which is which."""
+@click.pass_context
+def providers_command(ctx: click.Context, socket_path: str | None, as_json: bool) -> None:
+    """Providers registered with the trace service (their processes and enabling sessions),
+    providers of installed manifests and the providers secured (who may register them),
+    marked which is which."""
+    if ctx.invoked_subcommand is not None:
+        return
     rows, notes = provider_listing(socket_path)
     for note in notes:
         click.echo(f"openetw: {note}", err=True)
@@ -425,6 +432,59 @@ def providers_command(socket_path: str | None, as_json: bool) -> None:
     click.echo(f"installed manifests ({len(manifests)}):")
     for item in manifests:
         click.echo(f"  {item['guid']}  {item['name']:<32} {item['store']:<6} {item['events']:>4} events  {item['source']}")
+    secured = [r for r in rows if r["kind"] == "secured"]
+    click.echo(f"secured providers ({len(secured)}):")
+    for item in secured:
+        click.echo(f"  {item['guid']}  {item.get('name') or '':<32} may register: {_owners_text(item['owners'])}")
+
+
+def _owners_text(owners: list[dict[str, Any]]) -> str:
+    import grp
+    import pwd
+
+    names = []
+    for owner in owners:
+        try:
+            name = pwd.getpwuid(owner["id"]).pw_name if owner["kind"] == "user" else grp.getgrgid(owner["id"]).gr_name
+        except KeyError:
+            name = str(owner["id"])
+        names.append(f"{owner['kind']} {name}")
+    return ", ".join(names)
+
+
+@providers_command.command("secure")
+@click.argument("provider", metavar="GUID|NAME")
+@click.option("--owner", "owners", multiple=True, required=True, metavar="USER|GROUP",
+              help="A user or group (name or number) that may register the provider (repeatable; root always may).")  # fmt: skip
+@_socket_option
+@_json_option
+def secure_command(provider: str, owners: tuple[str, ...], socket_path: str | None, as_json: bool) -> None:
+    """Let only these users and groups (and root) register PROVIDER with the trace service
+    (ETW's TRACELOG_REGISTER_GUIDS right). Root only."""
+    from openetw.controller import secure_provider
+
+    table = secure_provider(provider, [_principal(owner) for owner in owners], socket=socket_path)
+    if as_json:
+        _print_json(table)
+        return
+    for item in table:
+        click.echo(f"{item['guid']}  {item.get('name') or '':<32} may register: {_owners_text(item['owners'])}")
+
+
+def _principal(text: str) -> dict[str, Any]:
+    """A user (by name or uid) or else a group (by name or gid)."""
+    import grp
+    import pwd
+
+    for kind, lookup in (("user", pwd.getpwnam), ("group", grp.getgrnam)):
+        try:
+            entry = lookup(text)
+        except KeyError:
+            continue
+        return {"kind": kind, "id": entry[2]}
+    if text.isdigit():
+        return {"kind": "user", "id": int(text)}
+    raise InvalidArgument(f"no user or group named {text!r}")
 
 
 # -- openetw trace -----------------------------------------------------------------------------

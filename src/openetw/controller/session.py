@@ -348,3 +348,16 @@ def registered_providers(*, socket: str | os.PathLike[str] | None = None) -> lis
     """Providers registered with the service, with their processes and the sessions enabling them."""
     with ServiceClient(socket, autostart=False) as client:
         return list(client.call("providers")["providers"])
+
+
+def provider_security(*, socket: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """The service's provider security table: each secured provider and who may register it."""
+    with ServiceClient(socket, autostart=False) as client:
+        return list(client.call("providers").get("security") or [])
+
+
+def secure_provider(provider: str, owners: list[dict[str, Any]], *, socket: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Only ``owners`` (``{"kind": "user"|"group", "id": N}``) and root may register ``provider``
+    from now on (root only); returns the table."""
+    with ServiceClient(socket, autostart=False) as client:
+        return list(client.call("secure_provider", provider=provider, owners=owners)["security"])

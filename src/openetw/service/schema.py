@@ -57,6 +57,7 @@ FIELD_TYPES: dict[str, tuple[type | None, ...]] = {
     "properties": (int, None),
     "filters": (dict, None),
     "fds": (int,),
+    "owners": (list,),
 }
 
 # Fields whose integer value is a count, an id or a bit mask: never negative.

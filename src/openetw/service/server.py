@@ -47,6 +47,8 @@ from openetw.session import (
     SnapshotToFile,
     StartSession,
 )
+from openetw.session.quotas import DEFAULT_QUOTAS, UserQuotas
+from openetw.session.security import ProviderSecurity
 
 if TYPE_CHECKING:
     from openetw.service.autologger import AutologgerReport
@@ -75,9 +77,11 @@ def log(message: str) -> None:
 
 
 class TraceService:
-    def __init__(self, socket_path: Path, *, system: bool = False) -> None:
+    def __init__(self, socket_path: Path, *, system: bool = False, quotas: UserQuotas = DEFAULT_QUOTAS) -> None:
         self.socket_path = Path(socket_path)
         self.system = system
+        self.quotas = quotas
+        self.provider_security = ProviderSecurity()
         group = system_group_gid() if system else None
         self.table = SessionTable(admin_gids=frozenset({group}) if group is not None else frozenset())
         self.selector = selectors.DefaultSelector()
@@ -291,10 +295,14 @@ class TraceService:
                     return
                 raise
             try:
-                self.adopt_connection(sock)
+                connection = self.adopt_connection(sock)
             except OSError:
                 sock.close()
                 continue
+            uid = connection.credentials.uid
+            if not self.quotas.allows_connection(sum(c.credentials.uid == uid for c in self.connections.values()) - 1, uid):
+                log(f"uid {uid} has {self.quotas.connections_per_user} connections already; one more refused")
+                self._drop_connection(connection)
 
     def adopt_connection(self, sock: socket.socket) -> Connection:
         """A connected socket becomes a connection of the loop (``OSError`` leaves ``sock`` open)."""
@@ -460,6 +468,14 @@ class TraceService:
         runtime = self.runtimes.get(action.session_id)
         if connection is None or connection.closed or runtime is None:
             return
+        uid = connection.credentials.uid
+        if uid != 0:
+            pools = sum(
+                1 for r in self.runtimes.values() for e in r.pools.values() if e.producer is not None and e.producer.credentials.uid == uid
+            )
+            if not self.quotas.allows_pool(pools, uid):
+                log(f"uid {uid} has {pools} pools already; none for pid {connection.pid} in session {runtime.name!r}")
+                return
         count = max(2, min(action.maximum_buffers, MAX_BUFFER_COUNT, MAX_POOL_BYTES // action.buffer_size))
         try:
             pool = BufferPool.create(
