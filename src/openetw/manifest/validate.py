@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from openetw.manifest import winmeta
 from openetw.manifest.diagnostics import Diagnostic, Severity
-from openetw.manifest.messages import inserts_used
+from openetw.manifest.messages import MAX_INSERT_WIDTH, inserts_used, wide_specs
 from openetw.manifest.model import (
     Channel,
     ChannelType,
@@ -335,6 +335,11 @@ def _check_admin_event(check: _Checker, channel: Channel, event: Event, what: st
 
 
 def _check_inserts(check: _Checker, event: Event, template: Template | None, what: str) -> None:
+    for number, spec in wide_specs(event.message or ""):
+        check.add(
+            "insert-width", f"{what}: %{number}!{spec}! asks for a width or precision above {MAX_INSERT_WIDTH} (rendered clamped)",
+            event.line, "event", warning=True,
+        )  # fmt: skip
     inserts = set(inserts_used(event.message or ""))
     if not inserts:
         return

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from openetw.manifest.messages import MAX_INSERT_WIDTH, limit_message
 from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
@@ -190,6 +191,10 @@ def _printf(spec: str, value: Any, text: str) -> str:
     if match is None:
         return text
     flags, width, precision, conversion = match.groups()
+    if width and (len(width) > 6 or int(width) > MAX_INSERT_WIDTH):
+        width = str(MAX_INSERT_WIDTH)
+    if precision and (len(precision) > 6 or int(precision) > MAX_INSERT_WIDTH):
+        precision = str(MAX_INSERT_WIDTH)
     if conversion in "sS":
         return f"%{flags}{width}s" % text
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -273,7 +278,7 @@ def _fill(message: str, values: Sequence[Any], text: Callable[[int], str], param
             number = piece.number  # type: ignore[union-attr]
             found = parameters.get(number) if parameters is not None and number is not None else None
             out.append(found if found is not None else piece.written)  # type: ignore[union-attr]
-    return "".join(out)
+    return limit_message("".join(out))
 
 
 def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = None) -> str | None:
