@@ -319,8 +319,13 @@ class KernelSession:
         profiling = next((s for s in self._sources if isinstance(s, PerfSource) and s.profile), None)
         stats["profile_rate_hz"] = profiling.frequency if profiling is not None else None
         stats["unmapped_events"] = self.mapper.unmapped
+        stats["events_truncated"] = self.mapper.truncated
         stats["reader_priority"] = self._reader_priority
         stats["state"] = self.state
+        if self._failure is not None and self.state == "running":
+            # The reader thread ended on an error: the session records nothing any more.
+            stats["state"] = "failed"
+            stats["failure"] = f"the reader failed: {type(self._failure).__name__}: {self._failure}"
         end = self._stopped_at or time.monotonic()
         stats["duration_s"] = round(end - self._started_at, 6) if self._started_at else 0.0
         return stats
