@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from openetw.controller import ServiceClient, Session
 from openetw.service.connection import MAX_PENDING_REPLY_BYTES
-from openetw.service.protocol import FRAME_HEADER, MAGIC, PROTOCOL_VERSION
+from openetw.ipc.protocol import FRAME_HEADER, MAGIC, PROTOCOL_VERSION
 from tests.service.harness import Producer, ServiceProcess, indices, producers, service, service_env  # noqa: F401 - fixtures
 
 WITNESS = "Test.Witness"

@@ -24,27 +24,24 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 
 __all__ = ["ProducerIdentity", "ScreenResult", "ThreadCheck", "screen_buffer", "thread_of_process"]
 
 _u16 = struct.Struct("<H").unpack_from
 _u32 = struct.Struct("<I").unpack_from
-_BH_SIZE = L.BUFFER_HEADER_SIZE
-_OFFSET_AT = L.WMI_BUFFER_HEADER.offset("Offset")
+_BH_SIZE = F.RECORDS_START
+_OFFSET_AT = F.BUFFER_OFFSET_AT
 _TID_AT = L.EVENT_HEADER.offset("ThreadId")
 _PID_AT = L.EVENT_HEADER.offset("ProcessId")
 _GUID_AT = L.EVENT_HEADER.offset("ProviderId")
 assert (_TID_AT, _PID_AT, _GUID_AT) == tuple(L.EVENT_TRACE_HEADER.offset(f) for f in ("ThreadId", "ProcessId", "Guid"))
 
-# Header type -> the smallest record of that type (its header).
-_EVENT_HEADERS = {L.HEADER_TYPE_EVENT_HEADER64: L.EVENT_HEADER.size, L.HEADER_TYPE_EVENT_HEADER32: L.EVENT_HEADER.size}
-_CLASSIC_HEADERS = {
-    L.HEADER_TYPE_FULL_HEADER64: L.EVENT_TRACE_HEADER.size,
-    L.HEADER_TYPE_FULL_HEADER32: L.EVENT_TRACE_HEADER.size,
-    L.HEADER_TYPE_INSTANCE64: L.EVENT_INSTANCE_HEADER.size,
-    L.HEADER_TYPE_INSTANCE32: L.EVENT_INSTANCE_HEADER.size,
-}
+# Header type -> the smallest record of that type (its header): what producers write, Size first.
+_EVENT_HEADERS = {t: row.header_size for t, row in F.HEADER_KINDS.items() if row.kind == "event"}
+_CLASSIC_HEADERS = {t: row.header_size for t, row in F.HEADER_KINDS.items() if row.kind in ("classic", "instance")}
+assert all(F.HEADER_KINDS[t].size_at == F.PRODUCER_SIZE_AT for t in (*_EVENT_HEADERS, *_CLASSIC_HEADERS))
 _MAX_KNOWN_THREADS = 4096
 _USED_AT = tuple(L.WMI_BUFFER_HEADER.offset(name) for name in ("SavedOffset", "CurrentOffset", "Offset"))
 
@@ -171,7 +168,7 @@ def _uniform_run(data: bytes | bytearray, position: int, used: int, identity: Pr
     if position + _HEAD.size > used:
         return None
     size = _u16(data, position)[0]
-    step = (size + 7) & ~7
+    step = F.aligned(size)
     if step == 0 or position + step * _MIN_RUN > used:
         return None
     count = (used - position) // step
@@ -201,11 +198,11 @@ def _check_one(data: bytes | bytearray, position: int, used: int, identity: Prod
         return "a record shorter than its header", 0
     size, header_type, marker, tid, pid, guid = _HEAD.unpack_from(data, position)
     least = _EVENT_HEADERS.get(header_type) or (_CLASSIC_HEADERS.get(header_type) if identity.classic else None)
-    if least is None or marker != L.MARKER_FLAGS_TYPED:
+    if least is None or marker != F.TYPED_FLAGS:
         return f"a record of header type {header_type:#x} (marker {marker:#x})", 0
     if size < least or position + size > used:
         return f"a record whose Size {size} does not fit", 0
-    step = (size + 7) & ~7
+    step = F.aligned(size)
     if pid != identity.pid:
         return f"process id {pid} (the producer is {identity.pid})", step
     if header_type in _EVENT_HEADERS:
