@@ -61,7 +61,7 @@ def test_a_compressed_buffer_declaring_more_than_etw_allows_is_a_format_error(tm
     finally:
         tracemalloc.stop()
     assert len(errors) == 64 and "out of range" in str(errors[0])
-    assert all(not r.kind == "unknown" or r.user_data_length < 1 << 20 for r in records)
+    assert all(r.kind != "unknown" or r.user_data_length < 1 << 20 for r in records)
     assert peak < 16 << 20
     with EtlReader(path) as reader, pytest.raises(EtlFormatError, match="at most ETW's"):
         list(reader.records(time_order=True))

@@ -178,4 +178,4 @@ def test_a_command_line_over_64_kb_is_cut_as_etw_cuts_it_and_counted():
     assert huge.startswith(values["CommandLine"]) and len(values["CommandLine"]) > 20_000
     assert len(record.raw) <= 0xFFFF
     small = ProcessInfo(8, 1, "sh", "sh -c true", 0, ())
-    assert list(decoded(mapper.rundown([small], 6)))[0][2]["CommandLine"] == "sh -c true" and mapper.truncated == 1
+    assert next(iter(decoded(mapper.rundown([small], 6))))[2]["CommandLine"] == "sh -c true" and mapper.truncated == 1

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openetw.controller import ServiceClient, Session
-from openetw.service.connection import MAX_PENDING_REPLY_BYTES
 from openetw.ipc.protocol import FRAME_HEADER, MAGIC, PROTOCOL_VERSION
+from openetw.service.connection import MAX_PENDING_REPLY_BYTES
 from tests.service.harness import Producer, ServiceProcess, indices, producers, service, service_env  # noqa: F401 - fixtures
 
 WITNESS = "Test.Witness"

@@ -19,7 +19,7 @@ def test_a_user_holds_at_most_its_share_and_never_roots_slots() -> None:
     quotas.check_session([1000] * 7, 1000)
     with pytest.raises(TooManySessions, match="at most 8 per user"):
         quotas.check_session([1000] * 8, 1000)
-    many_users = [uid for uid in range(2000, 2000 + (MAX_SESSIONS - 4))]
+    many_users = list(range(2000, 2000 + (MAX_SESSIONS - 4)))
     with pytest.raises(TooManySessions, match="kept for root"):
         quotas.check_session(many_users, 1000)
     quotas.check_session(many_users + [5] * 3, 0)  # root takes the reserved slots

@@ -39,7 +39,7 @@ def clamp_spec(spec: str) -> str:
     if match is None:
         return spec
     flags, width, precision, rest = match.groups()
-    if width and len(width) > 6 or width and int(width) > MAX_INSERT_WIDTH:
+    if width and (len(width) > 6 or int(width) > MAX_INSERT_WIDTH):
         width = str(MAX_INSERT_WIDTH)
     if precision and (len(precision) > 6 or int(precision) > MAX_INSERT_WIDTH):
         precision = str(MAX_INSERT_WIDTH)

@@ -462,7 +462,7 @@ def secure_provider(service: TraceService, connection: Connection, message: Mess
     owners = message.body.get("owners")
     if not isinstance(owners, list) or not owners or not all(isinstance(o, dict) for o in owners):
         raise InvalidArgument("secure_provider needs \"owners\": a non-empty list of {\"kind\": \"user\"|\"group\", \"id\": N}")
-    principals = [Principal(str(owner.get("kind")), owner.get("id")) for owner in owners]  # type: ignore[arg-type]
+    principals = [Principal(str(owner.get("kind")), owner.get("id")) for owner in owners]
     service.provider_security.secure(guid, principals, name=name, caller_uid=connection.caller.uid)
     return {"security": service.provider_security.as_json()}
 

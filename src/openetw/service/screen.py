@@ -36,7 +36,7 @@ _OFFSET_AT = F.BUFFER_OFFSET_AT
 _TID_AT = L.EVENT_HEADER.offset("ThreadId")
 _PID_AT = L.EVENT_HEADER.offset("ProcessId")
 _GUID_AT = L.EVENT_HEADER.offset("ProviderId")
-assert (_TID_AT, _PID_AT, _GUID_AT) == tuple(L.EVENT_TRACE_HEADER.offset(f) for f in ("ThreadId", "ProcessId", "Guid"))
+assert tuple(L.EVENT_TRACE_HEADER.offset(f) for f in ("ThreadId", "ProcessId", "Guid")) == (_TID_AT, _PID_AT, _GUID_AT)
 
 # Header type -> the smallest record of that type (its header): what producers write, Size first.
 _EVENT_HEADERS = {t: row.header_size for t, row in F.HEADER_KINDS.items() if row.kind == "event"}

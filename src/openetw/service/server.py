@@ -328,7 +328,7 @@ class TraceService:
     def _on_readable(self, connection: Connection) -> None:
         try:
             messages = connection.read()
-        except Exception as exc:  # ProtocolError above all; whatever it is, it ends this connection only
+        except Exception as exc:  # noqa: BLE001 - ProtocolError above all; whatever it is, it ends this connection only
             log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
             self._drop_connection(connection)
             return
@@ -348,7 +348,7 @@ class TraceService:
                 message.close_fds()
                 log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
                 self._drop_connection(connection)
-            except Exception:  # nothing one client sends may reach the loop: that client goes
+            except Exception:  # noqa: BLE001 - nothing one client sends may reach the loop: that client goes
                 message.close_fds()
                 log(f"connection {connection.connection_id} (pid {connection.pid}): {traceback.format_exc()}; closed")
                 self._drop_connection(connection)

@@ -211,7 +211,7 @@ class SessionRuntime:
             self.table.session(self.session_id).statistics.add_events_rejected(result.rejected)
             if self.on_rejected is not None:
                 self.on_rejected(self, producer, result)
-        return result.data, result.kept
+        return bytes(result.data) if result.rejected else result.data, result.kept
 
     def _count_losses(self, entry: PoolEntry) -> None:
         total = entry.pool.events_lost + entry.pool.events_refused
@@ -225,7 +225,7 @@ class SessionRuntime:
     def _file_only(self) -> bool:
         return self.write_error is None and self.mode.writes_file and not self.mode.real_time and self.mode is not LogMode.BUFFERING
 
-    def deliver(self, data: bytes | bytearray | mmap.mmap, *, owned: bool = False, events: int | None = None) -> None:
+    def deliver(self, data: bytes | mmap.mmap, *, owned: bool = False, events: int | None = None) -> None:
         """Send one taken buffer to its destinations and count it. ``owned``: ``data`` came
         from the log file's ``spare_buffer`` (a file-only session) and goes to it as it is.
         ``events``: how many records it holds, when the caller already counted them."""

@@ -38,7 +38,7 @@ class Principal:
     def __post_init__(self) -> None:
         if self.kind not in ("user", "group"):
             raise InvalidArgument(f"a provider's owner is a user or a group, not {self.kind!r}")
-        if isinstance(self.id, bool) or not isinstance(self.id, int) or not 0 <= self.id < 1 << 32:
+        if type(self.id) is not int or not 0 <= self.id < 1 << 32:
             raise InvalidArgument(f"{self.kind} id {self.id!r} is not a 32-bit id")
 
     def admits(self, uid: int, gids: Iterable[int]) -> bool:
