@@ -277,3 +277,22 @@ def test_close_after_a_failed_queued_write_still_writes_the_header(tmp_path: Pat
     with EtlReader(path) as reader:
         assert (reader.header.buffers_lost, reader.header.events_lost) == (1, 10)
     assert numbers(path) == list(range(20))
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_buffers_that_reached_the_file_before_the_disk_filled_are_not_counted_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
+    path = tmp_path / "full.etl"
+    log = open_log(path, SessionConfig("Full", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch, fail_at=fail_at)
+    disk.one_part = True  # each call writes one buffer of the run: the failure comes mid-run
+    for buffer in pool_buffers(0, 5):
+        assert log.write(buffer).written
+    disk.open.set()
+    with pytest.raises(OSError):
+        log.flush()
+    lost_buffers, lost_events = log.take_failed_writes()
+    data = path.read_bytes()
+    whole = (len(data) - BUFFER) // BUFFER  # after the header buffer
+    assert (lost_buffers, lost_events) == (5 - whole, 10 * (5 - whole))
+    assert whole == fail_at  # every buffer a call finished is in the file, and none of them is lost
+    assert log.buffers_written == whole
