@@ -69,6 +69,26 @@ def _expand(paths: Iterable[str | Path], failures: list[OpenEtwError]) -> list[P
     return files
 
 
+# Each generated module embeds its manifest (its schemas are read from it), so a manifest of many
+# providers is embedded once per provider: past these limits mc refuses it rather than write
+# (and hold in memory) gigabytes of modules. Split such a manifest into several files.
+MAX_PROVIDERS = 1024
+MAX_EMBEDDED_BYTES = 256 << 20  # providers x manifest size
+
+
+def check_limits(providers: int, manifest_bytes: int, path: str) -> None:
+    """``ManifestError`` when a manifest of ``providers`` providers and ``manifest_bytes``
+    bytes is past what mc generates (see MAX_PROVIDERS and MAX_EMBEDDED_BYTES)."""
+    if providers > MAX_PROVIDERS:
+        raise ManifestError(f"defines {providers} providers; mc generates at most {MAX_PROVIDERS} modules from one manifest (split it)", path=path)
+    if providers * manifest_bytes > MAX_EMBEDDED_BYTES:
+        raise ManifestError(
+            f"{providers} providers x {manifest_bytes} bytes: each module embeds the manifest, and together they would pass"
+            f" {MAX_EMBEDDED_BYTES >> 20} MB (split the manifest into files of fewer providers)",
+            path=path,
+        )
+
+
 def generate_from_file(path: Path, modules: Names | None = None) -> tuple[list[GeneratedModule], list[str]]:
     """The modules of every provider of the manifest at ``path``, and notes (renamed modules).
 
@@ -80,6 +100,7 @@ def generate_from_file(path: Path, modules: Names | None = None) -> tuple[list[G
     except OSError as error:
         raise ManifestError(f"cannot read manifest: {error.strerror or error}", path=str(path)) from None
     manifest = parse_manifest(data, str(path)).manifest
+    check_limits(len(manifest.providers), len(data), str(path))
     generated, notes = [], []
     if not manifest.providers:
         notes.append(f"{path}: defines no provider; nothing to generate")
