@@ -88,7 +88,7 @@ def test_reinstall_replaces_and_uninstall_by_file(capsys, data_dir: Path, tmp_pa
 def test_system_store_refused_when_not_root(capsys, data_dir: Path, tmp_path: Path):
     source = write_manifest(tmp_path / "contoso.man", "Contoso", GUID_A, [(1, 0, [])])
     code, out, err = run(capsys, "manifest", "install", "--system", str(source))
-    assert code == 3 and out == ""
+    assert code == 1 and out == ""
     assert "can only be changed by root" in err and "--system" in err
     assert not (data_dir / "system").exists()
 

@@ -376,7 +376,8 @@ def register(service: TraceService, connection: Connection, message: Message) ->
     name = message.body.get("name")
     classic = bool(message.body.get("classic", False))
     registration, actions = service.table.register_provider(
-        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic
+        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic,
+        name=name if isinstance(name, str) and name.strip() else None,
     )
     connection.registrations.add(registration.registration_id)
     service.registration_names[registration.registration_id] = name if isinstance(name, str) else None

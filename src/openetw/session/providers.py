@@ -75,6 +75,15 @@ class ProviderRegistry:
     def for_connection(self, connection_id: int) -> tuple[Registration, ...]:
         return tuple(self._by_connection.get(connection_id, {}).values())
 
+    def guid_for_name(self, name: str) -> uuid.UUID | None:
+        """The GUID of the latest registration carrying ``name`` (case-insensitive), if any."""
+        key = name.casefold()
+        found = None
+        for registration in self._by_id.values():
+            if registration.provider_name and registration.provider_name.casefold() == key:
+                found = registration.provider_guid
+        return found
+
     def is_registered(self, provider_guid: uuid.UUID) -> bool:
         return provider_guid in self._by_provider
 

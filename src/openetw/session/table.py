@@ -22,16 +22,9 @@ from openetw.session.actions import (
     SnapshotToFile,
     StartSession,
 )
-from openetw.session.config import (
-    MAX_KERNEL_SESSIONS,
-    MAX_SESSIONS,
-    RESERVED_KERNEL_SLOTS,
-    LogMode,
-    SessionConfig,
-    SessionKind,
-    is_reserved_name,
-    resolve_provider,
-)
+from openetw.provider_names import resolve_provider_name
+from openetw.session.config import MAX_KERNEL_SESSIONS, MAX_SESSIONS, RESERVED_KERNEL_SLOTS, LogMode, SessionConfig
+from openetw.session.config import SessionKind, is_reserved_name, resolve_provider
 from openetw.session.describe import SessionInfo, describe_session
 from openetw.session.enable import EnableRule, EnableState, EventFilters
 from openetw.session.errors import (
@@ -139,7 +132,7 @@ class SessionTable:
         self._by_name[config.name.casefold()] = session.session_id
         try:
             for enable in config.providers:
-                self._router.set_rule(session, enable.provider_guid, enable.rule, enable.provider_name)
+                self._router.set_rule(session, enable.provider_guid, enable.rule, enable.provider_name, pending=enable.by_name)
         except Exception:
             self._forget(session)
             raise
@@ -285,14 +278,14 @@ class SessionTable:
     ) -> Actions:
         """EnableTraceEx2(ENABLE_PROVIDER): add or replace the session's rule for a provider.
 
-        ``provider`` is a GUID or a TraceLogging/EventSource name. The provider need not be
-        registered yet: the rule applies when it registers.
+        ``provider``: a GUID or a name (``openetw.provider_names``); a name no registration
+        carries stays pending by name until a provider of that name registers.
         """
         session = self._get(ref, caller, Command.ENABLE)
         rule = EnableRule(level, match_any, match_all, int(properties), filters or EventFilters())
-        provider_guid, name = resolve_provider(provider)
-        self._router.set_rule(session, provider_guid, rule, name)
-        return self._reconcile([provider_guid])
+        resolved = resolve_provider_name(provider, registered=self._router.registry.guid_for_name)
+        self._router.set_rule(session, resolved.guid, rule, resolved.name, pending=resolved.hashed)
+        return self._reconcile([resolved.guid])
 
     def disable(self, ref: SessionRef, provider: uuid.UUID | str, *, caller: Caller | None = None) -> Actions:
         session = self._get(ref, caller, Command.DISABLE)
@@ -305,16 +298,19 @@ class SessionTable:
         return self._router.capture_state(session, self._enabled_provider(session, provider))
 
     def _enabled_provider(self, session: Session, provider: uuid.UUID | str) -> uuid.UUID:
-        provider_guid, _ = resolve_provider(provider)
+        provider_guid, name = resolve_provider(provider)
+        if provider_guid not in session.rules and name:  # enabled by a name that resolved elsewhere
+            provider_guid = next((g for g, n in session.provider_names.items() if n.casefold() == name.casefold()), provider_guid)
         if provider_guid not in session.rules:
             raise ProviderNotEnabled(f"session {session.name!r} does not enable provider {provider}")
         return provider_guid
 
     def register_provider(
-        self, connection_id: int, provider: uuid.UUID | str, pid: int, exe: str, *, classic: bool = False
+        self, connection_id: int, provider: uuid.UUID | str, pid: int, exe: str, *, classic: bool = False, name: str | None = None
     ) -> tuple[Registration, Actions]:
-        """EventRegister from a producer process; returns the registration and its first enable state."""
-        provider_guid, name = resolve_provider(provider)
+        """EventRegister: the registration and its first enable state (``name``: the provider's)."""
+        provider_guid, hashed_name = resolve_provider(provider)
+        name = name or hashed_name
         registration, actions = self._router.register(
             connection_id, provider_guid, pid, exe, classic=classic, provider_name=name
         )
