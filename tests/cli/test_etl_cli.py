@@ -127,9 +127,10 @@ def test_dump_provider_by_name_or_guid(provider: str, capsys: pytest.CaptureFixt
     assert {r["provider_id"] for r in records} == {"d3dd3dd4-aac2-4e2a-8dd4-a8fb61b77615"}
 
 
-def test_dump_provider_that_is_not_there_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "dump", "--provider", "00000000-0000-0000-0000-000000000001", "--provider", "nobody", corpus_path("etl", *PRIMITIVE))
-    assert (code, out) == (0, "")
+def test_dump_provider_that_is_not_there_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "dump", "--provider", "00000000-0000-0000-0000-000000000001", "--provider", "nobody", corpus_path("etl", *PRIMITIVE))
+    assert (code, out) == (2, "")
+    assert err.startswith("openetw: error: no provider '00000000-0000-0000-0000-000000000001', 'nobody' in ") and err.count("\n") == 1
 
 
 def test_dump_json_follows_the_contract(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,11 +13,13 @@ import click
 
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
+from openetw.cli.progress import quiet_option, show_progress, with_progress
+from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.errors import EtlFormatError, InvalidArgument, ManifestError
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
-from openetw.guids import format_guid, parse_guid
+from openetw.guids import format_guid
 from openetw.report.events import ReportEvent, decode_record
 from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
@@ -242,9 +244,11 @@ def _print_summary(s: dict[str, Any]) -> None:
 @click.option("--limit", type=click.IntRange(min=0), default=None, metavar="N", help="Stop after N records.")
 @manifest_option
 @no_installed_option
+@quiet_option
+@time_window_options
 def dump(
     files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None,
-    manifests: tuple[str, ...], no_installed: bool,
+    manifests: tuple[str, ...], no_installed: bool, quiet: bool, window: TimeSpec,
 ) -> None:
     """One line per record of each FILE: time, provider, event, pid/tid, cpu, size, payload,
     then the decoded fields ({name=value; ...}) and the event's message.
@@ -254,19 +258,24 @@ def dump(
     metadata). With --json each object has "properties" (decoded values) when the record could
     be decoded, and "errors" (property -> why) when some property could not.
     With several files and --time-order the files are merged into one time order.
+    Every record is one line: newlines and other control characters in values are escaped.
     """
     readers = open_readers(files)
     registry = load_registry(manifests, installed=not no_installed)
     context = DecodeContext(registry)
     namer = RecordNamer(registry)
-    wanted = _provider_filter(providers, namer)
+    wanted, matched = _provider_filter(providers, namer)
+    span = window.resolve(readers)
     shown = 0
     out = sys.stdout  # not click.echo: it flushes after every line
+    records = with_progress(records_of(readers, time_order=time_order), readers, show_progress(quiet))
     try:
-        for record in records_of(readers, time_order=time_order):
+        for record in records:
             if record.kind != "unknown":
                 context.observe(record)
             if wanted is not None and not wanted(record):
+                continue
+            if span is not None and not (record.kind == "unknown" or span.contains(record.filetime)):
                 continue
             if limit is not None and shown >= limit:
                 break
@@ -277,11 +286,23 @@ def dump(
                 name = event.event_name or namer.event_name(record)
                 out.write(json.dumps(event_to_json(event, provider, name)) + "\n")
             else:
-                out.write(record_line(record, namer) + _decoded_text(event) + "\n")
+                out.write(one_line(record_line(record, namer) + _decoded_text(event)) + "\n")
     finally:
         out.flush()
     warn_about(registry)
     raise_if_damaged(readers)
+    missing = [text for text in providers if text not in matched]
+    if missing and limit is None:
+        names = ", ".join(repr(text) for text in missing)
+        raise InvalidArgument(f"no provider {names} in {', '.join(files)} (`openetw info` lists the providers of a file)")
+
+
+_ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 0x7F: "\\x7f"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control characters escaped, so one record stays one line."""
+    return text.translate(_ESCAPES)
 
 
 def _decoded_text(event: ReportEvent) -> str:
@@ -307,23 +328,39 @@ def records_of(readers: list[EtlReader], *, time_order: bool) -> Iterator[EventR
     return (record for reader in readers for record in reader)
 
 
-def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> Any:
+def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[Any, set[str]]:
+    """A predicate for ``dump --provider`` and the set of the texts that matched a record so far.
+    GUIDs (a malformed one is an error) match the record's provider id; names match the
+    provider's name as the record or a manifest gives it; ``*Name`` matches the name's hash."""
+    from openetw.provider_names import resolve_provider_name
+
     if not providers:
-        return None
-    guids, names = set(), set()
+        return None, set()
+    by_guid: dict[str, str] = {}
+    by_name: dict[str, str] = {}
     for text in providers:
-        try:
-            guids.add(format_guid(parse_guid(text)))
-        except ValueError:
-            names.add(text.lower())
+        resolved = resolve_provider_name(text)
+        if resolved.source == "hash":
+            by_name[text.strip().lower()] = text
+            by_guid.setdefault(format_guid(resolved.guid), text)  # an unnamed record of that name's hash
+        else:
+            by_guid[format_guid(resolved.guid)] = text
+    matched: set[str] = set()
 
     def accept(record: EventRecord) -> bool:
-        if record.provider_guid_bytes is not None and format_guid(record.provider_id) in guids:
-            return True
+        if record.provider_guid_bytes is not None:
+            found = by_guid.get(format_guid(record.provider_id))
+            if found is not None:
+                matched.add(found)
+                return True
         name = namer.provider_name(record)
-        return bool(name) and name.lower() in names
+        found = by_name.get(name.lower()) if name else None
+        if found is not None:
+            matched.add(found)
+            return True
+        return False
 
-    return accept
+    return accept, matched
 
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import click
 from openetw import __version__
 from openetw.cli.failure import ReportedFailure
 from openetw.errors import OpenEtwError
+from openetw.provider_names import ProviderNameWarning
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -106,12 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the command, maps errors to one line on stderr and an exit code (the
     table in ``openetw --help``). Library warnings become ``openetw: warning:`` lines."""
     with warnings.catch_warnings():
-        warnings.simplefilter("always")
+        warnings.simplefilter("always", ProviderNameWarning)
         warnings.showwarning = _show_warning
-        try:
-            return _run(argv)
-        finally:
-            warnings.showwarning = _show_warning
+        return _run(argv)
 
 
 def _run(argv: list[str] | None) -> int:
