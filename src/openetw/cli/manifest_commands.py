@@ -283,15 +283,25 @@ def _print_field(item: dict[str, Any], indent: str) -> None:
 @manifest.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="FILE|DIR...")
 @_json_option
-@click.option("--strict", is_flag=True, help="Treat rule breaks mc.exe rejects but decoders survive as errors.")
+@click.option("--lenient", is_flag=True,
+              help="Rule breaks mc.exe rejects but decoders survive (duplicate event id and version, undefined"
+                   " strings, duplicate symbols, ...) are warnings instead of errors.")  # fmt: skip
+@click.option("--strict", is_flag=True, hidden=True, help="mc.exe's rules (the default).")
 @click.option("-v", "--verbose", is_flag=True, help="List warnings too, not only count them.")
-def validate_command(paths: tuple[str, ...], as_json: bool, strict: bool, verbose: bool) -> None:
+def validate_command(paths: tuple[str, ...], as_json: bool, lenient: bool, strict: bool, verbose: bool) -> None:
     """Check manifests as mc.exe would: one line per manifest file, its errors listed beneath.
 
+    mc.exe's rules apply: a duplicate event id and version, an undefined string reference or a
+    duplicate symbol is an error; --lenient makes those warnings (decoding, --manifest and
+    `manifest install` are always lenient, as real Windows manifests need).
     A directory checks every *.xml / *.man file in it and keeps going past malformed ones.
-    --json prints one object per file: path, ok, errors and warnings (strings naming line and
-    element), providers, diagnostics. Exits 0 when every file is ok, 2 when any has errors.
+    --json prints one JSON line per file as it is checked: path, ok, errors and warnings
+    (strings naming line and element), providers, diagnostics. Exits 0 when every file is ok,
+    2 when any has errors.
     """
+    if lenient and strict:
+        raise click.UsageError("--lenient and --strict exclude each other")
+    strict = not lenient
     targets = _validation_targets(paths)
     failed = 0
     for path, problem in targets:
