@@ -76,11 +76,11 @@ def test_info_json_has_the_contract_keys_and_the_file_facts(capsys: pytest.Captu
     assert sum(p["records"] for p in summary["providers"]) == 7
 
 
-def test_info_json_gives_one_object_per_file(capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_json_is_one_document_listing_every_file(capsys: pytest.CaptureFixture[str]) -> None:
     paths = [corpus_path("etl", *PRIMITIVE), corpus_path("etl", *LXCORE)]
     code, out, _ = run(capsys, "info", "--json", *paths)
     assert code == 0
-    summaries = [json.loads(line) for line in out.splitlines()]
+    summaries = json.loads(out)
     assert [s["path"] for s in summaries] == [str(p) for p in paths]
     assert [s["records"] for s in summaries] == [7, 4]
 

@@ -24,6 +24,7 @@ from openetw.report.events import ReportEvent, decode_record
 from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
+from openetw.tdh.format import one_line
 from openetw.tdh.mof_file import schemas_from_mof_file
 from openetw.tdh.wpp import read_tmf_path
 
@@ -139,31 +140,39 @@ def raise_if_damaged(readers: list[EtlReader]) -> None:
 # -- info -----------------------------------------------------------------------------------------
 @click.command()
 @_file_argument
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
-def info(files: tuple[str, ...], as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: an object for one FILE, a list of them for several.")
+@manifest_option
+@no_installed_option
+@quiet_option
+def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_installed: bool, quiet: bool) -> None:
     """Logfile header facts and record counts of each FILE.
 
     Shows the logger name, OS version and build, pointer size, clock, start and end time, buffer
     size and count, events and buffers lost, compression, then records by header kind and by
-    provider. In --json, "records" counts every trace record, the logfile header record included.
+    provider. Providers are named by their TraceLogging metadata, the kernel's classes, installed
+    manifests and --manifest files. In --json, "records" counts every trace record, the logfile
+    header record included.
     """
     readers = open_readers(files)
+    registry = load_registry(manifests, installed=not no_installed)
+    summaries = []
     for reader in readers:
-        summary = _summarize(reader)
+        summary = _summarize(reader, RecordNamer(registry), show_progress(quiet, output_is_stdout=False))
         if as_json:
-            click.echo(json.dumps(summary, sort_keys=False))
+            summaries.append(summary)
         else:
             _print_summary(summary)
+    if as_json:
+        click.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, sort_keys=False))
     raise_if_damaged(readers)
 
 
-def _summarize(reader: EtlReader) -> dict[str, Any]:
-    namer = RecordNamer()
+def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) -> dict[str, Any]:
     kinds: Counter[str] = Counter()
     providers: Counter[str] = Counter()
     names: dict[str, str] = {}
     records = 0
-    for record in reader:
+    for record in with_progress(reader, [reader], progress):
         records += 1
         kinds[record.kind] += 1
         key = _provider_key(record)
@@ -297,12 +306,6 @@ def dump(
         raise InvalidArgument(f"no provider {names} in {', '.join(files)} (`openetw info` lists the providers of a file)")
 
 
-_ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 0x7F: "\\x7f"}
-
-
-def one_line(text: str) -> str:
-    """``text`` with newlines and other control characters escaped, so one record stays one line."""
-    return text.translate(_ESCAPES)
 
 
 def _decoded_text(event: ReportEvent) -> str:
@@ -389,7 +392,8 @@ def record_line(record: EventRecord, namer: RecordNamer) -> str:
 @_file_argument
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl file to write.")
 @click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
-def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: output, records, buffers, records_refused.")
+def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, as_json: bool) -> None:
     """Merge FILES in time order and rewrite them as one uncompressed .etl file.
 
     Every record keeps its bytes and pointer size; the logfile header is written anew, with the
@@ -399,10 +403,16 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) 
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
-    click.echo(
-        f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
-        f"{result.buffers_written} buffers" + (f", {result.records_refused} damaged records left out" if result.records_refused else "")
-    )
+    if as_json:
+        click.echo(json.dumps({
+            "output": output, "records": result.records_written + 1, "records_relogged": result.records_written,
+            "buffers": result.buffers_written, "records_refused": result.records_refused,
+        }))  # fmt: skip
+    else:
+        click.echo(
+            f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
+            f"{result.buffers_written} buffers" + (f", {result.records_refused} damaged records left out" if result.records_refused else "")
+        )
     raise_if_damaged(readers)
 
 

@@ -53,8 +53,11 @@ def service() -> None:
 )
 @click.option("--no-autologger", is_flag=True, help="Start no sessions of a default autologger file.")
 @click.option("--ready-fd", type=int, default=None, hidden=True)
-def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None) -> None:
+@_json_option
+def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None,
+                as_json: bool) -> None:  # fmt: skip
     """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`.
+    With --json, one JSON document when it ends: socket, system, pid, status.
 
     Sessions an autologger file describes start with it; their output files are created with the
     identity of the file's owner, and a file others may write is refused.
@@ -76,6 +79,8 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     if autologger is None and not no_autologger:
         autologger = default_autologger(path, system=system)
     status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required)
+    if as_json:
+        _print_json({"socket": str(path), "system": system, "pid": os.getpid(), "status": status})
     if status:
         raise ServiceError(f"the trace service could not start on {path}")
 
@@ -108,7 +113,8 @@ def service_status(socket_path: str | None, as_json: bool) -> None:
 @service.command("stop")
 @_socket_option
 @click.option("--wait/--no-wait", default=True, help="Wait until the service has exited.")
-def service_stop(socket_path: str | None, wait: bool) -> None:
+@_json_option
+def service_stop(socket_path: str | None, wait: bool, as_json: bool) -> None:
     """Stop the service: running sessions are stopped and their files finished first."""
     from openetw.controller.client import ServiceClient
 
@@ -119,7 +125,10 @@ def service_stop(socket_path: str | None, wait: bool) -> None:
         deadline = time.monotonic() + 15
         while not _exited(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-    click.echo(f"trace service {pid} stopped", err=True)
+    if as_json:
+        _print_json({"pid": pid, "stopped": _exited(pid)})
+    else:
+        click.echo(f"trace service {pid} stopped", err=True)
 
 
 def _exited(pid: int) -> bool:
@@ -309,10 +318,14 @@ def session_query(name: str, socket_path: str | None, as_json: bool) -> None:
 @click.argument("name")
 @click.argument("output", type=click.Path(dir_okay=False, path_type=str))
 @_socket_option
-def session_snapshot(name: str, output: str, socket_path: str | None) -> None:
+@_json_option
+def session_snapshot(name: str, output: str, socket_path: str | None, as_json: bool) -> None:
     """Write a buffering session's in-memory buffers to OUTPUT (.etl)."""
     buffers = _attach(name, socket_path).snapshot(output)
-    click.echo(f"{output}: {buffers} buffers")
+    if as_json:
+        _print_json({"output": output, "buffers": buffers})
+    else:
+        click.echo(f"{output}: {buffers} buffers")
 
 
 @session.command("capture-state")
