@@ -34,7 +34,7 @@ _manifest_files_option = click.option(
     "manifests",
     multiple=True,
     metavar="FILE|DIR",
-    type=click.Path(path_type=str),
+    type=click.Path(exists=True, path_type=str),
     help="Decode with this manifest, or every *.xml / *.man file in this directory (repeatable; "
     "later ones win over earlier ones and over installed manifests).",
 )
@@ -51,7 +51,7 @@ _mof_files_option = click.option(
     "--mof",
     multiple=True,
     metavar="FILE",
-    type=click.Path(dir_okay=False, path_type=str),
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
     expose_value=False,
     callback=_remember_mof_files,
     help="Decode classic events with the MOF classes of this file (repeatable; wins over manifests).",
@@ -70,7 +70,7 @@ _tmf_files_option = click.option(
     "--tmf",
     multiple=True,
     metavar="FILE|DIR",
-    type=click.Path(path_type=str),
+    type=click.Path(exists=True, path_type=str),
     expose_value=False,
     callback=_remember_tmf_files,
     help="Decode WPP (TraceMessage) events with this TMF file, or every *.tmf file in this directory "

@@ -123,6 +123,9 @@ def _run(argv: list[str] | None) -> int:
         return _code(exc.exit_code)
     except click.FileError as exc:
         return _fail(exc.format_message(), EXIT_USAGE)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "openetw"
+        return _fail(f"{exc.format_message()} (see '{where} --help')", EXIT_USAGE)
     except click.ClickException as exc:
         exc.show()
         return _code(exc.exit_code)

@@ -30,7 +30,7 @@ _manifest_option = click.option(
     "given",
     multiple=True,
     metavar="FILE|DIR",
-    type=click.Path(path_type=str),
+    type=click.Path(exists=True, path_type=str),
     help="Also use this manifest, or every *.xml / *.man file in this directory, without installing "
     "it (repeatable; later files win over earlier ones and over installed ones).",
 )

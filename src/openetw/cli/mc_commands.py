@@ -46,6 +46,8 @@ def mc(manifests: tuple[str, ...], output_dir: str, check: bool, lenient: bool, 
         _print_json(result)
     else:
         _print_text(result, output_dir, check)
+    if len(result.failures) == 1:
+        raise ReportedFailure(str(result.failures[0]), exit_code=2)
     if result.failures:
         raise ReportedFailure(f"{len(result.failures)} manifest(s) could not be compiled", exit_code=2)
     if result.stale:
@@ -80,7 +82,7 @@ def _print_text(result: Any, output_dir: str, check: bool) -> None:
             click.echo(f"          {len(module.unwritable)} cannot be written: {label}: {reason}{more}")
     for note in result.notes:
         click.echo(f"openetw: note: {note}", err=True)
-    for failure in result.failures:
+    for failure in result.failures if len(result.failures) > 1 else ():  # a single one ends the run
         click.echo(f"openetw: error: {failure}", err=True)
     if check:
         fresh = sum(1 for item in result.modules if item.status == "fresh")

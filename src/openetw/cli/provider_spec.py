@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 from openetw.errors import InvalidArgument
+from openetw.provider_names import resolve_provider_name
 from openetw.session import EventFilters
 from openetw.session.enable import EnableProperty
 
@@ -132,6 +133,7 @@ def _parse(spec: str) -> _Parsed:
             raise InvalidArgument(f"provider {spec!r}: level {masks['level']} is not 0..255")
     if len(parts) > 3 and parts[3]:
         masks["all"] = _number(parts[3], "keyword mask")
+    resolve_provider_name(parts[0])  # a malformed GUID or a bare '*' is refused here, before any service
     options = EnableOptions()
     for item in items:
         if item.strip():

@@ -14,6 +14,7 @@ import click
 
 from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, parse_provider_spec
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
+from openetw.provider_names import parse_provider_guid
 from openetw.session import STATISTICS_KEYS
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -281,6 +282,8 @@ def session_update(name: str, provider_specs: tuple[str, ...], disable_specs: tu
 
     The filter and property options apply to every -p of the command."""
     parsed = [parse_provider_spec(spec, enable) for spec in provider_specs]
+    for spec in disable_specs:
+        parse_provider_guid(spec)
     running = _attach(name, socket_path)
     for provider, options in parsed:
         running.enable(
@@ -335,6 +338,7 @@ def session_snapshot(name: str, output: str, socket_path: str | None, as_json: b
 @_json_option
 def session_capture_state(name: str, provider: str, socket_path: str | None, as_json: bool) -> None:
     """Ask PROVIDER's processes to log their state into NAME."""
+    parse_provider_guid(provider)  # a malformed GUID is refused before the service is asked
     notified = _attach(name, socket_path).capture_state(provider)
     if as_json:
         _print_json({"notified": notified})
