@@ -114,9 +114,9 @@ def resolve_provider_name(
     """
     if isinstance(provider, uuid.UUID):
         return ResolvedProvider(provider, None, "guid")
-    if not isinstance(provider, str) or not provider.strip():
+    text = provider.strip() if isinstance(provider, str) else ""
+    if not text:
         raise InvalidArgument("a provider is a GUID or a name")
-    text = provider.strip()
     guid = parse_provider_guid(text)
     if guid is not None:
         return ResolvedProvider(guid, None, "guid")

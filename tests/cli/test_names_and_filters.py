@@ -21,7 +21,7 @@ from openetw.provider_names import ProviderNameWarning
 from openetw.session import EventFilters
 from openetw.session.enable import EnableProperty
 from tests.cli.driver_child import PROGRAM
-from tests.service.harness import ServiceProcess, read_events, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import ServiceProcess, read_events
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_driver"
 GUID = "b5a0bda9-50fe-4d0e-a83d-bae3f58c94d6"
@@ -90,7 +90,7 @@ def events_of(path: Path) -> list[tuple[int, int]]:
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     code = main(list(argv))
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert code == 0, err
     return err
 
@@ -159,8 +159,11 @@ FILTER_CASES = [
     (["--exe", EXE, "--event-ids", "3"], {"filters": {"ids": [3], "exe": [EXE]}}, {("one", 3), ("two", 3)}),
     (["--exe", "no-such-program"], {"filters": {"exe": ["no-such-program"]}}, set()),
     (["--stack", "--sid", "--ts"], {"properties": 0x7}, {(d, i) for d in ("one", "two") for i in (1, 2, 3)}),
-    (["-p", "Sample Driver;pids={two};exclude-event-ids=2;sid"], {"properties": int(EnableProperty.SID),
-     "filters": {"pids": ["two"], "ids": [2], "include": False}}, {("two", 1), ("two", 3)}),  # fmt: skip
+    (
+        ["-p", "Sample Driver;pids={two};exclude-event-ids=2;sid"],
+        {"properties": int(EnableProperty.SID), "filters": {"pids": ["two"], "ids": [2], "include": False}},
+        {("two", 1), ("two", 3)},
+    ),
 ]
 
 

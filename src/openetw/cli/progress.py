@@ -56,7 +56,7 @@ def with_progress(records: Iterable[EventRecord], readers: Sequence[EtlReader], 
         done = 0
         for count, record in enumerate(records, 1):
             if count % _EVERY == 0:
-                path = record._ctx.source  # noqa: SLF001 - which file the record came from
+                path = record._ctx.source  # which file the record came from
                 buffer_size = next((r.header.buffer_size for r in readers if r.path == path), 0)
                 if path is not None and record.buffer_index is not None:
                     offsets[path] = min(sizes.get(path, 0), (record.buffer_index + 1) * buffer_size)

@@ -289,7 +289,7 @@ def session_update(name: str, provider_specs: tuple[str, ...], disable_specs: tu
         running.enable(
             provider, options.get("level", 0), options.get("any", 0), options.get("all", 0),
             properties=options.get("properties", 0), filters=options.get("filters"),
-        )  # fmt: skip
+        )
     for spec in disable_specs:
         running.disable(spec)
     if any(value is not None for value in (flush_timer, max_size, max_buffers, output)):

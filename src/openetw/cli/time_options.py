@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -59,8 +59,8 @@ def parse_time_bound(text: str, what: str = "time") -> TimeBound:
             f"{what} {text!r} is neither seconds from the trace start (2.5) nor an ISO 8601 time (2024-05-01T10:00:02Z)"
         ) from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return TimeBound(filetime=datetime_to_filetime(when.astimezone(timezone.utc).replace(tzinfo=None)))
+        when = when.replace(tzinfo=UTC)
+    return TimeBound(filetime=datetime_to_filetime(when.astimezone(UTC).replace(tzinfo=None)))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from openetw.guids import parse_guid
 from openetw.provider_names import resolve_provider_name
 from openetw.session.enable import EnableRule
 from openetw.session.errors import InvalidSessionConfig

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from openetw.errors import InvalidArgument
+from openetw.provider_names import resolve_provider_name
 from openetw.session.actions import (
     Action,
     FinishSession,
@@ -22,9 +23,16 @@ from openetw.session.actions import (
     SnapshotToFile,
     StartSession,
 )
-from openetw.provider_names import resolve_provider_name
-from openetw.session.config import MAX_KERNEL_SESSIONS, MAX_SESSIONS, RESERVED_KERNEL_SLOTS, LogMode, SessionConfig
-from openetw.session.config import SessionKind, is_reserved_name, resolve_provider
+from openetw.session.config import (
+    MAX_KERNEL_SESSIONS,
+    MAX_SESSIONS,
+    RESERVED_KERNEL_SLOTS,
+    LogMode,
+    SessionConfig,
+    SessionKind,
+    is_reserved_name,
+    resolve_provider,
+)
 from openetw.session.describe import SessionInfo, describe_session
 from openetw.session.enable import EnableRule, EnableState, EventFilters
 from openetw.session.errors import (
