@@ -114,9 +114,10 @@ def resolve_provider_name(
     """
     if isinstance(provider, uuid.UUID):
         return ResolvedProvider(provider, None, "guid")
-    text = provider.strip() if isinstance(provider, str) else ""
-    if not text:
+    value: object = provider  # callers of an untyped API may pass anything
+    if not isinstance(value, str) or not value.strip():
         raise InvalidArgument("a provider is a GUID or a name")
+    text = value.strip()
     guid = parse_provider_guid(text)
     if guid is not None:
         return ResolvedProvider(guid, None, "guid")
