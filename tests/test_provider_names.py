@@ -93,3 +93,22 @@ def test_a_tracelogging_provider_registering_under_the_hash_clears_the_pending_n
     registration, _ = table.register_provider(3, hashed, 1, "app", name="My.Provider")
     assert registration.enable_state.enabled
     assert table.query("A")["providers"][0]["pending"] is False
+
+
+def test_another_user_s_process_cannot_take_an_enable_by_name() -> None:
+    from openetw.session.model import Caller
+
+    alice, mallory = ALICE, Caller(ALICE.uid + 1, ALICE.gid + 1)
+    table = SessionTable()
+    table.create(config("A"), alice)
+    table.start("A", now=0.0)
+    table.enable("A", "Sample Driver", caller=alice)
+    squatter, _ = table.register_provider(5, uuid.uuid4(), 50, "squat", name="Sample Driver", uid=mallory.uid)
+    assert not squatter.enable_state.enabled and table.query("A")["providers"][0]["pending"]
+    table.enable("A", "Sample Driver", level=3, caller=alice)  # the squatter's registration does not resolve it either
+    assert table.query("A")["providers"][0]["guid"] == str(provider_guid_from_name("Sample Driver"))
+    driver, _ = table.register_provider(6, MANIFEST, 60, "drv", name="Sample Driver", uid=alice.uid)
+    assert driver.enable_state.enabled and table.query("A")["providers"][0]["guid"] == str(MANIFEST)
+    rooted, _ = table.register_provider(7, REGISTERED, 70, "sys", name="System Thing", uid=0)
+    table.enable("A", "System Thing", caller=alice)  # root's providers name for everyone
+    assert rooted.enable_state.enabled

@@ -377,7 +377,7 @@ def register(service: TraceService, connection: Connection, message: Message) ->
     classic = bool(message.body.get("classic", False))
     registration, actions = service.table.register_provider(
         connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic,
-        name=name if isinstance(name, str) and name.strip() else None,
+        name=name if isinstance(name, str) and name.strip() else None, uid=connection.caller.uid,
     )
     connection.registrations.add(registration.registration_id)
     service.registration_names[registration.registration_id] = name if isinstance(name, str) else None

@@ -158,21 +158,25 @@ class Router:
         *,
         classic: bool,
         provider_name: str | None,
+        uid: int | None = None,
     ) -> tuple[Registration, list[Action]]:
         registration = self.registry.add(
-            connection_id, provider_guid, pid, exe, classic=classic, provider_name=provider_name
+            connection_id, provider_guid, pid, exe, classic=classic, provider_name=provider_name, uid=uid
         )
-        moved = self._claim_pending(provider_guid, provider_name)
+        moved = self._claim_pending(registration)
         return registration, self.reconcile([provider_guid, *moved])
 
-    def _claim_pending(self, provider_guid: uuid.UUID, provider_name: str | None) -> list[uuid.UUID]:
-        """Rules pending on ``provider_name`` move to the GUID it registered with; returns the
-        name-hash GUIDs they leave."""
+    def _claim_pending(self, registration: Registration) -> list[uuid.UUID]:
+        """Rules pending on the registration's name move to the GUID it registered with (only
+        in sessions it may name for); returns the name-hash GUIDs they leave."""
+        provider_guid, provider_name = registration.provider_guid, registration.provider_name
         if not provider_name:
             return []
         key = provider_name.casefold()
         moved: list[uuid.UUID] = []
         for session in list(self._sessions.values()):
+            if not registration.may_name_for(session.owner_uid):
+                continue
             for hashed, name in list(session.pending_names.items()):
                 if name.casefold() != key:
                     continue

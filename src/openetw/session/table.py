@@ -284,14 +284,11 @@ class SessionTable:
         filters: EventFilters | None = None,
         caller: Caller | None = None,
     ) -> Actions:
-        """EnableTraceEx2(ENABLE_PROVIDER): add or replace the session's rule for a provider.
-
-        ``provider``: a GUID or a name (``openetw.provider_names``); a name no registration
-        carries stays pending by name until a provider of that name registers.
-        """
+        """EnableTraceEx2(ENABLE_PROVIDER): add or replace the session's rule for a provider: a GUID or a
+        name (``openetw.provider_names``); a name nothing registered yet stays pending until one does."""
         session = self._get(ref, caller, Command.ENABLE)
         rule = EnableRule(level, match_any, match_all, int(properties), filters or EventFilters())
-        resolved = resolve_provider_name(provider, registered=self._router.registry.guid_for_name)
+        resolved = resolve_provider_name(provider, registered=lambda name: self._router.registry.guid_for_name(name, session.owner_uid))
         self._router.set_rule(session, resolved.guid, rule, resolved.name, pending=resolved.hashed)
         return self._reconcile([resolved.guid])
 
@@ -314,14 +311,12 @@ class SessionTable:
         return provider_guid
 
     def register_provider(
-        self, connection_id: int, provider: uuid.UUID | str, pid: int, exe: str, *, classic: bool = False, name: str | None = None
+        self, connection_id: int, provider: uuid.UUID | str, pid: int, exe: str, *, classic: bool = False, name: str | None = None,
+        uid: int | None = None,
     ) -> tuple[Registration, Actions]:
-        """EventRegister: the registration and its first enable state (``name``: the provider's)."""
+        """EventRegister: the registration and its first enable state (``name``, ``uid``: the provider's)."""
         provider_guid, hashed_name = resolve_provider(provider)
-        name = name or hashed_name
-        registration, actions = self._router.register(
-            connection_id, provider_guid, pid, exe, classic=classic, provider_name=name
-        )
+        registration, actions = self._router.register(connection_id, provider_guid, pid, exe, classic=classic, provider_name=name or hashed_name, uid=uid)
         return registration, self._note_pools(actions)
 
     def unregister_provider(self, registration_id: int) -> Actions:
