@@ -112,3 +112,28 @@ def test_another_user_s_process_cannot_take_an_enable_by_name() -> None:
     rooted, _ = table.register_provider(7, REGISTERED, 70, "sys", name="System Thing", uid=0)
     table.enable("A", "System Thing", caller=alice)  # root's providers name for everyone
     assert rooted.enable_state.enabled
+
+
+def test_the_consumer_and_the_index_resolve_names_the_same_way(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from openetw.consumer import EtlIndex, Provider, UserTrace
+    from tests.conftest import corpus_path
+
+    monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(InvalidArgument):
+        Provider("{not-a-guid}")
+    trace = UserTrace(manifests=[])
+    trace.enable(Provider("Nobody.Knows"))
+    with pytest.warns(ProviderNameWarning, match=r"'\*Nobody\.Knows'"):
+        trace.context  # noqa: B018 - resolving happens when the trace is prepared
+    quiet = UserTrace(manifests=[])
+    quiet.enable(Provider("*solar_system"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProviderNameWarning)
+        quiet.context  # noqa: B018
+        index = EtlIndex.build(corpus_path("etl", "perfview", "primitive-types.etl"))
+        assert len(index.select(provider="{D3DD3DD4-AAC2-4E2A-8DD4-A8FB61B77615}")) == 5
+        assert len(index.select(provider="*solar_system")) == 0  # the name hash, said on purpose: not this provider's GUID
+    with pytest.warns(ProviderNameWarning, match="solar_system"):
+        assert len(index.select(provider="solar_system")) == 0
