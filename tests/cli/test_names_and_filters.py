@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import warnings
@@ -16,7 +17,9 @@ import pytest
 
 from openetw.cli.main import main
 from openetw.controller import Session
+from openetw.etl.extended import EXT_SID, EXT_TS_ID, ExtendedItem
 from openetw.etl.relog import is_logfile_header_record
+from openetw.provider.properties import unix_user_sid
 from openetw.provider_names import ProviderNameWarning
 from openetw.session import EventFilters
 from openetw.session.enable import EnableProperty
@@ -25,6 +28,7 @@ from tests.service.harness import ServiceProcess, read_events
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_driver"
 GUID = "b5a0bda9-50fe-4d0e-a83d-bae3f58c94d6"
+NONE = ExtendedItem(0, b"")
 
 
 class Driver:
@@ -173,13 +177,13 @@ def test_every_cli_filter_gives_the_api_s_events(service: ServiceProcess, data_d
     one, two = drivers(), drivers()
     pids = {"one": one.pid, "two": two.pid}
     names = {pid: name for name, pid in pids.items()}
-    for number, (arguments, api, expected) in enumerate(FILTER_CASES):
+    for number, (arguments, api_case, expected) in enumerate(FILTER_CASES):
         argv = [a.format(**pids) for a in arguments]
         if "-p" not in argv:
             argv = ["-p", "Sample Driver", *argv]
         by_cli, by_api = tmp_path / f"cli{number}.etl", tmp_path / f"api{number}.etl"
         cli(capsys, "session", "start", f"Cli{number}", "-o", str(by_cli), *argv)
-        api = Session.start(f"Api{number}", output=by_api, providers=[(GUID, _api_options(api, pids))])
+        api = Session.start(f"Api{number}", output=by_api, providers=[(GUID, _api_options(api_case, pids))])
         cli_rule = json.loads(main(["session", "query", f"Cli{number}", "--json"]) == 0 and capsys.readouterr().out)["providers"]
         assert [{k: v for k, v in p.items() if k != "name"} for p in cli_rule] == [
             {k: v for k, v in p.items() if k != "name"} for p in api.info()["providers"]
@@ -191,3 +195,8 @@ def test_every_cli_filter_gives_the_api_s_events(service: ServiceProcess, data_d
         got_cli = {(names[pid], event_id) for pid, event_id in events_of(by_cli)}
         got_api = {(names[pid], event_id) for pid, event_id in events_of(by_api)}
         assert got_cli == got_api == expected, arguments
+        for path in (by_cli, by_api):  # the SID and terminal session id the properties ask for, in both
+            wanted = {EXT_SID: unix_user_sid(os.geteuid()), EXT_TS_ID: struct.pack("<I", os.getsid(0))}
+            asked = {t for t, bit in ((EXT_SID, EnableProperty.SID), (EXT_TS_ID, EnableProperty.TS_ID)) if api_case.get("properties", 0) & bit}
+            for record in read_events(path):
+                assert {t: (record.extended_item(t) or NONE).data for t in wanted} == {t: wanted[t] if t in asked else b"" for t in wanted}
