@@ -35,7 +35,6 @@ from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RecordContext
-from openetw.guids import parse_guid, provider_guid_from_name
 
 __all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "EtlIndex", "default_cache_dir", "index_locations"]
 
@@ -84,7 +83,8 @@ def _writable_directory(directory: Path) -> bool:
 
 
 def _as_guid(value: Any) -> uuid.UUID:
-    """A provider as a GUID; a name is hashed as TraceLogging and EventSource names are."""
+    """A provider as a GUID, resolved as ``openetw.provider_names`` says: a GUID, ``*Name``, an
+    installed manifest's provider, else the name hash (announced with a ``ProviderNameWarning``)."""
     if isinstance(value, uuid.UUID):
         return value
     guid = getattr(value, "guid", None)
@@ -93,10 +93,11 @@ def _as_guid(value: Any) -> uuid.UUID:
     name = getattr(value, "name", value)
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument(f"not a provider: {value!r}")
-    try:
-        return parse_guid(name)
-    except ValueError:
-        return provider_guid_from_name(name.strip())
+    from openetw.store.lookup import resolve_provider
+
+    resolved = resolve_provider(name)
+    resolved.warn(stacklevel=5)
+    return resolved.guid
 
 
 class EtlIndex:

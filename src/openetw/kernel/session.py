@@ -249,7 +249,8 @@ class KernelSession:
             else:
                 header = new_logfile_header(clock=linux_trace_clock(), buffer_size=self.etl_buffer_size,
                                             logger_name=KERNEL_LOGGER_NAME, logfile_name=str(self.output))  # fmt: skip
-                self._writer = EtlWriter(self.output, header=header)
+                # Every process's command line is in it: readable by its owner only, as session files are.
+                self._writer = EtlWriter(self.output, header=header, file_mode=0o600)
             self._thread = threading.Thread(target=self._run, name=f"openetw-kernel-{self.name}", daemon=True)
             self._thread.start()
             self._ready.wait()

@@ -382,7 +382,8 @@ def register(service: TraceService, connection: Connection, message: Message) ->
     classic = bool(message.body.get("classic", False))
     service.provider_security.check_register(resolve_provider(provider)[0], connection.caller.uid, connection.caller.gids)
     registration, actions = service.table.register_provider(
-        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic
+        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic,
+        name=name if isinstance(name, str) and name.strip() else None, uid=connection.caller.uid,
     )
     connection.registrations.add(registration.registration_id)
     connection.note_registration(registration.provider_guid, classic=classic)

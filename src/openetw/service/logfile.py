@@ -13,8 +13,10 @@ Modes:
 * sequential: append; with a maximum size, a buffer that would pass it is not written and
   counts as a log buffer lost (its events as events lost), as ETW does once the file is full;
 * circular: when the next buffer would pass the maximum size, writing goes on at the first
-  buffer after the header, overwriting the oldest. The header's BuffersWritten counts every
-  buffer ever written; a reader wanting time order sorts buffers by their timestamps;
+  buffer after the header, overwriting the oldest. The header's BuffersWritten counts the
+  buffers the file holds (the header buffer included), so that readers that trust it (dissect.etl)
+  read the file to its end and no further; the session's statistics count every buffer ever
+  written. A reader wanting time order sorts buffers by their timestamps;
 * new file: when the next buffer would pass the maximum size, the file is finished and the
   next one (``%d`` replaced by 1, 2, ...) begins with its own header buffer.
 
@@ -264,7 +266,7 @@ class LogFile:
     # -- internals -----------------------------------------------------------------------------
     def _header_bytes(self) -> bytes:
         header = self.header.with_(
-            buffers_written=self.buffers_in_file if not self.circular else self.buffers_written + 1,
+            buffers_written=self.buffers_in_file if not self.circular else min(self.buffers_written + 1, self.buffers_in_file),
             events_lost=self.events_lost,
             buffers_lost=self.buffers_lost,
             end_time=self.header.clock.to_filetime(self.header.reference_timestamp if self._last_timestamp is None else self._last_timestamp),

@@ -289,3 +289,12 @@ def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = No
     values = decoded.values_in_order()
     properties, maps = schema.properties, schema.maps
     return _fill(schema.message, values, lambda index: format_value(values[index], properties[index], maps), parameters)
+
+
+# Control characters as escapes, so that one event stays one line of text output.
+_LINE_ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 0x7F: "\\x7f"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control characters escaped (``\\n``, ``\\x1b``, ...)."""
+    return text.translate(_LINE_ESCAPES)
