@@ -70,6 +70,8 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["session", "capture-state", "S", "-p", "{{bad"], 2, "is not a valid GUID"),
     (["session", "list", "--bogus"], 2, "No such option"),
     (["providers", "--bogus"], 2, "No such option"),
+    (["providers", "secure", "X"], 2, "Missing option '--owner'"),
+    (["providers", "secure", "X", "--owner", "no-such-user-or-group"], 2, "no user or group named"),
     (["trace"], 2, "give either --session NAME or at least one -p PROVIDER"),
     (["trace", "-p", "{{x}}"], 2, "is not a valid GUID"),
     (["kernel", "start", "K", "--flags", "bogus"], 2, "unknown kernel flag"),
