@@ -70,6 +70,7 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["session", "capture-state", "S", "-p", "{{bad"], 2, "is not a valid GUID"),
     (["session", "list", "--bogus"], 2, "No such option"),
     (["providers", "--bogus"], 2, "No such option"),
+    (["providers", "secure", "X"], 2, "Missing option '--owner'"),
     (["providers", "secure", "{{zzz}}", "--owner", "root"], 2, "is not a valid GUID"),
     (["providers", "secure", "P", "--owner", "no-such-user-or-group"], 2, "no user or group named"),
     (["providers", "secure", "P", "--owner", "root"], 1, "no trace service is running"),
