@@ -465,6 +465,7 @@ def secure_provider(service: TraceService, connection: Connection, message: Mess
         raise InvalidArgument("secure_provider needs \"owners\": a non-empty list of {\"kind\": \"user\"|\"group\", \"id\": N}")
     principals = [Principal(str(owner.get("kind")), owner.get("id")) for owner in owners]
     service.provider_security.secure(guid, principals, name=name, caller_uid=connection.caller.uid)
+    service.save_provider_security()  # the change holds from now on, saved or not
     return {"security": service.provider_security.as_json()}
 
 

@@ -31,6 +31,7 @@ from openetw.service.connection import Connection, check_message
 from openetw.service.kernel_sessions import RECORDER_OPS, KernelRecorders
 from openetw.service.schema import InvalidRequest
 from openetw.service.screen import ScreenResult
+from openetw.service.security_store import load_provider_security, save_provider_security, security_table_path
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.session import (
     Action,
@@ -81,7 +82,8 @@ class TraceService:
         self.socket_path = Path(socket_path)
         self.system = system
         self.quotas = quotas
-        self.provider_security = ProviderSecurity()
+        self.security_path = security_table_path(self.socket_path, system=system)
+        self.provider_security: ProviderSecurity = load_provider_security(self.security_path, log)
         group = system_group_gid() if system else None
         self.table = SessionTable(admin_gids=frozenset({group}) if group is not None else frozenset())
         self.selector = selectors.DefaultSelector()
@@ -145,6 +147,16 @@ class TraceService:
         writer.setblocking(False)
         self._wakeup = (reader, writer)
         self.selector.register(reader, selectors.EVENT_READ, "wakeup")
+
+    def save_provider_security(self) -> None:
+        """Save the provider security table where the next start reads it (``ServiceError`` when it cannot)."""
+        try:
+            save_provider_security(self.security_path, self.provider_security, system=self.system)
+        except OSError as exc:
+            log(f"provider security table not saved to {self.security_path}: {exc}")
+            raise ServiceError(
+                f"the change holds until the service stops, but it could not be saved to {self.security_path}: {exc.strerror or exc}"
+            ) from None
 
     def request_stop(self) -> None:
         self._stop_requested = True
