@@ -314,7 +314,17 @@ class TraceService:
             uid = connection.credentials.uid
             if not self.quotas.allows_connection(sum(c.credentials.uid == uid for c in self.connections.values()) - 1, uid):
                 log(f"uid {uid} has {self.quotas.connections_per_user} connections already; one more refused")
-                self._drop_connection(connection)
+                self._refuse_connection(connection, f"uid {uid} already holds {self.quotas.connections_per_user} connections"
+                                        f" to the trace service (at most {self.quotas.connections_per_user} per user); connection refused")
+
+    def _refuse_connection(self, connection: Connection, reason: str) -> None:
+        """Tell the client why (one frame without an id, ``refused``), then close the connection."""
+        connection.send({"ok": False, "refused": True, "error": {"type": "ServiceError", "message": reason}})
+        try:
+            connection.flush_outgoing()  # a fresh socket takes one small frame at once
+        except OSError:
+            pass
+        self._drop_connection(connection)
 
     def adopt_connection(self, sock: socket.socket) -> Connection:
         """A connected socket becomes a connection of the loop (``OSError`` leaves ``sock`` open)."""
