@@ -11,7 +11,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -38,25 +37,21 @@ def faulty_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) ->
         _kill_recorders(running.pid)
 
 
-def _query(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    return run_json(capsys, *argv)
-
-
 def test_a_failed_kernel_reader_shows_as_failed_with_its_reason(
     faulty_kernel_service: ServiceProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started = run_json(capsys, "session", "start", "KBroken", "--kernel-flags", "process", "-o", str(tmp_path / "broken.etl"))
     assert started["state"] == "running"
     deadline = time.monotonic() + WAIT
-    queried = _query(capsys, "session", "query", "KBroken")
+    queried = run_json(capsys, "session", "query", "KBroken")
     while queried["state"] != "failed" and time.monotonic() < deadline:
         subprocess.run(["/bin/true"], check=True)  # events for the reader to (fail to) write
         time.sleep(0.2)
-        queried = _query(capsys, "session", "query", "KBroken")
+        queried = run_json(capsys, "session", "query", "KBroken")
     assert queried["state"] == "failed", queried
     assert FAULT in queried["failure"] and "reader failed" in queried["failure"]
 
-    kernel = _query(capsys, "kernel", "query", "KBroken")
+    kernel = run_json(capsys, "kernel", "query", "KBroken")
     assert kernel["state"] == "failed" and FAULT in kernel["failure"]
     assert main(["session", "query", "KBroken"]) == 0
     assert f"failure: the reader failed: OSError: {FAULT}" in capsys.readouterr().out
