@@ -17,7 +17,7 @@ ETL_FILES = sorted(str(path.relative_to(CORPUS / "etl")) for path in (CORPUS / "
 
 def manifests() -> list[str]:
     """The manifests the corpus traces need beside what they carry themselves."""
-    return [str(corpus_path("etl", "manifests")), str(corpus_path("manifests", "dotnet-runtime", "ClrEtwAll.man"))]
+    return [str(corpus_path("etl", "manifests", "tx", "HTTP_Server.man")), str(corpus_path("manifests", "dotnet-runtime", "ClrEtwAll.man"))]
 
 
 def registry():  # type: ignore[no-untyped-def]

@@ -1,0 +1,109 @@
+"""``openetw export``: formats, selections, the summary and the errors a user meets."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from openetw.cli.export_commands import parse_time
+from openetw.cli.main import main
+from openetw.etl.reader import EtlReader
+from openetw.export._deps import MissingDependency, require
+from tests.conftest import corpus_path
+
+HTTP = ("tx", "HTTP_Server.etl")
+
+
+def _records(path: Path) -> list:
+    with EtlReader(str(path), strict=False) as reader:
+        return list(reader.records(time_order=True))
+
+
+def test_parquet_summary_json_and_an_independent_reader(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    source = corpus_path("etl", *HTTP)
+    out = tmp_path / "http"
+    assert main(["export", str(source), "-o", str(out), "--json", "--no-installed",
+                 "--manifest", str(corpus_path("etl", "manifests", "tx", "HTTP_Server.man"))]) == 0  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == summary["records_read"] == len(_records(source))
+    assert summary["decoded"] + summary["undecodable"] == summary["rows"] and summary["decoded"] > 2000
+    layout = json.loads((out / "_schemas.json").read_text())
+    assert layout["layout_version"] == 1 and layout["events"]["file"] == "events.parquet"
+    entry = next(table for table in layout["tables"] if table["provider_name"] == "Microsoft-Windows-HttpService")
+    assert entry["file"] == f"{entry['table']}_v{entry['version']}.parquet" and entry["source"].endswith("HTTP_Server.man")
+    # DuckDB reads the files on its own: the related activity ids survive as text
+    related = duckdb.connect().execute(f"SELECT count(*) FROM '{out}/events.parquet' WHERE related_activity_id IS NOT NULL").fetchone()
+    assert related == (291,)
+    metadata = pq.ParquetFile(out / "events.parquet").metadata
+    assert metadata.num_rows == summary["rows"] and metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_several_inputs_are_merged_in_time_order(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    first, second = corpus_path("etl", "perfview", "primitive-types.etl"), corpus_path("etl", *HTTP)
+    out = tmp_path / "both"
+    assert main(["export", str(first), str(second), "-o", str(out), "--no-installed"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    table = pq.read_table(out / "events.parquet", columns=["record", "time"])
+    assert table.num_rows == len(_records(first)) + len(_records(second))
+    times = table.column("time").cast("int64").to_pylist()
+    assert times == sorted(times)
+
+
+def test_provider_and_time_window(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    source = corpus_path("etl", *HTTP)
+    records = [r for r in _records(source) if r.kind == "event"]
+    middle = sorted(r.filetime for r in records)[len(records) // 2]
+    out = tmp_path / "window"
+    assert main(["export", str(source), "-o", str(out), "--no-installed", "--provider", "dd5ef90a-6398-47a4-ad34-4dcecdef795f",
+                 "--start", str(middle)]) == 0  # fmt: skip
+    capsys.readouterr()
+    table = pq.read_table(out / "events.parquet", columns=["provider_id", "time"])
+    expected = [r for r in records if r.provider_id is not None and str(r.provider_id) == "dd5ef90a-6398-47a4-ad34-4dcecdef795f" and r.filetime >= middle]
+    assert table.num_rows == len(expected) > 100
+    assert set(table.column("provider_id").to_pylist()) == {"dd5ef90a-6398-47a4-ad34-4dcecdef795f"}
+
+
+def test_time_parsing() -> None:
+    assert parse_time("1601-01-01T00:00:00Z") == 0
+    assert parse_time("1970-01-01T00:00:01+00:00") == 116_444_736_000_000_000 + 10_000_000
+    assert parse_time("1970-01-01 01:00:01+01:00") == parse_time("1970-01-01T00:00:01")
+    assert parse_time("132456") == 132456
+
+
+def test_jsonl_and_csv(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    source = corpus_path("etl", "perfview", "primitive-types.etl")
+    lines_path = tmp_path / "events.jsonl"
+    assert main(["export", str(source), "--to", "jsonl", "-o", str(lines_path), "--no-installed"]) == 0
+    rows = [json.loads(line) for line in lines_path.read_text().splitlines()]
+    assert [row["record"] for row in rows] == list(range(len(_records(source))))
+    assert rows[-1]["properties"]["string_type"] == "Jupiter"
+    out = tmp_path / "csv"
+    assert main(["export", str(source), "--to", "csv", "-o", str(out), "--no-installed"]) == 0
+    with open(out / "solar_system" / "PrimitiveTypesTest_v0.csv", newline="") as stream:
+        planets = list(csv.DictReader(stream))
+    assert [row["string_type"] for row in planets] == ["Mercury", "Venus", "Earth", "Mars", "Jupiter"]
+    assert planets[0]["guid_type"] == "0ad614c4-0ef4-4225-8013-f44f37cb0397"
+    with open(out / "events.csv", newline="") as stream:
+        assert len(list(csv.DictReader(stream))) == len(rows)
+
+
+def test_bad_input_and_usage(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["export", str(tmp_path / "none.etl"), "-o", str(tmp_path / "o")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    source = str(corpus_path("etl", "perfview", "primitive-types.etl"))
+    assert main(["export", source, "-o", str(tmp_path / "o"), "--start", "yesterday"]) == 2
+    assert "is not a time" in capsys.readouterr().err
+    assert main(["export", source, "-o", str(tmp_path / "o"), "--to", "xml"]) == 2
+    assert main(["export", source, "-o", str(tmp_path / "o"), "--start", "2030-01-01", "--end", "2020-01-01"]) == 2
+    capsys.readouterr()
+
+
+def test_missing_library_names_the_extra() -> None:
+    with pytest.raises(MissingDependency, match=r"pip install 'openetw\[export\]'") as caught:
+        require("openetw_missing_library", "exporting to Parquet")
+    assert caught.value.exit_code == 2 and "exporting to Parquet needs" in str(caught.value)
