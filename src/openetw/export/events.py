@@ -54,8 +54,6 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """Name and Arrow type of every column, in order."""
 
-_NAMES = [name for name, _ in EVENT_COLUMNS]
-_DICTIONARY = ("kind", "provider_id", "provider_name", "event_name", "process_name")
 
 
 def events_schema(pa: Any) -> Any:
@@ -71,81 +69,61 @@ def events_schema(pa: Any) -> Any:
     return pa.schema(fields)
 
 
-class EventColumns:
-    """Rows of the ``events`` table gathered column by column, turned into Arrow at once."""
+_ZERO_GUID = "00000000-0000-0000-0000-000000000000"
 
-    __slots__ = ("columns", "_append")
+
+class EventColumns:
+    """Rows of the ``events`` table gathered as tuples, turned into Arrow columns at once."""
+
+    __slots__ = ("rows", "_guids")
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name in _NAMES}
-        self._append = tuple(self.columns[name].append for name in _NAMES)
+        self.rows: list[tuple[Any, ...]] = []
+        self._guids: dict[bytes, str] = {}
 
     def __len__(self) -> int:
-        return len(self.columns["record"])
+        return len(self.rows)
 
-    def add(self, position: int, record: EventRecord, provider: str | None, event: str | None, process: str | None) -> None:
-        """One record (with the names ``dump --json`` gives it)."""
-        (a_record, a_kind, a_pid_guid, a_provider, a_event, a_id, a_version, a_channel, a_level, a_opcode, a_task,
-         a_keyword, a_hook, a_pid, a_tid, a_cpu, a_timestamp, a_time, a_size, a_activity, a_related, a_extended,
-         a_pointer, a_length, a_process, a_reason) = self._append  # fmt: skip
+    def _guid(self, raw: bytes, value: Any) -> str:
+        text = self._guids.get(raw)
+        if text is None:
+            text = format_guid(value)
+            if len(self._guids) < 4096:
+                self._guids[raw] = text
+        return text
+
+    def add(self, position: int, record: EventRecord, filetime: int | None, provider: str | None, event: str | None, process: str | None) -> None:
+        """One record (with the names ``dump --json`` gives it; ``filetime`` None for unknown records)."""
         kind = record.kind
-        a_record(position)
-        a_kind(kind)
         guid = record.provider_guid_bytes
-        a_pid_guid(None if guid is None else format_guid(record.provider_id))
-        a_provider(provider or None)
-        a_event(event or None)
-        a_id(record.id)
-        a_version(record.version)
-        a_channel(record.channel)
-        a_level(record.level)
-        a_opcode(record.opcode)
-        a_task(record.task)
-        a_keyword(record.keyword)
-        a_hook(record.hook_id)
-        a_pid(record.pid)
-        a_tid(record.tid)
-        a_cpu(record.cpu)
-        a_timestamp(record.timestamp)
-        if kind == "unknown":
-            a_time(None)
-        else:
-            ticks = record.filetime
-            a_time((ticks - _FILETIME_UNIX_TICKS) * 100 if _MIN_TICKS <= ticks <= _MAX_TICKS else None)
-        a_size(record.size)
         if kind == "event":
-            a_activity(format_guid(record.activity_id))
+            activity = record.activity_id
+            activity_text = _ZERO_GUID if activity.int == 0 else format_guid(activity)
             related = record.related_activity_id
-            a_related(None if related is None else format_guid(related))
             ext = record.extended
-            a_extended([item.type_name for item in ext] if ext else None)
+            tail: tuple[Any, ...] = (activity_text, None if related is None else format_guid(related), [item.type_name for item in ext] if ext else None)
         else:
-            a_activity(None)
-            a_related(None)
-            a_extended(None)
-        a_pointer(record.pointer_size)
-        a_length(record.user_data_length)
-        a_process(process)
-        a_reason(getattr(record, "reason", None) if kind == "unknown" else None)
+            tail = (None, None, None)
+        if filetime is None or not _MIN_TICKS <= filetime <= _MAX_TICKS:
+            nanos = None
+        else:
+            nanos = (filetime - _FILETIME_UNIX_TICKS) * 100
+        self.rows.append((
+            position, kind, None if guid is None else self._guid(guid, record.provider_id), provider or None, event or None,
+            record.id, record.version, record.channel, record.level, record.opcode, record.task, record.keyword,
+            record.hook_id, record.pid, record.tid, record.cpu, record.timestamp, nanos, record.size, *tail,
+            record.pointer_size, record.user_data_length, process, getattr(record, "reason", None) if kind == "unknown" else None,
+        ))  # fmt: skip
 
     def table(self, pa: Any, schema: Any) -> Any:
-        """The gathered rows as an Arrow table (and the columns emptied)."""
+        """The gathered rows as an Arrow table (and the rows emptied)."""
+        rows, self.rows = self.rows, []
+        columns = list(zip(*rows)) if rows else [() for _ in schema]
         arrays = []
-        for field in schema:
-            values = self.columns[field.name]
-            if field.name in _DICTIONARY:
-                arrays.append(_dictionary_strings(values, pa))
-            elif field.name == "time":
+        for field, values in zip(schema, columns):
+            if field.name == "time":
                 arrays.append(pa.array(values, type=pa.int64()).cast(field.type))
             else:
                 arrays.append(pa.array(values, type=field.type))
-            values.clear()
         return pa.Table.from_arrays(arrays, schema=schema)
 
-
-def _dictionary_strings(values: list[Any], pa: Any) -> Any:
-    """A string column of few distinct values, built through a dictionary (one Python pass)."""
-    codes: dict[Any, int] = {}
-    indices = [codes.setdefault(value, len(codes)) for value in values]
-    dictionary = pa.array(list(codes), type=pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(indices, type=pa.int32()), dictionary).cast(pa.string())

@@ -127,6 +127,33 @@ class _Names:
         return cached
 
 
+class _Schemas:
+    """``DecodeContext.schema_for`` remembered per record identity, until the trace teaches the
+    context new schemas (an EventSource manifest, TDH metadata). TraceLogging events and
+    manifest chunks are asked every time: their schema is in the record itself."""
+
+    def __init__(self, context: DecodeContext) -> None:
+        self._context = context
+        self._cache: dict[tuple[Any, ...], Schema | None] = {}
+        self._state = (context.manifests_learned, context.carried_schemas)
+
+    def of(self, record: EventRecord) -> Schema | None:
+        context = self._context
+        kind = record.kind
+        if kind == "wpp" or (kind == "event" and (record.flags & 1 or record.id == 0xFFFE)):
+            return context.schema_for(record)
+        state = (context.manifests_learned, context.carried_schemas)
+        if state != self._state:
+            self._cache.clear()
+            self._state = state
+        key = (kind, record.provider_guid_bytes, record.hook_id, record.id, record.version, record.opcode)
+        try:
+            return self._cache[key]
+        except KeyError:
+            found = self._cache[key] = context.schema_for(record)
+            return found
+
+
 def _provider_filter(selection: Selection) -> Callable[[EventRecord, str | None], bool] | None:
     if not selection.providers:
         return None
@@ -164,7 +191,7 @@ def export_tables(
     groups: dict[tuple[int, int], tuple[Schema, SchemaTable, Any]] = {}
     accept_provider = _provider_filter(selection)
     windowed = selection.start is not None or selection.end is not None
-    observe, schema_for, process_name_of = context.observe, context.schema_for, context.process_name_of
+    observe, schema_for, process_name = context.observe, _Schemas(context).of, context.process_name
     add_event = events.add
     pending = 0
     decoded = undecodable = 0
@@ -174,21 +201,23 @@ def export_tables(
         batch = table.decode(pa)
         writer.write_table(table, batch.table)
 
+    start, end = selection.start, selection.end
     for position, record in enumerate(records):
-        kind = record.kind
-        if kind != "unknown":
+        if record.kind != "unknown":
             observe(record)
-            if windowed and not selection.in_window(record):
+            filetime = record.filetime
+            if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
                 continue
             schema = schema_for(record)
+            process = process_name(record.pid, filetime)
         else:
             if windowed:
                 continue
-            schema = None
+            schema = filetime = process = None
         provider, event = names.of(record, schema)
         if accept_provider is not None and not accept_provider(record, provider):
             continue
-        add_event(position, record, provider, event, process_name_of(record) if kind != "unknown" else None)
+        add_event(position, record, filetime, provider, event, process)
         if schema is None:
             undecodable += 1
         else:

@@ -11,7 +11,7 @@ same name and version with other columns gets a file of its own (``..._v<version
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,8 +80,9 @@ class SchemaTable:
         errors = sum(1 for _, problems in results if problems)
         arrays = [pa.array(positions, type=pa.int64())]
         untyped = 0
-        for _column, prop, kind in self.columns:
-            values = [found.get(prop) for found, _ in results]
+        props = [prop for _, prop, _ in self.columns]
+        by_column = list(zip(*[tuple(map(found.get, props)) for found, _ in results])) if props else []
+        for (_column, _prop, kind), values in zip(self.columns, by_column):
             array, lost = _build(kind, values, pa)
             arrays.append(array)
             untyped += lost
@@ -128,7 +129,7 @@ def _type_name(value: Any) -> str | None:
     return getattr(value, "name", None) or str(value)
 
 
-def _build(kind: ColumnType, values: list[Any], pa: Any) -> tuple[Any, int]:
+def _build(kind: ColumnType, values: Sequence[Any], pa: Any) -> tuple[Any, int]:
     """A column of ``values``; values that do not fit the type become null (and are counted)."""
     try:
         return kind.array(values, pa), 0
