@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, REPO, best_of, machine_note, table  # noqa: E402
+from common import CORPUS, REPO, best_of, machine_note, table
 
 sys.path.insert(0, str(REPO))
 
@@ -155,7 +155,7 @@ def sql_answers(layout: Path, repeat: int) -> tuple[dict[str, float], dict[str, 
     for label, query in QUESTIONS.items():
         rows: list[Any] = []
 
-        def run(query: str = query) -> int:
+        def run(query: str = query, rows: list[Any] = rows) -> int:
             rows[:] = connection.execute(query).fetchall()
             return len(rows)
 

@@ -6,12 +6,12 @@ import ipaddress
 import math
 import struct
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
-_UNIX = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_UNIX = datetime(1970, 1, 1, tzinfo=UTC)
 _FILETIME_TO_UNIX_MICROS = 11_644_473_600_000_000
 
 
@@ -26,7 +26,7 @@ def expected(value: Any, kind: pa.DataType) -> Any:
         return {field.name: expected(value.get(field.name), field.type) for field in kind}
     if pa.types.is_timestamp(kind):
         if isinstance(value, datetime):
-            return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+            return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         return _UNIX + timedelta(microseconds=value // 10 - _FILETIME_TO_UNIX_MICROS)
     if pa.types.is_float32(kind):
         return struct.unpack("<f", struct.pack("<f", value))[0]
@@ -44,7 +44,7 @@ def same(left: Any, right: Any) -> bool:
     if isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right):
         return True
     if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right))
+        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
     if isinstance(left, dict) and isinstance(right, dict):
         return left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
     return bool(left == right)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,6 @@ import pytest
 from openetw.export import export_files
 from openetw.report.sources import build_registry
 from tests.conftest import CORPUS, corpus_path
-
 
 ETL_FILES = sorted(str(path.relative_to(CORPUS / "etl")) for path in (CORPUS / "etl").rglob("*.etl")) if (CORPUS / "etl").exists() else []
 

@@ -90,6 +90,7 @@ def test_layout_matches_dump_and_decoding(name: str, exported) -> None:  # type:
             assert row["record"] not in found, "a record in two tables"
             found[row["record"]] = (row, table.schema, entry["table"])
             assert set(columns) == set(row) - {"record"}
+    properties = {(entry["table"], column["name"]): column["property"] for entry in layout["tables"] for column in entry["columns"]}
     for position, (event, data) in decoded.items():
         if event.schema is None:
             assert position not in found
@@ -100,6 +101,6 @@ def test_layout_matches_dump_and_decoding(name: str, exported) -> None:  # type:
         for field in schema:
             if field.name == "record":
                 continue
-            prop = next(column["property"] for entry in layout["tables"] if entry["table"] == table_name for column in entry["columns"] if column["name"] == field.name)
+            prop = properties[(table_name, field.name)]
             want = expected(values.get(prop), field.type)
             assert same(row[field.name], want), (name, position, field.name, row[field.name], want)

@@ -115,7 +115,7 @@ def test_p99_of_process_lifetimes(capsys, trace, python_answers, cache) -> None:
 def test_tables_lists_views_and_columns(capsys, trace, cache) -> None:  # type: ignore[no-untyped-def]
     assert main(["sql", "--tables", "--json", str(trace), "--no-installed"]) == 0
     tables = {table["table"]: table["columns"] for table in json.loads(capsys.readouterr().out)}
-    assert list(tables)[0] == "events"
+    assert next(iter(tables)) == "events"
     assert {"record", "kind", "provider_name", "event_name", "time", "activity_id", "related_activity_id"} <= {c["name"] for c in tables["events"]}
     switch = {column["name"]: column["type"] for column in tables["Windows Kernel/Thread/CSwitch"]}
     assert switch["record"] == "BIGINT" and switch["NewThreadID"] == "UINTEGER" and switch["NewThreadPriority"] == "TINYINT"

@@ -8,7 +8,7 @@ import math
 import os
 import sys
 import time
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -19,7 +19,7 @@ from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import is_layout, layout_for, list_tables, open_database, run_query
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 
 def register(cli: click.Group) -> None:
@@ -37,7 +37,7 @@ def parse_time(text: str) -> int:
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a time: use ISO 8601 (2024-05-01T12:00:00Z) or FILETIME ticks") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     delta = when - _FILETIME_EPOCH
     return (delta.days * 86_400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
 
@@ -163,7 +163,7 @@ def sql(
         connection.close()
     out = sys.stdout
     if as_json:
-        out.write(json.dumps([dict(zip(result.columns, map(_json_value, row))) for row in result.rows]) + "\n")
+        out.write(json.dumps([dict(zip(result.columns, map(_json_value, row), strict=True)) for row in result.rows]) + "\n")
     elif as_csv:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(result.columns)
@@ -195,7 +195,7 @@ def _layouts(paths: list[str], cache_dir: str | None, manifests: tuple[str, ...]
 def _json_value(value: Any) -> Any:
     if isinstance(value, (datetime, date)):
         if isinstance(value, datetime) and value.tzinfo is not None:
-            return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+            return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
         return value.isoformat()
     if isinstance(value, Decimal):
         return float(value)
@@ -226,12 +226,12 @@ def _print_grid(columns: list[str], rows: list[list[str]]) -> None:
     for row in rows:
         for number, cell in enumerate(row):
             widths[number] = min(max(widths[number], len(cell)), 80)
-    line = "  ".join(name.ljust(width) for name, width in zip(columns, widths))
+    line = "  ".join(name.ljust(width) for name, width in zip(columns, widths, strict=True))
     click.echo(line.rstrip())
     click.echo("  ".join("-" * width for width in widths))
     for row in rows:
         cells = [cell if len(cell) <= 80 else cell[:77] + "..." for cell in row]
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip())
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
 

@@ -59,7 +59,7 @@ def export_files(
     fmt: str = "parquet",
     *,
     registry: SchemaRegistry | None = None,
-    selection: Selection = Selection(),
+    selection: Selection | None = None,
     progress: Progress | None = None,
 ) -> ExportSummary:
     """Export ``paths`` (merged in time order) to ``output`` as ``fmt`` (one of ``FORMATS``)."""
@@ -71,6 +71,7 @@ def export_files(
         from openetw.export._deps import require
 
         require("pyarrow", f"exporting to {fmt}")
+    selection = selection if selection is not None else Selection()
     readers = open_inputs(paths)
     registry = registry if registry is not None else SchemaRegistry()
     summary = ExportSummary(inputs=list(paths), output=output, format=fmt)

@@ -33,7 +33,7 @@ class CsvWriter:
     def _flat(self, table: Any) -> Any:
         pa = self.pa
         columns, fields = [], []
-        for field, column in zip(table.schema, table.columns):
+        for field, column in zip(table.schema, table.columns, strict=True):
             kind = field.type
             if pa.types.is_nested(kind):
                 values = [None if value is None else json.dumps(json_value(value)) for value in column.to_pylist()]

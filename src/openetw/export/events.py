@@ -98,16 +98,14 @@ class EventColumns:
         guid = record.provider_guid_bytes
         if kind == "event":
             activity = record.activity_id
-            activity_text = _ZERO_GUID if activity.int == 0 else format_guid(activity)
+            activity_text = None if activity is None else _ZERO_GUID if activity.int == 0 else format_guid(activity)
             related = record.related_activity_id
             ext = record.extended
             tail: tuple[Any, ...] = (activity_text, None if related is None else format_guid(related), [item.type_name for item in ext] if ext else None)
         else:
             tail = (None, None, None)
-        if filetime is None or not _MIN_TICKS <= filetime <= _MAX_TICKS:
-            nanos = None
-        else:
-            nanos = (filetime - _FILETIME_UNIX_TICKS) * 100
+        in_range = filetime is not None and _MIN_TICKS <= filetime <= _MAX_TICKS
+        nanos = (filetime - _FILETIME_UNIX_TICKS) * 100 if in_range else None  # type: ignore[operator]
         self.rows.append((
             position, kind, None if guid is None else self._guid(guid, record.provider_id), provider or None, event or None,
             record.id, record.version, record.channel, record.level, record.opcode, record.task, record.keyword,
@@ -118,9 +116,9 @@ class EventColumns:
     def table(self, pa: Any, schema: Any) -> Any:
         """The gathered rows as an Arrow table (and the rows emptied)."""
         rows, self.rows = self.rows, []
-        columns = list(zip(*rows)) if rows else [() for _ in schema]
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
         arrays = []
-        for field, values in zip(schema, columns):
+        for field, values in zip(schema, columns, strict=True):
             if field.name == "time":
                 arrays.append(pa.array(values, type=pa.int64()).cast(field.type))
             else:

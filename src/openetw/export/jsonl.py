@@ -32,10 +32,11 @@ def export_jsonl(
     out: IO[str],
     summary: ExportSummary,
     *,
-    selection: Selection = Selection(),
+    selection: Selection | None = None,
     progress: Progress | None = None,
 ) -> ExportSummary:
     """Writes ``records`` to ``out`` as JSON lines; returns ``summary`` filled in."""
+    selection = selection if selection is not None else Selection()
     started = time.perf_counter()
     context = DecodeContext(registry)
     guids, names = selection.provider_sets()

@@ -174,7 +174,7 @@ def export_tables(
     writer: TableWriter,
     summary: ExportSummary,
     *,
-    selection: Selection = Selection(),
+    selection: Selection | None = None,
     progress: Progress | None = None,
     events_rows: int = 1 << 17,
     pending_limit: int = 1 << 18,
@@ -182,6 +182,7 @@ def export_tables(
 ) -> ExportSummary:
     """Writes the table form of ``records`` (read by ``readers``) through ``writer``."""
     pa = require("pyarrow", "exporting tables")
+    selection = selection if selection is not None else Selection()
     started = time.perf_counter()
     context = DecodeContext(registry)
     names = _Names(registry, context)
@@ -202,6 +203,9 @@ def export_tables(
         writer.write_table(table, batch.table)
 
     start, end = selection.start, selection.end
+    filetime: int | None
+    schema: Schema | None
+    process: str | None
     for position, record in enumerate(records):
         if record.kind != "unknown":
             observe(record)
@@ -213,7 +217,7 @@ def export_tables(
         else:
             if windowed:
                 continue
-            schema = filetime = process = None
+            schema, filetime, process = None, None, None
         provider, event = names.of(record, schema)
         if accept_provider is not None and not accept_provider(record, provider):
             continue

@@ -81,8 +81,8 @@ class SchemaTable:
         arrays = [pa.array(positions, type=pa.int64())]
         untyped = 0
         props = [prop for _, prop, _ in self.columns]
-        by_column = list(zip(*[tuple(map(found.get, props)) for found, _ in results])) if props else []
-        for (_column, _prop, kind), values in zip(self.columns, by_column):
+        by_column = list(zip(*[tuple(map(found.get, props)) for found, _ in results], strict=True)) if props and results else [() for _ in props]
+        for (_column, _prop, kind), values in zip(self.columns, by_column, strict=True):
             array, lost = _build(kind, values, pa)
             arrays.append(array)
             untyped += lost

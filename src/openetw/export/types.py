@@ -22,7 +22,7 @@ import ipaddress
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from openetw.manifest.winmeta import InType, OutType
@@ -30,7 +30,7 @@ from openetw.tdh.schema import PropertyInfo
 
 __all__ = ["ColumnType", "column_type", "filetime_micros"]
 
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FILETIME_TO_UNIX_MICROS = 11_644_473_600_000_000  # microseconds from 1601-01-01 to 1970-01-01
 
 _INTEGERS = {
@@ -56,7 +56,7 @@ def filetime_micros(value: datetime | int) -> int:
     """
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         delta = value - _UNIX_EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return value // 10 - _FILETIME_TO_UNIX_MICROS
@@ -87,7 +87,7 @@ def _guid(value: Any) -> Any:
 def _aware(value: Any) -> Any:
     """A time inside a list or struct: an aware ``datetime`` (ticks no date holds become null)."""
     if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     try:
         return _UNIX_EPOCH + timedelta(microseconds=filetime_micros(value))
     except (OverflowError, TypeError):
