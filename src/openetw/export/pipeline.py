@@ -127,31 +127,34 @@ class _Names:
         return cached
 
 
-class _Schemas:
-    """``DecodeContext.schema_for`` remembered per record identity, until the trace teaches the
-    context new schemas (an EventSource manifest, TDH metadata). TraceLogging events and
-    manifest chunks are asked every time: their schema is in the record itself."""
+class _Identities:
+    """Schema and names per record identity (kind, provider, hook, id, version, opcode), kept
+    until the trace teaches the context new schemas (an EventSource manifest, TDH metadata).
+    TraceLogging events and manifest chunks are looked up every time: their schema is in the
+    record itself."""
 
-    def __init__(self, context: DecodeContext) -> None:
+    def __init__(self, registry: SchemaRegistry, context: DecodeContext) -> None:
         self._context = context
-        self._cache: dict[tuple[Any, ...], Schema | None] = {}
+        self._names = _Names(registry, context)
+        self._cache: dict[tuple[Any, ...], tuple[Schema | None, str | None, str | None]] = {}
         self._state = (context.manifests_learned, context.carried_schemas)
 
-    def of(self, record: EventRecord) -> Schema | None:
+    def of(self, record: EventRecord) -> tuple[Schema | None, str | None, str | None]:
         context = self._context
         kind = record.kind
         if kind == "wpp" or (kind == "event" and (record.flags & 1 or record.id == 0xFFFE)):
-            return context.schema_for(record)
+            schema = context.schema_for(record)
+            return (schema, *self._names.of(record, schema))
         state = (context.manifests_learned, context.carried_schemas)
         if state != self._state:
             self._cache.clear()
             self._state = state
         key = (kind, record.provider_guid_bytes, record.hook_id, record.id, record.version, record.opcode)
-        try:
-            return self._cache[key]
-        except KeyError:
-            found = self._cache[key] = context.schema_for(record)
-            return found
+        found = self._cache.get(key)
+        if found is None:
+            schema = context.schema_for(record) if kind != "unknown" else None
+            found = self._cache[key] = (schema, *self._names.of(record, schema))
+        return found
 
 
 def _provider_filter(selection: Selection) -> Callable[[EventRecord, str | None], bool] | None:
@@ -185,14 +188,13 @@ def export_tables(
     selection = selection if selection is not None else Selection()
     started = time.perf_counter()
     context = DecodeContext(registry)
-    names = _Names(registry, context)
     catalog = TableCatalog(pa, registry.source_of, writer.suffix)
     schema_of_events = events_schema(pa)
     events = EventColumns()
     groups: dict[tuple[int, int], tuple[Schema, SchemaTable, Any]] = {}
     accept_provider = _provider_filter(selection)
     windowed = selection.start is not None or selection.end is not None
-    observe, schema_for, process_name = context.observe, _Schemas(context).of, context.process_name
+    observe, identity_of, process_name = context.observe, _Identities(registry, context).of, context.process_name
     add_event = events.add
     pending = 0
     decoded = undecodable = 0
@@ -204,7 +206,6 @@ def export_tables(
 
     start, end = selection.start, selection.end
     filetime: int | None
-    schema: Schema | None
     process: str | None
     for position, record in enumerate(records):
         if record.kind != "unknown":
@@ -212,13 +213,12 @@ def export_tables(
             filetime = record.filetime
             if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
                 continue
-            schema = schema_for(record)
             process = process_name(record.pid, filetime)
         else:
             if windowed:
                 continue
-            schema, filetime, process = None, None, None
-        provider, event = names.of(record, schema)
+            filetime, process = None, None
+        schema, provider, event = identity_of(record)
         if accept_provider is not None and not accept_provider(record, provider):
             continue
         add_event(position, record, filetime, provider, event, process)
