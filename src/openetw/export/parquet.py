@@ -1,8 +1,8 @@
 """``--to parquet``: the table layout as Parquet files (the layout others read).
 
 ``DIR/events.parquet``, ``DIR/<Provider>/<Event>_v<version>.parquet`` per schema and
-``DIR/_schemas.json``. Row groups are written as the pipeline hands batches over (up to 128k
-rows for ``events``, 64k for an event table), zstd-compressed, dictionary-encoded where it
+``DIR/_schemas.json``. Row groups are written as the pipeline hands batches over (up to 64k
+rows each, for ``events`` and for an event table), zstd-compressed, dictionary-encoded where it
 pays: sized for scanning, and memory stays flat whatever the trace's size.
 """
 

@@ -179,8 +179,8 @@ def export_tables(
     *,
     selection: Selection | None = None,
     progress: Progress | None = None,
-    events_rows: int = 1 << 17,
-    pending_limit: int = 1 << 18,
+    events_rows: int = 1 << 16,
+    pending_limit: int = 1 << 17,
     flush_rows: int = 1 << 16,
 ) -> ExportSummary:
     """Writes the table form of ``records`` (read by ``readers``) through ``writer``."""
