@@ -19,6 +19,7 @@ from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
 from openetw.export._deps import require
 from openetw.export.events import EventColumns, events_schema
+from openetw.export.evtx_tables import evtx_identity
 from openetw.export.source import Selection
 from openetw.export.tables import SchemaTable, TableCatalog
 from openetw.guids import format_guid
@@ -93,6 +94,11 @@ class ExportSummary:
         return out
 
 
+def _as_decoded(values: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The "decoder" of a record that carries its values (an Event Log record)."""
+    return values, {}
+
+
 class _Names:
     """The provider and event names ``dump --json`` prints, cached per schema and record identity."""
 
@@ -142,6 +148,8 @@ class _Identities:
     def of(self, record: EventRecord) -> tuple[Schema | None, str | None, str | None]:
         context = self._context
         kind = record.kind
+        if kind == "evtx":
+            return None, getattr(record, "provider_name", None) or None, None
         if kind == "wpp" or (kind == "event" and (record.flags & 1 or record.id == 0xFFFE)):
             schema = context.schema_for(record)
             return (schema, *self._names.of(record, schema))
@@ -192,6 +200,7 @@ def export_tables(
     schema_of_events = events_schema(pa)
     events = EventColumns()
     groups: dict[tuple[int, int], tuple[Schema, SchemaTable, Any]] = {}
+    evtx_tables: dict[tuple[Any, ...], SchemaTable] = {}
     accept_provider = _provider_filter(selection)
     windowed = selection.start is not None or selection.end is not None
     observe, identity_of, process_name = context.observe, _Identities(registry, context).of, context.process_name
@@ -222,20 +231,28 @@ def export_tables(
         if accept_provider is not None and not accept_provider(record, provider):
             continue
         add_event(position, record, filetime, provider, event, process)
-        if schema is None:
-            undecodable += 1
-        else:
-            decoded += 1
+        if schema is not None:
             key = (id(schema), record.pointer_size)
             entry = groups.get(key)
             if entry is None or entry[0] is not schema:
                 table = catalog.table_for(schema, provider, event)
                 entry = groups[key] = (schema, table, registry.compiled(schema, record.pointer_size))
-            entry[1].pending.append((position, record.user_data, entry[2]))
+            queued, data, decoder = entry[1], record.user_data, entry[2]
+        elif record.kind == "evtx":
+            evtx_key, make_schema, values = evtx_identity(record)
+            queued = evtx_tables.get(evtx_key)  # type: ignore[assignment]
+            if queued is None:
+                queued = evtx_tables[evtx_key] = catalog.table_for(make_schema(), provider, None)
+            data, decoder = values, _as_decoded  # type: ignore[assignment]
+        else:
+            undecodable += 1
+        if schema is not None or record.kind == "evtx":
+            decoded += 1
+            queued.pending.append((position, data, decoder))
             pending += 1
-            if len(entry[1].pending) >= flush_rows:
-                pending -= len(entry[1].pending)
-                flush(entry[1])
+            if len(queued.pending) >= flush_rows:
+                pending -= len(queued.pending)
+                flush(queued)
             elif pending >= pending_limit:
                 for table in sorted(catalog.tables, key=lambda item: len(item.pending), reverse=True):
                     if pending < pending_limit // 2:
