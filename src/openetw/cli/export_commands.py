@@ -187,7 +187,10 @@ def _layouts(paths: list[str], cache_dir: str | None, manifests: tuple[str, ...]
         if progress.enabled:
             click.echo(f"exported {summary.rows:,} events in {time.perf_counter() - started:.1f} s to {directory}", err=True)
 
-    extra = [f"manifest={os.path.abspath(item)}" for item in manifests] + [f"installed={not no_installed}"]
+    meta = click.get_current_context().meta
+    given = [("manifest", item) for item in manifests] + [("mof", item) for item in meta.get("openetw.mof_files", ())]
+    given += [("tmf", item) for item in meta.get("openetw.tmf_files", ())]
+    extra = [f"{kind}={os.path.abspath(item)}" for kind, item in given] + [f"installed={not no_installed}"]
     directory, _fresh = layout_for(traces, export_to, cache_dir=cache_dir, extra=extra)
     return directories + [directory]
 
