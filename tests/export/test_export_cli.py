@@ -107,3 +107,16 @@ def test_missing_library_names_the_extra() -> None:
     with pytest.raises(MissingDependency, match=r"pip install 'openetw\[export\]'") as caught:
         require("openetw_missing_library", "exporting to Parquet")
     assert caught.value.exit_code == 2 and "exporting to Parquet needs" in str(caught.value)
+
+
+def test_an_earlier_export_is_replaced_and_other_directories_refused(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    assert main(["export", str(corpus_path("etl", "perfview", "primitive-types.etl")), "-o", str(out), "--no-installed"]) == 0
+    assert (out / "solar_system" / "PrimitiveTypesTest_v0.parquet").exists()
+    assert main(["export", str(corpus_path("etl", "perfview", "gcrundownevents.etl")), "-o", str(out), "--no-installed"]) == 0
+    assert not (out / "solar_system").exists() and (out / "events.parquet").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    assert main(["export", str(corpus_path("etl", "perfview", "primitive-types.etl")), "-o", str(other)]) == 2
+    assert "not empty" in capsys.readouterr().err and (other / "keep.txt").read_text() == "mine"

@@ -17,7 +17,7 @@ import click
 from openetw.cli.etl_commands import load_registry, manifest_option, no_installed_option
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
-from openetw.export.sql import is_layout, layout_for, list_tables, open_database, run_query
+from openetw.export.sql import layout_for, list_tables, open_database, run_query
 
 _FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
@@ -100,7 +100,7 @@ def export(
     Records no schema decodes are in the events table only and counted in the summary.
     Needs pyarrow for parquet and csv (pip install 'openetw[export]').
     """
-    if fmt == "jsonl" and output != "-" and is_layout(output):
+    if fmt == "jsonl" and output != "-" and os.path.isdir(output):
         raise click.BadParameter(f"{output} is a directory", param_hint="--output")
     selection = _selection(providers, start, end)
     registry = load_registry(manifests, installed=not no_installed)

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from openetw.export._deps import require
-from openetw.export.tables import SchemaTable
+from openetw.export.tables import SchemaTable, prepare_directory
 from openetw.report.values import json_value
 
 __all__ = ["CsvWriter"]
@@ -28,7 +28,7 @@ class CsvWriter:
         self.csv = require("pyarrow.csv", "exporting to CSV")
         self.directory = directory
         self._writers: dict[str, Any] = {}
-        os.makedirs(directory, exist_ok=True)
+        prepare_directory(directory)
 
     def _flat(self, table: Any) -> Any:
         pa = self.pa

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from openetw.export._deps import require
-from openetw.export.tables import SchemaTable
+from openetw.export.tables import SchemaTable, prepare_directory
 
 __all__ = ["ParquetWriter"]
 
@@ -31,7 +31,7 @@ class ParquetWriter:
         self.compression = compression
         self._events: Any = None
         self._tables: dict[str, Any] = {}
-        os.makedirs(directory, exist_ok=True)
+        prepare_directory(directory)
 
     def _open(self, relative: str, schema: Any) -> Any:
         path = os.path.join(self.directory, relative)

@@ -18,7 +18,7 @@ from typing import Any
 from openetw.export.types import ColumnType, column_type
 from openetw.tdh.schema import Schema
 
-__all__ = ["DecodedBatch", "SchemaTable", "TableCatalog", "safe_part"]
+__all__ = ["DecodedBatch", "SchemaTable", "TableCatalog", "prepare_directory", "safe_part"]
 
 _UNSAFE = re.compile(r'[\x00-\x1f\\:*?"<>|]')
 Decoder = Callable[[bytes], "tuple[dict[str, Any], dict[str, Any]]"]
@@ -191,3 +191,41 @@ class TableCatalog:
         self._by_key[key] = found
         self.tables.append(found)
         return found
+
+
+def prepare_directory(directory: str, schemas_file: str = "_schemas.json") -> None:
+    """Makes ``directory`` ready for a layout: created when missing; an earlier export's files
+    (as its ``_schemas.json`` lists them) removed; any other content refused."""
+    import json
+    import os
+
+    from openetw.errors import InvalidArgument
+
+    if not os.path.exists(directory):
+        os.makedirs(directory)
+        return
+    if not os.path.isdir(directory):
+        raise InvalidArgument(f"{directory} exists and is not a directory")
+    if not os.listdir(directory):
+        return
+    index = os.path.join(directory, schemas_file)
+    if not os.path.isfile(index):
+        raise InvalidArgument(f"{directory} is not empty and holds no earlier export: give a new or empty directory")
+    try:
+        with open(index, encoding="utf-8") as stream:
+            layout = json.load(stream)
+        files = [layout["events"]["file"], *(table["file"] for table in layout["tables"])]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InvalidArgument(f"{index} is not a layout this version can replace: {error}") from None
+    root = os.path.realpath(directory)
+    for relative in files:
+        path = os.path.realpath(os.path.join(directory, relative))
+        if not path.startswith(root + os.sep):
+            continue  # never outside the layout
+        if os.path.isfile(path):
+            os.remove(path)
+        parent = os.path.dirname(path)
+        while parent != root and os.path.isdir(parent) and not os.listdir(parent):
+            os.rmdir(parent)
+            parent = os.path.dirname(parent)
+    os.remove(index)
