@@ -14,12 +14,12 @@ from typing import Any
 
 import click
 
-from openetw.cli.etl_commands import load_registry, manifest_option, no_installed_option
+from openetw.cli.etl_commands import load_registry, manifest_option, no_installed_option, open_readers
+from openetw.cli.progress import quiet_option, show_progress
+from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query
-
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 
 def register(cli: click.Group) -> None:
@@ -27,30 +27,11 @@ def register(cli: click.Group) -> None:
     cli.add_command(sql)
 
 
-def parse_time(text: str) -> int:
-    """A ``--start``/``--end`` value as a FILETIME: ISO 8601 (no zone means UTC) or FILETIME ticks."""
-    value = text.strip()
-    if value.isdigit():
-        return int(value)
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a time: use ISO 8601 (2024-05-01T12:00:00Z) or FILETIME ticks") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    delta = when - _FILETIME_EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
-
-
-def _time_option(name: str, doc: str) -> Any:
-    return click.option(name, metavar="TIME", default=None, callback=lambda _c, _p, v: None if v is None else parse_time(v), help=doc)
-
-
 class _Progress:
-    """Records read and the rate, on one line of a terminal's stderr."""
+    """Records read and the rate, on one line of stderr when it is a terminal."""
 
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
         self._last = 0.0
 
     def __call__(self, records: int, seconds: float) -> None:
@@ -66,10 +47,19 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def _selection(providers: tuple[str, ...], start: int | None, end: int | None) -> Selection:
-    if start is not None and end is not None and end < start:
-        raise click.BadParameter("--end is before --start", param_hint="--end")
-    return Selection(providers=providers, start=start, end=end)
+def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeSpec) -> Selection:
+    """The providers and the time window (relative bounds count from the .etl inputs' earliest start)."""
+    if not window.given:
+        return Selection(providers=providers)
+    traces = [path for path in files if not path.lower().endswith(".evtx")]
+    readers = open_readers(tuple(traces)) if traces else []
+    try:
+        span = window.resolve(readers)
+    finally:
+        for reader in readers:
+            reader.close()
+    assert span is not None
+    return Selection(providers=providers, start=span.start, end=span.end)
 
 
 @click.command()
@@ -77,14 +67,14 @@ def _selection(providers: tuple[str, ...], start: int | None, end: int | None) -
 @click.option("--to", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True, help="Output format.")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=str), help="Directory (parquet, csv) or file (jsonl; - for stdout).")
 @click.option("--provider", "providers", multiple=True, metavar="NAME_OR_GUID", help="Only records of this provider (repeatable).")
-@_time_option("--start", "Only records at or after TIME (ISO 8601, UTC unless a zone is given; or FILETIME ticks).")
-@_time_option("--end", "Only records at or before TIME.")
 @manifest_option
 @no_installed_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@quiet_option
+@time_window_options
 def export(
-    files: tuple[str, ...], fmt: str, output: str, providers: tuple[str, ...], start: int | None, end: int | None,
-    manifests: tuple[str, ...], no_installed: bool, as_json: bool,
+    files: tuple[str, ...], fmt: str, output: str, providers: tuple[str, ...], manifests: tuple[str, ...],
+    no_installed: bool, as_json: bool, quiet: bool, window: TimeSpec,
 ) -> None:  # fmt: skip
     """Write the records of FILES (merged in time order) as tables or JSON lines.
 
@@ -102,9 +92,9 @@ def export(
     """
     if fmt == "jsonl" and output != "-" and os.path.isdir(output):
         raise click.BadParameter(f"{output} is a directory", param_hint="--output")
-    selection = _selection(providers, start, end)
+    selection = _selection(files, providers, window)
     registry = load_registry(manifests, installed=not no_installed)
-    progress = _Progress()
+    progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
     summary = export_files(files, output, fmt, registry=registry, selection=selection, progress=progress)
     progress.done()
     _report(summary, as_json, to_stderr=output == "-")
@@ -180,7 +170,7 @@ def _layouts(paths: list[str], cache_dir: str | None, manifests: tuple[str, ...]
 
     def export_to(files: list[str], directory: str) -> None:
         registry = load_registry(manifests, installed=not no_installed)
-        progress = _Progress()
+        progress = _Progress(show_progress(False, output_is_stdout=False))
         started = time.perf_counter()
         summary = export_files(files, directory, "parquet", registry=registry, progress=progress)
         progress.done()
@@ -249,4 +239,4 @@ def _print_tables(tables: list[dict[str, Any]], as_json: bool) -> None:
             click.echo(f"    {column['name']}  {column['type']}")
 
 
-__all__ = ["export", "parse_time", "register", "sql"]
+__all__ = ["export", "register", "sql"]

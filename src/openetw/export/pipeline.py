@@ -224,8 +224,6 @@ def export_tables(
                 continue
             process = process_name(record.pid, filetime)
         else:
-            if windowed:
-                continue
             filetime, process = None, None
         schema, provider, event = identity_of(record)
         if accept_provider is not None and not accept_provider(record, provider):

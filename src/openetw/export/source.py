@@ -5,7 +5,7 @@ this build has ``openetw.evtx``). Every record
 gets its position in the merged order (``record`` in the tables), counted before any filter,
 so a position names the same record whatever was selected. ``Selection`` keeps records of
 some providers (by name or GUID) and of a time window (FILETIMEs, both ends included); unknown
-records carry no time and are kept only without a window.
+(damaged) records carry no time and are kept, so that damage is still shown.
 """
 
 from __future__ import annotations
@@ -113,9 +113,7 @@ class Selection:
         return guids, names
 
     def in_window(self, record: EventRecord) -> bool:
-        if self.start is None and self.end is None:
+        if (self.start is None and self.end is None) or record.kind == "unknown":
             return True
-        if record.kind == "unknown":
-            return False
         when = record.filetime
         return (self.start is None or when >= self.start) and (self.end is None or when <= self.end)
