@@ -1,5 +1,6 @@
 """A user other than root who holds as many connections as the per-user limit allows gets a
-clear refusal for the next one, from a real service, while root still connects.
+clear refusal for the next one, from a real service, while root still connects; a producer of
+that user gets no more pools than its limit, while root's producers get theirs.
 
 ``nobody``'s side runs in a forked child that dropped its privileges (nothing is executed from
 the checkout): it holds its connections while the parent, as root, connects.
@@ -19,12 +20,16 @@ from typing import Any
 
 import pytest
 
-from openetw.controller import ServiceClient
-from tests.service.harness import OTHER_UID, ServiceProcess, service_env, start_service  # noqa: F401 - fixture
+from openetw.controller import ServiceClient, Session
+from openetw.provider import TraceLoggingProvider  # imported here: nobody may not read the checkout
+from openetw.provider.link import link
+from tests.service.harness import OTHER_UID, Producer, ServiceProcess, as_other_user, service_env, start_service  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 
 LIMIT = 3
+POOL_LIMIT = 1
+POOLED = "Test.Pooled"
 
 
 @pytest.fixture
@@ -35,6 +40,7 @@ def limited(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Serv
     socket_path.parent.mkdir()
     monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
     monkeypatch.setenv("OPENETW_MAX_USER_CONNECTIONS", str(LIMIT))
+    monkeypatch.setenv("OPENETW_MAX_USER_POOLS", str(POOL_LIMIT))
     running = start_service(socket_path)
     try:
         for directory in (base, socket_path.parent):
@@ -117,3 +123,29 @@ def test_the_connection_over_the_limit_is_refused_clearly_and_root_still_connect
     assert second["after_closing_one"]["ok"] is True, second  # a freed slot is usable again
     assert limited.process.poll() is None
     assert "one more refused" in (limited.directory / "service.log").read_text()
+
+
+def test_a_users_producer_gets_no_more_pools_than_the_limit_and_roots_still_gets_its_own(limited: ServiceProcess, tmp_path: Path) -> None:
+    def produce() -> dict[str, Any]:
+        provider = TraceLoggingProvider(POOLED).register()
+        deadline = time.monotonic() + 5  # both sessions enable it; only one pool may come
+        while len(link()._state.session_writers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        written = provider.write("Tick", index=1)
+        return {"pools": len(link()._state.session_writers), "written": written, "enabled": provider.enabled}
+
+    first = Session.start("PoolsA", output=tmp_path / "a.etl", providers=[POOLED])
+    second = Session.start("PoolsB", output=tmp_path / "b.etl", providers=[POOLED])
+    try:
+        report = as_other_user(produce)
+        assert report == {"pools": POOL_LIMIT, "written": True, "enabled": True}, report
+        root = Producer(dict(os.environ))
+        try:
+            assert root.register(POOLED)
+            assert root.wait_sessions(POOLED, 2) == 2  # root: a pool in each session
+        finally:
+            root.kill()
+    finally:
+        totals = [first.stop()["events_written"], second.stop()["events_written"]]
+    assert sorted(totals) == [0, 1]  # nobody's one event reached the one session it had a pool for
+    assert f"uid {OTHER_UID} has {POOL_LIMIT} pools already" in (limited.directory / "service.log").read_text()
