@@ -131,3 +131,19 @@ def test_where_each_service_keeps_its_table(tmp_path: Path, monkeypatch: pytest.
     assert security_table_path(user_socket(), system=False) == tmp_path / "state" / "openetw" / SECURITY_FILE
     assert security_table_path(tmp_path / "run" / "control.sock", system=False) == tmp_path / "run" / SECURITY_FILE
     assert security_table_path(tmp_path / "run" / "control.sock", system=True) == tmp_path / "run" / SECURITY_FILE
+
+
+def test_a_table_that_cannot_be_saved_is_said_and_the_change_holds_until_the_service_stops(socket_path: Path) -> None:
+    from openetw.errors import ServiceError
+
+    blocker = socket_path.parent / SECURITY_FILE
+    blocker.mkdir()  # neither read nor replaced: a directory
+    running = start_service(socket_path)
+    try:
+        with pytest.raises(ServiceError, match="could not be saved to"):
+            _secure_payroll(socket_path)
+        assert format_guid(provider_guid_from_name(PAYROLL)) in _table(socket_path)  # it holds meanwhile
+    finally:
+        running.stop()
+    log = (socket_path.parent / "service.log").read_text()
+    assert "refused (not a regular file)" in log and "not saved to" in log
