@@ -586,7 +586,7 @@ class TraceService:
         self.kernel.forget(session_id)
         if runtime.write_error:
             info["failure"] = info.get("failure") or runtime.write_error
-        if not runtime.failed:
+        if not runtime.failed or runtime.release_when_finished:
             self.carry_out(self.table.remove(session_id))
         for connection, request_id in runtime.stop_waiters:
             connection.send({"id": request_id, "ok": True, "session": info})
