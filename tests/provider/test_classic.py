@@ -26,7 +26,7 @@ from openetw.session.errors import ClassicProviderInUse
 from openetw.tdh import decode_all
 from openetw.tdh.mof_file import schemas_from_mof_text
 from openetw.tdh.registry import SchemaRegistry
-from tests.service.harness import CommandProcess, ServiceProcess, read_events, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import CommandProcess, ServiceProcess, read_events
 
 CONTROL = uuid.UUID("3f92e6e0-9886-434e-85db-0d11d3904c0a")
 TRANSFER = uuid.UUID("b49d5931-ad85-4070-b1b1-3f81f1532875")
@@ -227,7 +227,7 @@ def test_dissect_etl_reads_the_classic_records(service: ServiceProcess, classic_
     assert len(theirs) == 300 + 1  # the logfile header record too
     ours = read_events(output)
     assert len(ours) == 300
-    for mine, their in zip(ours, theirs[1:]):
+    for mine, their in zip(ours, theirs[1:], strict=True):
         assert bytes(their.header.header.ProviderId) == TRANSFER.bytes_le
         assert bytes(their.header.payload) == mine.user_data
 

@@ -91,6 +91,45 @@ def service(service_env: Path) -> Iterator[ServiceProcess]:
         running.kill()
 
 
+def need_tracefs() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("kernel sessions need root (tracefs is root's only)")
+    from openetw.kernel import find_tracefs
+
+    if find_tracefs() is None:
+        result = subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True, check=False)
+        if find_tracefs() is None:
+            pytest.skip(f"tracefs is not mounted and mounting failed: {result.stderr.decode(errors='replace').strip()}")
+
+
+@pytest.fixture
+def kernel_service(service_env: Path) -> Iterator[ServiceProcess]:
+    need_tracefs()
+    running = start_service(service_env)
+    try:
+        yield running
+    finally:
+        running.kill()
+        kill_recorders(running.pid)
+
+
+def kill_recorders(service_pid: int) -> None:
+    """Kernel recorders are children of the service, in their own process groups: a killed service leaves them."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"openetw.service.kernel_recorder" in cmdline and int(stat[1]) in (service_pid, 1):
+            try:
+                os.kill(int(entry.name), 15)
+            except ProcessLookupError:
+                pass
+
+
 class CommandProcess:
     """A child process answering one JSON command per line on its stdin with one JSON line."""
 

@@ -60,7 +60,7 @@ class BufferIndex:
 class _BufferLoader(RecordLoader):
     """``RecordLoader`` over the one buffer in memory."""
 
-    def __init__(self, index: BufferIndex) -> None:  # noqa: D107 - no file to open
+    def __init__(self, index: BufferIndex) -> None:  # no file to open
         self.index = index  # type: ignore[assignment]
         self.context = index.context
         self._limit = len(index.data)

@@ -282,12 +282,12 @@ class EtlIndex:
                 raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_DTYPE.names)}")
         columns = [self.records[name] if rows is None else self.records[name][rows] for name in fields]
         keys = np.empty(len(columns[0]), dtype=[(name, RECORD_DTYPE.fields[name][0]) for name in fields])
-        for name, column in zip(fields, columns):
+        for name, column in zip(fields, columns, strict=True):
             keys[name] = column
         values, counts = np.unique(keys, return_counts=True)
         out: dict[Any, int] = {}
-        for value, count in zip(values.tolist(), counts.tolist()):
-            named = tuple(self._named(name, part) for name, part in zip(fields, value))
+        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+            named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=True))
             out[named[0] if len(fields) == 1 else named] = int(count)
         return out
 

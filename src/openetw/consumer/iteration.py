@@ -277,7 +277,7 @@ class HandOff:
                 if chunk is None:
                     try:
                         await asyncio.wait_for(ready.wait(), _POLL)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 left = len(chunk)

@@ -43,7 +43,7 @@ class Schema:
 
     __slots__ = ("record", "tdh", "_context")
 
-    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | None | Any = _MISSING) -> None:
+    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | Any | None = _MISSING) -> None:
         self.record = record
         if tdh is _MISSING:
             tdh = context.tdh_schema_for(record) if context is not None else None
@@ -149,7 +149,7 @@ _Reader = Callable[[bytes, int], tuple[Any]]
 """``reader(buffer, start)`` reads one value from user data that begins ``start`` bytes into
 ``buffer`` (the record's buffer: no copy of the user data), as a 1-tuple (an integer's reader is
 ``unpack_from``)."""
-_INTEGER_CODES = {
+_INTEGER_CODES: dict[int, str] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
     InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
     InType.FLOAT: "f", InType.DOUBLE: "d",
@@ -166,7 +166,7 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if prop.custom_schema is not None or prop.problem is not None or prop.optional:
         return None
     in_type = prop.in_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if in_type in (InType.POINTER, InType.SIZET):
         code = "Q" if pointer_size == 8 else "I"
     if code is not None:
@@ -379,7 +379,7 @@ class Parser:
         errors = decoded.errors
         return [
             Property(prop.name, prop.in_type, prop.out_type, value, errors.get(prop.name))
-            for prop, value in zip(decoded.schema.properties, values)
+            for prop, value in zip(decoded.schema.properties, values, strict=True)
         ]
 
     def as_dict(self) -> dict[str, Any]:

@@ -217,7 +217,7 @@ class IndexedPlan:
         self.dispatcher = dispatcher
         self.groups = _groups(dispatcher.providers)
         self._columns = [_Columns(index.records) for index in indexes]
-        plans = [self._plan_file(index, columns) for index, columns in zip(indexes, self._columns)]
+        plans = [self._plan_file(index, columns) for index, columns in zip(indexes, self._columns, strict=True)]
         files, rows = merged_order(indexes)
         self.files = files
         self.rows = rows
@@ -440,7 +440,8 @@ class IndexedPlan:
         run_needs_data = np.logical_or.reduceat(route != -2, run_starts) if count else np.zeros(0, dtype=bool)
         runs = zip(
             run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
-        )  # fmt: skip
+            strict=True,
+        )
         columns = zip(count_from(), lane_of.tolist(), column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist())
         done = 0
         buffer = -1

@@ -211,7 +211,10 @@ class Provider:
         rule = self.enable_rule
         filters = rule.filters
         if exe is None and filters.exe_names:
-            return rule.admits_level(record.level) and rule.admits_keyword(record.keyword) and filters.admits_event_id(record.id) and (not filters.pids or record.pid in filters.pids)
+            return (
+                rule.admits_level(record.level) and rule.admits_keyword(record.keyword)
+                and filters.admits_event_id(record.id) and (not filters.pids or record.pid in filters.pids)
+            )
         return rule.admits(record.level, record.keyword, record.id, record.pid, exe)
 
     def rule_mask(self, rows: np.ndarray) -> np.ndarray:

@@ -159,7 +159,7 @@ def records_from_buffer(data: bytes, context: RecordContext, index: int = 0) -> 
     buffers = single_buffer(data, index)
     chains = walk_chains(buffers)
     cpu = buffers.infos[0].cpu
-    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist()):
+    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist(), strict=True):
         header_type = buffers.blob[offset + 2]
         cls = RECORD_CLASSES.get(header_type)
         if cls is not None and buffers.blob[offset + 3] & 0xC0 == 0xC0:

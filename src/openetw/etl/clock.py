@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC, CLOCK_SYSTEM_TIME
 
-FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 _UNIX_EPOCH_AS_FILETIME = 116444736000000000
 
 
@@ -18,7 +18,7 @@ def filetime_to_datetime(filetime: int) -> datetime:
 
 def datetime_to_filetime(value: datetime) -> int:
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     delta = value - FILETIME_EPOCH
     return (delta.days * 86400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
 

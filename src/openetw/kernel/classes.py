@@ -340,7 +340,7 @@ class KernelEventMapper:
         :class:`~openetw.kernel.ringbuffer.EventDecoder`). Events given to :meth:`register`
         are left out: they are decoded whole."""
         used = dict(_FIELDS_USED)
-        for call, (kind, fd_field, position_field) in _FILE_SYSCALLS.items():
+        for call, (_kind, fd_field, position_field) in _FILE_SYSCALLS.items():
             wanted = {"common_pid"}
             wanted.update(f for f in (fd_field, position_field) if f is not None)
             if call in ("open", "openat", "dup3", "close_range"):
@@ -763,7 +763,9 @@ class KernelEventMapper:
     # -- files ----------------------------------------------------------------------------------
     # The enter event gives the arguments (descriptor, explicit position, open flags), the exit
     # event the result; one call per thread is in progress at a time.
-    def _file_enter_handler(self, call: str, kind: str, fd_field: str | None, position_field: str | None) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
+    def _file_enter_handler(
+        self, call: str, kind: str, fd_field: str | None, position_field: str | None
+    ) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
         calls = self._file_calls
         no_records: list[EventRecord] = []
 

@@ -80,7 +80,7 @@ def _flag_tables() -> tuple[dict[str, str], dict[str, str], tuple[str, ...]]:
     ordered += sorted(name for name in cli_of.values() if name not in ordered)
     kernel_of = {cli: kernel for kernel, cli in cli_of.items()}
     available = {cli: kernel_of[cli] for cli in ordered}
-    aliases = {long: short for long, short in _SHORT_NAMES.items()} | _EXTRA_ALIASES
+    aliases = dict(_SHORT_NAMES) | _EXTRA_ALIASES
     planned = tuple(name for name in _CLI_ORDER if name not in available) + _LATER_FLAGS
     planned += tuple(long for long, short in _SHORT_NAMES.items() if short in planned)
     return available, aliases, planned

@@ -203,7 +203,7 @@ class PageParser:
                     elif compiled.single is not None:
                         append((ts, cpu, compiled.name, {compiled.single: compiled.unpack_from(page, start)[0]}))
                     else:
-                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start)))))
+                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start), strict=True))))
                 else:
                     try:
                         append((ts, cpu, compiled.name, compiled.decode_at(page, start, size)))
@@ -366,7 +366,7 @@ class _CompiledFormat:
             raise self._too_short(length)
         flat = self.unpack_from(page, start)
         if self.simple:
-            return dict(zip(self.names, flat))
+            return dict(zip(self.names, flat, strict=True))
         if self.arrays:
             grouped: list[Any] = []
             cursor = 0
@@ -376,7 +376,7 @@ class _CompiledFormat:
                 cursor = index + count
             grouped.extend(flat[cursor:])
             flat = tuple(grouped)
-        values = dict(zip(self.names, flat))
+        values = dict(zip(self.names, flat, strict=True))
         for _, f in self.fixups:
             if f.kind == STRING:
                 values[f.name] = _cstring(values[f.name])
@@ -482,7 +482,7 @@ class EventDecoder:
                 if length < compiled.min_payload:
                     damaged += 1
                     continue
-                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset)))))
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset), strict=True))))
                 continue
             try:
                 values = compiled.decode_at(page, offset, length)
@@ -570,7 +570,7 @@ class FixedEvents:
             fields_of.setdefault(kind, []).append((field, self.signed[kind, field]))
         columns = {name: column.tolist() for name, column in self.columns.items()}
         out = []
-        for i, (timestamp, kind) in enumerate(zip(self.timestamps.tolist(), self.kinds.tolist())):
+        for i, (timestamp, kind) in enumerate(zip(self.timestamps.tolist(), self.kinds.tolist(), strict=True)):
             values = {}
             for field, signed in fields_of.get(kind, ()):
                 value = columns[field][i]
@@ -642,7 +642,7 @@ def _decode_batch(
     discarded = page_errors = 0
     walked: list[tuple[int, int, int, array[int] | None] | None] = []  # per page: (first head, count, base time, exact times)
     base = 0
-    for page, copy in zip(pages, padded):
+    for page, copy in zip(pages, padded, strict=True):
         length = len(page)
         page_base, base = base, base + len(copy)
         if length < data_start:
@@ -764,7 +764,8 @@ def _decode_batch(
     unknown = 0
     compiled_of = decoder._compiled.get
     append = out.append
-    for timestamp, start, size, event_type in zip(stamp_array[others].tolist(), starts[others].tolist(), sizes[others].tolist(), types[others].tolist()):
+    rest = zip(stamp_array[others].tolist(), starts[others].tolist(), sizes[others].tolist(), types[others].tolist(), strict=True)
+    for timestamp, start, size, event_type in rest:
         compiled = compiled_of(event_type)
         if compiled is None:
             unknown += 1
@@ -774,7 +775,7 @@ def _decode_batch(
             elif compiled.single is not None:
                 append((timestamp, cpu, compiled.name, {compiled.single: compiled.unpack_from(joined, start)[0]}))
             else:
-                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(joined, start)))))
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(joined, start), strict=True))))
         else:
             try:
                 append((timestamp, cpu, compiled.name, compiled.decode_at(joined, start, size)))

@@ -386,7 +386,11 @@ def fast_encoder_source(
         if positional:
             raise InvalidArgument("a positional writer takes no variant")
         namespace["LEVEL"], namespace["KEYWORD"], namespace["OPCODE"] = variant
-        start[0:1] = ["def write_fast(values, level, keyword, opcode):", "    if level != LEVEL or keyword != KEYWORD or opcode != OPCODE:", "        return None"]
+        start[0:1] = [
+            "def write_fast(values, level, keyword, opcode):",
+            "    if level != LEVEL or keyword != KEYWORD or opcode != OPCODE:",
+            "        return None",
+        ]
     if positional:
         if value_names is not None:
             raise InvalidArgument("a positional writer takes no value names")

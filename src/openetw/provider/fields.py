@@ -28,7 +28,7 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from openetw.errors import InvalidArgument
@@ -69,7 +69,7 @@ class _Problem(Exception):
         self.subpath = subpath
 
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 _U16 = struct.Struct("<H")
 _U16_BE = struct.Struct(">H")
 _SYSTEMTIME = struct.Struct("<8H")
@@ -240,7 +240,7 @@ def _filetime_ticks(value: Any) -> int:
     """A FILETIME tick count from a ``datetime`` (naive means UTC) or a non-negative int."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         ticks = (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
         if ticks < 0:
             raise _Problem(f"{value.isoformat()} is before 1601, where FILETIME starts")
@@ -260,7 +260,7 @@ def _systemtime(value: Any) -> bytes:
     if not isinstance(value, datetime):
         raise _Problem(f"SYSTEMTIME expects a datetime, not {_describe(value)}")
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
     day_of_week = (value.weekday() + 1) % 7  # SYSTEMTIME counts from Sunday = 0
     return _SYSTEMTIME.pack(
         value.year, value.month, day_of_week, value.day, value.hour, value.minute, value.second, value.microsecond // 1000
@@ -422,7 +422,7 @@ def _struct_fn(prop: PropertyInfo, ctx: _Context) -> FieldFn:
         else:
             raise _Problem(f"struct expects a mapping or a sequence, not {_describe(value)}")
         parts = []
-        for name, fn, item in zip(names, fns, ordered):
+        for name, fn, item in zip(names, fns, ordered, strict=True):
             try:
                 parts.append(fn(item, ints))
             except _Problem as problem:
@@ -560,4 +560,4 @@ class PayloadPacker:
 
     def pack(self, values: Sequence[Any] | Mapping[str, Any]) -> bytes:
         ints: dict[str, Any] = {}
-        return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values))])
+        return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values), strict=True)])

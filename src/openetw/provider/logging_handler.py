@@ -133,7 +133,7 @@ class EtwLoggingHandler(logging.Handler):
             self.provider.write_fields(self.event_name or record.name or "root", fields, level=level, keyword=self.keyword)
         except RecursionError:
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's contract: a failing handler reports through handleError
             self.handleError(record)
 
     def fields(self, record: logging.LogRecord) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
@@ -247,7 +247,7 @@ class ManifestStore:
         staged = [_stage(path) for path in _expand(paths)]
         if not staged:
             raise InvalidArgument("no manifest given")
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         with self._changing():
             index = self._read_index()
             installed: dict[uuid.UUID, InstalledProvider] = {}

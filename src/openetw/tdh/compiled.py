@@ -29,7 +29,7 @@ import sys
 import uuid
 from array import array
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 from typing import Any, NamedTuple
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
@@ -61,7 +61,7 @@ class _Fallback(Exception):
 # Anything a step raises means "let the general decoder decide".
 _GIVE_UP = (_Fallback, struct.error, IndexError, ValueError, TypeError, OverflowError, KeyError)
 
-_INTEGER_CODES = {
+_INTEGER_CODES: dict[int, str] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
     InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
 }  # fmt: skip
@@ -107,7 +107,7 @@ def _systemtime(utc: bool) -> _Transform:
             value = systemtime_to_datetime(_SYSTEMTIME.unpack(raw))
         except ValueError:
             raise _Fallback from None  # the general path reports the bad date
-        return value.replace(tzinfo=timezone.utc) if utc else value
+        return value.replace(tzinfo=UTC) if utc else value
 
     return convert
 
@@ -144,7 +144,7 @@ def _fixed(prop: PropertyInfo, pointer_size: int, encoding: str) -> tuple[str, _
     if prop.members is not None or prop.custom_schema is not None or prop.problem is not None:
         return None
     in_type, out = prop.in_type, prop.out_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if code is not None:
         size = struct.calcsize(code)
         if out == OutType.BOOLEAN:
@@ -356,6 +356,7 @@ def _fixed_array(code: str, convert: _Transform | None, mode: str) -> Callable[[
         end = pos + n * size
         if end > len(data):
             raise _Fallback
+        items: list[Any]
         if use_array:
             items = array(code, data[pos:end]).tolist()
         elif code.endswith("s"):
@@ -623,7 +624,7 @@ def _reader_for_encoding(schema: Schema, pointer_size: int, ansi_encoding: str, 
             _other_encodings.clear()
         state = _ASKED_ONCE if state is _UNSET and not at_once else _build(schema, pointer_size, ansi_encoding)
         _other_encodings[key] = (schema, state)
-    return None if state is _ASKED_ONCE else state  # type: ignore[no-any-return]
+    return None if state is _ASKED_ONCE else state
 
 
 class CompiledSchema:

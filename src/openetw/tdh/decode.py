@@ -29,9 +29,10 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
 from openetw.manifest.winmeta import InType, OutType
@@ -39,8 +40,8 @@ from openetw.tdh.schema import REST, PropertyInfo, Schema
 
 __all__ = ["DecodedEvent", "decode_all", "decode_properties", "filetime_to_datetime", "systemtime_to_datetime", "sid_to_string"]
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
-_MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc) - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
+_MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
 # Elements of size zero (empty structs, zero-length strings) cost nothing in the payload, so a
 # count cannot be bounded by the bytes left; this bounds the work a hostile count can cause.
 _MAX_EMPTY_ELEMENTS = 65536
@@ -210,7 +211,7 @@ class _Walker:
         return items, offset
 
     def rest_array(self, prop: PropertyInfo, offset: int, path: str) -> tuple[list[Any], int]:
-        items = []
+        items: list[Any] = []
         while offset < len(self.data):
             item, end = self.element(prop, offset, f"{path}[{len(items)}]")
             if end == offset:
@@ -307,7 +308,7 @@ def _read_systemtime(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, 
     except ValueError as exc:
         raise _BadValue(f"SYSTEMTIME {fields} is not a valid date: {exc}", end) from None
     if prop.out_type == OutType.DATETIME_UTC:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value, end
 
 
@@ -679,7 +680,7 @@ class DecodedEvent(Mapping[str, Any]):
                 pass
             spans = self._spans = walk._spans
             assert spans is not None
-        for prop, span in zip(self.schema.properties, spans):
+        for prop, span in zip(self.schema.properties, spans, strict=False):  # a walk that stopped has fewer spans
             if prop.name == name:
                 if span is None:
                     error = self._errors.get(name)

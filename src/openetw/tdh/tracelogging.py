@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from openetw.tdh.schema import PropertyInfo, Schema
 
 if TYPE_CHECKING:
     from openetw.tdh.tracelogging_encode import (
-        MAX_METADATA_SIZE,
+        MAX_METADATA_SIZE as MAX_METADATA_SIZE,
         encode_event_metadata,
         encode_provider_traits,
         pack_values,
@@ -68,7 +68,7 @@ CHAIN = 0x80
 MAX_STRUCT_DEPTH = 32
 
 _U16 = struct.Struct("<H")
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 # TlgOut codes whose TDH out-type does not depend on the in-type.
 _TLG_OUT_TO_TDH: dict[int, OutType] = {
@@ -79,15 +79,16 @@ _TLG_OUT_TO_TDH: dict[int, OutType] = {
     37: OutType.CODE_POINTER, 38: OutType.DATETIME_UTC,
 }  # fmt: skip
 TLG_HEX, TLG_SIGNED, TLG_UNSIGNED = 4, 17, 18
-_HEX_BY_IN_TYPE = {
+# Keyed by InType; an unknown in-type is a plain int.
+_HEX_BY_IN_TYPE: dict[int, OutType] = {
     InType.INT8: OutType.HEXINT8, InType.UINT8: OutType.HEXINT8,
     InType.INT16: OutType.HEXINT16, InType.UINT16: OutType.HEXINT16,
     InType.INT32: OutType.HEXINT32, InType.UINT32: OutType.HEXINT32, InType.HEXINT32: OutType.HEXINT32,
     InType.INT64: OutType.HEXINT64, InType.UINT64: OutType.HEXINT64, InType.HEXINT64: OutType.HEXINT64,
     InType.POINTER: OutType.HEXINT64,
 }  # fmt: skip
-_SIGNED_BY_IN_TYPE = {InType.INT8: OutType.BYTE, InType.INT16: OutType.SHORT, InType.INT32: OutType.INT, InType.INT64: OutType.LONG}
-_UNSIGNED_BY_IN_TYPE = {
+_SIGNED_BY_IN_TYPE: dict[int, OutType] = {InType.INT8: OutType.BYTE, InType.INT16: OutType.SHORT, InType.INT32: OutType.INT, InType.INT64: OutType.LONG}
+_UNSIGNED_BY_IN_TYPE: dict[int, OutType] = {
     InType.UINT8: OutType.UNSIGNEDBYTE, InType.UINT16: OutType.UNSIGNEDSHORT,
     InType.UINT32: OutType.UNSIGNEDINT, InType.UINT64: OutType.UNSIGNEDLONG,
 }  # fmt: skip
@@ -96,11 +97,11 @@ _UNSIGNED_BY_IN_TYPE = {
 def tdh_out_type(tlg_out: int, in_type: InType | int) -> OutType | None:
     """The TDH out-type for a TlgOut code on a field of ``in_type`` (``None``: the in-type's default)."""
     if tlg_out == TLG_HEX:
-        return _HEX_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
+        return _HEX_BY_IN_TYPE.get(in_type)
     if tlg_out == TLG_SIGNED:
-        return _SIGNED_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
+        return _SIGNED_BY_IN_TYPE.get(in_type)
     if tlg_out == TLG_UNSIGNED:
-        return _UNSIGNED_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
+        return _UNSIGNED_BY_IN_TYPE.get(in_type)
     return _TLG_OUT_TO_TDH.get(tlg_out)
 
 
@@ -232,8 +233,8 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
     if raw.problem is not None:
         return [PropertyInfo(raw.name, InType.NULL, problem=raw.problem)], index
     if depth > MAX_STRUCT_DEPTH:
-        problem = f"structs nested deeper than {MAX_STRUCT_DEPTH} levels"
-        return [PropertyInfo(raw.name, InType.NULL, problem=problem)], len(fields)
+        deep = f"structs nested deeper than {MAX_STRUCT_DEPTH} levels"
+        return [PropertyInfo(raw.name, InType.NULL, problem=deep)], len(fields)
     code = raw.in_meta & 0x1F
     arity = raw.in_meta & ARITY_MASK
     tlg_out = raw.out_meta & 0x7F
@@ -244,8 +245,8 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
         members: list[PropertyInfo] = []
         for _ in range(tlg_out):
             if index >= len(fields):
-                problem = f"struct {raw.name!r} declares {tlg_out} members, the metadata ends after {len(members)}"
-                members.append(PropertyInfo("", InType.NULL, problem=problem))
+                short = f"struct {raw.name!r} declares {tlg_out} members, the metadata ends after {len(members)}"
+                members.append(PropertyInfo("", InType.NULL, problem=short))
                 break
             built, index = _build(fields, index, depth + 1)
             members.extend(built)
@@ -254,12 +255,12 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
     in_type = _in_type(code)
     out_type = tdh_out_type(tlg_out, in_type) if tlg_out else None
     source_out = tlg_out or None
-    problem = None
+    problem: str | None = None
     if code == InType.NULL:
         problem = f"field {raw.name!r} has in-type NULL"
     elif not isinstance(in_type, InType):
         problem = f"field {raw.name!r} has unknown TraceLogging in-type {code}"
-    common = dict(out_type=out_type, tags=raw.tags, source_out_type=source_out, problem=problem, custom_schema=custom)
+    common = {"out_type": out_type, "tags": raw.tags, "source_out_type": source_out, "problem": problem, "custom_schema": custom}
     if in_type == InType.BINARY and custom is None:
         if count is None and not variable:
             length_name = f"{raw.name}.Length"

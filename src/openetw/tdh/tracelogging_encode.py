@@ -13,7 +13,7 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from openetw.errors import InvalidArgument
@@ -210,8 +210,9 @@ def _filetime_ticks(value: Any) -> int:
     if isinstance(value, int):
         return value
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+        value = value.replace(tzinfo=UTC)
+    ticks: int = (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+    return ticks
 
 
 def _systemtime(value: datetime) -> bytes:
@@ -241,7 +242,8 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
     if code == InType.UNICODESTRING:
         if "\0" in value:
             raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
-        return value.encode("utf-16-le") + b"\0\0"
+        encoded: bytes = value.encode("utf-16-le")
+        return encoded + b"\0\0"
     if code == InType.ANSISTRING:
         raw = _ansi_bytes(prop, value)
         if b"\0" in raw:
@@ -300,7 +302,7 @@ def _pack_fields(out: bytearray, props: list[PropertyInfo], values: Mapping[str,
         ordered = list(values)
         if len(ordered) != len(props):
             raise InvalidArgument(f"{len(props)} fields but {len(ordered)} values")
-    for prop, value in zip(props, ordered):
+    for prop, value in zip(props, ordered, strict=True):
         try:
             _pack_field(out, prop, value)
         except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:

@@ -13,7 +13,7 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from openetw.errors import InvalidArgument
@@ -22,20 +22,20 @@ from openetw.tdh.schema import REST, PropertyInfo, Schema
 
 __all__ = ["pack_template"]
 
-_INTEGERS = {
+_INTEGERS: dict[int, str] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: "<b", InType.UINT8: "<B", InType.INT16: "<h", InType.UINT16: "<H", InType.INT32: "<i",
     InType.UINT32: "<I", InType.INT64: "<q", InType.UINT64: "<Q", InType.HEXINT32: "<I", InType.HEXINT64: "<Q",
     InType.FLOAT: "<f", InType.DOUBLE: "<d",
 }  # fmt: skip
 _UTF8 = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 
 def _ticks(value: Any) -> int:
     if isinstance(value, int):
         return value
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
 
 
@@ -88,7 +88,7 @@ class _Packer:
             return
         code = prop.in_type
         out = self.out
-        fmt = _INTEGERS.get(code)  # type: ignore[call-overload]
+        fmt = _INTEGERS.get(code)
         if fmt is not None:
             if code == InType.UINT16 and prop.out_type == OutType.PORT:
                 out += struct.pack(">H", value)
@@ -105,7 +105,10 @@ class _Packer:
         elif code == InType.FILETIME:
             out += struct.pack("<q", _ticks(value))
         elif code == InType.SYSTEMTIME:
-            out += struct.pack("<8H", value.year, value.month, (value.weekday() + 1) % 7, value.day, value.hour, value.minute, value.second, value.microsecond // 1000)
+            weekday = (value.weekday() + 1) % 7
+            out += struct.pack(
+                "<8H", value.year, value.month, weekday, value.day, value.hour, value.minute, value.second, value.microsecond // 1000
+            )
         elif code == InType.SID:
             out += _sid(value)
         elif code in (InType.UNICODESTRING, InType.ANSISTRING):
@@ -121,7 +124,10 @@ class _Packer:
         elif code in (InType.BINARY,):
             raw = value.packed if isinstance(value, ipaddress.IPv6Address) else bytes(value)
             out += _sized(raw, self.size_of(prop.length, scope), 1, prop.name)
-        elif code in (InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING, InType.MANIFEST_COUNTEDANSISTRING, InType.COUNTEDANSISTRING, InType.MANIFEST_COUNTEDBINARY):
+        elif code in (
+            InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING, InType.MANIFEST_COUNTEDANSISTRING, InType.COUNTEDANSISTRING,
+            InType.MANIFEST_COUNTEDBINARY,
+        ):
             wide = code in (InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING)
             raw = bytes(value) if code == InType.MANIFEST_COUNTEDBINARY else _text(value, prop, wide)
             out += struct.pack("<H", len(raw)) + raw

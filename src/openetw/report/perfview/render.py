@@ -21,7 +21,7 @@ from openetw.tdh.schema import EventMap, PropertyInfo
 
 __all__ = ["render_property", "render_value", "render_map", "flags_text", "enum_text"]
 
-_BITS = {
+_BITS: dict[int, int] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: 8, InType.UINT8: 8, InType.INT16: 16, InType.UINT16: 16, InType.INT32: 32,
     InType.UINT32: 32, InType.HEXINT32: 32, InType.INT64: 64, InType.UINT64: 64, InType.HEXINT64: 64,
 }  # fmt: skip

@@ -81,11 +81,11 @@ class TraceState:
     # -- in order ----------------------------------------------------------------------------
     def observe(self, record: Any, props: dict[str, Any]) -> None:
         """Called after an event is shown (so its own lookups see the state before it)."""
-        if record.kind in ("system", "compact", "perfinfo") and (record.hook_id or 0) >> 8 == _DISK_GROUP:
-            if record.opcode in _DISK_COMPLETIONS:
-                disk = props.get("DiskNumber")
-                if isinstance(disk, int):
-                    self.disk_last_completion[disk] = record.timestamp
+        kernel = record.kind in ("system", "compact", "perfinfo")
+        if kernel and (record.hook_id or 0) >> 8 == _DISK_GROUP and record.opcode in _DISK_COMPLETIONS:
+            disk = props.get("DiskNumber")
+            if isinstance(disk, int):
+                self.disk_last_completion[disk] = record.timestamp
 
     def disk_service_msec(self, record: Any, disk: Any, elapsed: float) -> float:
         """A disk completion's service time: its elapsed time, less any part of it the disk

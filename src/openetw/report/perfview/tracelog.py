@@ -60,9 +60,8 @@ def event_identity(record: Any, schema: Schema | None, registry_name: str | None
     kind = record.kind
     if kind in ("system", "compact", "perfinfo"):
         return _kernel_identity((record.hook_id or 0) >> 8, record.opcode, record.version)
-    if kind in ("classic", "instance"):
-        if find_layout(record.provider_id, record.opcode, record.version) is not None:
-            return _kernel_identity(record.provider_id, record.opcode, record.version)
+    if kind in ("classic", "instance") and find_layout(record.provider_id, record.opcode, record.version) is not None:
+        return _kernel_identity(record.provider_id, record.opcode, record.version)
     provider = (schema.provider_name if schema is not None else None) or registry_name
     if provider is None:
         provider = str(record.provider_id) if record.provider_guid_bytes is not None else record.kind

@@ -23,7 +23,7 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from openetw.report.perfview import dotnet
@@ -32,8 +32,8 @@ from openetw.tdh.schema import Schema
 
 __all__ = ["EventInput", "Field", "View", "fields"]
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -114,7 +114,7 @@ def filetime_value(value: Any) -> Any:
     """A FILETIME integer as a UTC datetime (``DateTime.FromFileTime``); datetimes pass."""
     if isinstance(value, int):
         if value <= 0:
-            return datetime(1601, 1, 1, tzinfo=timezone.utc)
+            return datetime(1601, 1, 1, tzinfo=UTC)
         return _FILETIME_EPOCH + timedelta(microseconds=value // 10)
     return value
 
