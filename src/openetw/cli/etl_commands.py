@@ -321,7 +321,7 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> Any:
         if record.provider_guid_bytes is not None and format_guid(record.provider_id) in guids:
             return True
         name = namer.provider_name(record)
-        return bool(name) and name.lower() in names
+        return name is not None and name.lower() in names
 
     return accept
 

@@ -275,7 +275,7 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     """
     blob = bufs.blob
     slot_count = len(blob) // 8
-    index_type = np.int32 if slot_count < 1 << 28 else np.int64
+    index_type: type[np.signedinteger[Any]] = np.int32 if slot_count < 1 << 28 else np.int64
     words = np.frombuffer(blob, dtype="<u8", count=slot_count)  # a slot's marker, then its second u32
     # Each slot's marker key (header type and flags, bytes 2-3) says at once whether it frames:
     # a known header type under 0xC0 flags, or a WPP 0x90 marker.

@@ -254,6 +254,9 @@ class Parser:
     # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for, and
     # ``_plain`` (set by the trace context on the parsers it makes) turns false then.
     __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data", "_plain")
+    _decoded: DecodedEvent | None
+    _data: bytes
+    _plain: bool
 
     def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
         self._schema: Schema = schema
@@ -286,11 +289,12 @@ class Parser:
     @property
     def user_data(self) -> bytes:
         try:
-            return self._data  # type: ignore[no-any-return]
+            return self._data
         except AttributeError:
-            data = self._data = self.record.user_data
+            data: bytes = self.record.user_data
+            self._data = data
             self._plain = False
-            return data  # type: ignore[no-any-return]
+            return data
 
     @property
     def decoded(self) -> DecodedEvent | None:

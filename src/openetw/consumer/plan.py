@@ -165,7 +165,8 @@ def _group_column(index: EtlIndex, groups: list[list[Provider]], provider_column
         row = index.provider_row(group[0].guid)
         if row is not None:
             table[row] = number
-    return table[index.records["provider"] if provider_column is None else provider_column]
+    groups_of: np.ndarray = table[index.records["provider"] if provider_column is None else provider_column]
+    return groups_of
 
 
 class _Columns:
@@ -323,13 +324,13 @@ class IndexedPlan:
             records = self._columns[0]
             everything = len(rows) == len(records)  # one file, every row: rows == arange
 
-            def column(name: str) -> np.ndarray:
+            def one_file_column(name: str) -> np.ndarray:
                 found = gathered.get(name)
                 if found is None:
                     found = gathered[name] = records[name] if everything else records[name][rows]
                 return found
 
-            return column, column("provider").astype(np.int64)
+            return one_file_column, one_file_column("provider").astype(np.int64)
         mine = [files == number for number in range(len(self.indexes))]
 
         def column(name: str) -> np.ndarray:

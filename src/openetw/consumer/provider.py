@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,6 +55,14 @@ def _ints(values: Iterable[int] | int, what: str) -> frozenset[int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         raise InvalidArgument(f"{what} must be integers, not {items!r}")
     return frozenset(items)
+
+
+class IndexRows(Protocol):
+    """Index rows seen by column name: a structured array of them, or a view of its columns."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, name: str) -> np.ndarray: ...
 
 
 class EventFilter:
@@ -217,7 +225,7 @@ class Provider:
             )
         return rule.admits(record.level, record.keyword, record.id, record.pid, exe)
 
-    def rule_mask(self, rows: np.ndarray) -> np.ndarray:
+    def rule_mask(self, rows: IndexRows) -> np.ndarray:
         """The rule over index rows, the executable filter aside (it needs process names)."""
         rule = self.enable_rule
         mask = np.ones(len(rows), dtype=bool)

@@ -111,14 +111,14 @@ class FileSource(Source):
             stats.buffers_with_events_lost_flag = read.get("buffers_with_events_lost_flag", 0)
             stats.format_errors = len(self.index.errors)
         else:
-            read = self._reader.stats if self._reader is not None else self._streamed
-            if read is not None:
-                stats.buffers = read.buffers
-                stats.records = stats.events_written = read.records
-                stats.unknown_records = read.unknown_records
-                stats.skipped_bytes = read.skipped_bytes
-                stats.buffers_with_events_lost_flag = read.buffers_with_events_lost_flag
-                stats.format_errors = len(read.errors)
+            counted = self._reader.stats if self._reader is not None else self._streamed
+            if counted is not None:
+                stats.buffers = counted.buffers
+                stats.records = stats.events_written = counted.records
+                stats.unknown_records = counted.unknown_records
+                stats.skipped_bytes = counted.skipped_bytes
+                stats.buffers_with_events_lost_flag = counted.buffers_with_events_lost_flag
+                stats.format_errors = len(counted.errors)
         return stats
 
     def errors(self) -> list[EtlFormatError]:

@@ -596,14 +596,16 @@ def _gather(joined: bytes, positions: np.ndarray, size: int, signed: bool) -> np
     if size == 8 and not (positions & 3).any():
         words = np.frombuffer(joined, dtype="<u4")
         index = positions >> 2
-        return words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+        joined_words: np.ndarray = words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+        return joined_words
     kind = "i" if signed else "u"
     if size in (1, 2, 4, 8) and not (positions % size).any():
         values = np.frombuffer(joined, dtype=f"<{kind}{size}", count=len(joined) // size)[positions // size]
     else:
         data = np.frombuffer(joined, dtype=np.uint8)
         values = data[positions[:, None] + np.arange(size)].view(f"<{kind}{size}").reshape(-1)
-    return values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+    bits: np.ndarray = values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+    return bits
 
 
 def _event_times(deltas: np.ndarray, walked: list[tuple[int, int, int, array[int] | None] | None]) -> np.ndarray:
@@ -739,10 +741,10 @@ def _decode_batch(
     header_words = word_array[head]
     stamp_array = _event_times(header_words >> shift, walked)
     last_timestamps = [None if w is None or not w[1] else int(stamp_array[w[0] + w[1] - 1]) for w in walked]
-    type_len = header_words & type_mask
-    long_form = type_len == 0
+    type_lens = header_words & type_mask
+    long_form = type_lens == 0
     starts = (head + 1 + long_form) * 4
-    sizes = np.where(long_form, word_array[np.minimum(head + 1, len(word_array) - 1)].astype(np.int64) - 4, type_len.astype(np.int64) * 4)
+    sizes = np.where(long_form, word_array[np.minimum(head + 1, len(word_array) - 1)].astype(np.int64) - 4, type_lens.astype(np.int64) * 4)
     type_reader = decoder._type_reader
     if type_reader is None:
         return BatchResult(None, discarded, count, 0, page_errors, last_timestamps)

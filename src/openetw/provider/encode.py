@@ -535,7 +535,7 @@ class _RecordEncoder:
             scope = dict(namespace)
             exec(compile(source, "<openetw generated writer>", "exec"), scope)  # noqa: S102 - our own generated code
             made = self._fast[key] = (scope["write_fast"].__code__, namespace)
-        return made  # type: ignore[return-value]
+        return made
 
     def fast_encoder(
         self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None
@@ -544,7 +544,7 @@ class _RecordEncoder:
         ``fast_encoder_source``), generated once per ``value_types`` and ``value_names``: the
         record, or ``None`` when ``encode`` has to decide."""
         key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names))
-        fast = self._fast.get(key)
+        fast: Callable[[Any, int, int, int, bytes], bytes | None] | None = self._fast.get(key)
         if fast is None:
             source, namespace = fast_encoder_source(
                 self.fields, self._packer(8), ansi_encoding=self.ansi_encoding, tracelogging=self._tracelogging,
@@ -737,14 +737,14 @@ def _element_field(name: str, items: Sequence[Any]) -> PropertyInfo:
                 raise InvalidFieldValue(name, f"{high} does not fit 64 bits")
             return tl_field(name, in_type, count="variable")
         return tl_field(name, InType.DOUBLE, count="variable")
-    if len(kinds) != 1 or None in kinds:
+    kind = next(iter(kinds)) if len(kinds) == 1 else None
+    if kind is None:
         raise InvalidFieldValue(name, "a list's items must all have one type")
-    (kind,) = kinds
     if kind.is_array:
         raise InvalidFieldValue(name, "arrays of arrays cannot be written")
     # Arrays of BINARY do not decode; counted binary is the same bytes, one value per element.
-    in_type = InType.MANIFEST_COUNTEDBINARY if kind.in_type == InType.BINARY else kind.in_type
-    return tl_field(name, in_type, kind.out_type, count="variable")
+    element_type = InType.MANIFEST_COUNTEDBINARY if kind.in_type == InType.BINARY else kind.in_type
+    return tl_field(name, element_type, kind.out_type, count="variable")
 
 
 def field_for_value(name: str, value: Any) -> PropertyInfo:

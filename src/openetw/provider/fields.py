@@ -241,7 +241,7 @@ def _filetime_ticks(value: Any) -> int:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
-        ticks = (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+        ticks: int = (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
         if ticks < 0:
             raise _Problem(f"{value.isoformat()} is before 1601, where FILETIME starts")
         return ticks

@@ -75,7 +75,8 @@ def _writable(name: str, value: Any) -> Any:
     if isinstance(value, _PLAIN_TYPES):
         return value
     if isinstance(value, numbers.Integral):
-        return int(value) if _INT64_LOW <= value < _UINT64_END else str(value)
+        whole = int(value)
+        return whole if _INT64_LOW <= whole < _UINT64_END else str(value)
     if isinstance(value, (Mapping, list, tuple)) or not isinstance(value, numbers.Number):
         try:
             field_for_value(name, value)

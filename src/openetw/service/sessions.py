@@ -48,7 +48,7 @@ _SIZE_AT: dict[int, int] = {
 }
 
 
-def count_typed_records(buffer: bytes) -> int:
+def count_typed_records(buffer: bytes | mmap.mmap) -> int:
     """How many records a buffer holds, whatever their header type (kernel records' SYSTEM,
     PERFINFO and COMPACT headers keep their size after the marker, not first)."""
     used = min(_u32(buffer, L.WMI_BUFFER_HEADER.offset("Offset"))[0], len(buffer))
@@ -99,13 +99,13 @@ class SessionRuntime:
     pools: dict[int, PoolEntry] = field(default_factory=dict)  # by pool id
     active: dict[int, int] = field(default_factory=dict)  # connection id -> its current pool id
     consumers: dict[int, Connection] = field(default_factory=dict)
-    ring: deque[tuple[bytes, int]] = field(default_factory=deque)
+    ring: deque[tuple[bytes | mmap.mmap, int]] = field(default_factory=deque)
     finishing: bool = False
     failed: bool = False
     stop_waiters: list[tuple[Connection, Any]] = field(default_factory=list)
     flushes: list[PendingFlush] = field(default_factory=list)
     write_error: str | None = None
-    count_records: Callable[[bytes], int] = count_records
+    count_records: Callable[[bytes | mmap.mmap], int] = count_records
 
     @property
     def name(self) -> str:
@@ -201,7 +201,7 @@ class SessionRuntime:
     def deliver(self, data: bytes | mmap.mmap, *, owned: bool = False) -> None:
         """Send one taken buffer to its destinations and count it. ``owned``: ``data`` came
         from the log file's ``spare_buffer`` (a file-only session) and goes to it as it is."""
-        events = self.count_records(data)  # type: ignore[arg-type]
+        events = self.count_records(data)
         mode = self.mode
         table, session_id = self.table, self.session_id
         delivered = False
@@ -233,7 +233,7 @@ class SessionRuntime:
         if delivered:
             table.buffer_written(session_id, events)
 
-    def _send_realtime(self, data: bytes) -> bool:
+    def _send_realtime(self, data: bytes | mmap.mmap) -> bool:
         sent = False
         for consumer in list(self.consumers.values()):
             if consumer.closed:

@@ -37,7 +37,8 @@ from openetw.guids import parse_guid
 from openetw.manifest import Diagnostic, Manifest, parse_manifest, validate
 from openetw.manifest.loader import manifest_files
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
-from openetw.store.files import exclusive_lock, read_regular_file, write_atomically
+from openetw.safeio import read_regular_file
+from openetw.store.files import exclusive_lock, write_atomically
 from openetw.store.merge import provider_key
 from openetw.store.reading import read_manifest, read_manifest_bytes
 

@@ -36,7 +36,8 @@ def _ticks(value: Any) -> int:
         return value
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+    ticks: int = (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+    return ticks
 
 
 def _sid(value: Any) -> bytes:

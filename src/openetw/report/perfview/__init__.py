@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC
 from openetw.errors import OpenEtwError
@@ -26,6 +26,9 @@ from openetw.report.perfview.tracelog import event_identity, removed_by_tracelog
 from openetw.report.perfview.views import EventInput
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
+
+if TYPE_CHECKING:
+    from openetw.etl.record import EventRecord
 
 __all__ = ["MAX_EVENTS_PER_NAME", "PerfViewReport", "perfview_lines"]
 
@@ -149,7 +152,7 @@ class PerfViewReport:
         return [f"COUNT {key}:{self.counts[key]}" for key in sorted(self.counts, key=_ordinal)]
 
 
-def _worth_learning(record: Any) -> bool:
+def _worth_learning(record: EventRecord) -> bool:
     """File names, .NET type names and volume mappings: what ``TraceState.learn`` reads."""
     if record.kind in ("system", "compact", "perfinfo"):
         return (record.hook_id or 0) >> 8 == 0x04

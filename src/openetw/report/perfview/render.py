@@ -150,7 +150,7 @@ def render_property(
             )
         ):
             return dotnet.address(value)
-        bits = _BITS.get(in_type)  # type: ignore[call-overload]
+        bits = _BITS.get(in_type)
         if bits is None:
             return dotnet.n0(value)
         if bits <= 16:

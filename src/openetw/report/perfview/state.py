@@ -13,9 +13,12 @@ Lookups by key and time take the name valid at that time, else the first one giv
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.tdh.context import DecodeContext
+
+if TYPE_CHECKING:
+    from openetw.etl.record import EventRecord
 
 __all__ = ["TraceState"]
 
@@ -87,7 +90,7 @@ class TraceState:
             if isinstance(disk, int):
                 self.disk_last_completion[disk] = record.timestamp
 
-    def disk_service_msec(self, record: Any, disk: Any, elapsed: float) -> float:
+    def disk_service_msec(self, record: EventRecord, disk: Any, elapsed: float) -> float:
         """A disk completion's service time: its elapsed time, less any part of it the disk
         spent finishing the previous request."""
         last = self.disk_last_completion.get(disk) if isinstance(disk, int) else None
