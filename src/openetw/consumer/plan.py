@@ -436,7 +436,7 @@ class IndexedPlan:
         # per run. A buffer's rows all have the buffer's processor number.
         count = len(positions)
         run_starts = np.flatnonzero(np.concatenate(([True], places[1:] != places[:-1]))) if count else np.zeros(0, dtype=np.int64)
-        run_stops = np.append(run_starts[1:], count)
+        run_stops = np.append(run_starts[1:], count) if count else np.zeros(0, dtype=np.int64)
         # Whether a run has a row built from the buffer's bytes (not the long way).
         run_needs_data = np.logical_or.reduceat(route != -2, run_starts) if count else np.zeros(0, dtype=bool)
         runs = zip(
