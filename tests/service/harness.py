@@ -6,12 +6,15 @@ Every process started here is killed when its test ends, whatever happened.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +92,27 @@ def service(service_env: Path) -> Iterator[ServiceProcess]:
         yield running
     finally:
         running.kill()
+
+
+@pytest.fixture
+def reachable(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServiceProcess, Path]]:
+    """A service whose socket another user can reach, and a directory that user owns."""
+    base = Path(tempfile.mkdtemp(prefix="openetw-access-"))
+    socket_path = base / "run" / "control.sock"
+    socket_path.parent.mkdir()
+    monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
+    running = start_service(socket_path)
+    theirs = base / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    try:
+        for directory in (base, socket_path.parent):
+            os.chmod(directory, 0o711)
+        os.chmod(socket_path, 0o666)
+        yield running, theirs
+    finally:
+        running.kill()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def need_tracefs() -> None:
@@ -238,8 +262,8 @@ def as_other_user(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``work()`` in a forked child that dropped every privilege to ``OTHER_UID``; what it
     returned, or ``{"error": ...}``. The child may not read this interpreter's files, so the
     codecs it needs are loaded here first."""
-    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii"):
-        "".encode(codec)
+    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii", "latin-1"):
+        codecs.lookup(codec)  # not "".encode(codec): ascii, latin-1 and utf-8 take a path that imports nothing
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
