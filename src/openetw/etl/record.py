@@ -83,6 +83,9 @@ class EventRecord:
         self.buffer_index = buffer_index
 
     # -- identity -------------------------------------------------------------------------
+    # Class defaults; each header kind overrides those its header has with a read-only property
+    # over the header tuple (so those properties carry ``type: ignore[override]``: mypy sees a
+    # writable attribute made read-only, where no record ever assigns one).
     header_type = 0
     provider_guid_bytes: bytes | None = None
     id = 0
