@@ -469,7 +469,9 @@ def secure_command(provider: str, owners: tuple[str, ...], socket_path: str | No
     """Let only these users and groups (and root) register PROVIDER with the trace service
     (ETW's TRACELOG_REGISTER_GUIDS right). Root only."""
     from openetw.controller import secure_provider
+    from openetw.provider_names import parse_provider_guid
 
+    parse_provider_guid(provider)  # a malformed GUID is bad input before any service is asked
     table = secure_provider(provider, [_principal(owner) for owner in owners], socket=socket_path)
     if as_json:
         _print_json(table)
