@@ -80,6 +80,12 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["kernel", "stop", "nosuch"], 1, "no kernel session named 'nosuch'"),
     (["kernel", "query", "nosuch"], 1, "no kernel session named 'nosuch'"),
     (["kernel", "probe", "--bogus"], 2, "No such option"),
+    (["export", "{tmp}/missing.etl", "-o", "{tmp}/out"], 2, "no such file"),
+    (["export", "{tmp}/junk.etl", "-o", "{tmp}/out"], 2, "not a readable ETL file"),
+    (["export", ETL, "-o", "{tmp}/junk.etl"], 2, "exists and is not a directory"),
+    (["export", ETL, "-o", "{tmp}/out", "--to", "xml"], 2, "'xml' is not one of"),
+    (["sql", "SELECT 1"], 2, "give a QUERY and at least one FILE.etl or DIR"),
+    (["sql", "SELECT nope FROM events", ETL, "--cache-dir", "{tmp}/cache"], 2, "SQL:"),
 ]
 
 
