@@ -117,7 +117,7 @@ def test_no_schema_means_header_facts_only() -> None:
 def test_damaged_payload_is_a_property_decode_error() -> None:
     fields = EventRecordBuilder("Contoso.Short", 1).add_property("a", 1).add_property("b", 1 << 40)
     record = fields.pack_tracelogging("Short")
-    cut = EventRecordBuilder("Contoso.Short", 1, extended=record.extended).pack(record.user_data[:6])  # b needs 8 bytes
+    cut = EventRecordBuilder("Contoso.Short", 1, extended=record.extended).pack(record.user_data[:10])  # a takes 8 bytes, b needs 8
     parser = UserTrace(manifests=[]).context.parser_for(cut)
     assert parser.parse("a") == 1
     with pytest.raises(PropertyDecodeError):

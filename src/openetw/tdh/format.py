@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import InType, OutType
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
 __all__ = ["format_value", "format_property", "format_properties", "format_message", "format_event_message", "error_name"]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import InType, OutType
 from openetw.tdh.mof_syntax import MAX_MOF_CHARS, MofClassDecl, MofError, MofPropertyDecl, decode_mof_bytes, parse_declarations
 from openetw.tdh.schema import REST, EventMap, MapEntry, PropertyInfo, Schema
 
