@@ -10,7 +10,6 @@ from openetw import __version__
 from openetw.cli.failure import ReportedFailure
 from openetw.errors import OpenEtwError
 
-
 # Each subcommand's module, imported only when that command runs (or when --help lists them all),
 # so a command pays for its own imports only.
 COMMAND_MODULES: dict[str, str] = {

@@ -162,7 +162,7 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if prop.custom_schema is not None or prop.problem is not None or prop.optional:
         return None
     in_type = prop.in_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if in_type in (InType.POINTER, InType.SIZET):
         code = "Q" if pointer_size == 8 else "I"
     if code is not None:
@@ -178,8 +178,8 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if in_type == InType.FILETIME:
         unpack = struct.Struct("<q").unpack_from
         return 8, lambda data, start=0: (filetime_value(unpack(data, start + offset)[0]),)
-    size = _FIXED_SIZES.get(in_type)  # type: ignore[call-overload]
-    return None if size is None else (size, None)
+    fixed = _FIXED_SIZES.get(in_type)
+    return None if fixed is None else (fixed, None)
 
 
 def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:

@@ -18,7 +18,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import IntEnum
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "datetime_to_systemtime",
     "filetime_to_datetime",
     "filetime_value",
+    "struct_code",
     "systemtime_to_datetime",
 ]
 
@@ -131,9 +132,9 @@ class OutType(IntEnum):
 
 
 # -- FILETIME and SYSTEMTIME -------------------------------------------------------------------
-FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
-MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc) - FILETIME_EPOCH) // _TICK * 10
+MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - FILETIME_EPOCH) // _TICK * 10
 """The last FILETIME a ``datetime`` can hold."""
 SYSTEMTIME = struct.Struct("<8H")
 
@@ -156,7 +157,7 @@ def filetime_value(ticks: int) -> datetime | int:
 def datetime_to_filetime(value: datetime) -> int:
     """A ``datetime`` as FILETIME ticks (naive means UTC); negative before 1601."""
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return (value - FILETIME_EPOCH) // _TICK * 10
 
 
@@ -174,7 +175,7 @@ def systemtime_to_datetime(fields: tuple[int, ...]) -> datetime:
 def datetime_to_systemtime(value: datetime) -> bytes:
     """A ``datetime`` as SYSTEMTIME bytes: an aware one in UTC, a naive one as it reads."""
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
     day_of_week = (value.weekday() + 1) % 7  # SYSTEMTIME counts from Sunday = 0
     return SYSTEMTIME.pack(value.year, value.month, day_of_week, value.day, value.hour, value.minute, value.second, value.microsecond // 1000)
 
@@ -232,7 +233,7 @@ def _boolean_bytes(value: Any) -> bytes:
 
 
 def _boolean_decode(raw: bytes) -> bool:
-    return struct.unpack("<I", raw)[0] != 0
+    return bool(struct.unpack("<I", raw)[0])
 
 
 T = InType
@@ -278,8 +279,16 @@ TYPES: dict[InType, TypeRow] = {
 }
 del T
 
-FIXED_SIZES: dict[InType, int] = {t: row.size for t, row in TYPES.items() if row.size is not None}
+FIXED_SIZES: dict[int, int] = {t: row.size for t, row in TYPES.items() if row.size is not None}
 """Fixed wire sizes in bytes; absent = variable or pointer-sized."""
-INTEGER_CODES: dict[InType, str] = {t: row.code for t, row in TYPES.items() if row.family == "integer" and row.code}
+INTEGER_CODES: dict[int, str] = {t: row.code for t, row in TYPES.items() if row.family == "integer" and row.code}
 """struct codes of the integer in-types (hex ones included; not BOOLEAN or the chars)."""
-FLOAT_CODES: dict[InType, str] = {t: row.code for t, row in TYPES.items() if row.family == "float" and row.code}
+FLOAT_CODES: dict[int, str] = {t: row.code for t, row in TYPES.items() if row.family == "float" and row.code}
+
+
+def struct_code(in_type: InType) -> str:
+    """The struct code of a fixed-size in-type (``KeyError`` for the others)."""
+    code = TYPES[in_type].code
+    if code is None:
+        raise KeyError(in_type)
+    return code

@@ -20,8 +20,17 @@ from typing import Any, Literal
 
 from openetw.errors import InvalidArgument
 from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS
-from openetw.etl.intypes import FLOAT_CODES, INTEGER_CODES, TYPES, InType, OutType, datetime_to_filetime, datetime_to_systemtime
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    InType,
+    OutType,
+    datetime_to_filetime,
+    datetime_to_systemtime,
+    struct_code,
+)
 from openetw.etl.schema import PropertyInfo
+
 __all__ = [
     "EXT_EVENT_SCHEMA_TL",
     "EXT_PROV_TRAITS",
@@ -59,15 +68,15 @@ _TLG_OUT_TO_TDH: dict[int, OutType] = {
     37: OutType.CODE_POINTER, 38: OutType.DATETIME_UTC,
 }  # fmt: skip
 TLG_HEX, TLG_SIGNED, TLG_UNSIGNED = 4, 17, 18
-_HEX_BY_IN_TYPE = {
+_HEX_BY_IN_TYPE: dict[int, OutType] = {
     InType.INT8: OutType.HEXINT8, InType.UINT8: OutType.HEXINT8,
     InType.INT16: OutType.HEXINT16, InType.UINT16: OutType.HEXINT16,
     InType.INT32: OutType.HEXINT32, InType.UINT32: OutType.HEXINT32, InType.HEXINT32: OutType.HEXINT32,
     InType.INT64: OutType.HEXINT64, InType.UINT64: OutType.HEXINT64, InType.HEXINT64: OutType.HEXINT64,
     InType.POINTER: OutType.HEXINT64,
 }  # fmt: skip
-_SIGNED_BY_IN_TYPE = {InType.INT8: OutType.BYTE, InType.INT16: OutType.SHORT, InType.INT32: OutType.INT, InType.INT64: OutType.LONG}
-_UNSIGNED_BY_IN_TYPE = {
+_SIGNED_BY_IN_TYPE: dict[int, OutType] = {InType.INT8: OutType.BYTE, InType.INT16: OutType.SHORT, InType.INT32: OutType.INT, InType.INT64: OutType.LONG}
+_UNSIGNED_BY_IN_TYPE: dict[int, OutType] = {
     InType.UINT8: OutType.UNSIGNEDBYTE, InType.UINT16: OutType.UNSIGNEDSHORT,
     InType.UINT32: OutType.UNSIGNEDINT, InType.UINT64: OutType.UNSIGNEDLONG,
 }  # fmt: skip
@@ -76,11 +85,11 @@ _UNSIGNED_BY_IN_TYPE = {
 def tdh_out_type(tlg_out: int, in_type: InType | int) -> OutType | None:
     """The TDH out-type for a TlgOut code on a field of ``in_type`` (``None``: the in-type's default)."""
     if tlg_out == TLG_HEX:
-        return _HEX_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
+        return _HEX_BY_IN_TYPE.get(in_type)
     if tlg_out == TLG_SIGNED:
-        return _SIGNED_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
+        return _SIGNED_BY_IN_TYPE.get(in_type)
     if tlg_out == TLG_UNSIGNED:
-        return _UNSIGNED_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
+        return _UNSIGNED_BY_IN_TYPE.get(in_type)
     return _TLG_OUT_TO_TDH.get(tlg_out)
 
 
@@ -239,7 +248,7 @@ def encode_provider_traits(name: str, group: uuid.UUID | None = None, *, decode_
 
 # -- packing values ----------------------------------------------------------------------------
 
-_INT_FORMATS = {in_type: "<" + code for in_type, code in {**INTEGER_CODES, **FLOAT_CODES, InType.BOOLEAN: TYPES[InType.BOOLEAN].code}.items()}
+_INT_FORMATS = {in_type: "<" + code for in_type, code in {**INTEGER_CODES, **FLOAT_CODES, InType.BOOLEAN: struct_code(InType.BOOLEAN)}.items()}
 
 
 def _counted(raw: bytes, what: str) -> bytes:
@@ -278,7 +287,7 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
             return struct.pack(">H", value)
         if code == InType.UINT32 and isinstance(value, ipaddress.IPv4Address):
             return value.packed
-        return struct.pack(_INT_FORMATS[code], value)  # type: ignore[index]
+        return struct.pack(_INT_FORMATS[code], value)
     if code == InType.UNICODESTRING:
         if "\0" in value:
             raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
@@ -341,7 +350,7 @@ def _pack_fields(out: bytearray, props: list[PropertyInfo], values: Mapping[str,
         ordered = list(values)
         if len(ordered) != len(props):
             raise InvalidArgument(f"{len(props)} fields but {len(ordered)} values")
-    for prop, value in zip(props, ordered):
+    for prop, value in zip(props, ordered, strict=True):
         try:
             _pack_field(out, prop, value)
         except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:

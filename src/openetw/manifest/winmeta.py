@@ -18,7 +18,6 @@ from openetw.etl.intypes import FIXED_SIZES as FIXED_SIZES
 from openetw.etl.intypes import InType as InType
 from openetw.etl.intypes import OutType as OutType
 
-
 IN_TYPE_NAMES: dict[str, InType] = {
     "win:UnicodeString": InType.UNICODESTRING,
     "win:AnsiString": InType.ANSISTRING,

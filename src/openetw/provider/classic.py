@@ -199,7 +199,9 @@ _UNCOUNTED = frozenset({InType.NONNULLTERMINATEDSTRING, InType.NONNULLTERMINATED
 def _in_type(value: Any) -> InType:
     try:
         if isinstance(value, str):
-            from openetw.manifest.winmeta import IN_TYPE_NAMES  # a winmeta name ("win:UInt32"): the manifest layer knows them
+            from openetw.manifest.winmeta import (
+                IN_TYPE_NAMES,  # a winmeta name ("win:UInt32"): the manifest layer knows them
+            )
 
             found = IN_TYPE_NAMES.get(value)
             return found if found is not None else InType[value.strip().upper()]

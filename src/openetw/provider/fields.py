@@ -32,7 +32,15 @@ from datetime import datetime
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.etl.intypes import FLOAT_CODES, INTEGER_CODES, TYPES, InType, OutType, datetime_to_filetime, datetime_to_systemtime
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    InType,
+    OutType,
+    datetime_to_filetime,
+    datetime_to_systemtime,
+    struct_code,
+)
 from openetw.etl.schema import REST, PropertyInfo
 
 __all__ = [
@@ -74,7 +82,7 @@ _U16_BE = struct.Struct(">H")
 _UTF8_OUT_TYPES = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
-_INT_CODES: dict[int, str] = {**INTEGER_CODES, InType.BOOLEAN: TYPES[InType.BOOLEAN].code or "I"}
+_INT_CODES: dict[int, str] = {**INTEGER_CODES, InType.BOOLEAN: struct_code(InType.BOOLEAN)}
 _FLOAT_CODES: dict[int, str] = dict(FLOAT_CODES)
 _POINTER_TYPES = frozenset({InType.POINTER, InType.SIZET})
 # In-types whose value a later count or length may refer to (as the decoder remembers them).

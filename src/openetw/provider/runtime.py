@@ -49,7 +49,13 @@ from openetw.guids import parse_guid, provider_guid_from_name
 from openetw.ipc.pool import PoolWriter
 from openetw.ipc.wire import filters_to_json
 from openetw.provider.activity import activity_state, claim_activity_ids
-from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache, TraceLoggingEventEncoder
+from openetw.provider.encode import (
+    EventDescriptor,
+    EventTooLarge,
+    ManifestEventEncoder,
+    TraceLoggingEncoderCache,
+    TraceLoggingEventEncoder,
+)
 from openetw.provider.fields import FieldSpec
 from openetw.provider.link import REGISTER_WAIT, link
 from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable

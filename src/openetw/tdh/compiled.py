@@ -33,7 +33,15 @@ from datetime import timezone
 from typing import Any, NamedTuple
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
-from openetw.etl.intypes import INTEGER_CODES, SYSTEMTIME, TYPES, InType, OutType, filetime_value, systemtime_to_datetime
+from openetw.etl.intypes import (
+    INTEGER_CODES,
+    SYSTEMTIME,
+    TYPES,
+    InType,
+    OutType,
+    filetime_value,
+    systemtime_to_datetime,
+)
 from openetw.tdh.decode import (
     _MAX_EMPTY_ELEMENTS,
     DecodedEvent,
@@ -140,7 +148,7 @@ def _fixed(prop: PropertyInfo, pointer_size: int, encoding: str) -> tuple[str, _
     if prop.members is not None or prop.custom_schema is not None or prop.problem is not None:
         return None
     in_type, out = prop.in_type, prop.out_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if code is not None:
         size = struct.calcsize(code)
         if out == OutType.BOOLEAN:

@@ -34,7 +34,15 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
-from openetw.etl.intypes import FLOAT_CODES, INTEGER_CODES, SYSTEMTIME, InType, OutType, filetime_value, systemtime_to_datetime
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    SYSTEMTIME,
+    InType,
+    OutType,
+    filetime_value,
+    systemtime_to_datetime,
+)
 from openetw.tdh.schema import REST, PropertyInfo, Schema
 
 __all__ = ["DecodedEvent", "decode_all", "decode_properties", "filetime_value", "systemtime_to_datetime", "sid_to_string"]
@@ -403,8 +411,8 @@ def _read_ansi_char(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, i
 
 
 _READERS: dict[int, _Reader] = {
-    **{in_type: _integer("<" + code, in_type.name) for in_type, code in INTEGER_CODES.items()},
-    **{in_type: _float("<" + code, in_type.name) for in_type, code in FLOAT_CODES.items()},
+    **{in_type: _integer("<" + code, InType(in_type).name) for in_type, code in INTEGER_CODES.items()},
+    **{in_type: _float("<" + code, InType(in_type).name) for in_type, code in FLOAT_CODES.items()},
     InType.UNICODESTRING: _read_unicode,
     InType.ANSISTRING: _read_ansi,
     InType.BOOLEAN: _read_boolean,

@@ -24,10 +24,16 @@ from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS, ExtendedI
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, RecordContext
 from openetw.guids import NULL_GUID, parse_guid, provider_guid_from_name
-from openetw.provider.encode import field_for_value
+from openetw.provider.inference import field_for_value
 from openetw.tdh.from_manifest import schemas_from_manifest
 from openetw.tdh.schema import PropertyInfo, Schema
-from openetw.tdh.tracelogging import TRACELOGGING_CHANNEL, encode_event_metadata, encode_provider_traits, pack_values, tl_field
+from openetw.tdh.tracelogging import (
+    TRACELOGGING_CHANNEL,
+    encode_event_metadata,
+    encode_provider_traits,
+    pack_values,
+    tl_field,
+)
 from openetw.testing.packing import pack_template
 
 __all__ = ["EventRecordBuilder", "infer_field", "manifest_schema"]
@@ -35,7 +41,7 @@ __all__ = ["EventRecordBuilder", "infer_field", "manifest_schema"]
 
 def infer_field(name: str, value: Any) -> PropertyInfo:
     """The TraceLogging field a Python value is written as: the provider's own inference
-    (``openetw.provider.encode.field_for_value``: ``int`` as INT64, ``str`` as UTF-16, ``bytes``
+    (``openetw.provider.inference.field_for_value``: ``int`` as INT64, ``str`` as UTF-16, ``bytes``
     as binary, ``datetime`` as FILETIME, ``dict`` as a struct, ``list`` as an array, ...), so a
     built record is the one a ``TraceLoggingProvider`` writes."""
     return field_for_value(name, value)

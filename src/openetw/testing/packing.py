@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.etl.intypes import FLOAT_CODES, INTEGER_CODES, InType, OutType, datetime_to_filetime, datetime_to_systemtime
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    InType,
+    OutType,
+    datetime_to_filetime,
+    datetime_to_systemtime,
+)
 from openetw.tdh.schema import REST, PropertyInfo, Schema
 
 __all__ = ["pack_template"]
@@ -78,7 +85,7 @@ class _Packer:
             return
         code = prop.in_type
         out = self.out
-        fmt = _INTEGERS.get(code)  # type: ignore[call-overload]
+        fmt = _INTEGERS.get(code)
         if fmt is not None:
             if code == InType.UINT16 and prop.out_type == OutType.PORT:
                 out += struct.pack(">H", value)
