@@ -170,7 +170,8 @@ def test_fixed_offset_reads_equal_full_decoding(types: list[InType], outs: list[
     parser = Parser(Schema(record, tdh=tdh))
     for prop in props:
         if prop.name in full:
-            assert parser.parse(prop.name) == full[prop.name]
+            got, expected = parser.parse(prop.name), full[prop.name]
+            assert got == expected or (got != got and expected != expected)  # random bytes may make a NaN
         else:
             with pytest.raises(DecodeError):
                 parser.parse(prop.name)
