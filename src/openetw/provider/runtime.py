@@ -58,6 +58,7 @@ from openetw.provider.encode import (
 )
 from openetw.provider.fields import FieldSpec
 from openetw.provider.link import REGISTER_WAIT, link
+from openetw.provider.properties import with_properties
 from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
@@ -246,7 +247,12 @@ class _ProviderBase:
             self._call_back(capture_state=False)
 
     def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:
-        targets = tuple((entry, writers[entry.session_id].write) for entry in self._state.sessions if entry.session_id in writers)
+        # A session that asked for enable properties gets its events with their extended items.
+        targets = tuple(
+            (entry, with_properties(writers[entry.session_id].write, entry.rule.properties))
+            for entry in self._state.sessions
+            if entry.session_id in writers
+        )
         self._routing = (targets, {}, {}, {})
         self.enabled = bool(targets)
         for event in list(self._events):
