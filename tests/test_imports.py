@@ -52,9 +52,9 @@ def test_import_openetw_loads_only_the_errors_and_guids() -> None:
 @pytest.mark.parametrize(
     ("command", "allowed"),
     [
-        ("mc", {"cli", "errors", "guids"}),
-        ("manifest", {"cli", "errors", "guids", "manifest", "store", "etl", "session", "safeio", "hostinfo"}),
-        ("kernel", {"cli", "errors", "guids"}),
+        ("mc", {"cli", "errors", "guids", "provider_names"}),
+        ("manifest", {"cli", "errors", "guids", "provider_names", "manifest", "store", "etl", "session", "safeio", "hostinfo"}),
+        ("kernel", {"cli", "errors", "guids", "provider_names"}),
     ],
 )
 def test_a_subcommand_loads_its_own_modules_only(command: str, allowed: set[str]) -> None:

@@ -31,8 +31,8 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "predicates", "records_from_buffer",
     ),
     "openetw.controller": (
-        "RealtimeConsumer", "ServiceClient", "Session", "list_sessions", "parse_mode", "registered_providers",
-        "spawn_service",
+        "RealtimeConsumer", "ServiceClient", "Session", "list_sessions", "parse_mode", "provider_security",
+        "registered_providers", "secure_provider", "spawn_service",
     ),
     "openetw.etl": (
         "BufferInfo", "ClassicRecord", "CompactRecord", "EtlReader", "EventHeaderRecord", "EventRecord",
