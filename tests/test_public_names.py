@@ -40,6 +40,9 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "RecordContext", "StackTrace", "SystemRecord", "TraceClock", "UnknownRecord", "filetime_to_datetime",
         "filetime_to_iso", "merge_records", "read_records",
     ),
+    "openetw.export": (
+        "FORMATS", "ExportSummary", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
+    ),
     "openetw.ipc": (),
     "openetw.kernel": (
         "Capability", "EventDecoder", "FLAG_EVENTS", "KERNEL_FLAGS", "KernelCapabilities", "KernelEventMapper",

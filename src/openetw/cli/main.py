@@ -23,6 +23,7 @@ COMMAND_MODULES: dict[str, str] = {
     "mc": "mc_commands",
     "providers": "session_commands", "service": "session_commands", "session": "session_commands", "trace": "session_commands",
     "report": "decode_commands",
+    "export": "export_commands", "sql": "export_commands",
 }  # fmt: skip
 
 
