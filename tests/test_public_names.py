@@ -1,7 +1,7 @@
 """The public names of ``openetw`` and of every subpackage, pinned (trio's way).
 
 A package's public names are its ``__all__``; every one of them must exist, and every public
-attribute of the package must be either listed there or one of its submodules. This list is the
+class or function its ``__init__`` defines must be listed there. This list is the
 contract: moving, adding or dropping a public name changes it here too, deliberately. A new
 subpackage is pinned here when it is added (a package with nothing to export pins ``()``).
 """
@@ -41,7 +41,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "filetime_to_iso", "merge_records", "read_records",
     ),
     "openetw.export": (
-        "FORMATS", "ExportSummary", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
+        "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),
     "openetw.ipc": (),
     "openetw.kernel": (
@@ -131,11 +131,12 @@ def test_nothing_public_is_left_out(package: str) -> None:
     stray = [
         name
         for name, value in vars(module).items()
-        if not name.startswith("_") and name not in listed and not isinstance(value, types.ModuleType) and _ours(value)
+        if not name.startswith("_") and name not in listed and not isinstance(value, types.ModuleType) and _defined_in(value, package)
     ]
     assert not stray, f"{package} has public names outside __all__: {stray}"
 
 
-def _ours(value: object) -> bool:
-    """Whether ``value`` was defined in openetw (not a name imported from the standard library)."""
-    return str(getattr(value, "__module__", "") or "").startswith("openetw")
+def _defined_in(value: object, package: str) -> bool:
+    """Whether ``value`` (a class or function) was defined by the package's ``__init__`` itself:
+    names it imports from its own modules for its own use are theirs, not its public API."""
+    return getattr(value, "__module__", None) == package
