@@ -16,9 +16,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+from openetw.etl.intypes import InType, OutType
 from openetw.guids import provider_guid_from_name
 from openetw.manifest.model import Event, Field, Keyword, Level, Manifest, Map, MapKind, Opcode, Provider, Task
-from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import EventMap, MapEntry, PropertyInfo, Schema
 from openetw.tdh.schema import MapKind as SchemaMapKind
 
