@@ -25,7 +25,7 @@ from openetw.etl.extended import (
     ExtendedItem,
     StackTrace,
 )
-from openetw.etl.framing import system_header_extension
+from openetw.etl.framing import header_type_of, system_header_extension
 from openetw.guids import NULL_GUID, guid_from_le
 
 if TYPE_CHECKING:
@@ -589,8 +589,7 @@ class UnknownRecord(EventRecord):
 
     @property
     def header_type(self) -> int:  # type: ignore[override]
-        marker: int = self._h[0]
-        return (marker >> 16) & 0xFF
+        return header_type_of(self._h[0])
 
     @property
     def marker(self) -> int:
