@@ -23,7 +23,7 @@ import pytest
 from openetw.controller import ServiceClient, Session
 from openetw.provider import TraceLoggingProvider  # imported here: nobody may not read the checkout
 from openetw.provider.link import link
-from tests.service.harness import OTHER_UID, Producer, ServiceProcess, as_other_user, service_env, start_service  # noqa: F401 - fixture
+from tests.service.harness import OTHER_UID, Producer, ServiceProcess, as_other_user, start_service
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 
@@ -33,7 +33,7 @@ POOLED = "Test.Pooled"
 
 
 @pytest.fixture
-def limited(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServiceProcess]:  # noqa: F811 - the fixture above
+def limited(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServiceProcess]:
     """A service every user may reach, allowing each user other than root ``LIMIT`` connections."""
     base = Path(tempfile.mkdtemp(prefix="openetw-limits-"))
     socket_path = base / "run" / "control.sock"

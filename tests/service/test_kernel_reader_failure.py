@@ -17,16 +17,16 @@ import pytest
 from openetw.cli.main import main
 from openetw.controller import ServiceClient, Session, list_sessions
 from openetw.service.kernel_recorder import READER_FAULT_ENV
-from tests.service.harness import ServiceProcess, service_env, start_service  # noqa: F401 - fixture
-from tests.service.test_kernel_sessions import _kill_recorders, _need_tracefs, run_json
+from tests.service.harness import ServiceProcess, kill_recorders, need_tracefs, start_service
+from tests.service.test_kernel_sessions import run_json
 
 FAULT = "injected fault: the kernel event source broke"
 WAIT = 60.0  # a guard against hangs only
 
 
 @pytest.fixture
-def faulty_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServiceProcess]:  # noqa: F811 - the fixture above
-    _need_tracefs()
+def faulty_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServiceProcess]:
+    need_tracefs()
     monkeypatch.setenv(READER_FAULT_ENV, FAULT)
     running = start_service(service_env)
     monkeypatch.delenv(READER_FAULT_ENV)
@@ -34,7 +34,7 @@ def faulty_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) ->
         yield running
     finally:
         running.kill()
-        _kill_recorders(running.pid)
+        kill_recorders(running.pid)
 
 
 def test_a_failed_kernel_reader_shows_as_failed_with_its_reason(

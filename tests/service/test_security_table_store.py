@@ -18,14 +18,14 @@ from openetw.guids import format_guid, provider_guid_from_name
 from openetw.ipc.paths import SYSTEM_SOCKET, user_socket
 from openetw.service.security_store import SECURITY_FILE, load_provider_security, security_table_path
 from openetw.session.security import DEFAULT_SECURED, ProviderSecurity
-from tests.service.harness import OTHER_UID, service_env, start_service  # noqa: F401 - fixture
+from tests.service.harness import OTHER_UID, start_service
 
 PAYROLL = "Test.Payroll"
 SECURITY_AUDITING = uuid.UUID("54849625-5478-4994-a5ba-3e3b0328c30d")
 
 
 @pytest.fixture
-def socket_path(service_env: Path) -> Path:  # noqa: F811 - the fixture above
+def socket_path(service_env: Path) -> Path:
     """A private service's socket (not started): its table goes beside it."""
     return service_env
 
