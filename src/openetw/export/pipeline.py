@@ -195,7 +195,7 @@ def export_tables(
     pa = require("pyarrow", "exporting tables")
     selection = selection if selection is not None else Selection()
     started = time.perf_counter()
-    context = DecodeContext(registry)
+    context = DecodeContext(registry, learn_threads=False, learn_images=False)  # process names are all it asks for
     catalog = TableCatalog(pa, registry.source_of, writer.suffix)
     schema_of_events = events_schema(pa)
     events = EventColumns()

@@ -143,11 +143,18 @@ class DecodeContext:
     ``registry`` decodes the kernel events this needs (a kernel-only ``SchemaRegistry`` by
     default) and receives the manifests found in the trace. ``learn_manifests=False`` ignores
     what the trace says about its own events (EventSource manifests, TDH metadata).
+    ``learn_threads=False`` / ``learn_images=False`` skip the thread and image events (for
+    readers that only ask for processes: those events are many and costly to decode).
     """
 
-    def __init__(self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True) -> None:
+    def __init__(
+        self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True, learn_threads: bool = True,
+        learn_images: bool = True,
+    ) -> None:  # fmt: skip
         self.registry = registry if registry is not None else SchemaRegistry()
         self.learn_manifests = learn_manifests
+        self.learn_threads = learn_threads
+        self.learn_images = learn_images
         self._processes: dict[int, list[ProcessInfo]] = {}
         self._threads: dict[int, list[_ThreadSpan]] = {}
         self._images: dict[int, list[ImageInfo]] = {}
@@ -175,9 +182,11 @@ class DecodeContext:
             if group == _PROCESS_GROUP:
                 self._kernel_process(record)
             elif group == _THREAD_GROUP:
-                self._kernel_thread(record)
+                if self.learn_threads:
+                    self._kernel_thread(record)
             elif group == _IMAGE_GROUP:
-                self._kernel_image(record)
+                if self.learn_images:
+                    self._kernel_image(record)
         elif kind == "event":
             if record.id == _MANIFEST_DATA_ID and self.learn_manifests and record.opcode == 254:
                 self._manifest_chunk(record)

@@ -1,0 +1,129 @@
+"""Column-wise decoding: a batch of same-schema payloads read into numpy columns at once.
+
+A schema has a *fixed layout* when every property is a scalar of a fixed size whose decoded
+value is a number or a boolean: integers (their width and sign; an out-type of BOOLEAN makes
+them booleans, PORT makes a 16-bit one big-endian), pointers and SIZE_T at the producer's
+width, FLOAT, DOUBLE and BOOLEAN. Every property then sits at the same offset in every
+payload, so a batch of payloads at least the layout's size is one ``numpy`` structured array
+(``frombuffer`` over the payloads joined, each cut to that size), and each column is a field
+of it, handed to Arrow without a Python object per value. This gives exactly what the schema's
+compiled reader gives payload by payload (bytes past the layout are ignored by both); batches
+with a shorter payload, and schemas of any other layout, are decoded payload by payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from openetw.manifest.winmeta import InType, OutType
+from openetw.tdh.compiled import CompiledSchema
+from openetw.tdh.schema import PropertyInfo, Schema
+
+__all__ = ["FixedLayout", "fixed_layout"]
+
+_INTEGERS: dict[int, str] = {
+    InType.INT8: "i1", InType.UINT8: "u1", InType.INT16: "i2", InType.UINT16: "u2", InType.INT32: "i4",
+    InType.UINT32: "u4", InType.INT64: "i8", InType.UINT64: "u8", InType.HEXINT32: "u4", InType.HEXINT64: "u8",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    dtype: str  # numpy type code with its byte order ("<u4", ">u2", ...)
+    boolean: bool  # the decoded value is ``value != 0``
+
+
+def _field(prop: PropertyInfo, pointer_size: int) -> _Field | None:
+    if (
+        prop.members is not None or prop.custom_schema is not None or prop.problem is not None or prop.optional
+        or prop.count is not None or prop.count_in_data
+    ):  # fmt: skip
+        return None
+    in_type, out = prop.in_type, prop.out_type
+    code = _INTEGERS.get(in_type)
+    if code is not None:
+        if out == OutType.BOOLEAN:
+            return _Field(prop.name, "<" + code, True)
+        if out == OutType.PORT and code[1] == "2":
+            return _Field(prop.name, ">u2", False)
+        if out == OutType.IPV4 and code[1] == "4":
+            return None  # an address: text
+        return _Field(prop.name, "<" + code, False)
+    if in_type in (InType.POINTER, InType.SIZET):
+        return _Field(prop.name, "<u8" if pointer_size == 8 else "<u4", False)
+    if in_type == InType.FLOAT:
+        return _Field(prop.name, "<f4", False)
+    if in_type == InType.DOUBLE:
+        return _Field(prop.name, "<f8", False)
+    if in_type == InType.BOOLEAN:
+        return _Field(prop.name, "<u4", True)
+    return None
+
+
+class FixedLayout:
+    """How to read payloads of one schema (at one pointer size) column-wise."""
+
+    __slots__ = ("fields", "dtype", "size")
+
+    def __init__(self, fields: Sequence[_Field]) -> None:
+        self.fields = tuple(fields)
+        self.dtype = np.dtype({
+            "names": [f"f{index}" for index in range(len(fields))],
+            "formats": [item.dtype for item in fields],
+        })  # packed: each field right after the previous one, as the payload lays them out
+        self.size = self.dtype.itemsize
+
+    def read(self, payloads: Sequence[bytes]) -> dict[str, np.ndarray] | None:
+        """Each property's values over ``payloads`` (``None`` if one is shorter than the layout)."""
+        size = self.size
+        if not payloads:
+            return {item.name: np.zeros(0, dtype=item.dtype) for item in self.fields}
+        lengths = set(map(len, payloads))
+        if min(lengths) < size:
+            return None
+        if size == 0:
+            return {}
+        joined = b"".join(payloads) if lengths == {size} else b"".join(data[:size] for data in payloads)
+        rows = np.frombuffer(joined, dtype=self.dtype)
+        columns: dict[str, np.ndarray] = {}
+        for index, item in enumerate(self.fields):
+            column = rows[f"f{index}"]
+            columns[item.name] = column != 0 if item.boolean else column
+        return columns
+
+    @staticmethod
+    def arrow(column: np.ndarray, arrow_type: Any, pa: Any) -> Any:
+        """``column`` as an Arrow array of ``arrow_type`` (pointers widen to 64 bits, byte order made native)."""
+        return pa.array(np.ascontiguousarray(column, dtype=arrow_type.to_pandas_dtype()), type=arrow_type)
+
+
+_layouts: dict[tuple[int, int], tuple[Schema, FixedLayout | None]] = {}
+
+
+def fixed_layout(decoder: Any) -> FixedLayout | None:
+    """The fixed layout of a ``CompiledSchema``'s schema at its pointer size, or ``None``.
+
+    Only schemas with a compiled reader qualify (their values are the reader's); names must be
+    unique, as a layout's columns are named by property.
+    """
+    if not isinstance(decoder, CompiledSchema) or not decoder.fast:
+        return None
+    schema = decoder.schema
+    key = (id(schema), decoder.pointer_size)
+    found = _layouts.get(key)
+    if found is not None and found[0] is schema:
+        return found[1]
+    layout: FixedLayout | None = None
+    fields = [_field(prop, decoder.pointer_size) for prop in schema.properties]
+    names = [prop.name for prop in schema.properties]
+    if all(item is not None for item in fields) and len(set(names)) == len(names):
+        layout = FixedLayout([item for item in fields if item is not None])
+    if len(_layouts) >= 4096:
+        _layouts.clear()
+    _layouts[key] = (schema, layout)
+    return layout
