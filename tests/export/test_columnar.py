@@ -66,7 +66,8 @@ def _compare(decoder: Any, payloads: list[bytes]) -> int:
         want = kind.array([values[prop.name] for values, _ in expected], pa)
         assert got.type == want.type, prop.name
         assert got.to_pylist() == want.to_pylist(), (decoder.schema.event_name, prop.name)
-        assert [bool(v) if isinstance(v, (bool, np.bool_)) else v for v in columns[prop.name].tolist()] == [values[prop.name] for values, _ in expected]
+        column = columns[prop.name]
+        assert (column if isinstance(column, list) else column.tolist()) == [values[prop.name] for values, _ in expected]
     if len(long_enough) < len(payloads):
         assert layout.read(payloads) is None  # a short payload: the batch is decoded record by record
     return len(long_enough)
@@ -113,10 +114,27 @@ def test_layout_types_and_byte_orders() -> None:
 def test_variable_layouts_are_not_fixed() -> None:
     schemas = registry()
     for prop in (
-        PropertyInfo("s", InType.UNICODESTRING), PropertyInfo("g", InType.GUID), PropertyInfo("t", InType.FILETIME),
+        PropertyInfo("s", InType.ANSISTRING), PropertyInfo("g", InType.GUID), PropertyInfo("t", InType.FILETIME),
         PropertyInfo("n", InType.UINT32, count=2), PropertyInfo("ip", InType.UINT32, OutType.IPV4),
         PropertyInfo("o", InType.UINT32, optional=True),
     ):  # fmt: skip
         assert fixed_layout(schemas.compiled(_schema(PropertyInfo("x", InType.UINT32), prop), 8)) is None
     assert fixed_layout(lambda data: ({}, {})) is None
     assert isinstance(fixed_layout(schemas.compiled(_schema(PropertyInfo("x", InType.UINT32)), 8)), FixedLayout)
+    text = _schema(PropertyInfo("x", InType.UINT32), PropertyInfo("s", InType.UNICODESTRING), PropertyInfo("y", InType.UINT32))
+    assert fixed_layout(schemas.compiled(text, 8)) is None  # a number after a string: its offset varies
+
+
+def test_trailing_strings() -> None:
+    schema = _schema(PropertyInfo("x", InType.UINT16), PropertyInfo("s", InType.UNICODESTRING), PropertyInfo("t", InType.UNICODESTRING))
+    decoder = registry().compiled(schema, 8)
+    layout = fixed_layout(decoder)
+    assert layout is not None and layout.strings == ("s", "t") and layout.size == 2
+    payloads = [
+        b"\x01\x00" + "C:\\a.dll".encode("utf-16-le") + b"\0\0" + "b".encode("utf-16-le") + b"\0\0",
+        b"\x02\x00" + "x".encode("utf-16-le") + b"\0\0" + "no terminator".encode("utf-16-le") + b"\x41",  # odd last byte
+        b"\x03\x00\x41\x00\x00\x00" + "z".encode("utf-16-le") + b"\0\0",  # a NUL pair at an odd offset is not the end
+        b"\x04\x00\x00\xd8\x00\x00" + b"\0\0",  # a lone surrogate is replaced
+    ]
+    assert _compare(decoder, payloads) == len(payloads)
+    assert layout.read([b"\x05\x00" + "only one".encode("utf-16-le") + b"\0\0"]) is None  # the second starts at the end

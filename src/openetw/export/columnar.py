@@ -9,6 +9,11 @@ payload, so a batch of payloads at least the layout's size is one ``numpy`` stru
 of it, handed to Arrow without a Python object per value. This gives exactly what the schema's
 compiled reader gives payload by payload (bytes past the layout are ignored by both); batches
 with a shorter payload, and schemas of any other layout, are decoded payload by payload.
+
+A fixed layout may end in NUL-terminated UTF-16 strings (an image's file name): the numbers
+are read as above and the strings payload by payload after them, as the compiled reader reads
+them (a string without its NUL runs to the end of the payload; a batch where one would start at
+the very end is decoded payload by payload, which reports it).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import codecs
 
 import numpy as np
 
@@ -68,10 +75,11 @@ def _field(prop: PropertyInfo, pointer_size: int) -> _Field | None:
 class FixedLayout:
     """How to read payloads of one schema (at one pointer size) column-wise."""
 
-    __slots__ = ("fields", "dtype", "size")
+    __slots__ = ("fields", "strings", "dtype", "size")
 
-    def __init__(self, fields: Sequence[_Field]) -> None:
+    def __init__(self, fields: Sequence[_Field], strings: Sequence[str] = ()) -> None:
         self.fields = tuple(fields)
+        self.strings = tuple(strings)  # names of the trailing NUL-terminated UTF-16 strings
         self.dtype = np.dtype({
             "names": [f"f{index}" for index in range(len(fields))],
             "formats": [item.dtype for item in fields],
@@ -79,18 +87,24 @@ class FixedLayout:
         self.size = self.dtype.itemsize
 
     def read(self, payloads: Sequence[bytes]) -> dict[str, np.ndarray] | None:
-        """Each property's values over ``payloads`` (``None`` if one is shorter than the layout)."""
+        """Each property's values over ``payloads`` (numbers as numpy arrays, strings as lists), or
+        ``None`` if a payload is too short for the layout."""
         size = self.size
         if not payloads:
-            return {item.name: np.zeros(0, dtype=item.dtype) for item in self.fields}
+            return {item.name: np.zeros(0, dtype=item.dtype) for item in self.fields} | {name: [] for name in self.strings}
         lengths = set(map(len, payloads))
         if min(lengths) < size:
             return None
+        columns: dict[str, Any] = {}
+        if self.strings:
+            texts = _strings(payloads, size, len(self.strings))
+            if texts is None:
+                return None
+            columns.update(zip(self.strings, texts, strict=True))
         if size == 0:
-            return {}
+            return columns
         joined = b"".join(payloads) if lengths == {size} else b"".join(data[:size] for data in payloads)
         rows = np.frombuffer(joined, dtype=self.dtype)
-        columns: dict[str, np.ndarray] = {}
         for index, item in enumerate(self.fields):
             column = rows[f"f{index}"]
             columns[item.name] = column != 0 if item.boolean else column
@@ -100,6 +114,37 @@ class FixedLayout:
     def arrow(column: np.ndarray, arrow_type: Any, pa: Any) -> Any:
         """``column`` as an Arrow array of ``arrow_type`` (pointers widen to 64 bits, byte order made native)."""
         return pa.array(np.ascontiguousarray(column, dtype=arrow_type.to_pandas_dtype()), type=arrow_type)
+
+
+def _strings(payloads: Sequence[bytes], start: int, count: int) -> list[list[str]] | None:
+    """``count`` NUL-terminated UTF-16 strings from offset ``start`` of every payload."""
+    decode = codecs.utf_16_le_decode
+    columns: list[list[str]] = [[] for _ in range(count)]
+    appends = [column.append for column in columns]
+    for data in payloads:
+        pos, total = start, len(data)
+        for append in appends:
+            end = data.find(b"\0\0", pos)
+            while end >= 0 and (end - pos) & 1:
+                end = data.find(b"\0\0", end + 1)
+            if end >= 0:
+                append(decode(data[pos:end], "replace", True)[0])
+                pos = end + 2
+            elif pos < total:
+                append(decode(data[pos : total - ((total - pos) & 1)], "replace", True)[0])
+                pos = total
+            else:
+                return None
+    return columns
+
+
+def _string_tail(props: Sequence[PropertyInfo]) -> bool:
+    """Whether ``props`` are all NUL-terminated UTF-16 strings (scalars, no length)."""
+    return all(
+        prop.in_type == InType.UNICODESTRING and prop.length is None and prop.count is None and not prop.count_in_data
+        and not prop.optional and prop.members is None and prop.custom_schema is None and prop.problem is None
+        for prop in props
+    )  # fmt: skip
 
 
 _layouts: dict[tuple[int, int], tuple[Schema, FixedLayout | None]] = {}
@@ -119,10 +164,12 @@ def fixed_layout(decoder: Any) -> FixedLayout | None:
     if found is not None and found[0] is schema:
         return found[1]
     layout: FixedLayout | None = None
-    fields = [_field(prop, decoder.pointer_size) for prop in schema.properties]
-    names = [prop.name for prop in schema.properties]
-    if all(item is not None for item in fields) and len(set(names)) == len(names):
-        layout = FixedLayout([item for item in fields if item is not None])
+    properties = schema.properties
+    fields = [_field(prop, decoder.pointer_size) for prop in properties]
+    prefix = next((index for index, item in enumerate(fields) if item is None), len(fields))
+    names = [prop.name for prop in properties]
+    if _string_tail(properties[prefix:]) and len(set(names)) == len(names):
+        layout = FixedLayout(fields[:prefix], names[prefix:])  # type: ignore[arg-type]
     if len(_layouts) >= 4096:
         _layouts.clear()
     _layouts[key] = (schema, layout)

@@ -106,13 +106,17 @@ class SchemaTable:
         layout = fixed_layout(decoder)
         if layout is None or any(item[2] is not decoder for item in pending):
             return None
-        if any(kind.convert is not None or kind.timestamp for _, _, kind in self.columns):
-            return None
+        strings = set(layout.strings)
+        for _, prop, kind in self.columns:
+            if (kind.arrow != pa.string()) if prop in strings else (kind.convert is not None or kind.timestamp):
+                return None
         columns = layout.read([item[1] for item in pending])
         if columns is None or any(prop not in columns for _, prop, _ in self.columns):
             return None
         arrays = [pa.array(positions, type=pa.int64())]
-        arrays.extend(layout.arrow(columns[prop], kind.arrow, pa) for _, prop, kind in self.columns)
+        for _, prop, kind in self.columns:
+            values = columns[prop]
+            arrays.append(pa.array(values, type=kind.arrow) if prop in strings else layout.arrow(values, kind.arrow, pa))
         return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
 
     def describe(self) -> dict[str, Any]:
