@@ -18,11 +18,10 @@ the very end is decoded payload by payload, which reports it).
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import codecs
 
 import numpy as np
 
@@ -86,7 +85,7 @@ class FixedLayout:
         })  # packed: each field right after the previous one, as the payload lays them out
         self.size = self.dtype.itemsize
 
-    def read(self, payloads: Sequence[bytes]) -> dict[str, np.ndarray] | None:
+    def read(self, payloads: Sequence[bytes]) -> dict[str, Any] | None:
         """Each property's values over ``payloads`` (numbers as numpy arrays, strings as lists), or
         ``None`` if a payload is too short for the layout."""
         size = self.size

@@ -181,12 +181,10 @@ class DecodeContext:
                 group = _IMAGE_GROUP
             if group == _PROCESS_GROUP:
                 self._kernel_process(record)
-            elif group == _THREAD_GROUP:
-                if self.learn_threads:
-                    self._kernel_thread(record)
-            elif group == _IMAGE_GROUP:
-                if self.learn_images:
-                    self._kernel_image(record)
+            elif group == _THREAD_GROUP and self.learn_threads:
+                self._kernel_thread(record)
+            elif group == _IMAGE_GROUP and self.learn_images:
+                self._kernel_image(record)
         elif kind == "event":
             if record.id == _MANIFEST_DATA_ID and self.learn_manifests and record.opcode == 254:
                 self._manifest_chunk(record)
