@@ -92,6 +92,7 @@ TABLE: list[tuple[list[str], int, str]] = [
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "none.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")  # a bad input never leaves a service behind
     monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OPENETW_KERNEL_DIR", str(tmp_path / "kernel"))
     (tmp_path / "junk.etl").write_bytes(b"not an etl file at all " * 300)
@@ -104,6 +105,7 @@ def test_bad_input_gives_the_table_s_code_and_one_line(argv: list[str], code: in
                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     got = main([arg.format(tmp=scratch) for arg in argv])
     err = capsys.readouterr().err
+    assert not (scratch / "none.sock").exists(), "a bad input started a trace service"
     lines = err.strip().splitlines()
     assert (got, len(lines)) == (code, 1), err
     assert lines[0].startswith("openetw: error: ") and words in lines[0], err
