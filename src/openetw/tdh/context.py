@@ -249,6 +249,8 @@ class DecodeContext:
         schema = self.schema_for(record)
         if schema is None:
             return None
+        if record.pointer_size in (4, 8):  # every property is asked for: decode them at once
+            return self.registry.compiled(schema, record.pointer_size)(record.user_data)[0]
         return decode_properties(schema, record.user_data, record.pointer_size)
 
     # -- processes ---------------------------------------------------------------------------
