@@ -24,7 +24,7 @@ from openetw.export.source import Selection
 from openetw.export.tables import SchemaTable, TableCatalog
 from openetw.guids import format_guid
 from openetw.report.events import decode_record
-from openetw.tdh.context import DecodeContext
+from openetw.tdh.context import DecodeContext, process_name_from_image
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema
 
@@ -165,6 +165,26 @@ class _Identities:
         return found
 
 
+def _process_names(context: DecodeContext) -> Callable[[int, int], str | None]:
+    """``context.process_name``, with each image's short name worked out once."""
+    process_at = context.process
+    short: dict[str, str] = {}
+
+    def process_name(pid: int, when: int) -> str | None:
+        info = process_at(pid, when)
+        image = None if info is None else info.image
+        if not image:
+            return None
+        name = short.get(image)
+        if name is None:
+            if len(short) >= 4096:
+                short.clear()
+            name = short[image] = process_name_from_image(image)
+        return name
+
+    return process_name
+
+
 def _provider_filter(selection: Selection) -> Callable[[EventRecord, str | None], bool] | None:
     if not selection.providers:
         return None
@@ -203,7 +223,7 @@ def export_tables(
     evtx_tables: dict[tuple[Any, ...], SchemaTable] = {}
     accept_provider = _provider_filter(selection)
     windowed = selection.start is not None or selection.end is not None
-    observe, identity_of, process_name = context.observe, _Identities(registry, context).of, context.process_name
+    observe, identity_of, process_name = context.observe, _Identities(registry, context).of, _process_names(context)
     add_event = events.add
     pending = 0
     decoded = undecodable = 0
