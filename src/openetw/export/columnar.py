@@ -121,6 +121,8 @@ def _strings(payloads: Sequence[bytes], start: int, count: int) -> list[list[str
     columns: list[list[str]] = [[] for _ in range(count)]
     appends = [column.append for column in columns]
     for data in payloads:
+        if type(data) is not bytes:
+            data = bytes(data)  # a memoryview or bytearray: find as on bytes
         pos, total = start, len(data)
         for append in appends:
             end = data.find(b"\0\0", pos)
