@@ -18,12 +18,13 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from openetw.cli import etl_commands, kernel_commands, manifest_commands, mc_commands, session_commands
+    from openetw.cli import etl_commands, kernel_commands, manifest_commands, mc_commands, probe_commands, session_commands
 
     etl_commands.register(cli)
     kernel_commands.register(cli)
     manifest_commands.register(cli)
     mc_commands.register(cli)
+    probe_commands.register(cli)
     session_commands.register(cli)
     try:
         from openetw.cli import decode_commands
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return exc.exit_code
     except ReportedFailure as exc:
-        click.echo(f"openetw: error: {exc}", err=True)
+        if str(exc):  # an empty message: the command said everything already (a probe's exit(n))
+            click.echo(f"openetw: error: {exc}", err=True)
         return exc.exit_code
     except OpenEtwError as exc:
         click.echo(f"openetw: error: {exc}", err=True)

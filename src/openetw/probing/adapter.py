@@ -1,0 +1,89 @@
+"""The one place the probe shell reads traces: files through ``UserTrace`` (the consumer API).
+
+Everything the runner needs from a trace goes through here, so a change in how the consumer
+indexes or streams files touches this module only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from openetw.consumer import UserTrace
+from openetw.errors import InvalidArgument
+from openetw.probe.descriptions import EventIdentity
+from openetw.probe.schema_types import fields_of_properties
+
+__all__ = ["Catalog", "TraceFiles", "identity_of"]
+
+_EVTX = (".evtx",)
+
+
+def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
+    """The ``EventIdentity`` of a record and its decoding schema (``None`` when unknown)."""
+    schema = context.tdh_schema_for(record)
+    name = schema.provider_name if schema is not None and schema.provider_name else context.provider_name_of(record)
+    guid = str(record.provider_id)
+    event_id = record.id if record.kind == "event" else record.opcode
+    identity = EventIdentity(guid, name, record.level, record.keyword, event_id, schema.event_name if schema is not None else None)
+    return identity, schema
+
+
+class TraceFiles:
+    """``.etl`` files merged in time order, delivered record by record with their context."""
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None) -> None:
+        self.paths = [os.fspath(p) for p in paths]
+        for path in self.paths:
+            if path.lower().endswith(_EVTX):
+                raise InvalidArgument(f"{path}: .evtx files are not readable here yet (no Event Log file reader in this build)")
+            if not os.path.exists(path):
+                raise InvalidArgument(f"{path}: no such file")
+        self.manifests = manifests
+        self.trace: UserTrace | None = None
+        self.errors: list[BaseException] = []
+
+    def run(self, callback: Callable[[Any, Any], None]) -> dict[str, Any]:
+        """Deliver every record to ``callback(record, context)``; returns the trace's statistics."""
+        trace = self.trace = UserTrace(files=self.paths, manifests=self.manifests)
+        trace.set_default_event_callback(callback)
+        trace.on_error(lambda error, record: self.errors.append(error))
+        trace.start()
+        return trace.query_stats()
+
+    def stop(self) -> None:
+        if self.trace is not None:
+            self.trace.stop()
+
+
+class Catalog:
+    """The kinds of events the files hold: identity, schema fields, how many of each."""
+
+    def __init__(self) -> None:
+        self.entries: dict[Any, list[Any]] = {}  # key -> [identity, fields or None, count]
+
+    @classmethod
+    def scan(cls, files: TraceFiles) -> Catalog:
+        catalog = cls()
+        entries = catalog.entries
+
+        def see(record: Any, context: Any) -> None:
+            raw = record.provider_guid_bytes
+            if raw is None:
+                return
+            entry = context.entry_of(record)
+            key = (raw, record.id, record.level, record.keyword, record.opcode, id(entry[0]))
+            found = entries.get(key)
+            if found is not None:
+                found[2] += 1
+                return
+            identity, schema = identity_of(record, context)
+            fields = fields_of_properties(schema.properties) if schema is not None else None
+            entries[key] = [identity, fields, 1]
+
+        TraceFiles(files.paths, manifests=files.manifests).run(see)
+        return catalog
+
+    def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
+        return [(e[0], e[1], e[2]) for e in self.entries.values()]

@@ -1,0 +1,280 @@
+"""Running a compiled D program over trace files: firing clauses, timers, errors, the exit dump."""
+
+from __future__ import annotations
+
+import re
+import struct
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from openetw.errors import OpenEtwError
+from openetw.probe.descriptions import Description, EventIdentity
+from openetw.probe.errors import ProbeRuntimeError
+from openetw.probe.output import Output
+from openetw.probe.program import ProbeProgram
+from openetw.probing.adapter import TraceFiles, identity_of
+
+__all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
+
+ARG0_BASE = 0x7FFE00000000
+"""The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
+_HEADER = struct.Struct("<HHHHIIq16sHBBBBHQII16s")
+_FLAG_64_BIT_HEADER = 0x0040
+_EPOCH_FILETIME = 116444736000000000
+_NO_GUID = bytes(16)
+_LINE = re.compile(r"# line (\d+)")
+
+
+def event_header_bytes(record: Any) -> bytes:
+    """The record as a consumer's EVENT_RECORD presents it: EVENT_HEADER (64-bit form) + user data."""
+    data = record.user_data if record.kind != "evtx" else b""
+    kernel, user = (record.kernel_time, record.user_time) if record.kind == "event" else (0, 0)
+    header = _HEADER.pack(
+        min(0xFFFF, 80 + len(data)), 0, (record.flags | _FLAG_64_BIT_HEADER) & 0xFFFF, record.event_property & 0xFFFF,
+        record.tid & 0xFFFFFFFF, record.pid & 0xFFFFFFFF, record.filetime, record.provider_guid_bytes or _NO_GUID,
+        record.id & 0xFFFF, record.version & 0xFF, record.channel & 0xFF, record.level & 0xFF, record.opcode & 0xFF,
+        record.task & 0xFFFF, record.keyword & 0xFFFFFFFFFFFFFFFF, kernel & 0xFFFFFFFF, user & 0xFFFFFFFF,
+        record.activity_guid_bytes or _NO_GUID,
+    )  # fmt: skip
+    return header + bytes(data)
+
+
+class _NoRecord:
+    """What ``rec`` is in BEGIN, END and timer clauses."""
+
+    pid = tid = cpu = filetime = 0
+    kind = "none"
+
+
+class ProbeRun:
+    """One run of ``program`` over ``files``: ``run()`` returns the exit status."""
+
+    def __init__(self, program: ProbeProgram, files: TraceFiles, *, write: Callable[[str], Any],
+                 json_mode: bool = False, quiet: bool = False, warn: Callable[[str], Any] | None = None) -> None:  # fmt: skip
+        options = program.options
+        self.program = program
+        self.files = files
+        self.output = Output(write, json_mode=json_mode, quiet=quiet or options["quiet"],
+                             sort_by_key=options["aggsortkey"], sort_reverse=options["aggsortrev"])  # fmt: skip
+        self.warn = warn or (lambda text: sys.stderr.write(text + "\n"))
+        self.strsize = options["strsize"]
+        self.runtime_errors = 0
+        self.context: Any = None
+        self.first_time: int | None = None
+        self._mem_record: Any = None
+        self._mem = b""
+        self.firings = 0
+
+    # -- what compiled code calls -----------------------------------------------------------------
+    def _env(self) -> dict[str, Any]:
+        strsize = self.strsize - 1
+
+        def field(rec: Any, path: tuple[str, ...], as_string: bool) -> Any:
+            if rec.kind == "none":
+                raise ProbeRuntimeError(f"args->{'.'.join(path)} outside an event probe")
+            try:
+                value = self.context.parser_for(rec).parse(path[0])
+            except OpenEtwError as error:
+                raise ProbeRuntimeError(f"args->{'.'.join(path)}: {error}") from None
+            for part in path[1:]:
+                if not isinstance(value, dict) or part not in value:
+                    raise ProbeRuntimeError(f"args->{'.'.join(path)}: no member {part!r} in this event")
+                value = value[part]
+            if as_string:
+                text = value if isinstance(value, str) else str(value)
+                return text[:strsize]
+            if isinstance(value, int):
+                return int(value)
+            raise ProbeRuntimeError(f"args->{'.'.join(path)} is not an integer in this event ({value!r})")
+
+        def load(rec: Any, address: int, code: str, size: int) -> int:
+            if rec is not self._mem_record:
+                self._mem = event_header_bytes(rec) if rec.kind != "none" else b""
+                self._mem_record = rec
+            offset = address - ARG0_BASE
+            if offset < 0 or offset + size > len(self._mem):
+                raise ProbeRuntimeError(f"invalid address 0x{address:x} (arg0 holds {len(self._mem)} bytes)")
+            return struct.unpack_from("<" + code, self._mem, offset)[0]  # type: ignore[no-any-return]
+
+        def execname(rec: Any) -> str:
+            if rec.kind == "none":
+                return "openetw"
+            return (self.context.executable_of(rec) or self.context.process_name_of(rec) or "")[:strsize]
+
+        def ppid(rec: Any) -> int:
+            if rec.kind == "none":
+                return 0
+            info = self.context.decode_context.process(rec.pid, rec.filetime)
+            return (info.parent_pid or 0) if info is not None else 0
+
+        def timestamp(rec: Any) -> int:
+            return (rec.filetime - (self.first_time or rec.filetime)) * 100 if rec.kind != "none" else self._now_ns
+
+        def walltime(rec: Any) -> int:
+            filetime = rec.filetime if rec.kind != "none" else (self._now_ns // 100 + (self.first_time or 0))
+            return max(0, (filetime - _EPOCH_FILETIME) * 100)
+
+        return {"_field": field, "_ld": load, "_execname": execname, "_ppid": ppid, "_timestamp": timestamp,
+                "_walltime": walltime, "_ARG0": ARG0_BASE}  # fmt: skip
+
+    _now_ns = 0
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self) -> int:
+        functions, namespace = self.program.load(self._env(), self.output)
+        self.namespace = namespace
+        exit_box = namespace["_EXIT"]
+        begin, end, errors, timers, events = [], [], [], [], []
+        for clause in self.program.clauses:
+            fn = functions[clause.function]
+            for desc in clause.descriptions:
+                special = desc.special
+                if special == "BEGIN":
+                    begin.append((fn, ("dtrace", "", "", "BEGIN")))
+                elif special == "END":
+                    end.append((fn, ("dtrace", "", "", "END")))
+                elif special == "ERROR":
+                    errors.append((fn, ("dtrace", "", "", "ERROR")))
+                elif special == "timer":
+                    timers.append([desc.period, fn, (desc.provider, "", "", desc.name), None])
+                else:
+                    events.append((desc, fn))
+        self.error_clauses = errors
+        none = _NoRecord()
+        for fn, probe in begin:
+            self._fire(fn, none, probe)
+        stats: dict[str, Any] = {}
+        if exit_box[0] is None:
+            stats = self._replay(events, timers, exit_box)
+        self._now_ns = self._last_ns
+        for fn, probe in end:
+            self._fire(fn, none, probe)
+        for name, (spec, data, _normal) in self.output.aggregations.items():
+            if data or not spec.keys and self.output.json:
+                self.output.dump(name)
+        self._report_losses(stats, namespace["_DROPS"][0])
+        if exit_box[0] is not None:
+            return int(exit_box[0]) & 0xFF
+        return 1 if self.runtime_errors else 0
+
+    _last_ns = 0
+
+    def _replay(self, events: list[tuple[Description, Any]], timers: list[list[Any]], exit_box: list[Any]) -> dict[str, Any]:
+        cache: dict[Any, list[tuple[Any, tuple[str, str, str, str]]]] = {}
+        by_name = any(_needs_names(desc) for desc, _ in events)
+        fire = self._fire
+        files = self.files
+        none = _NoRecord()
+        next_due = [None]
+
+        def resolve(record: Any, context: Any, key: Any) -> list[tuple[Any, tuple[str, str, str, str]]]:
+            identity, _ = identity_of(record, context) if by_name else (_plain_identity(record), None)
+            found = []
+            for desc, fn in events:
+                probe = desc.match(identity)
+                if probe is not None:
+                    found.append((fn, probe))
+            cache[key] = found
+            return found
+
+        def tick(now: int) -> None:
+            for timer in timers:
+                period, fn, probe, due = timer
+                if due is None:
+                    timer[3] = due = now + period
+                while due <= now and exit_box[0] is None:
+                    self._now_ns = due
+                    fire(fn, none, probe)
+                    due += period
+                timer[3] = due
+            next_due[0] = min(t[3] for t in timers)
+
+        def on_record(record: Any, context: Any) -> None:
+            raw = record.provider_guid_bytes
+            if self.first_time is None:
+                self.first_time = record.filetime
+                self.context = context
+            if timers:
+                now = (record.filetime - self.first_time) * 100
+                self._last_ns = now
+                if next_due[0] is None or now >= next_due[0]:
+                    tick(now)
+            if raw is None:
+                return
+            if by_name:
+                key = (raw, record.id, record.level, record.keyword, record.opcode, id(context.tdh_schema_for(record)))
+            else:
+                key = (raw, record.id, record.level, record.keyword, record.opcode)
+            found = cache.get(key)
+            if found is None:
+                found = resolve(record, context, key)
+            for fn, probe in found:
+                fire(fn, record, probe)
+            if exit_box[0] is not None:
+                files.stop()
+
+        stats = files.run(on_record)
+        if self.first_time is not None:
+            self._last_ns = max(self._last_ns, 0)
+        return stats
+
+    def _fire(self, fn: Any, record: Any, probe: tuple[str, str, str, str]) -> None:
+        try:
+            fn(record, probe)
+        except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
+            self.output.end_firing()
+            self._runtime_error(error, record, probe)
+
+    def _runtime_error(self, error: BaseException, record: Any, probe: tuple[str, str, str, str]) -> None:
+        self.runtime_errors += 1
+        line = getattr(error, "line", None) or self._d_line(error)
+        message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        where = f"{probe[0]}:{probe[1]}:{probe[2]}:{probe[3]}"
+        if self.output.json:
+            self.output.error({"probe": where, "line": line, "message": message})
+        elif self.runtime_errors <= 100:
+            self.warn(f"openetw probe: error on probe {where}" + (f" (line {line})" if line else "") + f": {message}")
+        if probe[3] != "ERROR":
+            for fn, error_probe in self.error_clauses:
+                self._fire(fn, record, error_probe)
+
+    def _d_line(self, error: BaseException) -> int | None:
+        source = self.program.python_source.splitlines()
+        for frame in reversed(traceback.extract_tb(error.__traceback__)):
+            if frame.filename.startswith("<probe ") and frame.lineno is not None and 0 < frame.lineno <= len(source):
+                match = _LINE.search(source[frame.lineno - 1])
+                if match:
+                    return int(match.group(1))
+        return None
+
+    def _report_losses(self, stats: dict[str, Any], drops: int) -> None:
+        counts = {
+            "events_lost": int(stats.get("events_lost", 0)),
+            "buffers_lost": int(stats.get("log_buffers_lost", 0)) + int(stats.get("realtime_buffers_lost", 0)),
+            "aggregation_drops": drops,
+            "runtime_errors": self.runtime_errors,
+            "decode_errors": int(stats.get("decode_errors", 0)),
+            "format_errors": int(stats.get("format_errors", 0)),
+        }
+        messages: list[str] = []
+        self.output.lost(counts, messages)
+        for message in messages:
+            self.warn(f"openetw probe: {message}")
+
+
+def _plain_identity(record: Any) -> EventIdentity:
+    event_id = record.id if record.kind == "event" else record.opcode
+    return EventIdentity(str(record.provider_id), None, record.level, record.keyword, event_id, None)
+
+
+def _needs_names(desc: Description) -> bool:
+    module = desc.module
+    guid_like = not module or module == "*" or re.fullmatch(r"[0-9a-fA-F*?\-]+", module) is not None
+    name = desc.name
+    return not guid_like or not (not name or name in ("*", "generic_event") or name.isdigit())
+
+
+def run_probe_program(program: ProbeProgram, files: TraceFiles, **options: Any) -> int:
+    return ProbeRun(program, files, **options).run()
