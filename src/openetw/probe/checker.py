@@ -124,12 +124,8 @@ class _Checker:
             elif decl.kind == "typedef":
                 assert decl.type is not None
                 ty = self.resolve(decl.type)
-                if isinstance(ty, StructType) and ty.name.startswith("<anonymous"):
-                    ty.display = decl.name
-                elif isinstance(ty, StructType) and not ty.display.startswith("struct "):
-                    pass
-                if isinstance(ty, StructType) and ty.display.startswith("struct <"):
-                    ty.display = decl.name
+                if isinstance(ty, StructType) and ty.display.startswith("struct ") and ty is not EVENT_HEADER:
+                    ty.display = decl.name  # print() shows the struct by its typedef name
                 self.typedefs[decl.name] = ty
             else:
                 assert decl.type is not None
@@ -179,6 +175,12 @@ class _Checker:
             self._collect_expr(stmt.expr, clause)
 
     def _collect_expr(self, expr: Any, clause: A.Clause) -> None:
+        if isinstance(expr, A.IncDec):
+            target = expr.target
+            if isinstance(target, A.Ident) and target.scope != "this":
+                self.pending.setdefault((target.scope, target.name), []).append(expr)  # type: ignore[arg-type]
+            elif isinstance(target, A.Index):
+                self.pending.setdefault(("[]", target.name), []).append(expr)  # type: ignore[arg-type]
         if isinstance(expr, A.Assign):
             target = expr.target
             if isinstance(target, A.Ident) and target.scope != "this":
@@ -197,6 +199,8 @@ class _Checker:
     def _infer(self, scope: str, name: str) -> Type | None:
         """The type of a variable from its first assignment (typed now if not yet)."""
         for assign in self.pending.get((scope, name), []):
+            if isinstance(assign, A.IncDec):
+                return INT64
             if id(assign) in self.typing:
                 continue
             self.typing.add(id(assign))

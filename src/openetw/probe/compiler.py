@@ -9,6 +9,7 @@ directly. The names the code calls (``_field``, ``_ld``, ``_out``, ...) come fro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from openetw.probe import ast as A
@@ -25,6 +26,7 @@ _BUILTIN_CODE = {
     "probemod": "probe[1]", "probefunc": "probe[2]", "probename": "probe[3]", "arg0": "_ARG0",
     **{f"arg{i}": "0" for i in range(1, 10)},
 }  # fmt: skip
+_LITERAL = re.compile(r"-?(0x[0-9a-fA-F]+|[0-9]+)")
 _RECORDING = frozenset({"trace", "printf", "print", "printa"})
 
 
@@ -43,10 +45,13 @@ def compile_program(checked: CheckedProgram) -> CompiledSource:
 def wrap(code: str, ty: Type) -> str:
     """``code`` brought into the range of integer type ``ty`` (C's truncation and wrap-around)."""
     if isinstance(ty, PointerType):
-        return f"(({code}) & 0xFFFFFFFFFFFFFFFF)"
+        ty = IntType("uintptr_t", 8, False)
     if not isinstance(ty, IntType):
         return code
     bits = ty.size * 8
+    if _LITERAL.fullmatch(code):
+        value = int(code, 0) & ((1 << bits) - 1)
+        return repr(value - (1 << bits) if ty.signed and value >> (bits - 1) else value)
     mask = (1 << bits) - 1
     if not ty.signed:
         return f"(({code}) & {mask:#x})"
@@ -203,8 +208,8 @@ class _Compiler:
         updates = {
             "count": (f"{agg}[{k}] = {old} + 1", f"{agg}[{k}] = 1"),
             "sum": (f"{agg}[{k}] = {old} + {v}", f"{agg}[{k}] = {v}"),
-            "min": (f"if {v} < {old}: {agg}[{k}] = {v}", f"{agg}[{k}] = {v}"),
-            "max": (f"if {v} > {old}: {agg}[{k}] = {v}", f"{agg}[{k}] = {v}"),
+            "min": (f"{agg}[{k}] = {v} if {v} < {old} else {old}", f"{agg}[{k}] = {v}"),
+            "max": (f"{agg}[{k}] = {v} if {v} > {old} else {old}", f"{agg}[{k}] = {v}"),
             "avg": (f"{old}[0] += 1; {old}[1] += {v}", f"{agg}[{k}] = [1, {v}]"),
             "stddev": (f"{old}[0] += 1; {old}[1] += {v}; {old}[2] += {v} * {v}", f"{agg}[{k}] = [1, {v}, {v} * {v}]"),
         }

@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["Format", "FormatError", "parse_format"]
 
-_CONVERSION = re.compile(r"%([-+ 0#']*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?([diuoxXcsSpaAeEfgGY%@])")
+_CONVERSION = re.compile(r"%([-+ 0#']*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?(@[diuxX]?|[diuoxXcsSpaAeEfgGY%])")
 _INT_CONVERSIONS = set("diuoxXcp")
 _FLOAT_CONVERSIONS = set("aAeEfgG")
 _MASK64 = (1 << 64) - 1
@@ -60,7 +60,7 @@ class Format:
         for kind, spec, conv in self.pieces:
             if kind != "conv":
                 continue
-            if conv == "@":
+            if conv.startswith("@"):
                 self.aggregation_slot = len(self.kinds)
                 self.kinds.append("agg")
             elif conv in _INT_CONVERSIONS or conv in _FLOAT_CONVERSIONS or conv == "Y":
@@ -82,7 +82,11 @@ class Format:
 
 
 def _convert(spec: str, conv: str, value: Any) -> str:
-    if conv in "di" or conv == "@":
+    if conv.startswith("@"):
+        conv = conv[1:] or "d"
+        if not isinstance(value, int):
+            return (spec + "s") % (value,)
+    if conv in "di":
         return (spec + "d") % value if isinstance(value, int) else (spec + "s") % (value,)
     if conv in "uoxX":
         return (spec + ("d" if conv == "u" else conv)) % (value & _MASK64)

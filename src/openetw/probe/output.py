@@ -64,6 +64,7 @@ class Output:
         self.sort_reverse = sort_reverse
         self.aggregations: dict[str, list[Any]] = {}
         self.probe_ids: dict[tuple[str, str, str, str], int] = {}
+        self.printed: set[str] = set()  # aggregations printa() showed: the exit dump leaves them out
         self._header_done = False
         self._pending_line = False
 
@@ -73,6 +74,7 @@ class Output:
             self._record("printf", text)
         else:
             self.write(text)
+            self._pending_line = False
 
     def probe_line(self, cpu: int, probe: tuple[str, str, str, str]) -> None:
         """The ``CPU ID FUNCTION:NAME`` line of a firing (not in quiet mode)."""
@@ -104,7 +106,7 @@ class Output:
         if self.json:
             self._record("printf", text)
         else:
-            self.write(text if self.quiet and not self._pending_line else "\n" + text)
+            self.write("\n" + text if self._pending_line else text)
             self._pending_line = False
 
     def _record(self, kind: str, data: Any) -> None:
@@ -192,6 +194,7 @@ class Output:
         self._record(kind, {shown: data})
 
     def printa(self, fmt: Format | None, names: list[str]) -> None:
+        self.printed.update(names)
         if fmt is None:
             for name in names:
                 self.dump(name)
@@ -206,7 +209,7 @@ class Output:
             for kind, piece, conv in fmt.pieces:
                 if kind != "conv":
                     continue
-                if conv == "@":
+                if conv.startswith("@"):
                     agg_spec, data, normal = self.aggregations[names[min(used, len(names) - 1)]]
                     used += 1
                     value = data.get(key)

@@ -152,7 +152,7 @@ class ProbeRun:
         for fn, probe in end:
             self._fire(fn, none, probe)
         for name, (spec, data, _normal) in self.output.aggregations.items():
-            if data or not spec.keys and self.output.json:
+            if name not in self.output.printed and (data or self.output.json):
                 self.output.dump(name)
         self._report_losses(stats, namespace["_DROPS"][0])
         if exit_box[0] is not None:
@@ -223,6 +223,8 @@ class ProbeRun:
     def _fire(self, fn: Any, record: Any, probe: tuple[str, str, str, str]) -> None:
         try:
             fn(record, probe)
+        except BrokenPipeError:
+            raise
         except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
             self.output.end_firing()
             self._runtime_error(error, record, probe)
