@@ -74,6 +74,14 @@ class ProbeProgram:
     clauses: list[ClauseInfo]
     aggregations: dict[str, AggSpec]
     options: dict[str, Any] = field(default_factory=dict)
+    tree: Any = None
+    declared: set[str] = field(default_factory=set)
+
+    def columnar(self) -> Any:
+        """The column-wise plan of this program (``openetw.probe.columnar``), or ``None``."""
+        from openetw.probe.columnar import columnar_plan
+
+        return columnar_plan(self.tree, self.clauses, self.declared) if self.tree is not None else None
 
     @property
     def python_source(self) -> str:
@@ -245,4 +253,4 @@ def compile_script(
         clauses.append(ClauseInfo(f"_c{clause.number}", descriptions, clause.line))
     checked = check(program, fields_of)
     compiled = compile_program(checked)
-    return ProbeProgram(name, compiled, clauses, checked.aggregations, settings)
+    return ProbeProgram(name, compiled, clauses, checked.aggregations, settings, program, set(checked.globals) | set(checked.arrays))

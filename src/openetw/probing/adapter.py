@@ -87,3 +87,57 @@ class Catalog:
 
     def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
         return [(e[0], e[1], e[2]) for e in self.entries.values()]
+
+
+class HeaderColumns:
+    """One batch of header columns: ``provider`` indexes ``guids`` (-1: none), ``id`` is the
+    event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
+
+    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu")
+
+    def __init__(self, guids: list[str], columns: dict[str, Any]) -> None:
+        self.guids = guids
+        for name, value in columns.items():
+            setattr(self, name, value)
+
+    def __len__(self) -> int:
+        return len(self.provider)
+
+
+def header_batches(files: TraceFiles) -> Any:
+    """The files' header columns batch by batch, in time order (through ``UserTrace.batches``);
+    the trace is left in ``files.trace`` for its statistics."""
+    import numpy as np
+
+    from openetw.consumer.index_build import KIND_CODES
+
+    trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests)
+    trace.on_error(lambda error, record: files.errors.append(error))
+    indexes = trace.indexes()
+    guids: list[str] = []
+    where: dict[Any, int] = {}
+    maps = []
+    for index in indexes:
+        table = np.array([where.setdefault(guid, len(where)) for guid in index.providers] + [-1], dtype=np.int64)
+        maps.append(table)
+    guids = [str(guid) for guid in where]
+    event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
+    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind"]
+    for batch in trace.batches(columns=wanted, batch_size=1 << 20):
+        rows = batch.rows
+        provider = rows["provider"].astype(np.int64)
+        if len(maps) == 1:
+            provider = maps[0][provider]
+        else:
+            mapped = np.empty_like(provider)
+            for number, table in enumerate(maps):
+                mine = batch.file == number
+                mapped[mine] = table[provider[mine]]
+            provider = mapped
+        kind = rows["kind"]
+        provider[np.isin(kind, kernel)] = -1
+        columns = {
+            "provider": provider, "id": np.where(kind == event, rows["id"], rows["opcode"]).astype(np.int64),
+            "level": rows["level"], "keyword": rows["keyword"], "pid": rows["pid"], "tid": rows["tid"], "cpu": rows["cpu"],
+        }  # fmt: skip
+        yield HeaderColumns(guids, columns)

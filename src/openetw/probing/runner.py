@@ -14,7 +14,7 @@ from openetw.probe.descriptions import Description, EventIdentity
 from openetw.probe.errors import ProbeRuntimeError
 from openetw.probe.output import Output
 from openetw.probe.program import ProbeProgram
-from openetw.probing.adapter import TraceFiles, identity_of
+from openetw.probing.adapter import TraceFiles, header_batches, identity_of
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
@@ -52,7 +52,8 @@ class ProbeRun:
     """One run of ``program`` over ``files``: ``run()`` returns the exit status."""
 
     def __init__(self, program: ProbeProgram, files: TraceFiles, *, write: Callable[[str], Any],
-                 json_mode: bool = False, quiet: bool = False, warn: Callable[[str], Any] | None = None) -> None:  # fmt: skip
+                 json_mode: bool = False, quiet: bool = False, warn: Callable[[str], Any] | None = None,
+                 columnar: bool = True) -> None:  # fmt: skip
         options = program.options
         self.program = program
         self.files = files
@@ -66,6 +67,8 @@ class ProbeRun:
         self._mem_record: Any = None
         self._mem = b""
         self.firings = 0
+        self.columnar = columnar
+        self.ran_columnar = False
 
     # -- what compiled code calls -----------------------------------------------------------------
     def _env(self) -> dict[str, Any]:
@@ -146,7 +149,10 @@ class ProbeRun:
         for fn, probe in begin:
             self._fire(fn, none, probe)
         stats: dict[str, Any] = {}
-        if exit_box[0] is None:
+        plan = self.program.columnar() if self.columnar and events else None
+        if exit_box[0] is None and plan is not None:
+            stats = self._replay_columns(plan)
+        elif exit_box[0] is None:
             stats = self._replay(events, timers, exit_box)
         self._now_ns = self._last_ns
         for fn, probe in end:
@@ -210,14 +216,69 @@ class ProbeRun:
             found = cache.get(key)
             if found is None:
                 found = resolve(record, context, key)
+            fired[0] += len(found)
             for fn, probe in found:
-                fire(fn, record, probe)
+                try:
+                    fn(record, probe)
+                except BrokenPipeError:
+                    raise
+                except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
+                    self.output.end_firing()
+                    self._runtime_error(error, record, probe)
             if exit_box[0] is not None:
                 files.stop()
 
-        stats = files.run(on_record)
+        fired = [0]
+        try:
+            stats = files.run(on_record)
+        finally:
+            self.firings += fired[0]
         if self.first_time is not None:
             self._last_ns = max(self._last_ns, 0)
+        return stats
+
+    def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
+        """Header-only aggregations over the index's columns (``openetw.probe.columnar``)."""
+        import numpy as np
+
+        self.ran_columnar = True
+        aggregations = self.output.aggregations
+        drops = self.namespace["_DROPS"]
+        aggsize = self.namespace["_AGGSIZE"]
+        matched: dict[tuple[int, int, int, int], list[tuple[Any, tuple[str, str, str, str]]]] = {}
+        guids: list[str] = []
+        for batch in header_batches(self.files):
+            guids = batch.guids
+            valid = np.flatnonzero(batch.provider >= 0)
+            if not len(valid):
+                continue
+            combos_of, counts, row_code = _kinds_of_rows(batch, valid)
+            order = None
+            ends = np.cumsum(counts)
+            count_list = counts.tolist()
+            for number, combo in enumerate(combos_of):
+                found = matched.get(combo)
+                if found is None:
+                    identity = EventIdentity(guids[combo[0]], None, combo[2], combo[3], combo[1], None)
+                    found = matched[combo] = [(c, p) for c in plan for d in c.descriptions for p in [d.match(identity)] if p is not None][:]
+                    found = matched[combo] = _first_per_clause(found)
+                if not found:
+                    continue
+                size = count_list[number]
+                rows = None
+                for clause, probe in found:
+                    self.firings += size
+                    for agg in clause.aggregations:
+                        data = aggregations[agg.name][1]
+                        if agg.value is None and all(kind == "probe" for kind, _ in agg.keys):
+                            _add_count(agg, probe, size, data, drops, aggsize)  # count() by probe names: no rows needed
+                            continue
+                        if rows is None:
+                            if order is None:
+                                order = valid[np.argsort(row_code, kind="stable")]
+                            rows = order[ends[number] - size : ends[number]]
+                        _column_aggregate(agg, probe, rows, batch, data, drops, aggsize)
+        stats = self.files.trace.query_stats() if self.files.trace is not None else {}
         return stats
 
     def _fire(self, fn: Any, record: Any, probe: tuple[str, str, str, str]) -> None:
@@ -236,7 +297,7 @@ class ProbeRun:
         where = f"{probe[0]}:{probe[1]}:{probe[2]}:{probe[3]}"
         if self.output.json:
             self.output.error({"probe": where, "line": line, "message": message})
-        elif self.runtime_errors <= 100:
+        elif self.runtime_errors <= 10:
             self.warn(f"openetw probe: error on probe {where}" + (f" (line {line})" if line else "") + f": {message}")
         if probe[3] != "ERROR":
             for fn, error_probe in self.error_clauses:
@@ -264,6 +325,101 @@ class ProbeRun:
         self.output.lost(counts, messages)
         for message in messages:
             self.warn(f"openetw probe: {message}")
+
+
+def _first_per_clause(found: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    seen: set[int] = set()
+    out = []
+    for clause, probe in found:
+        if id(clause) not in seen:
+            seen.add(id(clause))
+            out.append((clause, probe))
+    return out
+
+
+def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, int]], Any, Any]:
+    """The kinds of event (provider, id, level, keyword) among ``valid`` rows, in the order of a
+    per-row code: (kinds, rows of each kind, the code of each row; sorting rows by it groups
+    them by kind). Counting by ``bincount`` when the codes are dense, else by sorting."""
+    import numpy as np
+
+    provider = batch.provider[valid]
+    ids = batch.id[valid].astype(np.int64)
+    level = batch.level[valid].astype(np.int64)
+    keyword = batch.keyword[valid]
+    first = keyword[0]
+    span = (int(ids.max()) + 1) << 8
+    size = (int(provider.max()) + 1) * span
+    if size <= 1 << 22 and bool((keyword == first).all()):
+        code = provider * span + (ids << 8) + level
+        every = np.bincount(code, minlength=size)
+        codes = np.flatnonzero(every)
+        kinds = [(c // span, (c % span) >> 8, c & 0xFF, int(first)) for c in codes.tolist()]
+        return kinds, every[codes], code
+    # One int64 per row: sorting plain integers is fast (structured arrays sort field by field).
+    keywords, rank = np.unique(keyword, return_inverse=True)
+    combined = ((provider << 24) | (ids << 8) | level) * len(keywords) + rank.reshape(-1)
+    codes, inverse, counts = np.unique(combined, return_inverse=True, return_counts=True)
+    listed = keywords.tolist()
+    kinds = []
+    for c in codes.tolist():
+        head, r = divmod(c, len(listed))
+        kinds.append((head >> 24, (head >> 8) & 0xFFFF, head & 0xFF, listed[r]))
+    return kinds, counts, inverse.reshape(-1)
+
+
+def _add_count(agg: Any, probe: tuple[str, str, str, str], size: int, data: dict[Any, Any], drops: list[int], aggsize: int) -> None:
+    parts = [probe[name] for _, name in agg.keys]
+    key: Any = parts[0] if len(parts) == 1 else tuple(parts)
+    old = data.get(key)
+    if old is not None:
+        data[key] = old + size
+    elif len(data) < aggsize:
+        data[key] = size
+    else:
+        drops[0] += size
+
+
+def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, data: dict[Any, Any], drops: list[int], aggsize: int) -> None:
+    """One aggregation over the rows of one event kind: the dict updates the clause would make."""
+    import numpy as np
+
+    columns = [getattr(batch, name)[rows] for kind, name in agg.keys if kind == "column"]
+    values = getattr(batch, agg.value)[rows].astype(np.int64) if agg.value is not None else None
+    if columns:
+        stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
+        groups, inverse, counts = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        if values is None:
+            results = counts.tolist()
+        else:
+            ordered = values[order]
+            reduce = {"sum": np.add, "min": np.minimum, "max": np.maximum}[agg.func]
+            results = reduce.reduceat(ordered, starts).tolist()
+        group_rows = groups.tolist()
+        sizes = counts.tolist()
+    else:
+        group_rows = [[]]
+        sizes = [len(rows)]
+        if values is None:
+            results = [len(rows)]
+        else:
+            results = [int({"sum": values.sum, "min": values.min, "max": values.max}[agg.func]())]
+    for group, result, size in zip(group_rows, results, sizes):
+        parts = []
+        columns_left = iter(group)
+        for kind, name in agg.keys:
+            parts.append(probe[name] if kind == "probe" else next(columns_left))
+        key: Any = parts[0] if len(parts) == 1 else tuple(parts)
+        old = data.get(key)
+        if old is not None:
+            data[key] = old + result if agg.func in ("count", "sum") else (min(old, result) if agg.func == "min" else max(old, result))
+        elif len(data) < aggsize:
+            data[key] = result
+        else:
+            drops[0] += size
 
 
 def _plain_identity(record: Any) -> EventIdentity:
