@@ -29,10 +29,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import CORPUS, best_of, machine_note, table  # noqa: E402
+from common import CORPUS, best_of, machine_note, table
 
-from openetw.consumer import UserTrace  # noqa: E402
-from openetw.etl import EtlReader  # noqa: E402
+from openetw.consumer import UserTrace
+from openetw.etl import EtlReader
 
 SOURCE = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
 IMAGE_ID = "b3e675d7-2554-4f18-830b-2762732560de"
@@ -143,8 +143,8 @@ def callback_field(path: str) -> int:
 
 
 def compile_time() -> float:
-    from openetw.probe.program import compile_script
     from openetw.probe.output import Output
+    from openetw.probe.program import compile_script
 
     lines = ["#pragma D option quiet", "typedef struct { uint32_t a; uint64_t b; } pair;", "BEGIN { n = 0; }"]
     body = []

@@ -164,6 +164,9 @@ def test_the_seeds_numa_script_runs_with_only_its_provider_changed(capsys: Any, 
     assert "Node Number: 2 \nm_nodeinfo {\n    uint64_t TotalPageCount = 0x7\n" in out
     assert "    uint64_t HugeZeroPageCount = 0x9\n}" in out
     assert "0xff_0xffffffffffffffff:12" in out
-    status, out, _ = run_probe(capsys, "--file", str(path), "-q", "-n",
-                               "etw::: { h = (struct nt`_EVENT_HEADER *)arg0; printf(\"%d %d %d %d\", h->EventDescriptor.Id, h->ProcessId, h->Size, sizeof(struct nt`_EVENT_HEADER)); }")  # fmt: skip
+    header = (
+        "etw::: { h = (struct nt`_EVENT_HEADER *)arg0; "
+        'printf("%d %d %d %d", h->EventDescriptor.Id, h->ProcessId, h->Size, sizeof(struct nt`_EVENT_HEADER)); }'
+    )
+    status, out, _ = run_probe(capsys, "--file", str(path), "-q", "-n", header)
     assert out == f"12 8 {80 + len(payload)} 80"

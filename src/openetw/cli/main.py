@@ -18,14 +18,16 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from openetw.cli import etl_commands, kernel_commands, manifest_commands, mc_commands, probe_commands, session_commands
+    from openetw.cli import etl_commands, kernel_commands, manifest_commands, mc_commands, session_commands
 
     etl_commands.register(cli)
     kernel_commands.register(cli)
     manifest_commands.register(cli)
     mc_commands.register(cli)
-    probe_commands.register(cli)
     session_commands.register(cli)
+    from openetw.cli import probe_commands
+
+    probe_commands.register(cli)
     try:
         from openetw.cli import decode_commands
     except ImportError:  # pragma: no cover - while a layer is being built

@@ -72,8 +72,8 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         raise InvalidArgument("give the program with -n or -s, not both")
     if script:
         try:
-            with open(script, encoding="utf-8") as handle:
-                text, name = handle.read(), script
+            with open(script, encoding="utf-8") as source:
+                text, name = source.read(), script
         except OSError as error:
             raise InvalidArgument(f"{script}: {error.strerror}") from None
     elif programs:

@@ -14,8 +14,20 @@ from typing import Any
 from openetw.probe import ast as A
 from openetw.probe.errors import ProbeCompileError
 from openetw.probe.types import (
-    EVENT_HEADER, INT, INT64, STRING, UINT64, VOID, ArrayType, IntType, PointerType, StringType, StructType, Type,
-    arith_type, base_type,
+    EVENT_HEADER,
+    INT,
+    INT64,
+    STRING,
+    UINT64,
+    VOID,
+    ArrayType,
+    IntType,
+    PointerType,
+    StringType,
+    StructType,
+    Type,
+    arith_type,
+    base_type,
 )  # fmt: skip
 
 __all__ = ["AGGREGATIONS", "AggSpec", "CheckedProgram", "FieldsOf", "check"]
@@ -115,7 +127,8 @@ class _Checker:
                 struct = StructType(decl.name, display=f"struct {decl.name}")
                 for type_name, member, line, column in decl.members or []:
                     if member in struct.members:
-                        raise ProbeCompileError(f"member '{member}' is declared twice in struct {decl.name}", line=line, column=column, source=self.program.source)
+                        message = f"member '{member}' is declared twice in struct {decl.name}"
+                        raise ProbeCompileError(message, line=line, column=column, source=self.program.source)
                     ty = self.resolve(type_name)
                     if isinstance(ty, (StringType,)) or ty is VOID:
                         raise ProbeCompileError(f"member '{member}' cannot have type {ty}", line=line, column=column, source=self.program.source)
@@ -262,7 +275,7 @@ class _Checker:
             for arg in call.args[1:]:
                 if not isinstance(arg, A.IntLit) and not (isinstance(arg, A.Unary) and arg.op == "-" and isinstance(arg.operand, A.IntLit)):
                     raise self.error(f"{call.func}() parameters must be integer constants", arg)
-                values.append(arg.value if isinstance(arg, A.IntLit) else -arg.operand.value)  # type: ignore[union-attr]
+                values.append(arg.value if isinstance(arg, A.IntLit) else -arg.operand.value)  # type: ignore[attr-defined]
             params = tuple(values)
             if call.func == "lquantize":
                 low, high, step = params
@@ -270,7 +283,7 @@ class _Checker:
                     raise self.error("lquantize() needs low < high and a positive step", call.args[1])
             else:
                 factor, low_mag, high_mag, steps = params
-                if factor < 2 or low_mag < 0 or high_mag < low_mag or steps < 1 or steps > factor ** (low_mag or 1) and steps % factor:
+                if factor < 2 or low_mag < 0 or high_mag < low_mag or steps < 1 or (steps > factor ** (low_mag or 1) and steps % factor):
                     raise self.error("llquantize() needs factor >= 2, 0 <= low <= high and steps dividing factor**low", call.args[1])
         spec = AggSpec(call.name, call.func, keys, params, call.line)
         known = self.out.aggregations.get(call.name)
@@ -279,7 +292,7 @@ class _Checker:
             self.out.aggregations[call.name] = spec
         elif known.func != spec.func or known.params != spec.params:
             raise self.error(f"{shown} is {known.func}() at line {known.line}, not {spec.func}()", at)
-        elif len(known.keys) != len(spec.keys) or any(a != b for a, b in zip(known.keys, spec.keys)):
+        elif len(known.keys) != len(spec.keys) or any(a != b for a, b in zip(known.keys, spec.keys, strict=False)):
             raise self.error(f"{shown} has keys ({', '.join(map(str, known.keys))}) at line {known.line}, not ({', '.join(map(str, spec.keys))})", call)
 
     # -- expressions ----------------------------------------------------------------------------
@@ -296,7 +309,7 @@ class _Checker:
         expr.ty = ty
         return ty
 
-    def _expr(self, e: A.Expr) -> Type:  # noqa: C901 - one case per node kind
+    def _expr(self, e: A.Expr) -> Type:
         if isinstance(e, A.IntLit):
             if "u" in e.suffix:
                 return UINT64 if e.value > 0xFFFFFFFF or "l" in e.suffix else IntType("unsigned int", 4, False)
@@ -391,7 +404,7 @@ class _Checker:
         for key in e.keys:
             if not (key.ty.is_int() or isinstance(key.ty, StringType)):
                 raise self.error(f"an array key cannot be of type {key.ty}", key)
-        kinds = [STRING if isinstance(k, StringType) else INT64 for k in keys]
+        kinds: list[Type] = [STRING if isinstance(k, StringType) else INT64 for k in keys]
         known = self.out.arrays.get(e.name)
         if known is None:
             if e.name in self.out.globals or e.name in BUILTINS:
@@ -517,7 +530,8 @@ class _Checker:
             raise self.error(f"{shown} is a struct: name one of its members ({', '.join(sorted(current))})", e)
         if current is None:
             raise self.error(f"{shown} has different types in the events these probes match", e)
-        return current  # type: ignore[no-any-return]
+        assert isinstance(current, Type)
+        return current
 
     def call(self, e: A.Call) -> Type:
         spec = FUNCTIONS.get(e.name)

@@ -40,7 +40,7 @@ class ColumnClause:
 def columnar_plan(program: A.Program, clauses: list[Any], globals_declared: set[str]) -> list[ColumnClause] | None:
     """The column-wise form of the event clauses, or ``None`` when some clause needs records."""
     plan = []
-    for clause, info in zip(program.clauses, clauses):
+    for clause, info in zip(program.clauses, clauses, strict=False):
         specials = [d.special for d in info.descriptions]
         if any(s in ("timer", "ERROR") for s in specials):
             return None

@@ -99,7 +99,7 @@ class _Compiler:
         for name in self.checked.aggregations:
             head.append(f"A_{name} = _AGGS[{name!r}][1]")
         body: list[str] = []
-        for clause, this_vars in zip(self.program.clauses, self.checked.clause_vars):
+        for clause, this_vars in zip(self.program.clauses, self.checked.clause_vars, strict=False):
             body.extend(self.clause(clause, this_vars))
         self.out.source = "\n".join(head + body) + "\n"
         return self.out
@@ -267,7 +267,7 @@ class _Compiler:
             return wrap(f"{a} << ({b} & 63)", ty)
         return wrap(f"{a} {op} {b}", ty)
 
-    def ex(self, e: A.Expr) -> str:  # noqa: C901 - one case per node kind
+    def ex(self, e: A.Expr) -> str:
         if isinstance(e, A.IntLit):
             return repr(e.value)
         if isinstance(e, A.StrLit):
@@ -398,7 +398,7 @@ class _Compiler:
             raise self.error("'%@' conversions are for printa()", text)
         if len(fmt.kinds) != len(values):
             raise self.error(f"printf() format has {len(fmt.kinds)} conversion(s) but {len(values)} argument(s) follow", e)
-        for number, (kind, arg) in enumerate(zip(fmt.kinds, values), 1):
+        for number, (kind, arg) in enumerate(zip(fmt.kinds, values, strict=False), 1):
             if kind == "int" and not arg.ty.is_int():
                 raise self.error(f"printf() argument {number + 1} is a {arg.ty}, but conversion {number} needs an integer", arg)
             if isinstance(arg.ty, (StructType, ArrayType)):

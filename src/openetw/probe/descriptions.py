@@ -66,11 +66,10 @@ class Description:
         if self.provider and not fnmatch.fnmatchcase("etw", self.provider):
             return None
         module = self.module
-        if module and module != "*":
-            if not fnmatch.fnmatchcase(event.guid, module.lower()) and not (
-                event.provider_name is not None and fnmatch.fnmatchcase(event.provider_name.lower(), module.lower())
-            ):
-                return None
+        if module and module != "*" and not fnmatch.fnmatchcase(event.guid, module.lower()) and not (
+            event.provider_name is not None and fnmatch.fnmatchcase(event.provider_name.lower(), module.lower())
+        ):
+            return None
         function = self.function or event.function
         if self.function and self.function != "*":
             literal = _LEVEL_KEYWORD.match(self.function)

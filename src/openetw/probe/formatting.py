@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["Format", "FormatError", "parse_format"]
@@ -57,7 +57,7 @@ class Format:
         self.pieces = parse_format(text)
         self.kinds: list[str] = []
         self.aggregation_slot: int | None = None
-        for kind, spec, conv in self.pieces:
+        for kind, _spec, conv in self.pieces:
             if kind != "conv":
                 continue
             if conv.startswith("@"):
@@ -97,6 +97,6 @@ def _convert(spec: str, conv: str, value: Any) -> str:
     if conv in "sS":
         return (spec + "s") % (value,)
     if conv == "Y":
-        when = datetime.fromtimestamp(value / 1e9, tz=timezone.utc)
+        when = datetime.fromtimestamp(value / 1e9, tz=UTC)
         return (spec + "s") % when.strftime("%Y %b %d %H:%M:%S")
     return (spec + {"a": "e", "A": "E"}.get(conv, conv)) % float(value)

@@ -15,11 +15,12 @@ from openetw.probe.errors import ProbeCompileError
 __all__ = ["Lexer", "Token"]
 
 _OPERATORS = sorted(
-    """>>= <<= ++ -- -> == != <= >= && || ^^ << >> += -= *= /= %= &= |= ^=
-    + - * / % & | ^ ! ~ < > = ? : ; , . ( ) [ ] { } @""".split(),
+    [">>=", "<<=", "++", "--", "->", "==", "!=", "<=", ">=", "&&", "||", "^^", "<<", ">>", "+=", "-=", "*=", "/=",
+     "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "&", "|", "^", "!", "~", "<", ">", "=", "?", ":", ";", ",",
+     ".", "(", ")", "[", "]", "{", "}", "@"],
     key=len,
     reverse=True,
-)
+)  # fmt: skip
 _IDENT_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _IDENT_CHARS = _IDENT_START | set("0123456789")
 _SPEC_CHARS = _IDENT_CHARS | set(":-*?.[]!`$~+")

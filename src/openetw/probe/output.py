@@ -138,7 +138,7 @@ class Output:
 
     def dump(self, name: str) -> None:
         """One aggregation as DTrace prints it at exit (or ``printa(@a)``)."""
-        spec, data, normal = self.aggregations[name]
+        spec, _data, normal = self.aggregations[name]
         items = self.ordered(name)
         if self.json:
             self._json_aggregation(name, spec, items, normal)
@@ -159,7 +159,7 @@ class Output:
         out = [""]
         for keys, value in rows:
             cells = [text.ljust(w) if isinstance(kind, type(None)) or str(kind) == "string" else text.rjust(w)
-                     for text, w, kind in zip(keys, widths, spec.keys)]  # fmt: skip
+                     for text, w, kind in zip(keys, widths, spec.keys, strict=False)]  # fmt: skip
             out.append("  " + "  ".join(cells) + ("  " if cells else "") + value.rjust(value_width))
         self.write("\n".join(out) + "\n\n")
 
@@ -206,7 +206,7 @@ class Output:
             keys = list(_key_tuple(key, len(spec.keys)))
             args: list[Any] = []
             used = 0
-            for kind, piece, conv in fmt.pieces:
+            for kind, _piece, conv in fmt.pieces:
                 if kind != "conv":
                     continue
                 if conv.startswith("@"):
@@ -236,7 +236,7 @@ def _sort_key(key: Any) -> Any:
 def _key_tuple(key: Any, arity: int) -> tuple[Any, ...]:
     if arity == 1:
         return (key,)
-    return key  # type: ignore[no-any-return]
+    return tuple(key)
 
 
 def _histogram_lines(spec: Any, buckets: dict[int, int], normal: int) -> list[str]:

@@ -208,10 +208,7 @@ class _Parser:
                 self.lx.next()
                 other = self.statement()
             return A.If(token.line, token.column, test, then, other)
-        if token.kind == "agg":
-            stmt = self.aggregation()
-        else:
-            stmt = A.ExprStmt(token.line, token.column, self.expression())
+        stmt = self.aggregation() if token.kind == "agg" else A.ExprStmt(token.line, token.column, self.expression())
         if not self.at("}"):
             self.expect(";")
         return stmt
@@ -356,8 +353,8 @@ class _Parser:
     def primary(self) -> A.Expr:
         token = self.lx.next()
         if token.kind == "int":
-            value, suffix = token.value  # type: ignore[misc]
-            return A.IntLit(token.line, token.column, value, suffix)
+            literal: tuple[int, str] = token.value  # type: ignore[assignment]
+            return A.IntLit(token.line, token.column, literal[0], literal[1])
         if token.kind == "str":
             return A.StrLit(token.line, token.column, str(token.value))
         if token.kind == "ident":

@@ -102,9 +102,9 @@ class ProbeProgram:
             if keep == 0:
                 data.clear()
                 return
-            ordered = [key for key, _ in output.ordered(name)]
-            output_sorted = ordered if output.sort_reverse else ordered
-            kept = set(output_sorted[-keep:] if keep > 0 else output_sorted[:-keep])
+            spec = output.aggregations[name][0]
+            by_value = sorted(data, key=lambda k: _rank(spec.func, data[k]))
+            kept = set(by_value[-keep:] if keep > 0 else by_value[:-keep])
             for key in list(data):
                 if key not in kept:
                     del data[key]
@@ -138,6 +138,13 @@ class ProbeProgram:
         code = compile(self.compiled.source, f"<probe {self.source_name}>", "exec")
         exec(code, namespace)  # noqa: S102 - the compiler's own output
         return {name: namespace[name] for name in self.compiled.functions}, namespace
+
+
+def _rank(func: str, value: Any) -> Any:
+    """What ``trunc`` orders entries by: the value shown, a distribution's total count."""
+    if func in ("quantize", "lquantize", "llquantize"):
+        return sum(value.values())
+    return G.aggregate_value(func, value)
 
 
 def _zero(func: str) -> Any:

@@ -30,7 +30,7 @@ def fields_of_properties(properties: Any) -> dict[str, Any]:
         if prop.members is not None:
             out[prop.name] = fields_of_properties(prop.members)
             continue
-        out[prop.name] = _INTS.get(prop.in_type, STRING)  # type: ignore[call-overload]
+        out[prop.name] = _INTS.get(prop.in_type, STRING)
     return out
 
 

@@ -15,6 +15,8 @@ __all__ = [
 
 
 class Type:
+    size: int
+
     def is_int(self) -> bool:
         return False
 
@@ -70,7 +72,7 @@ class ArrayType(Type):
     count: int
 
     @property
-    def size(self) -> int:  # type: ignore[override]
+    def size(self) -> int:  # type: ignore[override]  # noqa: RUF100
         return self.element.size * self.count
 
     def __str__(self) -> str:

@@ -94,6 +94,7 @@ class HeaderColumns:
     event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
 
     __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu")
+    provider: Any
 
     def __init__(self, guids: list[str], columns: dict[str, Any]) -> None:
         self.guids = guids

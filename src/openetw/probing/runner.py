@@ -99,7 +99,8 @@ class ProbeRun:
             offset = address - ARG0_BASE
             if offset < 0 or offset + size > len(self._mem):
                 raise ProbeRuntimeError(f"invalid address 0x{address:x} (arg0 holds {len(self._mem)} bytes)")
-            return struct.unpack_from("<" + code, self._mem, offset)[0]  # type: ignore[no-any-return]
+            value: int = struct.unpack_from("<" + code, self._mem, offset)[0]
+            return value
 
         def execname(rec: Any) -> str:
             if rec.kind == "none":
@@ -157,7 +158,7 @@ class ProbeRun:
         self._now_ns = self._last_ns
         for fn, probe in end:
             self._fire(fn, none, probe)
-        for name, (spec, data, _normal) in self.output.aggregations.items():
+        for name, (_spec, data, _normal) in self.output.aggregations.items():
             if name not in self.output.printed and (data or self.output.json):
                 self.output.dump(name)
         self._report_losses(stats, namespace["_DROPS"][0])
@@ -209,6 +210,7 @@ class ProbeRun:
                     tick(now)
             if raw is None:
                 return
+            key: tuple[Any, ...]
             if by_name:
                 key = (raw, record.id, record.level, record.keyword, record.opcode, id(context.tdh_schema_for(record)))
             else:
@@ -403,11 +405,8 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, bat
     else:
         group_rows = [[]]
         sizes = [len(rows)]
-        if values is None:
-            results = [len(rows)]
-        else:
-            results = [int({"sum": values.sum, "min": values.min, "max": values.max}[agg.func]())]
-    for group, result, size in zip(group_rows, results, sizes):
+        results = [len(rows)] if values is None else [int({"sum": values.sum, "min": values.min, "max": values.max}[agg.func]())]
+    for group, result, size in zip(group_rows, results, sizes, strict=False):
         parts = []
         columns_left = iter(group)
         for kind, name in agg.keys:
