@@ -100,6 +100,7 @@ class _Checker:
         self.this_vars: dict[str, Type] = {}
         self.fields_cache: dict[int, dict[str, Any] | None] = {}
         self.agg_refs: list[A.AggRef] = []
+        self.inferring: set[tuple[str, str]] = set()
 
     def error(self, message: str, node: A.Node | Any) -> ProbeCompileError:
         return ProbeCompileError(message, line=node.line, column=node.column, source=self.program.source)
@@ -210,7 +211,17 @@ class _Checker:
                             self._collect_expr(item, clause)
 
     def _infer(self, scope: str, name: str) -> Type | None:
-        """The type of a variable from its first assignment (typed now if not yet)."""
+        """The type of a variable from its first assignment (typed now if not yet); a variable read
+        while its own assignment is being typed (``n = n + 1``) is taken to be an integer."""
+        if (scope, name) in self.inferring:
+            return INT64
+        self.inferring.add((scope, name))
+        try:
+            return self._infer_from(scope, name)
+        finally:
+            self.inferring.discard((scope, name))
+
+    def _infer_from(self, scope: str, name: str) -> Type | None:
         for assign in self.pending.get((scope, name), []):
             if isinstance(assign, A.IncDec):
                 return INT64

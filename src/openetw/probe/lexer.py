@@ -190,7 +190,7 @@ class Lexer:
                     except ValueError:
                         pass
                     else:
-                        return Token("int", raw, line, column, number)
+                        return Token("int", raw, line, column, (number, ""))
                 return Token("str", raw, line, column, value)
             raise self.error(f"unexpected character {ch!r}")
         if ch == "@":

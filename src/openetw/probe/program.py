@@ -10,7 +10,6 @@ codegen``) and checked.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,17 +192,23 @@ def _rindex(s: str, t: str, start: int | None) -> int:
     return s.rfind(t) if start is None else s.rfind(t, 0, start + len(t))
 
 
+def _split_path(s: str) -> tuple[str, str]:
+    """(directory, last part) of a path with ``/`` or ``\\`` separators (trailing ones ignored)."""
+    trimmed = s.rstrip("/\\")
+    if not trimmed:
+        return (s[:1] or ".", s[:1] or ".")
+    at = max(trimmed.rfind("/"), trimmed.rfind("\\"))
+    if at < 0:
+        return ".", trimmed
+    return trimmed[:at].rstrip("/\\") or trimmed[at], trimmed[at + 1 :]
+
+
 def _basename(s: str) -> str:
-    s = s.replace("\\", "/").rstrip("/")
-    return os.path.basename(s) if s else "/"
+    return _split_path(s)[1]
 
 
 def _dirname(s: str) -> str:
-    s = s.replace("\\", "/").rstrip("/")
-    if "/" not in s:
-        return "."
-    head = s.rsplit("/", 1)[0]
-    return head or "/"
+    return _split_path(s)[0]
 
 
 def _lltostr(value: int, base: int) -> str:
