@@ -47,7 +47,7 @@ def test_variables_arrays_thread_and_clause_locals(capsys: Any, trace: Path) -> 
     status, out, err = probe(capsys, trace, program)
     assert (status, out) == (0, "45 5 5 18\n"), err
     status, out, _ = probe(capsys, trace, "etw:::Thing { self->n = self->n + 1; } etw:::Thing /self->n == 3/ { printf(\"%d \", tid); }")
-    assert out == "100 101 "
+    assert status == 0 and out == "100 101 "
 
 
 def test_if_else_conditional_and_operators(capsys: Any, trace: Path) -> None:
@@ -57,7 +57,7 @@ def test_if_else_conditional_and_operators(capsys: Any, trace: Path) -> None:
         printf("%d", (args->Count << 1 | 1) ^ 1);
     }"""
     status, out, _ = probe(capsys, trace, program)
-    assert out == "e0o2e436e8o10e12o14e!16o!18"
+    assert status == 0 and out == "e0o2e436e8o10e12o14e!16o!18"
 
 
 def test_string_functions(capsys: Any, trace: Path) -> None:
@@ -67,7 +67,7 @@ def test_string_functions(capsys: Any, trace: Path) -> None:
                dirname(args->Name), lltostr(255, 16), stringof(42), toupper("x"), lltostr(-5));
     }"""
     status, out, _ = probe(capsys, trace, program)
-    assert out == "16|ab|dir\\item4.txt|dir|7|item4.txt|item4.txt|C:\\dir|0xff|42|X|-5\n"
+    assert status == 0 and out == "16|ab|dir\\item4.txt|dir|7|item4.txt|item4.txt|C:\\dir|0xff|42|X|-5\n"
 
 
 def test_builtins(capsys: Any, trace: Path) -> None:
@@ -76,29 +76,29 @@ def test_builtins(capsys: Any, trace: Path) -> None:
                timestamp, walltimestamp > 1000000000000000000);
     }"""
     status, out, _ = probe(capsys, trace, program)
-    assert out == f"7 101 1 etw {PROVIDER} 0x04_0x0000000000000002 Thing 1000000000 1\n"
+    assert status == 0 and out == f"7 101 1 etw {PROVIDER} 0x04_0x0000000000000002 Thing 1000000000 1\n"
 
 
 def test_trace_print_and_default_output(capsys: Any, trace: Path) -> None:
     status, out, _ = probe(capsys, trace, 'etw:::Thing /args->Count < 2/ { trace(args->Count); print(args->Name); }')
-    assert out == "0\nC:\\dir\\item0.txt\n1\nC:\\dir\\item1.txt\n"
+    assert status == 0 and out == "0\nC:\\dir\\item0.txt\n1\nC:\\dir\\item1.txt\n"
     status, out, _ = run_probe(capsys, "--file", str(trace), "-n", "etw:::Thing /args->Count == 0/ { }")
-    assert out.splitlines()[0].split() == ["CPU", "ID", "FUNCTION:NAME"]
+    assert status == 0 and out.splitlines()[0].split() == ["CPU", "ID", "FUNCTION:NAME"]
     assert out.splitlines()[1].split() == ["0", "1", "0x04_0x0000000000000002:Thing"]
 
 
 def test_timers_on_trace_time(capsys: Any, trace: Path) -> None:
     status, out, _ = probe(capsys, trace, 'tick-2s { printf("t%d ", timestamp / 1000000000); } interval:ms:4500 { printf("i "); }')
-    assert out == "t2 t4 i t6 t8 i "
+    assert status == 0 and out == "t2 t4 i t6 t8 i "
 
 
 def test_aggregation_actions_and_options(capsys: Any, trace: Path) -> None:
     program = """etw:::Thing { @c[tid] = count(); @s[tid] = sum(args->Count); }
     END { normalize(@s, 5); printa("%d %@d\\n", @s); denormalize(@s); clear(@c); printa("%d %@d\\n", @c); }"""
     status, out, _ = probe(capsys, trace, program)
-    assert out == "100 4\n101 5\n100 0\n101 0\n"
+    assert status == 0 and out == "100 4\n101 5\n100 0\n101 0\n"
     status, out, _ = probe(capsys, trace, "etw:::Thing { @[args->Count] = sum(args->Count); } END { trunc(@, 2); }", "-x", "aggsortrev")
-    assert out.split() == ["9", "9", "8", "8"]
+    assert status == 0 and out.split() == ["9", "9", "8", "8"]
     status, out, err = probe(capsys, trace, "etw:::Thing { @[args->Count] = count(); }", "-x", "aggsize=3", "-f", "json")
     records = json_records(out)
     assert len(records[0]["data"]["@"]) == 3
@@ -107,7 +107,7 @@ def test_aggregation_actions_and_options(capsys: Any, trace: Path) -> None:
     status, out, err = probe(capsys, trace, "etw:::Thing { @[args->Count] = count(); }", "-x", "aggsize=3")
     assert "openetw probe: 7 aggregation drops" in err
     status, out, _ = probe(capsys, trace, '#pragma D option strsize=5\netw:::Thing /args->Count == 0/ { printf("%s", args->Name); }')
-    assert out == "C:\\d"
+    assert status == 0 and out == "C:\\d"
 
 
 def test_macros_output_file_json_and_errors(capsys: Any, trace: Path, tmp_path: Path) -> None:
