@@ -162,7 +162,7 @@ def compile_time() -> float:
         compile_script(text).load(env, Output(lambda s: None))
         return 1
 
-    seconds, _ = best_of(once, 5)
+    seconds, _ = best_of(once, 5, clock=time.process_time)
     return seconds
 
 
@@ -174,7 +174,7 @@ def main() -> None:
     args = parser.parse_args()
     events = 5_000_000 if args.full else args.events
     print(machine_note())
-    print(f"100-line script: parse + check + compile + load in {compile_time() * 1000:.1f} ms (goal 50 ms)")
+    print(f"100-line script: parse + check + compile + load in {compile_time() * 1000:.1f} ms of CPU (goal 50 ms)")
     if not SOURCE.exists():
         print(f"skipped (corpus file missing): {SOURCE}")
         return
@@ -184,9 +184,9 @@ def main() -> None:
         total = make_file(path, events)
         print(f"file: {total} events, {os.path.getsize(path) / 2**20:.0f} MiB")
         callback_header(path)  # builds the index: every row after this loads it
-        started = time.perf_counter()
+        started = time.process_time()
         field_run = run_probe(path, ONE_FIELD, columnar=False)
-        print(f"catalog pass typing args-> and compile: {time.perf_counter() - started:.2f} s (reported apart)")
+        print(f"catalog pass typing args-> and compile: {time.process_time() - started:.2f} s of CPU (reported apart)")
         rows = []
         runs = [
             ("header only, column-wise", run_probe(path, HEADER_ONLY, columnar=True)),

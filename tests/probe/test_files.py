@@ -170,3 +170,22 @@ def test_the_seeds_numa_script_runs_with_only_its_provider_changed(capsys: Any, 
     )
     status, out, _ = run_probe(capsys, "--file", str(path), "-q", "-n", header)
     assert out == f"12 8 {80 + len(payload)} 80"
+
+
+def test_several_files_merge_in_time_order(capsys: Any, process_etl: Path, events: list[dict[str, Any]]) -> None:
+    other = corpus_path("etl", "etl-parser", "lxcore_kernel.etl")
+    program = "etw::: { @[probemod] = count(); } etw::: /pid == 0/ { @z = count(); }"
+    status, out, _ = run_probe(capsys, "--file", str(process_etl), "--file", str(other), "-f", "json", "-n", program)
+    assert status == 0
+    expected = Counter(e["guid"] for e in events + plain_events(other))
+    assert _map(json_records(out), "map", "@") == dict(expected)
+    status, out, _ = run_probe(capsys, "--file", str(process_etl), "--file", str(other), "-q", "-n",
+                               'etw::: { printf("%d\\n", walltimestamp); }')  # fmt: skip
+    times = [int(line) for line in out.split()]
+    assert len(times) == len(expected and events) + len(plain_events(other)) and times == sorted(times)
+
+
+def test_evtx_files_are_refused_with_a_clear_message(capsys: Any) -> None:
+    path = corpus_path("evtx", "system.evtx")
+    status, _, err = run_probe(capsys, "--file", str(path), "-n", "etw::: { }")
+    assert status == 2 and ".evtx files are not readable here yet" in err

@@ -116,3 +116,30 @@ def test_a_hundred_line_script_compiles() -> None:
     lines += ["}", "END { printa(@a1); }"]
     program = compile_script("\n".join(lines))
     assert len(program.aggregations) == 48
+
+
+def test_mangled_programs_only_raise_compile_errors() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from openetw.errors import OpenEtwError
+
+    base = (
+        'typedef struct { uint32_t a; uint64_t b; } s;\nBEGIN { x = 1; }\n'
+        'etw:::generic_event /pid > 2 && x/ { @[probemod, tid] = sum(((s *)arg0)->b); self->t = x ? 1 : 2; printf("%d %s", x, "y"); }\n'
+        'END { printa("%s %d %@d\\n", @); exit(x); }'
+    )
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.integers(0, len(base) - 1), st.integers(0, 8), st.text(alphabet="(){}[]/;,@$\"'`*&-+<>=!?:.#x0 \n", max_size=4))
+    def mangle(at: int, cut: int, insert: str) -> None:
+        text = base[:at] + insert + base[at + cut :]
+        try:
+            program = compile_script(text, macros=["1"])
+        except OpenEtwError as error:
+            assert isinstance(error, ProbeCompileError)
+            assert error.line is None or 1 <= error.line <= text.count("\n") + 1
+        else:
+            compile(program.python_source, "<mangled>", "exec")
+
+    mangle()

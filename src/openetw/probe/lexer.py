@@ -8,6 +8,7 @@ arguments, replaced by their values here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from openetw.probe.errors import ProbeCompileError
@@ -21,6 +22,8 @@ _OPERATORS = sorted(
     key=len,
     reverse=True,
 )  # fmt: skip
+_OPERATOR = re.compile("|".join(re.escape(op) for op in _OPERATORS))
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:`[A-Za-z_][A-Za-z0-9_]*)*")
 _IDENT_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _IDENT_CHARS = _IDENT_START | set("0123456789")
 _SPEC_CHARS = _IDENT_CHARS | set(":-*?.[]!`$~+")
@@ -166,11 +169,10 @@ class Lexer:
             return Token("eof", "", line, column)
         ch = text[self.pos]
         if ch in _IDENT_START:
-            end = self.pos + 1
-            while end < len(text) and (text[end] in _IDENT_CHARS or (text[end] == "`" and end + 1 < len(text) and text[end + 1] in _IDENT_START)):
-                end += 1
-            self.pos = end
-            return Token("ident", text[start:end], line, column)
+            match = _IDENT.match(text, start)
+            assert match is not None
+            self.pos = match.end()
+            return Token("ident", match.group(), line, column)
         if ch.isdigit():
             return self._number(line, column)
         if ch == '"':
@@ -199,10 +201,10 @@ class Lexer:
                 end += 1
             self.pos = end
             return Token("agg", text[start:end], line, column, text[start + 1 : end])
-        for op in _OPERATORS:
-            if text.startswith(op, self.pos):
-                self.pos += len(op)
-                return Token("op", op, line, column)
+        match = _OPERATOR.match(text, start)
+        if match is not None:
+            self.pos = match.end()
+            return Token("op", match.group(), line, column)
         raise self.error(f"unexpected character {ch!r}")
 
     def _number(self, line: int, column: int) -> Token:

@@ -18,6 +18,7 @@ from openetw.probe.schema_types import fields_of_properties
 __all__ = ["Catalog", "TraceFiles", "identity_of"]
 
 _EVTX = (".evtx",)
+_EXTENDED_INFO = 0x0001
 
 
 def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
@@ -72,8 +73,9 @@ class Catalog:
             raw = record.provider_guid_bytes
             if raw is None:
                 return
-            entry = context.entry_of(record)
-            key = (raw, record.id, record.level, record.keyword, record.opcode, id(entry[0]))
+            # Header fields name the kind of event; a TraceLogging event's schema is its metadata.
+            carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
+            key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
             found = entries.get(key)
             if found is not None:
                 found[2] += 1

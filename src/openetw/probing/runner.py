@@ -430,7 +430,8 @@ def _needs_names(desc: Description) -> bool:
     module = desc.module
     guid_like = not module or module == "*" or re.fullmatch(r"[0-9a-fA-F*?\-]+", module) is not None
     name = desc.name
-    return not guid_like or not (not name or name in ("*", "generic_event") or name.isdigit())
+    numeric = re.fullmatch(r"[0-9*?\[\]!-]*", name) is not None  # ids and wildcards over ids
+    return not guid_like or not (name == "generic_event" or numeric)
 
 
 def run_probe_program(program: ProbeProgram, files: TraceFiles, **options: Any) -> int:
