@@ -29,9 +29,9 @@ from typing import Any
 from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
 from openetw.etl.writer import linux_trace_clock, new_logfile_header
+from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile, count_records, header_buffer
-from openetw.service.pool import TAKEN, BufferPool
 from openetw.session import LogMode, SessionConfig, SessionTable
 
 __all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
