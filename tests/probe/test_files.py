@@ -15,6 +15,29 @@ from tests.conftest import corpus_path
 from tests.probe.helpers import json_records, plain_events, run_probe
 
 NUMA_PROVIDER = "d1d93ef7-e1f2-4f45-9943-03d245fe6c00"
+OUR_PROVIDER = "5e0b3c1a-7f4d-4d6e-9a0b-1c2d3e4f5a6b"
+COUNTERS = ("TotalPageCount", "SmallFreePageCount", "SmallZeroPageCount", "MediumFreePageCount", "MediumZeroPageCount",
+            "LargeFreePageCount", "LargeZeroPageCount", "HugeFreePageCount", "HugeZeroPageCount")  # fmt: skip
+NUMA_MANIFEST = f"""<?xml version="1.0" encoding="utf-8"?>
+<instrumentationManifest xmlns="http://schemas.microsoft.com/win/2004/08/events"
+    xmlns:win="http://manifests.microsoft.com/win/2004/08/windows/events" xmlns:xs="http://www.w3.org/2001/XMLSchema">
+  <instrumentation><events>
+    <provider name="OpenEtw-Test-NumaMemory" guid="{{{OUR_PROVIDER}}}" symbol="NUMA" resourceFileName="n.dll" messageFileName="n.dll">
+      <templates>
+        <template tid="MemNodeInfo">
+          <data name="PartitionId" inType="win:UInt32"/>
+          <data name="Count" inType="win:UInt32"/>
+          <struct name="Nodes" count="Count">
+            <data name="NodeNumber" inType="win:UInt32"/>
+            {"".join(f'<data name="{name}" inType="win:UInt64"/>' for name in COUNTERS)}
+          </struct>
+        </template>
+      </templates>
+      <events><event value="12" symbol="MemNodeInfo" level="win:Informational" template="MemNodeInfo"/></events>
+    </provider>
+  </events></instrumentation>
+</instrumentationManifest>
+"""
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +171,10 @@ def test_the_seeds_numa_script_runs_with_only_its_provider_changed(capsys: Any, 
         pytest.skip("seed 002 not beside the checkout")
     text = matches[0].read_text(encoding="utf-8")
     script = "typedef" + text.split("```dtrace\ntypedef", 1)[1].split("```", 1)[0]
-    ours = "5e0b3c1a-7f4d-4d6e-9a0b-1c2d3e4f5a6b"
+    ours = OUR_PROVIDER
     script = script.replace(NUMA_PROVIDER, ours)
+    manifest = tmp_path / "numa.man"
+    manifest.write_text(NUMA_MANIFEST, encoding="utf-8")
     (tmp_path / "numa.d").write_text(script, encoding="utf-8")
     nodes = [(1, [0xAB98D, 0, 0x1BEC, 0, 0x5A, 0, 0, 0, 0]), (2, [7, 6, 5, 4, 3, 2, 1, 0, 9])]
     payload = struct.pack("<II", 0, len(nodes)) + b"".join(struct.pack("<I9Q", n, *c) for n, c in nodes)
@@ -170,6 +195,14 @@ def test_the_seeds_numa_script_runs_with_only_its_provider_changed(capsys: Any, 
     )
     status, out, _ = run_probe(capsys, "--file", str(path), "-q", "-n", header)
     assert out == f"12 8 {80 + len(payload)} 80"
+    status, out, _ = run_probe(capsys, "--file", str(path), "--manifest", str(manifest), "-l", "-f", "json")
+    (row,) = json_records(out)
+    assert (row["provider_name"], row["event_name"], row["name"]) == ("OpenEtw-Test-NumaMemory", "MemNodeInfo", "12")
+    assert row["fields"] == ["PartitionId:uint32_t", "Count:uint32_t"]  # the node array is not a scalar field
+    status, out, _ = run_probe(capsys, "--file", str(path), "--manifest", str(manifest), "-q", "-n",
+                               "typedef struct { struct nt`_EVENT_HEADER _EH; uint32_t PartitionId; uint32_t Count; } kmi;"
+                               ' etw:OpenEtw-Test-NumaMemory::MemNodeInfo { printf("%d/%d", args->Count, ((kmi *)arg0)->Count); }')  # fmt: skip
+    assert (status, out) == (0, "2/2")
 
 
 def test_several_files_merge_in_time_order(capsys: Any, process_etl: Path, events: list[dict[str, Any]]) -> None:
