@@ -37,6 +37,32 @@ def test_column_wise_equals_record_by_record(text: str) -> None:
     assert by_columns[1] > 0
 
 
+def test_event_fields_at_fixed_places_read_column_wise() -> None:
+    from openetw.probing.adapter import Catalog
+
+    path = str(corpus_path("etl", "tx", "Process.etl"))
+    manifest = str(corpus_path("manifests", "Win10-17134", "Microsoft-Windows-Kernel-Process.xml"))
+    text = ("etw:Microsoft-Windows-Kernel-Process::1 { @s[probename] = sum(args->ParentProcessID); }"
+            "etw:Microsoft-Windows-Kernel-Process::1, etw:Microsoft-Windows-Kernel-Process::2 "
+            "{ @m[cpu] = max(args->ProcessID); @n = min(args->ProcessID); }")  # fmt: skip
+    results = []
+    for columnar in (True, False):
+        files = TraceFiles([path], manifests=[manifest])
+        catalog = Catalog.scan(files)
+
+        def fields_of(specs: list[str], catalog: Any = catalog) -> Any:
+            from openetw.probe.descriptions import parse_description
+
+            found = [f for identity, f, _ in catalog.items() if f and any(parse_description(s).match(identity) for s in specs)]
+            return found[0] if found else None
+
+        program = compile_script(text, fields_of=fields_of)
+        run = ProbeRun(program, files, write=lambda s: None, quiet=True, columnar=columnar, catalog=catalog)
+        assert run.run() == 0 and run.ran_columnar == columnar
+        results.append({name: dict(entry[1]) for name, entry in run.output.aggregations.items()})
+    assert results[0] == results[1] and results[0]["s"]
+
+
 def test_programs_that_need_records_do_not_run_column_wise() -> None:
     for text in ("etw::: /pid == 4/ { @ = count(); }", "etw::: { @ = count(); exit(0); }", "etw::: { @[execname] = count(); }",
                  "tick-1s { } etw::: { @ = count(); }", "etw::: { @ = quantize(pid); }"):  # fmt: skip

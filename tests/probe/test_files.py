@@ -155,6 +155,8 @@ def test_exit_codes_begin_end_and_runtime_errors(capsys: Any, process_etl: Path)
     assert status == 7 and out == "begin\nend 5\n"
     status, _, err = run_probe(capsys, "--file", str(process_etl), "-q", "-n", "etw::: { x = 1 / (pid - pid); }")
     assert status == 1 and "division by zero" in err and "line 1" in err and "runtime errors" in err
+    status, _, err = run_probe(capsys, "--file", str(process_etl), "-q", "-n", "BEGIN { x = 1; }\netw:::? { @ = sum(x / (pid - pid)); }")
+    assert status == 1 and "(line 2): division by zero" in err
     status, _, err = run_probe(capsys, "--file", str(process_etl), "-n", "etw::: { x = ; }")
     assert status == 2 and "<-n>:1:14: expected an expression" in err
     status, out, _ = run_probe(capsys, "--file", str(process_etl), "-q", "-n", "tick-1s { @ = count(); } END { printa(\"%@d\\n\", @); }")

@@ -81,9 +81,11 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
     else:
         raise InvalidArgument("no program: give -n 'PROGRAM' or -s FILE.d (or -l to list probes)")
     started = time.perf_counter()
+    scanned: Catalog | None = None
     catalog: list[Any] | None = None
     if "args->" in text or "args ->" in text:
-        catalog = Catalog.scan(trace_files).items()
+        scanned = Catalog.scan(trace_files)
+        catalog = scanned.items()
 
     def fields_of(specs: list[str]) -> dict[str, Any] | None:
         merged: dict[str, Any] | None = None
@@ -100,7 +102,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         click.echo(program.python_source, err=True)
     handle: Any = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout  # noqa: SIM115
     try:
-        run = ProbeRun(program, trace_files, write=handle.write, json_mode=json_mode, quiet=quiet)
+        run = ProbeRun(program, trace_files, write=handle.write, json_mode=json_mode, quiet=quiet, catalog=scanned)
         run.compile_seconds = compile_seconds  # type: ignore[attr-defined]
         status = run.run()
         handle.flush()

@@ -1,7 +1,9 @@
 """Which programs may run column-wise: header-only aggregations over a file's index.
 
 A program qualifies when every event clause has no predicate and only aggregates ``count()``,
-``sum``/``min``/``max`` of a header column, keyed by header columns and probe names, and the
+``sum``/``min``/``max`` of a header column or of an integer event field (``args->Field``; the
+runner also needs the field at a fixed offset in every event it reads), keyed by header columns
+and probe names, and the
 program has no timer or ERROR clause (their order relative to events would matter). Such a
 program gives the same aggregations whether its clauses run record by record or over columns;
 the runner picks the column-wise path then.
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from openetw.probe import ast as A
+from openetw.probe.types import IntType
 
 __all__ = ["COLUMN_KEYS", "ColumnAgg", "ColumnClause", "columnar_plan"]
 
@@ -28,6 +31,7 @@ class ColumnAgg:
     func: str
     keys: tuple[tuple[str, Any], ...]  # ("probe", field number) or ("column", name)
     value: str | None  # a header column, None for count()
+    field: tuple[str, int, bool] | None = None  # or an event field: (name, size, signed)
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,16 @@ def columnar_plan(program: A.Program, clauses: list[Any], globals_declared: set[
                     return None
                 keys.append(("probe", _PROBE_KEYS[key.name]) if key.name in _PROBE_KEYS else ("column", key.name))
             value = None
+            event_field = None
             if call.func != "count":
                 arg = call.args[0]
-                if not isinstance(arg, A.Ident) or arg.scope or arg.name not in _COLUMN_VALUES or arg.name in globals_declared:
+                path = getattr(arg, "path", None)
+                if isinstance(arg, A.Member) and path is not None and len(path) == 1 and isinstance(arg.ty, IntType):
+                    event_field = (path[0], arg.ty.size, arg.ty.signed)
+                elif not isinstance(arg, A.Ident) or arg.scope or arg.name not in _COLUMN_VALUES or arg.name in globals_declared:
                     return None
-                value = arg.name
-            aggregations.append(ColumnAgg(call.name, call.func, tuple(keys), value))
+                else:
+                    value = arg.name
+            aggregations.append(ColumnAgg(call.name, call.func, tuple(keys), value, event_field))
         plan.append(ColumnClause(info.function, info.descriptions, tuple(aggregations)))
     return plan if plan else None

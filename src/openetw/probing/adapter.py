@@ -44,6 +44,26 @@ class TraceFiles:
         self.manifests = manifests
         self.trace: UserTrace | None = None
         self.errors: list[BaseException] = []
+        self._maps: dict[str, Any] = {}
+
+    def mapped(self, path: str) -> Any:
+        """The file's bytes as a read-only numpy array (memory-mapped, kept while the run lasts)."""
+        import numpy as np
+
+        found = self._maps.get(path)
+        if found is None:
+            found = self._maps[path] = np.memmap(path, dtype=np.uint8, mode="r")
+        return found
+
+    def compressed(self) -> bool:
+        """Whether some file keeps its events in compressed buffers (no fixed places to read)."""
+        from openetw.etl import EtlReader
+
+        for path in self.paths:
+            with EtlReader(path) as reader:
+                if reader.header.compressed:
+                    return True
+        return False
 
     def run(self, callback: Callable[[Any, Any], None]) -> dict[str, Any]:
         """Deliver every record to ``callback(record, context)``; returns the trace's statistics."""
@@ -63,6 +83,29 @@ class Catalog:
 
     def __init__(self) -> None:
         self.entries: dict[Any, list[Any]] = {}  # key -> [identity, fields or None, count]
+        self.schemas: dict[tuple[str, int, int], tuple[Any, int]] = {}  # (guid, id, version) -> (schema, pointer size)
+
+    def field_place(self, guid: str, event_id: int, version: int, name: str) -> tuple[int, int] | None:
+        """(offset, size) of a field every event of this kind has at a fixed place, else ``None``."""
+        from openetw.consumer.parser import fixed_offset_plan
+
+        found = self.schemas.get((guid, event_id, version))
+        if found is None:
+            return None
+        schema, pointer_size = found
+        plan = fixed_offset_plan(schema, pointer_size)
+        if name not in plan:
+            return None
+        end = plan[name][0]
+        offset = 0
+        for prop in schema.properties:
+            if prop.name == name:
+                return offset, end - offset
+            size = plan.get(prop.name, (None,))[0]
+            if size is None:
+                return None
+            offset = size
+        return None
 
     @classmethod
     def scan(cls, files: TraceFiles) -> Catalog:
@@ -83,6 +126,8 @@ class Catalog:
             identity, schema = identity_of(record, context)
             fields = fields_of_properties(schema.properties) if schema is not None else None
             entries[key] = [identity, fields, 1]
+            if schema is not None and not carried:
+                catalog.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
 
         TraceFiles(files.paths, manifests=files.manifests).run(see)
         return catalog
@@ -95,16 +140,37 @@ class HeaderColumns:
     """One batch of header columns: ``provider`` indexes ``guids`` (-1: none), ``id`` is the
     event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
 
-    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu")
+    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files")
     provider: Any
 
-    def __init__(self, guids: list[str], columns: dict[str, Any]) -> None:
+    def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None) -> None:
         self.guids = guids
+        self._batch = batch
+        self._files = files
         for name, value in columns.items():
             setattr(self, name, value)
 
     def __len__(self) -> int:
         return len(self.provider)
+
+    def field_values(self, rows: Any, offset: int, size: int, signed: bool) -> Any:
+        """The integer at ``offset`` in the user data of each of ``rows`` (``None`` when some row
+        cannot be read so: a compressed buffer or user data shorter than the field)."""
+        import numpy as np
+
+        batch = self._batch
+        starts = batch.data_offset[rows]
+        if (starts < 0).any() or (batch.data_length[rows] < offset + size).any():
+            return None
+        out = np.empty(len(rows), dtype=np.dtype(f"<{'i' if signed else 'u'}{size}"))
+        files = batch.file[rows]
+        for number in np.unique(files).tolist():
+            mine = files == number
+            data = self._files.mapped(batch.paths[number])
+            places = starts[mine] + offset
+            gathered = data[places[:, None] + np.arange(size)]
+            out[mine] = gathered.reshape(-1).view(out.dtype)
+        return out.astype(np.int64) if not (size == 8 and not signed) else out
 
 
 def header_batches(files: TraceFiles) -> Any:
@@ -125,7 +191,7 @@ def header_batches(files: TraceFiles) -> Any:
         maps.append(table)
     guids = [str(guid) for guid in where]
     event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
-    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind"]
+    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
     for batch in trace.batches(columns=wanted, batch_size=1 << 20):
         rows = batch.rows
         provider = rows["provider"].astype(np.int64)
@@ -142,5 +208,6 @@ def header_batches(files: TraceFiles) -> Any:
         columns = {
             "provider": provider, "id": np.where(kind == event, rows["id"], rows["opcode"]).astype(np.int64),
             "level": rows["level"], "keyword": rows["keyword"], "pid": rows["pid"], "tid": rows["tid"], "cpu": rows["cpu"],
+            "version": rows["version"],
         }  # fmt: skip
-        yield HeaderColumns(guids, columns)
+        yield HeaderColumns(guids, columns, batch, files)

@@ -53,7 +53,7 @@ class ProbeRun:
 
     def __init__(self, program: ProbeProgram, files: TraceFiles, *, write: Callable[[str], Any],
                  json_mode: bool = False, quiet: bool = False, warn: Callable[[str], Any] | None = None,
-                 columnar: bool = True) -> None:  # fmt: skip
+                 columnar: bool = True, catalog: Any = None) -> None:  # fmt: skip
         options = program.options
         self.program = program
         self.files = files
@@ -68,6 +68,7 @@ class ProbeRun:
         self._mem = b""
         self.firings = 0
         self.columnar = columnar
+        self.catalog = catalog
         self.ran_columnar = False
 
     # -- what compiled code calls -----------------------------------------------------------------
@@ -151,6 +152,8 @@ class ProbeRun:
             self._fire(fn, none, probe)
         stats: dict[str, Any] = {}
         plan = self.program.columnar() if self.columnar and events else None
+        if plan is not None and not self._fields_in_place(plan):
+            plan = None
         if exit_box[0] is None and plan is not None:
             stats = self._replay_columns(plan)
         elif exit_box[0] is None:
@@ -239,6 +242,26 @@ class ProbeRun:
             self._last_ns = max(self._last_ns, 0)
         return stats
 
+    def _fields_in_place(self, plan: list[Any]) -> bool:
+        """Whether every event the field-reading clauses match has its fields at fixed places
+        (known from the catalog) in uncompressed files: then they can be read column-wise."""
+        catalog = self.catalog
+        named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
+        if named and (catalog is None or any(key[-1] for key in catalog.entries)):
+            return False  # names come from the catalog; TraceLogging events share headers, not names
+        wanted = [(clause, agg.field[0]) for clause in plan for agg in clause.aggregations if agg.field is not None]
+        if not wanted:
+            return True
+        if catalog is None or self.files.compressed():
+            return False
+        for key, (identity, _fields, _count) in catalog.entries.items():
+            for clause, name in wanted:
+                if not any(d.match(identity) for d in clause.descriptions):
+                    continue
+                if key[-1] or catalog.field_place(identity.guid, identity.id, key[2], name) is None:
+                    return False
+        return True
+
     def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
         """Header-only aggregations over the index's columns (``openetw.probe.columnar``)."""
         import numpy as np
@@ -248,6 +271,7 @@ class ProbeRun:
         drops = self.namespace["_DROPS"]
         aggsize = self.namespace["_AGGSIZE"]
         matched: dict[tuple[int, int, int, int], list[tuple[Any, tuple[str, str, str, str]]]] = {}
+        named = {(i.guid, i.id, i.level, i.keyword): i for i, _, _ in self.catalog.items()} if self.catalog is not None else {}
         guids: list[str] = []
         for batch in header_batches(self.files):
             guids = batch.guids
@@ -261,7 +285,8 @@ class ProbeRun:
             for number, combo in enumerate(combos_of):
                 found = matched.get(combo)
                 if found is None:
-                    identity = EventIdentity(guids[combo[0]], None, combo[2], combo[3], combo[1], None)
+                    identity = named.get((guids[combo[0]], combo[1], combo[2], combo[3])) or EventIdentity(
+                        guids[combo[0]], None, combo[2], combo[3], combo[1], None)  # fmt: skip
                     found = matched[combo] = [(c, p) for c in plan for d in c.descriptions for p in [d.match(identity)] if p is not None][:]
                     found = matched[combo] = _first_per_clause(found)
                 if not found:
@@ -272,14 +297,14 @@ class ProbeRun:
                     self.firings += size
                     for agg in clause.aggregations:
                         data = aggregations[agg.name][1]
-                        if agg.value is None and all(kind == "probe" for kind, _ in agg.keys):
+                        if agg.value is None and agg.field is None and all(kind == "probe" for kind, _ in agg.keys):
                             _add_count(agg, probe, size, data, drops, aggsize)  # count() by probe names: no rows needed
                             continue
                         if rows is None:
                             if order is None:
                                 order = valid[np.argsort(row_code, kind="stable")]
                             rows = order[ends[number] - size : ends[number]]
-                        _column_aggregate(agg, probe, rows, batch, data, drops, aggsize)
+                        _column_aggregate(agg, probe, rows, batch, data, drops, aggsize, self.catalog)
         stats = self.files.trace.query_stats() if self.files.trace is not None else {}
         return stats
 
@@ -309,9 +334,10 @@ class ProbeRun:
         source = self.program.python_source.splitlines()
         for frame in reversed(traceback.extract_tb(error.__traceback__)):
             if frame.filename.startswith("<probe ") and frame.lineno is not None and 0 < frame.lineno <= len(source):
-                match = _LINE.search(source[frame.lineno - 1])
-                if match:
-                    return int(match.group(1))
+                for text in reversed(source[: frame.lineno]):  # the statement's first line names it
+                    match = _LINE.search(text)
+                    if match:
+                        return int(match.group(1))
         return None
 
     def _report_losses(self, stats: dict[str, Any], drops: int) -> None:
@@ -382,12 +408,34 @@ def _add_count(agg: Any, probe: tuple[str, str, str, str], size: int, data: dict
         drops[0] += size
 
 
-def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, data: dict[Any, Any], drops: list[int], aggsize: int) -> None:
+def _field_column(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
+    """The event field ``agg`` aggregates, for ``rows`` (one kind of event, maybe several versions)."""
+    import numpy as np
+
+    name, size, signed = agg.field
+    versions = batch.version[rows]
+    out = np.empty(len(rows), dtype=np.int64 if signed or size < 8 else np.uint64)
+    event_id = int(batch.id[rows[0]])
+    for version in np.unique(versions).tolist():
+        mine = versions == version
+        place = catalog.field_place(probe[1], event_id, version, name)
+        values = None if place is None or place[1] != size else batch.field_values(rows[mine], place[0], size, signed)
+        if values is None:
+            raise ProbeRuntimeError(f"args->{name}: not at a fixed place in event {event_id} version {version}")
+        out[mine] = values
+    return out
+
+
+def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, data: dict[Any, Any], drops: list[int],
+                      aggsize: int, catalog: Any = None) -> None:  # fmt: skip
     """One aggregation over the rows of one event kind: the dict updates the clause would make."""
     import numpy as np
 
     columns = [getattr(batch, name)[rows] for kind, name in agg.keys if kind == "column"]
-    values = getattr(batch, agg.value)[rows].astype(np.int64) if agg.value is not None else None
+    if agg.field is not None:
+        values = _field_column(agg, probe, rows, batch, catalog)
+    else:
+        values = getattr(batch, agg.value)[rows].astype(np.int64) if agg.value is not None else None
     if columns:
         stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
         groups, inverse, counts = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
