@@ -65,7 +65,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         options[name.strip()] = value if sep else ""
     trace_files = TraceFiles(files, manifests=list(manifests) if manifests else None)
     if list_pattern is not None:
-        patterns = [list_pattern] if list_pattern else [p.strip() for p in programs] or [""]
+        patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
         _list(Catalog.scan(trace_files), patterns, json_mode)
         return
     if script and programs:
@@ -111,6 +111,18 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
             handle.close()
     if status:
         raise ReportedFailure("", exit_code=status)
+
+
+def _descriptions_of(text: str) -> list[str]:
+    """The probe descriptions of a program's clauses (``-l -n PROGRAM``), or the text itself
+    when it is a bare description (``-l -n 'etw:::12'``)."""
+    from openetw.probe.parser import parse
+
+    try:
+        program = parse(text, name="<-n>")
+    except ProbeCompileError:
+        return [text.strip()]
+    return [spec.text for clause in program.clauses for spec in clause.probes] or [""]
 
 
 def _list(catalog: Any, patterns: list[str], json_mode: bool) -> None:
