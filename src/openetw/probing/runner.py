@@ -225,8 +225,10 @@ class ProbeRun:
             for fn, probe in found:
                 try:
                     fn(record, probe)
-                except BrokenPipeError:
-                    raise
+                except BrokenPipeError as error:
+                    broken.append(error)  # the reader went away: stop, and say so after the trace closes
+                    files.stop()
+                    return
                 except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
                     self.output.end_firing()
                     self._runtime_error(error, record, probe)
@@ -234,10 +236,13 @@ class ProbeRun:
                 files.stop()
 
         fired = [0]
+        broken: list[BrokenPipeError] = []
         try:
             stats = files.run(on_record)
         finally:
             self.firings += fired[0]
+        if broken:
+            raise broken[0]
         if self.first_time is not None:
             self._last_ns = max(self._last_ns, 0)
         return stats
