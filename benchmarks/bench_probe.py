@@ -206,6 +206,7 @@ def main() -> None:
             verdict = "" if goal is None else ("meets goal" if rate >= goal else f"below goal {goal / 1e6:g}M")
             rows.append([name, count, f"{seconds:.2f} s", f"{rate / 1e6:.2f} M/s", verdict])
         print(table(["run", "firings", "CPU time", "firings/s", "goal"], rows))
+        print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
