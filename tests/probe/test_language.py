@@ -26,6 +26,7 @@ BAD_SCRIPTS = [
     ("BEGIN { trace(\"abc); }", 1, 15, "string is not closed"),
     ("#pragma D option nosuch=1\nBEGIN { }", 1, 1, "unknown option 'nosuch'"),
     ("etw:a:b:c:d { }", 1, 1, "at most four fields"),
+    ("BEGIN { }\n  syscall::open:entry { }", 2, 3, "unknown probe provider 'syscall'"),
     ("BEGIN { trace(*arg0); }", 1, 15, "'*' needs a pointer"),
     ("BEGIN { exit(\"x\"); }", 1, 14, "argument 1 of exit() must be an integer"),
     ("BEGIN { printa(@nothing); }", 1, 16, "@nothing is never given an aggregating function"),

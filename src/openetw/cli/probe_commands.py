@@ -96,7 +96,10 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
             merged = dict(fields) if merged is None else merge_fields(merged, fields)
         return merged
 
-    program = compile_script(text, name=name, macros=list(macros), fields_of=fields_of, options=options)
+    from openetw.probing.providers import PROBE_PROVIDERS
+
+    program = compile_script(text, name=name, macros=list(macros), fields_of=fields_of, options=options,
+                             providers=frozenset(PROBE_PROVIDERS))  # fmt: skip
     compile_seconds = time.perf_counter() - started
     if program.options["codegen"]:
         click.echo(program.python_source, err=True)

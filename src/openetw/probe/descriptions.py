@@ -14,7 +14,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-__all__ = ["Description", "EventIdentity", "parse_description", "timer_period"]
+__all__ = ["DEFAULT_PROVIDERS", "Description", "EventIdentity", "parse_description", "timer_period"]
 
 _LEVEL_KEYWORD = re.compile(r"^0x([0-9a-fA-F]{1,2})_0x([0-9a-fA-F]{1,16})$")
 _TICK = re.compile(r"^(tick|profile)-(\d+)(ns|nsec|us|usec|ms|msec|s|sec|m|min|h|hour|d|day|hz)?$")
@@ -97,8 +97,12 @@ class Description:
         return ("etw", event.guid, function if not _wild(function) else event.function, name)
 
 
-def parse_description(text: str) -> Description:
-    """A description as written; fewer than four fields fill from the right (``BEGIN`` is a name)."""
+DEFAULT_PROVIDERS = frozenset({"etw", "dtrace", "profile", "interval"})
+
+
+def parse_description(text: str, providers: frozenset[str] | set[str] = DEFAULT_PROVIDERS) -> Description:
+    """A description as written; fewer than four fields fill from the right (``BEGIN`` is a name).
+    ``providers`` are the probe providers that exist (the runner's registry)."""
     if text.startswith("interval:"):
         parts = text.split(":")
         if len(parts) != 3 or parts[1] not in _UNITS or not parts[2].isdigit() or int(parts[2]) == 0:
@@ -113,8 +117,8 @@ def parse_description(text: str) -> Description:
         period = timer_period(name)
         if period is not None:
             return Description("profile", "", "", name, text, period)
-    if provider and provider not in ("etw", "dtrace", "profile") and not _wild(provider):
-        raise ValueError(f"unknown probe provider {provider!r} (probes here are etw, BEGIN/END/ERROR, tick-N and interval)")
+    if provider and not _wild(provider) and provider not in providers:
+        raise ValueError(f"unknown probe provider {provider!r} (providers: {', '.join(sorted(providers))})")
     return Description(provider, module, function, name, text)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from openetw.probe import aggregate as G
 from openetw.probe.checker import AggSpec, FieldsOf, check
 from openetw.probe.compiler import CompiledSource, compile_program
-from openetw.probe.descriptions import Description, parse_description
+from openetw.probe.descriptions import DEFAULT_PROVIDERS, Description, parse_description
 from openetw.probe.errors import ProbeCompileError, ProbeRuntimeError
 from openetw.probe.output import Output, format_struct
 from openetw.probe.parser import parse
@@ -239,9 +239,10 @@ def _strtoll(text: str, base: int, line: int) -> int:
 
 def compile_script(
     text: str, *, name: str = "<program>", macros: list[str] | None = None, fields_of: FieldsOf | None = None,
-    options: dict[str, str] | None = None,
+    options: dict[str, str] | None = None, providers: frozenset[str] | set[str] = DEFAULT_PROVIDERS,
 ) -> ProbeProgram:  # fmt: skip
-    """Parse, check and compile a D program; ``options`` (``-x``) win over ``#pragma D option``."""
+    """Parse, check and compile a D program; ``options`` (``-x``) win over ``#pragma D option``;
+    ``providers`` names the probe providers descriptions may use."""
     program = parse(text, name=name, macros=macros)
     settings = dict(_DEFAULTS)
     for option, value, line in program.pragmas:
@@ -259,7 +260,7 @@ def compile_script(
         descriptions = []
         for spec in clause.probes:
             try:
-                descriptions.append(parse_description(spec.text))
+                descriptions.append(parse_description(spec.text, providers))
             except ValueError as error:
                 raise ProbeCompileError(str(error), line=spec.line, column=spec.column, source=name) from None
         clauses.append(ClauseInfo(f"_c{clause.number}", descriptions, clause.line))
