@@ -61,6 +61,8 @@ class GeneratedModule:
     source: str
     events: int
     unwritable: tuple[tuple[str, str], ...] = ()
+    # (event, the writer it wanted, the writer it got) for writers renamed to stay unique.
+    renamed: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def file_name(self) -> str:
@@ -77,6 +79,7 @@ class _EventCode:
     parameters: tuple[str, ...]
     summary: str
     problem: str | None
+    wanted: str = ""  # the method name the event's symbol asked for
 
 
 def channel_keyword(provider: Provider, event: Event) -> int:
@@ -113,7 +116,8 @@ def generate_module(manifest: Manifest, provider_index: int, manifest_xml: bytes
     lines += _tail(cls)
     lines += _manifest_literal(manifest_xml)
     unwritable = tuple((e.label, e.problem) for e in events if e.problem is not None)
-    return GeneratedModule(module, provider.name, "\n".join(lines) + "\n", len(events), unwritable)
+    renamed = tuple((e.label, f"write_{e.wanted}", f"write_{e.name}") for e in events if e.name != e.wanted)
+    return GeneratedModule(module, provider.name, "\n".join(lines) + "\n", len(events), unwritable, renamed)
 
 
 # -- the parts of a module ----------------------------------------------------------------------
@@ -245,7 +249,7 @@ def _events(manifest: Manifest, provider: Provider, constants: Names) -> list[_E
             summary += f': "{event.message.strip()}"'
         if problem is not None:
             summary += f". Cannot be written: {problem}"
-        events.append(_EventCode(name, label, constant, descriptor, fields, params, summary, problem))
+        events.append(_EventCode(name, label, constant, descriptor, fields, params, summary, problem, base))
     return events
 
 
