@@ -53,6 +53,7 @@ def test_malformed_guids_are_errors_never_names(text: str) -> None:
 
 def test_names_that_only_look_alike_stay_names() -> None:
     assert parse_provider_guid("My-Company-Web") is None
+    assert parse_provider_guid("My{Provider}") is None
     assert parse_provider_guid("b5a0bda950fe4d0ea83dbae3f58c94d6") is None  # 32 digits without dashes: a name
 
 

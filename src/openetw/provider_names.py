@@ -90,11 +90,11 @@ def parse_provider_guid(text: str | uuid.UUID) -> uuid.UUID | None:
     if isinstance(text, uuid.UUID):
         return text
     stripped = text.strip()
-    braced = stripped.startswith("{") or stripped.endswith("}")
-    inner = stripped[1:-1] if stripped.startswith("{") and stripped.endswith("}") else stripped
-    if _GUID.fullmatch(inner) and (not braced or inner != stripped):
-        return uuid.UUID(inner)
-    if braced or _GUID_SHAPE.fullmatch(inner):
+    opened, closed = stripped.startswith("{"), stripped.endswith("}")
+    core = stripped.removeprefix("{").removesuffix("}")
+    if _GUID.fullmatch(core) and opened == closed:
+        return uuid.UUID(core)
+    if opened or _GUID_SHAPE.fullmatch(core):
         raise InvalidArgument(
             f"{text!r} is not a valid GUID (8-4-4-4-12 hex digits, braces optional); a provider name is never written so"
         )

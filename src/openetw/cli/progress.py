@@ -46,9 +46,10 @@ def _size(path: str | None) -> int:
 
 def with_progress(records: Iterable[EventRecord], readers: Sequence[EtlReader], enabled: bool) -> Iterator[EventRecord]:
     """``records`` unchanged; with ``enabled``, a bar of the bytes read so far on stderr."""
-    if not enabled:
-        yield from records
-        return
+    return _drawing(records, readers) if enabled else iter(records)
+
+
+def _drawing(records: Iterable[EventRecord], readers: Sequence[EtlReader]) -> Iterator[EventRecord]:
     sizes = {reader.path: _size(reader.path) for reader in readers}
     offsets: dict[str | None, int] = {}
     total = sum(sizes.values()) or 1

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from openetw.cli.option_group import option_group
 from openetw.errors import InvalidArgument
 from openetw.provider_names import resolve_provider_name
 from openetw.session import EventFilters
@@ -186,20 +187,7 @@ _FILTER_OPTIONS = (
 )
 
 
-def filter_options(command: Any) -> Any:
-    """The filter and enable-property options; the command gets them as ``enable`` (``EnableOptions``)."""
-    names = ("event_ids", "exclude_event_ids", "pids", "exes", "stack", "sid", "ts")
-    inner = command
-
-    def wrapped(**kwargs: Any) -> Any:
-        values = [kwargs.pop(name) for name in names]
-        kwargs["enable"] = enable_options(*values)
-        return inner(**kwargs)
-
-    wrapped.__name__ = getattr(command, "__name__", "command")
-    wrapped.__doc__ = command.__doc__
-    if hasattr(command, "__click_params__"):  # options declared below this decorator
-        wrapped.__click_params__ = list(command.__click_params__)  # type: ignore[attr-defined]
-    for option in reversed(_FILTER_OPTIONS):
-        wrapped = option(wrapped)
-    return wrapped
+filter_options = option_group(
+    _FILTER_OPTIONS, ("event_ids", "exclude_event_ids", "pids", "exes", "stack", "sid", "ts"), "enable", enable_options
+)
+filter_options.__doc__ = "The filter and enable-property options; the command gets them as ``enable`` (``EnableOptions``)."

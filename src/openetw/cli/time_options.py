@@ -13,10 +13,10 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import click
 
+from openetw.cli.option_group import option_group
 from openetw.errors import InvalidArgument
 from openetw.etl.clock import datetime_to_filetime
 from openetw.etl.reader import EtlReader
@@ -122,24 +122,8 @@ def _bound(what: str) -> Callable[[click.Context, click.Parameter, str | None], 
     return convert
 
 
-def time_window_options(command: Any) -> Any:
-    """``--start`` and ``--end``; the command receives them as ``window`` (a ``TimeSpec``)."""
-    inner = command
-
-    def wrapped(**kwargs: Any) -> Any:
-        kwargs["window"] = TimeSpec(kwargs.pop("start"), kwargs.pop("end"))
-        return inner(**kwargs)
-
-    wrapped.__name__ = getattr(command, "__name__", "command")
-    wrapped.__doc__ = command.__doc__
-    if hasattr(command, "__click_params__"):
-        wrapped.__click_params__ = list(command.__click_params__)  # type: ignore[attr-defined]
-    wrapped = click.option(
-        "--end", default=None, metavar="TIME", callback=_bound("--end"),
-        help="Only records up to this time: ISO 8601 (UTC without an offset) or seconds from the trace start.",
-    )(wrapped)  # fmt: skip
-    wrapped = click.option(
-        "--start", default=None, metavar="TIME", callback=_bound("--start"),
-        help="Only records from this time on: ISO 8601 (UTC without an offset) or seconds from the trace start.",
-    )(wrapped)  # fmt: skip
-    return wrapped
+_HELP = "Only records {}: ISO 8601 (UTC without an offset) or seconds from the trace start."
+_START = click.option("--start", default=None, metavar="TIME", callback=_bound("--start"), help=_HELP.format("from this time on"))
+_END = click.option("--end", default=None, metavar="TIME", callback=_bound("--end"), help=_HELP.format("up to this time"))
+time_window_options = option_group((_START, _END), ("start", "end"), "window", TimeSpec)
+time_window_options.__doc__ = "``--start`` and ``--end``; the command receives them as ``window`` (a ``TimeSpec``)."

@@ -20,6 +20,7 @@ from openetw.manifest.loader import manifest_files
 from openetw.manifest.parser import parse_manifest
 from openetw.manifest.validate import validate
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
+from openetw.mc.embed import single_provider_manifests
 from openetw.mc.generate import GeneratedModule, generate_module
 from openetw.mc.naming import Names, module_name
 from openetw.safeio import read_regular_file
@@ -117,12 +118,14 @@ def generate_from_file(
     generated, notes = [], []
     if not manifest.providers:
         notes.append(f"{path}: defines no provider; nothing to generate")
+    embedded = single_provider_manifests(manifest, data, str(path))
     for index, provider in enumerate(manifest.providers):
         wanted = module_name(provider.name)
         name = taken.take(wanted)
         if name != wanted:
             notes.append(f"{path}: provider {provider.name!r} written as {name}.py ({wanted}.py is another provider's in this run)")
-        module = generate_module(manifest, index, data, path.name, name)
+        own = embedded[index]
+        module = generate_module(manifest, index, own, path.name, name, embedded_index=None if own is data else 0)
         for label, wanted_writer, writer in module.renamed:
             if strict:
                 raise ManifestError(

@@ -96,11 +96,14 @@ def _plain(text: str | None) -> str | None:
     return text if text is not None and _PLAIN_TEXT.fullmatch(text) else None
 
 
-def generate_module(manifest: Manifest, provider_index: int, manifest_xml: bytes, source_name: str, module: str) -> GeneratedModule:
+def generate_module(
+    manifest: Manifest, provider_index: int, manifest_xml: bytes, source_name: str, module: str, *, embedded_index: int | None = None
+) -> GeneratedModule:
     """The source of module ``module`` for ``manifest.providers[provider_index]``.
 
     ``manifest_xml`` is the manifest file as read (embedded as ``MANIFEST_XML``), ``source_name``
-    its file name as the banner and ``MANIFEST_FILE`` show it.
+    its file name as the banner and ``MANIFEST_FILE`` show it. ``embedded_index``: the
+    provider's index in ``manifest_xml`` when that is not the whole manifest (``mc.embed``).
     """
     provider = manifest.providers[provider_index]
     guid = provider.guid if provider.guid is not None else provider_guid_from_name(provider.name)
@@ -108,7 +111,7 @@ def generate_module(manifest: Manifest, provider_index: int, manifest_xml: bytes
     constants = Names(_MODULE_NAMES | {cls})
     symbols = _symbol_constants(provider, constants)  # before the events: symbols keep their names
     events = _events(manifest, provider, constants)
-    lines = _head(provider, provider_index, guid, source_name, module, events)
+    lines = _head(provider, provider_index if embedded_index is None else embedded_index, guid, source_name, module, events)
     lines += symbols
     lines += ["", "# -- event descriptors: (id, version, channel, level, opcode, task, keyword) " + "-" * 22, ""]
     lines += [f"{e.constant} = EventDescriptor({', '.join(_int(v, i == 6) for i, v in enumerate(e.descriptor))})" for e in events]
