@@ -34,10 +34,10 @@ def lquantize_bucket(value: int, low: int, high: int, step: int) -> int:
 def llquantize_bucket(value: int, factor: int, low: int, high: int, steps: int) -> int:
     """-1 below ``factor**low``; ``factor**(high+1)`` at or above it; else, inside the magnitude
     ``factor**m <= value < factor**(m+1)``, the lower bound of its ``steps``-wide linear step."""
-    floor = factor**low
+    floor: int = factor**low
     if value < floor:
         return -1
-    top = factor ** (high + 1)
+    top: int = factor ** (high + 1)
     if value >= top:
         return top
     magnitude = floor

@@ -89,7 +89,8 @@ def _convert(spec: str, conv: str, value: Any) -> str:
     if conv in "di":
         return (spec + "d") % value if isinstance(value, int) else (spec + "s") % (value,)
     if conv in "uoxX":
-        return (spec + ("d" if conv == "u" else conv)) % (value & _MASK64)
+        text: str = (spec + ("d" if conv == "u" else conv)) % (value & _MASK64)
+        return text
     if conv == "p":
         return (spec + "s") % ("0x%x" % (value & _MASK64))
     if conv == "c":
