@@ -54,22 +54,17 @@ class BufferIndex:
         return self._provider_rows.get(provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None))
 
     def loader(self) -> RecordLoader:
-        return _BufferLoader(self)
+        return RecordLoader(self.records, self.unknown_reasons, self.context, _MemoryBuffers(self.data))
 
 
-class _BufferLoader(RecordLoader):
-    """``RecordLoader`` over the one buffer in memory."""
+class _MemoryBuffers:
+    """The buffers of a batch, held in memory: what ``RecordLoader`` reads records from."""
 
-    def __init__(self, index: BufferIndex) -> None:  # noqa: D107 - no file to open
-        self.index = index  # type: ignore[assignment]
-        self.context = index.context
-        self._limit = len(index.data)
-        self._cache = index.data
-        self._position = {number: row for row, number in enumerate(index.numbers)}
-        self._fd = None
+    def __init__(self, data: dict[int, bytes]) -> None:
+        self._cache = data
 
     def buffer_data(self, buffer_index: int) -> bytes:
         return self._cache[buffer_index]
 
     def close(self) -> None:
-        self._fd = None
+        pass

@@ -1,48 +1,47 @@
 """Building ``EventRecord``s for index rows: the records ``EtlReader`` would give, read on demand.
 
-Buffers are read by offset (``os.pread``) and inflated when compressed; the last few are kept,
-since time order interleaves the buffers of each processor. A record keeps its buffer's bytes,
-as the reader's records do.
+The buffers come from a store (a file's ``FileBuffers``: read by offset and inflated when
+compressed, the last few kept, since time order interleaves the buffers of each processor; or
+the buffers of a live batch in memory). A record keeps its buffer's bytes, as the reader's
+records do.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-from openetw.errors import EtlFormatError
 from openetw.etl import layouts as L
-from openetw.etl.record import RECORD_CLASSES, EventRecord, MessageRecord, UnknownRecord
-
-if TYPE_CHECKING:
-    from openetw.consumer.index import EtlIndex
+from openetw.etl.record import RECORD_CLASSES, EventRecord, MessageRecord, RecordContext, UnknownRecord
 
 __all__ = ["RecordLoader"]
 
 _KIND_WPP, _KIND_UNKNOWN = 6, 7
-_BUFFER_CACHE = 64
 _COLUMNS = ("header_type", "kind", "buffer", "offset", "size", "cpu")
 
 
 class RecordLoader:
-    """Reads the records of one indexed file by row number (rows in the index's time order)."""
+    """Reads the records of index rows (``table``: rows of ``RECORD_DTYPE``) from a store of
+    buffers (``buffer_data(index)`` and a ``_cache`` dict of the buffers it keeps)."""
 
-    def __init__(self, index: EtlIndex, *, cached_buffers: int = _BUFFER_CACHE) -> None:
-        self.index = index
-        self.context = index.context
-        self._limit = max(1, cached_buffers)
-        self._cache: dict[int, bytes] = {}
-        self._position = {int(b): row for row, b in enumerate(index.buffers["index"].tolist())}
-        self._fd: int | None = os.open(index.path, os.O_RDONLY)
+    def __init__(self, table: np.ndarray, reasons: dict[int, str], context: RecordContext, store: Any, *, owns_store: bool = False) -> None:
+        self.table = table
+        self.reasons = reasons
+        self.context = context
+        self.store = store
+        self._cache: dict[int, bytes] = store._cache
+        self._owns_store = owns_store
+
+    @classmethod
+    def over(cls, table: np.ndarray, reasons: dict[int, str], context: RecordContext, store: Any) -> RecordLoader:
+        """A loader sharing ``store`` (closing the loader leaves the store open)."""
+        return cls(table, reasons, context, store)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self._cache.clear()
+        if self._owns_store:
+            self.store.close()
 
     def __enter__(self) -> RecordLoader:
         return self
@@ -54,39 +53,20 @@ class RecordLoader:
         """A buffer's data as the reader gives it (inflated when compressed)."""
         data = self._cache.get(buffer_index)
         if data is None:
-            data = self._read_buffer(buffer_index)
-            if len(self._cache) >= self._limit:
-                del self._cache[next(iter(self._cache))]
-            self._cache[buffer_index] = data
-        return data
-
-    def _read_buffer(self, buffer_index: int) -> bytes:
-        if self._fd is None:
-            raise EtlFormatError("the record loader is closed", path=self.index.path)
-        entry = self.index.buffers[self._position[buffer_index]]
-        offset, length = int(entry["file_offset"]), int(entry["length"])
-        if not int(entry["flags"]) & L.BUFFER_FLAG_COMPRESSED:
-            data = os.pread(self._fd, length, offset)
-        else:
-            from openetw.etl.lzxpress import decompress
-
-            raw = os.pread(self._fd, int(entry["buffer_size"]), offset)
-            data = raw[: L.BUFFER_HEADER_SIZE] + decompress(raw[L.BUFFER_HEADER_SIZE :], int(entry["data_end"]) - L.BUFFER_HEADER_SIZE)
-        if len(data) != length:
-            raise EtlFormatError("the file changed since it was indexed", offset=offset, buffer_index=buffer_index, path=self.index.path)
-        return data
+            data = self.store.buffer_data(buffer_index)
+        return data  # type: ignore[no-any-return]
 
     def record(self, row: int) -> EventRecord:
         return next(self.records(np.asarray([row])))
 
     def records(self, rows: np.ndarray) -> Iterator[EventRecord]:
         """The records of ``rows`` (row numbers), in that order."""
-        table = self.index.records
+        table = self.table
         header_types, kinds, buffers, offsets, sizes, cpus = (table[name][rows].tolist() for name in _COLUMNS)
         context = self.context
         cache = self._cache
         classes = RECORD_CLASSES
-        reasons = self.index.unknown_reasons
+        reasons = self.reasons
         for n, (header_type, buffer, offset, size, cpu) in enumerate(zip(header_types, buffers, offsets, sizes, cpus)):
             data = cache.get(buffer)
             if data is None:
@@ -102,7 +82,7 @@ class RecordLoader:
                 yield UnknownRecord(data, offset, size, cpu, context, buffer, reason)
 
     def user_data(self, row: int) -> bytes:
-        entry = self.index.records[row]
+        entry = self.table[row]
         data = self.buffer_data(int(entry["buffer"]))
         start = int(entry["offset"]) + int(entry["user_data_offset"])
         return data[start : start + int(entry["user_data_length"])]

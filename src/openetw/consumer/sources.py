@@ -83,8 +83,8 @@ class FileSource(Source):
     def records(self) -> Iterator[EventRecord]:
         """The records in time order (through the index when there is one)."""
         if self.index is not None:
-            with self.index.loader() as loader:
-                yield from loader.records(_all_rows(self.index))
+            for segment in self.index.segments():
+                yield from segment.loader().records(np.arange(len(segment)))
             return
         reader = EtlReader(self.path, strict=False)
         self._reader = reader
@@ -102,6 +102,8 @@ class FileSource(Source):
             stats.events_lost = header.events_lost
             stats.buffers_written = header.buffers_written
             stats.log_buffers_lost = header.buffers_lost
+        if self.index is not None and not self.index.complete:
+            return stats  # counted once the first pass is done
         if self.index is not None:
             read = self.index.read_stats
             stats.buffers = read.get("buffers", 0)
@@ -123,6 +125,8 @@ class FileSource(Source):
 
     def errors(self) -> list[EtlFormatError]:
         if self.index is not None:
+            if not self.index.complete:
+                return []  # known once the first pass is done
             return [EtlFormatError(message, path=self.path) for message in self.index.errors]
         if self._reader is not None:
             return list(self._reader.stats.errors)
@@ -130,10 +134,6 @@ class FileSource(Source):
 
     def __repr__(self) -> str:
         return f"<FileSource {self.path}{' (indexed)' if self.index is not None else ''}>"
-
-
-def _all_rows(index: EtlIndex) -> Any:
-    return np.arange(len(index.records))
 
 
 class RecordSource(Source):

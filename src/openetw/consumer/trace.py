@@ -30,13 +30,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
 from openetw.consumer.errors import TraceStateError
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
-from openetw.consumer.plan import IndexedPlan, admitted_rows
+from openetw.consumer.plan import IndexedPlan, admitted_rows, run_indexed
 from openetw.consumer.provider import EventCallback, Provider
 from openetw.consumer.live import LiveSessionSource, private_session_name
 from openetw.consumer.sources import FileSource, Source
@@ -273,7 +275,11 @@ class UserTrace:
             return  # stopped before it started
         indexes = [source.index for source in self.sources]
         if all(index is not None for index in indexes):
-            IndexedPlan(indexes, dispatcher).run()  # type: ignore[arg-type]
+            run_indexed(indexes, dispatcher)  # type: ignore[arg-type]
+            for source in self.sources:
+                if source.index is not None and source.index.built:  # built on this pass: its damage is known now
+                    for error in source.errors():
+                        dispatcher.report(error)
         elif len(self.sources) == 1 and isinstance(self.sources[0], LiveSessionSource):
             self._consume_buffers(dispatcher, self.sources[0])
         else:
@@ -402,6 +408,8 @@ class UserTrace:
         found = [source.index for source in self.sources]
         if any(index is None for index in found):
             raise TraceStateError("this trace was made with index=False")
+        for index in found:
+            index.ensure_built()  # type: ignore[union-attr]
         return found  # type: ignore[return-value]
 
     def batches(self, *, columns: Sequence[str] | None = None, batch_size: int = 65536) -> Iterator[Batch]:
@@ -409,16 +417,21 @@ class UserTrace:
         time window are applied on the index; callbacks are not called."""
         indexes = self.indexes()
         self._prepare()
-        selected = []
-        for index in indexes:
-            mask = admitted_rows(index, self.providers)
-            filetime = index.records["filetime"]
-            if self.window.start is not None:
-                mask &= filetime >= self.window.start
-            if self.window.end is not None:
-                mask &= filetime <= self.window.end
-            selected.append(mask)
-        return iter_batches(indexes, selected, columns=columns, batch_size=batch_size)
+        providers, window = self.providers, self.window
+
+        def selected(number: int, segment: Any) -> np.ndarray:
+            mask = admitted_rows(segment, providers)
+            filetime = segment.records["filetime"]
+            if window.start is not None:
+                mask &= filetime >= window.start
+            if window.end is not None:
+                mask &= filetime <= window.end
+            return mask
+
+        skip: dict[str, Any] = {"start": window.start, "end": window.end}
+        if providers and all(getattr(provider, "guid", None) is not None for provider in providers):
+            skip["provider"] = [provider.guid for provider in providers]
+        return iter_batches(indexes, selected, columns=columns, batch_size=batch_size, skip=skip)
 
     def __enter__(self) -> UserTrace:
         return self
