@@ -16,7 +16,6 @@ out in the order ``EtlReader.records(time_order=True)`` gives, without holding t
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import uuid
@@ -38,13 +37,14 @@ from openetw.consumer.index_build import (
     provider_table,
     take,
 )
-from openetw.consumer.index_walk import _file_chunks, _plain_buffers, walk_chains
-from openetw.etl.reader import EtlReader, _first_timestamp
+from openetw.consumer.index_walk import BH, _file_chunks, buffer_info, walk_chains
+from openetw.etl import layouts as L
+from openetw.etl.reader import MAX_BUFFER_SIZE, EtlReader, _first_timestamp
 
 __all__ = ["CHUNK_ENV", "DEFAULT_CHUNK_MB", "StreamingBuild", "working_set_bytes"]
 
 CHUNK_ENV = "OPENETW_INDEX_CHUNK_MB"
-DEFAULT_CHUNK_MB = 16
+DEFAULT_CHUNK_MB = 4
 _FIRST_RECORD_BYTES = 256  # the buffer header and the first record's header fit in this
 
 
@@ -57,16 +57,40 @@ def working_set_bytes() -> int:
     return max(1 << 16, int(megabytes * (1 << 20)))
 
 
-def _first_timestamps(path: str, infos: list[Any]) -> np.ndarray:
-    """Each buffer's first record time as the reader's merge orders buffers by it."""
-    out = np.zeros(len(infos), dtype=np.int64)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        last = 0
-        for n, info in enumerate(infos):
-            end = min(info.data_end, info.buffer_size, _FIRST_RECORD_BYTES)
-            first = _first_timestamp(view[info.file_offset : info.file_offset + end], end)
-            last = out[n] = last if first is None else first
-    return out
+def _plain_headers(path: str) -> tuple[list[Any], dict[str, int], np.ndarray] | None:
+    """The buffers of an uncompressed file with sound buffer headers, their statistics and each
+    one's first record time (as the reader's merge orders buffers by it); ``None``: let the
+    reader frame the file. Headers are read with ``pread``, not mapped: mapping would bring in
+    (and count as resident) the pages around every header, the whole file of a large trace."""
+    infos: list[Any] = []
+    firsts: list[int] = []
+    lost_events = lost_buffers = 0
+    last = 0
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        offset = 0
+        while offset < size:
+            head = os.pread(fd, _FIRST_RECORD_BYTES, offset)
+            if len(head) < BH:
+                return None
+            info = buffer_info(head, 0, len(infos), offset)
+            if info.buffer_size < BH or info.buffer_size > MAX_BUFFER_SIZE or info.buffer_size % 8 or offset + info.buffer_size > size:
+                return None
+            if info.flags & L.BUFFER_FLAG_COMPRESSED:
+                return None
+            end = min(info.data_end, info.buffer_size, len(head))
+            first = _first_timestamp(head[:end], end)
+            last = last if first is None else first
+            firsts.append(last)
+            infos.append(info)
+            lost_events += bool(info.flags & L.BUFFER_FLAG_EVENTS_LOST)
+            lost_buffers += bool(info.flags & L.BUFFER_FLAG_BUFFER_LOST)
+            offset += info.buffer_size
+    if not infos:
+        return None
+    stats = {"buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0, "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers}
+    return infos, stats, np.asarray(firsts, dtype=np.int64)
 
 
 class StreamingBuild:
@@ -109,13 +133,11 @@ class StreamingBuild:
         return remap[column]
 
     def pieces(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
-        with EtlReader(self.path, strict=False) as reader:
-            plain = _plain_buffers(self.path) if not reader.header.compressed else None
+        plain = _plain_headers(self.path) if not self.header.compressed else None
         if plain is None:
             yield from self._whole()
             return
-        infos, stats = plain
-        firsts = _first_timestamps(self.path, infos)
+        infos, stats, firsts = plain
         later_min = np.minimum.accumulate(firsts[::-1])[::-1]  # earliest first time from buffer i on
         clock = self.context.clock
         walked = {"unknown_records": 0, "skipped_bytes": 0}
