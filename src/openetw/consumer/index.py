@@ -2,7 +2,7 @@
 
 The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
 a trace consuming a file for the first time gets its events as the index is written, with no
-separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows
+separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows (``$OPENETW_INDEX_BLOCK_ROWS``)
 (``_engine.blocks``: compressed columns, a summary per block) beside the file, or into the
 user's cache when the file's directory is not writable (``_engine.location``: the cache's size
 cap, which stored indexes may be trusted). Later opens read the footer only; blocks are read
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer._engine.blocks import BLOCK_ROWS, FORMAT, BlockWriter, StoredIndex, read_stored
+from openetw.consumer._engine.blocks import FORMAT, BlockWriter, StoredIndex, block_rows_setting, read_stored
 from openetw.consumer._engine.location import (
     INDEX_DIR_ENV,
     INDEX_SUFFIX,
@@ -243,6 +243,7 @@ class EtlIndex:
                 target = None
         if target is None:
             out, temp = tempfile.TemporaryFile(prefix="openetw-index-"), ""  # type: ignore[assignment]
+        block_rows = block_rows_setting()
         try:
             writer = BlockWriter(out)
             waiting: list[np.ndarray] = []
@@ -260,8 +261,8 @@ class EtlIndex:
                 waiting.append(rows)
                 waiting_reasons.append(reasons)
                 held += len(rows)
-                while held >= BLOCK_ROWS:
-                    block, block_reasons, waiting, waiting_reasons, held = _cut(waiting, waiting_reasons, BLOCK_ROWS)
+                while held >= block_rows:
+                    block, block_reasons, waiting, waiting_reasons, held = _cut(waiting, waiting_reasons, block_rows)
                     yield self._written(writer, block, block_reasons, first_row, all_reasons)
                     first_row += len(block)
             while len(build._tables) > tables:

@@ -33,7 +33,7 @@ import numpy as np
 
 from openetw.consumer.index_build import BUFFER_DTYPE, RECORD_DTYPE
 
-__all__ = ["BLOCK_ROWS", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "decode_block", "encode_block", "read_stored", "summary_of"]
+__all__ = ["BLOCK_ROWS", "BLOCK_ROWS_ENV", "block_rows_setting", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "decode_block", "encode_block", "read_stored", "summary_of"]
 
 FORMAT = 3
 MAGIC = b"OPENETW-INDEX\0\0" + bytes([FORMAT])
@@ -41,11 +41,20 @@ MAGIC_PREFIX = MAGIC[:-1]
 TRAILER_MAGIC = b"OETWIDX\x03"
 _TRAILER = struct.Struct("<QQ8s")
 BLOCK_ROWS = 1 << 16
+BLOCK_ROWS_ENV = "OPENETW_INDEX_BLOCK_ROWS"
 ID_LIST_LIMIT = 256  # more distinct event ids in a block than this: the summary says "any"
 _LEVEL = 1  # zlib level: the first pass must stay as fast as a plain walk
 
 _STORED = tuple(name for name in RECORD_DTYPE.names if name != "filetime")  # type: ignore[union-attr]
 _WIDTH = {name: RECORD_DTYPE.fields[name][0].itemsize for name in _STORED}  # type: ignore[index]
+
+
+def block_rows_setting() -> int:
+    """Rows per block for a new index: ``$OPENETW_INDEX_BLOCK_ROWS``, default ``BLOCK_ROWS``."""
+    try:
+        return max(1, int(os.environ.get(BLOCK_ROWS_ENV, BLOCK_ROWS)))
+    except ValueError:
+        return BLOCK_ROWS
 
 
 def _offset_residuals(rows: np.ndarray) -> np.ndarray:

@@ -123,7 +123,11 @@ class StreamingBuild:
         column, table = provider_table(lo, hi, has)
         remap = np.empty(len(table) + 1, dtype=np.int32)
         remap[-1] = -1
-        for local, guid in enumerate(table):
+        present = column[column >= 0]
+        _, first = np.unique(present, return_index=True)
+        by_appearance = np.unique(present)[np.argsort(first, kind="stable")]  # codes follow file order
+        for local in by_appearance.tolist():
+            guid = table[local]
             key = struct.unpack("<QQ", guid.bytes_le)
             code = self._codes.get(key)
             if code is None:
