@@ -264,6 +264,17 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
     return column, [uuid.UUID(bytes_le=struct.pack("<QQ", int(a[i]), int(b[i]))) for i in first.tolist()]
 
 
+def by_appearance(column: np.ndarray, table: list[uuid.UUID]) -> tuple[np.ndarray, list[uuid.UUID]]:
+    """The provider column and table renumbered in order of first appearance in ``column``
+    (so that the table does not depend on how the rows were taken in pieces)."""
+    present = column[column >= 0]
+    codes, first = np.unique(present, return_index=True)
+    ordered = codes[np.argsort(first, kind="stable")]
+    remap = np.full(len(table) + 1, -1, dtype=np.int32)
+    remap[ordered] = np.arange(len(ordered), dtype=np.int32)
+    return remap[column], [table[code] for code in ordered.tolist()]
+
+
 def _unique_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(keys, return_index=True, return_inverse=True)[1:]``, sorting only the first
     key of each run of equal keys when there are few runs (a provider's records come together)."""
@@ -435,7 +446,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         (parts[0][i] if len(parts) == 1 else np.concatenate([part[i] for part in parts])) if parts else np.zeros(0, dtype=dtype)
         for i, dtype in ((0, RECORD_DTYPE), (1, np.uint64), (2, np.uint64), (3, bool))
     )  # fmt: skip
-    rows["provider"], providers = provider_table(lo, hi, has)
+    rows["provider"], providers = by_appearance(*provider_table(lo, hi, has))
     order, exact = _time_order(rows, buffer_indices)
     if len(order) and not (order[0] == 0 and np.all(order[1:] > order[:-1])):
         rows = take(rows, order)
