@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, machine_note, table  # noqa: E402
+from common import CORPUS, machine_note, table
 
 DIAGHUB = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
 NET = CORPUS / "etl" / "perfview" / "net.4.5.2.x64.etl"

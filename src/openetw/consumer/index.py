@@ -45,7 +45,7 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
-from openetw.consumer.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
+from openetw.consumer.index_build import KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
 from openetw.consumer.loader import RecordLoader
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
@@ -242,7 +242,7 @@ class EtlIndex:
             except OSError:
                 target = None
         if target is None:
-            out, temp = tempfile.TemporaryFile(prefix="openetw-index-"), ""  # type: ignore[assignment]
+            out, temp = tempfile.TemporaryFile(prefix="openetw-index-"), ""  # noqa: SIM115 - closed below
         block_rows = block_rows_setting()
         try:
             writer = BlockWriter(out)
@@ -391,7 +391,8 @@ class EtlIndex:
     @property
     def unknown_reasons(self) -> dict[int, str]:
         self.ensure_built()
-        return self.meta.get("unknown_reasons", {})  # type: ignore[no-any-return]
+        reasons: dict[int, str] = self.meta.get("unknown_reasons", {})
+        return reasons
 
     @property
     def read_stats(self) -> dict[str, int]:
@@ -504,8 +505,8 @@ class EtlIndex:
             for name in fields:
                 keys[name] = table[name]
             values, counts = np.unique(keys, return_counts=True)
-            for value, count in zip(values.tolist(), counts.tolist()):
-                named = tuple(self._named(name, part) for name, part in zip(fields, value))
+            for value, count in zip(values.tolist(), counts.tolist(), strict=False):
+                named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=False))
                 key = named[0] if len(fields) == 1 else named
                 out[key] = out.get(key, 0) + int(count)
         return out
@@ -550,7 +551,7 @@ class _IndexLoader:
         blocks = np.searchsorted(self._firsts, rows, side="right") - 1
         bounds = np.flatnonzero(np.diff(blocks)) + 1
         starts, stops = np.concatenate(([0], bounds)), np.concatenate((bounds, [len(rows)]))
-        for start, stop in zip(starts.tolist(), stops.tolist()):
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=False):
             number = int(blocks[start])
             segment = next(s for s in self.index.segments() if s.first_row == self._firsts[number])
             yield segment.loader(), rows[start:stop] - segment.first_row
@@ -574,12 +575,14 @@ def _meta_of(footer: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def _cut(waiting: list[np.ndarray], reasons: list[dict[int, str]], count: int) -> tuple[np.ndarray, dict[int, str], list[np.ndarray], list[dict[int, str]], int]:
+def _cut(
+    waiting: list[np.ndarray], reasons: list[dict[int, str]], count: int,
+) -> tuple[np.ndarray, dict[int, str], list[np.ndarray], list[dict[int, str]], int]:  # fmt: skip
     """The first ``count`` waiting rows as one block, and what is left."""
     rows = waiting[0] if len(waiting) == 1 else np.concatenate(waiting)
     merged: dict[int, str] = {}
     at = 0
-    for part, part_reasons in zip(waiting, reasons):
+    for part, part_reasons in zip(waiting, reasons, strict=False):
         merged.update({at + row: reason for row, reason in part_reasons.items()})
         at += len(part)
     block, rest = rows[:count], rows[count:]

@@ -54,7 +54,7 @@ class RecordLoader:
         data = self._cache.get(buffer_index)
         if data is None:
             data = self.store.buffer_data(buffer_index)
-        return data  # type: ignore[no-any-return]
+        return data
 
     def record(self, row: int) -> EventRecord:
         return next(self.records(np.asarray([row])))
@@ -67,7 +67,7 @@ class RecordLoader:
         cache = self._cache
         classes = RECORD_CLASSES
         reasons = self.reasons
-        for n, (header_type, buffer, offset, size, cpu) in enumerate(zip(header_types, buffers, offsets, sizes, cpus)):
+        for n, (header_type, buffer, offset, size, cpu) in enumerate(zip(header_types, buffers, offsets, sizes, cpus, strict=False)):
             data = cache.get(buffer)
             if data is None:
                 data = self.buffer_data(buffer)

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.context import references as count_references
 from openetw.consumer.dispatch import Dispatcher
-from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.lazy import LAZY_CLASSES
 from openetw.consumer.loader import RecordLoader

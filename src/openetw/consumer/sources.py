@@ -105,12 +105,12 @@ class FileSource(Source):
         if self.index is not None and not self.index.complete:
             return stats  # counted once the first pass is done
         if self.index is not None:
-            read = self.index.read_stats
-            stats.buffers = read.get("buffers", 0)
-            stats.records = stats.events_written = read.get("records", 0)
-            stats.unknown_records = read.get("unknown_records", 0)
-            stats.skipped_bytes = read.get("skipped_bytes", 0)
-            stats.buffers_with_events_lost_flag = read.get("buffers_with_events_lost_flag", 0)
+            counted = self.index.read_stats
+            stats.buffers = counted.get("buffers", 0)
+            stats.records = stats.events_written = counted.get("records", 0)
+            stats.unknown_records = counted.get("unknown_records", 0)
+            stats.skipped_bytes = counted.get("skipped_bytes", 0)
+            stats.buffers_with_events_lost_flag = counted.get("buffers_with_events_lost_flag", 0)
             stats.format_errors = len(self.index.errors)
         else:
             read = self._reader.stats if self._reader is not None else self._streamed

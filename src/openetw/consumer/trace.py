@@ -38,9 +38,9 @@ from openetw.consumer.dispatch import Dispatcher, ErrorHandler
 from openetw.consumer.errors import TraceStateError
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
+from openetw.consumer.live import LiveSessionSource, private_session_name
 from openetw.consumer.plan import IndexedPlan, admitted_rows, run_indexed
 from openetw.consumer.provider import EventCallback, Provider
-from openetw.consumer.live import LiveSessionSource, private_session_name
 from openetw.consumer.sources import FileSource, Source
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow

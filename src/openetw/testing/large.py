@@ -34,11 +34,12 @@ def repeat_buffers(source: str | os.PathLike[str], target: str | os.PathLike[str
     if built.header.compressed:
         raise ValueError("repeat_buffers takes an uncompressed trace")
     buffers, rows = built.buffers, built.records
-    data = open(source, "rb").read()
+    with open(source, "rb") as f:
+        data = f.read()
     head_size = int(buffers["buffer_size"][0])
     body = bytearray(data[head_size : int(buffers["file_offset"][-1] + buffers["buffer_size"][-1])])
     places = [buffers["file_offset"][1:].astype(np.int64) - head_size + L.WMI_BUFFER_HEADER.offset("TimeStamp")]
-    starts = {int(index): int(offset) for index, offset in zip(buffers["index"].tolist(), buffers["file_offset"].tolist())}
+    starts = {int(index): int(offset) for index, offset in zip(buffers["index"].tolist(), buffers["file_offset"].tolist(), strict=False)}
     in_body = rows["buffer"] != buffers["index"][0]
     for kind, at in _TIMESTAMP_AT.items():
         mine = rows[in_body & (rows["kind"] == KIND_CODES[kind])]

@@ -33,7 +33,10 @@ import numpy as np
 
 from openetw.consumer.index_build import BUFFER_DTYPE, RECORD_DTYPE
 
-__all__ = ["BLOCK_ROWS", "BLOCK_ROWS_ENV", "block_rows_setting", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "decode_block", "encode_block", "read_stored", "summary_of"]
+__all__ = [
+    "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",
+    "read_stored", "summary_of",
+]  # fmt: skip
 
 FORMAT = 3
 MAGIC = b"OPENETW-INDEX\0\0" + bytes([FORMAT])

@@ -42,7 +42,7 @@ class FileBuffers:
     def add(self, table: np.ndarray) -> None:
         """Make buffers known (rows of ``BUFFER_DTYPE``)."""
         for entry in zip(table["index"].tolist(), table["file_offset"].tolist(), table["length"].tolist(), table["buffer_size"].tolist(),
-                         table["data_end"].tolist(), table["flags"].tolist()):  # fmt: skip
+                         table["data_end"].tolist(), table["flags"].tolist(), strict=False):  # fmt: skip
             self._where[entry[0]] = entry[1:]
 
     def buffer_data(self, buffer_index: int) -> bytes:
@@ -153,25 +153,25 @@ def merge_windows(streams: list[Iterator[Segment]]) -> Iterator[list[Segment]]:
             return
         reach = min(int(pending[n].records["filetime"].max()) for n in live)  # type: ignore[union-attr]
         window: list[Segment | None] = []
-        for number, segment in enumerate(pending):
-            if segment is None:
+        for number, waiting in enumerate(pending):
+            if waiting is None:
                 window.append(None)
                 continue
-            cut = int(np.count_nonzero(np.maximum.accumulate(segment.records["filetime"]) < reach))
-            window.append(segment.part(0, cut))
-            pending[number] = segment.part(cut, len(segment))
-        if any(segment is not None and len(segment) for segment in window):
-            yield [segment if segment is not None else _empty_like(present[0]) for segment in window]
+            cut = int(np.count_nonzero(np.maximum.accumulate(waiting.records["filetime"]) < reach))
+            window.append(waiting.part(0, cut))
+            pending[number] = waiting.part(cut, len(waiting))
+        if any(part is not None and len(part) for part in window):
+            yield [part if part is not None else _empty_like(present[0]) for part in window]
             continue
         # Nothing earlier than the reach: the files standing at it take their next segment too.
         for number in live:
-            segment = pending[number]
-            if segment is not None and int(segment.records["filetime"].max()) == reach:
+            waiting = pending[number]
+            if waiting is not None and int(waiting.records["filetime"].max()) == reach:
                 following = next(streams[number], None)
                 if following is None:
                     ended[number] = True
                 else:
-                    pending[number] = segment.joined(following)
+                    pending[number] = waiting.joined(following)
 
 
 def _empty_like(segment: Segment) -> Segment:

@@ -89,7 +89,10 @@ def _plain_headers(path: str) -> tuple[list[Any], dict[str, int], np.ndarray] | 
             offset += info.buffer_size
     if not infos:
         return None
-    stats = {"buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0, "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers}
+    stats = {
+        "buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0,
+        "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers,
+    }  # fmt: skip
     return infos, stats, np.asarray(firsts, dtype=np.int64)
 
 
