@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openetw.consumer import EtlIndex, Provider, UserTrace, records_from_buffer
+from openetw.consumer._engine.index_build import KIND_NAMES, build_index_data
+from openetw.consumer._engine.index_walk import _reachable
 from openetw.consumer.index import INDEX_SUFFIX, index_locations
-from openetw.consumer.index_build import KIND_NAMES, build_index_data
-from openetw.consumer.index_walk import _reachable
 from openetw.consumer.state import is_state_record, state_mask
 from openetw.etl import EtlReader
 from openetw.etl import layouts as L

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from openetw.consumer import EtlIndex, Provider, UserTrace
 from openetw.consumer._engine.blocks import FORMAT, decode_block, encode_block, read_stored
+from openetw.consumer._engine.index_build import RECORD_DTYPE
 from openetw.consumer._engine.location import evict, index_locations, may_trust
-from openetw.consumer.index_build import RECORD_DTYPE
 from openetw.etl import EtlReader
 from tests.consumer.helpers import PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
 

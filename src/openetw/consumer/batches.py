@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.index_build import RECORD_DTYPE, take
 from openetw.consumer._engine.segments import Segment, merge_windows
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.index_build import RECORD_DTYPE, take
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.record import EventRecord

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.blocks import FORMAT, BlockWriter, StoredIndex, block_rows_setting, read_stored
+from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
+from openetw.consumer._engine.loader import RecordLoader
 from openetw.consumer._engine.location import (
     INDEX_DIR_ENV,
     INDEX_SUFFIX,
@@ -45,8 +47,6 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
-from openetw.consumer.index_build import KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
-from openetw.consumer.loader import RecordLoader
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader

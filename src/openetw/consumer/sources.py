@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.index_walk import single_buffer, walk_chains
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.index_walk import single_buffer, walk_chains
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import EtlFormatError
 from openetw.etl import layouts as L

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.plan import IndexedPlan, admitted_rows, run_indexed
 from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
@@ -39,7 +40,6 @@ from openetw.consumer.errors import TraceStateError
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
 from openetw.consumer.live import LiveSessionSource, private_session_name
-from openetw.consumer.plan import IndexedPlan, admitted_rows, run_indexed
 from openetw.consumer.provider import EventCallback, Provider
 from openetw.consumer.sources import FileSource, Source
 from openetw.consumer.stats import TraceStatistics

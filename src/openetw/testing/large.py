@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from openetw.consumer.index_build import KIND_CODES, build_index_data
+from openetw.consumer._engine.index_build import KIND_CODES, build_index_data
 from openetw.etl import layouts as L
 
 __all__ = ["repeat_buffers"]

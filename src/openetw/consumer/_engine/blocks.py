@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from openetw.consumer.index_build import BUFFER_DTYPE, RECORD_DTYPE
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_DTYPE
 
 __all__ = [
     "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",

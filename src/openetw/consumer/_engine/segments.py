@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.loader import RecordLoader
+from openetw.consumer._engine.loader import RecordLoader
 from openetw.errors import EtlFormatError
 from openetw.etl import layouts as L
 from openetw.etl.record import RecordContext

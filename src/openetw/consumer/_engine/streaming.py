@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import (
+from openetw.consumer._engine.index_build import (
     _UNKNOWN,
     _WPP,
     BUFFER_DTYPE,
@@ -37,7 +37,7 @@ from openetw.consumer.index_build import (
     provider_table,
     take,
 )
-from openetw.consumer.index_walk import BH, _file_chunks, buffer_info, walk_chains
+from openetw.consumer._engine.index_walk import BH, _file_chunks, buffer_info, walk_chains
 from openetw.etl import layouts as L
 from openetw.etl.reader import MAX_BUFFER_SIZE, EtlReader, _first_timestamp
 
@@ -199,7 +199,7 @@ class StreamingBuild:
         self.read_stats["skipped_bytes"] = self.read_stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
 
     def _row_dtype(self) -> np.dtype:
-        from openetw.consumer.index_build import RECORD_DTYPE
+        from openetw.consumer._engine.index_build import RECORD_DTYPE
 
         return RECORD_DTYPE
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import file_order_rows, filetimes, provider_table
-from openetw.consumer.index_walk import memory_buffers, walk_chains
-from openetw.consumer.loader import RecordLoader
+from openetw.consumer._engine.index_build import file_order_rows, filetimes, provider_table
+from openetw.consumer._engine.index_walk import memory_buffers, walk_chains
+from openetw.consumer._engine.loader import RecordLoader
 from openetw.etl.record import RecordContext
 
 __all__ = ["BufferIndex"]

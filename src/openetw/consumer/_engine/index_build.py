@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
+from openetw.consumer._engine.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
 from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock
 from openetw.etl.logfile import LogfileHeader

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.lazy import LAZY_CLASSES
+from openetw.consumer._engine.loader import RecordLoader
 from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.context import references as count_references
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.lazy import LAZY_CLASSES
-from openetw.consumer.loader import RecordLoader
 from openetw.consumer.parser import plans_for_pointer_size
 from openetw.consumer.provider import Provider
 from openetw.consumer.state import state_mask
