@@ -11,7 +11,9 @@
 Several files are merged in time order (as ``openetw relog`` merges them); ``start_time`` /
 ``end_time`` keep event callbacks to a window (state records before it still build the decode
 context and reach ``set_rundown_callback``). Files are read through their index (built on the
-first pass, see ``EtlIndex``) unless ``index=False``.
+first pass, which delivers events as it indexes; see ``EtlIndex``) unless ``index=False`` (a
+single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
+over records and parsers nothing else holds (the path of Python 3.14 and later).
 
 ``UserTrace(sessions=["Name"])`` consumes running real-time sessions; ``UserTrace()`` (or
 ``UserTrace("Name")``) starts a private real-time session with the enabled providers and stops it
@@ -104,8 +106,10 @@ class UserTrace:
         learn_state: bool = True,
         socket: str | os.PathLike[str] | None = None,
         flush_timer: int = 1,
+        reuse_objects: bool | None = None,
     ) -> None:
         self.name = name
+        self.reuse_objects = reuse_objects
         if isinstance(files, (str, os.PathLike)):
             files = [files]
         self.files = [os.fspath(path) for path in files or ()]
@@ -173,7 +177,7 @@ class UserTrace:
         if dispatcher is None:
             registry, names = _registry(self.manifests, self.manifest_errors)
             self._registry, self._provider_names = registry, names
-            context = TraceContext(DecodeContext(registry), trace=self, report=self._report)
+            context = TraceContext(DecodeContext(registry), trace=self, report=self._report, reuse_objects=self.reuse_objects)
             dispatcher = Dispatcher(
                 context, self.stats, [], window=self.window, learn_state=self.learn_state,
                 error_handlers=self._error_handlers, stop_on_callback_error=self.stop_on_callback_error,
