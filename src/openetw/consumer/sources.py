@@ -22,6 +22,7 @@ from openetw.consumer._engine.index_walk import single_buffer, walk_chains
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import EtlFormatError
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
@@ -162,7 +163,7 @@ def records_from_buffer(data: bytes, context: RecordContext, index: int = 0) -> 
     for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist()):
         header_type = buffers.blob[offset + 2]
         cls = RECORD_CLASSES.get(header_type)
-        if cls is not None and buffers.blob[offset + 3] & 0xC0 == 0xC0:
+        if cls is not None and F.is_typed(buffers.blob[offset + F.MARKER_FLAGS_SHIFT // 8]):
             yield cls(cls.layout.unpack_from(data, offset), data, offset, size, cpu, context, index)  # type: ignore[union-attr]
         else:
             yield MessageRecord(L.MESSAGE_TRACE_HEADER.unpack_from(data, offset), data, offset, size, cpu, context, index)

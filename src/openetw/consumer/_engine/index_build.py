@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock
 from openetw.etl.logfile import LogfileHeader
@@ -95,17 +96,34 @@ class _Views:
         self.u64 = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
 
 
-_KERNEL_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16)}
-_PERFINFO_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "timestamp": ("<i8", 8)}
+def _at(layout: L.Layout, name: str, code: str, plus: int = 0) -> tuple[str, int]:
+    return code, layout.offset(name) + plus
+
+
+_S, _P, _C, _E = L.SYSTEM_TRACE_HEADER, L.PERFINFO_TRACE_HEADER, L.EVENT_TRACE_HEADER, L.EVENT_HEADER
+# Each family's columns, where ``layouts.py`` puts them (an opcode is the low byte of a HookId;
+# a GUID is read as its two 8-byte halves).
+_KERNEL_FIELDS = {
+    "version": _at(_S, "Version", "u1"), "version_word": _at(_S, "Version", "<u2"), "opcode": _at(_S, "HookId", "u1"),
+    "hook_id": _at(_S, "HookId", "<u2"), "tid": _at(_S, "ThreadId", "<u4"), "pid": _at(_S, "ProcessId", "<u4"),
+    "timestamp": _at(_S, "SystemTime", "<i8"),
+}  # fmt: skip
+_PERFINFO_FIELDS = {
+    "version": _at(_P, "Version", "u1"), "version_word": _at(_P, "Version", "<u2"), "opcode": _at(_P, "HookId", "u1"),
+    "hook_id": _at(_P, "HookId", "<u2"), "timestamp": _at(_P, "SystemTime", "<i8"),
+}  # fmt: skip
 _CLASSIC_FIELDS = {
-    "opcode": ("u1", 4), "level": ("u1", 5), "version": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16),
-    "lo": ("<u8", 24), "hi": ("<u8", 32),
+    "opcode": _at(_C, "Type", "u1"), "level": _at(_C, "Level", "u1"), "version": _at(_C, "Version", "<u2"), "tid": _at(_C, "ThreadId", "<u4"),
+    "pid": _at(_C, "ProcessId", "<u4"), "timestamp": _at(_C, "TimeStamp", "<i8"), "lo": _at(_C, "Guid", "<u8"), "hi": _at(_C, "Guid", "<u8", 8),
 }  # fmt: skip
 _EVENT_FIELDS = {
-    "flags": ("<u2", 4), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16), "lo": ("<u8", 24), "hi": ("<u8", 32),
-    "id": ("<u2", 40), "version": ("u1", 42), "channel": ("u1", 43), "level": ("u1", 44), "opcode": ("u1", 45), "task": ("<u2", 46),
-    "keyword": ("<u8", 48),
+    "flags": _at(_E, "Flags", "<u2"), "tid": _at(_E, "ThreadId", "<u4"), "pid": _at(_E, "ProcessId", "<u4"), "timestamp": _at(_E, "TimeStamp", "<i8"),
+    "lo": _at(_E, "ProviderId", "<u8"), "hi": _at(_E, "ProviderId", "<u8", 8), "id": _at(_E, "Id", "<u2"), "version": _at(_E, "Version", "u1"),
+    "channel": _at(_E, "Channel", "u1"), "level": _at(_E, "Level", "u1"), "opcode": _at(_E, "Opcode", "u1"), "task": _at(_E, "Task", "<u2"),
+    "keyword": _at(_E, "Keyword", "<u8"),
 }  # fmt: skip
+# The SYSTEM extension rule (``framing.system_header_extension``) by the Version word's high byte.
+_EXTENSION_BYTES = np.asarray([F.system_header_extension(high << 8) for high in range(256)], dtype=np.int64)
 _FAMILIES = (
     # (name, header words its fields lie in, kind codes, fields at their header offsets, columns taken as they are);
     # the numbering (0 kernel, 1 perfinfo, 2 classic, 3 event) is used below
@@ -140,8 +158,10 @@ def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.nd
     n = len(p)
     slot = p >> 3
     first_word = v.u64.take(slot)
-    header_type = ((first_word >> np.uint64(16)) & np.uint64(0xFF)).astype(np.intp)
-    kind = np.where((first_word >> np.uint64(24)) & np.uint64(0xFF) >= 0xC0, _KIND_OF_TYPE.take(header_type), _WPP).astype(np.uint8)
+    header_type = ((first_word >> np.uint64(F.MARKER_TYPE_SHIFT)) & np.uint64(0xFF)).astype(np.intp)
+    flags = (first_word >> np.uint64(F.MARKER_FLAGS_SHIFT)) & np.uint64(0xFF)
+    typed = (flags & np.uint64(F.TYPED_FLAGS_MASK)) == F.TYPED_FLAGS_MASK
+    kind = np.where(typed, _KIND_OF_TYPE.take(header_type), _WPP).astype(np.uint8)
     rows = np.zeros(n, dtype=RECORD_DTYPE)
     user_data_offset = HEADER_SIZES.take(header_type)
     lo = np.zeros(n, dtype=np.uint64)
@@ -173,7 +193,7 @@ def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.nd
             rows[name][at] = view[name]
         if number <= 1:  # kernel headers: group GUIDs from the hook, extensions after the header
             version = view["version_word"].astype(np.int64)
-            user_data_offset[at] += np.where(version & 0xFF00 == 0, 0, np.where(version & 0x8000, 8, 0) + 8 * ((version >> 8) & 7))
+            user_data_offset[at] += _EXTENSION_BYTES.take(version >> 8)
             hook = view["hook_id"].astype(np.int64)
             group = hook >> 8
             for (from_group, from_type), (to_group, _) in HOOK_ALIASES.items():
@@ -292,7 +312,7 @@ def _unknown_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.n
     rows = np.zeros(len(chains.unknown), dtype=RECORD_DTYPE)
     for row, (offset, size, position, _) in enumerate(chains.unknown):
         rows["kind"][row] = _UNKNOWN
-        rows["header_type"][row] = (_u32(bufs.blob, offset)[0] >> 16) & 0xFF
+        rows["header_type"][row] = F.header_type_of(_u32(bufs.blob, offset)[0])
         rows["size"][row] = size
         rows["user_data_length"][row] = size
         rows["buffer"][row] = indices[position]

@@ -5,8 +5,8 @@ when it is uncompressed and its buffer headers are sound; otherwise what ``EtlRe
 gives, so that damage and compression are handled by the reader). ``walk_chains`` then
 
 1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32
-   looks like a record marker (a known header type with marker flags ``0xC0``, or a WPP
-   ``0x90`` marker: one table lookup on the marker's upper half), and works out each one's
+   looks like a record marker (a known header type under typed marker flags, or a WPP
+   message marker, as ``etl.framing`` declares them: one table lookup on the marker key), and works out each one's
    size and the candidate at the position after it (through a position -> candidate table,
    not a search);
 2. follows each buffer's chain of records from its first position through those "next" links
@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from openetw.errors import EtlFormatError
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader
-from openetw.etl.record import RECORD_CLASSES
 
 __all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "memory_buffers", "read_buffers", "single_buffer", "walk_chains"]
 
-BH = L.BUFFER_HEADER_SIZE
+BH = F.RECORDS_START
 GATHER_PAD = 128  # zero bytes after the data, so fixed-offset gathers never leave the blob
 CHUNK_BYTES = 64 << 20  # buffers are indexed this many bytes at a time: memory stays bounded
 _u32 = struct.Struct("<I").unpack_from
@@ -44,17 +44,18 @@ _DENSE_CANDIDATES = 16  # a candidate per this many slots or more: follow links 
 
 
 def _type_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per header type (``etl.framing``'s rows): typed and known, where its Size sits, its header size."""
     known = np.zeros(256, dtype=bool)
-    size_at_4 = np.zeros(256, dtype=bool)  # SYSTEM/PERFINFO headers keep Size at +4
-    header_size = np.full(256, L.MESSAGE_TRACE_HEADER.size, dtype=np.int64)
-    for header_type, cls in RECORD_CLASSES.items():
+    size_at = np.zeros(256, dtype=np.int64)
+    header_size = np.full(256, F.MESSAGE_KIND.header_size, dtype=np.int64)
+    for header_type, row in F.HEADER_KINDS.items():
         known[header_type] = True
-        header_size[header_type] = cls.header_size
-        size_at_4[header_type] = cls.kind in ("system", "compact", "perfinfo")
-    return known, size_at_4, header_size
+        header_size[header_type] = row.header_size
+        size_at[header_type] = row.size_at
+    return known, size_at, header_size
 
 
-KNOWN_TYPES, SIZE_AT_4, HEADER_SIZES = _type_tables()
+KNOWN_TYPES, SIZE_AT, HEADER_SIZES = _type_tables()
 
 
 @dataclass
@@ -251,12 +252,12 @@ class Chains:
 def _key_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per marker key (the marker's upper half: header type, then flags): whether it frames a
     record, its header size, and where its size is (the shift of the slot's 8 bytes)."""
-    keys = np.arange(1 << 16)
-    header_type, flags = keys & 0xFF, keys >> 8
-    typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
-    framed = typed | ((flags & 0xD0) == 0x90)
-    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size)
-    shift = np.where(typed & SIZE_AT_4[header_type], 32, 0).astype(np.uint64)
+    keys = np.arange(1 << 16)  # flags << 8 | header type
+    header_type, flags = keys & 0xFF, keys >> (F.MARKER_FLAGS_SHIFT - F.MARKER_KEY_SHIFT)
+    typed = ((flags & F.TYPED_FLAGS_MASK) == F.TYPED_FLAGS_MASK) & KNOWN_TYPES[header_type]
+    framed = typed | ((flags & F.MESSAGE_FLAGS_MASK) == F.MESSAGE_FLAGS)
+    header_size = np.where(typed, HEADER_SIZES[header_type], F.MESSAGE_KIND.header_size)
+    shift = (8 * np.where(typed, SIZE_AT[header_type], F.MESSAGE_KIND.size_at)).astype(np.uint64)  # bits into the slot
     return framed, header_size, shift
 
 
@@ -275,8 +276,8 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     index_type = np.int32 if slot_count < 1 << 28 else np.int64
     words = np.frombuffer(blob, dtype="<u8", count=slot_count)  # a slot's marker, then its second u32
     # Each slot's marker key (header type and flags, bytes 2-3) says at once whether it frames:
-    # a known header type under 0xC0 flags, or a WPP 0x90 marker.
-    keys = np.frombuffer(blob, dtype="<u2", count=slot_count * 4)[1::4]
+    # a known header type under typed flags, or a WPP message marker.
+    keys = np.frombuffer(blob, dtype="<u2", count=slot_count * 4)[F.MARKER_KEY_SHIFT // 16 :: 4]
     base_slots = (bufs.bases // 8).astype(index_type)
     ends = bufs.ends.astype(index_type)
     first = base_slots + BH // 8
@@ -295,7 +296,7 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     if len(inside) < len(slots):
         slots, buffer_pos = slots.take(inside), buffer_pos.take(inside)
     slot_words = words.take(slots)
-    key = (slot_words >> np.uint64(16)) & np.uint64(0xFFFF)
+    key = (slot_words >> np.uint64(F.MARKER_KEY_SHIFT)) & np.uint64(0xFFFF)
     sizes = ((slot_words >> KEY_SIZE_SHIFTS.take(key)) & np.uint64(0xFFFF)).astype(index_type)
     header_size = KEY_HEADER_SIZES.take(key).astype(index_type)
     record_end = base_slots.take(buffer_pos) * 8 + ends.take(buffer_pos)  # in bytes
@@ -409,13 +410,13 @@ def _judge_stop(bufs: Buffers, position: int, pos: int, unknown: list[tuple[int,
     problem = None
     if pos + 4 <= end:
         marker = _u32(bufs.blob, base + pos)[0]
-        flags, header_type = marker >> 24, (marker >> 16) & 0xFF
+        flags, header_type = marker >> F.MARKER_FLAGS_SHIFT, F.header_type_of(marker)
         reason = None
-        if marker == 0xFFFFFFFF:
+        if marker == F.END_OF_DATA:
             pass
-        elif flags & 0xC0 == 0xC0 and header_type not in RECORD_CLASSES:
+        elif F.is_typed(flags) and header_type not in F.HEADER_KINDS:
             reason = f"unknown header type {header_type:#04x}"
-        elif flags & 0xC0 == 0xC0 or flags & 0xD0 == 0x90:
+        elif F.is_typed(flags) or F.is_message(flags):
             problem = "record header runs past the buffer's data, or its size is out of range"
         else:
             reason = f"no record header at this position (marker {marker:#010x})"
