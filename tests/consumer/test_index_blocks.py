@@ -21,6 +21,7 @@ from openetw.consumer._engine.blocks import FORMAT, decode_block, encode_block, 
 from openetw.consumer._engine.index_build import RECORD_DTYPE
 from openetw.consumer._engine.location import evict, index_locations, may_trust
 from openetw.etl import EtlReader
+from openetw.etl import framing as F
 from tests.consumer.helpers import PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
 
 SMALL_BLOCKS = "OPENETW_INDEX_BLOCK_ROWS"
@@ -183,3 +184,24 @@ def test_index_false_writes_nothing(tmp_path: Path, private_stores: Path) -> Non
     trace.start()
     assert trace.query_stats()["events_read"] == 41
     assert not Path(str(path) + ".idx").exists() and not list(private_stores.iterdir())
+
+
+@pytest.mark.parametrize("cut", [None, 4096 * 3 + 1000])
+def test_damage_is_reported_with_the_readers_fields(cut: int | None, tmp_path: Path) -> None:
+    path = write_etl(tmp_path / "kinds.etl", every_kind(300))
+    data = bytearray(path.read_bytes())
+    first = 4096 * 2 + 72
+    size_at = 4 if data[first + 2] in (1, 2, 3, 4, 0x10, 0x11) else 0
+    data[first + size_at : first + size_at + 2] = b"\xff\xff"  # buffer 2: a record larger than its buffer
+    struct.pack_into("<I", data, 4096 * 4 + F.BUFFER_OFFSET_AT, 9000)  # buffer 4: its Offset past its end
+    path.write_bytes(bytes(data[:cut]))
+    with EtlReader(path, strict=False) as reader:
+        list(reader.records(time_order=True))
+        expected = [(e.message, e.offset, e.buffer_index, e.structure, e.path) for e in reader.stats.errors]
+    for index in (True, False):
+        errors: list[Any] = []
+        trace = UserTrace(files=[path], manifests=[], index=index)
+        trace.on_error(lambda error, record, errors=errors: errors.append(error))
+        trace.start()
+        assert sorted((e.message, e.offset, e.buffer_index, e.structure, e.path) for e in errors) == sorted(expected)
+    assert len(expected) >= 2 and all(offset is not None for _, offset, *_ in expected)

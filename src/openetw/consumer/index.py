@@ -384,9 +384,14 @@ class EtlIndex:
 
     @property
     def errors(self) -> list[str]:
-        """What was wrong with the file (each damaged part was skipped and counted)."""
+        """What was wrong with the file (each damaged part was skipped and counted), as text."""
+        return [str(error) for error in self.format_errors()]
+
+    def format_errors(self) -> list[EtlFormatError]:
+        """What was wrong with the file, whole: each problem's file offset, buffer and structure,
+        as ``EtlReader`` reports them."""
         self.ensure_built()
-        return list(self.meta.get("errors", ()))
+        return [EtlFormatError(**fields, path=self.path) for fields in self.meta.get("errors", ())]
 
     @property
     def unknown_reasons(self) -> dict[int, str]:

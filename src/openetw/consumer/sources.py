@@ -128,7 +128,7 @@ class FileSource(Source):
         if self.index is not None:
             if not self.index.complete:
                 return []  # known once the first pass is done
-            return [EtlFormatError(message, path=self.path) for message in self.index.errors]
+            return self.index.format_errors()
         if self._reader is not None:
             return list(self._reader.stats.errors)
         return list(self._stream_errors)

@@ -296,8 +296,8 @@ class UserTrace:
         """A live session's buffers, each processed whole on its columns (``BufferIndex``)."""
         end = self.window.end
         for index in source.buffer_indexes():
-            for message in index.errors:
-                dispatcher.report(EtlFormatError(message, path=source.name))
+            for fields in index.errors:
+                dispatcher.report(EtlFormatError(**fields, path=source.name))
             if dispatcher.stopping:
                 dispatcher.stats.events_not_processed += len(index)
                 break

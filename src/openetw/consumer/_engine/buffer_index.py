@@ -44,7 +44,7 @@ class BufferIndex:
         rows["filetime"] = filetimes(rows["timestamp"], context.clock)
         self.records: np.ndarray = rows
         self.unknown_reasons: dict[int, str] = reasons
-        self.errors: list[str] = laid.errors
+        self.errors: list[dict[str, Any]] = laid.errors  # the fields of each problem's EtlFormatError
         self._provider_rows = {guid: row for row, guid in enumerate(self.providers)}
 
     def __len__(self) -> int:

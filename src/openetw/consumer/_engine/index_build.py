@@ -82,7 +82,7 @@ class BuiltIndex:
     buffers: np.ndarray
     header: LogfileHeader
     context: RecordContext
-    errors: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
     unknown_reasons: dict[int, str] = field(default_factory=dict)
     read_stats: dict[str, int] = field(default_factory=dict)
     exact_time_order: bool = True
@@ -443,7 +443,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     tables: list[np.ndarray] = []
     reasons: dict[int, str] = {}
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     walked = {"unknown_records": 0, "skipped_bytes": 0}
     buffer_indices: list[int] = []
     done = 0

@@ -31,7 +31,7 @@ from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader
 
-__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "memory_buffers", "read_buffers", "single_buffer", "walk_chains"]
+__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "error_fields", "problem_fields", "memory_buffers", "read_buffers", "single_buffer", "walk_chains"]
 
 BH = F.RECORDS_START
 GATHER_PAD = 128  # zero bytes after the data, so fixed-offset gathers never leave the blob
@@ -40,6 +40,7 @@ _u32 = struct.Struct("<I").unpack_from
 _BUFFER = L.WMI_BUFFER_HEADER
 _F = {name: _BUFFER.index(name) for name, _ in _BUFFER.fields}
 _REACH_ROUNDS = 24
+_OFFSET_FIELD = "WMI_BUFFER_HEADER.Offset"
 _DENSE_CANDIDATES = 16  # a candidate per this many slots or more: follow links through a table
 
 
@@ -67,7 +68,7 @@ class Buffers:
     ends: np.ndarray
     lengths: list[int]
     blob: bytes | bytearray
-    errors: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -89,7 +90,7 @@ def buffer_info(data: Any, offset: int, index: int, file_offset: int | None = No
 def single_buffer(data: bytes, index: int = 0) -> Buffers:
     """One buffer's data (an uncompressed buffer as a real-time delivery would hand it over)."""
     info = buffer_info(data, 0, index)
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     end = _record_end(info, len(data), errors)
     blob = bytes(data) + bytes(-len(data) % 8 + GATHER_PAD)
     return Buffers([info], np.zeros(1, dtype=np.int64), np.asarray([end], dtype=np.int64), [len(data)], blob, errors, {})
@@ -103,7 +104,7 @@ def memory_buffers(items: list[tuple[int, bytes]]) -> Buffers:
     bases: list[int] = []
     ends: list[int] = []
     lengths: list[int] = []
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     total = 0
     for number, data in items:
         info = buffer_info(data, 0, number)
@@ -120,17 +121,27 @@ def memory_buffers(items: list[tuple[int, bytes]]) -> Buffers:
     return Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
 
 
-def _record_end(info: BufferInfo, length: int, errors: list[str]) -> int:
+def _record_end(info: BufferInfo, length: int, errors: list[dict[str, Any]]) -> int:
     """Where a buffer's records end, as the reader bounds it (problems noted in ``errors``)."""
     end = info.data_end
     truncated = length < info.buffer_size and not info.compressed
     if end > length:
         if not truncated and not info.compressed:
-            errors.append(f"buffer {info.index}: Offset {end:#x} is past the buffer end {length:#x}")
+            message = f"Offset {end:#x} is past the buffer end {length:#x}"
+            errors.append(problem_fields(message, info.file_offset + F.BUFFER_OFFSET_AT, info.index, _OFFSET_FIELD))
         return length
     if end < BH and not info.compressed:
-        errors.append(f"buffer {info.index}: Offset {end:#x} is inside the buffer header")
+        errors.append(problem_fields(f"Offset {end:#x} is inside the buffer header", info.file_offset + F.BUFFER_OFFSET_AT, info.index, _OFFSET_FIELD))
     return end
+
+
+def problem_fields(message: str, offset: int | None, buffer_index: int | None, structure: str | None) -> dict[str, Any]:
+    """A problem as the index keeps it: the fields of the ``EtlFormatError`` the reader raises."""
+    return {"message": message, "offset": offset, "buffer_index": buffer_index, "structure": structure}
+
+
+def error_fields(error: EtlFormatError) -> dict[str, Any]:
+    return problem_fields(error.message, error.offset, error.buffer_index, error.structure)
 
 
 def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
@@ -183,7 +194,7 @@ def _file_chunks(path: str, infos: list[BufferInfo], limit: int) -> Iterator[Buf
                 if not n:
                     raise EtlFormatError("the file shrank while it was being indexed", offset=start + got, path=path)
                 got += n
-            errors: list[str] = []
+            errors: list[dict[str, Any]] = []
             ends = [_record_end(info, info.buffer_size, errors) for info in part]
             bases = np.asarray([info.file_offset - start for info in part], dtype=np.int64)
             yield Buffers(part, bases, np.asarray(ends, dtype=np.int64), [info.buffer_size for info in part], blob, errors, {})
@@ -197,7 +208,7 @@ def _reader_chunks(reader: EtlReader, limit: int) -> Iterator[Buffers]:
     bases: list[int] = []
     ends: list[int] = []
     lengths: list[int] = []
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     total = 0
     for info, data in reader.buffers():
         length = len(data)
@@ -219,7 +230,7 @@ def _reader_chunks(reader: EtlReader, limit: int) -> Iterator[Buffers]:
         yield Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
 
 
-def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[Buffers], Callable[[], tuple[list[str], dict[str, int]]]]:
+def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[Buffers], Callable[[], tuple[list[dict[str, Any]], dict[str, int]]]]:
     """Every buffer of ``reader``'s file, in blobs of about ``limit`` bytes (bounded memory), and a
     function giving, once they were all read, the reader's own errors and statistics."""
     if reader.path is not None and not reader.header.compressed:
@@ -228,13 +239,13 @@ def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[
             infos, stats = plain
             return _file_chunks(reader.path, infos, limit), lambda: ([], dict(stats))
 
-    def outcome() -> tuple[list[str], dict[str, int]]:
+    def outcome() -> tuple[list[dict[str, Any]], dict[str, int]]:
         read = reader.stats
         stats = {
             "buffers": read.buffers, "compressed_buffers": read.compressed_buffers, "skipped_bytes": read.skipped_bytes,
             "buffers_with_events_lost_flag": read.buffers_with_events_lost_flag, "buffers_with_buffer_lost_flag": read.buffers_with_buffer_lost_flag,
         }  # fmt: skip
-        return [str(error) for error in read.errors], stats
+        return [error_fields(error) for error in read.errors], stats
 
     return _reader_chunks(reader, limit), outcome
 
@@ -426,7 +437,10 @@ def _judge_stop(bufs: Buffers, position: int, pos: int, unknown: list[tuple[int,
             bufs.stats["skipped_bytes"] += end - pos
     if problem is not None:
         bufs.stats["skipped_bytes"] += end - pos
-        prefix = "file ends inside a record: " if truncated and end == length else ""
-        bufs.errors.append(f"buffer {info.index}, offset {pos:#x}: {prefix}{problem}")
-    elif truncated:
-        bufs.errors.append(f"buffer {info.index}: file ends inside a buffer ({length} of {info.buffer_size} bytes)")
+    if problem is not None or truncated:
+        # Damage is rare: the reference walk says exactly what and where, as the reader says it.
+        data = bytes(bufs.blob[base : base + length])
+        for item in F.walk(data, data_end=info.data_end, buffer_size=info.buffer_size, compressed=info.compressed,
+                           file_offset=info.file_offset, buffer_index=info.index):  # fmt: skip
+            if isinstance(item, F.Problem) and item.structure != _OFFSET_FIELD:
+                bufs.errors.append(problem_fields(item.message, item.offset, item.buffer_index, item.structure))

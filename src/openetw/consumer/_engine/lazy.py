@@ -106,7 +106,7 @@ def lazy_record(
     record: Any = _new(cls)
     record._raw, record._pos, record._size, record.cpu, record._ctx, record.buffer_index = raw, pos, size, cpu, context, buffer_index
     record.user_data_offset = user_data_offset
-    return record  # type: ignore[no-any-return]
+    return record
 
 
 def reuse_lazy_record(record: Any, pos: int, size: int, user_data_offset: int) -> None:

@@ -111,7 +111,7 @@ class StreamingBuild:
         self.providers: list[uuid.UUID] = []
         self._codes: dict[tuple[int, int], int] = {}
         self._tables: list[np.ndarray] = []
-        self.errors: list[str] = []
+        self.errors: list[dict[str, Any]] = []
         self.read_stats: dict[str, int] = {}
         self.exact_time_order = True
         self.rows = 0
