@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.blocks import FORMAT, BlockWriter, StoredIndex, block_rows_setting, read_stored
-from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
 from openetw.consumer._engine.loader import RecordLoader
 from openetw.consumer._engine.location import (
     INDEX_DIR_ENV,
@@ -47,12 +47,12 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
+from openetw.consumer.index_trust import index_problem, may_keep_index_in
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RecordContext
-from openetw.guids import parse_guid, provider_guid_from_name
 
 __all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "EtlIndex", "default_cache_dir", "index_locations"]
 
@@ -80,12 +80,14 @@ def where_to_keep(source: str, cache_dir: str | os.PathLike[str] | None = None) 
     beside, cached = index_locations(source, cache_dir)
     usable = [location for location in (beside, cached) if location.exists() and may_trust(location)]
     untrusted_beside = beside.exists() and not may_trust(beside)
-    target = beside if writable_directory(beside.parent) and not untrusted_beside else cached
+    keep_beside = writable_directory(beside.parent) and may_keep_index_in(beside.parent)
+    target = beside if keep_beside and not untrusted_beside else cached
     return usable, target
 
 
 def _as_guid(value: Any) -> uuid.UUID:
-    """A provider as a GUID; a name is hashed as TraceLogging and EventSource names are."""
+    """A provider as a GUID, resolved as ``openetw.provider_names`` says: a GUID, ``*Name``, an
+    installed manifest's provider, else the name hash (announced with a ``ProviderNameWarning``)."""
     if isinstance(value, uuid.UUID):
         return value
     guid = getattr(value, "guid", None)
@@ -94,10 +96,11 @@ def _as_guid(value: Any) -> uuid.UUID:
     name = getattr(value, "name", value)
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument(f"not a provider: {value!r}")
-    try:
-        return parse_guid(name)
-    except ValueError:
-        return provider_guid_from_name(name.strip())
+    from openetw.store.lookup import resolve_provider
+
+    resolved = resolve_provider(name)
+    resolved.warn(stacklevel=5)
+    return resolved.guid
 
 
 class EtlIndex:
@@ -118,6 +121,7 @@ class EtlIndex:
         self._building = False
         self._reasons_by_block: list[dict[int, str]] = []
         self._decoded: tuple[int, np.ndarray] | None = None
+        self._buffer_table = np.zeros(0, dtype=BUFFER_DTYPE)
 
     # -- making and keeping ---------------------------------------------------------------------
     @classmethod
@@ -161,13 +165,16 @@ class EtlIndex:
 
     @classmethod
     def load(cls, location: str | os.PathLike[str], path: str, identity: dict[str, Any] | None = None) -> EtlIndex | None:
-        """The index stored at ``location`` if it is a fresh index of ``path`` in this format, else ``None``."""
+        """The index stored at ``location`` if it is a fresh index of ``path`` in this format that
+        this user may believe and whose tables hold together (``index_trust``), else ``None``."""
+        if not may_trust(location):
+            return None
         stored = read_stored(location)
         if stored is None:
             return None
         footer = stored.footer
         identity = identity or _identity(path)
-        if any(footer.get(key) != value for key, value in identity.items()):
+        if any(footer.get(key) != value for key, value in identity.items()) or _footer_problem(stored, identity["size"]) is not None:
             stored.close()
             return None
         with EtlReader(path, strict=False) as reader:
@@ -182,7 +189,8 @@ class EtlIndex:
         footer = stored.footer
         self.meta = _meta_of(footer)
         self.providers[:] = [uuid.UUID(hex=text) for text in footer.get("providers", [])]
-        self.file_buffers.add(stored.buffers())
+        self._buffer_table = stored.buffers()
+        self.file_buffers.add(self._buffer_table)
         reasons = self.meta["unknown_reasons"]
         self._reasons_by_block = []
         for entry in stored.blocks:
@@ -320,8 +328,30 @@ class EtlIndex:
         for number, entry in enumerate(stored.blocks):
             if wanted is not None and not wanted(entry):
                 continue
-            yield Segment(self._block_rows(number), int(entry["first_row"]), int(entry["rows"]), self.providers,
+            try:
+                rows = self._block_rows(number)()
+            except EtlFormatError:
+                # A damaged block of an index this user may believe: index the file again and go
+                # on from the first row not given out yet (the rows come in the same order).
+                yield from self._rebuilt_from(int(entry["first_row"]))
+                return
+            yield Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
                           self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
+
+    def _rebuilt_from(self, first_row: int) -> Iterator[Segment]:
+        assert self._stored is not None
+        self._stored.close()
+        self._stored, self._decoded = None, None
+        build = StreamingBuild(self.path)
+        self.providers[:] = []
+        build.providers = self.providers
+        self.file_buffers = FileBuffers(self.path)
+        self._pending, self._target, self.built = build, self._index_path, True
+        for segment in self.segments():
+            end = segment.first_row + len(segment)
+            if end <= first_row:
+                continue
+            yield segment if segment.first_row >= first_row else segment.part(first_row - segment.first_row, len(segment))
 
     def _block_rows(self, number: int) -> Callable[[], np.ndarray]:
         def rows() -> np.ndarray:
@@ -330,11 +360,17 @@ class EtlIndex:
                 return decoded[1]
             assert self._stored is not None
             block = self._stored.block(number)
+            problem = index_problem(block, self.buffers, self._provider_table(), self.meta, int(self.meta.get("size", 0)))
+            if problem is not None:
+                raise EtlFormatError(f"the index {self._index_path} is damaged ({problem}): delete it to index the file again", path=self.path)
             block["filetime"] = filetimes(block["timestamp"], self.context.clock)
             self._decoded = (number, block)
             return block
 
         return rows
+
+    def _provider_table(self) -> np.ndarray:
+        return np.frombuffer(b"".join(guid.bytes_le for guid in self.providers), dtype=np.uint8).reshape(-1, 16)
 
     def _block_filter(self, start: Any, end: Any, provider: Any) -> Callable[[dict[str, Any]], bool] | None:
         low, high = to_filetime(start, "start"), to_filetime(end, "end")
@@ -371,8 +407,7 @@ class EtlIndex:
     @property
     def buffers(self) -> np.ndarray:
         self.ensure_built()
-        assert self._stored is not None
-        return self._stored.buffers()
+        return self._buffer_table
 
     @property
     def blocks(self) -> list[dict[str, Any]]:
@@ -572,6 +607,17 @@ class _IndexLoader:
         for loader, local in self._runs(np.asarray([row])):
             return loader.user_data(int(local[0]))
         raise InvalidArgument(f"no row {row}")
+
+
+def _footer_problem(stored: StoredIndex, file_size: int) -> str | None:
+    """What is wrong with a stored index's buffer table, provider table and facts (its blocks'
+    rows are checked as they are read)."""
+    try:
+        providers = np.frombuffer(b"".join(bytes.fromhex(text) for text in stored.footer.get("providers", [])), dtype=np.uint8).reshape(-1, 16)
+        meta = _meta_of(stored.footer)
+        return index_problem(np.zeros(0, dtype=RECORD_DTYPE), stored.buffers(), providers, meta, file_size)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return f"the footer does not hold together: {error}"
 
 
 def _meta_of(footer: dict[str, Any]) -> dict[str, Any]:

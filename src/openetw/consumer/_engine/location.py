@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 __all__ = [
@@ -52,16 +51,10 @@ def writable_directory(directory: Path) -> bool:
 
 def may_trust(location: str | os.PathLike[str]) -> bool:
     """Whether a stored index may be read: a regular file owned by the reading user or root
-    that no one else may write."""
-    try:
-        info = os.stat(location)
-    except OSError:
-        return False
-    if not stat.S_ISREG(info.st_mode):
-        return False
-    if info.st_uid not in (os.geteuid(), 0):
-        return False
-    return not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    that no one else may write, in a folder no one else may write to (``index_trust``)."""
+    from openetw.consumer.index_trust import untrusted_reason
+
+    return untrusted_reason(location) is None
 
 
 def cache_cap_bytes() -> int:
