@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from openetw.consumer import EtlIndex, UserTrace
-from openetw.consumer.index import index_locations
 from openetw.consumer._engine.blocks import BlockWriter, read_stored
+from openetw.consumer.index import index_locations
 from openetw.consumer.index_trust import untrusted_reason
 from tests.consumer.helpers import every_kind, write_etl
 

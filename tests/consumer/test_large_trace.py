@@ -61,6 +61,7 @@ def test_a_trace_over_2gb_in_bounded_memory(tmp_path: Path) -> None:
         warm = _consume(path)
         assert first["read"] == warm["read"] == records
         assert first["seen"] == warm["seen"] == 24 * copies
+        print(f"\nlarge trace: {records} records, first pass {first}, warm {warm}, index {index_file.stat().st_size / records:.2f} B/record")
         assert first["rss_mb"] < RSS_LIMIT_MB, first
         assert warm["rss_mb"] < RSS_LIMIT_MB, warm
         assert index_file.stat().st_size / records < INDEX_BYTES_PER_RECORD
