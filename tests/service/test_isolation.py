@@ -26,7 +26,15 @@ from openetw.controller import RealtimeConsumer, ServiceClient, Session, list_se
 from openetw.ipc.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
 from openetw.session import MAX_SESSIONS, MAX_SESSIONS_PER_PROVIDER, TooManySessions, TooManySessionsForProvider
 from tests.service.guarantee_helpers import poll_until, refusal
-from tests.service.harness import Producer, ServiceProcess, as_other_user, producers, service, service_env, start_service  # noqa: F401 - fixtures
+from tests.service.harness import (  # noqa: F401 - fixtures
+    Producer,
+    ServiceProcess,
+    as_other_user,
+    producers,
+    service,
+    service_env,
+    start_service,
+)
 
 PROVIDER = "Test.Isolation"
 

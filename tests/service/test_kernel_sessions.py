@@ -452,10 +452,10 @@ def test_the_pool_sink_writes_system_call_blocks_into_the_block_pool_of_their_cp
 
 
 def test_pool_sink_blocks_read_back_as_their_records_and_every_row_is_written_or_lost() -> None:
+    from openetw.ipc.pool import BufferPool
     from openetw.kernel import KernelEventMapper
     from openetw.kernel.ringbuffer import FixedLayouts
     from openetw.service.kernel_recorder import PoolSink
-    from openetw.ipc.pool import BufferPool
     from openetw.service.sessions import count_typed_records
     from tests.kernel import pages as P
 

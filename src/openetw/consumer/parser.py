@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from openetw.consumer.errors import PropertyNotFound, PropertyTypeMismatch
 from openetw.errors import PropertyDecodeError
-from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.decode import DecodedEvent, filetime_to_datetime
+from openetw.etl.intypes import FIXED_SIZES, FLOAT_CODES, INTEGER_CODES, InType, OutType, filetime_value
+from openetw.tdh.decode import DecodedEvent
 from openetw.tdh.schema import PropertyInfo
 from openetw.tdh.schema import Schema as TdhSchema
 
@@ -149,14 +149,10 @@ _Reader = Callable[[bytes, int], tuple[Any]]
 """``reader(buffer, start)`` reads one value from user data that begins ``start`` bytes into
 ``buffer`` (the record's buffer: no copy of the user data), as a 1-tuple (an integer's reader is
 ``unpack_from``)."""
-_INTEGER_CODES = {
-    InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
-    InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
-    InType.FLOAT: "f", InType.DOUBLE: "d",
-}  # fmt: skip
+_INTEGER_CODES = {**INTEGER_CODES, **FLOAT_CODES}
 # Out-types under which the general decoder turns an integer into something else.
 _TRANSFORMING_OUT_TYPES = frozenset({OutType.BOOLEAN, OutType.PORT, OutType.IPV4})
-_FIXED_SIZES = {InType.BOOLEAN: 4, InType.GUID: 16, InType.FILETIME: 8, InType.SYSTEMTIME: 16, InType.UNICODECHAR: 2, InType.ANSICHAR: 1}
+_FIXED_SIZES = FIXED_SIZES
 
 
 def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[int, _Reader | None] | None:
@@ -166,7 +162,7 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if prop.custom_schema is not None or prop.problem is not None or prop.optional:
         return None
     in_type = prop.in_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if in_type in (InType.POINTER, InType.SIZET):
         code = "Q" if pointer_size == 8 else "I"
     if code is not None:
@@ -181,9 +177,9 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
         return 16, lambda data, start=0: (uuid.UUID(bytes_le=bytes(data[start + offset : start + offset + 16])),)
     if in_type == InType.FILETIME:
         unpack = struct.Struct("<q").unpack_from
-        return 8, lambda data, start=0: (filetime_to_datetime(unpack(data, start + offset)[0]),)
-    size = _FIXED_SIZES.get(in_type)  # type: ignore[call-overload]
-    return None if size is None else (size, None)
+        return 8, lambda data, start=0: (filetime_value(unpack(data, start + offset)[0]),)
+    fixed = _FIXED_SIZES.get(in_type)
+    return None if fixed is None else (fixed, None)
 
 
 def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:

@@ -161,9 +161,9 @@ def records_from_buffer(data: bytes, context: RecordContext, index: int = 0) -> 
     chains = walk_chains(buffers)
     cpu = buffers.infos[0].cpu
     for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist()):
-        header_type = buffers.blob[offset + 2]
-        cls = RECORD_CLASSES.get(header_type)
-        if cls is not None and F.is_typed(buffers.blob[offset + F.MARKER_FLAGS_SHIFT // 8]):
+        row = F.kind_of_marker(int.from_bytes(buffers.blob[offset : offset + 4], "little"))
+        cls = RECORD_CLASSES.get(row.header_type) if row is not None and row is not F.MESSAGE_KIND else None
+        if cls is not None:
             yield cls(cls.layout.unpack_from(data, offset), data, offset, size, cpu, context, index)  # type: ignore[union-attr]
         else:
             yield MessageRecord(L.MESSAGE_TRACE_HEADER.unpack_from(data, offset), data, offset, size, cpu, context, index)

@@ -523,15 +523,15 @@ class EtlReader:
         if end < _BH_SIZE + L.SYSTEM_TRACE_HEADER.size:
             raise self._error("header buffer holds no logfile header record", info.file_offset, 0, "SYSTEM_TRACE_HEADER")
         marker = _u32(data, _BH_SIZE)[0]
-        htype = F.header_type_of(marker)
-        if not F.is_typed(marker >> F.MARKER_FLAGS_SHIFT) or htype not in (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_SYSTEM64):
+        row = F.kind_of_marker(marker)
+        if row is None or row.kind != "system":
             raise self._error(f"first record is not a logfile header (marker {marker:#010x})", info.file_offset + _BH_SIZE, 0, "SYSTEM_TRACE_HEADER")
         h = L.SYSTEM_TRACE_HEADER.unpack_from(data, _BH_SIZE)
         size, hook = h[L.SYSTEM_TRACE_HEADER.index("Size")], h[L.SYSTEM_TRACE_HEADER.index("HookId")]
         if hook != LOGFILE_HEADER_HOOK_ID or size < L.SYSTEM_TRACE_HEADER.size or _BH_SIZE + size > end:
             raise self._error(f"logfile header record has hook {hook:#06x} and size {size:#x}", info.file_offset + _BH_SIZE, 0, "SYSTEM_TRACE_HEADER")
         payload = data[_BH_SIZE + L.SYSTEM_TRACE_HEADER.size : _BH_SIZE + size]
-        pointer_size = F.HEADER_KINDS[htype].pointer_size
+        pointer_size = row.pointer_size
         header = parse_logfile_header(payload, pointer_size, h[L.SYSTEM_TRACE_HEADER.index("SystemTime")], file_offset=info.file_offset + _BH_SIZE + L.SYSTEM_TRACE_HEADER.size)
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)

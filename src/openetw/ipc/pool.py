@@ -28,9 +28,9 @@ import mmap
 import os
 import struct
 import weakref
-from time import sleep
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import sleep
 from typing import Protocol
 
 from openetw.errors import InvalidArgument, ServiceError

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from openetw.errors import InvalidArgument
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.build import build_system_record
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, PerfInfoRecord, SystemRecord
@@ -132,14 +133,22 @@ _SYSCALL_ENTER_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "Q")
 _SYSCALL_EXIT_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "I")
 _CSWITCH_RAW = struct.Struct(L.SYSTEM_TRACE_HEADER.struct.format + _CSWITCH.format[1:])
 _SYSTEM_HEADER = L.SYSTEM_TRACE_HEADER.struct
-_PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, L.MARKER_FLAGS_TYPED
+_PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, F.TYPED_FLAGS
 _SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT
 _CSWITCH_HOOK = THREAD_GROUP << 8 | CSWITCH
 # System call records built column-wise (map_fixed): Enter (24 bytes) and Exit (20 bytes, padded
 # to 24 as a buffer aligns it) share one 24-byte row: the header, then Id or Status + padding.
-_SYSCALL_ROW = np.dtype([("version", "<u2"), ("header_type", "u1"), ("flags", "u1"), ("size", "<u2"),
-                         ("hook", "<u2"), ("timestamp", "<i8"), ("value", "<u8")])  # fmt: skip
-_SYSCALL_ROW_SIZE = 24
+_P = L.PERFINFO_TRACE_HEADER
+_NUMPY_CODES = {"B": "u1", "H": "<u2", "I": "<u4", "q": "<i8", "Q": "<u8"}
+_SYSCALL_ROW_SIZE = F.aligned(_SYSCALL_ENTER_RAW.size)
+_SYSCALL_ROW = np.dtype({
+    "names": ["version", "header_type", "flags", "size", "hook", "timestamp", "value"],
+    "formats": [_NUMPY_CODES[code] for _, code in _P.fields] + ["<u8"],
+    "offsets": [_P.offset(name) for name, _ in _P.fields] + [_P.size],
+    "itemsize": _SYSCALL_ROW_SIZE,
+})  # fmt: skip
+assert [name for name, _ in _P.fields] == ["Version", "HeaderType", "MarkerFlags", "Size", "HookId", "SystemTime"]
+assert _SYSCALL_ROW_SIZE == F.aligned(_SYSCALL_EXIT_RAW.size)  # Enter and Exit share one row size
 _FIXED_FIELDS: Mapping[str, tuple[str, ...]] = {"sys_enter": ("id",), "sys_exit": ("ret",)}
 _V4_ZERO = bytes(8)
 _V6_ZERO = bytes(32)

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 
 from openetw.errors import InvalidArgument
+from openetw.etl.intypes import InType, OutType
 from openetw.guids import provider_guid_from_name
 from openetw.manifest.model import Event, Manifest, Provider
-from openetw.manifest.winmeta import InType, OutType
 from openetw.mc.naming import Names, class_name, constant_name, identifier, snake_case
 from openetw.mc.runtime import ManifestProvider, field_literal
 from openetw.provider.fields import PayloadPacker

@@ -41,14 +41,14 @@ from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
+from openetw.etl.intypes import InType, OutType
+from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid
 from openetw.ipc.pool import PoolWriter
-from openetw.manifest.winmeta import IN_TYPE_NAMES, InType, OutType
 from openetw.provider.fields import InvalidFieldValue, PayloadPacker
 from openetw.provider.link import link
 from openetw.provider.runtime import _ProviderBase, _write_all
 from openetw.session import EnableState
-from openetw.tdh.schema import PropertyInfo
 
 __all__ = ["ClassicCallback", "ClassicProvider", "pack_fields"]
 
@@ -199,6 +199,10 @@ _UNCOUNTED = frozenset({InType.NONNULLTERMINATEDSTRING, InType.NONNULLTERMINATED
 def _in_type(value: Any) -> InType:
     try:
         if isinstance(value, str):
+            from openetw.manifest.winmeta import (
+                IN_TYPE_NAMES,  # a winmeta name ("win:UInt32"): the manifest layer knows them
+            )
+
             found = IN_TYPE_NAMES.get(value)
             return found if found is not None else InType[value.strip().upper()]
         return InType(value)

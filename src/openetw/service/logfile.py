@@ -52,7 +52,6 @@ from dataclasses import dataclass
 
 from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
-from openetw.etl.logfile import LogfileHeader
 from openetw.etl.writer import header_buffer, new_logfile_header
 
 __all__ = ["LogFile", "WriteResult", "count_records", "header_buffer"]

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from openetw.errors import AccessDenied, InvalidArgument, ManifestError
 from openetw.guids import parse_guid
 from openetw.manifest import Diagnostic, Manifest, parse_manifest, validate
-from openetw.manifest.loader import manifest_files
+from openetw.manifest.loader import expand_manifest_paths
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
 from openetw.store.files import exclusive_lock, read_regular_file, write_atomically
 from openetw.store.merge import provider_key
@@ -125,18 +125,9 @@ def _holds(path: Path, data: bytes) -> bool:
 
 
 def _expand(paths: Iterable[str | Path]) -> list[Path]:
-    files: list[Path] = []
-    for entry in paths:
-        path = Path(entry)
-        if path.is_dir():
-            found = manifest_files(path)
-            if not found:
-                raise ManifestError("directory holds no *.xml or *.man file", path=str(path))
-            files.extend(found)
-        elif path.exists():
-            files.append(path)
-        else:
-            raise ManifestError("no such file or directory", path=str(path))
+    files, errors = expand_manifest_paths(paths)
+    if errors:
+        raise errors[0]
     return files
 
 

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from openetw.errors import OpenEtwError
-from openetw.manifest.winmeta import InType
+from openetw.etl.intypes import InType
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.event_info import TraceMetadata
 from openetw.tdh.registry import SchemaRegistry

@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from openetw.etl.intypes import InType, OutType
 from openetw.manifest.messages import MAX_INSERT_WIDTH, limit_message
-from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
 __all__ = ["format_value", "format_property", "format_properties", "format_message", "format_event_message", "error_name"]

@@ -16,9 +16,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+from openetw.etl.intypes import InType, OutType
 from openetw.guids import provider_guid_from_name
 from openetw.manifest.model import Event, Field, Manifest, Map, MapKind, Provider
-from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import EventMap, MapEntry, PropertyInfo, Schema
 
 __all__ = ["schema_from_manifest_event", "schemas_from_manifest"]

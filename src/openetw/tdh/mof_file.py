@@ -46,8 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.mof_syntax import MAX_MOF_CHARS, MofClassDecl, MofError, MofPropertyDecl, decode_mof_bytes, parse_declarations
+from openetw.etl.intypes import InType, OutType
+from openetw.tdh.mof_syntax import (
+    MAX_MOF_CHARS,
+    MofClassDecl,
+    MofError,
+    MofPropertyDecl,
+    decode_mof_bytes,
+    parse_declarations,
+)
 from openetw.tdh.schema import REST, EventMap, MapEntry, PropertyInfo, Schema
 
 __all__ = ["MofError", "MofEventClass", "parse_mof", "schemas_from_mof", "schemas_from_mof_file", "schemas_from_mof_text"]

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from openetw.etl.intypes import filetime_to_datetime
 from openetw.report.perfview import dotnet
 from openetw.report.perfview.render import enum_text, flags_text, render_property, render_value
 from openetw.tdh.schema import Schema
 
 __all__ = ["EventInput", "Field", "View", "fields"]
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -113,9 +113,7 @@ def fields(spec: str, **computed: tuple[str, Compute]) -> tuple[Field, ...]:
 def filetime_value(value: Any) -> Any:
     """A FILETIME integer as a UTC datetime (``DateTime.FromFileTime``); datetimes pass."""
     if isinstance(value, int):
-        if value <= 0:
-            return datetime(1601, 1, 1, tzinfo=timezone.utc)
-        return _FILETIME_EPOCH + timedelta(microseconds=value // 10)
+        return filetime_to_datetime(max(value, 0))
     return value
 
 
