@@ -114,14 +114,14 @@ class FileSource(Source):
             stats.buffers_with_events_lost_flag = counted.get("buffers_with_events_lost_flag", 0)
             stats.format_errors = len(self.index.errors)
         else:
-            counted = self._reader.stats if self._reader is not None else self._streamed
-            if counted is not None:
-                stats.buffers = counted.buffers
-                stats.records = stats.events_written = counted.records
-                stats.unknown_records = counted.unknown_records
-                stats.skipped_bytes = counted.skipped_bytes
-                stats.buffers_with_events_lost_flag = counted.buffers_with_events_lost_flag
-                stats.format_errors = len(counted.errors)
+            streamed = self._reader.stats if self._reader is not None else self._streamed
+            if streamed is not None:
+                stats.buffers = streamed.buffers
+                stats.records = stats.events_written = streamed.records
+                stats.unknown_records = streamed.unknown_records
+                stats.skipped_bytes = streamed.skipped_bytes
+                stats.buffers_with_events_lost_flag = streamed.buffers_with_events_lost_flag
+                stats.format_errors = len(streamed.errors)
         return stats
 
     def errors(self) -> list[EtlFormatError]:

@@ -10,6 +10,7 @@ its group, as ``openetw.consumer.provider.provider_key`` matches it).
 from __future__ import annotations
 
 import heapq
+import itertools
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -276,7 +277,7 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
     mixed = a ^ (b * np.uint64(0x9E3779B97F4A7C15))
     first, inverse = _unique_runs(mixed)
     if not (np.array_equal(a, a[first][inverse]) and np.array_equal(b, b[first][inverse])):
-        pairs = list(zip(a.tolist(), b.tolist()))  # two GUIDs mixed to one key: do it exactly
+        pairs = list(zip(a.tolist(), b.tolist(), strict=False))  # two GUIDs mixed to one key: do it exactly
         table: dict[tuple[int, int], int] = {}
         inverse = np.asarray([table.setdefault(pair, len(table)) for pair in pairs], dtype=np.int64)
         first = np.asarray([pairs.index(pair) for pair in table], dtype=np.int64)
@@ -354,7 +355,7 @@ def _replayed_order(rows: np.ndarray, keys: np.ndarray, firsts: np.ndarray, buff
     """``EtlReader``'s k-way merge over buffers, replayed on the keys (its window unbounded)."""
     spans: dict[int, tuple[int, int]] = {}
     bounds = firsts.tolist() + [len(rows)]
-    for start, stop in zip(bounds, bounds[1:]):
+    for start, stop in itertools.pairwise(bounds):
         spans[int(rows["buffer"][start])] = (start, stop)
     key_list, kinds, timestamps = keys.tolist(), rows["kind"].tolist(), rows["timestamp"].tolist()
     pending: list[tuple[int, int]] = []
@@ -475,7 +476,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         position_of = np.empty(len(order), dtype=np.int64)
         position_of[order] = np.arange(len(order))
         reasons = {int(position_of[row]): reason for row, reason in reasons.items()}
-    stats = dict(read_stats, records=int(len(rows)), unknown_records=walked["unknown_records"])
+    stats = dict(read_stats, records=len(rows), unknown_records=walked["unknown_records"])
     stats["skipped_bytes"] = stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
     buffers = np.concatenate(tables) if tables else np.zeros(0, dtype=BUFFER_DTYPE)
     return BuiltIndex(rows, providers, buffers, header, context, read_errors + errors, reasons, stats, exact)

@@ -504,9 +504,7 @@ class IndexedPlan:
                         # that parser held by the context alone): the next record of this
                         # buffer takes it over, as making and freeing an object costs more.
                         references = references_of(record)
-                        if references == 3:
-                            spare = record
-                        elif references == 5 and let_go(record):
+                        if references == 3 or (references == 5 and let_go(record)):
                             spare = record
                         continue
                     if group != -2:
