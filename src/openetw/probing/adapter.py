@@ -178,7 +178,7 @@ def header_batches(files: TraceFiles) -> Any:
     the trace is left in ``files.trace`` for its statistics."""
     import numpy as np
 
-    from openetw.consumer.index_build import KIND_CODES
+    from openetw.consumer.index import KIND_CODES
 
     trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests)
     trace.on_error(lambda error, record: files.errors.append(error))
