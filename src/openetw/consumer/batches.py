@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer._engine.index_build import RECORD_DTYPE, take
+from openetw.consumer._engine.index_build import RECORD_COLUMNS, take
 from openetw.consumer._engine.segments import Segment, merge_windows
 from openetw.consumer.index import EtlIndex
 from openetw.errors import InvalidArgument
@@ -106,9 +106,9 @@ def iter_batches(
         raise InvalidArgument(f"batch_size must be at least 1, not {batch_size}")
     names = list(columns) if columns is not None else None
     if names is not None:
-        unknown = [name for name in names if name not in RECORD_DTYPE.names]  # type: ignore[operator]
+        unknown = [name for name in names if name not in RECORD_COLUMNS]
         if unknown:
-            raise InvalidArgument(f"no column(s) {unknown}; columns are {list(RECORD_DTYPE.names)}")  # type: ignore[arg-type]
+            raise InvalidArgument(f"no column(s) {unknown}; columns are {list(RECORD_COLUMNS)}")
     streams = [index.segments(**(skip or {})) for index in indexes]
     rows_parts: list[np.ndarray] = []
     file_parts: list[np.ndarray] = []

@@ -33,7 +33,15 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.blocks import FORMAT, BlockWriter, StoredIndex, block_rows_setting, read_stored
-from openetw.consumer._engine.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
+from openetw.consumer._engine.index_build import (
+    BUFFER_DTYPE,
+    KIND_CODES,
+    KIND_NAMES,
+    RECORD_COLUMNS,
+    RECORD_DTYPE,
+    RECORD_FIELDS,
+    filetimes,
+)
 from openetw.consumer._engine.loader import RecordLoader
 from openetw.consumer._engine.location import (
     INDEX_DIR_ENV,
@@ -54,7 +62,7 @@ from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RecordContext
 
-__all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "EtlIndex", "default_cache_dir", "index_locations"]
+__all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "KIND_CODES", "KIND_NAMES", "EtlIndex", "default_cache_dir", "index_locations"]
 
 INDEX_FORMAT = FORMAT
 _DIGEST_LIMIT = 1 << 20
@@ -487,8 +495,8 @@ class EtlIndex:
                 raise InvalidArgument(f"unknown record kind(s) {unknown}; kinds are {list(KIND_NAMES)}")
             mask &= np.isin(rows["kind"], [KIND_CODES[name] for name in names])
         for column, wanted in conditions.items():
-            if column not in RECORD_DTYPE.names:  # type: ignore[operator]
-                raise InvalidArgument(f"no column {column!r}; columns are {list(RECORD_DTYPE.names)}")  # type: ignore[arg-type]
+            if column not in RECORD_COLUMNS:
+                raise InvalidArgument(f"no column {column!r}; columns are {list(RECORD_COLUMNS)}")
             if isinstance(wanted, Iterable) and not isinstance(wanted, (str, bytes)):
                 mask &= np.isin(rows[column], list(wanted))
             else:
@@ -531,8 +539,8 @@ class EtlIndex:
         if not fields:
             raise InvalidArgument("count_by needs at least one column")
         for name in fields:
-            if name not in RECORD_DTYPE.names:  # type: ignore[operator]
-                raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_DTYPE.names)}")  # type: ignore[arg-type]
+            if name not in RECORD_COLUMNS:
+                raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_COLUMNS)}")
         out: dict[Any, int] = {}
         for segment in self.segments():
             table = segment.records
@@ -541,12 +549,12 @@ class EtlIndex:
                 table = table[local]
             if not len(table):
                 continue
-            keys = np.empty(len(table), dtype=[(name, RECORD_DTYPE.fields[name][0]) for name in fields])  # type: ignore[index]
+            keys = np.empty(len(table), dtype=[(name, RECORD_FIELDS[name]) for name in fields])
             for name in fields:
                 keys[name] = table[name]
             values, counts = np.unique(keys, return_counts=True)
-            for value, count in zip(values.tolist(), counts.tolist(), strict=False):
-                named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=False))
+            for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+                named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=True))
                 key = named[0] if len(fields) == 1 else named
                 out[key] = out.get(key, 0) + int(count)
         return out
@@ -591,7 +599,7 @@ class _IndexLoader:
         blocks = np.searchsorted(self._firsts, rows, side="right") - 1
         bounds = np.flatnonzero(np.diff(blocks)) + 1
         starts, stops = np.concatenate(([0], bounds)), np.concatenate((bounds, [len(rows)]))
-        for start, stop in zip(starts.tolist(), stops.tolist(), strict=False):
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
             number = int(blocks[start])
             segment = next(s for s in self.index.segments() if s.first_row == self._firsts[number])
             yield segment.loader(), rows[start:stop] - segment.first_row
@@ -633,7 +641,7 @@ def _cut(
     rows = waiting[0] if len(waiting) == 1 else np.concatenate(waiting)
     merged: dict[int, str] = {}
     at = 0
-    for part, part_reasons in zip(waiting, reasons, strict=False):
+    for part, part_reasons in zip(waiting, reasons, strict=True):
         merged.update({at + row: reason for row, reason in part_reasons.items()})
         at += len(part)
     block, rest = rows[:count], rows[count:]

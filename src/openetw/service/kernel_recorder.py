@@ -133,7 +133,7 @@ class PoolSink:
     def fail_writes(self, reason: str) -> None:
         """Every write from now on raises ``OSError(reason)`` (the test hook of the module doc)."""
 
-        def failing(record: bytes, timestamp: int, cpu: int = 0) -> bool:
+        def failing(record: bytes | memoryview, timestamp: int, cpu: int = 0) -> bool:
             raise OSError(reason)
 
         self._writes = [failing] * len(self._writes)

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_DTYPE
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS
 
 __all__ = [
     "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",
@@ -48,8 +48,8 @@ BLOCK_ROWS_ENV = "OPENETW_INDEX_BLOCK_ROWS"
 ID_LIST_LIMIT = 256  # more distinct event ids in a block than this: the summary says "any"
 _LEVEL = 1  # zlib level: the first pass must stay as fast as a plain walk
 
-_STORED = tuple(name for name in RECORD_DTYPE.names if name != "filetime")  # type: ignore[union-attr]
-_WIDTH = {name: RECORD_DTYPE.fields[name][0].itemsize for name in _STORED}  # type: ignore[index]
+_STORED = tuple(name for name in RECORD_COLUMNS if name != "filetime")
+_WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
 
 
 def block_rows_setting() -> int:
@@ -119,7 +119,7 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
         width = _WIDTH[name]
         plane = np.frombuffer(raw, dtype=np.uint8, count=n * width, offset=at).reshape(width, n).T
         at += n * width
-        rows[name] = np.ascontiguousarray(plane).view(RECORD_DTYPE.fields[name][0]).reshape(n)  # type: ignore[index]
+        rows[name] = np.ascontiguousarray(plane).view(RECORD_FIELDS[name]).reshape(n)
     if at != len(raw):
         raise ValueError("block size does not match its row count")
     rows["timestamp"] = np.cumsum(rows["timestamp"])

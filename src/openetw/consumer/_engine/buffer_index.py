@@ -51,7 +51,8 @@ class BufferIndex:
         return len(self.records)
 
     def provider_row(self, provider: Any) -> int | None:
-        return self._provider_rows.get(provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None))
+        guid = provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None)
+        return self._provider_rows.get(guid) if isinstance(guid, uuid.UUID) else None
 
     def loader(self) -> RecordLoader:
         return RecordLoader(self.records, self.unknown_reasons, self.context, _MemoryBuffers(self.data))

@@ -41,6 +41,9 @@ RECORD_DTYPE = np.dtype([
 """One index row: the header fields of a record and where it sits (``offset`` inside the data of
 buffer ``buffer``, ``user_data_offset`` inside the record). ``provider`` indexes the provider
 table (-1: none)."""
+RECORD_COLUMNS: tuple[str, ...] = RECORD_DTYPE.names or ()  # (a structured dtype always has names)
+RECORD_FIELDS: dict[str, np.dtype[Any]] = {name: RECORD_DTYPE[name] for name in RECORD_COLUMNS}
+"""Each column's dtype."""
 
 BUFFER_DTYPE = np.dtype([
     ("file_offset", "<i8"), ("timestamp", "<i8"), ("buffer_size", "<u4"), ("data_end", "<u4"),
@@ -245,16 +248,17 @@ def _after_extended_items(u8: np.ndarray, starts: np.ndarray, sizes: np.ndarray)
         pos[live[ok]] += item_size[ok]
         active[:] = False
         active[live[ok & (linkage & 1 != 0)]] = True
-    return np.minimum(pos, end) - starts
+    lengths: np.ndarray = np.minimum(pos, end) - starts
+    return lengths
 
 
 def _fill_wpp(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, has: np.ndarray, bufs: Buffers, chains: Chains) -> None:
     """WPP records keep their time, ids and GUID in optional items: read them one by one."""
     context = RecordContext(TraceClock(0, 0, 0, 0))
     for row in np.flatnonzero(rows["kind"] == _WPP).tolist():
-        pos = int(chains.offsets[row])
+        pos, size = int(chains.offsets[row]), int(chains.sizes[row])
         header = L.MESSAGE_TRACE_HEADER.unpack_from(bufs.blob, pos)
-        record = MessageRecord(header, bufs.blob, pos, int(chains.sizes[row]), 0, context)
+        record = MessageRecord(header, bytes(bufs.blob[pos : pos + size]), 0, size, 0, context)  # (the blob may be a bytearray)
         rows["id"][row] = record.id
         rows["timestamp"][row] = record.timestamp
         rows["pid"][row] = record.pid
@@ -277,7 +281,7 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
     mixed = a ^ (b * np.uint64(0x9E3779B97F4A7C15))
     first, inverse = _unique_runs(mixed)
     if not (np.array_equal(a, a[first][inverse]) and np.array_equal(b, b[first][inverse])):
-        pairs = list(zip(a.tolist(), b.tolist(), strict=False))  # two GUIDs mixed to one key: do it exactly
+        pairs = list(zip(a.tolist(), b.tolist(), strict=True))  # two GUIDs mixed to one key: do it exactly
         table: dict[tuple[int, int], int] = {}
         inverse = np.asarray([table.setdefault(pair, len(table)) for pair in pairs], dtype=np.int64)
         first = np.asarray([pairs.index(pair) for pair in table], dtype=np.int64)
@@ -398,7 +402,8 @@ def _buffer_table(bufs: Buffers) -> np.ndarray:
 def take(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``rows[order]`` for a structured array, at the speed of a byte copy."""
     raw = rows.view(np.dtype((np.void, rows.dtype.itemsize)))
-    return np.take(raw, order).view(rows.dtype)
+    taken: np.ndarray = np.take(raw, order).view(rows.dtype)
+    return taken
 
 
 def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
@@ -412,7 +417,8 @@ def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
         ticks = micros * 10 + (rest * 10) // clock.cpu_speed_mhz
     else:
         ticks = delta
-    return ticks + np.int64(clock.start_time)
+    filetimes: np.ndarray = ticks + np.int64(clock.start_time)
+    return filetimes
 
 
 def file_order_rows(bufs: Buffers, chains: Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:

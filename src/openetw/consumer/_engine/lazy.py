@@ -94,20 +94,18 @@ def new_lazy_record(
 ) -> EventRecord:  # fmt: skip
     """The record of ``header_type`` at ``raw[pos:]`` (its header read when first needed), its
     user data ``user_data_offset`` bytes into it (as the index found it)."""
-    record: Any = _new(LAZY_CLASSES[header_type])
-    record._raw, record._pos, record._size, record.cpu, record._ctx, record.buffer_index = raw, pos, size, cpu, context, buffer_index
-    record.user_data_offset = user_data_offset
-    return record  # type: ignore[no-any-return]
+    return lazy_record(LAZY_CLASSES[header_type], raw, pos, size, cpu, context, buffer_index, user_data_offset)
 
 
 def lazy_record(
     cls: type[EventRecord], raw: bytes, pos: int, size: int, cpu: int, context: RecordContext, buffer_index: int, user_data_offset: int,
 ) -> EventRecord:  # fmt: skip
     """A record of the lazy class ``cls`` (one of ``LAZY_CLASSES``): ``new_lazy_record`` by class."""
-    record: Any = _new(cls)
+    made: EventRecord = _new(cls)
+    record: Any = made  # the lazy class's private slots, which EventRecord does not declare
     record._raw, record._pos, record._size, record.cpu, record._ctx, record.buffer_index = raw, pos, size, cpu, context, buffer_index
     record.user_data_offset = user_data_offset
-    return record
+    return made
 
 
 def reuse_lazy_record(record: Any, pos: int, size: int, user_data_offset: int) -> None:

@@ -9,14 +9,28 @@ records do.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from openetw.etl import layouts as L
 from openetw.etl.record import RECORD_CLASSES, EventRecord, MessageRecord, RecordContext, UnknownRecord
 
-__all__ = ["RecordLoader"]
+__all__ = ["RecordLoader", "RowLoader"]
+
+
+class RowLoader(Protocol):
+    """What the delivery loop needs of a loader: ``RecordLoader`` over one table, or an index's
+    loader that reads each row from its block."""
+
+    context: RecordContext
+    _cache: dict[int, bytes]
+
+    def buffer_data(self, buffer_index: int) -> bytes: ...
+
+    def record(self, row: int) -> Any: ...
+
+    def close(self) -> None: ...
 
 _KIND_WPP, _KIND_UNKNOWN = 6, 7
 _COLUMNS = ("header_type", "kind", "buffer", "offset", "size", "cpu")

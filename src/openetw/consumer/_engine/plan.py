@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.lazy import LAZY_CLASSES, lazy_record, reuse_lazy_record
-from openetw.consumer._engine.loader import RecordLoader
+from openetw.consumer._engine.loader import RowLoader
 from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
@@ -312,7 +312,7 @@ class IndexedPlan:
         d = self.dispatcher
         stats = d.stats
         positions = np.flatnonzero(self.actions)
-        loaders = [index.loader() for index in self.indexes]
+        loaders: list[RowLoader] = [index.loader() for index in self.indexes]
         done = len(self.actions)
         try:
             stopped_at = self._deliver(positions, loaders)
@@ -368,7 +368,7 @@ class IndexedPlan:
             providers[mine[number]] = remap[provider_column[mine[number]]]
         return column, providers
 
-    def _deliver(self, positions: np.ndarray, loaders: list[RecordLoader]) -> int | None:
+    def _deliver(self, positions: np.ndarray, loaders: list[RowLoader]) -> int | None:
         """The loop over the records to build; returns where ``stop()`` ended it (else ``None``).
 
         Records of one kind of event (same provider, id or opcode or hook, version, header type,

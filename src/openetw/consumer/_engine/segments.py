@@ -42,7 +42,7 @@ class FileBuffers:
     def add(self, table: np.ndarray) -> None:
         """Make buffers known (rows of ``BUFFER_DTYPE``)."""
         for entry in zip(table["index"].tolist(), table["file_offset"].tolist(), table["length"].tolist(), table["buffer_size"].tolist(),
-                         table["data_end"].tolist(), table["flags"].tolist(), strict=False):  # fmt: skip
+                         table["data_end"].tolist(), table["flags"].tolist(), strict=True):  # fmt: skip
             self._where[entry[0]] = entry[1:]
 
     def buffer_data(self, buffer_index: int) -> bytes:

@@ -137,7 +137,8 @@ class StreamingBuild:
                 code = self._codes[key] = len(self.providers)
                 self.providers.append(guid)
             remap[local] = code
-        return remap[column]
+        codes: np.ndarray = remap[column]
+        return codes
 
     def pieces(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
         plain = _plain_headers(self.path) if not self.header.compressed else None
