@@ -227,3 +227,28 @@ def test_evtx_files_are_refused_with_a_clear_message(capsys: Any) -> None:
     path = corpus_path("evtx", "system.evtx")
     status, _, err = run_probe(capsys, "--file", str(path), "-n", "etw::: { }")
     assert status == 2 and ".evtx files are not readable here yet" in err
+
+
+def test_no_index_writes_nothing_and_gives_the_same_output(capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, process_etl: Path) -> None:
+    trace = tmp_path / "trace" / "Process.etl"
+    trace.parent.mkdir()
+    trace.write_bytes(process_etl.read_bytes())
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OPENETW_INDEX_DIR", str(cache))
+    program = "etw:::generic_event { @[probemod, probename] = count(); @s[probemod] = sum(arg0 ? 1 : 0); }"
+    counted = "etw:::generic_event { @[probemod] = count(); }"  # header columns only: the indexed path counts by columns
+
+    def written() -> list[str]:
+        return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+
+    streamed = [run_probe(capsys, "--no-index", "--file", str(trace), "-q", "-f", "json", "-n", text) for text in (program, counted)]
+    assert [status for status, _, _ in streamed] == [0, 0]
+    assert written() == ["trace/Process.etl"]
+    for list_args in (["-l"], ["-l", "-n", "etw:::"]):
+        status, listed, _ = run_probe(capsys, "--no-index", "--file", str(trace), *list_args)
+        assert status == 0 and listed.strip()
+    assert written() == ["trace/Process.etl"]
+    indexed = [run_probe(capsys, "--file", str(trace), "-q", "-f", "json", "-n", text) for text in (program, counted)]
+    assert [json_records(out) for _, out, _ in streamed] == [json_records(out) for _, out, _ in indexed]
+    assert json_records(streamed[1][1])
+    assert written() != ["trace/Process.etl"]  # the same runs with the index keep one

@@ -51,10 +51,12 @@ def register(cli: click.Group) -> None:
 @click.option("-x", "settings", multiple=True, metavar="OPTION=VALUE",
               help="Option: strsize, aggsize, aggsortkey, aggsortrev, quiet, switchrate, bufsize, codegen.")  # fmt: skip
 @click.option("--json", "json_flag", is_flag=True, help="Same as -f json.")
+@click.option("--no-index", "no_index", is_flag=True,
+              help="Read the files in one streamed pass that writes no index (beside them or in the cache).")  # fmt: skip
 @click.argument("macros", nargs=-1)
 def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: str | None, files: tuple[str, ...],
                   manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
-                  settings: tuple[str, ...], json_flag: bool, macros: tuple[str, ...]) -> None:  # fmt: skip
+                  settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...]) -> None:  # fmt: skip
     from openetw.probing.adapter import Catalog, TraceFiles
     from openetw.probing.runner import ProbeRun
 
@@ -63,7 +65,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
     for item in settings:
         name, sep, value = item.partition("=")
         options[name.strip()] = value if sep else ""
-    trace_files = TraceFiles(files, manifests=list(manifests) if manifests else None)
+    trace_files = TraceFiles(files, manifests=list(manifests) if manifests else None, index=not no_index)
     if list_pattern is not None:
         patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
         _list(Catalog.scan(trace_files), patterns, json_mode)

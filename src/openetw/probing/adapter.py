@@ -32,10 +32,12 @@ def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
 
 
 class TraceFiles:
-    """``.etl`` files merged in time order, delivered record by record with their context."""
+    """``.etl`` files merged in time order, delivered record by record with their context
+    (``index=False``: streamed in one pass that writes nothing, and no header-column batches)."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None) -> None:
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None, index: bool = True) -> None:
         self.paths = [os.fspath(p) for p in paths]
+        self.index = index
         for path in self.paths:
             if path.lower().endswith(_EVTX):
                 raise InvalidArgument(f"{path}: .evtx files are not readable here yet (no Event Log file reader in this build)")
@@ -67,7 +69,7 @@ class TraceFiles:
 
     def run(self, callback: Callable[[Any, Any], None]) -> dict[str, Any]:
         """Deliver every record to ``callback(record, context)``; returns the trace's statistics."""
-        trace = self.trace = UserTrace(files=self.paths, manifests=self.manifests)
+        trace = self.trace = UserTrace(files=self.paths, manifests=self.manifests, index=self.index)
         trace.set_default_event_callback(callback)
         trace.on_error(lambda error, record: self.errors.append(error))
         trace.start()
@@ -129,7 +131,7 @@ class Catalog:
             if schema is not None and not carried:
                 catalog.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
 
-        TraceFiles(files.paths, manifests=files.manifests).run(see)
+        TraceFiles(files.paths, manifests=files.manifests, index=files.index).run(see)
         return catalog
 
     def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:

@@ -151,7 +151,7 @@ class ProbeRun:
         for fn, probe in begin:
             self._fire(fn, none, probe)
         stats: dict[str, Any] = {}
-        plan = self.program.columnar() if self.columnar and events else None
+        plan = self.program.columnar() if self.columnar and self.files.index and events else None
         if plan is not None and not self._fields_in_place(plan):
             plan = None
         if exit_box[0] is None and plan is not None:
