@@ -20,7 +20,7 @@ import mmap
 import operator
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,7 +176,7 @@ def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
     return infos, stats
 
 
-def _file_chunks(path: str, infos: list[BufferInfo], limit: int) -> Iterator[Buffers]:
+def _file_chunks(path: str, infos: Sequence[BufferInfo], limit: int) -> Iterator[Buffers]:
     """Consecutive buffers of a plain file, about ``limit`` bytes at a time, each read in one piece."""
     with open(path, "rb") as f:
         fd = f.fileno()
@@ -187,7 +187,7 @@ def _file_chunks(path: str, infos: list[BufferInfo], limit: int) -> Iterator[Buf
             while last + 1 < len(infos) and total + infos[last + 1].buffer_size <= limit:
                 last += 1
                 total += infos[last].buffer_size
-            part = infos[first : last + 1]
+            part = list(infos[first : last + 1])
             start = part[0].file_offset
             blob = bytearray(total + GATHER_PAD)
             view = memoryview(blob)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import struct
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from openetw.consumer._engine.index_build import (
 )
 from openetw.consumer._engine.index_walk import BH, _file_chunks, buffer_info, walk_chains
 from openetw.etl import layouts as L
-from openetw.etl.reader import MAX_BUFFER_SIZE, EtlReader, _first_timestamp
+from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader, _first_timestamp
 
 __all__ = ["CHUNK_ENV", "DEFAULT_CHUNK_MB", "StreamingBuild", "working_set_bytes"]
 
@@ -57,13 +57,42 @@ def working_set_bytes() -> int:
     return max(1 << 16, int(megabytes * (1 << 20)))
 
 
-def _plain_headers(path: str) -> tuple[list[Any], dict[str, int], np.ndarray] | None:
+class _Headers(Sequence[BufferInfo]):
+    """A file's buffer headers kept as their bytes (``BH`` each), each made a ``BufferInfo`` when
+    asked: a Python object per buffer would grow the first pass's memory with the file."""
+
+    def __init__(self) -> None:
+        self._raw = bytearray()
+        self._offsets: list[int] = []
+
+    def append(self, head: bytes, file_offset: int) -> None:
+        self._raw += head[:BH]
+        self._offsets.append(file_offset)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> BufferInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[BufferInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> BufferInfo | list[BufferInfo]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        return buffer_info(self._raw, index * BH, index, self._offsets[index])
+
+
+def _plain_headers(path: str) -> tuple[_Headers, dict[str, int], np.ndarray] | None:
     """The buffers of an uncompressed file with sound buffer headers, their statistics and each
     one's first record time (as the reader's merge orders buffers by it); ``None``: let the
     reader frame the file. Headers are read with ``pread``, not mapped: mapping would bring in
     (and count as resident) the pages around every header, the whole file of a large trace."""
-    infos: list[Any] = []
-    firsts: list[int] = []
+    infos = _Headers()
+    firsts = np.zeros(1024, dtype=np.int64)
     lost_events = lost_buffers = 0
     last = 0
     with open(path, "rb") as f:
@@ -82,8 +111,10 @@ def _plain_headers(path: str) -> tuple[list[Any], dict[str, int], np.ndarray] | 
             end = min(info.data_end, info.buffer_size, len(head))
             first = _first_timestamp(head[:end], end)
             last = last if first is None else first
-            firsts.append(last)
-            infos.append(info)
+            if len(infos) == len(firsts):
+                firsts = np.concatenate([firsts, np.zeros(len(firsts), dtype=np.int64)])
+            firsts[len(infos)] = last
+            infos.append(head, offset)
             lost_events += bool(info.flags & L.BUFFER_FLAG_EVENTS_LOST)
             lost_buffers += bool(info.flags & L.BUFFER_FLAG_BUFFER_LOST)
             offset += info.buffer_size
@@ -93,7 +124,7 @@ def _plain_headers(path: str) -> tuple[list[Any], dict[str, int], np.ndarray] | 
         "buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0,
         "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers,
     }  # fmt: skip
-    return infos, stats, np.asarray(firsts, dtype=np.int64)
+    return infos, stats, firsts[: len(infos)].copy()
 
 
 class StreamingBuild:
@@ -193,7 +224,7 @@ class StreamingBuild:
         if gathering and len(carry):
             by_file = np.argsort(carry_seq, kind="stable")
             rows, rows_seq = take(carry, by_file), carry_seq[by_file]
-            order, exact = _time_order(rows, [info.index for info in infos])
+            order, exact = _time_order(rows, list(range(len(infos))))
             self.exact_time_order = exact
             yield self._finish(take(rows, order), rows_seq[order], reasons, clock)
         self.read_stats = dict(stats, records=self.rows, unknown_records=walked["unknown_records"])
