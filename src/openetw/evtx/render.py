@@ -1,0 +1,337 @@
+"""Turning parsed BinXml into XML text and into a tree of typed values.
+
+Rendering follows ``wevtutil qe /f:xml``: one line, single-quoted attributes, an element with
+no content closed as ``<Name/>``, an optional substitution whose value is null leaves its
+attribute out, a BinXml value is rendered in place. ``resolve`` gives the same content as a tree
+(``XmlNode``) whose leaves keep each value's type and bytes, for header fields, decoded
+properties and the writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from openetw.evtx import values as V
+from openetw.evtx.binxml import (
+    MAX_DEPTH,
+    Attribute,
+    BinXmlError,
+    CData,
+    CharRef,
+    ChunkParser,
+    Element,
+    EntityRef,
+    ProcessingInstruction,
+    Substitution,
+    TemplateInstance,
+)
+
+# Control characters XML 1.0 cannot hold are written as character references (as XML 1.1 would).
+_CONTROLS = {c: f"&#x{c:x};" for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)}
+_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", **_CONTROLS})
+_ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "'": "&apos;", '"': "&quot;", **_CONTROLS})
+
+
+def escape_text(text: str) -> str:
+    return text.translate(_TEXT_ESCAPES)
+
+
+def escape_attribute(text: str) -> str:
+    return text.translate(_ATTR_ESCAPES)
+
+
+class Value:
+    """A substitution value: its type and bytes, decoded on demand."""
+
+    __slots__ = ("value_type", "raw")
+
+    def __init__(self, value_type: int, raw: bytes) -> None:
+        self.value_type = value_type
+        self.raw = raw
+
+    @property
+    def text(self) -> str:
+        return V.value_text(self.value_type, self.raw)
+
+    @property
+    def value(self) -> Any:
+        return V.python_value(self.value_type, self.raw)
+
+    def __repr__(self) -> str:
+        return f"<Value {V.type_name(self.value_type)} {self.raw.hex()}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Value) and other.value_type == self.value_type and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash((self.value_type, self.raw))
+
+
+Leaf = Union[str, Value]
+
+
+class XmlNode:
+    """An element with its content resolved: attributes and children hold text or ``Value``s."""
+
+    __slots__ = ("name", "attributes", "children")
+
+    def __init__(self, name: str, attributes: dict[str, list[Leaf]] | None = None, children: list[Any] | None = None) -> None:
+        self.name = name
+        self.attributes: dict[str, list[Leaf]] = attributes if attributes is not None else {}
+        self.children: list[XmlNode | Leaf] = children if children is not None else []
+
+    def find(self, name: str) -> XmlNode | None:
+        for child in self.children:
+            if isinstance(child, XmlNode) and child.name == name:
+                return child
+        return None
+
+    def elements(self) -> list[XmlNode]:
+        return [c for c in self.children if isinstance(c, XmlNode)]
+
+    def attribute_value(self, name: str) -> Any:
+        """The attribute as a Python value (one typed value) or text; ``None`` when absent."""
+        parts = self.attributes.get(name)
+        return None if parts is None else leaves_value(parts)
+
+    def value(self) -> Any:
+        """The element's content as a Python value (one typed value), text, or ``None`` when empty."""
+        leaves = [c for c in self.children if not isinstance(c, XmlNode)]
+        return leaves_value(leaves) if leaves else None
+
+    def text(self) -> str:
+        return "".join(leaf_text(c) for c in self.children if not isinstance(c, XmlNode))
+
+    def __repr__(self) -> str:
+        return f"<XmlNode {self.name} {list(self.attributes)} {len(self.children)} children>"
+
+
+def leaf_text(leaf: Leaf) -> str:
+    return leaf if isinstance(leaf, str) else leaf.text
+
+
+def leaves_value(leaves: list[Leaf]) -> Any:
+    if len(leaves) == 1 and isinstance(leaves[0], Value):
+        return leaves[0].value
+    return "".join(leaf_text(leaf) for leaf in leaves)
+
+
+def value_text_lenient(value_type: int, data: bytes) -> str:
+    """The value's text; a value whose bytes do not fit its type shows as its bytes in hex."""
+    try:
+        return V.value_text(value_type, data)
+    except V.ValueError_:
+        return bytes(data).hex().upper()
+
+
+def _is_null(value: tuple[int, int, int]) -> bool:
+    return value[0] == V.NULL or value[2] == 0
+
+
+class Renderer:
+    """Renders or resolves the nodes of one chunk's records (values are read from its bytes)."""
+
+    __slots__ = ("parser", "data")
+
+    def __init__(self, parser: ChunkParser) -> None:
+        self.parser = parser
+        self.data = parser.data
+
+    # -- XML text --------------------------------------------------------------------------------
+    def xml(self, nodes: list[Any]) -> str:
+        out: list[str] = []
+        self._nodes(nodes, None, out, 0)
+        return "".join(out)
+
+    def _value_xml(self, part: Substitution, value: tuple[int, int, int], nested: Any, out: list[str], depth: int, attribute: bool) -> None:
+        value_type, offset, size = value
+        if value_type == V.BINXML:
+            nodes = nested.get(part.index) if nested else None
+            if nodes is None:
+                nodes = self.parser.fragment(offset, offset + size, depth + 1)
+            if attribute:
+                inner: list[str] = []
+                self._nodes(nodes, None, inner, depth + 1)
+                out.append(escape_attribute("".join(inner)))
+            else:
+                self._nodes(nodes, None, out, depth + 1)
+            return
+        text = value_text_lenient(value_type, self.data[offset : offset + size])
+        out.append(escape_attribute(text) if attribute else escape_text(text))
+
+    def _parts_xml(self, parts: list[Any], values: Any, out: list[str], depth: int, attribute: bool) -> None:
+        for part in parts:
+            if part.__class__ is str:
+                out.append(escape_attribute(part) if attribute else escape_text(part))
+            elif part.__class__ is Substitution:
+                value = self._lookup(part, values)
+                if value is not None:
+                    self._value_xml(part, value, values.nested, out, depth, attribute)
+            elif part.__class__ is CharRef:
+                out.append(f"&#{part.code};")
+            elif part.__class__ is EntityRef:
+                out.append(f"&{part.name};")
+
+    def _lookup(self, part: Substitution, instance: Any) -> tuple[int, int, int] | None:
+        if instance is None:
+            return None
+        values = instance.values
+        if part.index >= len(values):
+            return None
+        value = values[part.index]
+        return None if _is_null(value) else value
+
+    def _attribute_present(self, attribute: Attribute, values: Any) -> bool:
+        for part in attribute.parts:
+            if part.__class__ is not Substitution or self._lookup(part, values) is not None:
+                return True
+        return False
+
+    def _array_items(self, node: Element, values: Any) -> list[bytes] | None:
+        """An element whose whole content is one array value repeats once per item (as wevtutil shows)."""
+        children = node.children
+        if len(children) != 1 or children[0].__class__ is not Substitution:
+            return None
+        value = self._lookup(children[0], values)
+        if value is None or not value[0] & V.ARRAY:
+            return None
+        value_type, offset, size = value
+        try:
+            items = V.split_array(value_type, self.data[offset : offset + size])
+        except V.ValueError_:
+            return None
+        return items or None
+
+    def _nodes(self, nodes: list[Any], values: Any, out: list[str], depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise BinXmlError("BinXml values nest too deeply", 0)
+        for node in nodes:
+            cls = node.__class__
+            if cls is Element and values is not None and (items := self._array_items(node, values)) is not None:
+                base = node.children[0].value_type & 0x7F
+                attributes: list[str] = []
+                for attribute in node.attributes:
+                    if self._attribute_present(attribute, values):
+                        attributes.append(f" {attribute.name}='")
+                        self._parts_xml(attribute.parts, values, attributes, depth, True)
+                        attributes.append("'")
+                opening = "<" + node.name + "".join(attributes) + ">"
+                closing = f"</{node.name}>"
+                actual = values.values[node.children[0].index][0] & 0x7F
+                for item in items:
+                    out.append(opening + escape_text(value_text_lenient(actual or base, item)) + closing)
+            elif cls is Element:
+                out.append("<" + node.name)
+                for attribute in node.attributes:
+                    if self._attribute_present(attribute, values):
+                        out.append(f" {attribute.name}='")
+                        self._parts_xml(attribute.parts, values, out, depth, True)
+                        out.append("'")
+                if node.children:
+                    mark = len(out)
+                    out.append(">")
+                    self._nodes(node.children, values, out, depth + 1)
+                    if len(out) == mark + 1:
+                        out[mark] = "/>"
+                    else:
+                        out.append(f"</{node.name}>")
+                else:
+                    out.append("/>")
+            elif cls is TemplateInstance:
+                self._nodes(node.template.nodes, node, out, depth + 1)
+            elif cls is CData:
+                out.append(f"<![CDATA[{node.text}]]>")
+            elif cls is ProcessingInstruction:
+                out.append(f"<?{node.target} {node.data}?>")
+            else:
+                self._parts_xml([node], values, out, depth, False)
+
+    # -- typed tree ------------------------------------------------------------------------------
+    def resolve(self, nodes: list[Any]) -> list[XmlNode | Leaf]:
+        out: list[XmlNode | Leaf] = []
+        self._resolve(nodes, None, out, 0)
+        return out
+
+    def _leaf(self, part: Substitution, value: tuple[int, int, int], nested: Any, out: list[Any], depth: int) -> None:
+        value_type, offset, size = value
+        if value_type == V.BINXML:
+            nodes = nested.get(part.index) if nested else None
+            if nodes is None:
+                nodes = self.parser.fragment(offset, offset + size, depth + 1)
+            self._resolve(nodes, None, out, depth + 1)
+        else:
+            out.append(Value(value_type, bytes(self.data[offset : offset + size])))
+
+    def _resolve_parts(self, parts: list[Any], values: Any, out: list[Any], depth: int) -> None:
+        for part in parts:
+            cls = part.__class__
+            if cls is str:
+                out.append(part)
+            elif cls is Substitution:
+                value = self._lookup(part, values)
+                if value is not None:
+                    self._leaf(part, value, values.nested, out, depth)
+            elif cls is CharRef:
+                out.append(chr(part.code) if part.code < 0x110000 else "")
+            elif cls is EntityRef:
+                out.append(f"&{part.name};")
+
+    def _resolve(self, nodes: list[Any], values: Any, out: list[Any], depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise BinXmlError("BinXml values nest too deeply", 0)
+        for node in nodes:
+            cls = node.__class__
+            if cls is Element and values is not None and (items := self._array_items(node, values)) is not None:
+                actual = values.values[node.children[0].index][0] & 0x7F
+                attributes: dict[str, list[Any]] = {}
+                for attribute in node.attributes:
+                    if self._attribute_present(attribute, values):
+                        parts: list[Any] = []
+                        self._resolve_parts(attribute.parts, values, parts, depth)
+                        attributes[attribute.name] = parts
+                for item in items:
+                    out.append(XmlNode(node.name, dict(attributes), [Value(actual, bytes(item))]))
+            elif cls is Element:
+                element = XmlNode(node.name)
+                for attribute in node.attributes:
+                    if self._attribute_present(attribute, values):
+                        parts: list[Any] = []
+                        self._resolve_parts(attribute.parts, values, parts, depth)
+                        element.attributes[attribute.name] = parts
+                self._resolve(node.children, values, element.children, depth + 1)
+                out.append(element)
+            elif cls is TemplateInstance:
+                self._resolve(node.template.nodes, node, out, depth + 1)
+            elif cls is CData:
+                out.append(node.text)
+            elif cls is ProcessingInstruction:
+                continue
+            else:
+                self._resolve_parts([node], values, out, depth)
+
+
+def tree_xml(nodes: list[XmlNode | Leaf]) -> str:
+    """XML text of a resolved tree, as ``Renderer.xml`` renders the BinXml it came from."""
+    out: list[str] = []
+    _tree_xml(nodes, out)
+    return "".join(out)
+
+
+def _tree_xml(nodes: list[XmlNode | Leaf], out: list[str]) -> None:
+    for node in nodes:
+        if isinstance(node, XmlNode):
+            out.append("<" + node.name)
+            for name, parts in node.attributes.items():
+                out.append(f" {name}='" + "".join(escape_attribute(leaf_text(p)) for p in parts) + "'")
+            if node.children:
+                mark = len(out)
+                out.append(">")
+                _tree_xml(node.children, out)
+                if len(out) == mark + 1:
+                    out[mark] = "/>"
+                else:
+                    out.append(f"</{node.name}>")
+            else:
+                out.append("/>")
+        else:
+            out.append(escape_text(leaf_text(node)))
