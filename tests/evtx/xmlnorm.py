@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 _GUID = re.compile(r"^\{?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\}?$")
@@ -17,15 +17,23 @@ _TIME = re.compile(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?(?:Z| UTC
 _HEX = re.compile(r"^0x([0-9a-fA-F]+)$")
 
 
-def canonical_value(text: str | None) -> str:
+def canonical_value(text: str | None, rounding: str = "truncate") -> str:
+    """``rounding``: how the reader went from 100 ns ticks to microseconds (python-evtx rounds)."""
     text = (text or "").strip()
     match = _GUID.match(text)
     if match:
         return match.group(1).upper()
     match = _TIME.match(text)
     if match:
-        digits = ((match.group(3) or "") + "000000")[:6]
+        fraction = match.group(3) or ""
+        if rounding == "nearest" and len(fraction) > 6:
+            base = datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}")
+            micro = round(int((fraction + "000")[:9]) / 1000)
+            return (base + timedelta(microseconds=micro)).isoformat(timespec="microseconds")
+        digits = (fraction + "000000")[:6]
         return f"{match.group(1)}T{match.group(2)}.{digits}"
+    if text in ("True", "False"):
+        return text.lower()
     match = _HEX.match(text)
     if match:
         return hex(int(match.group(1), 16))
@@ -40,20 +48,22 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _canon(element: ET.Element) -> tuple[Any, ...]:
-    attributes = tuple(sorted((_local(k), canonical_value(v)) for k, v in element.attrib.items() if v.strip() != "" and k != "xmlns"))
-    children = tuple(_canon(child) for child in element)
+def _canon(element: ET.Element, rounding: str) -> tuple[Any, ...]:
+    attributes = tuple(
+        sorted((_local(k), canonical_value(v, rounding)) for k, v in element.attrib.items() if v.strip() != "" and k != "xmlns")
+    )
+    children = tuple(_canon(child, rounding) for child in element)
     text = "".join(element.itertext()) if not len(element) else (element.text or "")
-    return (_local(element.tag), attributes, canonical_value(text), children)
+    return (_local(element.tag), attributes, canonical_value(text, rounding), children)
 
 
-def canonical(xml_text: str) -> tuple[Any, ...]:
+def canonical(xml_text: str, rounding: str = "truncate") -> tuple[Any, ...]:
     """The event's content with presentation removed (raises ``ET.ParseError`` on bad XML)."""
     xml_text = re.sub(r"^\s*<\?xml[^>]*\?>", "", xml_text)
     # Control characters (raw, or as XML 1.1 character references) become visible escapes.
     xml_text = re.sub(r"&#x([0-9a-fA-F]{1,2});", lambda m: _control(int(m.group(1), 16)) or m.group(0), xml_text)
     xml_text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", lambda m: _control(ord(m.group(0))), xml_text)
-    return _canon(ET.fromstring(xml_text.strip()))
+    return _canon(ET.fromstring(xml_text.strip()), rounding)
 
 
 def first_difference(a: tuple[Any, ...], b: tuple[Any, ...], path: str = "") -> str | None:

@@ -255,6 +255,12 @@ class EvtxRecord(EventRecord):
         return self._chunk.index
 
     @property
+    def torn(self) -> bool:
+        """The record's size is not repeated at its end: it was being written when the file was copied."""
+        end = self._pos + self._size
+        return self._raw[end - 4 : end] != self._size.to_bytes(4, "little")
+
+    @property
     def file_offset(self) -> int:
         """Where the record starts in the file."""
         return self._chunk.offset + self._pos
