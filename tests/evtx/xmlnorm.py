@@ -7,9 +7,12 @@ attribute left empty or left out. ``canonical`` removes exactly those difference
 
 from __future__ import annotations
 
+import base64
 import re
 import xml.etree.ElementTree as ET
-from datetime import datetime, timedelta
+from datetime import datetime, timezone
+
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 from typing import Any
 
 _GUID = re.compile(r"^\{?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\}?$")
@@ -18,7 +21,8 @@ _HEX = re.compile(r"^0x([0-9a-fA-F]+)$")
 
 
 def canonical_value(text: str | None, rounding: str = "truncate") -> str:
-    """``rounding``: how the reader went from 100 ns ticks to microseconds (python-evtx rounds)."""
+    """``rounding``: how a reader goes from 100 ns ticks to microseconds: ``truncate``, or
+    ``python-evtx`` (through a float, as that reader does: give it the full-precision text)."""
     text = (text or "").strip()
     match = _GUID.match(text)
     if match:
@@ -26,10 +30,12 @@ def canonical_value(text: str | None, rounding: str = "truncate") -> str:
     match = _TIME.match(text)
     if match:
         fraction = match.group(3) or ""
-        if rounding == "nearest" and len(fraction) > 6:
-            base = datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}")
-            micro = round(int((fraction + "000")[:9]) / 1000)
-            return (base + timedelta(microseconds=micro)).isoformat(timespec="microseconds")
+        if rounding == "python-evtx" and len(fraction) > 6:
+            # python-evtx goes through a float: fromtimestamp(ticks * 1e-7 - 11644473600).
+            base = datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}+00:00")
+            ticks = (int((base - _FILETIME_EPOCH).total_seconds()) * 10_000_000) + int((fraction + "0000000")[:7])
+            shown = datetime.fromtimestamp(float(ticks) * 1e-7 - 11644473600, timezone.utc)
+            return shown.replace(tzinfo=None).isoformat(timespec="microseconds")
         digits = (fraction + "000000")[:6]
         return f"{match.group(1)}T{match.group(2)}.{digits}"
     if text in ("True", "False"):
@@ -66,19 +72,29 @@ def canonical(xml_text: str, rounding: str = "truncate") -> tuple[Any, ...]:
     return _canon(ET.fromstring(xml_text.strip()), rounding)
 
 
-def first_difference(a: tuple[Any, ...], b: tuple[Any, ...], path: str = "") -> str | None:
-    """Where two canonical trees first differ (``None`` when equal)."""
+def same_binary(hex_text: str, base64_text: str) -> bool:
+    """python-evtx prints binary values in base64 where others print hex, and drops control characters."""
+    if hex_text == base64_text or re.sub(r"\\x[01][0-9a-f]", "", hex_text) == base64_text:
+        return True
+    try:
+        return bytes.fromhex(hex_text) == base64.b64decode(base64_text, validate=True)
+    except ValueError:
+        return False
+
+
+def first_difference(a: tuple[Any, ...], b: tuple[Any, ...], path: str = "", *, same: Any = None) -> str | None:
+    """Where two canonical trees first differ (``None`` when equal); ``same(a, b)`` compares texts."""
     here = f"{path}/{a[0]}"
     if a[0] != b[0]:
         return f"{path}: element {a[0]!r} != {b[0]!r}"
     if a[1] != b[1]:
         return f"{here}: attributes {a[1]!r} != {b[1]!r}"
-    if a[2] != b[2]:
+    if a[2] != b[2] and not (same is not None and same(a[2], b[2])):
         return f"{here}: text {a[2]!r} != {b[2]!r}"
     if len(a[3]) != len(b[3]):
         return f"{here}: {len(a[3])} children != {len(b[3])}: {[c[0] for c in a[3]]} vs {[c[0] for c in b[3]]}"
     for x, y in zip(a[3], b[3]):
-        found = first_difference(x, y, here)
+        found = first_difference(x, y, here, same=same)
         if found:
             return found
     return None

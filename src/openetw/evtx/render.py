@@ -40,6 +40,9 @@ def escape_attribute(text: str) -> str:
     return text.translate(_ATTR_ESCAPES)
 
 
+_ENTITIES = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
+
+
 class Value:
     """A substitution value: its type and bytes, decoded on demand."""
 
@@ -51,11 +54,16 @@ class Value:
 
     @property
     def text(self) -> str:
-        return V.value_text(self.value_type, self.raw)
+        """The value as the XML shows it (a value whose bytes do not fit its type: its bytes in hex)."""
+        return value_text_lenient(self.value_type, self.raw)
 
     @property
     def value(self) -> Any:
-        return V.python_value(self.value_type, self.raw)
+        """The value as Python (a value whose bytes do not fit its type: those bytes)."""
+        try:
+            return V.python_value(self.value_type, self.raw)
+        except V.ValueError_:
+            return bytes(self.raw)
 
     def __repr__(self) -> str:
         return f"<Value {V.type_name(self.value_type)} {self.raw.hex()}>"
@@ -274,7 +282,7 @@ class Renderer:
             elif cls is CharRef:
                 out.append(chr(part.code) if part.code < 0x110000 else "")
             elif cls is EntityRef:
-                out.append(f"&{part.name};")
+                out.append(_ENTITIES.get(part.name, f"&{part.name};"))
 
     def _resolve(self, nodes: list[Any], values: Any, out: list[Any], depth: int) -> None:
         if depth > MAX_DEPTH:

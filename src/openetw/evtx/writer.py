@@ -67,10 +67,19 @@ def tree_shape(tree: Iterable[Any]) -> tuple[Shape, list[Value]]:
             return node(leaf)
         return ("T", str(leaf))
 
+    def merged(items: list[Any]) -> tuple[Shape, ...]:
+        out: list[Shape] = []
+        for item in items:
+            shaped = part(item)
+            if shaped[0] == "T" and out and out[-1][0] == "T":
+                out[-1] = ("T", out[-1][1] + shaped[1])  # one text token, as readers expect
+            else:
+                out.append(shaped)
+        return tuple(out)
+
     def node(element: XmlNode) -> Shape:
-        attributes = tuple((name, tuple(part(p) for p in parts)) for name, parts in element.attributes.items())
-        children = tuple(part(c) for c in element.children)
-        return ("E", element.name, attributes, children)
+        attributes = tuple((name, merged(parts)) for name, parts in element.attributes.items())
+        return ("E", element.name, attributes, merged(element.children))
 
     shapes = tuple(part(item) for item in tree)
     return shapes, values
