@@ -236,7 +236,7 @@ def _pool_sink(*, blocks: bool) -> tuple[Any, Any]:
     """A recorder's PoolSink over fresh pools (two CPUs, room for every captured page copied),
     with a second pool per CPU for system calls when ``blocks``; and what closes them."""
     from openetw.service.kernel_recorder import PoolSink
-    from openetw.service.pool import BufferPool
+    from openetw.ipc.pool import BufferPool
 
     pools = [BufferPool.create(64 << 10, 64, logger_id=1, producer_pid=0, flush_interval_ms=0) for _ in range(4 if blocks else 2)]
     writers = [pool.writer() for pool in pools]

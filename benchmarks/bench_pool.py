@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_of, machine_note, table  # noqa: E402
 
-from openetw.service.pool import BufferPool  # noqa: E402
+from openetw.ipc.pool import BufferPool  # noqa: E402
 
 BUFFER_SIZE = 64 * 1024
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"

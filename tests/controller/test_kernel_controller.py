@@ -12,7 +12,7 @@ import pytest
 from openetw.controller import ServiceClient, list_sessions
 from openetw.controller.kernel import query_kernel_session, start_kernel_session, stop_kernel_session
 from openetw.errors import InvalidArgument
-from openetw.service.wire import config_from_json, config_to_json
+from openetw.ipc.wire import config_from_json, config_to_json
 from openetw.session import InvalidSessionConfig, SessionConfig, SessionKind
 from tests.service.harness import ServiceProcess, service_env  # noqa: F401 - fixture
 from tests.service.test_kernel_sessions import _file_events, kernel_service  # noqa: F401 - fixture

@@ -15,10 +15,10 @@ import pytest
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.guids import NULL_GUID
+from openetw.ipc.pool import BufferPool
 from openetw.manifest.winmeta import InType
 from openetw.provider import Provider, TraceLoggingProvider, activity
 from openetw.provider.encode import ManifestEventEncoder, TraceLoggingEncoderCache, TraceLoggingEventEncoder
-from openetw.service.pool import BufferPool
 from openetw.session import EnableRule, EnableState, SessionEnable
 
 BH_SIZE = L.BUFFER_HEADER_SIZE

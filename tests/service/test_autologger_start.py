@@ -17,12 +17,12 @@ import pytest
 from openetw.cli.main import main
 from openetw.controller import ServiceClient, Session
 from openetw.errors import AccessDenied
-from openetw.service.autologger import default_autologger, read_autologger, start_autologger
-from openetw.service.paths import user_socket
-from openetw.service.server import TraceService
-from openetw.service.run import run_service as serve
-from openetw.session import InvalidSessionConfig, LogMode
+from openetw.ipc.paths import user_socket
 from openetw.provider import TraceLoggingProvider
+from openetw.service.autologger import default_autologger, read_autologger, start_autologger
+from openetw.service.run import run_service as serve
+from openetw.service.server import TraceService
+from openetw.session import InvalidSessionConfig, LogMode
 from tests.service.harness import START_TIMEOUT, ServiceProcess, indices, read_events, service_env  # noqa: F401 - fixture
 
 PROVIDER = "Test.Autologger"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from openetw.controller import RealtimeConsumer, ServiceClient, Session, list_sessions
-from openetw.service.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
+from openetw.ipc.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
 from openetw.session import MAX_SESSIONS, MAX_SESSIONS_PER_PROVIDER, TooManySessions, TooManySessionsForProvider
 from tests.service.guarantee_helpers import poll_until, refusal
 from tests.service.harness import Producer, ServiceProcess, as_other_user, producers, service, service_env, start_service  # noqa: F401 - fixtures

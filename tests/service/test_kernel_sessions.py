@@ -455,7 +455,7 @@ def test_pool_sink_blocks_read_back_as_their_records_and_every_row_is_written_or
     from openetw.kernel import KernelEventMapper
     from openetw.kernel.ringbuffer import FixedLayouts
     from openetw.service.kernel_recorder import PoolSink
-    from openetw.service.pool import BufferPool
+    from openetw.ipc.pool import BufferPool
     from openetw.service.sessions import count_typed_records
     from tests.kernel import pages as P
 

@@ -15,8 +15,8 @@ from openetw.etl import layouts as L
 from openetw.etl.build import build_event_record
 from openetw.etl.relog import is_logfile_header_record
 from openetw.etl.writer import linux_trace_clock
+from openetw.ipc.pool import BufferPool
 from openetw.service.logfile import LogFile, count_records
-from openetw.service.pool import BufferPool
 from openetw.session import LogMode, SessionConfig
 
 PROVIDER = uuid.UUID("5eadbeef-0000-4000-8000-00000000f11e")

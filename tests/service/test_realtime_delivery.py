@@ -11,8 +11,8 @@ import socket
 import time
 from pathlib import Path
 
+from openetw.ipc.protocol import Channel, encode_frame
 from openetw.service.connection import REALTIME_SEND_BUFFER
-from openetw.service.protocol import Channel, encode_frame
 from openetw.service.server import TraceService
 
 BUFFER = bytes(range(256)) * 256  # one 64 KB buffer's worth of payload

@@ -13,7 +13,7 @@ import pytest
 from openetw.controller import ServiceClient, Session
 from openetw.errors import ServiceError
 from openetw.etl import EtlReader
-from openetw.service.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
+from openetw.ipc.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
 from openetw.session import MAX_SESSIONS, TooManySessions
 from tests.service.harness import (  # noqa: F401 - fixtures
     Producer,

@@ -59,7 +59,7 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     identity of the file's owner, and a file others may write is refused.
     """
     from openetw.service.autologger import default_autologger
-    from openetw.service.paths import default_socket
+    from openetw.ipc.paths import default_socket
     from openetw.service.run import run_service
 
     system = scope == "system" or (scope is None and socket_path is None and os.geteuid() == 0 and not os.environ.get("OPENETW_SOCKET"))

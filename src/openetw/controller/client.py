@@ -18,8 +18,8 @@ from typing import Any
 import openetw.errors as base_errors
 import openetw.session.errors as session_errors
 from openetw.errors import OpenEtwError, ServiceError
-from openetw.service.paths import SOCKET_ENV, client_socket_candidates, default_socket
-from openetw.service.protocol import Channel, ProtocolError
+from openetw.ipc.paths import SOCKET_ENV, client_socket_candidates, default_socket
+from openetw.ipc.protocol import Channel, ProtocolError
 
 __all__ = ["AUTOSTART_ENV", "ServiceClient", "error_from_reply", "spawn_service"]
 

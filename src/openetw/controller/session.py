@@ -22,9 +22,9 @@ from typing import Any
 from openetw.controller.client import ServiceClient
 from openetw.errors import InvalidArgument, OpenEtwError
 from openetw.guids import parse_guid
+from openetw.ipc.wire import config_from_json, filters_to_json
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
 from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB
-from openetw.service.wire import config_from_json, filters_to_json
 
 __all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
 

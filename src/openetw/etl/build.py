@@ -146,9 +146,9 @@ def build_message_record(
         flags |= L.TRACE_MESSAGE_SYSTEMINFO
         items += struct.pack("<II", tid or 0, pid or 0)
     if pointer_size == 4:
-        flags |= 0x40
+        flags |= L.TRACE_MESSAGE_POINTER32
     elif pointer_size == 8:
-        flags |= 0x80
+        flags |= L.TRACE_MESSAGE_POINTER64
     size = L.MESSAGE_TRACE_HEADER.size + len(items) + len(user_data)
     header = L.MESSAGE_TRACE_HEADER.pack(size & 0xFFFF, L.HEADER_TYPE_MESSAGE, L.MARKER_FLAGS_MESSAGE, message_number, flags)
     return _finish(MessageRecord, header, items + user_data, cpu, context)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 from openetw.errors import CompressionError, EtlFormatError, InvalidArgument
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.clock import SYSTEM_TIME_CLOCK
 from openetw.etl.logfile import LOGFILE_HEADER_HOOK_ID, LogfileHeader, parse_logfile_header
@@ -30,11 +31,16 @@ from openetw.etl.record import (
 
 _NO_CONTEXT = RecordContext(SYSTEM_TIME_CLOCK)
 
-# The common case in one dict lookup: marker >> 16 (flags 0xC0 and the header type) -> framing.
+# The common case in one dict lookup: the marker key (typed flags and the header type) -> framing.
+assert RECORD_CLASSES.keys() == F.HEADER_KINDS.keys()
 _FAST_PATH = {
-    (L.MARKER_FLAGS_TYPED << 8) | header_type: (cls, cls.layout.unpack_from, cls.header_size, cls.size_index)  # type: ignore[union-attr]
-    for header_type, cls in RECORD_CLASSES.items()
+    F.typed_key(header_type): (RECORD_CLASSES[header_type], row.layout.unpack_from, row.header_size, row.size_index)
+    for header_type, row in F.HEADER_KINDS.items()
 }
+_KEY_SHIFT, _FLAGS_SHIFT, _END_OF_DATA = F.MARKER_KEY_SHIFT, F.MARKER_FLAGS_SHIFT, F.END_OF_DATA
+_TYPED_MASK, _MESSAGE_MASK, _MESSAGE_FLAGS = F.TYPED_FLAGS_MASK, F.MESSAGE_FLAGS_MASK, F.MESSAGE_FLAGS
+_PAD, _ALIGN = F.RECORD_ALIGNMENT - 1, -F.RECORD_ALIGNMENT
+_MESSAGE = F.MESSAGE_KIND
 
 # Largest buffer we accept. ETW's own limit is far lower (1 MiB for most sessions); anything
 # bigger is damage, and refusing it bounds the memory a hostile file can make us take.
@@ -217,7 +223,7 @@ class EtlReader:
             err = self._error("file ends inside a compressed buffer", offset, index, "compressed buffer")
             return _Frame(info, head, ((err, len(head) + len(rest)),), None)
         if data_end < _BH_SIZE or data_end > MAX_BUFFER_SIZE:
-            err = self._error(f"Offset {data_end:#x} is out of range for a compressed buffer", offset + 0x30, index, "WMI_BUFFER_HEADER.Offset")
+            err = self._error(f"Offset {data_end:#x} is out of range for a compressed buffer", offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset")
             return _Frame(info, head, ((err, size),), offset + size)
         from openetw.etl.lzxpress import decompress
 
@@ -280,26 +286,29 @@ class EtlReader:
     def _walk(self, info: BufferInfo, data: bytes) -> Iterator[EventRecord]:
         """The records of one buffer, following the 8-byte-aligned chain up to ``Offset``.
 
-        What is wrong with the buffer is reported after its good records.
+        What is wrong with the buffer is reported after its good records. This is
+        ``framing.walk`` made fast (one dict lookup per record in the common case, the header
+        unpacked once into the record); a property test holds the two to the same results.
         """
         end, length = info.data_end, len(data)
         truncated = length < info.buffer_size and not info.compressed
         late = None
         if end > length:
             if not truncated and not info.compressed:
-                late = self._error(f"Offset {end:#x} is past the buffer end {length:#x}", info.file_offset + 0x30, info.index, "WMI_BUFFER_HEADER.Offset")
+                late = self._error(f"Offset {end:#x} is past the buffer end {length:#x}", info.file_offset + F.BUFFER_OFFSET_AT, info.index, "WMI_BUFFER_HEADER.Offset")
             end = length
         elif end < _BH_SIZE and not info.compressed:
-            late = self._error(f"Offset {end:#x} is inside the buffer header", info.file_offset + 0x30, info.index, "WMI_BUFFER_HEADER.Offset")
+            late = self._error(f"Offset {end:#x} is inside the buffer header", info.file_offset + F.BUFFER_OFFSET_AT, info.index, "WMI_BUFFER_HEADER.Offset")
         pos = _BH_SIZE
         cpu, ctx, bidx = info.cpu, self.context, info.index
         fast = _FAST_PATH
         u32 = _u32
         count = 0
         problem: tuple[str, str] | None = None
+        key_shift, flags_shift, end_of_data, pad, align = _KEY_SHIFT, _FLAGS_SHIFT, _END_OF_DATA, _PAD, _ALIGN
         while pos + 4 <= end:
             marker = u32(data, pos)[0]
-            entry = fast.get(marker >> 16)
+            entry = fast.get(marker >> key_shift)
             if entry is not None:
                 cls, unpack_from, header_size, size_index = entry
                 if pos + header_size > end:
@@ -312,15 +321,15 @@ class EtlReader:
                     break
                 count += 1
                 yield cls(h, data, pos, size, cpu, ctx, bidx)
-                pos += (size + 7) & ~7
+                pos += (size + pad) & align
                 continue
-            if marker == 0xFFFFFFFF:
+            if marker == end_of_data:
                 break
-            mflags = marker >> 24
-            if mflags & 0xC0 == 0xC0:
-                cls = RECORD_CLASSES.get((marker >> 16) & 0xFF)
+            mflags = marker >> flags_shift
+            if mflags & _TYPED_MASK == _TYPED_MASK:
+                cls = RECORD_CLASSES.get(F.header_type_of(marker))
                 if cls is None:
-                    yield self._unknown(data, pos, end, info, f"unknown header type {(marker >> 16) & 0xFF:#04x}")
+                    yield self._unknown(data, pos, end, info, f"unknown header type {F.header_type_of(marker):#04x}")
                     break
                 # A known header type with uncommon marker flags: the same framing, the slow way.
                 layout = cls.layout
@@ -334,21 +343,21 @@ class EtlReader:
                     break
                 count += 1
                 yield cls(h, data, pos, size, cpu, ctx, bidx)
-            elif mflags & 0xD0 == 0x90:
-                if pos + L.MESSAGE_TRACE_HEADER.size > end:
-                    problem = ("record header runs past the buffer's data", "MESSAGE_TRACE_HEADER")
+            elif mflags & _MESSAGE_MASK == _MESSAGE_FLAGS:
+                if pos + _MESSAGE.header_size > end:
+                    problem = ("record header runs past the buffer's data", _MESSAGE.structure)
                     break
-                h = L.MESSAGE_TRACE_HEADER.unpack_from(data, pos)
-                size = h[0]
-                if size < L.MESSAGE_TRACE_HEADER.size or pos + size > end:
-                    problem = (f"record size {size:#x} is out of range", "MESSAGE_TRACE_HEADER.Size")
+                h = _MESSAGE.layout.unpack_from(data, pos)
+                size = h[_MESSAGE.size_index]
+                if size < _MESSAGE.header_size or pos + size > end:
+                    problem = (f"record size {size:#x} is out of range", f"{_MESSAGE.structure}.Size")
                     break
                 count += 1
                 yield MessageRecord(h, data, pos, size, cpu, ctx, bidx)
             else:
                 yield self._unknown(data, pos, end, info, f"no record header at this position (marker {marker:#010x})")
                 break
-            pos += (size + 7) & ~7
+            pos += (size + pad) & align
         self.stats.records += count
         if problem is not None:
             message, structure = problem
@@ -503,15 +512,15 @@ class EtlReader:
         if end < _BH_SIZE + L.SYSTEM_TRACE_HEADER.size:
             raise self._error("header buffer holds no logfile header record", info.file_offset, 0, "SYSTEM_TRACE_HEADER")
         marker = _u32(data, _BH_SIZE)[0]
-        htype = (marker >> 16) & 0xFF
-        if marker >> 24 & 0xC0 != 0xC0 or htype not in (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_SYSTEM64):
+        htype = F.header_type_of(marker)
+        if not F.is_typed(marker >> F.MARKER_FLAGS_SHIFT) or htype not in (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_SYSTEM64):
             raise self._error(f"first record is not a logfile header (marker {marker:#010x})", info.file_offset + _BH_SIZE, 0, "SYSTEM_TRACE_HEADER")
         h = L.SYSTEM_TRACE_HEADER.unpack_from(data, _BH_SIZE)
         size, hook = h[L.SYSTEM_TRACE_HEADER.index("Size")], h[L.SYSTEM_TRACE_HEADER.index("HookId")]
         if hook != LOGFILE_HEADER_HOOK_ID or size < L.SYSTEM_TRACE_HEADER.size or _BH_SIZE + size > end:
             raise self._error(f"logfile header record has hook {hook:#06x} and size {size:#x}", info.file_offset + _BH_SIZE, 0, "SYSTEM_TRACE_HEADER")
         payload = data[_BH_SIZE + L.SYSTEM_TRACE_HEADER.size : _BH_SIZE + size]
-        pointer_size = 4 if htype == L.HEADER_TYPE_SYSTEM32 else 8
+        pointer_size = F.HEADER_KINDS[htype].pointer_size
         header = parse_logfile_header(payload, pointer_size, h[L.SYSTEM_TRACE_HEADER.index("SystemTime")], file_offset=info.file_offset + _BH_SIZE + L.SYSTEM_TRACE_HEADER.size)
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)
@@ -536,9 +545,9 @@ def _first_timestamp(data: bytes, data_end: int) -> int | None:
     if _BH_SIZE + 4 > end:
         return None
     marker = _u32(data, _BH_SIZE)[0]
-    if marker == 0xFFFFFFFF or marker >> 24 & 0xC0 != 0xC0:
+    if marker == F.END_OF_DATA or not F.is_typed(marker >> F.MARKER_FLAGS_SHIFT):
         return None
-    cls = RECORD_CLASSES.get((marker >> 16) & 0xFF)
+    cls = RECORD_CLASSES.get(F.header_type_of(marker))
     if cls is None or _BH_SIZE + cls.header_size > end:
         return None
     return cls(cls.layout.unpack_from(data, _BH_SIZE), data, _BH_SIZE, cls.header_size, 0, _NO_CONTEXT).timestamp  # type: ignore[union-attr]

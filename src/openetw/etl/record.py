@@ -25,6 +25,7 @@ from openetw.etl.extended import (
     ExtendedItem,
     StackTrace,
 )
+from openetw.etl.framing import system_header_extension
 from openetw.guids import NULL_GUID, guid_from_le
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ class _HookRecord(EventRecord):
 
     @property
     def user_data_offset(self) -> int:
-        return self.header_size + _system_header_extension(self._h[0])
+        return self.header_size + system_header_extension(self._h[0])
 
     @property
     def pointer_size(self) -> int:
@@ -287,13 +288,6 @@ class _HookRecord(EventRecord):
 
 
 assert _S("HookId") == _P("HookId") and _S("HeaderType") == _P("HeaderType") and _S("Size") == _P("Size")
-
-
-def _system_header_extension(version_field: int) -> int:
-    """Extra bytes after a SYSTEM/PERFINFO header: an 8-byte extension and PMC counters."""
-    if version_field & 0xFF00 == 0:
-        return 0
-    return (8 if version_field & 0x8000 else 0) + 8 * ((version_field >> 8) & 7)
 
 
 class SystemRecord(_HookRecord):
@@ -550,9 +544,9 @@ class MessageRecord(EventRecord):
     @property
     def pointer_size(self) -> int:
         flags = self._h[_M("OptionFlags")]
-        if flags & 0x40:
+        if flags & L.TRACE_MESSAGE_POINTER32:
             return 4
-        if flags & 0x80:
+        if flags & L.TRACE_MESSAGE_POINTER64:
             return 8
         return self._ctx.pointer_size
 

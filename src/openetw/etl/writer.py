@@ -16,6 +16,7 @@ from openetw import hostinfo
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock, unix_ns_to_filetime
+from openetw.etl.framing import aligned
 from openetw.etl.logfile import LogfileHeader, encode_logfile_header
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, UnknownRecord
 
@@ -31,6 +32,27 @@ def linux_trace_clock() -> TraceClock:
     mono = time.monotonic_ns()
     wall = time.time_ns()
     return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(wall), mono, 1_000_000_000)
+
+
+def header_buffer(header: LogfileHeader, logger_id: int, buffer_size: int | None = None) -> bytes:
+    """Buffer 0 of a file: the logfile header record in a header-type buffer of ``buffer_size``
+    bytes (the header's own BufferSize unless given)."""
+    size = header.buffer_size if buffer_size is None else buffer_size
+    payload = encode_logfile_header(header)
+    header_type = L.HEADER_TYPE_SYSTEM64 if header.header_record_pointer_size == 8 else L.HEADER_TYPE_SYSTEM32
+    record_size = L.SYSTEM_TRACE_HEADER.size + len(payload)
+    record = L.SYSTEM_TRACE_HEADER.pack(2, header_type, L.MARKER_FLAGS_TYPED, record_size, 0, 0, os.getpid(), header.reference_timestamp, 0, 0) + payload
+    used = _BH_SIZE + aligned(len(record))
+    if used > size:
+        raise InvalidArgument(f"buffer size {size} cannot hold the logfile header record ({used} bytes)")
+    data = bytearray(b"\xff") * size
+    data[_BH_SIZE : _BH_SIZE + len(record)] = record
+    data[_BH_SIZE + len(record) : used] = bytes(used - _BH_SIZE - len(record))
+    data[:_BH_SIZE] = L.WMI_BUFFER_HEADER.pack(
+        size, used, used, 0, header.reference_timestamp, 0, 0, 0, logger_id, 3, used,
+        L.BUFFER_FLAG_PROCESSOR_INDEX, L.BUFFER_TYPE_HEADER, bytes(16),
+    )
+    return bytes(data)
 
 
 def new_logfile_header(
@@ -294,21 +316,7 @@ class EtlWriter:
             buffers_lost=self._buffers_lost,
             end_time=self.clock.to_filetime(self._max_timestamp) if self._max_timestamp is not None else self.header.end_time,
         )
-        payload = encode_logfile_header(header)
-        header_type = L.HEADER_TYPE_SYSTEM64 if header.header_record_pointer_size == 8 else L.HEADER_TYPE_SYSTEM32
-        record_size = L.SYSTEM_TRACE_HEADER.size + len(payload)
-        record = L.SYSTEM_TRACE_HEADER.pack(2, header_type, L.MARKER_FLAGS_TYPED, record_size, 0, 0, os.getpid(), header.reference_timestamp, 0, 0) + payload
-        used = _BH_SIZE + ((len(record) + 7) & ~7)
-        if used > self.buffer_size:
-            raise InvalidArgument(f"buffer size {self.buffer_size} cannot hold the logfile header record ({used} bytes)")
-        data = bytearray(b"\xff") * self.buffer_size
-        data[_BH_SIZE : _BH_SIZE + len(record)] = record
-        data[_BH_SIZE + len(record) : used] = bytes(used - _BH_SIZE - len(record))
-        data[:_BH_SIZE] = L.WMI_BUFFER_HEADER.pack(
-            self.buffer_size, used, used, 0, header.reference_timestamp, 0, 0, 0, self.logger_id, 3, used,
-            L.BUFFER_FLAG_PROCESSOR_INDEX, L.BUFFER_TYPE_HEADER, b"\0" * 16,
-        )
-        return bytes(data)
+        return header_buffer(header, self.logger_id, self.buffer_size)
 
     def _write_header_buffer(self) -> None:
         self._buffers_written = 1

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from openetw.errors import InvalidArgument
+from openetw.ipc.pool import PoolWriter
 from openetw.manifest.parser import parse_manifest
 from openetw.manifest.winmeta import InType, OutType
 from openetw.provider.encode import EventDescriptor, ManifestEventEncoder
 from openetw.provider.fields import InvalidFieldValue
 from openetw.provider.runtime import EnableCallback, Provider, WriteFn, positional_writer, write_route
-from openetw.service.pool import PoolWriter
 from openetw.tdh.from_manifest import schema_from_manifest_event
 from openetw.tdh.schema import PropertyInfo, Schema
 

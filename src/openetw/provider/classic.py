@@ -42,11 +42,11 @@ from typing import Any
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.guids import parse_guid
+from openetw.ipc.pool import PoolWriter
 from openetw.manifest.winmeta import IN_TYPE_NAMES, InType, OutType
 from openetw.provider.fields import InvalidFieldValue, PayloadPacker
 from openetw.provider.link import link
 from openetw.provider.runtime import _ProviderBase, _write_all
-from openetw.service.pool import PoolWriter
 from openetw.session import EnableState
 from openetw.tdh.schema import PropertyInfo
 

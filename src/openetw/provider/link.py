@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from openetw.errors import OpenEtwError
-from openetw.service.paths import client_socket_candidates
-from openetw.service.pool import BufferPool, PoolWriter
-from openetw.service.protocol import Channel, Message
-from openetw.service.wire import enable_state_from_json
+from openetw.ipc.paths import client_socket_candidates
+from openetw.ipc.pool import BufferPool, PoolWriter
+from openetw.ipc.protocol import Channel, Message
+from openetw.ipc.wire import enable_state_from_json
 from openetw.session import DISABLED, EnableState
 
 __all__ = ["REGISTER_WAIT", "RETRY_INTERVAL", "ServiceLink", "link"]
@@ -277,7 +277,7 @@ class ServiceLink:
         body = message.body
         fd = message.take_fd()
         pool = BufferPool.attach(fd)
-        writer = pool.writer(on_full=self._notice)
+        writer = pool.writer(doorbell=self._state.channel)
         slot = _PoolSlot(int(body["pool_id"]), int(body["session_id"]), pool, writer, int(body.get("flush_interval_ms", 0)) / 1000)
         with self._lock:
             self._state.pools[slot.pool_id] = slot
@@ -319,12 +319,6 @@ class ServiceLink:
         channel = self._state.channel
         if channel is not None:
             channel.send({"op": "flushed", "token": body.get("token")})
-
-    def _notice(self, _index: int) -> None:
-        """A buffer became FULL (called on the writing thread): one byte to the service."""
-        channel = self._state.channel
-        if channel is not None:
-            channel.notice()
 
     # -- fork ----------------------------------------------------------------------------------
     def _after_fork_in_child(self) -> None:

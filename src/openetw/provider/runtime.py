@@ -44,15 +44,15 @@ from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
 from openetw.guids import parse_guid, provider_guid_from_name
-from openetw.provider.activity import activity_state, claim_activity_ids
+from openetw.ipc.pool import PoolWriter
+from openetw.ipc.wire import filters_to_json
 from openetw.manifest.winmeta import InType
+from openetw.provider.activity import activity_state, claim_activity_ids
 from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache, TraceLoggingEventEncoder
 from openetw.provider.fields import FieldSpec
-from openetw.tdh.schema import PropertyInfo
 from openetw.provider.link import REGISTER_WAIT, link
-from openetw.service.pool import PoolWriter
-from openetw.service.wire import filters_to_json
 from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
+from openetw.tdh.schema import PropertyInfo
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openetw.errors import AccessDenied, OpenEtwError
-from openetw.service.paths import SYSTEM_SOCKET, user_socket
+from openetw.ipc.paths import SYSTEM_SOCKET, user_socket
 from openetw.session import Caller, SessionConfig, parse_autologger_config
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.service.paths import PeerCredentials, peer_credentials
-from openetw.service.protocol import FrameDecoder, Message, ProtocolError, encode_frame, recv_into_decoder
+from openetw.ipc.paths import PeerCredentials, peer_credentials
+from openetw.ipc.protocol import FrameDecoder, Message, ProtocolError, encode_frame, recv_into_decoder
 from openetw.session import Caller
 
 __all__ = ["Connection", "OutgoingFrame"]

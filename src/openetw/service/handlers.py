@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from openetw.errors import AccessDenied, InvalidArgument
 from openetw.guids import format_guid
+from openetw.ipc.protocol import Message, ProtocolError
+from openetw.ipc.wire import config_changes_from_json, config_from_json, enable_state_to_json, rule_from_json
 from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile
-from openetw.service.protocol import Message, ProtocolError
 from openetw.service.sessions import PendingFlush, SessionRuntime
-from openetw.service.wire import config_changes_from_json, config_from_json, enable_state_to_json, rule_from_json
 from openetw.session import Caller, EnableRule, InvalidSessionConfig, LogMode, SessionConfig, SessionKind, SessionState
 
 if TYPE_CHECKING:

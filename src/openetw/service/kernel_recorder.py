@@ -34,8 +34,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from openetw.errors import OpenEtwError
-from openetw.service.pool import BufferPool, PoolWriter
-from openetw.service.protocol import Channel
+from openetw.ipc.pool import BufferPool, PoolWriter
+from openetw.ipc.protocol import Channel
 
 if TYPE_CHECKING:
     from openetw.etl.record import EventRecord
@@ -155,12 +155,9 @@ class Recorder:
         self.session: Any = None
         self._stop = threading.Event()
         block_ids = set(settings.get("block_pools") or ())
-        writers = [pool.writer(on_full=self._notice) for pool_id, pool in pools.items() if pool_id not in block_ids]
-        blocks = [pool.writer(on_full=self._notice) for pool_id, pool in pools.items() if pool_id in block_ids]
+        writers = [pool.writer(doorbell=self.channel) for pool_id, pool in pools.items() if pool_id not in block_ids]
+        blocks = [pool.writer(doorbell=self.channel) for pool_id, pool in pools.items() if pool_id in block_ids]
         self.sink = PoolSink(writers, block_writers=blocks, on_lost=self._lost)
-
-    def _notice(self, _index: int) -> None:
-        self.channel.notice()
 
     def _lost(self, total: int) -> None:
         try:

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openetw.errors import AccessDenied, OpenEtwError, ServiceError
-from openetw.service.connection import Connection
-from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
-from openetw.service.sessions import SessionRuntime, count_typed_records
+from openetw.ipc.pool import MAX_BUFFER_COUNT, BufferPool
 from openetw.kernel.tracefs import INSTANCE_PREFIX
+from openetw.service.connection import Connection
+from openetw.service.sessions import SessionRuntime, count_typed_records
 from openetw.session import InvalidSessionConfig, SessionConfig, SessionKind
 from openetw.session.config import is_reserved_name
 

@@ -48,20 +48,21 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from openetw.etl import layouts as L
+from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
-from openetw.etl.logfile import LogfileHeader, encode_logfile_header
-from openetw.etl.writer import new_logfile_header
+from openetw.etl.logfile import LogfileHeader
+from openetw.etl.writer import header_buffer, new_logfile_header
 
 __all__ = ["LogFile", "WriteResult", "count_records", "header_buffer"]
 
-_BH_SIZE = L.BUFFER_HEADER_SIZE
-_BH = L.WMI_BUFFER_HEADER
 _u32 = struct.Struct("<I").unpack_from
 _BYTES = [bytes((value,)) for value in range(256)]
 _WORTHWHILE_RUN = 8  # a shorter run costs more than walking it
-_OFFSET_AT = _BH.offset("Offset")
-_TIMESTAMP_AT = _BH.offset("TimeStamp")
+_RECORDS_START, _OFFSET_AT, _TIMESTAMP_AT = F.RECORDS_START, F.BUFFER_OFFSET_AT, F.BUFFER_TIMESTAMP_AT
+_MIN_SIZE, _PAD, _ALIGN = F.MIN_RECORD_SIZE, F.RECORD_ALIGNMENT - 1, -F.RECORD_ALIGNMENT
+# Pool buffers hold producer records only, whose Size is their first u16: a walk reads the u16
+# at each record's start (see framing.PRODUCER_SIZE_AT).
+assert F.PRODUCER_SIZE_AT == 0
 MAX_QUEUED_BYTES = 64 << 20
 _DIRECT_ALIGNMENT = 4096  # O_DIRECT wants offsets, lengths and memory aligned to the block size
 
@@ -70,21 +71,23 @@ def count_records(buffer: bytes) -> int:
     """How many records a pool buffer holds: a walk over their sizes, nothing decoded.
 
     This runs for every buffer the service takes, so it is the service's main cost per event.
+    Pool buffers hold producer records (EVENT_HEADER, EVENT_TRACE_HEADER), whose Size comes
+    first; ``framing.walk`` is the reference this count is tested against.
     A producer often writes the same event again and again: when the next record has the size
     of the last one, the records that follow with that size are counted at once, in C (the
     size's two bytes at every stride, see ``_same_size_run``). Walking on is the same count,
     only slower; runs are no longer tried in a buffer once one turns out short.
     """
     used = min(_u32(buffer, _OFFSET_AT)[0], len(buffer))
-    last = used - 8  # where the last record that can be counted starts, at the latest
+    last = used - _MIN_SIZE  # where the last record that can be counted starts, at the latest
     with memoryview(buffer) as view, view[: len(buffer) & ~1].cast("H") as sizes:
-        position, count = _BH_SIZE, 0
+        position, count = _RECORDS_START, 0
         try_runs = True
         while position <= last:
             size = sizes[position >> 1]
-            if size < 8:
+            if size < _MIN_SIZE:
                 break
-            step = (size + 7) & ~7
+            step = (size + _PAD) & _ALIGN
             position += step
             count += 1
             if try_runs and position <= last and sizes[position >> 1] == size:
@@ -111,25 +114,6 @@ def _same_size_run(buffer: bytes, position: int, last: int, step: int, size: int
 
 def buffer_timestamp(buffer: bytes) -> int:
     return struct.unpack_from("<q", buffer, _TIMESTAMP_AT)[0]
-
-
-def header_buffer(header: LogfileHeader, logger_id: int) -> bytes:
-    """Buffer 0 of a file: the logfile header record in a header-type buffer."""
-    payload = encode_logfile_header(header)
-    header_type = L.HEADER_TYPE_SYSTEM64 if header.header_record_pointer_size == 8 else L.HEADER_TYPE_SYSTEM32
-    record_size = L.SYSTEM_TRACE_HEADER.size + len(payload)
-    record = L.SYSTEM_TRACE_HEADER.pack(
-        2, header_type, L.MARKER_FLAGS_TYPED, record_size, 0, 0, os.getpid(), header.reference_timestamp, 0, 0
-    ) + payload
-    used = _BH_SIZE + ((len(record) + 7) & ~7)
-    data = bytearray(b"\xff") * header.buffer_size
-    data[_BH_SIZE : _BH_SIZE + len(record)] = record
-    data[_BH_SIZE + len(record) : used] = bytes(used - _BH_SIZE - len(record))
-    data[:_BH_SIZE] = _BH.pack(
-        header.buffer_size, used, used, 0, header.reference_timestamp, 0, 0, 0, logger_id, 3, used,
-        L.BUFFER_FLAG_PROCESSOR_INDEX, L.BUFFER_TYPE_HEADER, bytes(16),
-    )
-    return bytes(data)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openetw.errors import OpenEtwError, ServiceError
+from openetw.ipc.paths import prepare_socket_dir, system_group_gid
+from openetw.ipc.pool import MAX_BUFFER_COUNT, BufferPool
+from openetw.ipc.protocol import Message, ProtocolError, error_reply
+from openetw.ipc.wire import enable_state_to_json
 from openetw.service.connection import Connection, check_message
 from openetw.service.kernel_sessions import RECORDER_OPS, KernelRecorders
-from openetw.service.paths import prepare_socket_dir, system_group_gid
-from openetw.service.pool import MAX_BUFFER_COUNT, BufferPool
-from openetw.service.protocol import Message, ProtocolError, error_reply
 from openetw.service.sessions import PendingFlush, SessionRuntime
-from openetw.service.wire import enable_state_to_json
 from openetw.session import (
     Action,
     CaptureState,

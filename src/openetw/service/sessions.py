@@ -26,13 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.etl import layouts as L
+from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
-from openetw.etl.record import RECORD_CLASSES
 from openetw.etl.writer import linux_trace_clock, new_logfile_header
+from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile, count_records, header_buffer
-from openetw.service.pool import TAKEN, BufferPool
 from openetw.session import LogMode, SessionConfig, SessionTable
 
 __all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
@@ -41,27 +40,28 @@ POOL_CLOSE_TIMEOUT = 2.0  # a producer that does not answer close_pool in time i
 
 _u32 = struct.Struct("<I").unpack_from
 _u16 = struct.Struct("<H").unpack_from
-# header type -> where its Size field is (EVENT_HEADER's first, a SYSTEM_TRACE_HEADER's after the marker)
-_SIZE_AT: dict[int, int] = {
-    header_type: cls.layout.offset(cls.layout.fields[cls.size_index][0])  # type: ignore[union-attr]
-    for header_type, cls in RECORD_CLASSES.items()
-}
+# header type -> where it keeps its Size (EVENT_HEADER first, SYSTEM after the marker)
+_SIZE_AT: dict[int, int] = {header_type: row.size_at for header_type, row in F.HEADER_KINDS.items()}
 
 
 def count_typed_records(buffer: bytes) -> int:
-    """How many records a buffer holds, whatever their header type (kernel records' SYSTEM,
-    PERFINFO and COMPACT headers keep their size after the marker, not first)."""
-    used = min(_u32(buffer, L.WMI_BUFFER_HEADER.offset("Offset"))[0], len(buffer))
-    position, count = L.BUFFER_HEADER_SIZE, 0
-    while position + 8 <= used:
+    """How many typed records a buffer holds, whatever their header type (kernel records'
+    SYSTEM, PERFINFO and COMPACT headers keep their size after the marker, not first).
+
+    Buffers written by the service's own kernel sources hold typed records only;
+    ``framing.walk`` is the reference this count is tested against on them."""
+    used = min(_u32(buffer, F.BUFFER_OFFSET_AT)[0], len(buffer))
+    position, count = F.RECORDS_START, 0
+    minimum, pad, align, is_typed, header_type_of = F.MIN_RECORD_SIZE, F.RECORD_ALIGNMENT - 1, -F.RECORD_ALIGNMENT, F.is_typed, F.header_type_of
+    while position + minimum <= used:
         marker = _u32(buffer, position)[0]
-        size_at = _SIZE_AT.get((marker >> 16) & 0xFF) if marker >> 30 == 3 else None
+        size_at = _SIZE_AT.get(header_type_of(marker)) if is_typed(marker >> F.MARKER_FLAGS_SHIFT) else None
         if size_at is None:
             break
         size = _u16(buffer, position + size_at)[0]
-        if size < 8:
+        if size < minimum:
             break
-        position += (size + 7) & ~7
+        position += (size + pad) & align
         count += 1
     return count
 

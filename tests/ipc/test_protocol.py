@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openetw.service.protocol import (
+from openetw.ipc.protocol import (
     FRAME_HEADER,
     MAGIC,
     MAX_JSON,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from openetw.errors import ServiceError
-from openetw.service.paths import prepare_socket_dir
+from openetw.ipc.paths import prepare_socket_dir
 
 
 def _mode(path: Path) -> int:

@@ -212,14 +212,14 @@ class BufferPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def writer(self, *, on_full: Callable[[int], None] | None = None) -> PoolWriter:
+    def writer(self, *, doorbell: Doorbell | None = None, on_full: Callable[[int], None] | None = None) -> PoolWriter:
         """The producer's write path over this pool. There is one per mapping: a second writer
         would open a second FILLING buffer and strand the first, so later calls return the same
-        writer (with ``on_full`` replaced when one is given)."""
+        writer (its doorbell or ``on_full`` replaced when one is given)."""
         if self._writer is None:
-            self._writer = PoolWriter(self, on_full=on_full)
-        elif on_full is not None:
-            self._writer.on_full = on_full
+            self._writer = PoolWriter(self, doorbell=doorbell, on_full=on_full)
+        elif on_full is not None or doorbell is not None:
+            self._writer.on_full = _full_hook(doorbell, on_full)
         return self._writer
 
     # -- shared counters ------------------------------------------------------------------
@@ -391,6 +391,13 @@ class WriteFn(Protocol):
     def __call__(self, record: bytes, timestamp: int, cpu: int = 0) -> bool: ...
 
 
+class Doorbell(Protocol):
+    """What a writer rings when a buffer becomes FULL: the producer's control channel
+    (``openetw.ipc.protocol.Channel``, whose ``notice`` sends the one-byte FULL notice)."""
+
+    def notice(self) -> bool: ...
+
+
 class PoolWriter:
     """The producer's write path: records into the FILLING buffer, never blocking, never waiting.
 
@@ -398,8 +405,10 @@ class PoolWriter:
     pool and returns False when it is dropped (no FREE buffer: ``events_lost``) or refused (no
     buffer can hold it, or it is shorter than a record header's first 8 bytes:
     ``events_refused``). ``flush()`` marks a non-empty FILLING buffer FULL and returns whether it
-    did. ``on_full(index)`` is called, outside the guarded section, each time a buffer becomes FULL: that is
-    when the producer sends its one-byte notification; ``became_full`` counts those buffers.
+    did. Each time a buffer becomes FULL, outside the guarded section, the writer rings its
+    ``doorbell`` (the channel that delivered the pool: the one-byte notice to the service) or
+    calls ``on_full(index)``; ``became_full`` counts those buffers. The write path so stays in
+    this package: it never calls back into the provider that owns it.
 
     Make it with ``BufferPool.writer()``: one per mapping; threads share it (a token that one
     thread at a time holds guards the write path, see ``_new_turn``). The processor index is recorded per buffer: the ``cpu`` of the write that opened
@@ -410,12 +419,23 @@ class PoolWriter:
     write: WriteFn
     flush: Callable[[], bool]
 
-    def __init__(self, pool: BufferPool, *, on_full: Callable[[int], None] | None = None) -> None:
+    def __init__(self, pool: BufferPool, *, doorbell: Doorbell | None = None, on_full: Callable[[int], None] | None = None) -> None:
         self.pool = pool
-        self.on_full = on_full
+        self.on_full = _full_hook(doorbell, on_full)
         self.became_full = 0
         self.write, self.flush, self._orphan = _write_path(pool, self)
         _LIVE_WRITERS.add(self)
+
+
+def _full_hook(doorbell: Doorbell | None, on_full: Callable[[int], None] | None) -> Callable[[int], None] | None:
+    if on_full is not None or doorbell is None:
+        return on_full
+    ring = doorbell.notice
+
+    def rang(_index: int) -> None:
+        ring()
+
+    return rang
 
 
 _LIVE_WRITERS: weakref.WeakSet[PoolWriter] = weakref.WeakSet()

@@ -26,7 +26,7 @@ from openetw.etl import layouts as L
 from openetw.etl.build import build_event_record
 from openetw.etl.relog import is_logfile_header_record
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
-from openetw.service.pool import (
+from openetw.ipc.pool import (
     FILLING,
     FREE,
     FULL,
