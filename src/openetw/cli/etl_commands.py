@@ -11,9 +11,10 @@ from typing import Any
 
 import click
 
+from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
-from openetw.errors import EtlFormatError, InvalidArgument, ManifestError
+from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument, ManifestError
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
@@ -98,7 +99,7 @@ def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
             raise InvalidArgument(f"no such file: {path}")
         if os.path.isdir(path):
             raise InvalidArgument(f"{path} is a directory, not an .etl file")
-        readers.append(EtlReader(path, strict=False))
+        readers.append(EvtxFileReader(path) if is_evtx_file(path) else EtlReader(path, strict=False))
     return readers
 
 
@@ -147,7 +148,12 @@ def info(files: tuple[str, ...], as_json: bool) -> None:
     """
     readers = open_readers(files)
     for reader in readers:
-        summary = _summarize(reader)
+        summary = evtx_summary(reader.path) if isinstance(reader, EvtxFileReader) else _summarize(reader)
+        if isinstance(reader, EvtxFileReader):
+            reader.stats.errors = [EvtxFormatError(e) for e in summary["errors"] if "CRC32 mismatch" not in e]
+            if not as_json:
+                print_evtx_summary(summary)
+                continue
         if as_json:
             click.echo(json.dumps(summary, sort_keys=False))
         else:
@@ -286,7 +292,7 @@ def dump(
 
 def _decoded_text(event: ReportEvent) -> str:
     """`` {name=value; ...}`` and `` "message"`` for a decoded record (empty otherwise)."""
-    if event.decoded is None:
+    if event.decoded is None and event.record.kind != "evtx":
         return ""
     values = event.text_properties()
     parts = [f"{name}={value}" for name, value in values.items()]
@@ -333,7 +339,8 @@ def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
 
 def record_line(record: EventRecord, namer: RecordNamer) -> str:
     when = record.time_iso if record.kind != "unknown" else "-" * 28
-    provider = namer.provider_name(record) or (format_guid(record.provider_id) if record.provider_guid_bytes is not None else record.kind)
+    provider = (record.provider_name if record.kind == "evtx" else None) or namer.provider_name(record)  # type: ignore[attr-defined]
+    provider = provider or (format_guid(record.provider_id) if record.provider_guid_bytes is not None else record.kind)
     event = namer.event_name(record)
     if record.kind in ("system", "compact", "perfinfo"):
         ident = f"hook=0x{record.hook_id:04x} v{record.version}"
@@ -350,17 +357,28 @@ def record_line(record: EventRecord, namer: RecordNamer) -> str:
 # -- relog ----------------------------------------------------------------------------------------
 @click.command("relog")
 @_file_argument
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl or .evtx file to write.")
 @click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
 def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) -> None:
     """Merge FILES in time order and rewrite them as one uncompressed .etl file.
 
     Every record keeps its bytes and pointer size; the logfile header is written anew, with the
     events and buffers lost of all inputs added up.
+
+    An OUTPUT ending in .evtx is a Windows Event Log file instead: .etl events are decoded (with
+    the installed manifests) and written with their properties as EventData, .evtx records keep
+    their content; record ids are numbered from 1. FILES may be .etl and .evtx files.
     """
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
+    if output.lower().endswith(".evtx"):
+        written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers)
+        click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
+        raise_if_damaged(readers)
+        return
+    if any(isinstance(reader, EvtxFileReader) for reader in readers):
+        raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
     click.echo(
         f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
