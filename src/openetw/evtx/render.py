@@ -210,41 +210,66 @@ class Renderer:
             return None
         return items or None
 
+    def _text(self, value: tuple[int, int, int]) -> str:
+        value_type, offset, size = value
+        if value_type == V.STRING:
+            return self.data[offset : offset + size].decode("utf-16-le", "replace").rstrip("\x00")
+        return value_text_lenient(value_type, self.data[offset : offset + size])
+
+    def _open_tag(self, node: Element, values: Any, depth: int) -> str:
+        """``<Name a='v' ...`` with the attributes whose values are present."""
+        tag = ["<", node.name]
+        for attribute in node.attributes:
+            parts = attribute.parts
+            if len(parts) == 1 and parts[0].__class__ is Substitution:
+                value = self._lookup(parts[0], values)
+                if value is None:
+                    continue  # an absent optional value leaves its attribute out
+                if value[0] != V.BINXML:
+                    tag.append(f" {attribute.name}='{escape_attribute(self._text(value))}'")
+                    continue
+            if self._attribute_present(attribute, values):
+                tag.append(f" {attribute.name}='")
+                self._parts_xml(parts, values, tag, depth, True)
+                tag.append("'")
+        return "".join(tag)
+
     def _nodes(self, nodes: list[Any], values: Any, out: list[str], depth: int) -> None:
         if depth > MAX_DEPTH:
             raise BinXmlError("BinXml values nest too deeply", 0)
         for node in nodes:
             cls = node.__class__
-            if cls is Element and values is not None and (items := self._array_items(node, values)) is not None:
-                base = node.children[0].value_type & 0x7F
-                attributes: list[str] = []
-                for attribute in node.attributes:
-                    if self._attribute_present(attribute, values):
-                        attributes.append(f" {attribute.name}='")
-                        self._parts_xml(attribute.parts, values, attributes, depth, True)
-                        attributes.append("'")
-                opening = "<" + node.name + "".join(attributes) + ">"
-                closing = f"</{node.name}>"
-                actual = values.values[node.children[0].index][0] & 0x7F
-                for item in items:
-                    out.append(opening + escape_text(value_text_lenient(actual or base, item)) + closing)
-            elif cls is Element:
-                out.append("<" + node.name)
-                for attribute in node.attributes:
-                    if self._attribute_present(attribute, values):
-                        out.append(f" {attribute.name}='")
-                        self._parts_xml(attribute.parts, values, out, depth, True)
-                        out.append("'")
-                if node.children:
+            if cls is Element:
+                tag = self._open_tag(node, values, depth)
+                children = node.children
+                if len(children) == 1 and children[0].__class__ is Substitution:
+                    value = self._lookup(children[0], values)
+                    if value is None:
+                        out.append(tag + "/>")
+                        continue
+                    value_type = value[0]
+                    if value_type == V.BINXML:
+                        out.append(tag + ">")
+                        self._value_xml(children[0], value, values.nested, out, depth, False)
+                        out.append(f"</{node.name}>")
+                        continue
+                    if value_type & V.ARRAY and (items := self._array_items(node, values)) is not None:
+                        # An element whose whole content is one array repeats once per item, as wevtutil shows.
+                        closing = f"</{node.name}>"
+                        for item in items:
+                            out.append(tag + ">" + escape_text(value_text_lenient(value_type & 0x7F, item)) + closing)
+                        continue
+                    out.append(f"{tag}>{escape_text(self._text(value))}</{node.name}>")
+                elif children:
                     mark = len(out)
-                    out.append(">")
-                    self._nodes(node.children, values, out, depth + 1)
+                    out.append(tag + ">")
+                    self._nodes(children, values, out, depth + 1)
                     if len(out) == mark + 1:
-                        out[mark] = "/>"
+                        out[mark] = tag + "/>"
                     else:
                         out.append(f"</{node.name}>")
                 else:
-                    out.append("/>")
+                    out.append(tag + "/>")
             elif cls is TemplateInstance:
                 self._nodes(node.template.nodes, node, out, depth + 1)
             elif cls is CData:
