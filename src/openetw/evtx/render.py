@@ -271,13 +271,80 @@ class Renderer:
                 else:
                     out.append(tag + "/>")
             elif cls is TemplateInstance:
-                self._nodes(node.template.nodes, node, out, depth + 1)
+                ops = node.template.cache.get("xml")
+                if ops is None:
+                    ops = node.template.cache["xml"] = compile_template(node.template.nodes)
+                self._run(ops, node, out, depth + 1)
             elif cls is CData:
                 out.append(f"<![CDATA[{node.text}]]>")
             elif cls is ProcessingInstruction:
                 out.append(f"<?{node.target} {node.data}?>")
             else:
                 self._parts_xml([node], values, out, depth, False)
+
+    def _run(self, ops: list[tuple[Any, ...]], instance: TemplateInstance, out: list[str], depth: int) -> None:
+        """Render a template instance from its compiled operations (see ``compile_template``)."""
+        if depth > MAX_DEPTH:
+            raise BinXmlError("BinXml values nest too deeply", 0)
+        values, data = instance.values, self.data
+        count = len(values)
+        mark = 0
+        append = out.append
+        for op in ops:
+            kind = op[0]
+            if kind == _LIT:
+                append(op[1])
+            elif kind == _ATTR:
+                index = op[2].index
+                if index < count:
+                    value_type, offset, size = values[index]
+                    if value_type and size:
+                        if value_type == V.STRING:
+                            text = data[offset : offset + size].decode("utf-16-le", "replace").rstrip("\x00")
+                        elif value_type == V.BINXML:
+                            inner: list[str] = []
+                            self._value_xml(op[2], values[index], instance.nested, inner, depth, True)
+                            append(f" {op[1]}='{''.join(inner)}'")
+                            continue
+                        else:
+                            text = value_text_lenient(value_type, data[offset : offset + size])
+                        append(f" {op[1]}='{escape_attribute(text)}'")
+            elif kind == _MARK:
+                mark = len(out)
+            elif kind == _VALUE:
+                name, part = op[1], op[2]
+                index = part.index
+                if index >= count:
+                    append("/>")
+                    continue
+                value = values[index]
+                value_type, offset, size = value
+                if not value_type or not size:
+                    append("/>")
+                elif value_type == V.STRING:
+                    text = data[offset : offset + size].decode("utf-16-le", "replace").rstrip("\x00")
+                    append(f">{escape_text(text)}</{name}>")
+                elif value_type == V.BINXML:
+                    append(">")
+                    self._value_xml(part, value, instance.nested, out, depth, False)
+                    append(f"</{name}>")
+                elif value_type & V.ARRAY and (items := _split(value_type, data[offset : offset + size])):
+                    # An element whose whole content is one array repeats once per item, as wevtutil shows.
+                    tag = "".join(out[mark:])
+                    del out[mark:]
+                    closing = f"</{name}>"
+                    for item in items:
+                        append(tag + ">" + escape_text(value_text_lenient(value_type & 0x7F, item)) + closing)
+                else:
+                    append(f">{escape_text(value_text_lenient(value_type, data[offset : offset + size]))}</{name}>")
+            elif kind == _ATTR_GENERIC:
+                attribute = op[1]
+                if self._attribute_present(attribute, instance):
+                    append(f" {attribute.name}='")
+                    self._parts_xml(attribute.parts, instance, out, depth, True)
+                    append("'")
+            else:
+                self._nodes([op[1]], instance, out, depth + 1)
 
     # -- typed tree ------------------------------------------------------------------------------
     def resolve(self, nodes: list[Any]) -> list[XmlNode | Leaf]:
@@ -341,6 +408,65 @@ class Renderer:
                 continue
             else:
                 self._resolve_parts([node], values, out, depth)
+
+
+_LIT, _ATTR, _MARK, _VALUE, _ATTR_GENERIC, _NODE = range(6)
+
+
+def _split(value_type: int, data: bytes) -> list[bytes] | None:
+    try:
+        return V.split_array(value_type, data) or None
+    except V.ValueError_:
+        return None
+
+
+def compile_template(nodes: list[Any]) -> list[tuple[Any, ...]]:
+    """A template's nodes as a flat list of operations for ``Renderer._run``: literal text
+    (adjacent pieces merged), an attribute of one value, an element of one value (with the mark
+    where its tag starts, for arrays), and the general cases handed to the node renderer."""
+    ops: list[tuple[Any, ...]] = []
+
+    def literal(text: str) -> None:
+        if ops and ops[-1][0] == _LIT:
+            ops[-1] = (_LIT, ops[-1][1] + text)
+        else:
+            ops.append((_LIT, text))
+
+    def element(node: Element) -> None:
+        children = node.children
+        single = len(children) == 1 and children[0].__class__ is Substitution
+        if single:
+            ops.append((_MARK,))
+        literal("<" + node.name)
+        for attribute in node.attributes:
+            parts = attribute.parts
+            if len(parts) == 1 and parts[0].__class__ is Substitution:
+                ops.append((_ATTR, attribute.name, parts[0]))
+            elif all(part.__class__ is str for part in parts):
+                literal(f" {attribute.name}='" + "".join(escape_attribute(part) for part in parts) + "'")
+            else:
+                ops.append((_ATTR_GENERIC, attribute))
+        if single:
+            ops.append((_VALUE, node.name, children[0]))
+        elif children:
+            literal(">")
+            for child in children:
+                emit(child)
+            literal(f"</{node.name}>")
+        else:
+            literal("/>")
+
+    def emit(node: Any) -> None:
+        if node.__class__ is Element:
+            element(node)
+        elif node.__class__ is str:
+            literal(escape_text(node))
+        else:
+            ops.append((_NODE, node))
+
+    for node in nodes:
+        emit(node)
+    return ops
 
 
 def tree_xml(nodes: list[XmlNode | Leaf]) -> str:
