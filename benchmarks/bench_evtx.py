@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CORPUS, machine_note, table  # noqa: E402
+from common import CORPUS, machine_note, table
 
 READERS = ["openetw", "libevtx-python", "evtx (Rust)", "python-evtx"]
 
@@ -156,7 +156,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="openetw-bench-evtx-") as tmp:
         generated = os.path.join(tmp, "generated.evtx")
         write_rate = generate(generated, args.records)
-        for label, paths, limits in (("corpus (18 files)", corpus, {}), (f"generated ({args.records:,})", [generated], {"python-evtx": args.python_evtx_limit})):
+        sets = (("corpus (18 files)", corpus, {}), (f"generated ({args.records:,})", [generated], {"python-evtx": args.python_evtx_limit}))
+        for label, paths, limits in sets:
             rates = {}
             for reader in READERS:
                 records, cpu = measure(reader, paths, limits.get(reader))

@@ -47,7 +47,7 @@ def test_provider_event_filter_predicate_and_parser() -> None:
         parser = context.parser_for(record)
         seen.append((record.record_id, parser.parse("TargetUserName"), parser.try_parse("LogonType"), parser.schema.provider_name))
         assert parser.try_parse("NoSuchProperty", "absent") == "absent"
-        assert dict((p.name, p.value) for p in parser.properties()) == parser.as_dict() == record.properties()
+        assert {p.name: p.value for p in parser.properties()} == parser.as_dict() == record.properties()
 
     provider = Provider(SECURITY_GUID)
     provider.add_filter(EventFilter([4624], P.property_equals("TargetUserName", "SYSTEM")).add_on_event_callback(on_logon))

@@ -112,7 +112,7 @@ def test_events_of_etl_files_are_read_by_every_reader(tmp_path: Path) -> None:
     assert reader.stats.crc_mismatches == 0 and not reader.errors
 
     # What was written is what the events said.
-    for record, (header, properties) in zip(EvtxReader(image).records(), expected):
+    for record, (header, properties) in zip(EvtxReader(image).records(), expected, strict=False):
         h = record.header
         assert (h.provider_name, h.event_id, h.version, h.level, h.opcode, h.keywords) == (
             header.provider_name, header.event_id, header.version, header.level, header.opcode, header.keywords,
@@ -152,7 +152,7 @@ def test_round_trip_keeps_every_record_and_is_stable() -> None:
 
 
 def test_templates_are_shared_and_names_stored_once_per_chunk() -> None:
-    image, expected = etl_file()
+    image, _expected = etl_file()
     reader = EvtxReader(image)
     records = list(reader.records())
     chunks: dict[int, list] = {}  # type: ignore[type-arg]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 import re
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
-
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+from datetime import UTC, datetime
 from typing import Any
+
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 _GUID = re.compile(r"^\{?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\}?$")
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?(?:Z| UTC|\+00:00)?$")
@@ -34,7 +34,7 @@ def canonical_value(text: str | None, rounding: str = "truncate") -> str:
             # python-evtx goes through a float: fromtimestamp(ticks * 1e-7 - 11644473600).
             base = datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}+00:00")
             ticks = (int((base - _FILETIME_EPOCH).total_seconds()) * 10_000_000) + int((fraction + "0000000")[:7])
-            shown = datetime.fromtimestamp(float(ticks) * 1e-7 - 11644473600, timezone.utc)
+            shown = datetime.fromtimestamp(float(ticks) * 1e-7 - 11644473600, UTC)
             return shown.replace(tzinfo=None).isoformat(timespec="microseconds")
         digits = (fraction + "000000")[:6]
         return f"{match.group(1)}T{match.group(2)}.{digits}"
@@ -93,7 +93,7 @@ def first_difference(a: tuple[Any, ...], b: tuple[Any, ...], path: str = "", *, 
         return f"{here}: text {a[2]!r} != {b[2]!r}"
     if len(a[3]) != len(b[3]):
         return f"{here}: {len(a[3])} children != {len(b[3])}: {[c[0] for c in a[3]]} vs {[c[0] for c in b[3]]}"
-    for x, y in zip(a[3], b[3]):
+    for x, y in zip(a[3], b[3], strict=False):
         found = first_difference(x, y, here, same=same)
         if found:
             return found

@@ -91,7 +91,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(relog_command)
 
 
-def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
+def open_readers(files: tuple[str, ...]) -> list[Any]:
     """A lenient reader per file (damage is reported by ``raise_if_damaged`` once the output is written)."""
     readers = []
     for path in files:
@@ -326,7 +326,7 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> Any:
     def accept(record: EventRecord) -> bool:
         if record.provider_guid_bytes is not None and format_guid(record.provider_id) in guids:
             return True
-        name = namer.provider_name(record)
+        name = record.provider_name if record.kind == "evtx" else namer.provider_name(record)  # type: ignore[attr-defined]
         return bool(name) and name.lower() in names
 
     return accept

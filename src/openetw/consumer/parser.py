@@ -84,7 +84,7 @@ class Schema:
         if self.tdh is not None and self.tdh.provider_name:
             return self.tdh.provider_name
         if self.record.kind == "evtx":
-            return self.record.provider_name or None  # type: ignore[no-any-return]
+            return self.record.provider_name or None
         return self._context.provider_name_of(self.record) if self._context is not None else None
 
     @property

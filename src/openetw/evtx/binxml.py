@@ -16,7 +16,7 @@ normal and ``0x0e`` optional substitution, ``0x0f`` fragment header. ``0x40`` on
 from __future__ import annotations
 
 import struct
-from typing import Any, Union
+from typing import Any
 
 from openetw.evtx import values as V
 
@@ -105,7 +105,7 @@ class ProcessingInstruction:
         self.data = data
 
 
-Part = Union[str, Substitution, CharRef, EntityRef]
+Part = str | Substitution | CharRef | EntityRef
 
 
 class Attribute:
@@ -195,12 +195,13 @@ class ChunkParser:
             name, pos = self._name_at(offset)
             self.names[offset] = name
             return name, pos
-        name = self.names.get(offset)
-        if name is None:
-            if offset < 0x80 or offset >= self.limit:
-                raise BinXmlError(f"name offset 0x{offset:x} is outside the chunk", pos - 4)
-            name = self._name_at(offset)[0]
-            self.names[offset] = name
+        known = self.names.get(offset)
+        if known is not None:
+            return known, pos
+        if offset < 0x80 or offset >= self.limit:
+            raise BinXmlError(f"name offset 0x{offset:x} is outside the chunk", pos - 4)
+        name = self._name_at(offset)[0]
+        self.names[offset] = name
         return name, pos
 
     def _utf16_run(self, pos: int) -> tuple[str, int]:

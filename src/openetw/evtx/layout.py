@@ -45,7 +45,7 @@ class Layout(NamedTuple):
     fields: tuple[str, ...]
 
     def unpack_from(self, data: Any, offset: int = 0) -> dict[str, Any]:
-        return dict(zip(self.fields, self.struct.unpack_from(data, offset)))
+        return dict(zip(self.fields, self.struct.unpack_from(data, offset), strict=False))
 
     def pack(self, **values: Any) -> bytes:
         return self.struct.pack(*(values.get(name, 0) for name in self.fields))
@@ -113,18 +113,18 @@ STRING_TABLE_OFFSET = 128
 TEMPLATE_TABLE_OFFSET = 384
 
 
-def file_header_checksum(header: bytes | memoryview) -> int:
+def file_header_checksum(header: bytes | bytearray | memoryview) -> int:
     """CRC32 of the file header's first 120 bytes."""
     return zlib.crc32(header[:FILE_FLAGS_OFFSET])
 
 
-def chunk_header_checksum(chunk: bytes | memoryview) -> int:
+def chunk_header_checksum(chunk: bytes | bytearray | memoryview) -> int:
     """CRC32 of the chunk header's first 120 bytes and of bytes 128 to 512 (the offset tables)."""
     crc = zlib.crc32(chunk[:CHUNK_FLAGS_OFFSET])
     return zlib.crc32(chunk[CHUNK_HEADER_FIELDS_SIZE:CHUNK_HEADER_SIZE], crc)
 
 
-def chunk_records_checksum(chunk: bytes | memoryview, free_space_offset: int) -> int:
+def chunk_records_checksum(chunk: bytes | bytearray | memoryview, free_space_offset: int) -> int:
     """CRC32 of the event records: bytes 512 up to the free-space offset."""
     return zlib.crc32(chunk[CHUNK_HEADER_SIZE:free_space_offset])
 

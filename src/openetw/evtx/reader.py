@@ -214,7 +214,8 @@ class EvtxReader:
             if not continuing and not info.first_record_id <= record_id <= info.last_record_id:
                 # A record of an earlier use of this chunk, left behind damage: its template
                 # offsets belong to that use, so its content cannot be trusted.
-                self._damaged_record(info, f"record id {record_id} is outside the chunk's {info.first_record_id}..{info.last_record_id}", base + pos, index, record_id)
+                outside = f"record id {record_id} is outside the chunk's {info.first_record_id}..{info.last_record_id}"
+                self._damaged_record(info, outside, base + pos, index, record_id)
                 pos = _resync(data, pos + 1, free)
                 if pos < 0:
                     break
@@ -249,7 +250,9 @@ class EvtxReader:
                 continue
             pos += size
 
-    def _damaged_record(self, info: ChunkInfo, message: str, offset: int, chunk: int, record_id: int | None, structure: str = "event record") -> EvtxFormatError:
+    def _damaged_record(
+        self, info: ChunkInfo, message: str, offset: int, chunk: int, record_id: int | None, structure: str = "event record"
+    ) -> EvtxFormatError:
         info.damaged_records += 1
         self.stats.records_damaged += 1
         self._error(message, offset, chunk, structure, record_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from openetw.errors import EvtxFormatError
@@ -116,7 +117,7 @@ def _datetime_filetime(value: Any) -> int:
 
 
 def _iso_filetime(text: str) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     text = text.strip().rstrip("Z")
     fraction = 0
@@ -124,7 +125,7 @@ def _iso_filetime(text: str) -> int:
         text, digits = text.split(".", 1)
         fraction = int((digits + "0000000")[:7] or 0)
     try:
-        base = datetime.strptime(text.replace(" ", "T"), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+        base = datetime.strptime(text.replace(" ", "T"), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     except ValueError:
         return 0
     return _datetime_filetime(base) + fraction
@@ -268,7 +269,9 @@ class EvtxRecord(EventRecord):
     def _failure(self, error: Exception) -> EvtxFormatError:
         pos = error.pos if isinstance(error, BinXmlError) else self._pos
         message = error.message if isinstance(error, BinXmlError) else f"{type(error).__name__}: {error}"
-        return EvtxFormatError(message, offset=self._chunk.offset + pos, chunk_index=self._chunk.index, structure="BinXml", record_id=self.record_id, path=self._path)
+        return EvtxFormatError(
+            message, offset=self._chunk.offset + pos, chunk_index=self._chunk.index, structure="BinXml", record_id=self.record_id, path=self._path
+        )
 
     def xml(self) -> str:
         """The record as ``wevtutil qe /f:xml`` prints it; ``EvtxFormatError`` when its values are damaged."""

@@ -9,7 +9,7 @@ properties and the writer.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from openetw.evtx import values as V
 from openetw.evtx.binxml import (
@@ -27,7 +27,7 @@ from openetw.evtx.binxml import (
 )
 
 # Control characters XML 1.0 cannot hold are written as character references (as XML 1.1 would).
-_CONTROLS = {c: f"&#x{c:x};" for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)}
+_CONTROLS: dict[str, str] = {chr(c): f"&#x{c:x};" for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)}
 _TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", **_CONTROLS})
 _ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "'": "&apos;", '"': "&quot;", **_CONTROLS})
 
@@ -75,7 +75,7 @@ class Value:
         return hash((self.value_type, self.raw))
 
 
-Leaf = Union[str, Value]
+Leaf = str | Value
 
 
 class XmlNode:
@@ -190,10 +190,7 @@ class Renderer:
         return None if _is_null(value) else value
 
     def _attribute_present(self, attribute: Attribute, values: Any) -> bool:
-        for part in attribute.parts:
-            if part.__class__ is not Substitution or self._lookup(part, values) is not None:
-                return True
-        return False
+        return any(part.__class__ is not Substitution or self._lookup(part, values) is not None for part in attribute.parts)
 
     def _array_items(self, node: Element, values: Any) -> list[bytes] | None:
         """An element whose whole content is one array value repeats once per item (as wevtutil shows)."""
@@ -386,9 +383,9 @@ class Renderer:
                 attributes: dict[str, list[Any]] = {}
                 for attribute in node.attributes:
                     if self._attribute_present(attribute, values):
-                        parts: list[Any] = []
-                        self._resolve_parts(attribute.parts, values, parts, depth)
-                        attributes[attribute.name] = parts
+                        resolved: list[Any] = []
+                        self._resolve_parts(attribute.parts, values, resolved, depth)
+                        attributes[attribute.name] = resolved
                 for item in items:
                     out.append(XmlNode(node.name, dict(attributes), [Value(actual, bytes(item))]))
             elif cls is Element:
@@ -443,7 +440,7 @@ def compile_template(nodes: list[Any]) -> list[tuple[Any, ...]]:
             if len(parts) == 1 and parts[0].__class__ is Substitution:
                 ops.append((_ATTR, attribute.name, parts[0]))
             elif all(part.__class__ is str for part in parts):
-                literal(f" {attribute.name}='" + "".join(escape_attribute(part) for part in parts) + "'")
+                literal(f" {attribute.name}='" + "".join(escape_attribute(str(part)) for part in parts) + "'")
             else:
                 ops.append((_ATTR_GENERIC, attribute))
         if single:

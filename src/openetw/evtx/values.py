@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 NULL = 0x00
@@ -58,7 +58,7 @@ FIXED_SIZES: dict[int, int] = {t: struct.calcsize("<" + c) for t, c in _FIXED.it
 FIXED_SIZES.update({GUID: 16, SYSTEMTIME: 16})
 _STRUCTS = {t: struct.Struct("<" + c) for t, c in _FIXED.items()}
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 
 class ValueError_(ValueError):
@@ -106,7 +106,7 @@ def systemtime_fields(data: bytes) -> tuple[int, ...]:
 def systemtime_datetime(data: bytes) -> datetime:
     year, month, day, hour, minute, second, ms = systemtime_fields(data)
     try:
-        return datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=timezone.utc)
+        return datetime(year, month, day, hour, minute, second, ms * 1000, tzinfo=UTC)
     except ValueError:
         raise ValueError_(f"SYSTEMTIME {year}-{month}-{day} {hour}:{minute}:{second}.{ms} is not a date") from None
 
@@ -153,7 +153,7 @@ def _scalar_text(value_type: int, data: bytes) -> str:
     """The text of one non-array, non-BinXml value."""
     if value_type == STRING:
         return _utf16(data)
-    if value_type == ANSI_STRING or value_type == EVT_XML:
+    if value_type in (ANSI_STRING, EVT_XML):
         return _ansi(data) if value_type == ANSI_STRING else _utf16(data)
     if value_type == NULL:
         return ""
@@ -167,7 +167,7 @@ def _scalar_text(value_type: int, data: bytes) -> str:
         if len(data) != 16:
             raise ValueError_(f"SYSTEMTIME of {len(data)} bytes")
         return systemtime_text(data)
-    if value_type == SIZE_T or value_type == EVT_HANDLE:
+    if value_type in (SIZE_T, EVT_HANDLE):
         if len(data) not in (4, 8):
             raise ValueError_(f"{type_name(value_type)} of {len(data)} bytes")
         number = int.from_bytes(data, "little")
@@ -178,13 +178,13 @@ def _scalar_text(value_type: int, data: bytes) -> str:
     if len(data) != packer.size:
         raise ValueError_(f"{type_name(value_type)} of {len(data)} bytes")
     (number,) = packer.unpack(data)
-    if value_type == HEX_INT32 or value_type == HEX_INT64:
+    if value_type in (HEX_INT32, HEX_INT64):
         return f"0x{number:x}"
     if value_type == FILETIME:
         return filetime_text(number)
     if value_type == BOOL:
         return "true" if number else "false"
-    if value_type == REAL32 or value_type == REAL64:
+    if value_type in (REAL32, REAL64):
         return _real_text(number)
     return str(number)
 
@@ -230,7 +230,7 @@ def value_text(value_type: int, data: bytes) -> str:
 
 
 def _scalar_value(value_type: int, data: bytes) -> Any:
-    if value_type == STRING or value_type == EVT_XML:
+    if value_type in (STRING, EVT_XML):
         return _utf16(data)
     if value_type == ANSI_STRING:
         return _ansi(data)
@@ -246,7 +246,7 @@ def _scalar_value(value_type: int, data: bytes) -> Any:
         return sid_text(data)
     if value_type == SYSTEMTIME:
         return systemtime_datetime(data)
-    if value_type == SIZE_T or value_type == EVT_HANDLE:
+    if value_type in (SIZE_T, EVT_HANDLE):
         return int.from_bytes(data, "little")
     packer = _STRUCTS.get(value_type)
     if packer is None:
@@ -273,7 +273,7 @@ def python_value(value_type: int, data: bytes) -> Any:
 
 
 def _encode_scalar(value_type: int, value: Any) -> bytes:
-    if value_type == STRING or value_type == EVT_XML:
+    if value_type in (STRING, EVT_XML):
         return str(value).encode("utf-16-le")
     if value_type == ANSI_STRING:
         return str(value).encode("latin-1", "replace")
@@ -288,11 +288,11 @@ def _encode_scalar(value_type: int, value: Any) -> bytes:
     if value_type == SYSTEMTIME:
         v: datetime = value
         return struct.pack("<8H", v.year, v.month, (v.weekday() + 1) % 7, v.day, v.hour, v.minute, v.second, v.microsecond // 1000)
-    if value_type == SIZE_T or value_type == EVT_HANDLE:
+    if value_type in (SIZE_T, EVT_HANDLE):
         return int(value).to_bytes(8, "little")
     if value_type == FILETIME and isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         delta = value - _FILETIME_EPOCH
         value = (delta.days * 86400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
     packer = _STRUCTS.get(value_type)

@@ -26,6 +26,7 @@ from openetw.errors import InvalidArgument
 from openetw.evtx import layout as L
 from openetw.evtx import values as V
 from openetw.evtx.binxml import (
+    FLAG_MORE,
     TOKEN_ATTRIBUTE,
     TOKEN_CLOSE_EMPTY,
     TOKEN_CLOSE_START,
@@ -35,12 +36,11 @@ from openetw.evtx.binxml import (
     TOKEN_OPTIONAL_SUBSTITUTION,
     TOKEN_TEMPLATE_INSTANCE,
     TOKEN_VALUE,
-    FLAG_MORE,
 )
 from openetw.evtx.record import EvtxHeader
 from openetw.evtx.render import Value, XmlNode
 
-__all__ = ["EVENT_NAMESPACE", "EvtxWriter", "event_shape", "tree_shape"]
+__all__ = ["EVENT_NAMESPACE", "EvtxWriter", "tree_shape"]
 
 EVENT_NAMESPACE = "http://schemas.microsoft.com/win/2004/08/events/event"
 FRAGMENT_HEADER = b"\x0f\x01\x01\x00"
@@ -102,60 +102,7 @@ _SYSTEM_SHAPE = (
     ("E", "Security", (("UserID", (("S", V.SID),)),), ()),
 )
 _RECORD_ID_SLOT = 9  # EventRecordID's value among the System values
-_NULL = Value(V.NULL, b"")
 _pack = struct.pack
-
-
-def _optional_guid(guid: uuid.UUID | None) -> Value:
-    return _NULL if guid is None or guid.int == 0 else Value(V.GUID, guid.bytes_le)
-
-
-def event_shape(header: EvtxHeader, properties: Mapping[str, Any]) -> tuple[Shape, list[Value]]:
-    """The shape and values of an event given by its ``<System>`` facts and named properties.
-
-    Properties become ``<EventData><Data Name=...>``; a value's type follows its Python type
-    (``values.type_of_python``); a property that is ``None`` is an empty ``Data``.
-    """
-    values = [
-        Value(V.STRING, header.provider_name.encode("utf-16-le")),
-        Value(V.GUID, (header.provider_guid or uuid.UUID(int=0)).bytes_le),
-        Value(V.UINT16, _pack("<H", header.event_id & 0xFFFF)),
-        Value(V.UINT8, _pack("<B", header.version & 0xFF)),
-        Value(V.UINT8, _pack("<B", header.level & 0xFF)),
-        Value(V.UINT16, _pack("<H", header.task & 0xFFFF)),
-        Value(V.UINT8, _pack("<B", header.opcode & 0xFF)),
-        Value(V.HEX_INT64, _pack("<Q", header.keywords & 0xFFFFFFFFFFFFFFFF)),
-        Value(V.FILETIME, _pack("<Q", max(0, header.time_created))),
-        Value(V.UINT64, _pack("<Q", header.record_id)),
-        _optional_guid(header.activity_id),
-        _optional_guid(header.related_activity_id),
-        Value(V.UINT32, _pack("<I", header.process_id & 0xFFFFFFFF)),
-        Value(V.UINT32, _pack("<I", header.thread_id & 0xFFFFFFFF)),
-        Value(V.STRING, header.channel.encode("utf-16-le")),
-        Value(V.STRING, header.computer.encode("utf-16-le")),
-        Value(V.SID, V.sid_bytes(header.user_id)) if header.user_id else _NULL,
-    ]
-    data = []
-    for name, value in properties.items():
-        value_type = V.type_of_python(value)
-        if value_type == V.NULL:
-            data.append(("E", "Data", (("Name", (("T", name),)),), ()))
-            continue
-        try:
-            raw = V.encode_value(value_type, value)
-        except (V.ValueError_, struct.error, ValueError, TypeError, OverflowError):
-            value_type, raw = V.STRING, str(value).encode("utf-16-le")
-        values.append(Value(value_type, raw))
-        data.append(("E", "Data", (("Name", (("T", name),)),), (("S", value_type),)))
-    shape = (
-        (
-            "E",
-            "Event",
-            (("xmlns", (("T", EVENT_NAMESPACE),)),),
-            (("E", "System", (), _SYSTEM_SHAPE), ("E", "EventData", (), tuple(data))),
-        ),
-    )
-    return shape, values
 
 
 _SYSTEM_TYPES = [
@@ -166,7 +113,11 @@ _SYSTEM_TAIL_TYPES = [V.UINT32, V.UINT32, V.STRING, V.STRING]
 
 
 class _EventEncoder:
-    """``event_shape`` without building ``Value`` objects: shapes cached by property names and types."""
+    """An event's shape, value types and bytes from its ``<System>`` facts and named properties.
+
+    Properties become ``<EventData><Data Name=...>``; a value's type follows its Python type
+    (``values.type_of_python``); a property that is ``None`` is an empty ``Data``. Shapes are
+    cached by property names and types."""
 
     def __init__(self) -> None:
         self.shapes: dict[tuple[Any, ...], Shape] = {}
@@ -280,8 +231,7 @@ class _Chunk:
         )  # fmt: skip
         struct.pack_into(f"<{L.STRING_BUCKETS}I", header, L.STRING_TABLE_OFFSET, *self.string_table)
         struct.pack_into(f"<{L.TEMPLATE_BUCKETS}I", header, L.TEMPLATE_TABLE_OFFSET, *self.template_table)
-        chunk = bytes(header) + bytes(self.body) + bytes(L.CHUNK_SIZE - free)
-        chunk = bytearray(chunk)
+        chunk = bytearray(bytes(header) + bytes(self.body) + bytes(L.CHUNK_SIZE - free))
         struct.pack_into("<I", chunk, L.CHUNK_RECORDS_CHECKSUM_OFFSET, L.chunk_records_checksum(chunk, free))
         struct.pack_into("<I", chunk, L.CHUNK_CHECKSUM_OFFSET, L.chunk_header_checksum(chunk))
         return bytes(chunk)
@@ -458,7 +408,7 @@ class EvtxWriter:
             new_template = (def_offset, template_id, bucket)
         count = len(raws)
         out += _u32(count)
-        out += struct.pack(f"<{count}I", *[len(raw) | value_type << 16 for raw, value_type in zip(raws, types)])
+        out += struct.pack(f"<{count}I", *[len(raw) | value_type << 16 for raw, value_type in zip(raws, types, strict=False)])
         out += b"".join(raws)
         out.append(TOKEN_EOF)
         size = L.RECORD_HEADER_SIZE + len(out) + L.RECORD_TRAILER_SIZE
