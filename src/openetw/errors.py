@@ -117,7 +117,7 @@ class SessionError(OpenEtwError):
 class AccessDenied(SessionError):
     """The caller's credentials do not allow the request."""
 
-    exit_code = 3
+    exit_code = 1
 
 
 class ServiceError(OpenEtwError):

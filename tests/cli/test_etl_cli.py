@@ -76,11 +76,11 @@ def test_info_json_has_the_contract_keys_and_the_file_facts(capsys: pytest.Captu
     assert sum(p["records"] for p in summary["providers"]) == 7
 
 
-def test_info_json_gives_one_object_per_file(capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_json_is_one_document_listing_every_file(capsys: pytest.CaptureFixture[str]) -> None:
     paths = [corpus_path("etl", *PRIMITIVE), corpus_path("etl", *LXCORE)]
     code, out, _ = run(capsys, "info", "--json", *paths)
     assert code == 0
-    summaries = [json.loads(line) for line in out.splitlines()]
+    summaries = json.loads(out)
     assert [s["path"] for s in summaries] == [str(p) for p in paths]
     assert [s["records"] for s in summaries] == [7, 4]
 
@@ -127,9 +127,10 @@ def test_dump_provider_by_name_or_guid(provider: str, capsys: pytest.CaptureFixt
     assert {r["provider_id"] for r in records} == {"d3dd3dd4-aac2-4e2a-8dd4-a8fb61b77615"}
 
 
-def test_dump_provider_that_is_not_there_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "dump", "--provider", "00000000-0000-0000-0000-000000000001", "--provider", "nobody", corpus_path("etl", *PRIMITIVE))
-    assert (code, out) == (0, "")
+def test_dump_provider_that_is_not_there_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "dump", "--provider", "00000000-0000-0000-0000-000000000001", "--provider", "nobody", corpus_path("etl", *PRIMITIVE))
+    assert (code, out) == (2, "")
+    assert err.startswith("openetw: error: no provider '00000000-0000-0000-0000-000000000001', 'nobody' in ") and err.count("\n") == 1
 
 
 def test_dump_json_follows_the_contract(capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,11 +108,10 @@ def test_perfview_matches_the_baseline(capsys: pytest.CaptureFixture[str]) -> No
     assert out.splitlines() == baseline.splitlines()
 
 
-def test_a_manifest_that_is_not_there_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_manifest_that_is_not_there_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run(capsys, "report", "--json", "--manifest", tmp_path / "absent.man", corpus_path("etl", *PRIMITIVE))
-    assert code == 0
-    assert json.loads(out)["decoded"] == 7
-    assert err.startswith("openetw: warning:") and "absent.man" in err
+    assert (code, out) == (2, "")
+    assert err.startswith("openetw: error:") and "absent.man" in err and "does not exist" in err and err.count("\n") == 1
 
 
 def test_missing_file_is_one_error_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_registered_and_installed_providers_are_listed_and_marked(
     assert manifest_process["sessions"] == []
     installed = [(row["name"], row["guid"], row["store"], row["events"], row["pid"]) for row in rows if row["kind"] == "manifest"]
     assert installed == [("Contoso-User", guid(GUID_A), "user", 2, None), ("Contoso-System", guid(GUID_B), "system", 1, None)]
-    assert {row["kind"] for row in rows} == {"registered", "manifest"}
+    assert {row["kind"] for row in rows} == {"registered", "manifest", "secured"}  # secured: the provider security table
 
     assert main(["providers"]) == 0
     text = capsys.readouterr().out

@@ -167,3 +167,15 @@ def test_proc_fd_path_names_what_a_descriptor_points_at(tmp_path):
         os.close(write_end)
     assert proc.fd_path(os.getpid(), fd) is None
     assert ProcSource(str(tmp_path)).fd_path(1, 0) is None
+
+
+def test_a_command_line_over_64_kb_is_cut_as_etw_cuts_it_and_counted():
+    mapper = KernelEventMapper({"process"}, FakeProc())
+    huge = "python -c " + "x" * 100_000
+    info = ProcessInfo(7, 1, "/usr/bin/" + "p" * 70_000, huge, 0, ())
+    [(name, record, values)] = list(decoded(mapper.rundown([info], 5)))
+    assert name == "Process/DCStart" and mapper.truncated == 1
+    assert huge.startswith(values["CommandLine"]) and len(values["CommandLine"]) > 20_000
+    assert len(record.raw) <= 0xFFFF
+    small = ProcessInfo(8, 1, "sh", "sh -c true", 0, ())
+    assert next(iter(decoded(mapper.rundown([small], 6))))[2]["CommandLine"] == "sh -c true" and mapper.truncated == 1

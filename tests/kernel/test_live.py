@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,12 @@ def test_system_calls_written_column_wise_read_back_in_time_order(tracefs_root, 
         again = [r.timestamp for r in reader.records(time_order=True) if not is_logfile_header_record(r)]
     assert again == [r.timestamp for r in ours if not is_logfile_header_record(r)]
     assert result.records_written == len(again)
+
+
+def test_the_kernel_file_is_its_owner_s_only_even_when_it_existed(tracefs_root, tmp_path):
+    output = tmp_path / "private.etl"
+    output.write_bytes(b"old")
+    output.chmod(0o644)
+    with KernelSession(flags={"process"}, output=output, name=f"t_mode_{os.getpid()}", rundown=False):
+        pass
+    assert stat.S_IMODE(output.stat().st_mode) == 0o600

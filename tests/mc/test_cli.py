@@ -27,7 +27,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, st
 def test_two_providers_in_one_file_make_two_modules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = tmp_path / "widget.man"
     manifest.write_bytes(TWO_PROVIDERS)
-    code, out, _ = run(capsys, "mc", manifest, "-o", tmp_path / "out")
+    code, out, _ = run(capsys, "mc", "--lenient", manifest, "-o", tmp_path / "out")
     assert code == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["acme_widget_other.py", "acme_widget_tests.py"]
     assert "written   " in out and "Acme-Widget/Other: 0 events" in out
@@ -62,11 +62,31 @@ def test_bad_manifests_are_reported_and_the_others_compiled(tmp_path: Path, caps
     (source / "a_broken.man").write_bytes(b"<instrumentationManifest><unclosed>")
     (source / "b_widget.man").write_bytes(WIDGET_MANIFEST)
     (source / "c_empty.xml").write_bytes(b"")
-    code, out, err = run(capsys, "mc", source, tmp_path / "missing.man", "-o", tmp_path / "out")
+    code, out, err = run(capsys, "mc", "--lenient", source, tmp_path / "missing.man", "-o", tmp_path / "out")
     assert code == 2
     assert (tmp_path / "out" / "acme_widget_tests.py").exists()
     assert "a_broken.man" in err and "c_empty.xml" in err and "missing.man: no such file or directory" in err
     assert "3 manifest(s) could not be compiled" in err
+    assert "ItemsSeen is written by write_items_seen_v1 (write_items_seen is another event's)" in err  # never silently
+
+
+def test_mc_exe_s_rules_refuse_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "widget.man"
+    manifest.write_bytes(WIDGET_MANIFEST)
+    code, out, err = run(capsys, "mc", manifest, "-o", tmp_path / "out")
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert f"openetw: error: {manifest}:49: <data>: " in err and "[binary-without-length] (and 2 more;" in err
+    code, out, _ = run(capsys, "manifest", "validate", "--json", manifest)
+    codes = {d["code"] for d in json_lines(out)[0]["diagnostics"] if d["severity"] == "error"}
+    assert code == 2 and {"duplicate-symbol", "binary-without-length", "field-name"} <= codes
+    code, out, _ = run(capsys, "manifest", "validate", "--lenient", "--json", manifest)
+    assert code == 0 and json_lines(out)[0]["ok"] is True
+
+
+def json_lines(text: str) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in text.splitlines()]
 
 
 def test_the_same_provider_twice_gets_a_second_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

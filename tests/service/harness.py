@@ -6,6 +6,7 @@ Every process started here is killed when its test ends, whatever happened.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import select
@@ -199,8 +200,8 @@ def as_other_user(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``work()`` in a forked child that dropped every privilege to ``OTHER_UID``; what it
     returned, or ``{"error": ...}``. The child may not read this interpreter's files, so the
     codecs it needs are loaded here first."""
-    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii"):
-        "".encode(codec)
+    for codec in ("utf-16-be", "utf-16-le", "utf-8", "cp1252", "ascii", "latin-1"):
+        codecs.lookup(codec)  # not "".encode(codec): ascii, latin-1 and utf-8 take a path that imports nothing
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child

@@ -105,7 +105,7 @@ def test_a_circular_file_overwrites_its_oldest_buffers(tmp_path: Path) -> None:
     assert len(found) == 2550
     assert sorted(found) == list(range(450, 3000))  # the last 255 buffers
     with EtlReader(path) as reader:
-        assert reader.header.buffers_written == 301
+        assert reader.header.buffers_written == 256  # what the file holds: readers stop at its end
         assert reader.header.log_file_mode == L.EVENT_TRACE_FILE_MODE_CIRCULAR
         in_time = [struct.unpack("<Q", r.user_data)[0] for r in reader.records(time_order=True) if not is_logfile_header_record(r)]
     assert in_time == sorted(found)
@@ -131,17 +131,19 @@ def test_a_new_file_session_moves_on_to_the_next_file(tmp_path: Path) -> None:
     assert sum(parts, []) == list(range(6000))
 
 
-@pytest.mark.parametrize("mode", [LogMode.SEQUENTIAL_FILE, LogMode.CIRCULAR_FILE])
-def test_every_file_reads_with_dissect_etl(tmp_path: Path, mode: LogMode) -> None:
+@pytest.mark.parametrize(("mode", "buffers", "records"), [
+    (LogMode.SEQUENTIAL_FILE, 4, 41), (LogMode.CIRCULAR_FILE, 4, 41), (LogMode.CIRCULAR_FILE, 300, 2551),
+])  # fmt: skip
+def test_every_file_reads_with_dissect_etl_to_its_end(tmp_path: Path, mode: LogMode, buffers: int, records: int) -> None:
     dissect = pytest.importorskip("dissect.etl")
     path = tmp_path / "interop.etl"
     config = SessionConfig("Interop", mode=mode, file_name=str(path), max_file_mb=1)
     log = open_log(path, config, circular=mode is LogMode.CIRCULAR_FILE)
-    for buffer in pool_buffers(0, 4):
+    for buffer in pool_buffers(0, buffers):
         log.write(buffer)
     log.close()
-    with open(path, "rb") as handle:
-        assert sum(1 for _ in dissect.ETL(handle)) == 41
+    with open(path, "rb") as handle:  # a wrapped circular file too: no EOFError past its last buffer
+        assert sum(1 for _ in dissect.ETL(handle)) == records
 
 
 # -- the writer thread ----------------------------------------------------------------------------
@@ -277,3 +279,22 @@ def test_close_after_a_failed_queued_write_still_writes_the_header(tmp_path: Pat
     with EtlReader(path) as reader:
         assert (reader.header.buffers_lost, reader.header.events_lost) == (1, 10)
     assert numbers(path) == list(range(20))
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_buffers_that_reached_the_file_before_the_disk_filled_are_not_counted_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
+    path = tmp_path / "full.etl"
+    log = open_log(path, SessionConfig("Full", mode=LogMode.SEQUENTIAL_FILE, file_name=str(path)))
+    disk = GatedDisk(monkeypatch, fail_at=fail_at)
+    disk.one_part = True  # each call writes one buffer of the run: the failure comes mid-run
+    for buffer in pool_buffers(0, 5):
+        assert log.write(buffer).written
+    disk.open.set()
+    with pytest.raises(OSError):
+        log.flush()
+    lost_buffers, lost_events = log.take_failed_writes()
+    data = path.read_bytes()
+    whole = (len(data) - BUFFER) // BUFFER  # after the header buffer
+    assert (lost_buffers, lost_events) == (5 - whole, 10 * (5 - whole))
+    assert whole == fail_at  # every buffer a call finished is in the file, and none of them is lost
+    assert log.buffers_written == whole

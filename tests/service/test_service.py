@@ -284,6 +284,7 @@ def test_query_reports_exactly_the_statistics_keys(service: ServiceProcess, tmp_
     with Session.start("Keys", output=tmp_path / "k.etl") as session:
         assert set(session.query()) == {
             "buffers", "free_buffers", "events_written", "events_lost", "buffers_written", "log_buffers_lost", "realtime_buffers_lost",
+            "events_rejected", "events_truncated",
         }  # fmt: skip
 
 

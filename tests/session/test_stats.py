@@ -18,6 +18,8 @@ EXPECTED_KEYS = (
     "buffers_written",
     "log_buffers_lost",
     "realtime_buffers_lost",
+    "events_rejected",
+    "events_truncated",
 )
 
 
@@ -74,6 +76,8 @@ def test_counters_add_up_exactly() -> None:
         "buffers_written": 3,
         "log_buffers_lost": 1,
         "realtime_buffers_lost": 2,
+        "events_rejected": 0,
+        "events_truncated": 0,
     }
 
 

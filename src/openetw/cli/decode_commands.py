@@ -19,6 +19,8 @@ from openetw.cli.etl_commands import (
     records_of,
     warn_about,
 )
+from openetw.cli.progress import quiet_option, show_progress, with_progress
+from openetw.cli.time_options import TimeSpec, time_window_options, within
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
 from openetw.report import PerfViewReport, ReportEvent, Summary, decode_records, write_csv, write_json, write_xml
@@ -61,8 +63,11 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, help="Write here instead of stdout.")
 @manifest_option
 @no_installed_option
-@click.option("--json", "as_json", is_flag=True, help="With --format summary: one JSON object.")
-def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tuple[str, ...], no_installed: bool, as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="The summary as one JSON document; with --format json, JSON lines (other formats refuse it).")
+@quiet_option
+@time_window_options
+def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tuple[str, ...], no_installed: bool, as_json: bool,
+           quiet: bool, window: TimeSpec) -> None:  # fmt: skip
     """Decode every event of each FILE (merged in time order) and write a report.
 
     \b
@@ -74,12 +79,16 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
 
     Events are decoded with installed manifests, --manifest files, TraceLogging metadata,
     the kernel's classic layouts, and what the trace itself carries (EventSource manifests,
-    TDH metadata). Process names come from the trace's kernel and Kernel-Process events.
+    TDH metadata). Process names come from the trace's kernel and Kernel-Process events,
+    learnt from the whole trace also when --start/--end keep only a part of it.
     """
+    if as_json and fmt not in ("summary", "json"):
+        raise click.BadParameter(f"--format {fmt} has no JSON form (use --format json or summary)", param_hint="--json")
+    readers = open_readers(files)
+    span = window.resolve(readers)
     registry = load_registry(manifests, installed=not no_installed)
     context = DecodeContext(registry)
-    readers = open_readers(files)
-    records = records_of(readers, time_order=True)
+    records = within(with_progress(records_of(readers, time_order=True), readers, show_progress(quiet, output_is_stdout=output is None)), span)
     with _output(output) as out:
         if fmt == "perfview":
             perfview = PerfViewReport(registry, context)

@@ -14,15 +14,18 @@ import click
 from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
+from openetw.cli.progress import quiet_option, show_progress, with_progress
+from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument, ManifestError
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
-from openetw.guids import format_guid, parse_guid
+from openetw.guids import format_guid
 from openetw.report.events import ReportEvent, decode_record
 from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
+from openetw.tdh.format import one_line
 from openetw.tdh.mof_file import schemas_from_mof_file
 from openetw.tdh.wpp import read_tmf_path
 
@@ -32,7 +35,7 @@ _manifest_files_option = click.option(
     "manifests",
     multiple=True,
     metavar="FILE|DIR",
-    type=click.Path(path_type=str),
+    type=click.Path(exists=True, path_type=str),
     help="Decode with this manifest, or every *.xml / *.man file in this directory (repeatable; "
     "later ones win over earlier ones and over installed manifests).",
 )
@@ -49,7 +52,7 @@ _mof_files_option = click.option(
     "--mof",
     multiple=True,
     metavar="FILE",
-    type=click.Path(dir_okay=False, path_type=str),
+    type=click.Path(exists=True, dir_okay=False, path_type=str),
     expose_value=False,
     callback=_remember_mof_files,
     help="Decode classic events with the MOF classes of this file (repeatable; wins over manifests).",
@@ -68,7 +71,7 @@ _tmf_files_option = click.option(
     "--tmf",
     multiple=True,
     metavar="FILE|DIR",
-    type=click.Path(path_type=str),
+    type=click.Path(exists=True, path_type=str),
     expose_value=False,
     callback=_remember_tmf_files,
     help="Decode WPP (TraceMessage) events with this TMF file, or every *.tmf file in this directory "
@@ -138,36 +141,46 @@ def raise_if_damaged(readers: list[EtlReader]) -> None:
 # -- info -----------------------------------------------------------------------------------------
 @click.command()
 @_file_argument
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
-def info(files: tuple[str, ...], as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: an object for one FILE, a list of them for several.")
+@manifest_option
+@no_installed_option
+@quiet_option
+def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_installed: bool, quiet: bool) -> None:
     """Logfile header facts and record counts of each FILE.
 
     Shows the logger name, OS version and build, pointer size, clock, start and end time, buffer
     size and count, events and buffers lost, compression, then records by header kind and by
-    provider. In --json, "records" counts every trace record, the logfile header record included.
+    provider. Providers are named by their TraceLogging metadata, the kernel's classes, installed
+    manifests and --manifest files. In --json, "records" counts every trace record, the logfile
+    header record included.
     """
     readers = open_readers(files)
+    registry = load_registry(manifests, installed=not no_installed)
+    summaries = []
     for reader in readers:
-        summary = evtx_summary(reader.path) if isinstance(reader, EvtxFileReader) else _summarize(reader)
         if isinstance(reader, EvtxFileReader):
+            summary = evtx_summary(reader.path)
             reader.stats.errors = [EvtxFormatError(e) for e in summary["errors"] if "CRC32 mismatch" not in e]
             if not as_json:
                 print_evtx_summary(summary)
                 continue
+        else:
+            summary = _summarize(reader, RecordNamer(registry), show_progress(quiet, output_is_stdout=False))
         if as_json:
-            click.echo(json.dumps(summary, sort_keys=False))
+            summaries.append(summary)
         else:
             _print_summary(summary)
+    if as_json:
+        click.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, sort_keys=False))
     raise_if_damaged(readers)
 
 
-def _summarize(reader: EtlReader) -> dict[str, Any]:
-    namer = RecordNamer()
+def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) -> dict[str, Any]:
     kinds: Counter[str] = Counter()
     providers: Counter[str] = Counter()
     names: dict[str, str] = {}
     records = 0
-    for record in reader:
+    for record in with_progress(reader, [reader], progress):
         records += 1
         kinds[record.kind] += 1
         key = _provider_key(record)
@@ -248,9 +261,11 @@ def _print_summary(s: dict[str, Any]) -> None:
 @click.option("--limit", type=click.IntRange(min=0), default=None, metavar="N", help="Stop after N records.")
 @manifest_option
 @no_installed_option
+@quiet_option
+@time_window_options
 def dump(
     files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None,
-    manifests: tuple[str, ...], no_installed: bool,
+    manifests: tuple[str, ...], no_installed: bool, quiet: bool, window: TimeSpec,
 ) -> None:
     """One line per record of each FILE: time, provider, event, pid/tid, cpu, size, payload,
     then the decoded fields ({name=value; ...}) and the event's message.
@@ -260,19 +275,24 @@ def dump(
     metadata). With --json each object has "properties" (decoded values) when the record could
     be decoded, and "errors" (property -> why) when some property could not.
     With several files and --time-order the files are merged into one time order.
+    Every record is one line: newlines and other control characters in values are escaped.
     """
     readers = open_readers(files)
     registry = load_registry(manifests, installed=not no_installed)
     context = DecodeContext(registry)
     namer = RecordNamer(registry)
-    wanted = _provider_filter(providers, namer)
+    wanted, matched = _provider_filter(providers, namer)
+    span = window.resolve(readers)
     shown = 0
     out = sys.stdout  # not click.echo: it flushes after every line
+    records = with_progress(records_of(readers, time_order=time_order), readers, show_progress(quiet))
     try:
-        for record in records_of(readers, time_order=time_order):
+        for record in records:
             if record.kind != "unknown":
                 context.observe(record)
             if wanted is not None and not wanted(record):
+                continue
+            if span is not None and not (record.kind == "unknown" or span.contains(record.filetime)):
                 continue
             if limit is not None and shown >= limit:
                 break
@@ -283,11 +303,17 @@ def dump(
                 name = event.event_name or namer.event_name(record)
                 out.write(json.dumps(event_to_json(event, provider, name)) + "\n")
             else:
-                out.write(record_line(record, namer) + _decoded_text(event) + "\n")
+                out.write(one_line(record_line(record, namer) + _decoded_text(event)) + "\n")
     finally:
         out.flush()
     warn_about(registry)
     raise_if_damaged(readers)
+    missing = [text for text in providers if text not in matched]
+    if missing and limit is None:
+        names = ", ".join(repr(text) for text in missing)
+        raise InvalidArgument(f"no provider {names} in {', '.join(files)} (`openetw info` lists the providers of a file)")
+
+
 
 
 def _decoded_text(event: ReportEvent) -> str:
@@ -313,23 +339,39 @@ def records_of(readers: list[EtlReader], *, time_order: bool) -> Iterator[EventR
     return (record for reader in readers for record in reader)
 
 
-def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> Any:
+def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[Any, set[str]]:
+    """A predicate for ``dump --provider`` and the set of the texts that matched a record so far.
+    GUIDs (a malformed one is an error) match the record's provider id; names match the
+    provider's name as the record or a manifest gives it; ``*Name`` matches the name's hash."""
+    from openetw.provider_names import resolve_provider_name
+
     if not providers:
-        return None
-    guids, names = set(), set()
+        return None, set()
+    by_guid: dict[str, str] = {}
+    by_name: dict[str, str] = {}
     for text in providers:
-        try:
-            guids.add(format_guid(parse_guid(text)))
-        except ValueError:
-            names.add(text.lower())
+        resolved = resolve_provider_name(text)
+        if resolved.source == "hash":
+            by_name[text.strip().lower()] = text
+            by_guid.setdefault(format_guid(resolved.guid), text)  # an unnamed record of that name's hash
+        else:
+            by_guid[format_guid(resolved.guid)] = text
+    matched: set[str] = set()
 
     def accept(record: EventRecord) -> bool:
-        if record.provider_guid_bytes is not None and format_guid(record.provider_id) in guids:
-            return True
+        if record.provider_guid_bytes is not None:
+            found = by_guid.get(format_guid(record.provider_id))
+            if found is not None:
+                matched.add(found)
+                return True
         name = record.provider_name if record.kind == "evtx" else namer.provider_name(record)  # type: ignore[attr-defined]
-        return bool(name) and name.lower() in names
+        found = by_name.get(name.lower()) if name else None
+        if found is not None:
+            matched.add(found)
+            return True
+        return False
 
-    return accept
+    return accept, matched
 
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
@@ -359,7 +401,8 @@ def record_line(record: EventRecord, namer: RecordNamer) -> str:
 @_file_argument
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl or .evtx file to write.")
 @click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
-def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: output, records, buffers, records_refused.")
+def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, as_json: bool) -> None:
     """Merge FILES in time order and rewrite them as one uncompressed .etl file.
 
     Every record keeps its bytes and pointer size; the logfile header is written anew, with the
@@ -374,16 +417,25 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None) 
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
     if output.lower().endswith(".evtx"):
         written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers)
-        click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
+        if as_json:
+            click.echo(json.dumps({"output": output, "records": written.records_written, "chunks": written.chunks_written}))
+        else:
+            click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
         raise_if_damaged(readers)
         return
     if any(isinstance(reader, EvtxFileReader) for reader in readers):
         raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
-    click.echo(
-        f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
-        f"{result.buffers_written} buffers" + (f", {result.records_refused} damaged records left out" if result.records_refused else "")
-    )
+    if as_json:
+        click.echo(json.dumps({
+            "output": output, "records": result.records_written + 1, "records_relogged": result.records_written,
+            "buffers": result.buffers_written, "records_refused": result.records_refused,
+        }))  # fmt: skip
+    else:
+        click.echo(
+            f"wrote {output}: {result.records_written + 1} records ({result.records_written} relogged + logfile header), "
+            f"{result.buffers_written} buffers" + (f", {result.records_refused} damaged records left out" if result.records_refused else "")
+        )
     raise_if_damaged(readers)
 
 

@@ -2,19 +2,52 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+import warnings
 
 import click
 
 from openetw import __version__
 from openetw.cli.failure import ReportedFailure
 from openetw.errors import OpenEtwError
+from openetw.provider_names import ProviderNameWarning
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="openetw")
 def cli() -> None:
-    """Event Tracing for Windows on Linux: read, decode and write .etl files, manifests and sessions."""
+    """Event Tracing for Windows on Linux: read, decode and write .etl files, manifests and sessions.
+
+    \b
+    Examples:
+      openetw manifest install evntdrv.xml                 install a provider's manifest
+      openetw session start Drv -p "Sample Driver" -o drv.etl
+      openetw session start Web -p MyCompany.Web::info --event-ids 1,2 --pids 4242
+      openetw trace -p "*MyCompany.Web"                    print events live (* = name hash)
+      openetw session stop Drv
+      openetw dump drv.etl --start 2.5 --end 10            records 2.5 s to 10 s into the trace
+      openetw report --format csv drv.etl -o drv.csv
+      openetw info --json drv.etl
+
+    \b
+    Provider names resolve in one order: a GUID; *Name (the name hash, on purpose); an installed
+    manifest's provider; a provider registered by that name; else the name hash, announced on
+    stderr and enabled by name as soon as a provider of that name registers.
+
+    \b
+    --json: what streams (records, per-file results) is JSON lines; a listing or a single
+    result (session list/query, providers, info, manifest list) is one JSON document.
+
+    \b
+    Exit codes:
+      0    success
+      1    a runtime or state failure (no such session, the service refused, access denied)
+      2    bad usage or bad input (unknown option, malformed spec or GUID, missing or
+           unreadable input, an output that cannot be created, malformed data)
+      130  interrupted
+    """
 
 
 def _register() -> None:
@@ -35,28 +68,86 @@ def _register() -> None:
 _register()
 
 
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Errors of the machine rather than of what the user gave: a full disk, an I/O error.
+_RUNTIME_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.ENOMEM, errno.EAGAIN})
+
+
+def _fail(message: str, code: int) -> int:
+    click.echo(f"openetw: error: {' '.join(str(message).split())}", err=True)
+    return code
+
+
+def _code(value: int) -> int:
+    """Every exit status is one of the table's: 0, 1, 2 or 130."""
+    return value if value in (EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED) else EXIT_FAILURE
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    click.echo(f"openetw: warning: {message}", err=True)
+
+
+def _os_error(exc: OSError) -> int:
+    where = f"{exc.filename}: " if exc.filename else ""
+    code = EXIT_FAILURE if exc.errno in _RUNTIME_ERRNOS else EXIT_USAGE
+    return _fail(f"{where}{exc.strerror or exc}", code)
+
+
+def _silence_stdout() -> None:
+    """After a failed write to stdout, the interpreter's last flush must not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: runs the command, maps errors to one line on stderr and an exit code."""
+    """Entry point: runs the command, maps errors to one line on stderr and an exit code (the
+    table in ``openetw --help``). Library warnings become ``openetw: warning:`` lines."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ProviderNameWarning)
+        warnings.showwarning = _show_warning
+        return _run(argv)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         cli.main(args=argv, prog_name="openetw", standalone_mode=False)
+        sys.stdout.flush()
     except click.exceptions.Abort:
         click.echo("openetw: aborted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as exc:
+        return _code(exc.exit_code)
+    except click.FileError as exc:
+        return _fail(exc.format_message(), EXIT_USAGE)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "openetw"
+        return _fail(f"{exc.format_message()} (see '{where} --help')", EXIT_USAGE)
     except click.ClickException as exc:
         exc.show()
-        return exc.exit_code
+        return _code(exc.exit_code)
     except ReportedFailure as exc:
-        click.echo(f"openetw: error: {exc}", err=True)
-        return exc.exit_code
+        return _fail(str(exc), _code(exc.exit_code))
     except OpenEtwError as exc:
-        click.echo(f"openetw: error: {exc}", err=True)
-        return exc.exit_code
+        return _fail(str(exc), _code(exc.exit_code))
     except BrokenPipeError:
-        sys.stderr.close()
-        return 0
+        _silence_stdout()
+        return EXIT_OK
     except KeyboardInterrupt:
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        _silence_stdout()
+        return _os_error(exc)
+    except RecursionError:
+        return _fail("the input nests too deeply to process", EXIT_USAGE)
+    except (UnicodeError, ValueError) as exc:  # malformed data a parser did not wrap
+        return _fail(f"malformed input: {exc}", EXIT_USAGE)
+    except Exception as exc:  # noqa: BLE001 - the one place where any failure becomes a message
+        return _fail(f"internal error ({type(exc).__name__}): {exc}", EXIT_FAILURE)
+    return EXIT_OK
 
 
 def console_main() -> None:

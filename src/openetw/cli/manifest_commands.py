@@ -30,7 +30,7 @@ _manifest_option = click.option(
     "given",
     multiple=True,
     metavar="FILE|DIR",
-    type=click.Path(path_type=str),
+    type=click.Path(exists=True, path_type=str),
     help="Also use this manifest, or every *.xml / *.man file in this directory, without installing "
     "it (repeatable; later files win over earlier ones and over installed ones).",
 )
@@ -80,7 +80,8 @@ def _installed(registry: ManifestRegistry, guids: set[uuid.UUID]) -> list[tuple[
 @manifest.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @_system_option
-def install(files: tuple[str, ...], system: bool) -> None:
+@_json_option
+def install(files: tuple[str, ...], system: bool, as_json: bool) -> None:
     """Validate and install each manifest FILE (or every manifest in a directory).
 
     The file is copied into the store; later changes to the original are not seen until you
@@ -95,24 +96,34 @@ def install(files: tuple[str, ...], system: bool) -> None:
             if str(warning) not in reported:
                 reported.add(str(warning))
                 click.echo(f"openetw: {warning}", err=True)
-        click.echo(
-            f"installed {entry.name} {{{entry.guid}}}: {entry.events} events from {entry.source} "
-            f"into the {entry.store} store ({entry.file})"
-        )
+        if not as_json:
+            click.echo(
+                f"installed {entry.name} {{{entry.guid}}}: {entry.events} events from {entry.source} "
+                f"into the {entry.store} store ({entry.file})"
+            )
+    if as_json:
+        click.echo(json.dumps([_installed_row(entry) for entry in installed]))
 
 
 @manifest.command()
 @click.argument("providers", nargs=-1, required=True, metavar="PROVIDER|FILE...")
 @_system_option
-def uninstall(providers: tuple[str, ...], system: bool) -> None:
+@_json_option
+def uninstall(providers: tuple[str, ...], system: bool, as_json: bool) -> None:
     """Remove installed providers, named by GUID, by name, or by a manifest FILE (all it defines).
 
-    A FILE that no longer exists matches the providers installed from that path.
+    A FILE that no longer exists matches the providers installed from that path. --json prints
+    one JSON document: the list of the providers removed.
     """
     registry = ManifestRegistry()
+    removed = []
     for key in providers:
         for entry in registry.uninstall(key, system=system):
-            click.echo(f"uninstalled {entry.name} {{{entry.guid}}} from the {entry.store} store")
+            removed.append(entry)
+            if not as_json:
+                click.echo(f"uninstalled {entry.name} {{{entry.guid}}} from the {entry.store} store")
+    if as_json:
+        click.echo(json.dumps([_installed_row(entry) for entry in removed]))
 
 
 # -- list --------------------------------------------------------------------------------------------
@@ -123,15 +134,15 @@ def list_command(as_json: bool, given: tuple[str, ...]) -> None:
     """List installed providers: name, GUID, event count, store and the file installed from.
 
     With --manifest the providers of those files are listed too (store "given"). --json prints
-    one object per provider per line: provider, guid, events, store, source, file, installed.
+    one JSON document, a list with an object per provider: provider, guid, events, store,
+    source, file, installed.
     """
     registry = ManifestRegistry()
     rows = [_installed_row(entry) for entry in registry.list()]
     for source, item in _load_given(given):
         rows.extend(_given_row(source, provider) for provider in item.providers)
     if as_json:
-        for row in rows:
-            click.echo(json.dumps(row))
+        click.echo(json.dumps(rows))
         return
     if not rows:
         stores = f"{registry.user.directory}, {registry.system.directory}"
@@ -283,15 +294,25 @@ def _print_field(item: dict[str, Any], indent: str) -> None:
 @manifest.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str), metavar="FILE|DIR...")
 @_json_option
-@click.option("--strict", is_flag=True, help="Treat rule breaks mc.exe rejects but decoders survive as errors.")
+@click.option("--lenient", is_flag=True,
+              help="Rule breaks mc.exe rejects but decoders survive (duplicate event id and version, undefined"
+                   " strings, duplicate symbols, ...) are warnings instead of errors.")  # fmt: skip
+@click.option("--strict", is_flag=True, hidden=True, help="mc.exe's rules (the default).")
 @click.option("-v", "--verbose", is_flag=True, help="List warnings too, not only count them.")
-def validate_command(paths: tuple[str, ...], as_json: bool, strict: bool, verbose: bool) -> None:
+def validate_command(paths: tuple[str, ...], as_json: bool, lenient: bool, strict: bool, verbose: bool) -> None:
     """Check manifests as mc.exe would: one line per manifest file, its errors listed beneath.
 
+    mc.exe's rules apply: a duplicate event id and version, an undefined string reference or a
+    duplicate symbol is an error; --lenient makes those warnings (decoding, --manifest and
+    `manifest install` are always lenient, as real Windows manifests need).
     A directory checks every *.xml / *.man file in it and keeps going past malformed ones.
-    --json prints one object per file: path, ok, errors and warnings (strings naming line and
-    element), providers, diagnostics. Exits 0 when every file is ok, 2 when any has errors.
+    --json prints one JSON line per file as it is checked: path, ok, errors and warnings
+    (strings naming line and element), providers, diagnostics. Exits 0 when every file is ok,
+    2 when any has errors.
     """
+    if lenient and strict:
+        raise click.UsageError("--lenient and --strict exclude each other")
+    strict = not lenient
     targets = _validation_targets(paths)
     failed = 0
     for path, problem in targets:

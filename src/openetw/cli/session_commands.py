@@ -12,7 +12,9 @@ from typing import Any
 
 import click
 
+from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, parse_provider_spec
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
+from openetw.provider_names import parse_provider_guid
 from openetw.session import STATISTICS_KEYS
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -52,8 +54,11 @@ def service() -> None:
 )
 @click.option("--no-autologger", is_flag=True, help="Start no sessions of a default autologger file.")
 @click.option("--ready-fd", type=int, default=None, hidden=True)
-def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None) -> None:
+@_json_option
+def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None,
+                as_json: bool) -> None:  # fmt: skip
     """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`.
+    With --json, one JSON document when it ends: socket, system, pid, status.
 
     Sessions an autologger file describes start with it; their output files are created with the
     identity of the file's owner, and a file others may write is refused.
@@ -75,6 +80,8 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     if autologger is None and not no_autologger:
         autologger = default_autologger(path, system=system)
     status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required)
+    if as_json:
+        _print_json({"socket": str(path), "system": system, "pid": os.getpid(), "status": status})
     if status:
         raise ServiceError(f"the trace service could not start on {path}")
 
@@ -107,7 +114,8 @@ def service_status(socket_path: str | None, as_json: bool) -> None:
 @service.command("stop")
 @_socket_option
 @click.option("--wait/--no-wait", default=True, help="Wait until the service has exited.")
-def service_stop(socket_path: str | None, wait: bool) -> None:
+@_json_option
+def service_stop(socket_path: str | None, wait: bool, as_json: bool) -> None:
     """Stop the service: running sessions are stopped and their files finished first."""
     from openetw.controller.client import ServiceClient
 
@@ -118,7 +126,10 @@ def service_stop(socket_path: str | None, wait: bool) -> None:
         deadline = time.monotonic() + 15
         while not _exited(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-    click.echo(f"trace service {pid} stopped", err=True)
+    if as_json:
+        _print_json({"pid": pid, "stopped": _exited(pid)})
+    else:
+        click.echo(f"trace service {pid} stopped", err=True)
 
 
 def _exited(pid: int) -> bool:
@@ -140,36 +151,9 @@ def statistics_line(info: dict[str, Any]) -> str:
     return "  ".join(f"{key}={info.get(key, 0)}" for key in STATISTICS_KEYS)
 # -- openetw session ---------------------------------------------------------------------------
 
-LEVEL_NAMES = {"critical": 1, "error": 2, "warning": 3, "info": 4, "informational": 4, "verbose": 5}
-
-
-def _number(text: str, what: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise InvalidArgument(f"{what} {text!r} is not a number (decimal or 0x hex)") from None
-
-
-def parse_provider_spec(spec: str) -> tuple[str, dict[str, int]]:
-    """``NAME_OR_GUID[:ANY[:LEVEL[:ALL]]]`` as logman writes it (ANY and ALL in hex or decimal,
-    LEVEL a number or critical/error/warning/info/verbose)."""
-    parts = spec.split(":")
-    if not parts[0].strip() or len(parts) > 4:
-        raise InvalidArgument(f"provider {spec!r} is not NAME_OR_GUID[:ANY[:LEVEL[:ALL]]]")
-    options: dict[str, int] = {}
-    if len(parts) > 1 and parts[1]:
-        options["any"] = _number(parts[1], "keyword mask")
-    if len(parts) > 2 and parts[2]:
-        level = parts[2].strip().lower()
-        options["level"] = LEVEL_NAMES[level] if level in LEVEL_NAMES else _number(level, "level")
-    if len(parts) > 3 and parts[3]:
-        options["all"] = _number(parts[3], "keyword mask")
-    return parts[0].strip(), options
-
-
 _providers_option = click.option(
-    "-p", "--provider", "provider_specs", multiple=True, metavar="NAME_OR_GUID[:ANY[:LEVEL[:ALL]]]",
-    help="A provider to enable (repeatable): TraceLogging name or GUID, keyword mask, level, all-keywords mask.",
+    "-p", "--provider", "provider_specs", multiple=True, metavar="NAME_OR_GUID[:ANY[:LEVEL[:ALL]]][;OPTION...]",
+    help=SPEC_HELP,
 )
 
 
@@ -231,20 +215,30 @@ def session() -> None:
               help="Kernel sessions: CPU samples per second of the profile flag (1..100000; default 1000).")
 @_socket_option
 @_json_option
+@filter_options
 def session_start(name: str, provider_specs: tuple[str, ...], output: str | None, mode: str | None, realtime: bool,
                   buffer_size: int, max_size: int, flush_timer: int, min_buffers: int, max_buffers: int,
                   kernel_flags: str | None, kernel_buffer_size: int, kernel_source: str, profile_rate: int | None,
-                  socket_path: str | None, as_json: bool) -> None:  # fmt: skip
+                  socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
     """Start session NAME; it runs until `openetw session stop NAME` (or the service stops).
 
     With --kernel-flags it is a kernel session: the service records those kernel events into it
-    (every mode, query, flush and real-time consumers work as for other sessions)."""
+    (every mode, query, flush and real-time consumers work as for other sessions).
+
+    \b
+    -p SPEC:  PROVIDER[:ANY[:LEVEL[:ALL]]][;OPTION...]
+      PROVIDER  a GUID, *NAME (the name hash) or a NAME (order: `openetw --help`)
+      ANY, ALL  keyword masks (decimal or 0x hex); LEVEL 0..255 or critical..verbose
+      OPTION    event-ids=1,2 | exclude-event-ids=3 | pids=10,11 | exe=app,tool | stack | sid | ts
+    An OPTION replaces the command's --event-ids/--exclude-event-ids, --pids or --exe for that
+    provider; stack, sid and ts add to --stack, --sid and --ts. Example:
+      -p "MyCompany.Web:0x10:info;event-ids=1,2;stack" --pids 4242"""
     from openetw.controller import Session
 
     started = Session.start(
         name, output, mode=mode, realtime=realtime, buffer_size=buffer_size, max_size=max_size,
         flush_timer=flush_timer, min_buffers=min_buffers, max_buffers=max_buffers,
-        providers=[parse_provider_spec(spec) for spec in provider_specs], kernel_flags=kernel_flags,
+        providers=[parse_provider_spec(spec, enable) for spec in provider_specs], kernel_flags=kernel_flags,
         kernel_buffer_size=kernel_buffer_size, kernel_source=kernel_source, kernel_profile_rate=profile_rate,
         socket=socket_path,
     )  # fmt: skip
@@ -280,14 +274,22 @@ def session_stop(name: str, socket_path: str | None, as_json: bool) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, help="Switch to this file.")
 @_socket_option
 @_json_option
+@filter_options
 def session_update(name: str, provider_specs: tuple[str, ...], disable_specs: tuple[str, ...], flush_timer: int | None,
                    max_size: int | None, max_buffers: int | None, output: str | None, socket_path: str | None,
-                   as_json: bool) -> None:  # fmt: skip
-    """Enable or disable providers of NAME, or change its settings while it runs."""
+                   as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
+    """Enable or disable providers of NAME, or change its settings while it runs.
+
+    The filter and property options apply to every -p of the command."""
+    parsed = [parse_provider_spec(spec, enable) for spec in provider_specs]
+    for spec in disable_specs:
+        parse_provider_guid(spec)
     running = _attach(name, socket_path)
-    for spec in provider_specs:
-        provider, options = parse_provider_spec(spec)
-        running.enable(provider, options.get("level", 0), options.get("any", 0), options.get("all", 0))
+    for provider, options in parsed:
+        running.enable(
+            provider, options.get("level", 0), options.get("any", 0), options.get("all", 0),
+            properties=options.get("properties", 0), filters=options.get("filters"),
+        )
     for spec in disable_specs:
         running.disable(spec)
     if any(value is not None for value in (flush_timer, max_size, max_buffers, output)):
@@ -319,10 +321,14 @@ def session_query(name: str, socket_path: str | None, as_json: bool) -> None:
 @click.argument("name")
 @click.argument("output", type=click.Path(dir_okay=False, path_type=str))
 @_socket_option
-def session_snapshot(name: str, output: str, socket_path: str | None) -> None:
+@_json_option
+def session_snapshot(name: str, output: str, socket_path: str | None, as_json: bool) -> None:
     """Write a buffering session's in-memory buffers to OUTPUT (.etl)."""
     buffers = _attach(name, socket_path).snapshot(output)
-    click.echo(f"{output}: {buffers} buffers")
+    if as_json:
+        _print_json({"output": output, "buffers": buffers})
+    else:
+        click.echo(f"{output}: {buffers} buffers")
 
 
 @session.command("capture-state")
@@ -332,6 +338,7 @@ def session_snapshot(name: str, output: str, socket_path: str | None) -> None:
 @_json_option
 def session_capture_state(name: str, provider: str, socket_path: str | None, as_json: bool) -> None:
     """Ask PROVIDER's processes to log their state into NAME."""
+    parse_provider_guid(provider)  # a malformed GUID is refused before the service is asked
     notified = _attach(name, socket_path).capture_state(provider)
     if as_json:
         _print_json({"notified": notified})
@@ -370,7 +377,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     the providers of installed manifests (``"kind": "manifest"``, user store then system store).
     A registered provider whose GUID has an installed manifest names that store in
     ``"manifest"``. Returns the rows and notes on what could not be listed."""
-    from openetw.controller import registered_providers
+    from openetw.controller import provider_security, registered_providers
     from openetw.guids import format_guid
     from openetw.store import ManifestRegistry
 
@@ -383,12 +390,15 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     stores: dict[str, str] = {}
     for entry in installed:
         stores.setdefault(format_guid(entry.guid), entry.store)
+    secured: list[dict[str, Any]] = []
     try:
         registered = registered_providers(socket=socket_path)
+        secured = provider_security(socket=socket_path)
     except ServiceError:
         registered = []
         notes.append("no trace service is running: no registered providers")
     rows = [{**item, "kind": "registered", "manifest": stores.get(item["guid"])} for item in registered]
+    rows.extend({**item, "kind": "secured", "pid": None, "exe": None, "sessions": []} for item in secured)
     rows.extend(
         {
             "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
@@ -400,12 +410,16 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     return rows, notes
 
 
-@click.command("providers")
+@click.group("providers", invoke_without_command=True)
 @_socket_option
 @_json_option
-def providers_command(socket_path: str | None, as_json: bool) -> None:
-    """Providers registered with the trace service (their processes and enabling sessions) and
-    providers of installed manifests, marked which is which."""
+@click.pass_context
+def providers_command(ctx: click.Context, socket_path: str | None, as_json: bool) -> None:
+    """Providers registered with the trace service (their processes and enabling sessions),
+    providers of installed manifests and the providers secured (who may register them),
+    marked which is which."""
+    if ctx.invoked_subcommand is not None:
+        return
     rows, notes = provider_listing(socket_path)
     for note in notes:
         click.echo(f"openetw: {note}", err=True)
@@ -425,6 +439,61 @@ def providers_command(socket_path: str | None, as_json: bool) -> None:
     click.echo(f"installed manifests ({len(manifests)}):")
     for item in manifests:
         click.echo(f"  {item['guid']}  {item['name']:<32} {item['store']:<6} {item['events']:>4} events  {item['source']}")
+    secured = [r for r in rows if r["kind"] == "secured"]
+    click.echo(f"secured providers ({len(secured)}):")
+    for item in secured:
+        click.echo(f"  {item['guid']}  {item.get('name') or '':<32} may register: {_owners_text(item['owners'])}")
+
+
+def _owners_text(owners: list[dict[str, Any]]) -> str:
+    import grp
+    import pwd
+
+    names = []
+    for owner in owners:
+        try:
+            name = pwd.getpwuid(owner["id"]).pw_name if owner["kind"] == "user" else grp.getgrgid(owner["id"]).gr_name
+        except KeyError:
+            name = str(owner["id"])
+        names.append(f"{owner['kind']} {name}")
+    return ", ".join(names)
+
+
+@providers_command.command("secure")
+@click.argument("provider", metavar="GUID|NAME")
+@click.option("--owner", "owners", multiple=True, required=True, metavar="USER|GROUP",
+              help="A user or group (name or number) that may register the provider (repeatable; root always may).")  # fmt: skip
+@_socket_option
+@_json_option
+def secure_command(provider: str, owners: tuple[str, ...], socket_path: str | None, as_json: bool) -> None:
+    """Let only these users and groups (and root) register PROVIDER with the trace service
+    (ETW's TRACELOG_REGISTER_GUIDS right). Root only."""
+    from openetw.controller import secure_provider
+    from openetw.provider_names import parse_provider_guid
+
+    parse_provider_guid(provider)  # a malformed GUID is bad input before any service is asked
+    table = secure_provider(provider, [_principal(owner) for owner in owners], socket=socket_path)
+    if as_json:
+        _print_json(table)
+        return
+    for item in table:
+        click.echo(f"{item['guid']}  {item.get('name') or '':<32} may register: {_owners_text(item['owners'])}")
+
+
+def _principal(text: str) -> dict[str, Any]:
+    """A user (by name or uid) or else a group (by name or gid)."""
+    import grp
+    import pwd
+
+    for kind, lookup in (("user", pwd.getpwnam), ("group", grp.getgrnam)):
+        try:
+            entry = lookup(text)
+        except KeyError:
+            continue
+        return {"kind": kind, "id": entry[2]}
+    if text.isdigit():
+        return {"kind": "user", "id": int(text)}
+    raise InvalidArgument(f"no user or group named {text!r}")
 
 
 # -- openetw trace -----------------------------------------------------------------------------
@@ -437,8 +506,9 @@ def providers_command(socket_path: str | None, as_json: bool) -> None:
 @click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (with -p).")
 @_socket_option
 @_json_option
+@filter_options
 def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size: int, flush_timer: int,
-          socket_path: str | None, as_json: bool) -> None:  # fmt: skip
+          socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
     """Print events as they arrive, decoded where possible; Ctrl-C stops.
 
     With -p a real-time session of its own is started for the providers and stopped at the end.
@@ -448,12 +518,13 @@ def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size
 
     if (session_name is None) == (not provider_specs):
         raise InvalidArgument("give either --session NAME or at least one -p PROVIDER")
+    specs = [parse_provider_spec(spec, enable) for spec in provider_specs]
     own: Session | None = None
     if session_name is None:
         session_name = f"openetw-trace-{os.getpid()}"
         own = Session.start(
             session_name, mode="realtime", buffer_size=buffer_size, flush_timer=flush_timer,
-            providers=[parse_provider_spec(spec) for spec in provider_specs], socket=socket_path,
+            providers=specs, socket=socket_path,
         )  # fmt: skip
     formatter = LiveFormatter(as_json=as_json)
     consumer = RealtimeConsumer(session_name, socket=socket_path)

@@ -1,7 +1,8 @@
 """``EtlIndex``: the records of an ETL file as numpy columns, kept beside the file.
 
 The first pass over a file (``EtlIndex.open``) builds the index (``index_build``) and writes it
-as ``FILE.etl.idx``, or into a cache directory when the file's directory is not writable
+as ``FILE.etl.idx``, or into a cache directory when the file's directory is not writable (or
+not the reader's: see ``index_trust``, which also decides whether a stored index is believed)
 (``$OPENETW_INDEX_DIR``, else ``$XDG_CACHE_HOME/openetw/etl-index``, else
 ``~/.cache/openetw/etl-index``). Later opens load it at memory speed. The index remembers the
 file's size, modification time and a digest of its header buffer; if any differs the index is
@@ -25,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import KIND_CODES, KIND_NAMES, RECORD_DTYPE, build_index_data
+from openetw.consumer.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_DTYPE, build_index_data
 from openetw.consumer.index_file import FORMAT, read_index_file, write_index_file
+from openetw.consumer.index_trust import index_problem, may_keep_index_in, untrusted_reason
 from openetw.consumer.loader import RecordLoader
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RecordContext
-from openetw.guids import parse_guid, provider_guid_from_name
 
 __all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "EtlIndex", "default_cache_dir", "index_locations"]
 
@@ -82,7 +83,8 @@ def _writable_directory(directory: Path) -> bool:
 
 
 def _as_guid(value: Any) -> uuid.UUID:
-    """A provider as a GUID; a name is hashed as TraceLogging and EventSource names are."""
+    """A provider as a GUID, resolved as ``openetw.provider_names`` says: a GUID, ``*Name``, an
+    installed manifest's provider, else the name hash (announced with a ``ProviderNameWarning``)."""
     if isinstance(value, uuid.UUID):
         return value
     guid = getattr(value, "guid", None)
@@ -91,10 +93,11 @@ def _as_guid(value: Any) -> uuid.UUID:
     name = getattr(value, "name", value)
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument(f"not a provider: {value!r}")
-    try:
-        return parse_guid(name)
-    except ValueError:
-        return provider_guid_from_name(name.strip())
+    from openetw.store.lookup import resolve_provider
+
+    resolved = resolve_provider(name)
+    resolved.warn(stacklevel=5)
+    return resolved.guid
 
 
 class EtlIndex:
@@ -153,7 +156,7 @@ class EtlIndex:
         index = cls.build(source)
         if save:
             for location in locations:
-                if location == locations[0] and not _writable_directory(location.parent):
+                if location == locations[0] and not (_writable_directory(location.parent) and may_keep_index_in(location.parent)):
                     continue
                 try:
                     index.save(location)
@@ -164,16 +167,21 @@ class EtlIndex:
 
     @classmethod
     def load(cls, location: str | os.PathLike[str], path: str, identity: dict[str, Any] | None = None) -> EtlIndex | None:
-        """The index stored at ``location`` if it is a fresh index of ``path``, else ``None``."""
+        """The index stored at ``location`` if it is a fresh index of ``path`` that this user
+        may believe and whose structure holds (``index_trust``), else ``None``."""
+        if untrusted_reason(location) is not None:
+            return None
         stored = read_index_file(location)
-        if stored is None:
+        if stored is None or not isinstance(stored[0], dict):
             return None
         meta, arrays = stored
         identity = identity or _identity(path)
         if meta.get("format") != INDEX_FORMAT or any(meta.get(key) != value for key, value in identity.items()):
             return None
         records, buffers, providers = arrays.get("records"), arrays.get("buffers"), arrays.get("providers")
-        if records is None or buffers is None or providers is None or records.dtype != RECORD_DTYPE:
+        if records is None or buffers is None or providers is None or records.dtype != RECORD_DTYPE or buffers.dtype != BUFFER_DTYPE:
+            return None
+        if index_problem(records, buffers, providers, meta, identity["size"]) is not None:
             return None
         with EtlReader(path, strict=False) as reader:
             header, context = reader.header, reader.context

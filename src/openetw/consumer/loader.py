@@ -24,6 +24,7 @@ __all__ = ["RecordLoader"]
 
 _KIND_WPP, _KIND_UNKNOWN = 6, 7
 _BUFFER_CACHE = 64
+_CACHE_BYTES = 32 << 20  # and at most this much data (compressed buffers inflate to megabytes each)
 _COLUMNS = ("header_type", "kind", "buffer", "offset", "size", "cpu")
 
 
@@ -35,6 +36,7 @@ class RecordLoader:
         self.context = index.context
         self._limit = max(1, cached_buffers)
         self._cache: dict[int, bytes] = {}
+        self._cached_bytes = 0
         self._position = {int(b): row for row, b in enumerate(index.buffers["index"].tolist())}
         self._fd: int | None = os.open(index.path, os.O_RDONLY)
 
@@ -43,6 +45,7 @@ class RecordLoader:
             os.close(self._fd)
             self._fd = None
         self._cache.clear()
+        self._cached_bytes = 0
 
     def __enter__(self) -> RecordLoader:
         return self
@@ -55,9 +58,10 @@ class RecordLoader:
         data = self._cache.get(buffer_index)
         if data is None:
             data = self._read_buffer(buffer_index)
-            if len(self._cache) >= self._limit:
-                del self._cache[next(iter(self._cache))]
+            while self._cache and (len(self._cache) >= self._limit or self._cached_bytes + len(data) > _CACHE_BYTES):
+                self._cached_bytes -= len(self._cache.pop(next(iter(self._cache))))
             self._cache[buffer_index] = data
+            self._cached_bytes += len(data)
         return data
 
     def _read_buffer(self, buffer_index: int) -> bytes:

@@ -19,7 +19,7 @@ import numpy as np
 
 from openetw.consumer.predicates import Predicate, any_event, as_predicate
 from openetw.errors import InvalidArgument
-from openetw.guids import parse_guid
+from openetw.provider_names import parse_provider_guid
 from openetw.session.enable import EnableProperty, EnableRule, EventFilters
 from openetw.tdh.mof_kernel import GROUP_GUIDS, HOOK_ALIASES
 
@@ -103,8 +103,10 @@ class EventFilter:
 class Provider:
     """A provider to enable: ``Provider("Microsoft-Windows-Kernel-Process")`` or by GUID.
 
-    A name is resolved when the trace opens: from the trace's manifests, then the installed
-    ones, then ETW's name hash (TraceLogging and EventSource providers).
+    A name is resolved when the trace opens, in ``openetw.provider_names``' order: the trace's
+    manifests, then the installed ones, then ETW's name hash (announced with a
+    ``ProviderNameWarning``; write ``"*Name"`` to mean the hash of a TraceLogging or EventSource
+    provider). A malformed GUID is an ``InvalidArgument`` here.
     """
 
     def __init__(self, name_or_guid: str | uuid.UUID) -> None:
@@ -113,9 +115,8 @@ class Provider:
         if isinstance(name_or_guid, uuid.UUID):
             self.guid = name_or_guid
         elif isinstance(name_or_guid, str) and name_or_guid.strip():
-            try:
-                self.guid = parse_guid(name_or_guid)
-            except ValueError:
+            self.guid = parse_provider_guid(name_or_guid)
+            if self.guid is None:
                 self.name = name_or_guid.strip()
         else:
             raise InvalidArgument(f"a provider needs a name or a GUID, not {name_or_guid!r}")

@@ -44,7 +44,6 @@ from openetw.consumer.sources import Source
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow
 from openetw.errors import EtlFormatError, InvalidArgument, ManifestError, OpenEtwError
-from openetw.guids import provider_guid_from_name
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 
@@ -191,20 +190,15 @@ class UserTrace:
             self._dispatcher.report(error, record)
 
     def _resolve(self, name: str) -> Any:
-        """A provider name: the trace's manifests, the installed ones, then ETW's name hash."""
-        found = self._provider_names.get(name.lower())
-        if found is not None:
-            return found
-        if self.manifests is None:
-            try:
-                from openetw.store import ManifestRegistry
+        """A provider name (``openetw.provider_names``): the trace's manifests, the installed
+        ones, then ETW's name hash, announced with a ``ProviderNameWarning``."""
+        from openetw.store.lookup import resolve_provider
 
-                installed = ManifestRegistry().find(name)
-                if installed is not None:
-                    return installed.guid
-            except OpenEtwError:
-                pass
-        return provider_guid_from_name(name)
+        resolved = resolve_provider(
+            name, installed=self.manifests is None, manifests=lambda text: self._provider_names.get(text.lower())
+        )
+        resolved.warn(stacklevel=4)
+        return resolved.guid
 
     def open(self) -> UserTrace:
         """Open the sources: build or load file indexes; start or attach to live sessions

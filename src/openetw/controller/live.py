@@ -1,4 +1,6 @@
-"""One line per event for a live view (``openetw trace``): time, process, provider, event, fields.
+"""One line per event for a live view (``openetw trace``): time, process, provider, event, fields,
+and the event's message as ``openetw dump`` shows it (a JSON-quoted string; newlines and other
+control characters in values escaped so that an event stays one line).
 
 Decoding goes through a schema registry: TraceLogging events describe themselves; manifest
 events decode with the installed manifests when there are some. An event nothing describes is
@@ -14,6 +16,7 @@ from openetw.errors import OpenEtwError
 from openetw.etl.record import EventRecord
 from openetw.guids import format_guid
 from openetw.tdh import decode_all, format_properties
+from openetw.tdh.format import format_event_message, one_line
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["LiveFormatter", "default_registry"]
@@ -37,7 +40,7 @@ class LiveFormatter:
     def describe(self, record: EventRecord) -> dict[str, Any]:
         """The event as plain values: time, pid, tid, provider, event name, descriptor, fields."""
         fields: dict[str, str] = {}
-        provider = event = None
+        provider = event = message = None
         schema = None
         try:
             schema = self.registry.schema_for(record)
@@ -46,7 +49,9 @@ class LiveFormatter:
         if schema is not None:
             provider, event = schema.provider_name, schema.event_name
             try:
-                fields = format_properties(decode_all(schema, record.user_data))
+                decoded = decode_all(schema, record.user_data)
+                fields = format_properties(decoded)
+                message = format_event_message(decoded)
             except OpenEtwError as exc:
                 fields = {"<error>": str(exc)}
         provider_id = getattr(record, "provider_id", None)
@@ -61,6 +66,7 @@ class LiveFormatter:
             "opcode": getattr(record, "opcode", 0),
             "fields": fields,
             "user_data_size": len(record.user_data),
+            "message": " ".join(message.split()) if message else None,
         }
 
     def format(self, record: EventRecord) -> str:
@@ -70,4 +76,7 @@ class LiveFormatter:
         fields = " ".join(f"{name}={value}" for name, value in info["fields"].items())
         if not info["fields"] and info["user_data_size"]:
             fields = f"({info['user_data_size']} bytes)"
-        return f"{info['time']} {info['pid']:>6}/{info['tid']:<6} {info['provider']}/{info['event']} L{info['level']} {fields}".rstrip()
+        text = f"{info['time']} {info['pid']:>6}/{info['tid']:<6} {info['provider']}/{info['event']} L{info['level']} {fields}".rstrip()
+        if info["message"]:
+            text += " " + json.dumps(info["message"], ensure_ascii=False)
+        return one_line(text)

@@ -20,8 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from openetw.controller.client import ServiceClient
-from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.guids import parse_guid
+from openetw.errors import InvalidArgument
 from openetw.ipc.wire import config_from_json, filters_to_json
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
 from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB
@@ -70,29 +69,27 @@ def _filters_json(filters: EventFilters | Mapping[str, Any] | None) -> dict[str,
 
 
 def _provider_text(provider: ProviderRef) -> str:
-    """A GUID as text, or a name: an installed manifest's provider name resolves to its GUID here
-    (the caller's stores, read with the caller's rights); any other name is sent as it is and the
-    service derives its GUID with ETW's name hash, as for TraceLogging and EventSource."""
-    if isinstance(provider, uuid.UUID):
-        return str(provider)
-    if not isinstance(provider, str) or not provider.strip():
-        raise InvalidArgument("a provider is a GUID or a name")
-    try:
-        return str(parse_guid(provider))
-    except ValueError:
-        pass
-    installed = _installed_provider_guid(provider.strip())
-    return str(installed) if installed is not None else provider
+    """What is sent to the service for a provider (``openetw.provider_names``' order): a GUID, or
+    an installed manifest's provider as its GUID (the caller's stores, read with the caller's
+    rights), or ``*Name`` for the name hash on purpose; any other name is sent as it is, and the
+    service resolves it against registered providers' names or keeps it pending by name."""
+    from openetw.store.lookup import resolve_provider
+
+    resolved = resolve_provider(provider)
+    if resolved.source == "explicit-hash":
+        return f"*{resolved.name}"
+    return str(resolved.guid) if resolved.name is None or resolved.source == "manifest" else resolved.name
 
 
-def _installed_provider_guid(name: str) -> uuid.UUID | None:
-    from openetw.store import ManifestRegistry
+def _announce_pending(info: Mapping[str, Any] | None, sent: Iterable[str]) -> None:
+    """Warn (``ProviderNameWarning``) for each name the service could only hash and keeps pending."""
+    from openetw.provider_names import resolve_provider_name
 
-    try:
-        found = ManifestRegistry().find(name)
-    except OpenEtwError:
-        return None  # a damaged store must not stop a session: the name is hashed instead
-    return None if found is None else found.guid
+    names = {text.casefold() for text in sent}
+    for item in (info or {}).get("providers", ()):
+        name = item.get("name")
+        if item.get("pending") and name and name.casefold() in names:
+            resolve_provider_name(name).warn(pending=True, stacklevel=4)
 
 
 def _open_output(path: str) -> int:
@@ -197,6 +194,7 @@ class Session:
         finally:
             for fd in fds:
                 os.close(fd)
+        _announce_pending(reply.get("session"), [body["provider"] for body in enables])
         return cls(name, client, reply.get("session"))
 
     @classmethod
@@ -222,10 +220,13 @@ class Session:
         filters: EventFilters | Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """EnableTraceEx2(ENABLE_PROVIDER): add or replace this session's rule for a provider."""
-        return self._call(
-            "enable", provider=_provider_text(provider), level=level, match_any=any, match_all=all,
+        sent = _provider_text(provider)
+        info = self._call(
+            "enable", provider=sent, level=level, match_any=any, match_all=all,
             properties=int(properties), filters=_filters_json(filters),
-        )["session"]
+        )["session"]  # fmt: skip
+        _announce_pending(info, [sent])
+        return info
 
     def disable(self, provider: ProviderRef) -> dict[str, Any]:
         return self._call("disable", provider=_provider_text(provider))["session"]
@@ -348,3 +349,16 @@ def registered_providers(*, socket: str | os.PathLike[str] | None = None) -> lis
     """Providers registered with the service, with their processes and the sessions enabling them."""
     with ServiceClient(socket, autostart=False) as client:
         return list(client.call("providers")["providers"])
+
+
+def provider_security(*, socket: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """The service's provider security table: each secured provider and who may register it."""
+    with ServiceClient(socket, autostart=False) as client:
+        return list(client.call("providers").get("security") or [])
+
+
+def secure_provider(provider: str, owners: list[dict[str, Any]], *, socket: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Only ``owners`` (``{"kind": "user"|"group", "id": N}``) and root may register ``provider``
+    from now on (root only); returns the table."""
+    with ServiceClient(socket, autostart=False) as client:
+        return list(client.call("secure_provider", provider=provider, owners=owners)["security"])

@@ -70,6 +70,9 @@ WMI_BUFFER_HEADER = Layout(
     ],
 )
 BUFFER_HEADER_SIZE = WMI_BUFFER_HEADER.size  # 0x48
+# ETW's largest buffer (EVENT_TRACE_PROPERTIES.BufferSize at most 16384 KB): a compressed buffer
+# that says it holds more is damage (or a bomb), whatever its compressed bytes would expand to.
+ETW_MAX_BUFFER_SIZE = 16 << 20
 
 # BufferFlag bits
 BUFFER_FLAG_FLUSH_MARKER = 0x0001

@@ -222,8 +222,11 @@ class EtlReader:
         if len(rest) < size - _BH_SIZE:
             err = self._error("file ends inside a compressed buffer", offset, index, "compressed buffer")
             return _Frame(info, head, ((err, len(head) + len(rest)),), None)
-        if data_end < _BH_SIZE or data_end > MAX_BUFFER_SIZE:
-            err = self._error(f"Offset {data_end:#x} is out of range for a compressed buffer", offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset")
+        if data_end < _BH_SIZE or data_end > L.ETW_MAX_BUFFER_SIZE:
+            err = self._error(
+                f"Offset {data_end:#x} is out of range for a compressed buffer (at most ETW's {L.ETW_MAX_BUFFER_SIZE:#x})",
+                offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset",
+            )  # fmt: skip
             return _Frame(info, head, ((err, size),), offset + size)
         from openetw.etl.lzxpress import decompress
 
@@ -436,9 +439,10 @@ class EtlReader:
         low, high = _WINDOW_MIN_BUFFERS
         min_buffers = window or min(max(low, 4 * self.header.number_of_processors), high)
         budget = 0 if window else TIME_ORDER_WINDOW_BYTES
-        kept = 0  # bytes of data held by pending buffers
+        kept = 0  # bytes of data held by pending and active buffers
         source = self._buffer_index(keep_data)
         pending: list[tuple[int, int, int, _Frame | None]] = []
+        sizes: dict[int, int] = {}  # buffer index -> bytes of data an active buffer holds
         active: list[tuple[int, int, int, EventRecord, Iterator[EventRecord]]] = []
         exhausted = False
         last_emitted: int | None = None
@@ -447,7 +451,9 @@ class EtlReader:
         stats = self.stats
         seq = 0
         while True:
-            while not exhausted and (len(pending) < min_buffers or kept < budget):
+            # The window is bounded in bytes: a few huge buffers (compressed ones declaring
+            # megabytes each) hold it full as surely as many small ones.
+            while not exhausted and (not (pending or active) or (kept < budget if budget else len(pending) < min_buffers)):
                 entry = next(source, None)
                 if entry is None:
                     exhausted = True
@@ -457,8 +463,9 @@ class EtlReader:
                 heapq.heappush(pending, entry)
                 kept += len(entry[3].data) if entry[3] is not None else 0
             while pending and (not active or pending[0][0] <= active[0][0]):
+                if budget and active and sum(sizes.values()) >= budget:
+                    break  # over the bound: the active buffers are read out first, freeing their bytes
                 _, index, offset, frame = heapq.heappop(pending)
-                kept -= len(frame.data) if frame is not None else 0
                 try:
                     it = self._open_in_turn(index, offset, frame)
                     record = next(it, None) if it is not None else None
@@ -472,6 +479,9 @@ class EtlReader:
                 if record is not None:
                     seq += 1
                     heapq.heappush(active, (record.timestamp, index, seq, record, it))
+                    sizes[index] = len(frame.data) if frame is not None else 0
+                else:
+                    kept -= len(frame.data) if frame is not None else 0
             if not active:
                 if exhausted and not pending:
                     break
@@ -489,6 +499,7 @@ class EtlReader:
                 continue
             if following is None:
                 heapq.heappop(active)
+                kept -= sizes.pop(index, 0)
             else:
                 seq += 1
                 # An unknown record has no timestamp of its own: it keeps its place in the buffer.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import BinaryIO
 
 from openetw import hostinfo
@@ -109,6 +109,19 @@ class _OpenBuffer:
         self.events_lost_before = False
 
 
+def _opener(mode: int) -> Callable[[str, int], int]:
+    def opener(path: str, flags: int) -> int:
+        fd = os.open(path, flags | os.O_CLOEXEC, mode)
+        try:
+            os.fchmod(fd, mode)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    return opener
+
+
 class EtlWriter:
     """Writes records to an ``.etl`` file.
 
@@ -118,13 +131,16 @@ class EtlWriter:
     clock are converted to this file's clock through their wall-clock time.
     """
 
-    def __init__(self, target: str | os.PathLike[str] | BinaryIO, *, header: LogfileHeader, logger_id: int = 1) -> None:
+    def __init__(
+        self, target: str | os.PathLike[str] | BinaryIO, *, header: LogfileHeader, logger_id: int = 1, file_mode: int | None = None
+    ) -> None:
         if not MIN_BUFFER_SIZE <= header.buffer_size <= MAX_BUFFER_SIZE or header.buffer_size % 8:
             raise InvalidArgument(f"buffer size {header.buffer_size} must be a multiple of 8 from {MIN_BUFFER_SIZE} to {MAX_BUFFER_SIZE}")
         if header.pointer_size not in (4, 8):
             raise InvalidArgument(f"pointer size must be 4 or 8, not {header.pointer_size}")
         if isinstance(target, (str, os.PathLike)):
-            self._file: BinaryIO = open(target, "wb")  # noqa: SIM115 - closed in close()
+            # ``file_mode``: the file's permissions, also when it existed (0o600 for traces of others' processes).
+            self._file: BinaryIO = open(target, "wb", opener=None if file_mode is None else _opener(file_mode))  # noqa: SIM115 - closed in close()
             self._owns_file = True
         else:
             self._file = target

@@ -169,7 +169,7 @@ class FrameDecoder:
 
     def _parse_json(self, data: bytes) -> dict[str, Any]:
         try:
-            body = json.loads(data.decode("utf-8"))
+            body = json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             self.fail()
             raise ProtocolError(f"message is not valid JSON: {exc}") from None
@@ -201,6 +201,20 @@ class FrameDecoder:
     @property
     def pending_fds(self) -> int:
         return len(self._fds)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):  # 1e999: JSON has no infinity, and no reply could carry one
+        raise ValueError(f"{text[:40]} is out of a double's range")
+    return value
+
+
+_INF = float("inf")
 
 
 def recv_into_decoder(sock: socket.socket, decoder: FrameDecoder) -> bool:

@@ -188,6 +188,11 @@ def _ansi(text: str) -> bytes:
     return text.encode("utf-8", "replace") + b"\0"
 
 
+# The largest user data a SYSTEM_TRACE_HEADER record is given: the whole record fits a 64 KB
+# buffer after its header (and its Size, a u16).
+MAX_SYSTEM_PAYLOAD = (64 << 10) - L.BUFFER_HEADER_SIZE - L.SYSTEM_TRACE_HEADER.size - 8
+
+
 def _wide(text: str) -> bytes:
     return text.encode("utf-16-le", "surrogatepass") + b"\0\0"
 
@@ -286,6 +291,7 @@ class KernelEventMapper:
         self._file_calls: dict[int, tuple[str, int, int | None, int | None]] = {}  # tid → (call, fd, position, flags)
         self._files: dict[int, dict[int, _OpenFile]] = {}  # pid → fd → file
         self.unmapped = 0
+        self.truncated = 0  # events whose fields were cut to fit ETW's 64 KB record (events_truncated)
         self._registered: set[str] = set()
         # The hot events, packed straight to record bytes for a sink that takes them (map_events).
         self._raw_handlers: dict[str, Callable[[int, Mapping[str, Any]], bytes]] = {
@@ -465,14 +471,18 @@ class KernelEventMapper:
 
     # -- process and thread ---------------------------------------------------------------------
     def _process_record(self, opcode: int, state: _Process, exit_status: int, tid: int, ts: int, cpu: int) -> EventRecord:
-        payload = (
-            _PROCESS_HEAD.pack(0, state.pid, state.parent, 0, exit_status, 0, 0)
-            + unix_user_sid(state.uid)
-            + _ansi(state.image)
-            + _wide(state.command_line)
-            + _wide("")
-            + _wide("")
-        )
+        head = _PROCESS_HEAD.pack(0, state.pid, state.parent, 0, exit_status, 0, 0) + unix_user_sid(state.uid)
+        image = _ansi(state.image)
+        command_line = _wide(state.command_line)
+        room = MAX_SYSTEM_PAYLOAD - len(head) - 4  # the two empty strings after the command line
+        if len(image) + len(command_line) > room:
+            # As ETW does with a field over its limits: cut it (the image name first keeps its
+            # start), so that one huge command line costs neither the record nor the session.
+            self.truncated += 1
+            image = image[: min(len(image), room // 4) - 1] + b"\0" if len(image) > room // 4 else image
+            chars = max(0, (room - len(image)) // 2 - 1)
+            command_line = _wide(state.command_line.encode("utf-16-le", "surrogatepass")[: 2 * chars].decode("utf-16-le", "ignore"))
+        payload = head + image + command_line + _wide("") + _wide("")
         return self._record(PROCESS_GROUP, opcode, PROCESS_VERSION, tid, ts, cpu, payload, pid=state.pid)
 
     def _thread_record(self, opcode: int, pid: int, tid: int, name: str, ts: int, cpu: int, context_tid: int) -> EventRecord:

@@ -257,6 +257,11 @@ class KernelSessionRegistry:
         if info.get("state") in ("starting", "running", "stopping") and not _alive(info):
             info["state"] = "crashed"
             info["failure"] = info.get("failure") or self._log_tail(info["name"]) or "the recorder process exited"
+        elif info.get("state") == "running" and stats.get("state") == "failed":
+            info["state"] = "failed"  # the recorder lives on, but its reader ended: nothing is recorded
+            info["failure"] = info.get("failure") or stats.get("failure") or "the reader failed"
+        for key in ("events_truncated",):
+            info[key] = stats.get(key, 0)
         for key in ("events_read", "records_written", "events_lost", "duration_s"):
             info[key] = stats.get(key, 0)
         with contextlib.suppress(OSError):
@@ -392,7 +397,9 @@ class KernelSessionRegistry:
             except BaseException:
                 final = self._read(path)
                 if final is not None:
-                    self._forget(final)
+                    # A refused start removes an ftrace instance only if its recorder made it
+                    # (and said so): one of that name may be another's, or in the making.
+                    self._forget(final, remove_instance=final.get("instance") is not None)
                 raise
         return self.query(name, refresh=False)
 
@@ -448,10 +455,10 @@ class KernelSessionRegistry:
         self._forget(final)
         return info
 
-    def _forget(self, state: dict[str, Any]) -> None:
+    def _forget(self, state: dict[str, Any], *, remove_instance: bool = True) -> None:
         """Removes what a finished or dead session left: its ftrace instance, state and log."""
         root = self.tracefs_root or find_tracefs()
-        if root is not None:
+        if root is not None and remove_instance:
             instance = root / "instances" / f"{INSTANCE_PREFIX}{state['name']}"
             if instance.exists() and not _live_owner(instance):
                 TracefsInstance(instance, root).remove()

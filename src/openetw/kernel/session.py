@@ -249,7 +249,8 @@ class KernelSession:
             else:
                 header = new_logfile_header(clock=linux_trace_clock(), buffer_size=self.etl_buffer_size,
                                             logger_name=KERNEL_LOGGER_NAME, logfile_name=str(self.output))  # fmt: skip
-                self._writer = EtlWriter(self.output, header=header)
+                # Every process's command line is in it: readable by its owner only, as session files are.
+                self._writer = EtlWriter(self.output, header=header, file_mode=0o600)
             self._thread = threading.Thread(target=self._run, name=f"openetw-kernel-{self.name}", daemon=True)
             self._thread.start()
             self._ready.wait()
@@ -319,8 +320,13 @@ class KernelSession:
         profiling = next((s for s in self._sources if isinstance(s, PerfSource) and s.profile), None)
         stats["profile_rate_hz"] = profiling.frequency if profiling is not None else None
         stats["unmapped_events"] = self.mapper.unmapped
+        stats["events_truncated"] = self.mapper.truncated
         stats["reader_priority"] = self._reader_priority
         stats["state"] = self.state
+        if self._failure is not None and self.state == "running":
+            # The reader thread ended on an error: the session records nothing any more.
+            stats["state"] = "failed"
+            stats["failure"] = f"the reader failed: {type(self._failure).__name__}: {self._failure}"
         end = self._stopped_at or time.monotonic()
         stats["duration_s"] = round(end - self._started_at, 6) if self._started_at else 0.0
         return stats

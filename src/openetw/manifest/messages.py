@@ -12,6 +12,57 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+__all__ = [
+    "MAX_INSERT_WIDTH", "MAX_MESSAGE_CHARS", "TRUNCATION_MARK", "TruncatedMessage", "clamp_spec", "format_message",
+    "inserts_used", "limit_message", "wide_specs",
+]  # fmt: skip
+
+# A message comes with the trace (a manifest can travel inside an .etl file), so what it asks
+# for is bounded: a ``%1!999999999d!`` width or precision is clamped to MAX_INSERT_WIDTH, and a
+# rendered message longer than MAX_MESSAGE_CHARS is cut there and ends with TRUNCATION_MARK
+# (it is then a ``TruncatedMessage``, which says how much was cut).
+MAX_INSERT_WIDTH = 1024
+MAX_MESSAGE_CHARS = 32 * 1024
+TRUNCATION_MARK = " [message truncated]"
+_SPEC_NUMBERS = re.compile(r"^([-+ #0]*)(\d*)(?:\.(\d*))?(.*)$", re.DOTALL)
+
+
+class TruncatedMessage(str):
+    """A rendered message cut at MAX_MESSAGE_CHARS; ``cut`` characters were left out."""
+
+    cut: int = 0
+
+
+def clamp_spec(spec: str) -> str:
+    """``spec`` (a printf spec, without ``%``) with its width and precision at most MAX_INSERT_WIDTH."""
+    match = _SPEC_NUMBERS.match(spec)
+    if match is None:
+        return spec
+    flags, width, precision, rest = match.groups()
+    if width and (len(width) > 6 or int(width) > MAX_INSERT_WIDTH):
+        width = str(MAX_INSERT_WIDTH)
+    if precision and (len(precision) > 6 or int(precision) > MAX_INSERT_WIDTH):
+        precision = str(MAX_INSERT_WIDTH)
+    return flags + width + ("" if precision is None else "." + precision) + rest
+
+
+def wide_specs(text: str) -> list[tuple[int, str]]:
+    """(insert number, spec) of each insert whose width or precision is above MAX_INSERT_WIDTH."""
+    return [
+        (int(match.group(2)), match.group(3))
+        for match in _TOKEN.finditer(text)
+        if match.group(2) is not None and match.group(3) is not None and clamp_spec(match.group(3)) != match.group(3)
+    ]
+
+
+def limit_message(text: str) -> str:
+    """``text``, or its first MAX_MESSAGE_CHARS characters and TRUNCATION_MARK."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    cut = TruncatedMessage(text[:MAX_MESSAGE_CHARS] + TRUNCATION_MARK)
+    cut.cut = len(text) - MAX_MESSAGE_CHARS
+    return cut
+
 _TOKEN = re.compile(r"%(?:%(\d+)|(\d{1,2})(?:!([^!]*)!)?|(.)|$)", re.DOTALL)
 _ESCAPES = {"r": "\r", "t": "\t", "b": " ", ".": ".", "!": "!", "%": "%", " ": " "}
 _LENGTH_MODIFIERS = re.compile(r"(?:I64|I32|ll|hh|[hlwIzjLqt])")
@@ -50,7 +101,7 @@ def format_message(
         elif insert_number is not None:
             number = int(insert_number)
             if number == 0:
-                return "".join(out)
+                return limit_message("".join(out))
             if number <= len(inserts):
                 out.append(_format_insert(inserts[number - 1], spec))
             else:
@@ -62,13 +113,13 @@ def format_message(
                 out.append(_ESCAPES.get(escape, escape))
         # A lone "%" at the very end renders as nothing, as FormatMessage does.
     out.append(text[position:])
-    return "".join(out)
+    return limit_message("".join(out))
 
 
 def _format_insert(value: object, spec: str | None) -> str:
     if spec is None or spec in ("s", "S", "ws", "ls"):
         return str(value)
-    conversion = _LENGTH_MODIFIERS.sub("", spec)
+    conversion = _LENGTH_MODIFIERS.sub("", clamp_spec(spec))
     if conversion.endswith("S"):
         conversion = conversion[:-1] + "s"
     if conversion.endswith("u"):

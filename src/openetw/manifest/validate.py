@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from openetw.manifest import winmeta
 from openetw.manifest.diagnostics import Diagnostic, Severity
-from openetw.manifest.messages import inserts_used
+from openetw.manifest.messages import MAX_INSERT_WIDTH, inserts_used, wide_specs
 from openetw.manifest.model import (
     Channel,
     ChannelType,
@@ -59,6 +59,7 @@ TOLERATED: dict[str, str] = {
     "duplicate-name": "two items of one kind share a name; the first is used",
     "opaque-type": "a struct whose members were not written; its bytes cannot be split",
     "symbol": "symbols only name generated code; generators derive valid ones from names",
+    "duplicate-symbol": "two events share a symbol; generated code must then rename one of them",
 }
 
 
@@ -114,10 +115,14 @@ def _check_provider(check: _Checker, provider: Provider) -> None:
     for template in _unique(check, provider.templates, lambda t: t.tid, "template", "template id"):
         _check_template(check, provider, template)
     keys: Counter[tuple[int, int]] = Counter()
+    symbols: set[str] = set()
     for event in provider.events:
         keys[event.key] += 1
         if keys[event.key] == 2:
             check.add("duplicate-event", f"event {event.value} version {event.version} is defined more than once", event.line, "event")
+        if event.symbol and event.symbol in symbols:
+            check.add("duplicate-symbol", f"symbol {event.symbol!r} names another event too", event.line, "event")
+        symbols.add(event.symbol or "")
         _check_event(check, provider, event)
 
 
@@ -335,6 +340,11 @@ def _check_admin_event(check: _Checker, channel: Channel, event: Event, what: st
 
 
 def _check_inserts(check: _Checker, event: Event, template: Template | None, what: str) -> None:
+    for number, spec in wide_specs(event.message or ""):
+        check.add(
+            "insert-width", f"{what}: %{number}!{spec}! asks for a width or precision above {MAX_INSERT_WIDTH} (rendered clamped)",
+            event.line, "event", warning=True,
+        )  # fmt: skip
     inserts = set(inserts_used(event.message or ""))
     if not inserts:
         return

@@ -18,7 +18,9 @@ from pathlib import Path
 from openetw.errors import ManifestError, OpenEtwError
 from openetw.manifest.loader import manifest_files
 from openetw.manifest.parser import parse_manifest
+from openetw.manifest.validate import validate
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
+from openetw.mc.embed import single_provider_manifests
 from openetw.mc.generate import GeneratedModule, generate_module
 from openetw.mc.naming import Names, module_name
 from openetw.safeio import read_regular_file
@@ -69,10 +71,35 @@ def _expand(paths: Iterable[str | Path], failures: list[OpenEtwError]) -> list[P
     return files
 
 
-def generate_from_file(path: Path, modules: Names | None = None) -> tuple[list[GeneratedModule], list[str]]:
-    """The modules of every provider of the manifest at ``path``, and notes (renamed modules).
+# Each generated module embeds its manifest (its schemas are read from it), so a manifest of many
+# providers is embedded once per provider: past these limits mc refuses it rather than write
+# (and hold in memory) gigabytes of modules. Split such a manifest into several files.
+MAX_PROVIDERS = 1024
+MAX_EMBEDDED_BYTES = 256 << 20  # providers x manifest size
 
-    ``modules`` holds the module names already used in this run. Raises ``ManifestError``.
+
+def check_limits(providers: int, manifest_bytes: int, path: str) -> None:
+    """``ManifestError`` when a manifest of ``providers`` providers and ``manifest_bytes``
+    bytes is past what mc generates (see MAX_PROVIDERS and MAX_EMBEDDED_BYTES)."""
+    if providers > MAX_PROVIDERS:
+        raise ManifestError(f"defines {providers} providers; mc generates at most {MAX_PROVIDERS} modules from one manifest (split it)", path=path)
+    if providers * manifest_bytes > MAX_EMBEDDED_BYTES:
+        raise ManifestError(
+            f"{providers} providers x {manifest_bytes} bytes: each module embeds the manifest, and together they would pass"
+            f" {MAX_EMBEDDED_BYTES >> 20} MB (split the manifest into files of fewer providers)",
+            path=path,
+        )
+
+
+def generate_from_file(
+    path: Path, modules: Names | None = None, *, strict: bool = False
+) -> tuple[list[GeneratedModule], list[str]]:
+    """The modules of every provider of the manifest at ``path``, and notes (renamed modules and
+    writers: nothing is renamed without a word).
+
+    ``modules`` holds the module names already used in this run. ``strict``: mc.exe's rules
+    (``validate(strict=True)``) refuse the manifest, and so does a writer that would need a new
+    name. Raises ``ManifestError``.
     """
     taken = modules if modules is not None else Names()
     try:
@@ -80,26 +107,47 @@ def generate_from_file(path: Path, modules: Names | None = None) -> tuple[list[G
     except OSError as error:
         raise ManifestError(f"cannot read manifest: {error.strerror or error}", path=str(path)) from None
     manifest = parse_manifest(data, str(path)).manifest
+    check_limits(len(manifest.providers), len(data), str(path))
+    if strict:
+        errors = [item for item in validate(manifest, strict=True) if item.is_error]
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more; `openetw manifest validate` lists them, --lenient compiles anyway)"
+            raise ManifestError(f"{first.message} [{first.code}]" + (more if len(errors) > 1 else ""),
+                                path=str(path), line=first.line, element=first.element)  # fmt: skip
     generated, notes = [], []
     if not manifest.providers:
         notes.append(f"{path}: defines no provider; nothing to generate")
+    embedded = single_provider_manifests(manifest, data, str(path))
     for index, provider in enumerate(manifest.providers):
         wanted = module_name(provider.name)
         name = taken.take(wanted)
         if name != wanted:
             notes.append(f"{path}: provider {provider.name!r} written as {name}.py ({wanted}.py is another provider's in this run)")
-        generated.append(generate_module(manifest, index, data, path.name, name))
+        own = embedded[index]
+        module = generate_module(manifest, index, own, path.name, name, embedded_index=None if own is data else 0)
+        for label, wanted_writer, writer in module.renamed:
+            if strict:
+                raise ManifestError(
+                    f"{label}: its writer {wanted_writer} is another event's; give the events distinct symbols"
+                    " (--lenient names it " + writer + ")", path=str(path), element="event",
+                )  # fmt: skip
+            notes.append(f"{path}: {label} is written by {writer} ({wanted_writer} is another event's)")
+        generated.append(module)
     return generated, notes
 
 
-def compile_manifests(paths: Iterable[str | Path], output_dir: str | Path, *, check: bool = False) -> McResult:
-    """Generate (or with ``check``, compare) the module of every provider of every manifest."""
+def compile_manifests(
+    paths: Iterable[str | Path], output_dir: str | Path, *, check: bool = False, lenient: bool = False
+) -> McResult:
+    """Generate (or with ``check``, compare) the module of every provider of every manifest.
+    mc.exe's rules refuse a manifest unless ``lenient``."""
     result = McResult()
     out = Path(output_dir)
     names = Names()
     for source in _expand(paths, result.failures):
         try:
-            generated, notes = generate_from_file(source, names)
+            generated, notes = generate_from_file(source, names, strict=not lenient)
         except OpenEtwError as error:
             result.failures.append(error)
             continue

@@ -61,6 +61,8 @@ class GeneratedModule:
     source: str
     events: int
     unwritable: tuple[tuple[str, str], ...] = ()
+    # (event, the writer it wanted, the writer it got) for writers renamed to stay unique.
+    renamed: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def file_name(self) -> str:
@@ -77,6 +79,7 @@ class _EventCode:
     parameters: tuple[str, ...]
     summary: str
     problem: str | None
+    wanted: str = ""  # the method name the event's symbol asked for
 
 
 def channel_keyword(provider: Provider, event: Event) -> int:
@@ -93,11 +96,14 @@ def _plain(text: str | None) -> str | None:
     return text if text is not None and _PLAIN_TEXT.fullmatch(text) else None
 
 
-def generate_module(manifest: Manifest, provider_index: int, manifest_xml: bytes, source_name: str, module: str) -> GeneratedModule:
+def generate_module(
+    manifest: Manifest, provider_index: int, manifest_xml: bytes, source_name: str, module: str, *, embedded_index: int | None = None
+) -> GeneratedModule:
     """The source of module ``module`` for ``manifest.providers[provider_index]``.
 
     ``manifest_xml`` is the manifest file as read (embedded as ``MANIFEST_XML``), ``source_name``
-    its file name as the banner and ``MANIFEST_FILE`` show it.
+    its file name as the banner and ``MANIFEST_FILE`` show it. ``embedded_index``: the
+    provider's index in ``manifest_xml`` when that is not the whole manifest (``mc.embed``).
     """
     provider = manifest.providers[provider_index]
     guid = provider.guid if provider.guid is not None else provider_guid_from_name(provider.name)
@@ -105,7 +111,7 @@ def generate_module(manifest: Manifest, provider_index: int, manifest_xml: bytes
     constants = Names(_MODULE_NAMES | {cls})
     symbols = _symbol_constants(provider, constants)  # before the events: symbols keep their names
     events = _events(manifest, provider, constants)
-    lines = _head(provider, provider_index, guid, source_name, module, events)
+    lines = _head(provider, provider_index if embedded_index is None else embedded_index, guid, source_name, module, events)
     lines += symbols
     lines += ["", "# -- event descriptors: (id, version, channel, level, opcode, task, keyword) " + "-" * 22, ""]
     lines += [f"{e.constant} = EventDescriptor({', '.join(_int(v, i == 6) for i, v in enumerate(e.descriptor))})" for e in events]
@@ -113,7 +119,8 @@ def generate_module(manifest: Manifest, provider_index: int, manifest_xml: bytes
     lines += _tail(cls)
     lines += _manifest_literal(manifest_xml)
     unwritable = tuple((e.label, e.problem) for e in events if e.problem is not None)
-    return GeneratedModule(module, provider.name, "\n".join(lines) + "\n", len(events), unwritable)
+    renamed = tuple((e.label, f"write_{e.wanted}", f"write_{e.name}") for e in events if e.name != e.wanted)
+    return GeneratedModule(module, provider.name, "\n".join(lines) + "\n", len(events), unwritable, renamed)
 
 
 # -- the parts of a module ----------------------------------------------------------------------
@@ -245,7 +252,7 @@ def _events(manifest: Manifest, provider: Provider, constants: Names) -> list[_E
             summary += f': "{event.message.strip()}"'
         if problem is not None:
             summary += f". Cannot be written: {problem}"
-        events.append(_EventCode(name, label, constant, descriptor, fields, params, summary, problem))
+        events.append(_EventCode(name, label, constant, descriptor, fields, params, summary, problem, base))
     return events
 
 

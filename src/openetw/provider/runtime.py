@@ -43,6 +43,7 @@ from typing import Any, Self
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
+from openetw.provider.properties import with_properties
 from openetw.guids import parse_guid, provider_guid_from_name
 from openetw.ipc.pool import PoolWriter
 from openetw.ipc.wire import filters_to_json
@@ -240,7 +241,12 @@ class _ProviderBase:
             self._call_back(capture_state=False)
 
     def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:
-        targets = tuple((entry, writers[entry.session_id].write) for entry in self._state.sessions if entry.session_id in writers)
+        # A session that asked for enable properties gets its events with their extended items.
+        targets = tuple(
+            (entry, with_properties(writers[entry.session_id].write, entry.rule.properties))
+            for entry in self._state.sessions
+            if entry.session_id in writers
+        )
         self._routing = (targets, {}, {}, {})
         self.enabled = bool(targets)
         for event in list(self._events):

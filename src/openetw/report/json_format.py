@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from openetw.etl.record import EventRecord
 from openetw.guids import format_guid
+from openetw.manifest.messages import TruncatedMessage
 from openetw.report.events import ReportEvent
 from openetw.report.values import json_properties
 
@@ -70,6 +71,8 @@ def event_to_json(event: ReportEvent, provider_name: str | None = None, event_na
         message = event.message
         if message is not None:
             out["message"] = message
+            if isinstance(message, TruncatedMessage):
+                out["message_truncated"] = message.cut  # characters left out
     return out
 
 

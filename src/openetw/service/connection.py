@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.ipc.paths import PeerCredentials, peer_credentials
 from openetw.ipc.protocol import FrameDecoder, Message, ProtocolError, encode_frame, recv_into_decoder
+from openetw.service.schema import check_request, request_id_problem
+from openetw.service.screen import ProducerIdentity
 from openetw.session import Caller
 
 __all__ = ["Connection", "OutgoingFrame"]
@@ -20,6 +23,10 @@ MAX_QUEUED_BYTES = 64 << 20
 # default (about 200 KB, three 64 KB buffers) has the service wake up every few milliseconds
 # to refill it when a session is busy.
 REALTIME_SEND_BUFFER = 4 << 20
+# Replies and notifications waiting for a client that does not read them: past this the client
+# is disconnected (a client that pipelines requests and never reads would otherwise grow the
+# service without end).
+MAX_PENDING_REPLY_BYTES = 4 << 20
 
 
 @dataclass
@@ -42,13 +49,33 @@ class Connection:
         self.decoder = FrameDecoder(allow_notices=True)
         self.outgoing: deque[OutgoingFrame] = deque()
         self.queued_bytes = 0
+        self.reply_bytes = 0  # the part of queued_bytes that is replies and notifications
+        self.overflowed = False  # set once reply_bytes passed MAX_PENDING_REPLY_BYTES: drop it
         self.closed = False
         self.registrations: set[int] = set()
+        # Every provider GUID this connection ever registered (records written before an
+        # unregister may still be in its pools), as the bytes a record holds.
+        self.registered_guids: set[bytes] = set()
+        self.registered_classic = False
+        self._identity: ProducerIdentity | None = None
         self.consuming: set[int] = set()  # session ids this real-time consumer receives
 
     @property
     def pid(self) -> int:
         return self.credentials.pid
+
+    def note_registration(self, provider_guid: uuid.UUID, *, classic: bool) -> None:
+        self.registered_guids.add(provider_guid.bytes_le)
+        self.registered_classic |= classic
+        self._identity = None
+
+    def identity(self, secured: frozenset[bytes] = frozenset()) -> ProducerIdentity:
+        """What this producer may write into its pools (see ``screen``)."""
+        identity = self._identity
+        if identity is None or identity.secured is not secured:
+            identity = ProducerIdentity(self.pid, frozenset(self.registered_guids), self.registered_classic, secured)
+            self._identity = identity
+        return identity
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -86,9 +113,17 @@ class Connection:
             return False
         if is_buffer and self.queued_bytes + len(payload) > MAX_QUEUED_BYTES:
             return False
+        if self.overflowed:
+            return False
         if fds:
             body = {**body, "fds": len(fds)}
-        frame = OutgoingFrame(encode_frame(body, payload), [os.dup(fd) for fd in fds], is_buffer=is_buffer)
+        data = encode_frame(body, payload)
+        if not is_buffer:
+            if self.reply_bytes + len(data) > MAX_PENDING_REPLY_BYTES:
+                self.overflowed = True  # the loop drops the connection
+                return False
+            self.reply_bytes += len(data)
+        frame = OutgoingFrame(data, [os.dup(fd) for fd in fds], is_buffer=is_buffer)
         self.outgoing.append(frame)
         self.queued_bytes += len(frame.data)
         return True
@@ -114,6 +149,8 @@ class Connection:
             if frame.sent < len(frame.data):
                 return
             self.outgoing.popleft()
+            if not frame.is_buffer:
+                self.reply_bytes -= len(frame.data)
 
     @staticmethod
     def _close_fds(frame: OutgoingFrame) -> None:
@@ -136,9 +173,14 @@ class Connection:
 
 
 def check_message(message: Message) -> tuple[str, Any]:
-    """(op, request id) of a request; ``ProtocolError`` when it has no operation name."""
+    """(op, request id) of a request. ``ProtocolError`` when it has no operation name or an id
+    no reply could echo; ``InvalidRequest`` (answered, the connection goes on) when a field
+    has the wrong type or range (see ``schema``)."""
     op = message.body.get("op")
-    if not isinstance(op, str):
+    request_id = message.body.get("id")
+    problem = request_id_problem(request_id)
+    if not isinstance(op, str) or problem is not None:
         message.close_fds()
-        raise ProtocolError("a request needs an \"op\" string")
-    return op, message.body.get("id")
+        raise ProtocolError(problem or "a request needs an \"op\" string")
+    check_request(message.body)
+    return op, request_id

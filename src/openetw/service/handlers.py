@@ -23,6 +23,8 @@ from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.session import Caller, EnableRule, InvalidSessionConfig, LogMode, SessionConfig, SessionKind, SessionState
+from openetw.session.config import resolve_provider
+from openetw.session.security import Principal
 
 if TYPE_CHECKING:
     from openetw.service.server import TraceService
@@ -119,6 +121,7 @@ def begin_session(
     try:
         if fd >= 0:
             _checked_output_fd(fd)
+        service.quotas.check_session((s.owner_uid for s in table), owner.uid)
         session = table.create(config, owner, now=now)
     except BaseException:
         if fd >= 0:
@@ -131,6 +134,8 @@ def begin_session(
                 match_all=rule.match_all, properties=rule.properties, filters=rule.filters,
             )  # fmt: skip
         runtime = SessionRuntime(session.session_id, session.logger_id, config, table)
+        runtime.on_rejected = service.note_rejected
+        runtime.secured_guids = service.provider_security.guid_bytes
         if fd >= 0:
             runtime.logfile = _logfile(runtime, fd, config, owner)
             fd = -1
@@ -375,10 +380,13 @@ def register(service: TraceService, connection: Connection, message: Message) ->
     provider = _text(message, "provider")
     name = message.body.get("name")
     classic = bool(message.body.get("classic", False))
+    service.provider_security.check_register(resolve_provider(provider)[0], connection.caller.uid, connection.caller.gids)
     registration, actions = service.table.register_provider(
-        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic
+        connection.connection_id, provider, connection.pid, connection.credentials.exe, classic=classic,
+        name=name if isinstance(name, str) and name.strip() else None, uid=connection.caller.uid,
     )
     connection.registrations.add(registration.registration_id)
+    connection.note_registration(registration.provider_guid, classic=classic)
     service.registration_names[registration.registration_id] = name if isinstance(name, str) else None
     service.carry_out(actions)
     return {
@@ -446,7 +454,18 @@ def providers(service: TraceService, connection: Connection, message: Message) -
                 "sessions": sorted(table.session(s).name for s in registration.enable_state.session_ids),
             }
         )
-    return {"providers": found}
+    return {"providers": found, "security": service.provider_security.as_json()}
+
+
+def secure_provider(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """Only the given users and groups (and root) may register the provider from now on."""
+    guid, name = resolve_provider(_text(message, "provider"))
+    owners = message.body.get("owners")
+    if not isinstance(owners, list) or not owners or not all(isinstance(o, dict) for o in owners):
+        raise InvalidArgument("secure_provider needs \"owners\": a non-empty list of {\"kind\": \"user\"|\"group\", \"id\": N}")
+    principals = [Principal(str(owner.get("kind")), owner.get("id")) for owner in owners]
+    service.provider_security.secure(guid, principals, name=name, caller_uid=connection.caller.uid)
+    return {"security": service.provider_security.as_json()}
 
 
 # -- kernel recorders (their own connections only) ------------------------------------------------
@@ -517,6 +536,7 @@ HANDLERS: dict[str, Handler] = {
     "kernel_lost": kernel_lost,
     "kernel_stats": kernel_stats,
     "providers": providers,
+    "secure_provider": secure_provider,
     "status": status,
     "shutdown": shutdown,
 }

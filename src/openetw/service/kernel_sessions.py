@@ -233,8 +233,20 @@ class KernelRecorders:
 
     def on_stats(self, connection: Connection, stats: Any) -> None:
         recorder = self.recorder_of(connection)
-        if isinstance(stats, dict):
-            recorder.stats = stats
+        if not isinstance(stats, dict):
+            return
+        recorder.stats = stats
+        runtime = self.service.runtimes.get(recorder.session_id)
+        if runtime is None:
+            return
+        statistics = self.service.table.session(recorder.session_id).statistics
+        truncated = stats.get("events_truncated")
+        if isinstance(truncated, int) and not isinstance(truncated, bool) and truncated > statistics.events_truncated:
+            statistics.add_events_truncated(truncated - statistics.events_truncated)
+        if stats.get("state") == "failed" and not runtime.finishing:
+            # A reader that failed is no running session: say so, with the reason.
+            reason = str(stats.get("failure") or "the kernel reader failed")
+            self.service.carry_out(self.service.table.fail(recorder.session_id, reason, now=time.time()))
 
     def describe(self, session_id: int) -> dict[str, Any] | None:
         recorder = self.by_session.get(session_id)

@@ -13,8 +13,10 @@ Modes:
 * sequential: append; with a maximum size, a buffer that would pass it is not written and
   counts as a log buffer lost (its events as events lost), as ETW does once the file is full;
 * circular: when the next buffer would pass the maximum size, writing goes on at the first
-  buffer after the header, overwriting the oldest. The header's BuffersWritten counts every
-  buffer ever written; a reader wanting time order sorts buffers by their timestamps;
+  buffer after the header, overwriting the oldest. The header's BuffersWritten counts the
+  buffers the file holds (the header buffer included), so that readers that trust it (dissect.etl)
+  read the file to its end and no further; the session's statistics count every buffer ever
+  written. A reader wanting time order sorts buffers by their timestamps;
 * new file: when the next buffer would pass the maximum size, the file is finished and the
   next one (``%d`` replaced by 1, 2, ...) begins with its own header buffer.
 
@@ -264,7 +266,7 @@ class LogFile:
     # -- internals -----------------------------------------------------------------------------
     def _header_bytes(self) -> bytes:
         header = self.header.with_(
-            buffers_written=self.buffers_in_file if not self.circular else self.buffers_written + 1,
+            buffers_written=self.buffers_in_file if not self.circular else min(self.buffers_written + 1, self.buffers_in_file),
             events_lost=self.events_lost,
             buffers_lost=self.buffers_lost,
             end_time=self.header.clock.to_filetime(self.header.reference_timestamp if self._last_timestamp is None else self._last_timestamp),
@@ -362,16 +364,20 @@ def _pwrite_all(fd: int, data: bytes | memoryview | mmap.mmap, offset: int) -> N
 def _pwritev_all(fd: int, parts: list[bytes] | list[bytearray] | list[mmap.mmap] | list[bytes | memoryview | mmap.mmap], offset: int) -> None:
     """``parts`` one after the other from ``offset``, however little each system call writes.
     A write ``O_DIRECT`` refuses (EINVAL: a short write left the next one unaligned) is made
-    again through the page cache."""
+    again through the page cache. The ``OSError`` of a write that fails (a full disk) says in
+    ``written`` how many bytes reached the file before it: the parts wholly in them are there."""
     views = [memoryview(part) for part in parts]
+    written = 0
     while views:
         try:
             done = _pwritev(fd, views, offset)
         except OSError as exc:
             if exc.errno == errno.EINVAL and _drop_direct(fd):
                 continue
+            exc.written = written  # type: ignore[attr-defined]
             raise
         offset += done
+        written += done
         while views and done >= len(views[0]):
             done -= len(views[0])
             views.pop(0)
@@ -488,11 +494,13 @@ class _QueuedWriter:
                 run = self._contiguous_jobs()  # the thread's own: queue() appends, nothing else changes them
                 failed = self._error is not None
             fd, _, offset, _, _ = run[0]
+            reached = 0  # bytes of this run that are in the file even when the write failed
             if not failed:
                 try:
                     _pwritev_all(fd, [job[1] for job in run], offset)
                 except OSError as exc:
                     failed = True
+                    reached = getattr(exc, "written", 0)
                     with self._changed:
                         self._error = exc
             if run[0][3] == _CLOSE_AFTER_WRITE:
@@ -501,7 +509,9 @@ class _QueuedWriter:
                 for _, data, offset, events, counted_written in run:
                     self._jobs.popleft()
                     self.queued_bytes -= len(data)
-                    if failed and offset != 0:  # offset 0: a header buffer
+                    in_file = reached >= len(data)  # a buffer the file got whole is not lost
+                    reached = max(0, reached - len(data))
+                    if failed and offset != 0 and not in_file:  # offset 0: a header buffer
                         lost_events = count_records(data) if events is None else events
                         self._lost_buffers += 1
                         self._lost_events += lost_events

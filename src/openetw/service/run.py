@@ -7,9 +7,10 @@ import signal
 import socket
 from pathlib import Path
 
-from openetw.errors import ServiceError
+from openetw.errors import OpenEtwError, ServiceError
 from openetw.service.autologger import start_autologger_file
 from openetw.service.server import TraceService, log
+from openetw.session.quotas import UserQuotas
 
 __all__ = ["run_service"]
 
@@ -23,7 +24,12 @@ def run_service(
     is ready. When it cannot be used (unreadable, writable by others, does not parse) the
     service logs why and runs without it, unless ``autologger_required``: then it exits with 1.
     """
-    service = TraceService(socket_path, system=system)
+    try:
+        quotas = _quotas_from_environment()
+    except (ValueError, OpenEtwError) as exc:
+        log(f"OPENETW_MAX_USER_SESSIONS / OPENETW_ROOT_SESSIONS: {exc}")
+        return 1
+    service = TraceService(socket_path, system=system, quotas=quotas)
     try:
         service.listen()
     except ServiceError as exc:
@@ -47,6 +53,17 @@ def run_service(
     _notify_systemd(b"STOPPING=1")
     log("stopped")
     return 0
+
+
+def _quotas_from_environment() -> UserQuotas:
+    """The per-user limits, from OPENETW_MAX_USER_SESSIONS (sessions a user other than root
+    may hold) and OPENETW_ROOT_SESSIONS (slots kept for root) when set."""
+    changes = {}
+    for variable, field in (("OPENETW_MAX_USER_SESSIONS", "sessions_per_user"), ("OPENETW_ROOT_SESSIONS", "reserved_for_root")):
+        value = os.environ.get(variable)
+        if value:
+            changes[field] = int(value)
+    return UserQuotas(**changes)
 
 
 def _notify_systemd(state: bytes) -> None:

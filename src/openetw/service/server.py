@@ -29,6 +29,8 @@ from openetw.ipc.protocol import Message, ProtocolError, error_reply
 from openetw.ipc.wire import enable_state_to_json
 from openetw.service.connection import Connection, check_message
 from openetw.service.kernel_sessions import RECORDER_OPS, KernelRecorders
+from openetw.service.schema import InvalidRequest
+from openetw.service.screen import ScreenResult
 from openetw.service.sessions import PendingFlush, SessionRuntime
 from openetw.session import (
     Action,
@@ -45,6 +47,8 @@ from openetw.session import (
     SnapshotToFile,
     StartSession,
 )
+from openetw.session.quotas import DEFAULT_QUOTAS, UserQuotas
+from openetw.session.security import ProviderSecurity
 
 if TYPE_CHECKING:
     from openetw.service.autologger import AutologgerReport
@@ -73,9 +77,11 @@ def log(message: str) -> None:
 
 
 class TraceService:
-    def __init__(self, socket_path: Path, *, system: bool = False) -> None:
+    def __init__(self, socket_path: Path, *, system: bool = False, quotas: UserQuotas = DEFAULT_QUOTAS) -> None:
         self.socket_path = Path(socket_path)
         self.system = system
+        self.quotas = quotas
+        self.provider_security = ProviderSecurity()
         group = system_group_gid() if system else None
         self.table = SessionTable(admin_gids=frozenset({group}) if group is not None else frozenset())
         self.selector = selectors.DefaultSelector()
@@ -83,6 +89,7 @@ class TraceService:
         self.runtimes: dict[int, SessionRuntime] = {}
         self.pool_sessions: dict[int, int] = {}  # pool id -> session id
         self.registration_names: dict[int, str | None] = {}
+        self._rejections_logged: dict[int, float] = {}
         self.started_at = time.time()
         self._next_connection_id = 1
         self._next_pool_id = 1
@@ -215,7 +222,10 @@ class TraceService:
                     self._flush_connection(connection)
         self._on_tick()
         for connection in list(self.connections.values()):
-            if connection.outgoing:
+            if connection.overflowed:
+                log(f"connection {connection.connection_id} (pid {connection.pid}) does not read what it is sent; closed")
+                self._drop_connection(connection)
+            elif connection.outgoing:
                 self._flush_connection(connection)
         if 0.0 <= self._fullest_seen < PAUSE_FILL_LIMIT:
             self._pause_until = time.monotonic() + NOTICE_PAUSE
@@ -285,10 +295,14 @@ class TraceService:
                     return
                 raise
             try:
-                self.adopt_connection(sock)
+                connection = self.adopt_connection(sock)
             except OSError:
                 sock.close()
                 continue
+            uid = connection.credentials.uid
+            if not self.quotas.allows_connection(sum(c.credentials.uid == uid for c in self.connections.values()) - 1, uid):
+                log(f"uid {uid} has {self.quotas.connections_per_user} connections already; one more refused")
+                self._drop_connection(connection)
 
     def adopt_connection(self, sock: socket.socket) -> Connection:
         """A connected socket becomes a connection of the loop (``OSError`` leaves ``sock`` open)."""
@@ -299,6 +313,13 @@ class TraceService:
         self.selector.register(sock, selectors.EVENT_READ, connection)
         return connection
 
+    def note_rejected(self, runtime: SessionRuntime, producer: Connection, result: ScreenResult) -> None:
+        """A producer's buffer held records that failed the check (at most one line a second per session)."""
+        now = time.monotonic()
+        if now - self._rejections_logged.get(runtime.session_id, -1.0) >= 1.0:
+            self._rejections_logged[runtime.session_id] = now
+            log(f"session {runtime.name!r}: {result.rejected} record(s) of pid {producer.pid} rejected: {'; '.join(result.reasons)}")
+
     def new_pool_id(self) -> int:
         pool_id = self._next_pool_id
         self._next_pool_id += 1
@@ -307,7 +328,7 @@ class TraceService:
     def _on_readable(self, connection: Connection) -> None:
         try:
             messages = connection.read()
-        except ProtocolError as exc:
+        except Exception as exc:  # noqa: BLE001 - ProtocolError above all; whatever it is, it ends this connection only
             log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
             self._drop_connection(connection)
             return
@@ -327,9 +348,21 @@ class TraceService:
                 message.close_fds()
                 log(f"connection {connection.connection_id} (pid {connection.pid}): {exc}; closed")
                 self._drop_connection(connection)
+            except Exception:  # noqa: BLE001 - nothing one client sends may reach the loop: that client goes
+                message.close_fds()
+                log(f"connection {connection.connection_id} (pid {connection.pid}): {traceback.format_exc()}; closed")
+                self._drop_connection(connection)
+            if connection.overflowed:
+                log(f"connection {connection.connection_id} (pid {connection.pid}) does not read its replies; closed")
+                self._drop_connection(connection)
 
     def _dispatch(self, connection: Connection, message: Message) -> None:
-        op, request_id = check_message(message)
+        try:
+            op, request_id = check_message(message)
+        except InvalidRequest as exc:
+            message.close_fds()
+            connection.send(error_reply(message.body.get("id"), exc))
+            return
         handler = self._handlers.get(op)
         if handler is None:
             message.close_fds()
@@ -435,6 +468,14 @@ class TraceService:
         runtime = self.runtimes.get(action.session_id)
         if connection is None or connection.closed or runtime is None:
             return
+        uid = connection.credentials.uid
+        if uid != 0:
+            pools = sum(
+                1 for r in self.runtimes.values() for e in r.pools.values() if e.producer is not None and e.producer.credentials.uid == uid
+            )
+            if not self.quotas.allows_pool(pools, uid):
+                log(f"uid {uid} has {pools} pools already; none for pid {connection.pid} in session {runtime.name!r}")
+                return
         count = max(2, min(action.maximum_buffers, MAX_BUFFER_COUNT, MAX_POOL_BYTES // action.buffer_size))
         try:
             pool = BufferPool.create(
@@ -449,7 +490,7 @@ class TraceService:
             return
         pool_id = self._next_pool_id
         self._next_pool_id += 1
-        runtime.add_pool(pool_id, connection.connection_id, pool)
+        runtime.add_pool(pool_id, connection.connection_id, pool, producer=connection)
         self.pool_sessions[pool_id] = runtime.session_id
         connection.send(
             {

@@ -32,6 +32,7 @@ from openetw.etl.writer import linux_trace_clock, new_logfile_header
 from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile, count_records, header_buffer
+from openetw.service.screen import ScreenResult, ThreadCheck, screen_buffer
 from openetw.session import LogMode, SessionConfig, SessionTable
 
 __all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
@@ -86,6 +87,8 @@ class PoolEntry:
     pool: BufferPool
     losses_seen: int = 0
     closing_deadline: float | None = None
+    producer: Connection | None = None  # a producer's pool: its buffers are screened (``screen``)
+    threads: ThreadCheck | None = None
 
 
 @dataclass
@@ -106,6 +109,9 @@ class SessionRuntime:
     flushes: list[PendingFlush] = field(default_factory=list)
     write_error: str | None = None
     count_records: Callable[[bytes], int] = count_records
+    # The GUIDs of providers secured for others (from the service's provider security table).
+    secured_guids: Callable[[], frozenset[bytes]] = frozenset
+    on_rejected: Callable[[SessionRuntime, Connection, ScreenResult], None] | None = None
 
     @property
     def name(self) -> str:
@@ -116,8 +122,11 @@ class SessionRuntime:
         return self.config.mode
 
     # -- pools ---------------------------------------------------------------------------------
-    def add_pool(self, pool_id: int, connection_id: int, pool: BufferPool) -> None:
-        self.pools[pool_id] = PoolEntry(pool_id, connection_id, pool)
+    def add_pool(self, pool_id: int, connection_id: int, pool: BufferPool, *, producer: Connection | None = None) -> None:
+        """A pool for one connection. ``producer``: an untrusted producer's, whose records are
+        checked before they go anywhere (the service's own kernel recorders pass none)."""
+        threads = ThreadCheck(producer.pid) if producer is not None else None
+        self.pools[pool_id] = PoolEntry(pool_id, connection_id, pool, producer=producer, threads=threads)
         self.active[connection_id] = pool_id
 
     def pools_of_connection(self, connection_id: int) -> list[int]:
@@ -147,11 +156,15 @@ class SessionRuntime:
                 buffer = self.logfile.spare_buffer()
                 pool.take_into(index, buffer)
                 pool.release(index)
-                self.deliver(buffer, owned=True)
+                screened, events = self._screen(entry, buffer)
+                if screened is not buffer:
+                    buffer[:] = screened
+                self.deliver(buffer, owned=True, events=events)
             else:
                 data = pool.take(index)
                 pool.release(index)
-                self.deliver(data)
+                screened, events = self._screen(entry, data)
+                self.deliver(screened, events=events)
             moved += 1
         self._count_losses(entry)
         return moved
@@ -179,12 +192,26 @@ class SessionRuntime:
             del self.active[entry.connection_id]
         pool = entry.pool
         for data in pool.take_filling_after_death():
-            self.deliver(data)
+            screened, events = self._screen(entry, data)
+            self.deliver(screened, events=events)
         for index, state in enumerate(pool.states.tolist()):
             if state == TAKEN:  # left so by take_filling_after_death
                 pool.release(index)
         self._count_losses(entry)
         pool.close()
+
+    def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
+        """(the buffer to deliver, its events) once a producer's records are checked; a
+        trusted pool's buffer as it is, its events left to ``deliver`` to count."""
+        producer = entry.producer
+        if producer is None or entry.threads is None:
+            return data, None
+        result = screen_buffer(data, producer.identity(self.secured_guids()), entry.threads)
+        if result.rejected:
+            self.table.session(self.session_id).statistics.add_events_rejected(result.rejected)
+            if self.on_rejected is not None:
+                self.on_rejected(self, producer, result)
+        return bytes(result.data) if result.rejected else result.data, result.kept
 
     def _count_losses(self, entry: PoolEntry) -> None:
         total = entry.pool.events_lost + entry.pool.events_refused
@@ -198,10 +225,12 @@ class SessionRuntime:
     def _file_only(self) -> bool:
         return self.write_error is None and self.mode.writes_file and not self.mode.real_time and self.mode is not LogMode.BUFFERING
 
-    def deliver(self, data: bytes | mmap.mmap, *, owned: bool = False) -> None:
+    def deliver(self, data: bytes | mmap.mmap, *, owned: bool = False, events: int | None = None) -> None:
         """Send one taken buffer to its destinations and count it. ``owned``: ``data`` came
-        from the log file's ``spare_buffer`` (a file-only session) and goes to it as it is."""
-        events = self.count_records(data)  # type: ignore[arg-type]
+        from the log file's ``spare_buffer`` (a file-only session) and goes to it as it is.
+        ``events``: how many records it holds, when the caller already counted them."""
+        if events is None:
+            events = self.count_records(data)  # type: ignore[arg-type]
         mode = self.mode
         table, session_id = self.table, self.session_id
         delivered = False

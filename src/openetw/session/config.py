@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from openetw.guids import parse_guid, provider_guid_from_name
+from openetw.provider_names import resolve_provider_name
 from openetw.session.enable import EnableRule
 from openetw.session.errors import InvalidSessionConfig
 
@@ -111,16 +111,12 @@ class SessionKind(enum.Enum):
 
 
 def resolve_provider(provider: uuid.UUID | str) -> tuple[uuid.UUID, str | None]:
-    """A provider GUID, and its name when given by name (TraceLogging/EventSource name hashing)."""
-    if isinstance(provider, uuid.UUID):
-        return provider, None
-    text = provider.strip()
-    if not text:
+    """A provider GUID, and its name when given by name (``openetw.provider_names`` without
+    lookups: a GUID, or the name hash)."""
+    if isinstance(provider, str) and not provider.strip():
         raise InvalidSessionConfig("a provider needs a GUID or a name")
-    try:
-        return parse_guid(text), None
-    except ValueError:
-        return provider_guid_from_name(text), text
+    resolved = resolve_provider_name(provider)
+    return resolved.guid, resolved.name
 
 
 @dataclass(frozen=True)
@@ -130,11 +126,14 @@ class ProviderEnable:
     provider_guid: uuid.UUID
     rule: EnableRule = EnableRule()
     provider_name: str | None = None
+    by_name: bool = False  # a name nothing knows yet: pending until a provider of that name registers
 
     @classmethod
     def of(cls, provider: uuid.UUID | str, rule: EnableRule = EnableRule()) -> ProviderEnable:
-        guid, name = resolve_provider(provider)
-        return cls(guid, rule, name)
+        if isinstance(provider, str) and not provider.strip():
+            raise InvalidSessionConfig("a provider needs a GUID or a name")
+        resolved = resolve_provider_name(provider)
+        return cls(resolved.guid, rule, resolved.name, resolved.hashed)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def _describe_rule(session: Session, provider_guid: uuid.UUID, rule: EnableRule)
     return {
         "guid": format_guid(provider_guid),
         "name": session.provider_names.get(provider_guid),
+        "pending": provider_guid in session.pending_names,
         "level": rule.level,
         "match_any": rule.match_any,
         "match_all": rule.match_all,

@@ -42,6 +42,9 @@ class Session:
     # Insertion order is enable order (it decides which session keeps a classic provider).
     rules: dict[uuid.UUID, EnableRule] = field(default_factory=dict)
     provider_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    # Rules enabled by a name no provider had registered yet (kept under the name hash): the
+    # first registration carrying that name takes the rule over.
+    pending_names: dict[uuid.UUID, str] = field(default_factory=dict)
     statistics: SessionStatistics = field(default_factory=SessionStatistics)
     started_at: float | None = None
     stopped_at: float | None = None

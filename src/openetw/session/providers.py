@@ -28,6 +28,13 @@ class Registration:
     classic: bool = False
     provider_name: str | None = None
     enable_state: EnableState = field(default=DISABLED)
+    uid: int | None = None  # the producer's user
+
+    def may_name_for(self, owner_uid: int | None) -> bool:
+        """Whether the name this registration carries may resolve a name for a session of
+        ``owner_uid``: its own user's sessions and every session when it runs as root. Another
+        user's process cannot take an enable by name away from the provider it was meant for."""
+        return owner_uid is None or self.uid is None or self.uid in (0, owner_uid)
 
 
 class ProviderRegistry:
@@ -48,8 +55,9 @@ class ProviderRegistry:
         *,
         classic: bool = False,
         provider_name: str | None = None,
+        uid: int | None = None,
     ) -> Registration:
-        registration = Registration(self._next_id, connection_id, provider_guid, pid, exe, classic, provider_name)
+        registration = Registration(self._next_id, connection_id, provider_guid, pid, exe, classic, provider_name, uid=uid)
         self._next_id += 1
         self._by_id[registration.registration_id] = registration
         self._by_provider.setdefault(provider_guid, {})[registration.registration_id] = registration
@@ -74,6 +82,16 @@ class ProviderRegistry:
 
     def for_connection(self, connection_id: int) -> tuple[Registration, ...]:
         return tuple(self._by_connection.get(connection_id, {}).values())
+
+    def guid_for_name(self, name: str, owner_uid: int | None = None) -> uuid.UUID | None:
+        """The GUID of the latest registration carrying ``name`` (case-insensitive), if any; with
+        ``owner_uid``, only of a process of that user or of root (``Registration.may_name_for``)."""
+        key = name.casefold()
+        found = None
+        for registration in self._by_id.values():
+            if registration.provider_name and registration.provider_name.casefold() == key and registration.may_name_for(owner_uid):
+                found = registration.provider_guid
+        return found
 
     def is_registered(self, provider_guid: uuid.UUID) -> bool:
         return provider_guid in self._by_provider

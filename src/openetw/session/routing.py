@@ -49,17 +49,26 @@ class Router:
                 f"provider {provider_guid} is already enabled in {others} sessions (at most {MAX_SESSIONS_PER_PROVIDER})"
             )
 
-    def set_rule(self, session: Session, provider_guid: uuid.UUID, rule: EnableRule, name: str | None) -> None:
+    def set_rule(
+        self, session: Session, provider_guid: uuid.UUID, rule: EnableRule, name: str | None, *, pending: bool = False
+    ) -> None:
+        """Add or replace a rule. ``pending``: enabled by a name nothing registered yet, kept under
+        the name hash until a registration carrying that name takes it over."""
         self.check_enable(session, provider_guid)
         if provider_guid not in session.rules:
             self._enablers.setdefault(provider_guid, []).append(session.session_id)
         session.rules[provider_guid] = rule
         if name:
             session.provider_names[provider_guid] = name
+        if pending and name:
+            session.pending_names[provider_guid] = name
+        else:
+            session.pending_names.pop(provider_guid, None)
 
     def drop_rule(self, session: Session, provider_guid: uuid.UUID) -> None:
         del session.rules[provider_guid]
         session.provider_names.pop(provider_guid, None)
+        session.pending_names.pop(provider_guid, None)
         enablers = self._enablers[provider_guid]
         enablers.remove(session.session_id)
         if not enablers:
@@ -149,11 +158,40 @@ class Router:
         *,
         classic: bool,
         provider_name: str | None,
+        uid: int | None = None,
     ) -> tuple[Registration, list[Action]]:
         registration = self.registry.add(
-            connection_id, provider_guid, pid, exe, classic=classic, provider_name=provider_name
+            connection_id, provider_guid, pid, exe, classic=classic, provider_name=provider_name, uid=uid
         )
-        return registration, self.reconcile([provider_guid])
+        moved = self._claim_pending(registration)
+        return registration, self.reconcile([provider_guid, *moved])
+
+    def _claim_pending(self, registration: Registration) -> list[uuid.UUID]:
+        """Rules pending on the registration's name move to the GUID it registered with (only
+        in sessions it may name for); returns the name-hash GUIDs they leave."""
+        provider_guid, provider_name = registration.provider_guid, registration.provider_name
+        if not provider_name:
+            return []
+        key = provider_name.casefold()
+        moved: list[uuid.UUID] = []
+        for session in list(self._sessions.values()):
+            if not registration.may_name_for(session.owner_uid):
+                continue
+            for hashed, name in list(session.pending_names.items()):
+                if name.casefold() != key:
+                    continue
+                if hashed == provider_guid:  # a TraceLogging provider: the hash was its GUID
+                    del session.pending_names[hashed]
+                    continue
+                rule = session.rules[hashed]
+                self.drop_rule(session, hashed)
+                if provider_guid not in session.rules:
+                    try:
+                        self.set_rule(session, provider_guid, rule, provider_name)
+                    except (ClassicProviderInUse, TooManySessionsForProvider):
+                        pass  # over the provider's limits: as an enable by GUID would be refused
+                moved.append(hashed)
+        return moved
 
     def unregister(self, registration_id: int) -> list[Action]:
         registration = self.registry.remove(registration_id)

@@ -5,6 +5,10 @@ pools and how many of them are free. The other five are counters: they only ever
 request to count a negative amount is refused, so the books always balance::
 
     events written by producers = events_written + events_lost
+
+(plus ``events_rejected``: records a producer forged or framed wrongly, which the service
+dropped; they were never events. ``events_truncated`` counts events whose fields were cut to
+ETW's limits: they are in ``events_written`` too.)
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from openetw.errors import InvalidArgument
 __all__ = ["COUNTER_KEYS", "GAUGE_KEYS", "STATISTICS_KEYS", "SessionStatistics"]
 
 GAUGE_KEYS = ("buffers", "free_buffers")
-COUNTER_KEYS = ("events_written", "events_lost", "buffers_written", "log_buffers_lost", "realtime_buffers_lost")
+COUNTER_KEYS = (
+    "events_written", "events_lost", "buffers_written", "log_buffers_lost", "realtime_buffers_lost", "events_rejected",
+    "events_truncated",
+)  # fmt: skip
 STATISTICS_KEYS = GAUGE_KEYS + COUNTER_KEYS
 
 
@@ -35,6 +42,8 @@ class SessionStatistics:
     buffers_written: int = 0
     log_buffers_lost: int = 0
     realtime_buffers_lost: int = 0
+    events_rejected: int = 0
+    events_truncated: int = 0
 
     def buffer_written(self, events: int) -> None:
         """One buffer holding ``events`` events reached its destination."""
@@ -43,6 +52,12 @@ class SessionStatistics:
 
     def add_events_lost(self, count: int) -> None:
         self.events_lost += _count(count, "events lost")
+
+    def add_events_rejected(self, count: int) -> None:
+        self.events_rejected += _count(count, "events rejected")
+
+    def add_events_truncated(self, count: int) -> None:
+        self.events_truncated += _count(count, "events truncated")
 
     def add_log_buffers_lost(self, count: int = 1) -> None:
         self.log_buffers_lost += _count(count, "log buffers lost")

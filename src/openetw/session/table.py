@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from openetw.errors import InvalidArgument
+from openetw.provider_names import resolve_provider_name
 from openetw.session.actions import (
     Action,
     FinishSession,
@@ -139,7 +140,7 @@ class SessionTable:
         self._by_name[config.name.casefold()] = session.session_id
         try:
             for enable in config.providers:
-                self._router.set_rule(session, enable.provider_guid, enable.rule, enable.provider_name)
+                self._router.set_rule(session, enable.provider_guid, enable.rule, enable.provider_name, pending=enable.by_name)
         except Exception:
             self._forget(session)
             raise
@@ -283,16 +284,13 @@ class SessionTable:
         filters: EventFilters | None = None,
         caller: Caller | None = None,
     ) -> Actions:
-        """EnableTraceEx2(ENABLE_PROVIDER): add or replace the session's rule for a provider.
-
-        ``provider`` is a GUID or a TraceLogging/EventSource name. The provider need not be
-        registered yet: the rule applies when it registers.
-        """
+        """EnableTraceEx2(ENABLE_PROVIDER): add or replace the session's rule for a provider: a GUID or a
+        name (``openetw.provider_names``); a name nothing registered yet stays pending until one does."""
         session = self._get(ref, caller, Command.ENABLE)
         rule = EnableRule(level, match_any, match_all, int(properties), filters or EventFilters())
-        provider_guid, name = resolve_provider(provider)
-        self._router.set_rule(session, provider_guid, rule, name)
-        return self._reconcile([provider_guid])
+        resolved = resolve_provider_name(provider, registered=lambda name: self._router.registry.guid_for_name(name, session.owner_uid))
+        self._router.set_rule(session, resolved.guid, rule, resolved.name, pending=resolved.hashed)
+        return self._reconcile([resolved.guid])
 
     def disable(self, ref: SessionRef, provider: uuid.UUID | str, *, caller: Caller | None = None) -> Actions:
         session = self._get(ref, caller, Command.DISABLE)
@@ -305,19 +303,20 @@ class SessionTable:
         return self._router.capture_state(session, self._enabled_provider(session, provider))
 
     def _enabled_provider(self, session: Session, provider: uuid.UUID | str) -> uuid.UUID:
-        provider_guid, _ = resolve_provider(provider)
+        provider_guid, name = resolve_provider(provider)
+        if provider_guid not in session.rules and name:  # enabled by a name that resolved elsewhere
+            provider_guid = next((g for g, n in session.provider_names.items() if n.casefold() == name.casefold()), provider_guid)
         if provider_guid not in session.rules:
             raise ProviderNotEnabled(f"session {session.name!r} does not enable provider {provider}")
         return provider_guid
 
     def register_provider(
-        self, connection_id: int, provider: uuid.UUID | str, pid: int, exe: str, *, classic: bool = False
+        self, connection_id: int, provider: uuid.UUID | str, pid: int, exe: str, *, classic: bool = False, name: str | None = None,
+        uid: int | None = None,
     ) -> tuple[Registration, Actions]:
-        """EventRegister from a producer process; returns the registration and its first enable state."""
-        provider_guid, name = resolve_provider(provider)
-        registration, actions = self._router.register(
-            connection_id, provider_guid, pid, exe, classic=classic, provider_name=name
-        )
+        """EventRegister: the registration and its first enable state (``name``, ``uid``: the provider's)."""
+        provider_guid, hashed_name = resolve_provider(provider)
+        registration, actions = self._router.register(connection_id, provider_guid, pid, exe, classic=classic, provider_name=name or hashed_name, uid=uid)
         return registration, self._note_pools(actions)
 
     def unregister_provider(self, registration_id: int) -> Actions:

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from openetw.manifest.messages import MAX_INSERT_WIDTH, limit_message
 from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
@@ -190,6 +191,10 @@ def _printf(spec: str, value: Any, text: str) -> str:
     if match is None:
         return text
     flags, width, precision, conversion = match.groups()
+    if width and (len(width) > 6 or int(width) > MAX_INSERT_WIDTH):
+        width = str(MAX_INSERT_WIDTH)
+    if precision and (len(precision) > 6 or int(precision) > MAX_INSERT_WIDTH):
+        precision = str(MAX_INSERT_WIDTH)
     if conversion in "sS":
         return f"%{flags}{width}s" % text
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -273,7 +278,7 @@ def _fill(message: str, values: Sequence[Any], text: Callable[[int], str], param
             number = piece.number  # type: ignore[union-attr]
             found = parameters.get(number) if parameters is not None and number is not None else None
             out.append(found if found is not None else piece.written)  # type: ignore[union-attr]
-    return "".join(out)
+    return limit_message("".join(out))
 
 
 def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = None) -> str | None:
@@ -284,3 +289,12 @@ def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = No
     values = decoded.values_in_order()
     properties, maps = schema.properties, schema.maps
     return _fill(schema.message, values, lambda index: format_value(values[index], properties[index], maps), parameters)
+
+
+# Control characters as escapes, so that one event stays one line of text output.
+_LINE_ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 0x7F: "\\x7f"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control characters escaped (``\\n``, ``\\x1b``, ...)."""
+    return text.translate(_LINE_ESCAPES)

@@ -13,15 +13,13 @@ that has learned the whole trace (PerfView names a process from anywhere in the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from fractions import Fraction
 from typing import Any
 
-from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC
 from openetw.errors import OpenEtwError
 from openetw.report.perfview import dotnet
 from openetw.report.perfview.catalog import view_for
 from openetw.report.perfview.render import render_property
-from openetw.report.perfview.state import TraceState
+from openetw.report.perfview.state import TraceState, relative_msec
 from openetw.report.perfview.tracelog import event_identity, removed_by_tracelog, skipped_by_test
 from openetw.report.perfview.views import EventInput
 from openetw.tdh.context import DecodeContext
@@ -30,16 +28,6 @@ from openetw.tdh.registry import SchemaRegistry
 __all__ = ["MAX_EVENTS_PER_NAME", "PerfViewReport", "perfview_lines"]
 
 MAX_EVENTS_PER_NAME = 5
-
-
-def _relative_msec(record: Any) -> Fraction:
-    clock = record.context.clock
-    delta = record.timestamp - clock.reference_timestamp
-    if clock.clock_type == CLOCK_QPC and clock.perf_freq > 0:
-        return Fraction(delta * 1000, clock.perf_freq)
-    if clock.clock_type == CLOCK_CPU_CYCLE and clock.cpu_speed_mhz > 0:
-        return Fraction(delta, clock.cpu_speed_mhz * 1000)
-    return Fraction(delta, 10_000)
 
 
 class PerfViewReport:
@@ -116,7 +104,7 @@ class PerfViewReport:
         else:
             pairs = self._schema_pairs(schema, props, self._from_manifest_xml(schema))
         parts = [
-            f"EVENT {dotnet.n3_exact(_relative_msec(record))}: {key} ",
+            f"EVENT {dotnet.n3_exact(relative_msec(record))}: {key} ",
             f"PID={pid}; TID={tid}; PName={self.process_name(pid, record)}; ",
             f"ProceNum={record.cpu}; DataLen={record.user_data_length}; ",
         ]
@@ -150,9 +138,10 @@ class PerfViewReport:
 
 
 def _worth_learning(record: Any) -> bool:
-    """File names, .NET type names and volume mappings: what ``TraceState.learn`` reads."""
+    """File names, disk event times, .NET type names and volume mappings: what ``TraceState.learn`` reads."""
     if record.kind in ("system", "compact", "perfinfo"):
-        return (record.hook_id or 0) >> 8 == 0x04
+        group = (record.hook_id or 0) >> 8
+        return group == 0x04 or (group == 0x01 and record.opcode in (10, 11, 14))
     if record.kind in ("classic", "instance"):
         return record.opcode == 35
     return record.kind == "event" and record.id == 15

@@ -2,9 +2,19 @@
 
 TraceEvent converts a whole trace before anything is shown, so its lookups see the whole
 trace: a file key's name, a .NET type id's name (``BulkType``), even from events later than the
-one shown. ``learn`` takes those facts from a first pass. While events are shown in order,
-``observe`` keeps what depends on order: the last disk completion per disk (disk service
-times).
+one shown. ``learn`` takes those facts from a first pass, the disk events' times among them.
+
+Disk service time (``DiskServiceTimeMSec``) follows TraceEvent's rule exactly. The state is one
+list for all disks, in trace order, of (disk number, time) for every DiskIO Read, Write and
+FlushBuffers event of the whole trace, and one index into it shared by all disks. Showing a Read
+or Write at time T on disk D scans the list from that index (from the start when T is not after
+the entry there) up to the first entry at or after T, remembers the last entry of disk D passed
+on the way, and leaves the index at the entry where it stopped. The service time is
+``min(ElapsedTimeMSec, T - that entry's time)``, with time 0 (the trace's start) when no entry of
+D was passed. So a completion of D before the previous shown disk event of another disk is not
+seen: with two disks' I/Os interleaved (a 32-bit process's trace with its pagefile on another
+disk, say) the service time is the elapsed time, where a per-disk "last completion" would give
+less. Times are milliseconds from the trace's start, as doubles.
 
 Lookups by key and time take the name valid at that time, else the first one given later
 (rundown at the end of a trace names what was open all along).
@@ -13,11 +23,13 @@ Lookups by key and time take the name valid at that time, else the first one giv
 from __future__ import annotations
 
 import bisect
+from fractions import Fraction
 from typing import Any
 
+from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC
 from openetw.tdh.context import DecodeContext
 
-__all__ = ["TraceState"]
+__all__ = ["TraceState", "relative_msec"]
 
 _DISK_GROUP, _FILE_GROUP, _THREAD_GROUP = 0x01, 0x04, 0x05
 _FILE_NAME_OPCODES = frozenset({0, 32, 35, 36})
@@ -27,6 +39,17 @@ _CLR_PROVIDER_BYTES = bytes.fromhex("230d3ce1bccc124e931bd9cc2eee27e4")
 _SYS_CONFIG_BYTES = bytes.fromhex("91ee799bfdb5c041a2434248e266e9d0")
 _VOLUME_MAPPING = 35
 _MUP = "\\device\\mup\\"
+
+
+def relative_msec(record: Any) -> Fraction:
+    """Milliseconds from the trace's start (TraceEvent's ``TimeStampRelativeMSec``), exact."""
+    clock = record.context.clock
+    delta = record.timestamp - clock.reference_timestamp
+    if clock.clock_type == CLOCK_QPC and clock.perf_freq > 0:
+        return Fraction(delta * 1000, clock.perf_freq)
+    if clock.clock_type == CLOCK_CPU_CYCLE and clock.cpu_speed_mhz > 0:
+        return Fraction(delta, clock.cpu_speed_mhz * 1000)
+    return Fraction(delta, 10_000)
 
 
 class _History:
@@ -55,14 +78,20 @@ class TraceState:
         self.context = context
         self.file_names = _History()
         self.type_names: dict[tuple[int, int], str] = {}
-        self.disk_last_completion: dict[int, int] = {}
+        self.disk_events: list[tuple[int, float]] = []  # (disk number, msec) of every disk event, in trace order
+        self.disk_event_index = 0
         self.volume_map: list[tuple[str, str]] = []
 
     # -- the first pass ----------------------------------------------------------------------
     def learn(self, record: Any, props: dict[str, Any]) -> None:
         kind = record.kind
         if kind in ("system", "compact", "perfinfo"):
-            if (record.hook_id or 0) >> 8 == _FILE_GROUP and record.opcode in _FILE_NAME_OPCODES:
+            group = (record.hook_id or 0) >> 8
+            if group == _DISK_GROUP and record.opcode in _DISK_COMPLETIONS:
+                disk = props.get("DiskNumber")
+                if isinstance(disk, int):
+                    self.disk_events.append((disk, float(relative_msec(record))))
+            elif group == _FILE_GROUP and record.opcode in _FILE_NAME_OPCODES:
                 key, name = props.get("FileKey"), props.get("FileName")
                 if isinstance(key, int) and isinstance(name, str):
                     self.file_names.add(key, record.timestamp, name)
@@ -80,22 +109,27 @@ class TraceState:
 
     # -- in order ----------------------------------------------------------------------------
     def observe(self, record: Any, props: dict[str, Any]) -> None:
-        """Called after an event is shown (so its own lookups see the state before it)."""
-        if record.kind in ("system", "compact", "perfinfo") and (record.hook_id or 0) >> 8 == _DISK_GROUP:
-            if record.opcode in _DISK_COMPLETIONS:
-                disk = props.get("DiskNumber")
-                if isinstance(disk, int):
-                    self.disk_last_completion[disk] = record.timestamp
+        """Called after an event is shown (nothing of TraceEvent's state depends on it yet)."""
 
     def disk_service_msec(self, record: Any, disk: Any, elapsed: float) -> float:
-        """A disk completion's service time: its elapsed time, less any part of it the disk
-        spent finishing the previous request."""
-        last = self.disk_last_completion.get(disk) if isinstance(disk, int) else None
-        clock = record.context.clock
-        if last is None or clock.perf_freq <= 0:
-            return elapsed
-        since = (record.timestamp - last) * 1000.0 / clock.perf_freq
-        return min(elapsed, since)
+        """A DiskIO Read or Write's ``DiskServiceTimeMSec`` by TraceEvent's rule (module doc).
+        Moves the shared index: call it once per event shown, in order."""
+        now = float(relative_msec(record))
+        last = 0.0
+        events = self.disk_events
+        if events:
+            index = self.disk_event_index
+            if now <= events[index][1]:
+                index = 0
+            while index < len(events):
+                number, when = events[index]
+                if now <= when:
+                    self.disk_event_index = index
+                    break
+                if number == disk:
+                    last = when
+                index += 1
+        return min(elapsed, now - last)
 
     def dos_path(self, path: str) -> str:
         """A kernel path in DOS form, as TraceEvent shows it: through the trace's volume mapping
