@@ -15,7 +15,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from openetw.errors import EvtxFormatError
-from openetw.etl.clock import SYSTEM_TIME_CLOCK
+from openetw.etl.clock import SYSTEM_TIME_CLOCK, datetime_to_filetime
 from openetw.etl.record import EventRecord, RecordContext
 from openetw.evtx import values as V
 from openetw.evtx.binxml import BinXmlError
@@ -112,8 +112,7 @@ def _filetime(node: XmlNode | None) -> int:
 
 
 def _datetime_filetime(value: Any) -> int:
-    delta = value - V._FILETIME_EPOCH
-    return (delta.days * 86400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
+    return datetime_to_filetime(value)
 
 
 def _iso_filetime(text: str) -> int:

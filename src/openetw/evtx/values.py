@@ -12,6 +12,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from openetw.etl.clock import FILETIME_EPOCH, datetime_to_filetime
+
 NULL = 0x00
 STRING = 0x01
 ANSI_STRING = 0x02
@@ -58,7 +60,6 @@ FIXED_SIZES: dict[int, int] = {t: struct.calcsize("<" + c) for t, c in _FIXED.it
 FIXED_SIZES.update({GUID: 16, SYSTEMTIME: 16})
 _STRUCTS = {t: struct.Struct("<" + c) for t, c in _FIXED.items()}
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 
 class ValueError_(ValueError):
@@ -83,7 +84,7 @@ def filetime_text(ticks: int) -> str:
     """``YYYY-MM-DDTHH:MM:SS.fffffffffZ`` (100 ns precision, nanosecond digits) as wevtutil prints."""
     seconds, rest = divmod(ticks, 10_000_000)
     try:
-        base = _FILETIME_EPOCH + timedelta(seconds=seconds)
+        base = FILETIME_EPOCH + timedelta(seconds=seconds)
     except OverflowError:
         raise ValueError_(f"FILETIME {ticks} is outside the years 1601 to 9999") from None
     if base.year > 9999:
@@ -93,7 +94,7 @@ def filetime_text(ticks: int) -> str:
 
 def filetime_datetime(ticks: int) -> datetime:
     try:
-        return _FILETIME_EPOCH + timedelta(microseconds=ticks // 10)
+        return FILETIME_EPOCH + timedelta(microseconds=ticks // 10)
     except OverflowError:
         raise ValueError_(f"FILETIME {ticks} is outside the years 1601 to 9999") from None
 
@@ -291,10 +292,7 @@ def _encode_scalar(value_type: int, value: Any) -> bytes:
     if value_type in (SIZE_T, EVT_HANDLE):
         return int(value).to_bytes(8, "little")
     if value_type == FILETIME and isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        delta = value - _FILETIME_EPOCH
-        value = (delta.days * 86400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
+        value = datetime_to_filetime(value)
     packer = _STRUCTS.get(value_type)
     if packer is None:
         raise ValueError_(f"cannot encode value type 0x{value_type:02x}")
