@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,11 @@ def test_dump_and_report(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "report", "--json", path)
     summary = json.loads(out)
     assert code == 0 and summary["records"] == 2261
+    code, out, _ = run(capsys, "report", "--format", "xml", corpus_path("evtx", "new-user-security.evtx"))
+    events = ET.fromstring(out)
+    expected = [r.xml() for r in EvtxReader(corpus_path("evtx", "new-user-security.evtx").read_bytes()).records()]
+    assert code == 0 and len(events) == len(expected) == 4
+    assert [canonical(ET.tostring(e, encoding="unicode")) for e in events] == [canonical(x) for x in expected]
 
 
 def test_relog_to_evtx_from_etl_and_evtx(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
