@@ -124,8 +124,31 @@ def leaves_value(leaves: list[Leaf]) -> Any:
     return "".join(leaf_text(leaf) for leaf in leaves)
 
 
+def _unsigned(data: bytes) -> str:
+    return str(int.from_bytes(data, "little"))
+
+
+def _signed(data: bytes) -> str:
+    return str(int.from_bytes(data, "little", signed=True))
+
+
+def _hex(data: bytes) -> str:
+    return f"0x{int.from_bytes(data, 'little'):x}"
+
+
+# The commonest fixed-size types: (size, text) for a quicker path than ``values.value_text``.
+_FAST_TEXT = {
+    V.UINT8: (1, _unsigned), V.UINT16: (2, _unsigned), V.UINT32: (4, _unsigned), V.UINT64: (8, _unsigned),
+    V.INT8: (1, _signed), V.INT16: (2, _signed), V.INT32: (4, _signed), V.INT64: (8, _signed),
+    V.HEX_INT32: (4, _hex), V.HEX_INT64: (8, _hex),
+}  # fmt: skip
+
+
 def value_text_lenient(value_type: int, data: bytes) -> str:
     """The value's text; a value whose bytes do not fit its type shows as its bytes in hex."""
+    fast = _FAST_TEXT.get(value_type)
+    if fast is not None and len(data) == fast[0]:
+        return fast[1](data)
     try:
         return V.value_text(value_type, data)
     except V.ValueError_:
