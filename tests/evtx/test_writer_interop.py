@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from openetw.errors import InvalidArgument
 from openetw.etl.reader import EtlReader
 from openetw.evtx import EvtxReader
 from openetw.evtx.events import event_header
@@ -169,7 +170,7 @@ def test_templates_are_shared_and_names_stored_once_per_chunk() -> None:
 def test_full_flag_and_chunk_limit() -> None:
     writer = EvtxWriter(max_chunks=1)
     _, sources = evtx_file()
-    with pytest.raises(Exception) as failure:
+    with pytest.raises(InvalidArgument) as failure:
         for record in sources:
             writer.add_record(record)
     assert "full" in str(failure.value)
