@@ -277,7 +277,8 @@ class Renderer:
                         # An element whose whole content is one array repeats once per item, as wevtutil shows.
                         closing = f"</{node.name}>"
                         for item in items:
-                            out.append(tag + ">" + escape_text(value_text_lenient(value_type & 0x7F, item)) + closing)
+                            text = escape_text(value_text_lenient(value_type & 0x7F, item))
+                            out.append(f"{tag}>{text}{closing}" if text else tag + "/>")
                         continue
                     out.append(f"{tag}>{escape_text(self._text(value))}</{node.name}>")
                 elif children:
@@ -354,7 +355,8 @@ class Renderer:
                     del out[mark:]
                     closing = f"</{name}>"
                     for item in items:
-                        append(tag + ">" + escape_text(value_text_lenient(value_type & 0x7F, item)) + closing)
+                        text = escape_text(value_text_lenient(value_type & 0x7F, item))
+                        append(f"{tag}>{text}{closing}" if text else tag + "/>")
                 else:
                     append(f">{escape_text(value_text_lenient(value_type, data[offset : offset + size]))}</{name}>")
             elif kind == _ATTR_GENERIC:

@@ -78,7 +78,7 @@ def tree_shape(tree: Iterable[Any]) -> tuple[Shape, list[Value]]:
         return tuple(out)
 
     def node(element: XmlNode) -> Shape:
-        attributes = tuple((name, merged(parts)) for name, parts in element.attributes.items())
+        attributes = tuple((name, merged([_blank_to_empty(p) for p in parts])) for name, parts in element.attributes.items())
         return ("E", element.name, attributes, merged(element.children))
 
     shapes = tuple(part(item) for item in tree)
@@ -103,6 +103,14 @@ _SYSTEM_SHAPE = (
 )
 _RECORD_ID_SLOT = 9  # EventRecordID's value among the System values
 _pack = struct.pack
+
+
+def _blank_to_empty(leaf: Any) -> Any:
+    """An attribute's text value of NUL characters only is written empty (libevtx cannot render
+    an attribute whose text is nothing but its terminator); every reader shows the same."""
+    if isinstance(leaf, Value) and leaf.value_type in (V.STRING, V.ANSI_STRING) and leaf.raw and not leaf.raw.strip(b"\x00"):
+        return Value(leaf.value_type, b"")
+    return leaf
 
 
 _SYSTEM_TYPES = [
