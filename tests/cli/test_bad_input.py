@@ -80,12 +80,19 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["kernel", "stop", "nosuch"], 1, "no kernel session named 'nosuch'"),
     (["kernel", "query", "nosuch"], 1, "no kernel session named 'nosuch'"),
     (["kernel", "probe", "--bogus"], 2, "No such option"),
+    (["export", "{tmp}/missing.etl", "-o", "{tmp}/out"], 2, "no such file"),
+    (["export", "{tmp}/junk.etl", "-o", "{tmp}/out"], 2, "not a readable ETL file"),
+    (["export", ETL, "-o", "{tmp}/junk.etl"], 2, "exists and is not a directory"),
+    (["export", ETL, "-o", "{tmp}/out", "--to", "xml"], 2, "'xml' is not one of"),
+    (["sql", "SELECT 1"], 2, "give a QUERY and at least one FILE.etl or DIR"),
+    (["sql", "SELECT nope FROM events", ETL, "--cache-dir", "{tmp}/cache"], 2, "SQL:"),
 ]
 
 
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "none.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")  # a bad input never leaves a service behind
     monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("OPENETW_KERNEL_DIR", str(tmp_path / "kernel"))
     (tmp_path / "junk.etl").write_bytes(b"not an etl file at all " * 300)
@@ -98,6 +105,7 @@ def test_bad_input_gives_the_table_s_code_and_one_line(argv: list[str], code: in
                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     got = main([arg.format(tmp=scratch) for arg in argv])
     err = capsys.readouterr().err
+    assert not (scratch / "none.sock").exists(), "a bad input started a trace service"
     lines = err.strip().splitlines()
     assert (got, len(lines)) == (code, 1), err
     assert lines[0].startswith("openetw: error: ") and words in lines[0], err

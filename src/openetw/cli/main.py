@@ -63,6 +63,9 @@ def _register() -> None:
     except ImportError:  # pragma: no cover - while a layer is being built
         return
     decode_commands.register(cli)
+    from openetw.cli import export_commands
+
+    export_commands.register(cli)
 
 
 _register()

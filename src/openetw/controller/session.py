@@ -176,10 +176,11 @@ class Session:
             config["file_name"] = os.path.abspath(output_text)
         elif output_text:
             raise InvalidArgument(f"{log_mode.value} mode writes no file; drop the output")
+        # Settings are refused here, before a service is asked or started, and before the output
+        # file is made; the service checks the same again.
+        checked = config_from_json(config)
         if kernel_flags is not None:
-            # The kernel settings (source, rate) are refused here, before a service is asked or
-            # started; the service checks the same again.
-            config["kernel_source"] = config_from_json(config).kernel_source
+            config["kernel_source"] = checked.kernel_source
         if log_mode.writes_file:
             assert output_text
             first = output_text.replace("%d", "1") if log_mode is LogMode.NEW_FILE else output_text

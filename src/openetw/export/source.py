@@ -1,0 +1,119 @@
+"""The records an export reads: its inputs merged in time order, then what the options keep.
+
+Inputs are ``.etl`` files and ``.evtx`` logs (through the consumer's Event Log source, when
+this build has ``openetw.evtx``). Every record
+gets its position in the merged order (``record`` in the tables), counted before any filter,
+so a position names the same record whatever was selected. ``Selection`` keeps records of
+some providers (by name or GUID) and of a time window (FILETIMEs, both ends included); unknown
+(damaged) records carry no time and are kept, so that damage is still shown.
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openetw.errors import InvalidArgument
+from openetw.etl.reader import EtlReader, merge_records
+from openetw.etl.record import EventRecord
+from openetw.guids import format_guid, parse_guid
+
+__all__ = ["EvtxInput", "Selection", "open_inputs", "merged_records"]
+
+_EVTX_MAGIC = b"ElfFile\0"
+
+
+class _Stats:
+    def __init__(self, errors: list[Any]) -> None:
+        self.errors = errors
+
+
+class EvtxInput:
+    """An ``.evtx`` log read like an ``EtlReader``: ``records(time_order=True)``, ``stats.errors``."""
+
+    def __init__(self, path: str) -> None:
+        try:  # looked up by name: builds without the Event Log reader still export .etl files
+            source_module = importlib.import_module("openetw.consumer.evtx_source")
+        except ImportError:
+            raise InvalidArgument(f"{path}: reading .evtx logs needs openetw's Event Log reader (openetw.evtx), not in this build") from None
+        self.path = path
+        self._source = source_module.EvtxFileSource(path)
+        self._source.open()
+
+    @property
+    def stats(self) -> _Stats:
+        return _Stats(list(self._source.errors()))
+
+    def records(self, *, time_order: bool = True) -> Iterator[EventRecord]:
+        """The log's records in record-id order (the order the log wrote them: time order)."""
+        records: Iterator[EventRecord] = self._source.records()
+        return records
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def _is_evtx(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(8) == _EVTX_MAGIC or path.lower().endswith(".evtx")
+
+
+def open_inputs(paths: Sequence[str]) -> list[Any]:
+    """A lenient reader per input (damage is counted in the readers' statistics)."""
+    readers: list[Any] = []
+    try:
+        for path in paths:
+            if not os.path.exists(path):
+                raise InvalidArgument(f"no such file: {path}")
+            if os.path.isdir(path):
+                raise InvalidArgument(f"{path} is a directory, not a trace file")
+            readers.append(EvtxInput(path) if _is_evtx(path) else EtlReader(path, strict=False))
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return readers
+
+
+def merged_records(readers: Sequence[Any]) -> Iterator[EventRecord]:
+    """Every record of ``readers`` in one time order."""
+    if len(readers) == 1:
+        return readers[0].records(time_order=True)
+    if all(isinstance(reader, EtlReader) for reader in readers):
+        return merge_records(readers)
+    streams = [reader.records(time_order=True) for reader in readers]
+    return heapq.merge(*streams, key=lambda record: record.filetime)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which records an export keeps: ``providers`` (names or GUIDs), ``start``/``end`` (FILETIMEs)."""
+
+    providers: tuple[str, ...] = ()
+    start: int | None = None
+    end: int | None = None
+
+    @property
+    def everything(self) -> bool:
+        return not self.providers and self.start is None and self.end is None
+
+    def provider_sets(self) -> tuple[set[str], set[str]]:
+        """GUIDs (lower-case text) and names (lower-cased) of the ``providers`` asked for."""
+        guids: set[str] = set()
+        names: set[str] = set()
+        for text in self.providers:
+            try:
+                guids.add(format_guid(parse_guid(text)))
+            except ValueError:
+                names.add(text.lower())
+        return guids, names
+
+    def in_window(self, record: EventRecord) -> bool:
+        if (self.start is None and self.end is None) or record.kind == "unknown":
+            return True
+        when = record.filetime
+        return (self.start is None or when >= self.start) and (self.end is None or when <= self.end)
