@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,13 @@ def _check_with_every_reader(path: Path, count: int) -> dict[int, str]:
     libevtx = dict(libevtx_records(path))
     assert sorted(libevtx) == sorted(ours)
     for record_id, xml in libevtx.items():
-        assert first_difference(canonical(ours[record_id]), canonical(xml)) is None, record_id
+        try:
+            theirs = canonical(xml)
+        except ET.ParseError:
+            # libevtx leaves '"' unescaped inside attribute values: only such records may not parse.
+            assert "&quot;" in ours[record_id], record_id
+            continue
+        assert first_difference(canonical(ours[record_id]), theirs) is None, record_id
 
     pyevtx_ids = [record_id for record_id, _ in python_evtx_records(path, xml=False)]
     assert sorted(pyevtx_ids) == sorted(ours)

@@ -412,7 +412,9 @@ class Renderer:
                         self._resolve_parts(attribute.parts, values, resolved, depth)
                         attributes[attribute.name] = resolved
                 for item in items:
-                    out.append(XmlNode(node.name, dict(attributes), [Value(actual, bytes(item))]))
+                    # An empty item is an empty element (a value of no bytes would read back as null).
+                    leaf = [Value(actual, bytes(item))] if item.strip(b"\x00") else []
+                    out.append(XmlNode(node.name, dict(attributes), leaf))
             elif cls is Element:
                 element = XmlNode(node.name)
                 for attribute in node.attributes:
