@@ -79,7 +79,8 @@ def _write(tmp_path: Path, name: str, image: bytes) -> Path:
     return path
 
 
-def _check_with_every_reader(path: Path, count: int) -> dict[int, str]:
+def _check_with_every_reader(path: Path, count: int, torn: frozenset[int] = frozenset()) -> dict[int, str]:
+    """``torn``: records copied from torn source records (zeros where values were being written)."""
     ours = {r.record_id: r.xml() for r in EvtxReader(path.read_bytes()).records()}
     assert len(ours) == count and sorted(ours) == list(range(1, count + 1))
 
@@ -94,8 +95,9 @@ def _check_with_every_reader(path: Path, count: int) -> dict[int, str]:
         try:
             theirs = canonical(xml)
         except ET.ParseError:
-            # libevtx leaves '"' unescaped inside attribute values: only such records may not parse.
-            assert "&quot;" in ours[record_id], record_id
+            # libevtx leaves '"' unescaped inside attribute values and chokes on a torn record's
+            # zeros: only such records may not parse.
+            assert "&quot;" in ours[record_id] or record_id in torn, record_id
             continue
         assert first_difference(canonical(ours[record_id]), theirs) is None, record_id
 
@@ -134,7 +136,8 @@ def test_records_of_evtx_files_are_read_by_every_reader(tmp_path: Path) -> None:
     image, sources = evtx_file()
     assert len(sources) >= 10_000
     path = _write(tmp_path, "from-evtx.evtx", image)
-    ours = _check_with_every_reader(path, len(sources))
+    torn = frozenset(new_id for new_id, source in enumerate(sources, start=1) if source.torn)
+    ours = _check_with_every_reader(path, len(sources), torn)
     # Every record keeps its content (only EventRecordID is renumbered).
     for new_id, source in enumerate(sources, start=1):
         old, new = canonical(source.xml()), canonical(ours[new_id])
