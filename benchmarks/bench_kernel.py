@@ -52,8 +52,8 @@ import sys
 import tempfile
 import textwrap
 import time
-from pathlib import Path
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -235,8 +235,8 @@ def offline(repeat: int) -> list[list[object]]:
 def _pool_sink(*, blocks: bool) -> tuple[Any, Any]:
     """A recorder's PoolSink over fresh pools (two CPUs, room for every captured page copied),
     with a second pool per CPU for system calls when ``blocks``; and what closes them."""
-    from openetw.service.kernel_recorder import PoolSink
     from openetw.ipc.pool import BufferPool
+    from openetw.service.kernel_recorder import PoolSink
 
     pools = [BufferPool.create(64 << 10, 64, logger_id=1, producer_pid=0, flush_interval_ms=0) for _ in range(4 if blocks else 2)]
     writers = [pool.writer() for pool in pools]

@@ -200,6 +200,7 @@ def test_a_corpus_file_reads_the_same_through_the_reference() -> None:
     path = corpus_path("etl", "etl-parser", "lxcore_kernel.etl")
     with EtlReader(path) as reader:
         for info, data in reader.buffers():
-            walked = [item for item in F.walk(data, data_end=info.data_end, buffer_size=info.buffer_size, compressed=info.compressed, file_offset=info.file_offset, buffer_index=info.index)]
+            walked = list(F.walk(data, data_end=info.data_end, buffer_size=info.buffer_size, compressed=info.compressed,
+                                 file_offset=info.file_offset, buffer_index=info.index))
             records = list(reader._walk(info, data))
             assert [(r._pos, r.size) for r in records] == [(w.pos, w.size) for w in walked if isinstance(w, F.Framed)]

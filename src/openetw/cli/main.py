@@ -14,8 +14,34 @@ from openetw.cli.failure import ReportedFailure
 from openetw.errors import OpenEtwError
 from openetw.provider_names import ProviderNameWarning
 
+# Each subcommand's module, imported only when that command runs (or when --help lists them all),
+# so a command pays for its own imports only.
+COMMAND_MODULES: dict[str, str] = {
+    "dump": "etl_commands", "info": "etl_commands", "relog": "etl_commands",
+    "kernel": "kernel_commands",
+    "manifest": "manifest_commands",
+    "mc": "mc_commands",
+    "providers": "session_commands", "service": "session_commands", "session": "session_commands", "trace": "session_commands",
+    "report": "decode_commands",
+    "export": "export_commands", "sql": "export_commands",
+}  # fmt: skip
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class _LazyGroup(click.Group):
+    """A group whose commands are registered by their module when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            import importlib
+
+            importlib.import_module(f"openetw.cli.{COMMAND_MODULES[cmd_name]}").register(self)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="openetw")
 def cli() -> None:
     """Event Tracing for Windows on Linux: read, decode and write .etl files, manifests and sessions.
@@ -48,27 +74,6 @@ def cli() -> None:
            unreadable input, an output that cannot be created, malformed data)
       130  interrupted
     """
-
-
-def _register() -> None:
-    from openetw.cli import etl_commands, kernel_commands, manifest_commands, mc_commands, session_commands
-
-    etl_commands.register(cli)
-    kernel_commands.register(cli)
-    manifest_commands.register(cli)
-    mc_commands.register(cli)
-    session_commands.register(cli)
-    try:
-        from openetw.cli import decode_commands
-    except ImportError:  # pragma: no cover - while a layer is being built
-        return
-    decode_commands.register(cli)
-    from openetw.cli import export_commands
-
-    export_commands.register(cli)
-
-
-_register()
 
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

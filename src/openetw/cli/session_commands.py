@@ -63,8 +63,8 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     Sessions an autologger file describes start with it; their output files are created with the
     identity of the file's owner, and a file others may write is refused.
     """
-    from openetw.service.autologger import default_autologger
     from openetw.ipc.paths import default_socket
+    from openetw.service.autologger import default_autologger
     from openetw.service.run import run_service
 
     system = scope == "system" or (scope is None and socket_path is None and os.geteuid() == 0 and not os.environ.get("OPENETW_SOCKET"))
@@ -404,7 +404,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
             "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
             "events": entry.events, "file": str(entry.file), "source": entry.source,
             "installed": entry.installed.isoformat(), "pid": None, "exe": None, "sessions": [],
-        }  # fmt: skip
+        }
         for entry in installed
     )
     return rows, notes

@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from openetw.consumer.errors import PropertyNotFound, PropertyTypeMismatch
 from openetw.errors import PropertyDecodeError
-from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.decode import DecodedEvent, filetime_to_datetime
+from openetw.etl.intypes import FIXED_SIZES, FLOAT_CODES, INTEGER_CODES, InType, OutType, filetime_value
+from openetw.tdh.decode import DecodedEvent
 from openetw.tdh.schema import PropertyInfo
 from openetw.tdh.schema import Schema as TdhSchema
 
@@ -43,7 +43,7 @@ class Schema:
 
     __slots__ = ("record", "tdh", "_context")
 
-    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | None | Any = _MISSING) -> None:
+    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | Any | None = _MISSING) -> None:
         self.record = record
         if tdh is _MISSING:
             tdh = context.tdh_schema_for(record) if context is not None else None
@@ -151,14 +151,10 @@ _Reader = Callable[[bytes, int], tuple[Any]]
 """``reader(buffer, start)`` reads one value from user data that begins ``start`` bytes into
 ``buffer`` (the record's buffer: no copy of the user data), as a 1-tuple (an integer's reader is
 ``unpack_from``)."""
-_INTEGER_CODES = {
-    InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
-    InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
-    InType.FLOAT: "f", InType.DOUBLE: "d",
-}  # fmt: skip
+_INTEGER_CODES = {**INTEGER_CODES, **FLOAT_CODES}
 # Out-types under which the general decoder turns an integer into something else.
 _TRANSFORMING_OUT_TYPES = frozenset({OutType.BOOLEAN, OutType.PORT, OutType.IPV4})
-_FIXED_SIZES = {InType.BOOLEAN: 4, InType.GUID: 16, InType.FILETIME: 8, InType.SYSTEMTIME: 16, InType.UNICODECHAR: 2, InType.ANSICHAR: 1}
+_FIXED_SIZES = FIXED_SIZES
 
 
 def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[int, _Reader | None] | None:
@@ -168,7 +164,7 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if prop.custom_schema is not None or prop.problem is not None or prop.optional:
         return None
     in_type = prop.in_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if in_type in (InType.POINTER, InType.SIZET):
         code = "Q" if pointer_size == 8 else "I"
     if code is not None:
@@ -183,9 +179,9 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
         return 16, lambda data, start=0: (uuid.UUID(bytes_le=bytes(data[start + offset : start + offset + 16])),)
     if in_type == InType.FILETIME:
         unpack = struct.Struct("<q").unpack_from
-        return 8, lambda data, start=0: (filetime_to_datetime(unpack(data, start + offset)[0]),)
-    size = _FIXED_SIZES.get(in_type)  # type: ignore[call-overload]
-    return None if size is None else (size, None)
+        return 8, lambda data, start=0: (filetime_value(unpack(data, start + offset)[0]),)
+    fixed = _FIXED_SIZES.get(in_type)
+    return None if fixed is None else (fixed, None)
 
 
 def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:
@@ -256,6 +252,9 @@ class Parser:
     # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for, and
     # ``_plain`` (set by the trace context on the parsers it makes) turns false then.
     __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data", "_plain")
+    _decoded: DecodedEvent | None
+    _data: bytes
+    _plain: bool
 
     def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
         self._schema: Schema = schema
@@ -288,11 +287,12 @@ class Parser:
     @property
     def user_data(self) -> bytes:
         try:
-            return self._data  # type: ignore[no-any-return]
+            return self._data
         except AttributeError:
-            data = self._data = self.record.user_data
+            data: bytes = self.record.user_data
+            self._data = data
             self._plain = False
-            return data  # type: ignore[no-any-return]
+            return data
 
     @property
     def decoded(self) -> DecodedEvent | None:
@@ -397,7 +397,7 @@ class Parser:
         errors = decoded.errors
         return [
             Property(prop.name, prop.in_type, prop.out_type, value, errors.get(prop.name))
-            for prop, value in zip(decoded.schema.properties, values)
+            for prop, value in zip(decoded.schema.properties, values, strict=True)
         ]
 
     def as_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from openetw.consumer.index import EtlIndex
 from openetw.consumer.index_walk import single_buffer, walk_chains
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import EtlFormatError
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
@@ -111,14 +112,14 @@ class FileSource(Source):
             stats.buffers_with_events_lost_flag = read.get("buffers_with_events_lost_flag", 0)
             stats.format_errors = len(self.index.errors)
         else:
-            read = self._reader.stats if self._reader is not None else self._streamed
-            if read is not None:
-                stats.buffers = read.buffers
-                stats.records = stats.events_written = read.records
-                stats.unknown_records = read.unknown_records
-                stats.skipped_bytes = read.skipped_bytes
-                stats.buffers_with_events_lost_flag = read.buffers_with_events_lost_flag
-                stats.format_errors = len(read.errors)
+            counted = self._reader.stats if self._reader is not None else self._streamed
+            if counted is not None:
+                stats.buffers = counted.buffers
+                stats.records = stats.events_written = counted.records
+                stats.unknown_records = counted.unknown_records
+                stats.skipped_bytes = counted.skipped_bytes
+                stats.buffers_with_events_lost_flag = counted.buffers_with_events_lost_flag
+                stats.format_errors = len(counted.errors)
         return stats
 
     def errors(self) -> list[EtlFormatError]:
@@ -159,10 +160,10 @@ def records_from_buffer(data: bytes, context: RecordContext, index: int = 0) -> 
     buffers = single_buffer(data, index)
     chains = walk_chains(buffers)
     cpu = buffers.infos[0].cpu
-    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist()):
-        header_type = buffers.blob[offset + 2]
-        cls = RECORD_CLASSES.get(header_type)
-        if cls is not None and buffers.blob[offset + 3] & 0xC0 == 0xC0:
+    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist(), strict=True):
+        row = F.kind_of_marker(int.from_bytes(buffers.blob[offset : offset + 4], "little"))
+        cls = RECORD_CLASSES.get(row.header_type) if row is not None and row is not F.MESSAGE_KIND else None
+        if cls is not None:
             yield cls(cls.layout.unpack_from(data, offset), data, offset, size, cpu, context, index)  # type: ignore[union-attr]
         else:
             yield MessageRecord(L.MESSAGE_TRACE_HEADER.unpack_from(data, offset), data, offset, size, cpu, context, index)

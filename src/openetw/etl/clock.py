@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
+from openetw.etl.intypes import FILETIME_EPOCH, datetime_to_filetime, filetime_to_datetime
 from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC, CLOCK_SYSTEM_TIME
 
-FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
-_UNIX_EPOCH_AS_FILETIME = 116444736000000000
+__all__ = ["FILETIME_EPOCH", "SYSTEM_TIME_CLOCK", "TraceClock", "datetime_to_filetime", "filetime_to_datetime", "filetime_to_iso", "unix_ns_to_filetime"]
 
-
-def filetime_to_datetime(filetime: int) -> datetime:
-    """A FILETIME (100 ns ticks since 1601) as an aware UTC datetime (microsecond precision)."""
-    return FILETIME_EPOCH + timedelta(microseconds=filetime // 10)
-
-
-def datetime_to_filetime(value: datetime) -> int:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    delta = value - FILETIME_EPOCH
-    return (delta.days * 86400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
+_UNIX_EPOCH_AS_FILETIME = datetime_to_filetime(datetime(1970, 1, 1, tzinfo=UTC))
 
 
 def unix_ns_to_filetime(ns: int) -> int:

@@ -264,12 +264,9 @@ def walk(
             break
         row = kind_of_marker(marker)
         if row is None:
-            flags = marker >> MARKER_FLAGS_SHIFT
-            if is_typed(flags):
-                reason = f"unknown header type {header_type_of(marker):#04x}"
-            else:
-                reason = f"no record header at this position (marker {marker:#010x})"
-            yield Unframed(pos, end - pos, reason)
+            typed = is_typed(marker >> MARKER_FLAGS_SHIFT)
+            unknown = f"unknown header type {header_type_of(marker):#04x}"
+            yield Unframed(pos, end - pos, unknown if typed else f"no record header at this position (marker {marker:#010x})")
             break
         if pos + row.header_size > end:
             problem = ("record header runs past the buffer's data", row.structure)

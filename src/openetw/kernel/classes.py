@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from openetw.errors import InvalidArgument
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.build import build_system_record
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, PerfInfoRecord, SystemRecord
@@ -132,14 +133,22 @@ _SYSCALL_ENTER_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "Q")
 _SYSCALL_EXIT_RAW = struct.Struct(L.PERFINFO_TRACE_HEADER.struct.format + "I")
 _CSWITCH_RAW = struct.Struct(L.SYSTEM_TRACE_HEADER.struct.format + _CSWITCH.format[1:])
 _SYSTEM_HEADER = L.SYSTEM_TRACE_HEADER.struct
-_PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, L.MARKER_FLAGS_TYPED
+_PERFINFO64, _SYSTEM64, _TYPED = L.HEADER_TYPE_PERFINFO64, L.HEADER_TYPE_SYSTEM64, F.TYPED_FLAGS
 _SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT
 _CSWITCH_HOOK = THREAD_GROUP << 8 | CSWITCH
 # System call records built column-wise (map_fixed): Enter (24 bytes) and Exit (20 bytes, padded
 # to 24 as a buffer aligns it) share one 24-byte row: the header, then Id or Status + padding.
-_SYSCALL_ROW = np.dtype([("version", "<u2"), ("header_type", "u1"), ("flags", "u1"), ("size", "<u2"),
-                         ("hook", "<u2"), ("timestamp", "<i8"), ("value", "<u8")])  # fmt: skip
-_SYSCALL_ROW_SIZE = 24
+_P = L.PERFINFO_TRACE_HEADER
+_NUMPY_CODES = {"B": "u1", "H": "<u2", "I": "<u4", "q": "<i8", "Q": "<u8"}
+_SYSCALL_ROW_SIZE = F.aligned(_SYSCALL_ENTER_RAW.size)
+_SYSCALL_ROW = np.dtype({
+    "names": ["version", "header_type", "flags", "size", "hook", "timestamp", "value"],
+    "formats": [_NUMPY_CODES[code] for _, code in _P.fields] + ["<u8"],
+    "offsets": [_P.offset(name) for name, _ in _P.fields] + [_P.size],
+    "itemsize": _SYSCALL_ROW_SIZE,
+})  # fmt: skip
+assert [name for name, _ in _P.fields] == ["Version", "HeaderType", "MarkerFlags", "Size", "HookId", "SystemTime"]
+assert _SYSCALL_ROW_SIZE == F.aligned(_SYSCALL_EXIT_RAW.size)  # Enter and Exit share one row size
 _FIXED_FIELDS: Mapping[str, tuple[str, ...]] = {"sys_enter": ("id",), "sys_exit": ("ret",)}
 _V4_ZERO = bytes(8)
 _V6_ZERO = bytes(32)
@@ -299,7 +308,7 @@ class KernelEventMapper:
             "sys_exit": self._sys_exit_raw,
             "sched_switch": self._switch_raw,
         }
-        self._handlers = {
+        self._handlers: dict[str, Callable[[int, int, Mapping[str, Any]], list[EventRecord]]] = {
             "sched_process_fork": self._on_fork,
             "task_newtask": self._on_newtask,
             "sched_process_exec": self._on_exec,
@@ -346,7 +355,7 @@ class KernelEventMapper:
         :class:`~openetw.kernel.ringbuffer.EventDecoder`). Events given to :meth:`register`
         are left out: they are decoded whole."""
         used = dict(_FIELDS_USED)
-        for call, (kind, fd_field, position_field) in _FILE_SYSCALLS.items():
+        for call, (_kind, fd_field, position_field) in _FILE_SYSCALLS.items():
             wanted = {"common_pid"}
             wanted.update(f for f in (fd_field, position_field) if f is not None)
             if call in ("open", "openat", "dup3", "close_range"):
@@ -453,7 +462,8 @@ class KernelEventMapper:
         :meth:`EtlWriter.write_raw <openetw.etl.writer.EtlWriter.write_raw>`), system calls and
         context switches go to it as packed record bytes, without record objects."""
         get = self._handlers.get
-        raw_get = self._raw_handlers.get if write_raw is not None else {}.get
+        no_raw: dict[str, Callable[[int, Mapping[str, Any]], bytes]] = {}
+        raw_get = (self._raw_handlers if write_raw is not None else no_raw).get
         written = unmapped = 0
         for timestamp, cpu, name, values in events:
             raw_handler = raw_get(name)
@@ -773,9 +783,12 @@ class KernelEventMapper:
     # -- files ----------------------------------------------------------------------------------
     # The enter event gives the arguments (descriptor, explicit position, open flags), the exit
     # event the result; one call per thread is in progress at a time.
-    def _file_enter_handler(self, call: str, kind: str, fd_field: str | None, position_field: str | None) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
+    def _file_enter_handler(
+        self, call: str, kind: str, fd_field: str | None, position_field: str | None
+    ) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
         calls = self._file_calls
         no_records: list[EventRecord] = []
+        fd_key = fd_field or ""  # (every kind that reads a descriptor has its field)
 
         def on_enter(ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
             position = v[position_field] if position_field is not None else None
@@ -786,11 +799,11 @@ class KernelEventMapper:
                 calls[v["common_pid"]] = (call, -1, None, flags)
             elif kind == "dup":
                 new_fd = v["newfd"] if call != "dup" else -1
-                calls[v["common_pid"]] = (call, v[fd_field], new_fd, v["flags"] if call == "dup3" else None)
+                calls[v["common_pid"]] = (call, v[fd_key], new_fd, v["flags"] if call == "dup3" else None)
             elif kind == "close_range":
                 calls[v["common_pid"]] = (call, v["fd"], v["max_fd"], v["flags"])
             else:
-                calls[v["common_pid"]] = (call, v[fd_field], position, None)  # type: ignore[index]
+                calls[v["common_pid"]] = (call, v[fd_key], position, None)
             return no_records
 
         return on_enter
@@ -827,7 +840,9 @@ class KernelEventMapper:
                     if source is not None and ret != fd:
                         files[ret] = source
                 return no_records
-            opened = files.get(fd) if files else None
+            if not files:
+                return no_records
+            opened = files.get(fd)
             if opened is None:
                 return no_records
             if kind == "close":

@@ -203,7 +203,7 @@ class PageParser:
                     elif compiled.single is not None:
                         append((ts, cpu, compiled.name, {compiled.single: compiled.unpack_from(page, start)[0]}))
                     else:
-                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start)))))
+                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start), strict=True))))
                 else:
                     try:
                         append((ts, cpu, compiled.name, compiled.decode_at(page, start, size)))
@@ -366,7 +366,7 @@ class _CompiledFormat:
             raise self._too_short(length)
         flat = self.unpack_from(page, start)
         if self.simple:
-            return dict(zip(self.names, flat))
+            return dict(zip(self.names, flat, strict=True))
         if self.arrays:
             grouped: list[Any] = []
             cursor = 0
@@ -376,7 +376,7 @@ class _CompiledFormat:
                 cursor = index + count
             grouped.extend(flat[cursor:])
             flat = tuple(grouped)
-        values = dict(zip(self.names, flat))
+        values = dict(zip(self.names, flat, strict=True))
         for _, f in self.fixups:
             if f.kind == STRING:
                 values[f.name] = _cstring(values[f.name])
@@ -482,7 +482,7 @@ class EventDecoder:
                 if length < compiled.min_payload:
                     damaged += 1
                     continue
-                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset)))))
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset), strict=True))))
                 continue
             try:
                 values = compiled.decode_at(page, offset, length)
@@ -570,7 +570,7 @@ class FixedEvents:
             fields_of.setdefault(kind, []).append((field, self.signed[kind, field]))
         columns = {name: column.tolist() for name, column in self.columns.items()}
         out = []
-        for i, (timestamp, kind) in enumerate(zip(self.timestamps.tolist(), self.kinds.tolist())):
+        for i, (timestamp, kind) in enumerate(zip(self.timestamps.tolist(), self.kinds.tolist(), strict=True)):
             values = {}
             for field, signed in fields_of.get(kind, ()):
                 value = columns[field][i]
@@ -596,14 +596,16 @@ def _gather(joined: bytes, positions: np.ndarray, size: int, signed: bool) -> np
     if size == 8 and not (positions & 3).any():
         words = np.frombuffer(joined, dtype="<u4")
         index = positions >> 2
-        return words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+        joined_words: np.ndarray = words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+        return joined_words
     kind = "i" if signed else "u"
     if size in (1, 2, 4, 8) and not (positions % size).any():
         values = np.frombuffer(joined, dtype=f"<{kind}{size}", count=len(joined) // size)[positions // size]
     else:
         data = np.frombuffer(joined, dtype=np.uint8)
         values = data[positions[:, None] + np.arange(size)].view(f"<{kind}{size}").reshape(-1)
-    return values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+    bits: np.ndarray = values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+    return bits
 
 
 def _event_times(deltas: np.ndarray, walked: list[tuple[int, int, int, array[int] | None] | None]) -> np.ndarray:
@@ -642,7 +644,7 @@ def _decode_batch(
     discarded = page_errors = 0
     walked: list[tuple[int, int, int, array[int] | None] | None] = []  # per page: (first head, count, base time, exact times)
     base = 0
-    for page, copy in zip(pages, padded):
+    for page, copy in zip(pages, padded, strict=True):
         length = len(page)
         page_base, base = base, base + len(copy)
         if length < data_start:
@@ -739,10 +741,10 @@ def _decode_batch(
     header_words = word_array[head]
     stamp_array = _event_times(header_words >> shift, walked)
     last_timestamps = [None if w is None or not w[1] else int(stamp_array[w[0] + w[1] - 1]) for w in walked]
-    type_len = header_words & type_mask
-    long_form = type_len == 0
+    type_lens = header_words & type_mask
+    long_form = type_lens == 0
     starts = (head + 1 + long_form) * 4
-    sizes = np.where(long_form, word_array[np.minimum(head + 1, len(word_array) - 1)].astype(np.int64) - 4, type_len.astype(np.int64) * 4)
+    sizes = np.where(long_form, word_array[np.minimum(head + 1, len(word_array) - 1)].astype(np.int64) - 4, type_lens.astype(np.int64) * 4)
     type_reader = decoder._type_reader
     if type_reader is None:
         return BatchResult(None, discarded, count, 0, page_errors, last_timestamps)
@@ -764,7 +766,8 @@ def _decode_batch(
     unknown = 0
     compiled_of = decoder._compiled.get
     append = out.append
-    for timestamp, start, size, event_type in zip(stamp_array[others].tolist(), starts[others].tolist(), sizes[others].tolist(), types[others].tolist()):
+    rest = zip(stamp_array[others].tolist(), starts[others].tolist(), sizes[others].tolist(), types[others].tolist(), strict=True)
+    for timestamp, start, size, event_type in rest:
         compiled = compiled_of(event_type)
         if compiled is None:
             unknown += 1
@@ -774,7 +777,7 @@ def _decode_batch(
             elif compiled.single is not None:
                 append((timestamp, cpu, compiled.name, {compiled.single: compiled.unpack_from(joined, start)[0]}))
             else:
-                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(joined, start)))))
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(joined, start), strict=True))))
         else:
             try:
                 append((timestamp, cpu, compiled.name, compiled.decode_at(joined, start, size)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from openetw.errors import ManifestError
@@ -18,6 +19,34 @@ def manifest_files(directory: Path) -> list[Path]:
     )
 
 
+def expand_manifest_paths(paths: Iterable[str | Path], *, empty_is_error: bool = True) -> tuple[list[Path], list[ManifestError]]:
+    """The manifest files ``paths`` name: files as they are, directories as the ``*.xml`` /
+    ``*.man`` files directly in them (sorted by name).
+
+    Returns the files, and one ``ManifestError`` per path that yields none: a path that does not
+    exist, a directory that cannot be listed or (with ``empty_is_error``) holds no manifest.
+    This, with ``load_manifests``, is where the manifest layer touches the file system.
+    """
+    files: list[Path] = []
+    errors: list[ManifestError] = []
+    for entry in paths:
+        path = Path(entry)
+        if path.is_dir():
+            try:
+                found = manifest_files(path)
+            except OSError as error:
+                errors.append(ManifestError(f"cannot list directory: {error.strerror or error}", path=str(path)))
+                continue
+            if not found and empty_is_error:
+                errors.append(ManifestError("directory holds no *.xml or *.man file", path=str(path)))
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            errors.append(ManifestError("no such file or directory", path=str(path)))
+    return files, errors
+
+
 def load_manifests(paths: list[str | Path] | tuple[str | Path, ...]) -> tuple[list[Manifest], list[ManifestError]]:
     """Every manifest named by ``paths`` (files, or directories of ``*.xml`` / ``*.man`` files).
 
@@ -27,20 +56,8 @@ def load_manifests(paths: list[str | Path] | tuple[str | Path, ...]) -> tuple[li
     manifests: list[Manifest] = []
     errors: list[ManifestError] = []
     for entry in paths:
-        path = Path(entry)
-        if path.is_dir():
-            try:
-                files = manifest_files(path)
-            except OSError as error:
-                errors.append(ManifestError(f"cannot list directory: {error.strerror or error}", path=str(path)))
-                continue
-            if not files:
-                errors.append(ManifestError("directory holds no *.xml or *.man file", path=str(path)))
-        elif path.exists():
-            files = [path]
-        else:
-            errors.append(ManifestError("no such file or directory", path=str(path)))
-            continue
+        files, problems = expand_manifest_paths([entry])
+        errors.extend(problems)
         for file in files:
             try:
                 manifests.append(load_manifest(file).manifest)

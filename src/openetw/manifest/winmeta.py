@@ -1,7 +1,9 @@
 """winmeta.xml built in: the standard levels, opcodes, keywords, channels and the data types.
 
 ``InType`` and ``OutType`` carry TDH's numbers (``TDH_INTYPE_*`` / ``TDH_OUTTYPE_*``), the ones a
-compiled template stores and ``TRACE_EVENT_INFO`` reports; the decoder imports them from here.
+compiled template stores and ``TRACE_EVENT_INFO`` reports; they live with the type table in
+``openetw.etl.intypes`` (so a provider writes without loading the manifest model) and are
+re-exported here.
 Names in manifests (``win:UInt32``, ``xs:hexBinary``) map to them through ``IN_TYPE_NAMES`` and
 ``OUT_TYPE_NAMES``; spellings real files use that winmeta does not define go through
 ``resolve_in_type`` / ``resolve_out_type``, which say why they were accepted.
@@ -10,98 +12,11 @@ Names in manifests (``win:UInt32``, ``xs:hexBinary``) map to them through ``IN_T
 from __future__ import annotations
 
 import re
-from enum import IntEnum
 from typing import NamedTuple
 
-
-class InType(IntEnum):
-    """TDH_IN_TYPE: how a property is laid out on the wire."""
-
-    NULL = 0
-    UNICODESTRING = 1
-    ANSISTRING = 2
-    INT8 = 3
-    UINT8 = 4
-    INT16 = 5
-    UINT16 = 6
-    INT32 = 7
-    UINT32 = 8
-    INT64 = 9
-    UINT64 = 10
-    FLOAT = 11
-    DOUBLE = 12
-    BOOLEAN = 13
-    BINARY = 14
-    GUID = 15
-    POINTER = 16
-    FILETIME = 17
-    SYSTEMTIME = 18
-    SID = 19
-    HEXINT32 = 20
-    HEXINT64 = 21
-    MANIFEST_COUNTEDSTRING = 22
-    MANIFEST_COUNTEDANSISTRING = 23
-    RESERVED24 = 24
-    MANIFEST_COUNTEDBINARY = 25
-    # WBEM / MOF types: never in manifests, met when decoding classic events.
-    COUNTEDSTRING = 300
-    COUNTEDANSISTRING = 301
-    REVERSEDCOUNTEDSTRING = 302
-    REVERSEDCOUNTEDANSISTRING = 303
-    NONNULLTERMINATEDSTRING = 304
-    NONNULLTERMINATEDANSISTRING = 305
-    UNICODECHAR = 306
-    ANSICHAR = 307
-    SIZET = 308
-    HEXDUMP = 309
-    WBEMSID = 310
-
-
-class OutType(IntEnum):
-    """TDH_OUT_TYPE: how a decoded property is rendered. NULL means "the inType's default"."""
-
-    NULL = 0
-    STRING = 1
-    DATETIME = 2
-    BYTE = 3
-    UNSIGNEDBYTE = 4
-    SHORT = 5
-    UNSIGNEDSHORT = 6
-    INT = 7
-    UNSIGNEDINT = 8
-    LONG = 9
-    UNSIGNEDLONG = 10
-    FLOAT = 11
-    DOUBLE = 12
-    BOOLEAN = 13
-    GUID = 14
-    HEXBINARY = 15
-    HEXINT8 = 16
-    HEXINT16 = 17
-    HEXINT32 = 18
-    HEXINT64 = 19
-    PID = 20
-    TID = 21
-    PORT = 22
-    IPV4 = 23
-    IPV6 = 24
-    SOCKETADDRESS = 25
-    CIMDATETIME = 26
-    ETWTIME = 27
-    XML = 28
-    ERRORCODE = 29
-    WIN32ERROR = 30
-    NTSTATUS = 31
-    HRESULT = 32
-    CULTURE_INSENSITIVE_DATETIME = 33
-    JSON = 34
-    UTF8 = 35
-    PKCS7_WITH_TYPE_INFO = 36
-    CODE_POINTER = 37
-    DATETIME_UTC = 38
-    REDUCEDSTRING = 300
-    NOPRINT = 301
-
+from openetw.etl.intypes import FIXED_SIZES as FIXED_SIZES
+from openetw.etl.intypes import InType as InType
+from openetw.etl.intypes import OutType as OutType
 
 IN_TYPE_NAMES: dict[str, InType] = {
     "win:UnicodeString": InType.UNICODESTRING,
@@ -200,28 +115,6 @@ _OUT_TYPE_ALIASES: dict[str, tuple[OutType, str]] = {
     "xs:HexInt64": (OutType.HEXINT64, "no such type; win:HexInt64 is the real name"),
     "win:GUID": (OutType.GUID, "no such output type; xs:GUID is the real name"),
     "win:DateTime": (OutType.DATETIME, "no such output type; xs:dateTime is the real name"),
-}
-
-# Fixed wire sizes in bytes; absent = variable or pointer-sized.
-FIXED_SIZES: dict[InType, int] = {
-    InType.INT8: 1,
-    InType.UINT8: 1,
-    InType.INT16: 2,
-    InType.UINT16: 2,
-    InType.INT32: 4,
-    InType.UINT32: 4,
-    InType.INT64: 8,
-    InType.UINT64: 8,
-    InType.FLOAT: 4,
-    InType.DOUBLE: 8,
-    InType.BOOLEAN: 4,
-    InType.GUID: 16,
-    InType.FILETIME: 8,
-    InType.SYSTEMTIME: 16,
-    InType.HEXINT32: 4,
-    InType.HEXINT64: 8,
-    InType.UNICODECHAR: 2,
-    InType.ANSICHAR: 1,
 }
 
 _STRINGS = (OutType.STRING, OutType.XML, OutType.JSON)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openetw.errors import ManifestError, OpenEtwError
-from openetw.manifest.loader import manifest_files
+from openetw.manifest.loader import expand_manifest_paths
 from openetw.manifest.parser import parse_manifest
 from openetw.manifest.validate import validate
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
@@ -52,22 +52,8 @@ class McResult:
 
 
 def _expand(paths: Iterable[str | Path], failures: list[OpenEtwError]) -> list[Path]:
-    files: list[Path] = []
-    for entry in paths:
-        path = Path(entry)
-        if path.is_dir():
-            try:
-                found = manifest_files(path)
-            except OSError as error:
-                failures.append(ManifestError(f"cannot list directory: {error.strerror or error}", path=str(path)))
-                continue
-            if not found:
-                failures.append(ManifestError("directory holds no *.xml or *.man file", path=str(path)))
-            files += found
-        elif path.exists():
-            files.append(path)
-        else:
-            failures.append(ManifestError("no such file or directory", path=str(path)))
+    files, errors = expand_manifest_paths(paths)
+    failures.extend(errors)
     return files
 
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from openetw.errors import InvalidArgument
+from openetw.etl.intypes import InType, OutType
 from openetw.ipc.pool import PoolWriter
 from openetw.manifest.parser import parse_manifest
-from openetw.manifest.winmeta import InType, OutType
 from openetw.provider.encode import EventDescriptor, ManifestEventEncoder
 from openetw.provider.fields import InvalidFieldValue
 from openetw.provider.runtime import EnableCallback, Provider, WriteFn, positional_writer, write_route
@@ -56,7 +56,8 @@ def field_literal(prop: PropertyInfo) -> FieldLiteral:
 
 
 def field_from_literal(literal: FieldLiteral) -> PropertyInfo:
-    name, in_type, out_type, count, length, members, problem = (*literal, *(None,) * (7 - len(literal)))
+    padded: tuple[Any, ...] = (*literal, *(None,) * (7 - len(literal)))
+    name, in_type, out_type, count, length, members, problem = padded
     return PropertyInfo(
         name,
         _known(InType, in_type),

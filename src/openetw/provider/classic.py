@@ -41,14 +41,14 @@ from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
+from openetw.etl.intypes import InType, OutType
+from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid
 from openetw.ipc.pool import PoolWriter
-from openetw.manifest.winmeta import IN_TYPE_NAMES, InType, OutType
 from openetw.provider.fields import InvalidFieldValue, PayloadPacker
 from openetw.provider.link import link
 from openetw.provider.runtime import _ProviderBase, _write_all
 from openetw.session import EnableState
-from openetw.tdh.schema import PropertyInfo
 
 __all__ = ["ClassicCallback", "ClassicProvider", "pack_fields"]
 
@@ -117,7 +117,7 @@ class ClassicProvider(_ProviderBase):
         assert self._classic_callback is not None
         try:
             self._classic_callback(enabled, handle, level, flags)
-        except Exception as exc:  # the callback is the application's; the runtime goes on
+        except Exception as exc:  # noqa: BLE001 - the callback is the application's; the runtime goes on
             print(f"openetw: control callback of {self.name or self.guid} failed: {exc!r}", file=sys.stderr)
 
     def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:
@@ -199,6 +199,10 @@ _UNCOUNTED = frozenset({InType.NONNULLTERMINATEDSTRING, InType.NONNULLTERMINATED
 def _in_type(value: Any) -> InType:
     try:
         if isinstance(value, str):
+            from openetw.manifest.winmeta import (
+                IN_TYPE_NAMES,  # a winmeta name ("win:UInt32"): the manifest layer knows them
+            )
+
             found = IN_TYPE_NAMES.get(value)
             return found if found is not None else InType[value.strip().upper()]
         return InType(value)

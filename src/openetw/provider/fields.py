@@ -28,12 +28,20 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.schema import REST, PropertyInfo
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    InType,
+    OutType,
+    datetime_to_filetime,
+    datetime_to_systemtime,
+    struct_code,
+)
+from openetw.etl.schema import REST, PropertyInfo
 
 __all__ = [
     "FieldSpec",
@@ -69,19 +77,13 @@ class _Problem(Exception):
         self.subpath = subpath
 
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 _U16 = struct.Struct("<H")
 _U16_BE = struct.Struct(">H")
-_SYSTEMTIME = struct.Struct("<8H")
 _UTF8_OUT_TYPES = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
-_INT_CODES: dict[int, str] = {
-    InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H",
-    InType.INT32: "i", InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q",
-    InType.HEXINT32: "I", InType.HEXINT64: "Q", InType.BOOLEAN: "I",
-}  # fmt: skip
-_FLOAT_CODES: dict[int, str] = {InType.FLOAT: "f", InType.DOUBLE: "d"}
+_INT_CODES: dict[int, str] = {**INTEGER_CODES, InType.BOOLEAN: struct_code(InType.BOOLEAN)}
+_FLOAT_CODES: dict[int, str] = dict(FLOAT_CODES)
 _POINTER_TYPES = frozenset({InType.POINTER, InType.SIZET})
 # In-types whose value a later count or length may refer to (as the decoder remembers them).
 _INTEGER_TYPES = frozenset(_INT_CODES) | _POINTER_TYPES
@@ -239,9 +241,7 @@ def _guid(value: Any) -> bytes:
 def _filetime_ticks(value: Any) -> int:
     """A FILETIME tick count from a ``datetime`` (naive means UTC) or a non-negative int."""
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        ticks = (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+        ticks = datetime_to_filetime(value)
         if ticks < 0:
             raise _Problem(f"{value.isoformat()} is before 1601, where FILETIME starts")
         return ticks
@@ -259,12 +259,7 @@ def _filetime(value: Any) -> bytes:
 def _systemtime(value: Any) -> bytes:
     if not isinstance(value, datetime):
         raise _Problem(f"SYSTEMTIME expects a datetime, not {_describe(value)}")
-    if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc)
-    day_of_week = (value.weekday() + 1) % 7  # SYSTEMTIME counts from Sunday = 0
-    return _SYSTEMTIME.pack(
-        value.year, value.month, day_of_week, value.day, value.hour, value.minute, value.second, value.microsecond // 1000
-    )
+    return datetime_to_systemtime(value)
 
 
 def _sid(value: Any) -> bytes:
@@ -422,7 +417,7 @@ def _struct_fn(prop: PropertyInfo, ctx: _Context) -> FieldFn:
         else:
             raise _Problem(f"struct expects a mapping or a sequence, not {_describe(value)}")
         parts = []
-        for name, fn, item in zip(names, fns, ordered):
+        for name, fn, item in zip(names, fns, ordered, strict=True):
             try:
                 parts.append(fn(item, ints))
             except _Problem as problem:
@@ -560,4 +555,4 @@ class PayloadPacker:
 
     def pack(self, values: Sequence[Any] | Mapping[str, Any]) -> bytes:
         ints: dict[str, Any] = {}
-        return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values))])
+        return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values), strict=True)])

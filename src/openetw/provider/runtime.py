@@ -43,17 +43,23 @@ from typing import Any, Self
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
-from openetw.provider.properties import with_properties
+from openetw.etl.intypes import InType
+from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid, provider_guid_from_name
 from openetw.ipc.pool import PoolWriter
 from openetw.ipc.wire import filters_to_json
-from openetw.manifest.winmeta import InType
 from openetw.provider.activity import activity_state, claim_activity_ids
-from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEncoderCache, TraceLoggingEventEncoder
+from openetw.provider.encode import (
+    EventDescriptor,
+    EventTooLarge,
+    ManifestEventEncoder,
+    TraceLoggingEncoderCache,
+    TraceLoggingEventEncoder,
+)
 from openetw.provider.fields import FieldSpec
 from openetw.provider.link import REGISTER_WAIT, link
+from openetw.provider.properties import with_properties
 from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
-from openetw.tdh.schema import PropertyInfo
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
 
@@ -268,7 +274,7 @@ class _ProviderBase:
         ]
         try:
             self._callback(state.enabled, state.max_level, state.any_keyword, match_all, filter_data or None, capture_state)
-        except Exception as exc:  # the callback is the application's; the runtime goes on
+        except Exception as exc:  # noqa: BLE001 - the callback is the application's; the runtime goes on
             print(f"openetw: enable callback of {self.name or self.guid} failed: {exc!r}", file=sys.stderr)
 
     def _writes_for(self, level: int, keyword: int, event_id: int, routing: Routing | None = None) -> tuple[WriteFn, ...]:

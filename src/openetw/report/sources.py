@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from openetw.errors import ManifestError
-from openetw.manifest.loader import manifest_files
+from openetw.manifest.loader import expand_manifest_paths
 from openetw.manifest.model import Manifest
 from openetw.manifest.parser import load_manifest
 from openetw.tdh.registry import SchemaRegistry
@@ -31,21 +31,9 @@ _PROVIDER_GUID = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?provider\b[^>]*?\bguid\s*=
 
 
 def manifest_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[ManifestError]]:
-    """The manifest files named by ``paths`` (files, or directories of ``*.xml`` / ``*.man``)."""
-    files: list[Path] = []
-    errors: list[ManifestError] = []
-    for entry in paths:
-        path = Path(entry)
-        if path.is_dir():
-            try:
-                files.extend(manifest_files(path))
-            except OSError as error:
-                errors.append(ManifestError(f"cannot list directory: {error.strerror or error}", path=str(path)))
-        elif path.exists():
-            files.append(path)
-        else:
-            errors.append(ManifestError("no such file or directory", path=str(path)))
-    return files, errors
+    """The manifest files named by ``paths`` (files, or directories of ``*.xml`` / ``*.man``);
+    a directory with none is no error here."""
+    return expand_manifest_paths(paths, empty_is_error=False)
 
 
 def _declared_guids(data: bytes) -> list[uuid.UUID] | None:

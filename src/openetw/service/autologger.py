@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from openetw.errors import AccessDenied, OpenEtwError

@@ -7,12 +7,13 @@ it lazily, ``decode_all`` decodes everything at once through the schema's compil
 (``compile_schema``); ``openetw.tdh.format`` renders values and messages as TDH does.
 """
 
+from openetw.etl.schema import REST, EventMap, MapEntry, PropertyInfo, Schema
+from openetw.etl.tracelogging import encode_event_metadata, encode_provider_traits, pack_values, tl_field
 from openetw.tdh.compiled import CompiledSchema, compile_schema
 from openetw.tdh.decode import DecodedEvent, decode_all, decode_properties
 from openetw.tdh.format import format_event_message, format_message, format_properties, format_property, format_value
 from openetw.tdh.from_manifest import schema_from_manifest_event, schemas_from_manifest
 from openetw.tdh.mof import schema_from_mof
-from openetw.tdh.schema import REST, EventMap, MapEntry, PropertyInfo, Schema
 from openetw.tdh.tracelogging import (
     ProviderTraits,
     parse_event_metadata,
@@ -20,7 +21,6 @@ from openetw.tdh.tracelogging import (
     schema_from_record,
     schema_from_tracelogging,
 )
-from openetw.tdh.tracelogging_encode import encode_event_metadata, encode_provider_traits, pack_values, tl_field
 
 __all__ = [
     "REST",

@@ -29,20 +29,26 @@ import sys
 import uuid
 from array import array
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 from typing import Any, NamedTuple
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import (
+    INTEGER_CODES,
+    SYSTEMTIME,
+    TYPES,
+    InType,
+    OutType,
+    filetime_value,
+    systemtime_to_datetime,
+)
 from openetw.tdh.decode import (
     _MAX_EMPTY_ELEMENTS,
     DecodedEvent,
     _ascii_compatible,
     _decode_ansi,
     _utf16_le_decode,
-    filetime_to_datetime,
     sid_to_string,
-    systemtime_to_datetime,
 )
 from openetw.tdh.schema import REST, PropertyInfo, Schema
 
@@ -61,15 +67,13 @@ class _Fallback(Exception):
 # Anything a step raises means "let the general decoder decide".
 _GIVE_UP = (_Fallback, struct.error, IndexError, ValueError, TypeError, OverflowError, KeyError)
 
-_INTEGER_CODES = {
-    InType.INT8: "b", InType.UINT8: "B", InType.INT16: "h", InType.UINT16: "H", InType.INT32: "i",
-    InType.UINT32: "I", InType.INT64: "q", InType.UINT64: "Q", InType.HEXINT32: "I", InType.HEXINT64: "Q",
-}  # fmt: skip
+_INTEGER_CODES = INTEGER_CODES
+_CODE = {in_type: row.code for in_type, row in TYPES.items() if row.code is not None}
 _UTF8_OUT_TYPES = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
 _U16 = struct.Struct("<H")
 _U16_BE = struct.Struct(">H")
 _U32 = struct.Struct("<I")
-_SYSTEMTIME = struct.Struct("<8H")
+_SYSTEMTIME = SYSTEMTIME
 # array typecodes that read little-endian values of the struct code's size, in one call.
 _ARRAY_CODES = (
     frozenset(code for code in "bBhHiIqQfd" if array(code).itemsize == struct.calcsize("<" + code))
@@ -107,7 +111,7 @@ def _systemtime(utc: bool) -> _Transform:
             value = systemtime_to_datetime(_SYSTEMTIME.unpack(raw))
         except ValueError:
             raise _Fallback from None  # the general path reports the bad date
-        return value.replace(tzinfo=timezone.utc) if utc else value
+        return value.replace(tzinfo=UTC) if utc else value
 
     return convert
 
@@ -144,7 +148,7 @@ def _fixed(prop: PropertyInfo, pointer_size: int, encoding: str) -> tuple[str, _
     if prop.members is not None or prop.custom_schema is not None or prop.problem is not None:
         return None
     in_type, out = prop.in_type, prop.out_type
-    code = _INTEGER_CODES.get(in_type)  # type: ignore[call-overload]
+    code = _INTEGER_CODES.get(in_type)
     if code is not None:
         size = struct.calcsize(code)
         if out == OutType.BOOLEAN:
@@ -157,13 +161,13 @@ def _fixed(prop: PropertyInfo, pointer_size: int, encoding: str) -> tuple[str, _
     if in_type in (InType.POINTER, InType.SIZET):
         return ("Q" if pointer_size == 8 else "I"), None
     simple: dict[Any, tuple[str, _Transform | None]] = {
-        InType.FLOAT: ("f", None),
-        InType.DOUBLE: ("d", None),
-        InType.BOOLEAN: ("I", _nonzero),
-        InType.GUID: ("16s", _guid),
-        InType.FILETIME: ("q", filetime_to_datetime),
-        InType.SYSTEMTIME: ("16s", _systemtime(out == OutType.DATETIME_UTC)),
-        InType.UNICODECHAR: ("2s", _utf16),
+        InType.FLOAT: (_CODE[InType.FLOAT], None),
+        InType.DOUBLE: (_CODE[InType.DOUBLE], None),
+        InType.BOOLEAN: (_CODE[InType.BOOLEAN], _nonzero),
+        InType.GUID: (_CODE[InType.GUID], _guid),
+        InType.FILETIME: (_CODE[InType.FILETIME], filetime_value),
+        InType.SYSTEMTIME: (_CODE[InType.SYSTEMTIME], _systemtime(out == OutType.DATETIME_UTC)),
+        InType.UNICODECHAR: ("2s", _utf16),  # the bytes, turned into text
         InType.ANSICHAR: ("1s", _ansi(prop, encoding)),
     }
     if in_type in simple:
@@ -356,6 +360,7 @@ def _fixed_array(code: str, convert: _Transform | None, mode: str) -> Callable[[
         end = pos + n * size
         if end > len(data):
             raise _Fallback
+        items: list[Any]
         if use_array:
             items = array(code, data[pos:end]).tolist()
         elif code.endswith("s"):
@@ -623,7 +628,7 @@ def _reader_for_encoding(schema: Schema, pointer_size: int, ansi_encoding: str, 
             _other_encodings.clear()
         state = _ASKED_ONCE if state is _UNSET and not at_once else _build(schema, pointer_size, ansi_encoding)
         _other_encodings[key] = (schema, state)
-    return None if state is _ASKED_ONCE else state  # type: ignore[no-any-return]
+    return None if state is _ASKED_ONCE else state
 
 
 class CompiledSchema:

@@ -29,18 +29,25 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from datetime import datetime, timedelta, timezone
+from datetime import UTC
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    SYSTEMTIME,
+    InType,
+    OutType,
+    filetime_value,
+    systemtime_to_datetime,
+)
 from openetw.tdh.schema import REST, PropertyInfo, Schema
 
-__all__ = ["DecodedEvent", "decode_all", "decode_properties", "filetime_to_datetime", "systemtime_to_datetime", "sid_to_string"]
+__all__ = ["DecodedEvent", "decode_all", "decode_properties", "filetime_value", "systemtime_to_datetime", "sid_to_string"]
 
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
-_MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc) - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
 # Elements of size zero (empty structs, zero-length strings) cost nothing in the payload, so a
 # count cannot be bounded by the bytes left; this bounds the work a hostile count can cause.
 _MAX_EMPTY_ELEMENTS = 65536
@@ -50,7 +57,7 @@ _U16 = struct.Struct("<H")
 _utf16_le_decode = codecs.utf_16_le_decode
 _U16_BE = struct.Struct(">H")
 _U32 = struct.Struct("<I")
-_SYSTEMTIME = struct.Struct("<8H")
+_SYSTEMTIME = SYSTEMTIME
 
 
 class _Stop(Exception):
@@ -70,29 +77,6 @@ class _BadValue(Exception):
         super().__init__(message)
         self.message = message
         self.end = end
-
-
-def filetime_to_datetime(ticks: int) -> datetime | int:
-    """FILETIME (100 ns ticks since 1601, UTC) as an aware ``datetime``.
-
-    0 (the usual "not set") and values no ``datetime`` can hold stay ``int``. ``datetime`` keeps
-    microseconds, so the last tick digit is dropped.
-    """
-    if ticks <= 0 or ticks > _MAX_FILETIME:
-        return ticks
-    return _FILETIME_EPOCH + timedelta(microseconds=ticks // 10)
-
-
-def systemtime_to_datetime(fields: tuple[int, ...]) -> datetime:
-    """SYSTEMTIME (year, month, day-of-week, day, hour, minute, second, ms) as a naive ``datetime``.
-
-    SYSTEMTIME carries no time zone (TraceLogging: "timezone unspecified"), hence naive.
-    Raises ``ValueError`` for a date that does not exist.
-    """
-    year, month, _dow, day, hour, minute, second, millis = fields
-    if millis > 999:
-        raise ValueError(f"milliseconds {millis} out of range")
-    return datetime(year, month, day, hour, minute, second, millis * 1000)
 
 
 def sid_to_string(raw: bytes) -> str:
@@ -210,7 +194,7 @@ class _Walker:
         return items, offset
 
     def rest_array(self, prop: PropertyInfo, offset: int, path: str) -> tuple[list[Any], int]:
-        items = []
+        items: list[Any] = []
         while offset < len(self.data):
             item, end = self.element(prop, offset, f"{path}[{len(items)}]")
             if end == offset:
@@ -296,7 +280,7 @@ def _read_guid(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
 
 def _read_filetime(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
     end = w.need(offset, 8, "FILETIME")
-    return filetime_to_datetime(int.from_bytes(w.data[offset:end], "little", signed=True)), end
+    return filetime_value(int.from_bytes(w.data[offset:end], "little", signed=True)), end
 
 
 def _read_systemtime(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, int]:
@@ -307,7 +291,7 @@ def _read_systemtime(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, 
     except ValueError as exc:
         raise _BadValue(f"SYSTEMTIME {fields} is not a valid date: {exc}", end) from None
     if prop.out_type == OutType.DATETIME_UTC:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value, end
 
 
@@ -428,18 +412,10 @@ def _read_ansi_char(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, i
 
 
 _READERS: dict[int, _Reader] = {
+    **{in_type: _integer("<" + code, InType(in_type).name) for in_type, code in INTEGER_CODES.items()},
+    **{in_type: _float("<" + code, InType(in_type).name) for in_type, code in FLOAT_CODES.items()},
     InType.UNICODESTRING: _read_unicode,
     InType.ANSISTRING: _read_ansi,
-    InType.INT8: _integer("<b", "INT8"),
-    InType.UINT8: _integer("<B", "UINT8"),
-    InType.INT16: _integer("<h", "INT16"),
-    InType.UINT16: _integer("<H", "UINT16"),
-    InType.INT32: _integer("<i", "INT32"),
-    InType.UINT32: _integer("<I", "UINT32"),
-    InType.INT64: _integer("<q", "INT64"),
-    InType.UINT64: _integer("<Q", "UINT64"),
-    InType.FLOAT: _float("<f", "FLOAT"),
-    InType.DOUBLE: _float("<d", "DOUBLE"),
     InType.BOOLEAN: _read_boolean,
     InType.BINARY: _read_binary,
     InType.GUID: _read_guid,
@@ -447,8 +423,6 @@ _READERS: dict[int, _Reader] = {
     InType.FILETIME: _read_filetime,
     InType.SYSTEMTIME: _read_systemtime,
     InType.SID: _read_sid,
-    InType.HEXINT32: _integer("<I", "HEXINT32"),
-    InType.HEXINT64: _integer("<Q", "HEXINT64"),
     InType.MANIFEST_COUNTEDSTRING: _counted_string(_U16, True, "COUNTEDSTRING"),
     InType.MANIFEST_COUNTEDANSISTRING: _counted_string(_U16, False, "COUNTEDANSISTRING"),
     InType.MANIFEST_COUNTEDBINARY: _read_counted_binary,
@@ -679,7 +653,7 @@ class DecodedEvent(Mapping[str, Any]):
                 pass
             spans = self._spans = walk._spans
             assert spans is not None
-        for prop, span in zip(self.schema.properties, spans):
+        for prop, span in zip(self.schema.properties, spans, strict=False):  # a walk that stopped has fewer spans
             if prop.name == name:
                 if span is None:
                     error = self._errors.get(name)

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import InType, OutType
 from openetw.tdh.schema import EventMap, MapEntry, PropertyInfo, Schema
 
 __all__ = ["TraceMetadata", "map_from_event_map_info", "schema_from_event_info"]

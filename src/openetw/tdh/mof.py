@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import InType, OutType
 from openetw.tdh.mof_kernel import event_full_name
 from openetw.tdh.mof_kernel_types import MofClass, MofEvent, MofField
 from openetw.tdh.schema import PropertyInfo, Schema

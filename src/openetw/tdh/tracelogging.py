@@ -1,8 +1,9 @@
 """TraceLogging (self-describing events): metadata and provider traits to ``Schema``, and back.
 
 Decoding reads the EVENT_SCHEMA_TL blob (extended item 11) and the PROV_TRAITS blob (item 12).
-Encoding (``openetw.tdh.tracelogging_encode``, whose names are importable from here too) builds
-the same blobs and packs field values, so ``decode(encode(x)) == x``.
+The format's codes and the encoder live in ``openetw.etl.tracelogging`` (a provider writes
+TraceLogging events without loading the decoder); its names are importable from here too, and
+``decode(encode(x)) == x``.
 
 TraceLogging type codes: TlgIn equals TDH's in-type for 1..25 (24 marks a struct), but TlgOut is
 its own, smaller space; it is translated to TDH's ``OutType`` here and the original code is kept
@@ -18,26 +19,40 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openetw.errors import DecodeError
-from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.schema import PropertyInfo, Schema
+from openetw.etl.intypes import InType
+from openetw.etl.schema import PropertyInfo, Schema
+from openetw.etl.tracelogging import (
+    ARITY_CONST,
+    ARITY_CUSTOM,
+    ARITY_MASK,
+    ARITY_VARIABLE,
+    CHAIN,
+    EXT_EVENT_SCHEMA_TL,
+    EXT_PROV_TRAITS,
+    MAX_METADATA_SIZE,
+    MAX_STRUCT_DEPTH,
+    TLG_STRUCT,
+    TRACELOGGING_CHANNEL,
+    TRAIT_DECODE_GUID,
+    TRAIT_GROUP,
+    _in_type,
+    encode_event_metadata,
+    encode_provider_traits,
+    pack_values,
+    tdh_out_type,
+    tl_field,
+)
 
-if TYPE_CHECKING:
-    from openetw.tdh.tracelogging_encode import (
-        MAX_METADATA_SIZE,
-        encode_event_metadata,
-        encode_provider_traits,
-        pack_values,
-        tl_field,
-    )
+_U16 = struct.Struct("<H")
 
 __all__ = [
     "EXT_EVENT_SCHEMA_TL",
     "EXT_PROV_TRAITS",
+    "MAX_METADATA_SIZE",
     "TRACELOGGING_CHANNEL",
     "ProviderTraits",
     "parse_provider_traits",
@@ -50,59 +65,6 @@ __all__ = [
     "tl_field",
     "tdh_out_type",
 ]
-
-EXT_EVENT_SCHEMA_TL = 0x000B
-EXT_PROV_TRAITS = 0x000C
-TRACELOGGING_CHANNEL = 11
-TRAIT_GROUP = 1
-TRAIT_DECODE_GUID = 2
-
-TLG_STRUCT = 24
-TLG_POINTER = 16
-ARITY_MASK = 0x60
-ARITY_SCALAR = 0x00
-ARITY_CONST = 0x20
-ARITY_VARIABLE = 0x40
-ARITY_CUSTOM = 0x60
-CHAIN = 0x80
-MAX_STRUCT_DEPTH = 32
-
-_U16 = struct.Struct("<H")
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
-
-# TlgOut codes whose TDH out-type does not depend on the in-type.
-_TLG_OUT_TO_TDH: dict[int, OutType] = {
-    1: OutType.NOPRINT, 2: OutType.STRING, 3: OutType.BOOLEAN, 5: OutType.PID, 6: OutType.TID, 7: OutType.PORT,
-    8: OutType.IPV4, 9: OutType.IPV6, 10: OutType.SOCKETADDRESS, 11: OutType.XML, 12: OutType.JSON,
-    13: OutType.WIN32ERROR, 14: OutType.NTSTATUS, 15: OutType.HRESULT, 16: OutType.DATETIME,
-    33: OutType.CULTURE_INSENSITIVE_DATETIME, 35: OutType.UTF8, 36: OutType.PKCS7_WITH_TYPE_INFO,
-    37: OutType.CODE_POINTER, 38: OutType.DATETIME_UTC,
-}  # fmt: skip
-TLG_HEX, TLG_SIGNED, TLG_UNSIGNED = 4, 17, 18
-_HEX_BY_IN_TYPE = {
-    InType.INT8: OutType.HEXINT8, InType.UINT8: OutType.HEXINT8,
-    InType.INT16: OutType.HEXINT16, InType.UINT16: OutType.HEXINT16,
-    InType.INT32: OutType.HEXINT32, InType.UINT32: OutType.HEXINT32, InType.HEXINT32: OutType.HEXINT32,
-    InType.INT64: OutType.HEXINT64, InType.UINT64: OutType.HEXINT64, InType.HEXINT64: OutType.HEXINT64,
-    InType.POINTER: OutType.HEXINT64,
-}  # fmt: skip
-_SIGNED_BY_IN_TYPE = {InType.INT8: OutType.BYTE, InType.INT16: OutType.SHORT, InType.INT32: OutType.INT, InType.INT64: OutType.LONG}
-_UNSIGNED_BY_IN_TYPE = {
-    InType.UINT8: OutType.UNSIGNEDBYTE, InType.UINT16: OutType.UNSIGNEDSHORT,
-    InType.UINT32: OutType.UNSIGNEDINT, InType.UINT64: OutType.UNSIGNEDLONG,
-}  # fmt: skip
-
-
-def tdh_out_type(tlg_out: int, in_type: InType | int) -> OutType | None:
-    """The TDH out-type for a TlgOut code on a field of ``in_type`` (``None``: the in-type's default)."""
-    if tlg_out == TLG_HEX:
-        return _HEX_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
-    if tlg_out == TLG_SIGNED:
-        return _SIGNED_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
-    if tlg_out == TLG_UNSIGNED:
-        return _UNSIGNED_BY_IN_TYPE.get(in_type)  # type: ignore[call-overload]
-    return _TLG_OUT_TO_TDH.get(tlg_out)
-
 
 # -- tags ----------------------------------------------------------------------------------
 
@@ -216,15 +178,6 @@ def _read_fields(blob: bytes, pos: int, end: int) -> list[_RawField]:
     return fields
 
 
-def _in_type(code: int) -> InType | int:
-    if code == TLG_STRUCT:
-        return code
-    try:
-        return InType(code)
-    except ValueError:
-        return code
-
-
 def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[PropertyInfo], int]:
     """The logical field at ``index`` as properties (two for BINARY), and the next index."""
     raw = fields[index]
@@ -232,8 +185,8 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
     if raw.problem is not None:
         return [PropertyInfo(raw.name, InType.NULL, problem=raw.problem)], index
     if depth > MAX_STRUCT_DEPTH:
-        problem = f"structs nested deeper than {MAX_STRUCT_DEPTH} levels"
-        return [PropertyInfo(raw.name, InType.NULL, problem=problem)], len(fields)
+        deep = f"structs nested deeper than {MAX_STRUCT_DEPTH} levels"
+        return [PropertyInfo(raw.name, InType.NULL, problem=deep)], len(fields)
     code = raw.in_meta & 0x1F
     arity = raw.in_meta & ARITY_MASK
     tlg_out = raw.out_meta & 0x7F
@@ -244,8 +197,8 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
         members: list[PropertyInfo] = []
         for _ in range(tlg_out):
             if index >= len(fields):
-                problem = f"struct {raw.name!r} declares {tlg_out} members, the metadata ends after {len(members)}"
-                members.append(PropertyInfo("", InType.NULL, problem=problem))
+                short = f"struct {raw.name!r} declares {tlg_out} members, the metadata ends after {len(members)}"
+                members.append(PropertyInfo("", InType.NULL, problem=short))
                 break
             built, index = _build(fields, index, depth + 1)
             members.extend(built)
@@ -254,12 +207,12 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
     in_type = _in_type(code)
     out_type = tdh_out_type(tlg_out, in_type) if tlg_out else None
     source_out = tlg_out or None
-    problem = None
+    problem: str | None = None
     if code == InType.NULL:
         problem = f"field {raw.name!r} has in-type NULL"
     elif not isinstance(in_type, InType):
         problem = f"field {raw.name!r} has unknown TraceLogging in-type {code}"
-    common = dict(out_type=out_type, tags=raw.tags, source_out_type=source_out, problem=problem, custom_schema=custom)
+    common = {"out_type": out_type, "tags": raw.tags, "source_out_type": source_out, "problem": problem, "custom_schema": custom}
     if in_type == InType.BINARY and custom is None:
         if count is None and not variable:
             length_name = f"{raw.name}.Length"
@@ -366,15 +319,3 @@ def schema_from_record(record: Any) -> Schema | None:
         keyword=record.keyword,
         channel=record.channel,
     )
-
-
-_ENCODER_NAMES = frozenset({"MAX_METADATA_SIZE", "encode_event_metadata", "encode_provider_traits", "pack_values", "tl_field"})
-
-
-def __getattr__(name: str) -> Any:
-    # The encoder lives in its own module, which builds on this one: imported when first asked for.
-    if name in _ENCODER_NAMES:
-        from openetw.tdh import tracelogging_encode
-
-        return getattr(tracelogging_encode, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

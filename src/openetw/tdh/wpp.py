@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openetw.errors import ManifestError
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import InType, OutType
 from openetw.tdh.schema import EventMap, MapEntry, PropertyInfo, Schema
 
 __all__ = [

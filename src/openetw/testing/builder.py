@@ -14,50 +14,37 @@ EVENT_TRACE_HEADER event; ``pack(user_data)`` any bytes.
 
 from __future__ import annotations
 
-import ipaddress
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.etl.build import build_classic_record, build_event_record
 from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS, ExtendedItem
+from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, RecordContext
 from openetw.guids import NULL_GUID, parse_guid, provider_guid_from_name
-from openetw.manifest.winmeta import InType, OutType
+from openetw.provider.inference import field_for_value
 from openetw.tdh.from_manifest import schemas_from_manifest
 from openetw.tdh.schema import PropertyInfo, Schema
-from openetw.tdh.tracelogging import TRACELOGGING_CHANNEL, encode_event_metadata, encode_provider_traits, pack_values, tl_field
+from openetw.tdh.tracelogging import (
+    TRACELOGGING_CHANNEL,
+    encode_event_metadata,
+    encode_provider_traits,
+    pack_values,
+    tl_field,
+)
 from openetw.testing.packing import pack_template
 
 __all__ = ["EventRecordBuilder", "infer_field", "manifest_schema"]
 
 
 def infer_field(name: str, value: Any) -> PropertyInfo:
-    """The TraceLogging field a Python value is written as (``int`` as INT32 or INT64, ``str`` as
-    UTF-16, ``bytes`` as binary, ``datetime`` as FILETIME, ...)."""
-    if isinstance(value, bool):
-        return tl_field(name, InType.BOOLEAN)
-    if isinstance(value, int):
-        if -(1 << 31) <= value < 1 << 31:
-            return tl_field(name, InType.INT32)
-        return tl_field(name, InType.INT64 if value < 1 << 63 else InType.UINT64)
-    if isinstance(value, float):
-        return tl_field(name, InType.DOUBLE)
-    if isinstance(value, str):
-        return tl_field(name, InType.UNICODESTRING)
-    if isinstance(value, (bytes, bytearray)):
-        return tl_field(name, InType.BINARY)
-    if isinstance(value, uuid.UUID):
-        return tl_field(name, InType.GUID)
-    if isinstance(value, datetime):
-        return tl_field(name, InType.FILETIME)
-    if isinstance(value, ipaddress.IPv4Address):
-        return tl_field(name, InType.UINT32, OutType.IPV4)
-    if isinstance(value, ipaddress.IPv6Address):
-        return tl_field(name, InType.BINARY, OutType.IPV6)
-    raise InvalidArgument(f"property {name!r}: give an in_type for a value of type {type(value).__name__}")
+    """The TraceLogging field a Python value is written as: the provider's own inference
+    (``openetw.provider.inference.field_for_value``: ``int`` as INT64, ``str`` as UTF-16, ``bytes``
+    as binary, ``datetime`` as FILETIME, ``dict`` as a struct, ``list`` as an array, ...), so a
+    built record is the one a ``TraceLoggingProvider`` writes."""
+    return field_for_value(name, value)
 
 
 def manifest_schema(manifest: Any, event: int | str, version: int | None = None, provider: str | uuid.UUID | None = None) -> Schema:
@@ -173,7 +160,10 @@ class EventRecordBuilder:
     def pack_manifest(self, schema: Schema) -> EventRecord:
         """A manifest-based event of ``schema`` (see ``manifest_schema``): its descriptor comes
         from the schema, its user data is the values packed as the template lays them out."""
-        header = dict(self.header, id=schema.event_id, version=schema.version, opcode=schema.opcode, level=schema.level, task=schema.task, keyword=schema.keyword, channel=schema.channel)
+        header = dict(
+            self.header, id=schema.event_id, version=schema.version, opcode=schema.opcode, level=schema.level,
+            task=schema.task, keyword=schema.keyword, channel=schema.channel,
+        )
         self.provider_id = schema.provider_id
         return self._event(pack_template(schema, self.values, self.pointer_size), header, self.extended)
 

@@ -13,30 +13,27 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.manifest.winmeta import InType, OutType
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    InType,
+    OutType,
+    datetime_to_filetime,
+    datetime_to_systemtime,
+)
 from openetw.tdh.schema import REST, PropertyInfo, Schema
 
 __all__ = ["pack_template"]
 
-_INTEGERS = {
-    InType.INT8: "<b", InType.UINT8: "<B", InType.INT16: "<h", InType.UINT16: "<H", InType.INT32: "<i",
-    InType.UINT32: "<I", InType.INT64: "<q", InType.UINT64: "<Q", InType.HEXINT32: "<I", InType.HEXINT64: "<Q",
-    InType.FLOAT: "<f", InType.DOUBLE: "<d",
-}  # fmt: skip
+_INTEGERS = {in_type: "<" + code for in_type, code in {**INTEGER_CODES, **FLOAT_CODES}.items()}
 _UTF8 = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
 
 
 def _ticks(value: Any) -> int:
-    if isinstance(value, int):
-        return value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+    return value if isinstance(value, int) else datetime_to_filetime(value)
 
 
 def _sid(value: Any) -> bytes:
@@ -88,7 +85,7 @@ class _Packer:
             return
         code = prop.in_type
         out = self.out
-        fmt = _INTEGERS.get(code)  # type: ignore[call-overload]
+        fmt = _INTEGERS.get(code)
         if fmt is not None:
             if code == InType.UINT16 and prop.out_type == OutType.PORT:
                 out += struct.pack(">H", value)
@@ -105,7 +102,7 @@ class _Packer:
         elif code == InType.FILETIME:
             out += struct.pack("<q", _ticks(value))
         elif code == InType.SYSTEMTIME:
-            out += struct.pack("<8H", value.year, value.month, (value.weekday() + 1) % 7, value.day, value.hour, value.minute, value.second, value.microsecond // 1000)
+            out += datetime_to_systemtime(value)
         elif code == InType.SID:
             out += _sid(value)
         elif code in (InType.UNICODESTRING, InType.ANSISTRING):
@@ -121,7 +118,10 @@ class _Packer:
         elif code in (InType.BINARY,):
             raw = value.packed if isinstance(value, ipaddress.IPv6Address) else bytes(value)
             out += _sized(raw, self.size_of(prop.length, scope), 1, prop.name)
-        elif code in (InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING, InType.MANIFEST_COUNTEDANSISTRING, InType.COUNTEDANSISTRING, InType.MANIFEST_COUNTEDBINARY):
+        elif code in (
+            InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING, InType.MANIFEST_COUNTEDANSISTRING, InType.COUNTEDANSISTRING,
+            InType.MANIFEST_COUNTEDBINARY,
+        ):
             wide = code in (InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING)
             raw = bytes(value) if code == InType.MANIFEST_COUNTEDBINARY else _text(value, prop, wide)
             out += struct.pack("<H", len(raw)) + raw

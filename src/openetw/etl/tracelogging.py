@@ -1,6 +1,9 @@
-"""TraceLogging encoding: event metadata and provider traits blobs, and packed field values.
+"""TraceLogging's format: the codes of its metadata, and its encoding (metadata and provider
+traits blobs, packed field values).
 
-The inverse of ``openetw.tdh.tracelogging`` (which reads these blobs into a ``Schema``):
+TlgIn equals TDH's in-type for 1..25 (24 marks a struct); TlgOut is its own, smaller space,
+translated to TDH's ``OutType`` by ``tdh_out_type``. The decoder is ``openetw.tdh.tracelogging``
+(which reads these blobs into a ``Schema``); this module is the inverse:
 ``encode_event_metadata`` writes an EVENT_SCHEMA_TL blob, ``encode_provider_traits`` a
 PROV_TRAITS blob and ``pack_values`` an event's user data, so ``decode(encode(x)) == x``.
 Misuse (a field TraceLogging cannot describe, a value that does not fit) raises
@@ -13,34 +16,92 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from openetw.errors import InvalidArgument
-from openetw.manifest.winmeta import InType, OutType
-from openetw.tdh.schema import PropertyInfo
-from openetw.tdh.tracelogging import (
-    _FILETIME_EPOCH,
-    _SIGNED_BY_IN_TYPE,
-    _TLG_OUT_TO_TDH,
-    _U16,
-    _UNSIGNED_BY_IN_TYPE,
-    ARITY_CONST,
-    ARITY_CUSTOM,
-    ARITY_SCALAR,
-    ARITY_VARIABLE,
-    CHAIN,
-    TLG_HEX,
-    TLG_POINTER,
-    TLG_SIGNED,
-    TLG_STRUCT,
-    TLG_UNSIGNED,
-    TRAIT_DECODE_GUID,
-    TRAIT_GROUP,
-    _in_type,
+from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS
+from openetw.etl.intypes import (
+    FLOAT_CODES,
+    INTEGER_CODES,
+    InType,
+    OutType,
+    datetime_to_filetime,
+    datetime_to_systemtime,
+    struct_code,
 )
+from openetw.etl.schema import PropertyInfo
 
-__all__ = ["MAX_METADATA_SIZE", "encode_event_metadata", "encode_provider_traits", "pack_values", "tl_field"]
+__all__ = [
+    "EXT_EVENT_SCHEMA_TL",
+    "EXT_PROV_TRAITS",
+    "MAX_METADATA_SIZE",
+    "TRACELOGGING_CHANNEL",
+    "encode_event_metadata",
+    "encode_provider_traits",
+    "pack_values",
+    "tdh_out_type",
+    "tl_field",
+]
+
+TRACELOGGING_CHANNEL = 11
+TRAIT_GROUP = 1
+TRAIT_DECODE_GUID = 2
+
+TLG_STRUCT = 24
+TLG_POINTER = 16
+ARITY_MASK = 0x60
+ARITY_SCALAR = 0x00
+ARITY_CONST = 0x20
+ARITY_VARIABLE = 0x40
+ARITY_CUSTOM = 0x60
+CHAIN = 0x80
+MAX_STRUCT_DEPTH = 32
+
+_U16 = struct.Struct("<H")
+
+# TlgOut codes whose TDH out-type does not depend on the in-type.
+_TLG_OUT_TO_TDH: dict[int, OutType] = {
+    1: OutType.NOPRINT, 2: OutType.STRING, 3: OutType.BOOLEAN, 5: OutType.PID, 6: OutType.TID, 7: OutType.PORT,
+    8: OutType.IPV4, 9: OutType.IPV6, 10: OutType.SOCKETADDRESS, 11: OutType.XML, 12: OutType.JSON,
+    13: OutType.WIN32ERROR, 14: OutType.NTSTATUS, 15: OutType.HRESULT, 16: OutType.DATETIME,
+    33: OutType.CULTURE_INSENSITIVE_DATETIME, 35: OutType.UTF8, 36: OutType.PKCS7_WITH_TYPE_INFO,
+    37: OutType.CODE_POINTER, 38: OutType.DATETIME_UTC,
+}  # fmt: skip
+TLG_HEX, TLG_SIGNED, TLG_UNSIGNED = 4, 17, 18
+_HEX_BY_IN_TYPE: dict[int, OutType] = {
+    InType.INT8: OutType.HEXINT8, InType.UINT8: OutType.HEXINT8,
+    InType.INT16: OutType.HEXINT16, InType.UINT16: OutType.HEXINT16,
+    InType.INT32: OutType.HEXINT32, InType.UINT32: OutType.HEXINT32, InType.HEXINT32: OutType.HEXINT32,
+    InType.INT64: OutType.HEXINT64, InType.UINT64: OutType.HEXINT64, InType.HEXINT64: OutType.HEXINT64,
+    InType.POINTER: OutType.HEXINT64,
+}  # fmt: skip
+_SIGNED_BY_IN_TYPE: dict[int, OutType] = {InType.INT8: OutType.BYTE, InType.INT16: OutType.SHORT, InType.INT32: OutType.INT, InType.INT64: OutType.LONG}
+_UNSIGNED_BY_IN_TYPE: dict[int, OutType] = {
+    InType.UINT8: OutType.UNSIGNEDBYTE, InType.UINT16: OutType.UNSIGNEDSHORT,
+    InType.UINT32: OutType.UNSIGNEDINT, InType.UINT64: OutType.UNSIGNEDLONG,
+}  # fmt: skip
+
+
+def tdh_out_type(tlg_out: int, in_type: InType | int) -> OutType | None:
+    """The TDH out-type for a TlgOut code on a field of ``in_type`` (``None``: the in-type's default)."""
+    if tlg_out == TLG_HEX:
+        return _HEX_BY_IN_TYPE.get(in_type)
+    if tlg_out == TLG_SIGNED:
+        return _SIGNED_BY_IN_TYPE.get(in_type)
+    if tlg_out == TLG_UNSIGNED:
+        return _UNSIGNED_BY_IN_TYPE.get(in_type)
+    return _TLG_OUT_TO_TDH.get(tlg_out)
+
+
+
+def _in_type(code: int) -> InType | int:
+    if code == TLG_STRUCT:
+        return code
+    try:
+        return InType(code)
+    except ValueError:
+        return code
+
 
 _TDH_TO_TLG_OUT: dict[int, int] = {int(tdh): tlg for tlg, tdh in _TLG_OUT_TO_TDH.items()}
 _TDH_TO_TLG_OUT.update({int(out): TLG_HEX for out in (OutType.HEXINT8, OutType.HEXINT16, OutType.HEXINT32, OutType.HEXINT64)})
@@ -187,11 +248,7 @@ def encode_provider_traits(name: str, group: uuid.UUID | None = None, *, decode_
 
 # -- packing values ----------------------------------------------------------------------------
 
-_INT_FORMATS = {
-    InType.INT8: "<b", InType.UINT8: "<B", InType.INT16: "<h", InType.UINT16: "<H",
-    InType.INT32: "<i", InType.UINT32: "<I", InType.INT64: "<q", InType.UINT64: "<Q",
-    InType.HEXINT32: "<I", InType.HEXINT64: "<Q", InType.FLOAT: "<f", InType.DOUBLE: "<d", InType.BOOLEAN: "<I",
-}  # fmt: skip
+_INT_FORMATS = {in_type: "<" + code for in_type, code in {**INTEGER_CODES, **FLOAT_CODES, InType.BOOLEAN: struct_code(InType.BOOLEAN)}.items()}
 
 
 def _counted(raw: bytes, what: str) -> bytes:
@@ -207,17 +264,10 @@ def _ansi_bytes(prop: PropertyInfo, value: Any) -> bytes:
 
 
 def _filetime_ticks(value: Any) -> int:
-    if isinstance(value, int):
-        return value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return (value - _FILETIME_EPOCH) // timedelta(microseconds=1) * 10
+    return value if isinstance(value, int) else datetime_to_filetime(value)
 
 
-def _systemtime(value: datetime) -> bytes:
-    day_of_week = (value.weekday() + 1) % 7  # SYSTEMTIME counts from Sunday = 0
-    fields = (value.year, value.month, day_of_week, value.day, value.hour, value.minute, value.second, value.microsecond // 1000)
-    return struct.pack("<8H", *fields)
+_systemtime = datetime_to_systemtime
 
 
 def _sid_bytes(value: Any) -> bytes:
@@ -237,11 +287,12 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
             return struct.pack(">H", value)
         if code == InType.UINT32 and isinstance(value, ipaddress.IPv4Address):
             return value.packed
-        return struct.pack(_INT_FORMATS[code], value)  # type: ignore[index]
+        return struct.pack(_INT_FORMATS[code], value)
     if code == InType.UNICODESTRING:
         if "\0" in value:
             raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
-        return value.encode("utf-16-le") + b"\0\0"
+        encoded: bytes = value.encode("utf-16-le")
+        return encoded + b"\0\0"
     if code == InType.ANSISTRING:
         raw = _ansi_bytes(prop, value)
         if b"\0" in raw:
@@ -300,7 +351,7 @@ def _pack_fields(out: bytearray, props: list[PropertyInfo], values: Mapping[str,
         ordered = list(values)
         if len(ordered) != len(props):
             raise InvalidArgument(f"{len(props)} fields but {len(ordered)} values")
-    for prop, value in zip(props, ordered):
+    for prop, value in zip(props, ordered, strict=True):
         try:
             _pack_field(out, prop, value)
         except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
