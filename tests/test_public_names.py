@@ -40,6 +40,10 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "RecordContext", "StackTrace", "SystemRecord", "TraceClock", "UnknownRecord", "filetime_to_datetime",
         "filetime_to_iso", "merge_records", "read_records",
     ),
+    "openetw.evtx": (
+        "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
+        "ReadStatistics", "read_file_header",
+    ),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),

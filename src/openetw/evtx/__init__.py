@@ -10,6 +10,7 @@ from __future__ import annotations
 from openetw.errors import EvtxFormatError
 from openetw.evtx.reader import ChunkInfo, EvtxReader, FileHeader, ReadStatistics, read_file_header
 from openetw.evtx.record import EvtxHeader, EvtxRecord
+from openetw.evtx.writer import EvtxWriter
 
 __all__ = [
     "ChunkInfo",
@@ -17,6 +18,7 @@ __all__ = [
     "EvtxHeader",
     "EvtxReader",
     "EvtxRecord",
+    "EvtxWriter",
     "FileHeader",
     "ReadStatistics",
     "read_file_header",
