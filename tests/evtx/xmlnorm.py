@@ -76,6 +76,9 @@ def same_binary(hex_text: str, base64_text: str) -> bool:
     """python-evtx prints binary values in base64 where others print hex, and drops control characters."""
     if hex_text == base64_text or re.sub(r"\\x[01][0-9a-f]", "", hex_text) == base64_text:
         return True
+    wrapped = re.fullmatch(r"<string>(.*)</string>", base64_text, re.S)  # its items of a string array
+    if wrapped:
+        return hex_text == wrapped.group(1)
     try:
         return bytes.fromhex(hex_text) == base64.b64decode(base64_text, validate=True)
     except ValueError:
