@@ -221,9 +221,3 @@ def test_several_files_merge_in_time_order(capsys: Any, process_etl: Path, event
                                'etw::: { printf("%d\\n", walltimestamp); }')  # fmt: skip
     times = [int(line) for line in out.split()]
     assert len(times) == len(expected and events) + len(plain_events(other)) and times == sorted(times)
-
-
-def test_evtx_files_are_refused_with_a_clear_message(capsys: Any) -> None:
-    path = corpus_path("evtx", "system.evtx")
-    status, _, err = run_probe(capsys, "--file", str(path), "-n", "etw::: { }")
-    assert status == 2 and ".evtx files are not readable here yet" in err
