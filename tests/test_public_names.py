@@ -65,6 +65,11 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "McResult", "channel_keyword", "compile_manifests", "generate_from_file", "generate_module", "load_module",
         "manifest_schemas", "module_name",
     ),
+    "openetw.probe": (
+        "Description", "EventIdentity", "Output", "ProbeCompileError", "ProbeProgram", "ProbeRuntimeError",
+        "compile_script", "parse_description",
+    ),
+    "openetw.probing": ("ProbeRun", "run_probe_program"),
     "openetw.provider": (
         "EnableCallback", "EventDescriptor", "EventTooLarge", "ManifestEventEncoder", "Provider",
         "TraceLoggingEvent", "TraceLoggingEventEncoder", "TraceLoggingProvider", "activity", "current_activity_id",
