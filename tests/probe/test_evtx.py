@@ -122,3 +122,13 @@ def test_evtx_and_etl_files_merge_in_time_order(capsys: Any, security: Path) -> 
     assert fired == expected
     logged = [str(r.provider_id) for path in paths[:2] for r in _records(path)]
     assert set(logged) <= {guid for _, guid in fired} and len(fired) > len(logged)
+
+
+def test_a_field_some_records_leave_empty_reads_as_an_empty_string(capsys: Any, security: Path, security_records: list[Any]) -> None:
+    logons = [r.properties() for r in security_records if r.id == 4624]
+    empty = sum(p["WorkstationName"] in (None, "") for p in logons)
+    assert any(p["WorkstationName"] is None for p in logons) and empty < len(logons)  # some logons give no name
+    program = 'etw:::4624 /args->WorkstationName == ""/ { @e = count(); } etw:::4624 { @n = count(); }'
+    status, out, _ = run_probe(capsys, "--file", str(security), "-f", "json", "-n", program)
+    records = json_records(out)
+    assert status == 0 and (_map(records, "@e"), _map(records, "@n")) == (empty, len(logons))

@@ -39,9 +39,11 @@ def fields_of_properties(properties: Any) -> dict[str, Any]:
 def fields_of_values(values: dict[str, Any]) -> dict[str, Any]:
     """name -> D type from already decoded values (an Event Log record's ``EventData``): integers
     as 64-bit (unsigned past ``INT64_MAX``), nested dicts as structs, everything else as strings;
-    lists are left out. A value that is absent (``None``) is typed as a string."""
+    lists and absent values (``None``: no type to give) are left out."""
     out: dict[str, Any] = {}
     for name, value in values.items():
+        if value is None:
+            continue
         if isinstance(value, dict):
             out[name] = fields_of_values(value)
         elif isinstance(value, (list, tuple)):

@@ -15,6 +15,7 @@ from openetw.consumer.evtx_source import is_evtx_file
 from openetw.errors import InvalidArgument
 from openetw.probe.descriptions import EventIdentity
 from openetw.probe.schema_types import fields_of_properties, fields_of_values, merge_fields
+from openetw.probe.types import STRING
 
 __all__ = ["Catalog", "TraceFiles", "identity_of"]
 
@@ -127,12 +128,15 @@ class Catalog:
             key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
             found = entries.get(key)
             if record.kind == "evtx":  # no schema: the fields are what its records carry, merged
-                seen = fields_of_values(record.properties())
+                values = record.properties()
+                seen = fields_of_values(values)
+                absent = {name for name, value in values.items() if value is None}
                 if found is not None:
                     found[1] = merge_fields(found[1], seen)
                     found[2] += 1
+                    found[3] |= absent
                 else:
-                    entries[key] = [identity_of(record, context)[0], seen, 1]
+                    entries[key] = [identity_of(record, context)[0], seen, 1, absent]
                 return
             if found is not None:
                 found[2] += 1
@@ -147,7 +151,12 @@ class Catalog:
         return catalog
 
     def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
-        return [(e[0], e[1], e[2]) for e in self.entries.values()]
+        return [(e[0], _with_absent(e[1], e[3]) if len(e) > 3 else e[1], e[2]) for e in self.entries.values()]
+
+
+def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:
+    """A log event's fields, with those its records never gave a value typed as strings (``""``)."""
+    return {**{name: STRING for name in sorted(absent) if name not in fields}, **fields}
 
 
 class HeaderColumns:
@@ -192,7 +201,7 @@ def header_batches(files: TraceFiles) -> Any:
     the trace is left in ``files.trace`` for its statistics."""
     import numpy as np
 
-    from openetw.consumer.index import KIND_CODES
+    from openetw.consumer._engine.index_build import KIND_CODES
 
     trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests)
     trace.on_error(lambda error, record: files.errors.append(error))
