@@ -16,9 +16,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -q
 
+# Static checks (docs/checks.md), run before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src

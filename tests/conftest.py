@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# The fixtures that start a private trace service (service_env, service, producers, kernel_service, reachable).
+pytest_plugins = ["tests.service.harness"]
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
 

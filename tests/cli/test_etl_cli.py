@@ -103,7 +103,7 @@ def test_dump_prints_one_line_per_record(capsys: pytest.CaptureFixture[str]) -> 
     lines = out.splitlines()
     records = records_of(path)
     assert len(lines) == len(records) == 2042
-    for line, record in zip(lines[:50], records[:50]):
+    for line, record in zip(lines[:50], records[:50], strict=True):
         assert line.startswith(record.time_iso + " ")
         assert f" pid={record.pid} tid={record.tid} cpu={record.cpu} size={record.size} " in line
 
@@ -140,7 +140,7 @@ def test_dump_json_follows_the_contract(capsys: pytest.CaptureFixture[str]) -> N
     dumped = [json.loads(line) for line in out.splitlines()]
     records = records_of(path)
     assert len(dumped) == len(records)
-    for item, record in zip(dumped, records):
+    for item, record in zip(dumped, records, strict=True):
         assert DUMP_KEYS <= set(item)
         assert item["kind"] == record.kind
         if record.provider_guid_bytes is None:

@@ -162,7 +162,10 @@ def test_dump_json_has_properties_and_errors(capsys: pytest.CaptureFixture[str],
 
 def http_manifest_with_a_field_after_the_url(tmp_path: Path) -> Path:
     text = http_manifest().read_text(encoding="utf-8")
-    parse = '<data name="HttpVerb" inType="win:UInt32" outType="xs:unsignedInt"></data>\n\t\t\t\t<data name="Url" inType="win:UnicodeString" outType="xs:string"></data>'
+    parse = (
+        '<data name="HttpVerb" inType="win:UInt32" outType="xs:unsignedInt"></data>\n\t\t\t\t'
+        '<data name="Url" inType="win:UnicodeString" outType="xs:string"></data>'
+    )
     assert text.count(parse) == 1
     changed = tmp_path / "HTTP_Server.man"
     changed.write_text(text.replace(parse, parse + '\n\t\t\t\t<data name="Status" inType="win:UInt32"></data>'), encoding="utf-8")

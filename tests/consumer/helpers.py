@@ -50,7 +50,10 @@ def every_kind(count: int, *, step: int = 1000, cpus: int = 3) -> list[EventReco
         payload = struct.pack("<IQ", n, n * 3) + bytes(n % 13)
         kind = n % 8
         if kind == 0:
-            record = build_event_record(provider_id=PROVIDER_A, id=n % 7, version=1, level=n % 6, opcode=n % 3, task=n % 5, keyword=1 << (n % 4), pid=100 + n % 4, tid=7, timestamp=ts, cpu=cpu, user_data=payload)
+            record = build_event_record(
+                provider_id=PROVIDER_A, id=n % 7, version=1, level=n % 6, opcode=n % 3, task=n % 5, keyword=1 << (n % 4),
+                pid=100 + n % 4, tid=7, timestamp=ts, cpu=cpu, user_data=payload,
+            )
         elif kind == 1:
             record = build_event_record(provider_id=PROVIDER_B, id=n % 5, timestamp=ts, cpu=cpu, user_data=payload, pointer_size=4, pid=200)
         elif kind == 2:

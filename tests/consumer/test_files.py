@@ -124,10 +124,10 @@ def test_both_paths_agree_on_everything(stop_after: int, kernel_process_manifest
         trace = UserTrace(files=[path], start_time=times[2000], end_time=times[9000], manifests=[kernel_process_manifest], index=index)
         provider = Provider(KERNEL_PROCESS).event_ids([5, 6, 8])
         images = EventFilter(P.property_icontains("ImageName", "system32"))
-        images.add_on_event_callback(lambda r, c: log.append(("image", r.id, c.parser_for(r).parse("ImageName"))))
+        images.add_on_event_callback(lambda r, c, log=log: log.append(("image", r.id, c.parser_for(r).parse("ImageName"))))
         provider.add_filter(images)
         priority = EventFilter(P.and_(P.id_is(8), P.property_is("NewPriority", 15)))
-        priority.add_on_event_callback(lambda r, c: log.append(("priority", r.timestamp)))
+        priority.add_on_event_callback(lambda r, c, log=log: log.append(("priority", r.timestamp)))
         provider.add_filter(priority)
         trace.enable(provider)
 

@@ -64,7 +64,7 @@ def assert_rows_are_the_readers(path: Path) -> None:
     index = EtlIndex.build(path)
     assert index_records(index) == reader_raws(path)
     with EtlReader(path) as reader:
-        for row, record in zip(index.records, reader.records(time_order=True)):
+        for row, record in zip(index.records, reader.records(time_order=True), strict=True):
             assert KIND_NAMES[row["kind"]] == record.kind
             assert (row["timestamp"], row["filetime"], row["pid"], row["tid"], row["id"], row["version"]) == (
                 record.timestamp, record.filetime, record.pid, record.tid, record.id, record.version)
@@ -326,7 +326,9 @@ def test_reachable_gives_up_on_a_chain_longer_than_its_rounds() -> None:
     assert _reachable(follow, np.asarray([-1])) is None
 
 
-@pytest.mark.parametrize("parts", [("tx", "Process.etl"), ("perfview", "gcevents.etl"), ("etl-parser", "ShutdownPerfDiagLogger.etl")], ids=lambda parts: parts[-1])
+@pytest.mark.parametrize(
+    "parts", [("tx", "Process.etl"), ("perfview", "gcevents.etl"), ("etl-parser", "ShutdownPerfDiagLogger.etl")], ids=lambda parts: parts[-1]
+)
 def test_state_rows_are_the_state_records(parts: tuple[str, ...]) -> None:
     index = EtlIndex.build(corpus_etl(*parts))
     with index.loader() as loader:

@@ -82,9 +82,7 @@ def test_blocking_never_drops(etl: Path) -> None:
 
 def test_leaving_the_loop_early_stops_the_trace_and_counts_what_was_queued(etl: Path) -> None:
     trace = UserTrace(files=[etl], manifests=[])
-    received = 0
-    for _ in trace.events(queue_size=64):
-        received += 1
+    for received, _ in enumerate(trace.events(queue_size=64), start=1):
         if received == 100:
             break
     stats = trace.query_stats()
@@ -98,7 +96,7 @@ def test_async_iteration(etl: Path) -> None:
         trace = UserTrace(files=[etl], manifests=[])
         count = 0
         ticks = 0
-        async for event in trace.events_async(queue_size=32):
+        async for _event in trace.events_async(queue_size=32):
             count += 1
             if count % 300 == 0:
                 await asyncio.sleep(0)

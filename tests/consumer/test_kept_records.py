@@ -100,7 +100,7 @@ def test_header_fields_of_every_event_while_records_are_taken_over() -> None:
 
     run(PROCESS_ETL, "Microsoft-Windows-Kernel-Process", alternating)
     assert len(again) == len(seen)
-    for n, (mine, reference) in enumerate(zip(again, seen)):
+    for n, (mine, reference) in enumerate(zip(again, seen, strict=True)):
         if n % 2 == 0:
             assert mine[:5] == reference[:5]
         else:

@@ -13,7 +13,7 @@ from openetw.consumer import LiveSessionUnavailable, Provider, UserTrace
 from openetw.controller import Session, list_sessions
 from openetw.errors import ServiceError
 from openetw.session import NoSuchSession
-from tests.service.harness import Producer, ServiceProcess, producers, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import Producer, ServiceProcess
 
 PROVIDER = "Contoso.Live"
 

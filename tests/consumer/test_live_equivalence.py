@@ -24,7 +24,7 @@ from openetw.consumer import predicates as P
 from openetw.controller import Session
 from openetw.etl.logfile import parse_logfile_header
 from openetw.etl.relog import is_logfile_header_record
-from tests.service.harness import Producer, ServiceProcess, producers, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import Producer, ServiceProcess
 
 MIX = "Contoso.Mix"
 OTHER = "Contoso.Other"

@@ -29,7 +29,7 @@ import pytest
 from openetw.consumer import EventsDropped, UserTrace
 from openetw.controller import Session
 from openetw.etl.relog import is_logfile_header_record
-from tests.service.harness import Producer, ServiceProcess, producers, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import Producer, ServiceProcess
 
 LOAD = "Contoso.Load"
 BEFORE_ATTACH = 300  # per producer, written while no consumer is attached: lost in real time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -51,7 +51,7 @@ def test_tracelogging_events_with_the_same_id_but_different_fields_decode_apart(
 
 def test_typed_values() -> None:
     guid = uuid.uuid4()
-    when = datetime(2021, 5, 4, 3, 2, 1, 123450, tzinfo=timezone.utc)
+    when = datetime(2021, 5, 4, 3, 2, 1, 123450, tzinfo=UTC)
     record = (
         EventRecordBuilder("Contoso.Types", 1)
         .add_property("i", -5, InType.INT16)
@@ -94,11 +94,15 @@ def test_typed_values() -> None:
 
 def test_schema_names_from_a_manifest(manifest: Any) -> None:
     schema = manifest_schema(manifest, 1, version=0)
-    record = EventRecordBuilder(schema.provider_id).add_properties(ProcessID=5, CreateTime=datetime(2020, 1, 1, tzinfo=timezone.utc), ParentProcessID=4, SessionID=1, ImageName="\\a.exe").pack_manifest(schema)
+    builder = EventRecordBuilder(schema.provider_id).add_properties(
+        ProcessID=5, CreateTime=datetime(2020, 1, 1, tzinfo=UTC), ParentProcessID=4, SessionID=1, ImageName="\\a.exe"
+    )
+    record = builder.pack_manifest(schema)
     trace = UserTrace(manifests=[manifest])
     found = trace.context.schema_for(record)
     assert isinstance(found, Schema)
-    assert (found.provider_name, found.event_name, found.task_name, found.opcode_name) == ("Microsoft-Windows-Kernel-Process", "ProcessStart/Start", "ProcessStart", "Start")
+    names = (found.provider_name, found.event_name, found.task_name, found.opcode_name)
+    assert names == ("Microsoft-Windows-Kernel-Process", "ProcessStart/Start", "ProcessStart", "Start")
     assert found.decoding_source == "manifest" and found.found
     assert found.event_id == 1 and found.property_names[0] == "ProcessID"
     assert Parser(found).parse("ImageName") == "\\a.exe"

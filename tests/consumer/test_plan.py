@@ -16,7 +16,7 @@ _ROWS = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(_ROWS)
 def test_rows_share_a_lane_exactly_when_route_kind_and_header_type_agree(rows: list[tuple[int, int, int]]) -> None:
-    route, kinds, header_types = (np.asarray(column, dtype=np.int64) for column in zip(*rows))
+    route, kinds, header_types = (np.asarray(column, dtype=np.int64) for column in zip(*rows, strict=True))
     numbers, keys = _lanes(route, kinds, header_types)
     assert sorted(set(numbers.tolist())) == list(range(len(keys)))  # dense
     assert [keys[number] for number in numbers.tolist()] == rows
@@ -34,5 +34,5 @@ def test_kinds_are_numbered_densely_and_alike_when_equal(keys: list[int]) -> Non
     numbers, count = _dense_numbers(np.asarray(keys, dtype=np.int64))
     assert count == len(set(keys))
     assert sorted(set(numbers.tolist())) == list(range(count))
-    pairs = set(zip(keys, numbers.tolist()))
+    pairs = set(zip(keys, numbers.tolist(), strict=True))
     assert len(pairs) == count  # one number per key, one key per number

@@ -14,13 +14,10 @@ from openetw.cli.main import main
 from openetw.cli.session_commands import parse_provider_spec
 from openetw.controller import Session
 from openetw.errors import InvalidArgument
-from tests.service.harness import (  # noqa: F401 - fixtures
+from tests.service.harness import (
     Producer,
     ServiceProcess,
     indices,
-    producers,
-    service,
-    service_env,
 )
 
 PROVIDER = "Test.Cli"

@@ -14,8 +14,8 @@ from openetw.controller.kernel import query_kernel_session, start_kernel_session
 from openetw.errors import InvalidArgument
 from openetw.ipc.wire import config_from_json, config_to_json
 from openetw.session import InvalidSessionConfig, SessionConfig, SessionKind
-from tests.service.harness import ServiceProcess, service_env  # noqa: F401 - fixture
-from tests.service.test_kernel_sessions import _file_events, kernel_service  # noqa: F401 - fixture
+from tests.service.harness import ServiceProcess
+from tests.service.test_kernel_sessions import _file_events
 
 
 def test_kernel_settings_travel_and_are_checked() -> None:
@@ -53,7 +53,7 @@ def test_flag_lists_hold_names_only() -> None:
     from openetw.kernel.control import parse_flags
 
     for flags in ("process,source=proc_connector", ["profile", "profile_rate=500"]):
-        with pytest.raises(InvalidArgument, match="kernel flags are names, not settings: (source=proc_connector|profile_rate=500);"):
+        with pytest.raises(InvalidArgument, match=r"kernel flags are names, not settings: (source=proc_connector|profile_rate=500);"):
             parse_flags(flags)
 
 

@@ -14,15 +14,12 @@ from openetw.controller import RealtimeConsumer, ServiceClient, Session, list_se
 from openetw.errors import InvalidArgument
 from openetw.etl import EtlReader
 from openetw.session import InvalidSessionConfig, LogMode, SessionExists
-from tests.service.harness import (  # noqa: F401 - fixtures
+from tests.service.harness import (
     Producer,
     ServiceProcess,
     decoded,
     indices,
-    producers,
     read_events,
-    service,
-    service_env,
 )
 
 PROVIDER = "Test.Controller"
@@ -118,7 +115,7 @@ def test_a_new_file_session_writes_numbered_files(service: ServiceProcess, produ
     parts = sorted(tmp_path.glob("part*.etl"))
     assert len(parts) >= 2
     assert all(path.stat().st_size <= 1 << 20 for path in parts)
-    assert sorted(sum((indices(path) for path in parts), [])) == list(range(12000))
+    assert sorted(i for path in parts for i in indices(path)) == list(range(12000))
 
 
 def test_update_switches_the_output_file(service: ServiceProcess, producers, tmp_path: Path) -> None:

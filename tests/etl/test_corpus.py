@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
@@ -96,5 +97,5 @@ def test_time_order_is_non_decreasing_and_keeps_every_record(facts: EtlFacts) ->
         ordered = list(reader.records(time_order=True))
         assert reader.stats.time_order_violations == 0
     stamps = [record.timestamp for record in ordered]
-    assert all(a <= b for a, b in zip(stamps, stamps[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(stamps))
     assert Counter(record.raw for record in ordered) == in_file_order

@@ -352,7 +352,7 @@ def _second_record_of_buffer(o: Original, buffer_index: int) -> Site:
 def test_bad_record_size_stops_at_that_record(size: str) -> None:
     o = original(HTTP)
     site = _second_record_of_buffer(o, 1)
-    start, buffer_size = o.buffers[1]
+    start, _buffer_size = o.buffers[1]
     data_end = struct.unpack_from("<I", o.data, start + 0x30)[0]
     value = {
         "zero": 0,
@@ -567,7 +567,7 @@ def test_every_framing_byte_flipped(mask: int) -> None:
     """Each byte of a buffer header, of the logfile header record and of a record header, flipped."""
     o = original(LXCORE)
     second = o.buffers[1][0]
-    positions = list(range(0, BH + 0x30)) + list(range(second, second + BH + L.EVENT_HEADER.size))
+    positions = list(range(BH + 0x30)) + list(range(second, second + BH + L.EVENT_HEADER.size))
     for position in positions:
         out = bytearray(o.data)
         out[position] ^= mask

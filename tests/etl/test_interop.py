@@ -55,12 +55,12 @@ def test_relog_is_read_by_dissect_and_by_openetw_with_the_same_records(facts: Et
     assert len(back) == facts.records  # the new logfile header replaces the old one
     relogged = [r for r in back if not is_logfile_header_record(r)]
     assert len(relogged) == len(original)
-    assert all(a.same_as(b) for a, b in zip(original, relogged))
+    assert all(a.same_as(b) for a, b in zip(original, relogged, strict=True))
     assert back_reader.header.events_lost == facts.events_lost
 
     theirs = list(dissect_etl.ETL(io.BytesIO(data)))
     assert len(theirs) == facts.records
     ours_in_file_order = list(EtlReader(data))
     step = max(1, len(theirs) // 2000)  # every record on small files, a spread sample on big ones
-    for ours, their in list(zip(ours_in_file_order, theirs))[1::step]:
+    for ours, their in list(zip(ours_in_file_order, theirs, strict=True))[1::step]:
         _compare_headers(ours, their)

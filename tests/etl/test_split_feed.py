@@ -157,7 +157,7 @@ def _pipe_of(data: bytes) -> tuple[io.BufferedReader, threading.Thread]:
 
     thread = threading.Thread(target=feed, daemon=True)
     thread.start()
-    return open(read_fd, "rb"), thread  # noqa: SIM115 - closed by the caller
+    return open(read_fd, "rb"), thread  # closed by the caller
 
 
 @pytest.mark.parametrize("time_order", [False, True], ids=["file-order", "time-order"])

@@ -390,7 +390,7 @@ def test_relog_round_trip_keeps_every_record(pointer_size: int, buffer_size: int
     originals = sorted(original[1:], key=_serial)
     relogged = sorted(back[1:], key=_serial)
     assert len(relogged) == len(originals)
-    assert all(a.same_as(b) for a, b in zip(originals, relogged))
+    assert all(a.same_as(b) for a, b in zip(originals, relogged, strict=True))
     assert [r.time_iso for r in relogged] == [r.time_iso for r in originals]
 
 
@@ -408,7 +408,7 @@ def test_dissect_reads_the_same_records(pointer_size: int, buffer_size: int) -> 
     _, ours = read_back(data)
     theirs = list(dissect_etl.ETL(io.BytesIO(data)))
     assert len(theirs) == len(ours)
-    for mine, their in zip(ours, theirs):
+    for mine, their in zip(ours, theirs, strict=True):
         header_object, raw = their.header, their.header.header
         if mine.kind == "wpp":
             assert (header_object.thread_id or 0, header_object.process_id or 0) == (mine.tid, mine.pid)

@@ -30,4 +30,4 @@ def test_a_file_without_events_keeps_its_opening_end_time() -> None:
     EtlWriter(out, header=new_logfile_header(clock=clock, buffer_size=4096)).close()
     with EtlReader(out.getvalue()) as reader:
         assert reader.header.end_time == 0
-        assert list(reader)[0].kind == "system"
+        assert next(iter(reader)).kind == "system"

@@ -30,7 +30,9 @@ def c_string(text: str) -> bytes:
     return raw + b"\0" * (-len(raw) % 8)
 
 
-def mmap2(pid: int, tid: int, addr: int, length: int, pgoff: int, filename: str, time: int, cpu: int = 0, prot: int = 5, build_id: bytes | None = None) -> bytes:
+def mmap2(
+    pid: int, tid: int, addr: int, length: int, pgoff: int, filename: str, time: int, cpu: int = 0, prot: int = 5, build_id: bytes | None = None
+) -> bytes:
     head = struct.pack("<IIQQQ", pid, tid, addr, length, pgoff)
     if build_id is None:
         ident, misc = struct.pack("<IIQQ", 254, 0, 1234, 0), 0

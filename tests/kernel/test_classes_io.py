@@ -203,7 +203,7 @@ def test_udp_send_and_receive_have_size_pid_and_socket():
         records += mapper.map(name, ts, 1, values)
     events = list(decoded(records))
     assert [n for n, _, _ in events] == ["UdpIp/Send", "UdpIp/Recv", "UdpIp/SendIPV6", "UdpIp/RecvIPV6"]
-    for name, record, values in events:
+    for _name, record, values in events:
         assert values["PID"] == PID == record.pid and record.tid == TID
         assert values["connid"] == 0xFFFF888012345678 and values["seqnum"] == 0
         assert values["sport"] == values["dport"] == 0
@@ -251,7 +251,7 @@ def test_dissect_and_openetw_read_the_new_classes_from_a_file(tmp_path):
     with EtlWriter(path, header=header) as writer:
         writer.write_all(records)
     with EtlReader(str(path)) as reader:
-        ours = [r for r in reader]
+        ours = list(reader)
     theirs = list(dissect_etl.ETL(io.BytesIO(path.read_bytes())))[1:]  # after the logfile header
     assert len(ours) - 1 == len(theirs) == len(records) == 6
     read, send, fault = theirs[1].event, theirs[4].event, theirs[5].event

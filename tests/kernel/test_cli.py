@@ -31,8 +31,6 @@ from openetw.kernel.control import (
 )
 from openetw.controller.session import Session
 from openetw.session import TooManyKernelSessions
-from tests.service.harness import service_env  # noqa: F401 - fixture
-from tests.service.test_kernel_sessions import kernel_service  # noqa: F401 - fixture
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -146,7 +144,10 @@ def test_options_that_do_not_fit_the_flags_or_sources_are_refused(capsys, kernel
 @pytest.mark.parametrize("args, word", [
     (["--mode", "realtime", "--flags", "process", "--profile-rate", "100"], "a profile rate needs the profile kernel flag"),
     (["--realtime", "--flags", "profile", "--profile-rate", "100001"], "the profile rate must be 1..100000 samples per second"),
-    (["--realtime", "--flags", "process,cswitch", "--source", "proc-connector"], "the proc_connector source records only the process and thread flags, not cswitch"),
+    (
+        ["--realtime", "--flags", "process,cswitch", "--source", "proc-connector"],
+        "the proc_connector source records only the process and thread flags, not cswitch",
+    ),
     (["--realtime", "--flags", "process,source=bpf"], "kernel flags are names, not settings: source=bpf;"),
     (["--realtime", "--flags", "profile,profile_rate=500"], "kernel flags are names, not settings: profile_rate=500;"),
     (["--mode", "realtime", "--flags", "process,registry"], "kernel flag(s) registry are not recorded on Linux yet"),
@@ -375,7 +376,7 @@ def test_start_query_stop_and_the_summary_of_the_workload(capsys, kernel_dir, tr
     assert summary["undecoded"] == 0 and summary["events_lost"] == stopped["events_lost"]
     kernel = summary["kernel"]
     by_pid = {p["pid"]: p for p in kernel["processes"] if not p["running_at_start"]}
-    for child, expected in zip(children, codes):
+    for child, expected in zip(children, codes, strict=True):
         life = by_pid[child.pid]
         assert life["exit_code"] == expected and life["parent"] == os.getpid()
         assert life["images"][-1] == "sh" and life["end_time"] > life["start_time"]

@@ -13,28 +13,10 @@ import pytest
 
 from openetw.etl import EtlReader
 from openetw.etl.relog import is_logfile_header_record, relog
-from openetw.kernel import KernelSession, find_tracefs, probe
+from openetw.kernel import KernelSession, probe
 from openetw.kernel.procfs import ProcessInfo
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
-
-
-def _tracefs_root() -> Path:
-    if os.geteuid() != 0:
-        pytest.skip("kernel tests need root (tracefs is root only)")
-    root = find_tracefs()
-    if root is None:
-        target = Path("/sys/kernel/tracing")
-        result = subprocess.run(["mount", "-t", "tracefs", "nodev", str(target)], capture_output=True, check=False)
-        root = find_tracefs()
-        if root is None:
-            pytest.skip(f"tracefs not mounted and mounting failed: {result.stderr.decode(errors='replace').strip()}")
-    return root
-
-
-@pytest.fixture
-def tracefs_root() -> Path:
-    return _tracefs_root()
 
 
 def _decode(path: Path):
@@ -74,12 +56,12 @@ def test_spawned_processes_appear_with_parent_image_exit_code_and_command_line(t
 
     ends = {}
     starts: dict[int, list[dict]] = {}
-    for name, record, values in _decode(output):
+    for name, _record, values in _decode(output):
         if name == "Process/Stop":
             ends[values["ProcessID"]] = dict(values)
         elif name == "Process/Start":
             starts.setdefault(values["ProcessID"], []).append(dict(values))
-    for child, code in zip(children, codes):
+    for child, code in zip(children, codes, strict=True):
         end = ends[child.pid]
         assert end["ParentID"] == os.getpid()
         assert end["ImageFileName"] == "sh"
@@ -120,9 +102,9 @@ def test_dissect_reads_the_kernel_file_with_the_same_record_count(tracefs_root, 
     null_sid = set()
     for index, record in enumerate(ours):
         schema = registry.schema_for(record)
-        if schema is not None and schema.event_name.startswith("Process/"):
-            if decode_properties(schema, record.user_data, record.pointer_size)["UserSID"] is None:
-                null_sid.add(index)
+        process = schema is not None and schema.event_name.startswith("Process/")
+        if process and decode_properties(schema, record.user_data, record.pointer_size)["UserSID"] is None:
+            null_sid.add(index)
     images, undecoded = set(), set()
     for index, record in enumerate(theirs[1:], start=1):
         try:

@@ -11,7 +11,7 @@ from openetw.kernel import KernelSession
 from openetw.kernel.classes import file_key
 from openetw.kernel.procfs import ProcSource
 
-from .test_live import _decode, tracefs_root  # noqa: F401 - the fixture
+from .test_live import _decode
 
 WORKLOAD = textwrap.dedent(
     """
@@ -38,7 +38,7 @@ WORKLOAD = textwrap.dedent(
 )
 
 
-def test_file_udp_and_page_fault_facts_of_a_known_workload(tracefs_root, tmp_path):  # noqa: F811
+def test_file_udp_and_page_fault_facts_of_a_known_workload(tracefs_root, tmp_path):
     output = tmp_path / "io.etl"
     target = tmp_path / "written.bin"
     proc = ProcSource()

@@ -12,7 +12,6 @@ from openetw.etl import EtlReader
 from openetw.kernel import KernelSession
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
-from tests.kernel.test_live import tracefs_root  # noqa: F401 - fixture
 
 LONG_ARGUMENT = "y" * 100_000
 

@@ -90,7 +90,7 @@ def test_rundown_writes_image_dcstart_and_the_sampling_interval():
     records = decoded(perf.rundown(FakeMaps({1: MAPS, 2: "", 3: None}), 5_000, cpu=1))
     names = [name for name, _, _ in records]
     assert names == ["PerfInfo/CollectionStart"] + ["Image/DCStart"] * 6
-    _, interval_record, interval = records[0]
+    _, _interval_record, interval = records[0]
     kernel = [(v["ProcessId"], v["FileName"], v["ImageBase"], v["ImageSize"]) for _, _, v in records[1:3]]
     assert kernel == [(0, "[kernel.kallsyms]", 0xFFFFFFFF81000000, 0x1209988), (0, "[e1000]", 0xFFFFFFFFC0000000, 0x4000)]
     records = records[2:]

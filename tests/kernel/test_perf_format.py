@@ -132,7 +132,13 @@ def test_split_callchain_drops_markers():
     (R.record(F.RECORD_COMM, struct.pack("<II", 1, 1) + b"abcdefgh" + R.sample_id(1, 1, 1, 0)), "terminating NUL"),
     (R.record(F.RECORD_FORK, b"\0" * 16), "cannot hold"),
     (R.record(F.RECORD_MMAP2, b"\0" * 8 + R.sample_id(1, 1, 1, 0)), "cannot hold"),
-    (R.record(F.RECORD_MMAP2, struct.pack("<IIQQQ", 1, 1, 0, 0, 0) + bytes([30, 0, 0, 0]) + b"\0" * 20 + b"\0" * 16 + R.sample_id(1, 1, 1, 0), F.MISC_MMAP_BUILD_ID), "build id of 30 bytes"),
+    (
+        R.record(
+            F.RECORD_MMAP2, struct.pack("<IIQQQ", 1, 1, 0, 0, 0) + bytes([30, 0, 0, 0]) + b"\0" * 20 + b"\0" * 16 + R.sample_id(1, 1, 1, 0),
+            F.MISC_MMAP_BUILD_ID,
+        ),
+        "build id of 30 bytes",
+    ),
 ])
 def test_damaged_records_raise_trace_data_error(raw, message):
     with pytest.raises(TraceDataError, match=message):

@@ -27,7 +27,7 @@ from openetw.kernel.procfs import ProcSource
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
 
-from ..service.harness import as_other_user
+from tests.service.harness import as_other_user
 
 
 def _system_wide() -> None:
@@ -250,7 +250,10 @@ def _own_children_run() -> dict:
             source.close()
     return {
         "pid": held.pid, "status": held.returncode,
-        "events": [(name, {k: v for k, v in values.items() if k in ("pid", "ppid", "tid", "comm", "exec", "filename")}) for _, _, name, values in events if name != "perf_sample"],
+        "events": [
+            (name, {k: v for k, v in values.items() if k in ("pid", "ppid", "tid", "comm", "exec", "filename")})
+            for _, _, name, values in events if name != "perf_sample"
+        ],
         "sample_pids": sorted({values["pid"] for _, _, name, values in events if name == "perf_sample"}),
         "kernel_frames": sum(1 for _, _, name, values in events if name == "perf_sample" and F.split_callchain(values.get("callchain", ()))[0]),
     }

@@ -14,7 +14,11 @@ from openetw.kernel import priority
 from openetw.kernel.priority import boost_reader
 from tests.service.harness import as_other_user
 
-CHILD = "from openetw.kernel.priority import boost_reader\nprint(repr(boost_reader()))\nprint(repr(boost_reader()))\nprint(open('/proc/self/autogroup').read().strip() if __import__('os').path.exists('/proc/self/autogroup') else 'nice %d' % __import__('os').getpriority(0, 0))"
+CHILD = (
+    "from openetw.kernel.priority import boost_reader\nprint(repr(boost_reader()))\nprint(repr(boost_reader()))\n"
+    "print(open('/proc/self/autogroup').read().strip() if __import__('os').path.exists('/proc/self/autogroup')"
+    " else 'nice %d' % __import__('os').getpriority(0, 0))"
+)
 
 
 def _run(*prefix: str) -> list[str]:
@@ -27,7 +31,7 @@ def test_root_gets_the_boost_once():
     if os.geteuid() != 0:
         pytest.skip("raising a priority needs root")
     first, second, state = _run()
-    assert first.startswith("'autogroup ") and first.endswith("-> -10'") or first.startswith("'thread nice ") and " -> -10 (" in first
+    assert (first.startswith("'autogroup ") and first.endswith("-> -10'")) or (first.startswith("'thread nice ") and " -> -10 (" in first)
     assert second == "None"  # already boosted
     assert state.endswith("nice -10")
 

@@ -23,7 +23,7 @@ from openetw.kernel.procfs import ProcSource
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
 
-from ..service.harness import OTHER_UID, as_other_user
+from tests.service.harness import OTHER_UID, as_other_user
 
 REGISTRY = SchemaRegistry()
 Facts = dict[int, dict[str, Any]]

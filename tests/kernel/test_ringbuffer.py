@@ -89,7 +89,7 @@ def test_data_loc_rel_loc_and_arrays():
     payload = demo_payload(42, b"comm\0", b"/usr/bin/x\0")
     sub = PARSER.parse(P.page(1000, P.data_event(payload, delta=5)))
     [event] = sub.events
-    fmt, values = DEMO_DECODER.decode(sub.payload(event))
+    _fmt, values = DEMO_DECODER.decode(sub.payload(event))
     assert event.timestamp == 1005
     assert values["common_pid"] == 42 and values["name"] == "comm" and values["path"] == "/usr/bin/x"
     assert values["words"] == (7, 8)

@@ -69,7 +69,7 @@ def _per_event(pages, cpu, decoder):
         except TraceDataError:
             errors += 1
             continue
-        counts = [a + b for a, b in zip(counts, found)]
+        counts = [a + b for a, b in zip(counts, found, strict=True)]
     return out, counts, errors
 
 
@@ -212,7 +212,7 @@ def test_gathered_integers_at_aligned_and_odd_positions(size, signed, shift):
     values = [0, 1, (1 << (8 * size - 1)) - 1, 1 << (8 * size - 1), (1 << (8 * size)) - 1]
     positions = [shift + 16 * k for k in range(len(values))]
     joined = bytearray(16 * len(values) + 16)
-    for position, value in zip(positions, values):
+    for position, value in zip(positions, values, strict=True):
         joined[position : position + size] = value.to_bytes(size, "little")
     got = _gather(bytes(joined), np.array(positions, dtype=np.int64), size, signed).tolist()
     top = 1 << (8 * size - 1)

@@ -22,7 +22,7 @@ from openetw.kernel.probe import Capability, KernelCapabilities
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.source import RawKernelEvent
 from openetw.kernel.tracefs_source import TracefsSource
-from tests.kernel.test_live import _decode, tracefs_root  # noqa: F401 - fixture
+from tests.kernel.test_live import _decode
 from tests.service.harness import OTHER_UID, as_other_user
 
 MARKER_HOOK = 0xFF01
@@ -336,7 +336,7 @@ def test_as_another_user_the_proc_connector_records_children_with_exit_codes(sha
         elif name == "Thread/Start":
             thread_starts.add(values["TThreadId"])
     assert count == result["written"] + 1 and result["rundown"] > 0  # + the logfile header
-    for pid, code in zip(result["pids"], codes):
+    for pid, code in zip(result["pids"], codes, strict=True):
         assert ends[pid]["ExitStatus"] == code
         assert ends[pid]["ParentID"] == result["me"]
         # The exec's image is read from /proc/<pid>/exe: the file /bin/sh links to.

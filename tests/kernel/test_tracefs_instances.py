@@ -11,7 +11,6 @@ from pathlib import Path
 
 from openetw.kernel.tracefs import INSTANCE_PREFIX, TracefsInstance, remove_stale_instances
 
-from .test_live import tracefs_root  # noqa: F401 - the fixture
 
 
 def orphan_instance(name: str, root: Path) -> TracefsInstance:
@@ -25,7 +24,7 @@ def orphan_instance(name: str, root: Path) -> TracefsInstance:
         owner.wait()
 
 
-def test_an_instance_without_owner_yet_is_left_alone_until_the_grace_period_ends(tracefs_root):  # noqa: F811
+def test_an_instance_without_owner_yet_is_left_alone_until_the_grace_period_ends(tracefs_root):
     path = tracefs_root / "instances" / f"{INSTANCE_PREFIX}t_unowned_{os.getpid()}"
     path.mkdir()  # as a creator does, before it writes its owner
     try:
@@ -38,7 +37,7 @@ def test_an_instance_without_owner_yet_is_left_alone_until_the_grace_period_ends
             path.rmdir()
 
 
-def test_an_instance_whose_owner_is_alive_stays_and_one_whose_owner_died_goes(tracefs_root):  # noqa: F811
+def test_an_instance_whose_owner_is_alive_stays_and_one_whose_owner_died_goes(tracefs_root):
     live = TracefsInstance.create(f"t_owned_{os.getpid()}", root=tracefs_root, exclude_pids=[threading.get_native_id()])
     dead = orphan_instance(f"t_orphan_{os.getpid()}", tracefs_root)
     try:
@@ -50,7 +49,7 @@ def test_an_instance_whose_owner_is_alive_stays_and_one_whose_owner_died_goes(tr
         dead.remove()
 
 
-def test_an_instance_removed_by_another_process_counts_as_removed(tracefs_root):  # noqa: F811
+def test_an_instance_removed_by_another_process_counts_as_removed(tracefs_root):
     instance = orphan_instance(f"t_gone_{os.getpid()}", tracefs_root)
     subprocess.run(["rmdir", str(instance.path)], check=False)  # (a sweep of another test run may come first)
     assert not instance.path.exists()
@@ -83,7 +82,7 @@ def _sweep(root: str, until: multiprocessing.Event, results: multiprocessing.Que
     results.put(("sweeper", removed, errors))
 
 
-def test_two_processes_sweeping_while_a_third_makes_instances_fail_nothing(tracefs_root):  # noqa: F811
+def test_two_processes_sweeping_while_a_third_makes_instances_fail_nothing(tracefs_root):
     orphans = [orphan_instance(f"t_race_orphan_{os.getpid()}_{i}", tracefs_root) for i in range(12)]
     context = multiprocessing.get_context("spawn")
     results = context.Queue()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import struct
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import strategies as st
@@ -42,7 +42,7 @@ _UNICODE = (InType.UNICODESTRING, InType.MANIFEST_COUNTEDSTRING)
 _ANSI = (InType.ANSISTRING, InType.MANIFEST_COUNTEDANSISTRING)
 _BINARY = (InType.BINARY, InType.MANIFEST_COUNTEDBINARY)
 _UTF8_OUT = (OutType.UTF8, OutType.XML, OutType.JSON)
-_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=timezone.utc)
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
 
 # Text a field can hold: no NUL (it would end the string); cp1252 lacks five byte values.
 _CP1252_CHARS = "".join(bytes([b]).decode("cp1252") for b in range(1, 256) if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D))
@@ -104,7 +104,9 @@ def _element(prop: PropertyInfo, sizes: dict[str, int], text_limit: int) -> st.S
     if prop.members is not None:
         members = [_field(member, sizes, text_limit) for member in prop.members]
         names = [member.name for member in prop.members]
-        return st.tuples(*members).map(lambda items: ({n: v for n, (v, _) in zip(names, items)}, {n: d for n, (_, d) in zip(names, items)}))
+        return st.tuples(*members).map(
+            lambda items: ({n: v for n, (v, _) in zip(names, items, strict=True)}, {n: d for n, (_, d) in zip(names, items, strict=True)})
+        )
     in_type = prop.in_type
     if in_type in _INTEGER_RANGES:
         low, high = _INTEGER_RANGES[in_type]  # type: ignore[index]
@@ -126,10 +128,10 @@ def _element(prop: PropertyInfo, sizes: dict[str, int], text_limit: int) -> st.S
         # tick 0 is "not set" and decodes as the int 0; datetime keeps microseconds, as FILETIME
         start = _FILETIME_EPOCH + timedelta(microseconds=1)
         moments = st.datetimes(min_value=start.replace(tzinfo=None), max_value=datetime(9999, 12, 31, 23, 59, 59, 999999))
-        return moments.map(lambda v: (v.replace(tzinfo=timezone.utc), v.replace(tzinfo=timezone.utc)))
+        return moments.map(lambda v: (v.replace(tzinfo=UTC), v.replace(tzinfo=UTC)))
     if in_type == InType.SYSTEMTIME:
         utc = prop.out_type == OutType.DATETIME_UTC
-        return st.datetimes().map(lambda v: (v, v.replace(microsecond=v.microsecond // 1000 * 1000, tzinfo=timezone.utc if utc else None)))
+        return st.datetimes().map(lambda v: (v, v.replace(microsecond=v.microsecond // 1000 * 1000, tzinfo=UTC if utc else None)))
     if in_type in _UNICODE or in_type in _ANSI:
         return _text(prop, sizes, text_limit)
     if in_type in _BINARY:
@@ -170,7 +172,7 @@ def same(decoded: Any, expected: Any) -> bool:
             return math.isnan(decoded)
         return struct.pack("<d", decoded) == struct.pack("<d", expected)
     if isinstance(expected, list):
-        return isinstance(decoded, list) and len(decoded) == len(expected) and all(same(d, e) for d, e in zip(decoded, expected))
+        return isinstance(decoded, list) and len(decoded) == len(expected) and all(same(d, e) for d, e in zip(decoded, expected, strict=True))
     if isinstance(expected, dict):
         return isinstance(decoded, dict) and decoded.keys() == expected.keys() and all(same(decoded[k], v) for k, v in expected.items())
     return type(decoded) is type(expected) and decoded == expected

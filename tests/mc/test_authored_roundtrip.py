@@ -132,7 +132,7 @@ def test_every_event_of_the_authored_manifests_decodes_to_the_values_written(tra
     @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.tuples(*strategies))
     def write_everything(drawn: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...]) -> None:
-        for (module, info, _), (arguments, expected) in zip(plan, drawn):
+        for (module, info, _), (arguments, expected) in zip(plan, drawn, strict=True):
             flag = getattr(module.provider, info.flag)
             assert flag, f"{info.describe()} is not enabled"
             assert getattr(module.provider, f"write_{info.name}")(*arguments), f"{info.describe()} was not written"

@@ -62,7 +62,7 @@ def test_bad_manifests_are_reported_and_the_others_compiled(tmp_path: Path, caps
     (source / "a_broken.man").write_bytes(b"<instrumentationManifest><unclosed>")
     (source / "b_widget.man").write_bytes(WIDGET_MANIFEST)
     (source / "c_empty.xml").write_bytes(b"")
-    code, out, err = run(capsys, "mc", "--lenient", source, tmp_path / "missing.man", "-o", tmp_path / "out")
+    code, _out, err = run(capsys, "mc", "--lenient", source, tmp_path / "missing.man", "-o", tmp_path / "out")
     assert code == 2
     assert (tmp_path / "out" / "acme_widget_tests.py").exists()
     assert "a_broken.man" in err and "c_empty.xml" in err and "missing.man: no such file or directory" in err
@@ -90,7 +90,7 @@ def json_lines(text: str) -> list[dict]:
 
 
 def test_the_same_provider_twice_gets_a_second_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "mc", SAMPLE_DRIVER, SAMPLE_DRIVER, "-o", tmp_path)
+    code, _out, err = run(capsys, "mc", SAMPLE_DRIVER, SAMPLE_DRIVER, "-o", tmp_path)
     assert code == 0
     assert (tmp_path / "sample_driver.py").exists() and (tmp_path / "sample_driver_2.py").exists()
     assert "written as sample_driver_2.py" in err

@@ -102,7 +102,7 @@ def test_written_events_decode_with_the_embedded_schemas() -> None:
     module = widget_module()
     provider = module.provider
     (pool,) = enable(provider, EnableRule()).values()
-    when = datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC)
     assert provider.write_items_seen(3, [7, 8, 9], "three", 2)
     assert provider.write_spin_whirl({"X": 1, "Y": -2})  # a struct's value, one mapping
     assert provider.write_spin_whirl((5, 6))
@@ -114,7 +114,7 @@ def test_written_events_decode_with_the_embedded_schemas() -> None:
     for record in pool.records:
         d = descriptor_of(record)
         decoded.append(decode_all(schemas[(d[0], d[1])], user_data(record)))
-    assert [descriptor_of(r) for r in pool.records][0] == tuple(module.ITEMS_SEEN)
+    assert descriptor_of(pool.records[0]) == tuple(module.ITEMS_SEEN)
     assert dict(decoded[0].items()) == {"Count": 3, "Items": [7, 8, 9], "Label": "three", "class": 2}
     assert format_event_message(decoded[0]) == "Saw 3 items labelled three"
     assert dict(decoded[1].items()) == {"Point": {"X": 1, "Y": -2}}
@@ -132,14 +132,20 @@ def test_a_disabled_event_is_not_even_checked() -> None:
 @pytest.mark.parametrize(
     ("call", "expected"),
     [
-        (lambda p: p.write_items_seen(2, [1, 2, 3], "x", 1), "write_items_seen(): ItemsSeen (event 1, version 0): field 'Items' (parameter items): has 3 values but 'Count' says 2"),
+        (
+            lambda p: p.write_items_seen(2, [1, 2, 3], "x", 1),
+            "write_items_seen(): ItemsSeen (event 1, version 0): field 'Items' (parameter items): has 3 values but 'Count' says 2",
+        ),
         (lambda p: p.write_items_seen(1, [1], 5, 1), "field 'Label' (parameter label): "),
         (lambda p: p.write_items_seen(1, [1], "x" * 40000, 1), "field 'Label' (parameter label): 80000 bytes do not fit the u16 size"),
         (lambda p: p.write_items_seen(70000, [], "x", 1), "field 'Count' (parameter count): 70000 is out of range"),
         (lambda p: p.write_items_seen(2, [1, -1], "x", 1), "field 'Items[1]' (parameter items): -1 is out of range"),
         (lambda p: p.write_spin_whirl({"X": 1}), "field 'Point' (parameter point): struct value has no member(s) ['Y']"),
         (lambda p: p.write_typed("no guid", 0, True, 0.0, "", 0, 0), "write_typed(): Typed (event 4, version 0): field 'Id' (parameter id): "),
-        (lambda p: p.write_blob_written(b"abc"), "write_blob_written(): BlobWritten (event 3, version 0) cannot be written: field 'Blob': BINARY needs a length"),
+        (
+            lambda p: p.write_blob_written(b"abc"),
+            "write_blob_written(): BlobWritten (event 3, version 0) cannot be written: field 'Blob': BINARY needs a length",
+        ),
     ],
 )
 def test_bad_values_raise_errors_naming_event_field_and_parameter(call: object, expected: str) -> None:
@@ -173,6 +179,7 @@ def test_text_from_the_manifest_only_reaches_the_source_through_literals() -> No
 
 
 def test_a_provider_without_events_still_makes_a_module() -> None:
-    xml = WIDGET_MANIFEST.replace(WIDGET_MANIFEST[WIDGET_MANIFEST.index(b"<events>\n          <event") : WIDGET_MANIFEST.index(b"</events>\n      </provider>") + 9], b"")
+    events = WIDGET_MANIFEST[WIDGET_MANIFEST.index(b"<events>\n          <event") : WIDGET_MANIFEST.index(b"</events>\n      </provider>") + 9]
+    xml = WIDGET_MANIFEST.replace(events, b"")
     module = load_module(generated(xml).source, "empty")
     assert module.provider.EVENTS == () and module.schemas() == ()

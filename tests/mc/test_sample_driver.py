@@ -15,7 +15,7 @@ from openetw.controller import Session
 from openetw.mc import load_module
 from openetw.session import EventFilters
 from openetw.tdh import decode_all, format_event_message
-from tests.service.harness import ServiceProcess, read_events, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import ServiceProcess, read_events
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_driver"
 GUID = "b5a0bda9-50fe-4d0e-a83d-bae3f58c94d6"

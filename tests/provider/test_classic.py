@@ -26,7 +26,7 @@ from openetw.session.errors import ClassicProviderInUse
 from openetw.tdh import decode_all
 from openetw.tdh.mof_file import schemas_from_mof_text
 from openetw.tdh.registry import SchemaRegistry
-from tests.service.harness import CommandProcess, ServiceProcess, read_events, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import CommandProcess, ServiceProcess, read_events
 
 CONTROL = uuid.UUID("3f92e6e0-9886-434e-85db-0d11d3904c0a")
 TRANSFER = uuid.UUID("b49d5931-ad85-4070-b1b1-3f81f1532875")
@@ -227,7 +227,7 @@ def test_dissect_etl_reads_the_classic_records(service: ServiceProcess, classic_
     assert len(theirs) == 300 + 1  # the logfile header record too
     ours = read_events(output)
     assert len(ours) == 300
-    for mine, their in zip(ours, theirs[1:]):
+    for mine, their in zip(ours, theirs[1:], strict=True):
         assert bytes(their.header.header.ProviderId) == TRANSFER.bytes_le
         assert bytes(their.header.payload) == mine.user_data
 
@@ -353,7 +353,7 @@ def test_dump_and_report_decode_the_classic_events_with_mof(
     assert "Transfer/Start" not in capsys.readouterr().out
 
     assert main(["report", "--no-installed", "--format", "csv", "--mof", str(mof), str(output)]) == 0
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     assert out.count(",ContosoTransfer,Transfer/Start,") == 3, out
     assert "Index=2; Bytes=0x2000; Path=C:\\data\\file2.bin; Peer=10.0.0.2; PeerPort=445" in out
     assert main(["report", "--no-installed", "--format", "csv", "--mof", str(tmp_path / "none.mof"), str(output)]) == 2

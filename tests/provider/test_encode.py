@@ -10,8 +10,9 @@ from __future__ import annotations
 import io
 import ipaddress
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -115,7 +116,6 @@ def encode_or_too_large(encoder: CountingManifestEncoder | CountingTraceLoggingE
 
 # -- values by type: (in-type, out-type, strategy, what the decoder gives back) ----------------
 
-UTC = timezone.utc
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=40)
 LONG_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=300, max_size=1000)
 CP1252 = st.text(st.characters(codec="cp1252", blacklist_characters="\0"), max_size=40)
@@ -496,8 +496,8 @@ def test_ansi_strings_use_cp1252_unless_told_or_utf8_out_type() -> None:
     fields = [("a", InType.ANSISTRING), ("u", InType.ANSISTRING, OutType.UTF8)]
     cp1252 = ManifestEventEncoder(PROVIDER, (1, 0, 0, 4, 0, 0, 0), fields)
     raw = cp1252.encode(("€uro", "€ 中"), **IDS)
-    assert parse(raw).user_data == "€uro\0".encode("cp1252") + "€ 中\0".encode("utf-8")
-    with pytest.raises(InvalidFieldValue, match="'a'.*cp1252"):
+    assert parse(raw).user_data == "€uro\0".encode("cp1252") + "€ 中\0".encode()
+    with pytest.raises(InvalidFieldValue, match=r"'a'.*cp1252"):
         cp1252.encode(("中", ""), **IDS)
     utf8 = ManifestEventEncoder(PROVIDER, (1, 0, 0, 4, 0, 0, 0), fields, ansi_encoding="utf-8")
     assert decode_manifest(utf8, utf8.encode(("中", "x"), **IDS), ansi_encoding="utf-8") == {"a": "中", "u": "x"}
@@ -555,7 +555,7 @@ def test_referenced_counts_and_lengths_must_match() -> None:
               ("fixed", InType.BINARY, None, None, 4), ("name", InType.UNICODESTRING, None, None, 3), ("pair", InType.INT8, None, 2)]  # fmt: skip
     encoder = ManifestEventEncoder(PROVIDER, (1, 0, 0, 4, 0, 0, 0), fields)
     good = (2, [1, 2], 3, b"abc", b"1234", "ab", [1, 2])
-    assert decode_manifest(encoder, encoder.encode(good, **IDS)) == dict(zip([f[0] for f in fields], good))
+    assert decode_manifest(encoder, encoder.encode(good, **IDS)) == dict(zip([f[0] for f in fields], good, strict=True))
     for index, bad, message in [(0, 3, "'n' says 3"), (2, 2, "'size' says 2"), (4, b"123", "length is 4"), (5, "abcd", "length is 3"), (6, [1], "takes 2")]:
         values = list(good)
         values[index] = bad
@@ -647,7 +647,7 @@ def test_the_cache_reuses_encoders_by_shape_and_widens_when_values_need_it() -> 
     assert decode_tracelogging(cache.encode("L", {"v": [1.5, 2]}, **IDS)) == {"v": [1.5, 2.0]}
     record = parse(cache.encode("E", {"n": 1, "s": "z"}, **IDS))
     assert record.provider_id == provider_guid_from_name("Contoso.Cache") and record.channel == 11 and record.level == 5
-    with pytest.raises(InvalidFieldValue, match="'s'.*NUL"):
+    with pytest.raises(InvalidFieldValue, match=r"'s'.*NUL"):
         cache.encode("E", {"n": 1, "s": "a\0"}, **IDS)
     with pytest.raises(InvalidFieldValue, match="'v'"):
         cache.encode("L", {"v": [1, "a"]}, **IDS)

@@ -14,7 +14,7 @@ import openetw
 from openetw.controller import Session
 from openetw.guids import provider_guid_from_name
 from openetw.provider.logging_handler import DEFAULT_PROVIDER_NAME, EtwLoggingHandler, etw_level
-from tests.service.harness import ServiceProcess, decoded, read_events, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import ServiceProcess, decoded, read_events
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -15,15 +15,12 @@ from openetw.etl.extended import EXT_RELATED_ACTIVITYID
 from openetw.manifest.winmeta import InType
 from openetw.provider import Provider, TraceLoggingProvider, activity
 from openetw.session import ALL_KEYWORDS
-from tests.service.harness import (  # noqa: F401 - fixtures
+from tests.service.harness import (
     Producer,
     ServiceProcess,
     decoded,
     indices,
-    producers,
     read_events,
-    service,
-    service_env,
     start_service,
 )
 

@@ -9,7 +9,7 @@ import json
 import math
 import uuid
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -59,7 +59,7 @@ def test_xml_parses_and_has_tracerpt_structure() -> None:
     found = root.findall("e:Event", NS)
     assert len(found) == len(events) == 2042
     decoded = 0
-    for element, event in zip(found, events):
+    for element, event in zip(found, events, strict=True):
         system = element.find("e:System", NS)
         assert system is not None
         tags = [child.tag.split("}")[1] for child in system]
@@ -89,7 +89,7 @@ def test_csv_parses_with_a_header_and_a_row_per_event() -> None:
     rows = list(csv.reader(io.StringIO(out.getvalue())))
     assert tuple(rows[0]) == CSV_COLUMNS
     assert len(rows) == len(events) + 1
-    for row, event in zip(rows[1:], events):
+    for row, event in zip(rows[1:], events, strict=True):
         assert row[0] == event.record.time_iso
         assert row[1] == event.provider_label
         assert (int(row[3]), int(row[9]), int(row[10]), int(row[12])) == (event.record.id, event.record.pid, event.record.tid, event.record.cpu)
@@ -103,7 +103,7 @@ def test_json_lines_have_the_dump_keys_and_the_properties() -> None:
     write_json(events, out)
     objects = [json.loads(line) for line in out.getvalue().splitlines()]
     assert len(objects) == len(events)
-    for item, event in zip(objects, events):
+    for item, event in zip(objects, events, strict=True):
         assert DUMP_KEYS <= set(item)
         if event.decoded is None:
             assert "properties" not in item
@@ -192,7 +192,7 @@ def test_property_errors_are_reported_per_property() -> None:
         (1.5, 1.5),
         (math.inf, "inf"),
         (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
-        (datetime(2020, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc), "2020-01-02T03:04:05.000006Z"),
+        (datetime(2020, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "2020-01-02T03:04:05.000006Z"),
         (datetime(2020, 1, 2, 3, 4, 5), "2020-01-02T03:04:05.000000"),
         (b"\x00\xff", "00ff"),
         (ipaddress.IPv4Address("10.0.0.1"), "10.0.0.1"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
 
 import pytest
@@ -39,7 +39,7 @@ def test_address_is_at_least_eight_lower_case_digits(value: int, text: str) -> N
 
 
 def test_date_time_is_utc_with_microseconds() -> None:
-    value = datetime(2021, 9, 9, 14, 59, 35, 799000, tzinfo=timezone.utc)
+    value = datetime(2021, 9, 9, 14, 59, 35, 799000, tzinfo=UTC)
     assert dotnet.date_time(value) == "21/09/09 14:59:35.799000"
 
 
@@ -96,7 +96,7 @@ def test_typed_properties() -> None:
 def test_systemtime_shows_its_seconds_as_milliseconds_too() -> None:
     value = datetime(2021, 9, 9, 14, 59, 35, 799000)
     assert render_property(value, PropertyInfo("t", InType.SYSTEMTIME)) == "21/09/09 14:59:35.035000"
-    assert render_property(value.replace(tzinfo=timezone.utc), PropertyInfo("t", InType.FILETIME)) == "21/09/09 14:59:35.799000"
+    assert render_property(value.replace(tzinfo=UTC), PropertyInfo("t", InType.FILETIME)) == "21/09/09 14:59:35.799000"
 
 
 @pytest.mark.parametrize(

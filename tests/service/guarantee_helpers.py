@@ -271,7 +271,7 @@ def _consume(session: str, delay: float) -> int:
 
     try:
         consumer = RealtimeConsumer(session)
-    except Exception as exc:  # reported to the test
+    except Exception as exc:  # noqa: BLE001 - reported to the test
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
     print(json.dumps({"attached": True}), flush=True)

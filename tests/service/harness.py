@@ -10,9 +10,11 @@ import codecs
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +92,66 @@ def service(service_env: Path) -> Iterator[ServiceProcess]:
         yield running
     finally:
         running.kill()
+
+
+@pytest.fixture
+def reachable(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServiceProcess, Path]]:
+    """A service whose socket another user can reach, and a directory that user owns."""
+    base = Path(tempfile.mkdtemp(prefix="openetw-access-"))
+    socket_path = base / "run" / "control.sock"
+    socket_path.parent.mkdir()
+    monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
+    running = start_service(socket_path)
+    theirs = base / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    try:
+        for directory in (base, socket_path.parent):
+            os.chmod(directory, 0o711)
+        os.chmod(socket_path, 0o666)
+        yield running, theirs
+    finally:
+        running.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def need_tracefs() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("kernel sessions need root (tracefs is root's only)")
+    from openetw.kernel import find_tracefs
+
+    if find_tracefs() is None:
+        result = subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True, check=False)
+        if find_tracefs() is None:
+            pytest.skip(f"tracefs is not mounted and mounting failed: {result.stderr.decode(errors='replace').strip()}")
+
+
+@pytest.fixture
+def kernel_service(service_env: Path) -> Iterator[ServiceProcess]:
+    need_tracefs()
+    running = start_service(service_env)
+    try:
+        yield running
+    finally:
+        running.kill()
+        kill_recorders(running.pid)
+
+
+def kill_recorders(service_pid: int) -> None:
+    """Kernel recorders are children of the service, in their own process groups: a killed service leaves them."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"openetw.service.kernel_recorder" in cmdline and int(stat[1]) in (service_pid, 1):
+            try:
+                os.kill(int(entry.name), 15)
+            except ProcessLookupError:
+                pass
 
 
 class CommandProcess:

@@ -122,7 +122,7 @@ def main() -> None:
             continue
         try:
             answer = handle(json.loads(line))
-        except Exception as exc:  # the test reads the error
+        except Exception as exc:  # noqa: BLE001 - the test reads the error
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(answer), flush=True)
 

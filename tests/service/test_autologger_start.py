@@ -23,7 +23,7 @@ from openetw.service.autologger import default_autologger, read_autologger, star
 from openetw.service.run import run_service as serve
 from openetw.service.server import TraceService
 from openetw.session import InvalidSessionConfig, LogMode
-from tests.service.harness import START_TIMEOUT, ServiceProcess, indices, read_events, service_env  # noqa: F401 - fixture
+from tests.service.harness import START_TIMEOUT, ServiceProcess, indices, read_events
 
 PROVIDER = "Test.Autologger"
 OTHER_UID = 65534

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from openetw.controller import ServiceClient, Session
 from openetw.ipc.protocol import FRAME_HEADER, MAGIC, PROTOCOL_VERSION
 from openetw.service.connection import MAX_PENDING_REPLY_BYTES
-from tests.service.harness import Producer, ServiceProcess, indices, producers, service, service_env  # noqa: F401 - fixtures
+from tests.service.harness import Producer, ServiceProcess, indices
 
 WITNESS = "Test.Witness"
 OPS = ["query", "list", "status", "providers", "enable", "disable", "update", "flush", "register", "unregister",

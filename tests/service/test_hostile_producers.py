@@ -20,8 +20,7 @@ from openetw.controller import ServiceClient, Session
 from openetw.etl import layouts as L
 from openetw.guids import provider_guid_from_name
 from openetw.session import MAX_SESSIONS
-from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, read_events, service_env  # noqa: F401 - fixture
-from tests.service.test_access import reachable  # noqa: F401 - fixture
+from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, read_events
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 

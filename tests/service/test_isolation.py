@@ -26,13 +26,10 @@ from openetw.controller import RealtimeConsumer, ServiceClient, Session, list_se
 from openetw.ipc.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
 from openetw.session import MAX_SESSIONS, MAX_SESSIONS_PER_PROVIDER, TooManySessions, TooManySessionsForProvider
 from tests.service.guarantee_helpers import poll_until, refusal
-from tests.service.harness import (  # noqa: F401 - fixtures
+from tests.service.harness import (
     Producer,
     ServiceProcess,
     as_other_user,
-    producers,
-    service,
-    service_env,
     start_service,
 )
 
@@ -138,7 +135,7 @@ def _intrude(session: str, files: list[str]) -> dict[str, Any]:
     report["attach"] = refusal(lambda: Session.attach(session))
     report["consume"] = refusal(lambda: RealtimeConsumer(session))
     for path in files:
-        report[os.path.basename(path)] = refusal(lambda: open(path, "rb").close())  # noqa: SIM115, B023
+        report[os.path.basename(path)] = refusal(lambda: open(path, "rb").close())  # noqa: B023 - called at once, in the loop
     return report
 
 
@@ -158,7 +155,7 @@ def test_another_user_cannot_steer_query_or_read_your_session(shared_service: tu
 
         report = as_other_user(lambda: _intrude("Private", [str(output)]))
 
-        denied = {op: "AccessDenied" for op in ("query", "flush", "update", "enable", "disable", "capture_state", "stop", "attach", "consume")}
+        denied = dict.fromkeys(("query", "flush", "update", "enable", "disable", "capture_state", "stop", "attach", "consume"), "AccessDenied")
         assert report == {**denied, "visible": [], "private.etl": "PermissionError"}
         after = private.info()  # untouched: still running, same settings, same rule
         assert after["state"] == before["state"] == "running"
@@ -186,7 +183,7 @@ def test_every_file_of_a_new_file_session_is_its_owners_only(shared_service: tup
             start += 2000
     files = sorted(traces.glob("part*.etl"))
     assert {stat.S_IMODE(path.stat().st_mode) for path in files} == {0o600}
-    report = as_other_user(lambda: {path.name: refusal(lambda: open(path, "rb").close()) for path in files})  # noqa: SIM115, B023
+    report = as_other_user(lambda: {path.name: refusal(lambda: open(path, "rb").close()) for path in files})  # noqa: B023 - called at once, in the loop
     assert report == {path.name: "PermissionError" for path in files}
 
 

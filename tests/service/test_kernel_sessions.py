@@ -28,49 +28,10 @@ from openetw.etl.relog import is_logfile_header_record
 from openetw.session import STATISTICS_KEYS, AccessDenied, ReservedSessionName, TooManyKernelSessions
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
-from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, service, service_env, start_service  # noqa: F401 - fixtures
+from tests.service.harness import OTHER_UID, ServiceProcess, as_other_user, need_tracefs, start_service
 
 PROCESS_CLASS = "3d6fa8d0-fe05-11d0-9dda-00c04fd7ba7c"
 WAIT = 60.0  # a guard against hangs only: a loaded machine starts recorders slowly
-
-
-def _need_tracefs() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("kernel sessions need root (tracefs is root's only)")
-    from openetw.kernel import find_tracefs
-
-    if find_tracefs() is None:
-        result = subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True, check=False)
-        if find_tracefs() is None:
-            pytest.skip(f"tracefs is not mounted and mounting failed: {result.stderr.decode(errors='replace').strip()}")
-
-
-@pytest.fixture
-def kernel_service(service_env: Path) -> Iterator[ServiceProcess]:
-    _need_tracefs()
-    running = start_service(service_env)
-    try:
-        yield running
-    finally:
-        running.kill()
-        _kill_recorders(running.pid)
-
-
-def _kill_recorders(service_pid: int) -> None:
-    """Recorders are children of the service, in their own process groups: a killed service leaves them."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"openetw.service.kernel_recorder" in cmdline and int(stat[1]) in (service_pid, 1):
-            try:
-                os.kill(int(entry.name), 15)
-            except ProcessLookupError:
-                pass
 
 
 def _spawn_children(codes: list[int]) -> list[subprocess.Popen[bytes]]:
@@ -124,7 +85,7 @@ def test_a_kernel_file_session_from_the_command_line_records_children(
     records = events[:-1]
     stops = {values["ProcessID"]: values for name, _, values in records if name == "Process/Stop"}
     starts = {values["ProcessID"]: values for name, _, values in records if name == "Process/Start"}
-    for child, code in zip(children, codes):
+    for child, code in zip(children, codes, strict=True):
         assert stops[child.pid]["ExitStatus"] == code
         assert stops[child.pid]["ParentID"] == os.getpid()
         assert starts[child.pid]["ImageFileName"] == "sh"
@@ -197,9 +158,9 @@ def _wait_for_consumer(name: str, thread: threading.Thread, errors: list[BaseExc
     deadline = time.monotonic() + WAIT
     with ServiceClient() as client:
         while time.monotonic() < deadline and thread.is_alive():
-            if any(s["name"] == name for s in client.call("list")["sessions"]):
-                if client.call("query", session=name)["session"].get("realtime_consumers") == 1:
-                    return
+            listed = any(s["name"] == name for s in client.call("list")["sessions"])
+            if listed and client.call("query", session=name)["session"].get("realtime_consumers") == 1:
+                return
             time.sleep(0.05)
     raise AssertionError(f"no consumer attached to {name}: {errors or 'still waiting'}")
 
@@ -249,7 +210,7 @@ def test_a_real_time_kernel_session_reaches_a_user_trace(kernel_service: Service
         seen: dict[int, int] = {}
         _collect_stops(trace, Provider(PROCESS_CLASS), pids, seen)
         children, codes = _run_until_children_seen(trace, "KLive", pids)
-        assert {child.pid: seen.get(child.pid) for child in children} == dict(zip((c.pid for c in children), codes))
+        assert {child.pid: seen.get(child.pid) for child in children} == dict(zip((c.pid for c in children), codes, strict=True))
     finally:
         final = session.stop()
     kernel = session.info()["kernel"]
@@ -265,7 +226,7 @@ def test_kernel_trace_starts_its_own_real_time_kernel_session(kernel_service: Se
     seen: dict[int, int] = {}
     _collect_stops(trace, process_provider(), pids, seen)
     children, codes = _run_until_children_seen(trace, "KTrace", pids)
-    assert {child.pid: seen.get(child.pid) for child in children} == dict(zip((c.pid for c in children), codes))
+    assert {child.pid: seen.get(child.pid) for child in children} == dict(zip((c.pid for c in children), codes, strict=True))
     assert trace.session_final is not None and trace.session_final["kernel_flags"] == ["process"]
     assert trace.session_final["events_written"] > 0
     assert "KTrace" not in [s["name"] for s in list_sessions()]  # stopped with the trace
@@ -334,7 +295,7 @@ def test_the_kernel_session_limit_holds_for_the_whole_machine(kernel_service: Se
 @pytest.fixture
 def reachable_kernel_service(service_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A root service whose socket another user can reach."""
-    _need_tracefs()
+    need_tracefs()
     base = Path(tempfile.mkdtemp(prefix="openetw-kaccess-"))
     socket_path = base / "run" / "control.sock"
     socket_path.parent.mkdir()
@@ -510,7 +471,7 @@ def test_system_calls_of_a_kernel_session_go_column_wise_into_buffers_of_their_o
     events = _file_events(output)  # in time order: merged across the buffers
     stops = {values["ProcessID"] for name, _, values in events if name == "Process/Stop"}
     assert {child.pid for child in children} <= stops
-    in_syscall_buffers = sum(len(records) for records, kind in zip(buffers.values(), kinds) if kind == {True})
+    in_syscall_buffers = sum(len(records) for records, kind in zip(buffers.values(), kinds, strict=True) if kind == {True})
     assert sum(name in ("PerfInfo/SysClEnter", "PerfInfo/SysClExit") for name, _, _ in events) == in_syscall_buffers
     # Every record the recorder wrote is in the file; what it could not write, or the kernel
     # dropped, is counted lost.
@@ -551,7 +512,7 @@ def test_a_real_time_consumer_gets_every_system_call_buffer_in_time_order(kernel
         consumer.close()
     assert not errors and not reader.is_alive()
     kinds = [{is_syscall for is_syscall, _ in records} for records in buffers.values()]
-    syscalls = sum(len(records) for records, kind in zip(buffers.values(), kinds) if kind == {True})
+    syscalls = sum(len(records) for records, kind in zip(buffers.values(), kinds, strict=True) if kind == {True})
     assert syscalls + final["events_lost"] - before["events_lost"] >= 40000  # 20000 getppid calls at least
     assert {True, False} not in kinds  # system calls have buffers of their own
     for records in buffers.values():

@@ -128,7 +128,7 @@ def test_a_new_file_session_moves_on_to_the_next_file(tmp_path: Path) -> None:
     assert moved.count(True) == 2
     parts = [numbers(Path(pattern.replace("%d", str(n)))) for n in (1, 2, 3)]
     assert [len(p) for p in parts] == [2550, 2550, 900]
-    assert sum(parts, []) == list(range(6000))
+    assert [i for part in parts for i in part] == list(range(6000))
 
 
 @pytest.mark.parametrize(("mode", "buffers", "records"), [

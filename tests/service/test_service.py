@@ -15,15 +15,12 @@ from openetw.errors import ServiceError
 from openetw.etl import EtlReader
 from openetw.ipc.protocol import FRAME_HEADER, MAGIC, MAX_JSON, PROTOCOL_VERSION, encode_frame
 from openetw.session import MAX_SESSIONS, TooManySessions
-from tests.service.harness import (  # noqa: F401 - fixtures
+from tests.service.harness import (
     Producer,
     ServiceProcess,
     decoded,
     indices,
-    producers,
     read_events,
-    service,
-    service_env,
     start_service,
 )
 

@@ -124,5 +124,5 @@ def test_bad_configs_say_what_is_wrong(text: str, message: str) -> None:
 
 
 def test_errors_name_the_session() -> None:
-    with pytest.raises(InvalidSessionConfig, match="session 'Broken': .*needs a file name"):
+    with pytest.raises(InvalidSessionConfig, match=r"session 'Broken': .*needs a file name"):
         parse_autologger_config("[[session]]\nname = 'Broken'\nmode = 'circular-file'\n")

@@ -88,7 +88,7 @@ def test_routing_matches_the_reference(session_rules: list[EnableRule], sample: 
                      match_all=rule.match_all, properties=rule.properties, filters=rule.filters)  # fmt: skip
         ids.append(session.session_id)
     for level, keyword, event_id, pid, exe in sample:
-        expected = tuple(i for i, r in zip(ids, session_rules) if reference_admits(r, level, keyword, event_id, pid, exe))
+        expected = tuple(i for i, r in zip(ids, session_rules, strict=True) if reference_admits(r, level, keyword, event_id, pid, exe))
         assert table.sessions_for(PROVIDER, level, keyword, event_id, pid, exe) == expected
         # What the provider process sees agrees, and its cheap check never hides a wanted event.
         state = table.enable_state(PROVIDER, pid, exe)

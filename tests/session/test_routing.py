@@ -119,7 +119,7 @@ def test_classic_provider_belongs_to_the_first_session_that_enabled_it() -> None
         table.enable(name, PROVIDER)  # not registered yet: both rules are accepted
         table.start(name)
     _, actions = table.register_provider(1, PROVIDER, 10, "legacy", classic=True)
-    notify = [a for a in actions if isinstance(a, NotifyProvider)][0]
+    notify = next(a for a in actions if isinstance(a, NotifyProvider))
     assert notify.state.session_ids == {first.session_id}
     assert table.sessions_for(PROVIDER, 0, 0, 0) == (first.session_id,)
     # While the first session drains it keeps the provider; once stopped, the waiting one takes over.

@@ -242,7 +242,7 @@ def test_devices_fifos_and_missing_paths_are_refused_without_reading(registry: M
 
 def test_empty_directory_is_refused(registry: ManifestRegistry, tmp_path: Path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ManifestError, match="no \\*.xml or \\*.man"):
+    with pytest.raises(ManifestError, match=r"no \*.xml or \*.man"):
         registry.install([tmp_path / "empty"])
 
 
@@ -272,7 +272,7 @@ def test_uninstall_by_a_source_path_that_no_longer_parses(registry: ManifestRegi
 
 
 def test_uninstall_of_something_not_installed_names_the_other_store(registry: ManifestRegistry, source: Path):
-    with pytest.raises(InvalidArgument, match="not installed in the user store$"):
+    with pytest.raises(InvalidArgument, match=r"not installed in the user store$"):
         registry.uninstall("Contoso-Sample")
     registry.install([source], system=True)
     with pytest.raises(InvalidArgument, match="it is in the system store \\(use --system\\)"):
@@ -298,8 +298,8 @@ def test_a_name_shared_by_two_guids_is_ambiguous(registry: ManifestRegistry, tmp
         ('{"format": 99, "providers": []}', "unknown index format 99"),
         ('{"format": 1, "providers": [{"guid": "x"}]}', "store index is damaged"),
         (
-            '{"format": 1, "providers": [{"guid": "%s", "name": "E", "file": "../../etc/passwd", '
-            '"source": "/s", "installed": "2024-01-01T00:00:00+00:00", "events": 1}]}' % GUID_A,
+            '{"format": 1, "providers": [{"guid": "' + GUID_A + '", "name": "E", "file": "../../etc/passwd", '
+            '"source": "/s", "installed": "2024-01-01T00:00:00+00:00", "events": 1}]}',
             "not a plain file name",
         ),
     ],

@@ -49,7 +49,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return struct.pack("<d", a) == struct.pack("<d", b) or (math.isnan(a) and math.isnan(b))
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
@@ -173,7 +173,10 @@ class Synthesizer:
             n = rng.randrange(3)
             return b"\x01" + rng.randbytes(2 * self.pointer_size - 1) + bytes([1, n]) + rng.randbytes(6 + 4 * n)
         if in_type in COUNTED:
-            raw = self.text().encode("utf-16-le" if in_type in WIDE else "cp1252", "replace") if in_type != InType.MANIFEST_COUNTEDBINARY else rng.randbytes(rng.choice([0, 3, 16]))
+            if in_type == InType.MANIFEST_COUNTEDBINARY:
+                raw = rng.randbytes(rng.choice([0, 3, 16]))
+            else:
+                raw = self.text().encode("utf-16-le" if in_type in WIDE else "cp1252", "replace")
             return struct.pack(COUNTED[in_type], len(raw)) + raw  # type: ignore[index]
         if in_type == InType.HEXDUMP:
             raw = rng.randbytes(rng.randrange(5))

@@ -188,7 +188,10 @@ def event_info_blob(provider: uuid.UUID) -> bytes:
         return names_at[text]
 
     provider_name, task, opcode = place("Demo-Provider"), place("Job"), place("win:Start")
-    props = [("Count", InType.UINT32, OutType.NULL, 0), ("Name", InType.UNICODESTRING, OutType.NULL, 0), ("Kind", InType.UINT32, OutType.NULL, place("KindMap"))]
+    props = [
+        ("Count", InType.UINT32, OutType.NULL, 0), ("Name", InType.UNICODESTRING, OutType.NULL, 0),
+        ("Kind", InType.UINT32, OutType.NULL, place("KindMap")),
+    ]
     offsets = [provider_name, 0, 0, 0, task, opcode, 0, 0, 0, 0, 0, 0]
     head = provider.bytes_le + bytes(16) + struct.pack("<HBBBBHQ", 7, 1, 0, 4, 1, 3, 0) + struct.pack("<I", 0)
     head += struct.pack("<12I", *offsets) + struct.pack("<III", 3, 3, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -141,9 +141,9 @@ def test_pointer_and_sizet_follow_the_pointer_size() -> None:
 def test_filetime_is_an_aware_utc_datetime() -> None:
     ticks = 132756731757910000  # 2021-09-09 14:59:35.791 UTC
     value = decode_one(PropertyInfo("t", InType.FILETIME), struct.pack("<q", ticks))
-    assert value == datetime(2021, 9, 9, 14, 59, 35, 791000, tzinfo=timezone.utc)
+    assert value == datetime(2021, 9, 9, 14, 59, 35, 791000, tzinfo=UTC)
     assert decode_one(PropertyInfo("t", InType.FILETIME), bytes(8)) == 0  # "not set" stays a number
-    assert decode_one(PropertyInfo("t", InType.FILETIME), b"\x01" + bytes(7)) == datetime(1601, 1, 1, tzinfo=timezone.utc)
+    assert decode_one(PropertyInfo("t", InType.FILETIME), b"\x01" + bytes(7)) == datetime(1601, 1, 1, tzinfo=UTC)
     assert decode_one(PropertyInfo("t", InType.FILETIME), b"\xff" * 7 + b"\x7f") == 2**63 - 1  # beyond year 9999
 
 
@@ -151,7 +151,7 @@ def test_systemtime_is_a_naive_datetime_unless_declared_utc() -> None:
     raw = struct.pack("<8H", 2021, 9, 4, 9, 14, 59, 35, 799)
     assert decode_one(PropertyInfo("t", InType.SYSTEMTIME), raw) == datetime(2021, 9, 9, 14, 59, 35, 799000)
     utc = decode_one(PropertyInfo("t", InType.SYSTEMTIME, OutType.DATETIME_UTC), raw)
-    assert utc.tzinfo is timezone.utc
+    assert utc.tzinfo is UTC
 
 
 def test_invalid_systemtime_is_an_error_but_decoding_goes_on() -> None:

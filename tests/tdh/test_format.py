@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -39,7 +39,7 @@ def prop(in_type: InType, out_type: OutType | None = None, **kwargs: object) -> 
         (1.5, prop(InType.DOUBLE), "1.5"),
         (struct.unpack("<f", struct.pack("<f", 0.1))[0], prop(InType.FLOAT), "0.1"),
         (uuid.UUID("0ad614c4-0ef4-4225-8013-f44f37cb0397"), prop(InType.GUID), "{0AD614C4-0EF4-4225-8013-F44F37CB0397}"),
-        (datetime(2021, 9, 9, 14, 59, 35, 799000, tzinfo=timezone.utc), prop(InType.FILETIME), "2021-09-09T14:59:35.799000Z"),
+        (datetime(2021, 9, 9, 14, 59, 35, 799000, tzinfo=UTC), prop(InType.FILETIME), "2021-09-09T14:59:35.799000Z"),
         (datetime(2021, 9, 9, 14, 59, 35, 799000), prop(InType.SYSTEMTIME), "2021-09-09T14:59:35.799000"),
         (b"\x01\xab", prop(InType.BINARY), "0x01AB"),
         (ipaddress.IPv4Address("10.1.2.3"), prop(InType.UINT32, OutType.IPV4), "10.1.2.3"),

@@ -353,7 +353,10 @@ GOOD_HEAD = '[Guid("{11111111-2222-3333-4444-555555555555}")] class E : EventTra
         (GOOD_HEAD + '[EventType(1)] class C : E {\n [WmiDataId(1), extension("Blob")] object B; };', 3, "extension 'blob'"),
         (GOOD_HEAD + "[EventType(1)] class C : E {\n [WmiDataId(1)] uint8 A;\n [WmiDataId(1)] uint8 B; };", 4, "WmiDataId(1) is given to both A and B"),
         (GOOD_HEAD + "[EventType(1)] class C : E {\n [WmiDataId(0)] uint8 A; };", 3, "WmiDataId of A must be an integer in 1..65535"),
-        (GOOD_HEAD + '[EventType(1)] class C : E {\n [WmiDataId(1), WmiSizeIs("N")] uint8 A[];\n [WmiDataId(2)] uint8 N; };', 3, "names 'N', not an earlier integer property"),
+        (
+            GOOD_HEAD + '[EventType(1)] class C : E {\n [WmiDataId(1), WmiSizeIs("N")] uint8 A[];\n [WmiDataId(2)] uint8 N; };',
+            3, "names 'N', not an earlier integer property",
+        ),
         (GOOD_HEAD + "[EventType(1)] class C : E {\n [WmiDataId(1)] uint8 A[];\n [WmiDataId(2)] uint8 N; };", 3, "array A has no size"),
         (GOOD_HEAD + "[EventType(1)] class C : E {\n [WmiDataId(1)] uint8 A[70000]; };", 3, "array size of A must be an integer in 0..65535"),
         (GOOD_HEAD + '[EventType(1)] class C : E {\n [WmiDataId(1), StringTermination("Pascal")] string S; };', 3, "StringTermination 'pascal'"),

@@ -344,9 +344,8 @@ def payload_end(event: MofEvent, payload: bytes, pointer_size: int) -> int:
             break
         if field.count is None:
             end = _item_end(field, payload, at, pointer_size, values)
-            if field.in_type in FIXED_SIZES or field.in_type in POINTER_SIZED:
-                if end <= len(payload):
-                    values[field.name] = _integer(field, payload, at, pointer_size)
+            if (field.in_type in FIXED_SIZES or field.in_type in POINTER_SIZED) and end <= len(payload):
+                values[field.name] = _integer(field, payload, at, pointer_size)
         elif field.count == REST:
             end = at
             while end < len(payload):

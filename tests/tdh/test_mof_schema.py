@@ -116,11 +116,11 @@ def test_optional_trailing_field_is_absent_or_decoded() -> None:
 
 
 def _layout_key(record: object) -> tuple[object, int, int] | None:
-    kind = getattr(record, "kind")
+    kind = record.kind
     if kind in ("system", "compact", "perfinfo"):
-        return getattr(record, "hook_id") >> 8, getattr(record, "opcode"), getattr(record, "version")
+        return record.hook_id >> 8, record.opcode, record.version
     if kind in ("classic", "instance"):
-        return getattr(record, "provider_id"), getattr(record, "opcode"), getattr(record, "version")
+        return record.provider_id, record.opcode, record.version
     return None
 
 

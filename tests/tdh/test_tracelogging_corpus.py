@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def test_primitive_types_match_the_perfview_baseline() -> None:
     expected = baseline_events()
     events = list(tracelogging_events(corpus_path("etl", "perfview", "primitive-types.etl")))
     assert len(events) == len(expected) == 5
-    for (record, schema, decoded), (data_len, fields) in zip(events, expected):
+    for (record, schema, decoded), (data_len, fields) in zip(events, expected, strict=True):
         assert (schema.provider_name, schema.event_name, schema.channel) == ("solar_system", "PrimitiveTypesTest", 11)
         assert len(record.user_data) == data_len
         assert decoded.ok and decoded.trailing == b""
@@ -92,7 +92,7 @@ def test_primitive_types_match_the_perfview_baseline() -> None:
                 assert value == file_time.replace(tzinfo=None, microsecond=file_time.microsecond // 1000 * 1000)
             else:
                 assert ours == baseline_text, name
-        assert decoded["file_time_type"].tzinfo is timezone.utc
+        assert decoded["file_time_type"].tzinfo is UTC
         assert decoded["system_time_type"].tzinfo is None
 
 

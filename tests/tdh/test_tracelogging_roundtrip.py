@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import given, settings
@@ -64,7 +64,7 @@ def value_strategy(prop: PropertyInfo) -> st.SearchStrategy[Any]:
         InType.BINARY: st.binary(max_size=20),
         InType.MANIFEST_COUNTEDBINARY: st.binary(max_size=20),
         InType.GUID: st.uuids(),
-        InType.FILETIME: st.datetimes(min_value=datetime(1601, 1, 1, microsecond=1), timezones=st.just(timezone.utc)),  # 0 stays int
+        InType.FILETIME: st.datetimes(min_value=datetime(1601, 1, 1, microsecond=1), timezones=st.just(UTC)),  # 0 stays int
         InType.SYSTEMTIME: st.datetimes(min_value=datetime(1601, 1, 1)).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000)),
         InType.SID: _sid_strategy(),
     }

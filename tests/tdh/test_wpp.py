@@ -8,7 +8,7 @@ import ipaddress
 import json
 import struct
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -126,7 +126,7 @@ Arg, ItemLong -- 11
 {
 }
 PUBLIC_TMF:
-"""
+"""  # noqa: E501 - TMF lines as tracepdb writes them, one per message
 
 
 @pytest.fixture(scope="module")
@@ -260,8 +260,8 @@ def _wide(text: str) -> bytes:
 
 
 GUID_A = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
-WHEN = datetime(2024, 3, 14, 9, 26, 53, 512000, tzinfo=timezone.utc)
-WHEN_TICKS = int((WHEN - datetime(1601, 1, 1, tzinfo=timezone.utc)).total_seconds()) * 10_000_000 + 5_120_000
+WHEN = datetime(2024, 3, 14, 9, 26, 53, 512000, tzinfo=UTC)
+WHEN_TICKS = int((WHEN - datetime(1601, 1, 1, tzinfo=UTC)).total_seconds()) * 10_000_000 + 5_120_000
 SID_SYSTEM = bytes([1, 1, 0, 0, 0, 0, 0, 5]) + _u32(18)
 
 
@@ -295,7 +295,7 @@ def payloads(pointer_size: int) -> dict[tuple[uuid.UUID, int], tuple[bytes, dict
         (FILTER, 14): (
             bytes([192, 168, 1, 20]) + struct.pack(">H", 8080) + ipaddress.IPv6Address("fe80::1").packed + _u32(0x00010101),
             {"Peer.Address": ipaddress.IPv4Address("192.168.1.20"), "Peer.Port": 8080,
-             "Peer.Address6": ipaddress.IPv6Address("fe80::1"), "Request->Oid": 0x00010101},  # fmt: skip
+             "Peer.Address6": ipaddress.IPv6Address("fe80::1"), "Request->Oid": 0x00010101},
             "Peer 192.168.1.20:8080 v6 fe80::1 oid 0x10101",
         ),
         (FILTER, 15): (
@@ -314,7 +314,9 @@ def payloads(pointer_size: int) -> dict[tuple[uuid.UUID, int], tuple[bytes, dict
             "At 2024-03-14T09:26:53.512000Z took 1500 due -10000000 user S-1-5-18 dump 0x00FF10",
         ),
         (FILTER, 18): (_wide("to the end"), {"Rest": "to the end"}, "tail: to the end"),
-        (CORE, 10): (b"FxChildList\0", {"Arg1": "FxChildList"}, "FxChildList: entered FxChildList::EndScan of core at TRACE_LEVEL_VERBOSE (core Unknown_cxx00)"),
+        (CORE, 10): (
+            b"FxChildList\0", {"Arg1": "FxChildList"}, "FxChildList: entered FxChildList::EndScan of core at TRACE_LEVEL_VERBOSE (core Unknown_cxx00)"
+        ),
         (CORE, 11): (b"", {}, "no arguments, 100% done"),
     }
 

@@ -4,7 +4,7 @@ records go through a trace's real providers, filters and callbacks."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -53,7 +53,7 @@ def test_manifest_records_from_a_real_manifest() -> None:
     manifest = load_manifest(corpus_path("manifests", "Win10-17134", "Microsoft-Windows-Kernel-Process.xml")).manifest
     schema = manifest_schema(manifest, "ProcessStop/Stop", version=1)
     values = {
-        "ProcessID": 10, "CreateTime": datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc), "ExitTime": datetime(2020, 1, 2, 3, 4, 6, tzinfo=timezone.utc),
+        "ProcessID": 10, "CreateTime": datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC), "ExitTime": datetime(2020, 1, 2, 3, 4, 6, tzinfo=UTC),
         "ExitCode": 0, "TokenElevationType": 1, "HandleCount": 2, "CommitCharge": 3, "CommitPeak": 4, "CPUCycleCount": 5,
         "ReadOperationCount": 6, "WriteOperationCount": 7, "ReadTransferKiloBytes": 8, "WriteTransferKiloBytes": 9,
         "HardFaultCount": 10, "ImageName": "notepad.exe",
@@ -68,7 +68,8 @@ def test_manifest_records_from_a_real_manifest() -> None:
 
 def test_classic_records() -> None:
     guid = uuid.UUID("9b79ee91-b5fd-41c0-a243-4248e266e9d0")
-    record = EventRecordBuilder(guid, version=3, opcode=33, pid=4).add_property("SystemDirectory", "C:\\Windows\\system32").add_property("SystemWindowsDirectory", "C:\\Windows").pack_classic()
+    builder = EventRecordBuilder(guid, version=3, opcode=33, pid=4).add_property("SystemDirectory", "C:\\Windows\\system32")
+    record = builder.add_property("SystemWindowsDirectory", "C:\\Windows").pack_classic()
     assert record.kind == "classic" and record.provider_id == guid and record.opcode == 33 and record.version == 3
     schema = UserTrace(manifests=[]).context.schema_for(record)  # SysConfig/SystemPaths, a kernel MOF class
     assert schema.event_name == "SysConfig/SystemPaths"

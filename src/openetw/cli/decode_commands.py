@@ -6,7 +6,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO
+from typing import TextIO
 
 import click
 
@@ -45,7 +45,7 @@ def _first_pass(files: tuple[str, ...]) -> Iterator[EventRecord]:
 
 
 @contextlib.contextmanager
-def _output(path: str | None) -> Iterator[IO[str]]:
+def _output(path: str | None) -> Iterator[TextIO]:
     if path is None:
         yield sys.stdout
         return
@@ -103,13 +103,13 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
             if fmt == "summary":
                 _write_summary(out, events, readers, as_json)
             else:
-                writer: Callable[[Iterable[ReportEvent], IO[str]], int] = {"csv": write_csv, "xml": write_xml, "json": write_json}[fmt]
+                writer: Callable[[Iterable[ReportEvent], TextIO], int] = {"csv": write_csv, "xml": write_xml, "json": write_json}[fmt]
                 writer(events, out)
     warn_about(registry)
     raise_if_damaged(readers)
 
 
-def _write_summary(out: IO[str], events: Iterable[ReportEvent], readers: list[EtlReader], as_json: bool) -> None:
+def _write_summary(out: TextIO, events: Iterable[ReportEvent], readers: list[EtlReader], as_json: bool) -> None:
     summary = Summary(
         events_lost=sum(reader.header.events_lost for reader in readers),
         buffers_lost=sum(reader.header.buffers_lost for reader in readers),

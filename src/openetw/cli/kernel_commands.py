@@ -99,10 +99,13 @@ def _start_in_service(name: str, flags: str, output: str | None, buffer_size: in
 
     check_session_name(name)
     kernel_flags = parse_flags(flags)
-    options = {"source": source, "profile_rate_hz": profile_rate}
     if file_too:
-        return start_kernel_session(name, kernel_flags, mode="file", output=output, buffer_size_kb=buffer_size, realtime=True, **options)
-    return start_kernel_session(name, kernel_flags, mode="realtime", output=output, buffer_size_kb=buffer_size, **options)
+        return start_kernel_session(
+            name, kernel_flags, mode="file", output=output, buffer_size_kb=buffer_size, realtime=True, source=source, profile_rate_hz=profile_rate
+        )
+    return start_kernel_session(
+        name, kernel_flags, mode="realtime", output=output, buffer_size_kb=buffer_size, source=source, profile_rate_hz=profile_rate
+    )
 
 
 def _service_kernel_session(name: str) -> dict[str, Any] | None:

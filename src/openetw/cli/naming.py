@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from openetw.etl.record import EventRecord
@@ -76,7 +77,7 @@ class RecordNamer:
         return self._names(record)[1]
 
 
-def _kernel_table() -> Any:
+def _kernel_table() -> Callable[[EventRecord], tuple[str | None, str | None]] | None:
     """A resolver over the classic kernel MOF classes, when that table is available."""
     try:
         from openetw.tdh import mof_kernel
@@ -95,7 +96,7 @@ def _kernel_table() -> Any:
             return None, None
         try:
             found = find(key, record.opcode, record.version)
-        except Exception:  # a table under construction must never break a dump
+        except Exception:  # noqa: BLE001 - a table under construction must never break a dump
             return None, None
         if not found:
             return None, None

@@ -404,7 +404,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
             "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
             "events": entry.events, "file": str(entry.file), "source": entry.source,
             "installed": entry.installed.isoformat(), "pid": None, "exe": None, "sessions": [],
-        }  # fmt: skip
+        }
         for entry in installed
     )
     return rows, notes

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.index_build import RECORD_DTYPE, take
+from openetw.consumer.index_build import RECORD_COLUMNS, take
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.record import EventRecord
@@ -102,9 +102,9 @@ def iter_batches(
         raise InvalidArgument(f"batch_size must be at least 1, not {batch_size}")
     names = list(columns) if columns is not None else None
     if names is not None:
-        unknown = [name for name in names if name not in RECORD_DTYPE.names]
+        unknown = [name for name in names if name not in RECORD_COLUMNS]
         if unknown:
-            raise InvalidArgument(f"no column(s) {unknown}; columns are {list(RECORD_DTYPE.names)}")
+            raise InvalidArgument(f"no column(s) {unknown}; columns are {list(RECORD_COLUMNS)}")
     if len(indexes) == 1:
         yield from _one_file(indexes[0], selected[0], names, batch_size)
         return

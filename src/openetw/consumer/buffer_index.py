@@ -51,7 +51,8 @@ class BufferIndex:
         return len(self.records)
 
     def provider_row(self, provider: Any) -> int | None:
-        return self._provider_rows.get(provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None))
+        guid = provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None)
+        return self._provider_rows.get(guid) if guid is not None else None
 
     def loader(self) -> RecordLoader:
         return _BufferLoader(self)
@@ -60,7 +61,7 @@ class BufferIndex:
 class _BufferLoader(RecordLoader):
     """``RecordLoader`` over the one buffer in memory."""
 
-    def __init__(self, index: BufferIndex) -> None:  # noqa: D107 - no file to open
+    def __init__(self, index: BufferIndex) -> None:  # no file to open
         self.index = index  # type: ignore[assignment]
         self.context = index.context
         self._limit = len(index.data)

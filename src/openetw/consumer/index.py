@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_DTYPE, build_index_data
+from openetw.consumer.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_COLUMNS, RECORD_DTYPE, build_index_data
 from openetw.consumer.index_file import FORMAT, read_index_file, write_index_file
 from openetw.consumer.index_trust import index_problem, may_keep_index_in, untrusted_reason
 from openetw.consumer.loader import RecordLoader
@@ -252,8 +252,8 @@ class EtlIndex:
                 raise InvalidArgument(f"unknown record kind(s) {unknown}; kinds are {list(KIND_NAMES)}")
             mask &= np.isin(rows["kind"], [KIND_CODES[name] for name in names])
         for column, wanted in conditions.items():
-            if column not in RECORD_DTYPE.names:
-                raise InvalidArgument(f"no column {column!r}; columns are {list(RECORD_DTYPE.names)}")
+            if column not in RECORD_COLUMNS:
+                raise InvalidArgument(f"no column {column!r}; columns are {list(RECORD_COLUMNS)}")
             if isinstance(wanted, Iterable) and not isinstance(wanted, (str, bytes)):
                 mask &= np.isin(rows[column], list(wanted))
             else:
@@ -286,16 +286,16 @@ class EtlIndex:
         if not fields:
             raise InvalidArgument("count_by needs at least one column")
         for name in fields:
-            if name not in RECORD_DTYPE.names:
-                raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_DTYPE.names)}")
+            if name not in RECORD_COLUMNS:
+                raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_COLUMNS)}")
         columns = [self.records[name] if rows is None else self.records[name][rows] for name in fields]
-        keys = np.empty(len(columns[0]), dtype=[(name, RECORD_DTYPE.fields[name][0]) for name in fields])
-        for name, column in zip(fields, columns):
+        keys = np.empty(len(columns[0]), dtype=[(name, RECORD_DTYPE[name]) for name in fields])
+        for name, column in zip(fields, columns, strict=True):
             keys[name] = column
         values, counts = np.unique(keys, return_counts=True)
         out: dict[Any, int] = {}
-        for value, count in zip(values.tolist(), counts.tolist()):
-            named = tuple(self._named(name, part) for name, part in zip(fields, value))
+        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+            named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=True))
             out[named[0] if len(fields) == 1 else named] = int(count)
         return out
 

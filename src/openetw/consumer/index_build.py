@@ -10,6 +10,7 @@ its group, as ``openetw.consumer.provider.provider_key`` matches it).
 from __future__ import annotations
 
 import heapq
+import itertools
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ RECORD_DTYPE = np.dtype([
 """One index row: the header fields of a record and where it sits (``offset`` inside the data of
 buffer ``buffer``, ``user_data_offset`` inside the record). ``provider`` indexes the provider
 table (-1: none)."""
+RECORD_COLUMNS: tuple[str, ...] = RECORD_DTYPE.names or ()  # (a structured dtype always has names)
 
 BUFFER_DTYPE = np.dtype([
     ("file_offset", "<i8"), ("timestamp", "<i8"), ("buffer_size", "<u4"), ("data_end", "<u4"),
@@ -95,7 +97,10 @@ class _Views:
         self.u64 = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
 
 
-_KERNEL_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16)}
+_KERNEL_FIELDS = {
+    "version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6),
+    "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16),
+}
 _PERFINFO_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "timestamp": ("<i8", 8)}
 _CLASSIC_FIELDS = {
     "opcode": ("u1", 4), "level": ("u1", 5), "version": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16),
@@ -224,16 +229,17 @@ def _after_extended_items(u8: np.ndarray, starts: np.ndarray, sizes: np.ndarray)
         pos[live[ok]] += item_size[ok]
         active[:] = False
         active[live[ok & (linkage & 1 != 0)]] = True
-    return np.minimum(pos, end) - starts
+    lengths: np.ndarray = np.minimum(pos, end) - starts
+    return lengths
 
 
 def _fill_wpp(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, has: np.ndarray, bufs: Buffers, chains: Chains) -> None:
     """WPP records keep their time, ids and GUID in optional items: read them one by one."""
     context = RecordContext(TraceClock(0, 0, 0, 0))
     for row in np.flatnonzero(rows["kind"] == _WPP).tolist():
-        pos = int(chains.offsets[row])
+        pos, size = int(chains.offsets[row]), int(chains.sizes[row])
         header = L.MESSAGE_TRACE_HEADER.unpack_from(bufs.blob, pos)
-        record = MessageRecord(header, bufs.blob, pos, int(chains.sizes[row]), 0, context)
+        record = MessageRecord(header, bytes(bufs.blob[pos : pos + size]), 0, size, 0, context)  # (the blob may be a bytearray)
         rows["id"][row] = record.id
         rows["timestamp"][row] = record.timestamp
         rows["pid"][row] = record.pid
@@ -256,7 +262,7 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
     mixed = a ^ (b * np.uint64(0x9E3779B97F4A7C15))
     first, inverse = _unique_runs(mixed)
     if not (np.array_equal(a, a[first][inverse]) and np.array_equal(b, b[first][inverse])):
-        pairs = list(zip(a.tolist(), b.tolist()))  # two GUIDs mixed to one key: do it exactly
+        pairs = list(zip(a.tolist(), b.tolist(), strict=True))  # two GUIDs mixed to one key: do it exactly
         table: dict[tuple[int, int], int] = {}
         inverse = np.asarray([table.setdefault(pair, len(table)) for pair in pairs], dtype=np.int64)
         first = np.asarray([pairs.index(pair) for pair in table], dtype=np.int64)
@@ -323,7 +329,7 @@ def _replayed_order(rows: np.ndarray, keys: np.ndarray, firsts: np.ndarray, buff
     """``EtlReader``'s k-way merge over buffers, replayed on the keys (its window unbounded)."""
     spans: dict[int, tuple[int, int]] = {}
     bounds = firsts.tolist() + [len(rows)]
-    for start, stop in zip(bounds, bounds[1:]):
+    for start, stop in itertools.pairwise(bounds):
         spans[int(rows["buffer"][start])] = (start, stop)
     key_list, kinds, timestamps = keys.tolist(), rows["kind"].tolist(), rows["timestamp"].tolist()
     pending: list[tuple[int, int]] = []
@@ -380,7 +386,8 @@ def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
         ticks = micros * 10 + (rest * 10) // clock.cpu_speed_mhz
     else:
         ticks = delta
-    return ticks + np.int64(clock.start_time)
+    filetimes: np.ndarray = ticks + np.int64(clock.start_time)
+    return filetimes
 
 
 def file_order_rows(bufs: Buffers, chains: Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
@@ -444,7 +451,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         position_of = np.empty(len(order), dtype=np.int64)
         position_of[order] = np.arange(len(order))
         reasons = {int(position_of[row]): reason for row, reason in reasons.items()}
-    stats = dict(read_stats, records=int(len(rows)), unknown_records=walked["unknown_records"])
+    stats = dict(read_stats, records=len(rows), unknown_records=walked["unknown_records"])
     stats["skipped_bytes"] = stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
     buffers = np.concatenate(tables) if tables else np.zeros(0, dtype=BUFFER_DTYPE)
     return BuiltIndex(rows, providers, buffers, header, context, read_errors + errors, reasons, stats, exact)

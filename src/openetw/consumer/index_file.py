@@ -50,7 +50,7 @@ def write_index_file(target: Path, head: dict[str, Any], arrays: dict[str, np.nd
         with os.fdopen(fd, "wb") as out:
             out.write(_MAGIC + struct.pack("<Q", len(head_bytes)) + head_bytes)
             out.write(bytes(start - out.tell()))
-            for name, array in arrays.items():
+            for array in arrays.values():
                 data = np.ascontiguousarray(array).tobytes()
                 out.write(data)
                 out.write(bytes(-len(data) % _ALIGN))

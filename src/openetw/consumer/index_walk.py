@@ -157,7 +157,10 @@ def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
                 lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
                 lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
                 offset += buffer_size
-    stats = {"buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0, "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers}
+    stats = {
+        "buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0,
+        "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers,
+    }
     return infos, stats
 
 
@@ -272,7 +275,7 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     """
     blob = bufs.blob
     slot_count = len(blob) // 8
-    index_type = np.int32 if slot_count < 1 << 28 else np.int64
+    index_type: type[np.signedinteger[Any]] = np.int32 if slot_count < 1 << 28 else np.int64
     words = np.frombuffer(blob, dtype="<u8", count=slot_count)  # a slot's marker, then its second u32
     # Each slot's marker key (header type and flags, bytes 2-3) says at once whether it frames:
     # a known header type under 0xC0 flags, or a WPP 0x90 marker.
@@ -281,7 +284,7 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     ends = bufs.ends.astype(index_type)
     first = base_slots + BH // 8
     last = base_slots + (ends - 4) // 8  # a marker needs 4 bytes
-    areas = [(start, stop + 1) for start, stop in zip(first.tolist(), last.tolist()) if stop >= start]
+    areas = [(start, stop + 1) for start, stop in zip(first.tolist(), last.tolist(), strict=True) if stop >= start]
     if sum(stop - start for start, stop in areas) * 2 < slot_count:  # mostly empty buffers: their record areas only
         found = [np.flatnonzero(FRAMED_KEYS.take(keys[start:stop])) + start for start, stop in areas]
         slots = np.concatenate(found).astype(index_type) if found else np.zeros(0, dtype=index_type)
@@ -394,7 +397,7 @@ def walk_chains(bufs: Buffers) -> Chains:
             # Each chain stops at its last member: after it (-1), or at it when it is no record (-2).
             last = members[np.flatnonzero(np.append(buffer_pos[members][1:] != buffer_pos[members][:-1], True))]
             ends = slots[last] * 8 - bufs.bases[buffer_pos[last]] + np.where(follow[last] == -1, (sizes[last] + 7) & ~7, 0)
-            for position, end in zip(buffer_pos[last].tolist(), ends.tolist()):
+            for position, end in zip(buffer_pos[last].tolist(), ends.tolist(), strict=True):
                 stops[position] = end
     unknown: list[tuple[int, int, int, str]] = []
     for position, stop in enumerate(stops):

@@ -143,7 +143,7 @@ class HandOff:
         self._closed = threading.Event()
         self.handed = 0  # only the consumer's thread counts these
         self.dropped = 0
-        self.notify: Callable[[], None] | None = None
+        self.notify: Callable[[], object] | None = None  # what it returns is ignored
 
     def flushes_batches(self) -> None:
         """The processing thread calls ``flush`` at the end of each batch: events may wait in
@@ -277,7 +277,7 @@ class HandOff:
                 if chunk is None:
                     try:
                         await asyncio.wait_for(ready.wait(), _POLL)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 left = len(chunk)

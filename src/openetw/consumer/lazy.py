@@ -77,9 +77,10 @@ def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
         return self._raw[pos + self.user_data_offset : pos + self._size]  # type: ignore[no-any-return]
 
     members = {
-        "__slots__": ("user_data_offset", "_header"), "__init__": __init__, "_h": property(header, set_header), "__qualname__": parent.__qualname__, "__module__": parent.__module__,
+        "__slots__": ("user_data_offset", "_header"), "__init__": __init__, "_h": property(header, set_header),
+        "__qualname__": parent.__qualname__, "__module__": parent.__module__,
         "user_data": property(user_data, doc=parent.user_data.__doc__), **fields,
-    }  # fmt: skip
+    }
     return type(parent.__name__, (parent,), members)
 
 

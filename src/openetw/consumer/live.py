@@ -24,7 +24,7 @@ import os
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.consumer.errors import LiveSessionUnavailable
 from openetw.consumer.provider import Provider
@@ -35,6 +35,9 @@ from openetw.errors import OpenEtwError, ServiceError
 from openetw.etl import layouts as L
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
+
+if TYPE_CHECKING:
+    from openetw.controller import RealtimeConsumer
 
 __all__ = ["LiveSessionSource", "private_session_name"]
 
@@ -83,7 +86,7 @@ class LiveSessionSource(Source):
         self.flush_timer = flush_timer
         self.buffer_size_kb = buffer_size_kb
         self._session: Any = None
-        self._consumer: Any = None
+        self._consumer: RealtimeConsumer | None = None
         self._final: dict[str, int] | None = None
         self._stopped = False
         self.gather = GATHER_SECONDS
@@ -122,6 +125,7 @@ class LiveSessionSource(Source):
         if self._consumer is None:
             self.open()
         consumer = self._consumer
+        assert consumer is not None  # open() made it, or raised
         number = 0
         while True:
             try:
@@ -209,7 +213,7 @@ class LiveSessionSource(Source):
                 numbers = None
         stats = SourceStatistics()
         for name, value in (numbers or {}).items():
-            if name in SourceStatistics.__slots__:  # type: ignore[attr-defined]
+            if name in SourceStatistics.__slots__:
                 setattr(stats, name, int(value))
         if self._consumer is not None:
             stats.records = self._consumer.buffers_received  # buffers taken (records are counted by the trace)

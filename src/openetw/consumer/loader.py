@@ -91,7 +91,7 @@ class RecordLoader:
         cache = self._cache
         classes = RECORD_CLASSES
         reasons = self.index.unknown_reasons
-        for n, (header_type, buffer, offset, size, cpu) in enumerate(zip(header_types, buffers, offsets, sizes, cpus)):
+        for n, (header_type, buffer, offset, size, cpu) in enumerate(zip(header_types, buffers, offsets, sizes, cpus, strict=True)):
             data = cache.get(buffer)
             if data is None:
                 data = self.buffer_data(buffer)

@@ -43,7 +43,7 @@ class Schema:
 
     __slots__ = ("record", "tdh", "_context")
 
-    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | None | Any = _MISSING) -> None:
+    def __init__(self, record: Any, context: Any = None, *, tdh: TdhSchema | Any | None = _MISSING) -> None:
         self.record = record
         if tdh is _MISSING:
             tdh = context.tdh_schema_for(record) if context is not None else None
@@ -250,6 +250,9 @@ class Parser:
     # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for, and
     # ``_plain`` (set by the trace context on the parsers it makes) turns false then.
     __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data", "_plain")
+    _decoded: DecodedEvent | None
+    _data: bytes
+    _plain: bool
 
     def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
         self._schema: Schema = schema
@@ -282,11 +285,12 @@ class Parser:
     @property
     def user_data(self) -> bytes:
         try:
-            return self._data  # type: ignore[no-any-return]
+            return self._data
         except AttributeError:
-            data = self._data = self.record.user_data
+            data: bytes = self.record.user_data
+            self._data = data
             self._plain = False
-            return data  # type: ignore[no-any-return]
+            return data
 
     @property
     def decoded(self) -> DecodedEvent | None:
@@ -375,7 +379,7 @@ class Parser:
         errors = decoded.errors
         return [
             Property(prop.name, prop.in_type, prop.out_type, value, errors.get(prop.name))
-            for prop, value in zip(decoded.schema.properties, values)
+            for prop, value in zip(decoded.schema.properties, values, strict=True)
         ]
 
     def as_dict(self) -> dict[str, Any]:

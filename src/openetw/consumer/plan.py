@@ -165,7 +165,8 @@ def _group_column(index: EtlIndex, groups: list[list[Provider]], provider_column
         row = index.provider_row(group[0].guid)
         if row is not None:
             table[row] = number
-    return table[index.records["provider"] if provider_column is None else provider_column]
+    groups_of: np.ndarray = table[index.records["provider"] if provider_column is None else provider_column]
+    return groups_of
 
 
 class _Columns:
@@ -217,7 +218,7 @@ class IndexedPlan:
         self.dispatcher = dispatcher
         self.groups = _groups(dispatcher.providers)
         self._columns = [_Columns(index.records) for index in indexes]
-        plans = [self._plan_file(index, columns) for index, columns in zip(indexes, self._columns)]
+        plans = [self._plan_file(index, columns) for index, columns in zip(indexes, self._columns, strict=True)]
         files, rows = merged_order(indexes)
         self.files = files
         self.rows = rows
@@ -323,13 +324,13 @@ class IndexedPlan:
             records = self._columns[0]
             everything = len(rows) == len(records)  # one file, every row: rows == arange
 
-            def column(name: str) -> np.ndarray:
+            def one_file_column(name: str) -> np.ndarray:
                 found = gathered.get(name)
                 if found is None:
                     found = gathered[name] = records[name] if everything else records[name][rows]
                 return found
 
-            return column, column("provider").astype(np.int64)
+            return one_file_column, one_file_column("provider").astype(np.int64)
         mine = [files == number for number in range(len(self.indexes))]
 
         def column(name: str) -> np.ndarray:
@@ -435,12 +436,13 @@ class IndexedPlan:
         # per run. A buffer's rows all have the buffer's processor number.
         count = len(positions)
         run_starts = np.flatnonzero(np.concatenate(([True], places[1:] != places[:-1]))) if count else np.zeros(0, dtype=np.int64)
-        run_stops = np.append(run_starts[1:], count)
+        run_stops = np.append(run_starts[1:], count) if count else np.zeros(0, dtype=np.int64)
         # Whether a run has a row built from the buffer's bytes (not the long way).
         run_needs_data = np.logical_or.reduceat(route != -2, run_starts) if count else np.zeros(0, dtype=bool)
         runs = zip(
             run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
-        )  # fmt: skip
+            strict=True,
+        )
         columns = zip(count_from(), lane_of.tolist(), column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist())
         done = 0
         buffer = -1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,6 +55,14 @@ def _ints(values: Iterable[int] | int, what: str) -> frozenset[int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         raise InvalidArgument(f"{what} must be integers, not {items!r}")
     return frozenset(items)
+
+
+class IndexRows(Protocol):
+    """Index rows seen by column name: a structured array of them, or a view of its columns."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, name: str) -> np.ndarray: ...
 
 
 class EventFilter:
@@ -212,10 +220,13 @@ class Provider:
         rule = self.enable_rule
         filters = rule.filters
         if exe is None and filters.exe_names:
-            return rule.admits_level(record.level) and rule.admits_keyword(record.keyword) and filters.admits_event_id(record.id) and (not filters.pids or record.pid in filters.pids)
+            return (
+                rule.admits_level(record.level) and rule.admits_keyword(record.keyword)
+                and filters.admits_event_id(record.id) and (not filters.pids or record.pid in filters.pids)
+            )
         return rule.admits(record.level, record.keyword, record.id, record.pid, exe)
 
-    def rule_mask(self, rows: np.ndarray) -> np.ndarray:
+    def rule_mask(self, rows: IndexRows) -> np.ndarray:
         """The rule over index rows, the executable filter aside (it needs process names)."""
         rule = self.enable_rule
         mask = np.ones(len(rows), dtype=bool)

@@ -112,14 +112,14 @@ class FileSource(Source):
             stats.buffers_with_events_lost_flag = read.get("buffers_with_events_lost_flag", 0)
             stats.format_errors = len(self.index.errors)
         else:
-            read = self._reader.stats if self._reader is not None else self._streamed
-            if read is not None:
-                stats.buffers = read.buffers
-                stats.records = stats.events_written = read.records
-                stats.unknown_records = read.unknown_records
-                stats.skipped_bytes = read.skipped_bytes
-                stats.buffers_with_events_lost_flag = read.buffers_with_events_lost_flag
-                stats.format_errors = len(read.errors)
+            counted = self._reader.stats if self._reader is not None else self._streamed
+            if counted is not None:
+                stats.buffers = counted.buffers
+                stats.records = stats.events_written = counted.records
+                stats.unknown_records = counted.unknown_records
+                stats.skipped_bytes = counted.skipped_bytes
+                stats.buffers_with_events_lost_flag = counted.buffers_with_events_lost_flag
+                stats.format_errors = len(counted.errors)
         return stats
 
     def errors(self) -> list[EtlFormatError]:
@@ -160,7 +160,7 @@ def records_from_buffer(data: bytes, context: RecordContext, index: int = 0) -> 
     buffers = single_buffer(data, index)
     chains = walk_chains(buffers)
     cpu = buffers.infos[0].cpu
-    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist()):
+    for offset, size in zip(chains.offsets.tolist(), chains.sizes.tolist(), strict=True):
         row = F.kind_of_marker(int.from_bytes(buffers.blob[offset : offset + 4], "little"))
         cls = RECORD_CLASSES.get(row.header_type) if row is not None and row is not F.MESSAGE_KIND else None
         if cls is not None:

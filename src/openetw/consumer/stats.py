@@ -31,7 +31,7 @@ class SourceStatistics:
     format_errors: int = 0
 
     def add(self, other: SourceStatistics) -> None:
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 

@@ -41,7 +41,9 @@ _ERRORS.pop("CompressionError", None)
 
 def error_from_reply(reply: dict[str, Any]) -> OpenEtwError:
     """The exception an error reply stands for (same class as in the service when it is one of ours)."""
-    error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+    error = reply.get("error")
+    if not isinstance(error, dict):
+        error = {}
     kind = _ERRORS.get(str(error.get("type")), ServiceError)
     message = str(error.get("message") or "the trace service refused the request")
     try:

@@ -222,15 +222,15 @@ class Session:
     ) -> dict[str, Any]:
         """EnableTraceEx2(ENABLE_PROVIDER): add or replace this session's rule for a provider."""
         sent = _provider_text(provider)
-        info = self._call(
+        info = self._session_call(
             "enable", provider=sent, level=level, match_any=any, match_all=all,
             properties=int(properties), filters=_filters_json(filters),
-        )["session"]  # fmt: skip
+        )
         _announce_pending(info, [sent])
         return info
 
     def disable(self, provider: ProviderRef) -> dict[str, Any]:
-        return self._call("disable", provider=_provider_text(provider))["session"]
+        return self._session_call("disable", provider=_provider_text(provider))
 
     def update(
         self,
@@ -253,7 +253,7 @@ class Session:
             changes["file_name"] = os.path.abspath(os.fspath(output))
             fds = (_open_output(os.fspath(output)),)
         try:
-            return self._call("update", fds, changes=changes)["session"]
+            return self._session_call("update", fds, changes=changes)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -273,7 +273,7 @@ class Session:
         """Settings, state, enabled providers and statistics, as the service describes the session."""
         if self.final is not None:
             return dict(self.final)
-        return self._call("query")["session"]
+        return self._session_call("query")
 
     def capture_state(self, provider: ProviderRef) -> int:
         """EVENT_CONTROL_CODE_CAPTURE_STATE: ask the provider's processes to log their state."""
@@ -304,6 +304,11 @@ class Session:
         from openetw.controller.realtime import RealtimeConsumer
 
         return RealtimeConsumer(self.name, socket=self._client.socket_path, **kwargs)
+
+    def _session_call(self, op: str, fds: tuple[int, ...] = (), **fields: Any) -> dict[str, Any]:
+        """``_call`` for the operations whose reply describes the session: that description."""
+        session: dict[str, Any] = self._call(op, fds, **fields)["session"]
+        return session
 
     def _call(self, op: str, fds: tuple[int, ...] = (), **fields: Any) -> dict[str, Any]:
         if self.final is not None:

@@ -38,7 +38,7 @@ def _finish(cls: type[EventRecord], header: bytes, body: bytes, cpu: int, ctx: R
 def build_event_record(
     *,
     provider_id: uuid.UUID,
-    id: int = 0,
+    id: int = 0,  # noqa: A002 - EVENT_DESCRIPTOR's field name
     version: int = 0,
     channel: int = 0,
     level: int = 0,
@@ -104,7 +104,7 @@ def build_perfinfo_record(
 
 
 def build_classic_record(
-    *, event_guid: uuid.UUID, type: int = 0, level: int = 0, version: int = 0, pid: int = 0, tid: int = 0,
+    *, event_guid: uuid.UUID, type: int = 0, level: int = 0, version: int = 0, pid: int = 0, tid: int = 0,  # noqa: A002 - the header's name
     timestamp: int = 0, cpu: int = 0, user_data: bytes = b"", kernel_time: int = 0, user_time: int = 0,
     pointer_size: int = 8, instance: tuple[int, int, uuid.UUID] | None = None, context: RecordContext = DEFAULT_CONTEXT,
 ) -> EventRecord:

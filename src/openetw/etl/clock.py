@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from openetw.etl.intypes import FILETIME_EPOCH, datetime_to_filetime, filetime_to_datetime
 from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC, CLOCK_SYSTEM_TIME
 
 __all__ = ["FILETIME_EPOCH", "SYSTEM_TIME_CLOCK", "TraceClock", "datetime_to_filetime", "filetime_to_datetime", "filetime_to_iso", "unix_ns_to_filetime"]
 
-_UNIX_EPOCH_AS_FILETIME = datetime_to_filetime(datetime(1970, 1, 1, tzinfo=timezone.utc))
+_UNIX_EPOCH_AS_FILETIME = datetime_to_filetime(datetime(1970, 1, 1, tzinfo=UTC))
 
 
 def unix_ns_to_filetime(ns: int) -> int:

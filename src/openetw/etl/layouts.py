@@ -7,7 +7,8 @@ declaration order and packs from one, so ``layout.pack(*layout.unpack_from(b, 0)
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 
 class Layout:
@@ -38,7 +39,7 @@ class Layout:
         return self._offsets[field]
 
     def as_dict(self, values: tuple[Any, ...]) -> dict[str, Any]:
-        return {field: value for (field, _), value in zip(self.fields, values)}
+        return {field: value for (field, _), value in zip(self.fields, values, strict=True)}
 
     def pack_dict(self, values: dict[str, Any]) -> bytes:
         missing = [field for field, _ in self.fields if field not in values]

@@ -102,7 +102,7 @@ def _open(source: str | os.PathLike[str] | BinaryIO | bytes) -> tuple[BinaryIO, 
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         try:
-            return open(path, "rb"), path, True  # noqa: SIM115 - closed by EtlReader.close
+            return open(path, "rb"), path, True  # closed by EtlReader.close
         except OSError as exc:
             raise EtlFormatError(f"cannot open: {exc.strerror}", path=path) from exc
     return source, getattr(source, "name", None) if isinstance(getattr(source, "name", None), str) else None, False
@@ -298,7 +298,9 @@ class EtlReader:
         late = None
         if end > length:
             if not truncated and not info.compressed:
-                late = self._error(f"Offset {end:#x} is past the buffer end {length:#x}", info.file_offset + F.BUFFER_OFFSET_AT, info.index, "WMI_BUFFER_HEADER.Offset")
+                late = self._error(
+                    f"Offset {end:#x} is past the buffer end {length:#x}", info.file_offset + F.BUFFER_OFFSET_AT, info.index, "WMI_BUFFER_HEADER.Offset"
+                )
             end = length
         elif end < _BH_SIZE and not info.compressed:
             late = self._error(f"Offset {end:#x} is inside the buffer header", info.file_offset + F.BUFFER_OFFSET_AT, info.index, "WMI_BUFFER_HEADER.Offset")
@@ -330,10 +332,11 @@ class EtlReader:
                 break
             mflags = marker >> flags_shift
             if mflags & _TYPED_MASK == _TYPED_MASK:
-                cls = RECORD_CLASSES.get(F.header_type_of(marker))
-                if cls is None:
+                known = RECORD_CLASSES.get(F.header_type_of(marker))
+                if known is None:
                     yield self._unknown(data, pos, end, info, f"unknown header type {F.header_type_of(marker):#04x}")
                     break
+                cls = known
                 # A known header type with uncommon marker flags: the same framing, the slow way.
                 layout = cls.layout
                 if pos + cls.header_size > end:
@@ -476,7 +479,7 @@ class EtlReader:
                     exhausted = True
                     pending, active = _before(pending, failed_index), _before(active, failed_index)
                     continue
-                if record is not None:
+                if record is not None and it is not None:  # (a record comes from an iterator)
                     seq += 1
                     heapq.heappush(active, (record.timestamp, index, seq, record, it))
                     sizes[index] = len(frame.data) if frame is not None else 0
@@ -532,7 +535,10 @@ class EtlReader:
             raise self._error(f"logfile header record has hook {hook:#06x} and size {size:#x}", info.file_offset + _BH_SIZE, 0, "SYSTEM_TRACE_HEADER")
         payload = data[_BH_SIZE + L.SYSTEM_TRACE_HEADER.size : _BH_SIZE + size]
         pointer_size = row.pointer_size
-        header = parse_logfile_header(payload, pointer_size, h[L.SYSTEM_TRACE_HEADER.index("SystemTime")], file_offset=info.file_offset + _BH_SIZE + L.SYSTEM_TRACE_HEADER.size)
+        header = parse_logfile_header(
+            payload, pointer_size, h[L.SYSTEM_TRACE_HEADER.index("SystemTime")],
+            file_offset=info.file_offset + _BH_SIZE + L.SYSTEM_TRACE_HEADER.size,
+        )
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)
         if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE:

@@ -25,7 +25,7 @@ from openetw.etl.extended import (
     ExtendedItem,
     StackTrace,
 )
-from openetw.etl.framing import system_header_extension
+from openetw.etl.framing import header_type_of, system_header_extension
 from openetw.guids import NULL_GUID, guid_from_le
 
 if TYPE_CHECKING:
@@ -83,6 +83,9 @@ class EventRecord:
         self.buffer_index = buffer_index
 
     # -- identity -------------------------------------------------------------------------
+    # Class defaults; each header kind overrides those its header has with a read-only property
+    # over the header tuple (so those properties carry ``type: ignore[override]``: mypy sees a
+    # writable attribute made read-only, where no record ever assigns one).
     header_type = 0
     provider_guid_bytes: bytes | None = None
     id = 0
@@ -265,17 +268,20 @@ class _HookRecord(EventRecord):
     hook_id = _tuple_field(_S("HookId"))
 
     @property
-    def version(self) -> int:
-        return self._h[0] & 0xFF
+    def version(self) -> int:  # type: ignore[override]
+        first: int = self._h[0]
+        return first & 0xFF
 
     @property
-    def opcode(self) -> int:
-        return self._h[_S("HookId")] & 0xFF
+    def opcode(self) -> int:  # type: ignore[override]
+        hook: int = self._h[_S("HookId")]
+        return hook & 0xFF
 
     @property
     def group(self) -> int:
         """The kernel event group (EVENT_TRACE_GROUP_*): the hook id's high byte."""
-        return self._h[_S("HookId")] >> 8
+        hook: int = self._h[_S("HookId")]
+        return hook >> 8
 
     @property
     def user_data_offset(self) -> int:
@@ -400,7 +406,8 @@ class EventHeaderRecord(EventRecord):
 
     @property
     def activity_guid_bytes(self) -> bytes:  # type: ignore[override]
-        return self._h[_E("ActivityId")]
+        activity: bytes = self._h[_E("ActivityId")]
+        return activity
 
     @property
     def activity_id(self) -> uuid.UUID:
@@ -408,11 +415,13 @@ class EventHeaderRecord(EventRecord):
 
     @property
     def kernel_time(self) -> int:  # type: ignore[override]
-        return self._h[_E("ProcessorTime")] & 0xFFFFFFFF
+        times: int = self._h[_E("ProcessorTime")]
+        return times & 0xFFFFFFFF
 
     @property
     def user_time(self) -> int:  # type: ignore[override]
-        return self._h[_E("ProcessorTime")] >> 32
+        times: int = self._h[_E("ProcessorTime")]
+        return times >> 32
 
     @property
     def pointer_size(self) -> int:
@@ -481,7 +490,8 @@ class MessageRecord(EventRecord):
 
     @property
     def message_number(self) -> int:
-        return self._h[_M("MessageNumber")]
+        number: int = self._h[_M("MessageNumber")]
+        return number
 
     def _optional_items(self) -> dict[str, Any]:
         flags = self._h[_M("OptionFlags")]
@@ -527,19 +537,19 @@ class MessageRecord(EventRecord):
 
     @property
     def timestamp(self) -> int:  # type: ignore[override]
-        return self._optional_items().get("timestamp", 0)
+        return int(self._optional_items().get("timestamp", 0))
 
     @property
     def pid(self) -> int:  # type: ignore[override]
-        return self._optional_items().get("pid", 0)
+        return int(self._optional_items().get("pid", 0))
 
     @property
     def tid(self) -> int:  # type: ignore[override]
-        return self._optional_items().get("tid", 0)
+        return int(self._optional_items().get("tid", 0))
 
     @property
     def user_data_offset(self) -> int:
-        return self._optional_items()["_end"]
+        return int(self._optional_items()["_end"])
 
     @property
     def pointer_size(self) -> int:
@@ -579,11 +589,12 @@ class UnknownRecord(EventRecord):
 
     @property
     def header_type(self) -> int:  # type: ignore[override]
-        return (self._h[0] >> 16) & 0xFF
+        return header_type_of(self._h[0])
 
     @property
     def marker(self) -> int:
-        return self._h[0]
+        marker: int = self._h[0]
+        return marker
 
     @property
     def user_data_offset(self) -> int:

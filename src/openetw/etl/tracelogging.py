@@ -291,7 +291,8 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
     if code == InType.UNICODESTRING:
         if "\0" in value:
             raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
-        return value.encode("utf-16-le") + b"\0\0"
+        encoded: bytes = value.encode("utf-16-le")
+        return encoded + b"\0\0"
     if code == InType.ANSISTRING:
         raw = _ansi_bytes(prop, value)
         if b"\0" in raw:

@@ -82,7 +82,8 @@ def open_inputs(paths: Sequence[str]) -> list[Any]:
 def merged_records(readers: Sequence[Any]) -> Iterator[EventRecord]:
     """Every record of ``readers`` in one time order."""
     if len(readers) == 1:
-        return readers[0].records(time_order=True)
+        records: Iterator[EventRecord] = readers[0].records(time_order=True)
+        return records
     if all(isinstance(reader, EtlReader) for reader in readers):
         return merge_records(readers)
     streams = [reader.records(time_order=True) for reader in readers]

@@ -388,7 +388,9 @@ def _state_name(state: int) -> str:
 
 
 class WriteFn(Protocol):
-    def __call__(self, record: bytes, timestamp: int, cpu: int = 0) -> bool: ...
+    """Copy one record into the pool (any bytes-like record: a memoryview saves the caller a copy)."""
+
+    def __call__(self, record: bytes | memoryview, timestamp: int, cpu: int = 0) -> bool: ...
 
 
 class Doorbell(Protocol):
@@ -472,7 +474,7 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
     next_free = 0
     orphaned = False
 
-    def write(record: bytes, timestamp: int, cpu: int = 0) -> bool:
+    def write(record: bytes | memoryview, timestamp: int, cpu: int = 0) -> bool:
         nonlocal cursor
         size = len(record)
         try:
@@ -496,7 +498,7 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
             writer.on_full(full)
         return written
 
-    def write_big(record: bytes, timestamp: int, cpu: int = 0) -> bool:
+    def write_big(record: bytes | memoryview, timestamp: int, cpu: int = 0) -> bool:
         """``write`` for buffers over 64 KB: the record's size is checked as well."""
         nonlocal cursor
         size = len(record)
@@ -545,7 +547,7 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
             except IndexError:
                 pass
 
-    def write_slow(record: bytes, timestamp: int, cpu: int) -> tuple[bool, int]:
+    def write_slow(record: bytes | memoryview, timestamp: int, cpu: int) -> tuple[bool, int]:
         """Refuse; or complete the FILLING buffer, open the next FREE one and write; or drop.
         Returns (written, index of the buffer that became FULL or -1)."""
         nonlocal cursor

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import array
 import json
+import mmap
 import os
 import select
 import socket
@@ -90,7 +91,7 @@ class Message:
         return self.fds.pop(0)
 
 
-def encode_frame(body: dict[str, Any], payload: bytes = b"") -> bytes:
+def encode_frame(body: dict[str, Any], payload: bytes | mmap.mmap = b"") -> bytes:
     """The bytes of one frame. ``body`` must serialise to at most ``MAX_JSON`` bytes."""
     data = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
     if len(data) > MAX_JSON:
@@ -326,14 +327,15 @@ class Channel:
     def poll(self, timeout: float | None) -> list[Message] | None:
         """Messages that arrive within ``timeout`` seconds ([] if none); ``None`` once the peer closed."""
         if self._pending:
-            messages = list(self._pending)
+            pending = list(self._pending)
             self._pending.clear()
-            return messages
+            return pending
         if self.closed:
             return None
         ready, _, _ = select.select([self.sock], [], [], timeout)
         if not ready:
             return []
+        messages: list[Message] | None
         try:
             alive = recv_into_decoder(self.sock, self._decoder)
             messages = list(self._decoder.messages()) if alive else None

@@ -64,7 +64,7 @@ def _wide(text: str) -> bytes:
 
 def _is_image_path(path: str) -> bool:
     # Files and the vDSO; anonymous executable memory (JIT code, "//anon") is no image.
-    return path.startswith("/") and not path.startswith("//") or path == "[vdso]"
+    return (path.startswith("/") and not path.startswith("//")) or path == "[vdso]"
 
 
 def image_spans(entries: Iterable[MapEntry]) -> list[tuple[str, int, int]]:

@@ -18,6 +18,7 @@ instances of other openetw kernel sessions (``openetw_*`` with a live reader) co
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import json
@@ -80,7 +81,7 @@ def _flag_tables() -> tuple[dict[str, str], dict[str, str], tuple[str, ...]]:
     ordered += sorted(name for name in cli_of.values() if name not in ordered)
     kernel_of = {cli: kernel for kernel, cli in cli_of.items()}
     available = {cli: kernel_of[cli] for cli in ordered}
-    aliases = {long: short for long, short in _SHORT_NAMES.items()} | _EXTRA_ALIASES
+    aliases = dict(_SHORT_NAMES) | _EXTRA_ALIASES
     planned = tuple(name for name in _CLI_ORDER if name not in available) + _LATER_FLAGS
     planned += tuple(long for long, short in _SHORT_NAMES.items() if short in planned)
     return available, aliases, planned
@@ -180,8 +181,11 @@ def process_start_time(pid: int) -> int | None:
 
 
 def _alive(state: dict[str, Any]) -> bool:
-    pid, started = state.get("pid"), state.get("pid_start")
-    return bool(pid) and started is not None and process_start_time(pid) == started
+    pid: int | None = state.get("pid")
+    started: int | None = state.get("pid_start")
+    if not pid or started is None:
+        return False
+    return process_start_time(pid) == started
 
 
 def _live_owner(instance: Path) -> bool:
@@ -228,7 +232,8 @@ class KernelSessionRegistry:
 
     def _read(self, path: Path) -> dict[str, Any] | None:
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            state: dict[str, Any] | None = json.loads(path.read_text(encoding="utf-8"))
+            return state
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as error:
@@ -297,7 +302,7 @@ class KernelSessionRegistry:
                     break
         return self._info(state)
 
-    def running(self) -> list[str]:
+    def running(self) -> builtins.list[str]:  # (the class has a method named list)
         """Names of live kernel sessions: this registry's and other openetw ftrace instances."""
         names = []
         ours = set()
@@ -385,7 +390,7 @@ class KernelSessionRegistry:
                     raise SessionExists(f"a kernel session named {existing['name']!r} is running (pid {existing['pid']})")
                 self._forget(existing)
             self.check_capacity(name)
-            state = {
+            state: dict[str, Any] = {
                 "name": name, "state": "starting", "pid": None, "pid_start": None, "flags": cli_flag_names(kernel_flags),
                 "kernel_flags": kernel_flags, "output": str(target), "mode": mode, "buffer_size_kb": buffer_size_kb,
                 "source": source, "profile_rate_hz": profile_rate_hz,

@@ -81,7 +81,7 @@ def perf_event_open(attr: bytes, pid: int, cpu: int, group_fd: int = -1, flags: 
     if number is None:
         raise SessionError(f"perf_event_open is supported on x86_64 only, not {platform.machine()}")
     buffer = ctypes.create_string_buffer(attr, len(attr))
-    fd = _libc.syscall(ctypes.c_long(number), buffer, ctypes.c_int(pid), ctypes.c_int(cpu), ctypes.c_int(group_fd), ctypes.c_ulong(flags))
+    fd: int = _libc.syscall(ctypes.c_long(number), buffer, ctypes.c_int(pid), ctypes.c_int(cpu), ctypes.c_int(group_fd), ctypes.c_ulong(flags))
     if fd < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))

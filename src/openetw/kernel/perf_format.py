@@ -235,7 +235,8 @@ class RingParser:
         self.sample_id_all = sample_id_all
         st = sample_type
         # Trailer size: every present field is 8 bytes.
-        self._id_size = 8 * sum(bool(st & bit) for bit in (SAMPLE_TID, SAMPLE_TIME, SAMPLE_ID, SAMPLE_STREAM_ID, SAMPLE_CPU, SAMPLE_IDENTIFIER)) if sample_id_all else 0
+        id_bits = (SAMPLE_TID, SAMPLE_TIME, SAMPLE_ID, SAMPLE_STREAM_ID, SAMPLE_CPU, SAMPLE_IDENTIFIER)
+        self._id_size = 8 * sum(bool(st & bit) for bit in id_bits) if sample_id_all else 0
 
     # -- trailer --------------------------------------------------------------------------------
     def _sample_id(self, raw: bytes, end: int) -> tuple[int | None, int | None, int | None, int | None]:

@@ -179,16 +179,16 @@ class ProcSource:
             return []
         images.append(("[kernel.kallsyms]", start, end - start))
         raw = self._read("modules")
-        for line in (raw or b"").decode("utf-8", "replace").splitlines():
-            parts = line.split()
-            if len(parts) < 6 or not parts[1].isdigit():
+        for module in (raw or b"").decode("utf-8", "replace").splitlines():
+            fields = module.split()
+            if len(fields) < 6 or not fields[1].isdigit():
                 continue
             try:
-                address = int(parts[5], 16)
+                address = int(fields[5], 16)
             except ValueError:
                 continue
             if address:
-                images.append((f"[{parts[0]}]", address, int(parts[1])))
+                images.append((f"[{fields[0]}]", address, int(fields[1])))
         return images
 
     def processes(self) -> list[ProcessInfo]:

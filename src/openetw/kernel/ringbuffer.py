@@ -205,7 +205,7 @@ class PageParser:
                     elif compiled.single is not None:
                         append((ts, cpu, compiled.name, {compiled.single: compiled.unpack_from(page, start)[0]}))
                     else:
-                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start), strict=False))))
+                        append((ts, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, start), strict=True))))
                 else:
                     try:
                         append((ts, cpu, compiled.name, compiled.decode_at(page, start, size)))

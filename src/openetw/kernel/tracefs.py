@@ -336,7 +336,7 @@ class RingReader:
         return self.read_now(until_empty=False)
 
     def read_now(self, *, until_empty: bool) -> list[tuple[int, bytes]]:
-        pages = []
+        pages: list[tuple[int, bytes]] = []
         started = time.monotonic_ns()
         for cpu, fd in self._fds.items():
             pages.extend((cpu, page) for page in self._drain(cpu, fd, until_empty))

@@ -40,8 +40,9 @@ class TracefsSource:
     was partly filled: the kernel can hand over the rest of such a page late (seen here: a
     system call's enter read hundreds of milliseconds after its exit, which had moved to the
     other CPU), and those events must still be mapped in time order. The hold lasts at most
-    ``LATE_PAGE_ALLOWANCE_NS`` behind the drain's start, so an idle CPU never stops mapping. Loss is what ``per_cpu/cpuN/stats`` reports (dropped events, overruns
-    and commit overruns), per CPU in :meth:`lost_per_cpu`.
+    ``LATE_PAGE_ALLOWANCE_NS`` behind the drain's start, so an idle CPU never stops mapping.
+    Loss is what ``per_cpu/cpuN/stats`` reports (dropped events, overruns and commit overruns),
+    per CPU in :meth:`lost_per_cpu`.
     """
 
     name = "tracefs"
@@ -235,7 +236,7 @@ class TracefsSource:
             result = parser.decode_batch(cpu_pages, cpu, decoder, events, self._fixed_layouts)  # type: ignore[arg-type]
             if result.fixed is not None:
                 self._fixed_read.append(result.fixed)
-            for page, last in zip(cpu_pages, result.last_timestamps):
+            for page, last in zip(cpu_pages, result.last_timestamps, strict=True):
                 if reader is not None and reader.is_partial(page):
                     if last is not None:
                         partial_last[cpu] = last

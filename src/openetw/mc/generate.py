@@ -42,7 +42,7 @@ _INTEGERS = frozenset({
     InType.INT8, InType.UINT8, InType.INT16, InType.UINT16, InType.INT32, InType.UINT32, InType.INT64,
     InType.UINT64, InType.HEXINT32, InType.HEXINT64, InType.POINTER, InType.SIZET,
 })  # fmt: skip
-_SIMPLE_ANNOTATIONS = {
+_SIMPLE_ANNOTATIONS: dict[int, str] = {  # keyed by InType; an unknown in-type is a plain int
     InType.BOOLEAN: "bool", InType.FLOAT: "float", InType.DOUBLE: "float",
     InType.UNICODESTRING: "str", InType.MANIFEST_COUNTEDSTRING: "str",
     InType.ANSISTRING: "str | bytes", InType.MANIFEST_COUNTEDANSISTRING: "str | bytes",
@@ -229,7 +229,8 @@ def _int(value: int, as_hex: bool) -> str:
 
 def _events(manifest: Manifest, provider: Provider, constants: Names) -> list[_EventCode]:
     # Neither the flag nor the method may hide something the base class has (``is_enabled``).
-    methods = Names({a[: -len("_enabled")] for a in _BASE_ATTRIBUTES if a.endswith("_enabled")} | {a[len("write_") :] for a in _BASE_ATTRIBUTES if a.startswith("write_")})
+    enabled = {a[: -len("_enabled")] for a in _BASE_ATTRIBUTES if a.endswith("_enabled")}
+    methods = Names(enabled | {a[len("write_") :] for a in _BASE_ATTRIBUTES if a.startswith("write_")})
     events = []
     problems: dict[str | None, str | None] = {}
     for event in provider.events:
@@ -285,7 +286,7 @@ def _annotation(prop: PropertyInfo) -> str:
     elif prop.in_type in (InType.BINARY, InType.MANIFEST_COUNTEDBINARY) and prop.out_type == OutType.IPV6:
         text = "bytes | ipaddress.IPv6Address"
     else:
-        text = _SIMPLE_ANNOTATIONS.get(prop.in_type, "Any")  # type: ignore[call-overload]
+        text = _SIMPLE_ANNOTATIONS.get(prop.in_type, "Any")
     return f"Sequence[{text}]" if prop.count is not None else text
 
 
@@ -318,7 +319,7 @@ def _provider_class(name: str, events: list[_EventCode]) -> list[str]:
 
 
 def _method(index: int, event: _EventCode) -> list[str]:
-    params = [f"{param}: {_annotation(field)}" for param, field in zip(event.parameters, event.fields)]
+    params = [f"{param}: {_annotation(field)}" for param, field in zip(event.parameters, event.fields, strict=True)]
     head = f"    def write_{event.name}(self{''.join(', ' + p for p in params)}) -> bool:"
     if len(head) > _MAX_LINE:
         head_lines = [f"    def write_{event.name}(", "        self,", *(f"        {p}," for p in params), "    ) -> bool:"]

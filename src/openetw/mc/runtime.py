@@ -56,7 +56,8 @@ def field_literal(prop: PropertyInfo) -> FieldLiteral:
 
 
 def field_from_literal(literal: FieldLiteral) -> PropertyInfo:
-    name, in_type, out_type, count, length, members, problem = (*literal, *(None,) * (7 - len(literal)))
+    padded: tuple[Any, ...] = (*literal, *(None,) * (7 - len(literal)))
+    name, in_type, out_type, count, length, members, problem = padded
     return PropertyInfo(
         name,
         _known(InType, in_type),

@@ -117,7 +117,7 @@ class ClassicProvider(_ProviderBase):
         assert self._classic_callback is not None
         try:
             self._classic_callback(enabled, handle, level, flags)
-        except Exception as exc:  # the callback is the application's; the runtime goes on
+        except Exception as exc:  # noqa: BLE001 - the callback is the application's; the runtime goes on
             print(f"openetw: control callback of {self.name or self.guid} failed: {exc!r}", file=sys.stderr)
 
     def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:

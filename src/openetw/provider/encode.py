@@ -175,7 +175,7 @@ class _RecordEncoder:
             scope = dict(namespace)
             exec(compile(source, "<openetw generated writer>", "exec"), scope)  # noqa: S102 - our own generated code
             made = self._fast[key] = (scope["write_fast"].__code__, namespace)
-        return made  # type: ignore[return-value]
+        return made
 
     def fast_encoder(
         self, value_types: Sequence[type] | None = None, value_names: Sequence[str] | None = None
@@ -184,7 +184,7 @@ class _RecordEncoder:
         ``fast_encoder_source``), generated once per ``value_types`` and ``value_names``: the
         record, or ``None`` when ``encode`` has to decide."""
         key = (None if value_types is None else tuple(value_types), None if value_names is None else tuple(value_names))
-        fast = self._fast.get(key)
+        fast: Callable[[Any, int, int, int, bytes], bytes | None] | None = self._fast.get(key)
         if fast is None:
             source, namespace = fast_encoder_source(
                 self.fields, self._packer(8), ansi_encoding=self.ansi_encoding, tracelogging=self._tracelogging,

@@ -417,7 +417,7 @@ def _struct_fn(prop: PropertyInfo, ctx: _Context) -> FieldFn:
         else:
             raise _Problem(f"struct expects a mapping or a sequence, not {_describe(value)}")
         parts = []
-        for name, fn, item in zip(names, fns, ordered):
+        for name, fn, item in zip(names, fns, ordered, strict=True):
             try:
                 parts.append(fn(item, ints))
             except _Problem as problem:
@@ -555,4 +555,4 @@ class PayloadPacker:
 
     def pack(self, values: Sequence[Any] | Mapping[str, Any]) -> bytes:
         ints: dict[str, Any] = {}
-        return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values))])
+        return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values), strict=True)])

@@ -75,7 +75,8 @@ def _writable(name: str, value: Any) -> Any:
     if isinstance(value, _PLAIN_TYPES):
         return value
     if isinstance(value, numbers.Integral):
-        return int(value) if _INT64_LOW <= value < _UINT64_END else str(value)
+        whole = int(value)
+        return whole if _INT64_LOW <= whole < _UINT64_END else str(value)
     if isinstance(value, (Mapping, list, tuple)) or not isinstance(value, numbers.Number):
         try:
             field_for_value(name, value)
@@ -133,7 +134,7 @@ class EtwLoggingHandler(logging.Handler):
             self.provider.write_fields(self.event_name or record.name or "root", fields, level=level, keyword=self.keyword)
         except RecursionError:
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's contract: a failing handler reports through handleError
             self.handleError(record)
 
     def fields(self, record: logging.LogRecord) -> dict[str, Any]:

@@ -274,7 +274,7 @@ class _ProviderBase:
         ]
         try:
             self._callback(state.enabled, state.max_level, state.any_keyword, match_all, filter_data or None, capture_state)
-        except Exception as exc:  # the callback is the application's; the runtime goes on
+        except Exception as exc:  # noqa: BLE001 - the callback is the application's; the runtime goes on
             print(f"openetw: enable callback of {self.name or self.guid} failed: {exc!r}", file=sys.stderr)
 
     def _writes_for(self, level: int, keyword: int, event_id: int, routing: Routing | None = None) -> tuple[WriteFn, ...]:

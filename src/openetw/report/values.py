@@ -11,7 +11,7 @@ import ipaddress
 import math
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["json_value", "json_properties"]
@@ -27,7 +27,7 @@ def json_value(value: Any) -> Any:
         return str(value)
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+            return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
         return value.isoformat(timespec="microseconds")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import socket
 import uuid
@@ -106,7 +107,7 @@ class Connection:
         except OSError:
             pass  # the default size works, only with more wakeups
 
-    def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes = b"", is_buffer: bool = False) -> bool:
+    def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes | mmap.mmap = b"", is_buffer: bool = False) -> bool:
         """Queue a frame. ``fds`` are duplicated now (the caller keeps its own). A real-time
         buffer is refused (False) when the peer is too far behind."""
         if self.closed:

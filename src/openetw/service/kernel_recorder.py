@@ -233,7 +233,8 @@ class Recorder:
 
 
 def _json_ready(stats: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(stats, default=str))
+    ready: dict[str, Any] = json.loads(json.dumps(stats, default=str))
+    return ready
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -133,7 +133,7 @@ class KernelRecorders:
                     BufferPool.create(
                         buffer_size, per_pool, logger_id=runtime.logger_id, producer_pid=0,
                         flush_interval_ms=config.flush_timer * 1000,
-                    )  # fmt: skip
+                    )
                 )
             pool_ids = [self.service.new_pool_id() for _ in pools]
             settings = {
@@ -146,7 +146,7 @@ class KernelRecorders:
             }
             argv = [sys.executable, "-m", "openetw.service.kernel_recorder", "--socket-fd", str(theirs.fileno()),
                     "--settings", json.dumps(settings)]  # fmt: skip
-            for pool_id, pool in zip(pool_ids, pools):
+            for pool_id, pool in zip(pool_ids, pools, strict=True):
                 argv += ["--pool", f"{pool_id}:{pool.fileno()}"]
             process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
@@ -171,7 +171,7 @@ class KernelRecorders:
                 pool.close()
             raise ServiceError(f"cannot reach the kernel recorder: {error.strerror or error}") from error
         runtime.count_records = count_typed_records
-        for pool_id, pool in zip(pool_ids, pools):
+        for pool_id, pool in zip(pool_ids, pools, strict=True):
             runtime.add_pool(pool_id, connection.connection_id, pool)
             self.service.pool_sessions[pool_id] = runtime.session_id
         recorder = RecorderProcess(

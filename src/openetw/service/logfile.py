@@ -68,7 +68,7 @@ MAX_QUEUED_BYTES = 64 << 20
 _DIRECT_ALIGNMENT = 4096  # O_DIRECT wants offsets, lengths and memory aligned to the block size
 
 
-def count_records(buffer: bytes) -> int:
+def count_records(buffer: bytes | mmap.mmap) -> int:
     """How many records a pool buffer holds: a walk over their sizes, nothing decoded.
 
     This runs for every buffer the service takes, so it is the service's main cost per event.
@@ -99,7 +99,7 @@ def count_records(buffer: bytes) -> int:
     return count
 
 
-def _same_size_run(buffer: bytes, position: int, last: int, step: int, size: int) -> int:
+def _same_size_run(buffer: bytes | mmap.mmap, position: int, last: int, step: int, size: int) -> int:
     """How many records of ``size`` follow one another from ``position`` (at most up to
     ``last``): the sizes' low bytes at every ``step`` and their high bytes, each stripped of
     the expected byte; the shorter of the two matching prefixes is the run."""
@@ -113,8 +113,9 @@ def _same_size_run(buffer: bytes, position: int, last: int, step: int, size: int
     return min(matching_low, matching_high)
 
 
-def buffer_timestamp(buffer: bytes) -> int:
-    return struct.unpack_from("<q", buffer, _TIMESTAMP_AT)[0]
+def buffer_timestamp(buffer: bytes | mmap.mmap) -> int:
+    timestamp: int = struct.unpack_from("<q", buffer, _TIMESTAMP_AT)[0]
+    return timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,7 +432,7 @@ class _QueuedWriter:
         with self._changed:
             while self._jobs and self.queued_bytes + len(data) > self.limit:
                 self._changed.wait()
-            if owned:
+            if owned and isinstance(data, mmap.mmap):
                 copy = data
             else:
                 # A copy into memory this writer keeps: freeing each buffer only after the disk

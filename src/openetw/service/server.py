@@ -241,7 +241,7 @@ class TraceService:
         for runtime in list(self.runtimes.values()):
             try:
                 runtime.finish()
-            except Exception as exc:  # never leave the other files unfinished
+            except Exception as exc:  # noqa: BLE001 - never leave the other files unfinished
                 log(f"finishing session {runtime.name!r}: {exc}")
         self.runtimes.clear()
         for connection in list(self.connections.values()):
@@ -378,7 +378,7 @@ class TraceService:
             message.close_fds()
             connection.send(error_reply(request_id, exc))
             return
-        except Exception as exc:  # a bug must not take the service (and every session) down
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the service (and every session) down
             message.close_fds()
             log(f"{op} failed: {traceback.format_exc()}")
             connection.send(error_reply(request_id, ServiceError(f"internal error: {exc}")))

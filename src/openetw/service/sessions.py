@@ -45,7 +45,7 @@ _u16 = struct.Struct("<H").unpack_from
 _SIZE_AT: dict[int, int] = {header_type: row.size_at for header_type, row in F.HEADER_KINDS.items()}
 
 
-def count_typed_records(buffer: bytes) -> int:
+def count_typed_records(buffer: bytes | mmap.mmap) -> int:
     """How many typed records a buffer holds, whatever their header type (kernel records'
     SYSTEM, PERFINFO and COMPACT headers keep their size after the marker, not first).
 
@@ -102,7 +102,7 @@ class SessionRuntime:
     pools: dict[int, PoolEntry] = field(default_factory=dict)  # by pool id
     active: dict[int, int] = field(default_factory=dict)  # connection id -> its current pool id
     consumers: dict[int, Connection] = field(default_factory=dict)
-    ring: deque[tuple[bytes, int]] = field(default_factory=deque)
+    ring: deque[tuple[bytes | mmap.mmap, int]] = field(default_factory=deque)
     finishing: bool = False
     failed: bool = False
     stop_waiters: list[tuple[Connection, Any]] = field(default_factory=list)
@@ -262,7 +262,7 @@ class SessionRuntime:
         if delivered:
             table.buffer_written(session_id, events)
 
-    def _send_realtime(self, data: bytes) -> bool:
+    def _send_realtime(self, data: bytes | mmap.mmap) -> bool:
         sent = False
         for consumer in list(self.consumers.values()):
             if consumer.closed:

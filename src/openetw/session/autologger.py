@@ -87,7 +87,7 @@ def _session(entry: Any, index: int) -> SessionConfig:
         raise InvalidSessionConfig(f"{where}: needs a name")
     where = f"session {table['name']!r}"
     try:
-        settings = {key: _int(table[key], key) for key in _INT_SETTINGS if key in table}
+        settings: dict[str, Any] = {key: _int(table[key], key) for key in _INT_SETTINGS if key in table}  # the int fields
         providers = table.get("provider", [])
         if not isinstance(providers, list):
             raise InvalidSessionConfig("'provider' must be a list of tables")

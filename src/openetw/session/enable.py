@@ -105,9 +105,7 @@ class EventFilters:
     def admits_process(self, pid: int | None, exe: str | None) -> bool:
         if self.pids and pid not in self.pids:
             return False
-        if self.exe_names and (exe is None or _exe_key(exe) not in self.exe_names):
-            return False
-        return True
+        return not (self.exe_names and (exe is None or _exe_key(exe) not in self.exe_names))
 
     def admits(self, event_id: int, pid: int | None, exe: str | None) -> bool:
         return self.admits_event_id(event_id) and self.admits_process(pid, exe)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import TypeVar
 from dataclasses import dataclass, field
 
 from openetw.session.enable import DISABLED, EnableState
@@ -109,7 +110,10 @@ class ProviderRegistry:
         return len(self._by_id)
 
 
-def _discard(index: dict, key: object, registration_id: int) -> None:
+_K = TypeVar("_K")
+
+
+def _discard(index: dict[_K, dict[int, Registration]], key: _K, registration_id: int) -> None:
     entries = index[key]
     del entries[registration_id]
     if not entries:

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +37,8 @@ from openetw.guids import parse_guid
 from openetw.manifest import Diagnostic, Manifest, parse_manifest, validate
 from openetw.manifest.loader import expand_manifest_paths
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
-from openetw.store.files import exclusive_lock, read_regular_file, write_atomically
+from openetw.safeio import read_regular_file
+from openetw.store.files import exclusive_lock, write_atomically
 from openetw.store.merge import provider_key
 from openetw.store.reading import read_manifest, read_manifest_bytes
 
@@ -238,7 +239,7 @@ class ManifestStore:
         staged = [_stage(path) for path in _expand(paths)]
         if not staged:
             raise InvalidArgument("no manifest given")
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         with self._changing():
             index = self._read_index()
             installed: dict[uuid.UUID, InstalledProvider] = {}

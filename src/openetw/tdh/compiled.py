@@ -29,7 +29,7 @@ import sys
 import uuid
 from array import array
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 from typing import Any, NamedTuple
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
@@ -111,7 +111,7 @@ def _systemtime(utc: bool) -> _Transform:
             value = systemtime_to_datetime(_SYSTEMTIME.unpack(raw))
         except ValueError:
             raise _Fallback from None  # the general path reports the bad date
-        return value.replace(tzinfo=timezone.utc) if utc else value
+        return value.replace(tzinfo=UTC) if utc else value
 
     return convert
 
@@ -360,6 +360,7 @@ def _fixed_array(code: str, convert: _Transform | None, mode: str) -> Callable[[
         end = pos + n * size
         if end > len(data):
             raise _Fallback
+        items: list[Any]
         if use_array:
             items = array(code, data[pos:end]).tolist()
         elif code.endswith("s"):
@@ -627,7 +628,7 @@ def _reader_for_encoding(schema: Schema, pointer_size: int, ansi_encoding: str, 
             _other_encodings.clear()
         state = _ASKED_ONCE if state is _UNSET and not at_once else _build(schema, pointer_size, ansi_encoding)
         _other_encodings[key] = (schema, state)
-    return None if state is _ASKED_ONCE else state  # type: ignore[no-any-return]
+    return None if state is _ASKED_ONCE else state
 
 
 class CompiledSchema:

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from openetw.errors import OpenEtwError
 from openetw.etl.intypes import InType
@@ -120,7 +120,15 @@ class _PendingManifest:
     chunks: dict[int, bytes] = field(default_factory=dict)
 
 
-def _covering(spans: list[Any] | None, when: int) -> Any:
+class _Span(Protocol):
+    start: int
+    end: int
+
+
+_SpanT = TypeVar("_SpanT", bound=_Span)
+
+
+def _covering(spans: list[_SpanT] | None, when: int) -> _SpanT | None:
     """The latest span whose [start, end] holds ``when``."""
     if not spans:
         return None
@@ -183,13 +191,15 @@ class DecodeContext:
                 self._manifest_chunk(record)
             elif record.provider_guid_bytes is not None and record.provider_id == KERNEL_PROCESS_PROVIDER:
                 self._manifest_process(record)
-        elif kind in ("classic", "instance") and record.provider_guid_bytes is not None:
-            if record.provider_id == _METADATA_CLASS and self.learn_manifests:
-                data = record.user_data
-                if record.opcode == _EVENT_INFO:
-                    self._metadata.add_event_info(data)
-                elif record.opcode == _EVENT_MAP_INFO and len(data) > 16:
-                    self._metadata.add_map_info(uuid.UUID(bytes_le=data[:16]), data[16:])
+        elif (
+            kind in ("classic", "instance") and record.provider_guid_bytes is not None
+            and record.provider_id == _METADATA_CLASS and self.learn_manifests
+        ):
+            data = record.user_data
+            if record.opcode == _EVENT_INFO:
+                self._metadata.add_event_info(data)
+            elif record.opcode == _EVENT_MAP_INFO and len(data) > 16:
+                self._metadata.add_map_info(uuid.UUID(bytes_le=data[:16]), data[16:])
 
     # -- schemas -----------------------------------------------------------------------------
     def schema_for(self, record: Any) -> Schema | None:

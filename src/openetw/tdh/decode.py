@@ -29,9 +29,10 @@ import ipaddress
 import struct
 import uuid
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from datetime import timezone
+from datetime import UTC
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
 from openetw.etl.intypes import (
@@ -193,7 +194,7 @@ class _Walker:
         return items, offset
 
     def rest_array(self, prop: PropertyInfo, offset: int, path: str) -> tuple[list[Any], int]:
-        items = []
+        items: list[Any] = []
         while offset < len(self.data):
             item, end = self.element(prop, offset, f"{path}[{len(items)}]")
             if end == offset:
@@ -290,7 +291,7 @@ def _read_systemtime(w: _Walker, prop: PropertyInfo, offset: int) -> tuple[Any, 
     except ValueError as exc:
         raise _BadValue(f"SYSTEMTIME {fields} is not a valid date: {exc}", end) from None
     if prop.out_type == OutType.DATETIME_UTC:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value, end
 
 
@@ -652,7 +653,7 @@ class DecodedEvent(Mapping[str, Any]):
                 pass
             spans = self._spans = walk._spans
             assert spans is not None
-        for prop, span in zip(self.schema.properties, spans):
+        for prop, span in zip(self.schema.properties, spans, strict=False):  # a walk that stopped has fewer spans
             if prop.name == name:
                 if span is None:
                     error = self._errors.get(name)

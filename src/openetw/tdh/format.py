@@ -16,7 +16,7 @@ import re
 import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -26,7 +26,7 @@ from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
 __all__ = ["format_value", "format_property", "format_properties", "format_message", "format_event_message", "error_name"]
 
-_INT_WIDTH = {
+_INT_WIDTH: dict[int, int] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: 1, InType.UINT8: 1, InType.INT16: 2, InType.UINT16: 2, InType.INT32: 4, InType.UINT32: 4,
     InType.INT64: 8, InType.UINT64: 8, InType.HEXINT32: 4, InType.HEXINT64: 8,
 }  # fmt: skip
@@ -77,7 +77,7 @@ def error_name(out_type: OutType | int, code: int) -> str | None:
 def _unsigned(value: int, prop: PropertyInfo | None) -> int:
     if value >= 0:
         return value
-    width = _INT_WIDTH.get(prop.in_type, 8) if prop is not None else 8  # type: ignore[call-overload]
+    width = _INT_WIDTH.get(prop.in_type, 8) if prop is not None else 8
     return value & ((1 << (8 * width)) - 1)
 
 
@@ -94,7 +94,7 @@ def _format_float(value: float, prop: PropertyInfo | None) -> str:
 
 def _format_datetime(value: datetime) -> str:
     if value.tzinfo is not None:
-        return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
     return value.isoformat(timespec="microseconds")
 
 
@@ -127,7 +127,7 @@ def _format_int(value: int, prop: PropertyInfo | None) -> str:
         return chr(value)
     if out in (OutType.WIN32ERROR, OutType.NTSTATUS, OutType.HRESULT):
         code = _unsigned(value, prop)
-        name = error_name(out, code)  # type: ignore[arg-type]
+        name = error_name(out, code)
         return f"0x{code:X} ({name})" if name else f"0x{code:X}"
     if out in _HEX_OUT or (out in (None, OutType.NULL) and in_type in _HEX_IN):
         return f"0x{_unsigned(value, prop):X}"
@@ -207,7 +207,8 @@ def _printf(spec: str, value: Any, text: str) -> str:
         conversion = "X" if conversion == "p" else conversion
     python_spec = f"%{flags}{width}" + (f".{precision}" if precision else "") + conversion
     try:
-        return python_spec % value
+        formatted: str = python_spec % value
+        return formatted
     except (TypeError, ValueError, OverflowError):
         return text
 

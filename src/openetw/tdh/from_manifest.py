@@ -18,8 +18,9 @@ from collections.abc import Iterator
 
 from openetw.etl.intypes import InType, OutType
 from openetw.guids import provider_guid_from_name
-from openetw.manifest.model import Event, Field, Manifest, Map, MapKind, Provider
+from openetw.manifest.model import Event, Field, Keyword, Level, Manifest, Map, MapKind, Opcode, Provider, Task
 from openetw.tdh.schema import EventMap, MapEntry, PropertyInfo, Schema
+from openetw.tdh.schema import MapKind as SchemaMapKind
 
 __all__ = ["schema_from_manifest_event", "schemas_from_manifest"]
 
@@ -41,14 +42,12 @@ _INTEGER_IN_TYPES = frozenset({
 _NON_INTEGER_OUT_TYPES = frozenset({OutType.IPV4})
 
 
-def _display(item: object | None) -> str | None:
+def _display(item: Level | Task | Opcode | Keyword) -> str:
     """The text TDH shows for a level, task, opcode, keyword: its message, else its name."""
-    if item is None:
-        return None
-    name: str = getattr(item, "name")
-    if getattr(item, "standard", False):
+    name = item.name
+    if getattr(item, "standard", False):  # (a task is never a standard one)
         return _WINMETA_TEXT.get(name, name.removeprefix("win:"))
-    message = getattr(item, "message", None)
+    message = item.message
     return message.strip() if message and message.strip() else name
 
 
@@ -69,7 +68,7 @@ def _loose(name: str) -> str:
 
 
 def _event_map(item: Map) -> EventMap:
-    kind = "bit" if item.kind is MapKind.BIT_MAP else "value"
+    kind: SchemaMapKind = "bit" if item.kind is MapKind.BIT_MAP else "value"
     entries = tuple(
         MapEntry(entry.value, entry.message if entry.message is not None else (entry.message_ref or str(entry.value)))
         for entry in item.entries
@@ -152,7 +151,7 @@ def _build(provider: Provider, event: Event, map_cache: dict[str, EventMap]) -> 
     level = provider.level(event.level) if event.level is not None else None
     if level is None:
         level = provider.level_by_value(event.level_value)
-    keyword_names = []
+    keyword_names: list[str] = []
     for word in event.keywords:
         keyword = provider.keyword(word)
         keyword_names.append(_display(keyword) if keyword is not None else word)
@@ -178,7 +177,7 @@ def _build(provider: Provider, event: Event, map_cache: dict[str, EventMap]) -> 
         event_name=event_name,
         task_name=task_name,
         opcode_name=opcode_name,
-        level_name=_display(level),
+        level_name=_display(level) if level is not None else None,
         keyword_names=tuple(keyword_names),
         channel_name=channel.name if channel is not None else event.channel,
         message=event.message,

@@ -39,6 +39,7 @@ highest explicit version of the same GUID (0 when there is none).
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,7 +56,7 @@ from openetw.tdh.mof_syntax import (
     decode_mof_bytes,
     parse_declarations,
 )
-from openetw.tdh.schema import REST, EventMap, MapEntry, PropertyInfo, Schema
+from openetw.tdh.schema import REST, EventMap, MapEntry, MapKind, PropertyInfo, Schema
 
 __all__ = ["MofError", "MofEventClass", "parse_mof", "schemas_from_mof", "schemas_from_mof_file", "schemas_from_mof_text"]
 
@@ -266,7 +267,7 @@ def _map(ctx: _Context, prop: MofPropertyDecl, map_name: str) -> EventMap | None
     if values is not None:
         names = _as_tuple(values)
         keys = _as_tuple(value_map) if value_map is not None else tuple(range(len(names)))
-        kind = "bit" if (_text(ctx, quals, "valuetype", prop.line) or "").lower() == "flag" else "value"
+        kind: MapKind = "bit" if (_text(ctx, quals, "valuetype", prop.line) or "").lower() == "flag" else "value"
         masks = [_integer(ctx, key, f"ValueMap entry of {prop.name}", prop.line, 2**64 - 1) for key in keys]
     elif bit_values is not None:
         names = _as_tuple(bit_values)
@@ -277,7 +278,7 @@ def _map(ctx: _Context, prop: MofPropertyDecl, map_name: str) -> EventMap | None
         return None
     if len(masks) != len(names) or not all(isinstance(n, str) for n in names):
         raise ctx.error(f"the map of {prop.name} needs as many strings as values ({len(names)} for {len(masks)})", prop.line)
-    return EventMap(map_name, kind, tuple(MapEntry(mask, name) for mask, name in zip(masks, names)))
+    return EventMap(map_name, kind, tuple(MapEntry(mask, name) for mask, name in zip(masks, names, strict=True)))
 
 
 # -- classes -------------------------------------------------------------------------------------
@@ -316,7 +317,7 @@ def _event_types(ctx: _Context, decl: MofClassDecl) -> tuple[tuple[int, str | No
     if not all(isinstance(n, str) for n in names):
         raise ctx.error("EventTypeName must be strings", line)
     names += [None] * (len(types) - len(names))  # fewer names than types: the rest are unnamed
-    return tuple(zip(types, names[: len(types)]))
+    return tuple(zip(types, names[: len(types)], strict=True))
 
 
 def _display_name(event_class: MofClassDecl, version: int | None) -> str:
@@ -378,7 +379,7 @@ def _layout(ctx: _Context, chain: Sequence[MofClassDecl]) -> tuple[tuple[Propert
             continue  # not event data (WMI's own properties)
         ordered.append((_integer(ctx, qualifier.value, f"WmiDataId of {prop.name}", prop.line, 0xFFFF, 1), prop))
     ordered.sort(key=lambda item: item[0])
-    for (a, first), (b, second) in zip(ordered, ordered[1:]):
+    for (a, first), (b, second) in itertools.pairwise(ordered):
         if a == b:
             raise ctx.error(f"WmiDataId({a}) is given to both {first.name} and {second.name}", second.line)
     properties: list[PropertyInfo] = []

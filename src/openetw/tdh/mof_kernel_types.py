@@ -136,9 +136,7 @@ class MofEvent:
         variable = False
         for field in self.fields:
             size = field.static_size(pointer_size)
-            if field.optional:
-                variable = True
-            elif size is None:
+            if field.optional or size is None:
                 variable = True
             else:
                 total += size

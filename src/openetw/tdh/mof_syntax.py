@@ -60,7 +60,7 @@ class MofPropertyDecl:
     name: str
     type_name: str  # as written: uint32, string, object, MyClass (with ``ref``)...
     is_ref: bool
-    array: int | None | bool  # False: scalar; None: ``name[]``; n: ``name[n]``
+    array: int | bool | None  # False: scalar; None: ``name[]``; n: ``name[n]``
     qualifiers: dict[str, Qualifier]
     line: int
 
@@ -269,7 +269,7 @@ class _Parser:
             self.skip_balanced("(", ")")
             self.expect(";", f"after method {name.value}")
             return None
-        array: int | None | bool = False
+        array: int | bool | None = False
         if self.at("["):
             self.take()
             if self.current.kind == "number":

@@ -102,7 +102,7 @@ class SchemaRegistry:
                 if schema is not None:
                     return schema
             key: tuple[Any, ...] = ("e", record.provider_guid_bytes, record.id, record.version)
-            found = self._cache.get(key, _MISSING)
+            found: Schema | None = self._cache.get(key, _MISSING)  # (or _MISSING)
             if found is _MISSING:
                 found = self._manifest_schema(record.provider_id, record.id, record.version)
                 self._remember(key, found)

@@ -185,8 +185,8 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
     if raw.problem is not None:
         return [PropertyInfo(raw.name, InType.NULL, problem=raw.problem)], index
     if depth > MAX_STRUCT_DEPTH:
-        problem = f"structs nested deeper than {MAX_STRUCT_DEPTH} levels"
-        return [PropertyInfo(raw.name, InType.NULL, problem=problem)], len(fields)
+        deep = f"structs nested deeper than {MAX_STRUCT_DEPTH} levels"
+        return [PropertyInfo(raw.name, InType.NULL, problem=deep)], len(fields)
     code = raw.in_meta & 0x1F
     arity = raw.in_meta & ARITY_MASK
     tlg_out = raw.out_meta & 0x7F
@@ -197,8 +197,8 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
         members: list[PropertyInfo] = []
         for _ in range(tlg_out):
             if index >= len(fields):
-                problem = f"struct {raw.name!r} declares {tlg_out} members, the metadata ends after {len(members)}"
-                members.append(PropertyInfo("", InType.NULL, problem=problem))
+                short = f"struct {raw.name!r} declares {tlg_out} members, the metadata ends after {len(members)}"
+                members.append(PropertyInfo("", InType.NULL, problem=short))
                 break
             built, index = _build(fields, index, depth + 1)
             members.extend(built)
@@ -207,12 +207,12 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
     in_type = _in_type(code)
     out_type = tdh_out_type(tlg_out, in_type) if tlg_out else None
     source_out = tlg_out or None
-    problem = None
+    problem: str | None = None
     if code == InType.NULL:
         problem = f"field {raw.name!r} has in-type NULL"
     elif not isinstance(in_type, InType):
         problem = f"field {raw.name!r} has unknown TraceLogging in-type {code}"
-    common = dict(out_type=out_type, tags=raw.tags, source_out_type=source_out, problem=problem, custom_schema=custom)
+    common = {"out_type": out_type, "tags": raw.tags, "source_out_type": source_out, "problem": problem, "custom_schema": custom}
     if in_type == InType.BINARY and custom is None:
         if count is None and not variable:
             length_name = f"{raw.name}.Length"

@@ -160,7 +160,10 @@ class EventRecordBuilder:
     def pack_manifest(self, schema: Schema) -> EventRecord:
         """A manifest-based event of ``schema`` (see ``manifest_schema``): its descriptor comes
         from the schema, its user data is the values packed as the template lays them out."""
-        header = dict(self.header, id=schema.event_id, version=schema.version, opcode=schema.opcode, level=schema.level, task=schema.task, keyword=schema.keyword, channel=schema.channel)
+        header = dict(
+            self.header, id=schema.event_id, version=schema.version, opcode=schema.opcode, level=schema.level,
+            task=schema.task, keyword=schema.keyword, channel=schema.channel,
+        )
         self.provider_id = schema.provider_id
         return self._event(pack_template(schema, self.values, self.pointer_size), header, self.extended)
 

@@ -118,7 +118,10 @@ class _Packer:
         elif code in (InType.BINARY,):
             raw = value.packed if isinstance(value, ipaddress.IPv6Address) else bytes(value)
             out += _sized(raw, self.size_of(prop.length, scope), 1, prop.name)
-        elif code in (InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING, InType.MANIFEST_COUNTEDANSISTRING, InType.COUNTEDANSISTRING, InType.MANIFEST_COUNTEDBINARY):
+        elif code in (
+            InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING, InType.MANIFEST_COUNTEDANSISTRING, InType.COUNTEDANSISTRING,
+            InType.MANIFEST_COUNTEDBINARY,
+        ):
             wide = code in (InType.MANIFEST_COUNTEDSTRING, InType.COUNTEDSTRING)
             raw = bytes(value) if code == InType.MANIFEST_COUNTEDBINARY else _text(value, prop, wide)
             out += struct.pack("<H", len(raw)) + raw

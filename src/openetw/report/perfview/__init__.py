@@ -13,7 +13,7 @@ that has learned the whole trace (PerfView names a process from anywhere in the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.errors import OpenEtwError
 from openetw.report.perfview import dotnet
@@ -24,6 +24,9 @@ from openetw.report.perfview.tracelog import event_identity, removed_by_tracelog
 from openetw.report.perfview.views import EventInput
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
+
+if TYPE_CHECKING:
+    from openetw.etl.record import EventRecord
 
 __all__ = ["MAX_EVENTS_PER_NAME", "PerfViewReport", "perfview_lines"]
 
@@ -137,7 +140,7 @@ class PerfViewReport:
         return [f"COUNT {key}:{self.counts[key]}" for key in sorted(self.counts, key=_ordinal)]
 
 
-def _worth_learning(record: Any) -> bool:
+def _worth_learning(record: EventRecord) -> bool:
     """File names, disk event times, .NET type names and volume mappings: what ``TraceState.learn`` reads."""
     if record.kind in ("system", "compact", "perfinfo"):
         group = (record.hook_id or 0) >> 8

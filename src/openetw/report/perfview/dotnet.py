@@ -10,7 +10,7 @@ digits), addresses are ``0x`` and at least eight lower-case hex digits (``x8``),
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
@@ -94,7 +94,7 @@ def guid(value: uuid.UUID) -> str:
 def date_time(value: datetime) -> str:
     """``yy/MM/dd HH:mm:ss.ffffff`` in UTC (a naive value is taken as UTC)."""
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
     return value.strftime("%y/%m/%d %H:%M:%S.") + f"{value.microsecond:06d}"
 
 

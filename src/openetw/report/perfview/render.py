@@ -21,7 +21,7 @@ from openetw.tdh.schema import EventMap, PropertyInfo
 
 __all__ = ["render_property", "render_value", "render_map", "flags_text", "enum_text"]
 
-_BITS = {
+_BITS: dict[int, int] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: 8, InType.UINT8: 8, InType.INT16: 16, InType.UINT16: 16, InType.INT32: 32,
     InType.UINT32: 32, InType.HEXINT32: 32, InType.INT64: 64, InType.UINT64: 64, InType.HEXINT64: 64,
 }  # fmt: skip
@@ -150,7 +150,7 @@ def render_property(
             )
         ):
             return dotnet.address(value)
-        bits = _BITS.get(in_type)  # type: ignore[call-overload]
+        bits = _BITS.get(in_type)
         if bits is None:
             return dotnet.n0(value)
         if bits <= 16:

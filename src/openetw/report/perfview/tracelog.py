@@ -12,11 +12,14 @@ counts anything. Names: kernel and classic events by PerfView's kernel tables
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.report.perfview.views_clr import CLR_EVENT_NAMES
 from openetw.tdh.mof_kernel import TDH_KERNEL, event_full_name, find_layout
 from openetw.tdh.schema import Schema
+
+if TYPE_CHECKING:
+    from openetw.etl.record import EventRecord
 
 __all__ = ["event_identity", "skipped_by_test", "removed_by_tracelog"]
 
@@ -60,9 +63,8 @@ def event_identity(record: Any, schema: Schema | None, registry_name: str | None
     kind = record.kind
     if kind in ("system", "compact", "perfinfo"):
         return _kernel_identity((record.hook_id or 0) >> 8, record.opcode, record.version)
-    if kind in ("classic", "instance"):
-        if find_layout(record.provider_id, record.opcode, record.version) is not None:
-            return _kernel_identity(record.provider_id, record.opcode, record.version)
+    if kind in ("classic", "instance") and find_layout(record.provider_id, record.opcode, record.version) is not None:
+        return _kernel_identity(record.provider_id, record.opcode, record.version)
     provider = (schema.provider_name if schema is not None else None) or registry_name
     if provider is None:
         provider = str(record.provider_id) if record.provider_guid_bytes is not None else record.kind
@@ -92,7 +94,7 @@ def _method_flags(props: Any) -> int:
     return flags if isinstance(flags, int) else 0
 
 
-def removed_by_tracelog(record: Any, props: Any) -> bool:
+def removed_by_tracelog(record: EventRecord, props: Any) -> bool:
     """Bookkeeping events TraceLog consumes and does not keep in its event stream."""
     kind = record.kind
     if kind in ("system", "compact", "perfinfo"):

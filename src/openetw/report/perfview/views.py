@@ -23,17 +23,21 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from openetw.etl.intypes import filetime_to_datetime
 from openetw.report.perfview import dotnet
 from openetw.report.perfview.render import enum_text, flags_text, render_property, render_value
 from openetw.tdh.schema import Schema
 
+if TYPE_CHECKING:
+    from openetw.etl.record import EventRecord
+    from openetw.report.perfview.state import TraceState
+
 __all__ = ["EventInput", "Field", "View", "fields"]
 
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -42,8 +46,8 @@ class EventInput:
 
     props: Mapping[str, Any]
     schema: Schema | None
-    record: Any
-    state: Any = None
+    record: EventRecord
+    state: TraceState | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.props.get(name, default)
