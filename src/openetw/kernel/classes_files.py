@@ -132,6 +132,7 @@ class FileEvents(MapperState):
     ) -> Callable[[int, int, Mapping[str, Any]], list[EventRecord]]:
         calls = self._file_calls
         no_records: list[EventRecord] = []
+        fd_key = fd_field or ""  # (every kind that reads a descriptor has its field)
 
         def on_enter(ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
             position = v[position_field] if position_field is not None else None
@@ -142,12 +143,11 @@ class FileEvents(MapperState):
                 calls[v["common_pid"]] = (call, -1, None, flags)
             elif kind == "dup":
                 new_fd = v["newfd"] if call != "dup" else -1
-                calls[v["common_pid"]] = (call, v[fd_field], new_fd,  # type: ignore[index]
-                                          v["flags"] if call == "dup3" else None)
+                calls[v["common_pid"]] = (call, v[fd_key], new_fd, v["flags"] if call == "dup3" else None)
             elif kind == "close_range":
                 calls[v["common_pid"]] = (call, v["fd"], v["max_fd"], v["flags"])
             else:
-                calls[v["common_pid"]] = (call, v[fd_field], position, None)  # type: ignore[index]
+                calls[v["common_pid"]] = (call, v[fd_key], position, None)
             return no_records
 
         return on_enter
@@ -184,10 +184,11 @@ class FileEvents(MapperState):
                     if source is not None and ret != fd:
                         files[ret] = source
                 return no_records
-            opened = files.get(fd) if files else None
+            if not files:
+                return no_records
+            opened = files.get(fd)
             if opened is None:
                 return no_records
-            assert files is not None
             if kind == "close":
                 if ret != -_EBADF:
                     del files[fd]  # closed even when close() fails with EINTR or EIO

@@ -117,7 +117,7 @@ class _CompiledFormat:
             raise self._too_short(length)
         flat = self.unpack_from(page, start)
         if self.simple:
-            return dict(zip(self.names, flat, strict=False))
+            return dict(zip(self.names, flat, strict=True))
         if self.arrays:
             grouped: list[Any] = []
             cursor = 0
@@ -127,7 +127,7 @@ class _CompiledFormat:
                 cursor = index + count
             grouped.extend(flat[cursor:])
             flat = tuple(grouped)
-        values = dict(zip(self.names, flat, strict=False))
+        values = dict(zip(self.names, flat, strict=True))
         for _, f in self.fixups:
             if f.kind == STRING:
                 values[f.name] = _cstring(values[f.name])
@@ -233,7 +233,7 @@ class EventDecoder:
                 if length < compiled.min_payload:
                     damaged += 1
                     continue
-                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset), strict=False))))
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(page, offset), strict=True))))
                 continue
             try:
                 values = compiled.decode_at(page, offset, length)

@@ -105,7 +105,7 @@ class FixedEvents:
             fields_of.setdefault(kind, []).append((field, self.signed[kind, field]))
         columns = {name: column.tolist() for name, column in self.columns.items()}
         out = []
-        for i, (timestamp, kind) in enumerate(zip(self.timestamps.tolist(), self.kinds.tolist(), strict=False)):
+        for i, (timestamp, kind) in enumerate(zip(self.timestamps.tolist(), self.kinds.tolist(), strict=True)):
             values = {}
             for field, signed in fields_of.get(kind, ()):
                 value = columns[field][i]
@@ -131,14 +131,16 @@ def _gather(joined: bytes, positions: np.ndarray, size: int, signed: bool) -> np
     if size == 8 and not (positions & 3).any():
         words = np.frombuffer(joined, dtype="<u4")
         index = positions >> 2
-        return words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+        joined_words: np.ndarray = words[index].astype(np.uint64) | (words[index + 1].astype(np.uint64) << np.uint64(32))
+        return joined_words
     kind = "i" if signed else "u"
     if size in (1, 2, 4, 8) and not (positions % size).any():
         values = np.frombuffer(joined, dtype=f"<{kind}{size}", count=len(joined) // size)[positions // size]
     else:
         data = np.frombuffer(joined, dtype=np.uint8)
         values = data[positions[:, None] + np.arange(size)].view(f"<{kind}{size}").reshape(-1)
-    return values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+    bits: np.ndarray = values.astype(np.int64).view(np.uint64) if signed else values.astype(np.uint64)
+    return bits
 
 
 def _event_times(deltas: np.ndarray, walked: list[tuple[int, int, int, array[int] | None] | None]) -> np.ndarray:
@@ -177,7 +179,7 @@ def decode_batch(
     discarded = page_errors = 0
     walked: list[tuple[int, int, int, array[int] | None] | None] = []  # per page: (first head, count, base time, exact times)
     base = 0
-    for page, copy in zip(pages, padded, strict=False):
+    for page, copy in zip(pages, padded, strict=True):
         length = len(page)
         page_base, base = base, base + len(copy)
         if length < data_start:
@@ -300,7 +302,7 @@ def decode_batch(
     compiled_of = decoder._compiled.get
     append = out.append
     rows = zip(
-        stamp_array[others].tolist(), starts[others].tolist(), sizes[others].tolist(), types[others].tolist(), strict=False,
+        stamp_array[others].tolist(), starts[others].tolist(), sizes[others].tolist(), types[others].tolist(), strict=True,
     )
     for timestamp, start, size, event_type in rows:
         compiled = compiled_of(event_type)
@@ -312,7 +314,7 @@ def decode_batch(
             elif compiled.single is not None:
                 append((timestamp, cpu, compiled.name, {compiled.single: compiled.unpack_from(joined, start)[0]}))
             else:
-                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(joined, start), strict=False))))
+                append((timestamp, cpu, compiled.name, dict(zip(compiled.names, compiled.unpack_from(joined, start), strict=True))))
         else:
             try:
                 append((timestamp, cpu, compiled.name, compiled.decode_at(joined, start, size)))
