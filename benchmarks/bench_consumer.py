@@ -22,7 +22,7 @@ session, and a ``UserTrace`` attached to it that parses one property of every ev
 callback (a lagging consumer leaves buffers queued at the service, which drops them past its
 limit: lost by the service) and with ``events(when_full="drop")`` (the hand-off queue drops:
 dropped by the consumer). The consumer takes the session's buffers whole and processes each
-batch of waiting buffers on its columns, as an indexed file (``openetw.consumer.buffer_index``);
+batch of waiting buffers on its columns, as an indexed file (``openetw.consumer._engine.buffer_index``);
 a batch that begins with a full buffer waits up to 20 ms for the buffers behind it; the
 iterator gets the events in chunks, at the latest at the end of each batch. Printed per rate:
 what producers wrote and at what rate, what the consumer handled and at what rate (from the

@@ -19,7 +19,15 @@ from openetw.etl.clock import filetime_to_datetime
 from openetw.etl.relog import is_logfile_header_record, relog
 from openetw.manifest import load_manifest
 from tests.conftest import corpus_path
-from tests.consumer.helpers import DIAGHUB, KERNEL_PROCESS_MANIFEST, PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
+from tests.consumer.helpers import (
+    DIAGHUB,
+    KERNEL_PROCESS_MANIFEST,
+    PROCESS_ETL,
+    corpus_etl,
+    diaghub_files,
+    every_kind,
+    write_etl,
+)
 
 KERNEL_PROCESS = "Microsoft-Windows-Kernel-Process"
 PATHS = pytest.mark.parametrize("index", [True, False], ids=["indexed", "streamed"])

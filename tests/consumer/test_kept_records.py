@@ -6,6 +6,7 @@ when nothing else holds it: whatever a callback keeps, in any way, must not chan
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -105,3 +106,28 @@ def test_header_fields_of_every_event_while_records_are_taken_over() -> None:
             assert mine[:5] == reference[:5]
         else:
             assert mine[5] == reference[5]
+
+
+@pytest.mark.parametrize("index", [True, False], ids=["indexed", "streamed"])
+def test_without_object_reuse_the_same_events_and_values(index: bool) -> None:
+    # The path Python 3.14 takes (no reference counts to trust), switched on here on every Python.
+    path = corpus_path("etl", "perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl")
+    seen = []
+    for reuse in (True, False):
+        got: list[tuple[object, ...]] = []
+        kept: list[object] = []
+        trace = UserTrace(files=[path], manifests=[], index=index, reuse_objects=reuse)
+        provider = Provider("b3e675d7-2554-4f18-830b-2762732560de")
+
+        def on_event(record: object, context: object, got: list[tuple[object, ...]] = got, kept: list[object] = kept) -> None:
+            got.append((record.raw, context.parser_for(record).try_parse("ImageSize")))  # type: ignore[attr-defined]
+            if len(got) % 1000 == 0:
+                kept.append(record)
+
+        provider.add_on_event_callback(on_event)
+        trace.enable(provider)
+        assert trace._prepare().context.reuse_objects is (reuse and sys.implementation.name == "cpython")
+        trace.start()
+        assert [r.raw for r in kept] == [raw for raw, _ in got[999::1000]]  # type: ignore[attr-defined]
+        seen.append(got)
+    assert seen[0] == seen[1] and len(seen[0]) == 62341

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openetw.consumer.plan import _dense_numbers, _lanes
+from openetw.consumer._engine.plan import _dense_numbers, _lanes
 
 _ROWS = st.lists(
     st.tuples(st.integers(-2, 4), st.one_of(st.integers(0, 30), st.just(-1), st.integers(-5000, -3)), st.integers(0, 255)), min_size=1, max_size=60,

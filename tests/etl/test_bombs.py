@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openetw.consumer import UserTrace
-from openetw.consumer.index_walk import CHUNK_BYTES
+from openetw.consumer._engine.index_walk import CHUNK_BYTES
 from openetw.errors import EtlFormatError
 from openetw.etl import EtlReader
 from openetw.etl import layouts as L

@@ -237,3 +237,55 @@ def test_a_window_too_small_counts_records_out_of_order_and_drops_none(monkeypat
     stamps = [r.timestamp for r in got]
     assert stamps != sorted(stamps)
     assert sorted(_key(r) for r in got) == sorted(_key(r) for r in _from_path(facts))
+
+
+def _uneven_stream() -> bytes:
+    """Three processors' buffers in file order A (cpu 0), Q (cpu 2), P (cpu 1): A and P span the
+    whole trace, Q starts in its middle, and P is four times the size of the others."""
+    import io as _io
+    import uuid
+
+    from openetw.etl import layouts as L
+    from openetw.etl.build import build_event_record
+    from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
+
+    out = _io.BytesIO()
+    writer = EtlWriter(out, header=new_logfile_header(clock=linux_trace_clock(), buffer_size=64 << 10))
+    provider = uuid.UUID("6d3e6e1c-0000-4000-8000-000000000001")
+    base = 10**12
+    for cpu, first, count in ((0, 0, 100), (1, 1, 100), (2, 500, 10)):
+        for i in range(count):
+            writer.write(build_event_record(provider_id=provider, id=cpu, timestamp=base + first + 10 * i, cpu=cpu, pid=1, tid=1))
+    writer.close()
+    data = out.getvalue()
+    head = L.WMI_BUFFER_HEADER
+    buffers: dict[int, bytes] = {}
+    offset = head.unpack_from(data, 0)[0]
+    header_buffer = data[:offset]
+    while offset < len(data):
+        fields = head.unpack_from(data, offset)
+        size, cpu = fields[0], fields[head.index("ProcessorIndex")] & 0xFF
+        buffers[cpu] = data[offset : offset + size]
+        offset += size
+    assert sorted(buffers) == [0, 1, 2]
+    wide = bytearray(buffers[1] + bytes(3 * len(buffers[1])))
+    head.pack_into(wide, 0, len(wide), *head.unpack_from(wide, 0)[1:])
+    return header_buffer + buffers[0] + buffers[2] + bytes(wide)
+
+
+def test_records_the_byte_bound_holds_back_out_of_order_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _uneven_stream()
+    in_order = sorted(r.timestamp for r in EtlReader(data))
+    assert len(in_order) == 1 + 210  # the logfile header, then the events
+    # The header buffer, A and Q fit the bound, P (pushed last) passes it: A and P fill the
+    # merge, Q must wait until both are read out.
+    monkeypatch.setattr(reader_module, "TIME_ORDER_WINDOW_BYTES", 256 << 10)
+    reader = EtlReader(PipeLike(data))
+    stamps = [r.timestamp for r in reader.records(time_order=True)]
+    assert sorted(stamps) == in_order  # nothing dropped
+    assert stamps != in_order  # Q's records came after later ones ...
+    assert reader.stats.time_order_violations == 1  # ... and that is counted, not silent
+    monkeypatch.setattr(reader_module, "TIME_ORDER_WINDOW_BYTES", 16 << 20)
+    reader = EtlReader(PipeLike(data))
+    assert [r.timestamp for r in reader.records(time_order=True)] == in_order
+    assert reader.stats.time_order_violations == 0

@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, str] = {
     "providers": "session_commands", "service": "session_commands", "session": "session_commands", "trace": "session_commands",
     "report": "decode_commands",
     "export": "export_commands", "sql": "export_commands",
+    "probe": "probe_commands",
 }  # fmt: skip
 
 
@@ -73,6 +74,7 @@ def cli() -> None:
       2    bad usage or bad input (unknown option, malformed spec or GUID, missing or
            unreadable input, an output that cannot be created, malformed data)
       130  interrupted
+      n    openetw probe: the value its program gave exit(n)
     """
 
 
@@ -138,6 +140,8 @@ def _run(argv: list[str] | None) -> int:
         exc.show()
         return _code(exc.exit_code)
     except ReportedFailure as exc:
+        if not str(exc):  # the command said everything already: a probe program's exit(n) is its status
+            return exc.exit_code & 0xFF
         return _fail(str(exc), _code(exc.exit_code))
     except OpenEtwError as exc:
         return _fail(str(exc), _code(exc.exit_code))

@@ -467,7 +467,8 @@ def _owners_text(owners: list[dict[str, Any]]) -> str:
 @_json_option
 def secure_command(provider: str, owners: tuple[str, ...], socket_path: str | None, as_json: bool) -> None:
     """Let only these users and groups (and root) register PROVIDER with the trace service
-    (ETW's TRACELOG_REGISTER_GUIDS right). Root only."""
+    (ETW's TRACELOG_REGISTER_GUIDS right). Root only. The service saves its table and reads it
+    back when it starts again (the machine's in /var/lib/openetw/provider-security.json)."""
     from openetw.controller import secure_provider
     from openetw.provider_names import parse_provider_guid
 

@@ -21,13 +21,13 @@ from openetw.consumer.errors import (
 )
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event
+from openetw.consumer.kernel_trace import KernelProvider, KernelTrace
+from openetw.consumer.live import LiveSessionSource
 from openetw.consumer.parser import Parser, Property, Schema
 from openetw.consumer.predicates import Predicate
 from openetw.consumer.provider import EventFilter, Provider
-from openetw.consumer.live import LiveSessionSource
 from openetw.consumer.sources import FileSource, RecordSource, Source, records_from_buffer
 from openetw.consumer.stats import SourceStatistics, TraceStatistics
-from openetw.consumer.kernel_trace import KernelProvider, KernelTrace
 from openetw.consumer.trace import UserTrace
 from openetw.session.enable import EnableProperty
 

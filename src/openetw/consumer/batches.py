@@ -8,13 +8,14 @@ record is built unless asked (``Batch.records``, ``Batch.user_data``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.index_build import RECORD_DTYPE, take
+from openetw.consumer._engine.segments import Segment, merge_windows
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.index_build import RECORD_COLUMNS, take
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.record import EventRecord
@@ -34,10 +35,11 @@ def _buffer_offsets(index: EtlIndex) -> np.ndarray:
 class Batch:
     """Up to ``batch_size`` events: ``rows`` (header columns), ``file`` (which source each is from)."""
 
-    __slots__ = ("rows", "file", "_positions", "_indexes", "_data")
+    __slots__ = ("rows", "file", "_full", "_positions", "_indexes", "_data")
 
-    def __init__(self, rows: np.ndarray, file: np.ndarray, positions: np.ndarray, indexes: Sequence[EtlIndex]) -> None:
+    def __init__(self, rows: np.ndarray, file: np.ndarray, positions: np.ndarray, indexes: Sequence[EtlIndex], full: np.ndarray | None = None) -> None:
         self.rows = rows
+        self._full = rows if full is None else full
         self.file = file
         self._positions = positions  # row numbers inside each file's index
         self._indexes = indexes
@@ -58,12 +60,11 @@ class Batch:
                 mine = np.flatnonzero(self.file == number)
                 if not len(mine):
                     continue
-                records = index.records
-                rows = self._positions[mine]
-                starts = _buffer_offsets(index)[records["buffer"][rows]]
+                rows = self._full[mine]
+                starts = _buffer_offsets(index)[rows["buffer"]]
                 known = starts >= 0
-                offsets[mine] = np.where(known, starts + records["offset"][rows] + records["user_data_offset"][rows], -1)
-                lengths[mine] = records["user_data_length"][rows]
+                offsets[mine] = np.where(known, starts + rows["offset"] + rows["user_data_offset"], -1)
+                lengths[mine] = rows["user_data_length"]
             self._data = (offsets, lengths)
         return self._data
 
@@ -79,7 +80,7 @@ class Batch:
     def user_data(self, i: int) -> bytes:
         """The user data of event ``i`` (read from its file; compressed buffers are inflated)."""
         index = self._indexes[int(self.file[i])]
-        with index.loader(cached_buffers=1) as loader:
+        with index.loader() as loader:
             return loader.user_data(int(self._positions[i]))
 
     def records(self) -> Iterator[EventRecord]:
@@ -95,43 +96,54 @@ class Batch:
 
 
 def iter_batches(
-    indexes: Sequence[EtlIndex], selected: Sequence[np.ndarray], *, columns: Sequence[str] | None = None, batch_size: int = 65536,
+    indexes: Sequence[EtlIndex], selected: Callable[[int, Segment], np.ndarray], *, columns: Sequence[str] | None = None,
+    batch_size: int = 65536, skip: dict[str, Any] | None = None,
 ) -> Iterator[Batch]:  # fmt: skip
-    """Batches of the rows ``selected`` (a boolean mask per index), merged in time order."""
+    """Batches of the rows ``selected(file number, segment)`` picks (a boolean mask over the
+    segment), merged in time order, a window of blocks at a time (``skip``: what lets whole
+    blocks be skipped on their summaries, as ``EtlIndex.segments`` takes it)."""
     if batch_size < 1:
         raise InvalidArgument(f"batch_size must be at least 1, not {batch_size}")
     names = list(columns) if columns is not None else None
     if names is not None:
-        unknown = [name for name in names if name not in RECORD_COLUMNS]
+        unknown = [name for name in names if name not in RECORD_DTYPE.names]  # type: ignore[operator]
         if unknown:
-            raise InvalidArgument(f"no column(s) {unknown}; columns are {list(RECORD_COLUMNS)}")
-    if len(indexes) == 1:
-        yield from _one_file(indexes[0], selected[0], names, batch_size)
-        return
-    table = np.concatenate([index.records for index in indexes])
-    files = np.concatenate([np.full(len(index.records), n, dtype=np.int64) for n, index in enumerate(indexes)])
-    positions = np.concatenate([np.arange(len(index.records), dtype=np.int64) for index in indexes])
-    chosen = np.flatnonzero(np.concatenate(list(selected)))
-    chosen = chosen[np.argsort(table["filetime"][chosen], kind="stable")]
-    for start in range(0, len(chosen), batch_size):
-        part = chosen[start : start + batch_size]
-        rows = take(table, part)
-        yield Batch(_columns(rows, names), files[part], positions[part], indexes)
-
-
-def _one_file(index: EtlIndex, selected: np.ndarray, names: list[str] | None, batch_size: int) -> Iterator[Batch]:
-    table = index.records
-    everything = bool(selected.all())
-    chosen = None if everything else np.flatnonzero(selected)
-    total = len(table) if chosen is None else len(chosen)
-    for start in range(0, total, batch_size):
-        stop = min(start + batch_size, total)
-        if chosen is None:
-            rows, positions = table[start:stop], np.arange(start, stop)
-        else:
-            positions = chosen[start:stop]
-            rows = take(table, positions)
-        yield Batch(_columns(rows, names), np.zeros(stop - start, dtype=np.int64), positions, [index])
+            raise InvalidArgument(f"no column(s) {unknown}; columns are {list(RECORD_DTYPE.names)}")  # type: ignore[arg-type]
+    streams = [index.segments(**(skip or {})) for index in indexes]
+    rows_parts: list[np.ndarray] = []
+    file_parts: list[np.ndarray] = []
+    position_parts: list[np.ndarray] = []
+    held = 0
+    for window in merge_windows(streams):
+        rows_w, files_w, positions_w = [], [], []
+        for number, segment in enumerate(window):
+            if not len(segment):
+                continue
+            chosen = np.flatnonzero(selected(number, segment))
+            if not len(chosen):
+                continue
+            rows_w.append(take(segment.records, chosen))
+            files_w.append(np.full(len(chosen), number, dtype=np.int64))
+            positions_w.append(chosen + segment.first_row)
+        if not rows_w:
+            continue
+        rows, files, positions = np.concatenate(rows_w), np.concatenate(files_w), np.concatenate(positions_w)
+        if len(rows_w) > 1:
+            order = np.argsort(rows["filetime"], kind="stable")
+            rows, files, positions = take(rows, order), files[order], positions[order]
+        rows_parts.append(rows)
+        file_parts.append(files)
+        position_parts.append(positions)
+        held += len(rows)
+        while held >= batch_size:
+            all_rows, all_files, all_positions = np.concatenate(rows_parts), np.concatenate(file_parts), np.concatenate(position_parts)
+            part = all_rows[:batch_size]
+            yield Batch(_columns(part, names), all_files[:batch_size], all_positions[:batch_size], indexes, part)
+            rows_parts, file_parts, position_parts = [all_rows[batch_size:]], [all_files[batch_size:]], [all_positions[batch_size:]]
+            held -= batch_size
+    if held:
+        all_rows = np.concatenate(rows_parts)
+        yield Batch(_columns(all_rows, names), np.concatenate(file_parts), np.concatenate(position_parts), indexes, all_rows)
 
 
 def _columns(rows: np.ndarray, names: list[str] | None) -> Any:

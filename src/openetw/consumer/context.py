@@ -34,7 +34,10 @@ def _unknown_references(obj: object) -> int:
 
 # Taking over an object nobody else holds relies on CPython counting every reference, the
 # argument of ``getrefcount`` included; from 3.14 on some references may go uncounted.
-references = sys.getrefcount if sys.implementation.name == "cpython" and sys.version_info < (3, 14) else _unknown_references
+REUSE_OBJECTS = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
+"""Whether records and parsers nobody holds are taken over for the next event, by default (the
+switch is ``TraceContext.reuse_objects``, or ``UserTrace(reuse_objects=...)``)."""
+references = sys.getrefcount if REUSE_OBJECTS else _unknown_references
 
 
 def _ignore(error: BaseException, record: Any) -> None:
@@ -44,8 +47,12 @@ def _ignore(error: BaseException, record: Any) -> None:
 class TraceContext:
     """Schemas, parsers and process names for the records of one trace."""
 
-    def __init__(self, decode_context: DecodeContext, *, trace: Any = None, report: ErrorReporter = _ignore) -> None:
+    def __init__(
+        self, decode_context: DecodeContext, *, trace: Any = None, report: ErrorReporter = _ignore, reuse_objects: bool | None = None,
+    ) -> None:  # fmt: skip
         self.decode_context = decode_context
+        self.references: Any = _unknown_references
+        self.reuse_objects = REUSE_OBJECTS if reuse_objects is None else reuse_objects
         self.trace = trace
         self._report = report
         self._record: Any = None  # the record ``parser_for`` last gave a parser for, and that parser
@@ -55,6 +62,26 @@ class TraceContext:
         self._schemas: dict[tuple[Any, ...], tuple[TdhSchema | None, Plans | None]] = {}
         self._learned = self._carried = -1
         self.generation = 0  # changes whenever the schemas found so far may be stale
+
+    @property
+    def reuse_objects(self) -> bool:
+        """Whether a record or parser that nothing else holds is taken over for the next event
+        (the path without it is what Python 3.14 and later, or another interpreter, take)."""
+        return self.references is not _unknown_references
+
+    @reuse_objects.setter
+    def reuse_objects(self, value: bool) -> None:
+        if value and sys.implementation.name != "cpython":
+            value = False  # only CPython's reference counts say that nothing else holds an object
+        self.references = sys.getrefcount if value else _unknown_references
+
+    def let_go(self, record: Any) -> bool:
+        """Forget ``record`` when this context alone holds it and the parser made for it (that
+        parser held by nothing else): the caller may then take the record over."""
+        if self._record is record and self.references(self._parser) == 2:
+            self._record = None
+            return True
+        return False
 
     @property
     def registry(self) -> SchemaRegistry:
@@ -139,7 +166,7 @@ class TraceContext:
         # This runs once per event. The parser of the record before is taken over when nothing
         # but this context holds it (references: ``self._parser``, ``parser``, the argument) and
         # it was only used for fixed-offset reads: making and freeing an object costs more.
-        if parser is not None and parser._plain and references(parser) == 3:
+        if parser is not None and parser._plain and self.references(parser) == 3:
             parser.record = record
             parser._entry = entry
         else:  # Parser.of(record, *entry, self), inlined

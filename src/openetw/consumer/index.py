@@ -1,16 +1,21 @@
-"""``EtlIndex``: the records of an ETL file as numpy columns, kept beside the file.
+"""``EtlIndex``: the records of an ETL file as numpy columns, kept beside the file in blocks.
 
-The first pass over a file (``EtlIndex.open``) builds the index (``index_build``) and writes it
-as ``FILE.etl.idx``, or into a cache directory when the file's directory is not writable (or
-not the reader's: see ``index_trust``, which also decides whether a stored index is believed)
-(``$OPENETW_INDEX_DIR``, else ``$XDG_CACHE_HOME/openetw/etl-index``, else
-``~/.cache/openetw/etl-index``). Later opens load it at memory speed. The index remembers the
-file's size, modification time and a digest of its header buffer; if any differs the index is
-stale and is built again.
+The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
+a trace consuming a file for the first time gets its events as the index is written, with no
+separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows (``$OPENETW_INDEX_BLOCK_ROWS``)
+(``_engine.blocks``: compressed columns, a summary per block) beside the file, or into the
+user's cache when the file's directory is not writable (``_engine.location``: the cache's size
+cap, which stored indexes may be trusted). Later opens read the footer only; blocks are read
+as they are used, and time windows and provider filters skip the blocks their summaries rule
+out. Memory follows the working set (``$OPENETW_INDEX_CHUNK_MB``, default 4 MiB of buffers at a
+time, and one block of rows), never the trace's size. The index remembers the file's size,
+modification time and a digest of its header buffer; if any differs, or the index is of
+another format (an older one), it is built again.
 
 Rows are in the order ``EtlReader.records(time_order=True)`` gives (see ``RECORD_DTYPE`` for the
-columns); ``select`` and ``count_by`` filter and count on the columns without reading the file;
-``loader()`` builds the ``EventRecord``s of chosen rows.
+columns); ``segments()`` gives them a block at a time; ``select`` and ``count_by`` filter and
+count on the columns without reading the file; ``loader()`` builds the ``EventRecord``s of
+chosen rows. ``records`` is the whole row table at once (small files, tests).
 """
 
 from __future__ import annotations
@@ -18,18 +23,31 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_COLUMNS, RECORD_DTYPE, build_index_data
-from openetw.consumer.index_file import FORMAT, read_index_file, write_index_file
-from openetw.consumer.index_trust import index_problem, may_keep_index_in, untrusted_reason
-from openetw.consumer.loader import RecordLoader
+from openetw.consumer._engine.blocks import FORMAT, BlockWriter, StoredIndex, block_rows_setting, read_stored
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, KIND_CODES, KIND_NAMES, RECORD_DTYPE, filetimes
+from openetw.consumer._engine.loader import RecordLoader
+from openetw.consumer._engine.location import (
+    INDEX_DIR_ENV,
+    INDEX_SUFFIX,
+    default_cache_dir,
+    evict,
+    index_locations,
+    mark_used,
+    may_trust,
+    writable_directory,
+)
+from openetw.consumer._engine.segments import FileBuffers, Segment
+from openetw.consumer._engine.streaming import StreamingBuild
+from openetw.consumer.index_trust import index_problem, may_keep_index_in
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
@@ -39,25 +57,7 @@ from openetw.etl.record import RecordContext
 __all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "EtlIndex", "default_cache_dir", "index_locations"]
 
 INDEX_FORMAT = FORMAT
-INDEX_SUFFIX = ".idx"
-INDEX_DIR_ENV = "OPENETW_INDEX_DIR"
 _DIGEST_LIMIT = 1 << 20
-
-
-def default_cache_dir() -> Path:
-    explicit = os.environ.get(INDEX_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "openetw" / "etl-index"
-
-
-def index_locations(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
-    """(beside the file, in the cache directory): where an index of ``path`` may live."""
-    source = Path(os.path.abspath(path))
-    key = hashlib.sha256(str(source).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return source.with_name(source.name + INDEX_SUFFIX), cache / f"{key}-{source.name}{INDEX_SUFFIX}"
 
 
 def header_digest(path: str | os.PathLike[str]) -> str:
@@ -74,12 +74,15 @@ def _identity(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "header_digest": header_digest(path)}
 
 
-def _writable_directory(directory: Path) -> bool:
-    """Writable, and meant to be: a directory without any write bit is left alone even by root."""
-    try:
-        return bool(directory.stat().st_mode & 0o222) and os.access(directory, os.W_OK)
-    except OSError:
-        return False
+def where_to_keep(source: str, cache_dir: str | os.PathLike[str] | None = None) -> tuple[list[Path], Path]:
+    """(stored indexes that may be used, in turn; where a new one is written): beside the file
+    when its directory is writable and no untrusted index sits there, else in the cache."""
+    beside, cached = index_locations(source, cache_dir)
+    usable = [location for location in (beside, cached) if location.exists() and may_trust(location)]
+    untrusted_beside = beside.exists() and not may_trust(beside)
+    keep_beside = writable_directory(beside.parent) and may_keep_index_in(beside.parent)
+    target = beside if keep_beside and not untrusted_beside else cached
+    return usable, target
 
 
 def _as_guid(value: Any) -> uuid.UUID:
@@ -101,120 +104,339 @@ def _as_guid(value: Any) -> uuid.UUID:
 
 
 class EtlIndex:
-    """The index of one ETL file (see the module doc). ``records`` is the row table."""
+    """The index of one ETL file (see the module doc)."""
 
-    def __init__(
-        self, path: str, records: np.ndarray, providers: list[uuid.UUID], buffers: np.ndarray, meta: dict[str, Any],
-        header: LogfileHeader, context: RecordContext,
-    ) -> None:  # fmt: skip
+    def __init__(self, path: str, header: LogfileHeader, context: RecordContext, meta: dict[str, Any]) -> None:
         self.path = path
-        self.records = records
-        self.providers = providers
-        self.buffers = buffers
-        self.meta = meta
         self.header = header
         self.context = context
-        self.index_path: Path | None = None
+        self.meta = meta
+        self.providers: list[uuid.UUID] = []
+        self._index_path: Path | None = None
         self.built = False  # built by this open (not loaded)
-        self._provider_rows = {guid: row for row, guid in enumerate(providers)}
+        self.file_buffers = FileBuffers(path)
+        self._stored: StoredIndex | None = None
+        self._pending: StreamingBuild | None = None
+        self._target: Path | None = None
+        self._building = False
+        self._reasons_by_block: list[dict[int, str]] = []
+        self._decoded: tuple[int, np.ndarray] | None = None
+        self._buffer_table = np.zeros(0, dtype=BUFFER_DTYPE)
 
     # -- making and keeping ---------------------------------------------------------------------
     @classmethod
-    def build(cls, path: str | os.PathLike[str]) -> EtlIndex:
-        """Index ``path`` now (nothing is written)."""
+    def _pending_build(cls, source: str, target: Path | None, chunk_bytes: int | None = None) -> EtlIndex:
+        build = StreamingBuild(source, chunk_bytes)
+        meta = {"format": INDEX_FORMAT, "source": os.path.abspath(source), **_identity(source)}
+        index = cls(source, build.header, build.context, meta)
+        index.providers = build.providers
+        index._pending, index._target, index.built = build, target, True
+        return index
+
+    @classmethod
+    def build(cls, path: str | os.PathLike[str], *, chunk_bytes: int | None = None) -> EtlIndex:
+        """Index ``path`` now (its blocks go to an unnamed temporary file: nothing is kept)."""
         source = os.fspath(path)
-        identity = _identity(source)
-        built = build_index_data(source)
-        meta = {
-            "format": INDEX_FORMAT,
-            "source": os.path.abspath(source),
-            **identity,
-            "errors": built.errors,
-            "unknown_reasons": {str(row): reason for row, reason in built.unknown_reasons.items()},
-            "read_stats": built.read_stats,
-            "exact_time_order": built.exact_time_order,
-        }
-        index = cls(source, built.records, built.providers, built.buffers, meta, built.header, built.context)
-        index.built = True
+        if not os.path.isfile(source):
+            raise EtlFormatError("no such file", path=source)
+        index = cls._pending_build(source, None, chunk_bytes)
+        index.ensure_built()
         return index
 
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None, rebuild: bool = False, save: bool = True,
     ) -> EtlIndex:  # fmt: skip
-        """The index of ``path``: loaded when a fresh one exists, else built (and saved)."""
+        """The index of ``path``: loaded when a fresh, trusted one exists; else one that is built
+        (and saved) on its first pass (``segments()``, or any question that needs every row)."""
         source = os.fspath(path)
         if not os.path.isfile(source):
             raise EtlFormatError("no such file", path=source)
-        locations = index_locations(source, cache_dir)
+        usable, target = where_to_keep(source, cache_dir)
         if not rebuild:
             identity = _identity(source)
-            for location in locations:
+            for location in usable:
                 loaded = cls.load(location, source, identity)
                 if loaded is not None:
+                    if location != index_locations(source, cache_dir)[0]:
+                        mark_used(location)
                     return loaded
-        index = cls.build(source)
-        if save:
-            for location in locations:
-                if location == locations[0] and not (_writable_directory(location.parent) and may_keep_index_in(location.parent)):
-                    continue
-                try:
-                    index.save(location)
-                    break
-                except OSError:
-                    continue
-        return index
+        return cls._pending_build(source, target if save else None)
 
     @classmethod
     def load(cls, location: str | os.PathLike[str], path: str, identity: dict[str, Any] | None = None) -> EtlIndex | None:
-        """The index stored at ``location`` if it is a fresh index of ``path`` that this user
-        may believe and whose structure holds (``index_trust``), else ``None``."""
-        if untrusted_reason(location) is not None:
+        """The index stored at ``location`` if it is a fresh index of ``path`` in this format that
+        this user may believe and whose tables hold together (``index_trust``), else ``None``."""
+        if not may_trust(location):
             return None
-        stored = read_index_file(location)
-        if stored is None or not isinstance(stored[0], dict):
+        stored = read_stored(location)
+        if stored is None:
             return None
-        meta, arrays = stored
+        footer = stored.footer
         identity = identity or _identity(path)
-        if meta.get("format") != INDEX_FORMAT or any(meta.get(key) != value for key, value in identity.items()):
-            return None
-        records, buffers, providers = arrays.get("records"), arrays.get("buffers"), arrays.get("providers")
-        if records is None or buffers is None or providers is None or records.dtype != RECORD_DTYPE or buffers.dtype != BUFFER_DTYPE:
-            return None
-        if index_problem(records, buffers, providers, meta, identity["size"]) is not None:
+        if any(footer.get(key) != value for key, value in identity.items()) or _footer_problem(stored, identity["size"]) is not None:
+            stored.close()
             return None
         with EtlReader(path, strict=False) as reader:
             header, context = reader.header, reader.context
-        meta["unknown_reasons"] = {int(row): reason for row, reason in meta.get("unknown_reasons", {}).items()}
-        table = [uuid.UUID(bytes_le=bytes(row)) for row in providers]
-        index = cls(path, records, table, buffers, meta, header, context)
-        index.index_path = Path(location)
+        index = cls(path, header, context, _meta_of(footer))
+        index._adopt(stored)
+        index._index_path = Path(location)
         return index
+
+    def _adopt(self, stored: StoredIndex) -> None:
+        self._stored = stored
+        footer = stored.footer
+        self.meta = _meta_of(footer)
+        self.providers[:] = [uuid.UUID(hex=text) for text in footer.get("providers", [])]
+        self._buffer_table = stored.buffers()
+        self.file_buffers.add(self._buffer_table)
+        reasons = self.meta["unknown_reasons"]
+        self._reasons_by_block = []
+        for entry in stored.blocks:
+            first, count = int(entry["first_row"]), int(entry["rows"])
+            self._reasons_by_block.append({row - first: reason for row, reason in reasons.items() if first <= row < first + count})
 
     def save(self, location: str | os.PathLike[str] | None = None) -> Path:
         """Write the index (atomically) to ``location`` (default: beside the file)."""
+        self.ensure_built()
+        assert self._stored is not None
         target = Path(location) if location is not None else index_locations(self.path)[0]
-        meta = dict(self.meta, unknown_reasons={str(row): reason for row, reason in self.unknown_reasons.items()})
-        providers = np.frombuffer(b"".join(guid.bytes_le for guid in self.providers), dtype=np.uint8).reshape(-1, 16)
-        write_index_file(target, meta, {"records": self.records, "buffers": self.buffers, "providers": providers})
-        self.index_path = target
+        if self._index_path is not None and target == self._index_path:
+            return target
+        fd, temp = _temp_beside(target)
+        try:
+            size = os.fstat(self._stored.fd).st_size
+            at = 0
+            while at < size:
+                chunk = os.pread(self._stored.fd, min(1 << 20, size - at), at)
+                os.write(fd, chunk)
+                at += len(chunk)
+            os.close(fd)
+            os.replace(temp, target)
+        except BaseException:
+            os.close(fd) if _is_open(fd) else None
+            if os.path.exists(temp):
+                os.unlink(temp)
+            raise
+        self._index_path = target
         return target
+
+    @property
+    def index_path(self) -> Path | None:
+        """Where the index is stored (``None``: kept nowhere); finishes the first pass."""
+        self.ensure_built()
+        return self._index_path
+
+    # -- the first pass ---------------------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        return self._stored is not None
+
+    def ensure_built(self) -> None:
+        """Finish the first pass (without handing out rows) if it is not done yet."""
+        if self._stored is None:
+            for _ in self.segments():
+                pass
+
+    def _produce(self) -> Iterator[Segment]:
+        build = self._pending
+        assert build is not None
+        target = self._target
+        if target is not None:
+            try:
+                fd, temp = _temp_beside(target)
+                out = os.fdopen(fd, "w+b")
+            except OSError:
+                target = None
+        if target is None:
+            out, temp = tempfile.TemporaryFile(prefix="openetw-index-"), ""  # noqa: SIM115 - closed below
+        block_rows = block_rows_setting()
+        try:
+            writer = BlockWriter(out)
+            waiting: list[np.ndarray] = []
+            waiting_reasons: list[dict[int, str]] = []
+            held = 0
+            first_row = 0
+            all_reasons: dict[int, str] = {}
+            tables = 0
+            for rows, reasons in build.pieces():
+                while len(build._tables) > tables:
+                    self.file_buffers.add(build._tables[tables])
+                    tables += 1
+                if not len(rows):
+                    continue
+                waiting.append(rows)
+                waiting_reasons.append(reasons)
+                held += len(rows)
+                while held >= block_rows:
+                    block, block_reasons, waiting, waiting_reasons, held = _cut(waiting, waiting_reasons, block_rows)
+                    yield self._written(writer, block, block_reasons, first_row, all_reasons)
+                    first_row += len(block)
+            while len(build._tables) > tables:
+                self.file_buffers.add(build._tables[tables])
+                tables += 1
+            if held:
+                block, block_reasons, _, _, _ = _cut(waiting, waiting_reasons, held)
+                yield self._written(writer, block, block_reasons, first_row, all_reasons)
+            meta = dict(
+                self.meta, errors=build.errors, unknown_reasons={str(row): reason for row, reason in all_reasons.items()},
+                read_stats=build.read_stats, exact_time_order=build.exact_time_order,
+            )  # fmt: skip
+            writer.finish(meta, build.buffers(), [guid.bytes for guid in build.providers])
+            out.flush()
+            if target is not None:
+                os.fchmod(out.fileno(), 0o644)
+                os.replace(temp, target)
+                self._index_path = target
+                beside = index_locations(self.path)[0]
+                if target != beside:
+                    evict(target.parent, keep=target)
+            stored = read_stored(target) if target is not None else None
+            if stored is None:
+                stored = StoredIndex(os.dup(out.fileno()), writer.footer)
+            self._adopt(stored)
+            self._pending = None
+        finally:
+            out.close()
+            if temp and os.path.exists(temp):
+                os.unlink(temp)
+
+    def _written(self, writer: BlockWriter, block: np.ndarray, reasons: dict[int, str], first_row: int, every: dict[int, str]) -> Segment:
+        summary = writer.add(block, first_row)
+        every.update({first_row + row: reason for row, reason in reasons.items()})
+        return Segment(block, first_row, len(block), self.providers, reasons, self.context, self.file_buffers, summary)
+
+    def segments(self, *, start: datetime | int | None = None, end: datetime | int | None = None, provider: Any = None) -> Iterator[Segment]:
+        """The rows a block at a time, in time order. ``start``/``end``/``provider`` skip the
+        blocks whose summaries rule them out (the rows of the others are not filtered). During
+        the first pass every block is given (it is being made)."""
+        if self._stored is None:
+            if self._building:
+                raise InvalidArgument("this index is being built by another reader of it")
+            self._building = True
+            produced = self._produce()
+            try:
+                yield from produced
+            finally:
+                for _ in produced:  # a reader that stops early still leaves a whole index
+                    pass
+                self._building = False
+            return
+        wanted = self._block_filter(start, end, provider)
+        stored = self._stored
+        for number, entry in enumerate(stored.blocks):
+            if wanted is not None and not wanted(entry):
+                continue
+            try:
+                rows = self._block_rows(number)()
+            except EtlFormatError:
+                # A damaged block of an index this user may believe: index the file again and go
+                # on from the first row not given out yet (the rows come in the same order).
+                yield from self._rebuilt_from(int(entry["first_row"]))
+                return
+            yield Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
+                          self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
+
+    def _rebuilt_from(self, first_row: int) -> Iterator[Segment]:
+        assert self._stored is not None
+        self._stored.close()
+        self._stored, self._decoded = None, None
+        build = StreamingBuild(self.path)
+        self.providers[:] = []
+        build.providers = self.providers
+        self.file_buffers = FileBuffers(self.path)
+        self._pending, self._target, self.built = build, self._index_path, True
+        for segment in self.segments():
+            end = segment.first_row + len(segment)
+            if end <= first_row:
+                continue
+            yield segment if segment.first_row >= first_row else segment.part(first_row - segment.first_row, len(segment))
+
+    def _block_rows(self, number: int) -> Callable[[], np.ndarray]:
+        def rows() -> np.ndarray:
+            decoded = self._decoded
+            if decoded is not None and decoded[0] == number:
+                return decoded[1]
+            assert self._stored is not None
+            block = self._stored.block(number)
+            problem = index_problem(block, self.buffers, self._provider_table(), self.meta, int(self.meta.get("size", 0)))
+            if problem is not None:
+                raise EtlFormatError(f"the index {self._index_path} is damaged ({problem}): delete it to index the file again", path=self.path)
+            block["filetime"] = filetimes(block["timestamp"], self.context.clock)
+            self._decoded = (number, block)
+            return block
+
+        return rows
+
+    def _provider_table(self) -> np.ndarray:
+        return np.frombuffer(b"".join(guid.bytes_le for guid in self.providers), dtype=np.uint8).reshape(-1, 16)
+
+    def _block_filter(self, start: Any, end: Any, provider: Any) -> Callable[[dict[str, Any]], bool] | None:
+        low, high = to_filetime(start, "start"), to_filetime(end, "end")
+        codes: set[int] | None = None
+        if provider is not None:
+            values = provider if isinstance(provider, (list, tuple, set, frozenset)) else [provider]
+            codes = {row for row in (self.provider_row(v) for v in values) if row is not None}
+        if low is None and high is None and codes is None:
+            return None
+
+        def wanted(entry: dict[str, Any]) -> bool:
+            first, last = entry["filetime"]
+            if low is not None and last < low:
+                return False
+            if high is not None and first > high:
+                return False
+            return codes is None or not codes.isdisjoint(entry["providers"])
+
+        return wanted
 
     # -- facts ----------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.records)
+        self.ensure_built()
+        return int(self.meta.get("read_stats", {}).get("records", 0))
+
+    @property
+    def records(self) -> np.ndarray:
+        """Every row at once (memory in proportion to the file: prefer ``segments()``)."""
+        parts = [segment.records for segment in self.segments()]
+        if self._stored is not None and not parts and len(self._stored.blocks):
+            parts = [segment.records for segment in self.segments()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
+
+    @property
+    def buffers(self) -> np.ndarray:
+        self.ensure_built()
+        return self._buffer_table
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        """Each block's summary: ``rows``, ``first_row``, ``filetime`` [first, last], ``providers``
+        (codes), ``ids`` (``None``: too many to list), and where it is in the index file."""
+        self.ensure_built()
+        assert self._stored is not None
+        return list(self._stored.blocks)
 
     @property
     def errors(self) -> list[str]:
-        """What was wrong with the file (each damaged part was skipped and counted)."""
-        return list(self.meta.get("errors", ()))
+        """What was wrong with the file (each damaged part was skipped and counted), as text."""
+        return [str(error) for error in self.format_errors()]
+
+    def format_errors(self) -> list[EtlFormatError]:
+        """What was wrong with the file, whole: each problem's file offset, buffer and structure,
+        as ``EtlReader`` reports them."""
+        self.ensure_built()
+        return [EtlFormatError(**fields, path=self.path) for fields in self.meta.get("errors", ())]
 
     @property
     def unknown_reasons(self) -> dict[int, str]:
-        return self.meta.get("unknown_reasons", {})  # type: ignore[no-any-return]
+        self.ensure_built()
+        reasons: dict[int, str] = self.meta.get("unknown_reasons", {})
+        return reasons
 
     @property
     def read_stats(self) -> dict[str, int]:
+        self.ensure_built()
         return dict(self.meta.get("read_stats", {}))
 
     @property
@@ -223,15 +445,28 @@ class EtlIndex:
 
     def provider_row(self, provider: Any) -> int | None:
         """Where a provider (GUID, GUID text or ``Provider``) is in the provider table."""
-        return self._provider_rows.get(_as_guid(provider))
+        try:
+            return self.providers.index(_as_guid(provider))
+        except ValueError:
+            return None
 
-    def loader(self, **options: Any) -> RecordLoader:
-        return RecordLoader(self, **options)
+    def loader(self, **options: Any) -> _IndexLoader:
+        """Builds the records of rows given by number (any order)."""
+        self.ensure_built()
+        return _IndexLoader(self)
+
+    def close(self) -> None:
+        if self._stored is not None:
+            self._stored.close()
+        self.file_buffers.close()
 
     # -- selecting and counting -------------------------------------------------------------------
     def mask(self, **conditions: Any) -> np.ndarray:
         """Rows matching every condition (see ``select``), as a boolean array."""
-        rows = self.records
+        parts = [self._block_mask(segment.records, dict(conditions)) for segment in self.segments()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+    def _block_mask(self, rows: np.ndarray, conditions: dict[str, Any]) -> np.ndarray:
         mask = np.ones(len(rows), dtype=bool)
         start = to_filetime(conditions.pop("start", None), "start")
         end = to_filetime(conditions.pop("end", None), "end")
@@ -252,8 +487,8 @@ class EtlIndex:
                 raise InvalidArgument(f"unknown record kind(s) {unknown}; kinds are {list(KIND_NAMES)}")
             mask &= np.isin(rows["kind"], [KIND_CODES[name] for name in names])
         for column, wanted in conditions.items():
-            if column not in RECORD_COLUMNS:
-                raise InvalidArgument(f"no column {column!r}; columns are {list(RECORD_COLUMNS)}")
+            if column not in RECORD_DTYPE.names:  # type: ignore[operator]
+                raise InvalidArgument(f"no column {column!r}; columns are {list(RECORD_DTYPE.names)}")  # type: ignore[arg-type]
             if isinstance(wanted, Iterable) and not isinstance(wanted, (str, bytes)):
                 mask &= np.isin(rows[column], list(wanted))
             else:
@@ -267,7 +502,8 @@ class EtlIndex:
 
         ``provider`` (a GUID, GUID text, ``Provider`` or a list of them), ``start``/``end``
         (datetime or FILETIME, inclusive), ``kind`` (``"event"``, ``"classic"``, ...), and any
-        column by name (``id=5``, ``pid=[4, 8]``, ``opcode=1``).
+        column by name (``id=5``, ``pid=[4, 8]``, ``opcode=1``). Blocks whose summaries rule the
+        conditions out are not read.
         """
         conditions = dict(columns)
         if provider is not None:
@@ -276,7 +512,16 @@ class EtlIndex:
             conditions["start"] = start
         if end is not None:
             conditions["end"] = end
-        return np.flatnonzero(self.mask(**conditions))
+        self.ensure_built()
+        ids = columns.get("id")
+        wanted_ids = None if ids is None else set(ids) if isinstance(ids, Iterable) and not isinstance(ids, (str, bytes)) else {ids}
+        found = []
+        for segment in self.segments(start=start, end=end, provider=provider):
+            listed = segment.summary.get("ids") if segment.summary is not None else None
+            if wanted_ids is not None and listed is not None and wanted_ids.isdisjoint(listed):
+                continue
+            found.append(np.flatnonzero(self._block_mask(segment.records, dict(conditions))) + segment.first_row)
+        return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
 
     def count_by(self, *fields: str, rows: np.ndarray | None = None) -> dict[Any, int]:
         """Counts of each value (or tuple of values) of ``fields`` over ``rows`` (default: all).
@@ -286,17 +531,24 @@ class EtlIndex:
         if not fields:
             raise InvalidArgument("count_by needs at least one column")
         for name in fields:
-            if name not in RECORD_COLUMNS:
-                raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_COLUMNS)}")
-        columns = [self.records[name] if rows is None else self.records[name][rows] for name in fields]
-        keys = np.empty(len(columns[0]), dtype=[(name, RECORD_DTYPE[name]) for name in fields])
-        for name, column in zip(fields, columns, strict=True):
-            keys[name] = column
-        values, counts = np.unique(keys, return_counts=True)
+            if name not in RECORD_DTYPE.names:  # type: ignore[operator]
+                raise InvalidArgument(f"no column {name!r}; columns are {list(RECORD_DTYPE.names)}")  # type: ignore[arg-type]
         out: dict[Any, int] = {}
-        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
-            named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=True))
-            out[named[0] if len(fields) == 1 else named] = int(count)
+        for segment in self.segments():
+            table = segment.records
+            if rows is not None:
+                local = rows[(rows >= segment.first_row) & (rows < segment.first_row + len(segment))] - segment.first_row
+                table = table[local]
+            if not len(table):
+                continue
+            keys = np.empty(len(table), dtype=[(name, RECORD_DTYPE.fields[name][0]) for name in fields])  # type: ignore[index]
+            for name in fields:
+                keys[name] = table[name]
+            values, counts = np.unique(keys, return_counts=True)
+            for value, count in zip(values.tolist(), counts.tolist(), strict=False):
+                named = tuple(self._named(name, part) for name, part in zip(fields, value, strict=False))
+                key = named[0] if len(fields) == 1 else named
+                out[key] = out.get(key, 0) + int(count)
         return out
 
     def _named(self, field: str, value: Any) -> Any:
@@ -307,4 +559,96 @@ class EtlIndex:
         return value
 
     def __repr__(self) -> str:
-        return f"<EtlIndex {self.path}: {len(self.records)} records, {len(self.providers)} providers>"
+        state = f"{len(self)} records" if self._stored is not None else "not indexed yet"
+        return f"<EtlIndex {self.path}: {state}, {len(self.providers)} providers>"
+
+
+class _IndexLoader:
+    """``RecordLoader`` over an index's rows by number: each row is read from its block."""
+
+    def __init__(self, index: EtlIndex) -> None:
+        self.index = index
+        self.context = index.context
+        self._cache = index.file_buffers._cache
+        self._firsts = np.asarray([int(entry["first_row"]) for entry in index.blocks], dtype=np.int64)
+
+    def __enter__(self) -> _IndexLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def buffer_data(self, buffer_index: int) -> bytes:
+        return self.index.file_buffers.buffer_data(buffer_index)
+
+    def _runs(self, rows: np.ndarray) -> Iterator[tuple[RecordLoader, np.ndarray]]:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return
+        blocks = np.searchsorted(self._firsts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(blocks)) + 1
+        starts, stops = np.concatenate(([0], bounds)), np.concatenate((bounds, [len(rows)]))
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=False):
+            number = int(blocks[start])
+            segment = next(s for s in self.index.segments() if s.first_row == self._firsts[number])
+            yield segment.loader(), rows[start:stop] - segment.first_row
+
+    def records(self, rows: np.ndarray) -> Iterator[Any]:
+        for loader, local in self._runs(rows):
+            yield from loader.records(local)
+
+    def record(self, row: int) -> Any:
+        return next(self.records(np.asarray([row])))
+
+    def user_data(self, row: int) -> bytes:
+        for loader, local in self._runs(np.asarray([row])):
+            return loader.user_data(int(local[0]))
+        raise InvalidArgument(f"no row {row}")
+
+
+def _footer_problem(stored: StoredIndex, file_size: int) -> str | None:
+    """What is wrong with a stored index's buffer table, provider table and facts (its blocks'
+    rows are checked as they are read)."""
+    try:
+        providers = np.frombuffer(b"".join(bytes.fromhex(text) for text in stored.footer.get("providers", [])), dtype=np.uint8).reshape(-1, 16)
+        meta = _meta_of(stored.footer)
+        return index_problem(np.zeros(0, dtype=RECORD_DTYPE), stored.buffers(), providers, meta, file_size)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return f"the footer does not hold together: {error}"
+
+
+def _meta_of(footer: dict[str, Any]) -> dict[str, Any]:
+    meta = {key: value for key, value in footer.items() if key not in ("blocks", "providers", "buffer_table")}
+    meta["unknown_reasons"] = {int(row): reason for row, reason in footer.get("unknown_reasons", {}).items()}
+    return meta
+
+
+def _cut(
+    waiting: list[np.ndarray], reasons: list[dict[int, str]], count: int,
+) -> tuple[np.ndarray, dict[int, str], list[np.ndarray], list[dict[int, str]], int]:  # fmt: skip
+    """The first ``count`` waiting rows as one block, and what is left."""
+    rows = waiting[0] if len(waiting) == 1 else np.concatenate(waiting)
+    merged: dict[int, str] = {}
+    at = 0
+    for part, part_reasons in zip(waiting, reasons, strict=False):
+        merged.update({at + row: reason for row, reason in part_reasons.items()})
+        at += len(part)
+    block, rest = rows[:count], rows[count:]
+    left = {row - count: reason for row, reason in merged.items() if row >= count}
+    return block, {row: reason for row, reason in merged.items() if row < count}, ([rest] if len(rest) else []), ([left] if len(rest) else []), len(rest)
+
+
+def _temp_beside(target: Path) -> tuple[int, str]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=".openetw-", suffix=".idx-part", dir=target.parent)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import KIND_CODES
+from openetw.consumer._engine.index_build import KIND_CODES
 from openetw.etl import layouts as L
 from openetw.etl.record import RECORD_CLASSES
 

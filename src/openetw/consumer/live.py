@@ -26,9 +26,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from openetw.consumer._engine.buffer_index import BufferIndex
 from openetw.consumer.errors import LiveSessionUnavailable
 from openetw.consumer.provider import Provider
-from openetw.consumer.buffer_index import BufferIndex
 from openetw.consumer.sources import Source, records_from_buffer
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import OpenEtwError, ServiceError

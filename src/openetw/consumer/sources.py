@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer._engine.index_walk import single_buffer, walk_chains
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.index_walk import single_buffer, walk_chains
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import EtlFormatError
 from openetw.etl import framing as F
@@ -84,8 +84,8 @@ class FileSource(Source):
     def records(self) -> Iterator[EventRecord]:
         """The records in time order (through the index when there is one)."""
         if self.index is not None:
-            with self.index.loader() as loader:
-                yield from loader.records(_all_rows(self.index))
+            for segment in self.index.segments():
+                yield from segment.loader().records(np.arange(len(segment)))
             return
         reader = EtlReader(self.path, strict=False)
         self._reader = reader
@@ -103,38 +103,38 @@ class FileSource(Source):
             stats.events_lost = header.events_lost
             stats.buffers_written = header.buffers_written
             stats.log_buffers_lost = header.buffers_lost
+        if self.index is not None and not self.index.complete:
+            return stats  # counted once the first pass is done
         if self.index is not None:
-            read = self.index.read_stats
-            stats.buffers = read.get("buffers", 0)
-            stats.records = stats.events_written = read.get("records", 0)
-            stats.unknown_records = read.get("unknown_records", 0)
-            stats.skipped_bytes = read.get("skipped_bytes", 0)
-            stats.buffers_with_events_lost_flag = read.get("buffers_with_events_lost_flag", 0)
+            counted = self.index.read_stats
+            stats.buffers = counted.get("buffers", 0)
+            stats.records = stats.events_written = counted.get("records", 0)
+            stats.unknown_records = counted.get("unknown_records", 0)
+            stats.skipped_bytes = counted.get("skipped_bytes", 0)
+            stats.buffers_with_events_lost_flag = counted.get("buffers_with_events_lost_flag", 0)
             stats.format_errors = len(self.index.errors)
         else:
-            counted = self._reader.stats if self._reader is not None else self._streamed
-            if counted is not None:
-                stats.buffers = counted.buffers
-                stats.records = stats.events_written = counted.records
-                stats.unknown_records = counted.unknown_records
-                stats.skipped_bytes = counted.skipped_bytes
-                stats.buffers_with_events_lost_flag = counted.buffers_with_events_lost_flag
-                stats.format_errors = len(counted.errors)
+            streamed = self._reader.stats if self._reader is not None else self._streamed
+            if streamed is not None:
+                stats.buffers = streamed.buffers
+                stats.records = stats.events_written = streamed.records
+                stats.unknown_records = streamed.unknown_records
+                stats.skipped_bytes = streamed.skipped_bytes
+                stats.buffers_with_events_lost_flag = streamed.buffers_with_events_lost_flag
+                stats.format_errors = len(streamed.errors)
         return stats
 
     def errors(self) -> list[EtlFormatError]:
         if self.index is not None:
-            return [EtlFormatError(message, path=self.path) for message in self.index.errors]
+            if not self.index.complete:
+                return []  # known once the first pass is done
+            return self.index.format_errors()
         if self._reader is not None:
             return list(self._reader.stats.errors)
         return list(self._stream_errors)
 
     def __repr__(self) -> str:
         return f"<FileSource {self.path}{' (indexed)' if self.index is not None else ''}>"
-
-
-def _all_rows(index: EtlIndex) -> Any:
-    return np.arange(len(index.records))
 
 
 class RecordSource(Source):

@@ -11,7 +11,9 @@
 Several files are merged in time order (as ``openetw relog`` merges them); ``start_time`` /
 ``end_time`` keep event callbacks to a window (state records before it still build the decode
 context and reach ``set_rundown_callback``). Files are read through their index (built on the
-first pass, see ``EtlIndex``) unless ``index=False``.
+first pass, which delivers events as it indexes; see ``EtlIndex``) unless ``index=False`` (a
+single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
+over records and parsers nothing else holds (the path of Python 3.14 and later).
 
 ``UserTrace(sessions=["Name"])`` consumes running real-time sessions; ``UserTrace()`` (or
 ``UserTrace("Name")``) starts a private real-time session with the enabled providers and stops it
@@ -30,15 +32,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from openetw.consumer._engine.plan import IndexedPlan, admitted_rows, run_indexed
 from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
 from openetw.consumer.errors import TraceStateError
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
-from openetw.consumer.plan import IndexedPlan, admitted_rows
-from openetw.consumer.provider import EventCallback, Provider
 from openetw.consumer.live import LiveSessionSource, private_session_name
+from openetw.consumer.provider import EventCallback, Provider
 from openetw.consumer.sources import FileSource, Source
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow
@@ -101,8 +105,10 @@ class UserTrace:
         learn_state: bool = True,
         socket: str | os.PathLike[str] | None = None,
         flush_timer: int = 1,
+        reuse_objects: bool | None = None,
     ) -> None:
         self.name = name
+        self.reuse_objects = reuse_objects
         if isinstance(files, (str, os.PathLike)):
             files = [files]
         self.files = [os.fspath(path) for path in files or ()]
@@ -170,7 +176,7 @@ class UserTrace:
         if dispatcher is None:
             registry, names = _registry(self.manifests, self.manifest_errors)
             self._registry, self._provider_names = registry, names
-            context = TraceContext(DecodeContext(registry), trace=self, report=self._report)
+            context = TraceContext(DecodeContext(registry), trace=self, report=self._report, reuse_objects=self.reuse_objects)
             dispatcher = Dispatcher(
                 context, self.stats, [], window=self.window, learn_state=self.learn_state,
                 error_handlers=self._error_handlers, stop_on_callback_error=self.stop_on_callback_error,
@@ -267,7 +273,11 @@ class UserTrace:
             return  # stopped before it started
         indexes = [source.index for source in self.sources]
         if all(index is not None for index in indexes):
-            IndexedPlan(indexes, dispatcher).run()  # type: ignore[arg-type]
+            run_indexed(indexes, dispatcher)  # type: ignore[arg-type]
+            for source in self.sources:
+                if source.index is not None and source.index.built:  # built on this pass: its damage is known now
+                    for error in source.errors():
+                        dispatcher.report(error)
         elif len(self.sources) == 1 and isinstance(self.sources[0], LiveSessionSource):
             self._consume_buffers(dispatcher, self.sources[0])
         else:
@@ -280,8 +290,8 @@ class UserTrace:
         """A live session's buffers, each processed whole on its columns (``BufferIndex``)."""
         end = self.window.end
         for index in source.buffer_indexes():
-            for message in index.errors:
-                dispatcher.report(EtlFormatError(message, path=source.name))
+            for fields in index.errors:
+                dispatcher.report(EtlFormatError(**fields, path=source.name))
             if dispatcher.stopping:
                 dispatcher.stats.events_not_processed += len(index)
                 break
@@ -396,6 +406,8 @@ class UserTrace:
         found = [source.index for source in self.sources]
         if any(index is None for index in found):
             raise TraceStateError("this trace was made with index=False")
+        for index in found:
+            index.ensure_built()  # type: ignore[union-attr]
         return found  # type: ignore[return-value]
 
     def batches(self, *, columns: Sequence[str] | None = None, batch_size: int = 65536) -> Iterator[Batch]:
@@ -403,16 +415,21 @@ class UserTrace:
         time window are applied on the index; callbacks are not called."""
         indexes = self.indexes()
         self._prepare()
-        selected = []
-        for index in indexes:
-            mask = admitted_rows(index, self.providers)
-            filetime = index.records["filetime"]
-            if self.window.start is not None:
-                mask &= filetime >= self.window.start
-            if self.window.end is not None:
-                mask &= filetime <= self.window.end
-            selected.append(mask)
-        return iter_batches(indexes, selected, columns=columns, batch_size=batch_size)
+        providers, window = self.providers, self.window
+
+        def selected(number: int, segment: Any) -> np.ndarray:
+            mask = admitted_rows(segment, providers)
+            filetime = segment.records["filetime"]
+            if window.start is not None:
+                mask &= filetime >= window.start
+            if window.end is not None:
+                mask &= filetime <= window.end
+            return mask
+
+        skip: dict[str, Any] = {"start": window.start, "end": window.end}
+        if providers and all(getattr(provider, "guid", None) is not None for provider in providers):
+            skip["provider"] = [provider.guid for provider in providers]
+        return iter_batches(indexes, selected, columns=columns, batch_size=batch_size, skip=skip)
 
     def __enter__(self) -> UserTrace:
         return self

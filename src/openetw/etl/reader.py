@@ -432,8 +432,9 @@ class EtlReader:
         Buffers are made known in file order through a look-ahead window (unbounded for
         uncompressed seekable files, where only first timestamps are kept; bounded by
         ``TIME_ORDER_WINDOW_BYTES`` of kept data otherwise, or by ``window`` buffers when given).
-        A buffer that starts earlier than a record already given out defeats the window: it is
-        counted in ``stats.time_order_violations``, never dropped.
+        A buffer that joins the merge later than a record already given out (it came after the
+        window, or waited while the window was over its byte bound) is counted in
+        ``stats.time_order_violations`` when it joins, never dropped.
 
         Strict reading that meets damage in buffer k still gives out every record of the buffers
         before k, in order, then raises.
@@ -448,7 +449,7 @@ class EtlReader:
         sizes: dict[int, int] = {}  # buffer index -> bytes of data an active buffer holds
         active: list[tuple[int, int, int, EventRecord, Iterator[EventRecord]]] = []
         exhausted = False
-        last_emitted: int | None = None
+        latest = -(1 << 64)  # the latest timestamp given out so far (none yet: below any)
         failure: EtlFormatError | None = None
         failed_index = 1 << 62
         stats = self.stats
@@ -461,14 +462,14 @@ class EtlReader:
                 if entry is None:
                     exhausted = True
                     break
-                if last_emitted is not None and entry[0] < last_emitted:
-                    stats.time_order_violations += 1
                 heapq.heappush(pending, entry)
                 kept += len(entry[3].data) if entry[3] is not None else 0
             while pending and (not active or pending[0][0] <= active[0][0]):
                 if budget and active and sum(sizes.values()) >= budget:
                     break  # over the bound: the active buffers are read out first, freeing their bytes
-                _, index, offset, frame = heapq.heappop(pending)
+                first, index, offset, frame = heapq.heappop(pending)
+                if first < latest:
+                    stats.time_order_violations += 1  # its records come after later ones
                 try:
                     it = self._open_in_turn(index, offset, frame)
                     record = next(it, None) if it is not None else None
@@ -490,7 +491,8 @@ class EtlReader:
                     break
                 continue
             ts, index, _, record, it = active[0]
-            last_emitted = ts
+            if ts > latest:
+                latest = ts
             yield record
             try:
                 following = next(it, None)

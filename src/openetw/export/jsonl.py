@@ -38,7 +38,7 @@ def export_jsonl(
     """Writes ``records`` to ``out`` as JSON lines; returns ``summary`` filled in."""
     selection = selection if selection is not None else Selection()
     started = time.perf_counter()
-    context = DecodeContext(registry)
+    context = DecodeContext(registry, learn_threads=False, learn_images=False)  # process names are all it asks for
     guids, names = selection.provider_sets()
     position = -1
     for position, record in enumerate(records):

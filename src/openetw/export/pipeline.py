@@ -10,8 +10,10 @@ from what the trace said before each record (one pass, as ``dump`` names them).
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +26,7 @@ from openetw.export.source import Selection
 from openetw.export.tables import SchemaTable, TableCatalog
 from openetw.guids import format_guid
 from openetw.report.events import decode_record
-from openetw.tdh.context import DecodeContext
+from openetw.tdh.context import DecodeContext, process_name_from_image
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema
 
@@ -165,6 +167,26 @@ class _Identities:
         return found
 
 
+def _process_names(context: DecodeContext) -> Callable[[int, int], str | None]:
+    """``context.process_name``, with each image's short name worked out once."""
+    process_at = context.process
+    short: dict[str, str] = {}
+
+    def process_name(pid: int, when: int) -> str | None:
+        info = process_at(pid, when)
+        image = None if info is None else info.image
+        if not image:
+            return None
+        name = short.get(image)
+        if name is None:
+            if len(short) >= 4096:
+                short.clear()
+            name = short[image] = process_name_from_image(image)
+        return name
+
+    return process_name
+
+
 def _provider_filter(selection: Selection) -> Callable[[EventRecord, str | None], bool] | None:
     if not selection.providers:
         return None
@@ -176,6 +198,19 @@ def _provider_filter(selection: Selection) -> Callable[[EventRecord, str | None]
         return bool(provider) and provider.lower() in names  # type: ignore[union-attr]
 
     return accept
+
+
+@contextmanager
+def _young_collections() -> Iterator[None]:
+    """The collector's automatic passes off (the loop makes millions of short-lived objects, and
+    each full pass would walk every object kept); the loop collects the young generations itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def export_tables(
@@ -192,10 +227,30 @@ def export_tables(
     flush_rows: int = 1 << 16,
 ) -> ExportSummary:
     """Writes the table form of ``records`` (read by ``readers``) through ``writer``."""
+    with _young_collections():
+        return _export_tables(
+            readers, records, registry, writer, summary, selection=selection, progress=progress,
+            events_rows=events_rows, pending_limit=pending_limit, flush_rows=flush_rows,
+        )  # fmt: skip
+
+
+def _export_tables(
+    readers: list[EtlReader],
+    records: Iterable[EventRecord],
+    registry: SchemaRegistry,
+    writer: TableWriter,
+    summary: ExportSummary,
+    *,
+    selection: Selection | None,
+    progress: Progress | None,
+    events_rows: int,
+    pending_limit: int,
+    flush_rows: int,
+) -> ExportSummary:
     pa = require("pyarrow", "exporting tables")
     selection = selection if selection is not None else Selection()
     started = time.perf_counter()
-    context = DecodeContext(registry)
+    context = DecodeContext(registry, learn_threads=False, learn_images=False)  # process names are all it asks for
     catalog = TableCatalog(pa, registry.source_of, writer.suffix)
     schema_of_events = events_schema(pa)
     events = EventColumns()
@@ -203,7 +258,7 @@ def export_tables(
     evtx_tables: dict[tuple[Any, ...], SchemaTable] = {}
     accept_provider = _provider_filter(selection)
     windowed = selection.start is not None or selection.end is not None
-    observe, identity_of, process_name = context.observe, _Identities(registry, context).of, context.process_name
+    observe, identity_of, process_name = context.observe, _Identities(registry, context).of, _process_names(context)
     add_event = events.add
     pending = 0
     decoded = undecodable = 0
@@ -260,6 +315,7 @@ def export_tables(
         if len(events) >= events_rows:
             summary.rows += len(events)
             writer.write_events(events.table(pa, schema_of_events))
+            gc.collect(1)
             if progress is not None:
                 progress(position + 1, time.perf_counter() - started)
     for table in catalog.tables:

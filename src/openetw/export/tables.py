@@ -2,8 +2,9 @@
 
 Every schema gets a ``SchemaTable``: its name (``"<Provider>/<Event>"``, the SQL table), its
 file (``<Provider>/<Event>_v<version>.parquet`` in the layout), its column types and its
-pending records. A batch of same-schema payloads is decoded together (the schema's compiled
-reader, once per payload) and then turned into columns, one Arrow call per column.
+pending records. A batch of same-schema payloads is decoded together: column-wise with numpy
+when the schema has a fixed layout (``openetw.export.columnar``), otherwise with the schema's
+compiled reader once per payload and then turned into columns, one Arrow call per column.
 Schemas that give the same table name, version and columns share one file; a schema of the
 same name and version with other columns gets a file of its own (``..._v<version>-2``).
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openetw.export.columnar import fixed_layout
 from openetw.export.types import ColumnType, column_type
 from openetw.tdh.schema import Schema
 
@@ -76,6 +78,10 @@ class SchemaTable:
         """The pending records decoded into an Arrow table (pending is emptied)."""
         pending, self.pending = self.pending, []
         positions = [item[0] for item in pending]
+        fast = self._decode_columns(pending, positions, pa)
+        if fast is not None:
+            self.rows += len(pending)
+            return DecodedBatch(fast, 0, 0)
         results = [decoder(data) for _, data, decoder in pending]
         errors = sum(1 for _, problems in results if problems)
         arrays = [pa.array(positions, type=pa.int64())]
@@ -91,6 +97,27 @@ class SchemaTable:
         self.property_errors += errors
         self.untyped_values += untyped
         return DecodedBatch(table, errors, untyped)
+
+    def _decode_columns(self, pending: list[tuple[int, bytes, Decoder]], positions: list[int], pa: Any) -> Any:
+        """The batch read column-wise when its records share a fixed-layout schema (else ``None``)."""
+        if not pending:
+            return None
+        decoder = pending[0][2]
+        layout = fixed_layout(decoder)
+        if layout is None or any(item[2] is not decoder for item in pending):
+            return None
+        strings = set(layout.strings)
+        for _, prop, kind in self.columns:
+            if (kind.arrow != pa.string()) if prop in strings else (kind.convert is not None or kind.timestamp):
+                return None
+        columns = layout.read([item[1] for item in pending])
+        if columns is None or any(prop not in columns for _, prop, _ in self.columns):
+            return None
+        arrays = [pa.array(positions, type=pa.int64())]
+        for _, prop, kind in self.columns:
+            values = columns[prop]
+            arrays.append(pa.array(values, type=kind.arrow) if prop in strings else layout.arrow(values, kind.arrow, pa))
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
 
     def describe(self) -> dict[str, Any]:
         """This table's entry in ``_schemas.json``."""

@@ -94,6 +94,12 @@ def _aware(value: Any) -> Any:
         return None
 
 
+# conversions that leave values of these types as they are (a column of them skips converting)
+_AS_THEY_ARE: dict[Callable[[Any], Any], frozenset[type]] = {
+    _text: frozenset({str, type(None)}), _guid: frozenset({str, type(None)}), _binary: frozenset({bytes, type(None)}),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnType:
     """An Arrow type and how decoded values become it.
@@ -115,7 +121,7 @@ class ColumnType:
     def array(self, values: Sequence[Any], pa: Any) -> Any:
         """A column of ``values`` (``None`` for missing ones)."""
         convert = self.convert
-        if convert is not None:
+        if convert is not None and not (convert in _AS_THEY_ARE and set(map(type, values)) <= _AS_THEY_ARE[convert]):
             values = [None if value is None else convert(value) for value in values]
         if self.timestamp:
             return pa.array(values, type=pa.int64()).cast(self.arrow)

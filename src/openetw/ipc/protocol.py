@@ -348,14 +348,19 @@ class Channel:
     def request(self, op: str, fds: Sequence[int] = (), **fields: Any) -> dict[str, Any]:
         """Send a request and wait for its answer (only for channels nobody else reads)."""
         request_id = self.new_id()
-        self.send({"op": op, "id": request_id, **fields}, fds)
+        try:
+            self.send({"op": op, "id": request_id, **fields}, fds)
+        except (BrokenPipeError, ConnectionResetError):
+            # The service may have refused this connection before reading a byte: its reason waits.
+            pass
         while True:
             message = self.receive()
             if message is None:
                 raise ServiceError(f"the trace service closed the connection during {op!r}")
-            if message.body.get("id") == request_id:
+            body = message.body
+            if body.get("id") == request_id or (body.get("refused") is True and "id" not in body):
                 message.close_fds()
-                return message.body
+                return body
             message.close_fds()
 
     def close(self) -> None:

@@ -224,6 +224,11 @@ def stop_session(service: TraceService, connection: Connection, message: Message
     session = table.session(name)
     if session.state is SessionState.FAILED:
         table.check_access(session, connection.caller.uid, connection.caller.gids)
+        failed_runtime = service.runtimes.get(session.session_id)
+        if failed_runtime is not None:  # still draining its pools: answered once it has finished
+            failed_runtime.release_when_finished = True
+            failed_runtime.stop_waiters.append((connection, message.body.get("id")))
+            return None
         info = table.query(session.session_id)
         service.carry_out(table.remove(session.session_id))
         return {"session": info}
@@ -465,6 +470,7 @@ def secure_provider(service: TraceService, connection: Connection, message: Mess
         raise InvalidArgument("secure_provider needs \"owners\": a non-empty list of {\"kind\": \"user\"|\"group\", \"id\": N}")
     principals = [Principal(str(owner.get("kind")), owner.get("id")) for owner in owners]
     service.provider_security.secure(guid, principals, name=name, caller_uid=connection.caller.uid)
+    service.save_provider_security()  # the change holds from now on, saved or not
     return {"security": service.provider_security.as_json()}
 
 

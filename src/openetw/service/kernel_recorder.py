@@ -20,12 +20,17 @@ The first ``close_pool`` stops the kernel session (tracing off, every CPU draine
 instance removed); the recorder answers every pool asked and exits once all are closed. The end
 of its socket (the service went away) and SIGTERM stop tracing too and end the recorder without
 answering: the service then takes the pools as a dead producer's, and the session fails.
+
+A test hook: when ``$OPENETW_KERNEL_READER_FAULT`` is set in the service's environment (which
+its recorders inherit), every pool write of a recorder fails with that text once tracing runs,
+so its reader fails as a broken source would: the tests of a failed reader use it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import sys
@@ -40,7 +45,9 @@ from openetw.ipc.protocol import Channel
 if TYPE_CHECKING:
     from openetw.etl.record import EventRecord
 
-__all__ = ["PoolSink", "main"]
+__all__ = ["READER_FAULT_ENV", "PoolSink", "main"]
+
+READER_FAULT_ENV = "OPENETW_KERNEL_READER_FAULT"
 
 STATS_INTERVAL = 1.0
 MAX_RUN_BYTES = 4096  # rows of system calls copied into a pool buffer by one write
@@ -123,6 +130,15 @@ class PoolSink:
             self.add_lost(events=unaccounted)
         return written
 
+    def fail_writes(self, reason: str) -> None:
+        """Every write from now on raises ``OSError(reason)`` (the test hook of the module doc)."""
+
+        def failing(record: bytes, timestamp: int, cpu: int = 0) -> bool:
+            raise OSError(reason)
+
+        self._writes = [failing] * len(self._writes)
+        self._block_writes = [failing] * len(self._block_writes)
+
     def add_lost(self, events: int = 0, buffers: int = 0) -> None:
         self.events_lost += events
         self.buffers_lost += buffers
@@ -190,6 +206,9 @@ class Recorder:
             self.channel.send({"op": "kernel_failed", "error": _error_body(error)})
             return 1
         self.channel.send({"op": "kernel_started", "stats": _json_ready(self.session.stats)})
+        fault = os.environ.get(READER_FAULT_ENV)
+        if fault:
+            self.sink.fail_writes(fault)
         next_stats = time.monotonic() + STATS_INTERVAL
         while self.open_pools and not self._stop.is_set():
             messages = self.channel.poll(min(0.25, max(0.0, next_stats - time.monotonic())))

@@ -27,7 +27,7 @@ def run_service(
     try:
         quotas = _quotas_from_environment()
     except (ValueError, OpenEtwError) as exc:
-        log(f"OPENETW_MAX_USER_SESSIONS / OPENETW_ROOT_SESSIONS: {exc}")
+        log(f"{' / '.join(variable for variable, _ in _QUOTA_VARIABLES)}: {exc}")
         return 1
     service = TraceService(socket_path, system=system, quotas=quotas)
     try:
@@ -55,11 +55,20 @@ def run_service(
     return 0
 
 
+_QUOTA_VARIABLES = (
+    ("OPENETW_MAX_USER_SESSIONS", "sessions_per_user"),
+    ("OPENETW_ROOT_SESSIONS", "reserved_for_root"),
+    ("OPENETW_MAX_USER_POOLS", "pools_per_user"),
+    ("OPENETW_MAX_USER_CONNECTIONS", "connections_per_user"),
+)
+
+
 def _quotas_from_environment() -> UserQuotas:
     """The per-user limits, from OPENETW_MAX_USER_SESSIONS (sessions a user other than root
-    may hold) and OPENETW_ROOT_SESSIONS (slots kept for root) when set."""
+    may hold), OPENETW_ROOT_SESSIONS (slots kept for root), OPENETW_MAX_USER_POOLS and
+    OPENETW_MAX_USER_CONNECTIONS when set."""
     changes = {}
-    for variable, field in (("OPENETW_MAX_USER_SESSIONS", "sessions_per_user"), ("OPENETW_ROOT_SESSIONS", "reserved_for_root")):
+    for variable, field in _QUOTA_VARIABLES:
         value = os.environ.get(variable)
         if value:
             changes[field] = int(value)

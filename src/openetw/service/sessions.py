@@ -106,6 +106,9 @@ class SessionRuntime:
     finishing: bool = False
     failed: bool = False
     stop_waiters: list[tuple[Connection, Any]] = field(default_factory=list)
+    # A failed session a controller stopped while its pools still drained: it leaves the table
+    # once finished (not before: its runtime still reports to the table until then).
+    release_when_finished: bool = False
     flushes: list[PendingFlush] = field(default_factory=list)
     write_error: str | None = None
     count_records: Callable[[bytes], int] = count_records

@@ -2,8 +2,9 @@
 
 A provider with no entry may be registered by anyone. A secured provider may be registered by
 root and by the users and groups its entry names; the Security and System providers are
-secured for root from the start. The service keeps the table; ``openetw providers secure``
-changes it (root only), ``openetw providers --json`` shows it.
+secured for root from the start. The service keeps the table (and saves it: see
+``service/security_store.py``); ``openetw providers secure`` changes it (root only),
+``openetw providers --json`` shows it. ``as_document``/``from_document`` are its saved form.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from dataclasses import dataclass
 from openetw.errors import AccessDenied, InvalidArgument
 from openetw.guids import format_guid
 
-__all__ = ["DEFAULT_SECURED", "Principal", "ProviderSecurity"]
+__all__ = ["DEFAULT_SECURED", "DOCUMENT_FORMAT", "Principal", "ProviderSecurity"]
+
+DOCUMENT_FORMAT = 1  # the saved table's "format"
+MAX_SAVED_PROVIDERS = 65536
+MAX_OWNERS = 1024
+MAX_NAME_CHARS = 1024
 
 # Providers only root may register until root says otherwise: what they write is trusted as
 # the system's own account of itself (logons, the event log, processes, the kernel logger).
@@ -98,3 +104,42 @@ class ProviderSecurity:
             {"guid": format_guid(guid), "name": entry.name, "owners": [{"kind": p.kind, "id": p.id} for p in sorted(entry.owners)]}
             for guid, entry in sorted(self._entries.items(), key=lambda item: str(item[0]))
         ]
+
+    def as_document(self) -> dict[str, object]:
+        """The table as the service saves it."""
+        return {"format": DOCUMENT_FORMAT, "providers": self.as_json()}
+
+    def load_document(self, document: object) -> None:
+        """Take the entries of a saved table (``as_document``), over the defaults: a saved entry
+        names who else may register a provider; root always may. ``InvalidArgument`` (and the
+        table unchanged) when any part of it is not what ``as_document`` writes."""
+        if not isinstance(document, dict) or document.get("format") != DOCUMENT_FORMAT:
+            raise InvalidArgument(f"not a provider security table of format {DOCUMENT_FORMAT}")
+        rows = document.get("providers")
+        if not isinstance(rows, list) or len(rows) > MAX_SAVED_PROVIDERS:
+            raise InvalidArgument(f'"providers" must be a list of at most {MAX_SAVED_PROVIDERS} entries')
+        entries: dict[uuid.UUID, _Entry] = {}
+        for number, row in enumerate(rows):
+            where = f"providers[{number}]"
+            if not isinstance(row, dict):
+                raise InvalidArgument(f"{where} is not an object")
+            try:
+                guid = uuid.UUID(str(row.get("guid")))
+            except ValueError:
+                raise InvalidArgument(f"{where}: {row.get('guid')!r} is not a GUID") from None
+            name = row.get("name")
+            if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME_CHARS):
+                raise InvalidArgument(f"{where}: the name must be text of at most {MAX_NAME_CHARS} characters")
+            owners = row.get("owners")
+            if not isinstance(owners, list) or len(owners) > MAX_OWNERS:
+                raise InvalidArgument(f"{where}: the owners must be a list of at most {MAX_OWNERS}")
+            principals = set()
+            for owner in owners:
+                if not isinstance(owner, dict) or set(owner) != {"kind", "id"}:
+                    raise InvalidArgument(f'{where}: an owner is {{"kind": "user"|"group", "id": N}}')
+                principals.add(Principal(owner["kind"], owner["id"]))
+            entries[guid] = _Entry(name, frozenset(principals) | {ROOT})
+        for guid, entry in entries.items():
+            previous = self._entries.get(guid)
+            self._entries[guid] = _Entry(entry.name or (previous.name if previous else None), entry.owners)
+        self._refresh()

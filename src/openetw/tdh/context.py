@@ -151,11 +151,18 @@ class DecodeContext:
     ``registry`` decodes the kernel events this needs (a kernel-only ``SchemaRegistry`` by
     default) and receives the manifests found in the trace. ``learn_manifests=False`` ignores
     what the trace says about its own events (EventSource manifests, TDH metadata).
+    ``learn_threads=False`` / ``learn_images=False`` skip the thread and image events (for
+    readers that only ask for processes: those events are many and costly to decode).
     """
 
-    def __init__(self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True) -> None:
+    def __init__(
+        self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True, learn_threads: bool = True,
+        learn_images: bool = True,
+    ) -> None:  # fmt: skip
         self.registry = registry if registry is not None else SchemaRegistry()
         self.learn_manifests = learn_manifests
+        self.learn_threads = learn_threads
+        self.learn_images = learn_images
         self._processes: dict[int, list[ProcessInfo]] = {}
         self._threads: dict[int, list[_ThreadSpan]] = {}
         self._images: dict[int, list[ImageInfo]] = {}
@@ -182,9 +189,9 @@ class DecodeContext:
                 group = _IMAGE_GROUP
             if group == _PROCESS_GROUP:
                 self._kernel_process(record)
-            elif group == _THREAD_GROUP:
+            elif group == _THREAD_GROUP and self.learn_threads:
                 self._kernel_thread(record)
-            elif group == _IMAGE_GROUP:
+            elif group == _IMAGE_GROUP and self.learn_images:
                 self._kernel_image(record)
         elif kind == "event":
             if record.id == _MANIFEST_DATA_ID and self.learn_manifests and record.opcode == 254:
@@ -252,6 +259,8 @@ class DecodeContext:
         schema = self.schema_for(record)
         if schema is None:
             return None
+        if record.pointer_size in (4, 8):  # every property is asked for: decode them at once
+            return self.registry.compiled(schema, record.pointer_size)(record.user_data)[0]
         return decode_properties(schema, record.user_data, record.pointer_size)
 
     # -- processes ---------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.context import references as count_references
+from openetw.consumer._engine.lazy import LAZY_CLASSES, lazy_record, reuse_lazy_record
+from openetw.consumer._engine.loader import RecordLoader
+from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.lazy import LAZY_CLASSES
-from openetw.consumer.loader import RecordLoader
 from openetw.consumer.parser import plans_for_pointer_size
 from openetw.consumer.provider import Provider
 from openetw.consumer.state import state_mask
@@ -208,6 +208,24 @@ class _FilePlan:
     actions: np.ndarray
     count_as: np.ndarray
     groups: np.ndarray
+
+
+def run_indexed(indexes: list[EtlIndex], dispatcher: Dispatcher) -> None:
+    """Deliver indexed files a window of blocks at a time (``merge_windows``): memory follows a
+    block, not the files. One file's blocks after the time window are counted unread."""
+    stats = dispatcher.stats
+    high = dispatcher.window.high if dispatcher.window.end is not None else None
+    for window in merge_windows([index.segments() for index in indexes]):
+        count = sum(len(segment) for segment in window)
+        if dispatcher.stopping:
+            stats.events_not_processed += count
+            continue
+        summary = window[0].summary if len(window) == 1 else None
+        if high is not None and summary is not None and summary["filetime"][0] > high:
+            stats.events_read += count
+            stats.events_outside_window += count
+            continue
+        IndexedPlan(window, dispatcher).run()  # type: ignore[arg-type]
 
 
 class IndexedPlan:
@@ -398,8 +416,9 @@ class IndexedPlan:
         caches = [loader._cache for loader in loaders]
         record_contexts = [loader.context for loader in loaders]
         record_context = record_contexts[0]
-        new = object.__new__
-        references_of = count_references
+        references_of = context.references  # the switch: without object reuse, never a take-over
+        prime, let_go = context.prime, context.let_go
+        make_record, reuse_record = lazy_record, reuse_lazy_record
         lazy = LAZY_CLASSES
         callback_failed = d.callback_failed
         # A group of one provider without an executable filter needs no second look; with only
@@ -467,26 +486,13 @@ class IndexedPlan:
                             # The record before, of this buffer, that nobody kept: only where it
                             # is changes (and its header is to be unpacked again).
                             spare = None
-                            record._pos = offset
-                            record._size = size
-                            record.user_data_offset = user_data_offset
-                            record._header = None
+                            reuse_record(record, offset, size, user_data_offset)
                         else:
-                            # new_lazy_record(...), inlined
-                            record = new(record_class)
-                            record._raw = data
-                            record._pos = offset
-                            record._size = size
-                            record.cpu = cpu
-                            record._ctx = record_context
-                            record.buffer_index = buffer
-                            record.user_data_offset = user_data_offset
+                            record = make_record(record_class, data, offset, size, cpu, record_context, buffer, user_data_offset)
                         entry = entries[schema_kind]
                         if entry is None or context.generation != generation:
                             entry, generation = entry_for(record, schema_kind, generation)
-                        # context.prime(record, entry), inlined
-                        context._primed_record = record
-                        context._primed = entry
+                        prime(record, entry)
                         try:
                             callback(record, context)
                         except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
@@ -498,31 +504,18 @@ class IndexedPlan:
                         # that parser held by the context alone): the next record of this
                         # buffer takes it over, as making and freeing an object costs more.
                         references = references_of(record)
-                        if references == 3:
-                            spare = record
-                        elif references == 5 and context._record is record and references_of(context._parser) == 2:
-                            context._record = None
+                        if references == 3 or (references == 5 and let_go(record)):
                             spare = record
                         continue
                     if group != -2:
-                        # new_lazy_record(...), inlined
-                        record = new(record_class)
-                        record._raw = data
-                        record._pos = offset
-                        record._size = size
-                        record.cpu = cpu
-                        record._ctx = record_context
-                        record.buffer_index = buffer
-                        record.user_data_offset = user_data_offset
+                        record = make_record(record_class, data, offset, size, cpu, record_context, buffer, user_data_offset)
                     else:
                         record = loaders[place >> 32].record(int(self.rows[positions[done]]))
                     if schema_kind >= 0:
                         entry = entries[schema_kind]
                         if entry is None or context.generation != generation:
                             entry, generation = entry_for(record, schema_kind, generation)
-                        # context.prime(record, entry), inlined
-                        context._primed_record = record
-                        context._primed = entry
+                        prime(record, entry)
                     elif schema_kind != -1:  # an event with extended items: its kind and their bytes
                         if context.generation != generation:
                             entries[:] = [None] * kind_count
@@ -536,8 +529,7 @@ class IndexedPlan:
                                 extended_entries.clear()
                             entry, generation = entry_for(record, -1, generation)
                             extended_entries[key] = entry
-                        context._primed_record = record
-                        context._primed = entry
+                        prime(record, entry)
                     if group >= 0:
                         callback = only_callback[group]
                         if callback is not None:

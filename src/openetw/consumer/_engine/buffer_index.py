@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_build import file_order_rows, filetimes, provider_table
-from openetw.consumer.index_walk import memory_buffers, walk_chains
-from openetw.consumer.loader import RecordLoader
+from openetw.consumer._engine.index_build import file_order_rows, filetimes, provider_table
+from openetw.consumer._engine.index_walk import memory_buffers, walk_chains
+from openetw.consumer._engine.loader import RecordLoader
 from openetw.etl.record import RecordContext
 
 __all__ = ["BufferIndex"]
@@ -44,33 +44,27 @@ class BufferIndex:
         rows["filetime"] = filetimes(rows["timestamp"], context.clock)
         self.records: np.ndarray = rows
         self.unknown_reasons: dict[int, str] = reasons
-        self.errors: list[str] = laid.errors
+        self.errors: list[dict[str, Any]] = laid.errors  # the fields of each problem's EtlFormatError
         self._provider_rows = {guid: row for row, guid in enumerate(self.providers)}
 
     def __len__(self) -> int:
         return len(self.records)
 
     def provider_row(self, provider: Any) -> int | None:
-        guid = provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None)
-        return self._provider_rows.get(guid) if guid is not None else None
+        return self._provider_rows.get(provider if isinstance(provider, uuid.UUID) else getattr(provider, "guid", None))
 
     def loader(self) -> RecordLoader:
-        return _BufferLoader(self)
+        return RecordLoader(self.records, self.unknown_reasons, self.context, _MemoryBuffers(self.data))
 
 
-class _BufferLoader(RecordLoader):
-    """``RecordLoader`` over the one buffer in memory."""
+class _MemoryBuffers:
+    """The buffers of a batch, held in memory: what ``RecordLoader`` reads records from."""
 
-    def __init__(self, index: BufferIndex) -> None:  # no file to open
-        self.index = index  # type: ignore[assignment]
-        self.context = index.context
-        self._limit = len(index.data)
-        self._cache = index.data
-        self._position = {number: row for row, number in enumerate(index.numbers)}
-        self._fd = None
+    def __init__(self, data: dict[int, bytes]) -> None:
+        self._cache = data
 
     def buffer_data(self, buffer_index: int) -> bytes:
         return self._cache[buffer_index]
 
     def close(self) -> None:
-        self._fd = None
+        pass

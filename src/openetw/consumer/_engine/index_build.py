@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
+from openetw.consumer._engine.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock
 from openetw.etl.logfile import LogfileHeader
@@ -40,7 +41,6 @@ RECORD_DTYPE = np.dtype([
 """One index row: the header fields of a record and where it sits (``offset`` inside the data of
 buffer ``buffer``, ``user_data_offset`` inside the record). ``provider`` indexes the provider
 table (-1: none)."""
-RECORD_COLUMNS: tuple[str, ...] = RECORD_DTYPE.names or ()  # (a structured dtype always has names)
 
 BUFFER_DTYPE = np.dtype([
     ("file_offset", "<i8"), ("timestamp", "<i8"), ("buffer_size", "<u4"), ("data_end", "<u4"),
@@ -83,7 +83,7 @@ class BuiltIndex:
     buffers: np.ndarray
     header: LogfileHeader
     context: RecordContext
-    errors: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
     unknown_reasons: dict[int, str] = field(default_factory=dict)
     read_stats: dict[str, int] = field(default_factory=dict)
     exact_time_order: bool = True
@@ -97,20 +97,34 @@ class _Views:
         self.u64 = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
 
 
+def _at(layout: L.Layout, name: str, code: str, plus: int = 0) -> tuple[str, int]:
+    return code, layout.offset(name) + plus
+
+
+_S, _P, _C, _E = L.SYSTEM_TRACE_HEADER, L.PERFINFO_TRACE_HEADER, L.EVENT_TRACE_HEADER, L.EVENT_HEADER
+# Each family's columns, where ``layouts.py`` puts them (an opcode is the low byte of a HookId;
+# a GUID is read as its two 8-byte halves).
 _KERNEL_FIELDS = {
-    "version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6),
-    "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16),
-}
-_PERFINFO_FIELDS = {"version": ("u1", 0), "version_word": ("<u2", 0), "opcode": ("u1", 6), "hook_id": ("<u2", 6), "timestamp": ("<i8", 8)}
+    "version": _at(_S, "Version", "u1"), "version_word": _at(_S, "Version", "<u2"), "opcode": _at(_S, "HookId", "u1"),
+    "hook_id": _at(_S, "HookId", "<u2"), "tid": _at(_S, "ThreadId", "<u4"), "pid": _at(_S, "ProcessId", "<u4"),
+    "timestamp": _at(_S, "SystemTime", "<i8"),
+}  # fmt: skip
+_PERFINFO_FIELDS = {
+    "version": _at(_P, "Version", "u1"), "version_word": _at(_P, "Version", "<u2"), "opcode": _at(_P, "HookId", "u1"),
+    "hook_id": _at(_P, "HookId", "<u2"), "timestamp": _at(_P, "SystemTime", "<i8"),
+}  # fmt: skip
 _CLASSIC_FIELDS = {
-    "opcode": ("u1", 4), "level": ("u1", 5), "version": ("<u2", 6), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16),
-    "lo": ("<u8", 24), "hi": ("<u8", 32),
+    "opcode": _at(_C, "Type", "u1"), "level": _at(_C, "Level", "u1"), "version": _at(_C, "Version", "<u2"), "tid": _at(_C, "ThreadId", "<u4"),
+    "pid": _at(_C, "ProcessId", "<u4"), "timestamp": _at(_C, "TimeStamp", "<i8"), "lo": _at(_C, "Guid", "<u8"), "hi": _at(_C, "Guid", "<u8", 8),
 }  # fmt: skip
 _EVENT_FIELDS = {
-    "flags": ("<u2", 4), "tid": ("<u4", 8), "pid": ("<u4", 12), "timestamp": ("<i8", 16), "lo": ("<u8", 24), "hi": ("<u8", 32),
-    "id": ("<u2", 40), "version": ("u1", 42), "channel": ("u1", 43), "level": ("u1", 44), "opcode": ("u1", 45), "task": ("<u2", 46),
-    "keyword": ("<u8", 48),
+    "flags": _at(_E, "Flags", "<u2"), "tid": _at(_E, "ThreadId", "<u4"), "pid": _at(_E, "ProcessId", "<u4"), "timestamp": _at(_E, "TimeStamp", "<i8"),
+    "lo": _at(_E, "ProviderId", "<u8"), "hi": _at(_E, "ProviderId", "<u8", 8), "id": _at(_E, "Id", "<u2"), "version": _at(_E, "Version", "u1"),
+    "channel": _at(_E, "Channel", "u1"), "level": _at(_E, "Level", "u1"), "opcode": _at(_E, "Opcode", "u1"), "task": _at(_E, "Task", "<u2"),
+    "keyword": _at(_E, "Keyword", "<u8"),
 }  # fmt: skip
+# The SYSTEM extension rule (``framing.system_header_extension``) by the Version word's high byte.
+_EXTENSION_BYTES = np.asarray([F.system_header_extension(high << 8) for high in range(256)], dtype=np.int64)
 _FAMILIES = (
     # (name, header words its fields lie in, kind codes, fields at their header offsets, columns taken as they are);
     # the numbering (0 kernel, 1 perfinfo, 2 classic, 3 event) is used below
@@ -145,8 +159,10 @@ def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.nd
     n = len(p)
     slot = p >> 3
     first_word = v.u64.take(slot)
-    header_type = ((first_word >> np.uint64(16)) & np.uint64(0xFF)).astype(np.intp)
-    kind = np.where((first_word >> np.uint64(24)) & np.uint64(0xFF) >= 0xC0, _KIND_OF_TYPE.take(header_type), _WPP).astype(np.uint8)
+    header_type = ((first_word >> np.uint64(F.MARKER_TYPE_SHIFT)) & np.uint64(0xFF)).astype(np.intp)
+    flags = (first_word >> np.uint64(F.MARKER_FLAGS_SHIFT)) & np.uint64(0xFF)
+    typed = (flags & np.uint64(F.TYPED_FLAGS_MASK)) == F.TYPED_FLAGS_MASK
+    kind = np.where(typed, _KIND_OF_TYPE.take(header_type), _WPP).astype(np.uint8)
     rows = np.zeros(n, dtype=RECORD_DTYPE)
     user_data_offset = HEADER_SIZES.take(header_type)
     lo = np.zeros(n, dtype=np.uint64)
@@ -178,7 +194,7 @@ def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.nd
             rows[name][at] = view[name]
         if number <= 1:  # kernel headers: group GUIDs from the hook, extensions after the header
             version = view["version_word"].astype(np.int64)
-            user_data_offset[at] += np.where(version & 0xFF00 == 0, 0, np.where(version & 0x8000, 8, 0) + 8 * ((version >> 8) & 7))
+            user_data_offset[at] += _EXTENSION_BYTES.take(version >> 8)
             hook = view["hook_id"].astype(np.int64)
             group = hook >> 8
             for (from_group, from_type), (to_group, _) in HOOK_ALIASES.items():
@@ -229,17 +245,16 @@ def _after_extended_items(u8: np.ndarray, starts: np.ndarray, sizes: np.ndarray)
         pos[live[ok]] += item_size[ok]
         active[:] = False
         active[live[ok & (linkage & 1 != 0)]] = True
-    lengths: np.ndarray = np.minimum(pos, end) - starts
-    return lengths
+    return np.minimum(pos, end) - starts
 
 
 def _fill_wpp(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, has: np.ndarray, bufs: Buffers, chains: Chains) -> None:
     """WPP records keep their time, ids and GUID in optional items: read them one by one."""
     context = RecordContext(TraceClock(0, 0, 0, 0))
     for row in np.flatnonzero(rows["kind"] == _WPP).tolist():
-        pos, size = int(chains.offsets[row]), int(chains.sizes[row])
+        pos = int(chains.offsets[row])
         header = L.MESSAGE_TRACE_HEADER.unpack_from(bufs.blob, pos)
-        record = MessageRecord(header, bytes(bufs.blob[pos : pos + size]), 0, size, 0, context)  # (the blob may be a bytearray)
+        record = MessageRecord(header, bufs.blob, pos, int(chains.sizes[row]), 0, context)
         rows["id"][row] = record.id
         rows["timestamp"][row] = record.timestamp
         rows["pid"][row] = record.pid
@@ -262,12 +277,23 @@ def provider_table(lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> tuple[np.
     mixed = a ^ (b * np.uint64(0x9E3779B97F4A7C15))
     first, inverse = _unique_runs(mixed)
     if not (np.array_equal(a, a[first][inverse]) and np.array_equal(b, b[first][inverse])):
-        pairs = list(zip(a.tolist(), b.tolist(), strict=True))  # two GUIDs mixed to one key: do it exactly
+        pairs = list(zip(a.tolist(), b.tolist(), strict=False))  # two GUIDs mixed to one key: do it exactly
         table: dict[tuple[int, int], int] = {}
         inverse = np.asarray([table.setdefault(pair, len(table)) for pair in pairs], dtype=np.int64)
         first = np.asarray([pairs.index(pair) for pair in table], dtype=np.int64)
     column[rows] = inverse
     return column, [uuid.UUID(bytes_le=struct.pack("<QQ", int(a[i]), int(b[i]))) for i in first.tolist()]
+
+
+def by_appearance(column: np.ndarray, table: list[uuid.UUID]) -> tuple[np.ndarray, list[uuid.UUID]]:
+    """The provider column and table renumbered in order of first appearance in ``column``
+    (so that the table does not depend on how the rows were taken in pieces)."""
+    present = column[column >= 0]
+    codes, first = np.unique(present, return_index=True)
+    ordered = codes[np.argsort(first, kind="stable")]
+    remap = np.full(len(table) + 1, -1, dtype=np.int32)
+    remap[ordered] = np.arange(len(ordered), dtype=np.int32)
+    return remap[column], [table[code] for code in ordered.tolist()]
 
 
 def _unique_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -287,7 +313,7 @@ def _unknown_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.n
     rows = np.zeros(len(chains.unknown), dtype=RECORD_DTYPE)
     for row, (offset, size, position, _) in enumerate(chains.unknown):
         rows["kind"][row] = _UNKNOWN
-        rows["header_type"][row] = (_u32(bufs.blob, offset)[0] >> 16) & 0xFF
+        rows["header_type"][row] = F.header_type_of(_u32(bufs.blob, offset)[0])
         rows["size"][row] = size
         rows["user_data_length"][row] = size
         rows["buffer"][row] = indices[position]
@@ -386,8 +412,7 @@ def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
         ticks = micros * 10 + (rest * 10) // clock.cpu_speed_mhz
     else:
         ticks = delta
-    filetimes: np.ndarray = ticks + np.int64(clock.start_time)
-    return filetimes
+    return ticks + np.int64(clock.start_time)
 
 
 def file_order_rows(bufs: Buffers, chains: Chains) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
@@ -419,7 +444,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     tables: list[np.ndarray] = []
     reasons: dict[int, str] = {}
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     walked = {"unknown_records": 0, "skipped_bytes": 0}
     buffer_indices: list[int] = []
     done = 0
@@ -442,7 +467,7 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         (parts[0][i] if len(parts) == 1 else np.concatenate([part[i] for part in parts])) if parts else np.zeros(0, dtype=dtype)
         for i, dtype in ((0, RECORD_DTYPE), (1, np.uint64), (2, np.uint64), (3, bool))
     )  # fmt: skip
-    rows["provider"], providers = provider_table(lo, hi, has)
+    rows["provider"], providers = by_appearance(*provider_table(lo, hi, has))
     order, exact = _time_order(rows, buffer_indices)
     if len(order) and not (order[0] == 0 and np.all(order[1:] > order[:-1])):
         rows = take(rows, order)

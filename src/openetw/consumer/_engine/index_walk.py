@@ -5,8 +5,8 @@ when it is uncompressed and its buffer headers are sound; otherwise what ``EtlRe
 gives, so that damage and compression are handled by the reader). ``walk_chains`` then
 
 1. marks, in one vectorized pass over every 8-byte-aligned position, the ones whose first u32
-   looks like a record marker (a known header type with marker flags ``0xC0``, or a WPP
-   ``0x90`` marker: one table lookup on the marker's upper half), and works out each one's
+   looks like a record marker (a known header type under typed marker flags, or a WPP
+   message marker, as ``etl.framing`` declares them: one table lookup on the marker key), and works out each one's
    size and the candidate at the position after it (through a position -> candidate table,
    not a search);
 2. follows each buffer's chain of records from its first position through those "next" links
@@ -27,34 +27,36 @@ from typing import Any
 import numpy as np
 
 from openetw.errors import EtlFormatError
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader
-from openetw.etl.record import RECORD_CLASSES
 
-__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "memory_buffers", "read_buffers", "single_buffer", "walk_chains"]
+__all__ = ["Buffers", "Chains", "GATHER_PAD", "buffer_info", "error_fields", "problem_fields", "memory_buffers", "read_buffers", "single_buffer", "walk_chains"]
 
-BH = L.BUFFER_HEADER_SIZE
+BH = F.RECORDS_START
 GATHER_PAD = 128  # zero bytes after the data, so fixed-offset gathers never leave the blob
 CHUNK_BYTES = 64 << 20  # buffers are indexed this many bytes at a time: memory stays bounded
 _u32 = struct.Struct("<I").unpack_from
 _BUFFER = L.WMI_BUFFER_HEADER
 _F = {name: _BUFFER.index(name) for name, _ in _BUFFER.fields}
 _REACH_ROUNDS = 24
+_OFFSET_FIELD = "WMI_BUFFER_HEADER.Offset"
 _DENSE_CANDIDATES = 16  # a candidate per this many slots or more: follow links through a table
 
 
 def _type_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per header type (``etl.framing``'s rows): typed and known, where its Size sits, its header size."""
     known = np.zeros(256, dtype=bool)
-    size_at_4 = np.zeros(256, dtype=bool)  # SYSTEM/PERFINFO headers keep Size at +4
-    header_size = np.full(256, L.MESSAGE_TRACE_HEADER.size, dtype=np.int64)
-    for header_type, cls in RECORD_CLASSES.items():
+    size_at = np.zeros(256, dtype=np.int64)
+    header_size = np.full(256, F.MESSAGE_KIND.header_size, dtype=np.int64)
+    for header_type, row in F.HEADER_KINDS.items():
         known[header_type] = True
-        header_size[header_type] = cls.header_size
-        size_at_4[header_type] = cls.kind in ("system", "compact", "perfinfo")
-    return known, size_at_4, header_size
+        header_size[header_type] = row.header_size
+        size_at[header_type] = row.size_at
+    return known, size_at, header_size
 
 
-KNOWN_TYPES, SIZE_AT_4, HEADER_SIZES = _type_tables()
+KNOWN_TYPES, SIZE_AT, HEADER_SIZES = _type_tables()
 
 
 @dataclass
@@ -66,7 +68,7 @@ class Buffers:
     ends: np.ndarray
     lengths: list[int]
     blob: bytes | bytearray
-    errors: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -88,7 +90,7 @@ def buffer_info(data: Any, offset: int, index: int, file_offset: int | None = No
 def single_buffer(data: bytes, index: int = 0) -> Buffers:
     """One buffer's data (an uncompressed buffer as a real-time delivery would hand it over)."""
     info = buffer_info(data, 0, index)
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     end = _record_end(info, len(data), errors)
     blob = bytes(data) + bytes(-len(data) % 8 + GATHER_PAD)
     return Buffers([info], np.zeros(1, dtype=np.int64), np.asarray([end], dtype=np.int64), [len(data)], blob, errors, {})
@@ -102,7 +104,7 @@ def memory_buffers(items: list[tuple[int, bytes]]) -> Buffers:
     bases: list[int] = []
     ends: list[int] = []
     lengths: list[int] = []
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     total = 0
     for number, data in items:
         info = buffer_info(data, 0, number)
@@ -119,17 +121,27 @@ def memory_buffers(items: list[tuple[int, bytes]]) -> Buffers:
     return Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
 
 
-def _record_end(info: BufferInfo, length: int, errors: list[str]) -> int:
+def _record_end(info: BufferInfo, length: int, errors: list[dict[str, Any]]) -> int:
     """Where a buffer's records end, as the reader bounds it (problems noted in ``errors``)."""
     end = info.data_end
     truncated = length < info.buffer_size and not info.compressed
     if end > length:
         if not truncated and not info.compressed:
-            errors.append(f"buffer {info.index}: Offset {end:#x} is past the buffer end {length:#x}")
+            message = f"Offset {end:#x} is past the buffer end {length:#x}"
+            errors.append(problem_fields(message, info.file_offset + F.BUFFER_OFFSET_AT, info.index, _OFFSET_FIELD))
         return length
     if end < BH and not info.compressed:
-        errors.append(f"buffer {info.index}: Offset {end:#x} is inside the buffer header")
+        errors.append(problem_fields(f"Offset {end:#x} is inside the buffer header", info.file_offset + F.BUFFER_OFFSET_AT, info.index, _OFFSET_FIELD))
     return end
+
+
+def problem_fields(message: str, offset: int | None, buffer_index: int | None, structure: str | None) -> dict[str, Any]:
+    """A problem as the index keeps it: the fields of the ``EtlFormatError`` the reader raises."""
+    return {"message": message, "offset": offset, "buffer_index": buffer_index, "structure": structure}
+
+
+def error_fields(error: EtlFormatError) -> dict[str, Any]:
+    return problem_fields(error.message, error.offset, error.buffer_index, error.structure)
 
 
 def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
@@ -185,7 +197,7 @@ def _file_chunks(path: str, infos: list[BufferInfo], limit: int) -> Iterator[Buf
                 if not n:
                     raise EtlFormatError("the file shrank while it was being indexed", offset=start + got, path=path)
                 got += n
-            errors: list[str] = []
+            errors: list[dict[str, Any]] = []
             ends = [_record_end(info, info.buffer_size, errors) for info in part]
             bases = np.asarray([info.file_offset - start for info in part], dtype=np.int64)
             yield Buffers(part, bases, np.asarray(ends, dtype=np.int64), [info.buffer_size for info in part], blob, errors, {})
@@ -199,7 +211,7 @@ def _reader_chunks(reader: EtlReader, limit: int) -> Iterator[Buffers]:
     bases: list[int] = []
     ends: list[int] = []
     lengths: list[int] = []
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     total = 0
     for info, data in reader.buffers():
         length = len(data)
@@ -221,7 +233,7 @@ def _reader_chunks(reader: EtlReader, limit: int) -> Iterator[Buffers]:
         yield Buffers(infos, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), lengths, b"".join(parts), errors, {})
 
 
-def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[Buffers], Callable[[], tuple[list[str], dict[str, int]]]]:
+def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[Buffers], Callable[[], tuple[list[dict[str, Any]], dict[str, int]]]]:
     """Every buffer of ``reader``'s file, in blobs of about ``limit`` bytes (bounded memory), and a
     function giving, once they were all read, the reader's own errors and statistics."""
     if reader.path is not None and not reader.header.compressed:
@@ -230,13 +242,13 @@ def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[
             infos, stats = plain
             return _file_chunks(reader.path, infos, limit), lambda: ([], dict(stats))
 
-    def outcome() -> tuple[list[str], dict[str, int]]:
+    def outcome() -> tuple[list[dict[str, Any]], dict[str, int]]:
         read = reader.stats
         stats = {
             "buffers": read.buffers, "compressed_buffers": read.compressed_buffers, "skipped_bytes": read.skipped_bytes,
             "buffers_with_events_lost_flag": read.buffers_with_events_lost_flag, "buffers_with_buffer_lost_flag": read.buffers_with_buffer_lost_flag,
         }  # fmt: skip
-        return [str(error) for error in read.errors], stats
+        return [error_fields(error) for error in read.errors], stats
 
     return _reader_chunks(reader, limit), outcome
 
@@ -254,12 +266,12 @@ class Chains:
 def _key_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per marker key (the marker's upper half: header type, then flags): whether it frames a
     record, its header size, and where its size is (the shift of the slot's 8 bytes)."""
-    keys = np.arange(1 << 16)
-    header_type, flags = keys & 0xFF, keys >> 8
-    typed = (flags >= 0xC0) & KNOWN_TYPES[header_type]
-    framed = typed | ((flags & 0xD0) == 0x90)
-    header_size = np.where(typed, HEADER_SIZES[header_type], L.MESSAGE_TRACE_HEADER.size)
-    shift = np.where(typed & SIZE_AT_4[header_type], 32, 0).astype(np.uint64)
+    keys = np.arange(1 << 16)  # flags << 8 | header type
+    header_type, flags = keys & 0xFF, keys >> (F.MARKER_FLAGS_SHIFT - F.MARKER_KEY_SHIFT)
+    typed = ((flags & F.TYPED_FLAGS_MASK) == F.TYPED_FLAGS_MASK) & KNOWN_TYPES[header_type]
+    framed = typed | ((flags & F.MESSAGE_FLAGS_MASK) == F.MESSAGE_FLAGS)
+    header_size = np.where(typed, HEADER_SIZES[header_type], F.MESSAGE_KIND.header_size)
+    shift = (8 * np.where(typed, SIZE_AT[header_type], F.MESSAGE_KIND.size_at)).astype(np.uint64)  # bits into the slot
     return framed, header_size, shift
 
 
@@ -278,8 +290,8 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     index_type: type[np.signedinteger[Any]] = np.int32 if slot_count < 1 << 28 else np.int64
     words = np.frombuffer(blob, dtype="<u8", count=slot_count)  # a slot's marker, then its second u32
     # Each slot's marker key (header type and flags, bytes 2-3) says at once whether it frames:
-    # a known header type under 0xC0 flags, or a WPP 0x90 marker.
-    keys = np.frombuffer(blob, dtype="<u2", count=slot_count * 4)[1::4]
+    # a known header type under typed flags, or a WPP message marker.
+    keys = np.frombuffer(blob, dtype="<u2", count=slot_count * 4)[F.MARKER_KEY_SHIFT // 16 :: 4]
     base_slots = (bufs.bases // 8).astype(index_type)
     ends = bufs.ends.astype(index_type)
     first = base_slots + BH // 8
@@ -298,7 +310,7 @@ def _candidates(bufs: Buffers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     if len(inside) < len(slots):
         slots, buffer_pos = slots.take(inside), buffer_pos.take(inside)
     slot_words = words.take(slots)
-    key = (slot_words >> np.uint64(16)) & np.uint64(0xFFFF)
+    key = (slot_words >> np.uint64(F.MARKER_KEY_SHIFT)) & np.uint64(0xFFFF)
     sizes = ((slot_words >> KEY_SIZE_SHIFTS.take(key)) & np.uint64(0xFFFF)).astype(index_type)
     header_size = KEY_HEADER_SIZES.take(key).astype(index_type)
     record_end = base_slots.take(buffer_pos) * 8 + ends.take(buffer_pos)  # in bytes
@@ -412,13 +424,13 @@ def _judge_stop(bufs: Buffers, position: int, pos: int, unknown: list[tuple[int,
     problem = None
     if pos + 4 <= end:
         marker = _u32(bufs.blob, base + pos)[0]
-        flags, header_type = marker >> 24, (marker >> 16) & 0xFF
+        flags, header_type = marker >> F.MARKER_FLAGS_SHIFT, F.header_type_of(marker)
         reason = None
-        if marker == 0xFFFFFFFF:
+        if marker == F.END_OF_DATA:
             pass
-        elif flags & 0xC0 == 0xC0 and header_type not in RECORD_CLASSES:
+        elif F.is_typed(flags) and header_type not in F.HEADER_KINDS:
             reason = f"unknown header type {header_type:#04x}"
-        elif flags & 0xC0 == 0xC0 or flags & 0xD0 == 0x90:
+        elif F.is_typed(flags) or F.is_message(flags):
             problem = "record header runs past the buffer's data, or its size is out of range"
         else:
             reason = f"no record header at this position (marker {marker:#010x})"
@@ -428,7 +440,10 @@ def _judge_stop(bufs: Buffers, position: int, pos: int, unknown: list[tuple[int,
             bufs.stats["skipped_bytes"] += end - pos
     if problem is not None:
         bufs.stats["skipped_bytes"] += end - pos
-        prefix = "file ends inside a record: " if truncated and end == length else ""
-        bufs.errors.append(f"buffer {info.index}, offset {pos:#x}: {prefix}{problem}")
-    elif truncated:
-        bufs.errors.append(f"buffer {info.index}: file ends inside a buffer ({length} of {info.buffer_size} bytes)")
+    if problem is not None or truncated:
+        # Damage is rare: the reference walk says exactly what and where, as the reader says it.
+        data = bytes(bufs.blob[base : base + length])
+        for item in F.walk(data, data_end=info.data_end, buffer_size=info.buffer_size, compressed=info.compressed,
+                           file_offset=info.file_offset, buffer_index=info.index):  # fmt: skip
+            if isinstance(item, F.Problem) and item.structure != _OFFSET_FIELD:
+                bufs.errors.append(problem_fields(item.message, item.offset, item.buffer_index, item.structure))

@@ -21,7 +21,7 @@ from typing import Any
 
 from openetw.etl.record import RECORD_CLASSES, EventRecord, RecordContext
 
-__all__ = ["LAZY_CLASSES", "new_lazy_record"]
+__all__ = ["LAZY_CLASSES", "lazy_record", "new_lazy_record", "reuse_lazy_record"]
 
 _TUPLE_FIELD_GETTER = "_tuple_field.<locals>.getter"  # how openetw.etl.record makes header fields
 
@@ -98,3 +98,22 @@ def new_lazy_record(
     record._raw, record._pos, record._size, record.cpu, record._ctx, record.buffer_index = raw, pos, size, cpu, context, buffer_index
     record.user_data_offset = user_data_offset
     return record  # type: ignore[no-any-return]
+
+
+def lazy_record(
+    cls: type[EventRecord], raw: bytes, pos: int, size: int, cpu: int, context: RecordContext, buffer_index: int, user_data_offset: int,
+) -> EventRecord:  # fmt: skip
+    """A record of the lazy class ``cls`` (one of ``LAZY_CLASSES``): ``new_lazy_record`` by class."""
+    record: Any = _new(cls)
+    record._raw, record._pos, record._size, record.cpu, record._ctx, record.buffer_index = raw, pos, size, cpu, context, buffer_index
+    record.user_data_offset = user_data_offset
+    return record
+
+
+def reuse_lazy_record(record: Any, pos: int, size: int, user_data_offset: int) -> None:
+    """Point a lazy record nothing else holds at another record of the same buffer and kind
+    (its header is unpacked again when read)."""
+    record._pos = pos
+    record._size = size
+    record.user_data_offset = user_data_offset
+    record._header = None

@@ -1,0 +1,135 @@
+"""The consumer's index: first pass (cold) and later passes (warm) beside the plain reader's walk.
+
+Per trace (diaghub.etl, net.4.5.2.x64.etl, and a 1 GB trace made by repeating diaghub.etl's
+buffers, ``openetw.testing.large``), each row measured in a fresh process (imports excluded),
+all in the same run:
+
+- ``EtlReader walk``: every record in file order, one header field touched (the baseline);
+- ``index build, cold``: ``EtlIndex.open`` + the first pass with no index anywhere (the index is
+  written beside the file);
+- ``index read, warm``: every block of the stored index read back;
+- ``callbacks, cold``: ``UserTrace`` with the busiest provider and a callback parsing one
+  property, no index yet (events delivered while the index is built);
+- ``callbacks, warm``: the same with the index stored.
+
+Rates are records of the file per second of the process's CPU time; peak RSS from
+``resource.getrusage``; index bytes per record from the index file. Goals: cold index build >=
+the walk's rate; peak RSS <= 150 MB at any size; index <= 12 bytes per record.
+
+Usage: python benchmarks/bench_index.py [--size-mb 1024] [--no-large]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CORPUS, machine_note, table
+
+DIAGHUB = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
+NET = CORPUS / "etl" / "perfview" / "net.4.5.2.x64.etl"
+BUSIEST = {"diaghub": ("b3e675d7-2554-4f18-830b-2762732560de", "ImageSize"), "net": ("ce1dbfb4-137e-4da6-87b0-3f59aa102cbc", "InstructionPointer")}
+
+CHILD = r"""
+import json, resource, sys, time
+what, path = sys.argv[1], sys.argv[2]
+from openetw.consumer import EtlIndex, Provider, UserTrace
+from openetw.etl import EtlReader
+start = time.process_time()
+if what == "walk":
+    n = 0
+    with EtlReader(path) as reader:
+        for record in reader:
+            record.timestamp
+            n += 1
+elif what == "build":
+    index = EtlIndex.open(path)
+    assert index.built
+    index.ensure_built()
+    n = len(index)
+elif what == "read":
+    index = EtlIndex.open(path)
+    assert not index.built
+    n = sum(len(segment.records) for segment in index.segments())
+else:
+    guid, prop = sys.argv[3], sys.argv[4]
+    trace = UserTrace(files=[path], manifests=None)
+    provider = Provider(guid)
+    provider.add_on_event_callback(lambda record, context: context.parser_for(record).try_parse(prop))
+    trace.enable(provider)
+    trace.start()
+    n = trace.query_stats()["events_read"]
+seconds = time.process_time() - start
+print(json.dumps({"records": n, "seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def child(what: str, path: Path, *extra: str, env: dict[str, str]) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", CHILD, what, str(path), *extra], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def measure(name: str, path: Path, busiest: tuple[str, str], work: Path) -> list[list[object]]:
+    env = dict(os.environ, OPENETW_INDEX_DIR=str(work / "cache"), OPENETW_NO_AUTOSTART="1")
+    index_file = Path(str(path) + ".idx")
+    rows: list[list[object]] = []
+
+    def row(label: str, result: dict[str, float], walk_rate: float | None, index_bytes: str = "") -> float:
+        rate = result["records"] / result["seconds"] if result["seconds"] else float("inf")
+        ratio = f"{rate / walk_rate:.2f}" if walk_rate else "1.00"
+        rows.append([name, label, int(result["records"]), f"{rate / 1e6:.2f} M/s", ratio, f"{result['rss_mb']:.0f}", index_bytes])
+        return rate
+
+    def clean() -> None:
+        index_file.unlink(missing_ok=True)
+        shutil.rmtree(work / "cache", ignore_errors=True)
+
+    clean()
+    walk = row("EtlReader walk", child("walk", path, env=env), None)
+    built = child("build", path, env=env)
+    per_record = (index_file if index_file.exists() else next((work / "cache").glob("*.idx"))).stat().st_size / built["records"]
+    row("index build, cold", built, walk, f"{per_record:.2f}")
+    row("index read, warm", child("read", path, env=env), walk)
+    clean()
+    row("callbacks, cold", child("callbacks", path, *busiest, env=env), walk)
+    row("callbacks, warm", child("callbacks", path, *busiest, env=env), walk)
+    clean()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=1024, help="size of the repeated trace (default 1024)")
+    parser.add_argument("--no-large", action="store_true", help="only the corpus files")
+    args = parser.parse_args()
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="openetw-bench-index-") as temp:
+        work = Path(temp)
+        for name, source in (("diaghub.etl", DIAGHUB), ("net.4.5.2.x64.etl", NET)):
+            copy = work / source.name  # a writable folder: the index goes beside the copy
+            shutil.copy(source, copy)
+            rows += measure(name, copy, BUSIEST["diaghub" if "diaghub" in name else "net"], work)
+            copy.unlink()
+        if not args.no_large:
+            from openetw.testing.large import repeat_buffers
+
+            large = work / "large.etl"
+            if shutil.disk_usage(work).free < (args.size_mb + 512) << 20:
+                print(f"skipped the {args.size_mb} MB trace: not enough free disk space")
+            else:
+                repeat_buffers(DIAGHUB, large, args.size_mb << 20)
+                rows += measure(f"{args.size_mb} MB repeated", large, BUSIEST["diaghub"], work)
+                large.unlink()
+    print(table(["trace", "row", "records", "rate (CPU)", "x walk", "peak RSS MB", "index B/record"], rows))
+    print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")
+
+
+if __name__ == "__main__":
+    main()

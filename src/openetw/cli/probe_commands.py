@@ -1,0 +1,165 @@
+"""``openetw probe``: D programs over trace files (Windows DTrace's ``etw`` probes)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from openetw.cli.failure import ReportedFailure
+from openetw.errors import InvalidArgument
+from openetw.probe.descriptions import parse_description
+from openetw.probe.errors import ProbeCompileError
+from openetw.probe.program import compile_script
+from openetw.probe.schema_types import merge_fields
+from openetw.probe.types import Type
+
+_HELP = """Run a D program over trace files: clauses fire on the files' events in time order.
+
+\b
+  openetw probe --file t.etl -n 'etw:::generic_event { @[probemod] = count(); }'
+  openetw probe --file t.etl -s script.d -q -f json 42 "text"   # $1=42, $2=text
+  openetw probe --file t.etl -l                 # the probes (events) the file has
+  openetw probe --file t.etl -l 'etw:*Kernel*::'
+
+Probes: etw:<provider guid|name>:<level>_<keyword>:<event id|name|generic_event> (empty
+fields and * ? wildcards match anything), BEGIN, END, ERROR, tick-N (trace time),
+interval:<unit>:<n>. The language and the -f json records are described in docs/probe.md.
+Exit status: 0, 1 after runtime errors, 2 on a usage or compile error, or exit(n)'s n.
+"""
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(probe_command)
+
+
+@click.command("probe", help=_HELP)
+@click.option("-n", "programs", multiple=True, metavar="PROGRAM", help="Program text (repeatable; joined in order).")
+@click.option("-s", "script", type=click.Path(dir_okay=False, path_type=str), metavar="FILE.d", help="Program file.")
+@click.option("-l", "--list", "list_pattern", is_flag=False, flag_value="", default=None, metavar="[PATTERN]",
+              help="List the probes the files have (matching PATTERN, or -n's descriptions), with provider and event names and fields.")  # fmt: skip
+@click.option("--file", "files", multiple=True, required=True, type=click.Path(dir_okay=False, path_type=str), metavar="X.etl",
+              help="Trace file (repeatable; merged in time order).")  # fmt: skip
+@click.option("--manifest", "manifests", multiple=True, type=click.Path(path_type=str), metavar="FILE|DIR",
+              help="Decode with this manifest (repeatable); installed manifests are used too.")  # fmt: skip
+@click.option("-o", "output_path", type=click.Path(dir_okay=False, path_type=str), metavar="FILE", help="Write output here.")
+@click.option("-q", "quiet", is_flag=True, help="Quiet: only what the program prints (no CPU/ID/FUNCTION:NAME lines).")
+@click.option("-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format (json: NDJSON).")
+@click.option("-x", "settings", multiple=True, metavar="OPTION=VALUE",
+              help="Option: strsize, aggsize, aggsortkey, aggsortrev, quiet, switchrate, bufsize, codegen.")  # fmt: skip
+@click.option("--json", "json_flag", is_flag=True, help="Same as -f json.")
+@click.argument("macros", nargs=-1)
+def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: str | None, files: tuple[str, ...],
+                  manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
+                  settings: tuple[str, ...], json_flag: bool, macros: tuple[str, ...]) -> None:  # fmt: skip
+    from openetw.probing.adapter import Catalog, TraceFiles
+    from openetw.probing.runner import ProbeRun
+
+    json_mode = fmt == "json" or json_flag
+    options = {}
+    for item in settings:
+        name, sep, value = item.partition("=")
+        options[name.strip()] = value if sep else ""
+    trace_files = TraceFiles(files, manifests=list(manifests) if manifests else None)
+    if list_pattern is not None:
+        patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
+        _list(Catalog.scan(trace_files), patterns, json_mode)
+        return
+    if script and programs:
+        raise InvalidArgument("give the program with -n or -s, not both")
+    if script:
+        try:
+            with open(script, encoding="utf-8") as source:
+                text, name = source.read(), script
+        except OSError as error:
+            raise InvalidArgument(f"{script}: {error.strerror}") from None
+    elif programs:
+        text, name = "\n".join(programs), "<-n>"
+    else:
+        raise InvalidArgument("no program: give -n 'PROGRAM' or -s FILE.d (or -l to list probes)")
+    started = time.perf_counter()
+    scanned: Catalog | None = None
+    catalog: list[Any] | None = None
+    if "args->" in text or "args ->" in text:
+        scanned = Catalog.scan(trace_files)
+        catalog = scanned.items()
+
+    def fields_of(specs: list[str]) -> dict[str, Any] | None:
+        merged: dict[str, Any] | None = None
+        descriptions = [parse_description(spec) for spec in specs]
+        for identity, fields, _count in catalog or []:
+            if fields is None or not any(d.special is None and d.match(identity) for d in descriptions):
+                continue
+            merged = dict(fields) if merged is None else merge_fields(merged, fields)
+        return merged
+
+    from openetw.probing.providers import PROBE_PROVIDERS
+
+    program = compile_script(text, name=name, macros=list(macros), fields_of=fields_of, options=options,
+                             providers=frozenset(PROBE_PROVIDERS))  # fmt: skip
+    compile_seconds = time.perf_counter() - started
+    if program.options["codegen"]:
+        click.echo(program.python_source, err=True)
+    handle: Any = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout  # noqa: SIM115
+    try:
+        run = ProbeRun(program, trace_files, write=handle.write, json_mode=json_mode, quiet=quiet, catalog=scanned)
+        run.compile_seconds = compile_seconds  # type: ignore[attr-defined]
+        status = run.run()
+        handle.flush()
+    finally:
+        if output_path:
+            handle.close()
+    if status:
+        raise ReportedFailure("", exit_code=status)
+
+
+def _descriptions_of(text: str) -> list[str]:
+    """The probe descriptions of a program's clauses (``-l -n PROGRAM``), or the text itself
+    when it is a bare description (``-l -n 'etw:::12'``)."""
+    from openetw.probe.parser import parse
+
+    try:
+        program = parse(text, name="<-n>")
+    except ProbeCompileError:
+        return [text.strip()]
+    return [spec.text for clause in program.clauses for spec in clause.probes] or [""]
+
+
+def _list(catalog: Any, patterns: list[str], json_mode: bool) -> None:
+    try:
+        descriptions = [parse_description(p) for p in patterns if p]
+    except ValueError as error:
+        raise ProbeCompileError(str(error)) from None
+    rows = []
+    for identity, fields, count in catalog.items():
+        probe = identity.guid, identity.function, str(identity.id)
+        if descriptions and not any(d.special is None and d.match(identity) for d in descriptions):
+            continue
+        rows.append({
+            "provider": "etw", "module": probe[0], "function": probe[1], "name": probe[2],
+            "provider_name": identity.provider_name, "event_name": identity.event_name, "events": count,
+            "fields": _field_names(fields) if fields is not None else None,
+        })  # fmt: skip
+    rows.sort(key=lambda r: (r["provider_name"] or "", r["module"], int(r["name"]), r["function"]))
+    if json_mode:
+        for number, row in enumerate(rows, 1):
+            click.echo(json.dumps({"id": number, **row}))
+        return
+    click.echo(f"{'ID':>5} {'PROVIDER':<8} {'MODULE':<36} {'FUNCTION':<23} {'NAME':<6} EVENTS")
+    for number, row in enumerate(rows, 1):
+        click.echo(f"{number:>5} {row['provider']:<8} {row['module']:<36} {row['function']:<23} {row['name']:<6} {row['events']}")
+        named = row["provider_name"] or "?"
+        click.echo(f"{'':>5}   {named} / {row['event_name'] or '?'}" + (f"  ({', '.join(row['fields'])})" if row["fields"] else ""))
+
+
+def _field_names(fields: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for name, ty in fields.items():
+        if isinstance(ty, dict):
+            out.extend(_field_names(ty, f"{prefix}{name}."))
+        else:
+            out.append(f"{prefix}{name}:{ty}" if isinstance(ty, Type) else f"{prefix}{name}")
+    return out

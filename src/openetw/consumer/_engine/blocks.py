@@ -1,0 +1,222 @@
+"""The index file: rows in fixed-size blocks of compressed columns, a summary per block.
+
+Layout (format 3)::
+
+    MAGIC (16 bytes: "OPENETW-INDEX\\0\\0" and the format byte)
+    block 0, block 1, ...        each: zlib over the block's columns, byte planes one after another
+    buffer table                 zlib over BUFFER_DTYPE rows
+    footer                       UTF-8 JSON: the caller's facts, the block table with summaries,
+                                 the provider table, where the buffer table is
+    trailer (24 bytes)           footer offset (u64), footer length (u64), TRAILER_MAGIC
+
+A block holds ``BLOCK_ROWS`` rows (the last one fewer). Its columns are encoded to compress:
+timestamps as deltas from the row before, the user data's length as what ``size`` and the
+user data offset do not already say, each record's offset as its distance from the end of the
+record before it in the same buffer (0 for back-to-back records); then every column is split
+into byte planes (all first bytes, all second bytes, ...), which zlib packs well. ``filetime``
+is not stored: it follows from the timestamp and the trace's clock.
+
+A block's summary (rows, first row, filetime range, provider codes and event ids present)
+lets a time window or a provider filter skip it unread. Any other format byte (an older index)
+reads as "no index": it is rebuilt, never misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_DTYPE
+
+__all__ = [
+    "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",
+    "read_stored", "summary_of",
+]  # fmt: skip
+
+FORMAT = 3
+MAGIC = b"OPENETW-INDEX\0\0" + bytes([FORMAT])
+MAGIC_PREFIX = MAGIC[:-1]
+TRAILER_MAGIC = b"OETWIDX\x03"
+_TRAILER = struct.Struct("<QQ8s")
+BLOCK_ROWS = 1 << 16
+BLOCK_ROWS_ENV = "OPENETW_INDEX_BLOCK_ROWS"
+ID_LIST_LIMIT = 256  # more distinct event ids in a block than this: the summary says "any"
+_LEVEL = 1  # zlib level: the first pass must stay as fast as a plain walk
+
+_STORED = tuple(name for name in RECORD_DTYPE.names if name != "filetime")  # type: ignore[union-attr]
+_WIDTH = {name: RECORD_DTYPE.fields[name][0].itemsize for name in _STORED}  # type: ignore[index]
+
+
+def block_rows_setting() -> int:
+    """Rows per block for a new index: ``$OPENETW_INDEX_BLOCK_ROWS``, default ``BLOCK_ROWS``."""
+    try:
+        return max(1, int(os.environ.get(BLOCK_ROWS_ENV, BLOCK_ROWS)))
+    except ValueError:
+        return BLOCK_ROWS
+
+
+def _offset_residuals(rows: np.ndarray) -> np.ndarray:
+    """Each record's offset minus the end (8-aligned) of the record before it in its buffer,
+    within the block (the first of a buffer in the block keeps its offset)."""
+    buffers = rows["buffer"]
+    order = np.argsort(buffers, kind="stable")
+    offsets = rows["offset"][order].astype(np.int64)
+    ends = offsets + ((rows["size"][order].astype(np.int64) + 7) & ~7)
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = buffers[order][1:] == buffers[order][:-1]
+    residual = offsets.copy()
+    residual[1:] -= np.where(same[1:], ends[:-1], 0)
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = residual
+    return out.astype(np.uint32)
+
+
+def _offsets_back(rows: np.ndarray, residual: np.ndarray) -> np.ndarray:
+    buffers = rows["buffer"]
+    order = np.argsort(buffers, kind="stable")
+    r = residual[order].astype(np.int64)
+    aligned = (rows["size"][order].astype(np.int64) + 7) & ~7
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = buffers[order][1:] == buffers[order][:-1]
+    step = r.copy()
+    step[1:] += np.where(same[1:], aligned[:-1], 0)
+    total = np.cumsum(step)
+    base = np.maximum.accumulate(np.where(~same, np.arange(len(order)), 0))  # each row's buffer's first row
+    offsets = total - (total[base] - r[base])
+    out = np.empty(len(order), dtype=np.uint32)
+    out[order] = offsets.astype(np.uint32)
+    return out
+
+
+def encode_block(rows: np.ndarray) -> bytes:
+    """The compressed columns of ``rows`` (see the module doc)."""
+    n = len(rows)
+    planes: list[bytes] = []
+    for name in _STORED:
+        column = rows[name]
+        if name == "timestamp":
+            column = np.diff(column, prepend=np.int64(0))
+        elif name == "user_data_length":
+            column = (rows["size"].astype(np.uint32) - rows["user_data_offset"] - column).astype(np.uint32)
+        elif name == "offset":
+            column = _offset_residuals(rows)
+        width = _WIDTH[name]
+        planes.append(np.ascontiguousarray(column).view(np.uint8).reshape(n, width).T.tobytes())
+    return zlib.compress(b"".join(planes), _LEVEL)
+
+
+def decode_block(payload: bytes, n: int) -> np.ndarray:
+    """The rows of a block (``filetime`` left at 0 for the caller to fill)."""
+    raw = zlib.decompress(payload)
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    at = 0
+    for name in _STORED:
+        width = _WIDTH[name]
+        plane = np.frombuffer(raw, dtype=np.uint8, count=n * width, offset=at).reshape(width, n).T
+        at += n * width
+        rows[name] = np.ascontiguousarray(plane).view(RECORD_DTYPE.fields[name][0]).reshape(n)  # type: ignore[index]
+    if at != len(raw):
+        raise ValueError("block size does not match its row count")
+    rows["timestamp"] = np.cumsum(rows["timestamp"])
+    rows["user_data_length"] = rows["size"] - rows["user_data_offset"] - rows["user_data_length"]
+    rows["offset"] = _offsets_back(rows, rows["offset"])
+    return rows
+
+
+def summary_of(rows: np.ndarray, first_row: int) -> dict[str, Any]:
+    """What lets a reader skip the block: rows, first row, filetime range, providers, event ids."""
+    ids = np.unique(rows["id"])
+    return {
+        "rows": len(rows), "first_row": first_row,
+        "filetime": [int(rows["filetime"].min()), int(rows["filetime"].max())] if len(rows) else [0, 0],
+        "providers": np.unique(rows["provider"]).tolist(),
+        "ids": ids.tolist() if len(ids) <= ID_LIST_LIMIT else None,
+    }  # fmt: skip
+
+
+class BlockWriter:
+    """Appends blocks to an open binary file, then the buffer table, footer and trailer."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.blocks: list[dict[str, Any]] = []
+        self.footer: dict[str, Any] = {}
+        out.write(MAGIC)
+        self.position = len(MAGIC)
+
+    def add(self, rows: np.ndarray, first_row: int) -> dict[str, Any]:
+        payload = encode_block(rows)
+        summary = dict(summary_of(rows, first_row), at=self.position, length=len(payload))
+        self.out.write(payload)
+        self.position += len(payload)
+        self.blocks.append(summary)
+        return summary
+
+    def finish(self, head: dict[str, Any], buffers: np.ndarray, providers: list[bytes]) -> None:
+        table = zlib.compress(np.ascontiguousarray(buffers, dtype=BUFFER_DTYPE).tobytes(), _LEVEL)
+        self.out.write(table)
+        footer = dict(
+            head, format=FORMAT, blocks=self.blocks, providers=[guid.hex() for guid in providers],
+            buffer_table=[self.position, len(table), len(buffers)],
+        )  # fmt: skip
+        self.position += len(table)
+        self.footer = footer
+        data = json.dumps(footer, separators=(",", ":")).encode("utf-8")
+        self.out.write(data)
+        self.out.write(_TRAILER.pack(self.position, len(data), TRAILER_MAGIC))
+        self.position += len(data) + _TRAILER.size
+
+
+class StoredIndex:
+    """An index file opened for reading: its footer, and its blocks read on demand."""
+
+    def __init__(self, fd: int, footer: dict[str, Any]) -> None:
+        self.fd = fd
+        self.footer = footer
+        self.blocks: list[dict[str, Any]] = footer["blocks"]
+
+    def block(self, number: int) -> np.ndarray:
+        entry = self.blocks[number]
+        payload = os.pread(self.fd, int(entry["length"]), int(entry["at"]))
+        return decode_block(payload, int(entry["rows"]))
+
+    def buffers(self) -> np.ndarray:
+        at, length, count = self.footer["buffer_table"]
+        data = zlib.decompress(os.pread(self.fd, int(length), int(at)))
+        return np.frombuffer(data, dtype=BUFFER_DTYPE, count=int(count)).copy()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def read_stored(location: str | os.PathLike[str]) -> StoredIndex | None:
+    """The index file at ``location``, or ``None`` when it is missing, damaged, of another
+    format (an older index is rebuilt, never misread), or not an index at all."""
+    try:
+        fd = os.open(location, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size < len(MAGIC) + _TRAILER.size or os.pread(fd, len(MAGIC), 0) != MAGIC:
+            raise ValueError("not an index of this format")
+        at, length, magic = _TRAILER.unpack(os.pread(fd, _TRAILER.size, size - _TRAILER.size))
+        if magic != TRAILER_MAGIC or at + length + _TRAILER.size != size:
+            raise ValueError("no trailer")
+        footer = json.loads(os.pread(fd, length, at).decode("utf-8"))
+        if footer.get("format") != FORMAT or not isinstance(footer.get("blocks"), list):
+            raise ValueError("another format")
+        for entry in footer["blocks"]:
+            if int(entry["at"]) + int(entry["length"]) > at:
+                raise ValueError("a block past the footer")
+        return StoredIndex(fd, footer)
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, struct.error):
+        os.close(fd)
+        return None

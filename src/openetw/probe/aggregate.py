@@ -1,0 +1,98 @@
+"""Aggregation buckets and values: what ``quantize``, ``lquantize`` and ``llquantize`` keep.
+
+Each aggregation is a plain dict (key -> value) that compiled clauses update directly; the
+distribution functions keep a dict (bucket -> count) per key. The rules are documented in
+``docs/probe.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["aggregate_value", "llquantize_bucket", "lquantize_bucket", "quantize_bucket", "bucket_ranges"]
+
+
+def quantize_bucket(value: int) -> int:
+    """The power-of-two bucket of ``value``: 0, or ±(the largest power of two not above |value|)."""
+    if value == 0:
+        return 0
+    if value > 0:
+        return 1 << (value.bit_length() - 1)
+    return -(1 << ((-value).bit_length() - 1))
+
+
+def lquantize_bucket(value: int, low: int, high: int, step: int) -> int:
+    """``low - 1`` below ``low``, ``high`` at or above ``high``, else the step's lower bound."""
+    if value < low:
+        return low - 1
+    if value >= high:
+        return high
+    return low + (value - low) // step * step
+
+
+def llquantize_bucket(value: int, factor: int, low: int, high: int, steps: int) -> int:
+    """-1 below ``factor**low``; ``factor**(high+1)`` at or above it; else, inside the magnitude
+    ``factor**m <= value < factor**(m+1)``, the lower bound of its ``steps``-wide linear step."""
+    floor: int = factor**low
+    if value < floor:
+        return -1
+    top: int = factor ** (high + 1)
+    if value >= top:
+        return top
+    magnitude = floor
+    while magnitude * factor <= value:
+        magnitude *= factor
+    width = max(1, magnitude * factor // steps)
+    return max(magnitude, value // width * width)
+
+
+def aggregate_value(func: str, value: Any, normal: int = 1) -> Any:
+    """The number an aggregation shows for one key (avg: integer mean, stddev: integer deviation)."""
+    if func == "avg":
+        return value[1] // value[0] // normal if value[0] else 0
+    if func == "stddev":
+        count, total, squares = value
+        if not count:
+            return 0
+        mean = total / count
+        return int(math.sqrt(max(0.0, squares / count - mean * mean))) // normal
+    if func in ("quantize", "lquantize", "llquantize"):
+        return value
+    return value // normal if normal != 1 else value
+
+
+def bucket_ranges(func: str, buckets: dict[int, int], params: tuple[int, ...]) -> list[tuple[int | None, int | None, int]]:
+    """(lowest value, highest value, count) of each bucket in order (``None``: unbounded)."""
+    out: list[tuple[int | None, int | None, int]] = []
+    for key in sorted(buckets):
+        count = buckets[key]
+        if func == "quantize":
+            if key == 0:
+                out.append((0, 0, count))
+            elif key > 0:
+                out.append((key, key * 2 - 1, count))
+            else:
+                out.append((key * 2 + 1, key, count))
+        elif func == "lquantize":
+            low, high, step = params
+            if key == low - 1:
+                out.append((None, low - 1, count))
+            elif key == high:
+                out.append((high, None, count))
+            else:
+                out.append((key, min(key + step, high) - 1, count))
+        else:
+            factor, low, high, steps = params
+            if key == -1:
+                out.append((None, factor**low - 1, count))
+            elif key == factor ** (high + 1):
+                out.append((key, None, count))
+            else:
+                magnitude = factor**low
+                while magnitude * factor <= key:
+                    magnitude *= factor
+                width = max(1, magnitude * factor // steps)
+                end = min((key // width + 1) * width, magnitude * factor)
+                out.append((key, end - 1, count))
+    return out

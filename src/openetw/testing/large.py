@@ -1,0 +1,67 @@
+"""Large traces for tests and benchmarks, made fast: a file's data buffers written again and again.
+
+``repeat_buffers(source, target, min_bytes)`` writes ``source``'s header buffer once, then its
+other buffers whole, repeated until the file holds at least ``min_bytes``. Each repetition moves
+every timestamp (buffer headers and records) past the one before, so the result is one long
+trace in time order, as a long recording would be. WPP and unknown records keep their bytes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from openetw.consumer._engine.index_build import KIND_CODES, build_index_data
+from openetw.etl import layouts as L
+
+__all__ = ["repeat_buffers"]
+
+# Where a record's timestamp is, by kind (the header layouts of ``etl/layouts.py``).
+_TIMESTAMP_AT = {
+    "system": L.SYSTEM_TRACE_HEADER.offset("SystemTime"),
+    "compact": L.SYSTEM_TRACE_HEADER.offset("SystemTime"),
+    "perfinfo": L.PERFINFO_TRACE_HEADER.offset("SystemTime"),
+    "classic": L.EVENT_TRACE_HEADER.offset("TimeStamp"),
+    "instance": L.EVENT_TRACE_HEADER.offset("TimeStamp"),
+    "event": L.EVENT_HEADER.offset("TimeStamp"),
+}
+
+
+def repeat_buffers(source: str | os.PathLike[str], target: str | os.PathLike[str], min_bytes: int) -> int:
+    """Write the repeated trace (see the module doc); returns how many records it holds."""
+    built = build_index_data(os.fspath(source))
+    if built.header.compressed:
+        raise ValueError("repeat_buffers takes an uncompressed trace")
+    buffers, rows = built.buffers, built.records
+    with open(source, "rb") as f:
+        data = f.read()
+    head_size = int(buffers["buffer_size"][0])
+    body = bytearray(data[head_size : int(buffers["file_offset"][-1] + buffers["buffer_size"][-1])])
+    places = [buffers["file_offset"][1:].astype(np.int64) - head_size + L.WMI_BUFFER_HEADER.offset("TimeStamp")]
+    starts = {int(index): int(offset) for index, offset in zip(buffers["index"].tolist(), buffers["file_offset"].tolist(), strict=False)}
+    in_body = rows["buffer"] != buffers["index"][0]
+    for kind, at in _TIMESTAMP_AT.items():
+        mine = rows[in_body & (rows["kind"] == KIND_CODES[kind])]
+        if len(mine):
+            base = np.asarray([starts[int(b)] for b in mine["buffer"].tolist()], dtype=np.int64) - head_size
+            places.append(base + mine["offset"].astype(np.int64) + at)
+    where = np.concatenate(places)
+    if np.any(where % 8):
+        raise ValueError("timestamps not 8-byte aligned")
+    slots = where // 8
+    timed = rows["timestamp"][rows["kind"] < KIND_CODES["wpp"]]
+    span = int(timed.max() - timed.min()) + 1 if len(timed) else 1
+    original = np.frombuffer(bytes(body), dtype="<i8")
+    work = np.frombuffer(body, dtype="<i8")
+    per_copy = int(np.count_nonzero(in_body))
+    copies = 0
+    with open(target, "wb") as out:
+        out.write(data[:head_size])
+        written = head_size
+        while written < min_bytes or copies == 0:
+            work[slots] = original[slots] + copies * span
+            out.write(body)
+            written += len(body)
+            copies += 1
+    return int(len(rows) - per_copy + per_copy * copies)

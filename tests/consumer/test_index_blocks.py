@@ -1,0 +1,207 @@
+"""The index in blocks: the codec, block summaries that skip, the format version, where an index
+lives and whether it is trusted, the cache's cap, and consumption a block at a time agreeing
+with the streaming reader (random windows and provider filters, several files merged)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openetw.consumer import EtlIndex, Provider, UserTrace
+from openetw.consumer._engine.blocks import FORMAT, decode_block, encode_block, read_stored
+from openetw.consumer._engine.index_build import RECORD_DTYPE
+from openetw.consumer._engine.location import evict, index_locations, may_trust
+from openetw.etl import EtlReader
+from openetw.etl import framing as F
+from tests.consumer.helpers import PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
+
+SMALL_BLOCKS = "OPENETW_INDEX_BLOCK_ROWS"
+
+
+def _rows(draw: Any, n: int) -> np.ndarray:
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    for name in RECORD_DTYPE.names:  # type: ignore[union-attr]
+        if name == "filetime":
+            continue
+        dtype = RECORD_DTYPE.fields[name][0]  # type: ignore[index]
+        info = np.iinfo(dtype)
+        values = draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n))
+        rows[name] = np.asarray(values, dtype=object).astype(dtype)
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_block_decodes_to_the_rows_it_was_made_of(data: Any) -> None:
+    n = data.draw(st.integers(0, 40))
+    rows = _rows(data.draw, n)
+    assert np.array_equal(decode_block(encode_block(rows), n), rows)
+
+
+@pytest.mark.parametrize("name", ["diaghub.etl", "Process.etl"])
+def test_corpus_indexes_are_small_and_equal_to_the_whole_file_build(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = next(p for p in [*diaghub_files(), corpus_etl(*PROCESS_ETL)] if p.name == name)
+    whole = EtlIndex.build(path)
+    monkeypatch.setenv(SMALL_BLOCKS, "777")
+    small = EtlIndex.build(path, chunk_bytes=70_000)
+    assert len(small.blocks) > 1 and all(block["rows"] == 777 for block in small.blocks[:-1])
+    assert np.array_equal(whole.records, small.records) and whole.providers == small.providers
+    assert os.fstat(whole._stored.fd).st_size / len(whole) < 12  # type: ignore[union-attr]
+
+
+def test_blocks_ruled_out_by_their_summaries_are_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SMALL_BLOCKS, "500")
+    index = EtlIndex.build(corpus_etl(*PROCESS_ETL))
+    times = index.records["filetime"]
+    start, end = int(times[3000]), int(times[3400])
+    read: list[int] = []
+    decode = index._stored.block  # type: ignore[union-attr]
+    monkeypatch.setattr(index._stored, "block", lambda number: read.append(number) or decode(number))
+    index._decoded = None
+    rows = index.select(start=start, end=end)
+    assert np.array_equal(rows, np.flatnonzero((times >= start) & (times <= end)))
+    assert 1 <= len(read) <= 2
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_select_and_count_by_over_blocks_equal_the_columns(data: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SMALL_BLOCKS, str(data.draw(st.integers(50, 3000))))
+    index = EtlIndex.build(corpus_etl(*PROCESS_ETL))
+    rows = index.records
+    times = rows["filetime"]
+    a, b = sorted(data.draw(st.lists(st.integers(0, len(rows) - 1), min_size=2, max_size=2)))
+    providers = data.draw(st.lists(st.sampled_from(index.providers), max_size=2, unique=True))
+    codes = [index.providers.index(p) for p in providers]
+    expected = (times >= times[a]) & (times <= times[b])
+    if providers:
+        expected &= np.isin(rows["provider"], codes)
+    got = index.select(start=int(times[a]), end=int(times[b]), provider=providers or None)
+    assert np.array_equal(got, np.flatnonzero(expected))
+    counts = index.count_by("provider", "id")
+    assert sum(counts.values()) == len(rows)
+
+
+def _delivered(files: list[Path], index: bool, window: tuple[int, int] | None, provider: Any) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    start, end = window if window is not None else (None, None)
+    trace = UserTrace(files=files, manifests=[], index=index, start_time=start, end_time=end)
+    got: list[tuple[Any, ...]] = []
+    if provider is None:
+        trace.set_default_event_callback(lambda r, c: got.append((r.raw, r.filetime)))
+    else:
+        chosen = Provider(provider)
+        chosen.add_on_event_callback(lambda r, c: got.append((r.raw, r.filetime)))
+        trace.enable(chosen)
+    trace.start()
+    stats = trace.query_stats()
+    return got, {key: stats[key] for key in ("events_read", "events_handled", "events_filtered", "events_unmatched", "events_outside_window")}
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_consumption_block_by_block_equals_the_streaming_reader(data: Any, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    monkeypatch.setenv(SMALL_BLOCKS, str(data.draw(st.integers(100, 5000))))
+    monkeypatch.setenv("OPENETW_INDEX_DIR", str(tmp_path_factory.mktemp("idx")))
+    several = data.draw(st.booleans())
+    files = diaghub_files() if several else [corpus_etl(*PROCESS_ETL)]
+    times = sorted(r.filetime for path in files for r in EtlReader(path, strict=False).records())
+    window = None
+    if data.draw(st.booleans()):
+        a, b = sorted(data.draw(st.lists(st.integers(0, len(times) - 1), min_size=2, max_size=2)))
+        window = (times[a], times[b])
+    guids = sorted({str(r.provider_id) for path in files for r in EtlReader(path, strict=False).records() if r.provider_id is not None})
+    provider = data.draw(st.one_of(st.none(), st.sampled_from(guids)))
+    streamed = _delivered(files, False, window, provider)
+    first = _delivered(files, True, window, provider)  # the first pass, delivering as it indexes
+    warm = _delivered(files, True, window, provider)  # from the stored index
+    assert first == streamed == warm
+    if several:
+        merged = heapq.merge(*[EtlReader(p, strict=False).records(time_order=True) for p in files], key=lambda r: r.filetime)
+        if provider is None and window is None:
+            assert [raw for raw, _ in first[0]] == [r.raw for r in merged]
+
+
+def test_the_first_pass_delivers_events_before_the_index_is_done(tmp_path: Path) -> None:
+    path = write_etl(tmp_path / "a.etl", every_kind(300))
+    trace = UserTrace(files=[path], manifests=[])
+    states: list[bool] = []
+    trace.set_default_event_callback(lambda r, c: states.append(trace.sources[0].index.complete))  # type: ignore[union-attr]
+    trace.start()
+    assert states and not states[0]
+    assert Path(str(path) + ".idx").exists() and not EtlIndex.open(path).built
+
+
+def test_an_index_of_the_previous_format_is_rebuilt(tmp_path: Path) -> None:
+    path = write_etl(tmp_path / "a.etl", every_kind(40))
+    beside = Path(str(path) + ".idx")
+    stat = os.stat(path)
+    head = json.dumps({"format": FORMAT - 1, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "arrays": {}}).encode()
+    beside.write_bytes(b"OPENETW-INDEX\0\0" + bytes([FORMAT - 1]) + struct.pack("<Q", len(head)) + head)
+    assert read_stored(beside) is None
+    index = EtlIndex.open(path)
+    assert index.built and len(index) == 41
+    stored = read_stored(beside)
+    assert stored is not None and stored.footer["format"] == FORMAT
+    assert not EtlIndex.open(path).built
+
+
+def test_an_index_others_may_write_is_not_trusted(tmp_path: Path, private_stores: Path) -> None:
+    path = write_etl(tmp_path / "a.etl", every_kind(40))
+    EtlIndex.open(path).ensure_built()
+    beside = Path(str(path) + ".idx")
+    assert may_trust(beside)
+    beside.chmod(0o666)
+    assert not may_trust(beside)
+    index = EtlIndex.open(path)
+    assert index.built and index.index_path == index_locations(path)[1]  # rebuilt in the user's cache
+    assert index_locations(path)[1].parent == private_stores
+
+
+def test_the_cache_keeps_under_its_cap_dropping_the_least_recently_used(tmp_path: Path) -> None:
+    made = []
+    for n in range(4):
+        entry = tmp_path / f"{n}.idx"
+        entry.write_bytes(bytes(1000))
+        os.utime(entry, ns=(n * 10**9, n * 10**9))
+        made.append(entry)
+    gone = evict(tmp_path, keep=made[0], cap=2500)
+    assert gone == [made[1], made[2]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.idx", "3.idx"]
+
+
+def test_index_false_writes_nothing(tmp_path: Path, private_stores: Path) -> None:
+    path = write_etl(tmp_path / "a.etl", every_kind(40))
+    trace = UserTrace(files=[path], manifests=[], index=False)
+    trace.start()
+    assert trace.query_stats()["events_read"] == 41
+    assert not Path(str(path) + ".idx").exists() and not list(private_stores.iterdir())
+
+
+@pytest.mark.parametrize("cut", [None, 4096 * 3 + 1000])
+def test_damage_is_reported_with_the_readers_fields(cut: int | None, tmp_path: Path) -> None:
+    path = write_etl(tmp_path / "kinds.etl", every_kind(300))
+    data = bytearray(path.read_bytes())
+    first = 4096 * 2 + 72
+    size_at = 4 if data[first + 2] in (1, 2, 3, 4, 0x10, 0x11) else 0
+    data[first + size_at : first + size_at + 2] = b"\xff\xff"  # buffer 2: a record larger than its buffer
+    struct.pack_into("<I", data, 4096 * 4 + F.BUFFER_OFFSET_AT, 9000)  # buffer 4: its Offset past its end
+    path.write_bytes(bytes(data[:cut]))
+    with EtlReader(path, strict=False) as reader:
+        list(reader.records(time_order=True))
+        expected = [(e.message, e.offset, e.buffer_index, e.structure, e.path) for e in reader.stats.errors]
+    for index in (True, False):
+        errors: list[Any] = []
+        trace = UserTrace(files=[path], manifests=[], index=index)
+        trace.on_error(lambda error, record, errors=errors: errors.append(error))
+        trace.start()
+        assert sorted((e.message, e.offset, e.buffer_index, e.structure, e.path) for e in errors) == sorted(expected)
+    assert len(expected) >= 2 and all(offset is not None for _, offset, *_ in expected)
