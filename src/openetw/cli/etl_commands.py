@@ -16,7 +16,7 @@ from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument, ManifestError
+from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
@@ -26,8 +26,6 @@ from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.format import one_line
-from openetw.tdh.mof_file import schemas_from_mof_file
-from openetw.tdh.wpp import read_tmf_path
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -108,18 +106,9 @@ def open_readers(files: tuple[str, ...]) -> list[Any]:
 
 def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> LazyManifestRegistry:
     """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
-    registry = build_registry(manifests, installed=installed)
     context = click.get_current_context(silent=True)
-    for path in context.meta.get(_MOF_FILES, ()) if context is not None else ():
-        try:
-            for schema in schemas_from_mof_file(path):
-                registry.add_schema(schema, source=path)
-        except ManifestError as error:
-            registry.errors.append(error)
-    for path in context.meta.get(_TMF_FILES, ()) if context is not None else ():
-        messages, errors = read_tmf_path(path)
-        registry.add_tmf(messages)
-        registry.errors.extend(errors)
+    meta = context.meta if context is not None else {}
+    registry = build_registry(manifests, installed=installed, mof=meta.get(_MOF_FILES, ()), tmf=meta.get(_TMF_FILES, ()))
     warn_about(registry)
     return registry
 
