@@ -99,7 +99,8 @@ def _filetime(node: XmlNode | None) -> int:
     leaf = parts[0]
     if isinstance(leaf, Value):
         if leaf.value_type == V.FILETIME and len(leaf.raw) == 8:
-            return _TIME_STRUCT.unpack(leaf.raw)[0]
+            filetime: int = _TIME_STRUCT.unpack(leaf.raw)[0]
+            return filetime
         if leaf.value_type == V.SYSTEMTIME and len(leaf.raw) == 16:
             try:
                 return _datetime_filetime(V.systemtime_datetime(leaf.raw))

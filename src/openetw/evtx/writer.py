@@ -507,7 +507,8 @@ def _time_of(shape: Shape, values: list[Value]) -> int:
     """``TimeCreated/@SystemTime`` of an event (0 when it has none)."""
     for value in values:
         if value.value_type == V.FILETIME and len(value.raw) == 8:
-            return struct.unpack("<Q", value.raw)[0]
+            filetime: int = struct.unpack("<Q", value.raw)[0]
+            return filetime
     return 0
 
 

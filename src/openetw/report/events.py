@@ -70,7 +70,8 @@ class ReportEvent:
     def properties(self) -> dict[str, Any]:
         """Decoded values by name (typed), in schema order; empty without a schema."""
         if self.record.kind == "evtx":
-            return self.record.properties()  # type: ignore[attr-defined]
+            values: dict[str, Any] = self.record.properties()  # type: ignore[attr-defined]  # an EvtxRecord's own values
+            return values
         return {} if self.decoded is None else dict(self.decoded.items())
 
     def text_properties(self) -> dict[str, str]:
