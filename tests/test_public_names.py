@@ -40,6 +40,10 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "RecordContext", "StackTrace", "SystemRecord", "TraceClock", "UnknownRecord", "filetime_to_datetime",
         "filetime_to_iso", "merge_records", "read_records",
     ),
+    "openetw.evtx": (
+        "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
+        "ReadStatistics", "read_file_header",
+    ),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),
@@ -61,6 +65,11 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "McResult", "channel_keyword", "compile_manifests", "generate_from_file", "generate_module", "load_module",
         "manifest_schemas", "module_name",
     ),
+    "openetw.probe": (
+        "Description", "EventIdentity", "Output", "ProbeCompileError", "ProbeProgram", "ProbeRuntimeError",
+        "compile_script", "parse_description",
+    ),
+    "openetw.probing": ("ProbeRun", "run_probe_program"),
     "openetw.provider": (
         "EnableCallback", "EventDescriptor", "EventTooLarge", "ManifestEventEncoder", "Provider",
         "TraceLoggingEvent", "TraceLoggingEventEncoder", "TraceLoggingProvider", "activity", "current_activity_id",

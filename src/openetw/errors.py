@@ -165,3 +165,48 @@ class TraceDataError(OpenEtwError):
         if self.offset is not None:
             where.append(f"offset {self.offset}")
         return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class EvtxFormatError(OpenEtwError):
+    """An ``.evtx`` file (Windows Event Log) does not follow the format.
+
+    ``offset`` is the absolute file offset of the problem, ``chunk_index`` the 64 KiB chunk being
+    read (``None`` in the file header), ``structure`` the layout being read (``file header``,
+    ``chunk header``, ``event record``, ``BinXml``, ``template``, ...), ``record_id`` the event
+    record's identifier when one was read.
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        chunk_index: int | None = None,
+        structure: str | None = None,
+        record_id: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.message = message
+        self.offset = offset
+        self.chunk_index = chunk_index
+        self.structure = structure
+        self.record_id = record_id
+        self.path = path
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.path:
+            where.append(self.path)
+        if self.offset is not None:
+            where.append(f"offset 0x{self.offset:x}")
+        if self.chunk_index is not None:
+            where.append(f"chunk {self.chunk_index}")
+        if self.record_id is not None:
+            where.append(f"record {self.record_id}")
+        if self.structure:
+            where.append(self.structure)
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message

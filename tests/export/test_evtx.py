@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import heapq
-import importlib
-import importlib.util
 import json
 import random
 
@@ -14,17 +12,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from openetw.cli.main import main
+from openetw.consumer.evtx_source import EvtxFileSource
 from openetw.export import export_files
 from openetw.report.values import json_value
 from tests.conftest import corpus_path
 from tests.export.compare import expected, same
 
-HAS_EVTX = importlib.util.find_spec("openetw.evtx") is not None
 LOGS = ("security.evtx", "system.evtx")
 
 
 def _log_records(path: str) -> list:
-    source = importlib.import_module("openetw.consumer.evtx_source").EvtxFileSource(path)
+    source = EvtxFileSource(path)
     source.open()
     try:
         return list(source.records())
@@ -32,7 +30,6 @@ def _log_records(path: str) -> list:
         source.close()
 
 
-@pytest.mark.skipif(not HAS_EVTX, reason="this build has no Event Log reader (openetw.evtx)")
 @pytest.mark.parametrize("name", LOGS[:1])
 def test_evtx_log_exports_with_typed_values(tmp_path, name) -> None:  # type: ignore[no-untyped-def]
     path = str(corpus_path("evtx", name))
@@ -68,7 +65,6 @@ def test_evtx_log_exports_with_typed_values(tmp_path, name) -> None:  # type: ig
     assert main(["sql", "--json", "SELECT count(*) AS n FROM events WHERE kind = 'evtx'", str(out)]) == 0
 
 
-@pytest.mark.skipif(not HAS_EVTX, reason="this build has no Event Log reader (openetw.evtx)")
 def test_evtx_logs_merge_with_each_other_in_time_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
     paths = [str(corpus_path("evtx", name)) for name in LOGS]
     summary = export_files(paths, str(tmp_path / "both"), "parquet")
@@ -78,7 +74,11 @@ def test_evtx_logs_merge_with_each_other_in_time_order(tmp_path) -> None:  # typ
     assert times == list(heapq.merge(*each))  # each log in its own (record id) order, interleaved by time
 
 
-@pytest.mark.skipif(HAS_EVTX, reason="this build reads .evtx logs")
-def test_evtx_without_the_reader_is_a_clear_error(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert main(["export", str(corpus_path("evtx", "system.evtx")), "-o", str(tmp_path / "o")]) == 2
-    assert "needs openetw's Event Log reader (openetw.evtx)" in capsys.readouterr().err
+def test_evtx_logs_merge_with_etl_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = str(corpus_path("evtx", "system.evtx"))
+    etl = str(corpus_path("etl", "etl-parser", "lxcore_kernel.etl"))
+    alone = export_files([etl], str(tmp_path / "etl"), "parquet").rows
+    summary = export_files([log, etl], str(tmp_path / "mixed"), "parquet")
+    assert summary.rows == alone + len(_log_records(log))
+    kinds = pq.read_table(tmp_path / "mixed" / "events.parquet", columns=["kind"]).column("kind").to_pylist()
+    assert kinds.count("evtx") == len(_log_records(log)) and len(set(kinds)) > 1

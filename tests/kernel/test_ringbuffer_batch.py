@@ -6,7 +6,8 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from openetw.errors import TraceDataError
 from openetw.kernel import KernelEventMapper
@@ -206,7 +207,7 @@ def test_random_pages_decode_the_same_column_wise(spec):
 @pytest.mark.parametrize("size", [1, 2, 4, 8])
 @pytest.mark.parametrize("shift", [0, 1, 4])
 def test_gathered_integers_at_aligned_and_odd_positions(size, signed, shift):
-    from openetw.kernel.ringbuffer import _gather
+    from openetw.kernel.ringbuffer_batch import _gather
 
     values = [0, 1, (1 << (8 * size - 1)) - 1, 1 << (8 * size - 1), (1 << (8 * size)) - 1]
     positions = [shift + 16 * k for k in range(len(values))]

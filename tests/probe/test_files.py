@@ -223,12 +223,6 @@ def test_several_files_merge_in_time_order(capsys: Any, process_etl: Path, event
     assert len(times) == len(expected and events) + len(plain_events(other)) and times == sorted(times)
 
 
-def test_evtx_files_are_refused_with_a_clear_message(capsys: Any) -> None:
-    path = corpus_path("evtx", "system.evtx")
-    status, _, err = run_probe(capsys, "--file", str(path), "-n", "etw::: { }")
-    assert status == 2 and ".evtx files are not readable here yet" in err
-
-
 def test_no_index_writes_nothing_and_gives_the_same_output(capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, process_etl: Path) -> None:
     trace = tmp_path / "trace" / "Process.etl"
     trace.parent.mkdir()

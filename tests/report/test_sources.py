@@ -102,3 +102,73 @@ def test_installed_manifests_are_used_and_given_ones_win(tmp_path: Path, monkeyp
     assert build_registry([], installed=False).schema_for(event()) is None
     given = write(tmp_path / "given.man", manifest("Demo", "given"))
     assert field_of(build_registry([given], installed=True)) == "given"
+
+
+# -- one way to build a registry: MOF and TMF files too -------------------------------------------
+
+COUNTER_CLASS = uuid.UUID("6d1f3a52-0c4e-4d8f-9a7b-2e5c8b1f4a90")
+MOF = f"""
+[Dynamic, Guid("{{6d1f3a52-0c4e-4d8f-9a7b-0123456789ab}}")]
+class DemoCounters : EventTrace {{}};
+
+[Dynamic, Guid("{{{COUNTER_CLASS}}}"), EventVersion(1)]
+class Counter_V1 : DemoCounters {{}};
+
+[Dynamic, EventType(7), EventTypeName("Tick")]
+class Counter_V1_Tick : Counter_V1
+{{
+    [WmiDataId(1), read] uint32 Ticks;
+}};
+"""
+WPP_GUID = uuid.UUID("3a8e9c41-5b2d-4f6e-8a1c-7d9b0e2f4c63")
+TMF = f"""// PDB: demo.pdb
+{WPP_GUID} demo // SRC=demo.c MJ= MN=
+#typev demo_c12 10 "%0Ticks %10!u!" //   LEVEL=TRACE_LEVEL_INFORMATION FLAGS=TRACE_INIT FUNC=Tick
+{{
+ticks, ItemULong -- 10
+}}
+"""
+
+
+def test_mof_and_tmf_files_join_the_registry_and_their_problems_its_errors(tmp_path: Path) -> None:
+    from openetw.etl.build import build_classic_record, build_message_record
+
+    write(tmp_path / "a.man", manifest("Demo-A", "first"))
+    mof = write(tmp_path / "counters.mof", MOF)
+    tmf = write(tmp_path / "demo.tmf", TMF)
+    broken = write(tmp_path / "broken.mof", "class {")
+    registry = build_registry([tmp_path / "a.man"], installed=False, mof=[mof, broken], tmf=[tmf, tmp_path / "none.tmf"])
+    assert field_of(registry) == "first"
+    classic = build_classic_record(event_guid=COUNTER_CLASS, type=7, version=1, user_data=struct.pack("<I", 3))
+    assert registry.event_name(classic) == "Counter/Tick"
+    message = build_message_record(message_number=10, message_guid=WPP_GUID, user_data=struct.pack("<I", 3))
+    schema = registry.schema_for(message)
+    assert schema is not None and [p.name for p in schema.properties] == ["ticks"]
+    assert sorted(Path(error.path or "").name for error in registry.errors) == ["broken.mof", "none.tmf"]
+
+
+def test_the_registry_is_built_in_one_place() -> None:
+    """Schema registries filled from files or the store are built by ``build_registry`` only:
+    a registry made anywhere else in ``src`` starts empty (and is given schemas by its caller)."""
+    import ast
+
+    import openetw
+
+    src = Path(openetw.__file__).parent
+    home = "report/sources.py"
+    readers = {"LazyManifestRegistry", "schemas_from_mof_file", "read_tmf_path", "installed_manifests"}
+    # Known exception: UserTrace loads the manifests it is given (objects or paths) eagerly, in its own order.
+    allowed = {"consumer/trace.py"}
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        where = path.relative_to(src).as_posix()
+        if where == home or where in allowed or where.startswith("tdh/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name in readers or (name == "SchemaRegistry" and (node.args or node.keywords)):
+                found.append(f"{where}:{node.lineno}: {name}")
+    assert found == []

@@ -446,7 +446,7 @@ def test_pool_sink_blocks_read_back_as_their_records_and_every_row_is_written_or
 
 
 def test_system_calls_of_a_kernel_session_go_column_wise_into_buffers_of_their_own(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    from openetw.kernel.classes import PERFINFO_GROUP, SYSCALL_ENTER, SYSCALL_EXIT
+    from openetw.kernel.classes_base import PERFINFO_GROUP, SYSCALL_ENTER, SYSCALL_EXIT
     from openetw.service.kernel_sessions import possible_cpus
 
     syscall_hooks = {PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT}
@@ -481,7 +481,7 @@ def test_system_calls_of_a_kernel_session_go_column_wise_into_buffers_of_their_o
 
 def test_a_real_time_consumer_gets_every_system_call_buffer_in_time_order(kernel_service: ServiceProcess) -> None:
     from openetw.controller import ServiceClient
-    from openetw.kernel.classes import PERFINFO_GROUP, SYSCALL_ENTER, SYSCALL_EXIT
+    from openetw.kernel.classes_base import PERFINFO_GROUP, SYSCALL_ENTER, SYSCALL_EXIT
 
     syscall_hooks = {PERFINFO_GROUP << 8 | SYSCALL_ENTER, PERFINFO_GROUP << 8 | SYSCALL_EXIT}
     session = Session.start("KSysLive", mode="realtime", kernel_flags=["process", "syscall"], max_buffers=256)

@@ -11,11 +11,12 @@ from typing import Any
 
 import click
 
+from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw.errors import EtlFormatError, InvalidArgument, ManifestError
+from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.etl.relog import relog
@@ -25,8 +26,6 @@ from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.format import one_line
-from openetw.tdh.mof_file import schemas_from_mof_file
-from openetw.tdh.wpp import read_tmf_path
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -93,7 +92,7 @@ def register(cli: click.Group) -> None:
     cli.add_command(relog_command)
 
 
-def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
+def open_readers(files: tuple[str, ...]) -> list[Any]:
     """A lenient reader per file (damage is reported by ``raise_if_damaged`` once the output is written)."""
     readers = []
     for path in files:
@@ -101,24 +100,15 @@ def open_readers(files: tuple[str, ...]) -> list[EtlReader]:
             raise InvalidArgument(f"no such file: {path}")
         if os.path.isdir(path):
             raise InvalidArgument(f"{path} is a directory, not an .etl file")
-        readers.append(EtlReader(path, strict=False))
+        readers.append(EvtxFileReader(path) if is_evtx_file(path) else EtlReader(path, strict=False))
     return readers
 
 
 def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> LazyManifestRegistry:
     """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
-    registry = build_registry(manifests, installed=installed)
     context = click.get_current_context(silent=True)
-    for path in context.meta.get(_MOF_FILES, ()) if context is not None else ():
-        try:
-            for schema in schemas_from_mof_file(path):
-                registry.add_schema(schema, source=path)
-        except ManifestError as error:
-            registry.errors.append(error)
-    for path in context.meta.get(_TMF_FILES, ()) if context is not None else ():
-        messages, errors = read_tmf_path(path)
-        registry.add_tmf(messages)
-        registry.errors.extend(errors)
+    meta = context.meta if context is not None else {}
+    registry = build_registry(manifests, installed=installed, mof=meta.get(_MOF_FILES, ()), tmf=meta.get(_TMF_FILES, ()))
     warn_about(registry)
     return registry
 
@@ -157,7 +147,14 @@ def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_i
     registry = load_registry(manifests, installed=not no_installed)
     summaries = []
     for reader in readers:
-        summary = _summarize(reader, RecordNamer(registry), show_progress(quiet, output_is_stdout=False))
+        if isinstance(reader, EvtxFileReader):
+            summary = evtx_summary(reader.path)
+            reader.stats.errors = [EvtxFormatError(e) for e in summary["errors"] if "CRC32 mismatch" not in e]
+            if not as_json:
+                print_evtx_summary(summary)
+                continue
+        else:
+            summary = _summarize(reader, RecordNamer(registry), show_progress(quiet, output_is_stdout=False))
         if as_json:
             summaries.append(summary)
         else:
@@ -310,7 +307,7 @@ def dump(
 
 def _decoded_text(event: ReportEvent) -> str:
     """`` {name=value; ...}`` and `` "message"`` for a decoded record (empty otherwise)."""
-    if event.decoded is None:
+    if event.decoded is None and event.record.kind != "evtx":
         return ""
     values = event.text_properties()
     parts = [f"{name}={value}" for name, value in values.items()]
@@ -356,7 +353,7 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[An
             if found is not None:
                 matched.add(found)
                 return True
-        name = namer.provider_name(record)
+        name = record.provider_name if record.kind == "evtx" else namer.provider_name(record)  # type: ignore[attr-defined]
         found = by_name.get(name.lower()) if name else None
         if found is not None:
             matched.add(found)
@@ -373,7 +370,8 @@ def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
 
 def record_line(record: EventRecord, namer: RecordNamer) -> str:
     when = record.time_iso if record.kind != "unknown" else "-" * 28
-    provider = namer.provider_name(record) or (format_guid(record.provider_id) if record.provider_guid_bytes is not None else record.kind)
+    provider = (record.provider_name if record.kind == "evtx" else None) or namer.provider_name(record)  # type: ignore[attr-defined]
+    provider = provider or (format_guid(record.provider_id) if record.provider_guid_bytes is not None else record.kind)
     event = namer.event_name(record)
     if record.kind in ("system", "compact", "perfinfo"):
         ident = f"hook=0x{record.hook_id:04x} v{record.version}"
@@ -390,7 +388,7 @@ def record_line(record: EventRecord, namer: RecordNamer) -> str:
 # -- relog ----------------------------------------------------------------------------------------
 @click.command("relog")
 @_file_argument
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl or .evtx file to write.")
 @click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: output, records, buffers, records_refused.")
 def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, as_json: bool) -> None:
@@ -398,10 +396,24 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
 
     Every record keeps its bytes and pointer size; the logfile header is written anew, with the
     events and buffers lost of all inputs added up.
+
+    An OUTPUT ending in .evtx is a Windows Event Log file instead: .etl events are decoded (with
+    the installed manifests) and written with their properties as EventData, .evtx records keep
+    their content; record ids are numbered from 1. FILES may be .etl and .evtx files.
     """
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
+    if output.lower().endswith(".evtx"):
+        written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers)
+        if as_json:
+            click.echo(json.dumps({"output": output, "records": written.records_written, "chunks": written.chunks_written}))
+        else:
+            click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
+        raise_if_damaged(readers)
+        return
+    if any(isinstance(reader, EvtxFileReader) for reader in readers):
+        raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
     if as_json:
         click.echo(json.dumps({

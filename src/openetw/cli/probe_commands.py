@@ -41,8 +41,8 @@ def register(cli: click.Group) -> None:
 @click.option("-s", "script", type=click.Path(dir_okay=False, path_type=str), metavar="FILE.d", help="Program file.")
 @click.option("-l", "--list", "list_pattern", is_flag=False, flag_value="", default=None, metavar="[PATTERN]",
               help="List the probes the files have (matching PATTERN, or -n's descriptions), with provider and event names and fields.")  # fmt: skip
-@click.option("--file", "files", multiple=True, required=True, type=click.Path(dir_okay=False, path_type=str), metavar="X.etl",
-              help="Trace file (repeatable; merged in time order).")  # fmt: skip
+@click.option("--file", "files", multiple=True, required=True, type=click.Path(dir_okay=False, path_type=str), metavar="X.etl|X.evtx",
+              help="Trace file or Event Log (.evtx) file (repeatable; merged in time order).")  # fmt: skip
 @click.option("--manifest", "manifests", multiple=True, type=click.Path(path_type=str), metavar="FILE|DIR",
               help="Decode with this manifest (repeatable); installed manifests are used too.")  # fmt: skip
 @click.option("-o", "output_path", type=click.Path(dir_okay=False, path_type=str), metavar="FILE", help="Write output here.")

@@ -108,6 +108,8 @@ class TraceContext:
             key = (record.hook_id, record.version)
         elif kind in _CLASSIC_KINDS:
             key = (record.provider_guid_bytes, record.opcode, record.version, None)
+        elif kind == "evtx":
+            return None, None  # an Event Log record carries its decoded properties
         else:
             return self._lookup(record), None
         self.refresh()

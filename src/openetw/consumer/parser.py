@@ -83,6 +83,8 @@ class Schema:
     def provider_name(self) -> str | None:
         if self.tdh is not None and self.tdh.provider_name:
             return self.tdh.provider_name
+        if self.record.kind == "evtx":
+            return self.record.provider_name or None
         return self._context.provider_name_of(self.record) if self._context is not None else None
 
     @property
@@ -305,9 +307,20 @@ class Parser:
             self._plain = False
             return decoded
 
+    def _evtx_value(self, name: str, missing: Any) -> Any:
+        """A property of an Event Log record: its EventData / UserData value."""
+        values = self.record.properties()
+        if name in values:
+            return values[name]
+        if missing is not _MISSING:
+            return missing
+        raise PropertyNotFound(f"the event has no property {name!r}", property_name=name)
+
     def _value(self, name: str, missing: Any = _MISSING) -> Any:
         """The value of ``name``; ``missing`` instead of raising when one is given."""
         tdh, plans = self._entry
+        if tdh is None and self.record.kind == "evtx":
+            return self._evtx_value(name, missing)
         if plans is None:
             plans = plans_of(tdh) if tdh is not None else _NO_PLANS
             self._entry = (tdh, plans)
@@ -371,7 +384,12 @@ class Parser:
         return value
 
     def properties(self) -> list[Property]:
-        """Every top-level property in schema order, decoded (errors kept per property)."""
+        """Every top-level property in schema order, decoded (errors kept per property).
+
+        An Event Log record's properties are its EventData / UserData values (``in_type`` is
+        then the BinXml value type, ``0x01`` for text)."""
+        if self._entry[0] is None and self.record.kind == "evtx":
+            return [Property(name, _evtx_type(value), None, value, None) for name, value in self.record.properties().items()]
         decoded = self.decoded
         if decoded is None:
             return []
@@ -384,6 +402,8 @@ class Parser:
 
     def as_dict(self) -> dict[str, Any]:
         """Every property that decoded: name -> typed value."""
+        if self._entry[0] is None and self.record.kind == "evtx":
+            return dict(self.record.properties())
         decoded = self.decoded
         return {} if decoded is None else dict(decoded.decode_all().items())
 
@@ -397,6 +417,12 @@ class Parser:
 
     def __repr__(self) -> str:
         return f"<Parser {self.schema!r}>"
+
+
+def _evtx_type(value: Any) -> int:
+    from openetw.evtx.values import type_of_python
+
+    return type_of_python(value)
 
 
 def _is_of(value: Any, wanted: type | tuple[type, ...]) -> bool:

@@ -42,8 +42,9 @@ from openetw.consumer.errors import TraceStateError
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
 from openetw.consumer.live import LiveSessionSource, private_session_name
+from openetw.consumer.evtx_source import file_source
 from openetw.consumer.provider import EventCallback, Provider
-from openetw.consumer.sources import FileSource, Source
+from openetw.consumer.sources import Source
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow
 from openetw.errors import EtlFormatError, InvalidArgument, ManifestError, OpenEtwError
@@ -213,7 +214,7 @@ class UserTrace:
             return self
         dispatcher = self._prepare()
         if self.files:
-            sources: list[Source] = [FileSource(path, index=self.use_index, index_dir=self.index_dir) for path in self.files]
+            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir) for path in self.files]
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         else:

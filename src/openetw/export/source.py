@@ -1,7 +1,6 @@
 """The records an export reads: its inputs merged in time order, then what the options keep.
 
-Inputs are ``.etl`` files and ``.evtx`` logs (through the consumer's Event Log source, when
-this build has ``openetw.evtx``). Every record
+Inputs are ``.etl`` files and ``.evtx`` logs (through the consumer's Event Log source). Every record
 gets its position in the merged order (``record`` in the tables), counted before any filter,
 so a position names the same record whatever was selected. ``Selection`` keeps records of
 some providers (by name or GUID) and of a time window (FILETIMEs, both ends included); unknown
@@ -11,21 +10,18 @@ some providers (by name or GUID) and of a time window (FILETIMEs, both ends incl
 from __future__ import annotations
 
 import heapq
-import importlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openetw.consumer.evtx_source import EvtxFileSource, is_evtx_file
 from openetw.errors import InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
 from openetw.guids import format_guid, parse_guid
 
 __all__ = ["EvtxInput", "Selection", "open_inputs", "merged_records"]
-
-_EVTX_MAGIC = b"ElfFile\0"
-
 
 class _Stats:
     def __init__(self, errors: list[Any]) -> None:
@@ -36,12 +32,8 @@ class EvtxInput:
     """An ``.evtx`` log read like an ``EtlReader``: ``records(time_order=True)``, ``stats.errors``."""
 
     def __init__(self, path: str) -> None:
-        try:  # looked up by name: builds without the Event Log reader still export .etl files
-            source_module = importlib.import_module("openetw.consumer.evtx_source")
-        except ImportError:
-            raise InvalidArgument(f"{path}: reading .evtx logs needs openetw's Event Log reader (openetw.evtx), not in this build") from None
         self.path = path
-        self._source = source_module.EvtxFileSource(path)
+        self._source = EvtxFileSource(path)
         self._source.open()
 
     @property
@@ -57,11 +49,6 @@ class EvtxInput:
         self._source.close()
 
 
-def _is_evtx(path: str) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(8) == _EVTX_MAGIC or path.lower().endswith(".evtx")
-
-
 def open_inputs(paths: Sequence[str]) -> list[Any]:
     """A lenient reader per input (damage is counted in the readers' statistics)."""
     readers: list[Any] = []
@@ -71,7 +58,7 @@ def open_inputs(paths: Sequence[str]) -> list[Any]:
                 raise InvalidArgument(f"no such file: {path}")
             if os.path.isdir(path):
                 raise InvalidArgument(f"{path} is a directory, not a trace file")
-            readers.append(EvtxInput(path) if _is_evtx(path) else EtlReader(path, strict=False))
+            readers.append(EvtxInput(path) if is_evtx_file(path) else EtlReader(path, strict=False))
     except BaseException:
         for reader in readers:
             reader.close()

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from openetw.errors import TraceDataError
 
 __all__ = [
+    "ABS_TIME_TOP_BITS",
+    "COMMIT_LENGTH_MASK",
+    "MISSED_EVENTS",
+    "MISSED_STORED",
     "EventFormat",
     "FieldFormat",
     "HeaderEvent",
@@ -86,6 +90,18 @@ class EventFormat:
             return self.by_name[name]
         except KeyError:
             raise TraceDataError(f"event {self.name} has no field {name!r}", structure="format") from None
+
+
+# What header_page does not describe: the flags in the commit word's top bits (the rest is the
+# data length), and which bits of the running time an absolute timestamp keeps.
+MISSED_EVENTS = 1 << 31
+"""Commit flag: events were lost (overwritten) before this page."""
+MISSED_STORED = 1 << 30
+"""Commit flag: the number of lost events is stored after the data."""
+COMMIT_LENGTH_MASK = (1 << 30) - 1
+"""The commit word's data length bits."""
+ABS_TIME_TOP_BITS = ~((1 << 59) - 1) & 0xFFFFFFFFFFFFFFFF
+"""The bits of the running time an absolute timestamp event leaves as they were (it gives 59)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Any
 from openetw.manifest.winmeta import InType
 from openetw.probe.types import STRING, IntType, Type
 
-__all__ = ["fields_of_properties", "merge_fields"]
+__all__ = ["fields_of_properties", "fields_of_values", "merge_fields"]
 
 _INTS = {
     InType.INT8: IntType("int8_t", 1, True), InType.UINT8: IntType("uint8_t", 1, False),
@@ -18,6 +18,8 @@ _INTS = {
     InType.BOOLEAN: IntType("int32_t", 4, True), InType.POINTER: IntType("uintptr_t", 8, False),
     InType.SIZET: IntType("size_t", 8, False), InType.FILETIME: IntType("int64_t", 8, True),
 }  # fmt: skip
+_INT64, _UINT64 = IntType("int64_t", 8, True), IntType("uint64_t", 8, False)
+_INT64_MAX = (1 << 63) - 1
 
 
 def fields_of_properties(properties: Any) -> dict[str, Any]:
@@ -31,6 +33,25 @@ def fields_of_properties(properties: Any) -> dict[str, Any]:
             out[prop.name] = fields_of_properties(prop.members)
             continue
         out[prop.name] = _INTS.get(prop.in_type, STRING)
+    return out
+
+
+def fields_of_values(values: dict[str, Any]) -> dict[str, Any]:
+    """name -> D type from already decoded values (an Event Log record's ``EventData``): integers
+    as 64-bit (unsigned past ``INT64_MAX``), nested dicts as structs, everything else as strings;
+    lists and absent values (``None``: no type to give) are left out."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            out[name] = fields_of_values(value)
+        elif isinstance(value, (list, tuple)):
+            continue
+        elif isinstance(value, int):
+            out[name] = _UINT64 if value > _INT64_MAX else _INT64
+        else:
+            out[name] = STRING
     return out
 
 

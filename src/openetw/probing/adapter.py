@@ -11,38 +11,43 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openetw.consumer import UserTrace
+from openetw.consumer.evtx_source import is_evtx_file
 from openetw.errors import InvalidArgument
 from openetw.probe.descriptions import EventIdentity
-from openetw.probe.schema_types import fields_of_properties
+from openetw.probe.schema_types import fields_of_properties, fields_of_values, merge_fields
+from openetw.probe.types import STRING
 
 __all__ = ["Catalog", "TraceFiles", "identity_of"]
 
-_EVTX = (".evtx",)
+_HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else the opcode)
 _EXTENDED_INFO = 0x0001
 
 
 def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
-    """The ``EventIdentity`` of a record and its decoding schema (``None`` when unknown)."""
+    """The ``EventIdentity`` of a record and its decoding schema (``None`` when unknown); an
+    ``.evtx`` record names its provider itself and has no schema (its values come decoded)."""
+    if record.kind == "evtx":
+        guid = str(record.provider_id)
+        return EventIdentity(guid, record.provider_name or None, record.level, record.keyword, record.id, None), None
     schema = context.tdh_schema_for(record)
     name = schema.provider_name if schema is not None and schema.provider_name else context.provider_name_of(record)
     guid = str(record.provider_id)
-    event_id = record.id if record.kind == "event" else record.opcode
+    event_id = record.id if record.kind in _HEADER_IDS else record.opcode
     identity = EventIdentity(guid, name, record.level, record.keyword, event_id, schema.event_name if schema is not None else None)
     return identity, schema
 
 
 class TraceFiles:
-    """``.etl`` files merged in time order, delivered record by record with their context
-    (``index=False``: streamed in one pass that writes nothing, and no header-column batches)."""
+    """``.etl`` files and ``.evtx`` logs merged in time order, delivered record by record with their
+    context (``index=False``: streamed in one pass that writes nothing, and no header-column batches)."""
 
     def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None, index: bool = True) -> None:
         self.paths = [os.fspath(p) for p in paths]
         self.index = index
         for path in self.paths:
-            if path.lower().endswith(_EVTX):
-                raise InvalidArgument(f"{path}: .evtx files are not readable here yet (no Event Log file reader in this build)")
             if not os.path.exists(path):
                 raise InvalidArgument(f"{path}: no such file")
+        self.evtx = [path for path in self.paths if is_evtx_file(path)]
         self.manifests = manifests
         self.trace: UserTrace | None = None
         self.errors: list[BaseException] = []
@@ -62,6 +67,8 @@ class TraceFiles:
         from openetw.etl import EtlReader
 
         for path in self.paths:
+            if path in self.evtx:
+                continue
             with EtlReader(path) as reader:
                 if reader.header.compressed:
                     return True
@@ -122,6 +129,17 @@ class Catalog:
             carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
             key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
             found = entries.get(key)
+            if record.kind == "evtx":  # no schema: the fields are what its records carry, merged
+                values = record.properties()
+                seen = fields_of_values(values)
+                absent = {name for name, value in values.items() if value is None}
+                if found is not None:
+                    found[1] = merge_fields(found[1], seen)
+                    found[2] += 1
+                    found[3] |= absent
+                else:
+                    entries[key] = [identity_of(record, context)[0], seen, 1, absent]
+                return
             if found is not None:
                 found[2] += 1
                 return
@@ -135,7 +153,12 @@ class Catalog:
         return catalog
 
     def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
-        return [(e[0], e[1], e[2]) for e in self.entries.values()]
+        return [(e[0], _with_absent(e[1], e[3]) if len(e) > 3 else e[1], e[2]) for e in self.entries.values()]
+
+
+def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:
+    """A log event's fields, with those its records never gave a value typed as strings (``""``)."""
+    return {**{name: STRING for name in sorted(absent) if name not in fields}, **fields}
 
 
 class HeaderColumns:
@@ -180,7 +203,7 @@ def header_batches(files: TraceFiles) -> Any:
     the trace is left in ``files.trace`` for its statistics."""
     import numpy as np
 
-    from openetw.consumer.index import KIND_CODES
+    from openetw.consumer._engine.index_build import KIND_CODES
 
     trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests)
     trace.on_error(lambda error, record: files.errors.append(error))

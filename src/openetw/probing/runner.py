@@ -79,7 +79,13 @@ class ProbeRun:
             if rec.kind == "none":
                 raise ProbeRuntimeError(f"args->{'.'.join(path)} outside an event probe")
             try:
-                value = self.context.parser_for(rec).parse(path[0])
+                if rec.kind == "evtx":
+                    values = rec.properties()
+                    if path[0] not in values:
+                        raise ProbeRuntimeError("no such field in this event")
+                    value = values[path[0]]
+                else:
+                    value = self.context.parser_for(rec).parse(path[0])
             except OpenEtwError as error:
                 raise ProbeRuntimeError(f"args->{'.'.join(path)}: {error}") from None
             for part in path[1:]:
@@ -87,7 +93,7 @@ class ProbeRun:
                     raise ProbeRuntimeError(f"args->{'.'.join(path)}: no member {part!r} in this event")
                 value = value[part]
             if as_string:
-                text = value if isinstance(value, str) else str(value)
+                text = value if isinstance(value, str) else "" if value is None else str(value)
                 return text[:strsize]
             if isinstance(value, int):
                 return int(value)
@@ -152,7 +158,7 @@ class ProbeRun:
             self._fire(fn, none, probe)
         stats: dict[str, Any] = {}
         plan = self.program.columnar() if self.columnar and self.files.index and events else None
-        if plan is not None and not self._fields_in_place(plan):
+        if plan is not None and (self.files.evtx or not self._fields_in_place(plan)):
             plan = None
         if exit_box[0] is None and plan is not None:
             stats = self._replay_columns(plan)
@@ -475,7 +481,7 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, bat
 
 
 def _plain_identity(record: Any) -> EventIdentity:
-    event_id = record.id if record.kind == "event" else record.opcode
+    event_id = record.id if record.kind in ("event", "evtx") else record.opcode
     return EventIdentity(str(record.provider_id), None, record.level, record.keyword, event_id, None)
 
 

@@ -61,16 +61,23 @@ class ReportEvent:
 
     @property
     def is_decoded(self) -> bool:
-        """A schema was found and every property decoded."""
+        """A schema was found and every property decoded (an Event Log record carries its values)."""
+        if self.record.kind == "evtx":
+            return True
         return self.decoded is not None and not self.decoded.errors
 
     @property
     def properties(self) -> dict[str, Any]:
         """Decoded values by name (typed), in schema order; empty without a schema."""
+        if self.record.kind == "evtx":
+            values: dict[str, Any] = self.record.properties()  # type: ignore[attr-defined]  # an EvtxRecord's own values
+            return values
         return {} if self.decoded is None else dict(self.decoded.items())
 
     def text_properties(self) -> dict[str, str]:
         """Decoded values rendered as TDH renders them, in schema order."""
+        if self.record.kind == "evtx":
+            return {name: "" if value is None else str(value) for name, value in self.properties.items()}
         if self.decoded is None or self.schema is None:
             return {}
         schema = self.schema
@@ -104,6 +111,8 @@ def decode_record(record: EventRecord, registry: SchemaRegistry, context: Decode
     """The schema, names and decoded properties of one record."""
     lookup_error = None
     schema: Schema | None = None
+    if record.kind == "evtx":  # an Event Log record: its System names and values are in it
+        return ReportEvent(record, None, None, record.provider_name or None, None)  # type: ignore[attr-defined]
     if record.kind != "unknown":
         try:
             schema = context.schema_for(record) if context is not None else registry.schema_for(record)

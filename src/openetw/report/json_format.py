@@ -58,7 +58,12 @@ def event_to_json(event: ReportEvent, provider_name: str | None = None, event_na
     out = record_fields(event.record, provider_name or event.provider_name, event_name or event.event_name)
     if event.process_name:
         out["process_name"] = event.process_name
-    if event.decoded is not None:
+    if event.record.kind == "evtx":  # an Event Log record: its header facts and EventData / UserData
+        record: Any = event.record
+        header = record.header
+        out.update(record_id=record.record_id, channel_name=header.channel, computer=header.computer, user_id=header.user_id)
+        out["properties"] = json_properties(event.properties)
+    elif event.decoded is not None:
         out["properties"] = json_properties(event.decoded)
         errors = event.errors
         if errors:

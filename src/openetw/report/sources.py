@@ -1,6 +1,8 @@
-"""Where reports get their manifests: files and directories named by the user, and the
-installed-manifest store. This is the package's I/O edge (it reads files); everything else in
-``openetw.report`` takes records and a registry.
+"""Where decoders get their schemas: manifest files and directories named by the user, the
+installed-manifest store, MOF and TMF files. :func:`build_registry` is the one way a schema
+registry is built from them (the CLI's commands, the live formatter and the benchmarks use it).
+This is the package's I/O edge (it reads files); everything else in ``openetw.report`` takes
+records and a registry.
 
 Parsing hundreds of manifests takes seconds, so files are only scanned for the provider GUIDs
 they declare; a file is parsed the first time a record of one of its providers is looked up.
@@ -146,15 +148,40 @@ def installed_manifests(errors: list[ManifestError] | None = None) -> list[Manif
         return []
 
 
-def build_registry(paths: Iterable[str | Path] = (), *, installed: bool = True) -> LazyManifestRegistry:
-    """A registry of the installed manifests (when ``installed``) and those ``paths`` name.
+def build_registry(
+    paths: Iterable[str | Path] = (),
+    *,
+    installed: bool = True,
+    mof: Iterable[str | Path] = (),
+    tmf: Iterable[str | Path] = (),
+) -> LazyManifestRegistry:
+    """The one way a schema registry is built from what is stored on disk: the installed
+    manifests (when ``installed``), then the manifests ``paths`` name (files or directories),
+    then the classic event classes of the ``mof`` files and the WPP messages of the ``tmf``
+    files or directories, each source winning over those before it.
 
-    Problems (a missing path, a file that does not parse) end up in ``registry.errors``; the
-    manifests that did load are used.
+    Manifest files are parsed when a record of one of their providers is first looked up (see
+    :class:`LazyManifestRegistry`); MOF and TMF files are read now. Problems (a missing path, a
+    file that does not parse) end up in ``registry.errors``; what did load is used.
     """
     errors: list[ManifestError] = []
     registry = LazyManifestRegistry(installed_manifests(errors) if installed else ())
     files, path_errors = manifest_paths(paths)
     registry.errors.extend(errors + path_errors)
     registry.add_files(files)
+    mof, tmf = tuple(mof), tuple(tmf)
+    if mof:
+        from openetw.tdh.mof_file import schemas_from_mof_file
+    if tmf:
+        from openetw.tdh.wpp import read_tmf_path
+    for path in mof:
+        try:
+            for schema in schemas_from_mof_file(path):
+                registry.add_schema(schema, source=str(path))
+        except ManifestError as error:
+            registry.errors.append(error)
+    for path in tmf:
+        messages, tmf_errors = read_tmf_path(path)
+        registry.add_tmf(messages)
+        registry.errors.extend(tmf_errors)
     return registry

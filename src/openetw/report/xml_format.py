@@ -49,8 +49,11 @@ def _provider_guid(event: ReportEvent) -> uuid.UUID | None:
 
 
 def event_xml(event: ReportEvent) -> str:
-    """One ``<Event>`` element (indented with tabs, as tracerpt does)."""
+    """One ``<Event>`` element (indented with tabs, as tracerpt does); an Event Log record is
+    written as ``wevtutil qe /f:xml`` prints it."""
     record, schema = event.record, event.schema
+    if record.kind == "evtx":
+        return record.xml()  # type: ignore[attr-defined, no-any-return]
     lines = [f"<Event xmlns={_attr(EVENT_NAMESPACE)}>", "\t<System>"]
     provider_attrs = ""
     if event.provider_name:

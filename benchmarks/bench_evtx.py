@@ -1,0 +1,186 @@
+"""Reading and rendering .evtx records to XML: openetw vs libevtx-python, the Rust evtx reader and
+python-evtx, same run; and openetw's write rate.
+
+Every reading row is cold: a fresh process per reader and file set (imports excluded from the
+time, nothing cached). Rates are records per CPU second of that process (on a shared machine,
+time waiting for a CPU is left out). python-evtx renders tens of records per second: on the
+generated file it renders the first --python-evtx-limit records only (the rate is still per record).
+Usage: python benchmarks/bench_evtx.py [--records 1000000] [--python-evtx-limit 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CORPUS, machine_note, table
+
+READERS = ["openetw", "libevtx-python", "evtx (Rust)", "python-evtx"]
+
+
+def _child(reader: str, paths: list[str], limit: int | None) -> None:
+    """In a fresh process: import the reader, then time reading and rendering every record."""
+    if reader == "openetw":
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for record in EvtxReader(data, path=path).records():
+                record.xml()
+                n += 1
+                if limit and n >= limit:
+                    break
+            return n
+    elif reader == "libevtx-python":
+        import pyevtx
+
+        def run(path: str) -> int:
+            log = pyevtx.file()
+            log.open(path)
+            n = 0
+            for index in range(log.number_of_records if not limit else min(limit, log.number_of_records)):
+                try:
+                    log.get_record(index).get_xml_string()
+                except OSError:
+                    continue
+                n += 1
+            log.close()
+            return n
+    elif reader == "evtx (Rust)":
+        from evtx import PyEvtxParser
+
+        def run(path: str) -> int:
+            n = 0
+            iterator = PyEvtxParser(path).records()
+            while True:
+                try:
+                    next(iterator)
+                except StopIteration:
+                    return n
+                except Exception:  # noqa: BLE001 - a record it cannot read
+                    continue
+                n += 1
+                if limit and n >= limit:
+                    return n
+    else:
+        from Evtx.Evtx import Evtx
+
+        def run(path: str) -> int:
+            n = 0
+            with Evtx(path) as log:
+                for record in log.records():
+                    try:
+                        record.xml()
+                    except Exception:  # noqa: BLE001
+                        continue
+                    n += 1
+                    if limit and n >= limit:
+                        break
+            return n
+
+    start = time.process_time()
+    records = sum(run(path) for path in paths)
+    print(json.dumps({"records": records, "cpu": time.process_time() - start}))
+
+
+def measure(reader: str, paths: list[str], limit: int | None = None) -> tuple[int, float]:
+    args = [sys.executable, __file__, "--child", reader, *(["--limit", str(limit)] if limit else []), *paths]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{reader} failed: {done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["records"], result["cpu"]
+
+
+def generate(path: str, count: int) -> float:
+    """Writes ``count`` events with openetw's writer; returns records per CPU second."""
+    from openetw.evtx.record import EvtxHeader
+    from openetw.evtx.writer import EvtxWriter
+
+    header = EvtxHeader()
+    header.provider_name, header.provider_guid = "Bench-Provider", uuid.UUID("8f0d3b8e-6c1a-4f39-9a51-3d2f2f6f4c11")
+    header.channel, header.computer, header.user_id = "Application", "bench-host", "S-1-5-18"
+    header.level, header.process_id, header.thread_id = 4, 1234, 5678
+    header.time_created = 133_000_000_000_000_000
+    writer = EvtxWriter()
+    start = time.process_time()
+    with open(path, "wb") as out:
+        out.write(writer.file_header(dirty=True))
+        for i in range(count):
+            header.event_id = 100 + i % 8
+            header.time_created += 1000
+            writer.add_event(header, {"Index": i, "Message": f"event number {i}", "Ok": i % 3 == 0})
+            if i % 4096 == 0:
+                for chunk in writer.take_chunks():
+                    out.write(chunk)
+        for chunk in writer.finish():
+            out.write(chunk)
+        out.seek(0)
+        out.write(writer.file_header())
+    return count / (time.process_time() - start)
+
+
+def rewrite_rate(paths: list[str]) -> float:
+    """Records read from .evtx files written again (content kept): records per CPU second of the writing."""
+    from openetw.evtx import EvtxReader
+    from openetw.evtx.writer import EvtxWriter
+
+    records = [r for path in paths for r in EvtxReader(Path(path).read_bytes()).records()]
+    for record in records:
+        record.tree()
+    writer = EvtxWriter()
+    start = time.process_time()
+    for record in records:
+        writer.add_record(record)
+    writer.finish()
+    return len(records) / (time.process_time() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in the generated file")
+    parser.add_argument("--python-evtx-limit", type=int, default=2000)
+    args = parser.parse_args()
+    corpus = sorted(str(p) for p in (CORPUS / "evtx").glob("*.evtx"))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="openetw-bench-evtx-") as tmp:
+        generated = os.path.join(tmp, "generated.evtx")
+        write_rate = generate(generated, args.records)
+        sets = (("corpus (18 files)", corpus, {}), (f"generated ({args.records:,})", [generated], {"python-evtx": args.python_evtx_limit}))
+        for label, paths, limits in sets:
+            rates = {}
+            for reader in READERS:
+                records, cpu = measure(reader, paths, limits.get(reader))
+                rates[reader] = records / cpu if cpu else 0.0
+                rows.append([label, reader, f"{records:,}", f"{cpu:.2f}", f"{rates[reader]:,.0f}", ""])
+            for row in rows[-len(READERS):]:
+                row[5] = f"{rates['openetw'] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
+        rewrite = rewrite_rate(corpus)
+    print(table(["file set", "reader (cold process)", "records", "CPU s", "records/s", "openetw / this"], rows))
+    print()
+    print(f"write: {write_rate:,.0f} events/s (generated events, EventData from Python values)")
+    print(f"write: {rewrite:,.0f} records/s (corpus .evtx records written again, content kept)")
+    print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        rest = sys.argv[2:]
+        reader = rest.pop(0)
+        limit = None
+        if rest and rest[0] == "--limit":
+            limit = int(rest[1])
+            rest = rest[2:]
+        _child(reader, rest, limit)
+    else:
+        main()

@@ -1,0 +1,175 @@
+"""``.evtx`` files in ``openetw info``, ``dump``, ``report`` and ``relog``.
+
+``EvtxFileReader`` gives an ``.evtx`` file the face the file commands use for ``.etl`` readers
+(records in time order, statistics with the errors met, a header with nothing lost), so that
+the commands take both kinds of file. ``evtx_summary`` is what ``info`` shows of an ``.evtx``;
+``relog_to_evtx`` writes the events of ``.etl`` and ``.evtx`` files as a new ``.evtx``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from openetw.consumer.evtx_source import EvtxFileSource, is_evtx_file, map_file
+from openetw.errors import EvtxFormatError, InvalidArgument
+from openetw.evtx.events import event_header
+from openetw.evtx.reader import EvtxReader
+from openetw.evtx.record import EvtxRecord
+from openetw.evtx.values import filetime_text
+from openetw.evtx.writer import EvtxWriter
+from openetw.report.events import decode_record
+from openetw.tdh.context import DecodeContext
+
+__all__ = ["EvtxFileReader", "evtx_summary", "is_evtx_file", "print_evtx_summary", "relog_to_evtx"]
+
+
+@dataclass
+class _NothingLost:
+    events_lost: int = 0
+    buffers_lost: int = 0
+
+
+@dataclass
+class _Stats:
+    errors: list[EvtxFormatError] = field(default_factory=list)
+
+
+class EvtxFileReader:
+    """An ``.evtx`` file with the interface of the ``.etl`` reader the file commands use."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.header = _NothingLost()
+        self.stats = _Stats()
+        self._source = EvtxFileSource(path)
+        self._source.open()
+
+    def records(self, time_order: bool = True) -> Iterator[EvtxRecord]:
+        """Every record, in record-id order (the order the log wrote them)."""
+        try:
+            yield from self._source.records()
+        finally:
+            self.stats.errors = [e for e in self._source.errors() if "CRC32 mismatch" not in e.message]
+
+    def __iter__(self) -> Iterator[EvtxRecord]:
+        return self.records()
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def evtx_summary(path: str) -> dict[str, Any]:
+    """Header facts and counts of an ``.evtx`` file (``info``)."""
+    reader = EvtxReader(map_file(path), path=path)
+    h = reader.header
+    providers: Counter[str] = Counter()
+    first = last = None
+    first_time = last_time = None
+    records = 0
+    for record in reader.records():
+        records += 1
+        header = record.header
+        providers[header.provider_name or "-"] += 1
+        if first is None or record.record_id < first:
+            first = record.record_id
+        if last is None or record.record_id > last:
+            last = record.record_id
+        when = header.time_created
+        first_time = when if first_time is None else min(first_time, when)
+        last_time = when if last_time is None else max(last_time, when)
+    chunks = reader.chunk_infos
+    return {
+        "path": path,
+        "format": "evtx",
+        "version": f"{h.major_version}.{h.minor_version}",
+        "header_chunks": h.number_of_chunks,
+        "chunks": sum(1 for c in chunks if c.state == "ok"),
+        "unused_blocks": sum(1 for c in chunks if c.state == "unused"),
+        "damaged_chunks": [c.index for c in chunks if c.state == "damaged"],
+        "flags": h.flags,
+        "dirty": h.dirty,
+        "full": h.full,
+        "next_record_id": h.next_record_identifier,
+        "records": records,
+        "damaged_records": reader.stats.records_damaged,
+        "first_record_id": first,
+        "last_record_id": last,
+        "first_time": _time(first_time),
+        "last_time": _time(last_time),
+        "crc_mismatches": reader.stats.crc_mismatches,
+        "providers": [{"provider": name, "records": count} for name, count in providers.most_common()],
+        "errors": [str(e) for e in reader.errors],
+    }
+
+
+def _time(filetime: int | None) -> str | None:
+    if filetime is None:
+        return None
+    try:
+        return filetime_text(filetime)
+    except ValueError:
+        return f"FILETIME({filetime})"
+
+
+def print_evtx_summary(s: dict[str, Any]) -> None:
+    echo = click.echo
+    flags = ", ".join(name for name, on in (("dirty", s["dirty"]), ("full", s["full"])) if on) or "clean"
+    echo(s["path"])
+    echo(f"  format         evtx {s['version']}   flags 0x{s['flags']:x} ({flags})")
+    damaged = f", damaged {s['damaged_chunks']}" if s["damaged_chunks"] else ""
+    echo(f"  chunks         {s['chunks']} (header says {s['header_chunks']}), {s['unused_blocks']} unused{damaged}")
+    echo(f"  records        {s['records']}   ids {s['first_record_id']} .. {s['last_record_id']}   next {s['next_record_id']}")
+    echo(f"  time           {s['first_time']} .. {s['last_time']}")
+    if s["damaged_records"] or s["crc_mismatches"]:
+        echo(f"  damaged        {s['damaged_records']} records skipped, {s['crc_mismatches']} CRC32 mismatches")
+    echo("  providers")
+    for p in s["providers"]:
+        echo(f"    {p['records']:>9}  {p['provider']}")
+
+
+def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: list[Any]) -> EvtxWriter:
+    """Write the events of ``readers`` (``.etl`` and ``.evtx``), merged in time order, as ``output``.
+
+    ``.evtx`` records keep their content; ``.etl`` events are decoded with ``registry`` and
+    written with their properties as ``EventData``. Chunks are written as they fill; the file
+    header last.
+    """
+    context = DecodeContext(registry)
+    streams = [reader.records(time_order=True) for reader in readers]
+    merged = heapq.merge(*streams, key=lambda record: record.filetime) if len(streams) > 1 else streams[0]
+    writer = EvtxWriter()
+    with open(output, "wb") as out:
+        out.write(writer.file_header(dirty=True))
+        for record in merged:
+            if record.kind == "evtx":
+                writer.add_record(record)
+            elif record.kind != "unknown":
+                context.observe(record)
+                event = decode_record(record, registry, context)
+                schema = event.schema
+                header = event_header(
+                    record,
+                    provider_name=event.provider_name,
+                    provider_id=getattr(schema, "provider_id", None),
+                    channel=getattr(schema, "channel_name", None),
+                )
+                writer.add_event(header, event.properties)
+            for chunk in writer.take_chunks():
+                out.write(chunk)
+        for chunk in writer.finish():
+            out.write(chunk)
+        out.seek(0)
+        out.write(writer.file_header())
+    return writer
+
+
+def check_output(files: Iterable[str], output: str) -> None:
+    if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
+        raise InvalidArgument("the output must not be one of the inputs")

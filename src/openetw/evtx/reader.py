@@ -1,0 +1,281 @@
+"""Reading ``.evtx`` bytes: the file header, every chunk, every event record.
+
+The reader trusts no count: it visits every 64 KiB block after the header (dirty files keep
+valid chunks past the header's chunk count), walks each chunk's records up to the free-space
+offset and one record past it when the chunk was left dirty, and resynchronises on the next
+record signature after damage. What it skips is reported as ``EvtxFormatError`` (file offset,
+chunk index, structure) in ``errors``; CRC32 mismatches are counted and reported, never fatal.
+Bytes in, records out: no I/O here (pass ``bytes``, a ``memoryview`` or an ``mmap``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from openetw.errors import EvtxFormatError
+from openetw.evtx import layout as L
+from openetw.evtx.binxml import BinXmlError, ChunkParser
+from openetw.evtx.record import EvtxRecord
+from openetw.evtx.render import Renderer
+
+_u32 = struct.Struct("<I").unpack_from
+_u64 = struct.Struct("<Q").unpack_from
+_RECORD = L.RECORD_HEADER.struct.unpack_from
+
+__all__ = ["ChunkInfo", "EvtxReader", "FileHeader", "ReadStatistics", "read_file_header"]
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    """The facts of the file header (``checksum_ok`` compares the stored CRC32 with the bytes)."""
+
+    first_chunk_number: int
+    last_chunk_number: int
+    next_record_identifier: int
+    header_size: int
+    minor_version: int
+    major_version: int
+    header_block_size: int
+    number_of_chunks: int
+    flags: int
+    checksum: int
+    checksum_ok: bool
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.flags & L.FILE_FLAG_DIRTY)
+
+    @property
+    def full(self) -> bool:
+        return bool(self.flags & L.FILE_FLAG_FULL)
+
+
+@dataclass
+class ChunkInfo:
+    """What the reader learnt of one 64 KiB block."""
+
+    index: int
+    offset: int
+    state: str  # "ok", "unused" (all zero) or "damaged"
+    first_record_id: int = 0
+    last_record_id: int = 0
+    free_space_offset: int = 0
+    flags: int = 0
+    header_checksum_ok: bool = True
+    records_checksum_ok: bool = True
+    records: int = 0
+    damaged_records: int = 0
+
+
+@dataclass
+class ReadStatistics:
+    chunks: int = 0
+    chunks_unused: int = 0
+    chunks_damaged: int = 0
+    records: int = 0
+    records_damaged: int = 0
+    records_torn: int = 0  # kept, though their size is not repeated at their end (a dirty write)
+    crc_mismatches: int = 0
+    errors: list[EvtxFormatError] = field(default_factory=list)
+
+
+def read_file_header(data: Any, path: str | None = None) -> FileHeader:
+    """The file header; ``EvtxFormatError`` when the bytes are not an EVTX file."""
+    if len(data) < L.FILE_HEADER_FIELDS_SIZE:
+        raise EvtxFormatError(f"{len(data)} bytes are too few for a file header", offset=0, structure="file header", path=path)
+    head = bytes(data[: L.FILE_HEADER_FIELDS_SIZE])
+    fields = L.FILE_HEADER.unpack_from(head)
+    if fields["Signature"] != L.FILE_MAGIC:
+        raise EvtxFormatError(f"signature {fields['Signature']!r} is not {L.FILE_MAGIC!r}", offset=0, structure="file header", path=path)
+    return FileHeader(
+        first_chunk_number=fields["FirstChunkNumber"],
+        last_chunk_number=fields["LastChunkNumber"],
+        next_record_identifier=fields["NextRecordIdentifier"],
+        header_size=fields["HeaderSize"],
+        minor_version=fields["MinorVersion"],
+        major_version=fields["MajorVersion"],
+        header_block_size=fields["HeaderBlockSize"],
+        number_of_chunks=fields["NumberOfChunks"],
+        flags=fields["FileFlags"],
+        checksum=fields["Checksum"],
+        checksum_ok=L.file_header_checksum(head) == fields["Checksum"],
+    )
+
+
+class ChunkState:
+    """One chunk's bytes with its BinXml parser and renderer (records keep a reference)."""
+
+    __slots__ = ("index", "offset", "data", "parser", "renderer")
+
+    def __init__(self, index: int, offset: int, data: bytes) -> None:
+        self.index = index
+        self.offset = offset
+        self.data = data
+        self.parser = ChunkParser(data)
+        self.renderer = Renderer(self.parser)
+
+
+class EvtxReader:
+    """Every record of an ``.evtx`` image, in file order (record-id order inside each chunk)."""
+
+    def __init__(self, data: Any, *, path: str | None = None) -> None:
+        self.data = data
+        self.path = path
+        self.header = read_file_header(data, path)
+        self.stats = ReadStatistics()
+        self.chunk_infos: list[ChunkInfo] = []
+        if not self.header.checksum_ok:
+            self._crc_mismatch(0, None, "file header", f"stored CRC32 0x{self.header.checksum:08x} does not match the header")
+
+    @property
+    def errors(self) -> list[EvtxFormatError]:
+        return self.stats.errors
+
+    @property
+    def block_count(self) -> int:
+        return max(0, (len(self.data) - L.FILE_HEADER_SIZE) // L.CHUNK_SIZE)
+
+    def _error(self, message: str, offset: int, chunk: int | None, structure: str, record_id: int | None = None) -> None:
+        self.stats.errors.append(
+            EvtxFormatError(message, offset=offset, chunk_index=chunk, structure=structure, record_id=record_id, path=self.path)
+        )
+
+    def _crc_mismatch(self, offset: int, chunk: int | None, structure: str, message: str) -> None:
+        self.stats.crc_mismatches += 1
+        self._error(f"CRC32 mismatch: {message}", offset, chunk, structure)
+
+    def records(self, *, damaged: bool = False) -> Iterator[EvtxRecord]:
+        """Every record; ``damaged=True`` also yields framed records whose BinXml is damaged
+        (their ``damage`` says where; only their record header is known)."""
+        for index in range(self.block_count):
+            yield from self.chunk_records(index, damaged=damaged)
+
+    def chunk(self, index: int) -> ChunkState | None:
+        """Block ``index`` checked and ready to parse, or ``None`` when it holds no chunk."""
+        offset = L.FILE_HEADER_SIZE + index * L.CHUNK_SIZE
+        data = bytes(self.data[offset : offset + L.CHUNK_SIZE])
+        info = ChunkInfo(index, offset, "ok")
+        self.chunk_infos.append(info)
+        self.stats.chunks += 1
+        if len(data) < L.CHUNK_SIZE:
+            info.state = "damaged"
+            self.stats.chunks_damaged += 1
+            self._error(f"chunk of {len(data)} bytes (the file ends inside it)", offset, index, "chunk header")
+            return None
+        if data[:8] != L.CHUNK_MAGIC:
+            if not data.strip(b"\x00"):
+                info.state = "unused"
+                self.stats.chunks_unused += 1
+                return None
+            info.state = "damaged"
+            self.stats.chunks_damaged += 1
+            self._error(f"signature {data[:8]!r} is not {L.CHUNK_MAGIC!r}", offset, index, "chunk header")
+            return None
+        fields = L.CHUNK_HEADER.unpack_from(data)
+        info.first_record_id = fields["FirstEventRecordIdentifier"]
+        info.last_record_id = fields["LastEventRecordIdentifier"]
+        info.free_space_offset = fields["FreeSpaceOffset"]
+        info.flags = fields["Flags"]
+        if L.chunk_header_checksum(data) != fields["Checksum"]:
+            info.header_checksum_ok = False
+            self._crc_mismatch(offset, index, "chunk header", f"stored 0x{fields['Checksum']:08x}")
+        free = fields["FreeSpaceOffset"]
+        if L.CHUNK_HEADER_SIZE <= free <= L.CHUNK_SIZE and L.chunk_records_checksum(data, free) != fields["EventRecordsChecksum"]:
+            info.records_checksum_ok = False
+            self._crc_mismatch(offset, index, "event records", f"stored 0x{fields['EventRecordsChecksum']:08x} over 0x200..0x{free:x}")
+        return ChunkState(index, offset, data)
+
+    def chunk_records(self, index: int, *, damaged: bool = False) -> Iterator[EvtxRecord]:
+        state = self.chunk(index)
+        if state is None:
+            return
+        info = self.chunk_infos[-1]
+        data, base = state.data, state.offset
+        free = min(max(info.free_space_offset, L.CHUNK_HEADER_SIZE), L.CHUNK_SIZE)
+        pos = L.CHUNK_HEADER_SIZE
+        previous_id: int | None = None
+        while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
+            problem = _frame_problem(data, pos)
+            if problem is not None:
+                if pos >= free:
+                    break
+                self._damaged_record(info, problem, base + pos, index, None)
+                pos = _resync(data, pos + 1, free)
+                if pos < 0:
+                    break
+                continue
+            _, size, record_id, written = _RECORD(data, pos)
+            continuing = previous_id is not None and record_id == previous_id + 1
+            if pos >= free and not continuing:
+                break  # stale bytes past the free-space offset, not a record this chunk finished
+            if not continuing and not info.first_record_id <= record_id <= info.last_record_id:
+                # A record of an earlier use of this chunk, left behind damage: its template
+                # offsets belong to that use, so its content cannot be trusted.
+                outside = f"record id {record_id} is outside the chunk's {info.first_record_id}..{info.last_record_id}"
+                self._damaged_record(info, outside, base + pos, index, record_id)
+                pos = _resync(data, pos + 1, free)
+                if pos < 0:
+                    break
+                continue
+            torn = _u32(data, pos + size - 4)[0] != size
+            end = pos + size - L.RECORD_TRAILER_SIZE
+            damage = None
+            try:
+                nodes, parsed_end = state.parser.parse(pos + L.RECORD_HEADER_SIZE, end)
+            except BinXmlError as error:
+                damage = self._damaged_record(info, error.message, base + error.pos, index, record_id, "BinXml")
+                nodes = None
+            except (struct.error, IndexError, ValueError) as error:
+                damage = self._damaged_record(info, f"{type(error).__name__}: {error}", base + pos, index, record_id, "BinXml")
+                nodes = None
+            state.parser.work = 0
+            if damage is not None and damaged:
+                yield EvtxRecord(state, pos, size, record_id, written, None, self.path, damage)
+            if nodes is not None:
+                info.records += 1
+                self.stats.records += 1
+                if torn:
+                    self.stats.records_torn += 1
+                yield EvtxRecord(state, pos, size, record_id, written, nodes, self.path)
+            previous_id = record_id
+            if torn and (nodes is None or _frame_problem(data, pos + size) is not None):
+                # The size is not repeated: trust it only as far as the next record signature.
+                resume = _resync(data, (parsed_end if nodes is not None else pos + 1), max(free, pos + 1))
+                if resume < 0:
+                    break
+                pos = resume
+                continue
+            pos += size
+
+    def _damaged_record(
+        self, info: ChunkInfo, message: str, offset: int, chunk: int, record_id: int | None, structure: str = "event record"
+    ) -> EvtxFormatError:
+        info.damaged_records += 1
+        self.stats.records_damaged += 1
+        self._error(message, offset, chunk, structure, record_id)
+        return self.stats.errors[-1]
+
+
+def _frame_problem(data: bytes, pos: int) -> str | None:
+    """Why the bytes at ``pos`` are not a framed event record (``None`` when they are)."""
+    if pos + L.MIN_RECORD_SIZE > L.CHUNK_SIZE:
+        return "no room for a record"
+    if data[pos : pos + 4] != L.RECORD_MAGIC:
+        return f"signature {bytes(data[pos : pos + 4])!r} is not {L.RECORD_MAGIC!r}"
+    size = _u32(data, pos + 4)[0]
+    if size < L.MIN_RECORD_SIZE or pos + size > L.CHUNK_SIZE:
+        return f"record size {size} does not fit the chunk"
+    return None
+
+
+def _resync(data: bytes, start: int, free: int) -> int:
+    """The next framed record from ``start`` before the free-space offset, or -1."""
+    pos = data.find(L.RECORD_MAGIC, start, free)
+    while pos >= 0:
+        if _frame_problem(data, pos) is None and _u32(data, pos + _u32(data, pos + 4)[0] - 4)[0] == _u32(data, pos + 4)[0]:
+            return pos
+        pos = data.find(L.RECORD_MAGIC, pos + 1, free)
+    return -1
