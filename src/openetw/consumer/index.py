@@ -40,6 +40,7 @@ from openetw.consumer._engine.index_build import (
     RECORD_COLUMNS,
     RECORD_DTYPE,
     RECORD_FIELDS,
+    concat,
     filetimes,
 )
 from openetw.consumer._engine.loader import RecordLoader
@@ -638,7 +639,7 @@ def _cut(
     waiting: list[np.ndarray], reasons: list[dict[int, str]], count: int,
 ) -> tuple[np.ndarray, dict[int, str], list[np.ndarray], list[dict[int, str]], int]:  # fmt: skip
     """The first ``count`` waiting rows as one block, and what is left."""
-    rows = waiting[0] if len(waiting) == 1 else np.concatenate(waiting)
+    rows = concat(waiting)
     merged: dict[int, str] = {}
     at = 0
     for part, part_reasons in zip(waiting, reasons, strict=True):

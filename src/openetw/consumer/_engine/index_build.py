@@ -406,6 +406,22 @@ def take(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
     return taken
 
 
+def concat(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` for structured arrays of one dtype, at the speed of a byte copy
+    (numpy copies a structured array field by field: 25 times slower for the index's rows)."""
+    if len(parts) == 1:
+        return parts[0]
+    raw = np.dtype((np.void, parts[0].dtype.itemsize))
+    joined: np.ndarray = np.concatenate([part.view(raw) for part in parts]).view(parts[0].dtype)
+    return joined
+
+
+def keep(rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``rows[mask]`` for a structured array and a boolean mask, at the speed of a byte copy."""
+    kept: np.ndarray = rows.view(np.dtype((np.void, rows.dtype.itemsize)))[mask].view(rows.dtype)
+    return kept
+
+
 def filetimes(timestamps: np.ndarray, clock: TraceClock) -> np.ndarray:
     """``clock.to_filetime`` over an array, exactly (no intermediate overflow)."""
     delta = timestamps.astype(np.int64) - np.int64(clock.reference_timestamp)

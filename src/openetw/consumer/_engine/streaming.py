@@ -32,8 +32,10 @@ from openetw.consumer._engine.index_build import (
     _merge_keys,
     _time_order,
     build_index_data,
+    concat,
     file_order_rows,
     filetimes,
+    keep,
     provider_table,
     take,
 )
@@ -219,7 +221,7 @@ class StreamingBuild:
             else:
                 left = np.ones(len(carry_keys), dtype=bool)
                 left[ready] = False
-                carry, carry_keys, carry_seq = carry[left], carry_keys[left], carry_seq[left]
+                carry, carry_keys, carry_seq = keep(carry, left), carry_keys[left], carry_seq[left]
             yield self._finish(out, out_seq, reasons, clock)
         if gathering and len(carry):
             by_file = np.argsort(carry_seq, kind="stable")
@@ -276,4 +278,4 @@ def _sortable(rows: np.ndarray, keys: np.ndarray) -> bool:
 
 
 def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return b if not len(a) else np.concatenate([a, b])
+    return b if not len(a) else concat([a, b])
