@@ -101,10 +101,7 @@ def index_problem(records: np.ndarray, buffers: np.ndarray, providers: np.ndarra
         lengths = buffers["length"].astype(np.int64)
         if (starts < 0).any() or (starts + np.minimum(sizes, lengths) > file_size).any():
             return "a buffer lies outside the file"
-        # data_end sizes the inflated data of a compressed buffer; an uncompressed buffer keeps
-        # what its (maybe damaged) header says, which the reader reported and nothing reads
-        inflated = buffers["data_end"].astype(np.int64)[(buffers["flags"] & L.BUFFER_FLAG_COMPRESSED) != 0]
-        if (lengths > MAX_INDEXED_BUFFER).any() or (inflated > MAX_INDEXED_BUFFER).any():
+        if (lengths > MAX_INDEXED_BUFFER).any() or (buffers["data_end"].astype(np.int64) > MAX_INDEXED_BUFFER).any():
             return "a buffer is larger than any buffer can be"
         if len(np.unique(buffers["index"])) != len(buffers):
             return "two buffers have one number"

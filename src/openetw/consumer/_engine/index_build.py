@@ -395,7 +395,10 @@ def _replayed_order(rows: np.ndarray, keys: np.ndarray, firsts: np.ndarray, buff
 def _buffer_table(bufs: Buffers) -> np.ndarray:
     table = np.zeros(len(bufs.infos), dtype=BUFFER_DTYPE)
     for row, info in enumerate(bufs.infos):
-        table[row] = (info.file_offset, info.timestamp, info.buffer_size, info.data_end, bufs.lengths[row], info.cpu, info.index, info.flags, info.buffer_type)
+        # a compressed buffer's data_end is its inflated size; an uncompressed one's is kept within
+        # the buffer (a damaged Offset, which the reader reports, is not a size worth keeping)
+        data_end = info.data_end if info.flags & L.BUFFER_FLAG_COMPRESSED else min(info.data_end, info.buffer_size)
+        table[row] = (info.file_offset, info.timestamp, info.buffer_size, data_end, bufs.lengths[row], info.cpu, info.index, info.flags, info.buffer_type)
     return table
 
 
