@@ -140,6 +140,21 @@ def test_the_first_pass_delivers_events_before_the_index_is_done(tmp_path: Path)
     assert Path(str(path) + ".idx").exists() and not EtlIndex.open(path).built
 
 
+def test_a_first_pass_stopped_early_still_counts_each_record_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SMALL_BLOCKS, "50")
+    path = write_etl(tmp_path / "a.etl", every_kind(300))
+    with EtlReader(path) as reader:
+        expected = sum(1 for _ in reader)
+    index = EtlIndex.open(path)
+    segments = index.segments()
+    first = next(segments)
+    segments.close()  # the reader stops after one block: the pass is finished, not left half done
+    assert 0 < len(first) < expected
+    assert len(index) == index.read_stats["records"] == expected
+    assert sum(len(segment) for segment in index.segments()) == expected
+    assert index.errors == []
+
+
 def test_an_index_of_the_previous_format_is_rebuilt(tmp_path: Path) -> None:
     path = write_etl(tmp_path / "a.etl", every_kind(40))
     beside = Path(str(path) + ".idx")

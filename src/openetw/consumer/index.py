@@ -326,7 +326,8 @@ class EtlIndex:
             self._building = True
             produced = self._produce()
             try:
-                yield from produced
+                for segment in produced:  # not ``yield from``: closing this would close ``produced``
+                    yield segment
             finally:
                 for _ in produced:  # a reader that stops early still leaves a whole index
                     pass
