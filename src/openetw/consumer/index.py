@@ -326,7 +326,7 @@ class EtlIndex:
             self._building = True
             produced = self._produce()
             try:
-                for segment in produced:  # not ``yield from``: closing this would close ``produced``
+                for segment in produced:  # noqa: UP028 - ``yield from`` would close ``produced`` when this is closed
                     yield segment
             finally:
                 for _ in produced:  # a reader that stops early still leaves a whole index
