@@ -27,8 +27,8 @@ from openetw.errors import EtlFormatError
 from openetw.etl import EtlReader
 from openetw.etl import layouts as L
 from openetw.etl.build import build_event_record, build_message_record, build_system_record
-from openetw.etl.extended import ExtendedItem
 from openetw.etl.clock import TraceClock
+from openetw.etl.extended import ExtendedItem
 from openetw.etl.record import EventRecord
 from openetw.etl.writer import EtlWriter, new_logfile_header
 from tests.conftest import corpus_path

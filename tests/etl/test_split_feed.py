@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from openetw.errors import EtlFormatError, InvalidArgument
-from openetw.etl import reader as reader_module
 from openetw.etl import EtlReader
+from openetw.etl import reader as reader_module
 from openetw.etl.record import EventRecord
 from tests.conftest import corpus_path
 from tests.etl.corpus_facts import SMALL, EtlFacts

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import json
-import sys
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from openetw.cli.main import main
+from openetw.controller.session import Session
 from openetw.errors import AccessDenied, InvalidArgument, SessionError
 from openetw.kernel import Capability, KernelCapabilities, TracefsInstance, find_tracefs
 from openetw.kernel.classes import KERNEL_FLAGS
@@ -29,7 +30,6 @@ from openetw.kernel.control import (
     privilege_refusal,
     process_start_time,
 )
-from openetw.controller.session import Session
 from openetw.session import TooManyKernelSessions
 
 

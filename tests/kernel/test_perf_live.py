@@ -19,14 +19,13 @@ import pytest
 
 from openetw.etl import EtlReader
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
+from openetw.kernel import perf_format as F
 from openetw.kernel.classes import KernelEventMapper
 from openetw.kernel.classes_perf import install_perf_handlers
 from openetw.kernel.perf import HeldCommand, PerfSource, perf_event_open
-from openetw.kernel import perf_format as F
 from openetw.kernel.procfs import ProcSource
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
-
 from tests.service.harness import as_other_user
 
 

@@ -22,7 +22,6 @@ from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.procfs import ProcSource
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.registry import SchemaRegistry
-
 from tests.service.harness import OTHER_UID, as_other_user
 
 REGISTRY = SchemaRegistry()

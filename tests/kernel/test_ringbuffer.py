@@ -4,7 +4,8 @@ import collections
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from openetw.errors import OpenEtwError, TraceDataError
 from openetw.kernel.ringbuffer import MISSED_EVENTS, MISSED_STORED, EventDecoder

@@ -4,8 +4,15 @@ import pytest
 
 from openetw.errors import TraceDataError
 from openetw.kernel.tracefs_format import (
-    DATA_LOC, DYNAMIC_TAIL, INT_ARRAY, INTEGER, REL_LOC, STRING,
-    parse_event_format, parse_header_event, parse_header_page,
+    DATA_LOC,
+    DYNAMIC_TAIL,
+    INT_ARRAY,
+    INTEGER,
+    REL_LOC,
+    STRING,
+    parse_event_format,
+    parse_header_event,
+    parse_header_page,
 )
 
 from .pages import DATA

@@ -12,7 +12,6 @@ from pathlib import Path
 from openetw.kernel.tracefs import INSTANCE_PREFIX, TracefsInstance, remove_stale_instances
 
 
-
 def orphan_instance(name: str, root: Path) -> TracefsInstance:
     """An instance as a crashed session leaves it: made while its owner lived, then the owner died
     (an owner dead from the start would let another process's sweep take it while it is made)."""

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from openetw.errors import ManifestError
+from openetw.manifest.loader import manifest_files
 from openetw.mc import GeneratedModule, generate_from_file
 from openetw.mc.naming import Names
-from openetw.manifest.loader import manifest_files
 from tests.conftest import corpus_path
 
 CORPORA = ("Win10-17134", "authored-samples", "perfview", "dotnet-runtime")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import io
 import ipaddress
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
-from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -7,7 +7,15 @@ import json
 import pytest
 
 from openetw.errors import InvalidArgument
-from openetw.session import COUNTER_KEYS, STATISTICS_KEYS, Caller, SessionConfig, SessionKind, SessionStatistics, SessionTable
+from openetw.session import (
+    COUNTER_KEYS,
+    STATISTICS_KEYS,
+    Caller,
+    SessionConfig,
+    SessionKind,
+    SessionStatistics,
+    SessionTable,
+)
 from tests.session.helpers import ALICE, PROVIDER, config, file_config
 
 EXPECTED_KEYS = (

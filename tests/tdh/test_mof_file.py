@@ -16,7 +16,14 @@ from openetw.etl.build import build_classic_record
 from openetw.manifest.winmeta import InType, OutType
 from openetw.provider.classic import pack_fields
 from openetw.tdh import REST, decode_all, format_properties
-from openetw.tdh.mof_file import MofError, MofEventClass, parse_mof, schemas_from_mof, schemas_from_mof_file, schemas_from_mof_text
+from openetw.tdh.mof_file import (
+    MofError,
+    MofEventClass,
+    parse_mof,
+    schemas_from_mof,
+    schemas_from_mof_file,
+    schemas_from_mof_text,
+)
 from openetw.tdh.mof_syntax import MAX_MOF_CHARS
 from openetw.tdh.registry import SchemaRegistry
 

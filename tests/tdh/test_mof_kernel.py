@@ -13,7 +13,8 @@ import struct
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 
 import pytest

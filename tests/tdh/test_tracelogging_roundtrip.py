@@ -13,7 +13,13 @@ from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.decode import decode_properties
 from openetw.tdh.format import format_properties
 from openetw.tdh.schema import PropertyInfo
-from openetw.tdh.tracelogging import encode_event_metadata, encode_provider_traits, pack_values, schema_from_tracelogging, tl_field
+from openetw.tdh.tracelogging import (
+    encode_event_metadata,
+    encode_provider_traits,
+    pack_values,
+    schema_from_tracelogging,
+    tl_field,
+)
 
 PROVIDER = uuid.UUID("d3dd3dd4-aac2-4e2a-8dd4-a8fb61b77615")
 

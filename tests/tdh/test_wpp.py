@@ -23,7 +23,16 @@ from openetw.manifest.winmeta import InType, OutType
 from openetw.report.events import decode_record
 from openetw.tdh import decode_all, decode_properties, format_event_message
 from openetw.tdh.registry import SchemaRegistry
-from openetw.tdh.wpp import MAX_TMF_CHARS, TmfError, TmfMessage, convert_format, parse_tmf, read_tmf_path, schema_from_tmf, schemas_from_tmf
+from openetw.tdh.wpp import (
+    MAX_TMF_CHARS,
+    TmfError,
+    TmfMessage,
+    convert_format,
+    parse_tmf,
+    read_tmf_path,
+    schema_from_tmf,
+    schemas_from_tmf,
+)
 
 FILTER = uuid.UUID("8c7ae5c4-3b1d-4e2f-9a55-1f2e3d4c5b6a")
 CORE = uuid.UUID("15a8d173-19ed-3627-3053-66bb3b198115")

@@ -139,7 +139,6 @@ def kernel_stop(name: str | None, as_json: bool) -> None:
     """Stop NAME (default openetw-kernel): tracing off, every CPU drained, the file finished,
     the recorder process and the ftrace instance gone."""
     from openetw.kernel.control import DEFAULT_SESSION_NAME
-
     from openetw.session.errors import NoSuchSession
 
     name = name or DEFAULT_SESSION_NAME

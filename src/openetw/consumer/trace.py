@@ -39,10 +39,10 @@ from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
 from openetw.consumer.errors import TraceStateError
+from openetw.consumer.evtx_source import file_source
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
 from openetw.consumer.live import LiveSessionSource, private_session_name
-from openetw.consumer.evtx_source import file_source
 from openetw.consumer.provider import EventCallback, Provider
 from openetw.consumer.sources import Source
 from openetw.consumer.stats import TraceStatistics

@@ -7,8 +7,8 @@ declaration order and packs from one, so ``layout.pack(*layout.unpack_from(b, 0)
 from __future__ import annotations
 
 import struct
-from typing import Any
 from collections.abc import Iterable
+from typing import Any
 
 
 class Layout:

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import os
 import threading
-from bisect import bisect_right
-from operator import itemgetter
 import time
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 

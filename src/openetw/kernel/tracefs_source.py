@@ -16,8 +16,8 @@ kernel has (the others are listed in :attr:`missing_tracepoints`) and turns trac
 from __future__ import annotations
 
 import threading
-from operator import itemgetter
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 

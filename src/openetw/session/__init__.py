@@ -32,8 +32,15 @@ from openetw.session.config import (
     SessionKind,
     resolve_provider,
 )
-from openetw.session.enable import ALL_KEYWORDS, DISABLED, EnableProperty, EnableRule, EnableState, EventFilters
-from openetw.session.enable import SessionEnable
+from openetw.session.enable import (
+    ALL_KEYWORDS,
+    DISABLED,
+    EnableProperty,
+    EnableRule,
+    EnableState,
+    EventFilters,
+    SessionEnable,
+)
 from openetw.session.errors import (
     AccessDenied,
     ClassicProviderInUse,

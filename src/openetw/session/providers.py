@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import TypeVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from openetw.session.enable import DISABLED, EnableState
 from openetw.session.errors import NoSuchRegistration

@@ -28,11 +28,10 @@ import codecs
 import ipaddress
 import struct
 import uuid
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from datetime import UTC
 from functools import lru_cache
 from typing import Any
-from collections.abc import Callable
 
 from openetw.errors import InvalidArgument, PropertyDecodeError
 from openetw.etl.intypes import (

@@ -30,8 +30,10 @@ from openetw.tdh.mof_kernel_types import (
     UNICODESTRING,
     MofClass,
     MofEvent,
-    MofField as F,
     versions,
+)
+from openetw.tdh.mof_kernel_types import (
+    MofField as F,
 )
 
 KERNEL_TRACE_CONTROL = "KernelTraceControl"

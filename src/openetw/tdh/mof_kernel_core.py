@@ -34,8 +34,10 @@ from openetw.tdh.mof_kernel_types import (
     WBEMSID,
     MofClass,
     MofEvent,
-    MofField as F,
     versions,
+)
+from openetw.tdh.mof_kernel_types import (
+    MofField as F,
 )
 
 KERNEL = "Windows Kernel"

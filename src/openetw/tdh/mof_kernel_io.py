@@ -21,16 +21,18 @@ from openetw.tdh.mof_kernel_types import (
     IPV4,
     IPV6,
     NTSTATUS,
-    PORT,
     POINTER,
+    PORT,
     UINT16,
     UINT32,
     UINT64,
     UNICODESTRING,
     MofClass,
     MofEvent,
-    MofField as F,
     versions,
+)
+from openetw.tdh.mof_kernel_types import (
+    MofField as F,
 )
 
 # --- DiskIo (group 1; PerfView's task "DiskIO") ----------------------------------------------
