@@ -62,7 +62,9 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
         from openetw.store import ManifestRegistry
 
         try:
-            loaded = ManifestRegistry().load_all(errors)
+            # Lowest precedence first, as for every registry: a later manifest wins, so the user's
+            # own store overrides the system's.
+            loaded = [manifest for _, manifest in ManifestRegistry().sources(errors)]
         except OpenEtwError as error:
             errors.append(error if isinstance(error, ManifestError) else ManifestError(str(error)))
             loaded = []
@@ -84,7 +86,7 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
     for manifest in loaded:
         for provider in getattr(manifest, "providers", ()):
             if provider.name and provider.guid is not None:
-                names.setdefault(provider.name.lower(), provider.guid)
+                names[provider.name.lower()] = provider.guid  # a later manifest wins, as for schemas
     return SchemaRegistry(loaded), names
 
 
