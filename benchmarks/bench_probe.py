@@ -17,9 +17,7 @@ catalog pass that types ``args->``.
 from __future__ import annotations
 
 import argparse
-import io
 import os
-import struct
 import sys
 import tempfile
 import time
@@ -33,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CORPUS, best_of, machine_note, table
 
 from openetw.consumer import UserTrace
-from openetw.etl import EtlReader
 
 SOURCE = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
 IMAGE_ID = "b3e675d7-2554-4f18-830b-2762732560de"
@@ -46,32 +43,13 @@ GOALS = {"header only, column-wise": 2e6, "header only, per record": 2e6, "one d
 
 
 def make_file(target: str, events: int) -> int:
-    """diaghub.etl relogged, its data buffers repeated until the file holds ``events`` events."""
-    from openetw.etl.relog import relog
+    """diaghub.etl with its data buffers repeated until the file holds at least ``events`` events
+    (``openetw.testing.large``); returns how many it holds."""
+    from openetw.testing.large import repeat_buffers
 
-    out = io.BytesIO()
-    with EtlReader(str(SOURCE)) as reader:
-        relog([reader], out)
-    data = out.getvalue()
-    buffer_size = int.from_bytes(data[0:4], "little")
-    header, body = data[:buffer_size], bytearray(data[buffer_size:])
-    stamps = []
-    with EtlReader(bytes(data)) as reader:
-        for record in reader:
-            if record.buffer_index == 0:
-                continue
-            at = (record.buffer_index - 1) * buffer_size + record._pos + (8 if record.kind == "perfinfo" else 0x10)
-            stamps.append((at, record.timestamp))
-    span = max(ts for _, ts in stamps) - min(ts for _, ts in stamps) + 1
-    copies = max(1, -(-events // len(stamps)))
-    pack_into = struct.Struct("<q").pack_into
-    with open(target, "wb") as f:
-        f.write(header)
-        for copy in range(copies):
-            for at, ts in stamps:
-                pack_into(body, at, ts + copy * span)
-            f.write(body)
-    return copies * len(stamps)
+    per_copy = repeat_buffers(SOURCE, target, 0)  # the header buffer and one copy of the rest
+    copies = max(1, -(-events // per_copy))
+    return repeat_buffers(SOURCE, target, copies * os.path.getsize(target))
 
 
 def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:

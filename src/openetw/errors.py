@@ -47,17 +47,7 @@ class EtlFormatError(OpenEtwError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = []
-        if self.path:
-            where.append(self.path)
-        if self.offset is not None:
-            where.append(f"offset 0x{self.offset:x}")
-        if self.buffer_index is not None:
-            where.append(f"buffer {self.buffer_index}")
-        if self.structure:
-            where.append(self.structure)
-        prefix = ", ".join(where)
-        return f"{prefix}: {self.message}" if prefix else self.message
+        return _located(self.message, self.path, self.offset, ("buffer", self.buffer_index), self.structure)
 
 
 class CompressionError(EtlFormatError):
@@ -197,16 +187,22 @@ class EvtxFormatError(OpenEtwError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = []
-        if self.path:
-            where.append(self.path)
-        if self.offset is not None:
-            where.append(f"offset 0x{self.offset:x}")
-        if self.chunk_index is not None:
-            where.append(f"chunk {self.chunk_index}")
-        if self.record_id is not None:
-            where.append(f"record {self.record_id}")
-        if self.structure:
-            where.append(self.structure)
-        prefix = ", ".join(where)
-        return f"{prefix}: {self.message}" if prefix else self.message
+        return _located(
+            self.message, self.path, self.offset, ("chunk", self.chunk_index), ("record", self.record_id), self.structure
+        )
+
+
+def _located(message: str, path: str | None, offset: int | None, *rest: tuple[str, int | None] | str | None) -> str:
+    """``message`` after where it was found: the path, ``offset 0x…``, then each numbered place
+    (``("buffer", 3)`` reads ``buffer 3``) and the structure, leaving out what is unknown."""
+    where = [path] if path else []
+    if offset is not None:
+        where.append(f"offset 0x{offset:x}")
+    for item in rest:
+        if isinstance(item, tuple):
+            if item[1] is not None:
+                where.append(f"{item[0]} {item[1]}")
+        elif item:
+            where.append(item)
+    prefix = ", ".join(where)
+    return f"{prefix}: {message}" if prefix else message
