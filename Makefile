@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,20 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: lint
+test: lint system-packages
 	$(BIN)/python -m pytest -q
+
+# Debian packages some tests need (a browser, a NATS server): installed when missing and running as
+# root, as CI does; otherwise named once, and the tests that need them skip saying why.
+SYSTEM_PACKAGES := chromium nats-server
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	    echo "missing Debian packages:$$missing (the tests that need them skip)"; \
+	fi
 
 # Static checks (docs/checks.md), run before the tests.
 lint: $(STAMP)
