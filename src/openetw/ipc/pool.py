@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from time import sleep
 from typing import Protocol
 
+from openetw._native import module
 from openetw.errors import InvalidArgument, ServiceError
 from openetw.etl import layouts as L
 from openetw.etl.layouts import Layout
@@ -138,6 +139,7 @@ class BufferPool:
         self._blank: bytes | None = None
         self._tail: memoryview | None = None  # 0xFF bytes, for the tail of a buffer copied out
         self._writer: PoolWriter | None = None
+        self._compiled_writers: list[Callable[[], None]] = []
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -201,6 +203,8 @@ class BufferPool:
         if self._closed:
             return
         self._closed = True
+        for release in self._compiled_writers:
+            release()  # a compiled writer holds the mapping: it lets go first
         for view in (self.states, self.qwords, self.words, self.view):
             view.release()
         self._map.close()
@@ -421,12 +425,36 @@ class PoolWriter:
     write: WriteFn
     flush: Callable[[], bool]
 
-    def __init__(self, pool: BufferPool, *, doorbell: Doorbell | None = None, on_full: Callable[[int], None] | None = None) -> None:
+    def __init__(self, pool: BufferPool, *, doorbell: Doorbell | None = None, on_full: Callable[[int], None] | None = None, engine: str | None = None) -> None:
         self.pool = pool
         self.on_full = _full_hook(doorbell, on_full)
         self.became_full = 0
-        self.write, self.flush, self._orphan = _write_path(pool, self)
+        compiled = _native if engine is None else module("_write") if engine == "native" else None
+        if compiled is not None:
+            native = compiled.PoolWriter(pool._map, pool.buffer_size, pool.buffer_count, pool.logger_id, _became_full(self))
+            self.write, self.flush, self._orphan = native.write, native.flush, native.orphan
+            pool._compiled_writers.append(native.release)
+        else:
+            self.write, self.flush, self._orphan = _write_path(pool, self)
         _LIVE_WRITERS.add(self)
+
+
+_native = module("_write")
+
+
+def _became_full(writer: PoolWriter) -> Callable[[int], None]:
+    """What the compiled writer calls after a write that made a buffer FULL: the count, then
+    ``on_full`` (a weak reference: the writer owns the compiled one, not the other way)."""
+    ref = weakref.ref(writer)
+
+    def full(index: int) -> None:
+        owner = ref()
+        if owner is not None:
+            owner.became_full += 1
+            if owner.on_full is not None:
+                owner.on_full(index)
+
+    return full
 
 
 def _full_hook(doorbell: Doorbell | None, on_full: Callable[[int], None] | None) -> Callable[[int], None] | None:

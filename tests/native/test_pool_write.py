@@ -1,0 +1,80 @@
+"""The compiled pool writer against the pure one: the same operations leave the same bytes.
+
+Two pools of the same shape, one written by ``ipc/pool.py``'s closures and one by
+``openetw._native._write``, go through one random sequence of writes (every size from nothing
+to past what a buffer holds), flushes, and the service's takes and releases; after every step
+the two mappings are byte for byte the same, and so are the writes' results, the buffers
+reported FULL and the loss counters.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import openetw._native as native
+from openetw.ipc.pool import BufferPool, PoolWriter
+
+_write = native.module("_write")
+needs_native = pytest.mark.skipif(
+    _write is None and os.environ.get("CI") != "true", reason=f"compiled write side not active here: {native.reason()}"
+)
+
+Op = tuple[str, int, int, int]
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 1200), st.integers(-(2**63), 2**63 - 1), st.integers(0, 70000)),
+        st.tuples(st.just("write"), st.integers(8, 120), st.integers(0, 2**40), st.integers(0, 3)),
+        st.tuples(st.just("flush"), st.just(0), st.just(0), st.just(0)),
+        st.tuples(st.just("take"), st.integers(0, 7), st.just(0), st.just(0)),
+    ),
+    max_size=120,
+)
+
+
+def run(pool: BufferPool, engine: str, ops: list[Op]) -> list[object]:
+    fulls: list[int] = []
+    writer = PoolWriter(pool, on_full=fulls.append, engine=engine)
+    seen: list[object] = []
+    for number, (kind, a, b, c) in enumerate(ops):
+        if kind == "write":
+            record = bytes((number + i) & 0xFF for i in range(a))
+            seen.append(writer.write(record if number % 2 else memoryview(record), b, c))
+        elif kind == "flush":
+            seen.append(writer.flush())
+        else:
+            full = pool.full_buffers()
+            if full:
+                index = full[a % len(full)]
+                seen.append(pool.take(index))
+                pool.release(index)
+        seen.append(bytes(pool.view))
+    seen += [fulls, writer.became_full, pool.events_lost, pool.events_refused, pool.take_filling_after_death()]
+    return seen
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(ops=operations, buffer_size=st.sampled_from([1024, 2048, 0x10000 + 1024]), count=st.integers(1, 4))
+def test_the_compiled_writer_leaves_the_pool_as_the_pure_one_does(ops: list[Op], buffer_size: int, count: int) -> None:
+    results = []
+    for engine in ("python", "native"):
+        with BufferPool.create(buffer_size, count, logger_id=7, producer_pid=1234, flush_interval_ms=1000) as pool:
+            results.append(run(pool, engine, ops))
+    assert results[0] == results[1]
+
+
+@needs_native
+def test_a_closed_pool_refuses_the_compiled_writer_and_a_forked_child_writes_nothing() -> None:
+    with BufferPool.create(1024, 2, logger_id=1, producer_pid=1, flush_interval_ms=0) as pool:
+        writer = PoolWriter(pool, engine="native")
+        assert writer.write(bytes(16), 1)
+        writer._orphan()
+        assert not writer.write(bytes(16), 2) and not writer.flush()
+        assert pool.events_lost == pool.events_refused == 0
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(bytes(16), 3)
