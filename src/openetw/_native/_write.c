@@ -13,13 +13,26 @@
  * publish (a buffer's Offset, a state word) are release stores, so the service, which reads the
  * state word and then the buffer, never sees a word before the bytes it vouches for.
  *
+ *   FastWrite(plan, python, route, activity, no_activity, pid, clock, unmapped)
+ *       the twin of one event's generated ``write_fast`` (provider/encode_source.py): the same
+ *       record, encoded straight into the pool when it writes to one compiled PoolWriter.
+ *       Anything it does not handle itself (another value type, a value out of range, a string
+ *       holding NUL, an activity, a record over 64 KB) it hands to ``python``, the generated
+ *       function, with the same arguments: that one decides, so the results are its results.
+ *
  * Every constant comes from _write_constants.h, generated from etl/layouts.py and ipc/pool.py
  * (python -m openetw._native.gen).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <math.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "_write_constants.h"
 
@@ -335,6 +348,441 @@ static PyTypeObject WriterType = {
     .tp_methods = Writer_methods,
 };
 
+
+/* ---------------------------------------------------------------------------------------------
+ * FastWrite: one event's whole write outside any activity.
+ *
+ * plan = (kind, ops, types, names, variant, cae, bits, fixed_size)
+ *   kind 0: f(values)                            values: a tuple of the fields' values
+ *   kind 1: f(values, level, keyword, opcode)    values: a dict whose keys are ``names`` in order
+ *   kind 2: f(v0, v1, ...) or by ``names``       route: a one-item list holding the write or None
+ *   ops: one byte per field: a struct code (bBhHiIqQfd), 'G' a GUID's bytes_le, 'U' UTF-16 and
+ *        '8' UTF-8 text with its NUL; types: per field the exact type a value must have, or None
+ *   cae: the header's constant bytes (ProviderId .. ProcessorTime), the null activity id and the
+ *        constant extended items; bits: the header's first u64 but for the size.
+ */
+#define OE_MAX_FIELDS 32
+
+static unsigned fork_generation;
+static _Thread_local long thread_id;
+static _Thread_local unsigned thread_generation = (unsigned)-1;
+
+static void after_fork_in_child(void) { fork_generation++; }
+
+static inline long current_thread_id(void) {
+    if (thread_generation != fork_generation) {
+        thread_id = (long)syscall(SYS_gettid);
+        thread_generation = fork_generation;
+    }
+    return thread_id;
+}
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int kind;
+    Py_ssize_t count;
+    char ops[OE_MAX_FIELDS];
+    PyObject *types[OE_MAX_FIELDS];
+    PyObject *names; /* tuple of str, or None */
+    long long level, keyword, opcode;
+    int has_variant;
+    PyObject *cae;
+    uint64_t bits;
+    Py_ssize_t fixed_size;
+    PyObject *python, *route, *activity, *no_activity, *pid, *clock, *unmapped;
+} FastWrite;
+
+typedef struct {
+    PyObject *value;
+    Py_ssize_t size;
+    union { int64_t i; uint64_t u; double d; float f; } n;
+    const void *data; /* '8': the UTF-8 bytes; 'G': the 16 bytes */
+    PyObject *keep;   /* 'G': the bytes object */
+} Field;
+
+/* 1: the value packs as the generated code packs it; 0: the generated code decides. */
+static int prepare(char op, PyObject *v, Field *f) {
+    f->value = v;
+    f->keep = NULL;
+    switch (op) {
+    case 'b': case 'B': case 'h': case 'H': case 'i': case 'I': case 'q': {
+        if (!PyLong_CheckExact(v) && !PyBool_Check(v)) return 0;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+        long long lo, hi;
+        switch (op) {
+        case 'b': lo = -128; hi = 127; f->size = 1; break;
+        case 'B': lo = 0; hi = 255; f->size = 1; break;
+        case 'h': lo = -32768; hi = 32767; f->size = 2; break;
+        case 'H': lo = 0; hi = 65535; f->size = 2; break;
+        case 'i': lo = INT32_MIN; hi = INT32_MAX; f->size = 4; break;
+        case 'I': lo = 0; hi = UINT32_MAX; f->size = 4; break;
+        default: lo = INT64_MIN; hi = INT64_MAX; f->size = 8; break;
+        }
+        if (x < lo || x > hi) return 0;
+        f->n.i = x;
+        return 1;
+    }
+    case 'Q': {
+        if (!PyLong_CheckExact(v) && !PyBool_Check(v)) return 0;
+        unsigned long long x = PyLong_AsUnsignedLongLong(v);
+        if (x == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        f->n.u = x;
+        f->size = 8;
+        return 1;
+    }
+    case 'f': case 'd': {
+        double x;
+        if (PyFloat_CheckExact(v)) x = PyFloat_AS_DOUBLE(v);
+        else if (PyLong_CheckExact(v)) {
+            x = PyLong_AsDouble(v);
+            if (x == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        } else return 0;
+        if (op == 'd') { f->n.d = x; f->size = 8; return 1; }
+        float y = (float)x;
+        if (isinf(y) && !isinf(x)) return 0; /* struct refuses it: too large for 'f' */
+        f->n.f = y;
+        f->size = 4;
+        return 1;
+    }
+    case 'G': {
+        PyObject *b = PyObject_GetAttrString(v, "bytes_le");
+        if (b == NULL) { PyErr_Clear(); return 0; }
+        if (!PyBytes_CheckExact(b) || PyBytes_GET_SIZE(b) != 16) { Py_DECREF(b); return 0; }
+        f->keep = b;
+        f->data = PyBytes_AS_STRING(b);
+        f->size = 16;
+        return 1;
+    }
+    case 'U': {
+        if (!PyUnicode_Check(v) || PyUnicode_READY(v) < 0) { PyErr_Clear(); return 0; }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v), units = n + 1;
+        int kind = PyUnicode_KIND(v);
+        const void *d = PyUnicode_DATA(v);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, d, i);
+            if (c == 0) return 0;
+            if (c > 0xFFFF) units++;
+        }
+        f->size = 2 * units;
+        return 1;
+    }
+    case '8': {
+        if (!PyUnicode_Check(v)) return 0;
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(v, &n);
+        if (u == NULL) { PyErr_Clear(); return 0; } /* a lone surrogate: strict UTF-8 refuses it */
+        if (memchr(u, 0, (size_t)n) != NULL) return 0;
+        f->data = u;
+        f->size = n + 1;
+        return 1;
+    }
+    }
+    return 0;
+}
+
+static uint8_t *put(char op, const Field *f, uint8_t *p) {
+    switch (op) {
+    case 'b': case 'B': *p = (uint8_t)f->n.i; return p + 1;
+    case 'h': case 'H': st16(p, (uint16_t)f->n.i); return p + 2;
+    case 'i': case 'I': st32(p, (uint32_t)f->n.i); return p + 4;
+    case 'q': case 'Q': st64(p, f->n.u); return p + 8;
+    case 'f': memcpy(p, &f->n.f, 4); return p + 4;
+    case 'd': memcpy(p, &f->n.d, 8); return p + 8;
+    case 'G': case '8': memcpy(p, f->data, (size_t)f->size); return p + f->size;
+    case 'U': {
+        PyObject *v = f->value;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+        int kind = PyUnicode_KIND(v);
+        const void *d = PyUnicode_DATA(v);
+        if (kind == PyUnicode_2BYTE_KIND) {
+            memcpy(p, d, (size_t)(2 * n));
+            p += 2 * n;
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Py_UCS4 c = PyUnicode_READ(kind, d, i);
+                if (c > 0xFFFF) {
+                    c -= 0x10000;
+                    st16(p, (uint16_t)(0xD800 | (c >> 10)));
+                    st16(p + 2, (uint16_t)(0xDC00 | (c & 0x3FF)));
+                    p += 4;
+                } else {
+                    st16(p, (uint16_t)c);
+                    p += 2;
+                }
+            }
+        }
+        st16(p, 0);
+        return p + 2;
+    }
+    }
+    return p;
+}
+
+static void encode(FastWrite *e, Field *fields, uint8_t *p, Py_ssize_t size, long tid, uint32_t pid, int64_t timestamp) {
+    st64(p, (uint64_t)size + e->bits);
+    st32(p + 8, (uint32_t)tid);
+    st32(p + 12, pid);
+    st64(p + 16, (uint64_t)timestamp);
+    Py_ssize_t cae = PyBytes_GET_SIZE(e->cae);
+    memcpy(p + 24, PyBytes_AS_STRING(e->cae), (size_t)cae);
+    p += 24 + cae;
+    for (Py_ssize_t i = 0; i < e->count; i++)
+        p = put(e->ops[i], &fields[i], p);
+}
+
+static PyObject *delegate(FastWrite *e, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return PyObject_Vectorcall(e->python, args, nargsf, kwnames);
+}
+
+static PyObject *FastWrite_call(FastWrite *e, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *values[OE_MAX_FIELDS];
+    PyObject *write;
+    if (e->kind == 2) {
+        write = PyList_GET_ITEM(e->route, 0);
+        if (write == Py_None) {
+            /* the generated function says False at once; a wrong call is its TypeError */
+            if (kwnames == NULL && nargs == e->count)
+                Py_RETURN_FALSE;
+            return delegate(e, args, nargsf, kwnames);
+        }
+        if (kwnames != NULL || nargs != e->count)
+            return delegate(e, args, nargsf, kwnames);
+        for (Py_ssize_t i = 0; i < nargs; i++)
+            values[i] = args[i];
+    } else {
+        write = PyList_GET_ITEM(e->route, 0);
+        if (kwnames != NULL || nargs != (e->kind == 1 ? 4 : 1))
+            return delegate(e, args, nargsf, kwnames);
+        if (e->kind == 1) {
+            for (int i = 0; i < 3; i++)
+                if (!PyLong_CheckExact(args[1 + i]))
+                    return delegate(e, args, nargsf, kwnames);
+            int overflow = 0;
+            long long level = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+            long long keyword = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[2], &overflow);
+            long long opcode = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[3], &overflow);
+            if (overflow || level != e->level || keyword != e->keyword || opcode != e->opcode)
+                return delegate(e, args, nargsf, kwnames);
+            PyObject *d = args[0];
+            if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != e->count)
+                return delegate(e, args, nargsf, kwnames);
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *key, *value;
+            while (PyDict_Next(d, &pos, &key, &value)) {
+                PyObject *name = PyTuple_GET_ITEM(e->names, i);
+                if (key != name) {
+                    if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(name))
+                        return delegate(e, args, nargsf, kwnames);
+                    int differs = PyUnicode_Compare(key, name);
+                    if (differs == -1 && PyErr_Occurred())
+                        return NULL;
+                    if (differs)
+                        return delegate(e, args, nargsf, kwnames);
+                }
+                values[i++] = value;
+            }
+        } else {
+            PyObject *t = args[0];
+            if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != e->count)
+                return delegate(e, args, nargsf, kwnames);
+            for (Py_ssize_t i = 0; i < e->count; i++)
+                values[i] = PyTuple_GET_ITEM(t, i);
+        }
+    }
+    PyObject *state = NULL;
+    if (PyContextVar_Get(e->activity, NULL, &state) < 0)
+        return NULL;
+    int outside = state == e->no_activity;
+    Py_XDECREF(state);
+    if (!outside)
+        return delegate(e, args, nargsf, kwnames);
+    Field fields[OE_MAX_FIELDS];
+    Py_ssize_t size = 24 + PyBytes_GET_SIZE(e->cae); /* the header (its last 40 + 16 bytes in cae) and the extended items */
+    Py_ssize_t prepared = 0;
+    PyObject *result = NULL;
+    for (; prepared < e->count; prepared++) {
+        PyObject *v = values[prepared];
+        PyObject *type = e->types[prepared];
+        if ((type != Py_None && (PyObject *)Py_TYPE(v) != type) || !prepare(e->ops[prepared], v, &fields[prepared]))
+            goto give_up;
+        size += fields[prepared].size;
+    }
+    if (size > OE_POOL_MAX_RECORD_SIZE)
+        goto give_up;
+    int64_t timestamp;
+    if (e->clock == Py_None) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        timestamp = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    } else {
+        PyObject *t = PyObject_CallNoArgs(e->clock);
+        if (t == NULL) goto done;
+        timestamp = PyLong_AsLongLong(t);
+        Py_DECREF(t);
+        if (timestamp == -1 && PyErr_Occurred()) goto done;
+    }
+    long tid = current_thread_id();
+    PyObject *pid_object = PyList_GET_ITEM(e->pid, 0);
+    uint32_t pid = (uint32_t)PyLong_AsUnsignedLong(pid_object);
+    if (PyErr_Occurred()) goto done;
+    if (PyCFunction_Check(write) && ((PyCFunctionObject *)write)->m_ml->ml_meth == (PyCFunction)(void (*)(void))Writer_write) {
+        Writer *w = (Writer *)PyCFunction_GET_SELF(write);
+        if (!w->mapped) {
+            result = Py_NewRef(Py_False); /* its pool was unmapped: nobody wants the event */
+            goto done;
+        }
+        if (w->cursor + size <= w->limit) {
+            encode(e, fields, w->map + w->cursor, size, tid, pid, timestamp);
+            Py_ssize_t aligned = (w->cursor + size + 7) & ~(Py_ssize_t)7;
+            st64(w->map + w->base + OE_BH_TIMESTAMP_AT, (uint64_t)timestamp);
+            publish32(w->map + w->base + OE_BH_OFFSET_AT, (uint32_t)(aligned - w->base));
+            w->cursor = aligned;
+            result = Py_NewRef(Py_True);
+            goto done;
+        }
+        uint8_t *scratch = PyMem_Malloc((size_t)size);
+        if (scratch == NULL) { PyErr_NoMemory(); goto done; }
+        encode(e, fields, scratch, size, tid, pid, timestamp);
+        Py_ssize_t full;
+        int written = write_slow(w, scratch, size, timestamp, 0, &full);
+        PyMem_Free(scratch);
+        result = became_full(w, full, Py_NewRef(written ? Py_True : Py_False));
+        goto done;
+    }
+    PyObject *record = PyBytes_FromStringAndSize(NULL, size);
+    if (record == NULL) goto done;
+    encode(e, fields, (uint8_t *)PyBytes_AS_STRING(record), size, tid, pid, timestamp);
+    PyObject *ts = PyLong_FromLongLong(timestamp);
+    PyObject *zero = PyLong_FromLong(0);
+    if (ts != NULL && zero != NULL) {
+        PyObject *call[3] = {record, ts, zero};
+        result = PyObject_Vectorcall(write, call, 3, NULL);
+        if (result == NULL && PyErr_ExceptionMatches(e->unmapped)) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_False);
+        }
+    }
+    Py_XDECREF(ts);
+    Py_XDECREF(zero);
+    Py_DECREF(record);
+    goto done;
+give_up:
+    for (Py_ssize_t i = 0; i < prepared; i++)
+        Py_XDECREF(fields[i].keep);
+    return delegate(e, args, nargsf, kwnames);
+done:
+    for (Py_ssize_t i = 0; i < prepared; i++)
+        Py_XDECREF(fields[i].keep);
+    return result;
+}
+
+static PyObject *FastWrite_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"plan", "python", "route", "activity", "no_activity", "pid", "clock", "unmapped", NULL};
+    PyObject *plan, *python, *route, *activity, *no_activity, *pid, *clock, *unmapped;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!OO!OO:FastWrite", names, &plan, &python, &PyList_Type, &route, &PyContextVar_Type,
+                                     &activity, &no_activity, &PyList_Type, &pid, &clock, &unmapped))
+        return NULL;
+    int kind;
+    const char *ops;
+    Py_ssize_t nops, fixed_size;
+    PyObject *types, *field_names, *variant, *cae;
+    unsigned long long bits;
+    if (!PyArg_ParseTuple(plan, "is#O!OOO!Kn:plan", &kind, &ops, &nops, &PyTuple_Type, &types, &field_names, &variant, &PyBytes_Type, &cae, &bits, &fixed_size))
+        return NULL;
+    if (kind < 0 || kind > 2 || nops > OE_MAX_FIELDS || PyTuple_GET_SIZE(types) != nops || PyList_GET_SIZE(route) != 1 || PyList_GET_SIZE(pid) != 1 ||
+        !PyCallable_Check(python) || (clock != Py_None && !PyCallable_Check(clock))) {
+        PyErr_SetString(PyExc_ValueError, "not a FastWrite plan");
+        return NULL;
+    }
+    if (kind == 1 && (!PyTuple_Check(field_names) || PyTuple_GET_SIZE(field_names) != nops || variant == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "a kind 1 plan names every field and has a variant");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nops; i++)
+        if (strchr("bBhHiIqQfdGU8", ops[i]) == NULL || ops[i] == 0) {
+            PyErr_Format(PyExc_ValueError, "unknown field op %c", ops[i]);
+            return NULL;
+        }
+    FastWrite *e = (FastWrite *)type->tp_alloc(type, 0);
+    if (e == NULL)
+        return NULL;
+    e->vectorcall = (vectorcallfunc)FastWrite_call;
+    e->kind = kind;
+    e->count = nops;
+    memcpy(e->ops, ops, (size_t)nops);
+    for (Py_ssize_t i = 0; i < nops; i++)
+        e->types[i] = Py_NewRef(PyTuple_GET_ITEM(types, i));
+    e->names = Py_NewRef(field_names);
+    if (variant != Py_None) {
+        if (!PyArg_ParseTuple(variant, "LLL", &e->level, &e->keyword, &e->opcode)) {
+            Py_DECREF(e);
+            return NULL;
+        }
+        e->has_variant = 1;
+    }
+    e->cae = Py_NewRef(cae);
+    e->bits = bits;
+    e->fixed_size = fixed_size;
+    e->python = Py_NewRef(python);
+    e->route = Py_NewRef(route);
+    e->activity = Py_NewRef(activity);
+    e->no_activity = Py_NewRef(no_activity);
+    e->pid = Py_NewRef(pid);
+    e->clock = Py_NewRef(clock);
+    e->unmapped = Py_NewRef(unmapped);
+    return (PyObject *)e;
+}
+
+static int FastWrite_traverse(FastWrite *e, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < e->count; i++)
+        Py_VISIT(e->types[i]);
+    Py_VISIT(e->names);
+    Py_VISIT(e->python);
+    Py_VISIT(e->route);
+    Py_VISIT(e->clock);
+    Py_VISIT(e->unmapped);
+    return 0;
+}
+
+static int FastWrite_clear(FastWrite *e) {
+    for (Py_ssize_t i = 0; i < e->count; i++)
+        Py_CLEAR(e->types[i]);
+    Py_CLEAR(e->names);
+    Py_CLEAR(e->cae);
+    Py_CLEAR(e->python);
+    Py_CLEAR(e->route);
+    Py_CLEAR(e->activity);
+    Py_CLEAR(e->no_activity);
+    Py_CLEAR(e->pid);
+    Py_CLEAR(e->clock);
+    Py_CLEAR(e->unmapped);
+    return 0;
+}
+
+static void FastWrite_dealloc(FastWrite *e) {
+    PyObject_GC_UnTrack(e);
+    FastWrite_clear(e);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+static PyTypeObject FastWriteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "openetw._native._write.FastWrite",
+    .tp_basicsize = sizeof(FastWrite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "One event's whole write outside any activity (see provider/encode_source.py's write_fast).",
+    .tp_new = FastWrite_new,
+    .tp_dealloc = (destructor)FastWrite_dealloc,
+    .tp_traverse = (traverseproc)FastWrite_traverse,
+    .tp_clear = (inquiry)FastWrite_clear,
+    .tp_vectorcall_offset = offsetof(FastWrite, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
 static PyObject *constants(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     return Py_BuildValue(
         "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(iiii)}",
@@ -354,12 +802,13 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__write(void) {
-    if (PyType_Ready(&WriterType) < 0)
+    if (PyType_Ready(&WriterType) < 0 || PyType_Ready(&FastWriteType) < 0)
         return NULL;
+    pthread_atfork(NULL, NULL, after_fork_in_child);
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "PoolWriter", (PyObject *)&WriterType) < 0) {
+    if (PyModule_AddObjectRef(m, "PoolWriter", (PyObject *)&WriterType) < 0 || PyModule_AddObjectRef(m, "FastWrite", (PyObject *)&FastWriteType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from openetw.errors import InvalidArgument
 from openetw.guids import NULL_GUID
 
-__all__ = ["activity", "activity_state", "claim_activity_ids", "current_activity_id", "new_activity_id"]
+__all__ = ["activity", "activity_state", "activity_variable", "claim_activity_ids", "current_activity_id", "new_activity_id"]
 
 
 class _Activity:
@@ -44,6 +44,8 @@ _current: ContextVar[_Activity] = ContextVar("openetw_activity", default=_NO_ACT
 # For the write path: the current state, whose ``id`` an event carries and whose non-empty
 # ``pending_related`` says ``claim_activity_ids`` has a transfer to hand out.
 activity_state = _current.get
+# The variable itself, for the compiled write path (it reads it as ``activity_state`` does).
+activity_variable = _current
 
 
 def new_activity_id() -> uuid.UUID:

@@ -36,6 +36,7 @@ __all__ = [
     "guid_le",
     "head_bits",
     "load_encoder",
+    "native_plan",
 ]
 
 MAX_RECORD_SIZE = 0xFFFF  # EVENT_HEADER.Size is a u16
@@ -368,7 +369,65 @@ def fast_encoder_source(
     # The header's constant part, the null activity id and the extended items are one run of bytes.
     namespace["CAE"] = constant + NULL_GUID.bytes_le + extended
     namespace["W0"] = struct.Struct(f"<QIIq{len(namespace['CAE'])}s{head[0]}").pack
+    namespace["NATIVE_PLAN"] = native_plan(
+        properties, ansi_encoding=ansi_encoding, tracelogging=tracelogging, cae=namespace["CAE"], bits=bits,
+        value_types=value_types, value_names=value_names, positional=positional, variant=variant,
+    )  # fmt: skip
     return "\n".join(lines), namespace
+
+
+_NATIVE_CODES = frozenset("bBhHiIqQfd")
+_MAX_NATIVE_FIELDS = 32
+
+
+def native_plan(
+    properties: Sequence[PropertyInfo],
+    *,
+    ansi_encoding: str,
+    tracelogging: bool,
+    cae: bytes,
+    bits: int,
+    value_types: Sequence[type] | None,
+    value_names: Sequence[str] | None,
+    positional: bool,
+    variant: tuple[int, int, int] | None,
+) -> tuple[Any, ...] | None:
+    """What the compiled twin of a generated ``write_fast`` needs (``openetw._native._write.FastWrite``):
+    ``(kind, ops, types, names, variant, cae, bits, fixed size)``, or ``None`` when some field is
+    one it does not encode (arrays, structures, counted or sized fields, 8-bit code pages, a
+    field a count refers to). The ops follow ``_payload_lines`` field by field: a struct code
+    for a fixed-size scalar, ``G`` for a GUID, ``U`` for UTF-16 and ``8`` for UTF-8 text."""
+    if len(properties) > _MAX_NATIVE_FIELDS or _references(properties):
+        return None
+    kind = 2 if positional else 1 if variant is not None else 0
+    if (kind == 1) != (value_names is not None):
+        return None
+    ops, types, fixed = [], [], 0
+    for index, prop in enumerate(properties):
+        scalar = prop.count is None and not prop.count_in_data and prop.members is None and prop.custom_schema is None
+        if not scalar:
+            return None
+        code = fixed_code(prop, 8) if prop.out_type != OutType.IPV4 else None
+        codec = inline_text_encoding(prop, ansi_encoding, tracelogging)
+        if code is not None:
+            if code not in _NATIVE_CODES:
+                return None
+            ops.append(code)
+            fixed += struct.calcsize("<" + code)
+        elif prop.in_type == InType.GUID:
+            ops.append("G")
+            fixed += 16
+        elif codec == "utf-16-le":
+            ops.append("U")
+        elif codec is not None and codecs.lookup(codec).name == "utf-8":
+            ops.append("8")
+        else:
+            return None
+        kind_of_value = None if value_types is None else value_types[index]
+        checked = kind_of_value is not None and (kind_of_value is not str or codec is None)
+        types.append(kind_of_value if checked else None)
+    names = None if value_names is None else tuple(value_names)
+    return (kind, "".join(ops), tuple(types), names, variant, cae, bits, fixed)
 
 
 def _head_and_rest(pieces: list[_Piece], namespace: dict[str, Any]) -> tuple[tuple[str, str], list[str]]:

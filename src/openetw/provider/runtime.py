@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import CodeType, FunctionType
 from typing import Any, Self
 
+from openetw._native import module
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
@@ -48,7 +49,7 @@ from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid, provider_guid_from_name
 from openetw.ipc.pool import PoolWriter
 from openetw.ipc.wire import filters_to_json
-from openetw.provider.activity import activity_state, claim_activity_ids
+from openetw.provider.activity import activity_state, activity_variable, claim_activity_ids
 from openetw.provider.encode import (
     EventDescriptor,
     EventTooLarge,
@@ -128,13 +129,31 @@ def _nobody(*values: Any) -> bool:
     return False
 
 
+_compiled = module("_write")
+
+
+def _compiled_twin(python: Callable[..., Any], namespace: dict[str, Any], route: list[WriteFn | None], names: dict[str, Any]) -> Callable[..., Any]:
+    """The compiled twin of a generated ``write_fast`` (``openetw._native._write.FastWrite``)
+    when the compiled core runs and the event's fields are ones it encodes; else ``python``.
+    The twin hands every write it does not make itself to ``python``, the same arguments."""
+    plan = namespace.get("NATIVE_PLAN")
+    if _compiled is None or plan is None or names["CURRENT_ACTIVITY"] is not activity_state:
+        return python
+    clock = names["CLOCK"]
+    twin: Callable[..., Any] = _compiled.FastWrite(
+        plan, python, route, activity_variable, names["NO_ACTIVITY"], names["PID"], None if clock is time.monotonic_ns else clock, names["UNMAPPED"],
+    )  # fmt: skip
+    return twin
+
+
 def _fast_write(made: tuple[CodeType, dict[str, Any]], writes: tuple[WriteFn, ...]) -> FastWrite:
-    """An event's generated ``write_fast`` bound to the pools that take it."""
+    """An event's generated ``write_fast`` bound to the pools that take it (or its compiled twin)."""
     if not writes:
         return _nobody
     code, namespace = made
     write = writes[0] if len(writes) == 1 else functools.partial(_write_many, writes)
-    return FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "WRITE": write})
+    python = FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "WRITE": write})
+    return _compiled_twin(python, namespace, [write], _FAST_WRITE_NAMES)
 
 
 def _write_many(writes: tuple[WriteFn, ...], record: bytes, timestamp: int, cpu: int) -> bool:
@@ -156,7 +175,9 @@ def positional_writer(made: tuple[CodeType, dict[str, Any]], route: list[WriteFn
     it writes through ``route[0]`` (``None``: no session takes the event) and hands what it
     cannot write itself to ``general(values)``."""
     code, namespace = made
-    return FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "ROUTE": route, "GENERAL": general})
+    python = FunctionType(code, {**namespace, **_FAST_WRITE_NAMES, "ROUTE": route, "GENERAL": general})
+    twin: Callable[..., bool] = _compiled_twin(python, namespace, route, _FAST_WRITE_NAMES)
+    return twin
 
 
 def write_route(writes: tuple[WriteFn, ...]) -> WriteFn | None:
