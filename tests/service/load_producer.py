@@ -10,6 +10,7 @@ import json
 import sys
 import time
 
+from openetw._native import module
 from openetw.provider import TraceLoggingProvider
 
 
@@ -29,7 +30,7 @@ def main(name: str, seconds: float) -> None:
             written += write("Counted", level=4, keyword=0x10, count=index, total=index, name="twenty characters..!")
         attempted += 200
     provider.unregister()
-    print(json.dumps({"attempted": attempted, "written": written}), flush=True)
+    print(json.dumps({"attempted": attempted, "written": written, "compiled": module("_write") is not None}), flush=True)
 
 
 if __name__ == "__main__":

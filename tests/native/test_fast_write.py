@@ -1,0 +1,193 @@
+"""The compiled twin of each event's generated ``write_fast`` against the generated function:
+for random fields and values (in range, out of range, of other types, text with NUL, lone
+surrogates and characters past the BMP), in every write form, the same results and the same
+record bytes, whether the record goes to a Python write function or straight into a pool.
+
+The write forms: ``Provider.write(event, ...)`` (a tuple of values), ``TraceLoggingProvider.write``
+(a dict of fields, with the variant's level, keyword and opcode), a declared event's and an
+mc-generated ``write_<event>`` (positional, and by argument name).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import openetw._native as native
+from openetw.etl.intypes import InType, OutType
+from openetw.ipc.pool import BufferPool, PoolWriter
+from openetw.provider import activity
+from openetw.provider import runtime as R
+from openetw.provider.activity import activity_variable
+from openetw.provider.encode import ManifestEventEncoder, TraceLoggingEventEncoder
+
+_write = native.module("_write")
+needs_native = pytest.mark.skipif(
+    _write is None and os.environ.get("CI") != "true", reason=f"compiled write side not active here: {native.reason()}"
+)
+GUID = uuid.UUID("6a2b9c3e-0b0e-4f6e-9a59-2f4b1c7d8e91")
+CLOCK_VALUE = 0x1234_5678_9ABC
+
+FIELD_TYPES = [
+    (InType.INT8, None), (InType.UINT8, None), (InType.INT16, None), (InType.UINT16, None), (InType.INT32, None),
+    (InType.UINT32, None), (InType.INT64, None), (InType.UINT64, None), (InType.FLOAT, None), (InType.DOUBLE, None),
+    (InType.BOOLEAN, None), (InType.GUID, None), (InType.UNICODESTRING, None), (InType.ANSISTRING, OutType.UTF8),
+    (InType.HEXINT32, None), (InType.HEXINT64, None), (InType.POINTER, None), (InType.UINT16, OutType.PORT),
+    (InType.ANSISTRING, None), (InType.FILETIME, None),
+]  # fmt: skip
+TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12) | st.sampled_from(["", "a\0b", "\ud800x", "\U0001f600", "ünï"])
+VALUES = st.one_of(
+    st.integers(-(2**64), 2**64),
+    st.integers(-300, 300),
+    st.floats(allow_nan=False, width=64) | st.just(1e300),
+    st.booleans(),
+    TEXT,
+    st.builds(uuid.UUID, int=st.integers(0, 2**128 - 1)),
+    st.just(None),
+    st.binary(max_size=4),
+)
+FIELDS = st.lists(st.sampled_from(FIELD_TYPES), min_size=0, max_size=5)
+TL_FIELDS = st.lists(st.sampled_from([t for t in FIELD_TYPES if t[0] != InType.POINTER]), min_size=0, max_size=5)
+
+
+def generated(made: tuple[Any, dict[str, Any]], names: dict[str, Any]) -> Callable[..., Any]:
+    code, namespace = made
+    return FunctionType(code, {**namespace, **R._FAST_WRITE_NAMES, "CLOCK": lambda: CLOCK_VALUE, **names})
+
+
+def twin(made: tuple[Any, dict[str, Any]], python: Callable[..., Any], route: list[Any]) -> Callable[..., Any] | None:
+    plan = made[1]["NATIVE_PLAN"]
+    if plan is None:
+        return None
+    assert _write is not None
+    names = R._FAST_WRITE_NAMES
+    return _write.FastWrite(plan, python, route, activity_variable, names["NO_ACTIVITY"], names["PID"], lambda: CLOCK_VALUE, names["UNMAPPED"])  # type: ignore[no-any-return]
+
+
+def outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the two must fail alike too
+        return (type(exc).__name__, str(exc))
+
+
+def both(make: Callable[[Callable[..., Any]], tuple[Callable[..., Any], Callable[..., Any] | None]], calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> None:
+    """Every call through the generated function and its twin, writing to a list, then to a pool."""
+    seen = []
+    for sink in ("list", "pool"):
+        for engine in ("python", "native"):
+            got: list[Any] = []
+            pool = BufferPool.create(2048, 3, logger_id=1, producer_pid=1, flush_interval_ms=0)
+            writer = PoolWriter(pool, engine=engine)
+
+            def collect(record: bytes, timestamp: int, cpu: int = 0) -> bool:
+                got.append((bytes(record), timestamp, cpu))
+                return len(got) % 3 != 0
+
+            python, compiled = make(collect if sink == "list" else writer.write)
+            function = compiled if engine == "native" else python
+            if function is None:
+                pool.close()
+                return  # no compiled plan for these fields: the generated function is all there is
+            got += [outcome(lambda: function(*args, **kwargs)) for args, kwargs in calls]
+            writer.flush()
+            got.append(bytes(pool.view))
+            pool.close()
+            seen.append(got)
+    assert seen[0] == seen[1]
+    assert seen[2] == seen[3]
+
+
+_INT_RANGES = {
+    InType.INT8: (-128, 127), InType.UINT8: (0, 255), InType.INT16: (-(2**15), 2**15 - 1), InType.UINT16: (0, 2**16 - 1),
+    InType.INT32: (-(2**31), 2**31 - 1), InType.UINT32: (0, 2**32 - 1), InType.HEXINT32: (0, 2**32 - 1), InType.BOOLEAN: (-(2**31), 2**31 - 1),
+    InType.INT64: (-(2**63), 2**63 - 1), InType.UINT64: (0, 2**64 - 1), InType.HEXINT64: (0, 2**64 - 1), InType.POINTER: (0, 2**64 - 1),
+}  # fmt: skip
+
+
+def fitting(in_type: InType) -> st.SearchStrategy[Any]:
+    """Values the field takes as they are (mostly), at the edges of its range too."""
+    if in_type in _INT_RANGES:
+        low, high = _INT_RANGES[in_type]
+        return st.integers(low, high) | st.sampled_from([low, high]) | st.booleans()
+    if in_type in (InType.FLOAT, InType.DOUBLE):
+        return st.floats(allow_nan=False, width=32 if in_type == InType.FLOAT else 64) | st.integers(-(2**70), 2**70)
+    if in_type == InType.GUID:
+        return st.builds(uuid.UUID, int=st.integers(0, 2**128 - 1))
+    return TEXT
+
+
+def values_for(draw: st.DrawFn, types: list[tuple[InType, OutType | None]]) -> tuple[Any, ...]:
+    return tuple(draw(fitting(in_type) if draw(st.integers(0, 9)) else VALUES) for in_type, _ in types)
+
+
+@needs_native
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), types=FIELDS)
+def test_manifest_and_positional_writes_match_the_generated_function(data: st.DataObject, types: list[tuple[InType, OutType | None]]) -> None:
+    fields = [(f"f{i}", in_type, out_type) if out_type is not None else (f"f{i}", in_type) for i, (in_type, out_type) in enumerate(types)]
+    encoder = ManifestEventEncoder(GUID, (7, 1, 16, 4, 2, 3, 0x10), fields)
+    calls = [(values_for(data.draw, types), {}) for _ in range(6)]
+
+    def by_tuple(write: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+        made = encoder.fast_writer_code()
+        python = generated(made, {"WRITE": write})
+        return python, twin(made, python, [write])
+
+    both(by_tuple, [((values,), {}) for values, _ in calls])
+
+    def positional(write: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+        made = encoder.fast_writer_code(positional=True, argument_names=[f"a{i}" for i in range(len(types))])
+        route = [write]
+        python = generated(made, {"ROUTE": route, "GENERAL": lambda values: ("general", values)})
+        return python, twin(made, python, route)
+
+    keyword_calls = [((), {f"a{i}": value for i, value in enumerate(values)}) for values, _ in calls[:2]]
+    both(positional, [*calls, *keyword_calls, ((1,) * (len(types) + 1), {})])
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), types=TL_FIELDS, variant=st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2)))
+def test_tracelogging_writes_by_name_match_the_generated_function(data: st.DataObject, types: list[tuple[InType, OutType | None]], variant: tuple[int, int, int]) -> None:
+    fields = [(f"f{i}", in_type, out_type) if out_type is not None else (f"f{i}", in_type) for i, (in_type, out_type) in enumerate(types)]
+    encoder = TraceLoggingEventEncoder("Test.Native", "Counted", fields, level=variant[0], keyword=variant[1], opcode=variant[2])
+    first = values_for(data.draw, types)
+    names = [f"f{i}" for i in range(len(types))]
+    calls = []
+    for _ in range(6):
+        values = data.draw(st.sampled_from([first, values_for(data.draw, types)]))
+        fields_given = dict(zip(names, values, strict=True))
+        if data.draw(st.booleans()):
+            fields_given = dict(reversed(fields_given.items()))
+        level, keyword, opcode = data.draw(st.sampled_from([variant, (variant[0] + 1, variant[1], variant[2]), (True, variant[1], variant[2])]))
+        calls.append(((fields_given, level, keyword, opcode), {}))
+
+    def by_name(write: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any] | None]:
+        made = encoder.fast_writer_code(tuple(map(type, first)), names, variant=variant)
+        python = generated(made, {"WRITE": write})
+        return python, twin(made, python, [write])
+
+    both(by_name, calls)
+
+
+@needs_native
+def test_inside_an_activity_the_twin_leaves_the_write_to_the_general_path() -> None:
+    encoder = ManifestEventEncoder(GUID, (7, 1, 16, 4, 2, 3, 0x10), [("a", InType.UINT32)])
+    made = encoder.fast_writer_code(positional=True)
+    route: list[Any] = [lambda record, timestamp, cpu: True]
+    python = generated(made, {"ROUTE": route, "GENERAL": lambda values: ("general", values)})
+    compiled = twin(made, python, route)
+    assert compiled is not None
+    assert compiled(5) is True
+    with activity():
+        assert compiled(5) == ("general", (5,))
+    route[0] = None
+    assert compiled(5) is False
