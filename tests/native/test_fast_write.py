@@ -71,32 +71,47 @@ def twin(made: tuple[Any, dict[str, Any]], python: Callable[..., Any], route: li
     return _write.FastWrite(plan, python, route, activity_variable, names["NO_ACTIVITY"], names["PID"], lambda: CLOCK_VALUE, names["UNMAPPED"])  # type: ignore[no-any-return]
 
 
-def outcome(call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except Exception as exc:  # noqa: BLE001 - the two must fail alike too
-        return (type(exc).__name__, str(exc))
+Maker = Callable[[Callable[..., Any]], tuple[Callable[..., Any], Callable[..., Any] | None]]
+Calls = list[tuple[tuple[Any, ...], dict[str, Any]]]
+FieldTypes = list[tuple[InType, OutType | None]]
 
 
-def both(make: Callable[[Callable[..., Any]], tuple[Callable[..., Any], Callable[..., Any] | None]], calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> None:
+def call_all(function: Callable[..., Any], calls: Calls) -> list[Any]:
+    results = []
+    for args, kwargs in calls:
+        try:
+            results.append(function(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the two must fail alike too
+            results.append((type(exc).__name__, str(exc)))
+    return results
+
+
+class Collector:
+    """A Python write function: keeps each record; every third write says it was not written."""
+
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+
+    def __call__(self, record: bytes, timestamp: int, cpu: int = 0) -> bool:
+        self.got.append((bytes(record), timestamp, cpu))
+        return len(self.got) % 3 != 0
+
+
+def both(make: Maker, calls: Calls) -> None:
     """Every call through the generated function and its twin, writing to a list, then to a pool."""
     seen = []
     for sink in ("list", "pool"):
         for engine in ("python", "native"):
-            got: list[Any] = []
+            collect = Collector()
+            got = collect.got
             pool = BufferPool.create(2048, 3, logger_id=1, producer_pid=1, flush_interval_ms=0)
             writer = PoolWriter(pool, engine=engine)
-
-            def collect(record: bytes, timestamp: int, cpu: int = 0) -> bool:
-                got.append((bytes(record), timestamp, cpu))
-                return len(got) % 3 != 0
-
             python, compiled = make(collect if sink == "list" else writer.write)
             function = compiled if engine == "native" else python
             if function is None:
                 pool.close()
                 return  # no compiled plan for these fields: the generated function is all there is
-            got += [outcome(lambda: function(*args, **kwargs)) for args, kwargs in calls]
+            got += call_all(function, calls)
             writer.flush()
             got.append(bytes(pool.view))
             pool.close()
@@ -124,14 +139,14 @@ def fitting(in_type: InType) -> st.SearchStrategy[Any]:
     return TEXT
 
 
-def values_for(draw: st.DrawFn, types: list[tuple[InType, OutType | None]]) -> tuple[Any, ...]:
+def values_for(draw: st.DrawFn, types: FieldTypes) -> tuple[Any, ...]:
     return tuple(draw(fitting(in_type) if draw(st.integers(0, 9)) else VALUES) for in_type, _ in types)
 
 
 @needs_native
 @settings(max_examples=80, deadline=None)
 @given(data=st.data(), types=FIELDS)
-def test_manifest_and_positional_writes_match_the_generated_function(data: st.DataObject, types: list[tuple[InType, OutType | None]]) -> None:
+def test_manifest_and_positional_writes_match_the_generated_function(data: st.DataObject, types: FieldTypes) -> None:
     fields = [(f"f{i}", in_type, out_type) if out_type is not None else (f"f{i}", in_type) for i, (in_type, out_type) in enumerate(types)]
     encoder = ManifestEventEncoder(GUID, (7, 1, 16, 4, 2, 3, 0x10), fields)
     calls = [(values_for(data.draw, types), {}) for _ in range(6)]
@@ -156,7 +171,7 @@ def test_manifest_and_positional_writes_match_the_generated_function(data: st.Da
 @needs_native
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), types=TL_FIELDS, variant=st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2)))
-def test_tracelogging_writes_by_name_match_the_generated_function(data: st.DataObject, types: list[tuple[InType, OutType | None]], variant: tuple[int, int, int]) -> None:
+def test_tracelogging_writes_by_name_match_the_generated_function(data: st.DataObject, types: FieldTypes, variant: tuple[int, int, int]) -> None:
     fields = [(f"f{i}", in_type, out_type) if out_type is not None else (f"f{i}", in_type) for i, (in_type, out_type) in enumerate(types)]
     encoder = TraceLoggingEventEncoder("Test.Native", "Counted", fields, level=variant[0], keyword=variant[1], opcode=variant[2])
     first = values_for(data.draw, types)
