@@ -20,6 +20,10 @@
  *       holding NUL, an activity, a record over 64 KB) it hands to ``python``, the generated
  *       function, with the same arguments: that one decides, so the results are its results.
  *
+ *   screen(data, pid, providers, secured, classic, least, thread_ok, known)
+ *       the service's check of one producer buffer, as service/screen.py's walk: the kept
+ *       records as spans, the counts, the first problems (the Python formats their text).
+ *
  * Every constant comes from _write_constants.h, generated from etl/layouts.py and ipc/pool.py
  * (python -m openetw._native.gen).
  */
@@ -783,6 +787,218 @@ static PyTypeObject FastWriteType = {
     .tp_call = PyVectorcall_Call,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * screen: every record of one framed pool buffer, record by record (service/screen.py is the
+ * reference: its runs of like records are a shortcut to the same answer).
+ *
+ * least: 256 u16 per header type for the EVENT_HEADER types (the smallest record of each), then
+ * 256 more for the classic types; 0 where the type is not a producer's.
+ * Returns (kept, rejected, spans, problems): spans a list of [start, end] (None when nothing was
+ * rejected), problems up to 4 tuples (code, a, b): 0 bytes after the last record, 1 a record
+ * shorter than its header, 2 a header type (a) and marker (b), 3 a Size (a) that does not fit,
+ * 4 a process id (a), 5 an unregistered provider, 6 a secured GUID in a classic record, 7 a
+ * thread id (a) of another process.
+ */
+#define OE_SCREEN_HEAD (OE_EH_PROVIDERID_AT + 16)
+
+static int guid_in(const uint8_t *guid, const uint8_t *set, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (memcmp(guid, set + 16 * i, 16) == 0)
+            return 1;
+    return 0;
+}
+
+static uint8_t *flat_guids(PyObject *set, Py_ssize_t *n) {
+    Py_ssize_t size = PySet_GET_SIZE(set), i = 0;
+    uint8_t *out = PyMem_Malloc(16 * (size_t)(size ? size : 1));
+    PyObject *iterator = out != NULL ? PyObject_GetIter(set) : NULL, *key;
+    if (iterator == NULL) {
+        PyMem_Free(out);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return NULL;
+    }
+    while ((key = PyIter_Next(iterator)) != NULL) {
+        if (PyBytes_Check(key) && PyBytes_GET_SIZE(key) == 16 && i < size)
+            memcpy(out + 16 * i++, PyBytes_AS_STRING(key), 16);
+        Py_DECREF(key);
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        PyMem_Free(out);
+        return NULL;
+    }
+    *n = i;
+    return out;
+}
+
+static int add_problem(PyObject *problems, int code, long long a, long long b) {
+    if (PyList_GET_SIZE(problems) >= 4)
+        return 0;
+    PyObject *t = Py_BuildValue("(iLL)", code, a, b);
+    if (t == NULL)
+        return -1;
+    int r = PyList_Append(problems, t);
+    Py_DECREF(t);
+    return r;
+}
+
+typedef struct {
+    Py_ssize_t *at; /* start, end, start, end, ... */
+    Py_ssize_t n, cap;
+} spans_t;
+
+static int keep_span(spans_t *spans, Py_ssize_t start, Py_ssize_t end) {
+    if (spans->n && spans->at[2 * spans->n - 1] == start) {
+        spans->at[2 * spans->n - 1] = end;
+        return 0;
+    }
+    if (spans->n == spans->cap) {
+        Py_ssize_t cap = spans->cap ? 2 * spans->cap : 16;
+        Py_ssize_t *at = PyMem_Realloc(spans->at, sizeof(Py_ssize_t) * 2 * (size_t)cap);
+        if (at == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        spans->at = at;
+        spans->cap = cap;
+    }
+    spans->at[2 * spans->n] = start;
+    spans->at[2 * spans->n + 1] = end;
+    spans->n++;
+    return 0;
+}
+
+static PyObject *span_list(const spans_t *spans) {
+    PyObject *list = PyList_New(spans->n);
+    for (Py_ssize_t i = 0; list != NULL && i < spans->n; i++) {
+        PyObject *span = Py_BuildValue("[nn]", spans->at[2 * i], spans->at[2 * i + 1]);
+        if (span == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, span);
+    }
+    return list;
+}
+
+static PyObject *screen(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long pid;
+    PyObject *providers, *secured, *thread_ok, *known;
+    int classic;
+    const char *least;
+    Py_ssize_t least_len;
+    if (!PyArg_ParseTuple(args, "y*kO!O!py#OO:screen", &view, &pid, &PyFrozenSet_Type, &providers, &PyFrozenSet_Type, &secured, &classic, &least,
+                          &least_len, &thread_ok, &known))
+        return NULL;
+    PyObject *result = NULL, *problems = NULL;
+    spans_t spans = {NULL, 0, 0};
+    uint8_t *mine = NULL, *theirs = NULL;
+    Py_ssize_t n_mine = 0, n_theirs = 0;
+    if (least_len != 4 * 256 || (known != Py_None && !PyAnySet_Check(known))) {
+        PyErr_SetString(PyExc_ValueError, "screen: least holds 2 x 256 u16 sizes; known is a set or None");
+        goto out;
+    }
+    mine = flat_guids(providers, &n_mine);
+    theirs = flat_guids(secured, &n_theirs);
+    problems = PyList_New(0);
+    if (mine == NULL || theirs == NULL || problems == NULL)
+        goto out;
+    const uint8_t *d = view.buf;
+    Py_ssize_t total = view.len;
+    Py_ssize_t used = OE_BUFFER_HEADER_SIZE;
+    if (total >= OE_BH_OFFSET_AT + 4) {
+        uint32_t offset;
+        memcpy(&offset, d + OE_BH_OFFSET_AT, 4);
+        used = (Py_ssize_t)offset < total ? (Py_ssize_t)offset : total;
+    }
+    Py_ssize_t position = OE_BUFFER_HEADER_SIZE, kept = 0, rejected = 0;
+    uint32_t good_tid = 0;
+    int have_good_tid = 0;
+    while (position < used) {
+        int code = -1;
+        long long a = 0, b = 0;
+        Py_ssize_t step = 0;
+        const uint8_t *r = d + position;
+        if (position + 8 > used) {
+            code = 0;
+        } else if (position + OE_SCREEN_HEAD > used) {
+            code = 1;
+        } else {
+            uint16_t size, least_size;
+            uint32_t tid, record_pid;
+            memcpy(&size, r + OE_EH_SIZE_AT, 2);
+            uint8_t header_type = r[OE_EH_HEADERTYPE_AT], marker = r[OE_EH_MARKERFLAGS_AT];
+            memcpy(&tid, r + OE_EH_THREADID_AT, 4);
+            memcpy(&record_pid, r + OE_EH_PROCESSID_AT, 4);
+            uint16_t event_least, classic_least;
+            memcpy(&event_least, least + 2 * header_type, 2);
+            memcpy(&classic_least, least + 512 + 2 * header_type, 2);
+            least_size = event_least ? event_least : (classic ? classic_least : 0);
+            if (least_size == 0 || marker != OE_TYPED_FLAGS) {
+                code = 2; a = header_type; b = marker;
+            } else if (size < least_size || position + size > used) {
+                code = 3; a = size;
+            } else {
+                step = ((Py_ssize_t)size + OE_RECORD_ALIGNMENT - 1) & -(Py_ssize_t)OE_RECORD_ALIGNMENT;
+                const uint8_t *guid = r + OE_EH_PROVIDERID_AT;
+                if (record_pid != pid) {
+                    code = 4; a = record_pid;
+                } else if (event_least ? !guid_in(guid, mine, n_mine) : (guid_in(guid, theirs, n_theirs) && !guid_in(guid, mine, n_mine))) {
+                    code = event_least ? 5 : 6;
+                } else if (!(have_good_tid && tid == good_tid)) {
+                    PyObject *t = PyLong_FromUnsignedLong(tid);
+                    if (t == NULL)
+                        goto out;
+                    int ok = known != Py_None ? PySet_Contains(known, t) : 0;
+                    if (ok == 0) {
+                        PyObject *answer = PyObject_CallOneArg(thread_ok, t);
+                        ok = answer == NULL ? -1 : PyObject_IsTrue(answer);
+                        Py_XDECREF(answer);
+                    }
+                    Py_DECREF(t);
+                    if (ok < 0)
+                        goto out;
+                    if (ok) {
+                        good_tid = tid;
+                        have_good_tid = 1;
+                    } else {
+                        code = 7; a = tid;
+                    }
+                }
+            }
+        }
+        if (code < 0) {
+            if (keep_span(&spans, position, position + step) < 0)
+                goto out;
+            kept++;
+            position += step;
+            continue;
+        }
+        rejected++;
+        if (add_problem(problems, code, a, b) < 0)
+            goto out;
+        if (step == 0)
+            break;
+        position += step;
+    }
+    if (rejected) {
+        PyObject *list = span_list(&spans);
+        if (list != NULL)
+            result = Py_BuildValue("(nnNO)", kept, rejected, list, problems);
+    } else {
+        result = Py_BuildValue("(nnOO)", kept, rejected, Py_None, problems);
+    }
+out:
+    PyBuffer_Release(&view);
+    PyMem_Free(mine);
+    PyMem_Free(theirs);
+    PyMem_Free(spans.at);
+    Py_XDECREF(problems);
+    return result;
+}
+
 static PyObject *constants(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     return Py_BuildValue(
         "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(iiii)}",
@@ -794,6 +1010,7 @@ static PyObject *constants(PyObject *self, PyObject *Py_UNUSED(ignored)) {
 
 static PyMethodDef module_methods[] = {
     {"constants", constants, METH_NOARGS, "the constants this module was built with"},
+    {"screen", screen, METH_VARARGS, "screen(data, pid, providers, secured, classic, least, thread_ok, known) -> (kept, rejected, spans, problems)"},
     {NULL},
 };
 

@@ -37,4 +37,14 @@
 #define OE_STATE_FULL 2
 #define OE_STATE_TAKEN 3
 
+/* the producer records the service screens (etl/layouts.py, etl/framing.py) */
+#define OE_RECORD_ALIGNMENT 8
+#define OE_TYPED_FLAGS 0xc0
+#define OE_EH_SIZE_AT 0
+#define OE_EH_HEADERTYPE_AT 2
+#define OE_EH_MARKERFLAGS_AT 3
+#define OE_EH_THREADID_AT 8
+#define OE_EH_PROCESSID_AT 0xc
+#define OE_EH_PROVIDERID_AT 0x18
+
 #endif

@@ -5,6 +5,7 @@ them (see ``gen.py``)."""
 from __future__ import annotations
 
 from openetw._native.gen import define, render
+from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.ipc import pool as P
 
@@ -30,5 +31,13 @@ def header() -> str:
         define("OE_POOL_MIN_RECORD", 8),
         *(define(f"OE_POOL_{name.upper()}_AT", P.POOL_HEADER.offset(name)) for name in ("EventsLost", "EventsRefused", "BuffersCompleted")),
         *(define(f"OE_STATE_{name}", value) for name, value in (("FREE", P.FREE), ("FILLING", P.FILLING), ("FULL", P.FULL), ("TAKEN", P.TAKEN))),
+        "",
+        "/* the producer records the service screens (etl/layouts.py, etl/framing.py) */",
+        define("OE_RECORD_ALIGNMENT", F.RECORD_ALIGNMENT),
+        define("OE_TYPED_FLAGS", F.TYPED_FLAGS),
+        *(
+            define(f"OE_EH_{name.upper()}_AT", L.EVENT_HEADER.offset(name))
+            for name in ("Size", "HeaderType", "MarkerFlags", "ThreadId", "ProcessId", "ProviderId")
+        ),
     ]
     return render("openetw/_native/gen_write.py", "OPENETW_WRITE_CONSTANTS_H", lines)

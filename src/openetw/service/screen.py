@@ -24,10 +24,11 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from openetw._native import module
 from openetw.etl import framing as F
 from openetw.etl import layouts as L
 
-__all__ = ["ProducerIdentity", "ScreenResult", "ThreadCheck", "screen_buffer", "thread_of_process"]
+__all__ = ["ProducerIdentity", "ScreenResult", "ThreadCheck", "screen_buffer", "screen_buffer_python", "thread_of_process"]
 
 _u16 = struct.Struct("<H").unpack_from
 _u32 = struct.Struct("<I").unpack_from
@@ -99,7 +100,49 @@ class ScreenResult:
     reasons: tuple[str, ...] = ()  # the first reasons, for the service's log
 
 
+_compiled = module("_write")
+# For the compiled walk: the smallest record of each producer header type, EVENT_HEADER types
+# then classic ones, as 2 x 256 u16 (0: not a type a producer writes).
+_LEAST = struct.pack(
+    "<512H", *(_EVENT_HEADERS.get(t, 0) for t in range(256)), *(_CLASSIC_HEADERS.get(t, 0) for t in range(256))
+)
+
+
+def _problem_text(code: int, a: int, b: int, pid: int) -> str:
+    """The text of a problem the compiled walk found, as ``_check_one`` words it."""
+    if code == 0:
+        return "bytes after the last record"
+    if code == 1:
+        return "a record shorter than its header"
+    if code == 2:
+        return f"a record of header type {a:#x} (marker {b:#x})"
+    if code == 3:
+        return f"a record whose Size {a} does not fit"
+    if code == 4:
+        return f"process id {a} (the producer is {pid})"
+    if code == 5:
+        return "a provider the producer did not register"
+    if code == 6:
+        return "a secured provider's GUID in a classic record"
+    return f"thread id {a} of another process"
+
+
 def screen_buffer(data: bytes | bytearray | memoryview, identity: ProducerIdentity, thread_ok: Callable[[int], bool]) -> ScreenResult:
+    """Check every record of one framed pool buffer (see the module's text); the compiled walk
+    when the compiled core runs (the same answer: ``screen_buffer_python`` is the reference)."""
+    if _compiled is None:
+        return screen_buffer_python(data, identity, thread_ok)
+    known = getattr(thread_ok, "known", None)
+    kept, rejected, spans, problems = _compiled.screen(
+        data, identity.pid, identity.providers, identity.secured, identity.classic, _LEAST, thread_ok, known if isinstance(known, set) else None
+    )
+    if not rejected:
+        return ScreenResult(data if not isinstance(data, memoryview) else bytes(data), kept, 0)
+    reasons = tuple(_problem_text(code, a, b, identity.pid) for code, a, b in problems)
+    return _rebuilt(data if not isinstance(data, memoryview) else bytes(data), spans, kept, rejected, reasons)
+
+
+def screen_buffer_python(data: bytes | bytearray | memoryview, identity: ProducerIdentity, thread_ok: Callable[[int], bool]) -> ScreenResult:
     """Check every record of one framed pool buffer (see the module's text).
 
     A producer mostly writes the same event from the same thread again and again: a run of
@@ -140,14 +183,19 @@ def screen_buffer(data: bytes | bytearray | memoryview, identity: ProducerIdenti
         position += step
     if not rejected:
         return ScreenResult(data, kept, 0)
+    return _rebuilt(data, kept_spans, kept, rejected, tuple(reasons))
+
+
+def _rebuilt(data: bytes | bytearray, kept_spans: list[list[int]], kept: int, rejected: int, reasons: tuple[str, ...]) -> ScreenResult:
+    """The buffer with only the kept records, the tail 0xFF and the used size fixed."""
     out = bytearray(data[:_BH_SIZE])
     for start, end in kept_spans:
         out += data[start:end]
     new_used = len(out)
-    out += b"\xff" * (size_total - new_used)
+    out += b"\xff" * (len(data) - new_used)
     for at in _USED_AT:
         struct.pack_into("<I", out, at, new_used)
-    return ScreenResult(out, kept, rejected, tuple(reasons))
+    return ScreenResult(out, kept, rejected, reasons)
 
 
 def _keep(spans: list[list[int]], start: int, end: int) -> None:
