@@ -2,7 +2,7 @@
  *
  *   inflate(data, output_size)             LZXPRESS plain LZ77, as etl/lzxpress.py decompress_python
  *   configure(base, classes, message)      the record classes walk() builds (slots set directly)
- *   walk(data, end, cpu, ctx, buffer)      one buffer's records, as EtlReader._walk_python
+ *   walk(data, pos, end, cpu, ctx, buffer, limit)  up to limit records of a buffer, as EtlReader._walk
  *   chains(blob, bases, ends)              every buffer's record chain, as index_walk.walk_chains
  *
  * Every constant comes from _read_constants.h, generated from etl/layouts.py and etl/framing.py
@@ -358,44 +358,56 @@ static PyObject *new_record(PyTypeObject *cls, PyObject *h, PyObject *data, size
     return r;
 }
 
-enum { STOP_END, STOP_UNKNOWN_TYPE, STOP_NO_HEADER, STOP_HEADER_PAST, STOP_SIZE };
+enum { STOP_END, STOP_UNKNOWN_TYPE, STOP_NO_HEADER, STOP_HEADER_PAST, STOP_SIZE, STOP_MORE };
 
 static PyObject *py_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "walk(data, end, cpu, ctx, buffer_index) takes 5 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "walk(data, pos, end, cpu, ctx, buffer_index, limit) takes 7 arguments");
         return NULL;
     }
     if (record_basicsize == 0) {
         PyErr_SetString(PyExc_RuntimeError, "walk() before configure()");
         return NULL;
     }
-    PyObject *data = args[0], *cpu = args[2], *ctx = args[3], *buffer = args[4];
-    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    PyObject *data = args[0], *cpu = args[3], *ctx = args[4], *buffer = args[5];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
     if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0 || limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "walk: pos must not be negative and limit must be positive");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *buf = view.buf;
     if (end > view.len) end = view.len;
     PyObject *records = PyList_New(0);
     if (records == NULL) goto fail;
-    size_t pos = OE_RECORDS_START;
+    size_t pos = (size_t)start;
     int stop = STOP_END;
     uint32_t marker = 0;
     unsigned size = 0;
     int header_type = 0;
     while ((Py_ssize_t)(pos + 4) <= end) {
+        if (PyList_GET_SIZE(records) == limit) {
+            stop = STOP_MORE;
+            break;
+        }
         marker = rd32(buf + pos);
         uint32_t flags = marker >> OE_MARKER_FLAGS_SHIFT;
         header_type = (marker >> OE_MARKER_TYPE_SHIFT) & 0xFF;
         const kind_row *row;
-        if ((flags & OE_TYPED_FLAGS_MASK) == OE_TYPED_FLAGS_MASK) {
+        if (marker == OE_END_OF_DATA) {
+            break;
+        } else if ((flags & OE_TYPED_FLAGS_MASK) == OE_TYPED_FLAGS_MASK) {
             row = &typed_rows[header_type];
             if (row->cls == NULL) {
                 stop = STOP_UNKNOWN_TYPE;
                 break;
             }
-        } else if (marker == OE_END_OF_DATA) {
-            break;
         } else if ((flags & OE_MESSAGE_FLAGS_MASK) == OE_MESSAGE_FLAGS) {
             row = &message_row;
             header_type = -1;
@@ -566,7 +578,7 @@ static PyMethodDef methods[] = {
     {"inflate", (PyCFunction)(void (*)(void))py_inflate, METH_FASTCALL, "inflate(data, output_size) -> bytes"},
     {"configure", py_configure, METH_VARARGS, "configure(base, classes, message_class)"},
     {"walk", (PyCFunction)(void (*)(void))py_walk, METH_FASTCALL,
-     "walk(data, end, cpu, ctx, buffer_index) -> (records, pos, stop, marker, size, header_type)"},
+     "walk(data, pos, end, cpu, ctx, buffer_index, limit) -> (records, pos, stop, marker, size, header_type)"},
     {"chains", py_chains, METH_VARARGS, "chains(blob, bases, ends) -> (offsets, sizes, positions, stops)"},
     {"constants", py_constants, METH_NOARGS, "what the module was compiled with"},
     {NULL, NULL, 0, NULL},
@@ -586,5 +598,13 @@ PyMODINIT_FUNC PyInit__read(void) {
     InvalidArgument = PyObject_GetAttrString(errors, "InvalidArgument");
     Py_DECREF(errors);
     if (CompressionError == NULL || InvalidArgument == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 || PyModule_AddIntConstant(m, "STOP_UNKNOWN_TYPE", STOP_UNKNOWN_TYPE) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_NO_HEADER", STOP_NO_HEADER) < 0 || PyModule_AddIntConstant(m, "STOP_HEADER_PAST", STOP_HEADER_PAST) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_SIZE", STOP_SIZE) < 0 || PyModule_AddIntConstant(m, "STOP_MORE", STOP_MORE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
