@@ -16,6 +16,7 @@ from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
+from openetw._native import engine as native_engine
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
@@ -211,6 +212,7 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
         "unknown_records": stats.unknown_records,
         "skipped_bytes": stats.skipped_bytes,
         "errors": [str(err) for err in stats.errors],
+        "engine": native_engine(),
     }
 
 
