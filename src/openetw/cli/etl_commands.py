@@ -11,12 +11,12 @@ from typing import Any
 
 import click
 
+from openetw._native import engine as native_engine
 from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw._native import engine as native_engine
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
