@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import openetw._native as native
-from openetw.consumer._engine import index_walk
+from openetw.consumer._engine import index_build, index_walk
 from openetw.etl import lzxpress, reader
 from openetw.etl.lzxpress import compress, decompress_python
 from tests.consumer.helpers import every_kind, write_etl
@@ -33,12 +33,12 @@ pytestmark = pytest.mark.skipif(_read is None, reason=f"compiled core not active
 @contextlib.contextmanager
 def pure() -> Iterator[None]:
     """The pure-Python reference for the length of the block."""
-    saved = reader._NATIVE, index_walk._NATIVE, lzxpress.decompress
-    reader._NATIVE, index_walk._NATIVE, lzxpress.decompress = None, None, decompress_python
+    saved = reader._NATIVE, index_walk._NATIVE, index_build._NATIVE, lzxpress.decompress
+    reader._NATIVE, index_walk._NATIVE, index_build._NATIVE, lzxpress.decompress = None, None, None, decompress_python
     try:
         yield
     finally:
-        reader._NATIVE, index_walk._NATIVE, lzxpress.decompress = saved
+        reader._NATIVE, index_walk._NATIVE, index_build._NATIVE, lzxpress.decompress = saved
 
 
 def both(call):  # type: ignore[no-untyped-def]
