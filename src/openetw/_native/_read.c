@@ -2,8 +2,9 @@
  *
  *   inflate(data, output_size)             LZXPRESS plain LZ77, as etl/lzxpress.py decompress_python
  *   configure(base, classes, message)      the record classes walk() builds (slots set directly)
- *   walk(data, end, cpu, ctx, buffer)      one buffer's records, as EtlReader._walk_python
+ *   walk(data, pos, end, cpu, ctx, buffer, limit)  up to limit records of a buffer, as EtlReader._walk
  *   chains(blob, bases, ends)              every buffer's record chain, as index_walk.walk_chains
+ *   rows(blob, offsets, ...)               the index's header columns, as index_build._framed_rows
  *
  * Every constant comes from _read_constants.h, generated from etl/layouts.py and etl/framing.py
  * (python -m openetw._native.gen). The pure-Python code is the reference: the C reproduces its
@@ -241,14 +242,15 @@ typedef struct {
     unsigned header_size, size_at;
     const char *fields;
     PyTypeObject *cls;
+    int kind;
 } kind_row;
 
 static kind_row typed_rows[256];
-static kind_row message_row = {OE_MESSAGE_HEADER_SIZE, OE_MESSAGE_SIZE_AT, OE_MESSAGE_FIELDS, NULL};
+static kind_row message_row = {OE_MESSAGE_HEADER_SIZE, OE_MESSAGE_SIZE_AT, OE_MESSAGE_FIELDS, NULL, OE_MESSAGE_KIND};
 
 static void set_rows(void) {
 #define OE_ROW(TYPE, KIND, SIZE, SIZE_AT, FIELDS, STRUCTURE) \
-    typed_rows[TYPE].header_size = SIZE; typed_rows[TYPE].size_at = SIZE_AT; typed_rows[TYPE].fields = FIELDS;
+    typed_rows[TYPE].header_size = SIZE; typed_rows[TYPE].size_at = SIZE_AT; typed_rows[TYPE].fields = FIELDS; typed_rows[TYPE].kind = KIND;
     OE_HEADER_KINDS(OE_ROW)
 #undef OE_ROW
 }
@@ -358,44 +360,56 @@ static PyObject *new_record(PyTypeObject *cls, PyObject *h, PyObject *data, size
     return r;
 }
 
-enum { STOP_END, STOP_UNKNOWN_TYPE, STOP_NO_HEADER, STOP_HEADER_PAST, STOP_SIZE };
+enum { STOP_END, STOP_UNKNOWN_TYPE, STOP_NO_HEADER, STOP_HEADER_PAST, STOP_SIZE, STOP_MORE };
 
 static PyObject *py_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "walk(data, end, cpu, ctx, buffer_index) takes 5 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "walk(data, pos, end, cpu, ctx, buffer_index, limit) takes 7 arguments");
         return NULL;
     }
     if (record_basicsize == 0) {
         PyErr_SetString(PyExc_RuntimeError, "walk() before configure()");
         return NULL;
     }
-    PyObject *data = args[0], *cpu = args[2], *ctx = args[3], *buffer = args[4];
-    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    PyObject *data = args[0], *cpu = args[3], *ctx = args[4], *buffer = args[5];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
     if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0 || limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "walk: pos must not be negative and limit must be positive");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *buf = view.buf;
     if (end > view.len) end = view.len;
     PyObject *records = PyList_New(0);
     if (records == NULL) goto fail;
-    size_t pos = OE_RECORDS_START;
+    size_t pos = (size_t)start;
     int stop = STOP_END;
     uint32_t marker = 0;
     unsigned size = 0;
     int header_type = 0;
     while ((Py_ssize_t)(pos + 4) <= end) {
+        if (PyList_GET_SIZE(records) == limit) {
+            stop = STOP_MORE;
+            break;
+        }
         marker = rd32(buf + pos);
         uint32_t flags = marker >> OE_MARKER_FLAGS_SHIFT;
         header_type = (marker >> OE_MARKER_TYPE_SHIFT) & 0xFF;
         const kind_row *row;
-        if ((flags & OE_TYPED_FLAGS_MASK) == OE_TYPED_FLAGS_MASK) {
+        if (marker == OE_END_OF_DATA) {
+            break;
+        } else if ((flags & OE_TYPED_FLAGS_MASK) == OE_TYPED_FLAGS_MASK) {
             row = &typed_rows[header_type];
             if (row->cls == NULL) {
                 stop = STOP_UNKNOWN_TYPE;
                 break;
             }
-        } else if (marker == OE_END_OF_DATA) {
-            break;
         } else if ((flags & OE_MESSAGE_FLAGS_MASK) == OE_MESSAGE_FLAGS) {
             row = &message_row;
             header_type = -1;
@@ -531,6 +545,147 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------------------------------------
+ * The index pass's header columns: one row of the index's record dtype per framed record, as
+ * index_build._framed_rows gathers them with numpy. WPP rows get only what every row gets
+ * (their optional items are read in Python, as there).
+ */
+enum { C_TIMESTAMP, C_KEYWORD, C_PID, C_TID, C_CPU, C_BUFFER, C_OFFSET, C_SIZE, C_UDO, C_UDL, C_ID, C_VERSION, C_TASK,
+       C_HOOK, C_FLAGS, C_KIND, C_HEADER_TYPE, C_LEVEL, C_OPCODE, C_CHANNEL, C_COUNT };
+enum { KIND_SYSTEM, KIND_COMPACT, KIND_PERFINFO, KIND_CLASSIC, KIND_INSTANCE, KIND_EVENT };
+
+static inline void put8(uint8_t *row, const int64_t *at, int c, uint64_t v) { memcpy(row + at[c], &v, 8); }
+static inline void put4(uint8_t *row, const int64_t *at, int c, uint32_t v) { memcpy(row + at[c], &v, 4); }
+static inline void put2(uint8_t *row, const int64_t *at, int c, uint16_t v) { memcpy(row + at[c], &v, 2); }
+static inline void put1(uint8_t *row, const int64_t *at, int c, uint8_t v) { row[at[c]] = v; }
+static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static PyObject *py_rows(PyObject *self, PyObject *args) {
+    Py_buffer v[16];
+    int got = 0;
+    PyObject *result = NULL;
+    memset(v, 0, sizeof v);
+    Py_ssize_t row_size;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*w*nw*w*w*:rows", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+                          &v[8], &v[9], &v[10], &v[11], &row_size, &v[12], &v[13], &v[14]))
+        return NULL;
+    got = 15;
+    const uint8_t *blob = v[0].buf;
+    const int64_t *offsets = v[1].buf, *sizes = v[2].buf, *positions = v[3].buf, *bases = v[4].buf, *cpus = v[5].buf,
+                  *indices = v[6].buf, *groups = v[7].buf, *aliases = v[8].buf, *extension = v[9].buf, *at = v[10].buf;
+    uint8_t *out = v[11].buf, *has = v[14].buf;
+    uint64_t *lo = v[12].buf, *hi = v[13].buf;
+    Py_ssize_t n = v[1].len / 8, buffers = v[4].len / 8, alias_count = v[8].len / 24;
+    if (v[2].len / 8 != n || v[3].len / 8 != n || v[5].len / 8 != buffers || v[6].len / 8 != buffers || v[7].len != 256 * 24 ||
+        v[9].len != 256 * 8 || v[10].len != C_COUNT * 8 || row_size <= 0 || v[11].len != n * row_size || v[12].len != n * 8 ||
+        v[13].len != n * 8 || v[14].len != n) {
+        PyErr_SetString(PyExc_ValueError, "rows: arrays of the wrong sizes");
+        goto done;
+    }
+    static const int width[C_COUNT] = {8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1};
+    for (int c = 0; c < C_COUNT; c++)
+        if (at[c] < 0 || at[c] + width[c] > row_size) {
+            PyErr_SetString(PyExc_ValueError, "rows: a column lies outside the row");
+            goto done;
+        }
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = offsets[i], size = sizes[i], b = positions[i];
+        if (p < 0 || size < 8 || b < 0 || b >= buffers || p + size > (int64_t)v[0].len || p + OE_EVENT_HEADER_SIZE > (int64_t)v[0].len) {
+            bad = 1;
+            break;
+        }
+        const uint8_t *h = blob + p;
+        uint8_t *row = out + i * row_size;
+        uint32_t marker = rd32(h);
+        unsigned type = (marker >> OE_MARKER_TYPE_SHIFT) & 0xFF, flags = marker >> OE_MARKER_FLAGS_SHIFT;
+        int typed = (flags & OE_TYPED_FLAGS_MASK) == OE_TYPED_FLAGS_MASK;
+        int kind = typed && typed_rows[type].fields ? typed_rows[type].kind : OE_MESSAGE_KIND;
+        int64_t udo = typed_rows[type].fields ? typed_rows[type].header_size : OE_MESSAGE_HEADER_SIZE;
+        if (kind == KIND_SYSTEM || kind == KIND_COMPACT || kind == KIND_PERFINFO) {
+            int perfinfo = kind == KIND_PERFINFO;
+            uint16_t version = rd16(h + (perfinfo ? OE_PERFINFO_VERSION_AT : OE_SYSTEM_VERSION_AT));
+            uint16_t hook = rd16(h + (perfinfo ? OE_PERFINFO_HOOKID_AT : OE_SYSTEM_HOOKID_AT));
+            put2(row, at, C_VERSION, version & 0xFF);
+            put1(row, at, C_OPCODE, hook & 0xFF);
+            put2(row, at, C_HOOK, hook);
+            if (perfinfo) {
+                put4(row, at, C_PID, 0xFFFFFFFFu);
+                put4(row, at, C_TID, 0xFFFFFFFFu);
+                put8(row, at, C_TIMESTAMP, rd64(h + OE_PERFINFO_SYSTEMTIME_AT));
+            } else {
+                put4(row, at, C_TID, rd32(h + OE_SYSTEM_THREADID_AT));
+                put4(row, at, C_PID, rd32(h + OE_SYSTEM_PROCESSID_AT));
+                put8(row, at, C_TIMESTAMP, rd64(h + OE_SYSTEM_SYSTEMTIME_AT));
+            }
+            udo += extension[version >> 8];
+            int64_t group = hook >> 8;
+            for (Py_ssize_t a = 0; a < alias_count; a++)
+                if (group == aliases[3 * a] && (hook & 0xFF) == aliases[3 * a + 1]) group = aliases[3 * a + 2];
+            group &= 0xFF;
+            lo[i] = (uint64_t)groups[3 * group];
+            hi[i] = (uint64_t)groups[3 * group + 1];
+            has[i] = groups[3 * group + 2] != 0;
+        } else if (kind == KIND_CLASSIC || kind == KIND_INSTANCE) {
+            put1(row, at, C_OPCODE, h[OE_CLASSIC_TYPE_AT]);
+            put1(row, at, C_LEVEL, h[OE_CLASSIC_LEVEL_AT]);
+            put2(row, at, C_VERSION, rd16(h + OE_CLASSIC_VERSION_AT));
+            put4(row, at, C_TID, rd32(h + OE_CLASSIC_THREADID_AT));
+            put4(row, at, C_PID, rd32(h + OE_CLASSIC_PROCESSID_AT));
+            put8(row, at, C_TIMESTAMP, rd64(h + OE_CLASSIC_TIMESTAMP_AT));
+            lo[i] = rd64(h + OE_CLASSIC_GUID_AT);
+            hi[i] = rd64(h + OE_CLASSIC_GUID_AT + 8);
+            has[i] = 1;
+        } else if (kind == KIND_EVENT) {
+            uint16_t event_flags = rd16(h + OE_EVENT_FLAGS_AT);
+            put2(row, at, C_FLAGS, event_flags);
+            put4(row, at, C_TID, rd32(h + OE_EVENT_THREADID_AT));
+            put4(row, at, C_PID, rd32(h + OE_EVENT_PROCESSID_AT));
+            put8(row, at, C_TIMESTAMP, rd64(h + OE_EVENT_TIMESTAMP_AT));
+            put2(row, at, C_ID, rd16(h + OE_EVENT_ID_AT));
+            put2(row, at, C_VERSION, h[OE_EVENT_VERSION_AT]);
+            put1(row, at, C_CHANNEL, h[OE_EVENT_CHANNEL_AT]);
+            put1(row, at, C_LEVEL, h[OE_EVENT_LEVEL_AT]);
+            put1(row, at, C_OPCODE, h[OE_EVENT_OPCODE_AT]);
+            put2(row, at, C_TASK, rd16(h + OE_EVENT_TASK_AT));
+            put8(row, at, C_KEYWORD, rd64(h + OE_EVENT_KEYWORD_AT));
+            lo[i] = rd64(h + OE_EVENT_PROVIDERID_AT);
+            hi[i] = rd64(h + OE_EVENT_PROVIDERID_AT + 8);
+            has[i] = 1;
+            if (event_flags & OE_EVENT_HEADER_FLAG_EXTENDED_INFO) {
+                /* extended items before the user data: each says its size and whether another follows */
+                int64_t pos = OE_EVENT_HEADER_SIZE;
+                while (pos + OE_EXTENDED_ITEM_SIZE <= size) {
+                    uint16_t item = rd16(h + pos + OE_EXTENDED_ITEM_SIZE_AT);
+                    if (item < OE_EXTENDED_ITEM_SIZE) break;
+                    pos += item;
+                    if (!(h[pos - item + OE_EXTENDED_ITEM_LINKAGE_AT] & 1)) break;
+                }
+                udo = pos < size ? pos : size;
+            }
+        }
+        put1(row, at, C_HEADER_TYPE, (uint8_t)type);
+        put1(row, at, C_KIND, (uint8_t)kind);
+        put4(row, at, C_SIZE, (uint32_t)size);
+        put4(row, at, C_BUFFER, (uint32_t)indices[b]);
+        put4(row, at, C_CPU, (uint32_t)cpus[b]);
+        put4(row, at, C_OFFSET, (uint32_t)(p - bases[b]));
+        put4(row, at, C_UDO, (uint32_t)udo);
+        put4(row, at, C_UDL, (uint32_t)(size - udo));
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "rows: a record lies outside the blob or its buffers");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    return result;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * What this module was compiled with, for the test that holds it to the Python declarations.
  */
@@ -566,8 +721,10 @@ static PyMethodDef methods[] = {
     {"inflate", (PyCFunction)(void (*)(void))py_inflate, METH_FASTCALL, "inflate(data, output_size) -> bytes"},
     {"configure", py_configure, METH_VARARGS, "configure(base, classes, message_class)"},
     {"walk", (PyCFunction)(void (*)(void))py_walk, METH_FASTCALL,
-     "walk(data, end, cpu, ctx, buffer_index) -> (records, pos, stop, marker, size, header_type)"},
+     "walk(data, pos, end, cpu, ctx, buffer_index, limit) -> (records, pos, stop, marker, size, header_type)"},
     {"chains", py_chains, METH_VARARGS, "chains(blob, bases, ends) -> (offsets, sizes, positions, stops)"},
+    {"rows", py_rows, METH_VARARGS,
+     "rows(blob, offsets, sizes, positions, bases, cpus, indices, groups, aliases, extension, column_at, out, row_size, lo, hi, has)"},
     {"constants", py_constants, METH_NOARGS, "what the module was compiled with"},
     {NULL, NULL, 0, NULL},
 };
@@ -586,5 +743,13 @@ PyMODINIT_FUNC PyInit__read(void) {
     InvalidArgument = PyObject_GetAttrString(errors, "InvalidArgument");
     Py_DECREF(errors);
     if (CompressionError == NULL || InvalidArgument == NULL) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 || PyModule_AddIntConstant(m, "STOP_UNKNOWN_TYPE", STOP_UNKNOWN_TYPE) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_NO_HEADER", STOP_NO_HEADER) < 0 || PyModule_AddIntConstant(m, "STOP_HEADER_PAST", STOP_HEADER_PAST) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_SIZE", STOP_SIZE) < 0 || PyModule_AddIntConstant(m, "STOP_MORE", STOP_MORE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

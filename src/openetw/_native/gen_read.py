@@ -14,6 +14,10 @@ KIND_NUMBERS = {"system": 0, "compact": 1, "perfinfo": 2, "classic": 3, "instanc
 """The C's number for each ``HeaderKind.kind``."""
 
 
+def _field_offsets(prefix: str, layout: L.Layout, names: tuple[str, ...]) -> list[str]:
+    return [define(f"OE_{prefix}_{name.upper()}_AT", layout.offset(name)) for name in names]
+
+
 def header() -> str:
     B = L.WMI_BUFFER_HEADER
     lines = [
@@ -52,6 +56,19 @@ def header() -> str:
         define("OE_MESSAGE_SIZE_AT", m.size_at),
         define("OE_MESSAGE_FIELDS", layout_fields(m.layout)),
         define("OE_MESSAGE_STRUCTURE", m.structure),
+        "",
+        "/* where the index pass reads header fields (etl/layouts.py): OE_<structure>_<field> */",
+        *_field_offsets("SYSTEM", L.SYSTEM_TRACE_HEADER, ("Version", "HookId", "ThreadId", "ProcessId", "SystemTime")),
+        *_field_offsets("PERFINFO", L.PERFINFO_TRACE_HEADER, ("Version", "HookId", "SystemTime")),
+        *_field_offsets("CLASSIC", L.EVENT_TRACE_HEADER, ("Type", "Level", "Version", "ThreadId", "ProcessId", "TimeStamp", "Guid")),
+        *_field_offsets("EVENT", L.EVENT_HEADER, (
+            "Flags", "ThreadId", "ProcessId", "TimeStamp", "ProviderId", "Id", "Version", "Channel", "Level", "Opcode", "Task", "Keyword",
+        )),
+        define("OE_EVENT_HEADER_SIZE", L.EVENT_HEADER.size),
+        define("OE_EVENT_HEADER_FLAG_EXTENDED_INFO", L.EVENT_HEADER_FLAG_EXTENDED_INFO),
+        define("OE_EXTENDED_ITEM_SIZE", L.EVENT_HEADER_EXTENDED_ITEM.size),
+        define("OE_EXTENDED_ITEM_SIZE_AT", L.EVENT_HEADER_EXTENDED_ITEM.offset("ItemSize")),
+        define("OE_EXTENDED_ITEM_LINKAGE_AT", L.EVENT_HEADER_EXTENDED_ITEM.offset("Linkage")),
         "",
         "/* LZXPRESS plain LZ77 (etl/lzxpress.py) */",
         define("OE_LZ_MIN_MATCH", Z.MIN_MATCH),

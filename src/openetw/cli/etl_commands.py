@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from openetw._native import engine as native_engine
 from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
@@ -211,6 +212,7 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
         "unknown_records": stats.unknown_records,
         "skipped_bytes": stats.skipped_bytes,
         "errors": [str(err) for err in stats.errors],
+        "engine": native_engine(),
     }
 
 
