@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_service import (  # noqa: E402
+from bench_service import (
     DESCRIPTOR,
     FIELDS,
     MANIFEST_GUID,
@@ -48,7 +48,7 @@ from bench_service import (  # noqa: E402
     session_providers,
     wait_until,
 )
-from common import machine_note, private_service, process_cpu_seconds, table  # noqa: E402
+from common import machine_note, private_service, process_cpu_seconds, table
 
 ENGINES = ("native", "python")
 FORMS = ("TraceLoggingProvider.write", "TraceLoggingEvent.write (declared)", "Provider.write (manifest)", "mc write_counted()")
@@ -76,7 +76,7 @@ def write_cost_child(writes: int, repeat: int) -> dict[str, Any]:
     from openetw.provider import Provider, TraceLoggingProvider
 
     results: dict[str, Any] = {"engine": native.engine(), "reason": native.reason()}
-    with private_service() as (service, directory), tempfile.TemporaryDirectory(dir=TMPFS) as out:
+    with private_service() as (service, _directory), tempfile.TemporaryDirectory(dir=TMPFS) as out:
         tracelogging = TraceLoggingProvider("Bench.Enabled").register()
         manifest = Provider(MANIFEST_GUID, name="Bench.Manifest").register()
         event = manifest.event(DESCRIPTOR, FIELDS)
@@ -122,8 +122,8 @@ def write_cost_child(writes: int, repeat: int) -> dict[str, Any]:
         batches["logging.info -> FileHandler"] = log
         best: dict[str, list[float]] = {name: [float("inf"), 0.0, 0.0, float("inf")] for name in batches}  # caller, service, total, wall
         service_total = dict.fromkeys(batches, 0.0)
-        for name, batch in batches.items():
-            batch(1000)  # the first writes make the generated writers
+        for warm_up in batches.values():
+            warm_up(1000)  # the first writes make the generated writers
         session.flush()
         for _ in range(repeat):
             for name, batch in batches.items():
@@ -163,7 +163,7 @@ def write_cost(writes: int, repeat: int) -> None:
             continue
         by_engine[engine] = json.loads(done.stdout.strip().splitlines()[-1])
     rows = []
-    for engine, result in by_engine.items():
+    for result in by_engine.values():
         reference = result["rows"]["logging.info -> FileHandler"][2]
         for name, (caller, serviced, total, wall) in result["rows"].items():
             is_log = name.startswith("logging")
