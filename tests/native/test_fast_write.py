@@ -206,3 +206,68 @@ def test_inside_an_activity_the_twin_leaves_the_write_to_the_general_path() -> N
         assert compiled(5) == ("general", (5,))
     route[0] = None
     assert compiled(5) is False
+
+
+def _records(pool: BufferPool) -> list[bytes]:
+    """Every record in the pool's FULL buffers, in order."""
+    pool.writer().flush()
+    found = []
+    for index in pool.full_buffers():
+        data = pool.take(index)
+        pool.release(index)
+        used = int.from_bytes(data[0x30:0x34], "little")
+        position = 0x48
+        while position < used:
+            size = int.from_bytes(data[position : position + 2], "little")
+            found.append(data[position : position + size])
+            position += (size + 7) & ~7
+    return found
+
+
+def _enabled(provider: Any, pool: BufferPool) -> None:
+    from openetw.session import EnableRule, EnableState, SessionEnable
+
+    provider._apply_state(EnableState.from_sessions([SessionEnable(1, 1, EnableRule(level=5))]), {1: pool.writer()}, notify=False)
+
+
+TL_CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["Counted", "Other"]),
+        st.sampled_from([(), (4,), (4, 0x10), (4, 0x10, 0)]),
+        st.sampled_from([{}, {"level": 4}, {"level": 4, "keyword": 0x10}, {"keyword": 0x10, "level": 4, "opcode": 0}, {"level": 3}]),
+        st.lists(st.sampled_from(["count", "total", "name", "extra"]), unique=True, max_size=4),
+        st.integers(0, 2**64),
+        TEXT,
+    ),
+    max_size=25,
+)
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(calls=TL_CALLS)
+def test_tracelogging_provider_write_matches_the_pure_provider(calls: list[Any]) -> None:
+    from openetw.provider import TraceLoggingProvider
+
+    outcomes = []
+    saved = R._compiled
+    saved_clock, saved_monotonic = R._FAST_WRITE_NAMES["CLOCK"], R._monotonic_ns
+    R._FAST_WRITE_NAMES["CLOCK"] = R._monotonic_ns = lambda: CLOCK_VALUE  # type: ignore[assignment]
+    try:
+        for compiled in (saved, None):
+            R._compiled = compiled
+            with BufferPool.create(64 * 1024, 8, logger_id=1, producer_pid=1, flush_interval_ms=0) as pool:
+                provider = TraceLoggingProvider("Test.NativeWrite")
+                assert (type(provider.__dict__.get("write")).__name__ == "TraceLoggingWrite") == (compiled is not None)
+                _enabled(provider, pool)
+                results = []
+                for name, positional, keywords, fields, number, text in calls:
+                    values = {"count": number & 0xFFFFFFFF, "total": number, "name": text, "extra": 1.5}
+                    given = {**{k: v for k, v in keywords.items() if not positional or k not in ("level", "keyword", "opcode")[: len(positional)]},
+                             **{field: values[field] for field in fields}}  # fmt: skip
+                    results.append(call_all(provider.write, [((name, *positional), given)]))
+                outcomes.append((results, _records(pool)))
+    finally:
+        R._compiled = saved
+        R._FAST_WRITE_NAMES["CLOCK"], R._monotonic_ns = saved_clock, saved_monotonic  # type: ignore[assignment]
+    assert outcomes[0] == outcomes[1]

@@ -20,6 +20,10 @@
  *       holding NUL, an activity, a record over 64 KB) it hands to ``python``, the generated
  *       function, with the same arguments: that one decides, so the results are its results.
  *
+ *   TraceLoggingWrite(provider, method)
+ *       ``TraceLoggingProvider.write`` for one provider: the call's keywords straight to its event's
+ *       FastWrite, everything else to the method.
+ *
  *   screen(data, pid, providers, secured, classic, least, thread_ok, known)
  *       the service's check of one producer buffer, as service/screen.py's walk: the kept
  *       records as spans, the counts, the first problems (the Python formats their text).
@@ -541,69 +545,20 @@ static PyObject *delegate(FastWrite *e, PyObject *const *args, size_t nargsf, Py
     return PyObject_Vectorcall(e->python, args, nargsf, kwnames);
 }
 
-static PyObject *FastWrite_call(FastWrite *e, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *values[OE_MAX_FIELDS];
-    PyObject *write;
-    if (e->kind == 2) {
-        write = PyList_GET_ITEM(e->route, 0);
-        if (write == Py_None) {
-            /* the generated function says False at once; a wrong call is its TypeError */
-            if (kwnames == NULL && nargs == e->count)
-                Py_RETURN_FALSE;
-            return delegate(e, args, nargsf, kwnames);
-        }
-        if (kwnames != NULL || nargs != e->count)
-            return delegate(e, args, nargsf, kwnames);
-        for (Py_ssize_t i = 0; i < nargs; i++)
-            values[i] = args[i];
-    } else {
-        write = PyList_GET_ITEM(e->route, 0);
-        if (kwnames != NULL || nargs != (e->kind == 1 ? 4 : 1))
-            return delegate(e, args, nargsf, kwnames);
-        if (e->kind == 1) {
-            for (int i = 0; i < 3; i++)
-                if (!PyLong_CheckExact(args[1 + i]))
-                    return delegate(e, args, nargsf, kwnames);
-            int overflow = 0;
-            long long level = PyLong_AsLongLongAndOverflow(args[1], &overflow);
-            long long keyword = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[2], &overflow);
-            long long opcode = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[3], &overflow);
-            if (overflow || level != e->level || keyword != e->keyword || opcode != e->opcode)
-                return delegate(e, args, nargsf, kwnames);
-            PyObject *d = args[0];
-            if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != e->count)
-                return delegate(e, args, nargsf, kwnames);
-            Py_ssize_t pos = 0, i = 0;
-            PyObject *key, *value;
-            while (PyDict_Next(d, &pos, &key, &value)) {
-                PyObject *name = PyTuple_GET_ITEM(e->names, i);
-                if (key != name) {
-                    if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(name))
-                        return delegate(e, args, nargsf, kwnames);
-                    int differs = PyUnicode_Compare(key, name);
-                    if (differs == -1 && PyErr_Occurred())
-                        return NULL;
-                    if (differs)
-                        return delegate(e, args, nargsf, kwnames);
-                }
-                values[i++] = value;
-            }
-        } else {
-            PyObject *t = args[0];
-            if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != e->count)
-                return delegate(e, args, nargsf, kwnames);
-            for (Py_ssize_t i = 0; i < e->count; i++)
-                values[i] = PyTuple_GET_ITEM(t, i);
-        }
-    }
+/* A marker result: the values are not ones this twin writes itself; the caller delegates. */
+static PyObject not_handled_marker;
+#define NOT_HANDLED (&not_handled_marker)
+
+/* The write of one event's values outside any activity; NOT_HANDLED when the generated code
+ * has to decide (an activity, a value of another type or out of range, a record over 64 KB). */
+static PyObject *write_values(FastWrite *e, PyObject **values, PyObject *write) {
     PyObject *state = NULL;
     if (PyContextVar_Get(e->activity, NULL, &state) < 0)
         return NULL;
     int outside = state == e->no_activity;
     Py_XDECREF(state);
     if (!outside)
-        return delegate(e, args, nargsf, kwnames);
+        return NOT_HANDLED;
     Field fields[OE_MAX_FIELDS];
     Py_ssize_t size = 24 + PyBytes_GET_SIZE(e->cae); /* the header (its last 40 + 16 bytes in cae) and the extended items */
     Py_ssize_t prepared = 0;
@@ -677,10 +632,73 @@ static PyObject *FastWrite_call(FastWrite *e, PyObject *const *args, size_t narg
 give_up:
     for (Py_ssize_t i = 0; i < prepared; i++)
         Py_XDECREF(fields[i].keep);
-    return delegate(e, args, nargsf, kwnames);
+    return NOT_HANDLED;
 done:
     for (Py_ssize_t i = 0; i < prepared; i++)
         Py_XDECREF(fields[i].keep);
+    return result;
+}
+
+
+static PyObject *FastWrite_call(FastWrite *e, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *values[OE_MAX_FIELDS];
+    PyObject *write;
+    if (e->kind == 2) {
+        write = PyList_GET_ITEM(e->route, 0);
+        if (write == Py_None) {
+            /* the generated function says False at once; a wrong call is its TypeError */
+            if (kwnames == NULL && nargs == e->count)
+                Py_RETURN_FALSE;
+            return delegate(e, args, nargsf, kwnames);
+        }
+        if (kwnames != NULL || nargs != e->count)
+            return delegate(e, args, nargsf, kwnames);
+        for (Py_ssize_t i = 0; i < nargs; i++)
+            values[i] = args[i];
+    } else {
+        write = PyList_GET_ITEM(e->route, 0);
+        if (kwnames != NULL || nargs != (e->kind == 1 ? 4 : 1))
+            return delegate(e, args, nargsf, kwnames);
+        if (e->kind == 1) {
+            for (int i = 0; i < 3; i++)
+                if (!PyLong_CheckExact(args[1 + i]))
+                    return delegate(e, args, nargsf, kwnames);
+            int overflow = 0;
+            long long level = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+            long long keyword = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[2], &overflow);
+            long long opcode = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[3], &overflow);
+            if (overflow || level != e->level || keyword != e->keyword || opcode != e->opcode)
+                return delegate(e, args, nargsf, kwnames);
+            PyObject *d = args[0];
+            if (!PyDict_CheckExact(d) || PyDict_GET_SIZE(d) != e->count)
+                return delegate(e, args, nargsf, kwnames);
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *key, *value;
+            while (PyDict_Next(d, &pos, &key, &value)) {
+                PyObject *name = PyTuple_GET_ITEM(e->names, i);
+                if (key != name) {
+                    if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(name))
+                        return delegate(e, args, nargsf, kwnames);
+                    int differs = PyUnicode_Compare(key, name);
+                    if (differs == -1 && PyErr_Occurred())
+                        return NULL;
+                    if (differs)
+                        return delegate(e, args, nargsf, kwnames);
+                }
+                values[i++] = value;
+            }
+        } else {
+            PyObject *t = args[0];
+            if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != e->count)
+                return delegate(e, args, nargsf, kwnames);
+            for (Py_ssize_t i = 0; i < e->count; i++)
+                values[i] = PyTuple_GET_ITEM(t, i);
+        }
+    }
+    PyObject *result = write_values(e, values, write);
+    if (result == NOT_HANDLED)
+        return delegate(e, args, nargsf, kwnames);
     return result;
 }
 
@@ -784,6 +802,161 @@ static PyTypeObject FastWriteType = {
     .tp_traverse = (traverseproc)FastWrite_traverse,
     .tp_clear = (inquiry)FastWrite_clear,
     .tp_vectorcall_offset = offsetof(FastWrite, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * TraceLoggingWrite: ``TraceLoggingProvider.write(event_name, level=5, keyword=0, opcode=0,
+ * **fields)`` as one call, for a provider whose fast write of this event is a FastWrite: the
+ * fields go from the call's keywords to the record without a dict. Anything else (disabled
+ * providers included: the method says False) is the method's, called with the same arguments.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *provider, *method; /* the provider (weakly: it owns this) and the unbound method */
+} TraceLoggingWrite;
+
+static PyObject *str_enabled, *str_routing, *str_level, *str_keyword, *str_opcode;
+
+static PyObject *tl_method(TraceLoggingWrite *t, PyObject *provider, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject **all = PyMem_Malloc(sizeof(PyObject *) * (size_t)(1 + nargs + nkw));
+    if (all == NULL)
+        return PyErr_NoMemory();
+    all[0] = provider;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        all[1 + i] = args[i];
+    PyObject *r = PyObject_Vectorcall(t->method, all, (size_t)(nargs + 1), kwnames);
+    PyMem_Free(all);
+    return r;
+}
+
+static PyObject *TraceLoggingWrite_call(TraceLoggingWrite *t, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *provider = PyWeakref_GetObject(t->provider);
+    if (provider == Py_None) {
+        PyErr_SetString(PyExc_ReferenceError, "the provider is gone");
+        return NULL;
+    }
+    Py_INCREF(provider);
+    PyObject *result = NOT_HANDLED;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *routing = NULL;
+    if (nargs < 1 || nargs > 4 || !PyUnicode_CheckExact(args[0]))
+        goto out;
+    PyObject *enabled = PyObject_GetAttr(provider, str_enabled);
+    if (enabled == NULL) {
+        result = NULL;
+        goto out;
+    }
+    int on = enabled == Py_True;
+    Py_DECREF(enabled);
+    if (!on)
+        goto out;
+    routing = PyObject_GetAttr(provider, str_routing);
+    if (routing == NULL) {
+        result = NULL;
+        goto out;
+    }
+    if (!PyTuple_CheckExact(routing) || PyTuple_GET_SIZE(routing) < 3 || !PyDict_CheckExact(PyTuple_GET_ITEM(routing, 2)))
+        goto out;
+    PyObject *fast = PyDict_GetItemWithError(PyTuple_GET_ITEM(routing, 2), args[0]);
+    if (fast == NULL) {
+        if (PyErr_Occurred())
+            result = NULL;
+        goto out;
+    }
+    if (Py_TYPE(fast) != &FastWriteType || ((FastWrite *)fast)->kind != 1)
+        goto out;
+    FastWrite *e = (FastWrite *)fast;
+    Py_INCREF(e);
+    PyObject *bound[3] = {NULL, NULL, NULL}; /* level, keyword, opcode */
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        bound[i - 1] = args[i];
+    PyObject *values[OE_MAX_FIELDS];
+    Py_ssize_t count = 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int slot = key == str_level ? 0 : key == str_keyword ? 1 : key == str_opcode ? 2 : -1;
+        if (slot < 0 && (PyUnicode_Compare(key, str_level) == 0 || PyUnicode_Compare(key, str_keyword) == 0 ||
+                         PyUnicode_Compare(key, str_opcode) == 0 || PyUnicode_CompareWithASCIIString(key, "event_name") == 0 ||
+                         PyUnicode_CompareWithASCIIString(key, "self") == 0))
+            goto out_e; /* not interned, or a name the method binds itself: the method decides */
+        if (slot >= 0) {
+            if (bound[slot] != NULL)
+                goto out_e;
+            bound[slot] = args[nargs + k];
+            continue;
+        }
+        if (count >= e->count)
+            goto out_e;
+        PyObject *name = PyTuple_GET_ITEM(e->names, count);
+        if (key != name && PyUnicode_Compare(key, name) != 0)
+            goto out_e;
+        values[count++] = args[nargs + k];
+    }
+    if (count != e->count)
+        goto out_e;
+    long long given[3] = {5, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        if (bound[i] == NULL)
+            continue;
+        if (!PyLong_CheckExact(bound[i]))
+            goto out_e;
+        int overflow = 0;
+        given[i] = PyLong_AsLongLongAndOverflow(bound[i], &overflow);
+        if (overflow)
+            goto out_e;
+    }
+    if (given[0] != e->level || given[1] != e->keyword || given[2] != e->opcode)
+        goto out_e;
+    result = write_values(e, values, PyList_GET_ITEM(e->route, 0));
+out_e:
+    Py_DECREF(e);
+out:
+    if (PyErr_Occurred() && result == NOT_HANDLED)
+        PyErr_Clear(); /* a comparison that failed: the method says what is wrong */
+    Py_XDECREF(routing);
+    if (result == NOT_HANDLED)
+        result = tl_method(t, provider, args, nargsf, kwnames);
+    Py_DECREF(provider);
+    return result;
+}
+
+static PyObject *TraceLoggingWrite_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *provider, *method;
+    if (!PyArg_ParseTuple(args, "OO:TraceLoggingWrite", &provider, &method))
+        return NULL;
+    TraceLoggingWrite *t = (TraceLoggingWrite *)type->tp_alloc(type, 0);
+    if (t == NULL)
+        return NULL;
+    t->provider = PyWeakref_NewRef(provider, NULL);
+    if (t->provider == NULL) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    t->vectorcall = (vectorcallfunc)TraceLoggingWrite_call;
+    t->method = Py_NewRef(method);
+    return (PyObject *)t;
+}
+
+static void TraceLoggingWrite_dealloc(TraceLoggingWrite *t) {
+    Py_XDECREF(t->provider);
+    Py_XDECREF(t->method);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyTypeObject TraceLoggingWriteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "openetw._native._write.TraceLoggingWrite",
+    .tp_basicsize = sizeof(TraceLoggingWrite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "TraceLoggingProvider.write for one provider, its fields straight from the call (see the method).",
+    .tp_new = TraceLoggingWrite_new,
+    .tp_dealloc = (destructor)TraceLoggingWrite_dealloc,
+    .tp_vectorcall_offset = offsetof(TraceLoggingWrite, vectorcall),
     .tp_call = PyVectorcall_Call,
 };
 
@@ -1019,13 +1192,21 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__write(void) {
-    if (PyType_Ready(&WriterType) < 0 || PyType_Ready(&FastWriteType) < 0)
+    if (PyType_Ready(&WriterType) < 0 || PyType_Ready(&FastWriteType) < 0 || PyType_Ready(&TraceLoggingWriteType) < 0)
+        return NULL;
+    str_enabled = PyUnicode_InternFromString("enabled");
+    str_routing = PyUnicode_InternFromString("_routing");
+    str_level = PyUnicode_InternFromString("level");
+    str_keyword = PyUnicode_InternFromString("keyword");
+    str_opcode = PyUnicode_InternFromString("opcode");
+    if (!str_enabled || !str_routing || !str_level || !str_keyword || !str_opcode)
         return NULL;
     pthread_atfork(NULL, NULL, after_fork_in_child);
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "PoolWriter", (PyObject *)&WriterType) < 0 || PyModule_AddObjectRef(m, "FastWrite", (PyObject *)&FastWriteType) < 0) {
+    if (PyModule_AddObjectRef(m, "PoolWriter", (PyObject *)&WriterType) < 0 || PyModule_AddObjectRef(m, "FastWrite", (PyObject *)&FastWriteType) < 0 ||
+        PyModule_AddObjectRef(m, "TraceLoggingWrite", (PyObject *)&TraceLoggingWriteType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -321,6 +321,10 @@ class TraceLoggingProvider(_ProviderBase):
             raise InvalidArgument("a TraceLogging provider needs a name")
         super().__init__(guid or provider_guid_from_name(name), name, callback)
         self._encoders = TraceLoggingEncoderCache(name, group, provider_id=self.guid)
+        if _compiled is not None:
+            # The method as one compiled call: the fields from the call's keywords into the event's
+            # compiled fast write; whatever that does not take goes to the method below.
+            self.write = _compiled.TraceLoggingWrite(self, TraceLoggingProvider.write)  # type: ignore[method-assign]
 
     def write(self, event_name: str, level: int = 5, keyword: int = 0, opcode: int = 0, **fields: Any) -> bool:
         """TraceLoggingWrite: the event, its fields typed from their Python values."""
