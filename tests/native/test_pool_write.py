@@ -78,3 +78,45 @@ def test_a_closed_pool_refuses_the_compiled_writer_and_a_forked_child_writes_not
         assert pool.events_lost == pool.events_refused == 0
     with pytest.raises(ValueError, match="closed"):
         writer.write(bytes(16), 3)
+
+
+@needs_native
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(8, 300), max_size=30),
+    offset=st.one_of(st.none(), st.integers(0, 3000)),
+    flags=st.integers(0, 0xFFFF),
+    use_bytearray=st.booleans(),
+)
+def test_the_compiled_take_and_release_match_the_pure_ones(sizes: list[int], offset: int | None, flags: int, use_bytearray: bool) -> None:
+    import mmap
+    import struct
+
+    from openetw.ipc import pool as P
+
+    results = []
+    for compiled in (P._native, None):
+        saved = P._native
+        P._native = compiled
+        try:
+            with BufferPool.create(2048, 2, logger_id=9, producer_pid=5, flush_interval_ms=0) as pool:
+                writer = PoolWriter(pool, engine="python")
+                for number, size in enumerate(sizes):
+                    writer.write(bytes((number + i) & 0xFF for i in range(size)), number * 3, number % 4)
+                writer.flush()
+                full = pool.full_buffers()
+                if not full:
+                    return
+                index = full[0]
+                base = pool.buffer_offset(index)
+                if offset is not None:  # a producer that scribbled on its buffer's header
+                    struct.pack_into("<I", pool.view, base + 0x30, offset)
+                struct.pack_into("<H", pool.view, base + 0x34, flags)
+                out: mmap.mmap | bytearray = bytearray(2048) if use_bytearray else mmap.mmap(-1, 2048)
+                pool.take_release_into(index, out)
+                results.append((bytes(out), bytes(pool.view), pool.buffers_repaired))
+                with pytest.raises(P.ServiceError, match="not FULL"):
+                    pool.take_release_into(index, out)
+        finally:
+            P._native = saved
+    assert results[0] == results[1]

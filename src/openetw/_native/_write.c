@@ -24,6 +24,10 @@
  *       ``TraceLoggingProvider.write`` for one provider: the call's keywords straight to its event's
  *       FastWrite, everything else to the method.
  *
+ *   take_release_into(pool, index, buffer_size, logger_id, out)
+ *       the service's take of a FULL buffer into its file's memory and its release, as
+ *       ipc/pool.py's take_into and release one after the other.
+ *
  *   screen(data, pid, providers, secured, classic, least, thread_ok, known)
  *       the service's check of one producer buffer, as service/screen.py's walk: the kept
  *       records as spans, the counts, the first problems (the Python formats their text).
@@ -1172,6 +1176,66 @@ out:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * take_release_into: ``BufferPool.take_into`` then ``release`` of one FULL buffer (ipc/pool.py
+ * is the reference): FULL -> TAKEN, the WMI_BUFFER_HEADER the service vouches for and the
+ * records into ``out``, 0xFF after them, the pool's buffer zeroed with Offset 0x48, -> FREE.
+ * Returns whether the buffer's Offset had to be discarded (the records could not be framed).
+ */
+static PyObject *take_release_into(PyObject *self, PyObject *args) {
+    Py_buffer pool, out;
+    Py_ssize_t index, buffer_size;
+    int logger_id;
+    if (!PyArg_ParseTuple(args, "w*nniw*:take_release_into", &pool, &index, &buffer_size, &logger_id, &out))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t base = OE_POOL_HEADER_SIZE + index * buffer_size;
+    if (index < 0 || OE_POOL_STATE_OFFSET + 4 * (index + 1) > OE_POOL_HEADER_SIZE || base + buffer_size > pool.len || out.len != buffer_size ||
+        buffer_size < OE_BUFFER_HEADER_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "take_release_into: not a buffer of this pool");
+        goto done;
+    }
+    uint8_t *map = pool.buf, *h = map + base, *o = out.buf;
+    uint8_t *state = map + OE_POOL_STATE_OFFSET + 4 * index;
+    if (acquire32(state) != OE_STATE_FULL) {
+        PyErr_SetString(PyExc_ValueError, "take_release_into: the buffer is not FULL");
+        goto done;
+    }
+    publish32(state, OE_STATE_TAKEN);
+    uint8_t header[OE_BUFFER_HEADER_SIZE];
+    memcpy(header, h, OE_BUFFER_HEADER_SIZE); /* read once: the producer's later stores change nothing here */
+    uint32_t used;
+    uint16_t flags;
+    memcpy(&used, header + OE_BH_OFFSET_AT, 4);
+    memcpy(&flags, header + OE_BH_BUFFERFLAG_AT, 2);
+    int repaired = used < OE_BUFFER_HEADER_SIZE || used > (uint32_t)buffer_size || used % 8;
+    if (repaired)
+        used = OE_BUFFER_HEADER_SIZE;
+    flags = (uint16_t)((flags & OE_PRODUCER_FLAGS) | OE_BUFFER_FLAG_PROCESSOR_INDEX);
+    memset(o, 0, OE_BUFFER_HEADER_SIZE);
+    st32(o + OE_BH_BUFFERSIZE_AT, (uint32_t)buffer_size);
+    st32(o + OE_BH_SAVEDOFFSET_AT, used);
+    st32(o + OE_BH_CURRENTOFFSET_AT, used);
+    memcpy(o + OE_BH_TIMESTAMP_AT, header + OE_BH_TIMESTAMP_AT, 8);
+    memcpy(o + OE_BH_SEQUENCENUMBER_AT, header + OE_BH_SEQUENCENUMBER_AT, 8);
+    memcpy(o + OE_BH_PROCESSORINDEX_AT, header + OE_BH_PROCESSORINDEX_AT, 2);
+    st16(o + OE_BH_LOGGERID_AT, (uint16_t)logger_id);
+    st32(o + OE_BH_STATE_AT, OE_BUFFER_STATE_WRITTEN);
+    st32(o + OE_BH_OFFSET_AT, used);
+    st16(o + OE_BH_BUFFERFLAG_AT, flags);
+    st16(o + OE_BH_BUFFERTYPE_AT, OE_BUFFER_TYPE_GENERIC);
+    memcpy(o + OE_BUFFER_HEADER_SIZE, h + OE_BUFFER_HEADER_SIZE, used - OE_BUFFER_HEADER_SIZE);
+    memset(o + used, 0xFF, (size_t)(buffer_size - used));
+    memset(h, 0, (size_t)buffer_size);
+    st32(h + OE_BH_OFFSET_AT, OE_BUFFER_HEADER_SIZE);
+    publish32(state, OE_STATE_FREE);
+    result = PyBool_FromLong(repaired);
+done:
+    PyBuffer_Release(&pool);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyObject *constants(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     return Py_BuildValue(
         "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(iiii)}",
@@ -1183,6 +1247,7 @@ static PyObject *constants(PyObject *self, PyObject *Py_UNUSED(ignored)) {
 
 static PyMethodDef module_methods[] = {
     {"constants", constants, METH_NOARGS, "the constants this module was built with"},
+    {"take_release_into", take_release_into, METH_VARARGS, "take_release_into(pool, index, buffer_size, logger_id, out) -> repaired"},
     {"screen", screen, METH_VARARGS, "screen(data, pid, providers, secured, classic, least, thread_ok, known) -> (kept, rejected, spans, problems)"},
     {NULL},
 };

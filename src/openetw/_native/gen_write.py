@@ -21,6 +21,7 @@ def header() -> str:
         define("OE_BH_KERNELPOINTERS_SIZE", B.size - B.offset("KernelPointers")),
         define("OE_BUFFER_FLAG_EVENTS_LOST", L.BUFFER_FLAG_EVENTS_LOST),
         define("OE_BUFFER_FLAG_PROCESSOR_INDEX", L.BUFFER_FLAG_PROCESSOR_INDEX),
+        define("OE_PRODUCER_FLAGS", P._PRODUCER_FLAGS),
         define("OE_BUFFER_TYPE_GENERIC", L.BUFFER_TYPE_GENERIC),
         define("OE_BUFFER_STATE_WRITTEN", P._BUFFER_STATE_WRITTEN),
         "",

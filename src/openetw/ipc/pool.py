@@ -296,6 +296,22 @@ class BufferPool:
         out[_BH_SIZE:used] = self.view[base + _BH_SIZE : base + used]
         out[used:] = self._tail_bytes()[used:]
 
+    def take_release_into(self, index: int, out: mmap.mmap | bytearray) -> None:
+        """``take_into`` then ``release``: the buffer's bytes into ``out`` and the buffer FREE
+        again (one compiled call where the compiled core runs)."""
+        if _native is None:
+            self.take_into(index, out)
+            self.release(index)
+            return
+        self._check_index(index)
+        if len(out) != self.buffer_size:
+            raise InvalidArgument(f"a buffer is {self.buffer_size} bytes, not {len(out)}")
+        state = self.states[index]
+        if state != FULL:
+            raise ServiceError(f"buffer {index} cannot be taken: it is {_state_name(state)}, not FULL")
+        if _native.take_release_into(self._map, index, self.buffer_size, self.logger_id, out):
+            self.buffers_repaired += 1
+
     def release(self, index: int) -> None:
         """TAKEN → FREE, after resetting the buffer (zeroed, Offset = 0x48)."""
         self._check_index(index)

@@ -153,12 +153,12 @@ class SessionRuntime:
             return 0
         pool = entry.pool
         moved = 0
+        straight = self._file_only() and self.logfile is not None and pool.buffer_size == self.logfile.buffer_size
         for index in pool.full_buffers():
-            if self._file_only() and self.logfile is not None and pool.buffer_size == self.logfile.buffer_size:
+            if straight and self.write_error is None and self.logfile is not None:
                 # Straight into the file's write queue: one copy of the buffer, not two.
                 buffer = self.logfile.spare_buffer()
-                pool.take_into(index, buffer)
-                pool.release(index)
+                pool.take_release_into(index, buffer)
                 screened, events = self._screen(entry, buffer)
                 if screened is not buffer:
                     buffer[:] = screened
