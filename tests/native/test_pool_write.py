@@ -120,3 +120,17 @@ def test_the_compiled_take_and_release_match_the_pure_ones(sizes: list[int], off
         finally:
             P._native = saved
     assert results[0] == results[1]
+
+
+@needs_native
+def test_the_compiled_write_side_was_built_from_the_current_constants() -> None:
+    from openetw.etl import layouts as L
+    from openetw.ipc import pool as P
+
+    assert _write is not None
+    built = _write.constants()
+    assert built["buffer_header_size"] == L.BUFFER_HEADER_SIZE
+    assert (built["timestamp_at"], built["offset_at"], built["flags_at"]) == (P._TIMESTAMP_AT, P._OFFSET_AT, P._FLAGS_AT)
+    assert (built["pool_header_size"], built["state_offset"]) == (P.POOL_HEADER_SIZE, P.STATE_OFFSET)
+    assert (built["events_lost_at"], built["buffers_completed_at"]) == (P._LOST_Q * 8, P._COMPLETED_Q * 8)
+    assert built["states"] == (P.FREE, P.FILLING, P.FULL, P.TAKEN)
