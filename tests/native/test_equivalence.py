@@ -140,3 +140,22 @@ def test_records_built_in_c_are_whole_records() -> None:
     assert [(x.kind, x.timestamp, x.raw, x.user_data, x.cpu, x.buffer_index) for x in records] == [
         (x.kind, x.timestamp, x.raw, x.user_data, x.cpu, x.buffer_index) for x in reference
     ]
+
+
+def test_header_fields_read_in_c_are_the_header_tuple_and_read_only() -> None:
+    from openetw.etl.record import RECORD_CLASSES, tuple_field_index
+
+    checked = 0
+    for path in cases.corpus_files()[:6]:
+        with reader.EtlReader(path, strict=False) as r:
+            for record in r:
+                for klass in type(record).__mro__:
+                    for name, attr in vars(klass).items():
+                        index = tuple_field_index(attr)
+                        if index is not None and getattr(type(record), name) is attr:
+                            assert getattr(record, name) == record._h[index], (type(record).__name__, name)
+                            checked += 1
+    assert checked > 1000
+    record_class = RECORD_CLASSES[0x13]
+    with pytest.raises(AttributeError):
+        record_class.timestamp.__set__(object.__new__(record_class), 1)  # type: ignore[attr-defined]

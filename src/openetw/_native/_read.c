@@ -5,6 +5,7 @@
  *   walk(data, pos, end, cpu, ctx, buffer, limit)  up to limit records of a buffer, as EtlReader._walk
  *   chains(blob, bases, ends)              every buffer's record chain, as index_walk.walk_chains
  *   rows(blob, offsets, ...)               the index's header columns, as index_build._framed_rows
+ *   field(index, doc)                      a header field descriptor, as record._tuple_field's property
  *
  * Every constant comes from _read_constants.h, generated from etl/layouts.py and etl/framing.py
  * (python -m openetw._native.gen). The pure-Python code is the reference: the C reproduces its
@@ -237,6 +238,7 @@ enum { SLOT_H, SLOT_RAW, SLOT_POS, SLOT_SIZE, SLOT_CPU, SLOT_CTX, SLOT_BUFFER, S
 static const char *const slot_names[SLOT_COUNT] = {"_h", "_raw", "_pos", "_size", "cpu", "_ctx", "buffer_index"};
 static Py_ssize_t slot_offsets[SLOT_COUNT];
 static Py_ssize_t record_basicsize;
+static PyTypeObject *record_base;
 
 typedef struct {
     unsigned header_size, size_at;
@@ -284,6 +286,8 @@ static PyObject *py_configure(PyObject *self, PyObject *args) {
         slot_offsets[i] = member->offset;
     }
     record_basicsize = ((PyTypeObject *)base)->tp_basicsize;
+    Py_INCREF(base);
+    Py_XSETREF(record_base, (PyTypeObject *)base);
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(classes, &pos, &key, &value)) {
@@ -686,6 +690,76 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------------------------------------
+ * Header fields: field(index, doc) is the descriptor etl/record.py's _tuple_field makes, read
+ * in C (record._h[index]; on a configured record class straight from the slot).
+ */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t index;
+    PyObject *doc;
+} FieldObject;
+
+static PyObject *str_h;
+
+static PyObject *field_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    Py_ssize_t index = ((FieldObject *)self)->index;
+    if (record_base != NULL && PyObject_TypeCheck(obj, record_base)) {
+        PyObject *h = *(PyObject **)((char *)obj + slot_offsets[SLOT_H]);
+        if (h != NULL && PyTuple_CheckExact(h) && index < PyTuple_GET_SIZE(h)) return Py_NewRef(PyTuple_GET_ITEM(h, index));
+    }
+    PyObject *h = PyObject_GetAttr(obj, str_h);
+    if (h == NULL) return NULL;
+    PyObject *value = PySequence_GetItem(h, index);
+    Py_DECREF(h);
+    return value;
+}
+
+static int field_set(PyObject *self, PyObject *obj, PyObject *value) {
+    PyErr_Format(PyExc_AttributeError, "header field of '%s' object has no setter", Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static void field_dealloc(PyObject *self) {
+    Py_XDECREF(((FieldObject *)self)->doc);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMemberDef field_members[] = {
+    {"index", T_PYSSIZET, offsetof(FieldObject, index), READONLY, "where the field sits in the header tuple"},
+    {"__doc__", T_OBJECT, offsetof(FieldObject, doc), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject FieldType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "openetw._native._read.HeaderField",
+    .tp_basicsize = sizeof(FieldObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A record's header field: record._h[index], read-only.",
+    .tp_dealloc = field_dealloc,
+    .tp_members = field_members,
+    .tp_descr_get = field_get,
+    .tp_descr_set = field_set,
+};
+
+static PyObject *py_field(PyObject *self, PyObject *args) {
+    Py_ssize_t index;
+    PyObject *doc = Py_None;
+    if (!PyArg_ParseTuple(args, "n|O:field", &index, &doc)) return NULL;
+    if (index < 0) {
+        PyErr_SetString(PyExc_ValueError, "field: index must not be negative");
+        return NULL;
+    }
+    FieldObject *f = PyObject_New(FieldObject, &FieldType);
+    if (f == NULL) return NULL;
+    f->index = index;
+    f->doc = Py_NewRef(doc);
+    return (PyObject *)f;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * What this module was compiled with, for the test that holds it to the Python declarations.
  */
@@ -725,6 +799,7 @@ static PyMethodDef methods[] = {
     {"chains", py_chains, METH_VARARGS, "chains(blob, bases, ends) -> (offsets, sizes, positions, stops)"},
     {"rows", py_rows, METH_VARARGS,
      "rows(blob, offsets, sizes, positions, bases, cpus, indices, groups, aliases, extension, column_at, out, row_size, lo, hi, has)"},
+    {"field", py_field, METH_VARARGS, "field(index, doc) -> a read-only descriptor of record._h[index]"},
     {"constants", py_constants, METH_NOARGS, "what the module was compiled with"},
     {NULL, NULL, 0, NULL},
 };
@@ -743,6 +818,8 @@ PyMODINIT_FUNC PyInit__read(void) {
     InvalidArgument = PyObject_GetAttrString(errors, "InvalidArgument");
     Py_DECREF(errors);
     if (CompressionError == NULL || InvalidArgument == NULL) return NULL;
+    str_h = PyUnicode_InternFromString("_h");
+    if (str_h == NULL || PyType_Ready(&FieldType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "STOP_END", STOP_END) < 0 || PyModule_AddIntConstant(m, "STOP_UNKNOWN_TYPE", STOP_UNKNOWN_TYPE) < 0 ||
