@@ -132,7 +132,8 @@ def _program_text(programs: tuple[str, ...], script: str | None) -> tuple[str, s
         except OSError as error:
             raise InvalidArgument(f"{script}: {error.strerror}") from None
     if programs:
-        return "\n".join(programs), "<-n>"
+        # A bare description (dtrace -n 'etw:...:12') is a clause with the default action.
+        return "\n".join(p if "{" in p or "/" in p else p + " { }" for p in programs), "<-n>"
     raise InvalidArgument("no program: give -n 'PROGRAM' or -s FILE.d (or -l to list probes)")
 
 
