@@ -25,31 +25,39 @@ __all__ = ["EtwTraceWriter", "etw_fields"]
 FieldSpec = tuple[tuple[str, str, int], ...]  # (etw type, field name, members of an etw_struct)
 
 
-def etw_fields(spec: FieldSpec) -> tuple[list[PropertyInfo], list[int]]:
-    """The TraceLogging fields of an ``etw_trace`` field list, and the positions of the values
-    they take (an ``etw_struct``'s value is its member count, not written)."""
-    out: list[PropertyInfo] = []
-    places: list[int] = []
+def etw_fields(spec: FieldSpec) -> tuple[list[PropertyInfo], Callable[[tuple[Any, ...]], list[Any]]]:
+    """The TraceLogging fields of an ``etw_trace`` field list, and the function that makes the
+    event's values from the call's (an ``etw_struct`` takes the values of its members as a
+    mapping; its own value is its member count, not written)."""
     at = 0
 
-    def take(count: int) -> list[PropertyInfo]:
+    def take(count: int) -> tuple[list[PropertyInfo], list[Callable[[tuple[Any, ...]], Any]]]:
         nonlocal at
         fields: list[PropertyInfo] = []
+        makers: list[Callable[[tuple[Any, ...]], Any]] = []
         while len(fields) < count:
             kind, name, members = spec[at]
             position = at
             at += 1
             etw = ETW_TYPES[kind]
             if etw.in_type is None:
-                fields.append(tl_field(name, TLG_STRUCT, members=take(members)))
+                inner, inner_makers = take(members)
+                fields.append(tl_field(name, TLG_STRUCT, members=inner))
+                names = [f.name for f in inner]
+                makers.append(lambda values, n=names, m=inner_makers: dict(zip(n, [make(values) for make in m], strict=True)))
             else:
                 fields.append(tl_field(name, etw.in_type, etw.out_type))
-                places.append(position)
-        return fields
+                convert = _converter(kind)
+                makers.append(lambda values, p=position, c=convert: c(values[p]))
+        return fields, makers
 
+    out: list[PropertyInfo] = []
+    makers: list[Callable[[tuple[Any, ...]], Any]] = []
     while at < len(spec):
-        out.extend(take(1))
-    return out, places
+        fields, made = take(1)
+        out.extend(fields)
+        makers.extend(made)
+    return out, lambda values: [make(values) for make in makers]
 
 
 def _converter(kind: str) -> Callable[[Any], Any]:
@@ -72,7 +80,7 @@ class EtwTraceWriter:
     def __init__(self, warn: Callable[[str], Any]) -> None:
         self.warn = warn
         self.providers: dict[tuple[str, str], Any] = {}
-        self.events: dict[tuple[Any, ...], tuple[Any, list[int], list[Callable[[Any], Any]]]] = {}
+        self.events: dict[tuple[Any, ...], tuple[Any, Callable[[tuple[Any, ...]], list[Any]]]] = {}
         self.written = 0
         self.skipped = 0
 
@@ -106,15 +114,15 @@ class EtwTraceWriter:
         key = (id(provider), event_name, level, keyword, spec)
         found = self.events.get(key)
         if found is None:
-            fields, places = etw_fields(spec)
+            fields, make = etw_fields(spec)
             try:
                 event = provider.event(event_name, level=level, keyword=keyword, fields=fields)
             except OpenEtwError as error:
                 raise ProbeRuntimeError(f"etw_trace(): event {event_name!r}: {error}") from None
-            found = self.events[key] = (event, places, [_converter(spec[p][0]) for p in places])
-        event, places, converters = found
+            found = self.events[key] = (event, make)
+        event, make = found
         try:
-            took = event.write(*[convert(values[p]) for p, convert in zip(places, converters, strict=True)])
+            took = event.write(*make(values))
         except OpenEtwError as error:
             raise ProbeRuntimeError(f"etw_trace(): {error}") from None
         if took:

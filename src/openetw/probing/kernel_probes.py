@@ -105,15 +105,15 @@ Clause = Callable[[Any, tuple[str, str, str, str]], Any]
 class KernelProbes:
     """Fires the kernel probes of ``events`` ((description, clause) pairs) from kernel records.
 
-    ``fire(fn, firing, probe)`` runs one clause; ``pid_filter`` keeps firings to one process
-    (``-p``/``-c``). ``unattributed`` counts records whose thread was not yet known (before the
+    ``fire(fn, firing, probe)`` runs one clause; ``pid_filter`` keeps firings to one process and
+    the processes it starts while traced (``-p``/``-c``). ``unattributed`` counts records whose thread was not yet known (before the
     first context switch on their CPU)."""
 
     def __init__(self, events: list[tuple[Description, Clause]], fire: Callable[[Clause, Any, tuple[str, str, str, str]], None],
                  *, pid_filter: int | None = None, strsize: int = 256) -> None:  # fmt: skip
         self.events = [(d, fn) for d, fn in events if d.provider in FAMILIES or _is_profile(d)]
         self.fire = fire
-        self.pid_filter = pid_filter
+        self.allowed: set[int] | None = {pid_filter} if pid_filter is not None else None
         self.strsize = strsize - 1
         self.families = {("profile" if _is_profile(d) else d.provider) for d, _ in self.events}
         self.running: dict[int, int] = {}  # cpu -> tid
@@ -174,7 +174,7 @@ class KernelProbes:
     def _emit(self, family: str, function: str, name: str, pid: int, tid: int, record: Any, args: tuple[int, ...],
               errno: int = 0, filetime: int | None = None, execname: str | None = None) -> None:  # fmt: skip
         found = self.matching(family, function, name)
-        if not found or (self.pid_filter is not None and pid != self.pid_filter):
+        if not found or (self.allowed is not None and pid not in self.allowed):
             return
         when = record.filetime if filetime is None else filetime
         firing = KernelFiring(pid, tid, record.cpu, when, args, errno, execname if execname is not None else self.execname(pid, when))
@@ -197,7 +197,7 @@ class KernelProbes:
                     self._latest = when
                     self._release(when - REORDER_WINDOW)
             return
-        if group == _PROCESS and "proc" in self.families and opcode in (_PROCESS_START, _PROCESS_END):
+        if group == _PROCESS and opcode in (_PROCESS_START, _PROCESS_END) and ("proc" in self.families or self.allowed is not None):
             self._process(record, context, opcode)
         elif group == _DISK and "io" in self.families and opcode in (_DISK_READ, _DISK_WRITE, _DISK_FLUSH):
             self._disk(record, context, opcode)
@@ -255,7 +255,7 @@ class KernelProbes:
 
     def _process(self, record: Any, context: Any, opcode: int) -> None:
         parser = context.parser_for(record)
-        pid = int(parser.parse("ProcessId"))
+        pid = int(parser.parse("ProcessID"))
         if opcode == _PROCESS_END:
             status = int(parser.parse("ExitStatus"))
             self._emit("proc", "", "exit", pid, record.tid, record, (status,))
@@ -267,8 +267,10 @@ class KernelProbes:
             self.comm[pid] = name
             self._emit("proc", "", "exec-success", pid, record.tid, record, (pid,), execname=name[: self.strsize])
         else:  # a fork, announced on the parent's thread
-            parent = int(parser.parse("ParentId"))
+            parent = int(parser.parse("ParentID"))
             self.thread_pid.setdefault(pid, pid)
+            if self.allowed is not None and parent in self.allowed:
+                self.allowed.add(pid)  # the target's children are traced with it
             self._emit("proc", "", "create", parent, record.tid, record, (pid,))
 
     def _disk(self, record: Any, context: Any, opcode: int) -> None:
@@ -299,7 +301,7 @@ class KernelProbes:
         pid = self.pid_of(tid) if tid else 0
         kernel = address if address >= 0xFFFF800000000000 else 0
         for fn, probe in self.matching("profile", "", ""):
-            if self.pid_filter is not None and pid != self.pid_filter:
+            if self.allowed is not None and pid not in self.allowed:
                 continue
             firing = KernelFiring(pid, tid, record.cpu, record.filetime, (kernel, address if not kernel else 0), 0, self.execname(pid, record.filetime))
             self.fire(fn, firing, probe)
