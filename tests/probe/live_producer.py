@@ -43,7 +43,7 @@ def main() -> None:
     if options.wait_enabled:
         _wait(lambda: provider.enabled)
     if options.touch:
-        open(options.touch, "w").close()  # noqa: SIM115
+        open(options.touch, "w").close()
     if options.wait_for:
         _wait(lambda: os.path.exists(options.wait_for))
     report = open(options.report, "w") if options.report else None  # noqa: SIM115

@@ -6,11 +6,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.service.harness import ServiceProcess
 
@@ -105,4 +102,3 @@ def test_destructive_actions_need_w(service: ServiceProcess, tmp_path: Path) -> 
     allowed = probe("-q", "-w", "-n", program, "-c", "true")
     assert allowed.returncode == 0, allowed.stderr
     assert mark.exists()
-    time.sleep(0)

@@ -44,11 +44,11 @@ def etw_fields(spec: FieldSpec) -> tuple[list[PropertyInfo], Callable[[tuple[Any
                 inner, inner_makers = take(members)
                 fields.append(tl_field(name, TLG_STRUCT, members=inner))
                 names = [f.name for f in inner]
-                makers.append(lambda values, n=names, m=inner_makers: dict(zip(n, [make(values) for make in m], strict=True)))
+                makers.append(_struct_maker(names, inner_makers))
             else:
                 fields.append(tl_field(name, etw.in_type, etw.out_type))
                 convert = _converter(kind)
-                makers.append(lambda values, p=position, c=convert: c(values[p]))
+                makers.append(_value_maker(position, convert))
         return fields, makers
 
     out: list[PropertyInfo] = []
@@ -58,6 +58,14 @@ def etw_fields(spec: FieldSpec) -> tuple[list[PropertyInfo], Callable[[tuple[Any
         out.extend(fields)
         makers.extend(made)
     return out, lambda values: [make(values) for make in makers]
+
+
+def _struct_maker(names: list[str], makers: list[Callable[[tuple[Any, ...]], Any]]) -> Callable[[tuple[Any, ...]], Any]:
+    return lambda values: dict(zip(names, [make(values) for make in makers], strict=True))
+
+
+def _value_maker(position: int, convert: Callable[[Any], Any]) -> Callable[[tuple[Any, ...]], Any]:
+    return lambda values: convert(values[position])
 
 
 def _converter(kind: str) -> Callable[[Any], Any]:

@@ -17,8 +17,6 @@ A probe fires with a ``KernelFiring`` as the clause's record (kind ``kprobe``): 
 from __future__ import annotations
 
 import fnmatch
-import heapq
-import itertools
 import re
 import struct
 from collections.abc import Callable, Iterable
@@ -50,6 +48,10 @@ _I32 = struct.Struct("<i").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _TWO_U32 = struct.Struct("<II").unpack_from
 _UNKNOWN = 0xFFFFFFFF
+_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK = _THREAD << 8 | _CSWITCH, _PERFINFO << 8 | _SYS_ENTER, _PERFINFO << 8 | _SYS_EXIT
+_BULK_HOOKS = (_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK)
+_EVENT_KIND = 5  # index rows of EVENT_HEADER records (their id column is not a hook)
+_BULK_DTYPE = [("filetime", "<i8"), ("value", "<u8"), ("hook", "<u2"), ("cpu", "<u4"), ("pid", "<u4")]
 REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how late a CPU's record may come behind the newest
 _UNISTD = ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h")
 _NR = re.compile(r"^#define\s+__NR_(\w+)\s+(\d+)\s*$", re.MULTILINE)
@@ -110,7 +112,8 @@ class KernelProbes:
     first context switch on their CPU)."""
 
     def __init__(self, events: list[tuple[Description, Clause]], fire: Callable[[Clause, Any, tuple[str, str, str, str]], None],
-                 *, pid_filter: int | None = None, strsize: int = 256) -> None:  # fmt: skip
+                 *, pid_filter: int | None = None, strsize: int = 256, exit_box: list[Any] | None = None) -> None:  # fmt: skip
+        self.exit_box = exit_box if exit_box is not None else [None]
         self.events = [(d, fn) for d, fn in events if d.provider in FAMILIES or _is_profile(d)]
         self.fire = fire
         self.allowed: set[int] | None = {pid_filter} if pid_filter is not None else None
@@ -122,11 +125,14 @@ class KernelProbes:
         self.names = syscall_names() if "syscall" in self.families else {}
         self.comm: dict[int, str] = {}
         self.unattributed = 0
+        self.firings = 0
         self._cache: dict[tuple[str, str, str], list[tuple[Clause, tuple[str, str, str, str]]]] = {}
         self.context: Any = None
-        self._pending: list[tuple[int, int, int, int, bytes, int]] = []
-        self._sequence = itertools.count()
+        self._pending_blocks: list[Any] = []
+        self._pending_records: list[Any] = []
         self._latest = 0
+        self.stopped_at: int | None = None  # FILETIME of exit(): nothing after it fires
+        self.decoding = _Decoding()
 
     # -- matching -------------------------------------------------------------------------------
     def matching(self, family: str, function: str, name: str) -> list[tuple[Clause, tuple[str, str, str, str]]]:
@@ -178,80 +184,217 @@ class KernelProbes:
             return
         when = record.filetime if filetime is None else filetime
         firing = KernelFiring(pid, tid, record.cpu, when, args, errno, execname if execname is not None else self.execname(pid, when))
+        self.firings += len(found)
         for fn, probe in found:
             self.fire(fn, firing, probe)
+        if self.exit_box[0] is not None and self.stopped_at is None:
+            self.stopped_at = when
 
-    # -- records --------------------------------------------------------------------------------
+    # -- batches of the kernel session ------------------------------------------------------------
+    def on_batch(self, index: Any) -> None:
+        """One batch of the kernel session's buffers (a ``BufferIndex``). System calls and context
+        switches (the bulk) are handled on columns: put in time order (held back up to
+        ``REORDER_WINDOW`` behind the newest), each system call given its CPU's running thread,
+        and only those of the traced process built into firings. Other records are built and
+        handled one by one."""
+        import numpy as np
+
+        rows = index.records
+        if not len(rows):
+            return
+        hooks = rows["hook_id"]
+        bulk = np.isin(hooks, _BULK_HOOKS) & (rows["kind"] != _EVENT_KIND)
+        others = np.flatnonzero(~bulk & (hooks != 0) & (rows["kind"] != _EVENT_KIND))
+        if len(others):
+            self._pending_records.extend(index.loader().records(others))
+        picked = np.flatnonzero(bulk)
+        if len(picked):
+            self._take_bulk(index, rows, picked)
+        self._release(self._latest - REORDER_WINDOW)
+
+    def _take_bulk(self, index: Any, rows: Any, picked: Any) -> None:
+        import numpy as np
+
+        chosen = rows[picked]
+        values = np.zeros(len(picked), dtype=np.uint64)  # SysClEnter's number, SysClExit's status, CSwitch's two tids
+        starts = chosen["offset"].astype(np.int64) + chosen["user_data_offset"]
+        buffers = chosen["buffer"]
+        for number in np.unique(buffers).tolist():
+            mine = buffers == number
+            data = np.frombuffer(index.data[number], dtype=np.uint8)
+            places = starts[mine]
+            values[mine] = data[places[:, None] + np.arange(8)].reshape(-1).view("<u8")
+        block = np.empty(len(picked), dtype=_BULK_DTYPE)
+        block["filetime"] = chosen["filetime"]
+        block["hook"] = chosen["hook_id"]
+        block["cpu"] = chosen["cpu"]
+        block["value"] = values
+        block["pid"] = chosen["pid"]
+        self._pending_blocks.append(block)
+        latest = int(block["filetime"].max())
+        if latest > self._latest:
+            self._latest = latest
+
+    def flush(self, until: int | None = None) -> None:
+        """Fire what the reordering still holds (the sessions ended), up to FILETIME ``until``."""
+        self._release(1 << 62 if until is None else until + 1)
+        self._pending_blocks = []
+        self._pending_records = []
+
+    def _release(self, before: int) -> None:
+        """Handle the held system calls and switches older than ``before``, in time order."""
+
+        if self._pending_records:
+            # Process events first: they say which processes are traced and whose threads are whose.
+            ready = sorted((r for r in self._pending_records if r.filetime < before), key=_filetime)
+            if ready:
+                self._pending_records = [r for r in self._pending_records if r.filetime >= before]
+                decoding = self.decoding
+                for record in ready:
+                    if (record.hook_id or 0) >> 8 == _PROCESS:
+                        self.on_record(record, decoding)
+                self._run_held(before)
+                for record in ready:
+                    if (record.hook_id or 0) >> 8 != _PROCESS:
+                        self.on_record(record, decoding)
+                return
+        self._run_held(before)
+
+    def _run_held(self, before: int) -> None:
+        import numpy as np
+
+        if not self._pending_blocks:
+            return
+        held = np.concatenate(self._pending_blocks) if len(self._pending_blocks) > 1 else self._pending_blocks[0]
+        held = held[np.argsort(held["filetime"], kind="stable")]
+        cut = int(np.searchsorted(held["filetime"], before, side="left"))
+        self._pending_blocks = [held[cut:]] if cut < len(held) else []
+        if cut:
+            self._run_bulk(held[:cut])
+
+    def _run_bulk(self, block: Any) -> None:
+        import numpy as np
+
+        hooks = block["hook"]
+        cpus = block["cpu"]
+        is_switch = hooks == _CSWITCH_HOOK
+        value = block["value"]
+        new_tid = (value & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        tids = np.full(len(block), -1, dtype=np.int64)
+        for cpu in np.unique(cpus).tolist():
+            mine = np.flatnonzero(cpus == cpu)
+            switches = is_switch[mine]
+            last = np.maximum.accumulate(np.where(switches, np.arange(len(mine)), -1))
+            running = self.running.get(cpu, -1)
+            tids[mine] = np.where(last >= 0, new_tid[mine][np.maximum(last, 0)], running)
+            if switches.any():
+                self.running[cpu] = int(new_tid[mine][np.flatnonzero(switches)[-1]])
+        if is_switch.any():
+            old_tid = (value[is_switch] >> np.uint64(32)).astype(np.int64)
+            header_pid = block["pid"][is_switch].astype(np.int64)
+            known = (header_pid != _UNKNOWN) & (old_tid != 0)
+            self.thread_pid.update(zip(old_tid[known].tolist(), header_pid[known].tolist(), strict=True))
+        calls = ~is_switch
+        self.unattributed += int(np.count_nonzero(calls & (tids < 0)))
+        # The process of each thread, looked up once per thread.
+        unique_tids, inverse = np.unique(tids, return_inverse=True)
+        pid_of = self.pid_of
+        known_pids = [pid_of(t) if t > 0 else (0 if t == 0 else -1) for t in unique_tids.tolist()]
+        pids = np.array(known_pids, dtype=np.int64)[inverse.reshape(-1)]
+        entries = calls & (hooks == _SYS_ENTER_HOOK)
+        # The number of the system call each thread is in: the thread's last entry before each row.
+        order = np.lexsort((np.arange(len(block)), tids))
+        sorted_tids = tids[order]
+        count = len(order)
+        positions = np.arange(count)
+        first = np.concatenate(([True], sorted_tids[1:] != sorted_tids[:-1]))
+        start_at = np.maximum.accumulate(np.where(first, positions, 0))
+        last_entry = np.maximum.accumulate(np.where(entries[order], positions, -1))
+        in_group = last_entry >= start_at
+        entered = self.entered
+        carried = np.array([entered.get(t, -1) for t in sorted_tids.tolist()], dtype=np.int64)
+        from_entry = value.astype(np.int64)[order][np.maximum(last_entry, 0)]
+        sorted_numbers = np.where(in_group, from_entry, carried)
+        numbers = np.empty(count, dtype=np.int64)
+        numbers[order] = sorted_numbers
+        last = np.flatnonzero(np.concatenate((sorted_tids[1:] != sorted_tids[:-1], [True])))
+        for tid, number in zip(sorted_tids[last].tolist(), sorted_numbers[last].tolist(), strict=True):
+            if tid >= 0 and number >= 0:
+                entered[tid] = number
+        wanted = calls & (tids >= 0)
+        if "syscall" not in self.families:
+            wanted[:] = False
+        elif self.allowed is not None:
+            wanted &= np.isin(pids, np.fromiter(self.allowed, dtype=np.int64))
+        if "sched" in self.families:
+            wanted |= is_switch
+        self._fire_bulk(block, np.flatnonzero(wanted), is_switch, tids, pids, numbers)
+
+    def _fire_bulk(self, block: Any, rows: Any, is_switch: Any, tids: Any, pids: Any, numbers: Any) -> None:
+        if not len(rows):
+            return
+        names = self.names
+        filetimes = block["filetime"][rows].tolist()
+        cpus = block["cpu"][rows].tolist()
+        values = block["value"][rows].tolist()
+        switch = is_switch[rows].tolist()
+        row_tids = tids[rows].tolist()
+        row_pids = pids[rows].tolist()
+        row_numbers = numbers[rows].tolist()
+        hooks = block["hook"][rows].tolist()
+        headers = block["pid"][rows].tolist()
+        emit = self._emit_at
+        for n in range(len(filetimes)):
+            if self.stopped_at is not None and filetimes[n] > self.stopped_at:
+                return
+            if switch[n]:
+                new, old = values[n] & 0xFFFFFFFF, values[n] >> 32
+                if old:
+                    emit("sched", "", "off-cpu", headers[n] if headers[n] != _UNKNOWN else self.pid_of(old), old, cpus[n], filetimes[n], ())
+                if new:
+                    emit("sched", "", "on-cpu", self.pid_of(new), new, cpus[n], filetimes[n], ())
+                continue
+            number = row_numbers[n]
+            name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
+            if hooks[n] == _SYS_ENTER_HOOK:
+                emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (number,))
+            else:
+                status = values[n] & 0xFFFFFFFF
+                ret = status - (1 << 32) if status >> 31 else status
+                emit("syscall", name, "return", row_pids[n], row_tids[n], cpus[n], filetimes[n], (ret, ret),
+                     -ret if -4096 < ret < 0 else 0)  # fmt: skip
+
+    def _emit_at(self, family: str, function: str, name: str, pid: int, tid: int, cpu: int, filetime: int,
+                 args: tuple[int, ...], errno: int = 0) -> None:  # fmt: skip
+        found = self.matching(family, function, name)
+        if not found or (self.allowed is not None and pid not in self.allowed):
+            return
+        firing = KernelFiring(pid, tid, cpu, filetime, args, errno, self.execname(pid, filetime))
+        self.firings += len(found)
+        for fn, probe in found:
+            self.fire(fn, firing, probe)
+        if self.exit_box[0] is not None and self.stopped_at is None:
+            self.stopped_at = filetime  # exit(): the run ends after this firing
+
+    # -- records one by one ---------------------------------------------------------------------
     def on_record(self, record: Any, context: Any) -> None:
         hook = getattr(record, "hook_id", None)
         if hook is None:
             return
         self.context = context
-        group, opcode = hook >> 8, hook & 0xFF
-        if group == _PERFINFO or (group == _THREAD and opcode == _CSWITCH):
-            # Thread-less records follow their CPU's context switches: put in time order first.
-            if opcode in (_SYS_ENTER, _SYS_EXIT, _CSWITCH) or (opcode == _SAMPLE and "profile" in self.families):
-                when = record.filetime
-                heapq.heappush(self._pending, (when, next(self._sequence), hook, record.cpu, bytes(record.user_data[:16]), record.pid))
-                if when > self._latest:
-                    self._latest = when
-                    self._release(when - REORDER_WINDOW)
+        if self.stopped_at is not None and record.filetime > self.stopped_at:
             return
-        if group == _PROCESS and opcode in (_PROCESS_START, _PROCESS_END) and ("proc" in self.families or self.allowed is not None):
+        group, opcode = hook >> 8, hook & 0xFF
+        if group in (_PROCESS, _THREAD):
+            context.decode_context.observe(record)
+        if group == _PERFINFO and opcode == _SAMPLE and "profile" in self.families:
+            self._sample(record)
+        elif group == _PROCESS and opcode in (_PROCESS_START, _PROCESS_END) and ("proc" in self.families or self.allowed is not None):
             self._process(record, context, opcode)
         elif group == _DISK and "io" in self.families and opcode in (_DISK_READ, _DISK_WRITE, _DISK_FLUSH):
             self._disk(record, context, opcode)
         elif group == _TCPIP and "tcp" in self.families and opcode in (_TCP_SEND, _TCP_RECV, _TCP_SEND + _IPV6, _TCP_RECV + _IPV6):
             self._tcp(record, context, opcode)
-
-    def _release(self, before: int) -> None:
-        pending = self._pending
-        pop = heapq.heappop
-        while pending and pending[0][0] < before:
-            when, _, hook, cpu, data, pid = pop(pending)
-            record = _Held(when, cpu, data, pid)
-            opcode = hook & 0xFF
-            if hook >> 8 == _THREAD:
-                self._switch(record)
-            elif opcode == _SAMPLE:
-                self._sample(record)
-            else:
-                self._syscall(record, opcode)
-
-    def flush(self, until: int | None = None) -> None:
-        """Fire what the reordering still holds (the sessions ended), up to FILETIME ``until``."""
-        self._release(1 << 63 if until is None else until + 1)
-        self._pending.clear()
-
-    def _switch(self, record: Any) -> None:
-        new, old = _TWO_U32(record.user_data, 0)
-        cpu = record.cpu
-        self.running[cpu] = new
-        if record.pid != _UNKNOWN and old:
-            self.thread_pid[old] = record.pid
-        if "sched" in self.families:
-            if old:
-                self._emit("sched", "", "off-cpu", self.pid_of(old), old, record, ())
-            if new:
-                self._emit("sched", "", "on-cpu", self.pid_of(new), new, record, ())
-
-    def _syscall(self, record: Any, opcode: int) -> None:
-        tid = self.running.get(record.cpu)
-        if tid is None:
-            self.unattributed += 1
-            return
-        data = record.user_data
-        if opcode == _SYS_ENTER:
-            number = _U64(data, 0)[0]
-            self.entered[tid] = number
-            if "syscall" in self.families:
-                name = self.names.get(number) or f"sys_{number}"
-                self._emit("syscall", name, "entry", self.pid_of(tid), tid, record, (number,))
-            return
-        number = self.entered.get(tid, -1)
-        name = self.names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
-        value = _I32(data, 0)[0]
-        self._emit("syscall", name, "return", self.pid_of(tid), tid, record, (value, value), errno=-value if -4096 < value < 0 else 0)
 
     def _process(self, record: Any, context: Any, opcode: int) -> None:
         parser = context.parser_for(record)
@@ -305,15 +448,38 @@ class KernelProbes:
                 continue
             firing = KernelFiring(pid, tid, record.cpu, record.filetime, (kernel, address if not kernel else 0), 0, self.execname(pid, record.filetime))
             self.fire(fn, firing, probe)
+            if self.exit_box[0] is not None and self.stopped_at is None:
+                self.stopped_at = record.filetime
 
 
-class _Held:
-    """A thread-less record kept for reordering: what firing it needs."""
+def _filetime(record: Any) -> int:
+    return int(record.filetime)
 
-    __slots__ = ("filetime", "cpu", "user_data", "pid", "tid")
 
-    def __init__(self, filetime: int, cpu: int, user_data: bytes, pid: int) -> None:
-        self.filetime, self.cpu, self.user_data, self.pid, self.tid = filetime, cpu, user_data, pid, _UNKNOWN
+class _Decoding:
+    """What the kernel handlers decode records with: the kernel's MOF schemas, and the processes
+    and threads the session's process events teach (``DecodeContext``)."""
+
+    def __init__(self) -> None:
+        from openetw.tdh.context import DecodeContext
+
+        self.decode_context = DecodeContext()
+
+    def parser_for(self, record: Any) -> Any:
+        return _Fields(self.decode_context, record)
+
+
+class _Fields:
+    def __init__(self, context: Any, record: Any) -> None:
+        from openetw.tdh import decode_all
+
+        schema = context.schema_for(record)
+        if schema is None:
+            raise InvalidArgument(f"no schema for kernel record {record.hook_id:#x}")
+        self.values = decode_all(schema, record.user_data, record.pointer_size)
+
+    def parse(self, name: str) -> Any:
+        return self.values[name]
 
 
 def _is_profile(desc: Description) -> bool:

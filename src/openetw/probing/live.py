@@ -221,10 +221,12 @@ class LiveSessions:
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
             ))  # fmt: skip
 
-    def run(self, callback: Callable[[Any, Any], None]) -> dict[str, Any]:
-        """Start the sessions, let the target go, deliver every record until the run ends."""
+    def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None) -> dict[str, Any]:
+        """Start the sessions, let the target go, deliver every record until the run ends: etw
+        records to ``callback(record, context)``, the kernel session's batches of buffers (each a
+        ``BufferIndex``) to ``kernel_batch``."""
         from openetw.consumer import UserTrace
-        from openetw.consumer.kernel_trace import KernelTrace
+        from openetw.consumer.live import LiveSessionSource
 
         if not self.enables and not self.kernel_flags:
             raise InvalidArgument("a live run needs an etw or kernel probe")
@@ -238,14 +240,21 @@ class LiveSessions:
             self._start_sessions()
             threads = []
             for session in self.sessions:
-                kernel = "kernel" in session.name
-                trace = KernelTrace(sessions=[session.name]) if kernel else UserTrace(sessions=[session.name])
+                if "kernel" in session.name:
+                    if kernel_batch is None:
+                        raise InvalidArgument("kernel probes need a runner that takes kernel batches")
+                    source = LiveSessionSource(session.name)
+                    source.open()
+                    self.traces.append(source)
+                    threads.append(threading.Thread(target=self._consume_kernel, args=(source, kernel_batch), daemon=True))
+                    continue
+                trace = UserTrace(sessions=[session.name])
                 trace.set_default_event_callback(deliver)
                 trace.on_error(lambda error, record: self.errors.append(error))
                 trace.open()
                 self.traces.append(trace)
+                self.trace = trace
                 threads.append(threading.Thread(target=self._consume, args=(trace,), daemon=True))
-            self.trace = self.traces[0]
             for thread in threads:
                 thread.start()
             if self.target is not None:
@@ -269,6 +278,16 @@ class LiveSessions:
     def _consume(self, trace: Any) -> None:
         try:
             trace.process()
+        except OpenEtwError as error:
+            self.errors.append(error)
+        finally:
+            self._done.set()
+
+    def _consume_kernel(self, source: Any, kernel_batch: Callable[[Any], None]) -> None:
+        try:
+            for index in source.buffer_indexes():
+                with self._lock:
+                    kernel_batch(index)
         except OpenEtwError as error:
             self.errors.append(error)
         finally:

@@ -191,7 +191,7 @@ class ProbeRun:
         kernel = [(d, fn) for d, fn in events if d.provider in FAMILIES or d.special == "timer"]
         events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
         if kernel:
-            self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize)
+            self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
         none = _NoRecord()
         for fn, probe in begin:
             self._fire(fn, none, probe)
@@ -250,8 +250,6 @@ class ProbeRun:
                 timer[3] = due
             next_due[0] = min(t[3] for t in timers)
 
-        kernel = self.kernel_probes.on_record if self.kernel_probes is not None else None
-
         def on_record(record: Any, context: Any) -> None:
             raw = record.provider_guid_bytes
             if exit_box[0] is not None:
@@ -267,11 +265,6 @@ class ProbeRun:
                 if next_due[0] is None or now >= next_due[0]:
                     tick(now)
             if raw is None:
-                if kernel is not None:
-                    kernel(record, context)
-                    if exit_box[0] is not None and self.exit_horizon is None:
-                        self.exit_horizon = record.filetime
-                        files.stop()
                 return
             key: tuple[Any, ...]
             if by_name:
@@ -294,14 +287,20 @@ class ProbeRun:
                     self._runtime_error(error, record, probe)
             if exit_box[0] is not None and self.exit_horizon is None:
                 self.exit_horizon = record.filetime
+                if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
+                    self.kernel_probes.stopped_at = record.filetime
                 files.stop()
 
         fired = [0]
         broken: list[BrokenPipeError] = []
         try:
-            stats = files.run(on_record)
             if self.kernel_probes is not None:
-                self.kernel_probes.flush(self.exit_horizon)
+                assert isinstance(files, LiveSessions)
+                stats = files.run(on_record, self._kernel_batch)
+                self.kernel_probes.flush(self.kernel_probes.stopped_at)
+                self.firings += self.kernel_probes.firings
+            else:
+                stats = files.run(on_record)
         finally:
             self.firings += fired[0]
         if broken:
@@ -309,6 +308,13 @@ class ProbeRun:
         if self.first_time is not None:
             self._last_ns = max(self._last_ns, 0)
         return stats
+
+    def _kernel_batch(self, index: Any) -> None:
+        kernel = self.kernel_probes
+        assert kernel is not None
+        kernel.on_batch(index)
+        if kernel.stopped_at is not None:
+            self.files.stop()
 
     def _run_live(self, events: list[tuple[Description, Any]], timers: list[list[Any]], exit_box: list[Any]) -> dict[str, Any]:
         """A live run: records as the sessions deliver them; ``tick-N`` and ``interval`` timers on
@@ -336,6 +342,8 @@ class ProbeRun:
                             due[number] += timer[0] * max(1, (now - due[number]) // timer[0] + 1)
                     if exit_box[0] is not None:
                         self.exit_horizon = _EPOCH_FILETIME + time.time_ns() // 100
+                        if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
+                            self.kernel_probes.stopped_at = self.exit_horizon
                         files.stop()
                         return
 
