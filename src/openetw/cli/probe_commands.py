@@ -163,7 +163,9 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
         if not etw and not families:
             raise InvalidArgument("a live program needs an etw probe or a kernel probe (syscall, proc, sched, io, tcp, profile-N); "
                                   "to read trace files give --file")  # fmt: skip
-        sessions = LiveSessions(etw, kernel_flags=kernel_flags_for(families), profile_rate=profile_rate(sampling), target=target)
+        sessions = LiveSessions(etw, kernel_flags=kernel_flags_for(families), profile_rate=profile_rate(sampling), target=target,
+                                kernel_buffer_kb=max(1024, program.options["bufsize"] // 1024),
+                                ready=lambda text: click.echo(f"openetw probe: {text}; Ctrl-C ends the run", err=True))  # fmt: skip
     except BaseException:
         if target is not None and target.process is not None:
             target.process.kill()

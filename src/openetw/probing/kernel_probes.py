@@ -126,6 +126,7 @@ class KernelProbes:
         self.comm: dict[int, str] = {}
         self.unattributed = 0
         self.firings = 0
+        self.counting: tuple[dict[str, list[tuple[str, tuple[str, ...]]]], dict[str, Any], list[int], int] | None = None
         self._cache: dict[tuple[str, str, str], list[tuple[Clause, tuple[str, str, str, str]]]] = {}
         self.context: Any = None
         self._pending_blocks: list[Any] = []
@@ -328,7 +329,53 @@ class KernelProbes:
             wanted &= np.isin(pids, np.fromiter(self.allowed, dtype=np.int64))
         if "sched" in self.families:
             wanted |= is_switch
+        if self.counting is not None:
+            self._count_bulk(block, np.flatnonzero(wanted), tids, pids, numbers)
+            return
         self._fire_bulk(block, np.flatnonzero(wanted), is_switch, tids, pids, numbers)
+
+    def count_with(self, plan: dict[str, list[tuple[str, tuple[str, ...]]]], aggregations: dict[str, Any],
+                   drops: list[int], aggsize: int) -> None:  # fmt: skip
+        """Count system calls on columns into ``aggregations`` (``count_plan``'s plan)."""
+        self.counting = (plan, aggregations, drops, aggsize)
+
+    def _count_bulk(self, block: Any, rows: Any, tids: Any, pids: Any, numbers: Any) -> None:
+        """What the counting clauses would do for each of ``rows``, a group of rows at a time."""
+        import numpy as np
+
+        assert self.counting is not None
+        plan, aggregations, drops, aggsize = self.counting
+        if not len(rows):
+            return
+        if self.stopped_at is not None:
+            rows = rows[block["filetime"][rows] <= self.stopped_at]
+        entry = (block["hook"][rows] == _SYS_ENTER_HOOK).astype(np.int64)
+        columns = np.stack([pids[rows], tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry], axis=1)
+        groups, counts = np.unique(columns, axis=0, return_counts=True)
+        last_time = int(block["filetime"][rows].max())
+        names = self.names
+        for (pid, tid, cpu, number, is_entry), count in zip(groups.tolist(), counts.tolist(), strict=True):
+            name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
+            probe_name = "entry" if is_entry else "return"
+            found = self.matching("syscall", name, probe_name)
+            if not found:
+                continue
+            values = {"pid": pid, "tid": tid, "cpu": cpu, "probeprov": "syscall", "probemod": "", "probefunc": name, "probename": probe_name}
+            self.firings += count * len(found)
+            for fn, _probe in found:
+                for agg, keys in plan[fn.__name__]:
+                    if "execname" in keys and "execname" not in values:
+                        values["execname"] = self.execname(pid, last_time)
+                    parts = [values[k] for k in keys]
+                    key: Any = parts[0] if len(parts) == 1 else tuple(parts)
+                    data = aggregations[agg][1]
+                    old = data.get(key)
+                    if old is not None:
+                        data[key] = old + count
+                    elif len(data) < aggsize:
+                        data[key] = count
+                    else:
+                        drops[0] += count
 
     def _fire_bulk(self, block: Any, rows: Any, is_switch: Any, tids: Any, pids: Any, numbers: Any) -> None:
         if not len(rows):
@@ -515,3 +562,34 @@ def _comm_from_proc(pid: int) -> str:
     except OSError:
         return ""
 
+
+
+_COUNT_KEYS = frozenset({"execname", "pid", "tid", "cpu", "probeprov", "probemod", "probefunc", "probename"})
+
+
+def count_plan(tree: Any, clauses: list[Any], declared: set[str]) -> dict[str, list[tuple[str, tuple[str, ...]]]] | None:
+    """When every ``syscall`` clause has no predicate and only counts (``@name[keys] = count()``
+    keyed by execname, pid, tid, cpu and the probe names) and no clause is a ``sched`` one, the
+    aggregations of each of them by clause function: the system calls are then counted on
+    columns (other kernel clauses fire record by record)."""
+    from openetw.probe import ast as A
+
+    plan: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for clause, info in zip(tree.clauses, clauses, strict=True):
+        kernel = [d for d in info.descriptions if d.provider in FAMILIES or _is_profile(d)]
+        if not any(d.provider in ("syscall", "sched") for d in kernel):
+            continue  # fired record by record
+        if len(kernel) != len(info.descriptions) or any(d.provider != "syscall" for d in kernel) or clause.predicate is not None:
+            return None
+        aggs = []
+        for stmt in clause.body:
+            if not (isinstance(stmt, A.ExprStmt) and isinstance(stmt.expr, A.AggCall) and stmt.expr.func == "count"):
+                return None
+            keys = []
+            for key in stmt.expr.keys:
+                if not isinstance(key, A.Ident) or key.scope or key.name not in _COUNT_KEYS or key.name in declared:
+                    return None
+                keys.append(key.name)
+            aggs.append((stmt.expr.name, tuple(keys)))
+        plan[info.function] = aggs
+    return plan or None

@@ -178,7 +178,8 @@ class LiveSessions:
 
     def __init__(self, etw: Sequence[Description], *, kernel_flags: Sequence[str] = (), profile_rate: int | None = None,
                  target: LiveTarget | None = None, resolve: Callable[[str], uuid.UUID] | None = None,
-                 buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096) -> None:  # fmt: skip
+                 buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096, ready: Callable[[str], Any] | None = None) -> None:  # fmt: skip
+        self.ready = ready
         self.paths: list[str] = []
         self.evtx: list[str] = []
         self.manifests = None
@@ -218,6 +219,7 @@ class LiveSessions:
         if self.kernel_flags:
             self.sessions.append(Session.start(
                 f"openetw-probe-kernel-{stamp}", mode="realtime", flush_timer=1, buffer_size=max(256, self.buffer_size_kb),
+                max_buffers=max(64, self.kernel_buffer_kb // 256),
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
             ))  # fmt: skip
 
@@ -257,6 +259,8 @@ class LiveSessions:
                 threads.append(threading.Thread(target=self._consume, args=(trace,), daemon=True))
             for thread in threads:
                 thread.start()
+            if self.ready is not None:
+                self.ready(self.describe())
             if self.target is not None:
                 self.target.release()
             while not self._done.wait(0.05):
@@ -274,6 +278,15 @@ class LiveSessions:
             if self.target is not None:
                 self.target.close()
         return self.stats
+
+    def describe(self) -> str:
+        """What the run traces, for the line a live run prints when it starts."""
+        parts = [f"{len(self.enables)} provider(s)"] if self.enables else []
+        if self.kernel_flags:
+            parts.append(f"kernel flags {','.join(self.kernel_flags)}")
+        if self.target is not None:
+            parts.append(f"process {self.target.pid}")
+        return "tracing " + "; ".join(parts)
 
     def _consume(self, trace: Any) -> None:
         try:

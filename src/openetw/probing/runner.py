@@ -20,7 +20,7 @@ from openetw.probe.output import Output
 from openetw.probe.program import ProbeProgram
 from openetw.probing.adapter import TraceFiles, header_batches, identity_of
 from openetw.probing.etw_writer import EtwTraceWriter
-from openetw.probing.kernel_probes import FAMILIES, KernelProbes
+from openetw.probing.kernel_probes import FAMILIES, KernelProbes, count_plan
 from openetw.probing.live import LiveSessions
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
@@ -192,6 +192,9 @@ class ProbeRun:
         events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
         if kernel:
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
+            counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
+            if counting is not None:
+                self.kernel_probes.count_with(counting, self.output.aggregations, namespace["_DROPS"], namespace["_AGGSIZE"])
         none = _NoRecord()
         for fn, probe in begin:
             self._fire(fn, none, probe)
