@@ -159,7 +159,7 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
         descriptions = [d for clause in program.clauses for d in clause.descriptions]
         etw = [d for d in descriptions if d.special is None and d.provider not in FAMILIES]
         sampling = [d for d in descriptions if d.special == "timer" and d.name.startswith("profile-")]
-        families = [f for f in FAMILIES if any(d.provider == f for d in descriptions)] + (["profile"] if sampling else [])
+        families = [f for f in FAMILIES if f != "profile" and any(d.provider == f for d in descriptions)] + (["profile"] if sampling else [])
         if not etw and not families:
             raise InvalidArgument("a live program needs an etw probe or a kernel probe (syscall, proc, sched, io, tcp, profile-N); "
                                   "to read trace files give --file")  # fmt: skip

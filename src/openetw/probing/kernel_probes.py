@@ -6,7 +6,8 @@ CSwitch, DiskIo, TcpIp, SampledProfile). System call and sample records carry no
 Windows: each CPU's running thread is known from its context switches (the ``cswitch`` flag is
 always on for ``syscall`` probes), and a thread's process from the switches, the process
 events, or ``/proc``. The kernel trace hands a CPU's records over in batches not quite in
-time order, so those records are held up to ``REORDER_WINDOW`` and replayed in time order. A system call's name is its number looked up in the kernel headers
+time order (each CPU's ring is read on its own), so records are held until every CPU's have come
+past them, and replayed in time order. A system call's name is its number looked up in the kernel headers
 (``asm/unistd_64.h``; ``sys_<n>`` when they are missing); its return value is the low 32 bits the
 kernel record keeps, sign-extended (``arg0``), and ``errno`` is set when that is ``-1..-4095``.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import struct
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -52,7 +54,10 @@ _CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK = _THREAD << 8 | _CSWITCH, _PERFI
 _BULK_HOOKS = (_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK)
 _EVENT_KIND = 5  # index rows of EVENT_HEADER records (their id column is not a hook)
 _BULK_DTYPE = [("filetime", "<i8"), ("value", "<u8"), ("hook", "<u2"), ("cpu", "<u4"), ("pid", "<u4")]
-REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how late a CPU's record may come behind the newest
+REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may be out of order
+CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
+HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
+IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
 _UNISTD = ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h")
 _NR = re.compile(r"^#define\s+__NR_(\w+)\s+(\d+)\s*$", re.MULTILINE)
 
@@ -132,6 +137,8 @@ class KernelProbes:
         self._pending_blocks: list[Any] = []
         self._pending_records: list[Any] = []
         self._latest = 0
+        self._cpu_latest: dict[int, int] = {}
+        self._cpu_heard: dict[int, float] = {}
         self.stopped_at: int | None = None  # FILETIME of exit(): nothing after it fires
         self.decoding = _Decoding()
 
@@ -194,8 +201,8 @@ class KernelProbes:
     # -- batches of the kernel session ------------------------------------------------------------
     def on_batch(self, index: Any) -> None:
         """One batch of the kernel session's buffers (a ``BufferIndex``). System calls and context
-        switches (the bulk) are handled on columns: put in time order (held back up to
-        ``REORDER_WINDOW`` behind the newest), each system call given its CPU's running thread,
+        switches (the bulk) are handled on columns: put in time order (held back until every CPU's
+        records came past them), each system call given its CPU's running thread,
         and only those of the traced process built into firings. Other records are built and
         handled one by one."""
         import numpy as np
@@ -211,7 +218,43 @@ class KernelProbes:
         picked = np.flatnonzero(bulk)
         if len(picked):
             self._take_bulk(index, rows, picked)
-        self._release(self._latest - REORDER_WINDOW)
+        self._release(self._watermark(rows))
+
+    def seen_through(self) -> int:
+        """The time (FILETIME) every CPU's records have reached (0 before any came)."""
+        now = time.monotonic()
+        active = [latest for cpu, latest in list(self._cpu_latest.items()) if now - self._cpu_heard.get(cpu, 0.0) < IDLE_SECONDS]
+        return min(active) if active else self._latest
+
+    def caught_up(self, when: int) -> bool:
+        """Whether the kernel trace delivered everything up to FILETIME ``when`` (or to exit()'s):
+        every CPU's records came ``CATCH_UP_SLACK`` past it."""
+        stopped = self.stopped_at
+        return self.seen_through() >= (when if stopped is None else min(when, stopped)) + CATCH_UP_SLACK
+
+    def _watermark(self, rows: Any) -> int:
+        """How far every CPU's records have come: the records before it are all here. The kernel
+        trace reads each CPU's ring on its own, so one CPU may be seconds behind another; a CPU
+        that sent nothing for ``IDLE_SECONDS`` does not hold the others back, and no more than
+        ``HELD_LIMIT`` records wait (past it the oldest go, however late a CPU is)."""
+        import numpy as np
+
+        now = time.monotonic()
+        cpus = rows["cpu"]
+        times = rows["filetime"]
+        for cpu in np.unique(cpus).tolist():
+            latest = int(times[cpus == cpu].max())
+            if latest > self._cpu_latest.get(cpu, 0):
+                self._cpu_latest[cpu] = latest
+            self._cpu_heard[cpu] = now
+        active = [latest for cpu, latest in self._cpu_latest.items() if now - self._cpu_heard[cpu] < IDLE_SECONDS]
+        # A CPU's own records are not quite in order either (a block of system calls follows the
+        # other events the recorder read with them): keep REORDER_WINDOW behind the slowest CPU.
+        mark = (min(active) if active else self._latest) - REORDER_WINDOW
+        held = sum(len(block) for block in self._pending_blocks)
+        if held > HELD_LIMIT:
+            mark = max(mark, self._latest - REORDER_WINDOW)
+        return mark
 
     def _take_bulk(self, index: Any, rows: Any, picked: Any) -> None:
         import numpy as np
@@ -248,6 +291,7 @@ class KernelProbes:
         if self._pending_records:
             # Process events first: they say which processes are traced and whose threads are whose.
             ready = sorted((r for r in self._pending_records if r.filetime < before), key=_filetime)
+
             if ready:
                 self._pending_records = [r for r in self._pending_records if r.filetime >= before]
                 decoding = self.decoding
@@ -351,10 +395,11 @@ class KernelProbes:
             rows = rows[block["filetime"][rows] <= self.stopped_at]
         entry = (block["hook"][rows] == _SYS_ENTER_HOOK).astype(np.int64)
         columns = np.stack([pids[rows], tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry], axis=1)
-        groups, counts = np.unique(columns, axis=0, return_counts=True)
-        last_time = int(block["filetime"][rows].max())
+        groups, inverse, counts = np.unique(columns, axis=0, return_inverse=True, return_counts=True)
+        last_times = np.zeros(len(groups), dtype=np.int64)
+        np.maximum.at(last_times, inverse.reshape(-1), block["filetime"][rows])  # the process ran then: its name
         names = self.names
-        for (pid, tid, cpu, number, is_entry), count in zip(groups.tolist(), counts.tolist(), strict=True):
+        for (pid, tid, cpu, number, is_entry), count, when in zip(groups.tolist(), counts.tolist(), last_times.tolist(), strict=True):
             name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
             probe_name = "entry" if is_entry else "return"
             found = self.matching("syscall", name, probe_name)
@@ -365,7 +410,7 @@ class KernelProbes:
             for fn, _probe in found:
                 for agg, keys in plan[fn.__name__]:
                     if "execname" in keys and "execname" not in values:
-                        values["execname"] = self.execname(pid, last_time)
+                        values["execname"] = self.execname(pid, when)
                     parts = [values[k] for k in keys]
                     key: Any = parts[0] if len(parts) == 1 else tuple(parts)
                     data = aggregations[agg][1]
@@ -452,6 +497,7 @@ class KernelProbes:
             self.comm.pop(pid, None)
             return
         image = str(parser.parse("ImageFileName") or "")
+
         name = image.replace("\\", "/").rsplit("/", 1)[-1]
         if record.tid == pid:  # the kernel trace announces an exec by the process itself
             self.comm[pid] = name

@@ -35,6 +35,12 @@ from openetw.probe.descriptions import Description
 __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
 
 _LEVEL_KEYWORD_ALL = (0xFF, 0xFFFFFFFFFFFFFFFF)
+DRAIN_SECONDS = 60.0  # longest wait, at the end, for the kernel trace to deliver what it holds
+_EPOCH_FILETIME = 116444736000000000
+
+
+def _now_filetime() -> int:
+    return _EPOCH_FILETIME + time.time_ns() // 100
 
 
 @dataclass
@@ -223,10 +229,13 @@ class LiveSessions:
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
             ))  # fmt: skip
 
-    def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None,
+            caught_up: Callable[[int], bool] | None = None) -> dict[str, Any]:  # fmt: skip
         """Start the sessions, let the target go, deliver every record until the run ends: etw
         records to ``callback(record, context)``, the kernel session's batches of buffers (each a
-        ``BufferIndex``) to ``kernel_batch``."""
+        ``BufferIndex``) to ``kernel_batch``; ``caught_up(filetime)`` says whether the kernel
+        batches reached that time (the run waits for it, at most ``DRAIN_SECONDS``, before it
+        stops the kernel session)."""
         from openetw.consumer import UserTrace
         from openetw.consumer.live import LiveSessionSource
 
@@ -268,6 +277,13 @@ class LiveSessions:
                     break
                 if not any(thread.is_alive() for thread in threads):
                     break
+            if caught_up is not None:
+                # The kernel trace reads each CPU's ring on its own and stopping it drops what it
+                # has not read: first let it come up to now (or to exit()'s moment).
+                end = _now_filetime()
+                deadline = time.monotonic() + DRAIN_SECONDS
+                while not caught_up(end) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
+                    time.sleep(0.05)
             self._stop_sessions()
             for thread in threads:
                 thread.join()

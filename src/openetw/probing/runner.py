@@ -299,7 +299,7 @@ class ProbeRun:
         try:
             if self.kernel_probes is not None:
                 assert isinstance(files, LiveSessions)
-                stats = files.run(on_record, self._kernel_batch)
+                stats = files.run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
                 self.kernel_probes.flush(self.kernel_probes.stopped_at)
                 self.firings += self.kernel_probes.firings
             else:
