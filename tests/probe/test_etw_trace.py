@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,10 @@ def test_nothing_is_written_without_a_listener(service: ServiceProcess, tmp_path
         trace = tmp_path / "late.etl"
         session = Session.start("probe-listener", trace, providers=[(GUID, {"level": 5, "any": 0x10})])
         try:
-            writer.providers[(NAME, GUID)].register()
+            provider = writer.providers[(NAME, GUID)]
+            deadline = time.monotonic() + 20
+            while not provider.is_enabled(4, 0x10) and time.monotonic() < deadline:
+                time.sleep(0.01)  # the service tells the provider it is enabled
             writer.write(NAME, GUID, "Heard", 4, 0x10, spec, (2,))
             writer.write(NAME, GUID, "OtherKeyword", 4, 0x20, spec, (3,))
         finally:

@@ -1,5 +1,6 @@
-"""Kernel probes over the kernel trace (root), one test per family against a known workload,
-and seed 002's ``syscall:::return`` script emitting ``etw_trace`` events."""
+"""Kernel probes over the kernel trace (root): one run of a known workload under a program with a
+clause per probe family, one test per family reading its part; and seed 002's ``syscall:::return``
+script emitting ``etw_trace`` events."""
 
 from __future__ import annotations
 
@@ -7,11 +8,22 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openetw.controller import Session
-from tests.service.harness import ServiceProcess, as_other_user, decoded, read_events
+from tests.service.harness import (
+    ServiceProcess,
+    as_other_user,
+    decoded,
+    kill_recorders,
+    need_tracefs,
+    read_events,
+    start_service,
+)
 
 WORKLOAD = Path(__file__).with_name("kernel_workload.py")
 
@@ -46,67 +58,54 @@ syscall:::return
 syscall:::return /(int32_t) arg0 == -2/ { printf("%d %s %s\\n", pid, execname, probefunc); }
 """
 
+FAMILIES = """
+syscall::openat:entry { @entry[probefunc] = count(); }
+syscall::openat:return /errno == 2/ { @enoent[probefunc, arg0, errno] = count(); }
+syscall::write:return { @written = sum(arg0 > 0 ? arg0 : 0); }
+proc:::create, proc:::exec-success, proc:::exit { printf("%s %s %d %d", probename, execname, pid, arg0); }
+sched:::on-cpu, sched:::off-cpu /pid == $target/ { @sched[probename] = count(); }
+io:::start, io:::done /arg0 == 65536/ { @io[probefunc, probename] = count(); }
+tcp:::send, tcp:::receive { @tcp[probename] = sum(arg0); }
+profile-997 /pid == $target/ { @samples = count(); @user[arg1 != 0] = count(); }
+"""
 
-def probe_workload(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = f"{sys.executable} {WORKLOAD} {tmp_path}"
-    return subprocess.run([sys.executable, "-m", "openetw", "probe", "-c", command, *args],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+def probe_workload(directory: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = f"{sys.executable} {WORKLOAD} {directory}"
+    return subprocess.run([sys.executable, "-m", "openetw", "probe", "-c", command, *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
 
 
-def json_data(text: str, kind: str) -> list[Any]:
-    return [record["data"] for record in map(json.loads, text.splitlines()) if record["type"] == kind]
-
-
-def test_seed_syscall_script_emits_exactly_the_events_a_listener_records(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    script = tmp_path / "addnewetwevent.d"
-    script.write_text(SEED_SCRIPT)
-    trace = tmp_path / "listener.etl"
-    listener = Session.start("dtrace-listener", trace, providers=[("Tools.DTrace.Platform", {"level": 5, "any": 0x20})])
+@pytest.fixture(scope="module")
+def families(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The workload run once under a clause per family: the maps and the printf lines."""
+    need_tracefs()
+    directory = tmp_path_factory.mktemp("kernel-probes")
+    socket_path = directory / "control.sock"
+    running = start_service(socket_path)
+    env = {**os.environ, "OPENETW_SOCKET": str(socket_path), "OPENETW_NO_AUTOSTART": "1"}
     try:
-        result = probe_workload(tmp_path, "-q", "-s", str(script))
+        result = probe_workload(directory, env, "-q", "-f", "json", "-n", FAMILIES)
     finally:
-        listener.stop()
+        running.kill()
+        kill_recorders(running.pid)
     assert result.returncode == 0, result.stderr
-    emitted = [line.split() for line in result.stdout.splitlines() if line.strip()]
-    # The workload's three opens of a missing file are among them (and the interpreter's own lookups).
-    assert sum(1 for _pid, name, call in emitted if call == "openat" and name.startswith("python")) >= 3
-    records = decoded(read_events(trace))
-    assert {(provider, event) for provider, event, _ in records} == {("Tools.DTrace.Platform", "My custom event from DTrace")}
-    assert [[str(v["PID"]), v["Execname"], v["Probefunc"]] for _, _, v in records] == emitted
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    maps = {name: value for r in records if r["type"] == "map" for name, value in r["data"].items()}
+    lines = [r["data"].split() for r in records if r["type"] == "printf"]
+    yield {"maps": maps, "lines": lines}
 
 
-def test_seed_syscall_script_writes_nothing_without_a_listener(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    script = tmp_path / "addnewetwevent.d"
-    script.write_text(SEED_SCRIPT + 'END { printf("written %d\\n", 0); }')
-    trace = tmp_path / "other.etl"
-    other = Session.start("not-listening", trace, providers=[("Tools.DTrace.Platform", {"level": 5, "any": 0x40})])
-    try:
-        result = probe_workload(tmp_path, "-q", "-s", str(script))
-    finally:
-        other.stop()
-    assert result.returncode == 0, result.stderr
-    assert len(result.stdout.splitlines()) > 3  # the script did call etw_trace
-    assert read_events(trace) == []  # a session asking another keyword got none of them
-
-
-def test_syscall_entry_and_return(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    program = ('syscall::openat:entry { @entry[probefunc] = count(); } '
-               'syscall::openat:return /errno == 2/ { @enoent[probefunc, arg0, errno] = count(); } '
-               'syscall::write:return { @written = sum(arg0 > 0 ? arg0 : 0); }')  # fmt: skip
-    result = probe_workload(tmp_path, "-q", "-f", "json", "-n", program)
-    assert result.returncode == 0, result.stderr
-    maps = {name: value for data in json_data(result.stdout, "map") for name, value in data.items()}
-    assert maps["@entry"]["openat"] >= maps["@enoent"]["openat,-2,2"] >= 3
+def test_syscall_entry_and_return(families: dict[str, Any]) -> None:
+    maps = families["maps"]
+    assert maps["@entry"]["openat"] >= maps["@enoent"]["openat,-2,2"] >= 3  # the workload's three misses
     assert maps["@written"] >= 65536  # the workload's O_DIRECT write among them
 
 
-def test_proc_create_exec_exit(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    program = 'proc:::create, proc:::exec-success, proc:::exit { printf("%s %s %d %d", probename, execname, pid, arg0); }'
-    result = probe_workload(tmp_path, "-q", "-f", "json", "-n", program)
-    assert result.returncode == 0, result.stderr
-    lines = [text.split() for text in json_data(result.stdout, "printf")]
+def test_proc_create_exec_exit(families: dict[str, Any]) -> None:
+    lines = families["lines"]
+    assert lines[0][0] == "exec-success"  # the command itself
     target = int(lines[0][2])
-    assert lines[0][:2] == ["exec-success", "python3"] or lines[0][0] == "exec-success"
     (create,) = [line for line in lines if line[0] == "create"]
     child = int(create[3])
     assert int(create[2]) == target
@@ -115,38 +114,46 @@ def test_proc_create_exec_exit(kernel_service: ServiceProcess, tmp_path: Path) -
     assert lines[-1][0] == "exit" and int(lines[-1][2]) == target and lines[-1][3] == "0"
 
 
-def test_sched_on_and_off_cpu(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    program = "sched:::on-cpu, sched:::off-cpu /pid == $target/ { @[probename] = count(); }"
-    result = probe_workload(tmp_path, "-q", "-f", "json", "-n", program)
-    assert result.returncode == 0, result.stderr
-    (counts,) = [data["@"] for data in json_data(result.stdout, "map")]
+def test_sched_on_and_off_cpu(families: dict[str, Any]) -> None:
+    counts = families["maps"]["@sched"]
     assert counts["off-cpu"] >= 20 and counts["on-cpu"] >= 20  # 20 sleeps at least
     assert abs(counts["off-cpu"] - counts["on-cpu"]) <= 2
 
 
-def test_io_start_and_done(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    program = "io:::start, io:::done /arg0 == 65536/ { @[probefunc, probename] = count(); }"
-    result = probe_workload(tmp_path, "-q", "-f", "json", "-n", program)
-    assert result.returncode == 0, result.stderr
-    (counts,) = [data["@"] for data in json_data(result.stdout, "map")]
-    assert counts == {"read,start": 1, "read,done": 1, "write,start": 1, "write,done": 1}
+def test_io_start_and_done(families: dict[str, Any]) -> None:
+    assert families["maps"]["@io"] == {"read,start": 1, "read,done": 1, "write,start": 1, "write,done": 1}
 
 
-def test_tcp_send_and_receive(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    program = "tcp:::send, tcp:::receive { @[probename] = sum(arg0); }"
-    result = probe_workload(tmp_path, "-q", "-f", "json", "-n", program)
-    assert result.returncode == 0, result.stderr
-    (sums,) = [data["@"] for data in json_data(result.stdout, "map")]
-    assert sums == {"send": 3000, "receive": 3000}
+def test_tcp_send_and_receive(families: dict[str, Any]) -> None:
+    assert families["maps"]["@tcp"] == {"send": 3000, "receive": 3000}
 
 
-def test_profile_samples(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    program = "profile-997 /pid == $target/ { @samples = count(); @user[arg1 != 0] = count(); }"
-    result = probe_workload(tmp_path, "-q", "-f", "json", "-n", program)
-    assert result.returncode == 0, result.stderr
-    maps = {name: value for data in json_data(result.stdout, "map") for name, value in data.items()}
+def test_profile_samples(families: dict[str, Any]) -> None:
+    maps = families["maps"]
     assert maps["@samples"] >= 100  # 0.4 s of CPU at 997 Hz, give or take
     assert maps["@user"]["1"] >= 50  # most land in user code
+
+
+def test_seed_syscall_script_emits_exactly_the_events_a_listener_records(kernel_service: ServiceProcess, tmp_path: Path) -> None:
+    script = tmp_path / "addnewetwevent.d"
+    script.write_text(SEED_SCRIPT)
+    trace, other = tmp_path / "listener.etl", tmp_path / "other.etl"
+    listener = Session.start("dtrace-listener", trace, providers=[("*Tools.DTrace.Platform", {"level": 5, "any": 0x20})])
+    # A session asking the provider for another keyword: none of these events is written to it.
+    elsewhere = Session.start("not-listening", other, providers=[("*Tools.DTrace.Platform", {"level": 5, "any": 0x40})])
+    try:
+        result = probe_workload(tmp_path, dict(os.environ), "-q", "-s", str(script))
+    finally:
+        listener.stop()
+        elsewhere.stop()
+    assert result.returncode == 0, result.stderr
+    emitted = [line.split() for line in result.stdout.splitlines() if line.strip()]
+    # The workload's three opens of a missing file are among them (and the interpreter's own lookups).
+    assert sum(1 for _pid, name, call in emitted if call == "openat" and name.startswith("python")) >= 3
+    records = decoded(read_events(trace))
+    assert {(provider, event) for provider, event, _ in records} == {("Tools.DTrace.Platform", "My custom event from DTrace")}
+    assert [[str(v["PID"]), v["Execname"], v["Probefunc"]] for _, _, v in records] == emitted
+    assert read_events(other) == []
 
 
 def test_kernel_probes_need_root() -> None:
