@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -66,7 +67,7 @@ proc:::create, proc:::exec-success, proc:::exit { printf("%s %s %d %d", probenam
 sched:::on-cpu, sched:::off-cpu /pid == $target/ { @sched[probename] = count(); }
 io:::start, io:::done /arg0 == 65536/ { @io[probefunc, probename] = count(); }
 tcp:::send, tcp:::receive { @tcp[probename] = sum(arg0); }
-profile-997 /pid == $target/ { @samples = count(); @user[arg1 != 0] = count(); }
+profile-997 /pid == $target/ { @samples = count(); @user[arg1 != 0] = count(); @frames[ustack(1)] = count(); }
 """
 
 
@@ -132,6 +133,10 @@ def test_profile_samples(families: dict[str, Any]) -> None:
     maps = families["maps"]
     assert maps["@samples"] >= 100  # 0.4 s of CPU at 997 Hz, give or take
     assert maps["@user"]["1"] >= 50  # most land in user code
+    # Their innermost user frame, as image`offset: the interpreter's busy loop is in its images.
+    frames = maps["@frames"]
+    assert sum(frames.values()) == maps["@samples"]
+    assert sum(count for frame, count in frames.items() if re.fullmatch(r"\S+`0x[0-9a-f]+", frame)) >= 50
 
 
 def test_seed_syscall_script_emits_exactly_the_events_a_listener_records(kernel_service: ServiceProcess, tmp_path: Path) -> None:

@@ -131,7 +131,7 @@ class ProbeProgram:
             "_index": _index, "_rindex": _rindex, "_basename": _basename, "_dirname": _dirname,
             "_lltostr": _lltostr, "_strtoll": _strtoll, "_stringof": str,
         }  # fmt: skip
-        namespace.update({"_etw_trace": _no_etw_trace, "_system": _no_destructive, "_stop": _no_destructive})
+        namespace.update({"_etw_trace": _no_etw_trace, "_system": _no_destructive, "_stop": _no_destructive, "_stack": _no_stack})
         namespace.update(self.compiled.formats)
         namespace.update(self.compiled.types)
         namespace.update(env)
@@ -142,6 +142,10 @@ class ProbeProgram:
 
 def _no_etw_trace(*args: Any) -> None:
     raise ProbeRuntimeError("etw_trace() needs a runner that writes events")
+
+
+def _no_stack(*args: Any) -> str:
+    return ""
 
 
 def _no_destructive(*args: Any) -> None:

@@ -17,6 +17,7 @@ A probe fires with a ``KernelFiring`` as the clause's record (kind ``kprobe``): 
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import re
 import struct
@@ -36,11 +37,13 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "sched": (("on-cpu", "off-cpu"), ("cswitch", "process", "thread")),
     "io": (("start", "done"), ("disk_io", "process", "thread")),
     "tcp": (("send", "receive"), ("network", "process")),
-    "profile": ((), ("profile", "process", "thread")),
+    "profile": ((), ("profile", "process", "thread", "image")),
 }
 """Each kernel probe provider: its probe names and the kernel flags its probes need."""
 
-_PROCESS, _THREAD, _DISK, _TCPIP, _PERFINFO = 0x03, 0x05, 0x01, 0x06, 0x0F
+_PROCESS, _THREAD, _DISK, _TCPIP, _PERFINFO, _STACKWALK = 0x03, 0x05, 0x01, 0x06, 0x0F, 0x18
+_STACK, _IMAGE = 32, 0x14
+_KERNEL_START = 0xFFFF800000000000
 _CSWITCH, _SYS_ENTER, _SYS_EXIT, _SAMPLE = 36, 51, 52, 46
 _PROCESS_START, _PROCESS_END = 1, 2
 _DISK_READ, _DISK_WRITE, _DISK_FLUSH = 10, 11, 14
@@ -93,9 +96,9 @@ def syscall_names() -> dict[int, str]:
 
 
 class KernelFiring:
-    """What a kernel probe's clause sees as its record."""
+    """What a kernel probe's clause sees as its record (``frames``: a sample's call chain)."""
 
-    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid")
+    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid", "frames")
 
     def __init__(self, pid: int, tid: int, cpu: int, filetime: int, args: tuple[int, ...], errno: int, execname: str) -> None:
         self.kind = "kprobe"
@@ -104,6 +107,7 @@ class KernelFiring:
         self.errno = errno
         self.execname = execname
         self.ppid = 0
+        self.frames: tuple[int, ...] = ()
 
 
 Clause = Callable[[Any, tuple[str, str, str, str]], Any]
@@ -136,6 +140,7 @@ class KernelProbes:
         self.context: Any = None
         self._pending_blocks: list[Any] = []
         self._pending_records: list[Any] = []
+        self._sample_waiting: dict[int, tuple[Any, int]] = {}  # cpu -> (sample, its time): its stack may follow
         self._latest = 0
         self._cpu_latest: dict[int, int] = {}
         self._cpu_heard: dict[int, float] = {}
@@ -284,6 +289,7 @@ class KernelProbes:
         self._release(1 << 62 if until is None else until + 1)
         self._pending_blocks = []
         self._pending_records = []
+        self.flush_samples()
 
     def _release(self, before: int) -> None:
         """Handle the held system calls and switches older than ``before``, in time order."""
@@ -477,10 +483,12 @@ class KernelProbes:
         if self.stopped_at is not None and record.filetime > self.stopped_at:
             return
         group, opcode = hook >> 8, hook & 0xFF
-        if group in (_PROCESS, _THREAD):
+        if group in (_PROCESS, _THREAD, _IMAGE):
             context.decode_context.observe(record)
         if group == _PERFINFO and opcode == _SAMPLE and "profile" in self.families:
             self._sample(record)
+        elif group == _STACKWALK and opcode == _STACK and "profile" in self.families:
+            self._stack_walk(record)
         elif group == _PROCESS and opcode in (_PROCESS_START, _PROCESS_END) and ("proc" in self.families or self.allowed is not None):
             self._process(record, context, opcode)
         elif group == _DISK and "io" in self.families and opcode in (_DISK_READ, _DISK_WRITE, _DISK_FLUSH):
@@ -532,7 +540,50 @@ class KernelProbes:
         name = "send" if opcode in (_TCP_SEND, _TCP_SEND + _IPV6) else "receive"
         self._emit("tcp", "", name, pid, record.tid if record.tid != _UNKNOWN else 0, record, (size,))
 
+    def _stack_walk(self, record: Any) -> None:
+        """A sample's call chain (StackWalk, right after its sample): the held sample fires with it."""
+        held = self._sample_waiting.pop(record.cpu, None)
+        if held is None:
+            return
+        data = record.user_data
+        when = struct.unpack_from("<q", data, 0)[0]
+        if when != held[1]:
+            self._fire_sample(held[0], ())
+            return
+        count = (len(data) - 16) // 8
+        self._fire_sample(held[0], struct.unpack_from(f"<{count}Q", data, 16))
+
+    def stack_text(self, firing: Any, user: bool, limit: int) -> str:
+        """The kernel (or user) frames of a sample, innermost first, symbolized where known."""
+        frames = [f for f in firing.frames if (f < _KERNEL_START) == user]
+        if limit > 0:
+            frames = frames[:limit]
+        return "\n".join(self._symbol(firing.pid, frame, firing.filetime) for frame in frames)
+
+    def _symbol(self, pid: int, address: int, when: int) -> str:
+        if address >= _KERNEL_START:
+            return kernel_symbol(address)
+        image = self.context.decode_context.image_at(pid, address, when) if self.context is not None else None
+        if image is None:
+            return f"0x{address:x}"
+        name = image.file_name.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{name}`0x{address - image.base:x}"
+
     def _sample(self, record: Any) -> None:
+        held = self._sample_waiting.pop(record.cpu, None)
+        if held is not None:
+            self._fire_sample(held[0], ())
+        if any(_wants_stack(d) for d, _ in self.events):
+            self._sample_waiting[record.cpu] = (record, record.timestamp if hasattr(record, "timestamp") else record.filetime)
+            return
+        self._fire_sample(record, ())
+
+    def flush_samples(self) -> None:
+        for record, _ in list(self._sample_waiting.values()):
+            self._fire_sample(record, ())
+        self._sample_waiting.clear()
+
+    def _fire_sample(self, record: Any, frames: tuple[int, ...]) -> None:
         address, tid = struct.unpack_from("<QI", record.user_data, 0)
         pid = self.pid_of(tid) if tid else 0
         kernel = address if address >= 0xFFFF800000000000 else 0
@@ -540,6 +591,7 @@ class KernelProbes:
             if self.allowed is not None and pid not in self.allowed:
                 continue
             firing = KernelFiring(pid, tid, record.cpu, record.filetime, (kernel, address if not kernel else 0), 0, self.execname(pid, record.filetime))
+            firing.frames = frames
             self.fire(fn, firing, probe)
             if self.exit_box[0] is not None and self.stopped_at is None:
                 self.stopped_at = record.filetime
@@ -573,6 +625,37 @@ class _Fields:
 
     def parse(self, name: str) -> Any:
         return self.values[name]
+
+
+def _wants_stack(desc: Description) -> bool:
+    return _is_profile(desc)
+
+
+_kallsyms: tuple[list[int], list[str]] | None = None
+
+
+def kernel_symbol(address: int) -> str:
+    """``kernel`symbol+0xoff`` from ``/proc/kallsyms`` (root sees the addresses), else the address."""
+    global _kallsyms
+    if _kallsyms is None:
+        entries: list[tuple[int, str]] = []
+        try:
+            with open("/proc/kallsyms", encoding="ascii", errors="replace") as table:
+                for line in table:
+                    parts = line.split()
+                    if len(parts) >= 3 and parts[1] in "tTwW":
+                        value = int(parts[0], 16)
+                        if value:
+                            entries.append((value, parts[2]))
+        except OSError:
+            pass
+        entries.sort()
+        _kallsyms = ([a for a, _ in entries], [n for _, n in entries])
+    addresses, names = _kallsyms
+    at = bisect.bisect_right(addresses, address) - 1
+    if at < 0:
+        return f"0x{address:x}"
+    return f"kernel`{names[at]}+0x{address - addresses[at]:x}"
 
 
 def _is_profile(desc: Description) -> bool:

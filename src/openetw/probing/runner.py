@@ -162,7 +162,14 @@ class ProbeRun:
 
         return {"_field": field, "_ld": load, "_execname": execname, "_ppid": ppid, "_timestamp": timestamp,
                 "_walltime": walltime, "_ARG0": ARG0_BASE, "_etw_trace": self.etw_writer.write, "_system": system,
-                "_stop": stop}  # fmt: skip
+                "_stop": stop, "_stack": self._stack}  # fmt: skip
+
+    def _stack(self, rec: Any, user: bool, frames: int) -> str:
+        """``stack()``/``ustack()``: the sample's kernel or user frames, one a line (empty where
+        the firing has no stack: events, and kernel probes other than profile-N)."""
+        if rec.kind != "kprobe" or self.kernel_probes is None:
+            return ""
+        return self.kernel_probes.stack_text(rec, user, frames)
 
     _now_ns = 0
 
