@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 
 from openetw.controller import Session
 from tests.service.harness import (
-    ServiceProcess,
     as_other_user,
     decoded,
     kill_recorders,
@@ -56,13 +54,17 @@ syscall:::return
 	}
 }
 
-syscall:::return /(int32_t) arg0 == -2/ { printf("%d %s %s\\n", pid, execname, probefunc); }
+syscall:::return /(int32_t) arg0 == -2/ { printf("%d %s %s", pid, execname, probefunc); }
 """
 
-FAMILIES = """
+# Beside the seed's clauses, in the same run (system calls are the kernel trace's busiest records).
+SYSCALLS = """
 syscall::openat:entry { @entry[probefunc] = count(); }
 syscall::openat:return /errno == 2/ { @enoent[probefunc, arg0, errno] = count(); }
 syscall::write:return { @written = sum(arg0 > 0 ? arg0 : 0); }
+"""
+
+FAMILIES = """
 proc:::create, proc:::exec-success, proc:::exit { printf("%s %s %d %d", probename, execname, pid, arg0); }
 sched:::on-cpu, sched:::off-cpu /pid == $target/ { @sched[probename] = count(); }
 io:::start, io:::done /arg0 == 65536/ { @io[probefunc, probename] = count(); }
@@ -77,28 +79,48 @@ def probe_workload(directory: Path, env: dict[str, str], *args: str) -> subproce
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def families(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The workload run once under a clause per family: the maps and the printf lines."""
+def run_once(directory: Path, program: str, listeners: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The workload run under ``program`` with a private service (and sessions writing
+    ``listeners``' files, enabling the seed's provider with keywords 0x20 and 0x40): the maps,
+    the printf lines, and the listeners' records."""
     need_tracefs()
-    directory = tmp_path_factory.mktemp("kernel-probes")
     socket_path = directory / "control.sock"
     running = start_service(socket_path)
     env = {**os.environ, "OPENETW_SOCKET": str(socket_path), "OPENETW_NO_AUTOSTART": "1"}
+    sessions = [Session.start(f"listener-{n}", directory / name, socket=socket_path, autostart=False,
+                              providers=[("*Tools.DTrace.Platform", {"level": 5, "any": 0x20 << n})])
+                for n, name in enumerate(listeners)]  # fmt: skip
     try:
-        result = probe_workload(directory, env, "-q", "-f", "json", "-n", FAMILIES)
+        script = directory / "program.d"
+        script.write_text(program)
+        result = probe_workload(directory, env, "-q", "-f", "json", "-s", str(script))
     finally:
+        for session in sessions:
+            session.stop()
         running.kill()
         kill_recorders(running.pid)
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     maps = {name: value for r in records if r["type"] == "map" for name, value in r["data"].items()}
     lines = [r["data"].split() for r in records if r["type"] == "printf"]
-    yield {"maps": maps, "lines": lines}
+    return {"maps": maps, "lines": lines, "written": [read_events(directory / name) for name in listeners]}
 
 
-def test_syscall_entry_and_return(families: dict[str, Any]) -> None:
-    maps = families["maps"]
+@pytest.fixture(scope="module")
+def families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The workload run once under a clause per family (system calls aside)."""
+    return run_once(tmp_path_factory.mktemp("kernel-probes"), FAMILIES)
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The workload run once under the seed's script and the system call clauses, with a session
+    listening to the seed's provider and one asking it for another keyword."""
+    return run_once(tmp_path_factory.mktemp("kernel-seed"), SEED_SCRIPT + SYSCALLS, ("listener.etl", "other.etl"))
+
+
+def test_syscall_entry_and_return(seed: dict[str, Any]) -> None:
+    maps = seed["maps"]
     assert maps["@entry"]["openat"] >= maps["@enoent"]["openat,-2,2"] >= 3  # the workload's three misses
     assert maps["@written"] >= 65536  # the workload's O_DIRECT write among them
 
@@ -139,26 +161,15 @@ def test_profile_samples(families: dict[str, Any]) -> None:
     assert sum(count for frame, count in frames.items() if re.fullmatch(r"\S+`0x[0-9a-f]+", frame)) >= 50
 
 
-def test_seed_syscall_script_emits_exactly_the_events_a_listener_records(kernel_service: ServiceProcess, tmp_path: Path) -> None:
-    script = tmp_path / "addnewetwevent.d"
-    script.write_text(SEED_SCRIPT)
-    trace, other = tmp_path / "listener.etl", tmp_path / "other.etl"
-    listener = Session.start("dtrace-listener", trace, providers=[("*Tools.DTrace.Platform", {"level": 5, "any": 0x20})])
-    # A session asking the provider for another keyword: none of these events is written to it.
-    elsewhere = Session.start("not-listening", other, providers=[("*Tools.DTrace.Platform", {"level": 5, "any": 0x40})])
-    try:
-        result = probe_workload(tmp_path, dict(os.environ), "-q", "-s", str(script))
-    finally:
-        listener.stop()
-        elsewhere.stop()
-    assert result.returncode == 0, result.stderr
-    emitted = [line.split() for line in result.stdout.splitlines() if line.strip()]
+def test_seed_syscall_script_emits_exactly_the_events_a_listener_records(seed: dict[str, Any]) -> None:
+    emitted = seed["lines"]
     # The workload's three opens of a missing file are among them (and the interpreter's own lookups).
     assert sum(1 for _pid, name, call in emitted if call == "openat" and name.startswith("python")) >= 3
-    records = decoded(read_events(trace))
+    listened, other = seed["written"]
+    records = decoded(listened)
     assert {(provider, event) for provider, event, _ in records} == {("Tools.DTrace.Platform", "My custom event from DTrace")}
     assert [[str(v["PID"]), v["Execname"], v["Probefunc"]] for _, _, v in records] == emitted
-    assert read_events(other) == []
+    assert other == []  # the session asking the provider for another keyword got none of them
 
 
 def test_kernel_probes_need_root() -> None:
