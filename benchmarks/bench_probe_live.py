@@ -153,6 +153,7 @@ def with_bpftrace(count: int) -> dict[str, Any]:
     try:
         assert tool.stdout is not None
         wait_for_line(tool.stdout, "attached_probes|Attaching")
+        time.sleep(1.0)  # bpftrace says so as it attaches; let every CPU's probe be live
         before = process_cpu_seconds(tool.pid)
         took, _ = workload(count)
         cpu = process_cpu_seconds(tool.pid) - before
