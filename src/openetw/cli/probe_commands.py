@@ -17,17 +17,22 @@ from openetw.probe.program import compile_script
 from openetw.probe.schema_types import merge_fields
 from openetw.probe.types import Type
 
-_HELP = """Run a D program over trace files: clauses fire on the files' events in time order.
+_HELP = """Run a D program over trace files (clauses fire on the files' events in time order), or
+live without --file: etw probes over running providers, kernel probes (root) over the kernel trace.
 
 \b
   openetw probe --file t.etl -n 'etw:::generic_event { @[probemod] = count(); }'
   openetw probe --file t.etl -s script.d -q -f json 42 "text"   # $1=42, $2=text
   openetw probe --file t.etl -l                 # the probes (events) the file has
   openetw probe --file t.etl -l 'etw:*Kernel*::'
+  openetw probe -c ./app -n 'etw:My.Provider::generic_event { @[probename] = count(); }'
+  openetw probe -n 'syscall:::entry { @[execname] = count(); }'   # root; Ctrl-C ends it
 
 Probes: etw:<provider guid|name>:<level>_<keyword>:<event id|name|generic_event> (empty
 fields and * ? wildcards match anything), BEGIN, END, ERROR, tick-N (trace time),
-interval:<unit>:<n>. The language and the -f json records are described in docs/probe.md.
+interval:<unit>:<n>; live also syscall::<name>:entry|return, proc:::exec-success|exit|create,
+sched:::on-cpu|off-cpu, io:::start|done, tcp:::send|receive, profile-N, and etw_trace(...).
+The language and the -f json records are described in docs/probe.md.
 Exit status: 0, 1 after runtime errors, 2 on a usage or compile error, or exit(n)'s n.
 """
 
@@ -52,7 +57,7 @@ def register(cli: click.Group) -> None:
 @click.option("-q", "quiet", is_flag=True, help="Quiet: only what the program prints (no CPU/ID/FUNCTION:NAME lines).")
 @click.option("-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format (json: NDJSON).")
 @click.option("-x", "settings", multiple=True, metavar="OPTION=VALUE",
-              help="Option: strsize, aggsize, aggsortkey, aggsortrev, quiet, switchrate, bufsize, codegen.")  # fmt: skip
+              help="Option: strsize, aggsize, aggsortkey, aggsortrev, quiet, switchrate, bufsize, codegen, destructive.")  # fmt: skip
 @click.option("--json", "json_flag", is_flag=True, help="Same as -f json.")
 @click.option("--no-index", "no_index", is_flag=True,
               help="Read the files in one streamed pass that writes no index (beside them or in the cache).")  # fmt: skip
