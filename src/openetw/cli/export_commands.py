@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from openetw.cli.etl_commands import load_registry, manifest_option, no_installed_option, open_readers
+from openetw.cli.failure import ReportedFailure
 from openetw.cli.progress import quiet_option, show_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.export import FORMATS, Selection, export_files
@@ -142,7 +143,7 @@ def _check(path: str, as_json: bool) -> None:
         for error in result.errors:
             click.echo(f"  problem: {error}")
     if not result.ok:
-        raise SystemExit(1)
+        raise ReportedFailure(f"{path}: {result.problems} problems", exit_code=1)
 
 
 def _export_timeline(
@@ -171,7 +172,7 @@ def _export_timeline(
     for error in summary.errors[:5]:
         click.echo(f"openetw: warning: {error}", err=True)
     if summary.delivery.get("refused"):
-        raise SystemExit(1)
+        raise ReportedFailure(f"the receiver refused {summary.delivery['refused']} records", exit_code=1)
 
 
 def _report(summary: ExportSummary, as_json: bool, *, to_stderr: bool = False) -> None:

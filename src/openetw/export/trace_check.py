@@ -87,7 +87,8 @@ def _varint(data: Any, pos: int, end: int) -> tuple[int, int]:
 
 def _fields(data: Any, pos: int, end: int) -> list[tuple[int, int, Any]]:
     """(number, wire type, value): an int, or (start, end) of a length-delimited field."""
-    out = []
+    out: list[tuple[int, int, Any]] = []
+    value: Any
     while pos < end:
         key, pos = _varint(data, pos, end)
         number, wire = key >> 3, key & 7
@@ -353,6 +354,7 @@ def check_chrome(path: str) -> CheckResult:
     except (ValueError, UnicodeDecodeError) as problem:
         error(f"not JSON: {problem}")
         return result
+    frames: dict[str, Any]
     if isinstance(document, list):
         events, frames = document, {}
     elif isinstance(document, dict) and isinstance(document.get("traceEvents"), list):
@@ -377,10 +379,13 @@ def check_chrome(path: str) -> CheckResult:
             continue
         ph = event["ph"]
         tally[ph] += 1
-        ts = event.get("ts")
-        if ph != "M" and not isinstance(ts, (int, float)):
+        when = event.get("ts")
+        if ph == "M":
+            continue
+        if not isinstance(when, (int, float)):
             error(f"event {number} ({ph}): no numeric ts")
             continue
+        ts = float(when)
         thread = (event.get("pid"), event.get("tid"))
         if ph == "B":
             open_b.setdefault(thread, []).append((ts, event.get("name")))

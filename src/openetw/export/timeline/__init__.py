@@ -90,7 +90,7 @@ def export_timeline(
     if fmt == "otlp" and not endpoint:
         raise InvalidArgument("--to otlp needs --endpoint URL (an OTLP/HTTP receiver, e.g. http://localhost:4318)")
     registry = registry if registry is not None else SchemaRegistry()
-    summary = TimelineSummary(inputs=list(paths), output=endpoint if fmt == "otlp" else output, format=fmt)
+    summary = TimelineSummary(inputs=list(paths), output=(endpoint or "") if fmt == "otlp" else output, format=fmt)
     readers = open_inputs(paths)
     started = time.perf_counter()
     try:
@@ -129,7 +129,7 @@ class _binary_output:
 
     def __enter__(self) -> Any:
         try:
-            self.stream = open(self.path, "wb")  # noqa: SIM115 - closed by __exit__
+            self.stream = open(self.path, "wb")
         except OSError as error:
             raise InvalidArgument(f"cannot write {self.path}: {error.strerror}") from error
         return self.stream
@@ -149,7 +149,7 @@ class _text_output:
             self.stream = None
             return sys.stdout
         try:
-            self.stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by __exit__
+            self.stream = open(self.path, "w", encoding="utf-8")
         except OSError as error:
             raise InvalidArgument(f"cannot write {self.path}: {error.strerror}") from error
         return self.stream

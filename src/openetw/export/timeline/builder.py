@@ -69,7 +69,7 @@ class TimelineStats:
     errors: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 def _slice_name(event: str) -> str:

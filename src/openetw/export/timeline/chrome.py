@@ -4,7 +4,7 @@
 ``ts``/``dur`` in microseconds from the first item (``otherData.start_unix_ns`` is that
 instant). Process and thread names are ``M`` events; slices on their thread are ``X`` (complete)
 events, async slices ``b``/``e`` pairs (``cat`` and ``id``); instants ``i`` (thread scope);
-counters ``C``; a slice's parent is linked by an ``s``/``f`` flow (``id`` the child's slice id);
+counters ``C``; a span's parent is linked by an ``s``/``f`` flow (``id`` the child's span id);
 each CPU is a thread of the "CPUs" process whose ``X`` slices are the threads it ran (from
 CSwitch), wake-ups (ReadyThread) are instants on the woken thread; callstack samples are ``P``
 events whose ``sf`` names a node of ``stackFrames``.
@@ -117,29 +117,29 @@ class ChromeWriter:
                          "pid": item.pid, "tid": item.tid, "args": _args(item.args)})  # fmt: skip
         elif kind is SliceBegin:
             assert isinstance(item, SliceBegin)
-            slice = item.slice
-            ts = self._us(slice.ts)
-            if slice.parent is not None:
-                parent = slice.parent
-                flow: dict[str, Any] = {"ph": "s", "name": slice.name, "cat": "flow", "id": slice.id, "ts": ts, "pid": parent.pid, "tid": parent.tid}
+            span = item.span
+            ts = self._us(span.ts)
+            if span.parent is not None:
+                parent = span.parent
+                flow: dict[str, Any] = {"ph": "s", "name": span.name, "cat": "flow", "id": span.id, "ts": ts, "pid": parent.pid, "tid": parent.tid}
                 self._event(flow)
-                self._event({"ph": "f", "bp": "e", "name": slice.name, "cat": "flow", "id": slice.id, "ts": ts,
-                             "pid": slice.pid, "tid": slice.tid})  # fmt: skip
-            args = _args(slice.args)
-            if slice.end_args:
-                args["stop"] = _args(slice.end_args)
-            if slice.thread:
-                self._event({"ph": "X", "name": slice.name, "cat": slice.category, "ts": ts, "dur": (slice.end - slice.ts) / 1000,
-                             "pid": slice.pid, "tid": slice.tid, "args": args})  # fmt: skip
+                self._event({"ph": "f", "bp": "e", "name": span.name, "cat": "flow", "id": span.id, "ts": ts,
+                             "pid": span.pid, "tid": span.tid})  # fmt: skip
+            args = _args(span.args)
+            if span.end_args and span.thread:
+                args["stop"] = _args(span.end_args)
+            if span.thread:
+                self._event({"ph": "X", "name": span.name, "cat": span.category, "ts": ts, "dur": (span.end - span.ts) / 1000,
+                             "pid": span.pid, "tid": span.tid, "args": args})  # fmt: skip
             else:
-                self._event({"ph": "b", "name": slice.name, "cat": slice.category, "id": slice.id, "ts": ts, "pid": slice.pid,
-                             "tid": slice.tid, "args": args})  # fmt: skip
+                self._event({"ph": "b", "name": span.name, "cat": span.category, "id": span.id, "ts": ts, "pid": span.pid,
+                             "tid": span.tid, "args": args})  # fmt: skip
         elif kind is SliceEnd:
             assert isinstance(item, SliceEnd)
-            slice = item.slice
-            if not slice.thread:
-                self._event({"ph": "e", "name": slice.name, "cat": slice.category, "id": slice.id, "ts": self._us(slice.end),
-                             "pid": slice.pid, "tid": slice.end_tid})  # fmt: skip
+            span = item.span
+            if not span.thread:
+                self._event({"ph": "e", "name": span.name, "cat": span.category, "id": span.id, "ts": self._us(span.end),
+                             "pid": span.pid, "tid": span.end_tid, "args": _args(span.end_args)})  # fmt: skip
         elif kind is Counter:
             assert isinstance(item, Counter)
             self._event({"ph": "C", "name": item.name, "ts": self._us(item.ts), "pid": item.pid, "args": {"value": item.value}})

@@ -5,7 +5,7 @@ A timeline is a stream of items in time order (``ts`` in nanoseconds since 1970,
 * ``Process`` / ``Thread``: a process or thread and its name, before its first item;
 * ``Slice`` (given twice, as ``SliceBegin`` then ``SliceEnd``): a Start/Stop pair, on its
   thread when it began and ended there and nests with the thread's other slices, else async
-  (its own track in the process); ``parent`` is the slice of the related activity (a flow);
+  (its own track in the process); ``parent`` is the span of the related activity (a flow);
 * ``Instant``: any other event, its decoded fields as ``args``;
 * ``Counter``: a value an event carries (disk bytes, GC heap sizes), per counter name;
 * ``Switch`` / ``Wakeup``: kernel CSwitch and ReadyThread (CPU scheduling);
@@ -54,12 +54,12 @@ class Slice:
 
     __slots__ = (
         "id", "ts", "end", "pid", "tid", "end_tid", "category", "name", "args", "end_args", "activity", "related",
-        "parent", "thread", "begin_key", "end_key", "level", "message", "pair", "lost",
+        "parent", "thread", "begin_key", "end_key", "level", "message", "pair", "lost", "committed",
     )  # fmt: skip
 
-    def __init__(self, id: int, ts: int, pid: int, tid: int, category: str, name: str, args: dict[str, Any],
+    def __init__(self, number: int, ts: int, pid: int, tid: int, category: str, name: str, args: dict[str, Any],
                  activity: bytes | None, related: bytes | None, begin_key: tuple[int, int], level: int = 4) -> None:  # fmt: skip
-        self.id, self.ts, self.pid, self.tid = id, ts, pid, tid
+        self.id, self.ts, self.pid, self.tid = number, ts, pid, tid
         self.end: int = ts
         self.end_tid: int = tid
         self.category, self.name, self.args = category, name, args
@@ -73,20 +73,21 @@ class Slice:
         self.message: str | None = None
         self.pair: tuple[Any, ...] = ()
         self.lost = False
+        self.committed = False
 
 
 class SliceBegin:
-    __slots__ = ("slice", "ts")
+    __slots__ = ("span", "ts")
 
-    def __init__(self, slice: Slice) -> None:
-        self.slice, self.ts = slice, slice.ts
+    def __init__(self, span: Slice) -> None:
+        self.span, self.ts = span, span.ts
 
 
 class SliceEnd:
-    __slots__ = ("slice", "ts")
+    __slots__ = ("span", "ts")
 
-    def __init__(self, slice: Slice) -> None:
-        self.slice, self.ts = slice, slice.end
+    def __init__(self, span: Slice) -> None:
+        self.span, self.ts = span, span.end
 
 
 class Instant:

@@ -3,7 +3,7 @@
 Sequences (``trusted_packet_sequence_id``), each with increasing packet timestamps:
 
 * 1: track descriptors (a process track per process, a thread track per thread, an async track
-  per async slice, a counter track per counter) and track events (slices, instants, counters,
+  per async span, a counter track per counter) and track events (slices, instants, counters,
   flows) with interned event names, categories and argument names;
 * 2: callstack samples (``PerfSample``) with interned callstacks, frames, function names
   ("image+0xoffset") and mappings (the images);
@@ -163,15 +163,15 @@ class PerfettoWriter:
             self._descriptor(uuid, varint_field(5, parent) + bytes_field(4, thread))
         return uuid
 
-    def _async_track(self, slice: Slice) -> int:
-        uuid = _ASYNC_UUID | slice.id
+    def _async_track(self, span: Slice) -> int:
+        uuid = _ASYNC_UUID | span.id
         if uuid not in self._tracks:
-            parent = self._process_track(slice.pid)
-            self._descriptor(uuid, varint_field(5, parent) + string_field(2, slice.name))
+            parent = self._process_track(span.pid)
+            self._descriptor(uuid, varint_field(5, parent) + string_field(2, span.name))
         return uuid
 
-    def _slice_track(self, slice: Slice) -> int:
-        return self._thread_track(slice.pid, slice.tid) if slice.thread or slice.lost else self._async_track(slice)
+    def _slice_track(self, span: Slice) -> int:
+        return self._thread_track(span.pid, span.tid) if span.thread or span.lost else self._async_track(span)
 
     def _counter_track(self, pid: int, name: str) -> int:
         uuid = self._counters.get((pid, name))
@@ -249,7 +249,7 @@ class PerfettoWriter:
         self._packet(b"".join(parts))
 
     @staticmethod
-    def _frame_id(frame: Frame, intern: Any) -> int:
+    def _frame_id(frame: Frame, intern: Any) -> Any:
         image, base, address = frame
         label = image.rsplit("\\", 1)[-1].rsplit("/", 1)[-1] if image else "?"
         function = f"{label}+0x{address - base:x}" if image else f"0x{address:x}"
@@ -286,18 +286,18 @@ class PerfettoWriter:
             self._track_event(item.ts, _INSTANT, track, item.name, item.category, item.args)
         elif kind is SliceBegin:
             assert isinstance(item, SliceBegin)
-            slice = item.slice
+            span = item.span
             extra = b""
-            if slice.parent is not None:
-                parent = slice.parent
-                self._track_event(slice.ts, _INSTANT, self._slice_track(parent), f"{slice.name} (child)", parent.category,
-                                  None, fixed64_field(47, slice.id))  # fmt: skip
-                extra = fixed64_field(48, slice.id)
-            self._track_event(slice.ts, _SLICE_BEGIN, self._slice_track(slice), slice.name, slice.category, slice.args, extra)
+            if span.parent is not None:
+                parent = span.parent
+                self._track_event(span.ts, _INSTANT, self._slice_track(parent), f"{span.name} (child)", parent.category,
+                                  None, fixed64_field(47, span.id))  # fmt: skip
+                extra = fixed64_field(48, span.id)
+            self._track_event(span.ts, _SLICE_BEGIN, self._slice_track(span), span.name, span.category, span.args, extra)
         elif kind is SliceEnd:
             assert isinstance(item, SliceEnd)
-            slice = item.slice
-            self._track_event(slice.end, _SLICE_END, self._slice_track(slice), None, None, slice.end_args)
+            span = item.span
+            self._track_event(span.end, _SLICE_END, self._slice_track(span), None, None, span.end_args)
         elif kind is Counter:
             assert isinstance(item, Counter)
             track = self._counter_track(item.pid, item.name)
