@@ -113,3 +113,39 @@ def test_a_busy_receiver_is_retried(tmp_path: Path, receiver: Receiver) -> None:
     summary = export_timeline([str(source)], "", "otlp", endpoint=receiver.url)
     assert summary.delivery == {"exported": 82, "refused": 0, "retried": 1, "log_records": 22, "spans": 60}
     assert len(receiver.logs) == 22 and len(receiver.spans) == 60
+
+
+def test_live_trace_to_otlp(receiver: Receiver, service, producers) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+    import time
+
+    from openetw.controller import Session
+
+    provider = "Test.Otlp"
+    producer = producers()
+    producer.register(provider)
+    with Session.start("ToCollector", mode="realtime", providers=[provider]) as session:
+        viewer = subprocess.Popen(
+            [sys.executable, "-m", "openetw", "trace", "--session", "ToCollector", "--otlp", receiver.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 10
+            while session.info()["realtime_consumers"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert producer.wait_enabled(provider)
+            producer.write(provider, 3, event="Shown")
+            session.flush()
+        except BaseException:
+            viewer.kill()
+            raise
+    try:
+        _out, err = viewer.communicate(timeout=30)
+    finally:
+        viewer.kill()
+    assert "exported 3, refused 0, retried 0" in err, err
+    shown = [record for record in receiver.logs if record.body.string_value == "Shown"]
+    assert len(shown) == 3
+    fields = {attribute.key: attribute.value for attribute in shown[0].attributes}
+    assert fields["etw.provider"].string_value == provider

@@ -24,6 +24,7 @@ retry (429, 502, 503, 504) within ``timeout``. ``OtlpDelivery`` counts ``exporte
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -195,9 +196,12 @@ class _Sender:
             self._delivery.spans += len(batch)
             self._export(self._spans, batch, self._sessions[1])
 
-    def close(self) -> None:
+    def flush(self) -> None:
         self._flush_logs()
         self._flush_spans()
+
+    def close(self) -> None:
+        self.flush()
         self._logs.shutdown()
         self._spans.shutdown()
 
@@ -210,11 +214,17 @@ def _attributes(category: str, name: str, pid: int, tid: int, level: int, args: 
 
 
 def send_otlp(items: Iterable[Item], endpoint: str, *, batch_size: int = 512, timeout: float = 10.0,
-              resource: dict[str, Any] | None = None) -> OtlpDelivery:  # fmt: skip
-    """Sends ``items`` to the OTLP/HTTP receiver at ``endpoint`` (``http://host:4318``)."""
+              resource: dict[str, Any] | None = None, flush_seconds: float | None = None) -> OtlpDelivery:  # fmt: skip
+    """Sends ``items`` to the OTLP/HTTP receiver at ``endpoint`` (``http://host:4318``).
+    ``flush_seconds``: also send what waits when an item comes that long after the last send
+    (for a live session, whose batches may fill slowly)."""
     sender = _Sender(endpoint, batch_size, timeout, {"service.name": "openetw", **(resource or {})})
+    last = time.monotonic()
     try:
         for item in items:
+            if flush_seconds is not None and time.monotonic() - last >= flush_seconds:
+                sender.flush()
+                last = time.monotonic()
             kind = type(item)
             if kind is Instant:
                 assert isinstance(item, Instant)
