@@ -55,9 +55,16 @@ _BUNDLE_EVENTS = 512
 _MAX_ARGS = 64
 _MAX_TEXT = 4096
 _PACKET = b"\x0a"  # Trace.packet = 1, length-delimited
+_SMALL_UINTS = [varint_field(3, value) for value in range(16384)]  # DebugAnnotation.uint_value
 
 
 def _annotation_value(value: Any) -> bytes:
+    kind = type(value)
+    if kind is int:
+        if 0 <= value < 16384:
+            return _SMALL_UINTS[value]
+        if 0 <= value < 1 << 64:
+            return b"\x18" + varint(value)
     if isinstance(value, bool):
         return varint_field(2, int(value))
     if isinstance(value, int):
@@ -98,6 +105,7 @@ class PerfettoWriter:
         self._names: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._arg_names: dict[str, int] = {}
+        self._arg_prefixes: dict[str, bytes] = {}
         self._track_cleared = False
         self._sample_state: dict[str, dict[Any, int]] = {}
         self._sample_cleared = False
@@ -186,6 +194,7 @@ class PerfettoWriter:
             self._names.clear()
             self._categories.clear()
             self._arg_names.clear()
+            self._arg_prefixes.clear()
             self._track_cleared = False
 
     def _intern(self, table: dict[str, int], text: str, field: int, new: list[bytes]) -> int:
@@ -205,14 +214,15 @@ class PerfettoWriter:
         if name is not None:
             parts.append(varint_field(10, self._intern(self._names, name, 2, new)))
         if args:
-            arg_names = self._arg_names
+            arg_names, prefixes = self._arg_names, self._arg_prefixes
             for count, (key, value) in enumerate(args.items()):
                 if count >= _MAX_ARGS:
                     break
                 iid = arg_names.get(key)
                 if iid is None:
                     iid = self._intern(arg_names, key, 3, new)
-                parts.append(bytes_field(4, varint_field(1, iid) + _annotation_value(value)))
+                    prefixes[key] = varint_field(1, iid)
+                parts.append(bytes_field(4, prefixes[key] + _annotation_value(value)))
         parts.append(extra)
         self._track_packet(bytes_field(11, b"".join(parts)), b"".join(new), ts)
 
