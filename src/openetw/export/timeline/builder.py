@@ -22,7 +22,7 @@ from openetw.export.source import Selection
 from openetw.export.timeline.model import Counter, Frame, Instant, Item, Process, Sample, Switch, Thread, Wakeup
 from openetw.export.timeline.slices import Pairing, pair_key
 from openetw.report.events import provider_key
-from openetw.tdh.context import DecodeContext
+from openetw.tdh.context import KERNEL_PROCESS_PROVIDER, DecodeContext
 from openetw.tdh.format import format_event_message
 from openetw.tdh.registry import SchemaRegistry
 
@@ -33,6 +33,8 @@ _KERNEL = frozenset({"system", "compact", "perfinfo"})
 _THREAD_GROUP, _PERFINFO_GROUP, _STACKWALK_GROUP = 0x05, 0x0F, 0x18
 _CSWITCH, _READY_THREAD, _SAMPLE, _STACK = 36, 50, 46, 32
 _NO_ID = 0xFFFFFFFF
+_PROCESS_GROUP = 0x03
+_KERNEL_PROCESS = KERNEL_PROCESS_PROVIDER.bytes_le
 _PENDING_SAMPLES = 256
 _KEPT_FRAMES = 1 << 16
 _THREAD_FIELDS = ("ThreadId", "TThreadId", "IssuingThreadId", "StackThread", "ThreadID")
@@ -101,6 +103,7 @@ def timeline(
     push = pairing.push
     compiled: dict[tuple[int, int], Any] = {}
     named: dict[int, str] = {}
+    current: dict[int, str] = {}  # names looked up since the last process event
     threads: set[tuple[int, int]] = set()
     totals: dict[tuple[int, str], float] = {}
     pending: OrderedDict[tuple[int, int], Sample] = OrderedDict()
@@ -108,10 +111,12 @@ def timeline(
     known_frames: dict[tuple[int, int], Frame] = {}  # an image's frames as first seen (images rarely move)
 
     def name_of(pid: int, tid: int, ts: int, filetime: int, key: tuple[int, int]) -> None:
-        name = process_name(pid, filetime) or ("Idle" if pid == 0 else f"Process {pid}")
-        if named.get(pid) != name:
-            named[pid] = name
-            push(key, Process(pid, name, ts))
+        name = current.get(pid)
+        if name is None:
+            name = current[pid] = process_name(pid, filetime) or ("Idle" if pid == 0 else f"Process {pid}")
+            if named.get(pid) != name:
+                named[pid] = name
+                push(key, Process(pid, name, ts))
         if (pid, tid) not in threads:
             threads.add((pid, tid))
             push(key, Thread(pid, tid, f"{name} {tid}", ts))
@@ -144,6 +149,11 @@ def timeline(
             stats.unknown += 1
             continue
         observe(record)
+        if kind in _KERNEL:
+            if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
+                current.clear()  # a process began or ended: names are looked up again
+        elif record.provider_guid_bytes == _KERNEL_PROCESS:
+            current.clear()
         filetime = record.filetime
         if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
             continue

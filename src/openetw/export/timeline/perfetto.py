@@ -55,16 +55,17 @@ _BUNDLE_EVENTS = 512
 _MAX_ARGS = 64
 _MAX_TEXT = 4096
 _PACKET = b"\x0a"  # Trace.packet = 1, length-delimited
-_SMALL_UINTS = [varint_field(3, value) for value in range(16384)]  # DebugAnnotation.uint_value
+_SMALL_UINTS: list[bytes] = [varint_field(3, value) for value in range(16384)]  # DebugAnnotation.uint_value
 
 
 def _annotation_value(value: Any) -> bytes:
     kind = type(value)
     if kind is int:
         if 0 <= value < 16384:
-            return _SMALL_UINTS[value]
+            small: bytes = _SMALL_UINTS[value]
+            return small
         if 0 <= value < 1 << 64:
-            return b"\x18" + varint(value)
+            return b"\x18" + varint(int(value))
     if isinstance(value, bool):
         return varint_field(2, int(value))
     if isinstance(value, int):
