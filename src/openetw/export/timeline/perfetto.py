@@ -108,6 +108,10 @@ class PerfettoWriter:
         self._arg_names: dict[str, int] = {}
         self._arg_prefixes: dict[str, bytes] = {}
         self._track_cleared = False
+        self._track_started = False
+        self._async_free: dict[tuple[int, str], list[int]] = {}
+        self._async_of: dict[int, int] = {}
+        self._async_made = 0
         self._sample_state: dict[str, dict[Any, int]] = {}
         self._sample_cleared = False
         self._bundles: dict[int, list[bytes]] = {}
@@ -139,7 +143,9 @@ class PerfettoWriter:
         if not self._track_cleared:
             self._track_cleared = True
             flags |= _CLEARED
-            head = varint_field(87, 1)  # first_packet_on_sequence
+            if not self._track_started:
+                self._track_started = True
+                head = varint_field(87, 1)  # first_packet_on_sequence
         parts = [head]
         if ts is not None:
             parts.append(varint_field(8, ts))
@@ -172,15 +178,33 @@ class PerfettoWriter:
             self._descriptor(uuid, varint_field(5, parent) + bytes_field(4, thread))
         return uuid
 
-    def _async_track(self, span: Slice) -> int:
-        uuid = _ASYNC_UUID | span.id
-        if uuid not in self._tracks:
+    def _begin_track(self, span: Slice) -> int:
+        """The track a slice begins on: its thread's, or a free async track of its process and name
+        (async tracks are reused once their slice ended: as many as slices overlap at most)."""
+        if span.thread or span.lost:
+            return self._thread_track(span.pid, span.tid)
+        free = self._async_free.setdefault((span.pid, span.name), [])
+        if free:
+            uuid = free.pop()
+        else:
+            self._async_made += 1
+            uuid = _ASYNC_UUID | self._async_made
             parent = self._process_track(span.pid)
             self._descriptor(uuid, varint_field(5, parent) + string_field(2, span.name))
+        self._async_of[span.id] = uuid
         return uuid
 
-    def _slice_track(self, span: Slice) -> int:
-        return self._thread_track(span.pid, span.tid) if span.thread or span.lost else self._async_track(span)
+    def _end_track(self, span: Slice) -> int:
+        if span.thread or span.lost:
+            return self._thread_track(span.pid, span.tid)
+        uuid = self._async_of.pop(span.id)
+        self._async_free[(span.pid, span.name)].append(uuid)
+        return uuid
+
+    def _flow_track(self, span: Slice) -> int:
+        """Where a flow leaves ``span``: its async track while it is open, else its thread."""
+        found = self._async_of.get(span.id)
+        return found if found is not None else self._thread_track(span.pid, span.tid)
 
     def _counter_track(self, pid: int, name: str) -> int:
         uuid = self._counters.get((pid, name))
@@ -301,14 +325,14 @@ class PerfettoWriter:
             extra = b""
             if span.parent is not None:
                 parent = span.parent
-                self._track_event(span.ts, _INSTANT, self._slice_track(parent), f"{span.name} (child)", parent.category,
+                self._track_event(span.ts, _INSTANT, self._flow_track(parent), f"{span.name} (child)", parent.category,
                                   None, fixed64_field(47, span.id))  # fmt: skip
                 extra = fixed64_field(48, span.id)
-            self._track_event(span.ts, _SLICE_BEGIN, self._slice_track(span), span.name, span.category, span.args, extra)
+            self._track_event(span.ts, _SLICE_BEGIN, self._begin_track(span), span.name, span.category, span.args, extra)
         elif kind is SliceEnd:
             assert isinstance(item, SliceEnd)
             span = item.span
-            self._track_event(span.end, _SLICE_END, self._slice_track(span), None, None, span.end_args)
+            self._track_event(span.end, _SLICE_END, self._end_track(span), None, None, span.end_args)
         elif kind is Counter:
             assert isinstance(item, Counter)
             track = self._counter_track(item.pid, item.name)

@@ -16,6 +16,7 @@ whatever the trace and no pair is lost.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -124,6 +125,9 @@ class Pairing:
             if len(self._by_activity) > _KEPT_ACTIVITIES:
                 self._by_activity.popitem(last=False)
         self._open[pair] = span
+        if len(self._open) > self._limit:  # Starts that never stop: the oldest are given up
+            for oldest in list(itertools.islice(self._open.values(), len(self._open) - self._limit // 2)):
+                self._lose(oldest, key)
         heapq.heappush(self._open_heap, (key, span.id, span))
         self._tie += 1
         heapq.heappush(self._waiting, (key[0], key[1], self._tie, SliceBegin(span)))
