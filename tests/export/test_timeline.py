@@ -30,21 +30,26 @@ def _records(path: Path) -> list:
         return list(reader.records(time_order=True))
 
 
-def plain_pairs(path: Path) -> list[tuple[int, int]]:
+def plain_pairs(path: Path, counted: Counter | None = None) -> list[tuple[int, int]]:
     """Start/Stop pairs, plainly: same provider, task, process and activity id (the thread
-    without one); a second Start of a key replaces the first. (begin, end) in ns since 1970."""
+    without one); a second Start of a key replaces the first. (begin, end) in ns since 1970.
+    ``counted`` gets the number of records per (kind, hook id)."""
     opened: dict[tuple, int] = {}
     pairs = []
-    for record in _records(path):
-        if record.kind != "event" or record.opcode not in (1, 2):
-            continue
-        activity = record.activity_guid_bytes
-        key = (record.provider_guid_bytes, record.task, record.pid, activity if activity != bytes(16) else ("tid", record.tid))
-        ns = (record.filetime - EPOCH_TICKS) * 100
-        if record.opcode == 1:
-            opened[key] = ns
-        elif key in opened:
-            pairs.append((opened.pop(key), ns))
+    with EtlReader(str(path), strict=False) as reader:
+        records = list(reader.records(time_order=True)) if counted is None else reader.records(time_order=True)
+        for record in records:
+            if counted is not None:
+                counted[(record.kind, record.hook_id)] += 1
+            if record.kind != "event" or record.opcode not in (1, 2):
+                continue
+            activity = record.activity_guid_bytes
+            key = (record.provider_guid_bytes, record.task, record.pid, activity if activity != bytes(16) else ("tid", record.tid))
+            ns = (record.filetime - EPOCH_TICKS) * 100
+            if record.opcode == 1:
+                opened[key] = ns
+            elif key in opened:
+                pairs.append((opened.pop(key), ns))
     return sorted(pairs)
 
 
@@ -76,21 +81,27 @@ def _proto_slices(trace, unpaired: list | None = None) -> list[tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
+def net_facts() -> tuple[list[tuple[int, int]], Counter]:
+    """The net trace's plain Start/Stop pairs and its records per (kind, hook id), in one pass."""
+    counted: Counter = Counter()
+    return plain_pairs(corpus_path("etl", *NET), counted), counted
+
+
+@pytest.fixture(scope="module")
 def net_perfetto(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     out = tmp_path_factory.mktemp("timeline") / "net.perfetto-trace"
     summary = export_timeline([str(corpus_path("etl", *NET))], str(out), "perfetto", registry=registry())
     return out, summary
 
 
-def test_net_trace_to_perfetto_reparses_checks_and_pairs_as_plain_python(net_perfetto) -> None:  # type: ignore[no-untyped-def]
+def test_net_trace_to_perfetto_reparses_checks_and_pairs_as_plain_python(net_perfetto, net_facts) -> None:  # type: ignore[no-untyped-def]
     out, summary = net_perfetto
+    expected, counted = net_facts
     trace = _parse(out)
     assert len(trace.packet) == summary.written
     kinds = Counter(packet.WhichOneof("data") for packet in trace.packet)
-    records = _records(corpus_path("etl", *NET))
-    samples = sum(1 for record in records if record.kind == "perfinfo" and record.hook_id == 0x0F2E)
+    samples = counted[("perfinfo", 0x0F2E)]
     assert kinds["perf_sample"] == samples == summary.stats.samples
-    expected = plain_pairs(corpus_path("etl", *NET))
     unpaired: list[int] = []
     assert expected and _proto_slices(trace, unpaired) == expected
     result = check_perfetto(str(out))
@@ -175,7 +186,7 @@ def test_activities_become_flows_and_cross_thread_pairs_async(tmp_path: Path) ->
     assert check_chrome(str(chrome)).ok
 
 
-def test_net_trace_to_chrome_json(tmp_path: Path) -> None:
+def test_net_trace_to_chrome_json(tmp_path: Path, net_facts) -> None:  # type: ignore[no-untyped-def]
     source = corpus_path("etl", *NET)
     out = tmp_path / "net.json"
     summary = export_timeline([str(source)], str(out), "chrome", registry=registry())
@@ -184,7 +195,7 @@ def test_net_trace_to_chrome_json(tmp_path: Path) -> None:
     assert len(events) == summary.written
     slices = [event for event in events if event["ph"] in ("X", "b")]
     unpaired = [event for event in events if event["ph"] == "e" and event.get("args", {}).get("unpaired")]
-    assert len(slices) - len(unpaired) == len(plain_pairs(source))
+    assert len(slices) - len(unpaired) == len(net_facts[0])
     assert {event["name"] for event in events if event["ph"] == "M"} == {"process_name", "thread_name"}
     assert any(event["ph"] == "P" and "sf" in event for event in events) and document["stackFrames"]
     result = check_chrome(str(out))

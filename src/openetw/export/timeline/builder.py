@@ -33,7 +33,11 @@ _KERNEL = frozenset({"system", "compact", "perfinfo"})
 _THREAD_GROUP, _PERFINFO_GROUP, _STACKWALK_GROUP = 0x05, 0x0F, 0x18
 _CSWITCH, _READY_THREAD, _SAMPLE, _STACK = 36, 50, 46, 32
 _NO_ID = 0xFFFFFFFF
-_PROCESS_GROUP = 0x03
+_PROCESS_GROUP, _IMAGE_GROUP = 0x03, 0x14
+_THREAD_LIFETIME = frozenset({1, 2, 3, 4})  # Start, End, DCStart, DCEnd
+_IMAGE_LOAD = 10
+_IMAGE_PRESENT = frozenset({_IMAGE_LOAD, 3})  # Load, DCStart
+_KEPT_IMAGES = 4096
 _KERNEL_PROCESS = KERNEL_PROCESS_PROVIDER.bytes_le
 _PENDING_SAMPLES = 256
 _KEPT_FRAMES = 1 << 16
@@ -91,9 +95,22 @@ def timeline(
     (``Instant.message`` and ``Slice.message``: what OTLP sends as a log body)."""
     stats = stats if stats is not None else TimelineStats()
     selection = selection if selection is not None else Selection()
-    context = DecodeContext(registry)
+    # the context learns processes (names) and manifests; threads and images are learned here,
+    # from the fields decoded anyway
+    context = DecodeContext(registry, learn_threads=False, learn_images=False)
     identity_of, observe, process_name = _Identities(registry, context).of, context.observe, _process_names(context)
-    thread_process = context.thread_process
+    thread_pids: dict[int, int] = {}
+    images: dict[int, list[tuple[int, int, str]]] = {}
+
+    def thread_process(tid: int, filetime: int) -> int | None:
+        return thread_pids.get(tid)
+
+    def image_at(pid: int, address: int) -> tuple[int, int, str] | None:
+        for owner in (pid, 0) if pid else (0,):
+            for image in reversed(images.get(owner, ())):
+                if image[0] <= address < image[0] + image[1]:
+                    return image
+        return None
     accept_provider = _provider_filter(selection)
     start, end = selection.start, selection.end
     windowed = start is not None or end is not None
@@ -126,8 +143,8 @@ def timeline(
         for address in addresses:
             frame = known_frames.get((pid, address))
             if frame is None:
-                image = context.image_at(pid, address, filetime)
-                frame = ("", 0, address) if image is None else (image.file_name, image.base, address)
+                image = image_at(pid, address)
+                frame = ("", 0, address) if image is None else (image[2], image[0], address)
                 if len(known_frames) >= _KEPT_FRAMES:
                     known_frames.clear()
                 known_frames[(pid, address)] = frame
@@ -176,6 +193,21 @@ def timeline(
         if kind in _KERNEL:
             hook = record.hook_id or 0
             group, opcode = hook >> 8, record.opcode
+            if group == _THREAD_GROUP and opcode in _THREAD_LIFETIME and args:
+                learned = args.get("TThreadId", args.get("ThreadId"))
+                owner = args.get("ProcessId", args.get("ProcessID"))
+                if isinstance(learned, int) and isinstance(owner, int):
+                    thread_pids[learned] = owner
+            elif (group == _IMAGE_GROUP or (group == _PROCESS_GROUP and opcode == _IMAGE_LOAD)) and opcode in _IMAGE_PRESENT:
+                base, size = args.get("ImageBase", args.get("BaseAddress")), args.get("ImageSize", args.get("ModuleSize"))
+                file_name = args.get("FileName", args.get("ImageFileName"))
+                owner = args.get("ProcessId", args.get("ProcessID"))
+                if isinstance(base, int) and isinstance(size, int) and isinstance(file_name, str) and isinstance(owner, int):
+                    known = images.setdefault(owner, [])
+                    if len(known) >= _KEPT_IMAGES:
+                        del known[: _KEPT_IMAGES // 2]
+                    known.append((base, size, file_name))
+                    known_frames.clear()
             if group == _THREAD_GROUP and opcode == _CSWITCH and args:
                 new_tid, old_tid = args["NewThreadID"], args["OldThreadID"]
                 new_pid, old_pid = thread_process(new_tid, filetime) or 0, thread_process(old_tid, filetime) or 0

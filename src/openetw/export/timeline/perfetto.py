@@ -53,6 +53,8 @@ _PROCESS_UUID, _THREAD_UUID, _ASYNC_UUID, _COUNTER_UUID = 1 << 60, 2 << 60, 3 <<
 _INTERNED_LIMIT = 1 << 15
 _BUNDLE_EVENTS = 512
 _MAX_ARGS = 64
+_ARG_CACHE = 1 << 16  # encoded arguments by (name, value, type): the same values come again and again
+_HASHABLE = frozenset({int, str, bool, float})
 _MAX_TEXT = 4096
 _PACKET = b"\x0a"  # Trace.packet = 1, length-delimited
 _SMALL_UINTS: list[bytes] = [varint_field(3, value) for value in range(16384)]  # DebugAnnotation.uint_value
@@ -106,7 +108,7 @@ class PerfettoWriter:
         self._names: dict[str, int] = {}
         self._categories: dict[str, int] = {}
         self._arg_names: dict[str, int] = {}
-        self._arg_prefixes: dict[str, bytes] = {}
+        self._arg_cache: dict[tuple[str, Any, type], bytes] = {}
         self._track_cleared = False
         self._track_started = False
         self._async_free: dict[tuple[int, str], list[int]] = {}
@@ -219,7 +221,7 @@ class PerfettoWriter:
             self._names.clear()
             self._categories.clear()
             self._arg_names.clear()
-            self._arg_prefixes.clear()
+            self._arg_cache.clear()
             self._track_cleared = False
 
     def _intern(self, table: dict[str, int], text: str, field: int, new: list[bytes]) -> int:
@@ -239,15 +241,22 @@ class PerfettoWriter:
         if name is not None:
             parts.append(varint_field(10, self._intern(self._names, name, 2, new)))
         if args:
-            arg_names, prefixes = self._arg_names, self._arg_prefixes
+            cache = self._arg_cache
             for count, (key, value) in enumerate(args.items()):
                 if count >= _MAX_ARGS:
                     break
-                iid = arg_names.get(key)
-                if iid is None:
-                    iid = self._intern(arg_names, key, 3, new)
-                    prefixes[key] = varint_field(1, iid)
-                parts.append(bytes_field(4, prefixes[key] + _annotation_value(value)))
+                try:
+                    found = cache.get((key, value, type(value)))
+                except TypeError:  # a list or dict value
+                    found = None
+                if found is None:
+                    iid = self._arg_names.get(key)
+                    if iid is None:
+                        iid = self._intern(self._arg_names, key, 3, new)
+                    found = bytes_field(4, varint_field(1, iid) + _annotation_value(value))
+                    if len(cache) < _ARG_CACHE and (value is None or type(value) in _HASHABLE):
+                        cache[(key, value, type(value))] = found
+                parts.append(found)
         parts.append(extra)
         self._track_packet(bytes_field(11, b"".join(parts)), b"".join(new), ts)
 
@@ -271,11 +280,16 @@ class PerfettoWriter:
                 new.setdefault(field, []).append(bytes_field(field, make(iid)))
             return iid
 
-        frame_ids = []
-        for frame in reversed(sample.frames):  # the outermost frame first
-            frame_ids.append(self._frame_id(frame, intern))
-        stack = tuple(frame_ids)
-        stack_id = intern("callstacks", stack, 7, lambda iid: varint_field(1, iid) + b"".join(varint_field(2, f) for f in stack))
+        by_frames = state.setdefault("by_frames", {})
+        stack_id = by_frames.get(sample.frames)
+        if stack_id is None:
+            frame_ids = []
+            for frame in reversed(sample.frames):  # the outermost frame first
+                frame_ids.append(self._frame_id(frame, intern))
+            stack = tuple(frame_ids)
+            stack_id = by_frames[sample.frames] = intern(
+                "callstacks", stack, 7, lambda iid: varint_field(1, iid) + b"".join(varint_field(2, f) for f in stack)
+            )
         body = varint_field(1, sample.cpu) + varint_field(2, sample.pid) + varint_field(3, sample.tid) + varint_field(4, stack_id)
         interned = b"".join(b"".join(new[field]) for field in sorted(new))
         parts = [varint_field(8, sample.ts), varint_field(10, SAMPLE_SEQUENCE), varint_field(13, flags), bytes_field(66, body)]
