@@ -11,7 +11,6 @@ record is an ``Instant`` with its decoded fields, and a ``Counter`` too when it 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +122,8 @@ def timeline(
     current: dict[int, str] = {}  # names looked up since the last process event
     threads: set[tuple[int, int]] = set()
     totals: dict[tuple[int, str], float] = {}
-    pending: OrderedDict[tuple[int, int], Sample] = OrderedDict()
+    pending: dict[tuple[int, int], Sample] = {}  # samples waiting for their stack, oldest first
+    stacked: set[tuple[int, int]] = set()
     categories: dict[bytes | None, str] = {}
     known_frames: dict[tuple[int, int], Frame] = {}  # an image's frames as first seen (images rarely move)
 
@@ -151,12 +151,15 @@ def timeline(
             frames.append(frame)
         return tuple(frames)
 
-    def flush_samples(upto: tuple[int, int] | None) -> None:
+    def release_samples(everything: bool = False) -> None:
+        """Samples are given out in their order: the oldest once its stack came (or when too many
+        wait: stacks that never come, compressed ones)."""
         while pending:
-            found_key = next(iter(pending))
-            if found_key == upto:
+            oldest = next(iter(pending))
+            if not (everything or oldest in stacked or len(pending) > _PENDING_SAMPLES):
                 return
-            sample = pending.popitem(last=False)[1]
+            stacked.discard(oldest)
+            sample = pending.pop(oldest)
             push((sample.ts, -1), sample)
 
     position = -1
@@ -237,24 +240,19 @@ def timeline(
                 ip = args["InstructionPointer"]
                 sample_key = (sampled, record.timestamp)
                 if sample_key in pending:  # the idle thread, sampled on two processors at once
-                    flush_samples(None)
-                pending[sample_key] = Sample(
-                    ts, record.cpu, sample_pid, sampled, frames_of(sample_pid, (ip,), filetime)
-                )
+                    release_samples(everything=True)
+                pending[sample_key] = Sample(ts, record.cpu, sample_pid, sampled, frames_of(sample_pid, (ip,), filetime))
                 stats.samples += 1
-                if len(pending) > _PENDING_SAMPLES:  # its stack never came: the sampled address only
-                    oldest = pending.popitem(last=False)[1]
-                    push((oldest.ts, -1), oldest)
+                release_samples()
                 continue
             if group == _STACKWALK_GROUP and opcode == _STACK and args:
                 sample_key = (args["StackThread"], args["EventTimeStamp"])
                 sample = pending.get(sample_key)
-                if sample is not None:
-                    flush_samples(sample_key)
-                    del pending[sample_key]
+                if sample is not None and sample_key not in stacked:
                     sample.frames = frames_of(args["StackProcess"] or sample.pid, args["Stack"], filetime)
                     stats.samples_with_stacks += 1
-                    push((sample.ts, -1), sample)
+                    stacked.add(sample_key)
+                    release_samples()
                     if out:
                         yield from out
                         out.clear()
@@ -302,7 +300,7 @@ def timeline(
         if out:
             yield from out
             out.clear()
-    flush_samples(None)
+    release_samples(everything=True)
     pairing.finish()
     yield from out
     out.clear()
