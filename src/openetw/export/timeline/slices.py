@@ -58,7 +58,7 @@ class Pairing:
 
     # -- the stream ---------------------------------------------------------------------------
     def push(self, key: tuple[int, int], item: Item) -> None:
-        """``item`` at ``key`` = (ts, record position): given out once no open span began before it."""
+        """``item`` at ``key`` = (ts, record position): given out once no open slice began before it."""
         self._last = key
         if not self._open_heap and not self._waiting:
             self._emit(item)
@@ -95,7 +95,7 @@ class Pairing:
             self._release()
 
     def _lose(self, span: Slice, key: tuple[int, int]) -> None:
-        """An open span that will never be paired: its begin is given out as an instant, or,
+        """An open slice that will never be paired: its begin is given out as an instant, or,
         when it was committed already, it ends at ``key`` marked ``{"unpaired": true}``."""
         del self._open[span.pair]
         self.lost_starts += 1
@@ -109,7 +109,7 @@ class Pairing:
     # -- pairs --------------------------------------------------------------------------------
     def start(self, key: tuple[int, int], pair: tuple[Any, ...], ts: int, pid: int, tid: int, category: str, name: str,
               args: dict[str, Any], activity: bytes | None, related: bytes | None, level: int) -> None:  # fmt: skip
-        """A Start: opens a span (replacing, as lost, an open one of the same pair key)."""
+        """A Start: opens a slice (replacing, as lost, an open one of the same pair key)."""
         self._last = key
         previous = self._open.get(pair)
         if previous is not None:
