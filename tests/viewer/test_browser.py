@@ -285,7 +285,8 @@ def test_a_live_session_tails_every_event_in_order(page: Any, artifacts: Path, s
             page.press("#goto", "Enter")
             page.wait_for_selector(f"#rows .row[data-index='{row}']")
             _idle(page)
-            for cells in page.eval_on_selector_all("#rows .row", "rows => rows.map(r => [Number(r.dataset.index), r.querySelector('.c-field-index').textContent])"):
+            pick = "rows => rows.map(r => [Number(r.dataset.index), r.querySelector('.c-field-index').textContent])"
+            for cells in page.eval_on_selector_all("#rows .row", pick):
                 seen[cells[0]] = cells[1]
             row += 20
         assert [seen[i] for i in range(1000)] == [str(i) for i in range(1000)]
