@@ -112,6 +112,16 @@ def test_level_and_provider_filters_show_exactly_what_dump_selects(page: Any, se
     _click_facet(page, "level", "Information")
     wider = [r for r in openetw_json("dump", str(evtx), "--json", "--quiet", "--provider", "Service Control Manager") if r["level"] in (2, 4)]
     assert _total(page) == len(wider)
+    # the same selection as an Event Log XPath query, with the facets cleared
+    _click_facet(page, "level", "Information")
+    _click_facet(page, "level", "Error")
+    _click_facet(page, "provider", "Service Control Manager")
+    assert _total(page) == 1881
+    page.fill("#xpath", "*[System[Provider[@Name='Service Control Manager'] and (Level=2)]]")
+    page.press("#xpath", "Enter")
+    _idle(page)
+    assert _total(page) == 16
+    assert [row["time"] for row in _shown(page)] == [r["time"] for r in wanted]
 
 
 def test_an_opened_event_shows_its_xml_as_the_event_log_prints_it(page: Any, serve: Any, artifacts: Path) -> None:

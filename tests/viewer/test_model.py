@@ -64,3 +64,26 @@ def test_the_timeline_bins_the_selected_rows_stacked_by_level() -> None:
 def test_bad_parameters_are_refused(params: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         parse_query(params)
+
+
+@pytest.mark.parametrize(
+    ("xpath", "rows"),
+    [
+        ("*[System[(Level=2 or Level=3)]]", [0, 3, 5]),
+        ("*[System[Provider[@Name='B'] and EventID=3]]", [2, 3, 5]),
+        ("Event/System[Level>=4 and not(EventID=2)]", [2, 6, 8, 9]),
+        ("*[System[band(Keywords, 0x2) and Execution[@ProcessID=8]]]", [5]),
+        ("*[System[TimeCreated[timediff(@SystemTime) <= 0]]]", []),
+        ("*[System[Channel='system']]", list(range(10))),
+        ("*", list(range(10))),
+    ],
+)
+def test_event_log_xpath_selects_rows(xpath: str, rows: list[int]) -> None:
+    assert np.flatnonzero(matching_rows(_columns(), parse_query({"xpath": xpath}))).tolist() == rows
+
+
+@pytest.mark.parametrize(("xpath", "message"), [("*[System[Level=", "ended early"), ("*[System[Color=2]]", "no field Color"),
+                                                ("*[System[Level=2]] extra", "unexpected 'extra'"), ("*[System[Level=2", "ended early")])
+def test_bad_xpath_says_where(xpath: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        matching_rows(_columns(), parse_query({"xpath": xpath}))

@@ -248,7 +248,7 @@ def make_app(viewer: Viewer) -> TokenGuard:
         params = _params(request)
         query = parse_query(params)
         columns = source.columns()
-        mask = matching_rows(columns, Query(query.wanted, query.keyword_bits, None, None, query.text), source.search)
+        mask = matching_rows(columns, Query(query.wanted, query.keyword_bits, None, None, query.text, query.xpath), source.search)
         bins = int(params.get("bins", 200))
         return histogram(columns, mask, bins, params.get("by", "level"))
 

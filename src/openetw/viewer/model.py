@@ -81,12 +81,13 @@ class Query:
     start: int | None = None
     end: int | None = None
     text: str = ""
+    xpath: str = ""
 
     def without(self, facet: str) -> Query:
         """The same query without its condition on ``facet`` (a facet counts over the others)."""
         wanted = {name: values for name, values in self.wanted.items() if name != facet}
         bits = None if facet == "keyword" else self.keyword_bits
-        return Query(wanted, bits, self.start, self.end, self.text)
+        return Query(wanted, bits, self.start, self.end, self.text, self.xpath)
 
 
 def _int_list(text: str, name: str) -> set[int]:
@@ -105,7 +106,7 @@ def _int_list(text: str, name: str) -> set[int]:
 def parse_query(params: Mapping[str, str]) -> Query:
     """A ``Query`` from the page's parameters: ``level=2,3``, ``provider=0,4`` (codes), ``event``,
     ``task``, ``opcode``, ``process``, ``channel``, ``user``, ``keyword=0x10`` (any of these bits),
-    ``start``/``end`` (FILETIME) and ``q`` (text)."""
+    ``start``/``end`` (FILETIME), ``q`` (text) and ``xpath`` (the Event Log's XPath)."""
     query = Query()
     for name in FACETS:
         if name == "keyword":
@@ -126,6 +127,7 @@ def parse_query(params: Mapping[str, str]) -> Query:
             except ValueError:
                 raise InvalidArgument(f"{bound}: {text!r} is not a FILETIME") from None
     query.text = params.get("q", "").strip()
+    query.xpath = params.get("xpath", "").strip()
     return query
 
 
@@ -149,6 +151,10 @@ def matching_rows(columns: Columns, query: Query, search: TextSearch | None = No
         if search is None:
             raise InvalidArgument("this source has no text index yet")
         mask &= search(query.text)
+    if query.xpath:
+        from openetw.viewer.xpath import xpath_mask
+
+        mask &= xpath_mask(query.xpath, columns)
     return mask
 
 
