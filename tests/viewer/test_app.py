@@ -114,3 +114,38 @@ def test_an_etl_opened_through_the_page_is_indexed_with_progress_then_served(ser
     assert sum(entry["count"] for entry in counts["events"]) == 2042
     status, data = _request(server, f"/api/s/{info['id']}/export?format=etl&level=4", cookie=server.viewer.token)[::2]
     assert status == 200 and len(data) > 0
+
+
+def test_the_command_prints_one_url_with_the_token_and_serves_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    evtx = corpus_path("evtx", "system.evtx")
+    process = subprocess.Popen([sys.executable, "-m", "openetw", "viewer", str(evtx), "--no-browser", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert process.stdout is not None
+        printed = json.loads(process.stdout.readline())
+        url = printed["url"]
+        base, _, token = url.partition("/?token=")
+        assert base == f"http://127.0.0.1:{printed['port']}" and len(token) >= 32
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + "/api/sources", timeout=30)
+        assert refused.value.code == 403
+        request = urllib.request.Request(base + "/api/sources", headers={"Cookie": f"openetw_viewer={token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert [source["name"] for source in json.loads(response.read())["sources"]] == ["system.evtx"]
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_the_command_refuses_a_missing_file() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "openetw", "viewer", "/nonexistent/x.etl", "--no-browser"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "no such file: /nonexistent/x.etl" in done.stderr
