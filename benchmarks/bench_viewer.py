@@ -195,7 +195,9 @@ def browser_numbers(server: Any, events: int, rate: float, seconds: float) -> di
     out: dict[str, float] = {}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        # Playwright's waiting predicates are strings the page's Content-Security-Policy refuses
+        context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+        page = context.new_page()
         page.goto(server.url)
         page.wait_for_selector("body[data-ready='1']", timeout=600_000)
         for row in (events // 4, events // 2, events - 1, 0):
@@ -215,7 +217,7 @@ def browser_numbers(server: Any, events: int, rate: float, seconds: float) -> di
                 producer.read()
                 with Session.start("BenchViewerTail", mode="realtime", flush_timer=1, providers=["Bench.ViewerLatency"]), \
                         ViewerServer(Viewer()) as live:  # fmt: skip
-                    page = browser.new_page(viewport={"width": 1400, "height": 900})
+                    page = context.new_page()
                     page.add_init_script(_WATCH)
                     page.goto(live.url)
                     page.wait_for_selector("#tree li[data-session='BenchViewerTail']", timeout=30_000)

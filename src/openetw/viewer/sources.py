@@ -342,30 +342,28 @@ class EtlSource(ViewerSource):
             self._index.close()
 
 
-def _coded(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    table: dict[str, int] = {}
-    codes = np.fromiter((table.setdefault(value, len(table)) for value in values), dtype=np.int32, count=len(values))
-    return codes, list(table)
+def _coded(values: list[str], table: dict[str, int]) -> np.ndarray:
+    """Codes of ``values`` in ``table`` (new values are added to it)."""
+    return np.fromiter((table.setdefault(value, len(table)) for value in values), dtype=np.int32, count=len(values))
 
 
 class _RecordList(ViewerSource):
-    """A source whose decoded events are all held (``.evtx`` files, live sessions)."""
+    """A source whose decoded events are all held (``.evtx`` files, live sessions). Its columns
+    grow with it: only the events added since the last question are turned into columns."""
 
     def __init__(self, source_id: str, name: str, registry: LazyManifestRegistry) -> None:
         super().__init__(source_id, name, registry)
         self._events: list[ReportEvent] = []
-        self._cached: tuple[int, Columns] | None = None
+        self._columns = Columns.empty()
+        self._tables: dict[str, dict[str, int]] = {name: {} for name in ("provider", "event", "channel", "user")}
 
     def columns(self) -> Columns:
         with self._lock:
-            events = self._events
-            count = len(events)
-            cached = self._cached
-            if cached is not None and cached[0] == count:
-                return cached[1]
-            columns = _columns_of(events[:count])
-            self._cached = (count, columns)
-            return columns
+            count = len(self._events)
+            done = len(self._columns)
+            if done < count:
+                self._columns = _grown(self._columns, self._events[done:count], self._tables)
+            return self._columns
 
     def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
         events = self._events
@@ -384,7 +382,8 @@ class _RecordList(ViewerSource):
             yield event_text(event)
 
 
-def _columns_of(events: list[ReportEvent]) -> Columns:
+def _grown(columns: Columns, events: list[ReportEvent], tables: dict[str, dict[str, int]]) -> Columns:
+    """``columns`` with ``events`` added at the end (their labels coded through ``tables``)."""
     records = [event.record for event in events]
     evtx = [record.header if record.kind == "evtx" else None for record in records]  # type: ignore[attr-defined]
     count = len(records)
@@ -392,18 +391,19 @@ def _columns_of(events: list[ReportEvent]) -> Columns:
     def ints(values: Iterable[int], dtype: Any = np.int32) -> np.ndarray:
         return np.fromiter(values, dtype=dtype, count=count)
 
-    provider, provider_names = _coded([event.provider_label for event in events])
-    event_code, event_names = _coded([f"{event.provider_label}/{event.event_name or f'Event({event.record.id})'}" for event in events])
-    channel, channels = _coded([header.channel if header is not None else "" for header in evtx])
-    user, users = _coded([(header.user_id or "") if header is not None else "" for header in evtx])
-    return Columns(
-        time=ints((record.filetime for record in records), np.int64), level=ints(record.level for record in records),
-        provider=provider, event=event_code, id=ints(record.id for record in records), task=ints(record.task for record in records),
-        opcode=ints(record.opcode for record in records), keyword=ints((record.keyword & (2**64 - 1) for record in records), np.uint64),
-        process=ints(record.pid for record in records), thread=ints(record.tid for record in records),
-        cpu=ints(int(getattr(record, "cpu", 0) or 0) for record in records), channel=channel, user=user,
-        labels={"provider": provider_names, "event": event_names, "channel": channels, "user": users},
-    )  # fmt: skip
+    added = {
+        "time": ints((record.filetime for record in records), np.int64), "level": ints(record.level for record in records),
+        "provider": _coded([event.provider_label for event in events], tables["provider"]),
+        "event": _coded([f"{event.provider_label}/{event.event_name or f'Event({event.record.id})'}" for event in events], tables["event"]),
+        "id": ints(record.id for record in records), "task": ints(record.task for record in records),
+        "opcode": ints(record.opcode for record in records), "keyword": ints((record.keyword & (2**64 - 1) for record in records), np.uint64),
+        "process": ints(record.pid for record in records), "thread": ints(record.tid for record in records),
+        "cpu": ints(int(getattr(record, "cpu", 0) or 0) for record in records),
+        "channel": _coded([header.channel if header is not None else "" for header in evtx], tables["channel"]),
+        "user": _coded([(header.user_id or "") if header is not None else "" for header in evtx], tables["user"]),
+    }  # fmt: skip
+    merged = {name: np.concatenate([getattr(columns, name), values]) for name, values in added.items()}
+    return Columns(**merged, labels={name: list(table) for name, table in tables.items()})
 
 
 class EvtxSource(_RecordList):

@@ -496,11 +496,26 @@
     link.remove();
   }
 
+  async function search(text) {
+    state.q = text;
+    if (text && state.source) {
+      try {
+        for (;;) {  // the text index is built once per source, with progress
+          const index = await api(`/api/s/${state.source.id}/text-index`, {method: "POST"});
+          if (index.state === "ready") break;
+          setStatus(`Building the text index: ${Math.round(index.progress * 100)}%`);
+          await new Promise((r) => setTimeout(r, 300));
+        }
+      } catch (error) { setStatus(String(error.message), true); return; }
+    }
+    refresh();
+  }
+
   // -- wiring ----------------------------------------------------------------------------------
   function wire() {
     $("viewport").addEventListener("scroll", onScroll);
     $("open-form").addEventListener("submit", (e) => { e.preventDefault(); const p = $("open-path").value.trim(); if (p) openPath(p); });
-    $("search").addEventListener("keydown", (e) => { if (e.key === "Enter") { state.q = $("search").value.trim(); setStatus("Searching…"); refresh(); } });
+    $("search").addEventListener("keydown", (e) => { if (e.key === "Enter") search($("search").value.trim()); });
     $("xpath").addEventListener("keydown", (e) => { if (e.key === "Enter") { state.xpath = $("xpath").value.trim(); refresh(); } });
     $("goto").addEventListener("keydown", (e) => { if (e.key === "Enter") gotoRow(Number($("goto").value)); });
     $("clear-range").addEventListener("click", () => setRange(null, null));
