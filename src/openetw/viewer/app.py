@@ -8,7 +8,7 @@ can run as script even if it were put into the page unescaped.
 
 API (all JSON, filters as ``viewer.model.parse_query`` reads them):
 ``GET /api/sources``, ``POST /api/open {"path"}``, ``GET /api/sessions``, ``POST /api/attach
-{"session"}``, and per source ``/api/s/{id}``: ``rows?offset&limit``, ``facets``,
+{"session"}``, ``GET /api/logs``, ``POST /api/logs/open {"name", "directory"}``, and per source ``/api/s/{id}``: ``rows?offset&limit``, ``facets``,
 ``timeline?bins&by``, ``event/{row}``, ``export?format``, ``tail?cursor`` (SSE),
 ``counts`` (providers and events with counts, as PerfView's Events view lists them).
 """
@@ -18,10 +18,12 @@ from __future__ import annotations
 import hmac
 import itertools
 import json
+import os
 import secrets
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -63,6 +65,7 @@ class Viewer:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._masks: dict[tuple[Any, ...], np.ndarray] = {}
+        self.closing = threading.Event()  # set when the server stops: event streams end
 
     def open(self, path: str) -> ViewerSource:
         with self._lock:
@@ -81,6 +84,23 @@ class Viewer:
             live = LiveSource(f"s{next(self._ids)}", session, self.registry, socket=self.socket)
             self.sources[live.id] = live
             return live
+
+    def open_log(self, name: str, directory: str | None = None) -> ViewerSource:
+        """A log of the Event Log, from one of the directories ``logs.log_dirs`` names."""
+        from openetw.viewer.logs import LogSource, log_dirs
+
+        allowed = [str(path) for _, path in log_dirs()]
+        if directory is None:
+            directory = next((d for d in allowed if os.path.isfile(os.path.join(d, _log_file(name)))), None)
+        if directory is None or directory not in allowed:
+            raise InvalidArgument(f"no log {name!r} (`openetw log list` lists the logs)")
+        with self._lock:
+            for source in self.sources.values():
+                if isinstance(source, LogSource) and source.name == name and source.store.directory == Path(directory):
+                    return source
+            log = LogSource(f"l{next(self._ids)}", directory, name, self.registry)
+            self.sources[log.id] = log
+            return log
 
     def source(self, source_id: str) -> ViewerSource:
         source = self.sources.get(source_id)
@@ -105,14 +125,19 @@ class Viewer:
         return rows
 
     def close(self) -> None:
+        self.closing.set()
         for source in self.sources.values():
             source.close()
 
 
 def _real(path: str) -> str:
-    import os
-
     return os.path.realpath(path)
+
+
+def _log_file(name: str) -> str:
+    from openetw.eventlog.channels import log_file_name
+
+    return log_file_name(name)
 
 
 def _params(request: Request) -> dict[str, str]:
@@ -221,6 +246,18 @@ def make_app(viewer: Viewer) -> TokenGuard:
         return {"sessions": [{"name": s.get("name"), "realtime": "realtime" in str(s.get("mode", "")) or bool(s.get("realtime"))}
                              for s in listed]}  # fmt: skip
 
+    def logs(request: Request) -> Any:
+        from openetw.viewer.logs import logs_tree
+
+        return {"logs": logs_tree()}
+
+    def open_log(request: Request) -> Any:
+        name = str(request.state.body.get("name", "")).strip()
+        directory = request.state.body.get("directory")
+        if not name:
+            raise InvalidArgument("give a log name")
+        return viewer.open_log(name, str(directory) if directory else None).info()
+
     def info(request: Request) -> Any:
         source = viewer.sources.get(request.path_params["sid"])
         if source is None:
@@ -291,8 +328,8 @@ def make_app(viewer: Viewer) -> TokenGuard:
         async def stream() -> Any:
             nonlocal cursor
             yield "retry: 1000\n\n"
-            while not await request.is_disconnected():
-                count = await run_in_threadpool(source.wait_for_more, cursor, 5.0)
+            while not viewer.closing.is_set() and not await request.is_disconnected():
+                count = await run_in_threadpool(source.wait_for_more, cursor, 1.0)
                 if count <= cursor:
                     yield ": idle\n\n"
                     continue
@@ -329,6 +366,8 @@ def make_app(viewer: Viewer) -> TokenGuard:
         Route("/api/open", with_body(open_path), methods=["POST"]),
         Route("/api/attach", with_body(attach), methods=["POST"]),
         Route("/api/sessions", _json_endpoint(sessions)),
+        Route("/api/logs", _json_endpoint(logs)),
+        Route("/api/logs/open", with_body(open_log), methods=["POST"]),
         Route("/api/s/{sid}", _json_endpoint(info)),
         Route("/api/s/{sid}/rows", _json_endpoint(rows)),
         Route("/api/s/{sid}/facets", _json_endpoint(facets)),

@@ -42,6 +42,10 @@ def export(source: Any, rows: np.ndarray, fmt: str) -> bytes:
     """The rows of ``source`` in format ``fmt`` (see the module doc), as bytes."""
     if fmt not in EXPORT_FORMATS:
         raise InvalidArgument(f"no export format {fmt!r}; formats are {', '.join(EXPORT_FORMATS)}")
+    own = getattr(source, "export_rows", None)
+    if own is not None:  # a log: its events as ``log query`` prints them
+        data: bytes = own(rows, fmt)
+        return data
     if fmt in ("csv", "json", "xml"):
         from openetw.report.csv_format import write_csv
         from openetw.report.json_format import write_json

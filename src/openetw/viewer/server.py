@@ -34,7 +34,7 @@ class ViewerServer:
         self.socket.listen(128)
         self.host = host
         self.port = int(self.socket.getsockname()[1])
-        config = uvicorn.Config(make_app(viewer), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(make_app(viewer), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3)
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
@@ -64,6 +64,7 @@ class ViewerServer:
         return self
 
     def stop(self) -> None:
+        self.viewer.closing.set()  # open event streams end within a second
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(10)

@@ -74,22 +74,47 @@
 
   // -- sources tree ----------------------------------------------------------------------------
   async function loadSources() {
-    const [listed, sessions] = await Promise.all([api("/api/sources"), api("/api/sessions").catch(() => ({sessions: []}))]);
+    const [listed, sessions, logs] = await Promise.all([api("/api/sources"), api("/api/sessions").catch(() => ({sessions: []})),
+      api("/api/logs").catch(() => ({logs: []}))]);
     state.sources = listed.sources;
     const tree = $("tree");
     tree.replaceChildren();
-    const groups = [["Files", (s) => s.kind === "etl" || s.kind === "evtx"], ["Live Sessions", (s) => s.live]];
+    const sourceItem = (source) => {
+      const item = el("li", {class: "source", "data-source": source.id, text: source.name, title: source.name});
+      if (state.source && state.source.id === source.id) item.classList.add("on");
+      item.addEventListener("click", () => selectSource(source.id));
+      return item;
+    };
+    // Event Viewer's tree: Windows Logs, then Applications and Services Logs by provider folder
+    for (const group of ["Windows Logs", "Applications and Services Logs"]) {
+      const list = el("ul");
+      const folders = new Map();
+      for (const log of (logs.logs || []).filter((l) => l.group === group)) {
+        const opened = state.sources.find((s) => s.kind === "log" && s.name === log.name);
+        const label = log.folder ? log.name.slice(log.folder.length + 1) : log.name;
+        const item = opened ? sourceItem(opened) : el("li", {class: "log", text: label, title: log.name});
+        item.textContent = label;
+        item.dataset.log = log.name;
+        if (log.records !== null) item.append(el("span", {class: "count", text: ` (${log.records})`}));
+        if (!opened) item.addEventListener("click", () => openLog(log.name, log.directory));
+        if (log.folder) {
+          if (!folders.has(log.folder)) {
+            const sub = el("ul");
+            folders.set(log.folder, sub);
+            list.append(el("li", {class: "folder", "data-folder": log.folder}, el("span", {text: log.folder}), sub));
+          }
+          folders.get(log.folder).append(item);
+        } else list.append(item);
+      }
+      tree.append(el("div", {class: "group", text: group}), list);
+    }
+    const groups = [["Files", (s) => s.kind === "etl" || s.kind === "evtx"], ["Live Sessions", (s) => s.kind === "session"]];
     for (const [title, test] of groups) {
       const list = el("ul");
-      for (const source of state.sources.filter(test)) {
-        const item = el("li", {class: "source", "data-source": source.id, text: source.name, title: source.name});
-        if (state.source && state.source.id === source.id) item.classList.add("on");
-        item.addEventListener("click", () => selectSource(source.id));
-        list.append(item);
-      }
+      for (const source of state.sources.filter(test)) list.append(sourceItem(source));
       if (title === "Live Sessions") {
         for (const session of sessions.sessions || []) {
-          if (state.sources.some((s) => s.live && s.name === session.name)) continue;
+          if (state.sources.some((s) => s.kind === "session" && s.name === session.name)) continue;
           const item = el("li", {class: "session", "data-session": session.name, text: `${session.name} (attach)`});
           item.addEventListener("click", () => attach(session.name));
           list.append(item);
@@ -97,6 +122,14 @@
       }
       tree.append(el("div", {class: "group", text: title}), list);
     }
+  }
+
+  async function openLog(name, directory) {
+    try {
+      const info = await api("/api/logs/open", {method: "POST", body: JSON.stringify({name, directory})});
+      await loadSources();
+      await selectSource(info.id);
+    } catch (error) { setStatus(String(error.message), true); }
   }
 
   async function attach(name) {
@@ -136,7 +169,6 @@
       $("pause").hidden = !info.live;
       showLost(info);
       await refresh();
-      if (info.live) startTail();
     } catch (error) { setStatus(String(error.message), true); }
   }
 
@@ -165,6 +197,10 @@
       $("spacer").style.height = `${state.total * ROW_H}px`;
       renderStatus();
       renderRows();
+      if (state.source.live && !state.paused) {
+        state.cursor = first.events;  // the tail goes on from the events this query counted
+        startTail();
+      }
       await Promise.all([loadFacets(generation), loadTimeline(generation)]);
     } catch (error) {
       setStatus(String(error.message), true);
