@@ -144,6 +144,10 @@ class EventLogService:
                 for spec in channel_specs(str(provider.guid), provider.name, list(provider.channels)):
                     catalog.specs[(provider.guid.bytes_le, spec.channel_value)] = spec
                     catalog.logs.setdefault(spec.log, spec)
+        if catalog.logs:  # the built-in logs exist wherever channels do
+            for log in ("Application", "System", "Security"):
+                if log not in catalog.logs:
+                    catalog.logs[log] = ChannelSpec("", "", 0, 0, log, "Admin", True, "Application" if log == "Application" else "System")
         self.catalog = catalog
         if catalog.logs and not self.store.directory.is_dir():
             self.store.directory.mkdir(parents=True, exist_ok=True)
