@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -63,36 +65,53 @@ def _ready(page: Any, server: Any) -> None:
 
 
 def test_the_sample_drivers_system_log_events_show_with_their_messages(
-    page: Any, serve: Any, artifacts: Path, logs: LogStore, tmp_path: Path,
+    page: Any, serve: Any, artifacts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    server = serve()
-    _ready(page, server)
-    tree = page.text_content("#tree")
-    assert tree.index("Windows Logs") < tree.index("Application") < tree.index("System") < tree.index("Applications and Services Logs")
-    assert page.text_content("#tree li[data-folder='Microsoft-Windows-Kernel-Power']").startswith("Microsoft-Windows-Kernel-Power")
-    folder = "#tree li[data-folder='Microsoft-Windows-Kernel-Power']"
-    assert page.is_visible(f"{folder} li[data-log='Microsoft-Windows-Kernel-Power/Thermal-Operational']")
-    page.click("#tree li[data-log='System']")
-    page.wait_for_function("window.__viewer.state.source && window.__viewer.state.source.kind === 'log'")
-    page.wait_for_function("window.__viewer.idle() && document.querySelectorAll('#rows .row').length === 3")
-    pick = "rows => rows.map(r => [r.querySelector('.c-provider').textContent, r.querySelector('.c-message').textContent])"
-    rows = page.eval_on_selector_all("#rows .row", pick)
-    assert rows == [["Sample Driver", message] for message in MESSAGES]
-    page.click("#rows .row[data-index='0']")
-    page.wait_for_function("document.getElementById('detail').dataset.row === '0'")
-    assert page.text_content("#detail-message") == "Driver Loaded"
-    stored = next(logs.query("System", count=1))
-    page.click("#tab-details")
-    page.check("#xml-view")
-    assert page.text_content("#detail-xml") == event_xml(stored)
-    page.screenshot(path=str(artifacts / "system-log-sample-driver.png"))
-    # a new event in the log arrives on the page while it is open
-    page.check("#friendly-view")
-    page.click("#tab-general")
-    again = _driver_events(tmp_path / "again.etl")[2]
-    logs.append("System", [from_etw_record(again, provider_name="Sample Driver", channel="System", message="Driver Unloaded")])
-    page.wait_for_function("window.__viewer.state.total === 4", timeout=30_000)
-    assert page.get_attribute("#lost", "data-events-lost") == "0"
+    """The real path: the manifest installed, the service's channel sessions listening, the
+    driver writing; the viewer reads the System log the service keeps."""
+    from tests.service.harness import start_service
+
+    monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "control.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
+    monkeypatch.delenv("OPENETW_LOGS_DIR", raising=False)
+    subprocess.run([sys.executable, "-m", "openetw", "manifest", "install", str(DRIVER)], check=True, capture_output=True, timeout=60)
+    service = start_service(tmp_path / "control.sock")
+    try:
+        subprocess.run([sys.executable, str(DRIVER.parent / "sample_driver.py"), "--requests", "1", "--interval", "0"],
+                       check=True, capture_output=True, timeout=60)  # fmt: skip
+        store = LogStore(tmp_path / "data" / "logs")
+        deadline = time.monotonic() + 30
+        while (not store.exists("System") or len(list(store.query("System"))) < 3) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        server = serve()
+        _ready(page, server)
+        tree = page.text_content("#tree")
+        assert tree.index("Windows Logs") < tree.index("System") < tree.index("Applications and Services Logs")
+        page.click("#tree li[data-log='System']")
+        page.wait_for_function("window.__viewer.state.source && window.__viewer.state.source.kind === 'log'")
+        page.wait_for_function("window.__viewer.idle() && document.querySelectorAll('#rows .row').length === 3")
+        pick = ("rows => rows.map(r => [r.querySelector('.c-provider').textContent, r.querySelector('.c-id').textContent, "
+                "r.querySelector('.c-message').textContent])")
+        assert page.eval_on_selector_all("#rows .row", pick) == [["Sample Driver", str(n + 1), m] for n, m in enumerate(MESSAGES)]
+        page.click("#rows .row[data-index='0']")
+        page.wait_for_function("document.getElementById('detail').dataset.row === '0'")
+        assert page.text_content("#detail-message") == "Driver Loaded"
+        page.click("#tab-details")
+        page.check("#xml-view")
+        printed = subprocess.run([sys.executable, "-m", "openetw", "log", "query", "System", "--format", "xml"], check=True,
+                                 capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        first = next(line for line in printed.splitlines() if line.startswith("<Event "))
+        assert page.text_content("#detail-xml") == first
+        page.screenshot(path=str(artifacts / "system-log-sample-driver.png"))
+        # the driver runs again: its events arrive on the open page
+        subprocess.run([sys.executable, str(DRIVER.parent / "sample_driver.py"), "--requests", "1", "--interval", "0"],
+                       check=True, capture_output=True, timeout=60)  # fmt: skip
+        page.wait_for_function("window.__viewer.state.total === 6", timeout=30_000)
+        assert page.get_attribute("#lost", "data-events-lost") == "0"
+        page.goto("about:blank")
+    finally:
+        service.kill()
 
 
 def test_a_logs_rows_facets_and_export_over_http(serve: Any, logs: LogStore) -> None:
