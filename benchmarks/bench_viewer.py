@@ -7,7 +7,8 @@ export, write-to-screen latency of a live session, and the page's JS heap.
   facet counts and a filtered page in the middle of the set; DuckDB answers the same questions
   over ``openetw export``'s ``events.parquet`` of the same trace (export time reported once).
 * A provider in another process writes 1,000 events/s to a real-time session (4 KB buffers: a
-  buffer is handed over when it fills, or at the 1 s flush timer) the viewer tails in Chromium; latency = the moment the page has put the event in its table minus the time the
+  buffer is handed over when it fills, or at the 1 s flush timer) that the viewer tails in
+  Chromium; latency = the frame after the page put the event in its table minus the time the
   provider wrote into the event (same machine clock).
 * The page's JS heap (Chrome DevTools Protocol ``Runtime.getHeapUsage``) after scrolling the
   1M-event table.
@@ -67,18 +68,21 @@ for line in sys.stdin:
     print(json.dumps({"written": count}), flush=True)
 """
 
-# Installed before the page's script: times each tail message once the page's own handler ran.
+# Installed before the page's script: times each tail message at the frame after the page's own handler ran.
 _WATCH = """
 window.__latency = [];
 const add = EventSource.prototype.addEventListener;
 EventSource.prototype.addEventListener = function (type, listener, options) {
   const wrapped = function (message) {
     listener.call(this, message);
-    const now = Date.now();
-    for (const row of JSON.parse(message.data).rows) {
-      const sent = Number(row.fields.sent_us);
-      if (sent) window.__latency.push(now - sent / 1000);
-    }
+    const rows = JSON.parse(message.data).rows;
+    requestAnimationFrame(() => {  // the frame that shows them
+      const now = Date.now();
+      for (const row of rows) {
+        const sent = Number(row.fields.sent_us);
+        if (sent) window.__latency.push(now - sent / 1000);
+      }
+    });
   };
   return add.call(this, type, wrapped, options);
 };

@@ -15,6 +15,7 @@ API (all JSON, filters as ``viewer.model.parse_query`` reads them):
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import itertools
 import json
@@ -46,6 +47,7 @@ __all__ = ["COOKIE", "Viewer", "make_app"]
 
 COOKIE = "openetw_viewer"
 MAX_PAGE = 500
+TAIL_GATHER_SECONDS = 0.02  # a live tail's events sent together, at most this much later
 _STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascript; charset=utf-8", "viewer.css": "text/css; charset=utf-8"}
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")  # fmt: skip
@@ -325,6 +327,14 @@ def make_app(viewer: Viewer) -> TokenGuard:
         except (InvalidArgument, OpenEtwError, ValueError) as error:
             return _error(error)
 
+        def message(upto: int) -> str:
+            columns = source.columns()
+            part = columns.part(cursor, upto)
+            mask = matching_rows(part, query, (lambda needle: source.search(needle)[cursor:upto]) if query.text else None)
+            rendered = source.render((np.flatnonzero(mask) + cursor).tolist())
+            body = json.dumps({"cursor": upto, "events": len(columns), "rows": rendered, **source.lost()})
+            return f"id: {upto}\nevent: rows\ndata: {body}\n\n"
+
         async def stream() -> Any:
             nonlocal cursor
             yield "retry: 1000\n\n"
@@ -333,14 +343,11 @@ def make_app(viewer: Viewer) -> TokenGuard:
                 if count <= cursor:
                     yield ": idle\n\n"
                     continue
-                upto = min(count, cursor + MAX_PAGE)
-                columns = source.columns()
-                mask = matching_rows(columns, query, source.search)[cursor:upto]
-                chosen = (np.flatnonzero(mask) + cursor).tolist()
-                rendered = await run_in_threadpool(source.render, chosen)
-                body = json.dumps({"cursor": upto, "events": count, "rows": rendered, **source.lost()})
+                await asyncio.sleep(TAIL_GATHER_SECONDS)  # a busy source: one message for what comes meanwhile
+                upto = min(len(source.columns()), cursor + MAX_PAGE)
+                text = await run_in_threadpool(message, upto)
                 cursor = upto
-                yield f"id: {upto}\nevent: rows\ndata: {body}\n\n"
+                yield text
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 

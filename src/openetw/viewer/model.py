@@ -25,6 +25,7 @@ LEVEL_NAMES = {0: "Log Always", 1: "Critical", 2: "Error", 3: "Warning", 4: "Inf
 FACETS = ("level", "provider", "event", "task", "opcode", "keyword", "process", "channel", "user")
 """The facets the page shows, each a column of ``Columns`` (``keyword`` counts each bit)."""
 _CODED = ("provider", "event", "channel", "user")  # columns of codes into a label table
+_ARRAYS = ("time", "level", "provider", "event", "id", "task", "opcode", "keyword", "process", "thread", "cpu", "channel", "user")
 
 
 def level_name(level: int) -> str:
@@ -59,6 +60,11 @@ class Columns:
         z64, z32 = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return cls(z64, z32, z32, z32, z32, z32, z32, np.zeros(0, dtype=np.uint64), z32, z32, z32, z32, z32,
                    {name: [] for name in _CODED})  # fmt: skip
+
+    def part(self, start: int, stop: int) -> Columns:
+        """Rows ``start`` to ``stop`` (views, not copies)."""
+        arrays = {name: getattr(self, name)[start:stop] for name in _ARRAYS}
+        return Columns(**arrays, labels=self.labels)
 
     def label(self, column: str, code: int) -> str:
         if column in _CODED:

@@ -476,7 +476,7 @@
       $("spacer").style.height = `${state.total * ROW_H}px`;
       renderStatus();
       if (atEnd) viewport.scrollTop = state.total * ROW_H;
-      renderRows();
+      onScroll();  // the table is drawn once per frame however many messages came
     });
   }
 
