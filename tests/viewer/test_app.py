@@ -149,3 +149,10 @@ def test_the_command_refuses_a_missing_file() -> None:
     done = subprocess.run([sys.executable, "-m", "openetw", "viewer", "/nonexistent/x.etl", "--no-browser"], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert done.returncode == 2 and "no such file: /nonexistent/x.etl" in done.stderr
+
+
+def test_a_websocket_without_the_token_is_refused(serve: Any) -> None:
+    server = serve()
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    assert _request(server, "/api/s/f1/tail", headers=upgrade)[0] == 403
+    assert _request(server, "/api/s/f1/tail?token=wrong", headers=upgrade)[0] == 403
