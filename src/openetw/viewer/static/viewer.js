@@ -11,7 +11,7 @@
   const FACET_NAMES = {level: "Level", provider: "Source", event: "Event", task: "Task", opcode: "Opcode",
                        keyword: "Keywords", process: "Process", channel: "Log", user: "User"};
   const ALL_COLUMNS = [
-    ["levelName", "Level", 90], ["time", "Date and Time", 200], ["provider", "Source", 220], ["id", "Event ID", 70],
+    ["levelName", "Level", 90], ["time", "Date and Time", 230], ["provider", "Source", 220], ["id", "Event ID", 70],
     ["event", "Event", 160], ["task", "Task", 50], ["opcode", "Opcode", 55], ["keywords", "Keywords", 140],
     ["pid", "Process", 60], ["tid", "Thread", 60], ["cpu", "CPU", 40], ["channel", "Log", 100], ["user", "User", 120],
     ["computer", "Computer", 120], ["message", "Message", 600],
