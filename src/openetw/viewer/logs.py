@@ -4,8 +4,9 @@ Services Logs by provider) and a log's events, tailed as the log grows.
 A log is read through ``openetw.eventlog.LogStore`` with the same access rules as ``openetw log
 query`` for the user running the viewer (``eventlog.access``): a log that user may read whole
 is shown whole, an Application-isolation log only with that user's own events, any other is
-refused. The events' header facts become columns; each row keeps its fields and message (the
-record bytes are read again only for the event opened).
+refused. The events' header facts become columns (read straight from the log's database, as
+``LogStore.open`` allows); the rows on screen, the event opened and an export are read through
+``LogStore.query``. Search uses the log's own full-text index over messages.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def logs_tree() -> list[dict[str, Any]]:
     return out
 
 
+_COLUMN_SQL = ("SELECT record_id, time_created, level, provider, event_id, task, opcode, keywords, pid, tid, channel, user_sid "
+               "FROM events WHERE record_id > ?{own} ORDER BY record_id")  # fmt: skip
+
+
 class LogSource(ViewerSource):
     """One log of the Event Log (see the module doc); ``live``: it is polled for new events."""
 
@@ -84,29 +89,37 @@ class LogSource(ViewerSource):
         if access is ReadAccess.NONE:
             raise InvalidArgument(f"log {log!r}: access denied (its channel access does not let this user read it)")
         self._own_uid = os.getuid() if access is ReadAccess.READ_OWN else None
-        self._events: list[Any] = []
+        self._ids = np.zeros(0, dtype=np.int64)  # each row's EventRecordID
         self._columns = Columns.empty()
         self._tables: dict[str, dict[str, int]] = {name: {} for name in ("provider", "event", "channel", "user")}
         self._more = threading.Condition(self._lock)
         self._stopped = threading.Event()
-        self._last_id = 0
         self._read_new()
         self.ready.set()
         threading.Thread(target=self._follow, name=f"viewer-log-{source_id}", daemon=True).start()
 
     def _read_new(self) -> int:
-        fresh = []
-        for event in self.store.query(self.name, after_record_id=self._last_id or None, own_uid=self._own_uid):
-            event.record = b""  # read again when the event is opened
-            fresh.append(event)
-        if fresh:
+        """Add the events written since the last look (their header facts only)."""
+        import sqlite3
+
+        from openetw.errors import EventLogError
+
+        last = int(self._ids[-1]) if len(self._ids) else 0
+        db = self.store.open(self.name)
+        try:
+            own = "" if self._own_uid is None else " AND uid = ?"
+            params = (last,) if self._own_uid is None else (last, self._own_uid)
+            rows = db.execute(_COLUMN_SQL.format(own=own), params).fetchall()
+        except sqlite3.Error as error:
+            raise EventLogError(f"cannot read the log {self.name!r}: {error}") from None
+        finally:
+            db.close()
+        if rows:
             with self._more:
-                self._events.extend(fresh)
-                self._last_id = fresh[-1].record_id
-                if self._texts is not None:
-                    self._texts.extend(_text(event) for event in fresh)
+                self._columns, ids = _grown(self._columns, rows, self._tables, self.name)
+                self._ids = np.concatenate([self._ids, ids])
                 self._more.notify_all()
-        return len(fresh)
+        return len(rows)
 
     def _follow(self) -> None:
         while not self._stopped.wait(_POLL_SECONDS):
@@ -117,32 +130,42 @@ class LogSource(ViewerSource):
                 return
 
     def columns(self) -> Columns:
-        with self._lock:
-            count, done = len(self._events), len(self._columns)
-            if done < count:
-                self._columns = _grown(self._columns, self._events[done:count], self._tables)
-            return self._columns
+        return self._columns
 
     def events(self, rows: Iterable[int]) -> Iterator[Any]:
         raise InvalidArgument("a log's events are shown as rows, not decoded records")
 
-    def render(self, rows: Iterable[int]) -> list[dict[str, Any]]:
-        events = self._events
-        return [log_row(events[row], row) for row in rows]
+    def _stored(self, rows: list[int]) -> list[Any]:
+        """The stored events of ``rows`` (``None`` for one no longer in the log), a run of
+        consecutive record ids at a time."""
+        ids = self._ids[np.asarray(rows, dtype=np.int64)].tolist() if rows else []
+        found: dict[int, Any] = {}
+        order = sorted(set(ids))
+        at = 0
+        while at < len(order):
+            end = at
+            while end + 1 < len(order) and order[end + 1] == order[end] + 1:
+                end += 1
+            for event in self.store.query(self.name, after_record_id=order[at] - 1, count=end - at + 1, own_uid=self._own_uid):
+                found[event.record_id] = event
+            at = end + 1
+        return [found.get(record_id) for record_id in ids]
 
-    def stored(self, row: int) -> Any:
-        """The whole stored event of ``row`` (its record bytes read again)."""
-        brief = self._events[row]
-        for event in self.store.query(self.name, after_record_id=brief.record_id - 1, count=1, own_uid=self._own_uid):
-            return event
-        raise InvalidArgument(f"event {brief.record_id} is no longer in the log {self.name!r} (cleared or overwritten)")
+    def render(self, rows: Iterable[int]) -> list[dict[str, Any]]:
+        wanted = [int(row) for row in rows]
+        out = []
+        for row, event in zip(wanted, self._stored(wanted), strict=True):
+            out.append(log_row(event, row) if event is not None else _gone_row(row, int(self._ids[row]), self.name))
+        return out
 
     def detail(self, row: int) -> dict[str, Any]:
         from openetw.eventlog import event_xml
 
-        if not 0 <= row < len(self._events):
+        if not 0 <= row < len(self._ids):
             raise InvalidArgument(f"no event {row} in {self.name}")
-        event = self.stored(row)
+        (event,) = self._stored([row])
+        if event is None:
+            raise InvalidArgument(f"event {int(self._ids[row])} is no longer in the log {self.name!r} (cleared or overwritten)")
         out = log_row(event, row)
         out["xml"] = event_xml(event)
         out["activity"] = event.activity_id or ""
@@ -157,33 +180,52 @@ class LogSource(ViewerSource):
 
         from openetw.eventlog import event_xml
 
-        chosen = [self.stored(int(row)) for row in rows.tolist()]
+        if fmt not in ("json", "xml", "csv"):
+            raise InvalidArgument(f"a log exports as csv, json or xml, not {fmt}")
+        chosen = [event for event in self._stored(rows.tolist()) if event is not None]
         if fmt == "json":
             return "".join(json.dumps(event.to_json(), default=str) + "\n" for event in chosen).encode()
         if fmt == "xml":
             return ("<Events>\n" + "".join(event_xml(event) + "\n" for event in chosen) + "</Events>\n").encode()
-        if fmt == "csv":
-            out = io.StringIO()
-            writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(["Level", "Date and Time", "Source", "Event ID", "Task Category", "Log", "Record", "Message"])
-            for event in chosen:
-                writer.writerow([level_name(event.level), _iso(event.time_created), event.provider, event.event_id, event.task,
-                                 self.name, event.record_id, event.message or ""])  # fmt: skip
-            return out.getvalue().encode()
-        raise InvalidArgument(f"a log exports as csv, json or xml, not {fmt}")
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["Level", "Date and Time", "Source", "Event ID", "Task Category", "Log", "Record", "Message"])
+        for event in chosen:
+            writer.writerow([level_name(event.level), _iso(event.time_created), event.provider, event.event_id, event.task,
+                             self.name, event.record_id, event.message or ""])  # fmt: skip
+        return out.getvalue().encode()
 
-    def _all_texts(self) -> Iterator[str]:
-        count = len(self._events)
-        for number, event in enumerate(self._events[:count]):
-            if number % 4096 == 0:
-                self._text_progress = number / max(1, count)
-            yield _text(event)
+    def text_index(self, wait: float = 0.0) -> list[str] | None:
+        self._text_progress = 1.0
+        return []  # a log's own full-text index (FTS5 over its messages) is always there
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        out["text_index"] = {"state": "ready", "progress": 1.0}
+        return out
+
+    def search(self, needle: str) -> np.ndarray:
+        """Rows whose message holds words starting as ``needle``'s do (the log's FTS5 index)."""
+        import sqlite3
+
+        words = [word for word in needle.replace('"', " ").split() if word]
+        if not words:
+            return np.ones(len(self._ids), dtype=bool)
+        match = " ".join(f'"{word}"*' for word in words)
+        db = self.store.open(self.name)
+        try:
+            found = [row[0] for row in db.execute("SELECT rowid FROM messages WHERE messages MATCH ?", (match,))]
+        except sqlite3.Error as error:
+            raise InvalidArgument(f"cannot search the log {self.name!r}: {error}") from None
+        finally:
+            db.close()
+        return np.isin(self._ids, np.asarray(found, dtype=np.int64))
 
     def wait_for_more(self, count: int, timeout: float) -> int:
         with self._more:
-            if len(self._events) <= count:
+            if len(self._ids) <= count:
                 self._more.wait(timeout)
-            return len(self._events)
+            return len(self._ids)
 
     def lost(self) -> dict[str, int]:
         try:
@@ -196,9 +238,10 @@ class LogSource(ViewerSource):
         self._stopped.set()
 
 
-def _text(event: Any) -> str:
-    fields = " ".join(f"{name}={value}" for name, value in (event.fields or {}).items())
-    return f"{event.provider} {event.message or ''} {fields}".lower()
+def _gone_row(row: int, record_id: int, log: str) -> dict[str, Any]:
+    return {"row": row, "level": 0, "levelName": "", "time": "", "filetime": "", "provider": "", "event": "", "id": 0, "task": 0,
+            "opcode": 0, "keywords": "0x0", "pid": 0, "tid": 0, "cpu": 0, "channel": log, "user": "", "computer": "", "process": "",
+            "message": f"(event {record_id} is no longer in the log: cleared or overwritten)", "fields": {}, "recordId": record_id}  # fmt: skip
 
 
 def log_row(event: Any, row: int) -> dict[str, Any]:
@@ -218,22 +261,20 @@ def _coded(values: list[str], table: dict[str, int]) -> np.ndarray:
     return np.fromiter((table.setdefault(value, len(table)) for value in values), dtype=np.int32, count=len(values))
 
 
-def _grown(columns: Columns, events: list[Any], tables: dict[str, dict[str, int]]) -> Columns:
-    count = len(events)
+def _grown(columns: Columns, rows: list[Any], tables: dict[str, dict[str, int]], log: str) -> tuple[Columns, np.ndarray]:
+    """``columns`` with the rows of ``_COLUMN_SQL`` added, and those rows' record ids."""
+    count = len(rows)
 
-    def ints(values: Iterable[int], dtype: Any = np.int32) -> np.ndarray:
-        return np.fromiter(values, dtype=dtype, count=count)
+    def ints(at: int, dtype: Any = np.int32) -> np.ndarray:
+        return np.fromiter((row[at] or 0 for row in rows), dtype=dtype, count=count)
 
+    ids = ints(0, np.int64)
     added = {
-        "time": ints((e.time_created for e in events), np.int64), "level": ints(e.level for e in events),
-        "provider": _coded([e.provider for e in events], tables["provider"]),
-        "event": _coded([f"{e.provider}/{e.event_id}" for e in events], tables["event"]), "id": ints(e.event_id for e in events),
-        "task": ints(e.task for e in events), "opcode": ints(e.opcode for e in events),
-        "keyword": ints((e.keywords & (2**64 - 1) for e in events), np.uint64), "process": ints(e.pid for e in events),
-        "thread": ints(e.tid for e in events), "cpu": np.zeros(count, dtype=np.int32),
-        "channel": _coded([e.channel or e.log for e in events], tables["channel"]),
-        "user": _coded([e.user_sid or "" for e in events], tables["user"]),
+        "time": ints(1, np.int64), "level": ints(2), "provider": _coded([row[3] for row in rows], tables["provider"]),
+        "event": _coded([f"{row[3]}/{row[4]}" for row in rows], tables["event"]), "id": ints(4), "task": ints(5), "opcode": ints(6),
+        "keyword": np.fromiter(((row[7] or 0) & (2**64 - 1) for row in rows), dtype=np.uint64, count=count),
+        "process": ints(8), "thread": ints(9), "cpu": np.zeros(count, dtype=np.int32),
+        "channel": _coded([row[10] or log for row in rows], tables["channel"]), "user": _coded([row[11] or "" for row in rows], tables["user"]),
     }  # fmt: skip
     merged = {name: np.concatenate([getattr(columns, name), values]) for name, values in added.items()}
-    return Columns(**merged, labels={name: list(table) for name, table in tables.items()})
-
+    return Columns(**merged, labels={name: list(table) for name, table in tables.items()}), ids
