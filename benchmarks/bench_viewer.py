@@ -13,8 +13,9 @@ export, write-to-screen latency of a live session, and the page's JS heap.
 * The page's JS heap (Chrome DevTools Protocol ``Runtime.getHeapUsage``) after scrolling the
   1M-event table.
 
-A log filled with 1M events (the Event Log's storage) is not measured here: the viewer does not
-read logs yet.
+* A log filled with 1M events (``LogStore.append``, 1 GiB circular): the viewer's server time for
+  the same questions, next to the log's own SQLite answering them (``LogStore.query`` with an
+  XPath for the pages, ``GROUP BY`` on its connection for the counts).
 
 Usage: python benchmarks/bench_viewer.py [--events 1000000] [--repeat 5] [--rate 1000] [--seconds 5]
 """
@@ -151,6 +152,85 @@ def viewer_questions(path: Path, repeat: int) -> tuple[dict[str, float], dict[st
     return times, answers, server
 
 
+_PROVIDERS = ("Service Control Manager", "Microsoft-Windows-Kernel-General", "Sample Driver", "EventLog", "Microsoft-Windows-DNS-Client")
+
+
+def fill_log(workdir: Path, events: int) -> tuple[Path, float]:
+    from openetw.eventlog import LogConfig, LogStore, NewEvent
+
+    directory = workdir / "logs"
+    store = LogStore(directory)
+    store.create("System", LogConfig(max_size=1 << 30))
+    started = time.perf_counter()
+    base = 133_000_000_000_000_000
+    batch = 50_000
+    for first in range(0, events, batch):
+        store.append("System", [
+            NewEvent(time_created=base + n * 10_000, provider=_PROVIDERS[n % 5], event_id=7000 + n % 40, record=b"\0" * 32,
+                     level=1 + n % 5, task=n % 3, opcode=n % 2, keywords=0x8000000000000000 | (1 << (n % 8)), channel="System",
+                     pid=4 + n % 97, tid=8 + n % 13, fields={"param1": f"service {n % 300}", "param2": "running"},
+                     message=f"The service {n % 300} entered the running state.")
+            for n in range(first, min(events, first + batch))
+        ])  # fmt: skip
+    return directory, time.perf_counter() - started
+
+
+def log_questions(directory: Path, repeat: int) -> tuple[dict[str, float], dict[str, float]]:
+    from openetw.eventlog import LogStore
+    from openetw.viewer.app import Viewer
+    from openetw.viewer.server import ViewerServer
+
+    os.environ["OPENETW_LOGS_DIR"] = str(directory)
+    viewer = Viewer()
+    started = time.perf_counter()
+    source = viewer.open_log("System")
+    opened = time.perf_counter() - started
+    times: dict[str, float] = {"open (columns read once)": opened}
+    with ViewerServer(viewer) as server:
+        client = Client(server)
+        total = len(source.columns())
+        times["first page (100 rows)"], _ = best(lambda: client.get(f"/api/s/{source.id}/rows?offset=0&limit=100"), repeat)
+        times["facet counts (9 facets)"], facets = best(lambda: client.get(f"/api/s/{source.id}/facets"), repeat)
+        provider = facets["facets"]["provider"][0]
+        level = facets["facets"]["level"][0]
+        filtered = f"provider={provider['value']}&level={level['value']}"
+        _, head = client.get(f"/api/s/{source.id}/rows?{filtered}&limit=1")
+        middle = head["total"] // 2
+        times["filtered page (middle, 100 rows)"], _ = best(lambda: client.get(f"/api/s/{source.id}/rows?{filtered}&offset={middle}&limit=100"), repeat)
+        times["jump to row 999,999"], _ = best(lambda: client.get(f"/api/s/{source.id}/rows?offset={max(0, total - 100)}&limit=100"), repeat)
+    store = LogStore(directory)
+
+    def timed(work: Any) -> tuple[float, Any]:
+        started = time.perf_counter()
+        result = work()
+        return time.perf_counter() - started, result
+
+    sqlite: dict[str, float] = {}
+    sqlite["first page (100 rows)"], _ = best(lambda: timed(lambda: list(store.query("System", count=100))), repeat)
+
+    def counts() -> Any:
+        db = store.open("System")
+        try:
+            return [db.execute(f"SELECT {c}, count(*) FROM events GROUP BY 1 ORDER BY 2 DESC LIMIT 200").fetchall()
+                    for c in ("level", "provider", "event_id", "task", "opcode", "keywords", "pid", "channel", "user_sid")]  # fmt: skip
+        finally:
+            db.close()
+
+    sqlite["facet counts (9 facets)"], _ = best(lambda: timed(counts), repeat)
+    xpath = f"*[System[Provider[@Name='{provider['label']}'] and Level={level['value']}]]"
+
+    def filtered_page() -> Any:
+        events = store.query("System", xpath=xpath)
+        for _ in range(middle):  # the log's query has no offset: step over the rows before
+            next(events)
+        return [next(events) for _ in range(100)]
+
+    sqlite["filtered page (middle, 100 rows)"], _ = best(lambda: timed(filtered_page), repeat)
+    last_id = store.info("System").next_record_id - 1
+    sqlite["jump to row 999,999"], _ = best(lambda: timed(lambda: list(store.query("System", after_record_id=last_id - 100, count=100))), repeat)
+    return times, sqlite
+
+
 def duckdb_questions(path: Path, workdir: Path, answers: dict[str, Any], repeat: int) -> dict[str, float]:
     import duckdb
 
@@ -250,6 +330,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="how long it writes")
     parser.add_argument("--no-browser", action="store_true", help="skip the latency and heap measurements")
     parser.add_argument("--no-duckdb", action="store_true", help="skip the Parquet export and DuckDB's answers")
+    parser.add_argument("--no-log", action="store_true", help="skip the log of 1M events")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="openetw-bench-viewer-") as temp:
         workdir = Path(temp)
@@ -270,6 +351,16 @@ def main() -> int:
             print(table(["question (1M events)", "viewer server", "DuckDB/Parquet", f"goal ≤ {GOAL_MS} ms"], rows))
             print(f"filtered set: {answers['event']} in pid {answers['pid']}: {answers['filtered']} events "
                   f"(DuckDB page found {int(duck_times['(filtered rows found)'])} rows)")  # fmt: skip
+            if not args.no_log:
+                directory, fill_seconds = fill_log(workdir, args.events)
+                log_times, sqlite_times = log_questions(directory, args.repeat)
+                rows = [["fill (LogStore.append, once)", "", f"{fill_seconds:.1f} s", ""]]
+                for name, seconds in log_times.items():
+                    once = "(" in name and "once" in name
+                    goal = "" if once else ("ok" if seconds * 1000 <= GOAL_MS else f"over {GOAL_MS} ms")
+                    theirs = sqlite_times.get(name)
+                    rows.append([name, f"{seconds * 1000:.1f} ms", "" if theirs is None else f"{theirs * 1000:.1f} ms", goal])
+                print(table([f"question (log of {args.events} events)", "viewer server", "the log's SQLite", f"goal ≤ {GOAL_MS} ms"], rows))
             if not args.no_browser and os.path.exists(CHROMIUM):
                 numbers = browser_numbers(server, count, args.rate, args.seconds)
                 rows = []
