@@ -156,3 +156,24 @@ def test_a_websocket_without_the_token_is_refused(serve: Any) -> None:
     upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
     assert _request(server, "/api/s/f1/tail", headers=upgrade)[0] == 403
     assert _request(server, "/api/s/f1/tail?token=wrong", headers=upgrade)[0] == 403
+
+
+def test_full_text_search_over_an_etl_builds_its_text_index_once_with_progress(serve: Any) -> None:
+    import time
+
+    server = serve(corpus_path("etl", "tx", "HTTP_Server.etl"))
+    status, body = _api(server, "/api/s/f1/rows?limit=1")
+    assert body["total"] == 2042
+    status, index = _api(server, "/api/s/f1/text-index", method="POST")
+    assert status == 200 and index["state"] in ("building", "ready") and 0.0 <= index["progress"] <= 1.0
+    deadline = time.monotonic() + 120
+    while index["state"] != "ready" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status, index = _api(server, "/api/s/f1/text-index", method="POST")
+    assert index == {"state": "ready", "progress": 1.0}
+    source = server.viewer.sources["f1"]
+    texts = source.text_index()
+    matching = [row for row, text in enumerate(texts) if "dd5ef90a" in text]
+    status, found = _api(server, "/api/s/f1/rows?q=DD5EF90A&limit=500")
+    assert found["total"] == len(matching) > 0
+    assert [row["row"] for row in found["rows"]] == matching[:500]
