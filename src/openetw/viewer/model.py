@@ -164,8 +164,8 @@ def matching_rows(columns: Columns, query: Query, search: TextSearch | None = No
     return mask
 
 
-def _counts(column: np.ndarray, mask: np.ndarray) -> list[tuple[int, int]]:
-    chosen = column[mask]
+def _counts(column: np.ndarray, mask: np.ndarray | None) -> list[tuple[int, int]]:
+    chosen = column if mask is None else column[mask]
     if len(chosen) and chosen.dtype.kind in "iu" and chosen.dtype.itemsize <= 4 and 0 <= chosen.min() and chosen.max() < 1 << 20:
         tally = np.bincount(chosen)  # small codes: one pass instead of a sort
         values = np.flatnonzero(tally)
@@ -181,14 +181,19 @@ def facet_counts(columns: Columns, query: Query, search: TextSearch | None = Non
     condition on that facet (so the other values of a facet stay in view), most first."""
     out: dict[str, list[dict[str, Any]]] = {}
     masks: dict[tuple[Any, ...], np.ndarray] = {}
+    alls: dict[tuple[Any, ...], bool] = {}
     for name in FACETS:
         other = query.without(name)
         key = (tuple(sorted((k, tuple(sorted(v))) for k, v in other.wanted.items())), other.keyword_bits)
         mask = masks.get(key)
         if mask is None:
             mask = masks[key] = matching_rows(columns, other, search)
+        everything = alls.get(key)
+        if everything is None:
+            everything = alls[key] = bool(mask.all())
+        chosen = None if everything else mask  # every row: count the columns as they are
         if name == "keyword":
-            values, counts = np.unique(columns.keyword[mask], return_counts=True)
+            values, counts = np.unique(columns.keyword if chosen is None else columns.keyword[chosen], return_counts=True)
             bits: dict[int, int] = {}
             for value, count in zip(values.tolist(), counts.tolist(), strict=True):
                 for bit in range(64):
@@ -197,7 +202,7 @@ def facet_counts(columns: Columns, query: Query, search: TextSearch | None = Non
             entries = [{"value": bit, "label": f"0x{bit:x}", "count": count} for bit, count in sorted(bits.items(), key=lambda p: -p[1])]
         else:
             column: np.ndarray = getattr(columns, name)
-            entries = [{"value": value, "label": columns.label(name, value), "count": count} for value, count in _counts(column, mask)]
+            entries = [{"value": value, "label": columns.label(name, value), "count": count} for value, count in _counts(column, chosen)]
             if name in ("channel", "user"):
                 entries = [entry for entry in entries if entry["label"]]
         out[name] = entries[:limit]
@@ -219,10 +224,21 @@ def histogram(columns: Columns, mask: np.ndarray, bins: int, by: str = "level", 
         end = int(times.max()) if end is None else end
     width = max(1, -(-(end - start + 1) // bins))
     selected = mask & (times >= start) & (times <= end)
-    slots = ((times[selected] - start) // width).astype(np.int64)
-    column: np.ndarray = getattr(columns, by)[selected]
+    every = bool(selected.all())  # every row: no copies
+    column: np.ndarray = getattr(columns, by) if every else getattr(columns, by)[selected]
+    chosen_times = times if every else times[selected]
+    top = [value for value, _count in _counts(column, None)[:12]]
     series = []
-    for value, _count in _counts(column, np.ones(len(column), dtype=bool))[:12]:
-        counts = np.bincount(slots[column == value], minlength=bins)[:bins]
-        series.append({"value": value, "label": columns.label(by, value), "counts": counts.tolist()})
+    if top:
+        # one pass: each row's (series, bin) as one number, counted by bincount
+        lookup = np.full(max(top) + 1, -1, dtype=np.int64)
+        lookup[np.asarray(top, dtype=np.int64)] = np.arange(len(top))
+        inside = column <= max(top)
+        which = np.full(len(column), -1, dtype=np.int64)
+        which[inside] = lookup[column[inside]]
+        kept = which >= 0
+        slots = (chosen_times[kept] - start) // width
+        counts = np.bincount(which[kept] * bins + slots, minlength=len(top) * bins).reshape(len(top), bins)
+        for number, value in enumerate(top):
+            series.append({"value": value, "label": columns.label(by, value), "counts": counts[number].tolist()})
     return {"start": start, "end": end, "width": width, "bins": bins, "series": series}
