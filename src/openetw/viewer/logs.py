@@ -28,6 +28,7 @@ __all__ = ["WINDOWS_LOGS", "LogSource", "log_dirs", "logs_tree"]
 
 WINDOWS_LOGS = ("Application", "Security", "Setup", "System", "ForwardedEvents")
 _POLL_SECONDS = 0.25
+_SPAN_GAP = 64  # rows this close are read together with those between them
 
 
 def log_dirs() -> list[tuple[str, Path]]:
@@ -142,12 +143,17 @@ class LogSource(ViewerSource):
         found: dict[int, Any] = {}
         order = sorted(set(ids))
         at = 0
-        while at < len(order):
+        while at < len(order):  # ids close together are read as one span (one connection, one query)
             end = at
-            while end + 1 < len(order) and order[end + 1] == order[end] + 1:
+            while end + 1 < len(order) and order[end + 1] - order[end] <= _SPAN_GAP:
                 end += 1
-            for event in self.store.query(self.name, after_record_id=order[at] - 1, count=end - at + 1, own_uid=self._own_uid):
-                found[event.record_id] = event
+            first, last = order[at], order[end]
+            wanted = set(order[at : end + 1])
+            for event in self.store.query(self.name, after_record_id=first - 1, count=last - first + 1, own_uid=self._own_uid):
+                if event.record_id > last:
+                    break
+                if event.record_id in wanted:
+                    found[event.record_id] = event
             at = end + 1
         return [found.get(record_id) for record_id in ids]
 
