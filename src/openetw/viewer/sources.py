@@ -203,10 +203,6 @@ class ViewerSource:
         pass
 
 
-def _label_table(names: list[str]) -> tuple[dict[str, int], list[str]]:
-    return {name: code for code, name in enumerate(names)}, names
-
-
 class EtlSource(ViewerSource):
     """An ``.etl`` file through its index (built on first open, with progress)."""
 
@@ -227,6 +223,7 @@ class EtlSource(ViewerSource):
 
         try:
             index = EtlIndex.open(self.path)
+            self._buffer_size = max(1, int(index.header.buffer_size))
             parts = []
             for segment in index.segments():
                 rows = segment.records
@@ -247,12 +244,13 @@ class EtlSource(ViewerSource):
             self.ready.set()
 
     _progress_at = 0
+    _buffer_size = 65536
 
     def progress(self) -> float:
+        """How far the first pass is: the last buffer indexed, as a share of the file."""
         if self.ready.is_set():
             return 1.0
-        buffer_size = 65536
-        return min(0.99, self._progress_at * buffer_size / self._size)
+        return min(0.99, self._progress_at * self._buffer_size / self._size)
 
     def _sample_event(self, row: int) -> ReportEvent:
         record = next(self._loader.records(np.asarray([row])))
