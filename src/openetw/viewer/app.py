@@ -120,7 +120,7 @@ class Viewer:
         key = (source.id, len(columns), repr(query))
         rows = self._masks.get(key)
         if rows is None:
-            rows = np.flatnonzero(matching_rows(columns, query, source.search))
+            rows = np.flatnonzero(matching_rows(columns, query, source.search, source.xpath))
             if len(self._masks) > 16:
                 self._masks.clear()
             self._masks[key] = rows
@@ -280,14 +280,14 @@ def make_app(viewer: Viewer) -> TokenGuard:
         query = parse_query(_params(request))
         columns = source.columns()
         total = len(viewer.selected(source, query))
-        return {"total": total, "events": len(columns), "facets": facet_counts(columns, query, source.search)}
+        return {"total": total, "events": len(columns), "facets": facet_counts(columns, query, source.search, xpath=source.xpath)}
 
     def timeline(request: Request) -> Any:
         source = viewer.source(request.path_params["sid"])
         params = _params(request)
         query = parse_query(params)
         columns = source.columns()
-        mask = matching_rows(columns, Query(query.wanted, query.keyword_bits, None, None, query.text, query.xpath), source.search)
+        mask = matching_rows(columns, Query(query.wanted, query.keyword_bits, None, None, query.text, query.xpath), source.search, source.xpath)
         bins = int(params.get("bins", 200))
         return histogram(columns, mask, bins, params.get("by", "level"))
 
@@ -329,7 +329,7 @@ def make_app(viewer: Viewer) -> TokenGuard:
         def message(upto: int) -> str:
             columns = source.columns()
             part = columns.part(cursor, upto)
-            mask = matching_rows(part, query, (lambda needle: source.search(needle)[cursor:upto]) if query.text else None)
+            mask = matching_rows(part, query, lambda needle: source.search(needle)[cursor:upto], lambda text: source.xpath(text)[cursor:upto])
             rendered = source.render((np.flatnonzero(mask) + cursor).tolist())
             body = json.dumps({"cursor": upto, "events": len(columns), "rows": rendered, **source.lost()})
             return f"id: {upto}\nevent: rows\ndata: {body}\n\n"

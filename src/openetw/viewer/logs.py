@@ -227,6 +227,30 @@ class LogSource(ViewerSource):
             db.close()
         return np.isin(self._ids, np.asarray(found, dtype=np.int64))
 
+    def xpath(self, text: str) -> np.ndarray:
+        """Rows ``log query --query`` selects: the log's own XPath, as SQL when it says all of it."""
+        import sqlite3
+
+        from openetw.eventlog import parse_query
+        from openetw.eventlog.store import now_filetime
+
+        try:
+            query = parse_query(text)
+            condition = query.sql(now_filetime())
+        except OpenEtwError as error:
+            raise InvalidArgument(f"XPath: {error}") from None
+        if condition.exact:
+            db = self.store.open(self.name)
+            try:
+                found = [row[0] for row in db.execute(f"SELECT record_id FROM events WHERE {condition.where}", condition.params)]
+            except sqlite3.Error as error:
+                raise InvalidArgument(f"cannot query the log {self.name!r}: {error}") from None
+            finally:
+                db.close()
+        else:
+            found = [event.record_id for event in self.store.query(self.name, xpath=query, own_uid=self._own_uid)]
+        return np.isin(self._ids, np.asarray(found, dtype=np.int64))
+
     def wait_for_more(self, count: int, timeout: float) -> int:
         with self._more:
             if len(self._ids) <= count:

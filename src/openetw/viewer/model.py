@@ -141,8 +141,9 @@ TextSearch = Callable[[str], np.ndarray]
 """Rows whose text holds a needle (case-insensitive), as a boolean array."""
 
 
-def matching_rows(columns: Columns, query: Query, search: TextSearch | None = None) -> np.ndarray:
-    """Boolean mask of the rows the query selects."""
+def matching_rows(columns: Columns, query: Query, search: TextSearch | None = None, xpath: TextSearch | None = None) -> np.ndarray:
+    """Boolean mask of the rows the query selects; ``search`` finds text, ``xpath`` evaluates the
+    Event Log XPath (default: ``viewer.xpath`` on the columns)."""
     mask = np.ones(len(columns), dtype=bool)
     for name, values in query.wanted.items():
         column: np.ndarray = getattr(columns, name)
@@ -158,9 +159,12 @@ def matching_rows(columns: Columns, query: Query, search: TextSearch | None = No
             raise InvalidArgument("this source has no text index yet")
         mask &= search(query.text)
     if query.xpath:
-        from openetw.viewer.xpath import xpath_mask
+        if xpath is None:
+            from openetw.viewer.xpath import xpath_mask
 
-        mask &= xpath_mask(query.xpath, columns)
+            mask &= xpath_mask(query.xpath, columns)
+        else:
+            mask &= xpath(query.xpath)
     return mask
 
 
@@ -176,7 +180,9 @@ def _counts(column: np.ndarray, mask: np.ndarray | None) -> list[tuple[int, int]
     return [(int(value), int(count)) for value, count in pairs]
 
 
-def facet_counts(columns: Columns, query: Query, search: TextSearch | None = None, limit: int = 200) -> dict[str, list[dict[str, Any]]]:
+def facet_counts(
+    columns: Columns, query: Query, search: TextSearch | None = None, limit: int = 200, xpath: TextSearch | None = None,
+) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
     """Per facet, each value with its count over the rows the query selects without its own
     condition on that facet (so the other values of a facet stay in view), most first."""
     out: dict[str, list[dict[str, Any]]] = {}
@@ -187,7 +193,7 @@ def facet_counts(columns: Columns, query: Query, search: TextSearch | None = Non
         key = (tuple(sorted((k, tuple(sorted(v))) for k, v in other.wanted.items())), other.keyword_bits)
         mask = masks.get(key)
         if mask is None:
-            mask = masks[key] = matching_rows(columns, other, search)
+            mask = masks[key] = matching_rows(columns, other, search, xpath)
         everything = alls.get(key)
         if everything is None:
             everything = alls[key] = bool(mask.all())

@@ -195,6 +195,12 @@ class ViewerSource:
             found = np.concatenate([found, np.zeros(count - len(found), dtype=bool)])
         return found[:count]
 
+    def xpath(self, text: str) -> np.ndarray:
+        """Rows an Event Log XPath query selects (evaluated on the columns)."""
+        from openetw.viewer.xpath import xpath_mask
+
+        return xpath_mask(text, self.columns())
+
     def wait_for_more(self, count: int, timeout: float) -> int:
         """The number of events, once it exceeds ``count`` or ``timeout`` seconds passed."""
         return len(self.columns())
