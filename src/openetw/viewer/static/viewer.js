@@ -22,7 +22,7 @@
     sources: [], source: null, wanted: {}, q: "", xpath: "", start: null, end: null,
     total: 0, events: 0, generation: 0, blocks: new Map(), pending: new Set(),
     columns: ["levelName", "time", "provider", "id", "event", "task", "message"], fieldColumns: [],
-    selected: null, tail: null, cursor: 0, paused: false, hist: null, by: "level",
+    selected: null, target: null, tail: null, cursor: 0, paused: false, hist: null, by: "level",
     stats: {tailReceived: 0, tailInOrder: true, lastTailRow: -1, lastTailTime: "", tailArrivals: []},
   };
   window.__viewer = {
@@ -309,6 +309,7 @@
       if (!row) { missing.add(Math.floor(i / BLOCK)); continue; }
       const node = el("div", {class: `row level-${row.level}`, "data-row": String(row.row), "data-index": String(i)});
       if (state.selected === row.row) node.classList.add("on");
+      if (state.target === i) node.classList.add("target");
       node.style.top = `${i * ROW_H}px`;
       for (const [key, , width] of defs) {
         const cell = el("span", {class: `cell c-${key.replace(":", "-")}`, text: cellText(row, key)});
@@ -330,6 +331,7 @@
   }
 
   function gotoRow(index) {
+    state.target = index;
     const viewport = $("viewport");
     viewport.scrollTop = Math.max(0, Math.min(index, state.total - 1)) * ROW_H;
     renderRows();
