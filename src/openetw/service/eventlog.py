@@ -192,7 +192,8 @@ class EventLogService:
 
     def _start(self, name: str) -> int:
         table = self.service.table
-        config = SessionConfig(name=name, mode=LogMode.REAL_TIME, flush_timer=1, maximum_buffers=128)
+        # Pools of up to 512 buffers (32 MiB) per producer: a burst waits there for the store.
+        config = SessionConfig(name=name, mode=LogMode.REAL_TIME, flush_timer=1, maximum_buffers=512)
         owner = Caller(os.geteuid(), os.getegid())
         now = time.time()
         session = table.create(config, owner, now=now)
