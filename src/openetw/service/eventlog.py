@@ -58,6 +58,8 @@ READERS_GROUP = "openetw-log-readers"  # Windows' "Event Log Readers"
 WRITERS_GROUP = "openetw-log-writers"  # the service accounts that may write System
 _SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no connection has
 LEVEL_ALL = 255
+RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
+RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
 
 
 def _gid(name: str) -> int | None:
@@ -123,6 +125,7 @@ class EventLogService:
         self._configs: dict[str, LogConfig] = {}
         self._losses_seen: dict[int, int] = {}
         self._render_wanted = threading.Event()
+        self._last_store = 0.0  # monotonic: rendering waits while events keep arriving
 
     # -- channels ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -256,6 +259,7 @@ class EventLogService:
             except EventLogError as exc:
                 _log(f"event log: {exc}")
         if batches:
+            self._last_store = time.monotonic()
             self._render_wanted.set()
         self._count_losses(runtime)
 
@@ -265,12 +269,19 @@ class EventLogService:
         thread = threading.Thread(target=self._render_loop, name="openetw-eventlog-render", daemon=True)
         thread.start()
 
+    def _wait_for_quiet(self) -> None:
+        """Storing comes first: wait until no buffer came for RENDER_QUIET, at most RENDER_WAIT."""
+        deadline = time.monotonic() + RENDER_WAIT
+        while time.monotonic() - self._last_store < RENDER_QUIET and time.monotonic() < deadline:
+            time.sleep(RENDER_QUIET)
+
     def _render_loop(self) -> None:
         from openetw.eventlog.rendering import etw_renderer
 
         while True:
             self._render_wanted.wait(1.0)
             self._render_wanted.clear()
+            self._wait_for_quiet()
             registry = self.catalog.registry
             if registry is None:
                 continue
@@ -278,7 +289,7 @@ class EventLogService:
             for log in list(self.catalog.logs):
                 try:
                     while self.render_store.exists(log) and self.render_store.render_pending(log, render, 1000) == 1000:
-                        time.sleep(0)  # let the service's loop take the interpreter between batches
+                        self._wait_for_quiet()
                 except Exception as exc:  # noqa: BLE001 - rendering never stops; the events stay stored
                     _log(f"event log: rendering {log}: {exc}")
 
