@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, str] = {
     "report": "decode_commands",
     "export": "export_commands", "sql": "export_commands",
     "probe": "probe_commands",
+    "collect": "fleet_commands", "fleet": "fleet_commands",
 }  # fmt: skip
 
 

@@ -54,9 +54,10 @@ def service() -> None:
 )
 @click.option("--no-autologger", is_flag=True, help="Start no sessions of a default autologger file.")
 @click.option("--ready-fd", type=int, default=None, hidden=True)
+@click.option("--host-name", default=None, metavar="NAME", help="The host name streamed sessions publish as (default: the machine's).")
 @_json_option
 def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None,
-                as_json: bool) -> None:  # fmt: skip
+                host_name: str | None, as_json: bool) -> None:  # fmt: skip
     """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`.
     With --json, one JSON document when it ends: socket, system, pid, status.
 
@@ -79,7 +80,8 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     required = autologger is not None
     if autologger is None and not no_autologger:
         autologger = default_autologger(path, system=system)
-    status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required)
+    status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required,
+                         host_name=host_name)
     if as_json:
         _print_json({"socket": str(path), "system": system, "pid": os.getpid(), "status": status})
     if status:
@@ -213,12 +215,23 @@ def session() -> None:
                                       " image and profile; proc-connector: process and thread only).")  # fmt: skip
 @click.option("--profile-rate", type=int, default=None, metavar="HZ",
               help="Kernel sessions: CPU samples per second of the profile flag (1..100000; default 1000).")
+@click.option("--stream", "stream_servers", default=None, metavar="nats://HOST:PORT[,...]",
+              help="Also stream the session's buffers to the fleet's NATS JetStream cluster (stream ETW).")
+@click.option("--subject", default=None, metavar="TEMPLATE", help="With --stream: the subject (default etw.{host}.{session}).")
+@click.option("--spool-size", type=float, default=None, metavar="MB",
+              help="With --stream: what is kept while the cluster is unreachable (default 64 MB); beyond it, buffers are lost.")
+@click.option("--creds", "creds_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="With --stream: a NATS credentials file.")
+@click.option("--stream-user", "--user", "stream_user", default=None, help="With --stream: the NATS user (with --password-file).")
+@click.option("--password-file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: the user's password.")
 @_socket_option
 @_json_option
 @filter_options
 def session_start(name: str, provider_specs: tuple[str, ...], output: str | None, mode: str | None, realtime: bool,
                   buffer_size: int, max_size: int, flush_timer: int, min_buffers: int, max_buffers: int,
                   kernel_flags: str | None, kernel_buffer_size: int, kernel_source: str, profile_rate: int | None,
+                  stream_servers: str | None, subject: str | None, spool_size: float | None, creds_file: str | None,
+                  stream_user: str | None, password_file: str | None,
                   socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
     """Start session NAME; it runs until `openetw session stop NAME` (or the service stops).
 
@@ -235,12 +248,19 @@ def session_start(name: str, provider_specs: tuple[str, ...], output: str | None
       -p "MyCompany.Web:0x10:info;event-ids=1,2;stack" --pids 4242"""
     from openetw.controller import Session
 
+    stream = None
+    if stream_servers is not None:
+        from openetw.fleet.connect import StreamOptions
+
+        stream = StreamOptions.build(stream_servers, creds_file=creds_file, user=stream_user, password_file=password_file)
+    elif creds_file or stream_user or password_file or subject or spool_size is not None:
+        raise InvalidArgument("--subject, --spool-size, --creds, --user and --password-file go with --stream")
     started = Session.start(
         name, output, mode=mode, realtime=realtime, buffer_size=buffer_size, max_size=max_size,
         flush_timer=flush_timer, min_buffers=min_buffers, max_buffers=max_buffers,
         providers=[parse_provider_spec(spec, enable) for spec in provider_specs], kernel_flags=kernel_flags,
         kernel_buffer_size=kernel_buffer_size, kernel_source=kernel_source, kernel_profile_rate=profile_rate,
-        socket=socket_path,
+        socket=socket_path, stream=stream, subject=subject, spool_size=spool_size,
     )  # fmt: skip
     info = started.info_at_start
     started.detach()  # the session stays: it belongs to the service now

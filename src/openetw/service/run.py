@@ -16,7 +16,8 @@ __all__ = ["run_service"]
 
 
 def run_service(
-    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False
+    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False,
+    host_name: str | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status.
 
@@ -30,6 +31,8 @@ def run_service(
         log(f"{' / '.join(variable for variable, _ in _QUOTA_VARIABLES)}: {exc}")
         return 1
     service = TraceService(socket_path, system=system, quotas=quotas)
+    if host_name:
+        service.host_name = host_name
     try:
         service.listen()
     except ServiceError as exc:

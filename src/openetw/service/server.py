@@ -33,6 +33,7 @@ from openetw.service.schema import InvalidRequest
 from openetw.service.screen import ScreenResult
 from openetw.service.security_store import load_provider_security, save_provider_security, security_table_path
 from openetw.service.sessions import PendingFlush, SessionRuntime
+from openetw.service.stream import wait_for_streams
 from openetw.session import (
     Action,
     CaptureState,
@@ -105,6 +106,7 @@ class TraceService:
         self._shutdown_deadline: float | None = None
         self.autologger: AutologgerReport | None = None
         self.kernel = KernelRecorders(self)
+        self.host_name = socket.gethostname()  # what streamed sessions say they come from (--host-name)
         from openetw.service.handlers import HANDLERS
 
         self._handlers = HANDLERS
@@ -256,6 +258,7 @@ class TraceService:
             except Exception as exc:  # noqa: BLE001 - never leave the other files unfinished
                 log(f"finishing session {runtime.name!r}: {exc}")
         self.runtimes.clear()
+        wait_for_streams()  # streamed sessions: their last buffers get a few seconds to leave
         for connection in list(self.connections.values()):
             self._drop_connection(connection, notify_table=False)
         self.kernel.close()

@@ -1,0 +1,312 @@
+"""A JetStream cluster of ``nats-server`` processes on free loopback ports, for the fleet's tests.
+
+Every server started here is killed when its test ends. Without ``nats-server`` the tests
+skip, except under ``CI=true`` (or as root, where ``make system-packages`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+def need_nats_server() -> str:
+    path = shutil.which("nats-server") or (NATS_SERVER if os.path.exists(NATS_SERVER) else None)
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("nats-server is missing under CI (make system-packages installs it)")
+        pytest.skip("nats-server is not installed (apt-get install nats-server, or make system-packages as root)")
+    pytest.importorskip("nats", reason="nats-py is not installed (pip install 'openetw[stream]')")
+    return path
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class NatsNode:
+    def __init__(self, binary: str, name: str, config: Path, port: int, log: Path) -> None:
+        self.binary, self.name, self.config, self.port, self.log = binary, name, config, port, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([self.binary, "-c", str(self.config)], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"nats-server {self.name} exited: {self.log.read_text()[-2000:]}") from None
+                time.sleep(0.05)
+        raise RuntimeError(f"nats-server {self.name} did not listen")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+class NatsCluster:
+    """``size`` JetStream servers in one cluster (size 1: a single server), optionally with accounts."""
+
+    def __init__(self, directory: Path, size: int = 3, accounts: str | None = None) -> None:
+        binary = need_nats_server()
+        self.directory = directory
+        ports = free_ports(size * 2)
+        client_ports, route_ports = ports[:size], ports[size:]
+        self.nodes: list[NatsNode] = []
+        for index in range(size):
+            name = f"n{index + 1}"
+            store = directory / name
+            store.mkdir(parents=True, exist_ok=True)
+            lines = [
+                f"server_name: {name}",
+                f"listen: 127.0.0.1:{client_ports[index]}",
+                f'jetstream {{ store_dir: "{store}", max_memory_store: 64MB, max_file_store: 1GB }}',
+            ]
+            if size > 1:
+                routes = ", ".join(f"nats://127.0.0.1:{p}" for i, p in enumerate(route_ports) if i != index)
+                lines.append(f"cluster {{ name: etwtest, listen: 127.0.0.1:{route_ports[index]}, routes: [{routes}] }}")
+            if accounts:
+                lines.append(accounts)
+            config = directory / f"{name}.conf"
+            config.write_text("\n".join(lines) + "\n")
+            self.nodes.append(NatsNode(binary, name, config, client_ports[index], directory / f"{name}.log"))
+
+    @property
+    def urls(self) -> str:
+        return ",".join(node.url for node in self.nodes)
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+
+    def kill(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    def node(self, name: str) -> NatsNode:
+        return next(node for node in self.nodes if node.name == name)
+
+    def wait_ready(self, timeout: float = 30.0, **connect: Any) -> None:
+        """Until JetStream answers (a cluster has elected its meta leader)."""
+        asyncio.run(_wait_ready(self.urls, timeout, connect))
+
+    def stream_leader(self, stream: str = "ETW", **connect: Any) -> str | None:
+        return asyncio.run(_stream_leader(self.urls, stream, connect))
+
+
+async def _wait_ready(urls: str, timeout: float, connect: dict[str, Any]) -> None:
+    import nats
+
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            client = await nats.connect(urls.split(","), connect_timeout=1, allow_reconnect=False, **connect)
+            try:
+                await client.jetstream().account_info()
+                return
+            finally:
+                await client.close()
+        except Exception as exc:  # noqa: BLE001
+            last = exc
+            await asyncio.sleep(0.3)
+    raise RuntimeError(f"JetStream not ready: {last}")
+
+
+async def _stream_leader(urls: str, stream: str, connect: dict[str, Any]) -> str | None:
+    import nats
+
+    client = await nats.connect(urls.split(","), connect_timeout=1, allow_reconnect=False, **connect)
+    try:
+        info = await client.jetstream().stream_info(stream)
+        return info.cluster.leader if info.cluster else None
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    cluster = NatsCluster(tmp_path / "nats", 3)
+    try:
+        cluster.start()
+        cluster.wait_ready()
+        yield cluster
+    finally:
+        cluster.kill()
+
+
+# -- hosts: trace services with their own host names ------------------------------------------------
+PACED_PRODUCER = Path(__file__).with_name("paced_producer.py")
+
+
+class Host:
+    """One trace service standing for one machine of the fleet (``--host-name``)."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        import select
+        import sys
+
+        self.name = name
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.socket = directory / "control.sock"
+        read_end, write_end = os.pipe()
+        with open(directory / "service.log", "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "openetw", "service", "run", "--socket", str(self.socket), "--ready-fd", str(write_end),
+                 "--host-name", name, "--no-autologger"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
+            )  # fmt: skip
+        os.close(write_end)
+        try:
+            ready, _, _ = select.select([read_end], [], [], 20)
+            if not ready or not os.read(read_end, 16).startswith(b"ready"):
+                self.process.kill()
+                raise RuntimeError(f"the service of {name} did not start: {(directory / 'service.log').read_text()}")
+        finally:
+            os.close(read_end)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "OPENETW_SOCKET": str(self.socket), "OPENETW_NO_AUTOSTART": "1"}
+
+    def start_session(self, name: str, provider: str, servers: str, **stream: Any) -> Any:
+        from openetw.controller import Session
+
+        return Session.start(name, providers=[provider], socket=self.socket, autostart=False, stream=servers, flush_timer=1, **stream)
+
+    def producer(self, provider: str, count: int, rate: float, pad: int = 0) -> subprocess.Popen[bytes]:
+        import sys
+
+        return subprocess.Popen([sys.executable, str(PACED_PRODUCER), provider, str(count), str(rate), str(pad)],
+                                stdout=subprocess.PIPE, env=self.env())  # fmt: skip
+
+    def log(self) -> str:
+        return (self.directory / "service.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def written_by(process: subprocess.Popen[bytes], timeout: float = 120) -> int:
+    import json
+
+    out, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, out
+    return int(json.loads(out.decode().strip().splitlines()[-1])["written"])
+
+
+class CollectorProcess:
+    """``openetw collect`` in a process of its own."""
+
+    def __init__(self, servers: str, directory: Path, *extra: str) -> None:
+        import sys
+
+        self.directory = directory
+        self.log_path = directory.parent / f"{directory.name}-collector.log"
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "openetw", "collect", servers, "-o", str(directory), "--json", *extra],
+                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def stop(self) -> dict[str, Any]:
+        import json
+
+        if self.process.poll() is None:
+            self.process.terminate()
+        out, _ = self.process.communicate(timeout=30)
+        assert self.process.returncode == 0, self.log_path.read_text()
+        return dict(json.loads(out))
+
+
+def collected(directory: Path) -> dict[str, Any]:
+    from openetw.fleet.status import status_of_directory
+
+    try:
+        return status_of_directory(directory)
+    except Exception:  # noqa: BLE001 - no books yet
+        return {"hosts": {}, "sessions": []}
+
+
+def wait_until_ended(directory: Path, sessions: int, timeout: float = 60.0) -> dict[str, Any]:
+    """The collector's books once ``sessions`` sessions have ended there (their end message in)."""
+    deadline = time.monotonic() + timeout
+    report = collected(directory)
+    while time.monotonic() < deadline:
+        report = collected(directory)
+        if sum(1 for s in report["sessions"] if s["ended"]) >= sessions:
+            return report
+        time.sleep(0.3)
+    raise AssertionError(f"only {sum(1 for s in report['sessions'] if s['ended'])} of {sessions} sessions ended: {report}")
+
+
+def events_in(directory: Path, host: str) -> list[tuple[int, int]]:
+    """(pid, index) of every Tick event in a host's collected .etl files, read by openetw."""
+    from openetw.etl import EtlReader
+    from openetw.etl.relog import is_logfile_header_record
+    from openetw.tdh import decode_all, schema_from_record
+
+    found = []
+    for path in sorted((directory / host).rglob("*.etl")):
+        with EtlReader(path) as reader:
+            for record in reader:
+                if is_logfile_header_record(record):
+                    continue
+                schema = schema_from_record(record)
+                if schema is None or schema.event_name != "Tick":
+                    continue
+                values = decode_all(schema, record.user_data)
+                found.append((int(values["pid"]), int(values["index"])))
+            assert reader.stats.errors == [], reader.stats.errors
+    return found
+
+
+def dissect_count(path: Path) -> int:
+    """Records dissect.etl reads in one collected file (the logfile header record left out)."""
+    from dissect.etl.etl import ETL
+
+    with open(path, "rb") as stream:
+        return sum(1 for _ in ETL(stream)) - 1
