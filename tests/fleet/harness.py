@@ -145,10 +145,14 @@ async def _wait_ready(urls: str, timeout: float, connect: dict[str, Any]) -> Non
 
 async def _stream_leader(urls: str, stream: str, connect: dict[str, Any]) -> str | None:
     import nats
+    from nats.js.errors import NotFoundError
 
     client = await nats.connect(urls.split(","), connect_timeout=1, allow_reconnect=False, **connect)
     try:
-        info = await client.jetstream().stream_info(stream)
+        try:
+            info = await client.jetstream().stream_info(stream)
+        except NotFoundError:
+            return None
         return info.cluster.leader if info.cluster else None
     finally:
         await client.close()
@@ -207,7 +211,7 @@ class Host:
     def producer(self, provider: str, count: int, rate: float, pad: int = 0) -> subprocess.Popen[bytes]:
         import sys
 
-        return subprocess.Popen([sys.executable, str(PACED_PRODUCER), provider, str(count), str(rate), str(pad)],
+        return subprocess.Popen([sys.executable, str(PACED_PRODUCER), provider.lstrip("*"), str(count), str(rate), str(pad)],
                                 stdout=subprocess.PIPE, env=self.env())  # fmt: skip
 
     def log(self) -> str:

@@ -321,6 +321,13 @@ class Session:
             self._client.close()
         return _statistics(self.final)
 
+    def stream_state(self) -> dict[str, Any] | None:
+        """A streamed session's publishing: ``reachable``, ``sequence`` (messages numbered so
+        far), ``buffers_acknowledged``, ``held_bytes`` (waiting for the stream), ``spooled_items``
+        (of those, on disk), ``buffers_lost`` / ``events_lost``, ``last_error``; None otherwise."""
+        state = self._call("query")["session"].get("stream")
+        return dict(state) if state is not None else None
+
     def detach(self) -> None:
         """Close this controller's connection; the session goes on in the service."""
         self._client.close()

@@ -33,7 +33,8 @@ from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_heade
 __all__ = ["StreamPublisher"]
 
 WINDOW = 32  # publishes waiting for their acknowledgement at once
-MEMORY_BYTES = 1 << 20  # what waits in memory while the stream is unreachable; the rest goes to disk
+# What waits in memory while the stream is unreachable (at most a quarter of the spool); the rest goes to disk.
+MEMORY_BYTES = 1 << 20
 PUBLISH_TIMEOUT = 2.0
 RETRY_PAUSE = 0.25
 
@@ -125,6 +126,7 @@ class StreamPublisher:
                 "events_acknowledged": self.events_acknowledged,
                 "held_bytes": self._held_bytes,
                 "spooled_items": self._spool.disk_items,
+                "spilled_items": self._spool.spilled,
                 "buffers_lost": self.buffers_lost,
                 "events_lost": self.events_lost,
                 "last_error": self.last_error,
@@ -197,7 +199,7 @@ class StreamPublisher:
                         task = asyncio.ensure_future(self._publish(js, item))
                         in_flight[task] = item
                 if not healthy or client is None:
-                    self._spool.spill(MEMORY_BYTES)
+                    self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 4))
                 waiters: set[Any] = set(in_flight)
                 wake = asyncio.ensure_future(self._wakeup.wait())
                 waiters.add(wake)
