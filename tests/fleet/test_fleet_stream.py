@@ -27,8 +27,8 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
     out = tmp_path / "fleet"
     collector = CollectorProcess(nats_cluster.urls, out, "--to", "etl,parquet")
     try:
-        sessions = [host.start_session("Fleet", f"*Fleet.{host.name}", nats_cluster.urls, buffer_size=16) for host in hosts]
-        producers = [host.producer(f"Fleet.{host.name}", COUNT, RATE) for host in hosts]
+        sessions = [host.start_session("Fleet", "*Fleet.App", nats_cluster.urls, buffer_size=16) for host in hosts]
+        producers = [host.producer("Fleet.App", COUNT, RATE) for host in hosts]
         written = {host.name: written_by(process) for host, process in zip(hosts, producers, strict=True)}
         finals = {host.name: session.stop() for host, session in zip(hosts, sessions, strict=True)}
         report = wait_until_ended(out, 3)
@@ -46,6 +46,7 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
             assert sum(dissect_count(path) for path in files) == written[host.name]
         final = collector.stop()
         assert set(final["hosts"]) == {"alpha", "beta", "gamma"}
+        _same_answers_from_duckdb_and_dask(out / "parquet", written)
     finally:
         collector.kill()
         for host in hosts:
@@ -60,3 +61,40 @@ def _stream_info(cluster: NatsCluster) -> dict[str, object]:
 
     return asyncio.run(status_of_stream(StreamOptions.build(cluster.urls)))
 
+
+
+def _same_answers_from_duckdb_and_dask(root: Path, written: dict[str, int]) -> None:
+    """The collector's Parquet layout, read unchanged by DuckDB (openetw sql over the tree) and
+    by Dask on a local cluster of worker processes: the same answers."""
+    from openetw.export.sql import open_database, run_query
+
+    connection = open_database([str(root)])
+    try:
+        per_host = dict(run_query(connection, "SELECT host, count(*) FROM events WHERE provider_name = 'Fleet.App' GROUP BY host").rows)
+        ticks = {row[0]: (row[1], row[2], row[3]) for row in run_query(
+            connection, 'SELECT host, count(*), sum("index"), count(DISTINCT pid) FROM "Fleet.App/Tick" GROUP BY host').rows}
+    finally:
+        connection.close()
+    assert per_host == written
+    assert ticks == {host: (COUNT, COUNT * (COUNT - 1) // 2, 1) for host in written}
+
+    import dask.dataframe as dd  # the test extra's
+    import distributed
+
+    def partitioned(pattern: str, columns: list[str]) -> object:
+        parts = []
+        for path in sorted(root.glob(pattern)):
+            host = next(part.split("=", 1)[1] for part in path.parts if part.startswith("host="))
+            parts.append(dd.read_parquet(str(path), columns=columns).assign(host=host))
+        return dd.concat(parts)
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster):  # fmt: skip
+        events = partitioned("host=*/date=*/*/events.parquet", ["provider_name"])
+        dask_hosts = events[events.provider_name == "Fleet.App"].groupby("host").size().compute().to_dict()
+        tick = partitioned("host=*/date=*/*/Fleet.App/Tick_v*.parquet", ["index", "pid"])
+        grouped = tick.groupby("host")["index"].agg(["count", "sum"]).compute()
+        pids = tick.groupby("host")["pid"].nunique().compute().to_dict()
+    dask_ticks = {host: (int(row["count"]), int(row["sum"]), int(pids[host])) for host, row in grouped.iterrows()}
+    assert {host: int(n) for host, n in dask_hosts.items()} == per_host
+    assert dask_ticks == ticks
