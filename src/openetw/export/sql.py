@@ -97,7 +97,7 @@ def open_database(directories: Sequence[str]) -> Any:
     duckdb = require("duckdb", "openetw sql")
     tables: dict[str, list[str]] = {}
     events: list[str] = []
-    for directory in [layout for directory in directories for layout in _layouts_in(directory)]:
+    for directory in [layout for given in directories for layout in _layouts_in(given)]:
         with open(os.path.join(directory, SCHEMAS_FILE), encoding="utf-8") as stream:
             layout = json.load(stream)
         events.append(os.path.join(directory, layout["events"]["file"]))
