@@ -145,6 +145,39 @@ def _exited(pid: int) -> bool:
         return False
 
 
+def _trace_stream(servers: str, hosts: tuple[str, ...], start: str, provider_specs: tuple[str, ...], creds_file: str | None,
+                  stream_user: str | None, password_file: str | None, as_json: bool) -> None:  # fmt: skip
+    """``openetw trace --stream``: the fleet's stream through ``UserTrace(streams=[...])``."""
+    from openetw.consumer import Provider, UserTrace
+    from openetw.consumer.stream_source import StreamSource
+    from openetw.controller.live import LiveFormatter
+    from openetw.fleet.connect import StreamOptions
+
+    options = StreamOptions.build(servers, creds_file=creds_file, user=stream_user, password_file=password_file)
+    trace = UserTrace(streams=[StreamSource(options, hosts=hosts, start=start)])
+    formatter = LiveFormatter(as_json=as_json)
+    shown = 0
+
+    def show(record: Any, _context: Any) -> None:
+        nonlocal shown
+        click.echo(formatter.format(record))
+        shown += 1
+
+    for spec in provider_specs:
+        provider = Provider(spec.split(":", 1)[0] if not spec.startswith("{") else spec)
+        provider.add_on_event_callback(show)
+        trace.enable(provider)
+    if not provider_specs:
+        trace.set_default_event_callback(show)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        trace.start()
+    except KeyboardInterrupt:
+        trace.stop()
+        trace.close()
+    click.echo(f"{shown} events", err=True)
+
+
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
@@ -525,18 +558,34 @@ def _principal(text: str) -> dict[str, Any]:
 @_providers_option
 @click.option("--buffer-size", type=int, default=64, show_default=True, help="Buffer size in KB (with -p).")
 @click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (with -p).")
+@click.option("--stream", "stream_servers", default=None, metavar="nats://HOST:PORT[,...]",
+              help="View the fleet's stream instead: every host's streamed sessions (-p keeps some providers).")
+@click.option("--host", "hosts", multiple=True, metavar="HOST", help="With --stream: only this host (repeatable).")
+@click.option("--from", "start", type=click.Choice(["now", "start"]), default="now", show_default=True,
+              help="With --stream: buffers published from now on, or everything the stream holds.")
+@click.option("--creds", "creds_file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: a NATS credentials file.")
+@click.option("--stream-user", "stream_user", default=None, help="With --stream: the NATS user (with --password-file).")
+@click.option("--password-file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: the user's password.")
 @_socket_option
 @_json_option
 @filter_options
 def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size: int, flush_timer: int,
-          socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
+          stream_servers: str | None, hosts: tuple[str, ...], start: str, creds_file: str | None, stream_user: str | None,
+          password_file: str | None, socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
     """Print events as they arrive, decoded where possible; Ctrl-C stops.
 
     With -p a real-time session of its own is started for the providers and stopped at the end.
+    With --stream the fleet's JetStream stream is viewed as a real-time session (UserTrace's
+    streams): every host's events, or those of --host, of the -p providers when given.
     """
     from openetw.controller import RealtimeConsumer, Session
     from openetw.controller.live import LiveFormatter
 
+    if stream_servers is not None:
+        _trace_stream(stream_servers, hosts, start, provider_specs, creds_file, stream_user, password_file, as_json)
+        return
+    if hosts or creds_file or stream_user or password_file or start != "now":
+        raise InvalidArgument("--host, --from, --creds, --stream-user and --password-file go with --stream")
     if (session_name is None) == (not provider_specs):
         raise InvalidArgument("give either --session NAME or at least one -p PROVIDER")
     specs = [parse_provider_spec(spec, enable) for spec in provider_specs]
