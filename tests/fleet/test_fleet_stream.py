@@ -44,6 +44,7 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
             assert sorted(index for _, index in events) == list(range(COUNT))
             files = sorted((out / host.name).rglob("*.etl"))
             assert sum(dissect_count(path) for path in files) == written[host.name]
+        _fleet_status_shows(nats_cluster.urls, out, written)
         final = collector.stop()
         assert set(final["hosts"]) == {"alpha", "beta", "gamma"}
         _same_answers_from_duckdb_and_dask(out / "parquet", written)
@@ -98,3 +99,25 @@ def _same_answers_from_duckdb_and_dask(root: Path, written: dict[str, int]) -> N
     dask_ticks = {host: (int(row["count"]), int(row["sum"]), int(pids[host])) for host, row in grouped.iterrows()}
     assert {host: int(n) for host, n in dask_hosts.items()} == per_host
     assert dask_ticks == ticks
+
+
+def _fleet_status_shows(servers: str, out: Path, written: dict[str, int]) -> None:
+    """``openetw fleet status`` of the collector's directory and of the stream."""
+    import json
+    import subprocess
+    import sys
+
+    def status(source: str) -> dict[str, object]:
+        done = subprocess.run([sys.executable, "-m", "openetw", "fleet", "status", source, "--json"], capture_output=True, text=True,
+                              check=True)  # fmt: skip
+        return dict(json.loads(done.stdout))
+
+    local = status(str(out))
+    hosts = local["hosts"]
+    assert isinstance(hosts, dict)
+    assert {host: item["events"] for host, item in hosts.items()} == written
+    assert all(item["gaps"] == 0 and item["running"] == 0 for item in hosts.values())
+    remote = status(servers)
+    assert remote["replicas"] == 3 and set(remote["hosts"]) == set(written)  # type: ignore[arg-type]
+    (consumer,) = remote["consumers"]  # type: ignore[misc]
+    assert consumer["name"] == "openetw-collector" and consumer["pending"] == 0
