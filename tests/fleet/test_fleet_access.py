@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream
-from tests.fleet.harness import Host, NatsCluster
+from tests.fleet.harness import Host, NatsCluster, make_cluster
 
 HOST_API = '"$JS.API.INFO", "$JS.API.STREAM.INFO.ETW", "$JS.API.STREAM.CREATE.ETW"'
 ACCOUNTS = f"""
@@ -31,7 +31,7 @@ accounts {{
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Any:
-    cluster = NatsCluster(tmp_path / "nats", 1, accounts=ACCOUNTS)
+    cluster = make_cluster(tmp_path / "nats", 1, accounts=ACCOUNTS)
     try:
         cluster.start()
         cluster.wait_ready(user="collector", password="collector-secret")

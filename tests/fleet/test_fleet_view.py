@@ -16,14 +16,14 @@ import pytest
 from openetw.consumer import Provider, UserTrace
 from openetw.consumer.stream_source import StreamSource
 from openetw.tdh import decode_all, schema_from_record
-from tests.fleet.harness import Host, NatsCluster, written_by
+from tests.fleet.harness import Host, NatsCluster, make_cluster, written_by
 
 COUNT = 300
 
 
 @pytest.fixture
 def single_node(tmp_path: Path) -> Any:
-    cluster = NatsCluster(tmp_path / "nats", 1)
+    cluster = make_cluster(tmp_path / "nats", 1)
     try:
         cluster.start()
         cluster.wait_ready()
