@@ -36,6 +36,7 @@ WINDOW = 32  # publishes waiting for their acknowledgement at once
 # What waits in memory while the stream is unreachable (at most a quarter of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
 PUBLISH_TIMEOUT = 2.0
+PROBE_TIMEOUT = 0.5  # while the stream does not answer: find out soon that it answers again
 RETRY_PAUSE = 0.25
 
 
@@ -196,7 +197,7 @@ class StreamPublisher:
                     while len(in_flight) < limit and (retry or len(self._spool)):
                         item = retry.popleft() if retry else self._spool.pop()
                         assert item is not None
-                        task = asyncio.ensure_future(self._publish(js, item))
+                        task = asyncio.ensure_future(self._publish(js, item, PUBLISH_TIMEOUT if healthy else PROBE_TIMEOUT))
                         in_flight[task] = item
                 if not healthy or client is None:
                     self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 4))
@@ -233,7 +234,7 @@ class StreamPublisher:
             if client is not None:
                 await _close_quietly(client)
 
-    async def _publish(self, js: Any, item: Item) -> None:
+    async def _publish(self, js: Any, item: Item, timeout: float) -> None:
         headers = message_headers(
             host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=item.events,
             events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap,
@@ -244,7 +245,7 @@ class StreamPublisher:
                     host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=0,
                     events_lost=self.events_lost, buffers_lost=self.buffers_lost, gap=item.gap,
                 )  # fmt: skip
-        await js.publish(self.subject, item.payload, timeout=PUBLISH_TIMEOUT, stream=self.options.stream, headers=headers)
+        await js.publish(self.subject, item.payload, timeout=timeout, stream=self.options.stream, headers=headers)
 
     def _acknowledged(self, item: Item) -> None:
         with self._lock:
