@@ -169,6 +169,11 @@ class StreamPublisher:
         self._wakeup = asyncio.Event()
         retry: deque[Item] = deque()
         in_flight: dict[asyncio.Task[Any], Item] = {}
+        finished: list[asyncio.Task[Any]] = []
+
+        def wake(_task: Any) -> None:
+            assert self._wakeup is not None
+            self._wakeup.set()
         client = None
         js = None
         healthy = False
@@ -198,18 +203,22 @@ class StreamPublisher:
                         item = retry.popleft() if retry else self._spool.pop()
                         assert item is not None
                         task = asyncio.ensure_future(self._publish(js, item, PUBLISH_TIMEOUT if healthy else PROBE_TIMEOUT))
+                        task.add_done_callback(finished.append)
+                        task.add_done_callback(wake)
                         in_flight[task] = item
                 if not healthy or client is None:
                     self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 4))
-                waiters: set[Any] = set(in_flight)
-                wake = asyncio.ensure_future(self._wakeup.wait())
-                waiters.add(wake)
-                pause = RETRY_PAUSE if (client is None or not healthy) and not in_flight else 1.0
-                await asyncio.wait(waiters, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
-                wake.cancel()
+                if not finished:  # a finished publish or a new buffer wakes the loop (one event, not a wait on every task)
+                    pause = RETRY_PAUSE if (client is None or not healthy) and not in_flight else 1.0
+                    try:
+                        async with asyncio.timeout(pause):
+                            await self._wakeup.wait()
+                    except TimeoutError:
+                        pass
                 self._wakeup.clear()
                 failed: list[Item] = []
-                for task in [t for t in in_flight if t.done()]:
+                done, finished[:] = finished[:], []
+                for task in done:
                     item = in_flight.pop(task)
                     error = task.exception()
                     if error is None:
@@ -230,6 +239,7 @@ class StreamPublisher:
                     await asyncio.sleep(RETRY_PAUSE)
         finally:
             for task in in_flight:
+                task.remove_done_callback(finished.append)
                 task.cancel()
             if client is not None:
                 await _close_quietly(client)
