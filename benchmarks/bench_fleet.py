@@ -16,8 +16,10 @@ temporary store) and a private trace service are started and removed at the end.
 (d) end-to-end latency: a producer at ``--rate`` events/s writing its wall clock in each event;
     the collector (in this process) notes when each commit made events durable: p50/p99/max
     from write to durable;
-(e) failover: in the same run the stream's leader node is killed (SIGKILL), then the next leader is put in lame duck mode (a planned stop), each restarted 3 s later; the
-    longest time the session's acknowledgements stood still (the publish stall). Goal: <= 2 s.
+(e) failover: in the same run the stream's leader node is killed (SIGKILL), then the next
+    leader is put in lame duck mode (a planned stop), each restarted 3 s later; the longest time
+    the session's acknowledgements stood still (the publish stall), next to nats-py alone
+    publishing through a leader killed the same way. Goal: <= 2 s.
 
 Usage: python benchmarks/bench_fleet.py [--duration 10] [--rate 5000] [--kernel]
 """
@@ -321,8 +323,13 @@ async def _raw_failover(cluster: Any) -> float:
             if worst > 0 and now - started > worst + 1:
                 break
         node.start()
-        cluster.wait_ready()
-        await js.delete_stream("FAILOVER")
+        for _ in range(50):  # the node back in its cluster: the stream goes
+            try:
+                await js.delete_stream("FAILOVER")
+                break
+            except Exception:  # noqa: BLE001 - not yet
+                await asyncio.sleep(0.2)
+        await asyncio.sleep(2.0)
         return worst
     finally:
         await client.close()
