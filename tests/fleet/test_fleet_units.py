@@ -80,3 +80,29 @@ def test_store_drops_duplicates_and_survives_a_crash(tmp_path: Path) -> None:
     with EtlReader(tmp_path / session["files"][0], strict=False) as reader:  # zero-filled buffers: only the header matters
         assert reader.header.buffers_written == 3
     again.close()
+
+
+def test_command_line_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from openetw.cli.main import main
+
+    assert main(["session", "start", "X", "--subject", "etw.{host}", "--socket", str(tmp_path / "none.sock")]) == 2
+    assert "go with --stream" in capsys.readouterr().err
+    assert main(["collect", "nats://127.0.0.1:1", "-o", str(tmp_path / "out"), "--to", "etl,log"]) == 2
+    assert "Event Log" in capsys.readouterr().err
+    assert main(["fleet", "status", str(tmp_path / "nothing-here")]) == 2
+    assert main(["trace", "--host", "a", "-p", "X"]) == 2
+    assert "go with --stream" in capsys.readouterr().err
+
+
+def test_deploy_examples_are_valid_server_configurations() -> None:
+    import subprocess
+
+    from tests.fleet.harness import need_nats_server
+
+    need_nats_server()
+    from openetw.testing.nats_cluster import find_nats_server
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "fleet"
+    for name in ("etw-n1.conf", "etw-n2.conf", "etw-n3.conf"):
+        done = subprocess.run([str(find_nats_server()), "-c", str(deploy / name), "-t"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
