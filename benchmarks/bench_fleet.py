@@ -301,7 +301,10 @@ async def _raw_failover(cluster: Any) -> float:
     import nats
     from nats.js.api import StorageType, StreamConfig
 
-    client = await nats.connect(cluster.urls.split(","), reconnect_time_wait=0.1, max_reconnect_attempts=-1)
+    async def quiet(_error: Exception) -> None:
+        return None
+
+    client = await nats.connect(cluster.urls.split(","), reconnect_time_wait=0.1, max_reconnect_attempts=-1, error_cb=quiet)
     try:
         js = client.jetstream()
         await js.add_stream(StreamConfig(name="FAILOVER", subjects=["failover.>"], storage=StorageType.FILE, num_replicas=3))
