@@ -79,10 +79,10 @@ def test_cluster_down_spool_holds_or_counts_exactly(tmp_path: Path, nats_cluster
         producers = [roomy.producer("*Fleet.Roomy", 4500, 300), tiny.producer("*Fleet.Tiny", 4500, 300)]
         time.sleep(2.0)
         nats_cluster.kill()
-        time.sleep(8.0)
+        time.sleep(9.5)
         during = held.stream_state()
         assert during is not None
-        time.sleep(2.0)
+        time.sleep(0.5)
         nats_cluster.start()
         written = [written_by(process) for process in producers]
         final_roomy, final_tiny = held.stop(), squeezed.stop()

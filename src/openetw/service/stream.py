@@ -33,7 +33,7 @@ from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_heade
 __all__ = ["StreamPublisher"]
 
 WINDOW = 32  # publishes waiting for their acknowledgement at once
-# What waits in memory while the stream is unreachable (at most a quarter of the spool); the rest goes to disk.
+# What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
 PUBLISH_TIMEOUT = 2.0
 PROBE_TIMEOUT = 0.5  # while the stream does not answer: find out soon that it answers again
@@ -207,7 +207,7 @@ class StreamPublisher:
                         task.add_done_callback(wake)
                         in_flight[task] = item
                 if not healthy or client is None:
-                    self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 4))
+                    self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 8))
                 if not finished:  # a finished publish or a new buffer wakes the loop (one event, not a wait on every task)
                     pause = RETRY_PAUSE if (client is None or not healthy) and not in_flight else 1.0
                     try:
