@@ -41,6 +41,12 @@ def run_service(
     if autologger is not None and not start_autologger_file(service, autologger, log=log) and autologger_required:
         service.close()
         return 1
+    try:  # the Event Log's channels listen before any provider is accepted
+        from openetw.service.eventlog import install_event_log
+
+        install_event_log(service)
+    except (OpenEtwError, OSError) as exc:
+        log(f"the Event Log could not start: {exc}")
     signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
     signal.signal(signal.SIGINT, lambda *_: service.request_stop())
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
