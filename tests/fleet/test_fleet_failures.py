@@ -48,19 +48,23 @@ def test_stream_leader_killed_and_back(tmp_path: Path, nats_cluster: NatsCluster
 def test_collector_killed_and_restarted(tmp_path: Path, nats_cluster: NatsCluster) -> None:
     host = Host(tmp_path / "alpha", "alpha")
     out = tmp_path / "fleet"
-    collector = CollectorProcess(nats_cluster.urls, out)
+    collector = CollectorProcess(nats_cluster.urls, out, "--to", "etl,log")
     try:
         session = host.start_session("Restart", "*Fleet.Restart", nats_cluster.urls, buffer_size=8)
         producer = host.producer("*Fleet.Restart", 4000, 800)
         time.sleep(2.5)
         collector.kill()  # SIGKILL: whatever it had not committed is delivered again
         time.sleep(1.0)
-        collector = CollectorProcess(nats_cluster.urls, out)
+        collector = CollectorProcess(nats_cluster.urls, out, "--to", "etl,log")
         written = written_by(producer)
         session.stop()
         wait_until_ended(out, 1)
         item = _check_exact(out, "alpha", written, 4000)
         assert item["buffers"] > 10
+        from openetw.eventlog import LogStore
+
+        logged = [int(e.fields["index"]) for e in LogStore(out / "logs").query("ForwardedEvents") if e.fields and "index" in e.fields]
+        assert sorted(logged) == list(range(4000))  # the Event Log too: once each
     finally:
         collector.kill()
         host.stop()

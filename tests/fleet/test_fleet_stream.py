@@ -25,7 +25,7 @@ def _hosts(tmp_path: Path, names: list[str]) -> list[Host]:
 def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster: NatsCluster) -> None:
     hosts = _hosts(tmp_path, ["alpha", "beta", "gamma"])
     out = tmp_path / "fleet"
-    collector = CollectorProcess(nats_cluster.urls, out, "--to", "etl,parquet")
+    collector = CollectorProcess(nats_cluster.urls, out, "--to", "etl,parquet,log")
     try:
         sessions = [host.start_session("Fleet", "*Fleet.App", nats_cluster.urls, buffer_size=16) for host in hosts]
         producers = [host.producer("Fleet.App", COUNT, RATE) for host in hosts]
@@ -48,6 +48,7 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
         final = collector.stop()
         assert set(final["hosts"]) == {"alpha", "beta", "gamma"}
         _same_answers_from_duckdb_and_dask(out / "parquet", written)
+        _forwarded_events_per_host(out, written)
     finally:
         collector.kill()
         for host in hosts:
@@ -121,3 +122,14 @@ def _fleet_status_shows(servers: str, out: Path, written: dict[str, int]) -> Non
     assert remote["replicas"] == 3 and set(remote["hosts"]) == set(written)  # type: ignore[arg-type]
     (consumer,) = remote["consumers"]  # type: ignore[misc]
     assert consumer["name"] == "openetw-collector" and consumer["pending"] == 0
+
+
+def _forwarded_events_per_host(out: Path, written: dict[str, int]) -> None:
+    """``--to log``: every event in the Event Log's ForwardedEvents, each with its host as Computer."""
+    from collections import Counter
+
+    from openetw.eventlog import LogStore
+
+    events = list(LogStore(out / "logs").query("ForwardedEvents", xpath="*[System[Provider[@Name='Fleet.App']]]"))
+    assert Counter(event.computer for event in events) == written
+    assert {event.fields["index"] for event in events if event.computer == "alpha"} == {str(i) for i in range(COUNT)}  # type: ignore[index]

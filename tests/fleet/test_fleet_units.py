@@ -87,8 +87,8 @@ def test_command_line_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
     assert main(["session", "start", "X", "--subject", "etw.{host}", "--socket", str(tmp_path / "none.sock")]) == 2
     assert "go with --stream" in capsys.readouterr().err
-    assert main(["collect", "nats://127.0.0.1:1", "-o", str(tmp_path / "out"), "--to", "etl,log"]) == 2
-    assert "Event Log" in capsys.readouterr().err
+    assert main(["collect", "nats://127.0.0.1:1", "-o", str(tmp_path / "out"), "--to", "etl,csv"]) == 2
+    assert "unknown output csv" in capsys.readouterr().err
     assert main(["fleet", "status", str(tmp_path / "nothing-here")]) == 2
     assert main(["trace", "--host", "a", "-p", "X"]) == 2
     assert "go with --stream" in capsys.readouterr().err
@@ -106,3 +106,39 @@ def test_deploy_examples_are_valid_server_configurations() -> None:
     for name in ("etw-n1.conf", "etw-n2.conf", "etw-n3.conf"):
         done = subprocess.run([str(find_nats_server()), "-c", str(deploy / name), "-t"], capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
+
+
+def test_event_log_batch_appended_once_across_a_crash(tmp_path: Path) -> None:
+    """The books announce a batch before it goes to the Event Log; a collector that stopped
+    right after (or right before) the append appends it once when it starts again."""
+    from openetw.fleet.to_log import FORWARDED_LOG
+    from tests.conftest import corpus_path
+
+    data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
+    header, buffer = data[:8192], data[8192:16384]
+
+    def info(kind: str, sequence: int) -> object:
+        return parse_headers(message_headers(host="h", session="S", start=1, sequence=sequence, kind=kind, events=6,
+                                             events_lost=0, buffers_lost=0))  # fmt: skip
+
+    store = FleetStore(tmp_path, outputs=frozenset({"etl", "log"}))
+    store.add(info(KIND_HEADER, 0), header)  # type: ignore[arg-type]
+    store.add(info(KIND_BUFFER, 1), buffer)  # type: ignore[arg-type]
+    store.commit()
+    logged = store.log.written()
+    assert logged == 6
+    # The next batch: announced in the books, then the collector stops before the append.
+    store.add(info(KIND_BUFFER, 2), buffer)  # type: ignore[arg-type]
+
+    def stop_here(events: object) -> None:
+        raise SystemExit("the collector stops here")
+
+    store.log.append = stop_here
+    with pytest.raises(SystemExit):
+        store.commit()
+    store.close()
+    again = FleetStore(tmp_path, outputs=frozenset({"etl", "log"}))
+    assert again.log.written() == 12  # appended on start, once
+    again.close()
+    assert FleetStore(tmp_path, outputs=frozenset({"etl", "log"})).log.written() == 12  # and never again
+    assert sum(1 for _ in again.log.store.query(FORWARDED_LOG)) == 12

@@ -46,8 +46,9 @@ def _with_credentials(function: Any) -> Any:
 @click.argument("servers", metavar="nats://HOST:PORT[,...]")
 @click.option("-o", "--output", "directory", required=True, type=click.Path(file_okay=False, path_type=str),
               help="Where the files and the books go.")  # fmt: skip
-@click.option("--to", "outputs", default="etl", show_default=True, metavar="etl[,parquet]",
-              help="What to write: etl files (always), and the Parquet table layout of each finished file.")
+@click.option("--to", "outputs", default="etl", show_default=True, metavar="etl[,parquet][,log]",
+              help="What to write: etl files (always), the Parquet table layout of each finished file, the Event Log"
+                   " (DIR/logs, log ForwardedEvents).")
 @click.option("--rotate-mb", type=float, default=64.0, show_default=True, help="Start a session's next .etl file past this size.")
 @click.option("--durable", default="openetw-collector", show_default=True, help="The durable consumer's name (one per collector).")
 @click.option("--exit-when-idle", type=float, default=None, metavar="SECONDS",
@@ -68,13 +69,12 @@ def collect(servers: str, directory: str, outputs: str, rotate_mb: float, durabl
     \b
     DIR/<host>/<session>/<start>-<n>.etl                        the buffers, rotating by size
     DIR/parquet/host=<host>/date=<day>/<session>-<start>-<n>/   with --to parquet: openetw sql DIR/parquet
+    DIR/logs/                                                   with --to log: openetw log query --logs-dir DIR/logs ForwardedEvents
     """
     from openetw.fleet.collector import collect as run_collect
     from openetw.fleet.store import FleetStore
 
     wanted = frozenset(item.strip() for item in outputs.split(",") if item.strip()) | {"etl"}
-    if "log" in wanted:
-        raise InvalidArgument("--to log needs the Event Log store, which this build does not have")
     if rotate_mb <= 0:
         raise InvalidArgument("--rotate-mb must be positive")
     options = _options(servers, stream_name, creds, user, password_file)

@@ -4,10 +4,11 @@ Layout of the output directory::
 
     <host>/<session>/<start>-<n>.etl        the session's buffers, rotating by size
     parquet/host=<host>/date=<YYYY-MM-DD>/<session>-<start>-<n>/   a finished file's table layout
+    logs/ForwardedEvents...                 with ``log``: every event in the Event Log (``openetw.fleet.to_log``)
     .collector-state.json                   what is durable: files, sequences seen, counts
 
-Each ``.etl`` file begins with the host's logfile header buffer, rewritten on every commit with
-the buffers the file holds and the losses the host counted, so a file being written reads up
+Each ``.etl`` file begins with the host's logfile header buffer, its BuffersWritten, EventsLost
+and BuffersLost rewritten on every commit (the buffers the file holds, the losses the host counted), so a file being written reads up
 to its last committed buffer (openetw, dissect.etl). ``add`` appends a message's buffer (or
 drops it: a sequence already seen is a duplicate); ``commit`` makes everything added durable
 (data fsynced, then the books written and renamed into place): only then may the messages be
@@ -21,6 +22,7 @@ import datetime
 import json
 import os
 import shutil
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,14 +30,13 @@ from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
-from openetw.etl.logfile import parse_logfile_header
-from openetw.etl.writer import header_buffer
 from openetw.export.tables import safe_part
 from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, MessageInfo
 
 __all__ = ["FleetStore", "SessionBooks", "STATE_FILE", "ranges"]
 
 STATE_FILE = ".collector-state.json"
+_U32 = struct.Struct("<I")
 OUTPUTS = frozenset({"etl", "parquet", "log"})
 
 
@@ -118,7 +119,15 @@ class FleetStore:
         self._headers: dict[str, bytes] = {}  # session key -> the host's header buffer
         self._touched: set[str] = set()
         self._to_export: list[tuple[SessionBooks, EtlFile]] = []
+        # With ``log``: this batch's buffers as (session key, file, offset, bytes), for the Event Log.
+        self._for_log: list[tuple[str, str, int, bytes]] = []
+        self._log_pending: dict[str, Any] | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.log: Any = None
+        if "log" in outputs:
+            from openetw.fleet.to_log import LogOutput
+
+            self.log = LogOutput(self.directory / "logs")
         self._load()
 
     # -- messages --------------------------------------------------------------------------------
@@ -161,6 +170,8 @@ class FleetStore:
             current = self._new_file(books)
         fd = self._fd(current.path)
         _pwrite_all(fd, payload, current.size)
+        if self.log is not None:
+            self._for_log.append((key, current.path, current.size, bytes(payload)))
         current.size += len(payload)
         current.buffers += 1
         current.events += info.events
@@ -181,6 +192,8 @@ class FleetStore:
             if etl.done:
                 os.close(self._fds.pop(path))
         self._touched.clear()
+        if self._for_log:
+            self._store_in_log()
         self._write_state()
         if "parquet" in self.outputs:
             for books, etl in [item for item in self._to_export if item[1].done]:
@@ -234,20 +247,16 @@ class FleetStore:
         return fd
 
     def _header_for(self, books: SessionBooks, etl: EtlFile) -> bytes:
-        """The host's header buffer with this file's BuffersWritten and the host's losses so far."""
-        data = self._headers[books.key]
+        """The host's header buffer with this file's BuffersWritten and the host's losses so far,
+        patched in place: whatever else the host's header buffer holds stays as it came."""
+        data = bytearray(self._headers[books.key])
         record_at = L.BUFFER_HEADER_SIZE
-        fields = L.SYSTEM_TRACE_HEADER.unpack_from(data, record_at)
-        header_type, record_size, reference = fields[1], fields[3], fields[7]
-        logger_id = L.WMI_BUFFER_HEADER.unpack_from(data, 0)[8]
-        pointer_size = 8 if header_type == L.HEADER_TYPE_SYSTEM64 else 4
-        payload = data[record_at + L.SYSTEM_TRACE_HEADER.size : record_at + record_size]
-        header = parse_logfile_header(payload, pointer_size, reference)
-        header = header.with_(
-            buffers_written=etl.buffers + 1, events_lost=books.events_lost, buffers_lost=books.buffers_lost,
-            logfile_name=etl.path,
-        )  # fmt: skip
-        return header_buffer(header, logger_id, len(data))
+        header_type = L.SYSTEM_TRACE_HEADER.unpack_from(data, record_at)[1]
+        layout = L.trace_logfile_header(8 if header_type == L.HEADER_TYPE_SYSTEM64 else 4)
+        payload_at = record_at + L.SYSTEM_TRACE_HEADER.size
+        for name, value in (("BuffersWritten", etl.buffers + 1), ("EventsLost", books.events_lost), ("BuffersLost", books.buffers_lost)):
+            _U32.pack_into(data, payload_at + layout.offset(name), min(value, 0xFFFFFFFF))
+        return bytes(data)
 
     def _export(self, books: SessionBooks, etl: EtlFile) -> None:
         """A finished file's table layout, under ``parquet/host=/date=/`` (written aside, then renamed)."""
@@ -264,10 +273,39 @@ class FleetStore:
             os.replace(scratch, target)
         etl.exported = True
 
+    def _store_in_log(self) -> None:
+        """This batch's events into the Event Log once: the books first say what is about to be
+        appended (``_log_pending``), then the append, then the books without it."""
+        batch, self._for_log = self._for_log, []
+        events: list[Any] = []
+        by_session: dict[str, list[bytes]] = {}
+        for key, _, _, payload in batch:
+            by_session.setdefault(key, []).append(payload)
+        for key, payloads in by_session.items():
+            events.extend(self.log.events(self.sessions[key].host, self._headers[key], payloads))
+        self._log_pending = {"before": self.log.written(), "count": len(events),
+                             "buffers": [[key, path, offset, len(payload)] for key, path, offset, payload in batch]}  # fmt: skip
+        self._write_state()
+        self.log.append(events)
+        self._log_pending = None
+
+    def _finish_log_batch(self, pending: dict[str, Any]) -> None:
+        """After a restart: the batch the books announced, appended unless the log has it."""
+        if self.log is None or self.log.written() >= pending["before"] + pending["count"]:
+            return
+        by_session: dict[str, list[bytes]] = {}
+        for key, path, offset, length in pending["buffers"]:
+            with open(self.directory / path, "rb") as stream:
+                stream.seek(offset)
+                by_session.setdefault(key, []).append(stream.read(length))
+        for key, payloads in by_session.items():
+            self.log.append(self.log.events(self.sessions[key].host, self._headers[key], payloads))
+
     # -- the books ---------------------------------------------------------------------------------
     def _write_state(self) -> None:
         state = {
             "version": 1,
+            "log_pending": self._log_pending,
             "sessions": [
                 {
                     "host": b.host, "session": b.session, "start": b.start, "seen": ranges(b.seen), "buffers": b.buffers,
@@ -325,6 +363,10 @@ class FleetStore:
             stray = self.directory / f"{safe_part(books.host)}/{safe_part(books.session)}/{books.start}-{index}.etl"
             if stray.exists():
                 stray.unlink()
+        pending = state.get("log_pending")
+        if pending:
+            self._finish_log_batch(pending)
+            self._write_state()
 
 
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
