@@ -61,6 +61,9 @@ class StreamSource(Source):
         self.duplicates = 0
 
     def open(self) -> None:
+        from openetw.fleet.connect import require_nats
+
+        require_nats()
         self._thread = threading.Thread(target=self._run, name="openetw-stream-view", daemon=True)
         self._thread.start()
         self._ready.wait(15.0)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.fleet.connect import StreamOptions, connect
+from openetw.fleet.connect import StreamOptions, connect, require_nats
 from openetw.fleet.store import FleetStore
 from openetw.fleet.wire import STREAM_SUBJECTS, parse_headers
 
@@ -47,6 +47,7 @@ async def collect(
 ) -> dict[str, Any]:  # fmt: skip
     """Collect until ``stop()`` (or, with ``idle_exit``, until every session seen has ended and
     nothing came for that many seconds); returns the store's report."""
+    require_nats()
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
     if not durable or any(c in durable for c in ". *>"):

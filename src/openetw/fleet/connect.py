@@ -23,17 +23,19 @@ class FleetError(OpenEtwError):
 
 
 class MissingDependency(OpenEtwError):
-    """``nats-py`` is not installed."""
+    """``nats-py`` is not installed (the service imports this module: no export package here)."""
 
     exit_code = 2
 
 
 def require_nats() -> ModuleType:
+    """``nats`` (nats-py), or ``MissingDependency`` saying ``pip install 'openetw[stream]'``."""
     try:
         return importlib.import_module("nats")
     except ImportError as error:
         raise MissingDependency(
-            "streaming to NATS JetStream needs the Python package 'nats-py', which is not installed: pip install 'openetw[stream]'"
+            "streaming to NATS JetStream needs the Python package 'nats-py', which is not installed:"
+            " pip install 'openetw[stream]' (or pip install nats-py)"
         ) from error
 
 

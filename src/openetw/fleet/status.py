@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.fleet.connect import StreamOptions, connect
+from openetw.fleet.connect import StreamOptions, connect, require_nats
 from openetw.fleet.store import STATE_FILE
 
 __all__ = ["status_of_directory", "status_of_stream"]
@@ -57,6 +57,7 @@ def status_of_directory(directory: str | Path) -> dict[str, Any]:
 
 
 async def status_of_stream(options: StreamOptions) -> dict[str, Any]:
+    require_nats()
     from nats.js.errors import NotFoundError
 
     client = await connect(options, name="openetw fleet status", reconnect=False)

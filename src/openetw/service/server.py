@@ -33,7 +33,6 @@ from openetw.service.schema import InvalidRequest
 from openetw.service.screen import ScreenResult
 from openetw.service.security_store import load_provider_security, save_provider_security, security_table_path
 from openetw.service.sessions import PendingFlush, SessionRuntime
-from openetw.service.stream import wait_for_streams
 from openetw.session import (
     Action,
     CaptureState,
@@ -258,7 +257,9 @@ class TraceService:
             except Exception as exc:  # noqa: BLE001 - never leave the other files unfinished
                 log(f"finishing session {runtime.name!r}: {exc}")
         self.runtimes.clear()
-        wait_for_streams()  # streamed sessions: their last buffers get a few seconds to leave
+        streams = sys.modules.get("openetw.service.stream")  # imported once a session streamed
+        if streams is not None:
+            streams.wait_for_streams()  # their last buffers get a few seconds to leave
         for connection in list(self.connections.values()):
             self._drop_connection(connection, notify_table=False)
         self.kernel.close()

@@ -26,7 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream
+from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream, require_nats
 from openetw.fleet.spool import Item, Spool
 from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers
 
@@ -300,6 +300,7 @@ def prepare_stream(name: str, spec: Any, *, host: str, spool_dir: Path, log: Any
 
     if not isinstance(spec, dict):
         raise InvalidArgument("'stream' must be an object")
+    require_nats()  # the service's own installation must have nats-py: said to the controller now
     options = StreamOptions.from_json(spec.get("options"))
     template = spec.get("subject") or DEFAULT_SUBJECT
     if not isinstance(template, str):
