@@ -32,6 +32,7 @@ from openetw.etl.record import EventRecord, RecordContext
 __all__ = ["StreamSource"]
 
 STARTS = ("now", "start")
+SEEN_KEPT = 4096
 _END = object()
 
 
@@ -56,7 +57,7 @@ class StreamSource(Source):
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._contexts: dict[tuple[str, str, int], RecordContext] = {}
-        self._seen: set[tuple[str, str, int, int]] = set()
+        self._seen: dict[tuple[str, str, int], set[int]] = {}  # per session, the recent sequences
         self.buffers_received = 0
         self.duplicates = 0
 
@@ -176,11 +177,14 @@ class StreamSource(Source):
             return
         if info.kind != KIND_BUFFER:
             return
-        identity = (*info.key, info.sequence)
-        if identity in self._seen:
+        seen = self._seen.setdefault(info.key, set())
+        if info.sequence in seen:
             self.duplicates += 1
             return
-        self._seen.add(identity)
+        seen.add(info.sequence)
+        if len(seen) > SEEN_KEPT:  # a repeated publish comes within the window: older numbers can go
+            for old in sorted(seen)[: SEEN_KEPT // 2]:
+                seen.discard(old)
         context = self._contexts.get(info.key)
         if context is None:
             context = await self._look_up_header(js, message.subject, info.key)

@@ -122,6 +122,7 @@ class FleetStore:
         # With ``log``: this batch's buffers as (session key, file, offset, bytes), for the Event Log.
         self._for_log: list[tuple[str, str, int, bytes]] = []
         self._log_pending: dict[str, Any] | None = None
+        self._registry: Any = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log: Any = None
         if "log" in outputs:
@@ -269,7 +270,11 @@ class FleetStore:
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)
         if etl.buffers:
-            export_files([str(self.directory / etl.path)], str(scratch), "parquet")
+            if self._registry is None:
+                from openetw.report.sources import build_registry
+
+                self._registry = build_registry()  # the installed manifests, as openetw export uses them
+            export_files([str(self.directory / etl.path)], str(scratch), "parquet", registry=self._registry)
             os.replace(scratch, target)
         etl.exported = True
 
