@@ -40,6 +40,11 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "RecordContext", "StackTrace", "SystemRecord", "TraceClock", "UnknownRecord", "filetime_to_datetime",
         "filetime_to_iso", "merge_records", "read_records",
     ),
+    "openetw.eventlog": (
+        "AppendResult", "LogConfig", "LogInfo", "LogStore", "NewEvent", "Query", "QueryList", "StoredEvent",
+        "default_logs_dir", "event_node", "event_xml", "from_etw_record", "from_evtx_record", "parse_query",
+        "parse_query_list",
+    ),
     "openetw.evtx": (
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",

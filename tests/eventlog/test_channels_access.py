@@ -111,7 +111,7 @@ def test_an_analytic_channel_listens_only_while_enabled_and_enabling_clears_it(p
         with provider:
             wait_until(lambda: provider.analytic_event_enabled, "the provider sees the analytic channel enabled")
             assert all(provider.write_analytic_event(n) for n in range(2, 6))
-        wait_until(lambda: store.info(ANALYTIC).records == 4, "the analytic events are stored")
+        wait_until(lambda: store.info(ANALYTIC).records == 4 and store.pending(ANALYTIC) == 0, "the analytic events are stored and rendered")
         assert [e.message for e in store.query(ANALYTIC)] == [f"Analytic event {n}" for n in range(2, 6)]
         sessions = json.loads(main(["session", "list", "--json"]) == 0 and capsys.readouterr().out)
         assert {"EventLog-Admin", "EventLog-Operational", f"EventLog-{ANALYTIC}"} <= {s["name"] for s in sessions}
@@ -158,7 +158,8 @@ def test_nobody_against_the_machine_service(monkeypatch: pytest.MonkeyPatch) -> 
 
         assert as_other_user(write(5)) == {"system": [True] * 5, "operational": [True] * 5, "uid": OTHER_UID}
         assert in_child(write(2))["uid"] == 0
-        wait_until(lambda: store.info(OPERATIONAL).records == 7 and store.info("System").records == 2, "events stored")
+        wait_until(lambda: store.info(OPERATIONAL).records == 7 and store.info("System").records == 2 and store.pending(OPERATIONAL) == 0,
+                   "events stored and rendered")
         system = store.info("System")
         assert (system.records, system.refused, system.written) == (2, 5, 7)  # nobody's 5 refused, root's 2 stored
         assert {e.uid for e in store.query("System")} == {0}

@@ -53,7 +53,8 @@ def wait_for(store: LogStore, log: str, count: int) -> list[str | None]:
     deadline = time.monotonic() + 20
     while True:
         events = list(store.query(log)) if store.exists(log) else []
-        if len(events) >= count or time.monotonic() > deadline:
+        rendered = store.exists(log) and store.pending(log) == 0  # the service renders what it stored first
+        if (len(events) >= count and rendered) or time.monotonic() > deadline:
             return [e.message for e in events]
         time.sleep(0.1)
 

@@ -58,15 +58,29 @@ def _stores(logs_dir: Path | None, system: bool | None) -> list[Any]:
     """The log directories to look in, in order: the one named, else the machine's and the
     user's (root: the machine's first)."""
     from openetw.eventlog import LogStore, default_logs_dir
+    from openetw.eventlog.rendering import installed_renderer
 
+    renderer = _lazy(installed_renderer)  # events the service stored but did not render yet
     if logs_dir is not None:
-        return [LogStore(logs_dir)]
+        return [LogStore(logs_dir, renderer=renderer)]
     if os.environ.get("OPENETW_LOGS_DIR"):
-        return [LogStore(default_logs_dir(False))]
+        return [LogStore(default_logs_dir(False), renderer=renderer)]
     if system is not None:
-        return [LogStore(default_logs_dir(system))]
+        return [LogStore(default_logs_dir(system), renderer=renderer)]
     order = (True, False) if os.geteuid() == 0 else (False, True)
-    return [LogStore(default_logs_dir(scope)) for scope in order]
+    return [LogStore(default_logs_dir(scope), renderer=renderer) for scope in order]
+
+
+def _lazy(make: Callable[[], Any]) -> Any:
+    """A renderer built on its first use (reading the installed manifests costs)."""
+    made: list[Any] = []
+
+    def render(event: Any) -> Any:
+        if not made:
+            made.append(make())
+        return made[0](event)
+
+    return render
 
 
 def _store(logs_dir: Path | None, system: bool | None, name: str | None = None) -> Any:

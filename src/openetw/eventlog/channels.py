@@ -83,7 +83,7 @@ def default_config(log: str, kind: str, isolation: str, *, system: bool, owner: 
     if log in ("System", "Security") or isolation in ("System", "Custom"):
         config = LogConfig(owner=owner, group=readers, mode=0o640, writers=writers if log != "Security" else None, isolation=isolation, type=kind)
     else:
-        config = LogConfig(owner=owner, group=readers, mode=0o642, isolation="Application", type=kind)
+        config = LogConfig(owner=owner, group=readers, mode=0o662, isolation="Application", type=kind)
     if kind in ("Analytic", "Debug"):
         config = replace(config, enabled=False, retention="retain")
     return config if system else replace(config, owner=owner)

@@ -51,6 +51,7 @@ class NewEvent:
     fields: dict[str, Any] | None = None
     message: str | None = None
     xml: str | None = None  # the rendered XML when the record carries it (.evtx); else made on demand
+    rendered: bool = True  # False: stored first, ``fields`` and ``message`` made later from ``record``
 
 
 @dataclass
@@ -64,6 +65,7 @@ class StoredEvent(NewEvent):
         """The JSON object ``log query --format json`` prints (the record bytes as hex)."""
         out = asdict(self)
         out["record"] = self.record.hex()
+        out.pop("rendered", None)
         out["keywords"] = f"0x{self.keywords:016x}"
         return out
 

@@ -25,8 +25,8 @@ class Decision(Enum):
 
 
 def wal_pages(max_size: int, page_size: int) -> int:
-    """Pages the write-ahead file may hold before it is folded into the log (at most 1000)."""
-    return max(4, min(1000, max_size // page_size // 16))
+    """Pages the write-ahead file may hold before it is folded into the log (at most 4096: 16 MiB of 4 KiB pages)."""
+    return max(4, min(4096, max_size // page_size // 16))
 
 
 def budget(max_size: int, page_size: int) -> int:

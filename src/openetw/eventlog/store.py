@@ -37,6 +37,7 @@ from openetw.errors import EventLogError, InvalidArgument
 from openetw.eventlog.channels import log_file_name, log_name_from_file
 from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, StoredEvent
 from openetw.eventlog.render import event_node
+from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import Decision, budget, decide, wal_pages
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
@@ -65,8 +66,10 @@ CREATE TABLE IF NOT EXISTS events(
     record BLOB NOT NULL,
     fields TEXT,
     message TEXT,
-    xml TEXT
+    xml TEXT,
+    rendered INTEGER NOT NULL DEFAULT 1
 );
+CREATE INDEX IF NOT EXISTS events_unrendered ON events(record_id) WHERE rendered = 0;
 CREATE INDEX IF NOT EXISTS events_level_provider ON events(level, provider);
 CREATE INDEX IF NOT EXISTS events_provider_id ON events(provider, event_id);
 CREATE INDEX IF NOT EXISTS events_time ON events(time_created);
@@ -75,7 +78,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _COLUMNS = (
     "time_created", "provider", "provider_guid", "event_id", "version", "level", "task", "opcode", "keywords",
-    "channel", "computer", "pid", "tid", "user_sid", "uid", "activity_id", "format", "record", "fields", "message", "xml",
+    "channel", "computer", "pid", "tid", "user_sid", "uid", "activity_id", "format", "record", "fields", "message", "xml", "rendered",
 )  # fmt: skip
 _INSERT = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {', '.join('?' * len(_COLUMNS))})"
 _INSERT_TEXT = "INSERT INTO messages(rowid, message) SELECT record_id, message FROM events WHERE record_id > ? AND message IS NOT NULL"
@@ -97,7 +100,7 @@ def _row(event: NewEvent) -> tuple[Any, ...]:
         event.time_created, event.provider, event.provider_guid, event.event_id, event.version, event.level, event.task,
         event.opcode, _signed(event.keywords), event.channel, event.computer, event.pid, event.tid, event.user_sid,
         event.uid, event.activity_id, event.format, event.record,
-        json.dumps(event.fields, default=str) if event.fields is not None else None, event.message, event.xml,
+        json.dumps(event.fields, default=str) if event.fields is not None else None, event.message, event.xml, int(event.rendered),
     )  # fmt: skip
 
 
@@ -109,15 +112,23 @@ def _stored(row: sqlite3.Row, log: str) -> StoredEvent:
         task=row["task"], opcode=row["opcode"], keywords=row["keywords"] & 0xFFFFFFFFFFFFFFFF, channel=row["channel"],
         computer=row["computer"], pid=row["pid"], tid=row["tid"], user_sid=row["user_sid"], uid=row["uid"],
         activity_id=row["activity_id"], fields=json.loads(fields) if fields is not None else None,
-        message=row["message"], xml=row["xml"], record_id=row["record_id"], log=log,
+        message=row["message"], xml=row["xml"], rendered=bool(row["rendered"]), record_id=row["record_id"], log=log,
     )  # fmt: skip
 
 
 class LogStore:
     """The logs in one directory (see the module's docstring)."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, renderer: Renderer | None = None, keep_open: bool = False) -> None:
+        """``renderer`` fills in ``fields`` and ``message`` of events stored unrendered as they
+        are read (``rendering.installed_renderer()`` renders with the installed manifests).
+        ``keep_open``: keep one connection per log between calls (a writer appending often:
+        the last connection to close folds the write-ahead file into the database, a cost per
+        call otherwise); ``close()`` ends them. One thread per store then."""
         self.directory = Path(directory)
+        self.renderer = renderer
+        self.keep_open = keep_open
+        self._open: dict[Path, sqlite3.Connection] = {}
 
     # -- files ---------------------------------------------------------------------------------
     def path(self, log: str) -> Path:
@@ -141,7 +152,35 @@ class LogStore:
     def logs(self) -> list[tuple[str, LogInfo]]:
         return [(name, self.info(name)) for name in self.names()]
 
+    def close(self) -> None:
+        """Close the connections ``keep_open`` kept."""
+        for db in self._open.values():
+            db.close()
+        self._open.clear()
+
+    def _release(self, db: sqlite3.Connection) -> None:
+        if db not in self._open.values():
+            db.close()
+
+    def _forget(self, path: Path) -> None:
+        db = self._open.pop(path, None)
+        if db is not None:
+            db.close()
+
     def _connect(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
+        kept = self._open.get(path)
+        if kept is not None:
+            if path.is_file():
+                if kept.in_transaction:
+                    kept.execute("ROLLBACK")
+                return kept
+            self._forget(path)
+        db = self._connect_new(path, create=create)
+        if self.keep_open:
+            self._open[path] = db
+        return db
+
+    def _connect_new(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
         if not create and not path.is_file():
             raise EventLogError(f"no log {log_name_from_file(path.name)!r} in {self.directory}")
         try:
@@ -179,7 +218,7 @@ class LogStore:
             self._tune(db, config)
             db.execute("COMMIT")
         finally:
-            db.close()
+            self._release(db)
         return config
 
     def ensure(self, log: str, config: LogConfig | None = None) -> LogConfig:
@@ -191,7 +230,7 @@ class LogStore:
         try:
             text = self._meta(db, "config")
         finally:
-            db.close()
+            self._release(db)
         return LogConfig.from_json(json.loads(text)) if text else LogConfig()
 
     def set_config(self, log: str, config: LogConfig) -> LogConfig:
@@ -203,7 +242,7 @@ class LogStore:
             self._tune(db, config)
             db.execute("COMMIT")
         finally:
-            db.close()
+            self._release(db)
         return config
 
     @staticmethod
@@ -245,7 +284,7 @@ class LogStore:
                 position = self._store_from(db, log, config, batch, position, result)
                 if position < len(batch):  # auto-backup: archive this database, go on in a new one
                     db.execute("COMMIT")
-                    db.close()
+                    self._release(db)
                     result.archives.append(str(self._archive(log, config)))
                     db = self._connect(path)
                     db.execute("BEGIN IMMEDIATE")
@@ -255,7 +294,7 @@ class LogStore:
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
         finally:
-            db.close()
+            self._release(db)
         return result
 
     @staticmethod
@@ -285,7 +324,7 @@ class LogStore:
             self._add_counter(db, "refused", count)
             db.execute("COMMIT")
         finally:
-            db.close()
+            self._release(db)
 
     def _config_of(self, db: sqlite3.Connection) -> LogConfig:
         text = self._meta(db, "config")
@@ -389,13 +428,14 @@ class LogStore:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
         finally:
-            db.close()
+            self._release(db)
         stamp = datetime.now(UTC).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
         target = self.directory / f"Archive-{log_file_name(log)[:-3]}-{stamp}.db"
         counter = 1
         while target.exists():
             counter += 1
             target = target.with_name(f"Archive-{log_file_name(log)[:-3]}-{stamp}-{counter}.db")
+        self._forget(path)
         os.replace(path, target)
         for suffix in ("-wal", "-shm"):
             try:
@@ -411,8 +451,38 @@ class LogStore:
                     self._set_meta(db, key, value)
             db.execute("COMMIT")
         finally:
-            db.close()
+            self._release(db)
         return target
+
+    def render_pending(self, log: str, renderer: Renderer, limit: int = 2000) -> int:
+        """Render up to ``limit`` events stored unrendered (oldest first): their fields and
+        message are saved and their message indexed. Returns how many were rendered."""
+        db = self.open(log)
+        try:
+            rows = [_stored(row, log) for row in db.execute("SELECT * FROM events WHERE rendered = 0 ORDER BY record_id LIMIT ?", (limit,))]
+            if not rows:
+                return 0
+            updates = []
+            for event in rows:
+                fields, message = renderer(event)
+                updates.append((json.dumps(fields, default=str) if fields is not None else None, message, event.record_id))
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
+            db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return len(rows)
+
+    def pending(self, log: str) -> int:
+        """Events stored unrendered."""
+        db = self.open(log)
+        try:
+            return int(db.execute("SELECT count(*) FROM events WHERE rendered = 0").fetchone()[0])
+        finally:
+            self._release(db)
 
     def archives(self, log: str) -> list[Path]:
         prefix = f"Archive-{log_file_name(log)[:-3]}-"
@@ -429,11 +499,12 @@ class LogStore:
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
-            db.close()
+            self._release(db)
         return int(removed)
 
     def delete(self, log: str) -> None:
         path = self.path(log)
+        self._forget(path)
         for name in (str(path), str(path) + "-wal", str(path) + "-shm"):
             try:
                 os.unlink(name)
@@ -448,7 +519,7 @@ class LogStore:
             meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
             records, oldest = db.execute("SELECT count(*), min(record_id) FROM events").fetchone()
         finally:
-            db.close()
+            self._release(db)
         size = sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
         written, refused, lost = (int(meta.get(key, 0)) for key in _COUNTERS)
         return LogInfo(
@@ -518,8 +589,11 @@ class LogStore:
             if test is None and count is not None:
                 statement += f" LIMIT {int(count)}"
             taken = 0
+            renderer = self.renderer
             for row in db.execute(statement, params):
                 event = _stored(row, log)
+                if not event.rendered and renderer is not None:
+                    event.fields, event.message = renderer(event)
                 if test is not None:
                     node = event_node(event)
                     selected = test.matches(node, now, log) if isinstance(test, QueryList) else test.matches(node, now)
@@ -532,4 +606,4 @@ class LogStore:
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
-            db.close()
+            self._release(db)

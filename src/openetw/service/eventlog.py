@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import grp
 import os
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -39,7 +40,7 @@ from openetw.eventlog.access import ReadAccess, may_configure, may_write, read_a
 from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs, default_config, session_name
 from openetw.eventlog.model import LogConfig, NewEvent
 from openetw.eventlog.paths import default_logs_dir
-from openetw.eventlog.render import from_etw_record
+from openetw.eventlog.records import event_headers
 from openetw.eventlog.store import LogStore
 from openetw.ipc.protocol import Message
 from openetw.service.connection import Connection
@@ -57,6 +58,8 @@ READERS_GROUP = "openetw-log-readers"  # Windows' "Event Log Readers"
 WRITERS_GROUP = "openetw-log-writers"  # the service accounts that may write System
 _SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no connection has
 LEVEL_ALL = 255
+RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
+RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
 
 
 def _gid(name: str) -> int | None:
@@ -110,7 +113,8 @@ class EventLogService:
 
     def __init__(self, service: TraceService, directory: Path, manifest_dirs: list[Path], *, owner: int) -> None:
         self.service = service
-        self.store = LogStore(directory)
+        self.store = LogStore(directory, keep_open=True)  # the loop's: appends, settings, reads for callers
+        self.render_store = LogStore(directory, keep_open=True)  # the render thread's own connections
         self.manifest_dirs = manifest_dirs
         self.owner = owner
         system = service.system
@@ -120,6 +124,8 @@ class EventLogService:
         self.sessions: dict[str, int] = {}  # reserved session name -> session id
         self._configs: dict[str, LogConfig] = {}
         self._losses_seen: dict[int, int] = {}
+        self._render_wanted = threading.Event()
+        self._last_store = 0.0  # monotonic: rendering waits while events keep arriving
 
     # -- channels ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -189,7 +195,8 @@ class EventLogService:
 
     def _start(self, name: str) -> int:
         table = self.service.table
-        config = SessionConfig(name=name, mode=LogMode.REAL_TIME, flush_timer=1, maximum_buffers=128)
+        # Pools of up to 512 buffers (32 MiB) per producer: a burst waits there for the store.
+        config = SessionConfig(name=name, mode=LogMode.REAL_TIME, flush_timer=1, maximum_buffers=512)
         owner = Caller(os.geteuid(), os.getegid())
         now = time.time()
         session = table.create(config, owner, now=now)
@@ -214,45 +221,36 @@ class EventLogService:
 
     # -- storing -------------------------------------------------------------------------------
     def store_buffer(self, runtime: ChannelRuntime, header: bytes, data: bytes) -> None:
-        from openetw.etl import EtlReader
-        from openetw.etl.relog import is_logfile_header_record
-        from openetw.report.events import decode_record
-
+        """Store a buffer's events in their logs, unrendered (the render thread renders them)."""
         producer = runtime.producer
         caller = LogCaller(producer.caller.uid, producer.caller.gids) if producer is not None else LogCaller(os.geteuid())
         batches: dict[str, list[NewEvent]] = defaultdict(list)
         refused: dict[str, int] = defaultdict(int)
-        registry = self.catalog.registry
-        with EtlReader(header + data) as reader:
-            for record in reader:
-                if is_logfile_header_record(record) or record.provider_guid_bytes is None:
-                    continue
-                spec = self.catalog.specs.get((record.provider_guid_bytes, record.channel))
-                if spec is None:
-                    continue
-                config = self._configs.get(spec.log)
-                if config is None or not config.enabled:
-                    continue
-                if (config.level is not None and record.level > config.level) or (config.keywords is not None and not record.keyword & config.keywords):
-                    continue
-                if not may_write(config, caller):
-                    refused[spec.log] += 1
-                    continue
-                fields: dict[str, Any] | None = None
-                message = None
-                name = spec.provider_name
-                if registry is not None:
-                    try:
-                        decoded = decode_record(record, registry)
-                        fields = decoded.text_properties() if decoded.decoded is not None else None
-                        message = decoded.message
-                        name = decoded.provider_name or name
-                    except Exception as exc:  # noqa: BLE001 - a record that does not decode is stored as it came
-                        _log(f"event log: event {record.id} of {name} not rendered: {exc}")
-                batches[spec.log].append(from_etw_record(
-                    record, provider_name=name, channel=spec.log, fields=fields, message=message,
-                    computer=_hostname(), uid=caller.uid,
-                ))  # fmt: skip
+        allowed: dict[str, bool] = {}
+        specs, configs, to_filetime = self.catalog.specs, self._configs, runtime.clock.to_filetime
+        computer = _hostname()
+        for facts in event_headers(data):
+            spec = specs.get((facts.provider_guid, facts.channel))
+            if spec is None:
+                continue
+            log = spec.log
+            config = configs.get(log)
+            if config is None or not config.enabled:
+                continue
+            if (config.level is not None and facts.level > config.level) or (config.keywords is not None and not facts.keyword & config.keywords):
+                continue
+            permitted = allowed.get(log)
+            if permitted is None:
+                permitted = allowed[log] = may_write(config, caller)
+            if not permitted:
+                refused[log] += 1
+                continue
+            batches[log].append(NewEvent(
+                time_created=max(0, to_filetime(facts.timestamp)), provider=spec.provider_name, event_id=facts.event_id,
+                record=facts.raw, provider_guid=spec.provider_guid, version=facts.version, level=facts.level, task=facts.task,
+                opcode=facts.opcode, keywords=facts.keyword, channel=log, computer=computer, pid=facts.pid, tid=facts.tid,
+                uid=caller.uid, activity_id=facts.activity_id, rendered=False,
+            ))  # fmt: skip
         for log, count in refused.items():
             self.store.note_refused(log, count)
         for log, events in batches.items():
@@ -260,7 +258,40 @@ class EventLogService:
                 self.store.append(log, events)
             except EventLogError as exc:
                 _log(f"event log: {exc}")
+        if batches:
+            self._last_store = time.monotonic()
+            self._render_wanted.set()
         self._count_losses(runtime)
+
+    # -- rendering -----------------------------------------------------------------------------
+    def start_rendering(self) -> None:
+        """A thread that renders what was stored first, a batch at a time, oldest first."""
+        thread = threading.Thread(target=self._render_loop, name="openetw-eventlog-render", daemon=True)
+        thread.start()
+
+    def _wait_for_quiet(self) -> None:
+        """Storing comes first: wait until no buffer came for RENDER_QUIET, at most RENDER_WAIT."""
+        deadline = time.monotonic() + RENDER_WAIT
+        while time.monotonic() - self._last_store < RENDER_QUIET and time.monotonic() < deadline:
+            time.sleep(RENDER_QUIET)
+
+    def _render_loop(self) -> None:
+        from openetw.eventlog.rendering import etw_renderer
+
+        while True:
+            self._render_wanted.wait(1.0)
+            self._render_wanted.clear()
+            self._wait_for_quiet()
+            registry = self.catalog.registry
+            if registry is None:
+                continue
+            render = etw_renderer(registry)
+            for log in list(self.catalog.logs):
+                try:
+                    while self.render_store.exists(log) and self.render_store.render_pending(log, render, 1000) == 1000:
+                        self._wait_for_quiet()
+                except Exception as exc:  # noqa: BLE001 - rendering never stops; the events stay stored
+                    _log(f"event log: rendering {log}: {exc}")
 
     def _count_losses(self, runtime: SessionRuntime) -> None:
         """Events the session lost on their way (full pools): counted in its first log."""
@@ -502,4 +533,5 @@ def install_event_log(service: TraceService) -> EventLogService:
     handlers["start_session"] = start_session
     service._handlers = handlers
     hook.load()
+    hook.start_rendering()
     return hook
