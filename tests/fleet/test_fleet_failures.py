@@ -106,6 +106,10 @@ def test_cluster_down_spool_holds_or_counts_exactly(tmp_path: Path, nats_cluster
         assert item["events_lost"] == final_tiny["events_lost"]
         session = next(s for s in report["sessions"] if s["host"] == "tiny")
         assert session["gaps"] == item["buffers_lost"] == final_tiny["realtime_buffers_lost"]
+        from openetw.etl import EtlReader
+
+        with EtlReader(out / session["files"][-1]) as reader:  # the collected file says what its host lost
+            assert (reader.header.events_lost, reader.header.buffers_lost) == (item["events_lost"], item["buffers_lost"])
     finally:
         collector.kill()
         roomy.stop()
