@@ -1,8 +1,10 @@
 """Beyond one machine: sessions streamed to NATS JetStream, the fleet's collector and its status.
 
-``openetw.fleet.wire`` names and reads streamed messages (no I/O); ``connect`` reaches the
-servers; ``spool`` keeps what waits; ``collector`` writes what the fleet sent, per host and
-session; ``status`` tells how the fleet is doing.
+``wire`` names and reads streamed messages (no I/O); ``connect`` reaches the servers and makes
+the stream; ``spool`` keeps what waits for them, in order; ``store`` is the collector's files and
+books, ``to_log`` its Event Log output, ``collector`` the consumer that feeds them; ``status``
+tells how the fleet is doing. The publishing thread is ``openetw.service.stream``; the live view
+is ``openetw.consumer.stream_source``. See docs/fleet.md.
 """
 
 from openetw.fleet.connect import FleetError, StreamOptions
