@@ -9,7 +9,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/openetw/_native/*.c src/openetw/_native/*.h)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 

@@ -22,6 +22,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "OpenEtwError", "Provider", "ServiceError", "Session", "SessionError", "TraceLoggingProvider",
         "provider_guid_from_name",
     ),
+    "openetw._native": ("ENGINE", "PURE_VARIABLE", "engine", "module", "reason"),
     "openetw.cli": (),
     "openetw.consumer": (
         "Batch", "EnableProperty", "EtlIndex", "Event", "EventFilter", "EventsDropped", "FileSource",

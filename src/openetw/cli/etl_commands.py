@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from openetw._native import engine as native_engine
 from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.naming import RecordNamer
@@ -141,7 +142,8 @@ def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_i
     size and count, events and buffers lost, compression, then records by header kind and by
     provider. Providers are named by their TraceLogging metadata, the kernel's classes, installed
     manifests and --manifest files. In --json, "records" counts every trace record, the logfile
-    header record included.
+    header record included, and "engine" says which engine read it ("native": the compiled core;
+    "python": the pure path, as OPENETW_PURE=1 forces).
     """
     readers = open_readers(files)
     registry = load_registry(manifests, installed=not no_installed)
@@ -156,6 +158,7 @@ def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_i
         else:
             summary = _summarize(reader, RecordNamer(registry), show_progress(quiet, output_is_stdout=False))
         if as_json:
+            summary["engine"] = native_engine()  # which engine read it: "native" (compiled core) or "python"
             summaries.append(summary)
         else:
             _print_summary(summary)

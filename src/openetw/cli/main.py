@@ -44,8 +44,18 @@ class _LazyGroup(click.Group):
         return self.commands.get(cmd_name)
 
 
+def _print_version(ctx: click.Context, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from openetw._native import engine, reason
+
+    click.echo(f"openetw, version {__version__} (engine: {engine()}, {reason()})")
+    ctx.exit()
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="openetw")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda ctx, _, value: _print_version(ctx, value),
+              help="Show the version and which engine reads (native: the compiled core; python: the pure path), then exit.")  # fmt: skip
 def cli() -> None:
     """Event Tracing for Windows on Linux: read, decode and write .etl files, manifests and sessions.
 

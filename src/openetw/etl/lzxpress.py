@@ -19,9 +19,12 @@ slices, and damaged input is caught by checks per group of 32 symbols rather tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from openetw._native import module
 from openetw.errors import CompressionError, InvalidArgument
 
-__all__ = ["compress", "decompress"]
+__all__ = ["compress", "decompress", "decompress_python"]
 
 MIN_MATCH = 3
 MAX_DISTANCE = 8192  # 13 bits + 1
@@ -52,8 +55,8 @@ def _flag_byte_tables() -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
 _RUNS_BEFORE_MATCHES, _TRAILING_LITERALS = _flag_byte_tables()
 
 
-def decompress(data: bytes | bytearray | memoryview, output_size: int) -> bytes:
-    """Inflate ``data`` to exactly ``output_size`` bytes.
+def decompress_python(data: bytes | bytearray | memoryview, output_size: int) -> bytes:
+    """Inflate ``data`` to exactly ``output_size`` bytes (the pure-Python reference of ``decompress``).
 
     Raises ``CompressionError`` (``offset`` = position in ``data``) when the input ends early,
     a match reaches before the start of the output, a length field is malformed, the output
@@ -143,6 +146,14 @@ def decompress(data: bytes | bytearray | memoryview, output_size: int) -> bytes:
             f"{src_len - ip} bytes of compressed data left after {output_size} bytes of output", offset=ip
         )
     return bytes(out)
+
+
+_native = module("_read")
+decompress: Callable[[bytes | bytearray | memoryview, int], bytes] = (
+    _native.inflate if _native is not None else decompress_python
+)
+"""``decompress_python``'s twin in C when the compiled core runs (``openetw._native``): same
+output, same ``CompressionError`` messages and offsets."""
 
 
 def _long_length(src: bytes, ip: int, room: int) -> tuple[int, int]:

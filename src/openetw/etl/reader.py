@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple, TypeVar
 
+from openetw._native import module as native_module
 from openetw.errors import CompressionError, EtlFormatError, InvalidArgument
 from openetw.etl import framing as F
 from openetw.etl import layouts as L
@@ -41,6 +42,14 @@ _KEY_SHIFT, _FLAGS_SHIFT, _END_OF_DATA = F.MARKER_KEY_SHIFT, F.MARKER_FLAGS_SHIF
 _TYPED_MASK, _MESSAGE_MASK, _MESSAGE_FLAGS = F.TYPED_FLAGS_MASK, F.MESSAGE_FLAGS_MASK, F.MESSAGE_FLAGS
 _PAD, _ALIGN = F.RECORD_ALIGNMENT - 1, -F.RECORD_ALIGNMENT
 _MESSAGE = F.MESSAGE_KIND
+
+# The compiled twin of ``_walk``'s loop (None: the pure loop below runs); tests hold the two together.
+_NATIVE = native_module("_read")
+if _NATIVE is not None:
+    _NATIVE.configure(EventRecord, dict(RECORD_CLASSES), MessageRecord)
+    _STOP_MORE, _STOP_HEADER_PAST, _STOP_SIZE = _NATIVE.STOP_MORE, _NATIVE.STOP_HEADER_PAST, _NATIVE.STOP_SIZE
+    _STOP_UNKNOWN_TYPE, _STOP_NO_HEADER = _NATIVE.STOP_UNKNOWN_TYPE, _NATIVE.STOP_NO_HEADER
+_NATIVE_BATCH = 4096  # records built per call: memory stays bounded by a few buffers' records
 
 # Largest buffer we accept. ETW's own limit is far lower (1 MiB for most sessions); anything
 # bigger is damage, and refusing it bounds the memory a hostile file can make us take.
@@ -310,60 +319,80 @@ class EtlReader:
         u32 = _u32
         count = 0
         problem: tuple[str, str] | None = None
-        key_shift, flags_shift, end_of_data, pad, align = _KEY_SHIFT, _FLAGS_SHIFT, _END_OF_DATA, _PAD, _ALIGN
-        while pos + 4 <= end:
-            marker = u32(data, pos)[0]
-            entry = fast.get(marker >> key_shift)
-            if entry is not None:
-                cls, unpack_from, header_size, size_index = entry
-                if pos + header_size > end:
-                    problem = ("record header runs past the buffer's data", cls.layout.name)  # type: ignore[union-attr]
+        if _NATIVE is not None:
+            # The same walk in C (openetw._native): records built without running Python, a batch at a time.
+            walk = _NATIVE.walk
+            while True:
+                batch, pos, stop, marker, size, header_type = walk(data, pos, end, cpu, ctx, bidx, _NATIVE_BATCH)
+                count += len(batch)
+                yield from batch
+                if stop != _STOP_MORE:
                     break
-                h = unpack_from(data, pos)
-                size = h[size_index]
-                if size < header_size or pos + size > end:
-                    problem = (f"record size {size:#x} is out of range", f"{cls.layout.name}.Size")  # type: ignore[union-attr]
-                    break
-                count += 1
-                yield cls(h, data, pos, size, cpu, ctx, bidx)
-                pos += (size + pad) & align
-                continue
-            if marker == end_of_data:
-                break
-            mflags = marker >> flags_shift
-            if mflags & _TYPED_MASK == _TYPED_MASK:
-                known = RECORD_CLASSES.get(F.header_type_of(marker))
-                if known is None:
-                    yield self._unknown(data, pos, end, info, f"unknown header type {F.header_type_of(marker):#04x}")
-                    break
-                cls = known
-                # A known header type with uncommon marker flags: the same framing, the slow way.
-                layout = cls.layout
-                if pos + cls.header_size > end:
-                    problem = ("record header runs past the buffer's data", layout.name)  # type: ignore[union-attr]
-                    break
-                h = layout.unpack_from(data, pos)  # type: ignore[union-attr]
-                size = h[cls.size_index]
-                if size < cls.header_size or pos + size > end:
-                    problem = (f"record size {size:#x} is out of range", f"{layout.name}.Size")  # type: ignore[union-attr]
-                    break
-                count += 1
-                yield cls(h, data, pos, size, cpu, ctx, bidx)
-            elif mflags & _MESSAGE_MASK == _MESSAGE_FLAGS:
-                if pos + _MESSAGE.header_size > end:
-                    problem = ("record header runs past the buffer's data", _MESSAGE.structure)
-                    break
-                h = _MESSAGE.layout.unpack_from(data, pos)
-                size = h[_MESSAGE.size_index]
-                if size < _MESSAGE.header_size or pos + size > end:
-                    problem = (f"record size {size:#x} is out of range", f"{_MESSAGE.structure}.Size")
-                    break
-                count += 1
-                yield MessageRecord(h, data, pos, size, cpu, ctx, bidx)
-            else:
+            if stop in (_STOP_HEADER_PAST, _STOP_SIZE):
+                structure = _MESSAGE.structure if header_type < 0 else RECORD_CLASSES[header_type].layout.name  # type: ignore[union-attr]
+                if stop == _STOP_HEADER_PAST:
+                    problem = ("record header runs past the buffer's data", structure)
+                else:
+                    problem = (f"record size {size:#x} is out of range", f"{structure}.Size")
+            elif stop == _STOP_UNKNOWN_TYPE:
+                yield self._unknown(data, pos, end, info, f"unknown header type {header_type:#04x}")
+            elif stop == _STOP_NO_HEADER:
                 yield self._unknown(data, pos, end, info, f"no record header at this position (marker {marker:#010x})")
-                break
-            pos += (size + pad) & align
+        else:
+            key_shift, flags_shift, end_of_data, pad, align = _KEY_SHIFT, _FLAGS_SHIFT, _END_OF_DATA, _PAD, _ALIGN
+            while pos + 4 <= end:
+                marker = u32(data, pos)[0]
+                entry = fast.get(marker >> key_shift)
+                if entry is not None:
+                    cls, unpack_from, header_size, size_index = entry
+                    if pos + header_size > end:
+                        problem = ("record header runs past the buffer's data", cls.layout.name)  # type: ignore[union-attr]
+                        break
+                    h = unpack_from(data, pos)
+                    size = h[size_index]
+                    if size < header_size or pos + size > end:
+                        problem = (f"record size {size:#x} is out of range", f"{cls.layout.name}.Size")  # type: ignore[union-attr]
+                        break
+                    count += 1
+                    yield cls(h, data, pos, size, cpu, ctx, bidx)
+                    pos += (size + pad) & align
+                    continue
+                if marker == end_of_data:
+                    break
+                mflags = marker >> flags_shift
+                if mflags & _TYPED_MASK == _TYPED_MASK:
+                    known = RECORD_CLASSES.get(F.header_type_of(marker))
+                    if known is None:
+                        yield self._unknown(data, pos, end, info, f"unknown header type {F.header_type_of(marker):#04x}")
+                        break
+                    cls = known
+                    # A known header type with uncommon marker flags: the same framing, the slow way.
+                    layout = cls.layout
+                    if pos + cls.header_size > end:
+                        problem = ("record header runs past the buffer's data", layout.name)  # type: ignore[union-attr]
+                        break
+                    h = layout.unpack_from(data, pos)  # type: ignore[union-attr]
+                    size = h[cls.size_index]
+                    if size < cls.header_size or pos + size > end:
+                        problem = (f"record size {size:#x} is out of range", f"{layout.name}.Size")  # type: ignore[union-attr]
+                        break
+                    count += 1
+                    yield cls(h, data, pos, size, cpu, ctx, bidx)
+                elif mflags & _MESSAGE_MASK == _MESSAGE_FLAGS:
+                    if pos + _MESSAGE.header_size > end:
+                        problem = ("record header runs past the buffer's data", _MESSAGE.structure)
+                        break
+                    h = _MESSAGE.layout.unpack_from(data, pos)
+                    size = h[_MESSAGE.size_index]
+                    if size < _MESSAGE.header_size or pos + size > end:
+                        problem = (f"record size {size:#x} is out of range", f"{_MESSAGE.structure}.Size")
+                        break
+                    count += 1
+                    yield MessageRecord(h, data, pos, size, cpu, ctx, bidx)
+                else:
+                    yield self._unknown(data, pos, end, info, f"no record header at this position (marker {marker:#010x})")
+                    break
+                pos += (size + pad) & align
         self.stats.records += count
         if problem is not None:
             message, structure = problem

@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from openetw._native import module as native_module
 from openetw.errors import EtlFormatError
 from openetw.etl import layouts as L
 from openetw.etl.clock import SYSTEM_TIME_CLOCK, TraceClock, filetime_to_datetime, filetime_to_iso
@@ -51,11 +52,32 @@ class RecordContext:
 DEFAULT_CONTEXT = RecordContext(SYSTEM_TIME_CLOCK, source="<built>")
 
 
+_native = native_module("_read")
+_NATIVE_FIELD: Any = type(_native.field(0)) if _native is not None else None
+
+
 def _tuple_field(index: int, doc: str = "") -> property:
+    """A read-only header field, ``self._h[index]`` (read in C when the compiled core runs)."""
+    if _native is not None:
+        made: property = _native.field(index, doc)
+        return made
+
     def getter(self: EventRecord) -> Any:
         return self._h[index]
 
     return property(getter, doc=doc)
+
+
+def tuple_field_index(attr: object) -> int | None:
+    """Where in the header tuple the field ``attr`` (a class attribute) reads, if ``_tuple_field`` made it."""
+    if _NATIVE_FIELD is not None and isinstance(attr, _NATIVE_FIELD):
+        return int(attr.index)
+    getter = getattr(attr, "fget", None)
+    if isinstance(attr, property) and getter is not None and getter.__qualname__ == "_tuple_field.<locals>.getter" and getter.__closure__:
+        index = getter.__closure__[0].cell_contents
+        if isinstance(index, int):
+            return index
+    return None
 
 
 class EventRecord:

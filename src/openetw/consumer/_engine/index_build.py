@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from openetw._native import module as native_module
 from openetw.consumer._engine.index_walk import CHUNK_BYTES, HEADER_SIZES, Buffers, Chains, read_buffers, walk_chains
 from openetw.etl import framing as F
 from openetw.etl import layouts as L
@@ -149,7 +150,42 @@ def _family_view(fields: dict[str, tuple[str, int]], words: int) -> np.dtype:
     })  # fmt: skip
 
 
+# The compiled twin of ``_framed_rows`` (openetw._native): the columns it writes, in its order, where
+# RECORD_DTYPE puts them (with the types it writes them as), and the kernel tables it needs.
+_NATIVE = native_module("_read")
+_NATIVE_COLUMNS = (
+    ("timestamp", "<i8"), ("keyword", "<u8"), ("pid", "<u4"), ("tid", "<u4"), ("cpu", "<u4"), ("buffer", "<u4"), ("offset", "<u4"),
+    ("size", "<u4"), ("user_data_offset", "<u4"), ("user_data_length", "<u4"), ("id", "<u2"), ("version", "<u2"), ("task", "<u2"),
+    ("hook_id", "<u2"), ("flags", "<u2"), ("kind", "|u1"), ("header_type", "|u1"), ("level", "|u1"), ("opcode", "|u1"), ("channel", "|u1"),
+)  # fmt: skip
+assert all(RECORD_DTYPE[name].str == code for name, code in _NATIVE_COLUMNS)
+_COLUMN_AT = np.asarray([RECORD_DTYPE.fields[name][1] for name, _ in _NATIVE_COLUMNS], dtype=np.int64)  # type: ignore[index]
+_GROUPS = np.stack([_GROUP_LO.view(np.int64), _GROUP_HI.view(np.int64), _GROUP_HAS.astype(np.int64)], axis=1).copy()
+_ALIASES = np.asarray([(group, hook_type, to) for (group, hook_type), (to, _) in HOOK_ALIASES.items()], dtype=np.int64).reshape(-1, 3)
+
+
 def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of the framed records (file order), their GUID halves and whether they have one
+    (by the compiled core when it runs, else with numpy: ``_framed_rows_numpy``)."""
+    if _NATIVE is None:
+        return _framed_rows_numpy(bufs, chains, cpus, indices)
+    n = len(chains.offsets)
+    rows = np.zeros(n, dtype=RECORD_DTYPE)
+    lo, hi, has = np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool)
+
+    def int64s(values: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(values, dtype=np.int64)
+
+    _NATIVE.rows(
+        bufs.blob, int64s(chains.offsets), int64s(chains.sizes), int64s(chains.buffers), int64s(bufs.bases), int64s(cpus),
+        int64s(indices), _GROUPS, _ALIASES, _EXTENSION_BYTES, _COLUMN_AT, rows, RECORD_DTYPE.itemsize, lo, hi, has,
+    )  # fmt: skip
+    if np.any(rows["kind"] == _WPP):
+        _fill_wpp(rows, lo, hi, has, bufs, chains)
+    return rows, lo, hi, has
+
+
+def _framed_rows_numpy(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rows of the framed records (file order), their GUID halves and whether they have one.
 
     Each record's header is gathered once as a block of words, and each family of header

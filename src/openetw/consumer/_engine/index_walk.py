@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from openetw._native import module as native_module
 from openetw.errors import EtlFormatError
 from openetw.etl import framing as F
 from openetw.etl import layouts as L
@@ -392,10 +393,15 @@ def _walked(bufs: Buffers, slots: np.ndarray, sizes: np.ndarray, follow: np.ndar
     return np.asarray(found, dtype=np.int64), stops
 
 
+_NATIVE = native_module("_read")  # the chains walked in C, one record at a time (None: with numpy, below)
+
+
 def walk_chains(bufs: Buffers) -> Chains:
     """Every record of every buffer, in file order (see the module doc)."""
     bufs.stats.setdefault("unknown_records", 0)
     bufs.stats.setdefault("skipped_bytes", 0)
+    if _NATIVE is not None:
+        return _native_chains(bufs, _NATIVE.chains)
     slots, sizes, buffer_pos, follow = _candidates(bufs)
     roots = _roots(bufs, slots)
     alive = _reachable(follow, roots)
@@ -415,6 +421,18 @@ def walk_chains(bufs: Buffers) -> Chains:
     for position, stop in enumerate(stops):
         _judge_stop(bufs, position, stop, unknown)
     return Chains(slots[chosen] * 8, sizes[chosen], buffer_pos[chosen], unknown)
+
+
+def _native_chains(bufs: Buffers, chains: Callable[[Any, Any, Any], tuple[bytes, bytes, bytes, bytes]]) -> Chains:
+    """``walk_chains`` by the compiled core: each chain followed in C, each stop judged here."""
+    bases = np.ascontiguousarray(bufs.bases, dtype=np.int64)
+    ends = np.ascontiguousarray(bufs.ends, dtype=np.int64)
+    offsets, sizes, positions, stops = chains(bufs.blob, bases, ends)
+    unknown: list[tuple[int, int, int, str]] = []
+    for position, stop in enumerate(np.frombuffer(stops, dtype=np.int64).tolist()):
+        _judge_stop(bufs, position, stop, unknown)
+    as_array = np.frombuffer
+    return Chains(as_array(offsets, dtype=np.int64), as_array(sizes, dtype=np.int64), as_array(positions, dtype=np.int64), unknown)
 
 
 def _judge_stop(bufs: Buffers, position: int, pos: int, unknown: list[tuple[int, int, int, str]]) -> None:

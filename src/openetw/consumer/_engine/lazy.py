@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from openetw.etl.record import RECORD_CLASSES, EventRecord, RecordContext
+from openetw.etl.record import RECORD_CLASSES, EventRecord, RecordContext, tuple_field_index
 
 __all__ = ["LAZY_CLASSES", "lazy_record", "new_lazy_record", "reuse_lazy_record"]
 
-_TUPLE_FIELD_GETTER = "_tuple_field.<locals>.getter"  # how openetw.etl.record makes header fields
 
 
 def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
@@ -57,11 +56,9 @@ def _lazy_subclass(parent: type[EventRecord]) -> type[EventRecord]:
     fields = {}
     for klass in reversed(parent.__mro__):
         for name, attr in vars(klass).items():
-            getter = getattr(attr, "fget", None)
-            if isinstance(attr, property) and getter is not None and getter.__qualname__ == _TUPLE_FIELD_GETTER and getter.__closure__:
-                index = getter.__closure__[0].cell_contents
-                if isinstance(index, int):
-                    fields[name] = field(index, attr.__doc__)
+            index = tuple_field_index(attr)
+            if index is not None:
+                fields[name] = field(index, attr.__doc__)
             elif name in fields:
                 del fields[name]  # overridden by something else further down
 

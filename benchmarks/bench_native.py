@@ -1,0 +1,156 @@
+"""The compiled core against the pure path and dissect.etl: header-level reads, LZXPRESS, the index
+pass, consumer callbacks. Each row runs in a fresh process per engine (``OPENETW_PURE=1`` for the
+pure path); "cold" is the first run in that process (imports done, nothing read yet: no stored
+index, buffers not yet seen), "warm" the best of the next ``--repeat`` runs.
+
+Equal work on both sides of a read row: every record yielded, its timestamp and provider read
+(openetw: ``record.timestamp``, ``record.provider_id``; dissect.etl: ``record.header.timestamp``,
+``record.header.provider_id``).
+
+Goals on the native path: read >= 30x dissect.etl on diaghub.etl and >= 15x on net.4.5.2.x64.etl;
+LZXPRESS >= 300 MB/s; index pass >= 20 M records/s cold; callbacks with a provider filter parsing
+one property into a dict >= 3 M events/s cold on diaghub.etl's busiest provider (the callback
+uses ``try_parse``: ``parse`` that gives None for the provider's events without the property).
+Events/s of the callbacks row counts every record of the file, as bench_consumer.py does.
+Usage: python benchmarks/bench_native.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CORPUS, machine_note, table
+
+DIAGHUB = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
+NET = CORPUS / "etl" / "perfview" / "net.4.5.2.x64.etl"
+BUSIEST = ("b3e675d7-2554-4f18-830b-2762732560de", "ImageSize")  # diaghub.etl's ImageID provider: 62341 events
+
+CHILD = r'''
+import gc, json, os, shutil, sys, tempfile, time
+task, impl, path, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+def openetw_read():
+    from openetw.etl import EtlReader
+    def run():
+        n = 0
+        with EtlReader(path) as reader:
+            for record in reader:
+                record.timestamp
+                record.provider_id
+                n += 1
+        return n
+    return run, "records"
+
+def dissect_read():
+    from dissect.etl import ETL
+    def run():
+        n = 0
+        with open(path, "rb") as f:
+            for record in ETL(f):
+                header = record.header
+                header.timestamp
+                header.provider_id
+                n += 1
+        return n
+    return run, "records"
+
+def lzx():
+    from openetw.etl import lzxpress
+    from tests.native.cases import compressed_streams
+    streams = compressed_streams(open(path, "rb").read(), limit=1 << 30)
+    decompress = lzxpress.decompress
+    def run():
+        return sum(len(decompress(s, n)) for s, n in streams)
+    return run, "bytes"
+
+def index():
+    from openetw.consumer._engine.index_build import build_index_data
+    return (lambda: len(build_index_data(path).records)), "records"
+
+def callbacks():
+    from openetw.consumer import Provider, UserTrace
+    provider_name, prop = sys.argv[5], sys.argv[6]
+    where = tempfile.mkdtemp(prefix="openetw-bench-native-")
+    copy = os.path.join(where, os.path.basename(path))
+    shutil.copyfile(path, copy)
+    os.environ["OPENETW_INDEX_DIR"] = where
+    def run():
+        seen = {}
+        trace = UserTrace(files=[copy], manifests=[])
+        provider = Provider(provider_name)
+        def on_event(record, context):
+            value = context.parser_for(record).try_parse(prop)  # parse, None where the event lacks it
+            seen[value] = seen.get(value, 0) + 1
+        provider.add_on_event_callback(on_event)
+        trace.enable(provider)
+        trace.start()
+        return int(trace.query_stats()["events_read"])
+    return run, "events"
+
+make = {"read": openetw_read if impl == "openetw" else dissect_read, "lzx": lzx, "index": index, "callbacks": callbacks}[task]
+run, unit = make()
+times = []
+count = 0
+for i in range(1 + repeat):
+    gc.collect()
+    start = time.perf_counter()
+    count = run()
+    times.append(time.perf_counter() - start)
+import openetw._native as native
+print(json.dumps({"cold": times[0], "warm": min(times[1:]), "count": count, "unit": unit,
+                  "engine": native.engine() if impl == "openetw" else "-"}))
+'''
+
+
+def measure(task: str, impl: str, path: Path, repeat: int, engine: str, *extra: str) -> dict[str, object] | None:
+    env = {**os.environ, "OPENETW_PURE": "1" if engine == "python" else "0", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", CHILD, task, impl, str(path), str(repeat), *extra], env=env, capture_output=True, text=True)
+    if done.returncode:
+        print(f"  {task} {impl} {engine} failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def rate(result: dict[str, object], which: str) -> float:
+    return float(result["count"]) / float(result[which])  # type: ignore[arg-type]
+
+
+def human(value: float, unit: str) -> str:
+    return f"{value / 1e6:.1f} MB/s" if unit == "bytes" else f"{value / 1e6:.2f} M {unit}/s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rows: list[list[object]] = []
+    plan = [
+        ("read", DIAGHUB, ()), ("read", NET, ()), ("lzx", NET, ()), ("index", DIAGHUB, ()), ("index", NET, ()),
+        ("callbacks", DIAGHUB, BUSIEST),
+    ]  # fmt: skip
+    for task, path, extra in plan:
+        results = {engine: measure(task, "openetw", path, args.repeat, engine, *extra) for engine in ("native", "python")}
+        if task == "read":
+            results["dissect.etl"] = measure(task, "dissect", path, args.repeat, "native")
+        base = results.get("dissect.etl")
+        for name, result in results.items():
+            if result is None:
+                continue
+            unit = str(result["unit"])
+            row: list[object] = [task, path.name, name if name == "dissect.etl" else f"openetw {result['engine']}", result["count"]]
+            for which in ("cold", "warm"):
+                ratio = f" ({rate(result, which) / rate(base, which):.1f}x dissect)" if base is not None and name != "dissect.etl" else ""
+                row.append(human(rate(result, which), unit) + ratio)
+            rows.append(row)
+    print(table(["task", "file", "engine", "count", "cold", "warm"], rows))
+    print(machine_note())
+
+
+if __name__ == "__main__":
+    main()

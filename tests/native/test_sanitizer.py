@@ -1,0 +1,84 @@
+"""The C parses hostile files: the fuzz cases run again against a build of it under AddressSanitizer.
+
+The read side's C is compiled with ``-fsanitize=address`` into a temporary directory and loaded,
+in a child interpreter with the sanitizer's runtime preloaded, in place of the installed build;
+the child then reads every corpus file, mutated copies and generated LZXPRESS streams, through
+``EtlReader``, the index pass and ``inflate``. Any out-of-bounds access aborts the child.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import openetw._native as native
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = Path(native.__file__).parent / "_read.c"
+
+CHILD = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("openetw._native._read", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["openetw._native._read"] = module
+spec.loader.exec_module(module)
+import openetw._native as native
+assert native.engine() == "native" and native.module("_read") is module
+from tests.native import cases
+checked = 0
+for path in cases.corpus_files():
+    data = path.read_bytes()
+    for seed in range(3 if len(data) < 2 << 20 else 1):
+        damaged = cases.mutated(data, seed, flips=16) if seed else data
+        for strict in (True, False):
+            cases.read_all(damaged, strict=strict)
+        cases.index_of(damaged)
+        checked += 1
+    for i, (stream, size) in enumerate(cases.compressed_streams(data, limit=8)):
+        for variant in (stream, cases.mutated(stream, i, flips=4, keep=0), stream[: len(stream) // 3]):
+            cases.outcome(lambda: module.inflate(variant, size))
+            checked += 1
+for stream, size in cases.generated_streams(seed=11, count=80):
+    cases.outcome(lambda: module.inflate(stream, size))
+    checked += 1
+print("checked", checked)
+"""
+
+
+def _asan_runtime() -> str | None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    found = subprocess.run([gcc, "-print-file-name=libasan.so"], capture_output=True, text=True, check=False).stdout.strip()
+    return found if found and os.path.isabs(found) and os.path.exists(found) else None
+
+
+def test_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
+    runtime = _asan_runtime()
+    if runtime is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("gcc with AddressSanitizer (libasan) is needed under CI")
+        pytest.skip("gcc with AddressSanitizer (libasan) is not installed")
+    if native.engine() != "native" and os.environ.get(native.PURE_VARIABLE) == "1":
+        pytest.skip("OPENETW_PURE=1: the pure path is under test")
+    built = tmp_path / f"_read{sysconfig.get_config_var('EXT_SUFFIX')}"
+    compile_ = [
+        "gcc", "-shared", "-fPIC", "-O1", "-g", "-std=c11", "-fsanitize=address", "-fno-omit-frame-pointer",
+        f"-I{sysconfig.get_paths()['include']}", f"-I{SOURCE.parent}", str(SOURCE), "-o", str(built),
+    ]  # fmt: skip
+    subprocess.run(compile_, check=True, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ, "LD_PRELOAD": runtime, native.PURE_VARIABLE: "0", "PYTHONPATH": str(REPO),
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1",
+        "PYTHONMALLOC": "malloc",  # so the sanitizer sees Python's allocations too
+    }  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", CHILD, str(built)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "AddressSanitizer" not in done.stderr
+    assert int(done.stdout.split()[-1]) > 100
