@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -74,18 +76,25 @@ def test_query_formats_cursors_and_errors(logs: LogStore, capsys: pytest.Capture
     assert "another log" in run(capsys, "log", "query", "Application", "--after-cursor", "0123:4", code=2)
 
 
+def read_line(stream: IO[bytes]) -> str:
+    """One line of an unbuffered pipe (select then sees every byte not read yet)."""
+    ready, _, _ = select.select([stream], [], [], 60)
+    assert ready, "--follow printed nothing for a minute"
+    return stream.readline().decode()
+
+
 def test_follow_prints_new_events_and_their_cursors(logs: LogStore, tmp_path: Path) -> None:
     env = dict(os.environ)
     follower = subprocess.Popen([sys.executable, "-m", "openetw", "log", "query", "Application", "--follow", "--json", "--after-cursor",
-                                 f"{logs.info('Application').log_id}:28"], stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+                                 f"{logs.info('Application').log_id}:28"], stdout=subprocess.PIPE, bufsize=0, env=env)  # fmt: skip
     try:
         assert follower.stdout is not None
-        first = [follower.stdout.readline() for _ in range(3)]
+        first = [read_line(follower.stdout) for _ in range(3)]
         assert [json.loads(line)["record_id"] for line in first[:2]] == [29, 30]
         assert first[2].strip() == f"-- cursor: {logs.info('Application').log_id}:30"
         time.sleep(0.2)
         logs.append("Application", made_events(2))
-        more = [follower.stdout.readline() for _ in range(3)]
+        more = [read_line(follower.stdout) for _ in range(3)]
         assert [json.loads(line)["record_id"] for line in more[:2]] == [31, 32]
         assert more[2].startswith("-- cursor: ") and more[2].strip().endswith(":32")
     finally:

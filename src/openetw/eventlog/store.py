@@ -188,6 +188,7 @@ class LogStore:
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA cache_size=-8192")  # 8 MiB: more of a large log's indexes stay in memory
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot open the log database {path}: {exc}") from None
         return db
@@ -581,11 +582,13 @@ class LogStore:
             if own_uid is not None:
                 where.append("uid = ?")
                 params.append(own_uid)
-            if text:
-                where.append("record_id IN (SELECT rowid FROM messages WHERE messages MATCH ?)")
-                params.append(text)
             order = "DESC" if reverse else "ASC"
-            statement = f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY record_id {order}"
+            if text:  # the full-text index walked in record-id order, joined to the events
+                statement = (f"SELECT events.* FROM messages JOIN events ON events.record_id = messages.rowid"
+                             f" WHERE messages MATCH ? AND {' AND '.join(where)} ORDER BY messages.rowid {order}")  # fmt: skip
+                params.insert(0, text)
+            else:
+                statement = f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY record_id {order}"
             if test is None and count is not None:
                 statement += f" LIMIT {int(count)}"
             taken = 0
