@@ -15,11 +15,13 @@ from typing import Any
 import click
 
 from openetw.cli.etl_commands import load_registry, manifest_option, no_installed_option, open_readers
+from openetw.cli.failure import ReportedFailure
 from openetw.cli.progress import quiet_option, show_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query
+from openetw.export.timeline import TIMELINE_FORMATS
 
 
 def register(cli: click.Group) -> None:
@@ -63,9 +65,13 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
-@click.option("--to", "fmt", type=click.Choice(FORMATS), default="parquet", show_default=True, help="Output format.")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=str), help="Directory (parquet, csv) or file (jsonl; - for stdout).")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=str))
+@click.option("--to", "fmt", type=click.Choice(FORMATS + TIMELINE_FORMATS), default="parquet", show_default=True, help="Output format.")
+@click.option("-o", "--output", type=click.Path(path_type=str),
+              help="Directory (parquet, csv) or file (jsonl, perfetto, chrome; - for stdout with jsonl and chrome).")  # fmt: skip
+@click.option("--endpoint", metavar="URL", help="--to otlp: the OTLP/HTTP receiver (http://host:4318; /v1/logs and /v1/traces are added).")
+@click.option("--check", "check_path", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
+              help="Check a Perfetto or Chrome trace file instead of exporting (exit 1 when it has problems).")  # fmt: skip
 @click.option("--provider", "providers", multiple=True, metavar="NAME_OR_GUID", help="Only records of this provider (repeatable).")
 @manifest_option
 @no_installed_option
@@ -73,10 +79,11 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
 @quiet_option
 @time_window_options
 def export(
-    files: tuple[str, ...], fmt: str, output: str, providers: tuple[str, ...], manifests: tuple[str, ...],
-    no_installed: bool, as_json: bool, quiet: bool, window: TimeSpec,
+    files: tuple[str, ...], fmt: str, output: str | None, endpoint: str | None, check_path: str | None,
+    providers: tuple[str, ...], manifests: tuple[str, ...], no_installed: bool, as_json: bool, quiet: bool,
+    window: TimeSpec,
 ) -> None:  # fmt: skip
-    """Write the records of FILES (merged in time order) as tables or JSON lines.
+    """Write the records of FILES (merged in time order) as tables, JSON lines or a timeline.
 
     \b
     parquet  OUT/events.parquet: one row per record, dump --json's keys as columns, plus
@@ -87,9 +94,31 @@ def export(
     csv      the same tables as CSV files (arrays and structs as JSON text)
     jsonl    one JSON object per record: dump --json's keys, "properties" and "record"
 
+    \b
+    perfetto  a .perfetto-trace for ui.perfetto.dev: processes and threads, Start/Stop pairs as
+              slices (async where they do not nest on a thread), activity ids as flows,
+              every other event an instant with its fields, counters (disk bytes, GC heap),
+              CSwitch/ReadyThread as CPU scheduling, SampledProfile+StackWalk as samples
+    chrome    the same timeline as Chrome trace JSON (X/b/e slices, i, C, s/f, M, P)
+    otlp      to an OpenTelemetry collector (--endpoint URL, OTLP/HTTP): events as log
+              records, Start/Stop pairs as spans; prints exported, refused, retried
+    --check FILE checks a Perfetto or Chrome file: interned ids defined, slices nested per
+    track, flows paired, timestamps monotonic per sequence.
+
     Records no schema decodes are in the events table only and counted in the summary.
-    Needs pyarrow for parquet and csv (pip install 'openetw[export]').
+    Needs pyarrow for parquet and csv (pip install 'openetw[export]'); otlp needs
+    pip install 'openetw[otlp]'.
     """
+    if check_path is not None:
+        _check(check_path, as_json)
+        return
+    if not files:
+        raise click.UsageError("give at least one FILE to export (or --check FILE)")
+    if fmt in TIMELINE_FORMATS:
+        _export_timeline(files, fmt, output, endpoint, providers, manifests, no_installed, as_json, quiet, window)
+        return
+    if output is None:
+        raise click.UsageError("--output is required")
     if fmt == "jsonl" and output != "-" and os.path.isdir(output):
         raise click.BadParameter(f"{output} is a directory", param_hint="--output")
     selection = _selection(files, providers, window)
@@ -98,6 +127,52 @@ def export(
     summary = export_files(files, output, fmt, registry=registry, selection=selection, progress=progress)
     progress.done()
     _report(summary, as_json, to_stderr=output == "-")
+
+
+def _check(path: str, as_json: bool) -> None:
+    from openetw.export.trace_check import check_file
+
+    result = check_file(path)
+    if as_json:
+        click.echo(json.dumps(result.as_json()))
+    else:
+        verdict = "ok" if result.ok else f"{result.problems} problems"
+        click.echo(f"{path} ({result.format}): {verdict}")
+        for key, value in result.counts.items():
+            click.echo(f"  {key}: {value}")
+        for error in result.errors:
+            click.echo(f"  problem: {error}")
+    if not result.ok:
+        raise ReportedFailure(f"{path}: {result.problems} problems", exit_code=1)
+
+
+def _export_timeline(
+    files: tuple[str, ...], fmt: str, output: str | None, endpoint: str | None, providers: tuple[str, ...],
+    manifests: tuple[str, ...], no_installed: bool, as_json: bool, quiet: bool, window: TimeSpec,
+) -> None:  # fmt: skip
+    from openetw.export.timeline import export_timeline
+
+    if fmt == "otlp":
+        if not endpoint:
+            raise click.UsageError("--to otlp needs --endpoint URL")
+        output = endpoint
+    elif output is None:
+        raise click.UsageError("--output is required")
+    elif fmt == "perfetto" and output == "-":
+        raise click.BadParameter("a Perfetto trace is binary: give a file", param_hint="--output")
+    elif os.path.isdir(output):
+        raise click.BadParameter(f"{output} is a directory", param_hint="--output")
+    selection = _selection(files, providers, window)
+    registry = load_registry(manifests, installed=not no_installed)
+    progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
+    summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint)
+    progress.done()
+    text = json.dumps(summary.as_json()) if as_json else "\n".join(summary.lines())
+    click.echo(text, err=output == "-")
+    for error in summary.errors[:5]:
+        click.echo(f"openetw: warning: {error}", err=True)
+    if summary.delivery.get("refused"):
+        raise ReportedFailure(f"the receiver refused {summary.delivery['refused']} records", exit_code=1)
 
 
 def _report(summary: ExportSummary, as_json: bool, *, to_stderr: bool = False) -> None:

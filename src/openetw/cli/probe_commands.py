@@ -17,17 +17,22 @@ from openetw.probe.program import compile_script
 from openetw.probe.schema_types import merge_fields
 from openetw.probe.types import Type
 
-_HELP = """Run a D program over trace files: clauses fire on the files' events in time order.
+_HELP = """Run a D program over trace files (clauses fire on the files' events in time order), or
+live without --file: etw probes over running providers, kernel probes (root) over the kernel trace.
 
 \b
   openetw probe --file t.etl -n 'etw:::generic_event { @[probemod] = count(); }'
   openetw probe --file t.etl -s script.d -q -f json 42 "text"   # $1=42, $2=text
   openetw probe --file t.etl -l                 # the probes (events) the file has
   openetw probe --file t.etl -l 'etw:*Kernel*::'
+  openetw probe -c ./app -n 'etw:My.Provider::generic_event { @[probename] = count(); }'
+  openetw probe -n 'syscall:::entry { @[execname] = count(); }'   # root; Ctrl-C ends it
 
 Probes: etw:<provider guid|name>:<level>_<keyword>:<event id|name|generic_event> (empty
 fields and * ? wildcards match anything), BEGIN, END, ERROR, tick-N (trace time),
-interval:<unit>:<n>. The language and the -f json records are described in docs/probe.md.
+interval:<unit>:<n>; live also syscall::<name>:entry|return, proc:::exec-success|exit|create,
+sched:::on-cpu|off-cpu, io:::start|done, tcp:::send|receive, profile-N, and etw_trace(...).
+The language and the -f json records are described in docs/probe.md.
 Exit status: 0, 1 after runtime errors, 2 on a usage or compile error, or exit(n)'s n.
 """
 
@@ -41,22 +46,26 @@ def register(cli: click.Group) -> None:
 @click.option("-s", "script", type=click.Path(dir_okay=False, path_type=str), metavar="FILE.d", help="Program file.")
 @click.option("-l", "--list", "list_pattern", is_flag=False, flag_value="", default=None, metavar="[PATTERN]",
               help="List the probes the files have (matching PATTERN, or -n's descriptions), with provider and event names and fields.")  # fmt: skip
-@click.option("--file", "files", multiple=True, required=True, type=click.Path(dir_okay=False, path_type=str), metavar="X.etl|X.evtx",
-              help="Trace file or Event Log (.evtx) file (repeatable; merged in time order).")  # fmt: skip
+@click.option("--file", "files", multiple=True, type=click.Path(dir_okay=False, path_type=str), metavar="X.etl|X.evtx",
+              help="Trace file or Event Log (.evtx) file (repeatable; merged in time order). Without one, the probes are live.")  # fmt: skip
+@click.option("-p", "target_pid", type=int, metavar="PID", help="Live: trace this process's events only ($target is PID); end when it exits.")
+@click.option("-c", "target_command", metavar="CMD", help="Live: run CMD, trace its events only ($target is its pid); end when it exits, with its status.")
+@click.option("-w", "destructive", is_flag=True, help="Allow destructive actions (system(), stop()).")
 @click.option("--manifest", "manifests", multiple=True, type=click.Path(path_type=str), metavar="FILE|DIR",
               help="Decode with this manifest (repeatable); installed manifests are used too.")  # fmt: skip
 @click.option("-o", "output_path", type=click.Path(dir_okay=False, path_type=str), metavar="FILE", help="Write output here.")
 @click.option("-q", "quiet", is_flag=True, help="Quiet: only what the program prints (no CPU/ID/FUNCTION:NAME lines).")
 @click.option("-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format (json: NDJSON).")
 @click.option("-x", "settings", multiple=True, metavar="OPTION=VALUE",
-              help="Option: strsize, aggsize, aggsortkey, aggsortrev, quiet, switchrate, bufsize, codegen.")  # fmt: skip
+              help="Option: strsize, aggsize, aggsortkey, aggsortrev, quiet, switchrate, bufsize, codegen, destructive.")  # fmt: skip
 @click.option("--json", "json_flag", is_flag=True, help="Same as -f json.")
 @click.option("--no-index", "no_index", is_flag=True,
               help="Read the files in one streamed pass that writes no index (beside them or in the cache).")  # fmt: skip
 @click.argument("macros", nargs=-1)
 def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: str | None, files: tuple[str, ...],
                   manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
-                  settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...]) -> None:  # fmt: skip
+                  settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...],
+                  target_pid: int | None, target_command: str | None, destructive: bool) -> None:  # fmt: skip
     from openetw.probing.adapter import Catalog, TraceFiles
     from openetw.probing.runner import ProbeRun
 
@@ -65,23 +74,19 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
     for item in settings:
         name, sep, value = item.partition("=")
         options[name.strip()] = value if sep else ""
+    if not files:
+        if list_pattern is not None:
+            raise InvalidArgument("-l lists the probes of trace files: give --file")
+        _run_live(programs, script, macros, options, output_path, quiet, json_mode, target_pid, target_command, destructive)
+        return
+    if target_pid is not None or target_command is not None:
+        raise InvalidArgument("-p and -c trace live processes: drop --file")
     trace_files = TraceFiles(files, manifests=list(manifests) if manifests else None, index=not no_index)
     if list_pattern is not None:
         patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
         _list(Catalog.scan(trace_files), patterns, json_mode)
         return
-    if script and programs:
-        raise InvalidArgument("give the program with -n or -s, not both")
-    if script:
-        try:
-            with open(script, encoding="utf-8") as source:
-                text, name = source.read(), script
-        except OSError as error:
-            raise InvalidArgument(f"{script}: {error.strerror}") from None
-    elif programs:
-        text, name = "\n".join(programs), "<-n>"
-    else:
-        raise InvalidArgument("no program: give -n 'PROGRAM' or -s FILE.d (or -l to list probes)")
+    text, name = _program_text(programs, script)
     started = time.perf_counter()
     scanned: Catalog | None = None
     catalog: list[Any] | None = None
@@ -101,19 +106,89 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
     from openetw.probing.providers import PROBE_PROVIDERS
 
     program = compile_script(text, name=name, macros=list(macros), fields_of=fields_of, options=options,
-                             providers=frozenset(PROBE_PROVIDERS))  # fmt: skip
+                             providers=frozenset(PROBE_PROVIDERS), destructive=destructive)  # fmt: skip
+    for clause in program.clauses:
+        for desc in clause.descriptions:
+            if desc.provider in PROBE_PROVIDERS and not PROBE_PROVIDERS[desc.provider].over_files:
+                raise ProbeCompileError(f"{desc.text}: {desc.provider} probes are live: drop --file", line=clause.line, source=name)
     compile_seconds = time.perf_counter() - started
     if program.options["codegen"]:
         click.echo(program.python_source, err=True)
     handle: Any = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout  # noqa: SIM115
     try:
-        run = ProbeRun(program, trace_files, write=handle.write, json_mode=json_mode, quiet=quiet, catalog=scanned)
+        run = ProbeRun(program, trace_files, write=handle.write, json_mode=json_mode, quiet=quiet, catalog=scanned, destructive=destructive)
         run.compile_seconds = compile_seconds  # type: ignore[attr-defined]
         status = run.run()
         handle.flush()
     finally:
         if output_path:
             handle.close()
+    if status:
+        raise ReportedFailure("", exit_code=status)
+
+
+def _program_text(programs: tuple[str, ...], script: str | None) -> tuple[str, str]:
+    if script and programs:
+        raise InvalidArgument("give the program with -n or -s, not both")
+    if script:
+        try:
+            with open(script, encoding="utf-8") as source:
+                return source.read(), script
+        except OSError as error:
+            raise InvalidArgument(f"{script}: {error.strerror}") from None
+    if programs:
+        # A bare description (dtrace -n 'etw:...:12') is a clause with the default action.
+        return "\n".join(p if "{" in p or "/" in p else p + " { }" for p in programs), "<-n>"
+    raise InvalidArgument("no program: give -n 'PROGRAM' or -s FILE.d (or -l to list probes)")
+
+
+def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, ...], options: dict[str, str], output_path: str | None,
+              quiet: bool, json_mode: bool, target_pid: int | None, target_command: str | None, destructive: bool) -> None:  # fmt: skip
+    """Live probes: etw probes over running providers, kernel probes over the kernel trace."""
+    import signal
+
+    from openetw.probing.kernel_probes import FAMILIES, kernel_flags_for, profile_rate
+    from openetw.probing.live import LiveSessions, LiveTarget
+    from openetw.probing.providers import PROBE_PROVIDERS
+    from openetw.probing.runner import ProbeRun
+
+    text, name = _program_text(programs, script)
+    if target_pid is not None and target_command is not None:
+        raise InvalidArgument("give -p PID or -c CMD, not both")
+    target = LiveTarget(pid=target_pid) if target_pid is not None else LiveTarget(command=target_command) if target_command else None
+    try:
+        program = compile_script(text, name=name, macros=list(macros), options=options, providers=frozenset(PROBE_PROVIDERS),
+                                 destructive=destructive, target=target.pid if target is not None else None)  # fmt: skip
+        if program.options["codegen"]:
+            click.echo(program.python_source, err=True)
+        descriptions = [d for clause in program.clauses for d in clause.descriptions]
+        etw = [d for d in descriptions if d.special is None and d.provider not in FAMILIES]
+        sampling = [d for d in descriptions if d.special == "timer" and d.name.startswith("profile-")]
+        families = [f for f in FAMILIES if f != "profile" and any(d.provider == f for d in descriptions)] + (["profile"] if sampling else [])
+        if not etw and not families:
+            raise InvalidArgument("a live program needs an etw probe or a kernel probe (syscall, proc, sched, io, tcp, profile-N); "
+                                  "to read trace files give --file")  # fmt: skip
+        sessions = LiveSessions(etw, kernel_flags=kernel_flags_for(families), profile_rate=profile_rate(sampling), target=target,
+                                kernel_buffer_kb=max(1024, program.options["bufsize"] // 1024),
+                                ready=lambda text: click.echo(f"openetw probe: {text}; Ctrl-C ends the run", err=True))  # fmt: skip
+    except BaseException:
+        if target is not None and target.process is not None:
+            target.process.kill()
+            target.close()
+        raise
+    handle: Any = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout  # noqa: SIM115
+    previous = signal.signal(signal.SIGINT, lambda *_: sessions.stop())
+    try:
+        run = ProbeRun(program, sessions, write=handle.write, json_mode=json_mode, quiet=quiet,
+                       target_pid=target.pid if target is not None else None, destructive=destructive)  # fmt: skip
+        status = run.run()
+        handle.flush()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if output_path:
+            handle.close()
+    if target is not None and target.status is not None and not run.exited:
+        status = target.status or status
     if status:
         raise ReportedFailure("", exit_code=status)
 

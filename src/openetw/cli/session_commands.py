@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from openetw.cli.failure import ReportedFailure
 from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, parse_provider_spec
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
 from openetw.provider_names import parse_provider_guid
@@ -568,13 +569,19 @@ def _principal(text: str) -> dict[str, Any]:
 @click.option("--password-file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: the user's password.")
 @_socket_option
 @_json_option
+@click.option("--otlp", "otlp_url", metavar="URL", default=None,
+              help="Send the events to this OTLP/HTTP receiver (log records; Start/Stop pairs as spans) instead of printing them.")  # fmt: skip
 @filter_options
 def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size: int, flush_timer: int,
           stream_servers: str | None, hosts: tuple[str, ...], start: str, creds_file: str | None, stream_user: str | None,
-          password_file: str | None, socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
+          password_file: str | None, socket_path: str | None, as_json: bool, otlp_url: str | None,
+          enable: EnableOptions) -> None:  # fmt: skip
     """Print events as they arrive, decoded where possible; Ctrl-C stops.
 
     With -p a real-time session of its own is started for the providers and stopped at the end.
+    With --otlp URL the events go to an OpenTelemetry collector as they arrive (batched, sent
+    at least every second while events come) and the counts exported, refused and retried are
+    printed at the end (pip install 'openetw[otlp]').
     With --stream the fleet's JetStream stream is viewed as a real-time session (UserTrace's
     streams): every host's events, or those of --host, of the -p providers when given.
     """
@@ -582,6 +589,8 @@ def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size
     from openetw.controller.live import LiveFormatter
 
     if stream_servers is not None:
+        if otlp_url is not None or session_name is not None:
+            raise InvalidArgument("--stream views the fleet's stream: without --session or --otlp")
         _trace_stream(stream_servers, hosts, start, provider_specs, creds_file, stream_user, password_file, as_json)
         return
     if hosts or creds_file or stream_user or password_file or start != "now":
@@ -599,11 +608,16 @@ def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size
     formatter = LiveFormatter(as_json=as_json)
     consumer = RealtimeConsumer(session_name, socket=socket_path)
     shown = 0
+    delivery = None
     signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the view as Ctrl-C does: own session stopped
     try:
-        for record in consumer:
-            click.echo(formatter.format(record))
-            shown += 1
+        if otlp_url is not None:
+            delivery = _trace_to_otlp(consumer, otlp_url)
+            shown = delivery.log_records + 2 * delivery.spans
+        else:
+            for record in consumer:
+                click.echo(formatter.format(record))
+                shown += 1
     except KeyboardInterrupt:
         pass
     finally:
@@ -611,3 +625,17 @@ def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size
         final = own.stop() if own is not None else None
     tail = f"; {statistics_line(final)}" if final else ""
     click.echo(f"{shown} events{tail}", err=True)
+    if delivery is not None:
+        click.echo(f"exported {delivery.exported}, refused {delivery.refused}, retried {delivery.retried}", err=True)
+        if delivery.refused:
+            raise ReportedFailure(f"the receiver refused {delivery.refused} records", exit_code=1)
+
+
+def _trace_to_otlp(records: Any, url: str) -> Any:
+    """The live records as a timeline, sent to the OTLP receiver at ``url``."""
+    from openetw.cli.etl_commands import load_registry
+    from openetw.export.timeline.builder import timeline
+    from openetw.export.timeline.otlp import send_otlp
+
+    items = timeline(records, load_registry((), installed=True), messages=True)
+    return send_otlp(items, url, flush_seconds=1.0)

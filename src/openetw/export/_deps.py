@@ -9,7 +9,9 @@ from openetw.errors import OpenEtwError
 
 __all__ = ["MissingDependency", "require"]
 
-_EXTRA = {"pyarrow": "export", "pyarrow.parquet": "export", "pyarrow.csv": "export", "duckdb": "export"}
+_EXTRA = {"pyarrow": "export", "pyarrow.parquet": "export", "pyarrow.csv": "export", "duckdb": "export",
+          "opentelemetry.sdk": "otlp", "requests": "otlp", "opentelemetry.exporter.otlp.proto.http._log_exporter": "otlp",
+          "opentelemetry.exporter.otlp.proto.http.trace_exporter": "otlp"}  # fmt: skip
 
 
 class MissingDependency(OpenEtwError):
@@ -24,6 +26,8 @@ def require(module: str, feature: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as error:
         top = module.split(".")[0]
+        if top == "opentelemetry":
+            top = "opentelemetry-sdk opentelemetry-exporter-otlp-proto-http"
         extra = _EXTRA.get(module, "export")
         raise MissingDependency(
             f"{feature} needs the Python package {top!r}, which is not installed: "

@@ -7,12 +7,14 @@ an aggregation used two ways) are found here, before anything runs, with the D l
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.probe import ast as A
 from openetw.probe.errors import ProbeCompileError
+from openetw.probe.etw_types import ETW_TYPES
 from openetw.probe.types import (
     EVENT_HEADER,
     INT,
@@ -30,7 +32,7 @@ from openetw.probe.types import (
     base_type,
 )  # fmt: skip
 
-__all__ = ["AGGREGATIONS", "AggSpec", "CheckedProgram", "FieldsOf", "check"]
+__all__ = ["AGGREGATIONS", "DESTRUCTIVE", "AggSpec", "CheckedProgram", "FieldsOf", "check"]
 
 FieldsOf = Callable[[list[str]], "dict[str, Any] | None"]
 """The fields (name -> Type, or name -> dict for a struct) the events of these probes have;
@@ -40,7 +42,7 @@ _U32 = IntType("uint32_t", 4, False)
 BUILTINS: dict[str, Type] = {
     "pid": _U32, "tid": _U32, "ppid": _U32, "cpu": _U32, "timestamp": UINT64, "walltimestamp": UINT64,
     "execname": STRING, "probeprov": STRING, "probemod": STRING, "probefunc": STRING, "probename": STRING,
-    **{f"arg{i}": INT64 for i in range(10)},
+    "errno": IntType("int", 4, True), **{f"arg{i}": INT64 for i in range(10)},
 }  # fmt: skip
 AGGREGATIONS: dict[str, tuple[int, int]] = {  # name -> (min args, max args)
     "count": (0, 0), "sum": (1, 1), "avg": (1, 1), "min": (1, 1), "max": (1, 1), "stddev": (1, 1),
@@ -55,10 +57,15 @@ FUNCTIONS: dict[str, tuple[int, int, Type]] = {
     "trace": (1, 1, VOID), "printf": (1, 99, VOID), "print": (1, 1, VOID), "printa": (1, 99, VOID),
     "exit": (1, 1, VOID), "trunc": (1, 2, VOID), "clear": (1, 1, VOID), "normalize": (2, 2, VOID),
     "denormalize": (1, 1, VOID), "sizeof": (1, 1, UINT64),
+    "etw_trace": (5, 5 + 3 * 128, VOID), "system": (1, 99, VOID), "stop": (0, 0, VOID),
+    "stack": (0, 1, STRING), "ustack": (0, 2, STRING),
 }  # fmt: skip
+DESTRUCTIVE = frozenset({"system", "stop"})
+"""Actions that change the system: refused unless destructive actions are allowed (``-w``)."""
 _STRING_ARGS = {"strlen": (0,), "strjoin": (0, 1), "substr": (0,), "strstr": (0, 1), "index": (0, 1), "rindex": (0, 1),
                 "basename": (0,), "dirname": (0,), "toupper": (0,), "tolower": (0,), "strtoll": (0,)}  # fmt: skip
-_INT_ARGS = {"substr": (1, 2), "index": (2,), "rindex": (2,), "lltostr": (0, 1), "exit": (0,), "trunc": (1,), "normalize": (1,), "strtoll": (1,)}
+_INT_ARGS = {"substr": (1, 2), "index": (2,), "rindex": (2,), "lltostr": (0, 1), "exit": (0,), "trunc": (1,), "normalize": (1,), "strtoll": (1,),
+             "stack": (0,), "ustack": (0, 1)}  # fmt: skip
 
 
 @dataclass
@@ -81,6 +88,7 @@ class CheckedProgram:
     clause_vars: list[dict[str, Type]] = field(default_factory=list)
     aggregations: dict[str, AggSpec] = field(default_factory=dict)
     structs: dict[str, StructType] = field(default_factory=dict)
+    destructive: list[tuple[str, int, int]] = field(default_factory=list)  # (action, line, column)
 
 
 def check(program: A.Program, fields_of: FieldsOf | None = None) -> CheckedProgram:
@@ -572,13 +580,59 @@ class _Checker:
             rest = e.args[1:] if isinstance(e.args[0], A.StrLit) else e.args
             if not rest or not all(isinstance(a, A.AggRef) for a in rest):
                 raise self.error("printa() takes an optional format string then aggregations", e)
-        if e.name in ("printf",) and not isinstance(e.args[0], A.StrLit):
-            raise self.error("printf() needs a format string constant first", e.args[0])
+        if e.name in ("printf", "system") and not isinstance(e.args[0], A.StrLit):
+            raise self.error(f"{e.name}() needs a format string constant first", e.args[0])
+        if e.name in DESTRUCTIVE:
+            self.out.destructive.append((e.name, e.line, e.column))
+        if e.name == "etw_trace":
+            self.etw_trace(e)
         if e.name == "trace" and isinstance(e.args[0].ty, StructType):
             raise self.error("trace() takes a scalar; print() a struct", e.args[0])
         if e.name == "stringof" and not (e.args[0].ty.is_int() or isinstance(e.args[0].ty, StringType)):
             raise self.error(f"stringof() cannot take {e.args[0].ty}", e.args[0])
         return result
+
+    def etw_trace(self, e: A.Call) -> None:
+        """``etw_trace(provider, guid, event, level, keyword, [type, name, value]...)``: constant
+        type and field names, values of the type's kind, ``etw_struct`` counts that fit."""
+        for position in range(3):
+            if not isinstance(e.args[position].ty, StringType):
+                raise self.error(f"argument {position + 1} of etw_trace() (provider name, GUID, event name) must be a string", e.args[position])
+        for position in (3, 4):
+            if not e.args[position].ty.is_int():
+                raise self.error(f"argument {position + 1} of etw_trace() (level, keyword) must be an integer", e.args[position])
+        guid = e.args[1]
+        if isinstance(guid, A.StrLit):
+            try:
+                uuid.UUID(guid.value.strip("{}"))
+            except ValueError:
+                raise self.error(f"etw_trace(): {guid.value!r} is not a provider GUID", guid) from None
+        rest = e.args[5:]
+        if len(rest) % 3:
+            raise self.error("etw_trace() fields come in threes: \"etw_<type>\", \"name\", value", e)
+        open_structs: list[int] = []  # members still to come in each open etw_struct
+        for at in range(0, len(rest), 3):
+            kind, name, value = rest[at : at + 3]
+            if not isinstance(kind, A.StrLit) or kind.value not in ETW_TYPES:
+                shown = repr(kind.value) if isinstance(kind, A.StrLit) else "an expression"
+                raise self.error(f"etw_trace(): the field type must be one of {', '.join(ETW_TYPES)}, not {shown}", kind)
+            if not isinstance(name, A.StrLit) or not name.value:
+                raise self.error("etw_trace(): a field name is a non-empty string constant", name)
+            spec = ETW_TYPES[kind.value]
+            if open_structs:
+                open_structs[-1] -= 1
+            if spec.value == "string" and not isinstance(value.ty, StringType):
+                raise self.error(f"etw_trace(): {kind.value} field {name.value!r} takes a string, not {value.ty}", value)
+            if spec.value in ("int", "float") and not value.ty.is_int():
+                raise self.error(f"etw_trace(): {kind.value} field {name.value!r} takes an integer, not {value.ty}", value)
+            if spec.value == "count":
+                if not isinstance(value, A.IntLit) or value.value < 1:
+                    raise self.error("etw_trace(): an etw_struct's value is its member count, a constant above zero", value)
+                open_structs.append(value.value)
+            while open_structs and open_structs[-1] == 0:
+                open_structs.pop()
+        if open_structs:
+            raise self.error(f"etw_trace(): an etw_struct announces {open_structs[-1]} more member(s) than follow", e)
 
 
 def _args_path(e: A.Expr) -> list[str] | None:

@@ -23,8 +23,10 @@ __all__ = ["CompiledSource", "compile_program"]
 _BUILTIN_CODE = {
     "pid": "rec.pid", "tid": "rec.tid", "cpu": "rec.cpu", "ppid": "_ppid(rec)", "execname": "_execname(rec)",
     "timestamp": "_timestamp(rec)", "walltimestamp": "_walltime(rec)", "probeprov": "probe[0]",
-    "probemod": "probe[1]", "probefunc": "probe[2]", "probename": "probe[3]", "arg0": "_ARG0",
-    **{f"arg{i}": "0" for i in range(1, 10)},
+    "probemod": "probe[1]", "probefunc": "probe[2]", "probename": "probe[3]",
+    # A kernel probe's firing (kind "kprobe") carries its arguments; an event's arg0 is its address.
+    "arg0": "(_ARG0 if rec.kind != 'kprobe' else rec.args[0])", "errno": "(rec.errno if rec.kind == 'kprobe' else 0)",
+    **{f"arg{i}": f"(0 if rec.kind != 'kprobe' else rec.args[{i}])" for i in range(1, 10)},
 }  # fmt: skip
 _LITERAL = re.compile(r"-?(0x[0-9a-fA-F]+|[0-9]+)")
 _RECORDING = frozenset({"trace", "printf", "print", "printa"})
@@ -373,9 +375,26 @@ class _Compiler:
             return f"_out.trace({codes[0]})"
         if name in ("printf", "printa"):
             return self.formatted(e, codes)
+        if name == "system":
+            return self.formatted(e, codes, sink="_system")
+        if name == "stop":
+            return "_stop(rec)"
+        if name in ("stack", "ustack"):
+            return f"_stack(rec, {name == 'ustack'}, {codes[0] if codes else 0})"
+        if name == "etw_trace":
+            fields = []
+            values = []
+            for at in range(5, len(args), 3):
+                kind, field_name = args[at], args[at + 1]
+                assert isinstance(kind, A.StrLit) and isinstance(field_name, A.StrLit)
+                count = args[at + 2].value if kind.value == "etw_struct" else 0  # type: ignore[attr-defined]
+                fields.append((kind.value, field_name.value, count))
+                values.append(codes[at + 2])
+            spec = self.const("E", tuple(fields))
+            return f"_etw_trace({', '.join(codes[:5])}, {spec}, ({''.join(v + ', ' for v in values)}))"
         raise self.error(f"unknown function '{name}'", e)
 
-    def formatted(self, e: A.Call, codes: list[str]) -> str:
+    def formatted(self, e: A.Call, codes: list[str], sink: str = "_out.printf") -> str:
         args = e.args
         if e.name == "printa" and not isinstance(args[0], A.StrLit):
             return f"_out.printa(None, [{', '.join(codes)}])"
@@ -397,13 +416,13 @@ class _Compiler:
         if "agg" in fmt.kinds:
             raise self.error("'%@' conversions are for printa()", text)
         if len(fmt.kinds) != len(values):
-            raise self.error(f"printf() format has {len(fmt.kinds)} conversion(s) but {len(values)} argument(s) follow", e)
+            raise self.error(f"{e.name}() format has {len(fmt.kinds)} conversion(s) but {len(values)} argument(s) follow", e)
         for number, (kind, arg) in enumerate(zip(fmt.kinds, values, strict=False), 1):
             if kind == "int" and not arg.ty.is_int():
                 raise self.error(f"printf() argument {number + 1} is a {arg.ty}, but conversion {number} needs an integer", arg)
             if isinstance(arg.ty, (StructType, ArrayType)):
                 raise self.error(f"printf() cannot print a {arg.ty}; print() it", arg)
-        return f"_out.printf({name}.format(({''.join(c + ', ' for c in codes[1:])})))"
+        return f"{sink}({name}.format(({''.join(c + ', ' for c in codes[1:])})))"
 
 
 def _unsigned(ty: Type) -> bool:

@@ -47,7 +47,8 @@ class Token:
 class Lexer:
     """Tokens of ``source`` on demand; ``pragmas`` holds the ``#pragma D option`` settings."""
 
-    def __init__(self, source: str, *, name: str = "<program>", macros: list[str] | None = None) -> None:
+    def __init__(self, source: str, *, name: str = "<program>", macros: list[str] | None = None, target: int | None = None) -> None:
+        self.target = target
         self.text = source
         self.name = name
         self.macros = list(macros or [])
@@ -143,13 +144,24 @@ class Lexer:
         out = []
         i = 0
         while i < len(spec):
-            if spec[i] == "$" and i + 1 < len(spec) and spec[i + 1].isdigit():
+            if spec.startswith("$target", i):
+                out.append(str(self._target(start + i)))
+                i += len("$target")
+            elif spec[i] == "$" and i + 1 < len(spec) and spec[i + 1].isdigit():
                 out.append(str(self._macro(int(spec[i + 1]), start + i)))
                 i += 2
             else:
                 out.append(spec[i])
                 i += 1
         return "".join(out)
+
+    def _target(self, at: int) -> int:
+        if self.target is None:
+            raise ProbeCompileError(
+                "$target is the process of -p PID or -c CMD, and neither was given",
+                line=self.line, column=at - self.line_start + 1, source=self.name,
+            )  # fmt: skip
+        return self.target
 
     def _macro(self, number: int, at: int) -> str:
         if number == 0:
@@ -179,6 +191,9 @@ class Lexer:
             return self._string(line, column)
         if ch == "'":
             return self._char(line, column)
+        if ch == "$" and text.startswith("$target", self.pos) and (text[self.pos + 7 : self.pos + 8] or " ") not in _IDENT_CHARS:
+            self.pos += len("$target")
+            return Token("int", "$target", line, column, (self._target(start), ""))
         if ch == "$":
             double = text.startswith("$$", self.pos)
             digits_at = self.pos + (2 if double else 1)

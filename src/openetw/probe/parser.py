@@ -22,9 +22,9 @@ _LEVELS: tuple[frozenset[str], ...] = (
 _DECL_STARTS = frozenset({"typedef", "struct", "self", "this"})
 
 
-def parse(source: str, *, name: str = "<program>", macros: list[str] | None = None) -> A.Program:
-    """Parse a D program (``macros`` are the values of ``$1``..``$9``)."""
-    return _Parser(Lexer(source, name=name, macros=macros)).program()
+def parse(source: str, *, name: str = "<program>", macros: list[str] | None = None, target: int | None = None) -> A.Program:
+    """Parse a D program (``macros`` are the values of ``$1``..``$9``, ``target`` of ``$target``)."""
+    return _Parser(Lexer(source, name=name, macros=macros, target=target)).program()
 
 
 class _Parser:

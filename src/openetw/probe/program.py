@@ -26,10 +26,10 @@ __all__ = ["OPTIONS", "ClauseInfo", "ProbeProgram", "compile_script"]
 
 OPTIONS: dict[str, str] = {
     "strsize": "size", "aggsize": "size", "aggsortkey": "flag", "aggsortrev": "flag", "quiet": "flag",
-    "switchrate": "time", "bufsize": "size", "codegen": "flag",
+    "switchrate": "time", "bufsize": "size", "codegen": "flag", "destructive": "flag",
 }  # fmt: skip
 _DEFAULTS: dict[str, Any] = {"strsize": 256, "aggsize": 0, "aggsortkey": False, "aggsortrev": False, "quiet": False,
-                             "switchrate": 0, "bufsize": 4 << 20, "codegen": False}  # fmt: skip
+                             "switchrate": 0, "bufsize": 4 << 20, "codegen": False, "destructive": False}  # fmt: skip
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _TIME_UNITS = {"": 10**9 // 1, "hz": 0, "ns": 1, "us": 1000, "ms": 10**6, "s": 10**9, "sec": 10**9}
 
@@ -131,12 +131,25 @@ class ProbeProgram:
             "_index": _index, "_rindex": _rindex, "_basename": _basename, "_dirname": _dirname,
             "_lltostr": _lltostr, "_strtoll": _strtoll, "_stringof": str,
         }  # fmt: skip
+        namespace.update({"_etw_trace": _no_etw_trace, "_system": _no_destructive, "_stop": _no_destructive, "_stack": _no_stack})
         namespace.update(self.compiled.formats)
         namespace.update(self.compiled.types)
         namespace.update(env)
         code = compile(self.compiled.source, f"<probe {self.source_name}>", "exec")
         exec(code, namespace)  # noqa: S102 - the compiler's own output
         return {name: namespace[name] for name in self.compiled.functions}, namespace
+
+
+def _no_etw_trace(*args: Any) -> None:
+    raise ProbeRuntimeError("etw_trace() needs a runner that writes events")
+
+
+def _no_stack(*args: Any) -> str:
+    return ""
+
+
+def _no_destructive(*args: Any) -> None:
+    raise ProbeRuntimeError("this runner takes no destructive actions")
 
 
 def _rank(func: str, value: Any) -> Any:
@@ -240,10 +253,12 @@ def _strtoll(text: str, base: int, line: int) -> int:
 def compile_script(
     text: str, *, name: str = "<program>", macros: list[str] | None = None, fields_of: FieldsOf | None = None,
     options: dict[str, str] | None = None, providers: frozenset[str] | set[str] = DEFAULT_PROVIDERS,
+    destructive: bool = False, target: int | None = None,
 ) -> ProbeProgram:  # fmt: skip
     """Parse, check and compile a D program; ``options`` (``-x``) win over ``#pragma D option``;
-    ``providers`` names the probe providers descriptions may use."""
-    program = parse(text, name=name, macros=macros)
+    ``providers`` names the probe providers descriptions may use; ``destructive`` allows the
+    actions that change the system (``system``, ``stop``: DTrace's ``-w``)."""
+    program = parse(text, name=name, macros=macros, target=target)
     settings = dict(_DEFAULTS)
     for option, value, line in program.pragmas:
         try:
@@ -265,5 +280,8 @@ def compile_script(
                 raise ProbeCompileError(str(error), line=spec.line, column=spec.column, source=name) from None
         clauses.append(ClauseInfo(f"_c{clause.number}", descriptions, clause.line))
     checked = check(program, fields_of)
+    if checked.destructive and not (destructive or settings["destructive"]):
+        action, line, column = checked.destructive[0]
+        raise ProbeCompileError(f"{action}() is a destructive action: allow destructive actions with -w", line=line, column=column, source=name)
     compiled = compile_program(checked)
     return ProbeProgram(name, compiled, clauses, checked.aggregations, settings, program, set(checked.globals) | set(checked.arrays))

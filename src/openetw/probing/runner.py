@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import struct
+import subprocess
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +19,9 @@ from openetw.probe.errors import ProbeRuntimeError
 from openetw.probe.output import Output
 from openetw.probe.program import ProbeProgram
 from openetw.probing.adapter import TraceFiles, header_batches, identity_of
+from openetw.probing.etw_writer import EtwTraceWriter
+from openetw.probing.kernel_probes import FAMILIES, KernelProbes, count_plan
+from openetw.probing.live import LiveSessions
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
@@ -51,9 +58,10 @@ class _NoRecord:
 class ProbeRun:
     """One run of ``program`` over ``files``: ``run()`` returns the exit status."""
 
-    def __init__(self, program: ProbeProgram, files: TraceFiles, *, write: Callable[[str], Any],
+    def __init__(self, program: ProbeProgram, files: TraceFiles | LiveSessions, *, write: Callable[[str], Any],
                  json_mode: bool = False, quiet: bool = False, warn: Callable[[str], Any] | None = None,
-                 columnar: bool = True, catalog: Any = None) -> None:  # fmt: skip
+                 columnar: bool = True, catalog: Any = None, target_pid: int | None = None,
+                 destructive: bool = False) -> None:  # fmt: skip
         options = program.options
         self.program = program
         self.files = files
@@ -70,6 +78,11 @@ class ProbeRun:
         self.columnar = columnar
         self.catalog = catalog
         self.ran_columnar = False
+        self.target_pid = target_pid
+        self.exit_horizon: int | None = None  # live: the time exit() was called (FILETIME)
+        self.destructive = destructive
+        self.kernel_probes: KernelProbes | None = None
+        self.etw_writer = EtwTraceWriter(warn=self.warn)
 
     # -- what compiled code calls -----------------------------------------------------------------
     def _env(self) -> dict[str, Any]:
@@ -100,6 +113,8 @@ class ProbeRun:
             raise ProbeRuntimeError(f"args->{'.'.join(path)} is not an integer in this event ({value!r})")
 
         def load(rec: Any, address: int, code: str, size: int) -> int:
+            if rec.kind == "kprobe":
+                raise ProbeRuntimeError(f"invalid address 0x{address:x} (a kernel probe has no event in memory)")
             if rec is not self._mem_record:
                 self._mem = event_header_bytes(rec) if rec.kind != "none" else b""
                 self._mem_record = rec
@@ -112,11 +127,16 @@ class ProbeRun:
         def execname(rec: Any) -> str:
             if rec.kind == "none":
                 return "openetw"
+            if rec.kind == "kprobe":
+                return str(rec.execname)
             return (self.context.executable_of(rec) or self.context.process_name_of(rec) or "")[:strsize]
 
         def ppid(rec: Any) -> int:
             if rec.kind == "none":
                 return 0
+            if rec.kind == "kprobe":
+                info = self.context.decode_context.process(rec.pid, rec.filetime) if self.context is not None else None
+                return (info.parent_pid or 0) if info is not None else 0
             info = self.context.decode_context.process(rec.pid, rec.filetime)
             return (info.parent_pid or 0) if info is not None else 0
 
@@ -127,8 +147,29 @@ class ProbeRun:
             filetime = rec.filetime if rec.kind != "none" else (self._now_ns // 100 + (self.first_time or 0))
             return max(0, (filetime - _EPOCH_FILETIME) * 100)
 
+        def system(command: str) -> None:
+            if not self.destructive:
+                raise ProbeRuntimeError("system() is a destructive action: allow destructive actions with -w")
+            sys.stdout.flush()
+            subprocess.run(command, shell=True, check=False)
+
+        def stop(rec: Any) -> None:
+            if not self.destructive:
+                raise ProbeRuntimeError("stop() is a destructive action: allow destructive actions with -w")
+            if rec.kind in ("none",) or not rec.pid:
+                raise ProbeRuntimeError("stop() needs a probe that fired in a process")
+            os.kill(rec.pid, signal.SIGSTOP)
+
         return {"_field": field, "_ld": load, "_execname": execname, "_ppid": ppid, "_timestamp": timestamp,
-                "_walltime": walltime, "_ARG0": ARG0_BASE}  # fmt: skip
+                "_walltime": walltime, "_ARG0": ARG0_BASE, "_etw_trace": self.etw_writer.write, "_system": system,
+                "_stop": stop, "_stack": self._stack}  # fmt: skip
+
+    def _stack(self, rec: Any, user: bool, frames: int) -> str:
+        """``stack()``/``ustack()``: the sample's kernel or user frames, one a line (empty where
+        the firing has no stack: events, and kernel probes other than profile-N)."""
+        if rec.kind != "kprobe" or self.kernel_probes is None:
+            return ""
+        return self.kernel_probes.stack_text(rec, user, frames)
 
     _now_ns = 0
 
@@ -138,6 +179,7 @@ class ProbeRun:
         self.namespace = namespace
         exit_box = namespace["_EXIT"]
         begin, end, errors, timers, events = [], [], [], [], []
+        live = bool(getattr(self.files, "live", False))
         for clause in self.program.clauses:
             fn = functions[clause.function]
             for desc in clause.descriptions:
@@ -148,11 +190,18 @@ class ProbeRun:
                     end.append((fn, ("dtrace", "", "", "END")))
                 elif special == "ERROR":
                     errors.append((fn, ("dtrace", "", "", "ERROR")))
-                elif special == "timer":
+                elif special == "timer" and not (live and desc.name.startswith("profile-")):
                     timers.append([desc.period, fn, (desc.provider, "", "", desc.name), None])
                 else:
                     events.append((desc, fn))
         self.error_clauses = errors
+        kernel = [(d, fn) for d, fn in events if d.provider in FAMILIES or d.special == "timer"]
+        events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
+        if kernel:
+            self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
+            counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
+            if counting is not None:
+                self.kernel_probes.count_with(counting, self.output.aggregations, namespace["_DROPS"], namespace["_AGGSIZE"])
         none = _NoRecord()
         for fn, probe in begin:
             self._fire(fn, none, probe)
@@ -162,6 +211,8 @@ class ProbeRun:
             plan = None
         if exit_box[0] is None and plan is not None:
             stats = self._replay_columns(plan)
+        elif exit_box[0] is None and live:
+            stats = self._run_live(events, timers, exit_box)
         elif exit_box[0] is None:
             stats = self._replay(events, timers, exit_box)
         self._now_ns = self._last_ns
@@ -170,7 +221,9 @@ class ProbeRun:
         for name, (_spec, data, _normal) in self.output.aggregations.items():
             if name not in self.output.printed and (data or self.output.json):
                 self.output.dump(name)
+        self.etw_writer.close()
         self._report_losses(stats, namespace["_DROPS"][0])
+        self.exited = exit_box[0] is not None
         if exit_box[0] is not None:
             return int(exit_box[0]) & 0xFF
         return 1 if self.runtime_errors else 0
@@ -209,6 +262,10 @@ class ProbeRun:
 
         def on_record(record: Any, context: Any) -> None:
             raw = record.provider_guid_bytes
+            if exit_box[0] is not None:
+                horizon = self.exit_horizon
+                if horizon is None or record.filetime > horizon:
+                    return  # after exit(): a live run's sessions still deliver what came before it
             if self.first_time is None:
                 self.first_time = record.filetime
                 self.context = context
@@ -238,19 +295,78 @@ class ProbeRun:
                 except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
                     self.output.end_firing()
                     self._runtime_error(error, record, probe)
-            if exit_box[0] is not None:
+            if exit_box[0] is not None and self.exit_horizon is None:
+                self.exit_horizon = record.filetime
+                if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
+                    self.kernel_probes.stopped_at = record.filetime
                 files.stop()
 
         fired = [0]
         broken: list[BrokenPipeError] = []
         try:
-            stats = files.run(on_record)
+            if self.kernel_probes is not None:
+                assert isinstance(files, LiveSessions)
+                stats = files.run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
+                self.kernel_probes.flush(self.kernel_probes.stopped_at)
+                self.firings += self.kernel_probes.firings
+            else:
+                stats = files.run(on_record)
         finally:
             self.firings += fired[0]
         if broken:
             raise broken[0]
         if self.first_time is not None:
             self._last_ns = max(self._last_ns, 0)
+        return stats
+
+    def _kernel_batch(self, index: Any) -> None:
+        kernel = self.kernel_probes
+        assert kernel is not None
+        kernel.on_batch(index)
+        if kernel.stopped_at is not None:
+            self.files.stop()
+
+    def _run_live(self, events: list[tuple[Description, Any]], timers: list[list[Any]], exit_box: list[Any]) -> dict[str, Any]:
+        """A live run: records as the sessions deliver them; ``tick-N`` and ``interval`` timers on
+        the wall clock, fired from a thread of their own under the sessions' delivery lock."""
+        import time
+
+        files = self.files
+        assert isinstance(files, LiveSessions)
+        done = threading.Event()
+        started = time.monotonic_ns()
+
+        def clock() -> None:
+            none = _NoRecord()
+            due = [started + timer[0] for timer in timers]
+            while not done.is_set():
+                wait = max(0, min(due) - time.monotonic_ns()) / 1e9
+                if done.wait(wait):
+                    return
+                with files.lock:
+                    now = time.monotonic_ns()
+                    for number, timer in enumerate(timers):
+                        if due[number] <= now and exit_box[0] is None:
+                            self._now_ns = now - started
+                            self._fire(timer[1], none, timer[2])
+                            due[number] += timer[0] * max(1, (now - due[number]) // timer[0] + 1)
+                    if exit_box[0] is not None:
+                        self.exit_horizon = _EPOCH_FILETIME + time.time_ns() // 100
+                        if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
+                            self.kernel_probes.stopped_at = self.exit_horizon
+                        files.stop()
+                        return
+
+        thread = threading.Thread(target=clock, daemon=True) if timers else None
+        if thread is not None:
+            thread.start()
+        try:
+            stats = self._replay(events, [], exit_box)
+        finally:
+            done.set()
+            if thread is not None:
+                thread.join()
+        self._last_ns = time.monotonic_ns() - started
         return stats
 
     def _fields_in_place(self, plan: list[Any]) -> bool:
@@ -263,7 +379,7 @@ class ProbeRun:
         wanted = [(clause, agg.field[0]) for clause in plan for agg in clause.aggregations if agg.field is not None]
         if not wanted:
             return True
-        if catalog is None or self.files.compressed():
+        if catalog is None or not isinstance(self.files, TraceFiles) or self.files.compressed():
             return False
         for key, (identity, _fields, _count) in catalog.entries.items():
             for clause, name in wanted:
@@ -284,6 +400,7 @@ class ProbeRun:
         matched: dict[tuple[int, int, int, int], list[tuple[Any, tuple[str, str, str, str]]]] = {}
         named = {(i.guid, i.id, i.level, i.keyword): i for i, _, _ in self.catalog.items()} if self.catalog is not None else {}
         guids: list[str] = []
+        assert isinstance(self.files, TraceFiles)  # column-wise runs are over files
         for batch in header_batches(self.files):
             guids = batch.guids
             valid = np.flatnonzero(batch.provider >= 0)

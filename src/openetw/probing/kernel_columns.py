@@ -1,0 +1,397 @@
+"""The kernel probes' column stage: system call and context switch records, the bulk of a kernel
+trace, handled on columns of each batch the session hands over.
+
+They are put in time order (held until every CPU's records came past them: the kernel trace reads
+each CPU's ring on its own, and a block of system calls follows the other events read with them,
+so records are held ``REORDER_WINDOW`` behind the slowest CPU), each system call is given its
+CPU's running thread (from the switches) and that thread's last entered call, and only the rows of
+the traced process are built into firings, or counted on columns when the program only counts.
+``ColumnStage`` is the part of ``KernelProbes`` that does this.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
+
+PROCESS, THREAD, PERFINFO = 0x03, 0x05, 0x0F
+_CSWITCH, _SYS_ENTER, _SYS_EXIT = 36, 51, 52
+UNKNOWN = 0xFFFFFFFF
+_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK = THREAD << 8 | _CSWITCH, PERFINFO << 8 | _SYS_ENTER, PERFINFO << 8 | _SYS_EXIT
+_BULK_HOOKS = (_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK)
+_EVENT_KIND = 5  # index rows of EVENT_HEADER records (their id column is not a hook)
+_BULK_DTYPE = [("filetime", "<i8"), ("value", "<u8"), ("hook", "<u2"), ("cpu", "<u4"), ("pid", "<u4")]
+REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may be out of order
+CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
+HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
+IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
+
+Clause = Callable[[Any, tuple[str, str, str, str]], Any]
+Found = list[tuple[Clause, tuple[str, str, str, str]]]
+CountPlan = dict[str, list[tuple[str, tuple[str, ...]]]]
+
+
+class KernelFiring:
+    """What a kernel probe's clause sees as its record (``frames``: a sample's call chain)."""
+
+    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid", "frames")
+
+    def __init__(self, pid: int, tid: int, cpu: int, filetime: int, args: tuple[int, ...], errno: int, execname: str) -> None:
+        self.kind = "kprobe"
+        self.pid, self.tid, self.cpu, self.filetime = pid, tid, cpu, filetime
+        self.args = args + (0,) * (10 - len(args))
+        self.errno = errno
+        self.execname = execname
+        self.ppid = 0
+        self.frames: tuple[int, ...] = ()
+
+
+class ColumnStage:
+    """System calls and switches on columns (see the module doc); the rest of the state and the
+    record-by-record handling are ``KernelProbes``'."""
+
+    running: dict[int, int]  # cpu -> tid
+    thread_pid: dict[int, int]
+    entered: dict[int, int]  # tid -> the system call it is in
+    names: dict[int, str]
+    allowed: set[int] | None
+    families: set[str]
+    unattributed: int
+    firings: int
+    counting: tuple[CountPlan, dict[str, Any], list[int], int] | None
+    stopped_at: int | None
+    decoding: Any
+    exit_box: list[Any]
+    fire: Callable[[Clause, Any, tuple[str, str, str, str]], None]
+
+    def __init__(self) -> None:
+        self._pending_blocks: list[Any] = []
+        self._pending_records: list[Any] = []
+        self._latest = 0
+        self._cpu_latest: dict[int, int] = {}
+        self._cpu_heard: dict[int, float] = {}
+
+    def matching(self, family: str, function: str, name: str) -> Found:
+        raise NotImplementedError
+
+    def pid_of(self, tid: int) -> int:
+        raise NotImplementedError
+
+    def execname(self, pid: int, filetime: int) -> str:
+        raise NotImplementedError
+
+    def on_record(self, record: Any, context: Any) -> None:
+        raise NotImplementedError
+
+    def flush_samples(self) -> None:
+        raise NotImplementedError
+
+    # -- batches of the kernel session ------------------------------------------------------------
+    def on_batch(self, index: Any) -> None:
+        """One batch of the kernel session's buffers (a ``BufferIndex``). System calls and context
+        switches (the bulk) are handled on columns: put in time order (held back until every CPU's
+        records came past them), each system call given its CPU's running thread,
+        and only those of the traced process built into firings. Other records are built and
+        handled one by one."""
+        import numpy as np
+
+        rows = index.records
+        if not len(rows):
+            return
+        hooks = rows["hook_id"]
+        bulk = np.isin(hooks, _BULK_HOOKS) & (rows["kind"] != _EVENT_KIND)
+        others = np.flatnonzero(~bulk & (hooks != 0) & (rows["kind"] != _EVENT_KIND))
+        if len(others):
+            self._pending_records.extend(index.loader().records(others))
+        picked = np.flatnonzero(bulk)
+        if len(picked):
+            self._take_bulk(index, rows, picked)
+        self._release(self._watermark(rows))
+
+    def seen_through(self) -> int:
+        """The time (FILETIME) every CPU's records have reached (0 before any came)."""
+        now = time.monotonic()
+        active = [latest for cpu, latest in list(self._cpu_latest.items()) if now - self._cpu_heard.get(cpu, 0.0) < IDLE_SECONDS]
+        return min(active) if active else self._latest
+
+    def caught_up(self, when: int) -> bool:
+        """Whether the kernel trace delivered everything up to FILETIME ``when`` (or to exit()'s):
+        every CPU's records came ``CATCH_UP_SLACK`` past it."""
+        stopped = self.stopped_at
+        return self.seen_through() >= (when if stopped is None else min(when, stopped)) + CATCH_UP_SLACK
+
+    def _watermark(self, rows: Any) -> int:
+        """How far every CPU's records have come: the records before it are all here. The kernel
+        trace reads each CPU's ring on its own, so one CPU may be seconds behind another; a CPU
+        that sent nothing for ``IDLE_SECONDS`` does not hold the others back, and no more than
+        ``HELD_LIMIT`` records wait (past it the oldest go, however late a CPU is)."""
+        import numpy as np
+
+        now = time.monotonic()
+        cpus = rows["cpu"]
+        times = rows["filetime"]
+        for cpu in np.unique(cpus).tolist():
+            latest = int(times[cpus == cpu].max())
+            if latest > self._cpu_latest.get(cpu, 0):
+                self._cpu_latest[cpu] = latest
+            self._cpu_heard[cpu] = now
+        active = [latest for cpu, latest in self._cpu_latest.items() if now - self._cpu_heard[cpu] < IDLE_SECONDS]
+        # A CPU's own records are not quite in order either (a block of system calls follows the
+        # other events the recorder read with them): keep REORDER_WINDOW behind the slowest CPU.
+        mark = (min(active) if active else self._latest) - REORDER_WINDOW
+        held = sum(len(block) for block in self._pending_blocks)
+        if held > HELD_LIMIT:
+            mark = max(mark, self._latest - REORDER_WINDOW)
+        return mark
+
+    def _take_bulk(self, index: Any, rows: Any, picked: Any) -> None:
+        import numpy as np
+
+        chosen = rows[picked]
+        values = np.zeros(len(picked), dtype=np.uint64)  # SysClEnter's number, SysClExit's status, CSwitch's two tids
+        starts = chosen["offset"].astype(np.int64) + chosen["user_data_offset"]
+        buffers = chosen["buffer"]
+        for number in np.unique(buffers).tolist():
+            mine = buffers == number
+            data = np.frombuffer(index.data[number], dtype=np.uint8)
+            places = starts[mine]
+            values[mine] = data[places[:, None] + np.arange(8)].reshape(-1).view("<u8")
+        block = np.empty(len(picked), dtype=_BULK_DTYPE)
+        block["filetime"] = chosen["filetime"]
+        block["hook"] = chosen["hook_id"]
+        block["cpu"] = chosen["cpu"]
+        block["value"] = values
+        block["pid"] = chosen["pid"]
+        self._pending_blocks.append(block)
+        latest = int(block["filetime"].max())
+        if latest > self._latest:
+            self._latest = latest
+
+    def flush(self, until: int | None = None) -> None:
+        """Fire what the reordering still holds (the sessions ended), up to FILETIME ``until``."""
+        self._release(1 << 62 if until is None else until + 1)
+        self._pending_blocks = []
+        self._pending_records = []
+        self.flush_samples()
+
+    def _release(self, before: int) -> None:
+        """Handle the held system calls and switches older than ``before``, in time order."""
+
+        if self._pending_records:
+            # Process events first: they say which processes are traced and whose threads are whose.
+            ready = sorted((r for r in self._pending_records if r.filetime < before), key=_filetime)
+
+            if ready:
+                self._pending_records = [r for r in self._pending_records if r.filetime >= before]
+                decoding = self.decoding
+                for record in ready:
+                    if (record.hook_id or 0) >> 8 == PROCESS:
+                        self.on_record(record, decoding)
+                self._run_held(before)
+                for record in ready:
+                    if (record.hook_id or 0) >> 8 != PROCESS:
+                        self.on_record(record, decoding)
+                return
+        self._run_held(before)
+
+    def _run_held(self, before: int) -> None:
+        import numpy as np
+
+        if not self._pending_blocks:
+            return
+        held = np.concatenate(self._pending_blocks) if len(self._pending_blocks) > 1 else self._pending_blocks[0]
+        held = held[np.argsort(held["filetime"], kind="stable")]
+        cut = int(np.searchsorted(held["filetime"], before, side="left"))
+        self._pending_blocks = [held[cut:]] if cut < len(held) else []
+        if cut:
+            self._run_bulk(held[:cut])
+
+    def _run_bulk(self, block: Any) -> None:
+        import numpy as np
+
+        hooks = block["hook"]
+        cpus = block["cpu"]
+        is_switch = hooks == _CSWITCH_HOOK
+        value = block["value"]
+        new_tid = (value & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        tids = np.full(len(block), -1, dtype=np.int64)
+        for cpu in np.unique(cpus).tolist():
+            mine = np.flatnonzero(cpus == cpu)
+            switches = is_switch[mine]
+            last = np.maximum.accumulate(np.where(switches, np.arange(len(mine)), -1))
+            running = self.running.get(cpu, -1)
+            tids[mine] = np.where(last >= 0, new_tid[mine][np.maximum(last, 0)], running)
+            if switches.any():
+                self.running[cpu] = int(new_tid[mine][np.flatnonzero(switches)[-1]])
+        if is_switch.any():
+            old_tid = (value[is_switch] >> np.uint64(32)).astype(np.int64)
+            header_pid = block["pid"][is_switch].astype(np.int64)
+            known = (header_pid != UNKNOWN) & (old_tid != 0)
+            self.thread_pid.update(zip(old_tid[known].tolist(), header_pid[known].tolist(), strict=True))
+        calls = ~is_switch
+        self.unattributed += int(np.count_nonzero(calls & (tids < 0)))
+        # The process of each thread, looked up once per thread.
+        unique_tids, inverse = np.unique(tids, return_inverse=True)
+        pid_of = self.pid_of
+        known_pids = [pid_of(t) if t > 0 else (0 if t == 0 else -1) for t in unique_tids.tolist()]
+        pids = np.array(known_pids, dtype=np.int64)[inverse.reshape(-1)]
+        entries = calls & (hooks == _SYS_ENTER_HOOK)
+        # The number of the system call each thread is in: the thread's last entry before each row.
+        order = np.lexsort((np.arange(len(block)), tids))
+        sorted_tids = tids[order]
+        count = len(order)
+        positions = np.arange(count)
+        first = np.concatenate(([True], sorted_tids[1:] != sorted_tids[:-1]))
+        start_at = np.maximum.accumulate(np.where(first, positions, 0))
+        last_entry = np.maximum.accumulate(np.where(entries[order], positions, -1))
+        in_group = last_entry >= start_at
+        entered = self.entered
+        carried = np.array([entered.get(t, -1) for t in sorted_tids.tolist()], dtype=np.int64)
+        from_entry = value.astype(np.int64)[order][np.maximum(last_entry, 0)]
+        sorted_numbers = np.where(in_group, from_entry, carried)
+        numbers = np.empty(count, dtype=np.int64)
+        numbers[order] = sorted_numbers
+        last = np.flatnonzero(np.concatenate((sorted_tids[1:] != sorted_tids[:-1], [True])))
+        for tid, number in zip(sorted_tids[last].tolist(), sorted_numbers[last].tolist(), strict=True):
+            if tid >= 0 and number >= 0:
+                entered[tid] = number
+        wanted = calls & (tids >= 0)
+        if "syscall" not in self.families:
+            wanted[:] = False
+        elif self.allowed is not None:
+            wanted &= np.isin(pids, np.fromiter(self.allowed, dtype=np.int64))
+        if "sched" in self.families:
+            wanted |= is_switch
+        if self.counting is not None:
+            self._count_bulk(block, np.flatnonzero(wanted), tids, pids, numbers)
+            return
+        self._fire_bulk(block, np.flatnonzero(wanted), is_switch, tids, pids, numbers)
+
+    def count_with(self, plan: dict[str, list[tuple[str, tuple[str, ...]]]], aggregations: dict[str, Any],
+                   drops: list[int], aggsize: int) -> None:  # fmt: skip
+        """Count system calls on columns into ``aggregations`` (``count_plan``'s plan)."""
+        self.counting = (plan, aggregations, drops, aggsize)
+
+    def _count_bulk(self, block: Any, rows: Any, tids: Any, pids: Any, numbers: Any) -> None:
+        """What the counting clauses would do for each of ``rows``, a group of rows at a time."""
+        import numpy as np
+
+        assert self.counting is not None
+        plan, aggregations, drops, aggsize = self.counting
+        if not len(rows):
+            return
+        if self.stopped_at is not None:
+            rows = rows[block["filetime"][rows] <= self.stopped_at]
+        entry = (block["hook"][rows] == _SYS_ENTER_HOOK).astype(np.int64)
+        columns = np.stack([pids[rows], tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry], axis=1)
+        groups, inverse, counts = np.unique(columns, axis=0, return_inverse=True, return_counts=True)
+        last_times = np.zeros(len(groups), dtype=np.int64)
+        np.maximum.at(last_times, inverse.reshape(-1), block["filetime"][rows])  # the process ran then: its name
+        names = self.names
+        for (pid, tid, cpu, number, is_entry), count, when in zip(groups.tolist(), counts.tolist(), last_times.tolist(), strict=True):
+            name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
+            probe_name = "entry" if is_entry else "return"
+            found = self.matching("syscall", name, probe_name)
+            if not found:
+                continue
+            values = {"pid": pid, "tid": tid, "cpu": cpu, "probeprov": "syscall", "probemod": "", "probefunc": name, "probename": probe_name}
+            self.firings += count * len(found)
+            for fn, _probe in found:
+                for agg, keys in plan[fn.__name__]:
+                    if "execname" in keys and "execname" not in values:
+                        values["execname"] = self.execname(pid, when)
+                    parts = [values[k] for k in keys]
+                    key: Any = parts[0] if len(parts) == 1 else tuple(parts)
+                    data = aggregations[agg][1]
+                    old = data.get(key)
+                    if old is not None:
+                        data[key] = old + count
+                    elif len(data) < aggsize:
+                        data[key] = count
+                    else:
+                        drops[0] += count
+
+    def _fire_bulk(self, block: Any, rows: Any, is_switch: Any, tids: Any, pids: Any, numbers: Any) -> None:
+        if not len(rows):
+            return
+        names = self.names
+        filetimes = block["filetime"][rows].tolist()
+        cpus = block["cpu"][rows].tolist()
+        values = block["value"][rows].tolist()
+        switch = is_switch[rows].tolist()
+        row_tids = tids[rows].tolist()
+        row_pids = pids[rows].tolist()
+        row_numbers = numbers[rows].tolist()
+        hooks = block["hook"][rows].tolist()
+        headers = block["pid"][rows].tolist()
+        emit = self._emit_at
+        for n in range(len(filetimes)):
+            if self.stopped_at is not None and filetimes[n] > self.stopped_at:
+                return
+            if switch[n]:
+                new, old = values[n] & 0xFFFFFFFF, values[n] >> 32
+                if old:
+                    emit("sched", "", "off-cpu", headers[n] if headers[n] != UNKNOWN else self.pid_of(old), old, cpus[n], filetimes[n], ())
+                if new:
+                    emit("sched", "", "on-cpu", self.pid_of(new), new, cpus[n], filetimes[n], ())
+                continue
+            number = row_numbers[n]
+            name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
+            if hooks[n] == _SYS_ENTER_HOOK:
+                emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (number,))
+            else:
+                status = values[n] & 0xFFFFFFFF
+                ret = status - (1 << 32) if status >> 31 else status
+                emit("syscall", name, "return", row_pids[n], row_tids[n], cpus[n], filetimes[n], (ret, ret),
+                     -ret if -4096 < ret < 0 else 0)  # fmt: skip
+
+    def _emit_at(self, family: str, function: str, name: str, pid: int, tid: int, cpu: int, filetime: int,
+                 args: tuple[int, ...], errno: int = 0) -> None:  # fmt: skip
+        found = self.matching(family, function, name)
+        if not found or (self.allowed is not None and pid not in self.allowed):
+            return
+        firing = KernelFiring(pid, tid, cpu, filetime, args, errno, self.execname(pid, filetime))
+        self.firings += len(found)
+        for fn, probe in found:
+            self.fire(fn, firing, probe)
+        if self.exit_box[0] is not None and self.stopped_at is None:
+            self.stopped_at = filetime  # exit(): the run ends after this firing
+
+
+def _filetime(record: Any) -> int:
+    return int(record.filetime)
+
+
+KERNEL_PROVIDERS = frozenset({"syscall", "proc", "sched", "io", "tcp"})
+_COUNT_KEYS = frozenset({"execname", "pid", "tid", "cpu", "probeprov", "probemod", "probefunc", "probename"})
+
+
+def count_plan(tree: Any, clauses: list[Any], declared: set[str]) -> dict[str, list[tuple[str, tuple[str, ...]]]] | None:
+    """When every ``syscall`` clause has no predicate and only counts (``@name[keys] = count()``
+    keyed by execname, pid, tid, cpu and the probe names) and no clause is a ``sched`` one, the
+    aggregations of each of them by clause function: the system calls are then counted on
+    columns (other kernel clauses fire record by record)."""
+    from openetw.probe import ast as A
+
+    plan: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for clause, info in zip(tree.clauses, clauses, strict=True):
+        kernel = [d for d in info.descriptions if d.provider in KERNEL_PROVIDERS or d.name.startswith("profile-")]
+        if not any(d.provider in ("syscall", "sched") for d in kernel):
+            continue  # fired record by record
+        if len(kernel) != len(info.descriptions) or any(d.provider != "syscall" for d in kernel) or clause.predicate is not None:
+            return None
+        aggs = []
+        for stmt in clause.body:
+            if not (isinstance(stmt, A.ExprStmt) and isinstance(stmt.expr, A.AggCall) and stmt.expr.func == "count"):
+                return None
+            keys = []
+            for key in stmt.expr.keys:
+                if not isinstance(key, A.Ident) or key.scope or key.name not in _COUNT_KEYS or key.name in declared:
+                    return None
+                keys.append(key.name)
+            aggs.append((stmt.expr.name, tuple(keys)))
+        plan[info.function] = aggs
+    return plan or None

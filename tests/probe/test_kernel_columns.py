@@ -1,0 +1,111 @@
+"""Kernel probes without a kernel: batches of system call and context switch rows (as the kernel
+trace hands them over, out of order) fired record by record and counted on columns, the same."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from openetw.consumer._engine.index_build import KIND_CODES, RECORD_DTYPE
+from openetw.probe.program import compile_script
+from openetw.probing.kernel_probes import KernelProbes, syscall_names
+from openetw.probing.live import LiveSessions, etw_enables
+from openetw.probing.providers import PROBE_PROVIDERS
+from openetw.probing.runner import ProbeRun
+
+CSWITCH, ENTER, EXIT = 0x0524, 0x0F33, 0x0F34
+UNKNOWN = 0xFFFFFFFF
+BASE = 134_000_000_000_000_000
+# (time, cpu, hook, value, header pid): thread 101 (process 100) runs on CPU 0, then on CPU 1
+# after thread 202 (process 200), and returns there from the call it entered on CPU 0 before.
+ROWS = [
+    (1, 0, CSWITCH, 101, UNKNOWN), (2, 0, ENTER, 257, UNKNOWN), (3, 0, EXIT, (-2) & 0xFFFFFFFF, UNKNOWN),
+    (4, 0, ENTER, 0, UNKNOWN), (6, 0, CSWITCH, 0 | (101 << 32), 100),
+    (1, 1, CSWITCH, 202, UNKNOWN), (2, 1, ENTER, 0, UNKNOWN), (3, 1, EXIT, 5, UNKNOWN),
+    (7, 1, CSWITCH, 101 | (202 << 32), 200), (8, 1, EXIT, 7, UNKNOWN), (9, 1, ENTER, 1, UNKNOWN), (10, 1, EXIT, 3, UNKNOWN),
+]  # fmt: skip
+
+
+class FakeIndex:
+    """What the probes read of a ``BufferIndex``: rows and their buffers' bytes."""
+
+    def __init__(self, rows: list[tuple[int, int, int, int, int]]) -> None:
+        self.records = np.zeros(len(rows), dtype=RECORD_DTYPE)
+        data = bytearray()
+        for n, (when, cpu, hook, value, pid) in enumerate(rows):
+            entry = self.records[n]
+            # Times 10 apart, CPU 1's 5 after CPU 0's: no two rows at the same moment.
+            entry["filetime"], entry["cpu"], entry["hook_id"], entry["pid"] = BASE + (when * 10 + cpu * 5) * 1000, cpu, hook, pid
+            entry["kind"] = KIND_CODES["system" if hook == CSWITCH else "perfinfo"]
+            entry["buffer"], entry["offset"], entry["user_data_offset"] = 1, len(data), 0
+            data += struct.pack("<Q", value)
+        self.data = {1: bytes(data)}
+
+
+class FakeLive(LiveSessions):
+    """Delivers the rows in two batches, each shuffled, as the kernel trace could."""
+
+    def __init__(self) -> None:
+        self.paths, self.evtx, self.manifests, self.errors, self.trace, self.stats = [], [], None, [], None, {}
+        self._lock = threading.Lock()
+
+    def run(self, callback: Any, kernel_batch: Any = None, caught_up: Any = None) -> dict[str, Any]:
+        order = np.random.default_rng(7).permutation(len(ROWS)).tolist()
+        probes: KernelProbes = kernel_batch.__self__.kernel_probes
+        probes.thread_pid.update({101: 100, 202: 200})
+        probes.comm.update({100: "alpha", 200: "beta"})
+        kernel_batch(FakeIndex([ROWS[i] for i in order[:7]]))
+        kernel_batch(FakeIndex([ROWS[i] for i in order[7:]]))
+        return {}
+
+    def stop(self) -> None:
+        pass
+
+
+def run(text: str, *, columnar: bool = True) -> tuple[str, ProbeRun]:
+    program = compile_script(text, providers=frozenset(PROBE_PROVIDERS))
+    out: list[str] = []
+    runner = ProbeRun(program, FakeLive(), write=out.append, quiet=True, columnar=columnar, warn=lambda text: None)
+    assert runner.run() == 0
+    return "".join(out), runner
+
+
+def test_calls_get_their_cpus_thread_and_its_entry() -> None:
+    text, _ = run('syscall:::entry, syscall:::return { printf("%s %s %s %d %d|", execname, probefunc, probename, arg0, errno); }')
+    fired = [line.split() for line in text.split("|") if line.strip()]
+    # Names from the kernel headers (x86-64: 257 openat, 0 read, 1 write), sys_<n> without them.
+    names = syscall_names()
+    openat, read, write = (names.get(n, f"sys_{n}") for n in (257, 0, 1))
+    assert fired == [
+        ["alpha", openat, "entry", "257", "0"], ["beta", read, "entry", "0", "0"],
+        ["alpha", openat, "return", "-2", "2"], ["beta", read, "return", "5", "0"],
+        ["alpha", read, "entry", "0", "0"],
+        ["alpha", read, "return", "7", "0"], ["alpha", write, "entry", "1", "0"], ["alpha", write, "return", "3", "0"],
+    ]  # fmt: skip
+
+
+def test_counting_on_columns_equals_firing_clause_by_clause() -> None:
+    program = "syscall:::entry, syscall:::return { @[execname, probefunc, probename] = count(); } syscall:::return { @n[pid] = count(); }"
+    counted, runner = run(program)
+    fired, by_record = run(program, columnar=False)
+    assert runner.kernel_probes is not None and runner.kernel_probes.counting is not None
+    assert by_record.kernel_probes is not None and by_record.kernel_probes.counting is None
+    assert counted == fired and "alpha" in counted
+
+
+def test_etw_enables_take_the_union_of_the_descriptions() -> None:
+    from openetw.probe.descriptions import parse_description
+
+    guid = "d1d93ef7-e1f2-4f45-9943-03d245fe6c00"
+    enables = etw_enables([parse_description(f"etw:{guid}:0x03_0x0000000000000001:12"), parse_description(f"etw:{guid}:0x05_0x0000000000000004:13")])
+    (enable,) = enables.values()
+    assert (enable.level, enable.keywords, enable.ids) == (5, 0x5, {12, 13})
+    enables = etw_enables([parse_description(f"etw:{guid}:0x03_0x0000000000000001:12"), parse_description(f"etw:{guid}::generic_event")])
+    (enable,) = enables.values()
+    assert enable.ids is None and enable.options(None)["level"] == 0 and enable.options(None)["any"] == 0
+    with pytest.raises(Exception, match="names its provider"):
+        etw_enables([parse_description("etw:*::12")])
