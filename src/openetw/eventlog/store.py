@@ -206,20 +206,26 @@ class LogStore:
         existed = path.is_file()
         db = self._connect(path, create=True)
         try:
-            db.executescript(SCHEMA)
-            db.execute("BEGIN IMMEDIATE")
-            if existed and not replace and self._meta(db, "config") is not None:
-                db.execute("COMMIT")
-                return self.config(log)
-            self._set_meta(db, "config", config.dumps())
-            if self._meta(db, "log_id") is None:
-                self._set_meta(db, "log_id", uuid.uuid4().hex[:16])
-                for counter in _COUNTERS:
-                    self._set_meta(db, counter, "0")
-            self._tune(db, config)
-            db.execute("COMMIT")
+            return self._create(db, log, config, existed, replace)
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot make the log {log!r} in {path}: {exc}") from None
         finally:
             self._release(db)
+
+    def _create(self, db: sqlite3.Connection, log: str, config: LogConfig, existed: bool, replace: bool) -> LogConfig:
+        db.executescript(SCHEMA)
+        db.execute("BEGIN IMMEDIATE")
+        text = self._meta(db, "config")
+        if existed and not replace and text is not None:
+            db.execute("COMMIT")
+            return LogConfig.from_json(json.loads(text))
+        self._set_meta(db, "config", config.dumps())
+        if self._meta(db, "log_id") is None:
+            self._set_meta(db, "log_id", uuid.uuid4().hex[:16])
+            for counter in _COUNTERS:
+                self._set_meta(db, counter, "0")
+        self._tune(db, config)
+        db.execute("COMMIT")
         return config
 
     def ensure(self, log: str, config: LogConfig | None = None) -> LogConfig:
