@@ -53,6 +53,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),
+    "openetw.fleet": ("FleetError", "StreamOptions"),
     "openetw.ipc": (),
     "openetw.kernel": (
         "Capability", "EventDecoder", "FLAG_EVENTS", "KERNEL_FLAGS", "KernelCapabilities", "KernelEventMapper",

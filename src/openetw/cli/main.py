@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, str] = {
     "export": "export_commands", "sql": "export_commands",
     "probe": "probe_commands",
     "viewer": "viewer_commands",
+    "collect": "fleet_commands", "fleet": "fleet_commands",
     "log": "log_commands",
 }  # fmt: skip
 

@@ -142,7 +142,13 @@ class EventLogService:
                 _log(f"event log: cannot read the manifests in {directory}: {exc}")
             for error in errors:
                 _log(f"event log: {error}")
-        catalog = _Catalog(registry=SchemaRegistry(manifests))
+        # The service's own stores (the machine service reads the system store only), so not
+        # build_registry's: an empty registry given their manifests, the system store's first so
+        # that the user's win (as in build_registry).
+        registry = SchemaRegistry()
+        for manifest in manifests:
+            registry.add_manifest(manifest)
+        catalog = _Catalog(registry=registry)
         for manifest in manifests:
             for provider in manifest.providers:
                 if provider.guid is None:

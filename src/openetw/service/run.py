@@ -17,7 +17,8 @@ __all__ = ["own_scheduling_group", "run_service"]
 
 
 def run_service(
-    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False
+    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False,
+    host_name: str | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status.
 
@@ -35,6 +36,8 @@ def run_service(
     if boosted is not None:
         grouping += f"; {boosted}"
     service = TraceService(socket_path, system=system, quotas=quotas)
+    if host_name:
+        service.host_name = host_name
     try:
         service.listen()
     except ServiceError as exc:
