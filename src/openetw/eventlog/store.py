@@ -41,7 +41,7 @@ from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import Decision, budget, decide, wal_pages
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
-__all__ = ["SCHEMA", "LogStore", "now_filetime"]
+__all__ = ["SCHEMA", "LogStore", "Row", "now_filetime", "row_of"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events(
@@ -69,20 +69,22 @@ CREATE TABLE IF NOT EXISTS events(
     xml TEXT,
     rendered INTEGER NOT NULL DEFAULT 1
 );
-CREATE INDEX IF NOT EXISTS events_unrendered ON events(record_id) WHERE rendered = 0;
 CREATE INDEX IF NOT EXISTS events_level_provider ON events(level, provider);
 CREATE INDEX IF NOT EXISTS events_provider_id ON events(provider, event_id);
 CREATE INDEX IF NOT EXISTS events_time ON events(time_created);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages USING fts5(message, content='events', content_rowid='record_id');
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+DROP INDEX IF EXISTS events_unrendered;
 """
 _COLUMNS = (
     "time_created", "provider", "provider_guid", "event_id", "version", "level", "task", "opcode", "keywords",
     "channel", "computer", "pid", "tid", "user_sid", "uid", "activity_id", "format", "record", "fields", "message", "xml", "rendered",
 )  # fmt: skip
 _INSERT = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {', '.join('?' * len(_COLUMNS))})"
+_INSERT_NEXT = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # record_id: max + 1
 _INSERT_TEXT = "INSERT INTO messages(rowid, message) SELECT record_id, message FROM events WHERE record_id > ? AND message IS NOT NULL"
-_CHUNK = 512
+_CHUNK = 4096
+_MESSAGE = _COLUMNS.index("message")
 _COUNTERS = ("written", "refused", "lost")
 
 
@@ -95,7 +97,15 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _row(event: NewEvent) -> tuple[Any, ...]:
+Row = tuple[Any, ...]  # one event as the values of ``_COLUMNS``, in order (``row_of``)
+
+
+def row_of(event: NewEvent) -> Row:
+    """``event`` as the row ``append_rows`` takes."""
+    return _row(event)
+
+
+def _row(event: NewEvent) -> Row:
     return (
         event.time_created, event.provider, event.provider_guid, event.event_id, event.version, event.level, event.task,
         event.opcode, _signed(event.keywords), event.channel, event.computer, event.pid, event.tid, event.user_sid,
@@ -276,7 +286,12 @@ class LogStore:
     def append(self, log: str, events: Iterable[NewEvent], *, lost: int = 0) -> AppendResult:
         """Store ``events`` in order as the log's retention allows, in one transaction per
         database; ``lost``: events counted lost on their way (added to ``written`` and ``lost``)."""
-        batch = list(events)
+        return self.append_rows(log, [_row(event) for event in events], lost=lost)
+
+    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0) -> AppendResult:
+        """``append`` of events already made rows (``row_of``, or tuples built in that order
+        by a writer that stores many: no event object per event)."""
+        batch = rows
         result = AppendResult()
         path = self.path(log)
         db = self._connect(path)
@@ -343,15 +358,23 @@ class LogStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return int(pages * page)
 
-    def _insert(self, db: sqlite3.Connection, events: list[NewEvent]) -> None:
-        """Insert with the next record ids (ids never go back, even after a clear)."""
+    def _insert(self, db: sqlite3.Connection, rows: list[Row]) -> None:
+        """Insert with the next record ids (ids never go back, even after a clear): the first
+        row with its id when it is past SQLite's next, the others take max + 1 from SQLite."""
+        if not rows:
+            return
         last = db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0]
         first = max(last + 1, int(self._meta(db, "next_record_id") or 1))
-        db.executemany(_INSERT, [(first + i, *_row(e)) for i, e in enumerate(events)])
-        db.execute(_INSERT_TEXT, (first - 1,))
-        self._set_meta(db, "next_record_id", str(first + len(events)))
+        if first == last + 1:
+            db.executemany(_INSERT_NEXT, rows)
+        else:
+            db.execute(_INSERT, (first, *rows[0]))
+            db.executemany(_INSERT_NEXT, rows[1:] if len(rows) > 1 else ())
+        if any(row[_MESSAGE] is not None for row in rows):
+            db.execute(_INSERT_TEXT, (first - 1,))
+        self._set_meta(db, "next_record_id", str(first + len(rows)))
 
-    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[NewEvent], start: int, result: AppendResult) -> int:
+    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult) -> int:
         """Store from ``batch[start:]``; returns where it stopped (the end, or where an auto-backup
         log is full)."""
         page = db.execute("PRAGMA page_size").fetchone()[0]
@@ -466,8 +489,11 @@ class LogStore:
         message are saved and their message indexed. Returns how many were rendered."""
         db = self.open(log)
         try:
-            rows = [_stored(row, log) for row in db.execute("SELECT * FROM events WHERE rendered = 0 ORDER BY record_id LIMIT ?", (limit,))]
+            start = int(self._meta(db, "render_from") or 0)
+            rows = [_stored(row, log) for row in db.execute(
+                "SELECT * FROM events WHERE record_id >= ? AND rendered = 0 ORDER BY record_id LIMIT ?", (start, limit))]  # fmt: skip
             if not rows:
+                self._note_rendered(db, start)
                 return 0
             updates = []
             for event in rows:
@@ -476,6 +502,7 @@ class LogStore:
             db.execute("BEGIN IMMEDIATE")
             db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
             db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
+            self._set_meta(db, "render_from", str(rows[-1].record_id + 1))
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
@@ -483,11 +510,21 @@ class LogStore:
             self._release(db)
         return len(rows)
 
+    def _note_rendered(self, db: sqlite3.Connection, start: int) -> None:
+        """Nothing unrendered from ``start`` on: the next render begins at the end."""
+        db.execute("BEGIN IMMEDIATE")  # what another connection appended meanwhile counts too
+        first = db.execute("SELECT min(record_id) FROM events WHERE record_id >= ? AND rendered = 0", (start,)).fetchone()[0]
+        end = first if first is not None else db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0] + 1
+        if end > start:
+            self._set_meta(db, "render_from", str(end))
+        db.execute("COMMIT")
+
     def pending(self, log: str) -> int:
         """Events stored unrendered."""
         db = self.open(log)
         try:
-            return int(db.execute("SELECT count(*) FROM events WHERE rendered = 0").fetchone()[0])
+            start = int(self._meta(db, "render_from") or 0)
+            return int(db.execute("SELECT count(*) FROM events WHERE record_id >= ? AND rendered = 0", (start,)).fetchone()[0])
         finally:
             self._release(db)
 

@@ -38,10 +38,10 @@ from openetw.errors import AccessDenied, EventLogError, InvalidArgument, Manifes
 from openetw.eventlog.access import Caller as LogCaller
 from openetw.eventlog.access import ReadAccess, may_configure, may_write, read_access
 from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs, default_config, session_name
-from openetw.eventlog.model import LogConfig, NewEvent
+from openetw.eventlog.model import LogConfig
 from openetw.eventlog.paths import default_logs_dir
 from openetw.eventlog.records import event_headers
-from openetw.eventlog.store import LogStore
+from openetw.eventlog.store import LogStore, Row
 from openetw.ipc.protocol import Message
 from openetw.service.connection import Connection
 from openetw.service.sessions import PoolEntry, SessionRuntime
@@ -70,13 +70,26 @@ def _gid(name: str) -> int | None:
 
 
 class ChannelRuntime(SessionRuntime):
-    """A channel session's runtime: remembers whose pool each buffer comes from."""
+    """A channel session's runtime: remembers whose pool each buffer comes from, and stores
+    the buffers one drain of a pool takes together (one transaction per log)."""
 
     producer: Connection | None = None
+    batch: list[bytes] | None = None  # while a drain runs: the buffers its sink took
+    sink: ChannelSink | None = None
 
     def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
         self.producer = entry.producer
         return super()._screen(entry, data)
+
+    def drain(self, pool_id: int) -> int:
+        self.batch = []
+        try:
+            moved = super().drain(pool_id)
+        finally:
+            batch, self.batch = self.batch, None
+            if batch and self.sink is not None:
+                self.sink.hook.store_buffers(self, self.sink.header(), batch)
+        return moved
 
 
 class ChannelSink:
@@ -93,10 +106,16 @@ class ChannelSink:
     def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: Any = b"", is_buffer: bool = False) -> bool:
         if not is_buffer:
             return True
+        if self.runtime.batch is not None:
+            self.runtime.batch.append(bytes(payload))
+        else:
+            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)])
+        return True
+
+    def header(self) -> bytes:
         if self._header is None:
             self._header = self.runtime.header_for_consumers()
-        self.hook.store_buffer(self.runtime, self._header, bytes(payload))
-        return True
+        return self._header
 
 
 @dataclass
@@ -211,6 +230,7 @@ class EventLogService:
         runtime.secured_guids = self.service.provider_security.guid_bytes
         sink = ChannelSink(self, runtime)
         runtime.consumers[sink.connection_id] = sink  # type: ignore[assignment]
+        runtime.sink = sink
         self.service.runtimes[session.session_id] = runtime
         self.service.carry_out(table.start(session.session_id, now=now))
         self.sessions[name] = session.session_id
@@ -228,40 +248,47 @@ class EventLogService:
     # -- storing -------------------------------------------------------------------------------
     def store_buffer(self, runtime: ChannelRuntime, header: bytes, data: bytes) -> None:
         """Store a buffer's events in their logs, unrendered (the render thread renders them)."""
+        self.store_buffers(runtime, header, [data])
+
+    def store_buffers(self, runtime: ChannelRuntime, header: bytes, buffers: list[bytes]) -> None:
+        """Store the events of buffers from one producer in their logs, unrendered (the render
+        thread renders them): one transaction per log, each event one tuple (``store.Row``)."""
         producer = runtime.producer
         caller = LogCaller(producer.caller.uid, producer.caller.gids) if producer is not None else LogCaller(os.geteuid())
-        batches: dict[str, list[NewEvent]] = defaultdict(list)
+        batches: dict[str, list[Row]] = defaultdict(list)
         refused: dict[str, int] = defaultdict(int)
         allowed: dict[str, bool] = {}
         specs, configs, to_filetime = self.catalog.specs, self._configs, runtime.clock.to_filetime
-        computer = _hostname()
-        for facts in event_headers(data):
-            spec = specs.get((facts.provider_guid, facts.channel))
-            if spec is None:
-                continue
-            log = spec.log
-            config = configs.get(log)
-            if config is None or not config.enabled:
-                continue
-            if (config.level is not None and facts.level > config.level) or (config.keywords is not None and not facts.keyword & config.keywords):
-                continue
-            permitted = allowed.get(log)
-            if permitted is None:
-                permitted = allowed[log] = may_write(config, caller)
-            if not permitted:
-                refused[log] += 1
-                continue
-            batches[log].append(NewEvent(
-                time_created=max(0, to_filetime(facts.timestamp)), provider=spec.provider_name, event_id=facts.event_id,
-                record=facts.raw, provider_guid=spec.provider_guid, version=facts.version, level=facts.level, task=facts.task,
-                opcode=facts.opcode, keywords=facts.keyword, channel=log, computer=computer, pid=facts.pid, tid=facts.tid,
-                uid=caller.uid, activity_id=facts.activity_id, rendered=False,
-            ))  # fmt: skip
+        computer, uid = _hostname(), caller.uid
+        for data in buffers:
+            for facts in event_headers(data):
+                spec = specs.get((facts.provider_guid, facts.channel))
+                if spec is None:
+                    continue
+                log = spec.log
+                config = configs.get(log)
+                if config is None or not config.enabled:
+                    continue
+                if (config.level is not None and facts.level > config.level) or (config.keywords is not None and not facts.keyword & config.keywords):
+                    continue
+                permitted = allowed.get(log)
+                if permitted is None:
+                    permitted = allowed[log] = may_write(config, caller)
+                if not permitted:
+                    refused[log] += 1
+                    continue
+                keyword = facts.keyword
+                # the columns of store._COLUMNS, in order (keywords as SQLite's signed 64 bits)
+                batches[log].append((
+                    max(0, to_filetime(facts.timestamp)), spec.provider_name, spec.provider_guid, facts.event_id, facts.version,
+                    facts.level, facts.task, facts.opcode, keyword - (1 << 64) if keyword >= 1 << 63 else keyword, log, computer,
+                    facts.pid, facts.tid, None, uid, facts.activity_id, "etw", facts.raw, None, None, None, 0,
+                ))  # fmt: skip
         for log, count in refused.items():
             self.store.note_refused(log, count)
-        for log, events in batches.items():
+        for log, rows in batches.items():
             try:
-                self.store.append(log, events)
+                self.store.append_rows(log, rows)
             except EventLogError as exc:
                 _log(f"event log: {exc}")
         if batches:
