@@ -343,6 +343,24 @@ class BufferPool:
             taken.append(self._copy_out(index, sequence=sequence))
         return taken
 
+    def take_all_after_service_death(self) -> list[bytes]:
+        """Every buffer holding records of a pool whose service died, in the producer's order:
+        TAKEN ones (the dead service took them but never released them: not stored), FULL ones,
+        then the FILLING one. Each is FREE again after. Only call this once the producer
+        writes no more into the pool."""
+        for index, state in enumerate(self.states.tolist()):
+            if state == TAKEN:
+                self.states[index] = FULL
+        taken = []
+        for index in self.full_buffers():
+            taken.append(self.take(index))
+            self.release(index)
+        taken += self.take_filling_after_death()
+        for index, state in enumerate(self.states.tolist()):
+            if state == TAKEN:
+                self.release(index)
+        return taken
+
     def _copy_out(self, index: int, *, sequence: int | None) -> bytes:
         """The buffer's bytes with a WMI_BUFFER_HEADER the service vouches for: the producer's
         timestamp, processor and sequence kept, every framing field set from the pool's facts."""

@@ -41,6 +41,7 @@ __all__ = ["REGISTER_WAIT", "RETRY_INTERVAL", "ServiceLink", "link"]
 RETRY_INTERVAL = 0.5
 REGISTER_WAIT = 2.0  # how long register() waits for a service whose socket exists
 RETIRED_POOL_GRACE = 2.0  # a closed pool stays mapped this long for writes already under way
+EVENT_LOG_PREFIX = "EventLog-"  # the Event Log's channel sessions: their pools outlive a dead service
 
 
 class Registrant(Protocol):
@@ -64,6 +65,7 @@ class _PoolSlot:
     writer: PoolWriter
     flush_interval: float  # seconds; 0: partly filled buffers wait for a FLUSH, a stop or our exit
     last_flush: float = field(default_factory=time.monotonic)
+    session_name: str = ""
 
 
 @dataclass
@@ -85,6 +87,9 @@ class ServiceLink:
         self._providers: dict[int, Registrant] = {}
         self._state = _LinkState()
         self._retired: list[tuple[float, BufferPool]] = []
+        # Pools of Event Log channel sessions whose service went away: what they still hold goes
+        # to the next service once this process's providers are registered there again.
+        self._orphans: list[_PoolSlot] = []
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
 
@@ -204,6 +209,9 @@ class ServiceLink:
 
     def _housekeeping(self) -> None:
         """The flush timer: a pool's partly filled buffer goes FULL every flush interval."""
+        if self._orphans and not self._state.requests:  # every provider registered: the service screens by them
+            with self._lock:
+                self._send_orphans()
         now = time.monotonic()
         for slot in list(self._state.pools.values()):
             if slot.flush_interval > 0 and now - slot.last_flush >= slot.flush_interval:
@@ -231,6 +239,25 @@ class ServiceLink:
     def _retire(self, state: _LinkState) -> None:
         now = time.monotonic()
         for slot in state.pools.values():
+            if slot.session_name.startswith(EVENT_LOG_PREFIX):
+                self._orphans.append(slot)
+            else:
+                self._retired.append((now, slot.pool))
+
+    def _send_orphans(self) -> None:
+        """Hand the pools of a dead service's channel sessions to this one (``log_orphans``):
+        it stores the events they still hold in their logs, or counts them lost."""
+        channel = self._state.channel
+        if channel is None or not self._orphans:
+            return
+        orphans, self._orphans = self._orphans, []
+        now = time.monotonic()
+        for slot in orphans:
+            try:
+                channel.send({"op": "log_orphans", "id": channel.new_id(), "session": slot.session_name}, fds=(slot.pool.fileno(),))
+            except OSError:
+                self._orphans.append(slot)  # the next service gets it
+                continue
             self._retired.append((now, slot.pool))
 
     # -- messages ------------------------------------------------------------------------------
@@ -278,7 +305,8 @@ class ServiceLink:
         fd = message.take_fd()
         pool = BufferPool.attach(fd)
         writer = pool.writer(doorbell=self._state.channel)
-        slot = _PoolSlot(int(body["pool_id"]), int(body["session_id"]), pool, writer, int(body.get("flush_interval_ms", 0)) / 1000)
+        slot = _PoolSlot(int(body["pool_id"]), int(body["session_id"]), pool, writer, int(body.get("flush_interval_ms", 0)) / 1000,
+                         session_name=str(body.get("session_name", "")))  # fmt: skip
         with self._lock:
             self._state.pools[slot.pool_id] = slot
             self._state.session_writers[slot.session_id] = writer
@@ -335,7 +363,10 @@ class ServiceLink:
             _close_pool(slot.pool)
         for _, pool in self._retired:
             _close_pool(pool)
+        for slot in self._orphans:
+            _close_pool(slot.pool)
         self._retired = []
+        self._orphans = []
         self._thread = None
         for provider in self._providers.values():
             provider.registration_id = None

@@ -42,8 +42,10 @@ from openetw.eventlog.model import LogConfig
 from openetw.eventlog.paths import default_logs_dir
 from openetw.eventlog.records import event_headers
 from openetw.eventlog.store import LogStore, Row
+from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.ipc.protocol import Message
 from openetw.service.connection import Connection
+from openetw.service.screen import ThreadCheck
 from openetw.service.sessions import PoolEntry, SessionRuntime
 from openetw.session import LogMode, SessionConfig, SessionState
 from openetw.session.model import Caller
@@ -82,14 +84,29 @@ class ChannelRuntime(SessionRuntime):
         return super()._screen(entry, data)
 
     def drain(self, pool_id: int) -> int:
+        """Every FULL buffer of the pool, stored in one transaction per log before the pool gets
+        them back: a service killed meanwhile leaves them TAKEN, and the producer hands them to
+        the next service (``log_orphans``)."""
+        entry = self.pools.get(pool_id)
+        if entry is None:
+            return 0
+        pool = entry.pool
+        indices = pool.full_buffers()
         self.batch = []
         try:
-            moved = super().drain(pool_id)
+            for index in indices:
+                screened, events = self._screen(entry, pool.take(index))
+                self.deliver(screened, events=events)
         finally:
             batch, self.batch = self.batch, None
             if batch and self.sink is not None:
                 self.sink.hook.store_buffers(self, self.sink.header(), batch)
-        return moved
+            states = pool.states
+            for index in indices:
+                if states[index] == TAKEN:
+                    pool.release(index)
+        self._count_losses(entry)
+        return len(indices)
 
 
 class ChannelSink:
@@ -336,6 +353,26 @@ class EventLogService:
             if logs:
                 self.store.note_lost(logs[0], new)
 
+    def take_orphans(self, connection: Connection, session: str, pool: BufferPool) -> int:
+        """A reattached producer's pool of a channel session of a service that died: its events
+        are screened (as the producer's, by its credentials now) and stored, and what the
+        producer counted lost in it is counted lost. Returns the buffers taken."""
+        session_id = self.sessions.get(session)
+        runtime = self.service.runtimes.get(session_id) if session_id is not None else None
+        if not isinstance(runtime, ChannelRuntime) or runtime.sink is None:
+            raise EventLogError(f"no channel session {session!r} here")
+        if pool.producer_pid != connection.pid:
+            raise AccessDenied(f"pid {connection.pid} hands over a pool of pid {pool.producer_pid}")
+        entry = PoolEntry(-1, connection.connection_id, pool, producer=connection, threads=ThreadCheck(connection.pid))
+        buffers = [bytes(runtime._screen(entry, data)[0]) for data in pool.take_all_after_service_death()]
+        if buffers:
+            self.store_buffers(runtime, runtime.sink.header(), buffers)
+        lost = pool.events_lost + pool.events_refused
+        if lost:
+            runtime._count_losses(entry)
+            self._count_losses(runtime)
+        return len(buffers)
+
     def flush(self) -> None:
         for session_id in self.sessions.values():
             runtime = self.service.runtimes.get(session_id)
@@ -508,6 +545,24 @@ def log_query(service: TraceService, connection: Connection, message: Message) -
     return {"log": log, "log_id": hook.store.info(log).log_id, "events": [e.to_json() for e in events]}
 
 
+def log_orphans(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    """A producer reattached after its service died hands over a channel session's pool."""
+    session = message.body.get("session")
+    if not isinstance(session, str) or not session.startswith(SESSION_PREFIX):
+        raise InvalidArgument(f"log_orphans needs \"session\" as a channel session's name ({SESSION_PREFIX}...)")
+    fd = message.take_fd()
+    try:
+        pool = BufferPool.attach(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        taken = _hook(service).take_orphans(connection, session, pool)
+    finally:
+        pool.close()
+    return {"session": session, "buffers": taken}
+
+
 def log_info(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
     hook = _hook(service)
     log = _log_name(message)
@@ -541,6 +596,7 @@ EVENT_LOG_HANDLERS: dict[str, Callable[[TraceService, Connection, Message], dict
     "log_import": log_import,
     "log_query": log_query,
     "log_info": log_info,
+    "log_orphans": log_orphans,
 }
 
 

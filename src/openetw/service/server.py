@@ -523,6 +523,7 @@ class TraceService:
                 "event": "pool",
                 "pool_id": pool_id,
                 "session_id": runtime.session_id,
+                "session_name": runtime.name,
                 "logger_id": action.logger_id,
                 "flush_interval_ms": action.flush_interval_ms,
             },
