@@ -103,7 +103,7 @@ def test_create_lays_out_the_header_and_blank_buffers(pool: BufferPool) -> None:
     assert header == {
         "Magic": b"OETWPOOL", "Version": 1, "HeaderSize": 4096, "BufferSize": 4096, "BufferCount": 4, "LoggerId": 1,
         "ProducerPid": os.getpid(), "FlushIntervalMs": 250, "StateOffset": 0x100, "EventsLost": 0, "EventsRefused": 0,
-        "BuffersCompleted": 0,
+        "BuffersCompleted": 0, "LossesCounted": 0,
     }
     assert POOL_HEADER.offset("EventsLost") == 40 and STATE_OFFSET == 0x100
     assert struct.unpack_from("<4I", pool.view, STATE_OFFSET) == (FREE,) * 4
@@ -336,6 +336,21 @@ def test_a_forked_child_never_writes_into_its_parents_pool(pool: BufferPool) -> 
 # -- a dead producer --------------------------------------------------------------------------
 
 
+def test_take_all_after_service_death_gives_back_taken_full_and_filling_in_order(pool: BufferPool) -> None:
+    writer = pool.writer()
+    raws = [record(k) for k in range(100)]
+    assert all(writer.write(raw, 1000 + k, cpu=1) for k, raw in enumerate(raws))
+    full = pool.full_buffers()
+    assert len(full) >= 2 and pool.stats().filling == 1
+    pool.take(full[0])  # a dead service took it and never released it: never stored
+    pool.losses_counted = 5  # what it had counted of the producer's losses stays in the pool
+    every = pool.take_all_after_service_death()
+    assert read_pool_buffers(every, 4096) == raws
+    stats = pool.stats()
+    assert stats.free == 4 and pool.losses_counted == 5
+    assert POOL_HEADER.as_dict(POOL_HEADER.unpack_from(pool.view, 0))["LossesCounted"] == 5
+
+
 def test_take_filling_after_death_keeps_every_returned_write(pool: BufferPool) -> None:
     writer = pool.writer()
     raws = [record(k) for k in range(60)]
@@ -371,7 +386,7 @@ def _pool_header(**changes: object) -> bytes:
     values: dict[str, object] = {
         "Magic": b"OETWPOOL", "Version": 1, "HeaderSize": 4096, "BufferSize": 1024, "BufferCount": 2, "LoggerId": 1,
         "ProducerPid": 1, "FlushIntervalMs": 0, "StateOffset": 0x100, "EventsLost": 0, "EventsRefused": 0,
-        "BuffersCompleted": 0,
+        "BuffersCompleted": 0, "LossesCounted": 0,
     }
     values.update(changes)
     return POOL_HEADER.pack_dict(values)

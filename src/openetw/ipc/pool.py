@@ -70,6 +70,7 @@ POOL_HEADER = Layout(
         ("EventsLost", "Q"),  # written by the producer only
         ("EventsRefused", "Q"),  # written by the producer only
         ("BuffersCompleted", "Q"),  # the producer's last SequenceNumber
+        ("LossesCounted", "Q"),  # written by the service only: how much of the two above it counted
     ],
 )
 
@@ -80,6 +81,7 @@ _BUFFER_STATE_WRITTEN = 3  # WMI_BUFFER_HEADER.State of every buffer in a file
 _LOST_Q = POOL_HEADER.offset("EventsLost") // 8
 _REFUSED_Q = POOL_HEADER.offset("EventsRefused") // 8
 _COMPLETED_Q = POOL_HEADER.offset("BuffersCompleted") // 8
+_COUNTED_Q = POOL_HEADER.offset("LossesCounted") // 8
 _TIMESTAMP_AT = _BH.offset("TimeStamp")
 _OFFSET_AT = _BH.offset("Offset")
 _u16_into = struct.Struct("<H").pack_into
@@ -165,7 +167,7 @@ class BufferPool:
             raise ServiceError(f"cannot create a {size}-byte buffer pool: {exc.strerror}") from exc
         POOL_HEADER.pack_into(
             mapping, 0, POOL_MAGIC, POOL_VERSION, POOL_HEADER_SIZE, buffer_size, buffer_count, logger_id,
-            producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0,
+            producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0,
         )
         pool = cls(fd, mapping, buffer_size, buffer_count, logger_id, producer_pid, flush_interval_ms)
         for index in range(buffer_count):
@@ -241,6 +243,16 @@ class BufferPool:
     def buffers_completed(self) -> int:
         """Buffers the producer has marked FULL: the last SequenceNumber it gave."""
         return self.qwords[_COMPLETED_Q]
+
+    @property
+    def losses_counted(self) -> int:
+        """The producer's losses and refusals the service has counted so far (kept in the pool,
+        so that a service taking over a dead one's pool counts only the rest)."""
+        return int(self.qwords[_COUNTED_Q])
+
+    @losses_counted.setter
+    def losses_counted(self, value: int) -> None:
+        self.qwords[_COUNTED_Q] = value
 
     def buffer_offset(self, index: int) -> int:
         """Where buffer ``index`` starts in the memfd."""

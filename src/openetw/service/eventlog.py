@@ -108,6 +108,16 @@ class ChannelRuntime(SessionRuntime):
         self._count_losses(entry)
         return len(indices)
 
+    def _count_losses(self, entry: PoolEntry) -> None:
+        """The producer's losses go to the session's first log at once, and the pool remembers
+        how many were counted (for a service that takes it over after this one died)."""
+        seen = entry.losses_seen
+        super()._count_losses(entry)
+        if entry.losses_seen != seen:
+            if self.sink is not None:
+                self.sink.hook._count_losses(self)
+            entry.pool.losses_counted = entry.losses_seen
+
 
 class ChannelSink:
     """The in-process real-time consumer of one channel session (the face of a ``Connection``)."""
@@ -364,13 +374,11 @@ class EventLogService:
         if pool.producer_pid != connection.pid:
             raise AccessDenied(f"pid {connection.pid} hands over a pool of pid {pool.producer_pid}")
         entry = PoolEntry(-1, connection.connection_id, pool, producer=connection, threads=ThreadCheck(connection.pid))
+        entry.losses_seen = pool.losses_counted  # what the dead service counted already
         buffers = [bytes(runtime._screen(entry, data)[0]) for data in pool.take_all_after_service_death()]
         if buffers:
             self.store_buffers(runtime, runtime.sink.header(), buffers)
-        lost = pool.events_lost + pool.events_refused
-        if lost:
-            runtime._count_losses(entry)
-            self._count_losses(runtime)
+        runtime._count_losses(entry)
         return len(buffers)
 
     def flush(self) -> None:
