@@ -406,8 +406,14 @@ static PyObject *decode_batch(PyObject *self, PyObject *args) {
                     continue;
                 }
             }
-            PyObject *tuple = Py_BuildValue("(LOON)", (long long)events[e].ts, cpu_obj, f->name, values);
-            if (tuple == NULL) goto done;
+            PyObject *tuple = PyTuple_New(4), *when = PyLong_FromLongLong(events[e].ts);
+            if (tuple == NULL || when == NULL) { Py_XDECREF(tuple); Py_XDECREF(when); Py_DECREF(values); goto done; }
+            Py_INCREF(cpu_obj);
+            Py_INCREF(f->name);
+            PyTuple_SET_ITEM(tuple, 0, when);
+            PyTuple_SET_ITEM(tuple, 1, cpu_obj);
+            PyTuple_SET_ITEM(tuple, 2, f->name);
+            PyTuple_SET_ITEM(tuple, 3, values);
             int failed = PyList_Append(out, tuple);
             Py_DECREF(tuple);
             if (failed) goto done;
