@@ -12,7 +12,9 @@
  * plan: a list indexed by event type: None, or (name, min_payload, ops, decode_at) where ops is
  * a tuple of (op, name, offset, size, flag, count) fields the C decodes (see gen_tracefs.py's
  * OPS; flag: signed for integers, text for dynamic fields) or None, and decode_at the pure
- * decoder's method, called for an event the C does not decode itself (TraceDataError: damaged).
+ * decoder's method, called with the page for an event the C does not decode itself
+ * (TraceDataError: damaged). Each page is read in place (the pure code joins them: the same
+ * values, as no event reaches past its page).
  * fixed: None or (table, min_payloads, kinds' fields, column count): table an int64 kind per
  * event type (-1: not fixed), fields per kind a tuple of (column, offset, size, signed).
  * The pure code (kernel/ringbuffer_batch.py, kernel/event_decoder.py) is the reference: tests
@@ -225,20 +227,11 @@ static PyObject *decode_batch(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < npages; k++) {
         PyObject *page = PyList_GET_ITEM(pages, k);
         if (!PyBytes_Check(page)) { PyErr_SetString(PyExc_TypeError, "pages are bytes"); return NULL; }
-        total += (PyBytes_GET_SIZE(page) + 3) & ~(Py_ssize_t)3;
+        total += PyBytes_GET_SIZE(page);
     }
-    PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
-    if (joined == NULL) return NULL;
-    uint8_t *data = (uint8_t *)PyBytes_AS_STRING(joined);
-    {
-        Py_ssize_t at = 0;
-        for (Py_ssize_t k = 0; k < npages; k++) {
-            PyObject *page = PyList_GET_ITEM(pages, k);
-            Py_ssize_t n = PyBytes_GET_SIZE(page), padded = (n + 3) & ~(Py_ssize_t)3;
-            memcpy(data + at, PyBytes_AS_STRING(page), n);
-            memset(data + at + n, 0, padded - n);
-            at += padded;
-        }
+    if (ts_offset + 8 > data_start || commit_offset + commit_size > data_start || data_start % 4) {
+        PyErr_SetString(PyExc_ValueError, "the page header must lie before the data, which starts 4-aligned");
+        return NULL;
     }
 
     PyObject *result = NULL, *last_list = NULL;
@@ -288,19 +281,26 @@ static PyObject *decode_batch(PyObject *self, PyObject *args) {
 
     last_list = PyList_New(npages);
     if (last_list == NULL) goto done;
-    Py_ssize_t page_base = 0;
+    if (fo.ncol || table != NULL) {
+        /* room for the events of the pages at a typical size (a system call's are 28 and 68 bytes) */
+        fo.cap = total / 32 + 16;
+        fo.kinds = PyMem_Malloc(fo.cap * sizeof(int64_t));
+        fo.times = PyMem_Malloc(fo.cap * sizeof(int64_t));
+        fo.cols = PyMem_Malloc(fo.cap * (fo.ncol ? fo.ncol : 1) * sizeof(uint64_t));
+        if (fo.kinds == NULL || fo.times == NULL || fo.cols == NULL) { PyErr_NoMemory(); goto done; }
+    }
     for (Py_ssize_t k = 0; k < npages; k++) {
-        Py_ssize_t length = PyBytes_GET_SIZE(PyList_GET_ITEM(pages, k));
-        Py_ssize_t base = page_base;
-        page_base += (length + 3) & ~(Py_ssize_t)3;
+        PyObject *page_obj = PyList_GET_ITEM(pages, k);
+        const uint8_t *data = (const uint8_t *)PyBytes_AS_STRING(page_obj);
+        Py_ssize_t length = PyBytes_GET_SIZE(page_obj);
         Py_INCREF(Py_None);
         PyList_SET_ITEM(last_list, k, Py_None);
-        if (length < data_start || base + ts_offset + 8 > total || base + commit_offset + commit_size > total) { page_errors++; continue; }
-        uint64_t page_ts = rd64(data + base + ts_offset);
-        uint64_t commit = commit_size == 8 ? rd64(data + base + commit_offset) : rd32(data + base + commit_offset);
+        if (length < data_start) { page_errors++; continue; }
+        uint64_t page_ts = rd64(data + ts_offset);
+        uint64_t commit = commit_size == 8 ? rd64(data + commit_offset) : rd32(data + commit_offset);
         Py_ssize_t end = data_start + (Py_ssize_t)(commit & OE_COMMIT_LENGTH_MASK);
-        if (end > length || (base + data_start) % 4 || page_ts >= (uint64_t)OE_TIME_LIMIT) { page_errors++; continue; }
-        Py_ssize_t i = (base + data_start) >> 2, end_w = (base + end) >> 2, end_byte = base + end;
+        if (end > length || page_ts >= (uint64_t)OE_TIME_LIMIT) { page_errors++; continue; }
+        Py_ssize_t i = data_start >> 2, end_w = end >> 2, end_byte = end;
         __int128 ts = page_ts;
         Py_ssize_t count = 0;
         long long page_discarded = 0;
@@ -398,7 +398,7 @@ static PyObject *decode_batch(PyObject *self, PyObject *args) {
                     continue;
                 }
             } else {
-                values = PyObject_CallFunction(f->decode_at, "Onn", joined, start, size);
+                values = PyObject_CallFunction(f->decode_at, "Onn", page_obj, start, size);
                 if (values == NULL) {
                     if (!PyErr_ExceptionMatches(TraceDataError)) goto done;
                     PyErr_Clear();
@@ -440,7 +440,6 @@ static PyObject *decode_batch(PyObject *self, PyObject *args) {
 
 done:
     Py_XDECREF(last_list);
-    Py_DECREF(joined);
     if (formats != NULL) {
         for (Py_ssize_t t = 0; t < plan_len; t++) PyMem_Free(formats[t].ops);
         PyMem_Free(formats);

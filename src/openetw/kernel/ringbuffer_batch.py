@@ -166,7 +166,7 @@ def decode_batch(
     out: list[tuple[int, int, str, dict[str, Any]]], fixed: FixedLayouts | None,
 ) -> BatchResult:  # fmt: skip
     native = _native.module("_tracefs")
-    if native is not None:
+    if native is not None and _native_layout(parser):
         return _decode_native(native, parser, pages, cpu, decoder, out, fixed)
     hp, he = parser.header_page, parser.header_event
     data_start = hp.data_offset
@@ -347,6 +347,13 @@ def decode_batch(
                         columns[field][mask] = _gather(joined, where + offset, size, is_signed)
         batch = FixedEvents(cpu, fixed.names, kinds, stamp_array[chosen], columns, signed)
     return BatchResult(batch, discarded, unknown, damaged, page_errors, last_timestamps)
+
+
+def _native_layout(parser: PageParser) -> bool:
+    """Whether the compiled decoder takes this page header: its fields before the 4-aligned data."""
+    hp = parser.header_page
+    commit_size = 8 if hp.commit_size == 8 else 4
+    return hp.timestamp_offset + 8 <= hp.data_offset and hp.commit_offset + commit_size <= hp.data_offset and not hp.data_offset % 4
 
 
 def _decode_native(
