@@ -237,12 +237,17 @@ class TracefsSource:
             result = parser.decode_batch(cpu_pages, cpu, decoder, events, self._fixed_layouts)  # type: ignore[arg-type]
             if result.fixed is not None:
                 self._fixed_read.append(result.fixed)
-            for page, last in zip(cpu_pages, result.last_timestamps, strict=True):
-                if reader is not None and reader.is_partial(page):
+            if reader is not None:
+                # Only the newest page that sets or clears the hold counts: walk back to it.
+                for page, last in zip(reversed(cpu_pages), reversed(result.last_timestamps), strict=True):
+                    if not reader.is_partial(page):
+                        partial_last.pop(cpu, None)
+                        break
                     if last is not None:
                         partial_last[cpu] = last
-                else:
-                    partial_last.pop(cpu, None)
+                        break
+            elif cpu_pages:
+                partial_last.pop(cpu, None)
             counts["discarded_events"] += result.discarded
             counts["unknown_events"] += result.unknown
             counts["page_errors"] += result.damaged + result.page_errors
