@@ -41,6 +41,11 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "RecordContext", "StackTrace", "SystemRecord", "TraceClock", "UnknownRecord", "filetime_to_datetime",
         "filetime_to_iso", "merge_records", "read_records",
     ),
+    "openetw.eventlog": (
+        "AppendResult", "LogConfig", "LogInfo", "LogStore", "NewEvent", "Query", "QueryList", "StoredEvent",
+        "default_logs_dir", "event_node", "event_xml", "from_etw_record", "from_evtx_record", "parse_query",
+        "parse_query_list",
+    ),
     "openetw.evtx": (
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",
@@ -48,6 +53,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),
+    "openetw.fleet": ("FleetError", "StreamOptions"),
     "openetw.ipc": (),
     "openetw.kernel": (
         "Capability", "EventDecoder", "FLAG_EVENTS", "KERNEL_FLAGS", "KernelCapabilities", "KernelEventMapper",
@@ -108,6 +114,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "schema_from_manifest_event", "schema_from_mof", "schema_from_record", "schema_from_tracelogging",
         "schemas_from_manifest", "tl_field",
     ),
+    "openetw.viewer": (),
     "openetw.testing": (
         "EventRecordBuilder", "infer_field", "manifest_schema", "pack_template", "push_record", "push_records",
     ),

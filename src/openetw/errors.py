@@ -206,3 +206,20 @@ def _located(message: str, path: str | None, offset: int | None, *rest: tuple[st
             where.append(item)
     prefix = ", ".join(where)
     return f"{prefix}: {message}" if prefix else message
+
+
+class EventLogError(OpenEtwError):
+    """An Event Log request failed: an unknown log, a damaged log database, a refused setting."""
+
+    exit_code = 2
+
+
+class XPathError(EventLogError, InvalidArgument):
+    """A query is outside the Event Log's XPath subset, or malformed; ``column`` is 1-based."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, column: int | None = None) -> None:
+        self.message = message
+        self.column = column
+        super().__init__(f"column {column}: {message}" if column is not None else message)

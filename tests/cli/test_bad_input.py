@@ -91,6 +91,8 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["export", ETL, "-o", "{tmp}/out", "--to", "xml"], 2, "'xml' is not one of"),
     (["sql", "SELECT 1"], 2, "give a QUERY and at least one FILE.etl or DIR"),
     (["sql", "SELECT nope FROM events", ETL, "--cache-dir", "{tmp}/cache"], 2, "SQL:"),
+    (["collect", "nats://127.0.0.1:1", "-o", "{tmp}/out", "--to", "etl,csv"], 2, "unknown output csv"),
+    (["fleet", "status", "{tmp}/missing"], 2, "neither nats://HOST:PORT nor a directory"),
 ]
 
 

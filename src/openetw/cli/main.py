@@ -25,6 +25,9 @@ COMMAND_MODULES: dict[str, str] = {
     "report": "decode_commands",
     "export": "export_commands", "sql": "export_commands",
     "probe": "probe_commands",
+    "viewer": "viewer_commands",
+    "collect": "fleet_commands", "fleet": "fleet_commands",
+    "log": "log_commands",
 }  # fmt: skip
 
 

@@ -103,6 +103,32 @@ def install(files: tuple[str, ...], system: bool, as_json: bool) -> None:
             )
     if as_json:
         click.echo(json.dumps([_installed_row(entry) for entry in installed]))
+    _tell_event_log(registry, system, {entry.guid for entry in installed})
+
+
+def _tell_event_log(registry: ManifestRegistry, system: bool, guids: set[uuid.UUID]) -> None:
+    """A manifest with a channel that listens from the start (Admin, Operational) keeps its
+    store's service running: started if need be (as a controller starts it, unless
+    $OPENETW_NO_AUTOSTART), it makes the logs and listens. Uninstalling tells a running one."""
+    from openetw.controller.client import ServiceClient
+    from openetw.errors import OpenEtwError
+
+    listening = False
+    if guids:
+        try:
+            manifests = registry.store(system).load_all(guids=guids)
+        except (OSError, ManifestError):
+            manifests = []
+        listening = any(
+            (channel.type is None or channel.type.value in ("Admin", "Operational") or channel.enabled)
+            for manifest in manifests for provider in manifest.providers for channel in provider.channels
+        )  # fmt: skip
+    try:
+        with ServiceClient(autostart=None if listening else False) as client:
+            client.call("log_reload")
+    except OpenEtwError as exc:
+        if listening:
+            _warn(f"the Event Log takes the change when the trace service starts ({exc})")
 
 
 @manifest.command()
@@ -124,6 +150,7 @@ def uninstall(providers: tuple[str, ...], system: bool, as_json: bool) -> None:
                 click.echo(f"uninstalled {entry.name} {{{entry.guid}}} from the {entry.store} store")
     if as_json:
         click.echo(json.dumps([_installed_row(entry) for entry in removed]))
+    _tell_event_log(registry, system, set())
 
 
 # -- list --------------------------------------------------------------------------------------------

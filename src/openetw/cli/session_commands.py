@@ -55,9 +55,10 @@ def service() -> None:
 )
 @click.option("--no-autologger", is_flag=True, help="Start no sessions of a default autologger file.")
 @click.option("--ready-fd", type=int, default=None, hidden=True)
+@click.option("--host-name", default=None, metavar="NAME", help="The host name streamed sessions publish as (default: the machine's).")
 @_json_option
 def service_run(scope: str | None, socket_path: str | None, autologger: Path | None, no_autologger: bool, ready_fd: int | None,
-                as_json: bool) -> None:  # fmt: skip
+                host_name: str | None, as_json: bool) -> None:  # fmt: skip
     """Run the trace service in the foreground until SIGTERM, Ctrl-C or `openetw service stop`.
     With --json, one JSON document when it ends: socket, system, pid, status.
 
@@ -80,7 +81,8 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     required = autologger is not None
     if autologger is None and not no_autologger:
         autologger = default_autologger(path, system=system)
-    status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required)
+    status = run_service(path, system=system, ready_fd=ready_fd, autologger=autologger, autologger_required=required,
+                         host_name=host_name)
     if as_json:
         _print_json({"socket": str(path), "system": system, "pid": os.getpid(), "status": status})
     if status:
@@ -142,6 +144,39 @@ def _exited(pid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def _trace_stream(servers: str, hosts: tuple[str, ...], start: str, provider_specs: tuple[str, ...], creds_file: str | None,
+                  stream_user: str | None, password_file: str | None, as_json: bool) -> None:  # fmt: skip
+    """``openetw trace --stream``: the fleet's stream through ``UserTrace(streams=[...])``."""
+    from openetw.consumer import Provider, UserTrace
+    from openetw.consumer.stream_source import StreamSource
+    from openetw.controller.live import LiveFormatter
+    from openetw.fleet.connect import StreamOptions
+
+    options = StreamOptions.build(servers, creds_file=creds_file, user=stream_user, password_file=password_file)
+    trace = UserTrace(streams=[StreamSource(options, hosts=hosts, start=start)])
+    formatter = LiveFormatter(as_json=as_json)
+    shown = 0
+
+    def show(record: Any, _context: Any) -> None:
+        nonlocal shown
+        click.echo(formatter.format(record))
+        shown += 1
+
+    for spec in provider_specs:
+        provider = Provider(spec.split(":", 1)[0] if not spec.startswith("{") else spec)
+        provider.add_on_event_callback(show)
+        trace.enable(provider)
+    if not provider_specs:
+        trace.set_default_event_callback(show)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        trace.start()
+    except KeyboardInterrupt:
+        trace.stop()
+        trace.close()
+    click.echo(f"{shown} events", err=True)
 
 
 def _interrupt(*_: object) -> None:
@@ -214,12 +249,23 @@ def session() -> None:
                                       " image and profile; proc-connector: process and thread only).")  # fmt: skip
 @click.option("--profile-rate", type=int, default=None, metavar="HZ",
               help="Kernel sessions: CPU samples per second of the profile flag (1..100000; default 1000).")
+@click.option("--stream", "stream_servers", default=None, metavar="nats://HOST:PORT[,...]",
+              help="Also stream the session's buffers to the fleet's NATS JetStream cluster (stream ETW).")
+@click.option("--subject", default=None, metavar="TEMPLATE", help="With --stream: the subject (default etw.{host}.{session}).")
+@click.option("--spool-size", type=float, default=None, metavar="MB",
+              help="With --stream: what is kept while the cluster is unreachable (default 64 MB); beyond it, buffers are lost.")
+@click.option("--creds", "creds_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="With --stream: a NATS credentials file.")
+@click.option("--stream-user", "--user", "stream_user", default=None, help="With --stream: the NATS user (with --password-file).")
+@click.option("--password-file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: the user's password.")
 @_socket_option
 @_json_option
 @filter_options
 def session_start(name: str, provider_specs: tuple[str, ...], output: str | None, mode: str | None, realtime: bool,
                   buffer_size: int, max_size: int, flush_timer: int, min_buffers: int, max_buffers: int,
                   kernel_flags: str | None, kernel_buffer_size: int, kernel_source: str, profile_rate: int | None,
+                  stream_servers: str | None, subject: str | None, spool_size: float | None, creds_file: str | None,
+                  stream_user: str | None, password_file: str | None,
                   socket_path: str | None, as_json: bool, enable: EnableOptions) -> None:  # fmt: skip
     """Start session NAME; it runs until `openetw session stop NAME` (or the service stops).
 
@@ -236,12 +282,19 @@ def session_start(name: str, provider_specs: tuple[str, ...], output: str | None
       -p "MyCompany.Web:0x10:info;event-ids=1,2;stack" --pids 4242"""
     from openetw.controller import Session
 
+    stream = None
+    if stream_servers is not None:
+        from openetw.fleet.connect import StreamOptions
+
+        stream = StreamOptions.build(stream_servers, creds_file=creds_file, user=stream_user, password_file=password_file)
+    elif creds_file or stream_user or password_file or subject or spool_size is not None:
+        raise InvalidArgument("--subject, --spool-size, --creds, --user and --password-file go with --stream")
     started = Session.start(
         name, output, mode=mode, realtime=realtime, buffer_size=buffer_size, max_size=max_size,
         flush_timer=flush_timer, min_buffers=min_buffers, max_buffers=max_buffers,
         providers=[parse_provider_spec(spec, enable) for spec in provider_specs], kernel_flags=kernel_flags,
         kernel_buffer_size=kernel_buffer_size, kernel_source=kernel_source, kernel_profile_rate=profile_rate,
-        socket=socket_path,
+        socket=socket_path, stream=stream, subject=subject, spool_size=spool_size,
     )  # fmt: skip
     info = started.info_at_start
     started.detach()  # the session stays: it belongs to the service now
@@ -506,23 +559,42 @@ def _principal(text: str) -> dict[str, Any]:
 @_providers_option
 @click.option("--buffer-size", type=int, default=64, show_default=True, help="Buffer size in KB (with -p).")
 @click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (with -p).")
+@click.option("--stream", "stream_servers", default=None, metavar="nats://HOST:PORT[,...]",
+              help="View the fleet's stream instead: every host's streamed sessions (-p keeps some providers).")
+@click.option("--host", "hosts", multiple=True, metavar="HOST", help="With --stream: only this host (repeatable).")
+@click.option("--from", "start", type=click.Choice(["now", "start"]), default="now", show_default=True,
+              help="With --stream: buffers published from now on, or everything the stream holds.")
+@click.option("--creds", "creds_file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: a NATS credentials file.")
+@click.option("--stream-user", "stream_user", default=None, help="With --stream: the NATS user (with --password-file).")
+@click.option("--password-file", type=click.Path(dir_okay=False, path_type=str), default=None, help="With --stream: the user's password.")
 @_socket_option
 @_json_option
 @click.option("--otlp", "otlp_url", metavar="URL", default=None,
               help="Send the events to this OTLP/HTTP receiver (log records; Start/Stop pairs as spans) instead of printing them.")  # fmt: skip
 @filter_options
 def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size: int, flush_timer: int,
-          socket_path: str | None, as_json: bool, otlp_url: str | None, enable: EnableOptions) -> None:  # fmt: skip
+          stream_servers: str | None, hosts: tuple[str, ...], start: str, creds_file: str | None, stream_user: str | None,
+          password_file: str | None, socket_path: str | None, as_json: bool, otlp_url: str | None,
+          enable: EnableOptions) -> None:  # fmt: skip
     """Print events as they arrive, decoded where possible; Ctrl-C stops.
 
     With -p a real-time session of its own is started for the providers and stopped at the end.
     With --otlp URL the events go to an OpenTelemetry collector as they arrive (batched, sent
     at least every second while events come) and the counts exported, refused and retried are
     printed at the end (pip install 'openetw[otlp]').
+    With --stream the fleet's JetStream stream is viewed as a real-time session (UserTrace's
+    streams): every host's events, or those of --host, of the -p providers when given.
     """
     from openetw.controller import RealtimeConsumer, Session
     from openetw.controller.live import LiveFormatter
 
+    if stream_servers is not None:
+        if otlp_url is not None or session_name is not None:
+            raise InvalidArgument("--stream views the fleet's stream: without --session or --otlp")
+        _trace_stream(stream_servers, hosts, start, provider_specs, creds_file, stream_user, password_file, as_json)
+        return
+    if hosts or creds_file or stream_user or password_file or start != "now":
+        raise InvalidArgument("--host, --from, --creds, --stream-user and --password-file go with --stream")
     if (session_name is None) == (not provider_specs):
         raise InvalidArgument("give either --session NAME or at least one -p PROVIDER")
     specs = [parse_provider_spec(spec, enable) for spec in provider_specs]

@@ -348,6 +348,15 @@ class EtlIndex:
             yield Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
                           self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
 
+    def segment_at(self, number: int) -> Segment:
+        """Block ``number``'s rows as a ``Segment`` (only that block is read)."""
+        self.ensure_built()
+        assert self._stored is not None
+        entry = self._stored.blocks[number]
+        rows = self._block_rows(number)()
+        return Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
+                       self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
+
     def _rebuilt_from(self, first_row: int) -> Iterator[Segment]:
         assert self._stored is not None
         self._stored.close()
@@ -603,7 +612,7 @@ class _IndexLoader:
         starts, stops = np.concatenate(([0], bounds)), np.concatenate((bounds, [len(rows)]))
         for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
             number = int(blocks[start])
-            segment = next(s for s in self.index.segments() if s.first_row == self._firsts[number])
+            segment = self.index.segment_at(number)
             yield segment.loader(), rows[start:stop] - segment.first_row
 
     def records(self, rows: np.ndarray) -> Iterator[Any]:

@@ -15,7 +15,8 @@ first pass, which delivers events as it indexes; see ``EtlIndex``) unless ``inde
 single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
 over records and parsers nothing else holds (the path of Python 3.14 and later).
 
-``UserTrace(sessions=["Name"])`` consumes running real-time sessions; ``UserTrace()`` (or
+``UserTrace(sessions=["Name"])`` consumes running real-time sessions;
+``UserTrace(streams=["nats://HOST:PORT"])`` the fleet's stream (``openetw.consumer.stream_source``); ``UserTrace()`` (or
 ``UserTrace("Name")``) starts a private real-time session with the enabled providers and stops it
 when the trace closes. Both need the trace service (``LiveSessionUnavailable`` when it cannot be
 reached; it is started on first use unless ``OPENETW_NO_AUTOSTART=1``). ``KernelTrace`` (in
@@ -99,6 +100,7 @@ class UserTrace:
         *,
         files: Sequence[str | os.PathLike[str]] | str | os.PathLike[str] | None = None,
         sessions: Sequence[str] | None = None,
+        streams: Sequence[Any] | None = None,
         start_time: datetime | int | None = None,
         end_time: datetime | int | None = None,
         manifests: Any = None,
@@ -116,8 +118,9 @@ class UserTrace:
             files = [files]
         self.files = [os.fspath(path) for path in files or ()]
         self.sessions = list(sessions or ())
-        if self.files and self.sessions:
-            raise InvalidArgument("a trace reads files or live sessions, not both (merge them later with relog)")
+        self.streams = list(streams or ())  # the fleet's streams: StreamSource, or their nats:// URLs
+        if sum(1 for given in (self.files, self.sessions, self.streams) if given) > 1:
+            raise InvalidArgument("a trace reads files, live sessions or the fleet's streams, one of them (merge them later with relog)")
         self.window = TimeWindow.of(start_time, end_time)
         self.manifests = manifests
         self.stop_on_callback_error = stop_on_callback_error
@@ -219,6 +222,10 @@ class UserTrace:
             sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir) for path in self.files]
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
+        elif self.streams:
+            from openetw.consumer.stream_source import StreamSource
+
+            sources = [item if isinstance(item, StreamSource) else StreamSource(item) for item in self.streams]
         else:
             name = self.name or private_session_name()
             sources = [LiveSessionSource(name, own=True, providers=self.providers, socket=self.socket, flush_timer=self.flush_timer)]

@@ -17,13 +17,16 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.controller.client import ServiceClient
 from openetw.errors import InvalidArgument
 from openetw.ipc.wire import config_from_json, filters_to_json
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
 from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB
+
+if TYPE_CHECKING:
+    from openetw.fleet.connect import StreamOptions
 
 __all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
 
@@ -131,6 +134,9 @@ class Session:
         kernel_profile_rate: int | None = None,
         socket: str | os.PathLike[str] | None = None,
         autostart: bool | None = None,
+        stream: str | StreamOptions | None = None,
+        subject: str | None = None,
+        spool_size: float | None = None,
     ) -> Session:
         """StartTrace. ``buffer_size`` in KB, ``max_size`` in MB, ``flush_timer`` in seconds.
 
@@ -145,8 +151,27 @@ class Session:
         ``image`` and ``profile``; ``tracefs``; ``proc_connector``: ``process`` and ``thread``
         only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
         (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
+
+        ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` with
+        credentials) streams the session's buffers to the fleet's JetStream stream, on ``subject``
+        (default ``etw.{host}.{session}``), holding at most ``spool_size`` MB (default 64) while
+        the cluster is unreachable. The session then delivers in real time (and to ``output``
+        too when one is given).
         """
         output_text = os.fspath(output) if output is not None else None
+        stream_body: dict[str, Any] | None = None
+        if stream is not None:
+            from openetw.fleet.connect import StreamOptions as _Options
+
+            options = stream if isinstance(stream, _Options) else _Options.build(stream)
+            stream_body = {"options": options.to_json(), "subject": subject}
+            if spool_size is not None:
+                if spool_size <= 0:
+                    raise InvalidArgument("the spool size must be a positive number of MB")
+                stream_body["spool_mb"] = spool_size
+            realtime = True
+        elif subject is not None or spool_size is not None:
+            raise InvalidArgument("subject and spool_size need stream")
         log_mode = parse_mode(mode, output=output_text, realtime=realtime)
         config: dict[str, Any] = {
             "name": name,
@@ -188,7 +213,8 @@ class Session:
         enables = [_enable_body(item) for item in providers]
         client = ServiceClient(socket, autostart=autostart)
         try:
-            reply = client.call("start_session", fds, config=config, providers=enables)
+            extra = {"stream": stream_body} if stream_body is not None else {}
+            reply = client.call("start_session", fds, config=config, providers=enables, **extra)
         except BaseException:
             client.close()
             raise
@@ -294,6 +320,13 @@ class Session:
             self.final = self._call("stop_session")["session"]
             self._client.close()
         return _statistics(self.final)
+
+    def stream_state(self) -> dict[str, Any] | None:
+        """A streamed session's publishing: ``reachable``, ``sequence`` (messages numbered so
+        far), ``buffers_acknowledged``, ``held_bytes`` (waiting for the stream), ``spooled_items``
+        (of those, on disk), ``buffers_lost`` / ``events_lost``, ``last_error``; None otherwise."""
+        state = self._call("query")["session"].get("stream")
+        return dict(state) if state is not None else None
 
     def detach(self) -> None:
         """Close this controller's connection; the session goes on in the service."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -96,19 +97,33 @@ def open_database(directories: Sequence[str]) -> Any:
     duckdb = require("duckdb", "openetw sql")
     tables: dict[str, list[str]] = {}
     events: list[str] = []
-    for directory in directories:
-        if not is_layout(directory):
-            raise InvalidArgument(f"{directory} is not an exported layout (no {SCHEMAS_FILE})")
+    for directory in [layout for given in directories for layout in _layouts_in(given)]:
         with open(os.path.join(directory, SCHEMAS_FILE), encoding="utf-8") as stream:
             layout = json.load(stream)
         events.append(os.path.join(directory, layout["events"]["file"]))
         for table in layout["tables"]:
             tables.setdefault(table["table"], []).append(os.path.join(directory, table["file"]))
+    # A partitioned tree of layouts (a fleet collector's host=/date=/ folders): the partitions are columns.
+    hive = ", hive_partitioning = true" if any(_PARTITION.search(path) for path in events) else ""
     connection = duckdb.connect(":memory:")
-    connection.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet({_files(events)}, union_by_name = true)")
+    connection.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet({_files(events)}, union_by_name = true{hive})")
     for name, files in tables.items():
-        connection.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_files(files)}, union_by_name = true)")
+        connection.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_files(files)}, union_by_name = true{hive})")
     return connection
+
+
+_PARTITION = re.compile(r"[/\\][^/\\=]+=[^/\\]*[/\\]")
+
+
+def _layouts_in(directory: str) -> list[str]:
+    """``directory`` when it is a layout, else the layouts below it (a tree of partitioned
+    layouts, as the fleet's collector writes), in name order."""
+    if is_layout(directory):
+        return [directory]
+    found = sorted(root for root, _, files in os.walk(directory) if SCHEMAS_FILE in files) if os.path.isdir(directory) else []
+    if not found:
+        raise InvalidArgument(f"{directory} is not an exported layout (no {SCHEMAS_FILE}, here or below)")
+    return found
 
 
 class Query:

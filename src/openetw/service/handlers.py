@@ -84,8 +84,13 @@ def start_session(service: TraceService, connection: Connection, message: Messag
         if not isinstance(item, dict):
             raise InvalidSessionConfig("each provider to enable must be an object")
         enables.append((_provider(item), rule_from_json(item)))
+    stream = _stream_for(service, config, message.body.get("stream"))
     fd = message.take_fd() if config.mode.writes_file else -1
     session_id = begin_session(service, config, connection.caller, fd, enables)
+    if stream is not None:
+        from openetw.service.stream import attach_stream
+
+        attach_stream(service.runtimes[session_id], stream)
     if config.kind is SessionKind.KERNEL:
         try:
             service.kernel.start(service.runtimes[session_id], connection, message.body.get("id"))
@@ -94,6 +99,18 @@ def start_session(service: TraceService, connection: Connection, message: Messag
             raise
         return None
     return {"session": service.table.query(session_id)}
+
+
+def _stream_for(service: TraceService, config: SessionConfig, spec: Any) -> Any:
+    """The publisher of a session started with ``--stream`` (checked before the session starts)."""
+    if spec is None:
+        return None
+    if not config.mode.real_time:
+        raise InvalidArgument(f"a streamed session delivers in real time; {config.mode.value} mode does not")
+    from openetw.service.server import log
+    from openetw.service.stream import prepare_stream
+
+    return prepare_stream(config.name, spec, host=service.host_name, spool_dir=service.socket_path.parent / "spool", log=log)
 
 
 def _discard_started(service: TraceService, session_id: int) -> None:
@@ -326,6 +343,8 @@ def query(service: TraceService, connection: Connection, message: Message) -> Re
         info["kernel"] = kernel
     if runtime is not None and runtime.write_error:
         info["failure"] = runtime.write_error
+    if runtime is not None and runtime.stream is not None:
+        info["stream"] = runtime.stream.describe()
     return {"session": info}
 
 

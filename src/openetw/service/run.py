@@ -17,7 +17,8 @@ __all__ = ["own_scheduling_group", "run_service"]
 
 
 def run_service(
-    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False
+    socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False,
+    host_name: str | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status.
 
@@ -35,6 +36,8 @@ def run_service(
     if boosted is not None:
         grouping += f"; {boosted}"
     service = TraceService(socket_path, system=system, quotas=quotas)
+    if host_name:
+        service.host_name = host_name
     try:
         service.listen()
     except ServiceError as exc:
@@ -43,6 +46,12 @@ def run_service(
     if autologger is not None and not start_autologger_file(service, autologger, log=log) and autologger_required:
         service.close()
         return 1
+    try:  # the Event Log's channels listen before any provider is accepted
+        from openetw.service.eventlog import install_event_log
+
+        install_event_log(service)
+    except (OpenEtwError, OSError) as exc:
+        log(f"the Event Log could not start: {exc}")
     signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
     signal.signal(signal.SIGINT, lambda *_: service.request_stop())
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

@@ -105,6 +105,7 @@ class TraceService:
         self._shutdown_deadline: float | None = None
         self.autologger: AutologgerReport | None = None
         self.kernel = KernelRecorders(self)
+        self.host_name = socket.gethostname()  # what streamed sessions say they come from (--host-name)
         from openetw.service.handlers import HANDLERS
 
         self._handlers = HANDLERS
@@ -256,6 +257,9 @@ class TraceService:
             except Exception as exc:  # noqa: BLE001 - never leave the other files unfinished
                 log(f"finishing session {runtime.name!r}: {exc}")
         self.runtimes.clear()
+        streams = sys.modules.get("openetw.service.stream")  # imported once a session streamed
+        if streams is not None:
+            streams.wait_for_streams()  # their last buffers get a few seconds to leave
         for connection in list(self.connections.values()):
             self._drop_connection(connection, notify_table=False)
         self.kernel.close()

@@ -24,7 +24,7 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
@@ -34,6 +34,9 @@ from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile, count_records, header_buffer
 from openetw.service.screen import ScreenResult, ThreadCheck, screen_buffer
 from openetw.session import LogMode, SessionConfig, SessionTable
+
+if TYPE_CHECKING:
+    from openetw.service.stream import StreamPublisher
 
 __all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
 
@@ -115,6 +118,7 @@ class SessionRuntime:
     # The GUIDs of providers secured for others (from the service's provider security table).
     secured_guids: Callable[[], frozenset[bytes]] = frozenset
     on_rejected: Callable[[SessionRuntime, Connection, ScreenResult], None] | None = None
+    stream: StreamPublisher | None = None  # a session streamed to the fleet (openetw.service.stream)
 
     @property
     def name(self) -> str:
@@ -222,6 +226,8 @@ class SessionRuntime:
         if new > 0:
             entry.losses_seen = total
             self.table.events_lost(self.session_id, new)
+            if self.stream is not None:
+                self.stream.note_lost(new)
             if self.logfile is not None:
                 self.logfile.note_lost(events=new)
 
@@ -244,6 +250,8 @@ class SessionRuntime:
             delivered = True
         if mode.real_time:
             sent = self._send_realtime(data)
+            if self.stream is not None:
+                sent = self.stream.offer(data, events) or sent
             if not sent:
                 table.realtime_buffer_lost(session_id)
                 if mode is LogMode.REAL_TIME:
@@ -345,6 +353,8 @@ class SessionRuntime:
             consumer.consuming.discard(self.session_id)
         self.consumers.clear()
         self.ring.clear()
+        if self.stream is not None:
+            self.stream.finish()
 
     def update_buffer_gauges(self) -> None:
         buffers = free = 0

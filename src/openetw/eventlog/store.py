@@ -1,0 +1,618 @@
+"""Durable logs: one SQLite database (WAL mode, FTS5 over messages) per log in one directory.
+
+The shell over ``model``, ``retention`` and ``xpath``; the public API the service, ``openetw
+log``, the web viewer and the fleet collector use::
+
+    store = LogStore("/var/lib/openetw/logs")
+    store.create("System", LogConfig(...))          # or ensure(); settings kept in the log
+    store.append("System", [NewEvent(...), ...])     # -> AppendResult(stored, refused, ...)
+    for event in store.query("System", xpath="*[System[Level<=2]]", count=10, reverse=True):
+        event.record_id, event.record, event.fields, event.message, event_xml(event)
+    store.info("System")                             # -> LogInfo(records, bytes, ...)
+    store.logs()                                     # -> [(name, LogInfo), ...]
+
+Files: ``<directory>/<log>.db`` (``/`` in a name written ``%4``) with its ``-wal`` and ``-shm``;
+an auto-backup log's full database is renamed ``Archive-<log>-<timestamp>.db`` beside it.
+Readers need no service: every method opens the database itself, so ``log query`` works while
+the service is stopped, and a second process appending is serialized by SQLite's lock.
+
+Durability: each ``append`` is one transaction, committed before it returns (``synchronous =
+NORMAL``): a killed process loses nothing it appended; a power cut may lose the last commits.
+Each log keeps ``written = stored + refused + lost`` in its ``meta`` table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from openetw.errors import EventLogError, InvalidArgument
+from openetw.eventlog.channels import log_file_name, log_name_from_file
+from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, StoredEvent
+from openetw.eventlog.render import event_node
+from openetw.eventlog.rendering import Renderer
+from openetw.eventlog.retention import Decision, budget, decide, wal_pages
+from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
+
+__all__ = ["SCHEMA", "LogStore", "now_filetime"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events(
+    record_id INTEGER PRIMARY KEY,
+    time_created INTEGER NOT NULL,
+    provider TEXT NOT NULL,
+    provider_guid TEXT,
+    event_id INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    level INTEGER NOT NULL,
+    task INTEGER NOT NULL,
+    opcode INTEGER NOT NULL,
+    keywords INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    computer TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    tid INTEGER NOT NULL,
+    user_sid TEXT,
+    uid INTEGER,
+    activity_id TEXT,
+    format TEXT NOT NULL,
+    record BLOB NOT NULL,
+    fields TEXT,
+    message TEXT,
+    xml TEXT,
+    rendered INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS events_unrendered ON events(record_id) WHERE rendered = 0;
+CREATE INDEX IF NOT EXISTS events_level_provider ON events(level, provider);
+CREATE INDEX IF NOT EXISTS events_provider_id ON events(provider, event_id);
+CREATE INDEX IF NOT EXISTS events_time ON events(time_created);
+CREATE VIRTUAL TABLE IF NOT EXISTS messages USING fts5(message, content='events', content_rowid='record_id');
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_COLUMNS = (
+    "time_created", "provider", "provider_guid", "event_id", "version", "level", "task", "opcode", "keywords",
+    "channel", "computer", "pid", "tid", "user_sid", "uid", "activity_id", "format", "record", "fields", "message", "xml", "rendered",
+)  # fmt: skip
+_INSERT = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {', '.join('?' * len(_COLUMNS))})"
+_INSERT_TEXT = "INSERT INTO messages(rowid, message) SELECT record_id, message FROM events WHERE record_id > ? AND message IS NOT NULL"
+_CHUNK = 512
+_COUNTERS = ("written", "refused", "lost")
+
+
+def now_filetime() -> int:
+    return int(time.time() * 10_000_000) + FILETIME_EPOCH_OFFSET
+
+
+def _signed(value: int) -> int:
+    value &= 0xFFFFFFFFFFFFFFFF
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _row(event: NewEvent) -> tuple[Any, ...]:
+    return (
+        event.time_created, event.provider, event.provider_guid, event.event_id, event.version, event.level, event.task,
+        event.opcode, _signed(event.keywords), event.channel, event.computer, event.pid, event.tid, event.user_sid,
+        event.uid, event.activity_id, event.format, event.record,
+        json.dumps(event.fields, default=str) if event.fields is not None else None, event.message, event.xml, int(event.rendered),
+    )  # fmt: skip
+
+
+def _stored(row: sqlite3.Row, log: str) -> StoredEvent:
+    fields = row["fields"]
+    return StoredEvent(
+        time_created=row["time_created"], provider=row["provider"], event_id=row["event_id"], record=bytes(row["record"]),
+        format=row["format"], provider_guid=row["provider_guid"], version=row["version"], level=row["level"],
+        task=row["task"], opcode=row["opcode"], keywords=row["keywords"] & 0xFFFFFFFFFFFFFFFF, channel=row["channel"],
+        computer=row["computer"], pid=row["pid"], tid=row["tid"], user_sid=row["user_sid"], uid=row["uid"],
+        activity_id=row["activity_id"], fields=json.loads(fields) if fields is not None else None,
+        message=row["message"], xml=row["xml"], rendered=bool(row["rendered"]), record_id=row["record_id"], log=log,
+    )  # fmt: skip
+
+
+class LogStore:
+    """The logs in one directory (see the module's docstring)."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, renderer: Renderer | None = None, keep_open: bool = False) -> None:
+        """``renderer`` fills in ``fields`` and ``message`` of events stored unrendered as they
+        are read (``rendering.installed_renderer()`` renders with the installed manifests).
+        ``keep_open``: keep one connection per log between calls (a writer appending often:
+        the last connection to close folds the write-ahead file into the database, a cost per
+        call otherwise); ``close()`` ends them. One thread per store then."""
+        self.directory = Path(directory)
+        self.renderer = renderer
+        self.keep_open = keep_open
+        self._open: dict[Path, sqlite3.Connection] = {}
+
+    # -- files ---------------------------------------------------------------------------------
+    def path(self, log: str) -> Path:
+        if not log or log.startswith(".") or "\0" in log:
+            raise InvalidArgument(f"not a log name: {log!r}")
+        return self.directory / log_file_name(log)
+
+    def exists(self, log: str) -> bool:
+        return self.path(log).is_file()
+
+    def names(self) -> list[str]:
+        """Every log, by name (archives left out)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(
+            log_name_from_file(entry.name)
+            for entry in self.directory.iterdir()
+            if entry.name.endswith(".db") and not entry.name.startswith("Archive-")
+        )
+
+    def logs(self) -> list[tuple[str, LogInfo]]:
+        return [(name, self.info(name)) for name in self.names()]
+
+    def close(self) -> None:
+        """Close the connections ``keep_open`` kept."""
+        for db in self._open.values():
+            db.close()
+        self._open.clear()
+
+    def _release(self, db: sqlite3.Connection) -> None:
+        if db not in self._open.values():
+            db.close()
+
+    def _forget(self, path: Path) -> None:
+        db = self._open.pop(path, None)
+        if db is not None:
+            db.close()
+
+    def _connect(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
+        kept = self._open.get(path)
+        if kept is not None:
+            if path.is_file():
+                if kept.in_transaction:
+                    kept.execute("ROLLBACK")
+                return kept
+            self._forget(path)
+        db = self._connect_new(path, create=create)
+        if self.keep_open:
+            self._open[path] = db
+        return db
+
+    def _connect_new(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
+        if not create and not path.is_file():
+            raise EventLogError(f"no log {log_name_from_file(path.name)!r} in {self.directory}")
+        try:
+            db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA cache_size=-8192")  # 8 MiB: more of a large log's indexes stay in memory
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        return db
+
+    def open(self, log: str) -> sqlite3.Connection:
+        """A connection to the log's database (for readers that query it themselves)."""
+        return self._connect(self.path(log))
+
+    # -- settings ------------------------------------------------------------------------------
+    def create(self, log: str, config: LogConfig | None = None, *, replace: bool = False) -> LogConfig:
+        """Make the log (``replace``: its settings too, when it exists); returns its settings."""
+        config = config or LogConfig()
+        path = self.path(log)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        existed = path.is_file()
+        db = self._connect(path, create=True)
+        try:
+            return self._create(db, log, config, existed, replace)
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot make the log {log!r} in {path}: {exc}") from None
+        finally:
+            self._release(db)
+
+    def _create(self, db: sqlite3.Connection, log: str, config: LogConfig, existed: bool, replace: bool) -> LogConfig:
+        db.executescript(SCHEMA)
+        db.execute("BEGIN IMMEDIATE")
+        text = self._meta(db, "config")
+        if existed and not replace and text is not None:
+            db.execute("COMMIT")
+            return LogConfig.from_json(json.loads(text))
+        self._set_meta(db, "config", config.dumps())
+        if self._meta(db, "log_id") is None:
+            self._set_meta(db, "log_id", uuid.uuid4().hex[:16])
+            for counter in _COUNTERS:
+                self._set_meta(db, counter, "0")
+        self._tune(db, config)
+        db.execute("COMMIT")
+        return config
+
+    def ensure(self, log: str, config: LogConfig | None = None) -> LogConfig:
+        """The log's settings, making it with ``config`` first when it does not exist."""
+        return self.config(log) if self.exists(log) else self.create(log, config)
+
+    def config(self, log: str) -> LogConfig:
+        db = self.open(log)
+        try:
+            text = self._meta(db, "config")
+        finally:
+            self._release(db)
+        return LogConfig.from_json(json.loads(text)) if text else LogConfig()
+
+    def set_config(self, log: str, config: LogConfig) -> LogConfig:
+        """New settings (``wevtutil sl``); a shrunk bound applies at the next append."""
+        db = self.open(log)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            self._set_meta(db, "config", config.dumps())
+            self._tune(db, config)
+            db.execute("COMMIT")
+        finally:
+            self._release(db)
+        return config
+
+    @staticmethod
+    def _tune(db: sqlite3.Connection, config: LogConfig) -> None:
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = wal_pages(config.max_size, page)
+        db.execute(f"PRAGMA wal_autocheckpoint={pages}")
+        db.execute(f"PRAGMA journal_size_limit={pages * page}")
+
+    @staticmethod
+    def _meta(db: sqlite3.Connection, key: str) -> str | None:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def _set_meta(db: sqlite3.Connection, key: str, value: str) -> None:
+        db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def _add_counter(self, db: sqlite3.Connection, key: str, amount: int) -> None:
+        if amount:
+            db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = ?", (amount, key))
+
+    # -- writing -------------------------------------------------------------------------------
+    def append(self, log: str, events: Iterable[NewEvent], *, lost: int = 0) -> AppendResult:
+        """Store ``events`` in order as the log's retention allows, in one transaction per
+        database; ``lost``: events counted lost on their way (added to ``written`` and ``lost``)."""
+        batch = list(events)
+        result = AppendResult()
+        path = self.path(log)
+        db = self._connect(path)
+        try:
+            config = self._config_of(db)
+            db.execute(f"PRAGMA wal_autocheckpoint={wal_pages(config.max_size, db.execute('PRAGMA page_size').fetchone()[0])}")
+            db.execute("BEGIN IMMEDIATE")
+            self._add_counter(db, "written", len(batch) + lost)
+            self._add_counter(db, "lost", lost)
+            position = 0
+            while position < len(batch):
+                position = self._store_from(db, log, config, batch, position, result)
+                if position < len(batch):  # auto-backup: archive this database, go on in a new one
+                    db.execute("COMMIT")
+                    self._release(db)
+                    result.archives.append(str(self._archive(log, config)))
+                    db = self._connect(path)
+                    db.execute("BEGIN IMMEDIATE")
+            self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+            db.execute("COMMIT")
+            self._fold_wal(db, path, config)
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return result
+
+    @staticmethod
+    def _fold_wal(db: sqlite3.Connection, path: Path, config: LogConfig) -> None:
+        """A write-ahead file past its share of the bound is folded into the database now."""
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        try:
+            wal = os.path.getsize(str(path) + "-wal")
+        except OSError:
+            return
+        if wal > wal_pages(config.max_size, page) * page:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def note_lost(self, log: str, count: int) -> None:
+        """Events meant for ``log`` that never reached it (``written`` and ``lost`` grow)."""
+        if count:
+            self.append(log, [], lost=count)
+
+    def note_refused(self, log: str, count: int) -> None:
+        """Events refused before they reached the store (a writer the log's access refuses)."""
+        if count <= 0:
+            return
+        db = self.open(log)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            self._add_counter(db, "written", count)
+            self._add_counter(db, "refused", count)
+            db.execute("COMMIT")
+        finally:
+            self._release(db)
+
+    def _config_of(self, db: sqlite3.Connection) -> LogConfig:
+        text = self._meta(db, "config")
+        return LogConfig.from_json(json.loads(text)) if text else LogConfig()
+
+    @staticmethod
+    def _used(db: sqlite3.Connection) -> int:
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
+        return int(pages * page)
+
+    def _insert(self, db: sqlite3.Connection, events: list[NewEvent]) -> None:
+        """Insert with the next record ids (ids never go back, even after a clear)."""
+        last = db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0]
+        first = max(last + 1, int(self._meta(db, "next_record_id") or 1))
+        db.executemany(_INSERT, [(first + i, *_row(e)) for i, e in enumerate(events)])
+        db.execute(_INSERT_TEXT, (first - 1,))
+        self._set_meta(db, "next_record_id", str(first + len(events)))
+
+    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[NewEvent], start: int, result: AppendResult) -> int:
+        """Store from ``batch[start:]``; returns where it stopped (the end, or where an auto-backup
+        log is full)."""
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        limit = budget(config.max_size, page)
+        position = start
+        while position < len(batch):
+            chunk = batch[position : position + _CHUNK]
+            if config.retention == "circular":  # make room first: the files never pass the bound
+                result.overwritten += self._drop_oldest(db, limit - self._estimate(db, len(chunk)))
+            db.execute("SAVEPOINT chunk")
+            self._insert(db, chunk)
+            decision = decide(config.retention, self._used(db), limit)
+            if decision is Decision.WRITE:
+                db.execute("RELEASE chunk")
+                result.stored += len(chunk)
+                position += len(chunk)
+                continue
+            if decision is Decision.OVERWRITE:
+                db.execute("RELEASE chunk")
+                result.stored += len(chunk)
+                position += len(chunk)
+                result.overwritten += self._drop_oldest(db, limit)
+                continue
+            # retain / autobackup: only what fits, one event at a time
+            db.execute("ROLLBACK TO chunk")
+            db.execute("RELEASE chunk")
+            fitted = 0
+            for event in chunk:
+                db.execute("SAVEPOINT one")
+                self._insert(db, [event])
+                if self._used(db) > limit:
+                    db.execute("ROLLBACK TO one")
+                    db.execute("RELEASE one")
+                    break
+                db.execute("RELEASE one")
+                fitted += 1
+            result.stored += fitted
+            position += fitted
+            if decision is Decision.ARCHIVE:
+                if fitted == 0 and db.execute("SELECT count(*) FROM events").fetchone()[0] == 0:
+                    # one event larger than the whole log: refused, even by an auto-backup log
+                    self._add_counter(db, "refused", 1)
+                    result.refused += 1
+                    position += 1
+                    continue
+                return position
+            refused = len(batch) - position
+            self._add_counter(db, "refused", refused)
+            result.refused += refused
+            return len(batch)
+        return position
+
+    def _estimate(self, db: sqlite3.Connection, events: int) -> int:
+        """Bytes ``events`` more events will take, by the log's average so far."""
+        count = db.execute("SELECT count(*) FROM events").fetchone()[0]
+        if count < 64:
+            return events * 1024
+        return int(self._used(db) / count * events * 1.25)
+
+    def _drop_oldest(self, db: sqlite3.Connection, limit: int) -> int:
+        """Circular: drop the oldest events until the log fits ``limit``; returns how many."""
+        dropped = 0
+        while self._used(db) > limit:
+            total, _bytes_used = db.execute("SELECT count(*), sum(length(record)) FROM events").fetchone()
+            if not total:
+                break
+            share = max(1, min(total, int(total * (1 - limit / max(self._used(db), 1))) + 16))
+            last = db.execute("SELECT record_id FROM events ORDER BY record_id LIMIT 1 OFFSET ?", (share - 1,)).fetchone()[0]
+            db.execute(
+                "INSERT INTO messages(messages, rowid, message) SELECT 'delete', record_id, message FROM events"
+                " WHERE record_id <= ? AND message IS NOT NULL", (last,))  # fmt: skip
+            dropped += db.execute("DELETE FROM events WHERE record_id <= ?", (last,)).rowcount
+        return dropped
+
+    def _archive(self, log: str, config: LogConfig) -> Path:
+        """Auto-backup: the full database becomes ``Archive-<log>-<time>.db``; a new log begins
+        with the same settings, record ids and counters going on."""
+        path = self.path(log)
+        db = self._connect(path)
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
+        finally:
+            self._release(db)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
+        target = self.directory / f"Archive-{log_file_name(log)[:-3]}-{stamp}.db"
+        counter = 1
+        while target.exists():
+            counter += 1
+            target = target.with_name(f"Archive-{log_file_name(log)[:-3]}-{stamp}-{counter}.db")
+        self._forget(path)
+        os.replace(path, target)
+        for suffix in ("-wal", "-shm"):
+            try:
+                os.unlink(str(path) + suffix)
+            except FileNotFoundError:
+                pass
+        self.create(log, config)
+        db = self._connect(path)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for key, value in meta.items():
+                if key != "last_write":
+                    self._set_meta(db, key, value)
+            db.execute("COMMIT")
+        finally:
+            self._release(db)
+        return target
+
+    def render_pending(self, log: str, renderer: Renderer, limit: int = 2000) -> int:
+        """Render up to ``limit`` events stored unrendered (oldest first): their fields and
+        message are saved and their message indexed. Returns how many were rendered."""
+        db = self.open(log)
+        try:
+            rows = [_stored(row, log) for row in db.execute("SELECT * FROM events WHERE rendered = 0 ORDER BY record_id LIMIT ?", (limit,))]
+            if not rows:
+                return 0
+            updates = []
+            for event in rows:
+                fields, message = renderer(event)
+                updates.append((json.dumps(fields, default=str) if fields is not None else None, message, event.record_id))
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
+            db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return len(rows)
+
+    def pending(self, log: str) -> int:
+        """Events stored unrendered."""
+        db = self.open(log)
+        try:
+            return int(db.execute("SELECT count(*) FROM events WHERE rendered = 0").fetchone()[0])
+        finally:
+            self._release(db)
+
+    def archives(self, log: str) -> list[Path]:
+        prefix = f"Archive-{log_file_name(log)[:-3]}-"
+        return sorted(p for p in self.directory.glob(prefix + "*.db") if p.name[len(prefix) :][:1].isdigit())
+
+    def clear(self, log: str) -> int:
+        """Remove every event (``wevtutil cl``); record ids and counters go on. Returns how many."""
+        db = self.open(log)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            removed = db.execute("DELETE FROM events").rowcount
+            db.execute("INSERT INTO messages(messages) VALUES ('delete-all')")
+            db.execute("COMMIT")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self._release(db)
+        return int(removed)
+
+    def delete(self, log: str) -> None:
+        path = self.path(log)
+        self._forget(path)
+        for name in (str(path), str(path) + "-wal", str(path) + "-shm"):
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+
+    # -- reading -------------------------------------------------------------------------------
+    def info(self, log: str) -> LogInfo:
+        path = self.path(log)
+        db = self.open(log)
+        try:
+            meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
+            records, oldest = db.execute("SELECT count(*), min(record_id) FROM events").fetchone()
+        finally:
+            self._release(db)
+        size = sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
+        written, refused, lost = (int(meta.get(key, 0)) for key in _COUNTERS)
+        return LogInfo(
+            name=log, records=records, bytes=size, oldest_record_id=oldest, last_write=meta.get("last_write"),
+            refused=refused, lost=lost, written=written, stored=written - refused - lost,
+            next_record_id=int(meta.get("next_record_id", 1)), log_id=meta.get("log_id", ""),
+        )  # fmt: skip
+
+    def size(self, log: str) -> int:
+        """Bytes of all the log's files together."""
+        path = self.path(log)
+        return sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
+
+    def query(
+        self,
+        log: str,
+        *,
+        xpath: str | Query | QueryList | None = None,
+        count: int | None = None,
+        reverse: bool = False,
+        after_record_id: int | None = None,
+        text: str | None = None,
+        own_uid: int | None = None,
+        now: int | None = None,
+    ) -> Iterator[StoredEvent]:
+        """The log's events in record-id order (``reverse``: newest first) that ``xpath`` selects
+        (a selector, a parsed ``Query`` or a ``QueryList``), after ``after_record_id`` (before it
+        when ``reverse``), at most ``count``; ``text``: an FTS5 match over messages; ``own_uid``:
+        only the events that user wrote (Application isolation). Reads the database directly."""
+        yield from self._query(self.open(log), log, xpath=xpath, count=count, reverse=reverse,
+                               after_record_id=after_record_id, text=text, own_uid=own_uid, now=now)  # fmt: skip
+
+    def query_file(self, path: str | os.PathLike[str], **options: Any) -> Iterator[StoredEvent]:
+        """``query`` over a log database named by path (an archive, or another directory's log)."""
+        target = Path(path)
+        yield from self._query(self._connect(target), log_name_from_file(target.name), **options)
+
+    def _query(
+        self, db: sqlite3.Connection, log: str, *, xpath: str | Query | QueryList | None = None, count: int | None = None, reverse: bool = False,
+        after_record_id: int | None = None, text: str | None = None, own_uid: int | None = None, now: int | None = None,
+    ) -> Iterator[StoredEvent]:  # fmt: skip
+        try:
+            now = now_filetime() if now is None else now
+            query = parse_query(xpath) if isinstance(xpath, str) else xpath
+            where: list[str] = ["1"]
+            params: list[Any] = []
+            test: Query | QueryList | None = None
+            if isinstance(query, Query):
+                sql = query.sql(now)
+                where.append(sql.where)
+                params += sql.params
+                if not sql.exact:
+                    test = query
+            elif isinstance(query, QueryList):
+                test = query
+            if after_record_id is not None:
+                where.append("record_id < ?" if reverse else "record_id > ?")
+                params.append(after_record_id)
+            if own_uid is not None:
+                where.append("uid = ?")
+                params.append(own_uid)
+            order = "DESC" if reverse else "ASC"
+            if text:  # the full-text index walked in record-id order, joined to the events
+                statement = (f"SELECT events.* FROM messages JOIN events ON events.record_id = messages.rowid"
+                             f" WHERE messages MATCH ? AND {' AND '.join(where)} ORDER BY messages.rowid {order}")  # fmt: skip
+                params.insert(0, text)
+            else:
+                statement = f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY record_id {order}"
+            if test is None and count is not None:
+                statement += f" LIMIT {int(count)}"
+            taken = 0
+            renderer = self.renderer
+            for row in db.execute(statement, params):
+                event = _stored(row, log)
+                if not event.rendered and renderer is not None:
+                    event.fields, event.message = renderer(event)
+                if test is not None:
+                    node = event_node(event)
+                    selected = test.matches(node, now, log) if isinstance(test, QueryList) else test.matches(node, now)
+                    if not selected:
+                        continue
+                yield event
+                taken += 1
+                if count is not None and taken >= count:
+                    return
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)

@@ -1,0 +1,543 @@
+"""The Event Log inside the trace service: channel sessions that always listen, stored in logs.
+
+``install_event_log(service)`` (called by ``run_service`` before the service says it is ready,
+so channels listen before any provider registers) reads the installed manifests (the machine
+service: the system store; a per-user service: the system store and the user's), makes a log
+for every channel, and starts the channel sessions in the session table like any other session
+(they count against the 64 and ``session list`` shows them): ``EventLog-Admin`` for every Admin
+channel, ``EventLog-Operational`` for every Operational channel, ``EventLog-<log>`` for each
+enabled Analytic or Debug channel. Each enables its providers with their channels' keyword
+bits, so a provider's ``<event>_enabled`` is true while its channel listens.
+
+A channel session is a real-time session whose one consumer is in the service: a ``ChannelSink``
+that takes each buffer as the session hands it over, parses its records, sends each to the log
+of its (provider, channel), refuses (and counts) the events of a writer the log's access does
+not let write (the producer's credentials from ``SO_PEERCRED``), renders fields and message
+from the manifests, and appends them in one transaction before the buffer counts as delivered:
+a service killed after that loses none of them.
+
+The ``log_*`` requests (``openetw log`` through the service: settings, clear, import, export,
+flush, and queries for callers who may not read the log's files) are added to the service's
+handlers here; a controller may not start a session under a reserved ``EventLog-`` name.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openetw.errors import AccessDenied, EventLogError, InvalidArgument, ManifestError
+from openetw.eventlog.access import Caller as LogCaller
+from openetw.eventlog.access import ReadAccess, may_configure, may_write, read_access
+from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs, default_config, session_name
+from openetw.eventlog.model import LogConfig, NewEvent
+from openetw.eventlog.paths import default_logs_dir
+from openetw.eventlog.records import event_headers
+from openetw.eventlog.store import LogStore
+from openetw.ipc.protocol import Message
+from openetw.service.connection import Connection
+from openetw.service.sessions import PoolEntry, SessionRuntime
+from openetw.session import LogMode, SessionConfig, SessionState
+from openetw.session.model import Caller
+
+if TYPE_CHECKING:
+    from openetw.service.server import TraceService
+    from openetw.tdh.registry import SchemaRegistry
+
+__all__ = ["READERS_GROUP", "WRITERS_GROUP", "ChannelSink", "EventLogService", "install_event_log"]
+
+READERS_GROUP = "openetw-log-readers"  # Windows' "Event Log Readers"
+WRITERS_GROUP = "openetw-log-writers"  # the service accounts that may write System
+_SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no connection has
+LEVEL_ALL = 255
+RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
+RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
+
+
+def _gid(name: str) -> int | None:
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
+
+
+class ChannelRuntime(SessionRuntime):
+    """A channel session's runtime: remembers whose pool each buffer comes from."""
+
+    producer: Connection | None = None
+
+    def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
+        self.producer = entry.producer
+        return super()._screen(entry, data)
+
+
+class ChannelSink:
+    """The in-process real-time consumer of one channel session (the face of a ``Connection``)."""
+
+    def __init__(self, hook: EventLogService, runtime: ChannelRuntime) -> None:
+        self.hook = hook
+        self.runtime = runtime
+        self.connection_id = next(_SINK_IDS)
+        self.closed = False
+        self.consuming: set[int] = set()
+        self._header: bytes | None = None
+
+    def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: Any = b"", is_buffer: bool = False) -> bool:
+        if not is_buffer:
+            return True
+        if self._header is None:
+            self._header = self.runtime.header_for_consumers()
+        self.hook.store_buffer(self.runtime, self._header, bytes(payload))
+        return True
+
+
+@dataclass
+class _Catalog:
+    """The installed channels: by (provider GUID bytes, channel byte), and per log its settings."""
+
+    specs: dict[tuple[bytes, int], ChannelSpec] = field(default_factory=dict)
+    logs: dict[str, ChannelSpec] = field(default_factory=dict)  # log -> the first channel naming it
+    registry: SchemaRegistry | None = None
+
+
+class EventLogService:
+    """The service's Event Log (see the module's docstring)."""
+
+    def __init__(self, service: TraceService, directory: Path, manifest_dirs: list[Path], *, owner: int) -> None:
+        self.service = service
+        self.store = LogStore(directory, keep_open=True)  # the loop's: appends, settings, reads for callers
+        self.render_store = LogStore(directory, keep_open=True)  # the render thread's own connections
+        self.manifest_dirs = manifest_dirs
+        self.owner = owner
+        system = service.system
+        self.readers = _gid(READERS_GROUP) if system else os.getegid()
+        self.writers = _gid(WRITERS_GROUP) if system else None
+        self.catalog = _Catalog()
+        self.sessions: dict[str, int] = {}  # reserved session name -> session id
+        self._configs: dict[str, LogConfig] = {}
+        self._losses_seen: dict[int, int] = {}
+        self._render_wanted = threading.Event()
+        self._last_store = 0.0  # monotonic: rendering waits while events keep arriving
+
+    # -- channels ------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read the installed manifests, make missing logs, start and steer the channel sessions."""
+        from openetw.store.manifests import ManifestStore
+        from openetw.tdh.registry import SchemaRegistry
+
+        manifests = []
+        for directory in self.manifest_dirs:
+            errors: list[ManifestError] = []
+            try:
+                manifests += ManifestStore(directory).load_all(errors)
+            except (OSError, ManifestError) as exc:
+                _log(f"event log: cannot read the manifests in {directory}: {exc}")
+            for error in errors:
+                _log(f"event log: {error}")
+        # The service's own stores (the machine service reads the system store only), so not
+        # build_registry's: an empty registry given their manifests, the system store's first so
+        # that the user's win (as in build_registry).
+        registry = SchemaRegistry()
+        for manifest in manifests:
+            registry.add_manifest(manifest)
+        catalog = _Catalog(registry=registry)
+        for manifest in manifests:
+            for provider in manifest.providers:
+                if provider.guid is None:
+                    continue
+                for spec in channel_specs(str(provider.guid), provider.name, list(provider.channels)):
+                    catalog.specs[(provider.guid.bytes_le, spec.channel_value)] = spec
+                    catalog.logs.setdefault(spec.log, spec)
+        if catalog.logs:  # the built-in logs exist wherever channels do
+            for log in ("Application", "System", "Security"):
+                if log not in catalog.logs:
+                    catalog.logs[log] = ChannelSpec("", "", 0, 0, log, "Admin", True, "Application" if log == "Application" else "System")
+        self.catalog = catalog
+        if catalog.logs and not self.store.directory.is_dir():
+            self.store.directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.store.directory, 0o755 if self.service.system else 0o700)
+        for log, spec in catalog.logs.items():
+            config = self.store.ensure(log, default_config(
+                log, spec.type, spec.isolation, system=self.service.system, owner=self.owner,
+                readers=self.readers if self.readers is not None else 0, writers=self.writers,
+            ))  # fmt: skip
+            os.chmod(self.store.path(log), 0o600)
+            self._configs[log] = config
+        self._steer()
+
+    def _wanted(self) -> dict[str, dict[uuid.UUID, int]]:
+        """Session name -> provider -> keyword bits, for the channels that listen now."""
+        wanted: dict[str, dict[uuid.UUID, int]] = defaultdict(dict)
+        for (guid_bytes, _), spec in self.catalog.specs.items():
+            config = self._configs.get(spec.log)
+            if config is None or not config.enabled:
+                continue
+            name = session_name(spec.type, spec.log)
+            guid = uuid.UUID(bytes_le=guid_bytes)
+            wanted[name][guid] = wanted[name].get(guid, 0) | spec.keyword_bit
+        return wanted
+
+    def _steer(self) -> None:
+        """Start the sessions now wanted, stop the others, set each one's providers."""
+        table = self.service.table
+        wanted = self._wanted()
+        for name in list(self.sessions):
+            if name not in wanted:
+                self._stop(name)
+        for name, providers in wanted.items():
+            session_id = self.sessions.get(name)
+            if session_id is None:
+                session_id = self._start(name)
+            for guid, bits in providers.items():
+                self.service.carry_out(table.enable(session_id, guid, level=LEVEL_ALL, match_any=bits))
+
+    def _start(self, name: str) -> int:
+        table = self.service.table
+        # Pools of up to 512 buffers (32 MiB) per producer: a burst waits there for the store.
+        config = SessionConfig(name=name, mode=LogMode.REAL_TIME, flush_timer=1, maximum_buffers=512)
+        owner = Caller(os.geteuid(), os.getegid())
+        now = time.time()
+        session = table.create(config, owner, now=now)
+        runtime = ChannelRuntime(session.session_id, session.logger_id, config, table)
+        runtime.on_rejected = self.service.note_rejected
+        runtime.secured_guids = self.service.provider_security.guid_bytes
+        sink = ChannelSink(self, runtime)
+        runtime.consumers[sink.connection_id] = sink  # type: ignore[assignment]
+        self.service.runtimes[session.session_id] = runtime
+        self.service.carry_out(table.start(session.session_id, now=now))
+        self.sessions[name] = session.session_id
+        return session.session_id
+
+    def _stop(self, name: str) -> None:
+        session_id = self.sessions.pop(name)
+        runtime = self.service.runtimes.get(session_id)
+        if runtime is not None:
+            runtime.drain_all()
+        table = self.service.table
+        if table.session(session_id).state is SessionState.RUNNING:
+            self.service.carry_out(table.stop(session_id, now=time.time()))
+
+    # -- storing -------------------------------------------------------------------------------
+    def store_buffer(self, runtime: ChannelRuntime, header: bytes, data: bytes) -> None:
+        """Store a buffer's events in their logs, unrendered (the render thread renders them)."""
+        producer = runtime.producer
+        caller = LogCaller(producer.caller.uid, producer.caller.gids) if producer is not None else LogCaller(os.geteuid())
+        batches: dict[str, list[NewEvent]] = defaultdict(list)
+        refused: dict[str, int] = defaultdict(int)
+        allowed: dict[str, bool] = {}
+        specs, configs, to_filetime = self.catalog.specs, self._configs, runtime.clock.to_filetime
+        computer = _hostname()
+        for facts in event_headers(data):
+            spec = specs.get((facts.provider_guid, facts.channel))
+            if spec is None:
+                continue
+            log = spec.log
+            config = configs.get(log)
+            if config is None or not config.enabled:
+                continue
+            if (config.level is not None and facts.level > config.level) or (config.keywords is not None and not facts.keyword & config.keywords):
+                continue
+            permitted = allowed.get(log)
+            if permitted is None:
+                permitted = allowed[log] = may_write(config, caller)
+            if not permitted:
+                refused[log] += 1
+                continue
+            batches[log].append(NewEvent(
+                time_created=max(0, to_filetime(facts.timestamp)), provider=spec.provider_name, event_id=facts.event_id,
+                record=facts.raw, provider_guid=spec.provider_guid, version=facts.version, level=facts.level, task=facts.task,
+                opcode=facts.opcode, keywords=facts.keyword, channel=log, computer=computer, pid=facts.pid, tid=facts.tid,
+                uid=caller.uid, activity_id=facts.activity_id, rendered=False,
+            ))  # fmt: skip
+        for log, count in refused.items():
+            self.store.note_refused(log, count)
+        for log, events in batches.items():
+            try:
+                self.store.append(log, events)
+            except EventLogError as exc:
+                _log(f"event log: {exc}")
+        if batches:
+            self._last_store = time.monotonic()
+            self._render_wanted.set()
+        self._count_losses(runtime)
+
+    # -- rendering -----------------------------------------------------------------------------
+    def start_rendering(self) -> None:
+        """A thread that renders what was stored first, a batch at a time, oldest first."""
+        thread = threading.Thread(target=self._render_loop, name="openetw-eventlog-render", daemon=True)
+        thread.start()
+
+    def _wait_for_quiet(self) -> None:
+        """Storing comes first: wait until no buffer came for RENDER_QUIET, at most RENDER_WAIT."""
+        deadline = time.monotonic() + RENDER_WAIT
+        while time.monotonic() - self._last_store < RENDER_QUIET and time.monotonic() < deadline:
+            time.sleep(RENDER_QUIET)
+
+    def _render_loop(self) -> None:
+        from openetw.eventlog.rendering import etw_renderer
+
+        while True:
+            self._render_wanted.wait(1.0)
+            self._render_wanted.clear()
+            self._wait_for_quiet()
+            registry = self.catalog.registry
+            if registry is None:
+                continue
+            render = etw_renderer(registry)
+            for log in list(self.catalog.logs):
+                try:
+                    while self.render_store.exists(log) and self.render_store.render_pending(log, render, 1000) == 1000:
+                        self._wait_for_quiet()
+                except Exception as exc:  # noqa: BLE001 - rendering never stops; the events stay stored
+                    _log(f"event log: rendering {log}: {exc}")
+
+    def _count_losses(self, runtime: SessionRuntime) -> None:
+        """Events the session lost on their way (full pools): counted in its first log."""
+        lost = self.service.table.session(runtime.session_id).statistics.events_lost
+        new = lost - self._losses_seen.get(runtime.session_id, 0)
+        if new > 0:
+            self._losses_seen[runtime.session_id] = lost
+            logs = sorted({s.log for s in self.catalog.specs.values() if session_name(s.type, s.log) == runtime.name})
+            if logs:
+                self.store.note_lost(logs[0], new)
+
+    def flush(self) -> None:
+        for session_id in self.sessions.values():
+            runtime = self.service.runtimes.get(session_id)
+            if runtime is not None:
+                runtime.drain_all()
+
+    # -- requests ------------------------------------------------------------------------------
+    def config(self, log: str) -> LogConfig:
+        if not self.store.exists(log):
+            raise EventLogError(f"no log {log!r}")
+        config = self._configs.get(log) or self.store.config(log)
+        self._configs[log] = config
+        return config
+
+    def set(self, log: str, caller: Caller, settings: dict[str, Any]) -> LogConfig:
+        config = self.config(log)
+        if not may_configure(config, LogCaller(caller.uid, caller.gids)):
+            raise AccessDenied(f"uid {caller.uid} may not change the log {log!r}")
+        try:
+            new = replace(config, **settings)
+        except TypeError as exc:
+            raise InvalidArgument(f"log_set: {exc}") from None
+        enabling = new.enabled and not config.enabled
+        self.store.set_config(log, new)
+        self._configs[log] = new
+        if enabling and new.type in ("Analytic", "Debug"):
+            self.store.clear(log)  # Windows: enabling an analytic or debug channel clears it
+        if new.enabled != config.enabled:
+            self.flush()
+            self._steer()
+        return new
+
+    def check_read(self, log: str, caller: Caller) -> ReadAccess:
+        access = read_access(self.config(log), LogCaller(caller.uid, caller.gids))
+        if access is ReadAccess.NONE:
+            raise AccessDenied(f"uid {caller.uid} may not read the log {log!r}")
+        return access
+
+
+def _log(message: str) -> None:
+    from openetw.service.server import log
+
+    log(message)
+
+
+_HOST: list[str] = []
+
+
+def _hostname() -> str:
+    if not _HOST:
+        _HOST.append(os.uname().nodename)
+    return _HOST[0]
+
+
+# -- the requests ----------------------------------------------------------------------------------
+
+
+def _hook(service: TraceService) -> EventLogService:
+    hook: EventLogService | None = getattr(service, "event_log", None)
+    if hook is None:
+        raise EventLogError("this trace service keeps no Event Log")
+    return hook
+
+
+def _log_name(message: Message) -> str:
+    value = message.body.get("log")
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{message.body.get('op')} needs \"log\" as a non-empty string")
+    return value
+
+
+_SETTABLE: dict[str, type | tuple[type, ...]] = {"enabled": bool, "retention": str, "max_size": int, "level": (int, type(None)), "keywords": (int, type(None)),
+             "owner": int, "group": int, "mode": int}  # fmt: skip
+
+
+def log_set(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    settings = message.body.get("settings")
+    if not isinstance(settings, dict):
+        raise InvalidArgument("log_set needs \"settings\" as an object")
+    for key, value in settings.items():
+        kinds = _SETTABLE.get(key)
+        if kinds is None:
+            raise InvalidArgument(f"log_set: no setting {key!r} (settings: {', '.join(_SETTABLE)})")
+        if not isinstance(value, kinds) or (kinds is int and isinstance(value, bool)):
+            raise InvalidArgument(f"log_set: {key!r} has the wrong type")
+    config = _hook(service).set(_log_name(message), connection.caller, settings)
+    return {"log": _log_name(message), "config": config.to_json()}
+
+
+def log_flush(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    hook = _hook(service)
+    hook.flush()
+    return {"sessions": sorted(hook.sessions)}
+
+
+def log_reload(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    """The installed manifests changed: channels to add, sessions to steer."""
+    hook = _hook(service)
+    hook.load()
+    return {"logs": sorted(hook.catalog.logs), "sessions": sorted(hook.sessions)}
+
+
+def log_clear(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    hook = _hook(service)
+    log = _log_name(message)
+    config = hook.config(log)
+    if not may_configure(config, LogCaller(connection.caller.uid, connection.caller.gids)):
+        raise AccessDenied(f"uid {connection.caller.uid} may not clear the log {log!r}")
+    hook.flush()
+    backup = None
+    if message.body.get("backup"):
+        fd = message.take_fd()
+        try:
+            backup = _export_to_fd(hook.store, log, fd, None)
+        finally:
+            os.close(fd)
+    return {"log": log, "cleared": hook.store.clear(log), "backup": backup}
+
+
+def log_export(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    hook = _hook(service)
+    log = _log_name(message)
+    access = hook.check_read(log, connection.caller)
+    query = message.body.get("query")
+    fd = message.take_fd()
+    try:
+        hook.flush()
+        written = _export_to_fd(hook.store, log, fd, query if isinstance(query, str) else None,
+                                own_uid=connection.caller.uid if access is ReadAccess.READ_OWN else None)  # fmt: skip
+    finally:
+        os.close(fd)
+    return {"log": log, "exported": written}
+
+
+def log_import(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    hook = _hook(service)
+    log = _log_name(message)
+    fd = message.take_fd()
+    try:
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read()
+    finally:
+        os.close(fd)
+    caller = LogCaller(connection.caller.uid, connection.caller.gids)
+    if hook.store.exists(log):
+        if not may_configure(hook.config(log), caller):
+            raise AccessDenied(f"uid {caller.uid} may not import into the log {log!r}")
+    else:
+        hook.store.create(log, LogConfig(owner=caller.uid, group=hook.readers or 0, mode=0o640, isolation="Custom", type="Operational"))
+        os.chmod(hook.store.path(log), 0o600)
+    result = import_evtx(hook.store, log, data)
+    return {"log": log, "imported": result}
+
+
+def log_query(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    """Events of a log for a caller who may not read its files (at most 10,000 per request)."""
+    hook = _hook(service)
+    log = _log_name(message)
+    access = hook.check_read(log, connection.caller)
+    hook.flush()
+    body = message.body
+    count = body.get("count")
+    limit = min(int(count), 10_000) if isinstance(count, int) and not isinstance(count, bool) else 10_000
+    after = body.get("after_record_id")
+    events = hook.store.query(
+        log, xpath=body.get("query") if isinstance(body.get("query"), str) else None, count=limit,
+        reverse=bool(body.get("reverse")), after_record_id=after if isinstance(after, int) else None,
+        own_uid=connection.caller.uid if access is ReadAccess.READ_OWN else None,
+    )  # fmt: skip
+    return {"log": log, "log_id": hook.store.info(log).log_id, "events": [e.to_json() for e in events]}
+
+
+def log_info(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
+    hook = _hook(service)
+    log = _log_name(message)
+    hook.check_read(log, connection.caller)
+    hook.flush()
+    return {"log": log, "config": hook.config(log).to_json(), "info": hook.store.info(log).to_json()}
+
+
+def import_evtx(store: LogStore, log: str, data: bytes) -> int:
+    """Append the events of an ``.evtx`` image to ``log``; returns how many were stored."""
+    from openetw.eventlog.render import from_evtx_record
+    from openetw.evtx.reader import EvtxReader
+
+    events = [from_evtx_record(record) for record in sorted(EvtxReader(data).records(), key=lambda r: r.record_id)]
+    return store.append(log, events).stored
+
+
+def _export_to_fd(store: LogStore, log: str, fd: int, query: str | None, *, own_uid: int | None = None) -> int:
+    from openetw.eventlog.export import write_evtx
+
+    with os.fdopen(os.dup(fd), "wb") as out:
+        return write_evtx(store.query(log, xpath=query, own_uid=own_uid), out)
+
+
+EVENT_LOG_HANDLERS: dict[str, Callable[[TraceService, Connection, Message], dict[str, Any] | None]] = {
+    "log_set": log_set,
+    "log_flush": log_flush,
+    "log_reload": log_reload,
+    "log_clear": log_clear,
+    "log_export": log_export,
+    "log_import": log_import,
+    "log_query": log_query,
+    "log_info": log_info,
+}
+
+
+def install_event_log(service: TraceService) -> EventLogService:
+    """Give ``service`` its Event Log (see the module's docstring) and start its channels."""
+    from openetw.store.manifests import default_data_dirs
+
+    user_dir, system_dir = default_data_dirs()
+    manifest_dirs = [system_dir / "manifests"] if service.system else [system_dir / "manifests", user_dir / "manifests"]
+    hook = EventLogService(service, default_logs_dir(service.system), manifest_dirs, owner=0 if service.system else os.geteuid())
+    service.event_log = hook  # type: ignore[attr-defined]
+    handlers = dict(service._handlers)
+    handlers.update(EVENT_LOG_HANDLERS)
+    start = handlers["start_session"]
+
+    def start_session(service: TraceService, connection: Connection, message: Message) -> dict[str, Any] | None:
+        config = message.body.get("config")
+        name = config.get("name") if isinstance(config, dict) else None
+        if isinstance(name, str) and name.casefold().startswith(SESSION_PREFIX.casefold()):
+            raise InvalidArgument(f"session names beginning {SESSION_PREFIX!r} are the Event Log's")
+        return start(service, connection, message)
+
+    handlers["start_session"] = start_session
+    service._handlers = handlers
+    hook.load()
+    hook.start_rendering()
+    return hook

@@ -1,0 +1,526 @@
+"""What the viewer shows: ``.etl`` files (through the consumer's index), ``.evtx`` files and live
+sessions, each as a ``ViewerSource``.
+
+A source answers the page's questions through its ``Columns`` (``viewer.model``) and builds
+events only for the rows on screen (``render``), the one opened (``detail``) and an export
+(``events``). An ``.etl`` file is indexed on first open in a background thread (``status``
+reports the progress); its full-text index is built once, on the first search, also with
+progress. A live session is consumed on a thread; its columns grow as events come, and
+``wait_for_more`` wakes the page's tail stream.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from openetw.errors import InvalidArgument, OpenEtwError
+from openetw.etl.clock import filetime_to_iso
+from openetw.etl.record import EventRecord
+from openetw.guids import format_guid
+from openetw.report.events import ReportEvent, decode_record
+from openetw.report.sources import LazyManifestRegistry, build_registry
+from openetw.viewer.model import Columns, level_name
+
+__all__ = ["EtlSource", "EvtxSource", "LiveSource", "ViewerSource", "event_row", "open_file"]
+
+_KERNEL_KINDS = ("system", "compact", "perfinfo")
+
+
+def _iso(filetime: int) -> str:
+    try:
+        return filetime_to_iso(int(filetime))
+    except (OverflowError, ValueError):
+        return f"FILETIME({int(filetime)})"
+
+
+def event_text(event: ReportEvent) -> str:
+    """Everything searchable about an event, lowercased: names, message and each field."""
+    parts = [event.provider_label, event.event_name or ""]
+    try:
+        parts.append(event.message or "")
+        parts.extend(f"{name}={value}" for name, value in event.text_properties().items())
+    except OpenEtwError:
+        pass
+    return " ".join(parts).lower()
+
+
+def event_message(event: ReportEvent) -> str:
+    """The rendered message, else the fields as ``name: value`` (what Event Viewer falls back to)."""
+    try:
+        message = event.message
+        if message:
+            return " ".join(str(message).split())
+        return "; ".join(f"{name}: {value}" for name, value in event.text_properties().items())
+    except OpenEtwError as error:
+        return f"(not decoded: {error})"
+
+
+def event_row(event: ReportEvent, row: int) -> dict[str, Any]:
+    """One event as the table shows it (text only: the page escapes every value)."""
+    record = event.record
+    evtx = record.kind == "evtx"
+    header: Any = record.header if evtx else None  # type: ignore[attr-defined]
+    try:
+        fields = event.text_properties()
+    except OpenEtwError:
+        fields = {}
+    return {
+        "row": row,
+        "level": int(record.level),
+        "levelName": level_name(record.level),
+        "time": _iso(record.filetime) if record.kind != "unknown" else "",
+        "filetime": str(record.filetime) if record.kind != "unknown" else "",
+        "provider": event.provider_label,
+        "event": event.event_name or "",
+        "id": int(record.id),
+        "task": int(record.task),
+        "opcode": int(record.opcode),
+        "keywords": f"0x{int(record.keyword):x}",
+        "pid": int(record.pid),
+        "tid": int(record.tid),
+        "cpu": int(getattr(record, "cpu", 0) or 0),
+        "channel": header.channel if evtx else "",
+        "user": (header.user_id or "") if evtx else "",
+        "computer": header.computer if evtx else "",
+        "process": event.process_name or "",
+        "message": event_message(event),
+        "fields": {name: str(value) for name, value in fields.items()},
+    }
+
+
+class ViewerSource:
+    """One thing the viewer shows (see the module doc)."""
+
+    kind = "source"
+    live = False
+
+    def __init__(self, source_id: str, name: str, registry: LazyManifestRegistry) -> None:
+        self.id = source_id
+        self.name = name
+        self.registry = registry
+        self.error: str | None = None
+        self.ready = threading.Event()
+        self._lock = threading.RLock()
+        self._texts: list[str] | None = None
+        self._text_progress = 0.0
+        self._text_thread: threading.Thread | None = None
+        self._searches: dict[str, np.ndarray] = {}
+
+    # -- what every source gives ---------------------------------------------------------------
+    def columns(self) -> Columns:
+        raise NotImplementedError
+
+    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+        """The decoded events of ``rows`` (in the order given)."""
+        raise NotImplementedError
+
+    def progress(self) -> float:
+        return 1.0 if self.ready.is_set() else 0.0
+
+    def lost(self) -> dict[str, int]:
+        return {"events_lost": 0, "buffers_lost": 0}
+
+    def info(self) -> dict[str, Any]:
+        text_state = "ready" if self._texts is not None else "building" if self._text_thread is not None else "none"
+        return {
+            "id": self.id, "name": self.name, "kind": self.kind, "live": self.live, "ready": self.ready.is_set(),
+            "progress": round(self.progress(), 4), "error": self.error, "events": len(self.columns()) if self.ready.is_set() else 0,
+            "text_index": {"state": text_state, "progress": round(self._text_progress, 4)}, **self.lost(),
+        }  # fmt: skip
+
+    def render(self, rows: Iterable[int]) -> list[dict[str, Any]]:
+        wanted = [int(row) for row in rows]
+        return [event_row(event, row) for event, row in zip(self.events(wanted), wanted, strict=True)]
+
+    def detail(self, row: int) -> dict[str, Any]:
+        from openetw.report.xml_format import event_xml
+
+        if not 0 <= row < len(self.columns()):
+            raise InvalidArgument(f"no event {row} in {self.name}")
+        event = next(self.events([row]))
+        out = event_row(event, row)
+        out["xml"] = event_xml(event)
+        record = event.record
+        out["activity"] = format_guid(record.activity_id) if record.activity_guid_bytes is not None else ""
+        out["version"] = int(record.version)
+        return out
+
+    # -- full-text search ------------------------------------------------------------------------
+    def _all_texts(self) -> Iterator[str]:
+        count = len(self.columns())
+        step = 2048
+        for first in range(0, count, step):
+            rows = range(first, min(count, first + step))
+            for event in self.events(rows):
+                yield event_text(event)
+            self._text_progress = min(1.0, (first + step) / max(1, count))
+
+    def text_index(self, wait: float = 0.0) -> list[str] | None:
+        """The text of every event (built once, on a thread; ``None`` while it is built)."""
+        with self._lock:
+            if self._texts is None and self._text_thread is None:
+                self._text_thread = threading.Thread(target=self._build_texts, name=f"viewer-text-{self.id}", daemon=True)
+                self._text_thread.start()
+            thread = self._text_thread
+        if self._texts is None and thread is not None and wait > 0:
+            thread.join(wait)
+        return self._texts
+
+    def _build_texts(self) -> None:
+        self.ready.wait()
+        texts = list(self._all_texts())
+        self._text_progress = 1.0
+        self._texts = texts
+
+    def search(self, needle: str) -> np.ndarray:
+        """Rows whose text holds ``needle`` (case-insensitive)."""
+        needle = needle.lower()
+        texts = self.text_index(wait=30.0)
+        if texts is None:
+            raise InvalidArgument("the text index is being built: search again when it is done")
+        found = self._searches.get(needle)
+        if found is None or len(found) != len(texts):
+            found = np.fromiter((needle in text for text in texts), dtype=bool, count=len(texts))
+            if len(self._searches) > 32:
+                self._searches.clear()
+            self._searches[needle] = found
+        count = len(self.columns())
+        if len(found) < count:  # a live source grew since: its new rows are searched as they come
+            found = np.concatenate([found, np.zeros(count - len(found), dtype=bool)])
+        return found[:count]
+
+    def xpath(self, text: str) -> np.ndarray:
+        """Rows an Event Log XPath query selects (evaluated on the columns)."""
+        from openetw.viewer.xpath import xpath_mask
+
+        return xpath_mask(text, self.columns())
+
+    def wait_for_more(self, count: int, timeout: float) -> int:
+        """The number of events, once it exceeds ``count`` or ``timeout`` seconds passed."""
+        return len(self.columns())
+
+    def close(self) -> None:
+        pass
+
+
+class EtlSource(ViewerSource):
+    """An ``.etl`` file through its index (built on first open, with progress)."""
+
+    kind = "etl"
+
+    def __init__(self, source_id: str, path: str, registry: LazyManifestRegistry) -> None:
+        super().__init__(source_id, os.path.basename(path), registry)
+        self.path = path
+        self._columns = Columns.empty()
+        self._done_rows = 0
+        self._size = max(1, os.path.getsize(path))
+        self._index: Any = None
+        self._loader: Any = None
+        threading.Thread(target=self._open, name=f"viewer-index-{source_id}", daemon=True).start()
+
+    def _open(self) -> None:
+        from openetw.consumer.index import EtlIndex
+
+        try:
+            index = EtlIndex.open(self.path)
+            self._buffer_size = max(1, int(index.header.buffer_size))
+            parts = []
+            for segment in index.segments():
+                rows = segment.records
+                parts.append(rows)
+                self._done_rows += len(rows)
+                if len(rows):
+                    buffer = int(rows["buffer"][-1])
+                    self._progress_at = buffer
+            table = np.concatenate(parts) if parts else np.zeros(0, dtype=np.dtype([]))
+            self._index = index
+            self._loader = index.loader()
+            self._columns = self._build_columns(index, table)
+        except OpenEtwError as error:
+            self.error = str(error)
+        except OSError as error:
+            self.error = f"{self.path}: {error.strerror or error}"
+        finally:
+            self.ready.set()
+
+    _progress_at = 0
+    _buffer_size = 65536
+
+    def progress(self) -> float:
+        """How far the first pass is: the last buffer indexed, as a share of the file."""
+        if self.ready.is_set():
+            return 1.0
+        return min(0.99, self._progress_at * self._buffer_size / self._size)
+
+    def _sample_event(self, row: int) -> ReportEvent:
+        record = next(self._loader.records(np.asarray([row])))
+        return decode_record(record, self.registry)
+
+    def _build_columns(self, index: Any, table: np.ndarray) -> Columns:
+        from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES
+
+        count = len(table)
+        if not count:
+            return Columns.empty()
+        kinds = table["kind"].astype(np.int64)
+        providers = table["provider"].astype(np.int64)
+        base = len(index.providers)
+        provider_cat = np.where(providers >= 0, providers, base + kinds)
+        unique_cats, first_rows = np.unique(provider_cat, return_index=True)
+        names: list[str] = []
+        code_of: dict[str, int] = {}
+        cat_code = np.zeros(int(unique_cats.max()) + 1, dtype=np.int32)
+        for cat, row in zip(unique_cats.tolist(), first_rows.tolist(), strict=True):
+            if cat >= base and KIND_NAMES[cat - base] == "unknown":
+                label = "(damaged records)"
+            elif cat >= base and KIND_NAMES[cat - base] == "wpp":
+                label = "WPP"
+            else:
+                event = self._sample_event(row)
+                label = event.provider_label
+                if cat >= base and KIND_NAMES[cat - base] in _KERNEL_KINDS:
+                    label = "Windows Kernel"
+            if label not in code_of:
+                code_of[label] = len(names)
+                names.append(label)
+            cat_code[cat] = code_of[label]
+        provider_codes = cat_code[provider_cat]
+        is_event = kinds == KIND_CODES["event"]
+        ident = np.where(is_event, table["id"].astype(np.int64), (1 << 24) | (table["hook_id"].astype(np.int64) << 8) | table["opcode"].astype(np.int64))
+        event_key = (provider_cat << 32) | ident
+        unique_keys, key_rows, inverse = np.unique(event_key, return_index=True, return_inverse=True)
+        event_names: list[str] = []
+        if len(unique_keys) <= 5000:
+            for row in key_rows.tolist():
+                sample = self._sample_event(int(row)) if kinds[row] < KIND_CODES["wpp"] else None
+                provider = names[int(provider_codes[row])]
+                if sample is not None and sample.event_name:
+                    label = f"{provider}/{sample.event_name}"
+                elif is_event[row]:
+                    label = f"{provider}/Event({int(table['id'][row])})"
+                else:
+                    label = f"{provider}/Opcode({int(table['opcode'][row])})"
+                event_names.append(label)
+        else:
+            event_names = [f"event {key:x}" for key in unique_keys.tolist()]
+        empty = np.zeros(count, dtype=np.int32)
+        return Columns(
+            time=table["filetime"].astype(np.int64), level=table["level"].astype(np.int32), provider=provider_codes,
+            event=inverse.astype(np.int32).reshape(-1), id=table["id"].astype(np.int32), task=table["task"].astype(np.int32),
+            opcode=table["opcode"].astype(np.int32), keyword=table["keyword"].astype(np.uint64), process=table["pid"].astype(np.int32),
+            thread=table["tid"].astype(np.int32), cpu=table["cpu"].astype(np.int32), channel=empty, user=empty,
+            labels={"provider": names, "event": event_names, "channel": [], "user": []},
+        )  # fmt: skip
+
+    def columns(self) -> Columns:
+        return self._columns
+
+    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+        wanted = np.asarray(list(rows), dtype=np.int64)
+        if not len(wanted):
+            return
+        order = np.argsort(wanted, kind="stable")
+        built: dict[int, ReportEvent] = {}
+        for row, record in zip(wanted[order].tolist(), self._loader.records(wanted[order]), strict=True):
+            built[row] = decode_record(record, self.registry)
+        for row in wanted.tolist():
+            yield built[row]
+
+    def records(self, rows: np.ndarray) -> Iterator[EventRecord]:
+        yield from self._loader.records(np.sort(np.asarray(rows, dtype=np.int64)))
+
+    def lost(self) -> dict[str, int]:
+        if self._index is None:
+            return {"events_lost": 0, "buffers_lost": 0}
+        header = self._index.header
+        return {"events_lost": int(header.events_lost), "buffers_lost": int(header.buffers_lost)}
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+
+
+def _coded(values: list[str], table: dict[str, int]) -> np.ndarray:
+    """Codes of ``values`` in ``table`` (new values are added to it)."""
+    return np.fromiter((table.setdefault(value, len(table)) for value in values), dtype=np.int32, count=len(values))
+
+
+class _RecordList(ViewerSource):
+    """A source whose decoded events are all held (``.evtx`` files, live sessions). Its columns
+    grow with it: only the events added since the last question are turned into columns."""
+
+    def __init__(self, source_id: str, name: str, registry: LazyManifestRegistry) -> None:
+        super().__init__(source_id, name, registry)
+        self._events: list[ReportEvent] = []
+        self._columns = Columns.empty()
+        self._tables: dict[str, dict[str, int]] = {name: {} for name in ("provider", "event", "channel", "user")}
+
+    def columns(self) -> Columns:
+        with self._lock:
+            count = len(self._events)
+            done = len(self._columns)
+            if done < count:
+                self._columns = _grown(self._columns, self._events[done:count], self._tables)
+            return self._columns
+
+    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+        events = self._events
+        for row in rows:
+            yield events[row]
+
+    def records(self, rows: np.ndarray) -> Iterator[EventRecord]:
+        for row in np.sort(np.asarray(rows, dtype=np.int64)).tolist():
+            yield self._events[row].record
+
+    def _all_texts(self) -> Iterator[str]:
+        count = len(self._events)
+        for number, event in enumerate(self._events[:count]):
+            if number % 4096 == 0:
+                self._text_progress = number / max(1, count)
+            yield event_text(event)
+
+
+def _grown(columns: Columns, events: list[ReportEvent], tables: dict[str, dict[str, int]]) -> Columns:
+    """``columns`` with ``events`` added at the end (their labels coded through ``tables``)."""
+    records = [event.record for event in events]
+    evtx = [record.header if record.kind == "evtx" else None for record in records]  # type: ignore[attr-defined]
+    count = len(records)
+
+    def ints(values: Iterable[int], dtype: Any = np.int32) -> np.ndarray:
+        return np.fromiter(values, dtype=dtype, count=count)
+
+    added = {
+        "time": ints((record.filetime for record in records), np.int64), "level": ints(record.level for record in records),
+        "provider": _coded([event.provider_label for event in events], tables["provider"]),
+        "event": _coded([f"{event.provider_label}/{event.event_name or f'Event({event.record.id})'}" for event in events], tables["event"]),
+        "id": ints(record.id for record in records), "task": ints(record.task for record in records),
+        "opcode": ints(record.opcode for record in records), "keyword": ints((record.keyword & (2**64 - 1) for record in records), np.uint64),
+        "process": ints(record.pid for record in records), "thread": ints(record.tid for record in records),
+        "cpu": ints(int(getattr(record, "cpu", 0) or 0) for record in records),
+        "channel": _coded([header.channel if header is not None else "" for header in evtx], tables["channel"]),
+        "user": _coded([(header.user_id or "") if header is not None else "" for header in evtx], tables["user"]),
+    }  # fmt: skip
+    merged = {name: np.concatenate([getattr(columns, name), values]) for name, values in added.items()}
+    return Columns(**merged, labels={name: list(table) for name, table in tables.items()})
+
+
+class EvtxSource(_RecordList):
+    """An ``.evtx`` file, read whole on open (an Event Log file is at most a few hundred MB)."""
+
+    kind = "evtx"
+
+    def __init__(self, source_id: str, path: str, registry: LazyManifestRegistry) -> None:
+        super().__init__(source_id, os.path.basename(path), registry)
+        self.path = path
+        threading.Thread(target=self._open, name=f"viewer-evtx-{source_id}", daemon=True).start()
+
+    def _open(self) -> None:
+        from openetw.consumer.evtx_source import EvtxFileSource
+
+        try:
+            source = EvtxFileSource(self.path)
+            source.open()
+            events = [decode_record(record, self.registry) for record in source.records()]
+            with self._lock:
+                self._events = events
+        except OpenEtwError as error:
+            self.error = str(error)
+        except OSError as error:
+            self.error = f"{self.path}: {error.strerror or error}"
+        finally:
+            self.ready.set()
+
+
+class LiveSource(_RecordList):
+    """A real-time session of the trace service, consumed on a thread while the viewer runs."""
+
+    kind = "session"
+    live = True
+
+    def __init__(self, source_id: str, session_name: str, registry: LazyManifestRegistry, socket: str | None = None) -> None:
+        from openetw.consumer.live import LiveSessionSource
+
+        super().__init__(source_id, session_name, registry)
+        self._more = threading.Condition(self._lock)
+        self._socket = socket
+        self._lost = {"events_lost": 0, "buffers_lost": 0}
+        self._lost_at = -10.0
+        self._live = LiveSessionSource(session_name, socket=socket)
+        self._live.open()  # a session that is not there fails here, for the page to say so
+        self.ready.set()
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._consume, name=f"viewer-live-{source_id}", daemon=True)
+        self._thread.start()
+
+    def _consume(self) -> None:
+        from openetw.tdh.context import DecodeContext
+
+        context = DecodeContext(self.registry)
+        try:
+            for record in self._live.records():
+                context.observe(record)
+                event = decode_record(record, self.registry, context)
+                with self._more:
+                    self._events.append(event)
+                    if self._texts is not None:
+                        self._texts.append(event_text(event))
+                    self._more.notify_all()
+        except OpenEtwError as error:
+            self.error = str(error)
+        except OSError as error:
+            self.error = f"the session's stream broke: {error}"
+
+    def wait_for_more(self, count: int, timeout: float) -> int:
+        with self._more:
+            if len(self._events) <= count:
+                self._more.wait(timeout)
+            return len(self._events)
+
+    def lost(self) -> dict[str, int]:
+        """The session's own counts, asked of the service (at most once a second)."""
+        now = time.monotonic()
+        if now - self._lost_at >= 1.0:
+            self._lost_at = now
+            try:
+                from openetw.controller import Session
+
+                session = Session.attach(self.name, socket=self._socket)
+                try:
+                    numbers = session.query()
+                finally:
+                    session.detach()
+                self._lost = {
+                    "events_lost": int(numbers.get("events_lost", 0) or 0),
+                    "buffers_lost": int(numbers.get("realtime_buffers_lost", 0) or 0) + int(numbers.get("log_buffers_lost", 0) or 0),
+                }
+            except (OpenEtwError, OSError):
+                pass  # the session stopped: its last counts stay
+        return dict(self._lost)
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def open_file(source_id: str, path: str, registry: LazyManifestRegistry) -> ViewerSource:
+    """An ``.etl`` or ``.evtx`` file as a source (checked readable by this user first)."""
+    from openetw.consumer.evtx_source import is_evtx_file
+
+    real = os.path.realpath(path)
+    if not os.path.isfile(real):
+        raise InvalidArgument(f"no such file: {path}")
+    if not os.access(real, os.R_OK):
+        raise InvalidArgument(f"{path}: permission denied")
+    if is_evtx_file(real):
+        return EvtxSource(source_id, real, registry)
+    return EtlSource(source_id, real, registry)
+
+
+def default_registry() -> LazyManifestRegistry:
+    """The installed manifests (the user's store first), as ``openetw dump`` reads them."""
+    return build_registry((), installed=True)

@@ -1,0 +1,84 @@
+"""LogStore: append, query, info, counters, settings, clear, and reopening from another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openetw.errors import EventLogError, InvalidArgument
+from openetw.eventlog import LogConfig, LogStore, event_xml
+from tests.eventlog.events import made_events
+
+
+def test_append_then_query_in_order_with_every_fact_kept(tmp_path: Path) -> None:
+    store = LogStore(tmp_path)
+    store.create("Application", LogConfig())
+    events = made_events(50)
+    result = store.append("Application", events)
+    assert (result.stored, result.refused) == (50, 0)
+    read = list(store.query("Application"))
+    assert [e.record_id for e in read] == list(range(1, 51))
+    for stored, new in zip(read, events, strict=True):
+        assert stored.record == new.record and stored.fields == new.fields and stored.message == new.message
+        assert (stored.keywords, stored.level, stored.provider, stored.time_created) == (new.keywords, new.level, new.provider, new.time_created)
+    newest = list(store.query("Application", reverse=True, count=3))
+    assert [e.record_id for e in newest] == [50, 49, 48]
+    after = list(store.query("Application", after_record_id=47))
+    assert [e.record_id for e in after] == [48, 49, 50]
+    assert [e.record_id for e in store.query("Application", reverse=True, after_record_id=3)] == [2, 1]
+    info = store.info("Application")
+    assert (info.records, info.oldest_record_id, info.written, info.stored, info.refused, info.lost) == (50, 1, 50, 50, 0, 0)
+    assert info.bytes > 0 and info.last_write is not None and info.last_write.endswith("Z")
+    assert "<EventRecordID>50</EventRecordID>" in event_xml(newest[0])
+
+
+def test_message_search_and_own_events(tmp_path: Path) -> None:
+    store = LogStore(tmp_path)
+    store.create("Application")
+    events = made_events(200)
+    store.append("Application", events)
+    found = [e.record_id for e in store.query("Application", text="printers")]
+    assert found == [i + 1 for i, e in enumerate(events) if "printers" in (e.message or "")]
+    mine = [e.record_id for e in store.query("Application", own_uid=1000)]
+    assert mine == [i + 1 for i, e in enumerate(events) if e.uid == 1000]
+
+
+def test_counters_clear_and_record_ids_go_on(tmp_path: Path) -> None:
+    store = LogStore(tmp_path)
+    store.create("Application")
+    store.append("Application", made_events(10))
+    store.note_lost("Application", 3)
+    store.note_refused("Application", 2)
+    assert store.clear("Application") == 10
+    store.append("Application", made_events(2))
+    info = store.info("Application")
+    assert [e.record_id for e in store.query("Application")] == [11, 12]
+    assert (info.records, info.written, info.stored, info.lost, info.refused) == (2, 17, 12, 3, 2)
+    assert info.written == info.stored + info.refused + info.lost
+
+
+def test_settings_are_kept_and_checked(tmp_path: Path) -> None:
+    store = LogStore(tmp_path)
+    store.create("My/Operational", LogConfig(retention="retain", max_size=1 << 20, mode=0o600))
+    assert store.names() == ["My/Operational"]
+    assert (tmp_path / "My%4Operational.db").is_file()
+    assert store.config("My/Operational").retention == "retain"
+    with pytest.raises(InvalidArgument, match="retention is one of"):
+        LogConfig(retention="forever")  # type: ignore[arg-type]
+    with pytest.raises(EventLogError, match="no log 'Nope'"):
+        store.info("Nope")
+
+
+def test_another_process_reads_what_was_appended(tmp_path: Path) -> None:
+    store = LogStore(tmp_path)
+    store.create("Application")
+    store.append("Application", made_events(5))
+    program = (
+        "import sys; from openetw.eventlog import LogStore;"
+        "print([e.record_id for e in LogStore(sys.argv[1]).query('Application', xpath='*[System[Level>=1]]')])"
+    )
+    out = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[1, 2, 3, 4, 5]"

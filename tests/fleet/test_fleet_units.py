@@ -1,0 +1,144 @@
+"""The fleet's parts without a server: message names, the spool's order, the collector's books."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openetw.errors import InvalidArgument
+from openetw.etl import EtlReader
+from openetw.etl.writer import header_buffer, linux_trace_clock, new_logfile_header
+from openetw.fleet.connect import StreamOptions, parse_servers
+from openetw.fleet.spool import Item, Spool
+from openetw.fleet.store import FleetStore
+from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers, parse_headers, subject_for
+
+
+def test_subjects_ids_and_headers() -> None:
+    assert subject_for("etw.{host}.{session}", "web-01.example", "My Trace") == "etw.web-01_example.My_Trace"
+    for bad in ("other.{host}", "etw.{nope}", "etw.*.{session}", "etw"):
+        with pytest.raises(InvalidArgument):
+            subject_for(bad, "h", "s")
+    headers = message_headers(host="h", session="s", start=7, sequence=3, kind=KIND_BUFFER, events=5, events_lost=2,
+                              buffers_lost=1, gap=(1, 2))  # fmt: skip
+    assert headers["Nats-Msg-Id"] == "h:s:7:3"
+    info = parse_headers(headers)
+    assert (info.key, info.sequence, info.events, info.events_lost, info.buffers_lost, info.gap) == (("h", "s", 7), 3, 5, 2, 1, (1, 2))
+    with pytest.raises(InvalidArgument):
+        parse_headers({"Openetw-Host": "h"})
+    assert parse_servers("nats://a:1,b:2") == ["nats://a:1", "nats://b:2"]
+    with pytest.raises(InvalidArgument):
+        parse_servers("http://a:1")
+    with pytest.raises(InvalidArgument):
+        StreamOptions.build("nats://a:1", user="u")  # no password
+
+
+def test_spool_keeps_order_across_memory_and_disk(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "s.spool")
+    for sequence in range(10):
+        spool.push(Item(sequence, KIND_BUFFER, bytes([sequence]) * 100, sequence, 0, 0, (sequence, sequence) if sequence == 4 else None))
+        if sequence % 3 == 0:
+            spool.spill(150)  # all but the newest item or so goes to disk
+    assert spool.spilled > 0
+    popped = [spool.pop() for _ in range(10)]
+    assert [item.sequence for item in popped if item] == list(range(10))
+    assert all(item is not None and item.payload == bytes([item.sequence]) * 100 for item in popped)
+    assert popped[4] is not None and popped[4].gap == (4, 4)
+    assert spool.pop() is None
+    spool.close()
+    assert not (tmp_path / "s.spool").exists()
+
+
+def test_store_drops_duplicates_and_survives_a_crash(tmp_path: Path) -> None:
+    header = header_buffer(new_logfile_header(clock=linux_trace_clock(), buffer_size=4096, logger_name="S"), 1)
+    store = FleetStore(tmp_path, rotate_bytes=4096 * 3)
+    info = lambda kind, seq, events=0: parse_headers(message_headers(  # noqa: E731
+        host="h", session="S", start=1, sequence=seq, kind=kind, events=events, events_lost=0, buffers_lost=0))
+    payload = bytes(4096)
+    assert store.add(info(KIND_BUFFER, 1, 3), payload) == "later"  # before its header
+    assert store.add(info(KIND_HEADER, 0), header) == "written"
+    for sequence in (1, 2, 3):
+        assert store.add(info(KIND_BUFFER, sequence, 3), payload) == "written"
+    assert store.add(info(KIND_BUFFER, 2, 3), payload) == "duplicate"
+    store.commit()
+    assert store.add(info(KIND_BUFFER, 4, 3), payload) == "written"  # not committed: a crash loses it
+    store.close()
+
+    again = FleetStore(tmp_path, rotate_bytes=4096 * 3)
+    assert again.add(info(KIND_BUFFER, 3, 3), payload) == "duplicate"
+    assert again.add(info(KIND_BUFFER, 4, 3), payload) == "written"
+    assert again.add(info(KIND_BUFFER, 6, 3), payload) == "written"
+    assert again.add(info(KIND_END, 7), b"") == "written"
+    again.commit()
+    report = again.report()
+    (session,) = report["sessions"]
+    assert (session["buffers"], session["events"], session["gaps"], session["gap_ranges"]) == (5, 15, 1, [[5, 5]])
+    assert len(session["files"]) == 3  # header + 2 buffers per file: rotated
+    sizes = [(tmp_path / name).stat().st_size for name in session["files"]]
+    assert sizes == [4096 * 3, 4096 * 3, 4096 * 2]
+    with EtlReader(tmp_path / session["files"][0], strict=False) as reader:  # zero-filled buffers: only the header matters
+        assert reader.header.buffers_written == 3
+    again.close()
+
+
+def test_command_line_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from openetw.cli.main import main
+
+    assert main(["session", "start", "X", "--subject", "etw.{host}", "--socket", str(tmp_path / "none.sock")]) == 2
+    assert "go with --stream" in capsys.readouterr().err
+    assert main(["collect", "nats://127.0.0.1:1", "-o", str(tmp_path / "out"), "--to", "etl,csv"]) == 2
+    assert "unknown output csv" in capsys.readouterr().err
+    assert main(["fleet", "status", str(tmp_path / "nothing-here")]) == 2
+    assert main(["trace", "--host", "a", "-p", "X"]) == 2
+    assert "go with --stream" in capsys.readouterr().err
+
+
+def test_deploy_examples_are_valid_server_configurations() -> None:
+    import subprocess
+
+    from tests.fleet.harness import need_nats_server
+
+    need_nats_server()
+    from openetw.testing.nats_cluster import find_nats_server
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "fleet"
+    for name in ("etw-n1.conf", "etw-n2.conf", "etw-n3.conf"):
+        done = subprocess.run([str(find_nats_server()), "-c", str(deploy / name), "-t"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+
+
+def test_event_log_batch_appended_once_across_a_crash(tmp_path: Path) -> None:
+    """The books announce a batch before it goes to the Event Log; a collector that stopped
+    right after (or right before) the append appends it once when it starts again."""
+    from openetw.fleet.to_log import FORWARDED_LOG
+    from tests.conftest import corpus_path
+
+    data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
+    header, buffer = data[:8192], data[8192:16384]
+
+    def info(kind: str, sequence: int) -> object:
+        return parse_headers(message_headers(host="h", session="S", start=1, sequence=sequence, kind=kind, events=6,
+                                             events_lost=0, buffers_lost=0))  # fmt: skip
+
+    store = FleetStore(tmp_path, outputs=frozenset({"etl", "log"}))
+    store.add(info(KIND_HEADER, 0), header)  # type: ignore[arg-type]
+    store.add(info(KIND_BUFFER, 1), buffer)  # type: ignore[arg-type]
+    store.commit()
+    logged = store.log.written()
+    assert logged == 6
+    # The next batch: announced in the books, then the collector stops before the append.
+    store.add(info(KIND_BUFFER, 2), buffer)  # type: ignore[arg-type]
+
+    def stop_here(events: object) -> None:
+        raise SystemExit("the collector stops here")
+
+    store.log.append = stop_here
+    with pytest.raises(SystemExit):
+        store.commit()
+    store.close()
+    again = FleetStore(tmp_path, outputs=frozenset({"etl", "log"}))
+    assert again.log.written() == 12  # appended on start, once
+    again.close()
+    assert FleetStore(tmp_path, outputs=frozenset({"etl", "log"})).log.written() == 12  # and never again
+    assert sum(1 for _ in again.log.store.query(FORWARDED_LOG)) == 12
