@@ -15,8 +15,10 @@
     = in file + lost. Goal on the compiled core: <= 0.1% lost.
 (c) The kernel session's reader: CPU per event read at the highest rate this machine offers
     (a getppid loop and more, see bench_kernel.py) next to ``perf record`` on the same
-    tracepoints, run by bench_kernel.py's code (root and tracefs only). The tracefs page decoder
-    has no compiled twin yet: this row is the pure decoder's.
+    tracepoints, run by bench_kernel.py's code (root and tracefs only), per engine. Before it,
+    offline, the tracefs page decoder alone per engine: ``decode_batch`` over bench_kernel.py's
+    captured pages (lean dicts, system calls column-wise, as the session decodes), and the same
+    pages decoded, mapped and written to a file, in ns of the thread's CPU per event.
 
 Usage: python benchmarks/bench_native_write.py [--writes 200000] [--repeat 3] [--seconds 5] [--parts abc]
 """
@@ -223,29 +225,90 @@ def producers_flat_out(count: int, seconds: float, runs: int) -> None:
 # -- (c) kernel reader against perf record -------------------------------------------------------------
 
 
-def kernel_reader(seconds: float) -> None:
+def decoder_cost_child(repeat: int) -> dict[str, float]:
+    """This process's engine: ns of thread CPU per event of the page decoder, and of decode + map + write."""
+    import bench_kernel as K
+
+    from openetw.kernel import KernelEventMapper
+    from openetw.kernel.ringbuffer import FixedLayouts
+
+    parser, decoder = K.P.captured_parser(), K.P.captured_decoder()
+    lean = type(decoder)(decoder.formats.values(), fields=KernelEventMapper(K.FLAGS).fields_used())
+    fixed = FixedLayouts(lean, KernelEventMapper(K.FLAGS).fixed_events())
+    by_cpu: dict[int, list[bytes]] = {}
+    for cpu, raw in K.P.captured_pages() * K.COPIES:
+        by_cpu.setdefault(cpu, []).append(raw)
+
+    def decode(with_fixed: Any) -> Any:
+        def run() -> int:
+            out: list[Any] = []
+            events = 0
+            for cpu, pages in by_cpu.items():
+                result = parser.decode_batch(pages, cpu, lean, out, with_fixed)
+                events += 0 if result.fixed is None else len(result.fixed)
+            return events + len(out)
+        return run
+
+    def decode_map_write() -> int:
+        writer = K._writer()
+        mapper = KernelEventMapper(K.FLAGS)
+        out: list[Any] = []
+        events = 0
+        for cpu, pages in by_cpu.items():
+            result = parser.decode_batch(pages, cpu, lean, out, fixed)
+            if result.fixed is not None:
+                block, row_size, timestamps = mapper.map_fixed(result.fixed)
+                events += writer.write_block(block, cpu, row_size, timestamps)
+        out.sort(key=lambda event: event[0])
+        mapper.map_events(out, writer.write, writer.write_raw)
+        writer.close()
+        return events + len(out)
+
+    costs = {}
+    for label, fn in (("decode, system calls column-wise", decode(fixed)), ("decode, every event a dict", decode(None)),
+                      ("decode + map + write to a file", decode_map_write)):  # fmt: skip
+        seconds, events = K.best_of(fn, repeat, clock=time.thread_time)
+        costs[label] = seconds / events * 1e9
+    return costs
+
+
+def kernel_reader(seconds: float, repeat: int) -> None:
     import bench_kernel as K
 
     from openetw.kernel import find_tracefs
 
+    offline: dict[str, dict[str, float]] = {}
+    for engine in ENGINES:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", "decoder", "--repeat", str(repeat)],
+            env=_engine_env(engine), capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        offline[engine] = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
+    rows = [[label, f"{offline['native'].get(label, 0):,.0f}", f"{offline['python'].get(label, 0):,.0f}",
+             f"{offline['python'].get(label, 0) / max(offline['native'].get(label, 1), 1e-9):.1f}x"]
+            for label in offline["python"]]  # fmt: skip
+    print("\n(c) the tracefs page decoder offline (captured pages), thread CPU ns per event")
+    print(table(["work", "native", "pure", "pure/native"], rows))
     if os.geteuid() != 0 or find_tracefs() is None:
         print("\n(c) kernel reader: skipped (needs root and tracefs)")
         return
     rows = []
-    for flag_set in ("no syscall", "all"):
-        done = subprocess.run(
-            [sys.executable, K.__file__, "--live-one", "boosted", "--flag-set", flag_set, "--seconds", str(seconds), "--rate", "0"],
-            capture_output=True, text=True, start_new_session=True, check=False,
-        )  # fmt: skip
-        if done.returncode:
-            rows.append([f"KernelSession ({flag_set})", "failed", "", "", "", ""])
-            continue
-        r = json.loads(done.stdout.strip().splitlines()[-1])
-        total = r["events_read"] + r["events_lost"]
-        read_rate = r["events_read"] / r["duration"]
-        per_event = r["cpu_percent"] / 100 / read_rate * 1e9 if read_rate else 0.0
-        rows.append([f"KernelSession ({flag_set}), pure decoder", f"{total / r['duration'] / 1e3:,.0f}k", f"{read_rate / 1e3:,.0f}k",
-                     f"{100 * r['events_lost'] / max(total, 1):.1f}%", f"{r['cpu_percent']:.0f}%", f"{per_event:.0f}"])  # fmt: skip
+    for engine in ENGINES:
+        for flag_set in ("no syscall", "all"):
+            done = subprocess.run(
+                [sys.executable, K.__file__, "--live-one", "boosted", "--flag-set", flag_set, "--seconds", str(seconds), "--rate", "0"],
+                capture_output=True, text=True, start_new_session=True, check=False, env=_engine_env(engine),
+            )  # fmt: skip
+            label = f"KernelSession ({flag_set}), {engine}"
+            if done.returncode:
+                rows.append([label, "failed", "", "", "", ""])
+                continue
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            total = r["events_read"] + r["events_lost"]
+            read_rate = r["events_read"] / r["duration"]
+            per_event = r["cpu_percent"] / 100 / read_rate * 1e9 if read_rate else 0.0
+            rows.append([label, f"{total / r['duration'] / 1e3:,.0f}k", f"{read_rate / 1e3:,.0f}k",
+                         f"{100 * r['events_lost'] / max(total, 1):.2f}%", f"{r['cpu_percent']:.0f}%", f"{per_event:.0f}"])  # fmt: skip
     for tool in K.tools(seconds, 0):
         rows.append([f"{tool[0]} (tracepoints of 'all')", "", tool[1], tool[2], tool[4], ""])
     print(f"\n(c) kernel trace, the load flat out for {seconds:g} s (bench_kernel.py's load); CPU in % of one core")
@@ -260,10 +323,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of each run in (b) and (c)")
     parser.add_argument("--runs", type=int, default=1, help="runs per engine in (b)")
     parser.add_argument("--parts", default="abc", help="which measurements: any of a, b, c")
-    parser.add_argument("--child", choices=("cost",), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("cost", "decoder"), help=argparse.SUPPRESS)
     args, _ = parser.parse_known_args()
     if args.child == "cost":
         print(json.dumps(write_cost_child(args.writes, args.repeat)))
+        return
+    if args.child == "decoder":
+        print(json.dumps(decoder_cost_child(args.repeat)))
         return
     print(f"write side, compiled core against the pure path; {machine_note()}")
     if "a" in args.parts:
@@ -271,7 +337,7 @@ def main() -> None:
     if "b" in args.parts:
         producers_flat_out(args.producers, args.seconds, args.runs)
     if "c" in args.parts:
-        kernel_reader(args.seconds)
+        kernel_reader(args.seconds, args.repeat)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 2. The "Sample Driver" of the walkthrough: a private trace service; its manifest compiled by
    ``openetw mc``; two sessions (one to a file and a live view, one admitting SampleEventA only);
    the driver program in its own process; its events shown live with their messages; the report;
-   what the second session got. Nothing is left running, whatever happens.
+   what the second session got; the manifest installed, so the driver's System-channel events
+   also land in the Event Log's System log, read back at the end. Nothing is left running,
+   whatever happens.
 """
 
 from __future__ import annotations
@@ -196,11 +198,15 @@ def sample_driver(workdir: Path) -> None:
 
     title("The Sample Driver: ETW's kernel-mode driver walkthrough, on Linux")
     say(f"manifest: {DRIVER / 'evntdrv.xml'} (provider \"Sample Driver\" {PROVIDER_GUID}, events StartEvent, SampleEventA, UnloadEvent)")
+    os.environ["OPENETW_DATA_DIR"] = str(workdir / "data")  # the demo's own manifest store and Event Log
     with private_service(workdir):
         generated = workdir / "generated"
         say("\nStep 3 of the walkthrough, Mc.exe: the manifest becomes code (here, a Python module)")
         openetw("mc", str(DRIVER / "evntdrv.xml"), "-o", str(generated))
         events = load_generated(generated)
+
+        say("\nStep 5, install the manifest: its System channel now always listens, no trace session needed")
+        openetw("manifest", "install", str(DRIVER / "evntdrv.xml"))
 
         trace_file, filtered_file = workdir / "sample_driver.etl", workdir / "only_irp_a.etl"
         say("\nStep 7, test the driver: two trace sessions enable the provider before it starts")
@@ -233,6 +239,11 @@ def sample_driver(workdir: Path) -> None:
         say(f"OnlyIrpA:          {sum(filtered.values())} events ({', '.join(f'{n} {name}' for name, n in sorted(filtered.items()))})")
         if set(filtered) != {"SampleEventA"} or filtered["SampleEventA"] != full["SampleEventA"]:
             raise SystemExit("the filtered session did not get exactly the SampleEventA events")
+
+        title("Step 8, view the results: the driver's System-channel events in the Event Log")
+        openetw("log", "flush")
+        openetw("log", "query", "System", "--format", "text")
+        say(f"\nthe System log: {workdir / 'data' / 'logs'} (`openetw log query System` reads it, service up or down)")
 
 
 def main() -> None:

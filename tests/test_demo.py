@@ -30,6 +30,7 @@ def processes_mentioning(text: str) -> list[int]:
 def test_the_demo_tells_the_story_and_leaves_nothing_running(tmp_path: Path) -> None:
     env = dict(os.environ, TMPDIR=str(tmp_path))
     env.pop("OPENETW_SOCKET", None)
+    env.pop("OPENETW_DATA_DIR", None)
     result = subprocess.run(
         [sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True, timeout=180, env=env, cwd=REPO,
     )  # fmt: skip
@@ -39,4 +40,7 @@ def test_the_demo_tells_the_story_and_leaves_nothing_running(tmp_path: Path) -> 
         assert any(f'"{message}"' in line for line in live), (message, result.stdout)
     assert "OnlyIrpA:          3 events (3 SampleEventA)" in result.stdout
     assert "the .etl file:" in result.stdout
+    system_log = result.stdout.split("$ openetw log query System", 1)[1].split("the System log:", 1)[0]
+    assert [line.split(": ", 1)[1] for line in system_log.splitlines() if "Sample Driver" in line] == [
+        "Driver Loaded", "IRP A Occurred", "IRP A Occurred", "IRP A Occurred", "Driver Unloaded"]
     assert processes_mentioning(str(tmp_path)) == []

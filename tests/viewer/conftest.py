@@ -57,7 +57,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"viewer screenshots: {path}")
 
 
-@pytest.fixture(scope="session")
+# Per package: Playwright's sync API keeps an event loop running on this thread while it is open,
+# and tests elsewhere call asyncio.run.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
         _unavailable(f"{CHROMIUM} is not installed (Debian package chromium)")

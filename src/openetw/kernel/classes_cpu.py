@@ -71,6 +71,18 @@ assert F.aligned(_SYSCALL_EXIT_RAW.size) == _SYSCALL_ROW_SIZE  # Enter and Exit 
 _FIXED_FIELDS: Mapping[str, tuple[str, ...]] = {"sys_enter": ("id",), "sys_exit": ("ret",)}
 
 
+def _word0(size: int, hook: int) -> np.uint64:
+    """The first eight bytes of a system call row (the header up to SystemTime) as one u64."""
+    row = np.zeros(1, dtype=_SYSCALL_ROW)
+    row["version"], row["header_type"], row["flags"], row["size"], row["hook"] = SYSCALL_VERSION, _PERFINFO64, _TYPED, size, hook
+    word: np.uint64 = row.view("<u8")[0]
+    return word
+
+
+assert _SYSCALL_ROW_SIZE == 24 and _P.offset("SystemTime") == 8 and _P.size == 16  # three u64 words per row
+_SYSCALL_WORD0 = (_word0(_SYSCALL_ENTER_RAW.size, _SYSCALL_ENTER_HOOK), _word0(_SYSCALL_EXIT_RAW.size, _SYSCALL_EXIT_HOOK))
+
+
 class CpuEvents(MapperState):
     """Context switches, system calls (one by one or column-wise) and page faults."""
 
@@ -99,18 +111,16 @@ class CpuEvents(MapperState):
             self.unmapped += int(count - np.count_nonzero(mapped))
             is_enter, timestamps = is_enter[mapped], timestamps[mapped]
             count = len(timestamps)
-        rows = np.empty(count, dtype=_SYSCALL_ROW)
-        rows["version"] = SYSCALL_VERSION
-        rows["header_type"] = _PERFINFO64
-        rows["flags"] = _TYPED
-        rows["size"] = np.where(is_enter, _SYSCALL_ENTER_RAW.size, _SYSCALL_EXIT_RAW.size)
-        rows["hook"] = np.where(is_enter, _SYSCALL_ENTER_HOOK, _SYSCALL_EXIT_HOOK)
-        rows["timestamp"] = timestamps
+        # A row is three little-endian u64 words: the header's first eight bytes (one of two
+        # values), the time, then Id or Status (+ padding).
+        rows = np.empty((count, 3), dtype="<u8")
+        rows[:, 0] = np.where(is_enter, _SYSCALL_WORD0[0], _SYSCALL_WORD0[1])
+        rows[:, 1] = timestamps
         zero = np.zeros(len(kinds), dtype=np.uint64)
         ids = events.columns.get("id", zero)
         status = events.columns.get("ret", zero) & np.uint64(0xFFFFFFFF)
         values = np.where(events.kinds == enter, ids, status)
-        rows["value"] = values if len(values) == count else values[mapped]
+        rows[:, 2] = values if len(values) == count else values[mapped]
         return rows.tobytes(), _SYSCALL_ROW_SIZE, timestamps
 
 

@@ -170,6 +170,7 @@ class EventDecoder:
         self.formats: dict[int, EventFormat] = {}
         self._type_reader: tuple[struct.Struct, int] | None = None
         self._fields = {name: frozenset(names) for name, names in (fields or {}).items()}
+        self._native_plan: list[Any] | None = None  # what the compiled page decoder is given (ringbuffer_plan.py)
         for fmt in formats:
             self.add(fmt)
 
@@ -183,6 +184,7 @@ class EventDecoder:
         elif self._type_reader[1] != reader[1] or self._type_reader[0].format != reader[0].format:
             raise TraceDataError(f"event {fmt.name} places common_type differently", structure="format")
         self._compiled[fmt.id] = _CompiledFormat(fmt, self._fields.get(fmt.name))
+        self._native_plan = None
         self.formats[fmt.id] = fmt
 
     @property

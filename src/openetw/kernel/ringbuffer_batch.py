@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from openetw import _native
 from openetw.errors import TraceDataError
 from openetw.kernel.event_decoder import EventDecoder
+from openetw.kernel.ringbuffer_plan import decoder_plan, fixed_plan, page_params
 from openetw.kernel.tracefs_format import ABS_TIME_TOP_BITS, COMMIT_LENGTH_MASK, INTEGER
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class FixedLayouts:
         self.ids = tuple(ids)
         self.field_names = tuple(dict.fromkeys(field[0] for kind in kinds for field in kind.fields))
         self._min_payload = np.array([kind.min_payload for kind in kinds], dtype=np.int64)
+        self._native_plan: Any = None  # what the compiled page decoder is given (ringbuffer_plan.py)
         self._table = np.full(max(ids, default=0) + 1, -1, dtype=np.int64)
         for index, event_id in enumerate(ids):
             self._table[event_id] = index
@@ -162,6 +165,9 @@ def decode_batch(
     parser: PageParser, pages: Sequence[bytes], cpu: int, decoder: EventDecoder,
     out: list[tuple[int, int, str, dict[str, Any]]], fixed: FixedLayouts | None,
 ) -> BatchResult:  # fmt: skip
+    native = _native.module("_tracefs")
+    if native is not None and _native_layout(parser):
+        return _decode_native(native, parser, pages, cpu, decoder, out, fixed)
     hp, he = parser.header_page, parser.header_event
     data_start = hp.data_offset
     padded = [page if not len(page) % 4 else page + bytes(4 - len(page) % 4) for page in pages]
@@ -340,4 +346,33 @@ def decode_batch(
                     else:
                         columns[field][mask] = _gather(joined, where + offset, size, is_signed)
         batch = FixedEvents(cpu, fixed.names, kinds, stamp_array[chosen], columns, signed)
+    return BatchResult(batch, discarded, unknown, damaged, page_errors, last_timestamps)
+
+
+def _native_layout(parser: PageParser) -> bool:
+    """Whether the compiled decoder takes this page header: its fields before the 4-aligned data."""
+    hp = parser.header_page
+    commit_size = 8 if hp.commit_size == 8 else 4
+    return hp.timestamp_offset + 8 <= hp.data_offset and hp.commit_offset + commit_size <= hp.data_offset and not hp.data_offset % 4
+
+
+def _decode_native(
+    native: Any, parser: PageParser, pages: Sequence[bytes], cpu: int, decoder: EventDecoder,
+    out: list[tuple[int, int, str, dict[str, Any]]], fixed: FixedLayouts | None,
+) -> BatchResult:  # fmt: skip
+    """:func:`decode_batch` by the compiled twin (``openetw._native._tracefs``): the same result."""
+    columns_plan = fixed_plan(fixed)
+    raw, discarded, unknown, damaged, page_errors, last_timestamps = native.decode_batch(
+        pages if isinstance(pages, list) else list(pages), cpu, page_params(parser, decoder), decoder_plan(decoder),
+        columns_plan, out,
+    )  # fmt: skip
+    batch = None
+    if raw is not None:
+        assert fixed is not None
+        kinds_raw, times_raw, column_raw = raw
+        signed = {(index, field): is_signed for index, spec in enumerate(fixed.kinds) for field, _, _, is_signed in spec.fields}
+        columns = {name: np.frombuffer(column, dtype=np.uint64) for name, column in zip(fixed.field_names, column_raw, strict=True)}
+        batch = FixedEvents(
+            cpu, fixed.names, np.frombuffer(kinds_raw, dtype=np.int64), np.frombuffer(times_raw, dtype=np.int64), columns, signed,
+        )  # fmt: skip
     return BatchResult(batch, discarded, unknown, damaged, page_errors, last_timestamps)

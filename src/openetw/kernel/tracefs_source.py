@@ -21,6 +21,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from openetw import _native
 from openetw.errors import SessionError, TraceDataError
 from openetw.kernel.ringbuffer import EventDecoder, FixedEvents, FixedLayouts, PageParser
 from openetw.kernel.source import RawKernelEvent
@@ -191,8 +192,8 @@ class TracefsSource:
     def _decode(self, pages: list[tuple[int, bytes]]) -> list[RawKernelEvent]:
         parser, decoder = self._parser, self._decoder
         assert parser is not None and decoder is not None
-        if self._fixed_layouts is not None:
-            return self._decode_batches(pages)
+        if self._fixed_layouts is not None or (_native.module("_tracefs") is not None and isinstance(parser, PageParser)):
+            return self._decode_batches(pages)  # the compiled decoder walks whole batches of pages
         decode_into = parser.decode_into
         counts = self._counts
         events: list[RawKernelEvent] = []
@@ -222,7 +223,7 @@ class TracefsSource:
         return events
 
     def _decode_batches(self, pages: list[tuple[int, bytes]]) -> list[RawKernelEvent]:
-        """:meth:`_decode` with the fixed events column-wise: the pages of each CPU at once."""
+        """:meth:`_decode` with the fixed events (if any) column-wise: the pages of each CPU at once."""
         parser, decoder = self._parser, self._decoder
         assert parser is not None and decoder is not None
         by_cpu: dict[int, list[bytes]] = {}
@@ -236,12 +237,17 @@ class TracefsSource:
             result = parser.decode_batch(cpu_pages, cpu, decoder, events, self._fixed_layouts)  # type: ignore[arg-type]
             if result.fixed is not None:
                 self._fixed_read.append(result.fixed)
-            for page, last in zip(cpu_pages, result.last_timestamps, strict=True):
-                if reader is not None and reader.is_partial(page):
+            if reader is not None:
+                # Only the newest page that sets or clears the hold counts: walk back to it.
+                for page, last in zip(reversed(cpu_pages), reversed(result.last_timestamps), strict=True):
+                    if not reader.is_partial(page):
+                        partial_last.pop(cpu, None)
+                        break
                     if last is not None:
                         partial_last[cpu] = last
-                else:
-                    partial_last.pop(cpu, None)
+                        break
+            elif cpu_pages:
+                partial_last.pop(cpu, None)
             counts["discarded_events"] += result.discarded
             counts["unknown_events"] += result.unknown
             counts["page_errors"] += result.damaged + result.page_errors

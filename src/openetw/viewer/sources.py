@@ -12,6 +12,7 @@ progress. A live session is consumed on a thread; its columns grow as events com
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -512,7 +513,13 @@ def open_file(source_id: str, path: str, registry: LazyManifestRegistry) -> View
     from openetw.consumer.evtx_source import is_evtx_file
 
     real = os.path.realpath(path)
-    if not os.path.isfile(real):
+    try:
+        is_file = stat.S_ISREG(os.stat(real).st_mode)
+    except PermissionError:  # a folder on the way this user may not enter
+        raise InvalidArgument(f"{path}: permission denied") from None
+    except OSError:
+        is_file = False
+    if not is_file:
         raise InvalidArgument(f"no such file: {path}")
     if not os.access(real, os.R_OK):
         raise InvalidArgument(f"{path}: permission denied")
