@@ -82,3 +82,32 @@ def test_another_process_reads_what_was_appended(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[1, 2, 3, 4, 5]"
+
+
+def test_records_stored_as_tuples_read_back_as_events_and_render_once(tmp_path: Path) -> None:
+    from openetw.eventlog.store import RECORD_COLUMNS, row_of
+
+    store = LogStore(tmp_path)
+    store.create("Application", LogConfig())
+    events = made_events(30)
+    for event in events:
+        event.fields, event.message, event.rendered = None, None, False
+    store.append("Application", events[:10])  # as objects, then as tuples of RECORD_COLUMNS
+    store.clear("Application")  # record ids go on after a clear: the first tuple takes 11
+    columns = [dict(zip(("time_created", "provider", "provider_guid", "event_id", "version", "level", "task", "opcode", "keywords",
+                         "channel", "computer", "pid", "tid", "user_sid", "uid", "activity_id", "format", "record"), row_of(e)[:18], strict=True))
+               for e in events[10:]]  # fmt: skip
+    result = store.append_rows("Application", [tuple(c[name] for name in RECORD_COLUMNS) for c in columns], records=True)
+    assert result.stored == 20 and store.pending("Application") == 20
+    read = list(store.query("Application"))
+    assert [e.record_id for e in read] == list(range(11, 31))
+    for stored, new in zip(read, events[10:], strict=True):
+        assert (stored.record, stored.provider, stored.level, stored.keywords, stored.uid, stored.format, stored.rendered) == (
+            new.record, new.provider, new.level, new.keywords, new.uid, "etw", False)
+    assert store.render_pending("Application", lambda e: ({"n": e.record_id}, f"message {e.record_id}"), 15) == 15
+    assert store.pending("Application") == 5
+    assert store.render_pending("Application", lambda e: (None, f"message {e.record_id}")) == 5
+    assert store.pending("Application") == 0 and store.render_pending("Application", lambda e: (None, None)) == 0
+    assert [e.record_id for e in store.query("Application", text="message")] == list(range(11, 31))
+    info = store.info("Application")
+    assert (info.written, info.stored, info.records) == (30, 30, 20)

@@ -41,7 +41,7 @@ from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import Decision, budget, decide, wal_pages
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
-__all__ = ["SCHEMA", "LogStore", "Row", "now_filetime", "row_of"]
+__all__ = ["RECORD_COLUMNS", "SCHEMA", "LogStore", "Row", "now_filetime", "row_of"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events(
@@ -82,6 +82,15 @@ _COLUMNS = (
 )  # fmt: skip
 _INSERT = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {', '.join('?' * len(_COLUMNS))})"
 _INSERT_NEXT = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # record_id: max + 1
+# An ETW record stored first and rendered later: fewer values to bind per event (SQLite's binding
+# costs per value), the constant columns written in the statement.
+RECORD_COLUMNS = (
+    "time_created", "provider", "provider_guid", "event_id", "version", "level", "task", "opcode", "keywords",
+    "channel", "computer", "pid", "tid", "uid", "activity_id", "record",
+)  # fmt: skip
+_RECORD_VALUES = ", ".join("?" if c in RECORD_COLUMNS else {"format": "'etw'", "rendered": "0"}.get(c, "NULL") for c in _COLUMNS)
+_INSERT_RECORD = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {_RECORD_VALUES})"
+_INSERT_RECORD_NEXT = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({_RECORD_VALUES})"
 _INSERT_TEXT = "INSERT INTO messages(rowid, message) SELECT record_id, message FROM events WHERE record_id > ? AND message IS NOT NULL"
 _CHUNK = 4096
 _MESSAGE = _COLUMNS.index("message")
@@ -288,9 +297,10 @@ class LogStore:
         database; ``lost``: events counted lost on their way (added to ``written`` and ``lost``)."""
         return self.append_rows(log, [_row(event) for event in events], lost=lost)
 
-    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0) -> AppendResult:
+    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0, records: bool = False) -> AppendResult:
         """``append`` of events already made rows (``row_of``, or tuples built in that order
-        by a writer that stores many: no event object per event)."""
+        by a writer that stores many: no event object per event). ``records``: the rows hold
+        ``RECORD_COLUMNS`` only, ETW records stored unrendered (the cheapest to store)."""
         batch = rows
         result = AppendResult()
         path = self.path(log)
@@ -303,7 +313,7 @@ class LogStore:
             self._add_counter(db, "lost", lost)
             position = 0
             while position < len(batch):
-                position = self._store_from(db, log, config, batch, position, result)
+                position = self._store_from(db, log, config, batch, position, result, records)
                 if position < len(batch):  # auto-backup: archive this database, go on in a new one
                     db.execute("COMMIT")
                     self._release(db)
@@ -358,23 +368,25 @@ class LogStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return int(pages * page)
 
-    def _insert(self, db: sqlite3.Connection, rows: list[Row]) -> None:
+    def _insert(self, db: sqlite3.Connection, rows: list[Row], records: bool = False) -> None:
         """Insert with the next record ids (ids never go back, even after a clear): the first
         row with its id when it is past SQLite's next, the others take max + 1 from SQLite."""
         if not rows:
             return
         last = db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0]
         first = max(last + 1, int(self._meta(db, "next_record_id") or 1))
+        insert, insert_next = (_INSERT_RECORD, _INSERT_RECORD_NEXT) if records else (_INSERT, _INSERT_NEXT)
         if first == last + 1:
-            db.executemany(_INSERT_NEXT, rows)
+            db.executemany(insert_next, rows)
         else:
-            db.execute(_INSERT, (first, *rows[0]))
-            db.executemany(_INSERT_NEXT, rows[1:] if len(rows) > 1 else ())
-        if any(row[_MESSAGE] is not None for row in rows):
+            db.execute(insert, (first, *rows[0]))
+            db.executemany(insert_next, rows[1:] if len(rows) > 1 else ())
+        if not records and any(row[_MESSAGE] is not None for row in rows):
             db.execute(_INSERT_TEXT, (first - 1,))
         self._set_meta(db, "next_record_id", str(first + len(rows)))
 
-    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult) -> int:
+    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult,
+                    records: bool = False) -> int:  # fmt: skip
         """Store from ``batch[start:]``; returns where it stopped (the end, or where an auto-backup
         log is full)."""
         page = db.execute("PRAGMA page_size").fetchone()[0]
@@ -385,7 +397,7 @@ class LogStore:
             if config.retention == "circular":  # make room first: the files never pass the bound
                 result.overwritten += self._drop_oldest(db, limit - self._estimate(db, len(chunk)))
             db.execute("SAVEPOINT chunk")
-            self._insert(db, chunk)
+            self._insert(db, chunk, records)
             decision = decide(config.retention, self._used(db), limit)
             if decision is Decision.WRITE:
                 db.execute("RELEASE chunk")
@@ -404,7 +416,7 @@ class LogStore:
             fitted = 0
             for event in chunk:
                 db.execute("SAVEPOINT one")
-                self._insert(db, [event])
+                self._insert(db, [event], records)
                 if self._used(db) > limit:
                     db.execute("ROLLBACK TO one")
                     db.execute("RELEASE one")

@@ -305,17 +305,17 @@ class EventLogService:
                     refused[log] += 1
                     continue
                 keyword = facts.keyword
-                # the columns of store._COLUMNS, in order (keywords as SQLite's signed 64 bits)
+                # store.RECORD_COLUMNS, in order (keywords as SQLite's signed 64 bits)
                 batches[log].append((
                     max(0, to_filetime(facts.timestamp)), spec.provider_name, spec.provider_guid, facts.event_id, facts.version,
                     facts.level, facts.task, facts.opcode, keyword - (1 << 64) if keyword >= 1 << 63 else keyword, log, computer,
-                    facts.pid, facts.tid, None, uid, facts.activity_id, "etw", facts.raw, None, None, None, 0,
+                    facts.pid, facts.tid, uid, facts.activity_id, facts.raw,
                 ))  # fmt: skip
         for log, count in refused.items():
             self.store.note_refused(log, count)
         for log, rows in batches.items():
             try:
-                self.store.append_rows(log, rows)
+                self.store.append_rows(log, rows, records=True)
             except EventLogError as exc:
                 _log(f"event log: {exc}")
         if batches:
