@@ -1,6 +1,7 @@
 """A known workload for the kernel probe tests, run by ``openetw probe -c``.
 
-``kernel_workload.py DIR``: three opens of a missing file (ENOENT), a 64 KiB O_DIRECT write and
+``kernel_workload.py DIR``: three opens of a missing file (ENOENT), a 12,345-byte write to the
+page cache, a 64 KiB O_DIRECT write and
 read of a file in DIR (block I/O issued by this process), 3000 bytes over a loopback TCP
 connection, a child that execs ``/bin/sh -c 'exit 3'``, 20 sleeps of 5 ms, then 0.4 s of CPU.
 """
@@ -21,6 +22,8 @@ def main() -> None:
             os.open(os.path.join(directory, "missing-file"), os.O_RDONLY)
         except FileNotFoundError:
             pass
+    with open(os.path.join(directory, "cached.bin"), "wb", buffering=0) as cached:
+        cached.write(b"w" * 12345)  # a write that returns without sleeping (the page cache)
     path = os.path.join(directory, "direct.bin")
     block = mmap.mmap(-1, 65536)
     block.write(b"x" * 65536)

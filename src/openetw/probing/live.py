@@ -35,6 +35,7 @@ from openetw.probe.descriptions import Description
 __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
 
 _LEVEL_KEYWORD_ALL = (0xFF, 0xFFFFFFFFFFFFFFFF)
+KERNEL_START_SECONDS = 10.0  # longest wait, before a -c command runs, for the kernel trace's first buffers
 DRAIN_SECONDS = 60.0  # longest wait, at the end, for the kernel trace to deliver what it holds
 _EPOCH_FILETIME = 116444736000000000
 
@@ -247,6 +248,13 @@ class LiveSessions:
             with lock:
                 callback(record, context)
 
+        kernel_flowing = threading.Event()
+
+        def deliver_kernel(batch: Any) -> None:
+            kernel_flowing.set()
+            assert kernel_batch is not None
+            kernel_batch(batch)
+
         try:
             self._start_sessions()
             threads = []
@@ -257,7 +265,7 @@ class LiveSessions:
                     source = LiveSessionSource(session.name)
                     source.open()
                     self.traces.append(source)
-                    threads.append(threading.Thread(target=self._consume_kernel, args=(source, kernel_batch), daemon=True))
+                    threads.append(threading.Thread(target=self._consume_kernel, args=(source, deliver_kernel), daemon=True))
                     continue
                 trace = UserTrace(sessions=[session.name])
                 trace.set_default_event_callback(deliver)
@@ -271,6 +279,10 @@ class LiveSessions:
             if self.ready is not None:
                 self.ready(self.describe())
             if self.target is not None:
+                if self.kernel_flags:
+                    # The kernel trace reaches its consumer a flush later than the session starts:
+                    # a command let go before then would run its first moments untraced.
+                    kernel_flowing.wait(KERNEL_START_SECONDS)
                 self.target.release()
             while not self._done.wait(0.05):
                 if self.target is not None and self.target.exited():
