@@ -33,13 +33,13 @@ ROWS = [
 class FakeIndex:
     """What the probes read of a ``BufferIndex``: rows and their buffers' bytes."""
 
-    def __init__(self, rows: list[tuple[int, int, int, int, int]]) -> None:
+    def __init__(self, rows: list[tuple[int, int, int, int, int]], scale: int = 1000) -> None:
         self.records = np.zeros(len(rows), dtype=RECORD_DTYPE)
         data = bytearray()
         for n, (when, cpu, hook, value, pid) in enumerate(rows):
             entry = self.records[n]
             # Times 10 apart, CPU 1's 5 after CPU 0's: no two rows at the same moment.
-            entry["filetime"], entry["cpu"], entry["hook_id"], entry["pid"] = BASE + (when * 10 + cpu * 5) * 1000, cpu, hook, pid
+            entry["filetime"], entry["cpu"], entry["hook_id"], entry["pid"] = BASE + (when * 10 + cpu * 5) * scale, cpu, hook, pid
             entry["kind"] = KIND_CODES["system" if hook == CSWITCH else "perfinfo"]
             entry["buffer"], entry["offset"], entry["user_data_offset"] = 1, len(data), 0
             data += struct.pack("<Q", value)
@@ -66,10 +66,26 @@ class FakeLive(LiveSessions):
         pass
 
 
-def run(text: str, *, columnar: bool = True) -> tuple[str, ProbeRun]:
+class BatchedLive(FakeLive):
+    """Delivers the given batches in order, ``scale`` FILETIME units per tenth of a row's time."""
+
+    def __init__(self, batches: list[list[tuple[int, int, int, int, int]]], scale: int) -> None:
+        super().__init__()
+        self.batches, self.scale = batches, scale
+
+    def run(self, callback: Any, kernel_batch: Any = None, caught_up: Any = None) -> dict[str, Any]:
+        probes: KernelProbes = kernel_batch.__self__.kernel_probes
+        probes.thread_pid.update({101: 100, 202: 200})
+        probes.comm.update({100: "alpha", 200: "beta"})
+        for batch in self.batches:
+            kernel_batch(FakeIndex(batch, self.scale))
+        return {}
+
+
+def run(text: str, *, columnar: bool = True, live: FakeLive | None = None) -> tuple[str, ProbeRun]:
     program = compile_script(text, providers=frozenset(PROBE_PROVIDERS))
     out: list[str] = []
-    runner = ProbeRun(program, FakeLive(), write=out.append, quiet=True, columnar=columnar, warn=lambda text: None)
+    runner = ProbeRun(program, live or FakeLive(), write=out.append, quiet=True, columnar=columnar, warn=lambda text: None)
     assert runner.run() == 0
     return "".join(out), runner
 
@@ -86,6 +102,53 @@ def test_calls_get_their_cpus_thread_and_its_entry() -> None:
         ["alpha", read, "entry", "0", "0"],
         ["alpha", read, "return", "7", "0"], ["alpha", write, "entry", "1", "0"], ["alpha", write, "return", "3", "0"],
     ]  # fmt: skip
+
+
+# CPU 1 as some kernels record it: the switches out of idle are missing. Thread 202 goes idle, then
+# thread 101 (never switched in) makes a write and goes idle; then 202 runs again unannounced.
+IDLE_GAPS = [
+    (1, 1, CSWITCH, 0 | (202 << 32), 200), (3, 1, ENTER, 1, UNKNOWN), (4, 1, EXIT, 4096, UNKNOWN),
+    (6, 1, CSWITCH, 0 | (101 << 32), 100), (8, 1, ENTER, 0, UNKNOWN), (9, 1, CSWITCH, 0 | (202 << 32), 200),
+]  # fmt: skip
+SCHED_AND_CALLS = 'sched:::on-cpu, sched:::off-cpu, syscall:::entry, syscall:::return { printf("%s %s %d|", probename, execname, timestamp); }'
+
+
+def fired_lines(text: str) -> list[list[str]]:
+    return [line.split() for line in text.split("|") if line.strip()]
+
+
+def test_a_switch_out_of_idle_the_kernel_did_not_record_is_inferred() -> None:
+    text, runner = run(SCHED_AND_CALLS, live=BatchedLive([IDLE_GAPS], 1000))
+    # The inferred switch in comes at the first call after idle (idle makes no system calls).
+    ms = 10_000 * 100  # one row time unit (10 * 1000 FILETIME units) in nanoseconds
+    assert fired_lines(text) == [
+        ["off-cpu", "beta", "0"],
+        ["on-cpu", "alpha", str(2 * ms)], ["entry", "alpha", str(2 * ms)], ["return", "alpha", str(3 * ms)],
+        ["off-cpu", "alpha", str(5 * ms)],
+        ["on-cpu", "beta", str(7 * ms)], ["entry", "beta", str(7 * ms)], ["off-cpu", "beta", str(8 * ms)],
+    ]  # fmt: skip
+    assert runner.kernel_probes is not None
+    assert (runner.kernel_probes.switches_inferred, runner.kernel_probes.unattributed) == (2, 0)
+
+
+def test_calls_on_a_cpu_of_unknown_thread_wait_for_its_next_switch() -> None:
+    # Thread 101 comes out of idle on CPU 1 unannounced and makes calls for seconds; CPU 0 moves on,
+    # so CPU 1's first calls are released before the switch that names their thread has come.
+    second = 1_000_000  # scale: a row time unit is 1 s
+    first = [(0, 0, CSWITCH, 202, UNKNOWN), (1, 1, CSWITCH, 0 | (202 << 32), 200), (2, 1, ENTER, 1, UNKNOWN),
+             (3, 1, EXIT, 10, UNKNOWN), (6, 1, ENTER, 1, UNKNOWN), (7, 1, EXIT, 20, UNKNOWN), (9, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
+    later = [(8, 1, CSWITCH, 0 | (101 << 32), 100), (12, 0, EXIT, 5, UNKNOWN)]
+    text, runner = run('syscall::write:return { printf("%s %d|", execname, arg0); } sched:::on-cpu /execname == "alpha"/ { printf("on|"); }',
+                       live=BatchedLive([first, later], second))  # fmt: skip
+    assert fired_lines(text) == [["on"], ["alpha", "10"], ["alpha", "20"]]
+    assert runner.kernel_probes is not None and runner.kernel_probes.unattributed == 0
+
+
+def test_calls_whose_thread_is_never_known_are_counted_not_fired() -> None:
+    rows = [(1, 1, CSWITCH, 0 | (202 << 32), 200), (3, 1, ENTER, 1, UNKNOWN), (4, 1, EXIT, 4096, UNKNOWN)]
+    text, runner = run(SCHED_AND_CALLS, live=BatchedLive([rows], 1000))
+    assert fired_lines(text) == [["off-cpu", "beta", "0"]]
+    assert runner.kernel_probes is not None and runner.kernel_probes.unattributed == 2
 
 
 def test_counting_on_columns_equals_firing_clause_by_clause() -> None:

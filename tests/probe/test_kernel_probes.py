@@ -123,9 +123,9 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_syscall_entry_and_return(seed: dict[str, Any]) -> None:
     maps = seed["maps"]
     assert maps["@entry"]["openat"] >= maps["@enoent"]["openat,-2,2"] >= 3  # the workload's three misses
-    # The workload's page-cache write. A write that sleeps (its O_DIRECT one) may return on a CPU
-    # whose switch to it the trace has not yet delivered, and be counted for another thread.
-    assert maps["@written"] >= 12345, seed["stderr"]
+    # Its page-cache write and its O_DIRECT one, which sleeps and may return on another CPU (the
+    # switch to it there may be one the kernel did not record: inferred).
+    assert maps["@written"] >= 12345 + 65536, seed["stderr"]
 
 
 def test_proc_create_exec_exit(families: dict[str, Any]) -> None:
@@ -140,8 +140,6 @@ def test_proc_create_exec_exit(families: dict[str, Any]) -> None:
     assert lines[-1][0] == "exit" and int(lines[-1][2]) == target and lines[-1][3] == "0"
 
 
-@pytest.mark.xfail(reason="known shortfall (docs/probe.md): sched on-cpu/off-cpu are undercounted on a quiet machine, "
-                          "where a CPU's switches reach the probe after the records they should order", strict=False)
 def test_sched_on_and_off_cpu(families: dict[str, Any]) -> None:
     counts = families["maps"]["@sched"]
     assert counts["off-cpu"] >= 20 and counts["on-cpu"] >= 20  # 20 sleeps at least

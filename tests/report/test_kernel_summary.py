@@ -136,6 +136,30 @@ def test_linux_kernel_records_give_lifetimes_and_usage_by_process(capsys, linux_
     assert kernel["syscalls_unattributed"] == 1
 
 
+def test_system_calls_after_an_unrecorded_switch_out_of_idle_go_to_the_thread_switched_out_next(capsys, tmp_path):
+    # Some kernels record no switch out of idle on some CPUs: CPU 1 goes idle, then bash's thread
+    # makes two calls there unannounced and goes idle; CPU 0 never switches.
+    mapper = KernelEventMapper({"process", "thread", "cswitch", "syscall"}, FakeProc({}))
+    steps = [_switch(1, 50, 0), ("sys_enter", 1, {"id": 0}), ("sys_enter", 1, {"id": 1}), _switch(1, 100, 0),
+             ("sys_enter", 0, {"id": 1})]  # fmt: skip
+    path = tmp_path / "idle.etl"
+    now = time.monotonic_ns()
+    header = new_logfile_header(clock=linux_trace_clock(), logger_name="NT Kernel Logger", number_of_processors=2)
+    with EtlWriter(path, header=header) as writer:
+        writer.write_all(mapper.rundown([ProcessInfo(100, 1, "bash", "bash -i", 0, (ThreadInfo(100, "bash"),)),
+                                         ProcessInfo(50, 2, "kworker/0:1", "", 0, (ThreadInfo(50, "kworker/0:1"),))], now))  # fmt: skip
+        for step, (name, cpu, values) in enumerate(steps, start=1):
+            writer.write_all(mapper.map(name, now + step * 1000, cpu, values))
+    code, out = _summary(capsys, path, "--json")
+    assert code == 0
+    kernel = json.loads(out)["kernel"]
+    assert {row["pid"]: row["syscalls"] for row in kernel["syscalls"]} == {100: 2}
+    assert {row["pid"]: row["switches"] for row in kernel["context_switches"]} == {0: 2, 100: 1}
+    assert (kernel["switches_inferred"], kernel["syscalls_unattributed"]) == (1, 1)
+    _code, out = _summary(capsys, path)
+    assert "1  of them inferred" in out and "1  not attributed" in out
+
+
 def test_the_text_summary_keeps_its_lines_and_adds_the_kernel_section(capsys, linux_trace):
     code, out = _summary(capsys, linux_trace)
     assert code == 0

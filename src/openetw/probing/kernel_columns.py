@@ -7,6 +7,16 @@ so records are held ``REORDER_WINDOW`` behind the slowest CPU), each system call
 CPU's running thread (from the switches) and that thread's last entered call, and only the rows of
 the traced process are built into firings, or counted on columns when the program only counts.
 ``ColumnStage`` is the part of ``KernelProbes`` that does this.
+
+A switch the kernel did not record is inferred. Some kernels drop every event the idle task
+records outside interrupts on some CPUs (seen on a 2-CPU Firecracker guest: no ``sched_switch``
+out of idle on CPU 1, in ftrace and perf alike, while BPF on the same tracepoint sees them), and a
+full ring drops events too. A CPU's next switch names the thread it takes off (``OldThreadId``):
+when that is not the thread the CPU was known to run, a switch was missed. Coming out of idle, the
+thread ran from the CPU's first record after idle (idle makes no system calls), so the inferred
+switch goes there; between two other threads it goes just before the recorded one. An inferred
+switch fires ``sched`` probes like a recorded one and is counted in ``switches_inferred``. System
+calls on a CPU whose thread is not yet known wait for that CPU's next switch.
 """
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ UNKNOWN = 0xFFFFFFFF
 _CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK = THREAD << 8 | _CSWITCH, PERFINFO << 8 | _SYS_ENTER, PERFINFO << 8 | _SYS_EXIT
 _BULK_HOOKS = (_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK)
 _EVENT_KIND = 5  # index rows of EVENT_HEADER records (their id column is not a hook)
-_BULK_DTYPE = [("filetime", "<i8"), ("value", "<u8"), ("hook", "<u2"), ("cpu", "<u4"), ("pid", "<u4")]
+_BULK_DTYPE = [("filetime", "<i8"), ("value", "<u8"), ("hook", "<u2"), ("cpu", "<u4"), ("pid", "<u4"), ("origin", "u1")]
+RECORDED, INFERRED, ATTRIBUTION_ONLY = 0, 1, 2  # a row's origin: an inferred switch of a thread already running when the trace began fires nothing
 REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may be out of order
 CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
 HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
@@ -60,6 +71,7 @@ class ColumnStage:
     allowed: set[int] | None
     families: set[str]
     unattributed: int
+    switches_inferred: int
     firings: int
     counting: tuple[CountPlan, dict[str, Any], list[int], int] | None
     stopped_at: int | None
@@ -165,6 +177,7 @@ class ColumnStage:
         block["cpu"] = chosen["cpu"]
         block["value"] = values
         block["pid"] = chosen["pid"]
+        block["origin"] = RECORDED
         self._pending_blocks.append(block)
         latest = int(block["filetime"].max())
         if latest > self._latest:
@@ -172,13 +185,14 @@ class ColumnStage:
 
     def flush(self, until: int | None = None) -> None:
         """Fire what the reordering still holds (the sessions ended), up to FILETIME ``until``."""
-        self._release(1 << 62 if until is None else until + 1)
+        self._release(1 << 62 if until is None else until + 1, final=True)
         self._pending_blocks = []
         self._pending_records = []
         self.flush_samples()
 
-    def _release(self, before: int) -> None:
-        """Handle the held system calls and switches older than ``before``, in time order."""
+    def _release(self, before: int, final: bool = False) -> None:
+        """Handle the held system calls and switches older than ``before``, in time order
+        (``final``: nothing more will come, so no system call waits for its CPU's next switch)."""
 
         if self._pending_records:
             # Process events first: they say which processes are traced and whose threads are whose.
@@ -190,14 +204,14 @@ class ColumnStage:
                 for record in ready:
                     if (record.hook_id or 0) >> 8 == PROCESS:
                         self.on_record(record, decoding)
-                self._run_held(before)
+                self._run_held(before, final)
                 for record in ready:
                     if (record.hook_id or 0) >> 8 != PROCESS:
                         self.on_record(record, decoding)
                 return
-        self._run_held(before)
+        self._run_held(before, final)
 
-    def _run_held(self, before: int) -> None:
+    def _run_held(self, before: int, final: bool = False) -> None:
         import numpy as np
 
         if not self._pending_blocks:
@@ -205,13 +219,101 @@ class ColumnStage:
         held = np.concatenate(self._pending_blocks) if len(self._pending_blocks) > 1 else self._pending_blocks[0]
         held = held[np.argsort(held["filetime"], kind="stable")]
         cut = int(np.searchsorted(held["filetime"], before, side="left"))
-        self._pending_blocks = [held[cut:]] if cut < len(held) else []
-        if cut:
-            self._run_bulk(held[:cut])
+        released, rest = held[:cut], held[cut:]
+        lookahead, waiting = self._next_threads(released, rest, final or len(held) > HELD_LIMIT)
+        if waiting is not None:
+            rest = np.concatenate((released[waiting], rest))
+            released = released[~waiting]
+        self._pending_blocks = [rest] if len(rest) else []
+        if len(released):
+            self._run_bulk(released, lookahead)
 
-    def _run_bulk(self, block: Any) -> None:
+    def _next_threads(self, released: Any, rest: Any, final: bool) -> tuple[dict[int, int], Any]:
+        """For each CPU whose thread is unknown (idle, or no switch seen yet) after the released
+        rows' last switch while system calls follow it: the thread its next held switch takes
+        off (``lookahead``, cpu -> tid), or, when no switch of that CPU came yet and more will
+        come, those rows marked to wait (``waiting``, a mask of ``released``, or None)."""
         import numpy as np
 
+        lookahead: dict[int, int] = {}
+        waiting = None
+        if not len(released):
+            return lookahead, waiting
+        later = rest[rest["hook"] == _CSWITCH_HOOK]
+        later_cpus, first_later = np.unique(later["cpu"], return_index=True)
+        next_old = dict(zip(later_cpus.tolist(), (later["value"][first_later] >> np.uint64(32)).tolist(), strict=True))
+        cpus = released["cpu"]
+        is_switch = released["hook"] == _CSWITCH_HOOK
+        for cpu in np.unique(cpus).tolist():
+            mine = np.flatnonzero(cpus == cpu)
+            switches = mine[is_switch[mine]]
+            if len(switches):
+                running = int(released["value"][switches[-1]] & np.uint64(0xFFFFFFFF))
+                tail = mine[mine > switches[-1]]
+            else:
+                running, tail = self.running.get(cpu, -1), mine
+            if running > 0 or not len(tail):
+                continue
+            if cpu in next_old:
+                lookahead[cpu] = int(next_old[cpu])
+            elif not final:
+                if waiting is None:
+                    waiting = np.zeros(len(released), dtype=bool)
+                waiting[tail] = True
+        return lookahead, waiting
+
+    def _with_missed_switches(self, block: Any, lookahead: dict[int, int]) -> Any:
+        """``block`` with a switch inserted wherever one was missed (see the module doc)."""
+        import numpy as np
+
+        cpus = block["cpu"]
+        is_switch = block["hook"] == _CSWITCH_HOOK
+        value = block["value"]
+        times = block["filetime"]
+        low = np.uint64(0xFFFFFFFF)
+        inserted: list[tuple[Any, Any, Any, Any, int]] = []  # (times, new tids, old tids, origins, cpu)
+        for cpu in np.unique(cpus).tolist():
+            mine = np.flatnonzero(cpus == cpu)
+            places = np.flatnonzero(is_switch[mine])  # the switches, as positions among the CPU's rows
+            switch_values = value[mine[places]]
+            new = (switch_values & low).astype(np.int64)
+            old = (switch_values >> np.uint64(32)).astype(np.int64)
+            state = self.running.get(cpu, -1)
+            before_each = np.concatenate(([state], new[:-1])) if len(places) else np.empty(0, dtype=np.int64)
+            missed = np.flatnonzero((before_each != old) & ((before_each >= 0) | (old > 0)))
+            if len(missed):
+                first_after = np.concatenate(([0], places[:-1] + 1))[missed]
+                out_of_idle = (before_each[missed] <= 0) & (first_after < places[missed])
+                at = np.where(out_of_idle, first_after, places[missed])
+                origins = np.where(before_each[missed] < 0, ATTRIBUTION_ONLY, INFERRED)
+                inserted.append((times[mine[at]], old[missed], np.maximum(before_each[missed], 0), origins, cpu))
+            final = int(new[-1]) if len(places) else state
+            first_tail = int(places[-1]) + 1 if len(places) else 0
+            coming = lookahead.get(cpu, 0)
+            if final <= 0 and first_tail < len(mine) and coming > 0:
+                origin = ATTRIBUTION_ONLY if final < 0 else INFERRED
+                inserted.append((times[mine[first_tail : first_tail + 1]], np.array([coming]), np.array([max(final, 0)]), np.array([origin]), cpu))
+        if not inserted:
+            return block
+        extra = np.empty(sum(len(part[0]) for part in inserted), dtype=_BULK_DTYPE)
+        start = 0
+        for part_times, new_tids, old_tids, origins, cpu in inserted:
+            end = start + len(part_times)
+            extra["filetime"][start:end] = part_times
+            extra["value"][start:end] = new_tids.astype(np.uint64) | (old_tids.astype(np.uint64) << np.uint64(32))
+            extra["hook"][start:end] = _CSWITCH_HOOK
+            extra["cpu"][start:end] = cpu
+            extra["pid"][start:end] = UNKNOWN
+            extra["origin"][start:end] = origins
+            start = end
+        self.switches_inferred += int(np.count_nonzero(extra["origin"] == INFERRED))
+        joined = np.concatenate((extra, block))  # an inserted switch goes before the rows of its time
+        return joined[np.argsort(joined["filetime"], kind="stable")]
+
+    def _run_bulk(self, block: Any, lookahead: dict[int, int] | None = None) -> None:
+        import numpy as np
+
+        block = self._with_missed_switches(block, lookahead or {})
         hooks = block["hook"]
         cpus = block["cpu"]
         is_switch = hooks == _CSWITCH_HOOK
@@ -232,6 +334,7 @@ class ColumnStage:
             known = (header_pid != UNKNOWN) & (old_tid != 0)
             self.thread_pid.update(zip(old_tid[known].tolist(), header_pid[known].tolist(), strict=True))
         calls = ~is_switch
+        tids[calls & (tids == 0)] = -1  # idle makes no system calls: their thread is not known
         self.unattributed += int(np.count_nonzero(calls & (tids < 0)))
         # The process of each thread, looked up once per thread.
         unique_tids, inverse = np.unique(tids, return_inverse=True)
@@ -327,11 +430,14 @@ class ColumnStage:
         row_numbers = numbers[rows].tolist()
         hooks = block["hook"][rows].tolist()
         headers = block["pid"][rows].tolist()
+        origins = block["origin"][rows].tolist()
         emit = self._emit_at
         for n in range(len(filetimes)):
             if self.stopped_at is not None and filetimes[n] > self.stopped_at:
                 return
             if switch[n]:
+                if origins[n] == ATTRIBUTION_ONLY:
+                    continue
                 new, old = values[n] & 0xFFFFFFFF, values[n] >> 32
                 if old:
                     emit("sched", "", "off-cpu", headers[n] if headers[n] != UNKNOWN else self.pid_of(old), old, cpus[n], filetimes[n], ())

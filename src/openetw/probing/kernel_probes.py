@@ -67,8 +67,9 @@ class KernelProbes(ColumnStage):
     """Fires the kernel probes of ``events`` ((description, clause) pairs) from kernel records.
 
     ``fire(fn, firing, probe)`` runs one clause; ``pid_filter`` keeps firings to one process and
-    the processes it starts while traced (``-p``/``-c``). ``unattributed`` counts records whose thread was not yet known (before the
-    first context switch on their CPU)."""
+    the processes it starts while traced (``-p``/``-c``). ``unattributed`` counts system calls whose
+    thread could not be known (their CPU's switches never said), ``switches_inferred`` the context
+    switches the kernel did not record, inferred from the next one (see ``kernel_columns``)."""
 
     def __init__(self, events: list[tuple[Description, Clause]], fire: Callable[[Clause, Any, tuple[str, str, str, str]], None],
                  *, pid_filter: int | None = None, strsize: int = 256, exit_box: list[Any] | None = None) -> None:  # fmt: skip
@@ -84,6 +85,7 @@ class KernelProbes(ColumnStage):
         self.names = syscall_names() if "syscall" in self.families else {}
         self.comm: dict[int, str] = {}
         self.unattributed = 0
+        self.switches_inferred = 0
         self.firings = 0
         self._cache: dict[tuple[str, str, str], list[tuple[Clause, tuple[str, str, str, str]]]] = {}
         self.context: Any = None

@@ -141,7 +141,11 @@ class ProbeRun:
             return (info.parent_pid or 0) if info is not None else 0
 
         def timestamp(rec: Any) -> int:
-            return (rec.filetime - (self.first_time or rec.filetime)) * 100 if rec.kind != "none" else self._now_ns
+            if rec.kind == "none":
+                return self._now_ns
+            if self.first_time is None:
+                self.first_time = int(rec.filetime)  # a kernel probe fired first: the run's time starts there
+            return int(rec.filetime - self.first_time) * 100
 
         def walltime(rec: Any) -> int:
             filetime = rec.filetime if rec.kind != "none" else (self._now_ns // 100 + (self.first_time or 0))
@@ -477,6 +481,9 @@ class ProbeRun:
             "decode_errors": int(stats.get("decode_errors", 0)),
             "format_errors": int(stats.get("format_errors", 0)),
         }
+        if self.kernel_probes is not None:
+            counts["syscalls_unattributed"] = self.kernel_probes.unattributed
+            counts["switches_inferred"] = self.kernel_probes.switches_inferred
         messages: list[str] = []
         self.output.lost(counts, messages)
         for message in messages:

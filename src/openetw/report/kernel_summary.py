@@ -11,7 +11,10 @@ classes in time order, from Linux (``openetw.kernel``) or Windows files alike:
 * Thread Start/DCStart: thread → process, for attributing the events below.
 * CSwitch: switch-ins per process (of the new thread); idle is process 0. The thread switched in
   is also what runs on that CPU afterwards, which attributes PerfInfo SysClEnter (its records
-  carry no process) to a process: without CSwitch events system calls stay unattributed.
+  carry no process) to a process: without CSwitch events system calls stay unattributed. Some
+  kernels do not record switches out of idle on some CPUs: system calls on a CPU thought idle
+  (or not yet seen switching) wait for its next switch, whose OldThreadId ran them, and a switch-in
+  of that thread is counted (``switches_inferred``).
 * DiskIo Read/Write: bytes by the issuing thread's process (the record's process otherwise).
 * TcpIp and UdpIp Send/Recv (IPv4 and IPv6): bytes by the ``PID`` field.
 """
@@ -86,7 +89,8 @@ class KernelSummary:
 
     def __init__(self) -> None:
         self.process_events = 0
-        self.syscalls_unattributed = 0
+        self.switches_inferred = 0
+        self._waiting: Counter[int] = Counter()  # cpu → system calls made while its thread was unknown
         self._lifetimes: list[_Lifetime] = []
         self._current: dict[int, _Lifetime] = {}
         self._thread_process: dict[int, int] = {}
@@ -189,13 +193,26 @@ class KernelSummary:
         new = event.properties.get("NewThreadID")
         if new is None:
             return
-        self._running_on[record.cpu] = int(new)
+        cpu = record.cpu
+        old = event.properties.get("OldThreadID")
+        running = self._running_on.get(cpu)
+        if old is not None and int(old) != 0 and running in (None, 0):
+            # The thread switched out ran since the CPU's last known switch (to idle, or before the
+            # trace): its system calls, and a switch-in the kernel did not record.
+            waited = self._waiting.pop(cpu, 0)
+            if waited:
+                self._syscalls[self._process_of(int(old))] += waited
+            if running == 0:
+                self._switches[self._process_of(int(old))] += 1
+                self.switches_inferred += 1
+        self._running_on[cpu] = int(new)
         self._switches[self._process_of(int(new))] += 1
 
     def _on_syscall(self, event: ReportEvent) -> None:
-        tid = self._running_on.get(event.record.cpu)
-        if tid is None:
-            self.syscalls_unattributed += 1
+        cpu = event.record.cpu
+        tid = self._running_on.get(cpu)
+        if not tid:  # idle makes no system calls: the CPU's next switch says whose they are
+            self._waiting[cpu] += 1
             return
         self._syscalls[self._process_of(tid)] += 1
 
@@ -249,7 +266,8 @@ class KernelSummary:
             ],
             "context_switches": [self._row(pid, switches=n) for pid, n in self._switches.most_common()],
             "syscalls": [self._row(pid, syscalls=n) for pid, n in self._syscalls.most_common()],
-            "syscalls_unattributed": self.syscalls_unattributed,
+            "syscalls_unattributed": sum(self._waiting.values()),
+            "switches_inferred": self.switches_inferred,
         }
 
     def lines(self) -> list[str]:
@@ -277,11 +295,14 @@ class KernelSummary:
                              lambda r: f"{r['bytes']:>12}  read {r['read_bytes']} ({r['reads']})  written {r['write_bytes']} ({r['writes']})"))
         out.extend(self._top("network (bytes sent + received)", data["network"],
                              lambda r: f"{r['bytes']:>12}  sent {r['sent_bytes']} ({r['sends']})  received {r['received_bytes']} ({r['receives']})"))
-        out.extend(self._top("context switches (switched in)", data["context_switches"], lambda r: f"{r['switches']:>12}"))
+        switches = self._top("context switches (switched in)", data["context_switches"], lambda r: f"{r['switches']:>12}")
+        if data["switches_inferred"]:
+            switches.append(f"    {data['switches_inferred']:>12}  of them inferred (switches out of idle the kernel did not record)")
+        out.extend(switches)
         syscalls = self._top("system calls", data["syscalls"], lambda r: f"{r['syscalls']:>12}")
         if data["syscalls_unattributed"]:
             syscalls = syscalls or ["  system calls"]
-            syscalls.append(f"    {data['syscalls_unattributed']:>12}  not attributed (no context switch seen on that CPU yet)")
+            syscalls.append(f"    {data['syscalls_unattributed']:>12}  not attributed (no context switch on their CPU named their thread)")
         out.extend(syscalls)
         return out
 
