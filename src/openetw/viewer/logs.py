@@ -179,16 +179,27 @@ class LogSource(ViewerSource):
         return out
 
     def export_rows(self, rows: np.ndarray, fmt: str) -> bytes:
-        """The rows as ``log query`` prints them: ``json`` (one object a line), ``xml``, ``csv``."""
+        """The rows as ``log query`` prints them: ``json`` (one object a line), ``xml``, ``csv``;
+        as ``log export`` writes them (``evtx``); or their stored ETW records as an ``etl`` file."""
         import csv
         import io
         import json
+        import tempfile
 
         from openetw.eventlog import event_xml
+        from openetw.eventlog.export import write_etl, write_evtx
 
-        if fmt not in ("json", "xml", "csv"):
-            raise InvalidArgument(f"a log exports as csv, json or xml, not {fmt}")
+        if fmt not in ("json", "xml", "csv", "evtx", "etl"):
+            raise InvalidArgument(f"a log exports as csv, json, xml, evtx or etl, not {fmt}")
         chosen = [event for event in self._stored(rows.tolist()) if event is not None]
+        if fmt in ("evtx", "etl"):
+            with tempfile.TemporaryFile(prefix="openetw-viewer-") as file:  # the writers seek back to the file header
+                if fmt == "evtx":
+                    write_evtx(chosen, file)
+                else:
+                    write_etl(chosen, file, logger_name=self.name)
+                file.seek(0)
+                return file.read()
         if fmt == "json":
             return "".join(json.dumps(event.to_json(), default=str) + "\n" for event in chosen).encode()
         if fmt == "xml":
