@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -150,6 +151,14 @@ def test_a_logs_rows_facets_and_export_over_http(serve: Any, logs: LogStore) -> 
     assert status == 400 and "no export format" in json.loads(body)["error"]
     status, body = get(f"/api/s/{info.id}/rows?q=unloaded")
     assert [row["id"] for row in json.loads(body)["rows"]] == [3]
+    # the search covers field values too: a value no message holds finds exactly its events
+    assert not any("0x1234" in (event.message or "") or "eventdrv" in (event.message or "").lower() for event in logs.query("System"))
+    for needle, ids in (("0x1234", [3]), ("EventDrv", [1]), ("eventd", [1]), ("driver 0x1234", [3]), ("loaded 0x1234", []), ("0x12345", [])):
+        status, body = get(f"/api/s/{info.id}/rows?q=" + needle.replace(" ", "%20"))
+        assert status == 200 and [row["id"] for row in json.loads(body)["rows"]] == ids, needle
+        assert ids == [e.event_id for e in logs.query("System") if all(
+            any(token.lower().startswith(word.lower()) for token in re.findall(r"\w+", " ".join([e.message or "", *map(str, (e.fields or {}).values())])))
+            for word in needle.split())]  # fmt: skip
 
 
 def test_a_log_this_user_may_not_read_is_refused(serve: Any, logs: LogStore) -> None:
