@@ -241,6 +241,35 @@ def test_a_filtered_log_exports_as_evtx_and_etl_with_exactly_its_events(serve: A
     assert response.status == 400 and "hold no ETW record" in json.loads(response.read())["error"]
 
 
+def test_exporting_a_filtered_log_from_the_page_writes_exactly_its_events(page: Any, serve: Any, logs: LogStore, tmp_path: Path) -> None:
+    server = serve()
+    _ready(page, server)
+    page.click("#tree li[data-log='System']")
+    page.wait_for_function("window.__viewer.state.source && window.__viewer.state.source.kind === 'log' && window.__viewer.idle()")
+    page.fill("#xpath", "*[System[EventID!=2]]")
+    page.press("#xpath", "Enter")
+    page.wait_for_function("window.__viewer.idle() && document.getElementById('status').dataset.total === '2'")
+    wanted = list(logs.query("System", xpath="*[System[EventID!=2]]"))
+    for fmt in ("etl", "evtx"):
+        page.select_option("#export-format", fmt)
+        with page.expect_download() as download:
+            page.click("#export")
+        path = tmp_path / f"page-export.{fmt}"
+        download.value.save_as(path)
+        assert download.value.suggested_filename == f"System-filtered.{fmt}"
+        if fmt == "etl":
+            dumped = [r for r in openetw_json("dump", str(path), "--json", "--quiet", "--manifest", str(DRIVER), "--no-installed") if r["kind"] == "event"]
+            assert [(r["timestamp"], r["id"], r["message"]) for r in dumped] == [(e.time_created, e.event_id, e.message) for e in wanted]
+        else:
+            assert _evtx_events(path) == [(e.event_id, _micro_iso(e.time_created), e.fields or {}) for e in wanted]
+    # Find over a log reaches field values: DeviceObjPtr 0x1234 is in no message
+    page.fill("#search", "0x1234")
+    page.press("#search", "Enter")
+    page.wait_for_function("window.__viewer.idle() && document.getElementById('status').dataset.total === '1'")
+    assert page.eval_on_selector_all("#rows .row .c-id", "cells => cells.map(c => c.textContent)") == ["3"]
+    assert page.errors == []
+
+
 def _evtx_file_records(count: int) -> list[Any]:
     from openetw.consumer.evtx_source import map_file
     from openetw.evtx import EvtxReader
