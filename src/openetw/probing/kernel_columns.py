@@ -72,6 +72,7 @@ class ColumnStage:
     families: set[str]
     unattributed: int
     switches_inferred: int
+    exec_times: dict[int, list[int]]
     firings: int
     counting: tuple[CountPlan, dict[str, Any], list[int], int] | None
     stopped_at: int | None
@@ -389,12 +390,19 @@ class ColumnStage:
         if self.stopped_at is not None:
             rows = rows[block["filetime"][rows] <= self.stopped_at]
         entry = (block["hook"][rows] == _SYS_ENTER_HOOK).astype(np.int64)
-        columns = np.stack([pids[rows], tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry], axis=1)
+        times = block["filetime"][rows]
+        row_pids = pids[rows]
+        # A process's name changes at its exec: calls before and after it are counted apart.
+        epochs = np.zeros(len(rows), dtype=np.int64)
+        for pid in set(np.unique(row_pids).tolist()) & self.exec_times.keys():
+            mine = row_pids == pid
+            epochs[mine] = np.searchsorted(np.array(self.exec_times[pid], dtype=np.int64), times[mine], side="right")
+        columns = np.stack([row_pids, tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry, epochs], axis=1)
         groups, inverse, counts = np.unique(columns, axis=0, return_inverse=True, return_counts=True)
         last_times = np.zeros(len(groups), dtype=np.int64)
-        np.maximum.at(last_times, inverse.reshape(-1), block["filetime"][rows])  # the process ran then: its name
+        np.maximum.at(last_times, inverse.reshape(-1), times)  # the process ran then: its name
         names = self.names
-        for (pid, tid, cpu, number, is_entry), count, when in zip(groups.tolist(), counts.tolist(), last_times.tolist(), strict=True):
+        for (pid, tid, cpu, number, is_entry, _epoch), count, when in zip(groups.tolist(), counts.tolist(), last_times.tolist(), strict=True):
             name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
             probe_name = "entry" if is_entry else "return"
             found = self.matching("syscall", name, probe_name)
