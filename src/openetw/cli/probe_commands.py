@@ -67,7 +67,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
                   manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
                   settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...],
                   target_pid: int | None, target_command: str | None, destructive: bool) -> None:  # fmt: skip
-    from openetw.probing.adapter import Catalog, TraceFiles, with_installed
+    from openetw.probing.adapter import Catalog, TraceFiles, schema_registry
     from openetw.probing.runner import ProbeRun
 
     json_mode = fmt == "json" or json_flag
@@ -85,7 +85,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         return
     if target_pid is not None or target_command is not None:
         raise InvalidArgument("-p and -c trace live processes: drop --file")
-    trace_files = TraceFiles(files, manifests=with_installed(list(manifests)), index=not no_index)
+    trace_files = TraceFiles(files, manifests=schema_registry(list(manifests)), index=not no_index)
     if list_pattern is not None:
         patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
         _list(Catalog.scan(trace_files), patterns, json_mode)
@@ -159,7 +159,7 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
     ``args->`` names the fields the installed manifests and ``manifests`` declare."""
     import signal
 
-    from openetw.probing.adapter import Catalog, with_installed
+    from openetw.probing.adapter import Catalog, schema_registry
     from openetw.probing.kernel_probes import FAMILIES, kernel_flags_for, profile_rate
     from openetw.probing.live import LiveSessions, LiveTarget
     from openetw.probing.providers import PROBE_PROVIDERS
@@ -184,7 +184,7 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
             raise InvalidArgument("a live program needs an etw probe or a kernel probe (syscall, proc, sched, io, tcp, profile-N); "
                                   "to read trace files give --file")  # fmt: skip
         sessions = LiveSessions(etw, kernel_flags=kernel_flags_for(families), profile_rate=profile_rate(sampling), target=target,
-                                manifests=with_installed(list(manifests)),
+                                manifests=schema_registry(list(manifests)),
                                 kernel_buffer_kb=max(1024, program.options["bufsize"] // 1024),
                                 ready=lambda text: click.echo(f"openetw probe: {text}; Ctrl-C ends the run", err=True))  # fmt: skip
     except BaseException:

@@ -17,7 +17,7 @@ from openetw.probe.descriptions import EventIdentity
 from openetw.probe.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.types import STRING
 
-__all__ = ["Catalog", "TraceFiles", "identity_of", "installed_manifests", "with_installed"]
+__all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
 _HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else the opcode)
 _EXTENDED_INFO = 0x0001
@@ -157,44 +157,35 @@ class Catalog:
         """The events manifests declare, for live probes (nothing is counted: ``count`` is 0):
         the installed manifests (``openetw manifest install``) and ``paths`` (files or
         directories), a later one winning for the same (provider, id, version)."""
-        from openetw.manifest import load_manifests
-        from openetw.tdh.from_manifest import schemas_from_manifest
+        from openetw.report.sources import build_registry
 
-        loaded: list[Any] = installed_manifests() if installed else []
-        if paths:
-            found, errors = load_manifests([os.fspath(p) for p in paths])
-            if errors and not found:
-                raise InvalidArgument(f"--manifest: {errors[0]}")
-            loaded.extend(found)
+        registry = build_registry([os.fspath(p) for p in paths], installed=installed)
+        if paths and registry.errors:
+            raise InvalidArgument(f"--manifest: {registry.errors[0]}")
+        registry.load_everything()
         catalog = cls()
-        for manifest in loaded:
-            for guid, event_id, version, schema in schemas_from_manifest(manifest):
-                identity = EventIdentity(str(guid), schema.provider_name, schema.level, schema.keyword, event_id, schema.event_name)
-                catalog.entries[(str(guid), event_id, version)] = [identity, fields_of_properties(schema.properties), 0]
-                catalog.schemas[(str(guid), event_id, version)] = (schema, 8)
+        for schema in registry.schemas():
+            guid = str(schema.provider_id)
+            identity = EventIdentity(guid, schema.provider_name, schema.level, schema.keyword, schema.event_id, schema.event_name)
+            catalog.entries[(guid, schema.event_id, schema.version)] = [identity, fields_of_properties(schema.properties), 0]
+            catalog.schemas[(guid, schema.event_id, schema.version)] = (schema, 8)
         return catalog
 
     def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
         return [(e[0], _with_absent(e[1], e[3]) if len(e) > 3 else e[1], e[2]) for e in self.entries.values()]
 
 
-def installed_manifests() -> list[Any]:
-    """The installed manifests (``openetw manifest install``), lowest precedence first; none when
-    the store cannot be read."""
-    from openetw.errors import ManifestError, OpenEtwError
-    from openetw.store import ManifestRegistry
-
-    problems: list[ManifestError] = []
-    try:
-        return [manifest for _, manifest in ManifestRegistry().sources(problems)]
-    except OpenEtwError:
-        return []
-
-
-def with_installed(paths: Sequence[str]) -> list[Any] | None:
+def schema_registry(paths: Sequence[str]) -> Any:
     """What a trace decodes with when the user names manifests: the installed ones, then
-    ``paths`` (which win); ``None`` (the installed ones, the consumer's default) when none named."""
-    return [*installed_manifests(), *paths] if paths else None
+    ``paths`` (which win); ``None`` when none are named (the consumer's default: the installed)."""
+    if not paths:
+        return None
+    from openetw.report.sources import build_registry
+
+    registry = build_registry(list(paths))
+    if registry.errors:
+        raise InvalidArgument(f"--manifest: {registry.errors[0]}")
+    return registry
 
 
 def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:

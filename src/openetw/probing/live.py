@@ -186,11 +186,11 @@ class LiveSessions:
     def __init__(self, etw: Sequence[Description], *, kernel_flags: Sequence[str] = (), profile_rate: int | None = None,
                  target: LiveTarget | None = None, resolve: Callable[[str], uuid.UUID] | None = None,
                  buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096, ready: Callable[[str], Any] | None = None,
-                 manifests: Sequence[Any] | None = None) -> None:  # fmt: skip
+                 manifests: Any = None) -> None:  # fmt: skip
         self.ready = ready
         self.paths: list[str] = []
         self.evtx: list[str] = []
-        self.manifests = list(manifests) if manifests else None  # decode with these (None: the installed ones)
+        self.manifests = manifests  # what the sessions decode with (a schema registry; None: the installed manifests)
         self.errors: list[BaseException] = []
         self.trace: Any = None
         self.target = target
