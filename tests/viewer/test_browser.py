@@ -165,32 +165,6 @@ def test_jumping_to_rows_of_a_million_event_trace(page: Any, serve: Any, artifac
         index.close()
 
 
-def test_dragging_on_the_timeline_selects_exactly_that_range(page: Any, serve: Any, artifacts: Path) -> None:
-    etl = corpus_path(*HTTP_SERVER)
-    server = serve(etl)
-    _ready(page, server)
-    box = page.locator("#timeline").bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.7, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.8, y, steps=4)
-    page.mouse.up()
-    page.wait_for_function("document.getElementById('range').dataset.start")
-    _idle(page)
-    start, end = int(page.get_attribute("#range", "data-start")), int(page.get_attribute("#range", "data-end"))
-    index = EtlIndex.open(etl)
-    try:
-        chosen = index.select(start=start, end=end)
-        assert 0 < len(chosen) < len(index)
-        assert _total(page) == len(chosen)
-        first = _shown(page)[0]
-        segment = index.segment_at(0)
-        assert first["time"] == filetime_to_iso(int(segment.records[int(chosen[0])]["filetime"]))
-    finally:
-        index.close()
-    _shot(page, artifacts, "etl-timeline-range")
-
-
 def _drag_timeline(page: Any, left: float, right: float) -> None:
     box = page.locator("#timeline").bounding_box()
     y = box["y"] + box["height"] / 2
@@ -207,6 +181,25 @@ def _type_range(page: Any, start: str, end: str) -> None:
     page.fill("#range-to", end)
     page.press("#range-to", "Enter")
     _idle(page)
+
+
+def test_dragging_on_the_timeline_selects_exactly_that_range(page: Any, serve: Any, artifacts: Path) -> None:
+    etl = corpus_path(*HTTP_SERVER)
+    server = serve(etl)
+    _ready(page, server)
+    _drag_timeline(page, 0.7, 0.8)
+    start, end = int(page.get_attribute("#range", "data-start")), int(page.get_attribute("#range", "data-end"))
+    index = EtlIndex.open(etl)
+    try:
+        chosen = index.select(start=start, end=end)
+        assert 0 < len(chosen) < len(index)
+        assert _total(page) == len(chosen)
+        first = _shown(page)[0]
+        segment = index.segment_at(0)
+        assert first["time"] == filetime_to_iso(int(segment.records[int(chosen[0])]["filetime"]))
+    finally:
+        index.close()
+    _shot(page, artifacts, "etl-timeline-range")
 
 
 def test_a_typed_time_range_selects_what_the_drag_selects(page: Any, serve: Any, artifacts: Path) -> None:
