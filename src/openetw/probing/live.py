@@ -223,11 +223,12 @@ class LiveSessions:
         pid = self.target.pid if self.target is not None else None
         if self.enables:
             providers = [(str(e.guid), e.options(pid)) for e in self.enables.values()]
-            self.sessions.append(Session.start(f"openetw-probe-{stamp}", mode="realtime", flush_timer=1,
+            self.sessions.append(Session.start(f"openetw-probe-{stamp}", mode="realtime", flush_timer=1, end_with_connection=True,
                                                buffer_size=self.buffer_size_kb, providers=providers))  # fmt: skip
         if self.kernel_flags:
             self.sessions.append(Session.start(
-                f"openetw-probe-kernel-{stamp}", mode="realtime", flush_timer=1, buffer_size=max(256, self.buffer_size_kb),
+                f"openetw-probe-kernel-{stamp}", mode="realtime", flush_timer=1, end_with_connection=True,
+                buffer_size=max(256, self.buffer_size_kb),
                 max_buffers=max(64, self.kernel_buffer_kb // 256),
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
             ))  # fmt: skip
