@@ -60,13 +60,20 @@ class Pairing:
     def push(self, key: tuple[int, int], item: Item) -> None:
         """``item`` at ``key`` = (ts, record position): given out once no open slice began before it."""
         self._last = key
-        if not self._open_heap and not self._waiting:
+        waiting, heap = self._waiting, self._open_heap
+        if not heap and not waiting:
             self._emit(item)
             return
         self._tie += 1
-        heapq.heappush(self._waiting, (key[0], key[1], self._tie, item))
+        heapq.heappush(waiting, (key[0], key[1], self._tie, item))
+        if heap and waiting[0][0] > heap[0][0][0]:  # the oldest open slice began before the oldest waiting item
+            span = heap[0][2]
+            if not span.committed and self._open.get(span.pair) is span:
+                if len(waiting) > self._limit:
+                    self._give_up_oldest()
+                return
         self._release()
-        if len(self._waiting) > self._limit:
+        if len(waiting) > self._limit:
             self._give_up_oldest()
 
     def _watermark(self) -> tuple[int, int] | None:
