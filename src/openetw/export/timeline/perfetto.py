@@ -17,6 +17,7 @@ A sequence's first packet clears its incremental state; interned tables are star
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -61,6 +62,9 @@ _SMALL_UINTS: list[bytes] = [varint_field(3, value) for value in range(16384)]  
 _TIMESTAMP = b"\x40"  # TracePacket.timestamp = 8, varint
 _TRACK_STATE = {flags: varint_field(10, TRACK_SEQUENCE) + varint_field(13, flags) for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)}
 _SAMPLE_STATE = {flags: varint_field(10, SAMPLE_SEQUENCE) + varint_field(13, flags) for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)}
+_UINT = b"\x18"  # DebugAnnotation.uint_value = 3, varint
+_LENGTHS = [varint(size) for size in range(128)]
+_ANNOTATION = b"\x22"  # TrackEvent.debug_annotations = 4, length-delimited
 _TRACK_EVENT = b"\x5a"  # TracePacket.track_event = 11, length-delimited
 _HEADS = 1 << 14  # encoded (type, track, category, name) of track events, per interning generation
 
@@ -114,6 +118,7 @@ class PerfettoWriter:
         self._categories: dict[str, int] = {}
         self._arg_names: dict[str, int] = {}
         self._arg_cache: dict[tuple[str, Any, type], bytes] = {}
+        self._arg_prefixes: dict[str, bytes] = {}
         self._heads: dict[tuple[int, int, str | None, str | None], bytes] = {}
         self._track_cleared = False
         self._track_started = False
@@ -240,6 +245,7 @@ class PerfettoWriter:
             self._categories.clear()
             self._arg_names.clear()
             self._arg_cache.clear()
+            self._arg_prefixes.clear()
             self._heads.clear()
             self._track_cleared = False
 
@@ -249,6 +255,14 @@ class PerfettoWriter:
             iid = table[text] = len(table) + 1
             new.append(bytes_field(field, varint_field(1, iid) + string_field(2, text)))
         return iid
+
+    def _arg_prefix(self, key: str, new: list[bytes]) -> bytes:
+        """DebugAnnotation.name_iid of argument ``key`` (interned now if it is new)."""
+        iid = self._arg_names.get(key)
+        if iid is None:
+            iid = self._intern(self._arg_names, key, 3, new)
+        prefix = self._arg_prefixes[key] = varint_field(1, iid)
+        return prefix
 
     def _track_event(self, ts: int, kind: int, track: int, name: str | None, category: str | None,
                      args: dict[str, Any] | None, extra: bytes = b"") -> None:  # fmt: skip
@@ -269,22 +283,29 @@ class PerfettoWriter:
             heads[head_key] = head
         parts = [head]
         if args:
-            cache = self._arg_cache
-            for count, (key, value) in enumerate(args.items()):
-                if count >= _MAX_ARGS:
-                    break
+            cache, prefixes, append = self._arg_cache, self._arg_prefixes, parts.append
+            for key, value in args.items() if len(args) <= _MAX_ARGS else itertools.islice(args.items(), _MAX_ARGS):
+                value_type = type(value)
+                if value_type is int and 0 <= value < 1 << 64:  # DebugAnnotation {name_iid, uint_value}, made as it comes
+                    prefix = prefixes.get(key)
+                    if prefix is None:
+                        prefix = self._arg_prefix(key, new)
+                    inner = prefix + (_SMALL_UINTS[value] if value < 16384 else _UINT + varint(value))
+                    append(_ANNOTATION + _LENGTHS[len(inner)] + inner)  # a few bytes long
+                    continue
                 try:
-                    found = cache.get((key, value, type(value)))
+                    found = cache.get((key, value, value_type))
                 except TypeError:  # a list or dict value
                     found = None
                 if found is None:
-                    iid = self._arg_names.get(key)
-                    if iid is None:
-                        iid = self._intern(self._arg_names, key, 3, new)
-                    found = bytes_field(4, varint_field(1, iid) + _annotation_value(value))
-                    if len(cache) < _ARG_CACHE and (value is None or type(value) in _HASHABLE):
-                        cache[(key, value, type(value))] = found
-                parts.append(found)
+                    prefix = prefixes.get(key)
+                    if prefix is None:
+                        prefix = self._arg_prefix(key, new)
+                    inner = prefix + _annotation_value(value)
+                    found = _ANNOTATION + varint(len(inner)) + inner
+                    if len(cache) < _ARG_CACHE and (value is None or value_type in _HASHABLE):
+                        cache[(key, value, value_type)] = found
+                append(found)
         parts.append(extra)
         event = b"".join(parts)
         self._track_packet(_TRACK_EVENT + varint(len(event)) + event, b"".join(new) if new else b"", ts)
