@@ -69,7 +69,9 @@ class Pairing:
             return
         self._wait(key, item)
         first = queue[0] if queue and (not waiting or queue[0] < waiting[0]) else waiting[0]
-        if heap and first[0] > heap[0][0][0]:  # the oldest open slice began before the oldest waiting item
+        mark = heap[0][0] if heap else None
+        if mark is not None and (first[0] > mark[0] or (first[0] == mark[0] and first[1] >= mark[1])):
+            # the oldest waiting item did not begin before the oldest open slice: none is given out
             span = heap[0][2]
             if not span.committed and self._open.get(span.pair) is span:
                 if len(waiting) + len(queue) > self._limit:
