@@ -275,6 +275,7 @@ _P = L.PERFINFO_TRACE_HEADER.index
 _C = L.EVENT_TRACE_HEADER.index
 _E = L.EVENT_HEADER.index
 _M = L.MESSAGE_TRACE_HEADER.index
+_HOOK_ID, _HEADER_TYPE = _S("HookId"), _S("HeaderType")  # read per record: looked up once
 
 
 class _HookRecord(EventRecord):
@@ -296,13 +297,13 @@ class _HookRecord(EventRecord):
 
     @property
     def opcode(self) -> int:  # type: ignore[override]
-        hook: int = self._h[_S("HookId")]
+        hook: int = self._h[_HOOK_ID]
         return hook & 0xFF
 
     @property
     def group(self) -> int:
         """The kernel event group (EVENT_TRACE_GROUP_*): the hook id's high byte."""
-        hook: int = self._h[_S("HookId")]
+        hook: int = self._h[_HOOK_ID]
         return hook >> 8
 
     @property
@@ -311,7 +312,7 @@ class _HookRecord(EventRecord):
 
     @property
     def pointer_size(self) -> int:
-        return 4 if self._h[_S("HeaderType")] in self._POINTER32_TYPES else 8
+        return 4 if self._h[_HEADER_TYPE] in self._POINTER32_TYPES else 8
 
 
 

@@ -213,9 +213,11 @@ def timeline(
                     known_frames.clear()
             if group == _THREAD_GROUP and opcode == _CSWITCH and args:
                 new_tid, old_tid = args["NewThreadID"], args["OldThreadID"]
-                new_pid, old_pid = thread_process(new_tid, filetime) or 0, thread_process(old_tid, filetime) or 0
-                name_of(new_pid, new_tid, ts, filetime, key)
-                name_of(old_pid, old_tid, ts, filetime, key)
+                new_pid, old_pid = thread_pids.get(new_tid) or 0, thread_pids.get(old_tid) or 0
+                if new_pid not in current or (new_pid, new_tid) not in threads:
+                    name_of(new_pid, new_tid, ts, filetime, key)
+                if old_pid not in current or (old_pid, old_tid) not in threads:
+                    name_of(old_pid, old_tid, ts, filetime, key)
                 push(key, Switch(
                     ts, record.cpu, old_tid, new_tid, old_pid, new_pid, args["NewThreadPriority"],
                     args["OldThreadPriority"], args["OldThreadWaitReason"], args["OldThreadWaitMode"],
@@ -225,8 +227,9 @@ def timeline(
                 continue
             if group == _THREAD_GROUP and opcode == _READY_THREAD and args:
                 woken = args["AwakenedThreadID"]
-                woken_pid = thread_process(woken, filetime) or 0
-                name_of(woken_pid, woken, ts, filetime, key)
+                woken_pid = thread_pids.get(woken) or 0
+                if woken_pid not in current or (woken_pid, woken) not in threads:
+                    name_of(woken_pid, woken, ts, filetime, key)
                 push(key, Wakeup(
                     ts, record.cpu, woken, woken_pid, tid if tid != _NO_ID else 0, args["AdjustReason"],
                     args["AdjustIncrement"], args["Flags"],
@@ -235,15 +238,20 @@ def timeline(
                 continue
             if group == _PERFINFO_GROUP and opcode == _SAMPLE and args:
                 sampled = args["ThreadId"]
-                sample_pid = thread_process(sampled, filetime) or 0
-                name_of(sample_pid, sampled, ts, filetime, key)
+                sample_pid = thread_pids.get(sampled) or 0
+                if sample_pid not in current or (sample_pid, sampled) not in threads:
+                    name_of(sample_pid, sampled, ts, filetime, key)
                 ip = args["InstructionPointer"]
                 sample_key = (sampled, record.timestamp)
                 if sample_key in pending:  # the idle thread, sampled on two processors at once
                     release_samples(everything=True)
-                pending[sample_key] = Sample(ts, record.cpu, sample_pid, sampled, frames_of(sample_pid, (ip,), filetime))
+                frame = known_frames.get((sample_pid, ip))
+                pending[sample_key] = Sample(
+                    ts, record.cpu, sample_pid, sampled, (frame,) if frame is not None else frames_of(sample_pid, (ip,), filetime)
+                )  # fmt: skip
                 stats.samples += 1
-                release_samples()
+                if stacked or len(pending) > _PENDING_SAMPLES:  # else the oldest still waits for its stack
+                    release_samples()
                 continue
             if group == _STACKWALK_GROUP and opcode == _STACK and args:
                 sample_key = (args["StackThread"], args["EventTimeStamp"])
@@ -258,9 +266,15 @@ def timeline(
                         out.clear()
                     continue
         if pid == _NO_ID or tid == _NO_ID:
-            tid = next((args[name] for name in _THREAD_FIELDS if isinstance(args.get(name), int)), 0)
+            tid = 0
+            for field_name in _THREAD_FIELDS:
+                value = args.get(field_name)
+                if isinstance(value, int):
+                    tid = value
+                    break
             pid = (thread_process(tid, filetime) or 0) if tid else 0
-        name_of(pid, tid, ts, filetime, key)
+        if pid not in current or (pid, tid) not in threads:
+            name_of(pid, tid, ts, filetime, key)
         guid = record.provider_guid_bytes
         category = categories.get(guid) if provider is None else provider
         if category is None:

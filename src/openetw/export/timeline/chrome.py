@@ -13,7 +13,8 @@ events whose ``sf`` names a node of ``stackFrames``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import json.encoder
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from openetw.export.timeline.model import (
@@ -38,6 +39,11 @@ _MAX_TEXT = 4096
 
 
 def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind is int:
+        return value if -(1 << 53) <= value <= 1 << 53 else str(value)
+    if kind is str:
+        return value[:_MAX_TEXT]
     if value is None or isinstance(value, (bool, str)):
         return value if not isinstance(value, str) else value[:_MAX_TEXT]
     if isinstance(value, int):
@@ -57,6 +63,25 @@ def _args(args: dict[str, Any]) -> dict[str, Any]:
     return {key: _plain(value) for key, value in args.items()}
 
 
+def _json_encoder() -> Callable[[Any], str]:
+    """Compact JSON text of an event (what ``json.JSONEncoder.encode`` gives), with the C encoder
+    made once rather than once per event."""
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    try:
+        encode = make({}, plain.default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    except TypeError:  # another signature: the encoder's own way
+        return plain.encode
+    join = "".join
+
+    def dumps(value: Any) -> str:
+        return join(encode(value, 0))
+
+    return dumps
+
+
 class ChromeWriter:
     """Writes timeline items to a text stream as Chrome trace events."""
 
@@ -65,13 +90,14 @@ class ChromeWriter:
         self._chunks: list[str] = []
         self._origin: int | None = None
         self._first = True
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self._dumps = _json_encoder()
         self._running: dict[int, tuple[int, int, int]] = {}
         self._names: dict[int, str] = {}
         self._cpus: set[int] = set()
         self._frames: dict[tuple[int | None, str], int] = {}
         self._frame_list: list[str] = []
         self._last = 0
+        self._texts: dict[str, str] = {}  # names and categories as JSON strings
         self.events = 0
         self._out.write('{"traceEvents":[\n')
 
@@ -84,6 +110,23 @@ class ChromeWriter:
 
     def _event(self, event: dict[str, Any]) -> None:
         text = self._dumps(event)
+        self._chunks.append(text if self._first else ",\n" + text)
+        self._first = False
+        self.events += 1
+        if len(self._chunks) >= 4096:
+            self._out.write("".join(self._chunks))
+            self._chunks.clear()
+
+    def _text(self, text: str) -> str:
+        found = self._texts.get(text)
+        if found is None:
+            if len(self._texts) >= 1 << 14:
+                self._texts.clear()
+            found = self._texts[text] = self._dumps(text)
+        return found
+
+    def _event_text(self, text: str) -> None:
+        """``_event`` of an event already in JSON (what ``self._dumps`` makes of its dict)."""
         self._chunks.append(text if self._first else ",\n" + text)
         self._first = False
         self.events += 1
@@ -113,8 +156,12 @@ class ChromeWriter:
         kind = type(item)
         if kind is Instant:
             assert isinstance(item, Instant)
-            self._event({"ph": "i", "s": "t", "name": item.name, "cat": item.category, "ts": self._us(item.ts),
-                         "pid": item.pid, "tid": item.tid, "args": _args(item.args)})  # fmt: skip
+            text = self._texts
+            name, category = text.get(item.name) or self._text(item.name), text.get(item.category) or self._text(item.category)
+            self._event_text(
+                f'{{"ph":"i","s":"t","name":{name},"cat":{category},"ts":{self._us(item.ts)!r},"pid":{item.pid:d},'
+                f'"tid":{item.tid:d},"args":{self._dumps(_args(item.args))}}}'
+            )  # fmt: skip
         elif kind is SliceBegin:
             assert isinstance(item, SliceBegin)
             span = item.span
@@ -164,12 +211,12 @@ class ChromeWriter:
                                                    "adjust_increment": item.adjust_increment}})  # fmt: skip
         elif kind is Sample:
             assert isinstance(item, Sample)
-            event: dict[str, Any] = {"ph": "P", "name": "sample", "cat": "cpu", "ts": self._us(item.ts), "pid": item.pid,
-                                     "tid": item.tid, "args": {"cpu": item.cpu}}  # fmt: skip
+            ts = self._us(item.ts)
             node = self._frame_node(item.frames)
-            if node is not None:
-                event["sf"] = node
-            self._event(event)
+            self._event_text(
+                f'{{"ph":"P","name":"sample","cat":"cpu","ts":{ts!r},"pid":{item.pid:d},"tid":{item.tid:d},'
+                f'"args":{{"cpu":{item.cpu:d}}}' + ("}" if node is None else f',"sf":{node:d}}}')
+            )  # fmt: skip
         elif kind is Process:
             assert isinstance(item, Process)
             self._names[item.pid] = item.name

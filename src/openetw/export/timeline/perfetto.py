@@ -17,6 +17,7 @@ A sequence's first packet clears its incremental state; interned tables are star
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -58,6 +59,14 @@ _HASHABLE = frozenset({int, str, bool, float})
 _MAX_TEXT = 4096
 _PACKET = b"\x0a"  # Trace.packet = 1, length-delimited
 _SMALL_UINTS: list[bytes] = [varint_field(3, value) for value in range(16384)]  # DebugAnnotation.uint_value
+_TIMESTAMP = b"\x40"  # TracePacket.timestamp = 8, varint
+_TRACK_STATE = {flags: varint_field(10, TRACK_SEQUENCE) + varint_field(13, flags) for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)}
+_SAMPLE_STATE = {flags: varint_field(10, SAMPLE_SEQUENCE) + varint_field(13, flags) for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)}
+_UINT = b"\x18"  # DebugAnnotation.uint_value = 3, varint
+_LENGTHS = [varint(size) for size in range(128)]
+_ANNOTATION = b"\x22"  # TrackEvent.debug_annotations = 4, length-delimited
+_TRACK_EVENT = b"\x5a"  # TracePacket.track_event = 11, length-delimited
+_HEADS = 1 << 14  # encoded (type, track, category, name) of track events, per interning generation
 
 
 def _annotation_value(value: Any) -> bytes:
@@ -109,12 +118,15 @@ class PerfettoWriter:
         self._categories: dict[str, int] = {}
         self._arg_names: dict[str, int] = {}
         self._arg_cache: dict[tuple[str, Any, type], bytes] = {}
+        self._arg_prefixes: dict[str, bytes] = {}
+        self._heads: dict[tuple[int, int, str | None, str | None], bytes] = {}
         self._track_cleared = False
         self._track_started = False
         self._async_free: dict[tuple[int, str], list[int]] = {}
         self._async_of: dict[int, int] = {}
         self._async_made = 0
         self._sample_state: dict[str, dict[Any, int]] = {}
+        self._sample_entries = 0  # entries of all the tables of _sample_state
         self._sample_cleared = False
         self._bundles: dict[int, list[bytes]] = {}
         self._bundle_start: dict[int, int] = {}
@@ -140,6 +152,17 @@ class PerfettoWriter:
 
     # -- sequence 1: tracks and track events ----------------------------------------------------
     def _track_packet(self, body: bytes, interned: bytes, ts: int | None) -> None:
+        if self._track_cleared and ts is not None:
+            packet = _TIMESTAMP + varint(ts) + _TRACK_STATE[_NEEDS_STATE] + body
+            if interned:
+                packet += bytes_field(12, interned)
+            data = _PACKET + varint(len(packet)) + packet
+            self._buffer.append(data)
+            self._buffered += len(data)
+            self.packets += 1
+            if self._buffered >= 1 << 20:
+                self._drain()
+            return
         flags = _NEEDS_STATE
         head = b""
         if not self._track_cleared:
@@ -222,6 +245,8 @@ class PerfettoWriter:
             self._categories.clear()
             self._arg_names.clear()
             self._arg_cache.clear()
+            self._arg_prefixes.clear()
+            self._heads.clear()
             self._track_cleared = False
 
     def _intern(self, table: dict[str, int], text: str, field: int, new: list[bytes]) -> int:
@@ -231,58 +256,87 @@ class PerfettoWriter:
             new.append(bytes_field(field, varint_field(1, iid) + string_field(2, text)))
         return iid
 
+    def _arg_prefix(self, key: str, new: list[bytes]) -> bytes:
+        """DebugAnnotation.name_iid of argument ``key`` (interned now if it is new)."""
+        iid = self._arg_names.get(key)
+        if iid is None:
+            iid = self._intern(self._arg_names, key, 3, new)
+        prefix = self._arg_prefixes[key] = varint_field(1, iid)
+        return prefix
+
     def _track_event(self, ts: int, kind: int, track: int, name: str | None, category: str | None,
                      args: dict[str, Any] | None, extra: bytes = b"") -> None:  # fmt: skip
-        self._reset_interning()
+        if len(self._names) + len(self._categories) + len(self._arg_names) > _INTERNED_LIMIT:
+            self._reset_interning()
         new: list[bytes] = []
-        parts = [varint_field(9, kind), varint_field(11, track)]
-        if category is not None:
-            parts.append(varint_field(3, self._intern(self._categories, category, 1, new)))
-        if name is not None:
-            parts.append(varint_field(10, self._intern(self._names, name, 2, new)))
+        heads = self._heads
+        head_key = (kind, track, category, name)
+        head = heads.get(head_key)
+        if head is None:  # the names are interned once per generation: a known head interns nothing
+            head = varint_field(9, kind) + varint_field(11, track)
+            if category is not None:
+                head += varint_field(3, self._intern(self._categories, category, 1, new))
+            if name is not None:
+                head += varint_field(10, self._intern(self._names, name, 2, new))
+            if len(heads) >= _HEADS:
+                heads.clear()
+            heads[head_key] = head
+        parts = [head]
         if args:
-            cache = self._arg_cache
-            for count, (key, value) in enumerate(args.items()):
-                if count >= _MAX_ARGS:
-                    break
+            cache, prefixes, append = self._arg_cache, self._arg_prefixes, parts.append
+            for key, value in args.items() if len(args) <= _MAX_ARGS else itertools.islice(args.items(), _MAX_ARGS):
+                value_type = type(value)
+                if value_type is int and 0 <= value < 1 << 64:  # DebugAnnotation {name_iid, uint_value}, made as it comes
+                    prefix = prefixes.get(key)
+                    if prefix is None:
+                        prefix = self._arg_prefix(key, new)
+                    inner = prefix + (_SMALL_UINTS[value] if value < 16384 else _UINT + varint(value))
+                    append(_ANNOTATION + _LENGTHS[len(inner)] + inner)  # a few bytes long
+                    continue
                 try:
-                    found = cache.get((key, value, type(value)))
+                    found = cache.get((key, value, value_type))
                 except TypeError:  # a list or dict value
                     found = None
                 if found is None:
-                    iid = self._arg_names.get(key)
-                    if iid is None:
-                        iid = self._intern(self._arg_names, key, 3, new)
-                    found = bytes_field(4, varint_field(1, iid) + _annotation_value(value))
-                    if len(cache) < _ARG_CACHE and (value is None or type(value) in _HASHABLE):
-                        cache[(key, value, type(value))] = found
-                parts.append(found)
+                    prefix = prefixes.get(key)
+                    if prefix is None:
+                        prefix = self._arg_prefix(key, new)
+                    inner = prefix + _annotation_value(value)
+                    found = _ANNOTATION + varint(len(inner)) + inner
+                    if len(cache) < _ARG_CACHE and (value is None or value_type in _HASHABLE):
+                        cache[(key, value, value_type)] = found
+                append(found)
         parts.append(extra)
-        self._track_packet(bytes_field(11, b"".join(parts)), b"".join(new), ts)
+        event = b"".join(parts)
+        self._track_packet(_TRACK_EVENT + varint(len(event)) + event, b"".join(new) if new else b"", ts)
 
     # -- sequence 2: samples --------------------------------------------------------------------
     def _sample(self, sample: Sample) -> None:
         state = self._sample_state
-        if sum(len(table) for table in state.values()) > _INTERNED_LIMIT:
+        if self._sample_entries > _INTERNED_LIMIT:
             state.clear()
+            self._sample_entries = 0
             self._sample_cleared = False
         flags = _NEEDS_STATE
         if not self._sample_cleared:
             self._sample_cleared = True
             flags |= _CLEARED
         new: dict[int, list[bytes]] = {}
-
-        def intern(kind: str, key: Any, field: int, make: Any) -> int:
-            table = state.setdefault(kind, {})
-            iid = table.get(key)
-            if iid is None:
-                iid = table[key] = len(table) + 1
-                new.setdefault(field, []).append(bytes_field(field, make(iid)))
-            return iid
-
-        by_frames = state.setdefault("by_frames", {})
+        by_frames = state.get("by_frames")
+        if by_frames is None:
+            by_frames = state["by_frames"] = {}
         stack_id = by_frames.get(sample.frames)
         if stack_id is None:
+
+            def intern(kind: str, key: Any, field: int, make: Any) -> int:
+                table = state.setdefault(kind, {})
+                iid = table.get(key)
+                if iid is None:
+                    iid = table[key] = len(table) + 1
+                    self._sample_entries += 1
+                    new.setdefault(field, []).append(bytes_field(field, make(iid)))
+                return iid
+
             frame_ids = []
             for frame in reversed(sample.frames):  # the outermost frame first
                 frame_ids.append(self._frame_id(frame, intern))
@@ -290,12 +344,12 @@ class PerfettoWriter:
             stack_id = by_frames[sample.frames] = intern(
                 "callstacks", stack, 7, lambda iid: varint_field(1, iid) + b"".join(varint_field(2, f) for f in stack)
             )
+            self._sample_entries += 1
         body = varint_field(1, sample.cpu) + varint_field(2, sample.pid) + varint_field(3, sample.tid) + varint_field(4, stack_id)
-        interned = b"".join(b"".join(new[field]) for field in sorted(new))
-        parts = [varint_field(8, sample.ts), varint_field(10, SAMPLE_SEQUENCE), varint_field(13, flags), bytes_field(66, body)]
-        if interned:
-            parts.append(bytes_field(12, interned))
-        self._packet(b"".join(parts))
+        packet = _TIMESTAMP + varint(sample.ts) + _SAMPLE_STATE[flags] + bytes_field(66, body)
+        if new:
+            packet += bytes_field(12, b"".join(b"".join(new[field]) for field in sorted(new)))
+        self._packet(packet)
 
     @staticmethod
     def _frame_id(frame: Frame, intern: Any) -> Any:

@@ -26,12 +26,20 @@ _CONTINUED = [bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(1 << 14
 def _encode(value: int) -> bytes:
     if value < 0:
         value &= (1 << 64) - 1
-    parts = []
-    while value >= 16384:
-        parts.append(_CONTINUED[value & 0x3FFF])
-        value >>= 14
-    parts.append(_SMALL[value])
-    return b"".join(parts)
+    if value < 16384:
+        return _SMALL[value]
+    low = _CONTINUED[value & 0x3FFF]
+    if value < 1 << 28:
+        return low + _SMALL[value >> 14]
+    if value < 1 << 42:
+        return low + _CONTINUED[value >> 14 & 0x3FFF] + _SMALL[value >> 28]
+    if value < 1 << 56:
+        return low + _CONTINUED[value >> 14 & 0x3FFF] + _CONTINUED[value >> 28 & 0x3FFF] + _SMALL[value >> 42]
+    return (
+        low + _CONTINUED[value >> 14 & 0x3FFF] + _CONTINUED[value >> 28 & 0x3FFF] + _CONTINUED[value >> 42 & 0x3FFF]
+        + _SMALL[value >> 56]
+    )  # fmt: skip
+
 _VARINT_TAGS = [_plain(n << 3) for n in range(128)]
 _BYTES_TAGS = [_plain(n << 3 | 2) for n in range(128)]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +45,10 @@ class Pairing:
         self._limit = limit
         self._open: dict[tuple[Any, ...], Slice] = {}
         self._open_heap: list[tuple[tuple[int, int], int, Slice]] = []
+        # items waiting, in (ts, position, arrival) order: those that came in order in a queue,
+        # the others (a sample given out after its stack) in a heap; the next is the least head
         self._waiting: list[tuple[int, int, int, Item]] = []
+        self._queue: deque[tuple[int, int, int, Item]] = deque()
         self._tie = 0
         self._by_activity: OrderedDict[bytes, Slice] = OrderedDict()
         self._thread_slices: dict[int, list[Slice]] = {}
@@ -60,14 +63,32 @@ class Pairing:
     def push(self, key: tuple[int, int], item: Item) -> None:
         """``item`` at ``key`` = (ts, record position): given out once no open slice began before it."""
         self._last = key
-        if not self._open_heap and not self._waiting:
+        waiting, queue, heap = self._waiting, self._queue, self._open_heap
+        if not heap and not waiting and not queue:
             self._emit(item)
             return
-        self._tie += 1
-        heapq.heappush(self._waiting, (key[0], key[1], self._tie, item))
+        self._wait(key, item)
+        first = queue[0] if queue and (not waiting or queue[0] < waiting[0]) else waiting[0]
+        mark = heap[0][0] if heap else None
+        if mark is not None and (first[0] > mark[0] or (first[0] == mark[0] and first[1] >= mark[1])):
+            # the oldest waiting item did not begin before the oldest open slice: none is given out
+            span = heap[0][2]
+            if not span.committed and self._open.get(span.pair) is span:
+                if len(waiting) + len(queue) > self._limit:
+                    self._give_up_oldest()
+                return
         self._release()
-        if len(self._waiting) > self._limit:
+        if len(waiting) + len(queue) > self._limit:
             self._give_up_oldest()
+
+    def _wait(self, key: tuple[int, int], item: Item) -> None:
+        self._tie += 1
+        entry = (key[0], key[1], self._tie, item)
+        queue = self._queue
+        if not queue or entry > queue[-1]:  # the arrival number decides before the item is compared
+            queue.append(entry)
+        else:
+            heapq.heappush(self._waiting, entry)
 
     def _watermark(self) -> tuple[int, int] | None:
         heap, open_ = self._open_heap, self._open
@@ -77,15 +98,19 @@ class Pairing:
 
     def _release(self) -> None:
         mark = self._watermark()
-        waiting, emit = self._waiting, self._emit
-        while waiting and (mark is None or (waiting[0][0], waiting[0][1]) < mark):
-            item = heapq.heappop(waiting)[3]
+        waiting, queue, emit = self._waiting, self._queue, self._emit
+        while waiting or queue:
+            from_queue = bool(queue) and (not waiting or queue[0] < waiting[0])
+            first = queue[0] if from_queue else waiting[0]
+            if mark is not None and (first[0], first[1]) >= mark:
+                break
+            item = queue.popleft()[3] if from_queue else heapq.heappop(waiting)[3]
             if type(item) is SliceBegin and item.span.lost:
                 item = _as_instant(item.span, "Start")
             emit(item)
 
     def _give_up_oldest(self) -> None:
-        while len(self._waiting) > self._limit // 2 and self._open_heap:
+        while len(self._waiting) + len(self._queue) > self._limit // 2 and self._open_heap:
             mark = self._watermark()
             if mark is None:
                 break
@@ -103,8 +128,7 @@ class Pairing:
             span.lost = True
             return
         span.end, span.end_key, span.end_args = key[0], key, {"unpaired": True}
-        self._tie += 1
-        heapq.heappush(self._waiting, (key[0], key[1], self._tie, SliceEnd(span)))
+        self._wait(key, SliceEnd(span))
 
     # -- pairs --------------------------------------------------------------------------------
     def start(self, key: tuple[int, int], pair: tuple[Any, ...], ts: int, pid: int, tid: int, category: str, name: str,
@@ -129,8 +153,7 @@ class Pairing:
             for oldest in list(itertools.islice(self._open.values(), len(self._open) - self._limit // 2)):
                 self._lose(oldest, key)
         heapq.heappush(self._open_heap, (key, span.id, span))
-        self._tie += 1
-        heapq.heappush(self._waiting, (key[0], key[1], self._tie, SliceBegin(span)))
+        self._wait(key, SliceBegin(span))
 
     def open_slice(self, pair: tuple[Any, ...]) -> Slice:
         """The span open for ``pair`` (after ``start``)."""
@@ -147,8 +170,7 @@ class Pairing:
         if not span.committed:
             span.thread = tid == span.tid and self._nests(span)
         self.slices += 1
-        self._tie += 1
-        heapq.heappush(self._waiting, (key[0], key[1], self._tie, SliceEnd(span)))
+        self._wait(key, SliceEnd(span))
         self._release()
         return True
 
