@@ -111,3 +111,37 @@ def test_records_stored_as_tuples_read_back_as_events_and_render_once(tmp_path: 
     assert [e.record_id for e in store.query("Application", text="message")] == list(range(11, 31))
     info = store.info("Application")
     assert (info.written, info.stored, info.records) == (30, 30, 20)
+
+
+def test_an_append_keeps_its_refused_events_and_the_pools_mark_in_its_transaction(tmp_path: Path) -> None:
+    import sqlite3
+
+    from openetw.eventlog.store import row_of
+
+    store = LogStore(tmp_path)
+    store.create("System")
+    rows = [row_of(event) for event in made_events(10)]
+    result = store.append_rows("System", rows[:6], refused=2, mark=("42-00ff", 7))
+    assert (result.stored, result.refused) == (6, 2)
+    store.append_rows("System", rows[6:], mark=("42-00ff", 9))
+    store.append_rows("System", [], refused=1, mark=("43-0001", 3))
+    store.append_rows("System", [], mark=("42-00ff", 8))  # a mark never goes back
+    assert store.marks("System") == {"42-00ff": 9, "43-0001": 3}
+    info = store.info("System")
+    assert (info.written, info.stored, info.refused, info.lost) == (13, 10, 3, 0)
+    with pytest.raises(InvalidArgument):
+        store.append_rows("System", [], refused=-1)
+
+    assert store.forget_marks("System", ["43-0001"]) == 1
+    assert store.marks("System") == {"42-00ff": 9}
+    for n in range(5):
+        store.append_rows("System", [], mark=(f"pool-{n}", n))
+    assert store.forget_marks("System", keep=2) == 4
+    assert set(store.marks("System")) == {"pool-3", "pool-4"}
+
+    # a log made before marks were kept: none, and the first marked append makes the table
+    with sqlite3.connect(store.path("System")) as db:
+        db.execute("DROP TABLE stored_buffers")
+    assert store.marks("System") == {}
+    store.append_rows("System", rows[:1], mark=("44-0002", 1))
+    assert store.marks("System") == {"44-0002": 1}

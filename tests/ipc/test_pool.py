@@ -103,8 +103,9 @@ def test_create_lays_out_the_header_and_blank_buffers(pool: BufferPool) -> None:
     assert header == {
         "Magic": b"OETWPOOL", "Version": 1, "HeaderSize": 4096, "BufferSize": 4096, "BufferCount": 4, "LoggerId": 1,
         "ProducerPid": os.getpid(), "FlushIntervalMs": 250, "StateOffset": 0x100, "EventsLost": 0, "EventsRefused": 0,
-        "BuffersCompleted": 0, "LossesCounted": 0,
+        "BuffersCompleted": 0, "LossesCounted": 0, "Identity": header["Identity"],
     }
+    assert pool.identity == f"{os.getpid()}-{header['Identity']:016x}"
     assert POOL_HEADER.offset("EventsLost") == 40 and STATE_OFFSET == 0x100
     assert struct.unpack_from("<4I", pool.view, STATE_OFFSET) == (FREE,) * 4
     for index in range(4):
@@ -386,7 +387,7 @@ def _pool_header(**changes: object) -> bytes:
     values: dict[str, object] = {
         "Magic": b"OETWPOOL", "Version": 1, "HeaderSize": 4096, "BufferSize": 1024, "BufferCount": 2, "LoggerId": 1,
         "ProducerPid": 1, "FlushIntervalMs": 0, "StateOffset": 0x100, "EventsLost": 0, "EventsRefused": 0,
-        "BuffersCompleted": 0, "LossesCounted": 0,
+        "BuffersCompleted": 0, "LossesCounted": 0, "Identity": 1,
     }
     values.update(changes)
     return POOL_HEADER.pack_dict(values)

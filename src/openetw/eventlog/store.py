@@ -19,6 +19,12 @@ the service is stopped, and a second process appending is serialized by SQLite's
 Durability: each ``append`` is one transaction, committed before it returns (``synchronous =
 NORMAL``): a killed process loses nothing it appended; a power cut may lose the last commits.
 Each log keeps ``written = stored + refused + lost`` in its ``meta`` table.
+
+A writer storing the buffers of producers' pools (the service's channel sessions) names, with
+each append, the pool and the last buffer's SequenceNumber (``mark``): the log keeps it in its
+``stored_buffers`` table in the same transaction as the rows, so that whoever takes the pool
+over after a crash between the commit and the buffers' release skips what is stored already
+(``marks``).
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ CREATE INDEX IF NOT EXISTS events_provider_id ON events(provider, event_id);
 CREATE INDEX IF NOT EXISTS events_time ON events(time_created);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages USING fts5(message, content='events', content_rowid='record_id');
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL, at REAL NOT NULL);
 DROP INDEX IF EXISTS events_unrendered;
 """
 _COLUMNS = (
@@ -93,6 +100,10 @@ _INSERT_RECORD = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (
 _INSERT_RECORD_NEXT = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({_RECORD_VALUES})"
 _INSERT_TEXT = "INSERT INTO messages(rowid, message) SELECT record_id, message FROM events WHERE record_id > ? AND message IS NOT NULL"
 _CHUNK = 4096
+# Logs made before the table was: it is made on first use.
+_MARKS_TABLE = "CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL, at REAL NOT NULL)"
+_MARK = ("INSERT INTO stored_buffers(pool, sequence, at) VALUES (?, ?, ?)"
+         " ON CONFLICT(pool) DO UPDATE SET sequence = max(sequence, excluded.sequence), at = excluded.at")  # fmt: skip
 _MESSAGE = _COLUMNS.index("message")
 _COUNTERS = ("written", "refused", "lost")
 
@@ -297,10 +308,16 @@ class LogStore:
         database; ``lost``: events counted lost on their way (added to ``written`` and ``lost``)."""
         return self.append_rows(log, [_row(event) for event in events], lost=lost)
 
-    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0, records: bool = False) -> AppendResult:
+    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0, records: bool = False, refused: int = 0,
+                    mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
         """``append`` of events already made rows (``row_of``, or tuples built in that order
         by a writer that stores many: no event object per event). ``records``: the rows hold
-        ``RECORD_COLUMNS`` only, ETW records stored unrendered (the cheapest to store)."""
+        ``RECORD_COLUMNS`` only, ETW records stored unrendered (the cheapest to store).
+        ``refused``: events refused on their way, counted in the same transaction; ``mark``:
+        (pool, buffer SequenceNumber) of the last buffer these rows come from, kept with them
+        (see ``marks``)."""
+        if refused < 0:
+            raise InvalidArgument(f"refused must not be negative, not {refused}")
         batch = rows
         result = AppendResult()
         path = self.path(log)
@@ -309,8 +326,10 @@ class LogStore:
             config = self._config_of(db)
             db.execute(f"PRAGMA wal_autocheckpoint={wal_pages(config.max_size, db.execute('PRAGMA page_size').fetchone()[0])}")
             db.execute("BEGIN IMMEDIATE")
-            self._add_counter(db, "written", len(batch) + lost)
+            self._add_counter(db, "written", len(batch) + lost + refused)
             self._add_counter(db, "lost", lost)
+            self._add_counter(db, "refused", refused)
+            result.refused += refused
             position = 0
             while position < len(batch):
                 position = self._store_from(db, log, config, batch, position, result, records)
@@ -321,6 +340,9 @@ class LogStore:
                     db = self._connect(path)
                     db.execute("BEGIN IMMEDIATE")
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+            if mark is not None:
+                db.execute(_MARKS_TABLE)
+                db.execute(_MARK, (mark[0], mark[1], time.time()))
             db.execute("COMMIT")
             self._fold_wal(db, path, config)
         except sqlite3.Error as exc:
@@ -339,6 +361,39 @@ class LogStore:
             return
         if wal > wal_pages(config.max_size, page) * page:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def marks(self, log: str) -> dict[str, int]:
+        """Pool -> the SequenceNumber of the last of its buffers whose events this log holds
+        (``append_rows``' ``mark``)."""
+        db = self.open(log)
+        try:
+            return {str(pool): int(sequence) for pool, sequence in db.execute("SELECT pool, sequence FROM stored_buffers")}
+        except sqlite3.OperationalError:  # a log made before the table was, never marked
+            return {}
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+
+    def forget_marks(self, log: str, pools: Iterable[str] = (), *, keep: int | None = None) -> int:
+        """Drop the marks of ``pools`` (pools nobody will hand over any more), and with ``keep``
+        all but the ``keep`` newest. Returns how many were dropped."""
+        names = list(pools)
+        db = self.open(log)
+        try:
+            db.execute(_MARKS_TABLE)
+            db.execute("BEGIN IMMEDIATE")
+            dropped = sum(db.execute("DELETE FROM stored_buffers WHERE pool = ?", (name,)).rowcount for name in names)
+            if keep is not None:
+                dropped += db.execute(
+                    "DELETE FROM stored_buffers WHERE pool NOT IN (SELECT pool FROM stored_buffers ORDER BY at DESC LIMIT ?)", (max(0, keep),)
+                ).rowcount  # fmt: skip
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return int(dropped)
 
     def note_lost(self, log: str, count: int) -> None:
         """Events meant for ``log`` that never reached it (``written`` and ``lost`` grow)."""

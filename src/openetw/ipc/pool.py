@@ -71,6 +71,7 @@ POOL_HEADER = Layout(
         ("EventsRefused", "Q"),  # written by the producer only
         ("BuffersCompleted", "Q"),  # the producer's last SequenceNumber
         ("LossesCounted", "Q"),  # written by the service only: how much of the two above it counted
+        ("Identity", "Q"),  # random, chosen by the service that made the pool: names it for good
     ],
 )
 
@@ -82,6 +83,7 @@ _LOST_Q = POOL_HEADER.offset("EventsLost") // 8
 _REFUSED_Q = POOL_HEADER.offset("EventsRefused") // 8
 _COMPLETED_Q = POOL_HEADER.offset("BuffersCompleted") // 8
 _COUNTED_Q = POOL_HEADER.offset("LossesCounted") // 8
+_IDENTITY_Q = POOL_HEADER.offset("Identity") // 8
 _TIMESTAMP_AT = _BH.offset("TimeStamp")
 _OFFSET_AT = _BH.offset("Offset")
 _u16_into = struct.Struct("<H").pack_into
@@ -167,7 +169,7 @@ class BufferPool:
             raise ServiceError(f"cannot create a {size}-byte buffer pool: {exc.strerror}") from exc
         POOL_HEADER.pack_into(
             mapping, 0, POOL_MAGIC, POOL_VERSION, POOL_HEADER_SIZE, buffer_size, buffer_count, logger_id,
-            producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0,
+            producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0, int.from_bytes(os.urandom(8), "little"),
         )
         pool = cls(fd, mapping, buffer_size, buffer_count, logger_id, producer_pid, flush_interval_ms)
         for index in range(buffer_count):
@@ -253,6 +255,12 @@ class BufferPool:
     @losses_counted.setter
     def losses_counted(self, value: int) -> None:
         self.qwords[_COUNTED_Q] = value
+
+    @property
+    def identity(self) -> str:
+        """The pool's name for good (random, given when it was made; the producer's pid first), as
+        a service that took it over from a dead one finds it: what a log records it by."""
+        return f"{self.producer_pid}-{self.qwords[_IDENTITY_Q] & 0xFFFFFFFFFFFFFFFF:016x}"
 
     def buffer_offset(self, index: int) -> int:
         """Where buffer ``index`` starts in the memfd."""
