@@ -68,15 +68,24 @@ def test_rows_are_collected_by_route_filtered_and_refused() -> None:
         (PROVIDER.bytes_le, 17): Route("B", "Prov", str(PROVIDER), None, 1 << 63 | 1, False),  # the writer may not write B
         (PROVIDER.bytes_le, 18): None,  # no channel listens
     }
-    rows: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    runs: dict[str, list[Any]] = defaultdict(list)
     refused: dict[str, int] = defaultdict(int)
-    collect_rows(buffers[0], routes, rows, refused, clock, "host", 1000)
+    collect_rows(buffers[0], routes, runs, refused, clock)
     expected_a = [r for r in built if r.channel == 16 and r.level <= 3]
-    assert [row[3] for row in rows["A"]] == [r.id for r in expected_a]
+    assert [route for route, _ in runs["A"]] == [routes[PROVIDER.bytes_le, 16]] and set(runs) == {"A"}
+    rows = runs["A"][0][1]
+    assert [row[1] for row in rows] == [r.id for r in expected_a]
     assert refused == {"B": len([r for r in built if r.channel == 17])}  # keywords all carry bit 63: every one matches
-    first = rows["A"][0]
     record = expected_a[0]
-    assert first == (
-        clock.to_filetime(record.timestamp), "Prov", str(PROVIDER), record.id, 1, record.level, record.task, 0,
-        record.keyword - (1 << 64), "A", "host", 4242, record.tid, 1000, None, record.raw,
+    assert rows[0] == (
+        clock.to_filetime(record.timestamp), record.id, 1, record.level, record.task, 0, record.keyword - (1 << 64), 4242, record.tid,
+        None, record.raw,
     )  # fmt: skip
+
+    # two routes to one log, interleaved: a run each time the route changes, in order
+    both = Route("A", "Other", str(PROVIDER), None, None, True)
+    runs.clear()
+    collect_rows(buffers[0], {**routes, (PROVIDER.bytes_le, 18): both}, runs, refused, clock)
+    order = [route.provider_name for route, rows in runs["A"] for _ in rows]
+    assert order == ["Prov" if r.channel == 16 else "Other" for r in built if (r.channel == 16 and r.level <= 3) or r.channel == 18]
+    assert len(runs["A"]) > 2

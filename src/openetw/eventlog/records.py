@@ -7,8 +7,9 @@ bytes. Records of other header types (classic, WPP) are skipped: channels are ma
 ``framing.walk`` is the reference it follows.
 
 ``collect_rows`` is the same walk for the store's hot path: each record goes straight to the
-row its log stores (``store.RECORD_COLUMNS``), routed by (provider, channel), with no object
-per event; ``buffer_sequence`` reads the SequenceNumber a buffer was framed with.
+row its log stores (``store.VARYING_COLUMNS``: its route gives the others), routed by
+(provider, channel), with no object per event; ``buffer_sequence`` reads the SequenceNumber a
+buffer was framed with.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock
 
-__all__ = ["HeaderFacts", "Route", "buffer_sequence", "collect_rows", "event_headers"]
+__all__ = ["HeaderFacts", "Route", "Run", "buffer_sequence", "collect_rows", "event_headers"]
 
 _HEADER = L.EVENT_HEADER
 _u16 = struct.Struct("<H").unpack_from
@@ -93,16 +94,19 @@ class Route(NamedTuple):
     permitted: bool
 
 
+Run = tuple[Route, list[tuple[Any, ...]]]  # rows one after the other that share their route
+
+
 def collect_rows(
-    buffer: bytes, routes: Mapping[tuple[bytes, int], Route | None], rows: dict[str, list[tuple[Any, ...]]], refused: dict[str, int],
-    clock: TraceClock, computer: str, uid: int,
+    buffer: bytes, routes: Mapping[tuple[bytes, int], Route | None], runs: dict[str, list[Run]], refused: dict[str, int], clock: TraceClock,
 ) -> None:  # fmt: skip
-    """Add the row of every EVENT_HEADER record of ``buffer`` to ``rows[log]`` (in
-    ``store.RECORD_COLUMNS`` order, keywords as SQLite's signed 64 bits), as ``routes`` sends
-    them: no route (``None``), filtered out by level or keywords: left out; a route the writer
-    may not write: counted in ``refused[log]``. ``routes[key]`` is looked up with ``[]``, so a
-    mapping with ``__missing__`` may route lazily. ``rows`` and ``refused`` must have a list and
-    a count for every routed log (``defaultdict``)."""
+    """Add the row of every EVENT_HEADER record of ``buffer`` to its log's runs, in order:
+    ``runs[log]`` is a list of (route, rows), a new run whenever the route changes; a row holds
+    ``store.VARYING_COLUMNS`` (keywords as SQLite's signed 64 bits). As ``routes`` sends them: no
+    route (``None``), filtered out by level or keywords: left out; a route the writer may not
+    write: counted in ``refused[log]``. ``routes[key]`` is looked up with ``[]``, so a mapping
+    with ``__missing__`` may route lazily. ``runs`` and ``refused`` must have a list and a count
+    for every routed log (``defaultdict``)."""
     used = min(_u32(buffer, F.BUFFER_OFFSET_AT)[0], len(buffer))
     position = F.RECORDS_START
     minimum, pad, align = F.MIN_RECORD_SIZE, F.RECORD_ALIGNMENT - 1, -F.RECORD_ALIGNMENT
@@ -110,6 +114,8 @@ def collect_rows(
     unpack = _HEADER.unpack_from
     start, reference, multiply, divide = clock.linear()
     types, null, sign, wrap = _EVENT_TYPES, _NULL_GUID, _SIGN, _WRAP
+    last: Route | None = None
+    rows: list[tuple[Any, ...]] = []
     while position + minimum <= used:
         size = _u16(buffer, position)[0]
         if size < minimum or position + size > used:
@@ -118,13 +124,20 @@ def collect_rows(
             _, _, _, _, _, tid, pid, timestamp, guid, event_id, version, channel, level, opcode, task, keyword, _, activity = unpack(buffer, position)
             route = routes[guid, channel]
             if route is not None and (route.level is None or level <= route.level) and (route.keywords is None or keyword & route.keywords):
-                if route.permitted:
-                    filetime = start + (timestamp - reference) * multiply // divide
-                    rows[route.log].append((
-                        filetime if filetime > 0 else 0, route.provider_name, route.provider_guid, event_id, version, level, task, opcode,
-                        keyword - wrap if keyword >= sign else keyword, route.log, computer, pid, tid, uid,
-                        None if activity == null else str(uuid.UUID(bytes_le=activity)), buffer[position : position + size],
-                    ))  # fmt: skip
-                else:
+                if not route.permitted:
                     refused[route.log] += 1
+                else:
+                    if route is not last:
+                        log_runs = runs[route.log]
+                        if log_runs and log_runs[-1][0] is route:
+                            rows = log_runs[-1][1]
+                        else:
+                            rows = []
+                            log_runs.append((route, rows))
+                        last = route
+                    filetime = start + (timestamp - reference) * multiply // divide
+                    rows.append((
+                        filetime if filetime > 0 else 0, event_id, version, level, task, opcode, keyword - wrap if keyword >= sign else keyword,
+                        pid, tid, None if activity == null else str(uuid.UUID(bytes_le=activity)), buffer[position : position + size],
+                    ))  # fmt: skip
         position += (size + pad) & align

@@ -44,8 +44,8 @@ from openetw.eventlog.access import ReadAccess, may_configure, may_write, read_a
 from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs, default_config, session_name
 from openetw.eventlog.model import LogConfig
 from openetw.eventlog.paths import default_logs_dir
-from openetw.eventlog.records import Route, buffer_sequence, collect_rows
-from openetw.eventlog.store import LogStore, Row
+from openetw.eventlog.records import Route, Run, buffer_sequence, collect_rows
+from openetw.eventlog.store import LogStore
 from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.ipc.protocol import Message
 from openetw.service.connection import Connection
@@ -343,17 +343,17 @@ class EventLogService:
         producer = runtime.producer
         caller = LogCaller(producer.caller.uid, producer.caller.gids) if producer is not None else LogCaller(os.geteuid())
         routes = _Routes(self, caller)
-        batch = StoreBatch(rows=defaultdict(list), refused=defaultdict(int), release=release)
-        clock, computer, uid = runtime.clock, _hostname(), caller.uid
+        batch = StoreBatch(rows=defaultdict(list), refused=defaultdict(int), release=release, computer=_hostname(), uid=caller.uid)
+        clock = runtime.clock
         if skip is None:
             for data in buffers:
-                collect_rows(data, routes, batch.rows, batch.refused, clock, computer, uid)
+                collect_rows(data, routes, batch.rows, batch.refused, clock)
         else:
             marks: dict[str, int] = {}
             for data in buffers:
-                rows: dict[str, list[Row]] = defaultdict(list)
+                rows: dict[str, list[Run]] = defaultdict(list)
                 refused: dict[str, int] = defaultdict(int)
-                collect_rows(data, routes, rows, refused, clock, computer, uid)
+                collect_rows(data, routes, rows, refused, clock)
                 sequence = buffer_sequence(data)
                 for log in set(rows) | set(refused):
                     if log not in marks:

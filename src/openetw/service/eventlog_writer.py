@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from openetw.errors import EventLogError
-from openetw.eventlog.store import LogStore, Row
+from openetw.eventlog.records import Run
+from openetw.eventlog.store import LogStore, RecordSource
 
 __all__ = ["DEPTH", "PAUSE_AFTER_COMMIT_ENV", "StoreBatch", "StoreWriter"]
 
@@ -38,7 +39,9 @@ PAUSE_AFTER_COMMIT_ENV = "OPENETW_EVENTLOG_PAUSE_AFTER_COMMIT"
 class StoreBatch:
     """The rows of some buffers of one producer, by log, and what to do once they are stored."""
 
-    rows: dict[str, list[Row]] = field(default_factory=dict)
+    rows: dict[str, list[Run]] = field(default_factory=dict)  # log -> runs of rows (``records.collect_rows``)
+    computer: str = ""
+    uid: int | None = None  # the writer's
     refused: dict[str, int] = field(default_factory=dict)
     mark: tuple[str, int] | None = None  # (pool identity, SequenceNumber of its last buffer here)
     release: Callable[[], None] | None = None  # gives the buffers back to the pool (on this thread)
@@ -95,12 +98,13 @@ class StoreWriter:
     def _store(self, batch: StoreBatch) -> None:
         store = self.store
         for log in sorted(set(batch.rows) | set(batch.refused)):
-            rows = batch.rows.get(log, [])
+            runs = [(RecordSource(route.provider_name, route.provider_guid, log, batch.computer, batch.uid), rows)
+                    for route, rows in batch.rows.get(log, []) if rows]  # fmt: skip
             refused = batch.refused.get(log, 0)
-            if not rows and not refused:
+            if not runs and not refused:
                 continue
             try:
-                batch.stored += store.append_rows(log, rows, records=True, refused=refused, mark=batch.mark).stored
+                batch.stored += store.append_records(log, runs, refused=refused, mark=batch.mark).stored
             except EventLogError as exc:
                 self._log(f"event log: {exc}")
         if batch.forget is not None:
