@@ -214,7 +214,7 @@ def with_openetw(count: int, bufsize: str) -> dict[str, Any]:
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     counts = next((r["data"]["@"] for r in records if r["type"] == "map"), {})
     lost = next((r["data"] for r in records if r["type"] == "lost"), {})
-    return {"took": took, "cpu": cpu, "dd": counts.get("dd", 0), "caught_up": caught_up,
+    return {"took": took, "cpu": cpu, "service_cpu": service_cpu, "probe_cpu": cpu - service_cpu, "dd": counts.get("dd", 0), "caught_up": caught_up,
             "lost": f"{lost.get('events_lost', 0)} events, {lost.get('buffers_lost', 0)} buffers", "note": ""}  # fmt: skip
 
 
@@ -242,7 +242,8 @@ def main() -> int:
             rows.append(["bpftrace", b["dd"], f"{b['took']:.2f}", f"{b['took'] / alone:.2f}x", f"{b['cpu']:.2f}", b["lost"]])
     for _ in range(options.repeat):
         o = with_openetw(options.bytes, options.bufsize)
-        rows.append(["openetw probe", o["dd"], f"{o['took']:.2f}", f"{o['took'] / alone:.2f}x", f"{o['cpu']:.2f}",
+        rows.append(["openetw probe", o["dd"], f"{o['took']:.2f}", f"{o['took'] / alone:.2f}x",
+                     f"{o['cpu']:.2f} (service and recorder {o['service_cpu']:.2f}, probe {o['probe_cpu']:.2f})",
                      o["lost"] + f"; caught up {o['caught_up']:.1f} s after"])  # fmt: skip
     print(f"\nsyscall:::entry {{ @[execname] = count(); }} over dd bs=1 count={options.bytes} (alone: {alone:.2f} s):")
     print(table(["tool", "dd's system calls", "dd wall s", "slowdown", "tool CPU s", "lost"], rows))

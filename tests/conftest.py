@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 # The fixtures that start a private trace service (service_env, service, producers, kernel_service, reachable).
-pytest_plugins = ["tests.service.harness"]
+# The guard that stops a machine's trace service a test started (see tests/machine_service_guard.py).
+pytest_plugins = ["tests.service.harness", "tests.machine_service_guard"]
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"

@@ -97,6 +97,9 @@ def test_info_names_providers_from_manifests(capsys: pytest.CaptureFixture[str])
 def test_listings_are_one_json_document_and_streams_are_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
+    # The driver's manifest has a System channel: installing it would start the machine's service.
+    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "control.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
     for argv in (["manifest", "list"], ["manifest", "install", str(DRIVER)], ["info", PRIMITIVE, PRIMITIVE],
                  ["relog", "-o", str(tmp_path / "r.etl"), PRIMITIVE], ["report", PRIMITIVE]):  # fmt: skip
         code, out, err = run(capsys, *argv, "--json")

@@ -97,6 +97,19 @@ def test_disk_records_have_offset_size_and_response_time():
     assert all(w["IssuingThreadId"] for w in writes)
 
 
+def test_a_queued_request_issued_by_a_worker_is_the_submitters():
+    mapper = KernelEventMapper({"disk_io"}, FakeProc())
+    common = {"dev": 8 << 20, "sector": 2048, "nr_sector": 128, "rwbs": "WS"}
+    steps = [("block_rq_insert", {**common, "common_pid": 4242}),  # the writer queues it
+             ("block_rq_issue", {**common, "bytes": 65536, "common_pid": 77}),  # a kworker dispatches it
+             ("block_rq_complete", {**common, "common_pid": 0}),
+             ("block_rq_issue", {**common, "sector": 4096, "bytes": 4096, "common_pid": 4242}),  # issued directly
+             ("block_rq_complete", {**common, "sector": 4096, "common_pid": 0})]  # fmt: skip
+    records = [r for ts, (name, values) in enumerate(steps, start=1) for r in mapper.map(name, ts * 1000, 0, values)]
+    writes = [(v["IssuingThreadId"], v["TransferSize"], record.tid) for _, record, v in decoded(records)]
+    assert writes == [(4242, 65536, 4242), (4242, 4096, 4242)]
+
+
 def test_exec_takes_command_line_from_proc_when_alive():
     mapper = KernelEventMapper({"process"}, FakeProc({77: "/bin/true --flag"}))
     records = mapper.map("sched_process_exec", 10, 0, {"common_pid": 77, "filename": "/bin/true", "pid": 77, "old_pid": 77})

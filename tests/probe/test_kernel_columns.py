@@ -160,6 +160,33 @@ def test_counting_on_columns_equals_firing_clause_by_clause() -> None:
     assert counted == fired and "alpha" in counted
 
 
+class ExecLive(BatchedLive):
+    """Thread 101 (process 100) reads twice on CPU 0, exec'ing between the reads: its name changes there."""
+
+    EXEC_AT = BASE + 5 * 10 * 1000
+
+    def __init__(self) -> None:
+        rows = [(1, 0, CSWITCH, 101, UNKNOWN), (2, 0, ENTER, 0, UNKNOWN), (3, 0, EXIT, 1, UNKNOWN),
+                (6, 0, ENTER, 0, UNKNOWN), (7, 0, EXIT, 1, UNKNOWN), (8, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
+        super().__init__([rows], 1000)
+
+    def run(self, callback: Any, kernel_batch: Any = None, caught_up: Any = None) -> dict[str, Any]:
+        probes: KernelProbes = kernel_batch.__self__.kernel_probes
+        probes.exec_times[100] = [self.EXEC_AT]
+        probes.execname = lambda pid, when: "python3" if when < self.EXEC_AT else "tool"  # type: ignore[method-assign]
+        return super().run(callback, kernel_batch, caught_up)
+
+
+def test_counting_on_columns_names_a_process_as_it_was_named_before_and_after_its_exec() -> None:
+    program = "syscall:::entry, syscall:::return { @[execname, probename] = count(); }"
+    counted, runner = run(program, live=ExecLive())
+    fired, _ = run(program, columnar=False, live=ExecLive())
+    assert runner.kernel_probes is not None and runner.kernel_probes.counting is not None
+    assert counted == fired
+    counts = {tuple(line.split()[:2]): int(line.split()[2]) for line in counted.splitlines() if line.strip()}
+    assert counts == {("python3", "entry"): 1, ("python3", "return"): 1, ("tool", "entry"): 2, ("tool", "return"): 1}
+
+
 def test_etw_enables_take_the_union_of_the_descriptions() -> None:
     from openetw.probe.descriptions import parse_description
 

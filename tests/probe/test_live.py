@@ -102,3 +102,29 @@ def test_destructive_actions_need_w(service: ServiceProcess, tmp_path: Path) -> 
     allowed = probe("-q", "-w", "-n", program, "-c", "true")
     assert allowed.returncode == 0, allowed.stderr
     assert mark.exists()
+
+
+MANIFEST = Path(__file__).with_name("data") / "probe-test-memory.man"
+
+
+def test_args_name_the_fields_a_manifest_declares(service: ServiceProcess, tmp_path: Path) -> None:
+    out, report = tmp_path / "probe.json", tmp_path / "written.json"
+    program = f'etw:{GUID}::Allocation {{ printf("%d %s", args->Seq, probefunc); }}'
+    result = probe("-q", "-f", "json", "-o", str(out), "--manifest", str(MANIFEST), "-n", program,
+                   "-c", producer_command("--wait-enabled", "--base", "500", "--report", str(report)))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    seen = [json.loads(line)["data"].split()[0] for line in out.read_text().splitlines() if '"printf"' in line]
+    assert [int(seq) for seq in seen] == [e["seq"] for e in written(report.read_text()) if e["id"] == 12]
+    # A field the manifest does not declare is a compile error naming the ones it does.
+    wrong = probe("-q", "--manifest", str(MANIFEST), "-n", f"etw:{GUID}::Allocation {{ trace(args->Size); }}", "-c", "true")
+    assert wrong.returncode == 2 and "has no field 'Size' (fields: Seq)" in wrong.stderr
+    unknown = probe("-q", "-n", f"etw:{GUID}::12 {{ trace(args->Seq); }}", "-c", "true")
+    assert unknown.returncode == 2 and "no event these probes match has a known schema" in unknown.stderr
+
+
+def test_l_lists_the_live_probes_manifests_declare() -> None:
+    listed = probe("-l", "--manifest", str(MANIFEST), "-f", "json", "-n", f"etw:{GUID}::")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["name"], r["event_name"], r["fields"], r["events"]) for r in rows] == [
+        ("12", "Allocation", ["Seq:uint32_t"], 0), ("13", "Release", ["Seq:uint32_t"], 0)]

@@ -45,7 +45,8 @@ def register(cli: click.Group) -> None:
 @click.option("-n", "programs", multiple=True, metavar="PROGRAM", help="Program text (repeatable; joined in order).")
 @click.option("-s", "script", type=click.Path(dir_okay=False, path_type=str), metavar="FILE.d", help="Program file.")
 @click.option("-l", "--list", "list_pattern", is_flag=False, flag_value="", default=None, metavar="[PATTERN]",
-              help="List the probes the files have (matching PATTERN, or -n's descriptions), with provider and event names and fields.")  # fmt: skip
+              help="List the probes the files have (matching PATTERN, or -n's descriptions), with provider and event names and fields; "
+                   "without --file, the events installed manifests and --manifest files declare.")  # fmt: skip
 @click.option("--file", "files", multiple=True, type=click.Path(dir_okay=False, path_type=str), metavar="X.etl|X.evtx",
               help="Trace file or Event Log (.evtx) file (repeatable; merged in time order). Without one, the probes are live.")  # fmt: skip
 @click.option("-p", "target_pid", type=int, metavar="PID", help="Live: trace this process's events only ($target is PID); end when it exits.")
@@ -66,7 +67,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
                   manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
                   settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...],
                   target_pid: int | None, target_command: str | None, destructive: bool) -> None:  # fmt: skip
-    from openetw.probing.adapter import Catalog, TraceFiles
+    from openetw.probing.adapter import Catalog, TraceFiles, schema_registry
     from openetw.probing.runner import ProbeRun
 
     json_mode = fmt == "json" or json_flag
@@ -76,12 +77,15 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         options[name.strip()] = value if sep else ""
     if not files:
         if list_pattern is not None:
-            raise InvalidArgument("-l lists the probes of trace files: give --file")
-        _run_live(programs, script, macros, options, output_path, quiet, json_mode, target_pid, target_command, destructive)
+            # Live: the events the installed manifests and --manifest files declare.
+            patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
+            _list(Catalog.from_manifests(manifests), patterns, json_mode)
+            return
+        _run_live(programs, script, macros, options, output_path, quiet, json_mode, target_pid, target_command, destructive, manifests)
         return
     if target_pid is not None or target_command is not None:
         raise InvalidArgument("-p and -c trace live processes: drop --file")
-    trace_files = TraceFiles(files, manifests=list(manifests) if manifests else None, index=not no_index)
+    trace_files = TraceFiles(files, manifests=schema_registry(list(manifests)), index=not no_index)
     if list_pattern is not None:
         patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
         _list(Catalog.scan(trace_files), patterns, json_mode)
@@ -94,18 +98,9 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         scanned = Catalog.scan(trace_files)
         catalog = scanned.items()
 
-    def fields_of(specs: list[str]) -> dict[str, Any] | None:
-        merged: dict[str, Any] | None = None
-        descriptions = [parse_description(spec) for spec in specs]
-        for identity, fields, _count in catalog or []:
-            if fields is None or not any(d.special is None and d.match(identity) for d in descriptions):
-                continue
-            merged = dict(fields) if merged is None else merge_fields(merged, fields)
-        return merged
-
     from openetw.probing.providers import PROBE_PROVIDERS
 
-    program = compile_script(text, name=name, macros=list(macros), fields_of=fields_of, options=options,
+    program = compile_script(text, name=name, macros=list(macros), fields_of=_fields_from(catalog), options=options,
                              providers=frozenset(PROBE_PROVIDERS), destructive=destructive)  # fmt: skip
     for clause in program.clauses:
         for desc in clause.descriptions:
@@ -127,6 +122,21 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         raise ReportedFailure("", exit_code=status)
 
 
+def _fields_from(catalog: list[Any] | None) -> Any:
+    """What ``args->`` may name for a clause's probes: the fields of the catalog's events they match, merged."""
+
+    def fields_of(specs: list[str]) -> dict[str, Any] | None:
+        merged: dict[str, Any] | None = None
+        descriptions = [parse_description(spec) for spec in specs]
+        for identity, fields, _count in catalog or []:
+            if fields is None or not any(d.special is None and d.match(identity) for d in descriptions):
+                continue
+            merged = dict(fields) if merged is None else merge_fields(merged, fields)
+        return merged
+
+    return fields_of
+
+
 def _program_text(programs: tuple[str, ...], script: str | None) -> tuple[str, str]:
     if script and programs:
         raise InvalidArgument("give the program with -n or -s, not both")
@@ -143,10 +153,13 @@ def _program_text(programs: tuple[str, ...], script: str | None) -> tuple[str, s
 
 
 def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, ...], options: dict[str, str], output_path: str | None,
-              quiet: bool, json_mode: bool, target_pid: int | None, target_command: str | None, destructive: bool) -> None:  # fmt: skip
-    """Live probes: etw probes over running providers, kernel probes over the kernel trace."""
+              quiet: bool, json_mode: bool, target_pid: int | None, target_command: str | None, destructive: bool,
+              manifests: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Live probes: etw probes over running providers, kernel probes over the kernel trace.
+    ``args->`` names the fields the installed manifests and ``manifests`` declare."""
     import signal
 
+    from openetw.probing.adapter import Catalog, schema_registry
     from openetw.probing.kernel_probes import FAMILIES, kernel_flags_for, profile_rate
     from openetw.probing.live import LiveSessions, LiveTarget
     from openetw.probing.providers import PROBE_PROVIDERS
@@ -156,9 +169,11 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
     if target_pid is not None and target_command is not None:
         raise InvalidArgument("give -p PID or -c CMD, not both")
     target = LiveTarget(pid=target_pid) if target_pid is not None else LiveTarget(command=target_command) if target_command else None
+    catalog = Catalog.from_manifests(manifests).items() if "args->" in text or "args ->" in text else None
     try:
         program = compile_script(text, name=name, macros=list(macros), options=options, providers=frozenset(PROBE_PROVIDERS),
-                                 destructive=destructive, target=target.pid if target is not None else None)  # fmt: skip
+                                 destructive=destructive, target=target.pid if target is not None else None,
+                                 fields_of=_fields_from(catalog))  # fmt: skip
         if program.options["codegen"]:
             click.echo(program.python_source, err=True)
         descriptions = [d for clause in program.clauses for d in clause.descriptions]
@@ -169,6 +184,7 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
             raise InvalidArgument("a live program needs an etw probe or a kernel probe (syscall, proc, sched, io, tcp, profile-N); "
                                   "to read trace files give --file")  # fmt: skip
         sessions = LiveSessions(etw, kernel_flags=kernel_flags_for(families), profile_rate=profile_rate(sampling), target=target,
+                                manifests=schema_registry(list(manifests)),
                                 kernel_buffer_kb=max(1024, program.options["bufsize"] // 1024),
                                 ready=lambda text: click.echo(f"openetw probe: {text}; Ctrl-C ends the run", err=True))  # fmt: skip
     except BaseException:

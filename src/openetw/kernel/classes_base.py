@@ -107,6 +107,7 @@ class MapperState:
         self._thread_exit: dict[int, int] = {}  # tid → exit() code
         self._fatal_signal: dict[int, int] = {}  # tgid → last default-action fatal signal
         self._disk_in_flight: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        self._disk_queued: dict[tuple[int, int], int] = {}  # request inserted into a queue -> the thread that submitted it
         self._sockets: dict[int, Socket] = {}
         self._listeners: dict[int, int] = {}  # local port → pid
         self._file_calls: dict[int, tuple[str, int, int | None, int | None]] = {}  # tid → (call, fd, position, flags)

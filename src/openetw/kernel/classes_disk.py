@@ -1,5 +1,9 @@
 """DiskIo records: a block request's issue and completion joined into one Read, Write or Flush
-with its response time (an event class of :class:`~openetw.kernel.classes.KernelEventMapper`)."""
+with its response time (an event class of :class:`~openetw.kernel.classes.KernelEventMapper`).
+
+The issuing thread is the one that submitted the request: a request the block layer queued
+(``block_rq_insert``) is often issued later by a kernel worker, so the thread that inserted it
+is kept until it is issued."""
 
 from __future__ import annotations
 
@@ -23,8 +27,16 @@ class DiskEvents(MapperState):
         # A flush carries no sector (0 at issue, all ones at completion): one per device.
         return (v["dev"], -1) if "F" in v["rwbs"] and v["nr_sector"] == 0 else (v["dev"], v["sector"])
 
+    def _on_block_insert(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        self._disk_queued[self._request_key(v)] = v["common_pid"]
+        if len(self._disk_queued) > 65536:  # issues lost: forget the oldest
+            self._disk_queued.pop(next(iter(self._disk_queued)))
+        return []
+
     def _on_block_issue(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
-        self._disk_in_flight[self._request_key(v)] = (ts, v["common_pid"], v["bytes"], v["nr_sector"])
+        key = self._request_key(v)
+        submitter = self._disk_queued.pop(key, 0) or v["common_pid"]
+        self._disk_in_flight[key] = (ts, submitter, v["bytes"], v["nr_sector"])
         if len(self._disk_in_flight) > 65536:  # completions lost: forget the oldest
             self._disk_in_flight.pop(next(iter(self._disk_in_flight)))
         return []

@@ -17,7 +17,7 @@ from openetw.probe.descriptions import EventIdentity
 from openetw.probe.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.types import STRING
 
-__all__ = ["Catalog", "TraceFiles", "identity_of"]
+__all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
 _HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else the opcode)
 _EXTENDED_INFO = 0x0001
@@ -152,8 +152,40 @@ class Catalog:
         TraceFiles(files.paths, manifests=files.manifests, index=files.index).run(see)
         return catalog
 
+    @classmethod
+    def from_manifests(cls, paths: Sequence[str | os.PathLike[str]] = (), *, installed: bool = True) -> Catalog:
+        """The events manifests declare, for live probes (nothing is counted: ``count`` is 0):
+        the installed manifests (``openetw manifest install``) and ``paths`` (files or
+        directories), a later one winning for the same (provider, id, version)."""
+        from openetw.report.sources import build_registry
+
+        registry = build_registry([os.fspath(p) for p in paths], installed=installed)
+        if paths and registry.errors:
+            raise InvalidArgument(f"--manifest: {registry.errors[0]}")
+        registry.load_everything()
+        catalog = cls()
+        for schema in registry.schemas():
+            guid = str(schema.provider_id)
+            identity = EventIdentity(guid, schema.provider_name, schema.level, schema.keyword, schema.event_id, schema.event_name)
+            catalog.entries[(guid, schema.event_id, schema.version)] = [identity, fields_of_properties(schema.properties), 0]
+            catalog.schemas[(guid, schema.event_id, schema.version)] = (schema, 8)
+        return catalog
+
     def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
         return [(e[0], _with_absent(e[1], e[3]) if len(e) > 3 else e[1], e[2]) for e in self.entries.values()]
+
+
+def schema_registry(paths: Sequence[str]) -> Any:
+    """What a trace decodes with when the user names manifests: the installed ones, then
+    ``paths`` (which win); ``None`` when none are named (the consumer's default: the installed)."""
+    if not paths:
+        return None
+    from openetw.report.sources import build_registry
+
+    registry = build_registry(list(paths))
+    if registry.errors:
+        raise InvalidArgument(f"--manifest: {registry.errors[0]}")
+    return registry
 
 
 def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:

@@ -72,6 +72,7 @@ class ColumnStage:
     families: set[str]
     unattributed: int
     switches_inferred: int
+    exec_times: dict[int, list[int]]
     firings: int
     counting: tuple[CountPlan, dict[str, Any], list[int], int] | None
     stopped_at: int | None
@@ -170,7 +171,10 @@ class ColumnStage:
             mine = buffers == number
             data = np.frombuffer(index.data[number], dtype=np.uint8)
             places = starts[mine]
-            values[mine] = data[places[:, None] + np.arange(8)].reshape(-1).view("<u8")
+            if len(data) % 8 == 0 and not (places % 8).any():  # records are 8-byte aligned in a buffer
+                values[mine] = data.view("<u8")[places // 8]
+            else:
+                values[mine] = data[places[:, None] + np.arange(8)].reshape(-1).view("<u8")
         block = np.empty(len(picked), dtype=_BULK_DTYPE)
         block["filetime"] = chosen["filetime"]
         block["hook"] = chosen["hook_id"]
@@ -178,7 +182,7 @@ class ColumnStage:
         block["value"] = values
         block["pid"] = chosen["pid"]
         block["origin"] = RECORDED
-        self._pending_blocks.append(block)
+        self._pending_blocks.append(block[np.argsort(block["filetime"], kind="stable")])  # each held block in time order
         latest = int(block["filetime"].max())
         if latest > self._latest:
             self._latest = latest
@@ -214,34 +218,46 @@ class ColumnStage:
     def _run_held(self, before: int, final: bool = False) -> None:
         import numpy as np
 
-        if not self._pending_blocks:
+        # Each held block is in time order: only the rows released are merged (a row is sorted
+        # once as its block comes and once as it leaves, however long it waits).
+        parts, rest = [], []
+        held = 0
+        for block in self._pending_blocks:
+            held += len(block)
+            cut = int(np.searchsorted(block["filetime"], before, side="left"))
+            if cut:
+                parts.append(block[:cut])
+            if cut < len(block):
+                rest.append(block[cut:])
+        if not parts:
             return
-        held = np.concatenate(self._pending_blocks) if len(self._pending_blocks) > 1 else self._pending_blocks[0]
-        held = held[np.argsort(held["filetime"], kind="stable")]
-        cut = int(np.searchsorted(held["filetime"], before, side="left"))
-        released, rest = held[:cut], held[cut:]
-        lookahead, waiting = self._next_threads(released, rest, final or len(held) > HELD_LIMIT)
+        released = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        if len(parts) > 1:
+            released = released[np.argsort(released["filetime"], kind="stable")]
+        if len(rest) > 64:  # many small blocks: one
+            joined = np.concatenate(rest)
+            rest = [joined[np.argsort(joined["filetime"], kind="stable")]]
+        lookahead, waiting = self._next_threads(released, rest, final or held > HELD_LIMIT)
         if waiting is not None:
-            rest = np.concatenate((released[waiting], rest))
+            rest.append(released[waiting])
             released = released[~waiting]
-        self._pending_blocks = [rest] if len(rest) else []
+        self._pending_blocks = rest
         if len(released):
             self._run_bulk(released, lookahead)
 
-    def _next_threads(self, released: Any, rest: Any, final: bool) -> tuple[dict[int, int], Any]:
+    def _next_threads(self, released: Any, rest: list[Any], final: bool) -> tuple[dict[int, int], Any]:
         """For each CPU whose thread is unknown (idle, or no switch seen yet) after the released
-        rows' last switch while system calls follow it: the thread its next held switch takes
-        off (``lookahead``, cpu -> tid), or, when no switch of that CPU came yet and more will
-        come, those rows marked to wait (``waiting``, a mask of ``released``, or None)."""
+        rows' last switch while system calls follow it: the thread its next held switch (in
+        ``rest``, blocks in time order) takes off (``lookahead``, cpu -> tid), or, when no
+        switch of that CPU came yet and more will come, those rows marked to wait (``waiting``,
+        a mask of ``released``, or None)."""
         import numpy as np
 
         lookahead: dict[int, int] = {}
         waiting = None
         if not len(released):
             return lookahead, waiting
-        later = rest[rest["hook"] == _CSWITCH_HOOK]
-        later_cpus, first_later = np.unique(later["cpu"], return_index=True)
-        next_old = dict(zip(later_cpus.tolist(), (later["value"][first_later] >> np.uint64(32)).tolist(), strict=True))
+        next_old: dict[int, int] | None = None
         cpus = released["cpu"]
         is_switch = released["hook"] == _CSWITCH_HOOK
         for cpu in np.unique(cpus).tolist():
@@ -254,6 +270,8 @@ class ColumnStage:
                 running, tail = self.running.get(cpu, -1), mine
             if running > 0 or not len(tail):
                 continue
+            if next_old is None:
+                next_old = _first_switches(rest)
             if cpu in next_old:
                 lookahead[cpu] = int(next_old[cpu])
             elif not final:
@@ -352,7 +370,8 @@ class ColumnStage:
         last_entry = np.maximum.accumulate(np.where(entries[order], positions, -1))
         in_group = last_entry >= start_at
         entered = self.entered
-        carried = np.array([entered.get(t, -1) for t in sorted_tids.tolist()], dtype=np.int64)
+        carried_by_thread = np.array([entered.get(t, -1) for t in unique_tids.tolist()], dtype=np.int64)
+        carried = carried_by_thread[inverse.reshape(-1)[order]]
         from_entry = value.astype(np.int64)[order][np.maximum(last_entry, 0)]
         sorted_numbers = np.where(in_group, from_entry, carried)
         numbers = np.empty(count, dtype=np.int64)
@@ -389,12 +408,24 @@ class ColumnStage:
         if self.stopped_at is not None:
             rows = rows[block["filetime"][rows] <= self.stopped_at]
         entry = (block["hook"][rows] == _SYS_ENTER_HOOK).astype(np.int64)
-        columns = np.stack([pids[rows], tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry], axis=1)
-        groups, inverse, counts = np.unique(columns, axis=0, return_inverse=True, return_counts=True)
+        times = block["filetime"][rows]
+        row_pids = pids[rows]
+        # A process's name changes at its exec: calls before and after it are counted apart.
+        epochs = np.zeros(len(rows), dtype=np.int64)
+        for pid in set(np.unique(row_pids).tolist()) & self.exec_times.keys():
+            mine = row_pids == pid
+            epochs[mine] = np.searchsorted(np.array(self.exec_times[pid], dtype=np.int64), times[mine], side="right")
+        columns = [row_pids, tids[rows], block["cpu"][rows].astype(np.int64), numbers[rows], entry, epochs]
+        row_key = _group_key(columns[1:])  # a thread is in one process: its id and the rest name a group
+        if row_key is not None:
+            _keys, first, inverse, counts = np.unique(row_key, return_index=True, return_inverse=True, return_counts=True)
+            groups = np.stack([column[first] for column in columns], axis=1)
+        else:
+            groups, inverse, counts = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True, return_counts=True)
         last_times = np.zeros(len(groups), dtype=np.int64)
-        np.maximum.at(last_times, inverse.reshape(-1), block["filetime"][rows])  # the process ran then: its name
+        np.maximum.at(last_times, inverse.reshape(-1), times)  # the process ran then: its name
         names = self.names
-        for (pid, tid, cpu, number, is_entry), count, when in zip(groups.tolist(), counts.tolist(), last_times.tolist(), strict=True):
+        for (pid, tid, cpu, number, is_entry, _epoch), count, when in zip(groups.tolist(), counts.tolist(), last_times.tolist(), strict=True):
             name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
             probe_name = "entry" if is_entry else "return"
             found = self.matching("syscall", name, probe_name)
@@ -469,6 +500,43 @@ class ColumnStage:
 
 def _filetime(record: Any) -> int:
     return int(record.filetime)
+
+
+def _group_key(columns: list[Any]) -> Any:
+    """One int64 per row naming its combination of these non-negative-or-minus-one integer
+    columns (mixed radix), or None when their ranges do not fit in 62 bits."""
+    import numpy as np
+
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1
+    for column in columns:
+        low, high = int(column.min()), int(column.max())
+        if low < -1:
+            return None
+        size = high + 2
+        span *= size
+        if span >= 1 << 62:
+            return None
+        key = key * size + (column + 1)
+    return key
+
+
+def _first_switches(blocks: list[Any]) -> dict[int, int]:
+    """cpu -> the thread the CPU's earliest switch in ``blocks`` takes off."""
+    import numpy as np
+
+    earliest: dict[int, tuple[int, int]] = {}
+    for block in blocks:
+        switches = block[block["hook"] == _CSWITCH_HOOK]
+        if not len(switches):
+            continue
+        cpus, first = np.unique(switches["cpu"], return_index=True)
+        times = switches["filetime"][first].tolist()
+        olds = (switches["value"][first] >> np.uint64(32)).tolist()
+        for cpu, when, old in zip(cpus.tolist(), times, olds, strict=True):
+            if cpu not in earliest or when < earliest[cpu][0]:
+                earliest[cpu] = (when, old)
+    return {cpu: old for cpu, (_when, old) in earliest.items()}
 
 
 KERNEL_PROVIDERS = frozenset({"syscall", "proc", "sched", "io", "tcp"})

@@ -17,6 +17,7 @@ A probe fires with a ``KernelFiring`` as the clause's record (kind ``kprobe``): 
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import struct
 from collections.abc import Callable, Iterable
@@ -86,6 +87,7 @@ class KernelProbes(ColumnStage):
         self.comm: dict[int, str] = {}
         self.unattributed = 0
         self.switches_inferred = 0
+        self.exec_times: dict[int, list[int]] = {}  # pid -> FILETIMEs of its execs: execname changes there
         self.firings = 0
         self._cache: dict[tuple[str, str, str], list[tuple[Clause, tuple[str, str, str, str]]]] = {}
         self.context: Any = None
@@ -184,6 +186,9 @@ class KernelProbes(ColumnStage):
         name = image.replace("\\", "/").rsplit("/", 1)[-1]
         if record.tid == pid:  # the kernel trace announces an exec by the process itself
             self.comm[pid] = name
+            if len(self.exec_times) > 100_000:
+                self.exec_times.clear()
+            bisect.insort(self.exec_times.setdefault(pid, []), int(record.filetime))
             self._emit("proc", "", "exec-success", pid, record.tid, record, (pid,), execname=name[: self.strsize])
         else:  # a fork, announced on the parent's thread
             parent = int(parser.parse("ParentID"))

@@ -185,11 +185,12 @@ class LiveSessions:
 
     def __init__(self, etw: Sequence[Description], *, kernel_flags: Sequence[str] = (), profile_rate: int | None = None,
                  target: LiveTarget | None = None, resolve: Callable[[str], uuid.UUID] | None = None,
-                 buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096, ready: Callable[[str], Any] | None = None) -> None:  # fmt: skip
+                 buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096, ready: Callable[[str], Any] | None = None,
+                 manifests: Any = None) -> None:  # fmt: skip
         self.ready = ready
         self.paths: list[str] = []
         self.evtx: list[str] = []
-        self.manifests = None
+        self.manifests = manifests  # what the sessions decode with (a schema registry; None: the installed manifests)
         self.errors: list[BaseException] = []
         self.trace: Any = None
         self.target = target
@@ -267,7 +268,7 @@ class LiveSessions:
                     self.traces.append(source)
                     threads.append(threading.Thread(target=self._consume_kernel, args=(source, deliver_kernel), daemon=True))
                     continue
-                trace = UserTrace(sessions=[session.name])
+                trace = UserTrace(sessions=[session.name], manifests=self.manifests)
                 trace.set_default_event_callback(deliver)
                 trace.on_error(lambda error, record: self.errors.append(error))
                 trace.open()

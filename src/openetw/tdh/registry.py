@@ -12,7 +12,7 @@ made once per schema and pointer size and kept by the registry, so every user of
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from openetw.tdh.compiled import CompiledSchema, compile_schema
@@ -60,6 +60,13 @@ class SchemaRegistry:
                 self._provider_names[guid] = name
         self._cache.clear()
         return added
+
+    def schemas(self) -> Iterator[Schema]:
+        """Every schema the registry holds by provider and id (manifest events and classic
+        classes, not WPP messages): for each (provider, id), its versions in order."""
+        for versions in self._events.values():
+            for version in sorted(versions):
+                yield versions[version]
 
     def add_schema(self, schema: Schema, source: str = "<added>") -> None:
         """Adds one schema (a MOF class from a file, a WPP message, an embedded module's schema...)."""
