@@ -132,17 +132,22 @@ def test_an_append_keeps_its_refused_events_and_the_pools_mark_in_its_transactio
     with pytest.raises(InvalidArgument):
         store.append_rows("System", [], refused=-1)
 
-    assert store.forget_marks("System", ["43-0001"]) == 1
+    store.note_lost("System", 4, loss_mark=("42-00ff", 4))  # the pool's losses counted, with the count
+    store.note_lost("System", 2, loss_mark=("44-0000", 2))
+    assert store.mark("System", "42-00ff") == (9, 4) and store.mark("System", "44-0000") == (-1, 2)
+    assert store.mark("System", "none") == (-1, 0)
+    assert store.info("System").lost == 6
+    assert store.forget_marks("System", ["43-0001", "44-0000"]) == 2
     assert store.marks("System") == {"42-00ff": 9}
     for n in range(5):
         store.append_rows("System", [], mark=(f"pool-{n}", n))
-    assert store.forget_marks("System", keep=2) == 4
+    assert store.forget_marks("System", keep=2) == 4  # 42-00ff and pool-0..2
     assert set(store.marks("System")) == {"pool-3", "pool-4"}
 
     # a log made before marks were kept: none, and the first marked append makes the table
     with sqlite3.connect(store.path("System")) as db:
         db.execute("DROP TABLE stored_buffers")
-    assert store.marks("System") == {}
+    assert store.marks("System") == {} and store.mark("System", "44-0002") == (-1, 0)
     store.append_rows("System", rows[:1], mark=("44-0002", 1))
     assert store.marks("System") == {"44-0002": 1}
 

@@ -81,7 +81,7 @@ CREATE INDEX IF NOT EXISTS events_provider_id ON events(provider, event_id);
 CREATE INDEX IF NOT EXISTS events_time ON events(time_created);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages USING fts5(message, content='events', content_rowid='record_id');
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL, losses INTEGER NOT NULL DEFAULT 0, at REAL NOT NULL);
 DROP INDEX IF EXISTS events_unrendered;
 """
 _COLUMNS = (
@@ -109,9 +109,12 @@ _CHUNK = 4096
 # before 3.32).
 _MULTI_ROWS = 256 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999 // len(RECORD_COLUMNS)
 # Logs made before the table was: it is made on first use.
-_MARKS_TABLE = "CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL, at REAL NOT NULL)"
+_MARKS_TABLE = ("CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL,"
+                " losses INTEGER NOT NULL DEFAULT 0, at REAL NOT NULL)")  # fmt: skip
 _MARK = ("INSERT INTO stored_buffers(pool, sequence, at) VALUES (?, ?, ?)"
          " ON CONFLICT(pool) DO UPDATE SET sequence = max(sequence, excluded.sequence), at = excluded.at")  # fmt: skip
+_LOSS_MARK = ("INSERT INTO stored_buffers(pool, sequence, losses, at) VALUES (?, -1, ?, ?)"
+              " ON CONFLICT(pool) DO UPDATE SET losses = max(losses, excluded.losses), at = excluded.at")  # fmt: skip
 _MESSAGE = _COLUMNS.index("message")
 _COUNTERS = ("written", "refused", "lost")
 
@@ -368,14 +371,14 @@ class LogStore:
         return self.append_rows(log, [_row(event) for event in events], lost=lost)
 
     def append_rows(self, log: str, rows: list[Row], *, lost: int = 0, records: bool = False, refused: int = 0,
-                    mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+                    mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
         """``append`` of events already made rows (``row_of``, or tuples built in that order
         by a writer that stores many: no event object per event). ``records``: the rows hold
         ``RECORD_COLUMNS`` only, ETW records stored unrendered (the cheapest to store).
         ``refused``: events refused on their way, counted in the same transaction; ``mark``:
         (pool, buffer SequenceNumber) of the last buffer these rows come from, kept with them
-        (see ``marks``)."""
-        return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark)
+        (see ``marks``); ``loss_mark``: (pool, its losses counted so far, these included)."""
+        return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark, loss_mark=loss_mark)
 
     def append_records(self, log: str, runs: list[tuple[RecordSource, list[Row]]], *, refused: int = 0,
                        mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
@@ -387,7 +390,7 @@ class LogStore:
                             refused=refused, mark=mark)  # fmt: skip
 
     def _append(self, log: str, runs: list[tuple[_Statements, list[Row]]], *, lost: int = 0, refused: int = 0,
-                mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+                mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
         if refused < 0:
             raise InvalidArgument(f"refused must not be negative, not {refused}")
         if len(self._source_cache) > 4096:
@@ -414,9 +417,12 @@ class LogStore:
                         db = self._connect(path)
                         db.execute("BEGIN IMMEDIATE")
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
-            if mark is not None:
+            if mark is not None or loss_mark is not None:
                 db.execute(_MARKS_TABLE)
+            if mark is not None:
                 db.execute(_MARK, (mark[0], mark[1], time.time()))
+            if loss_mark is not None:
+                db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
             self._fold_wal(db, path, config)
         except sqlite3.Error as exc:
@@ -449,6 +455,20 @@ class LogStore:
         finally:
             self._release(db)
 
+    def mark(self, log: str, pool: str) -> tuple[int, int]:
+        """(SequenceNumber of the last buffer of ``pool`` this log holds, the pool's losses
+        counted here so far): (-1, 0) when the log has no mark for it."""
+        db = self.open(log)
+        try:
+            row = db.execute("SELECT sequence, losses FROM stored_buffers WHERE pool = ?", (pool,)).fetchone()
+        except sqlite3.OperationalError:  # a log made before the table was, never marked
+            row = None
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return (-1, 0) if row is None else (int(row[0]), int(row[1]))
+
     def forget_marks(self, log: str, pools: Iterable[str] = (), *, keep: int | None = None) -> int:
         """Drop the marks of ``pools`` (pools nobody will hand over any more), and with ``keep``
         all but the ``keep`` newest. Returns how many were dropped."""
@@ -460,7 +480,7 @@ class LogStore:
             dropped = sum(db.execute("DELETE FROM stored_buffers WHERE pool = ?", (name,)).rowcount for name in names)
             if keep is not None:
                 dropped += db.execute(
-                    "DELETE FROM stored_buffers WHERE pool NOT IN (SELECT pool FROM stored_buffers ORDER BY at DESC LIMIT ?)", (max(0, keep),)
+                    "DELETE FROM stored_buffers WHERE pool NOT IN (SELECT pool FROM stored_buffers ORDER BY at DESC, rowid DESC LIMIT ?)", (max(0, keep),)
                 ).rowcount  # fmt: skip
             db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -469,10 +489,11 @@ class LogStore:
             self._release(db)
         return int(dropped)
 
-    def note_lost(self, log: str, count: int) -> None:
-        """Events meant for ``log`` that never reached it (``written`` and ``lost`` grow)."""
+    def note_lost(self, log: str, count: int, *, loss_mark: tuple[str, int] | None = None) -> None:
+        """Events meant for ``log`` that never reached it (``written`` and ``lost`` grow);
+        ``loss_mark``: (pool, its losses counted so far, these included), kept with them."""
         if count:
-            self.append(log, [], lost=count)
+            self.append_rows(log, [], lost=count, loss_mark=loss_mark)
 
     def note_refused(self, log: str, count: int) -> None:
         """Events refused before they reached the store (a writer the log's access refuses)."""

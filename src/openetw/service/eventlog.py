@@ -137,8 +137,8 @@ class ChannelRuntime(SessionRuntime):
         seen = entry.losses_seen
         super()._count_losses(entry)
         if entry.losses_seen != seen:
-            if self.sink is not None:
-                self.sink.hook._count_losses(self)
+            if self.sink is not None:  # the log keeps what it counted of the pool with the count
+                self.sink.hook._count_losses(self, loss_mark=(entry.pool.identity, entry.losses_seen))
             entry.pool.losses_counted = entry.losses_seen
 
 
@@ -357,7 +357,7 @@ class EventLogService:
                 sequence = buffer_sequence(data)
                 for log in set(rows) | set(refused):
                     if log not in marks:
-                        marks[log] = self._mark_of(log, skip)
+                        marks[log] = self._mark_of(log, skip)[0]
                     if sequence <= marks[log]:
                         continue  # stored by the service that died, after its commit and before it gave the buffer back
                     batch.rows[log] += rows.get(log, [])
@@ -370,13 +370,14 @@ class EventLogService:
         self.writer.submit(batch, wait=wait)
         self._count_losses(runtime)
 
-    def _mark_of(self, log: str, pool: str) -> int:
-        """The SequenceNumber of the last buffer of ``pool`` that ``log`` holds (-1: none)."""
+    def _mark_of(self, log: str, pool: str) -> tuple[int, int]:
+        """(SequenceNumber of the last buffer of ``pool`` that ``log`` holds, -1: none; the pool's
+        losses counted there)."""
         try:
-            return self.store.marks(log).get(pool, -1) if self.store.exists(log) else -1
+            return self.store.mark(log, pool) if self.store.exists(log) else (-1, 0)
         except EventLogError as exc:
             _log(f"event log: {exc}")
-            return -1
+            return (-1, 0)
 
     def _stored(self) -> None:
         """Called by the store thread after a batch with rows: rendering waits its turn."""
@@ -419,15 +420,21 @@ class EventLogService:
                 except Exception as exc:  # noqa: BLE001 - rendering never stops; the events stay stored
                     _log(f"event log: rendering {log}: {exc}")
 
-    def _count_losses(self, runtime: SessionRuntime) -> None:
+    def _count_losses(self, runtime: SessionRuntime, *, loss_mark: tuple[str, int] | None = None) -> None:
         """Events the session lost on their way (full pools): counted in its first log."""
         lost = self.service.table.session(runtime.session_id).statistics.events_lost
         new = lost - self._losses_seen.get(runtime.session_id, 0)
         if new > 0:
             self._losses_seen[runtime.session_id] = lost
-            logs = sorted({s.log for s in self.catalog.specs.values() if session_name(s.type, s.log) == runtime.name})
-            if logs:
-                self.store.note_lost(logs[0], new)
+            log = self._first_log(runtime.name)
+            if log is not None:
+                self.store.note_lost(log, new, loss_mark=loss_mark)
+                if loss_mark is not None:
+                    self._marked[loss_mark[0]].add(log)
+
+    def _first_log(self, session: str) -> str | None:
+        logs = sorted({s.log for s in self.catalog.specs.values() if session_name(s.type, s.log) == session})
+        return logs[0] if logs else None
 
     def take_orphans(self, connection: Connection, session: str, pool: BufferPool) -> int:
         """A reattached producer's pool of a channel session of a service that died: its events
@@ -440,7 +447,11 @@ class EventLogService:
         if pool.producer_pid != connection.pid:
             raise AccessDenied(f"pid {connection.pid} hands over a pool of pid {pool.producer_pid}")
         entry = PoolEntry(-1, connection.connection_id, pool, producer=connection, threads=ThreadCheck(connection.pid))
-        entry.losses_seen = pool.losses_counted  # what the dead service counted already
+        # What the dead service counted already: the pool says so, or the log, when the service
+        # died after counting and before writing it in the pool.
+        first = self._first_log(session)
+        counted = self._mark_of(first, pool.identity)[1] if first is not None else 0
+        entry.losses_seen = max(pool.losses_counted, counted)
         buffers = [bytes(runtime._screen(entry, data)[0]) for data in pool.take_all_after_service_death()]
         if buffers:
             self.store_buffers(runtime, runtime.sink.header(), buffers, wait=True, skip=pool.identity)
