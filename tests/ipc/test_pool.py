@@ -352,6 +352,25 @@ def test_take_all_after_service_death_gives_back_taken_full_and_filling_in_order
     assert POOL_HEADER.as_dict(POOL_HEADER.unpack_from(pool.view, 0))["LossesCounted"] == 5
 
 
+def test_buffers_held_after_a_service_death_stay_taken_and_a_later_taker_finds_them_the_same(pool: BufferPool) -> None:
+    from openetw.eventlog.records import buffer_sequence
+
+    writer = pool.writer()
+    raws = [record(k) for k in range(100)]
+    assert all(writer.write(raw, 1000 + k, cpu=1) for k, raw in enumerate(raws))
+    pool.take(pool.full_buffers()[0])  # a dead service took it and never released it
+    completed = pool.buffers_completed
+    held = pool.hold_all_after_service_death()
+    assert read_pool_buffers([data for _, data in held], 4096) == raws
+    sequences = [buffer_sequence(data) for _, data in held]
+    assert sequences == sorted(sequences) and sequences[-1] == completed + 1 == pool.buffers_completed
+    assert pool.stats().taken == len(held) and pool.stats().filling == 0
+    # this taker died too, before storing them: the next one finds the same buffers, numbered the same
+    again = pool.take_all_after_service_death()
+    assert again == [data for _, data in held]
+    assert pool.stats().free == 4 and pool.buffers_completed == completed + 1
+
+
 def test_take_filling_after_death_keeps_every_returned_write(pool: BufferPool) -> None:
     writer = pool.writer()
     raws = [record(k) for k in range(60)]

@@ -86,6 +86,7 @@ _COUNTED_Q = POOL_HEADER.offset("LossesCounted") // 8
 _IDENTITY_Q = POOL_HEADER.offset("Identity") // 8
 _TIMESTAMP_AT = _BH.offset("TimeStamp")
 _OFFSET_AT = _BH.offset("Offset")
+_SEQUENCE_AT = _BH.offset("SequenceNumber")
 _u16_into = struct.Struct("<H").pack_into
 _PROCESSOR_AT = _BH.offset("ProcessorIndex")
 _FLAGS_AT = _BH.offset("BufferFlag")
@@ -380,6 +381,29 @@ class BufferPool:
             if state == TAKEN:
                 self.release(index)
         return taken
+
+    def hold_all_after_service_death(self) -> list[tuple[int, bytes]]:
+        """``take_all_after_service_death`` for a taker that gives the buffers back only once it
+        stored them (``release``): (index, bytes) of each, in the producer's order, every one
+        left TAKEN. The FILLING one gets the next SequenceNumber in the pool too (before it
+        turns TAKEN), so that a service taking the pool over after this one died finds every
+        buffer in the same order, with the same numbers."""
+        for index, state in enumerate(self.states.tolist()):
+            if state == TAKEN:
+                self.states[index] = FULL
+        held = [(index, self.take(index)) for index in self.full_buffers()]
+        for index, state in enumerate(self.states.tolist()):
+            if state != FILLING:
+                continue
+            base = self.buffer_offset(index)
+            if self.words[(base + _OFFSET_AT) // 4] == _BH_SIZE:
+                continue  # empty: nothing to hold
+            sequence = self.qwords[_COMPLETED_Q] + 1
+            self.qwords[(base + _SEQUENCE_AT) // 8] = sequence
+            self.qwords[_COMPLETED_Q] = sequence
+            self.states[index] = TAKEN
+            held.append((index, self._copy_out(index, sequence=None)))
+        return held
 
     def _copy_out(self, index: int, *, sequence: int | None) -> bytes:
         """The buffer's bytes with a WMI_BUFFER_HEADER the service vouches for: the producer's

@@ -362,7 +362,6 @@ class EventLogService:
                         continue  # stored by the service that died, after its commit and before it gave the buffer back
                     batch.rows[log] += rows.get(log, [])
                     batch.refused[log] += refused.get(log, 0)
-            batch.forget, batch.forget_logs = skip, tuple(log for log, mark in marks.items() if mark >= 0)
         if pool is not None and buffers:
             identity = pool.identity
             batch.mark = (identity, max(buffer_sequence(data) for data in buffers))
@@ -452,9 +451,19 @@ class EventLogService:
         first = self._first_log(session)
         counted = self._mark_of(first, pool.identity)[1] if first is not None else 0
         entry.losses_seen = max(pool.losses_counted, counted)
-        buffers = [bytes(runtime._screen(entry, data)[0]) for data in pool.take_all_after_service_death()]
-        if buffers:
-            self.store_buffers(runtime, runtime.sink.header(), buffers, wait=True, skip=pool.identity)
+        # The buffers stay TAKEN until their events are stored (this service may die too: the
+        # producer hands the pool over again until a service answers), and the logs' marks say
+        # which the dead service stored already.
+        identity = pool.identity
+        held = pool.hold_all_after_service_death()
+        indices = [index for index, _ in held]
+        try:
+            buffers = [bytes(runtime._screen(entry, data)[0]) for _, data in held]
+            if buffers:
+                self.store_buffers(runtime, runtime.sink.header(), buffers, pool=pool, wait=True, skip=identity)
+        finally:
+            self._marked.pop(identity, None)  # handed over once stored: marks left to the pruning
+            _release(pool, indices)
         runtime._count_losses(entry)
         return len(buffers)
 

@@ -11,9 +11,10 @@ walks faster than SQLite stores waits for it, while the producer's pool holds th
 SQLite works without the interpreter's lock, so its part of the cost overlaps the walk of the
 next batch on another core.
 
-A test hook: when ``$OPENETW_EVENTLOG_PAUSE_AFTER_COMMIT`` names a file in the service's
-environment, the thread creates that file after its first batch is committed and then sleeps
-instead of giving the buffers back, so that a test can kill the service in that window.
+Test hooks: when ``$OPENETW_EVENTLOG_PAUSE_AFTER_COMMIT`` names a file in the service's
+environment, the thread creates that file after its first batch of events is committed and then
+sleeps instead of giving the buffers back, so that a test can kill the service in that window;
+``$OPENETW_EVENTLOG_PAUSE_BEFORE_COMMIT`` likewise, before the first batch is stored at all.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from openetw.errors import EventLogError
 from openetw.eventlog.records import Run
 from openetw.eventlog.store import LogStore, RecordSource
 
-__all__ = ["DEPTH", "PAUSE_AFTER_COMMIT_ENV", "StoreBatch", "StoreWriter"]
+__all__ = ["DEPTH", "PAUSE_AFTER_COMMIT_ENV", "PAUSE_BEFORE_COMMIT_ENV", "StoreBatch", "StoreWriter"]
 
 DEPTH = 4  # batches that may wait for the thread
 PAUSE_AFTER_COMMIT_ENV = "OPENETW_EVENTLOG_PAUSE_AFTER_COMMIT"
+PAUSE_BEFORE_COMMIT_ENV = "OPENETW_EVENTLOG_PAUSE_BEFORE_COMMIT"
 
 
 @dataclass
@@ -61,6 +63,7 @@ class StoreWriter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pause = os.environ.get(PAUSE_AFTER_COMMIT_ENV) or None
+        self._pause_before = os.environ.get(PAUSE_BEFORE_COMMIT_ENV) or None
 
     def submit(self, batch: StoreBatch, *, wait: bool = False) -> None:
         """Queue ``batch`` (waiting while ``DEPTH`` batches wait); ``wait``: return once stored."""
@@ -97,6 +100,8 @@ class StoreWriter:
 
     def _store(self, batch: StoreBatch) -> None:
         store = self.store
+        if self._pause_before is not None and batch.rows:
+            _pause(self._pause_before, 0)
         for log in sorted(set(batch.rows) | set(batch.refused)):
             runs = [(RecordSource(route.provider_name, route.provider_guid, log, batch.computer, batch.uid), rows)
                     for route, rows in batch.rows.get(log, []) if rows]  # fmt: skip
@@ -116,8 +121,12 @@ class StoreWriter:
         if batch.rows and self.on_stored is not None:
             self.on_stored()
         if self._pause is not None and batch.rows:
-            path, self._pause = self._pause, None
-            with open(path, "w") as marker:
-                marker.write(f"{batch.stored}\n")
-            while True:  # until the test kills the service
-                time.sleep(3600)
+            _pause(self._pause, batch.stored)
+
+
+def _pause(path: str, stored: int) -> None:
+    """The test hooks' pause: say so in ``path``, then sleep until the test kills the service."""
+    with open(path, "w") as marker:
+        marker.write(f"{stored}\n")
+    while True:
+        time.sleep(3600)
