@@ -350,18 +350,26 @@ class BufferPool:
         Only call this once the producer cannot write any more (its control connection closed).
         Take the FULL buffers first: these come after them in the producer's sequence.
         """
+        return [data for _, data in self._take_filling()]
+
+    def _take_filling(self) -> list[tuple[int, bytes]]:
+        """(index, bytes) of ``take_filling_after_death``. A buffer's SequenceNumber is written
+        in the pool too, before it turns TAKEN: whoever takes the pool over after a taker that
+        died finds the same number."""
         taken = []
         for index, state in enumerate(self.states.tolist()):
             if state != FILLING:
                 continue
-            self.states[index] = TAKEN
             base = self.buffer_offset(index)
             if self.words[(base + _OFFSET_AT) // 4] == _BH_SIZE:
+                self.states[index] = TAKEN
                 self.release(index)
                 continue
             sequence = self.qwords[_COMPLETED_Q] + 1
+            self.qwords[(base + _SEQUENCE_AT) // 8] = sequence
             self.qwords[_COMPLETED_Q] = sequence
-            taken.append(self._copy_out(index, sequence=sequence))
+            self.states[index] = TAKEN
+            taken.append((index, self._copy_out(index, sequence=None)))
         return taken
 
     def take_all_after_service_death(self) -> list[bytes]:
@@ -391,19 +399,7 @@ class BufferPool:
         for index, state in enumerate(self.states.tolist()):
             if state == TAKEN:
                 self.states[index] = FULL
-        held = [(index, self.take(index)) for index in self.full_buffers()]
-        for index, state in enumerate(self.states.tolist()):
-            if state != FILLING:
-                continue
-            base = self.buffer_offset(index)
-            if self.words[(base + _OFFSET_AT) // 4] == _BH_SIZE:
-                continue  # empty: nothing to hold
-            sequence = self.qwords[_COMPLETED_Q] + 1
-            self.qwords[(base + _SEQUENCE_AT) // 8] = sequence
-            self.qwords[_COMPLETED_Q] = sequence
-            self.states[index] = TAKEN
-            held.append((index, self._copy_out(index, sequence=None)))
-        return held
+        return [(index, self.take(index)) for index in self.full_buffers()] + self._take_filling()
 
     def _copy_out(self, index: int, *, sequence: int | None) -> bytes:
         """The buffer's bytes with a WMI_BUFFER_HEADER the service vouches for: the producer's

@@ -84,6 +84,7 @@ class ChannelRuntime(SessionRuntime):
     producer: Connection | None = None
     batch: list[bytes] | None = None  # while a drain runs: the buffers its sink took
     sink: ChannelSink | None = None
+    closing: BufferPool | None = None  # while a pool closes: it, whose last buffers the sink stores
 
     def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
         self.producer = entry.producer
@@ -128,7 +129,11 @@ class ChannelRuntime(SessionRuntime):
         identity = entry.pool.identity
         self.drain(pool_id)
         self.sink.hook.writer.wait()
-        super().close_pool(pool_id)
+        self.closing = entry.pool
+        try:
+            super().close_pool(pool_id)
+        finally:
+            self.closing = None
         self.sink.hook.pool_closed(identity)
 
     def _count_losses(self, entry: PoolEntry) -> None:
@@ -185,7 +190,7 @@ class ChannelSink:
         if self.runtime.batch is not None:
             self.runtime.batch.append(bytes(payload))
         else:  # a buffer taken outside a drain (a closing pool's last): stored before it goes back
-            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)], wait=True)
+            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)], wait=True, pool=self.runtime.closing)
         return True
 
     def header(self) -> bytes:
