@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -109,11 +110,18 @@ def run_until(rig: Rig, provider: str, session: Session, key: str, above: int, *
     through depends on how much the producers drop); the writes and the indices' end."""
     wait_enabled_all(rig.producers, provider)
     writes, end = Writes(0, 0), 0
-    for _ in range(20):
+    for round_number in range(40):
         writes += write_at_once(rig.producers, provider, batch, start=end)
         end += batch
         if session.query()[key] > above:
             return writes, end
+        if round_number >= 19:
+            # Plenty was written: a busy machine's service may still be storing what was handed
+            # over, so let it catch up before writing more (the counters, not the time, decide).
+            for _ in range(20):
+                time.sleep(0.05)
+                if session.query()[key] > above:
+                    return writes, end
     raise AssertionError(f"{key} stayed at most {above}")
 
 
