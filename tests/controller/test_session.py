@@ -109,13 +109,18 @@ def test_a_new_file_session_writes_numbered_files(service: ServiceProcess, produ
     producer: Producer = producers()
     producer.register(PROVIDER)
     pattern = tmp_path / "part%d.etl"
-    with Session.start("Parts", output=pattern, mode="newfile", max_size=1, buffer_size=64, flush_timer=0, providers=[PROVIDER]):
+    with Session.start("Parts", output=pattern, mode="newfile", max_size=1, buffer_size=64, flush_timer=0, providers=[PROVIDER]) as session:
         assert producer.wait_enabled(PROVIDER)
-        producer.write(PROVIDER, 12000, pad=200)
+        written = producer.write(PROVIDER, 12000, pad=200)
+    stats = session.query()
     parts = sorted(tmp_path.glob("part*.etl"))
     assert len(parts) >= 2
     assert all(path.stat().st_size <= 1 << 20 for path in parts)
-    assert sorted(i for path in parts for i in indices(path)) == list(range(12000))
+    found = sorted(i for path in parts for i in indices(path))
+    # Every write that returned True is in the files, once; a busy machine's service may leave
+    # the pool full for a moment, and those writes return False and are counted lost.
+    assert len(found) == len(set(found)) == written == stats["events_written"]
+    assert set(found) <= set(range(12000)) and stats["events_lost"] == 12000 - written
 
 
 def test_update_switches_the_output_file(service: ServiceProcess, producers, tmp_path: Path) -> None:

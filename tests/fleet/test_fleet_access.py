@@ -115,3 +115,47 @@ async def _wait_for(options: StreamOptions, subject: str, timeout: float = 15.0)
             return True
         await asyncio.sleep(0.2)
     return False
+
+
+@pytest.fixture
+def operator_mode(tmp_path: Path) -> Any:
+    """One JetStream server trusting an operator (decentralized authentication: JWTs, no
+    passwords), and the operator to make users' credentials files with."""
+    from tests.fleet.nats_jwt import Operator
+
+    operator = Operator()
+    cluster = make_cluster(tmp_path / "nats", 1, accounts=operator.server_config(tmp_path))
+    try:
+        cluster.start()
+        yield cluster, operator
+    finally:
+        cluster.kill()
+
+
+def test_credentials_files_authenticate_hosts_and_the_collector(operator_mode: Any, tmp_path: Path) -> None:
+    cluster, operator = operator_mode
+    alpha = operator.user("alpha", tmp_path, publish=["etw.alpha.>", "$JS.API.INFO", "$JS.API.STREAM.INFO.ETW", "$JS.API.STREAM.CREATE.ETW"],
+                          subscribe=["_INBOX.>"])  # fmt: skip
+    collector = operator.user("collector", tmp_path, publish=["$JS.API.>", "$JS.ACK.>"], subscribe=["_INBOX.>"])
+    admin = StreamOptions.build(cluster.urls, creds_file=collector)
+    cluster.wait_ready(**{key: value for key, value in admin.connect_kwargs().items() if key != "servers"})
+    asyncio.run(_make_stream(admin))
+    assert asyncio.run(_try_publish(_options(cluster, None), "etw.alpha.x")).startswith("refused")  # no credentials
+    alpha_options = StreamOptions.build(cluster.urls, creds_file=alpha)
+    assert asyncio.run(_try_publish(alpha_options, "etw.beta.x")).startswith("not stored")
+    assert asyncio.run(_try_publish(alpha_options, "etw.alpha.x")) == "stored"
+
+    # A host's service streams with the credentials file given to `openetw session start`, and
+    # the collector reads what it streamed with its own.
+    host = Host(tmp_path / "alpha", "alpha")
+    try:
+        base = [sys.executable, "-m", "openetw", "session", "start", "--socket", str(host.socket), "-p", "*Fleet.Access",
+                "--stream", cluster.urls, "--creds", str(alpha)]  # fmt: skip
+        subprocess.run([*base[:5], "Own", *base[5:]], check=True, capture_output=True, env=host.env())
+        assert asyncio.run(_wait_for(admin, "etw.alpha.Own"))
+        status = subprocess.run([sys.executable, "-m", "openetw", "fleet", "status", cluster.urls, "--creds", str(collector), "--json"],
+                                capture_output=True, text=True, env=host.env(), check=False)  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        assert "alpha" in status.stdout
+    finally:
+        host.stop()

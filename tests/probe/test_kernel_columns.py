@@ -136,12 +136,24 @@ def test_calls_on_a_cpu_of_unknown_thread_wait_for_its_next_switch() -> None:
     # so CPU 1's first calls are released before the switch that names their thread has come.
     second = 1_000_000  # scale: a row time unit is 1 s
     first = [(0, 0, CSWITCH, 202, UNKNOWN), (1, 1, CSWITCH, 0 | (202 << 32), 200), (2, 1, ENTER, 1, UNKNOWN),
-             (3, 1, EXIT, 10, UNKNOWN), (6, 1, ENTER, 1, UNKNOWN), (7, 1, EXIT, 20, UNKNOWN), (9, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
+             (3, 1, EXIT, 10, UNKNOWN), (6, 1, ENTER, 1, UNKNOWN), (7, 1, EXIT, 20, UNKNOWN), (7, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
     later = [(8, 1, CSWITCH, 0 | (101 << 32), 100), (12, 0, EXIT, 5, UNKNOWN)]
     text, runner = run('syscall::write:return { printf("%s %d|", execname, arg0); } sched:::on-cpu /execname == "alpha"/ { printf("on|"); }',
                        live=BatchedLive([first, later], second))  # fmt: skip
     assert fired_lines(text) == [["on"], ["alpha", "10"], ["alpha", "20"]]
     assert runner.kernel_probes is not None and runner.kernel_probes.unattributed == 0
+
+
+def test_calls_wait_for_their_thread_at_most_five_seconds() -> None:
+    # Thread 101 has CPU 1 to itself after idle and makes calls for 16 s before it switches: the
+    # calls more than 5 s behind the newest record go without a thread, the later ones wait.
+    second = 1_000_000
+    first = [(0, 0, CSWITCH, 202, UNKNOWN), (1, 1, CSWITCH, 0 | (202 << 32), 200), (2, 1, ENTER, 1, UNKNOWN),
+             (3, 1, EXIT, 10, UNKNOWN), (12, 1, ENTER, 1, UNKNOWN), (13, 1, EXIT, 20, UNKNOWN), (20, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
+    later = [(17, 1, CSWITCH, 0 | (101 << 32), 100), (30, 0, EXIT, 5, UNKNOWN)]
+    text, runner = run('syscall::write:return { printf("%s %d|", execname, arg0); }', live=BatchedLive([first, later], second))
+    assert fired_lines(text) == [["alpha", "20"]]
+    assert runner.kernel_probes is not None and runner.kernel_probes.unattributed == 2
 
 
 def test_calls_whose_thread_is_never_known_are_counted_not_fired() -> None:

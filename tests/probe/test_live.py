@@ -128,3 +128,48 @@ def test_l_lists_the_live_probes_manifests_declare() -> None:
     rows = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [(r["name"], r["event_name"], r["fields"], r["events"]) for r in rows] == [
         ("12", "Allocation", ["Seq:uint32_t"], 0), ("13", "Release", ["Seq:uint32_t"], 0)]
+
+
+def test_a_run_whose_service_dies_says_so_and_fails(tmp_path: Path, monkeypatch: Any) -> None:
+    from tests.service.harness import start_service
+
+    socket_path = tmp_path / "control.sock"
+    monkeypatch.setenv("OPENETW_SOCKET", str(socket_path))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
+    running = start_service(socket_path)
+    probe_process = subprocess.Popen([sys.executable, "-m", "openetw", "probe", "-n", f"{SEED} {{ }}"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert probe_process.stderr is not None
+        assert "tracing" in probe_process.stderr.readline()
+        running.process.kill()  # SIGKILL: the service goes away mid-run
+        _out, err = probe_process.communicate(timeout=60)
+    finally:
+        if probe_process.poll() is None:
+            probe_process.kill()
+        running.kill()
+    assert probe_process.returncode == 1
+    assert "real-time stream ended before the run did: the trace service stopped or went away" in err
+
+
+def test_a_killed_probe_leaves_no_session_behind(service: ServiceProcess) -> None:
+    import signal
+    import time
+
+    from openetw.controller import list_sessions
+
+    probe_process = subprocess.Popen([sys.executable, "-m", "openetw", "probe", "-n", f"{SEED} {{ }}"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert probe_process.stderr is not None
+        assert "tracing" in probe_process.stderr.readline()
+        assert any(info["name"].startswith("openetw-probe-") for info in list_sessions(socket=service.socket))
+        probe_process.send_signal(signal.SIGKILL)
+        probe_process.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while list_sessions(socket=service.socket) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list_sessions(socket=service.socket) == []
+    finally:
+        if probe_process.poll() is None:
+            probe_process.kill()

@@ -165,18 +165,29 @@ def test_jumping_to_rows_of_a_million_event_trace(page: Any, serve: Any, artifac
         index.close()
 
 
+def _drag_timeline(page: Any, left: float, right: float) -> None:
+    box = page.locator("#timeline").bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * left, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * right, y, steps=4)
+    page.mouse.up()
+    page.wait_for_function("document.getElementById('range').dataset.start")
+    _idle(page)
+
+
+def _type_range(page: Any, start: str, end: str) -> None:
+    page.fill("#range-from", start)
+    page.fill("#range-to", end)
+    page.press("#range-to", "Enter")
+    _idle(page)
+
+
 def test_dragging_on_the_timeline_selects_exactly_that_range(page: Any, serve: Any, artifacts: Path) -> None:
     etl = corpus_path(*HTTP_SERVER)
     server = serve(etl)
     _ready(page, server)
-    box = page.locator("#timeline").bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * 0.7, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.8, y, steps=4)
-    page.mouse.up()
-    page.wait_for_function("document.getElementById('range').dataset.start")
-    _idle(page)
+    _drag_timeline(page, 0.7, 0.8)
     start, end = int(page.get_attribute("#range", "data-start")), int(page.get_attribute("#range", "data-end"))
     index = EtlIndex.open(etl)
     try:
@@ -189,6 +200,51 @@ def test_dragging_on_the_timeline_selects_exactly_that_range(page: Any, serve: A
     finally:
         index.close()
     _shot(page, artifacts, "etl-timeline-range")
+
+
+def test_a_typed_time_range_selects_what_the_drag_selects(page: Any, serve: Any, artifacts: Path) -> None:
+    etl = corpus_path(*HTTP_SERVER)
+    server = serve(etl)
+    _ready(page, server)
+    _drag_timeline(page, 0.7, 0.8)
+    start, end = int(page.get_attribute("#range", "data-start")), int(page.get_attribute("#range", "data-end"))
+    assert (page.input_value("#range-from"), page.input_value("#range-to")) == (filetime_to_iso(start), filetime_to_iso(end))
+    dragged = _total(page)
+    index = EtlIndex.open(etl)
+    try:
+        assert 0 < dragged == len(index.select(start=start, end=end)) < len(index)
+        page.click("#clear-range")
+        page.wait_for_function("!document.getElementById('range').dataset.start")
+        _idle(page)
+        assert _total(page) == len(index) and page.input_value("#range-from") == ""
+        # the drag's range typed in: the same rows
+        _type_range(page, filetime_to_iso(start), filetime_to_iso(end))
+        assert (int(page.get_attribute("#range", "data-start")), int(page.get_attribute("#range", "data-end"))) == (start, end)
+        assert _total(page) == dragged
+        # a window typed as people type it: whole seconds, an offset, an open end
+        times = index.segment_at(0).records["filetime"]
+        middle = int(times[len(times) // 2]) // 10_000_000 * 10_000_000
+        local = filetime_to_iso(middle + 2 * 3600 * 10_000_000)[:19] + "+02:00"
+        _type_range(page, local, "")
+        assert page.get_attribute("#range", "data-start") == str(middle) and page.get_attribute("#range", "data-end") == ""
+        assert page.input_value("#range-from") == filetime_to_iso(middle)
+        assert _total(page) == len(index.select(start=middle)) > 0
+        assert _shown(page)[0]["time"] >= filetime_to_iso(middle)
+        # a bad value: an inline error, the range as it was
+        shown = _total(page)
+        _type_range(page, filetime_to_iso(middle), "2020-13-45T00:00:00Z")
+        assert page.is_visible("#range-error") and page.text_content("#range-error").startswith("To: ")
+        assert page.get_attribute("#range-to", "aria-invalid") == "true" and page.get_attribute("#range-from", "aria-invalid") is None
+        assert page.get_attribute("#range", "data-start") == str(middle) and _total(page) == shown
+        _shot(page, artifacts, "etl-typed-range-error")
+        _type_range(page, filetime_to_iso(end), filetime_to_iso(start))
+        assert page.text_content("#range-error") == "To is before From" and _total(page) == shown
+        _type_range(page, filetime_to_iso(start), filetime_to_iso(end))
+        assert not page.is_visible("#range-error") and page.get_attribute("#range-to", "aria-invalid") is None
+        assert _total(page) == dragged
+    finally:
+        index.close()
+    _shot(page, artifacts, "etl-typed-range")
 
 
 def test_the_exported_filtered_set_is_what_dump_selects(page: Any, serve: Any, artifacts: Path, tmp_path: Path) -> None:

@@ -32,8 +32,11 @@ Probes: etw:<provider guid|name>:<level>_<keyword>:<event id|name|generic_event>
 fields and * ? wildcards match anything), BEGIN, END, ERROR, tick-N (trace time),
 interval:<unit>:<n>; live also syscall::<name>:entry|return, proc:::exec-success|exit|create,
 sched:::on-cpu|off-cpu, io:::start|done, tcp:::send|receive, profile-N, and etw_trace(...).
+Live args->Field is typed from installed manifests and --manifest files. Kernel probes infer
+the context switches the kernel did not record (counted at the end as "switches inferred").
 The language and the -f json records are described in docs/probe.md.
-Exit status: 0, 1 after runtime errors, 2 on a usage or compile error, or exit(n)'s n.
+Exit status: 0, 1 after runtime errors or when the trace service ended the run's sessions, 2 on
+a usage or compile error, or exit(n)'s n.
 """
 
 

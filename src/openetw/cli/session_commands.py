@@ -603,7 +603,7 @@ def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size
         session_name = f"openetw-trace-{os.getpid()}"
         own = Session.start(
             session_name, mode="realtime", buffer_size=buffer_size, flush_timer=flush_timer,
-            providers=specs, socket=socket_path,
+            providers=specs, socket=socket_path, end_with_connection=True,
         )  # fmt: skip
     formatter = LiveFormatter(as_json=as_json)
     consumer = RealtimeConsumer(session_name, socket=socket_path)

@@ -174,7 +174,7 @@ class KernelTrace(UserTrace):
         try:
             self._own_session = Session.start(
                 name, mode="realtime", kernel_flags=flags, kernel_buffer_size=self.kernel_buffer_size,
-                buffer_size=self.buffer_size, flush_timer=self.flush_timer, socket=self.socket,
+                buffer_size=self.buffer_size, flush_timer=self.flush_timer, socket=self.socket, end_with_connection=True,
             )  # fmt: skip
         except ServiceError as error:
             if type(error) is ServiceError:  # the service itself could not be reached

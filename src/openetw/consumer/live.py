@@ -101,7 +101,7 @@ class LiveSessionSource(Source):
                 enables = [(str(p.guid), _enable_options(p)) for p in self.providers if p.guid is not None]
                 self._session = Session.start(
                     self.session_name, mode="realtime", flush_timer=self.flush_timer, buffer_size=self.buffer_size_kb,
-                    providers=enables, socket=self.socket,
+                    providers=enables, socket=self.socket, end_with_connection=True,
                 )  # fmt: skip
             self._consumer = RealtimeConsumer(self.session_name, socket=self.socket)
         except ServiceError as error:

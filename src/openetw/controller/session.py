@@ -137,8 +137,12 @@ class Session:
         stream: str | StreamOptions | None = None,
         subject: str | None = None,
         spool_size: float | None = None,
+        end_with_connection: bool = False,
     ) -> Session:
         """StartTrace. ``buffer_size`` in KB, ``max_size`` in MB, ``flush_timer`` in seconds.
+
+        ``end_with_connection``: the service stops the session when this ``Session``'s
+        connection closes (its process ended, killed or not), as a tool's private session should.
 
         ``output`` is the file (a new-file session's name holds one ``%d``); the file is opened
         here and its descriptor handed to the service. ``providers`` are enabled before the first
@@ -213,7 +217,9 @@ class Session:
         enables = [_enable_body(item) for item in providers]
         client = ServiceClient(socket, autostart=autostart)
         try:
-            extra = {"stream": stream_body} if stream_body is not None else {}
+            extra: dict[str, Any] = {"stream": stream_body} if stream_body is not None else {}
+            if end_with_connection:
+                extra["end_with_connection"] = True
             reply = client.call("start_session", fds, config=config, providers=enables, **extra)
         except BaseException:
             client.close()

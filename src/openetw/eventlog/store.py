@@ -1,4 +1,4 @@
-"""Durable logs: one SQLite database (WAL mode, FTS5 over messages) per log in one directory.
+"""Durable logs: one SQLite database (WAL mode, FTS5 over messages and field values) per log in one directory.
 
 The shell over ``model``, ``retention`` and ``xpath``; the public API the service, ``openetw
 log``, the web viewer and the fleet collector use::
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from openetw.errors import EventLogError, InvalidArgument
+from openetw.eventlog import fieldtext
 from openetw.eventlog.channels import log_file_name, log_name_from_file
 from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, StoredEvent
 from openetw.eventlog.render import event_node
@@ -116,6 +117,7 @@ _MARK = ("INSERT INTO stored_buffers(pool, sequence, at) VALUES (?, ?, ?)"
 _LOSS_MARK = ("INSERT INTO stored_buffers(pool, sequence, losses, at) VALUES (?, -1, ?, ?)"
               " ON CONFLICT(pool) DO UPDATE SET losses = max(losses, excluded.losses), at = excluded.at")  # fmt: skip
 _MESSAGE = _COLUMNS.index("message")
+_FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
 
 
@@ -281,6 +283,7 @@ class LogStore:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA cache_size=-8192")  # 8 MiB: more of a large log's indexes stay in memory
+            fieldtext.ensure(db)  # a log made before the field index gets it
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot open the log database {path}: {exc}") from None
         return db
@@ -306,6 +309,7 @@ class LogStore:
 
     def _create(self, db: sqlite3.Connection, log: str, config: LogConfig, existed: bool, replace: bool) -> LogConfig:
         db.executescript(SCHEMA)
+        fieldtext.create(db)
         db.execute("BEGIN IMMEDIATE")
         text = self._meta(db, "config")
         if existed and not replace and text is not None:
@@ -537,6 +541,8 @@ class LogStore:
         db.executemany(insert_next, rest)
         if statements.index_text and any(row[_MESSAGE] is not None for row in rows):
             db.execute(_INSERT_TEXT, (first - 1,))
+        if not records and any(row[_FIELDS] is not None for row in rows):
+            fieldtext.index_after(db, first - 1)
         self._set_meta(db, "next_record_id", str(first + len(rows)))
 
     def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult,
@@ -612,6 +618,7 @@ class LogStore:
             db.execute(
                 "INSERT INTO messages(messages, rowid, message) SELECT 'delete', record_id, message FROM events"
                 " WHERE record_id <= ? AND message IS NOT NULL", (last,))  # fmt: skip
+            fieldtext.drop_upto(db, last)
             dropped += db.execute("DELETE FROM events WHERE record_id <= ?", (last,)).rowcount
         return dropped
 
@@ -668,6 +675,7 @@ class LogStore:
             db.execute("BEGIN IMMEDIATE")
             db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
             db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
+            fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
             self._set_meta(db, "render_from", str(rows[-1].record_id + 1))
             db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -705,6 +713,7 @@ class LogStore:
             db.execute("BEGIN IMMEDIATE")
             removed = db.execute("DELETE FROM events").rowcount
             db.execute("INSERT INTO messages(messages) VALUES ('delete-all')")
+            fieldtext.drop_all(db)
             db.execute("COMMIT")
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

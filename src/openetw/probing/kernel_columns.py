@@ -39,6 +39,7 @@ REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may 
 CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
 HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
 IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
+WAIT_LIMIT = 50_000_000  # 5 s of FILETIME: how long system calls wait for the switch that names their thread
 
 Clause = Callable[[Any, tuple[str, str, str, str]], Any]
 Found = list[tuple[Clause, tuple[str, str, str, str]]]
@@ -275,9 +276,13 @@ class ColumnStage:
             if cpu in next_old:
                 lookahead[cpu] = int(next_old[cpu])
             elif not final:
-                if waiting is None:
-                    waiting = np.zeros(len(released), dtype=bool)
-                waiting[tail] = True
+                # A thread that runs on without switching (nothing else to run there) holds them:
+                # past WAIT_LIMIT they go, without a thread, so what is held stays bounded.
+                recent = tail[released["filetime"][tail] >= self._latest - WAIT_LIMIT]
+                if len(recent):
+                    if waiting is None:
+                        waiting = np.zeros(len(released), dtype=bool)
+                    waiting[recent] = True
         return lookahead, waiting
 
     def _with_missed_switches(self, block: Any, lookahead: dict[int, int]) -> Any:

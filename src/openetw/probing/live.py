@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError
+from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, ServiceError
 from openetw.probe.descriptions import Description
 
 __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
@@ -203,6 +203,7 @@ class LiveSessions:
         self.traces: list[Any] = []
         self.stats: dict[str, Any] = {}
         self._done = threading.Event()
+        self._stopping = threading.Event()  # the run ends the sessions: their streams end with them
         self._lock = threading.Lock()
         if self.kernel_flags and os.geteuid() != 0:
             raise AccessDenied(
@@ -222,11 +223,12 @@ class LiveSessions:
         pid = self.target.pid if self.target is not None else None
         if self.enables:
             providers = [(str(e.guid), e.options(pid)) for e in self.enables.values()]
-            self.sessions.append(Session.start(f"openetw-probe-{stamp}", mode="realtime", flush_timer=1,
+            self.sessions.append(Session.start(f"openetw-probe-{stamp}", mode="realtime", flush_timer=1, end_with_connection=True,
                                                buffer_size=self.buffer_size_kb, providers=providers))  # fmt: skip
         if self.kernel_flags:
             self.sessions.append(Session.start(
-                f"openetw-probe-kernel-{stamp}", mode="realtime", flush_timer=1, buffer_size=max(256, self.buffer_size_kb),
+                f"openetw-probe-kernel-{stamp}", mode="realtime", flush_timer=1, end_with_connection=True,
+                buffer_size=max(256, self.buffer_size_kb),
                 max_buffers=max(64, self.kernel_buffer_kb // 256),
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
             ))  # fmt: skip
@@ -297,6 +299,7 @@ class LiveSessions:
                 deadline = time.monotonic() + DRAIN_SECONDS
                 while not caught_up(end) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
                     time.sleep(0.05)
+            self._stopping.set()
             self._stop_sessions()
             for thread in threads:
                 thread.join()
@@ -320,6 +323,7 @@ class LiveSessions:
     def _consume(self, trace: Any) -> None:
         try:
             trace.process()
+            self._ended_early("the session's")
         except OpenEtwError as error:
             self.errors.append(error)
         finally:
@@ -330,10 +334,18 @@ class LiveSessions:
             for index in source.buffer_indexes():
                 with self._lock:
                     kernel_batch(index)
+            self._ended_early("the kernel session's")
         except OpenEtwError as error:
             self.errors.append(error)
         finally:
             self._done.set()
+
+    def _ended_early(self, whose: str) -> None:
+        """A stream that ends while the run goes on: its session ended without us (the trace
+        service stopped or died, or someone stopped the session)."""
+        if not self._stopping.is_set():
+            self.errors.append(ServiceError(f"{whose} real-time stream ended before the run did: the trace service stopped or "
+                                            "went away, or the session was stopped; what came before is reported"))  # fmt: skip
 
     def _stop_sessions(self) -> None:
         sessions, self.sessions = self.sessions, []
@@ -351,4 +363,5 @@ class LiveSessions:
 
     def stop(self) -> None:
         """End the run (``exit()``, SIGINT): from any thread."""
+        self._stopping.set()
         self._done.set()

@@ -227,10 +227,11 @@ class ProbeRun:
                 self.output.dump(name)
         self.etw_writer.close()
         self._report_losses(stats, namespace["_DROPS"][0])
+        failed = self._report_live_errors()
         self.exited = exit_box[0] is not None
         if exit_box[0] is not None:
             return int(exit_box[0]) & 0xFF
-        return 1 if self.runtime_errors else 0
+        return 1 if self.runtime_errors or failed else 0
 
     _last_ns = 0
 
@@ -471,6 +472,23 @@ class ProbeRun:
                     if match:
                         return int(match.group(1))
         return None
+
+    def _report_live_errors(self) -> bool:
+        """What ended a live run's sessions before the run did (the service's death, say): said
+        on stderr (an ``error`` record in JSON); whether there was any."""
+        if not getattr(self.files, "live", False):
+            return False
+        seen: list[str] = []
+        for error in self.files.errors:
+            text = str(error)
+            if text not in seen:
+                seen.append(text)
+        for text in seen[:5]:
+            if self.output.json:
+                self.output.error({"probe": "", "line": None, "message": text})
+            else:
+                self.warn(f"openetw probe: {text}")
+        return bool(seen)
 
     def _report_losses(self, stats: dict[str, Any], drops: int) -> None:
         counts = {

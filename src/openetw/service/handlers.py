@@ -85,8 +85,13 @@ def start_session(service: TraceService, connection: Connection, message: Messag
             raise InvalidSessionConfig("each provider to enable must be an object")
         enables.append((_provider(item), rule_from_json(item)))
     stream = _stream_for(service, config, message.body.get("stream"))
+    ends_with_connection = message.body.get("end_with_connection", False)
+    if not isinstance(ends_with_connection, bool):
+        raise InvalidSessionConfig("end_with_connection must be true or false")
     fd = message.take_fd() if config.mode.writes_file else -1
     session_id = begin_session(service, config, connection.caller, fd, enables)
+    if ends_with_connection:
+        service.owned_sessions.setdefault(connection.connection_id, set()).add(session_id)
     if stream is not None:
         from openetw.service.stream import attach_stream
 

@@ -90,6 +90,7 @@ class TraceService:
         self.connections: dict[int, Connection] = {}
         self.runtimes: dict[int, SessionRuntime] = {}
         self.pool_sessions: dict[int, int] = {}  # pool id -> session id
+        self.owned_sessions: dict[int, set[int]] = {}  # connection id -> sessions that end with it (end_with_connection)
         self.registration_names: dict[int, str | None] = {}
         self._rejections_logged: dict[int, float] = {}
         self.started_at = time.time()
@@ -452,7 +453,36 @@ class TraceService:
         self.kernel.connection_lost(connection.connection_id)
         if notify_table:
             self.carry_out(self.table.connection_closed(connection.connection_id))
+            self._end_owned_sessions(connection)
             self._check_finished()
+
+    def _end_owned_sessions(self, connection: Connection) -> None:
+        """Stop the sessions started to end with this connection (a probe's private sessions):
+        their controller went away, killed or not, and nobody else would stop them."""
+        table = self.table
+        for session_id in sorted(self.owned_sessions.pop(connection.connection_id, ())):
+            try:
+                session = table.session(session_id)
+            except OpenEtwError:
+                continue  # stopped and gone already
+            if session.state in (SessionState.STOPPING, SessionState.STOPPED):
+                continue  # its stop is under way
+            try:
+                if session.state is SessionState.FAILED:
+                    runtime = self.runtimes.get(session_id)
+                    if runtime is not None:
+                        runtime.release_when_finished = True
+                    else:
+                        self.carry_out(table.remove(session_id))
+                    continue
+                actions = table.stop(session_id, now=time.time(), caller=connection.caller)
+                if self.runtimes.get(session_id) is None:
+                    self.carry_out(table.remove(session_id))
+                else:
+                    self.carry_out(actions)
+                log(f"stopped {session.name!r}: its controller (pid {connection.pid}) went away")
+            except OpenEtwError as exc:
+                log(f"stopping {session.name!r}, whose controller went away: {exc}")
 
     # -- actions -------------------------------------------------------------------------------
     def carry_out(self, actions: Iterable[Action]) -> None:

@@ -2,7 +2,9 @@
 
 CSV, JSON and XML are what ``openetw report`` writes (one row, object or ``<Event>`` per event);
 ``.evtx`` is what ``openetw relog -o x.evtx`` writes; ``.etl`` copies each selected record byte
-for byte, as ``openetw relog`` does (an ``.etl`` source or a live session only).
+for byte, as ``openetw relog`` does (an ``.etl`` source or a live session). A log writes its own
+(``LogSource.export_rows``): as ``openetw log query`` prints and ``log export`` writes, and its
+stored ETW records as an ``.etl``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ query`` for the user running the viewer (``eventlog.access``): a log that user m
 is shown whole, an Application-isolation log only with that user's own events, any other is
 refused. The events' header facts become columns (read straight from the log's database, as
 ``LogStore.open`` allows); the rows on screen, the event opened and an export are read through
-``LogStore.query``. Search uses the log's own full-text index over messages.
+``LogStore.query``. Search uses the log's own full-text indexes over messages and field values.
 """
 
 from __future__ import annotations
@@ -179,16 +179,27 @@ class LogSource(ViewerSource):
         return out
 
     def export_rows(self, rows: np.ndarray, fmt: str) -> bytes:
-        """The rows as ``log query`` prints them: ``json`` (one object a line), ``xml``, ``csv``."""
+        """The rows as ``log query`` prints them: ``json`` (one object a line), ``xml``, ``csv``;
+        as ``log export`` writes them (``evtx``); or their stored ETW records as an ``etl`` file."""
         import csv
         import io
         import json
+        import tempfile
 
         from openetw.eventlog import event_xml
+        from openetw.eventlog.export import write_etl, write_evtx
 
-        if fmt not in ("json", "xml", "csv"):
-            raise InvalidArgument(f"a log exports as csv, json or xml, not {fmt}")
+        if fmt not in ("json", "xml", "csv", "evtx", "etl"):
+            raise InvalidArgument(f"a log exports as csv, json, xml, evtx or etl, not {fmt}")
         chosen = [event for event in self._stored(rows.tolist()) if event is not None]
+        if fmt in ("evtx", "etl"):
+            with tempfile.TemporaryFile(prefix="openetw-viewer-") as file:  # the writers seek back to the file header
+                if fmt == "evtx":
+                    write_evtx(chosen, file)
+                else:
+                    write_etl(chosen, file, logger_name=self.name)
+                file.seek(0)
+                return file.read()
         if fmt == "json":
             return "".join(json.dumps(event.to_json(), default=str) + "\n" for event in chosen).encode()
         if fmt == "xml":
@@ -203,7 +214,7 @@ class LogSource(ViewerSource):
 
     def text_index(self, wait: float = 0.0) -> list[str] | None:
         self._text_progress = 1.0
-        return []  # a log's own full-text index (FTS5 over its messages) is always there
+        return []  # a log's own full-text indexes (FTS5 over its messages and field values) are always there
 
     def info(self) -> dict[str, Any]:
         out = super().info()
@@ -211,21 +222,30 @@ class LogSource(ViewerSource):
         return out
 
     def search(self, needle: str) -> np.ndarray:
-        """Rows whose message holds words starting as ``needle``'s do (the log's FTS5 index)."""
+        """Rows where each word of ``needle`` starts a word of the message or of a field value
+        (the log's FTS5 indexes over messages and over field values)."""
         import sqlite3
+
+        from openetw.eventlog import fieldtext
 
         words = [word for word in needle.replace('"', " ").split() if word]
         if not words:
             return np.ones(len(self._ids), dtype=bool)
-        match = " ".join(f'"{word}"*' for word in words)
         db = self.store.open(self.name)
         try:
-            found = [row[0] for row in db.execute("SELECT rowid FROM messages WHERE messages MATCH ?", (match,))]
+            found: set[int] | None = None
+            for word in words:
+                match = f'"{word}"*'
+                either = {row[0] for row in db.execute("SELECT rowid FROM messages WHERE messages MATCH ?", (match,))}
+                either.update(fieldtext.matching(db, match))
+                found = either if found is None else found & either
+                if not found:
+                    break
         except sqlite3.Error as error:
             raise InvalidArgument(f"cannot search the log {self.name!r}: {error}") from None
         finally:
             db.close()
-        return np.isin(self._ids, np.asarray(found, dtype=np.int64))
+        return np.isin(self._ids, np.fromiter(found or (), dtype=np.int64))
 
     def xpath(self, text: str) -> np.ndarray:
         """Rows ``log query --query`` selects: the log's own XPath, as SQL when it says all of it."""

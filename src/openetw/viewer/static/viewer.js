@@ -161,7 +161,10 @@
   async function selectSource(id) {
     stopTail();
     state.wanted = {}; state.q = ""; state.xpath = ""; state.start = null; state.end = null; state.selected = null;
-    $("search").value = ""; $("xpath").value = "";
+    $("search").value = ""; $("xpath").value = ""; $("range-from").value = ""; $("range-to").value = "";
+    const range = $("range");
+    range.dataset.start = ""; range.dataset.end = "";
+    showRangeError(null, null);
     document.querySelectorAll("#tree li").forEach((li) => li.classList.toggle("on", li.dataset.source === id));
     try {
       const info = await waitReady(id);
@@ -187,7 +190,7 @@
     state.blocks.clear();
     state.pending.clear();
     const generation = state.generation;
-    const key = "refresh";
+    const key = `refresh:${generation}`;  // an older refresh ending must not clear this one's mark
     state.pending.add(key);
     try {
       const first = await api(`/api/s/${state.source.id}/rows?${params({offset: 0, limit: BLOCK})}`);
@@ -402,10 +405,10 @@
       });
     });
     const sel = $("timeline-sel");
-    if (state.start !== null && state.end !== null) {
+    if (state.start !== null || state.end !== null) {
       const span = hist.bins * hist.width;
-      const x0 = ((state.start - hist.start) / span) * canvas.width;
-      const x1 = ((state.end - hist.start) / span) * canvas.width;
+      const x0 = state.start === null ? 0 : Number(BigInt(state.start) - BigInt(hist.start)) / span * canvas.width;
+      const x1 = state.end === null ? canvas.width : Number(BigInt(state.end) - BigInt(hist.start)) / span * canvas.width;
       sel.hidden = false;
       sel.style.left = `${Math.max(0, x0)}px`;
       sel.style.width = `${Math.max(1, x1 - x0)}px`;
@@ -432,17 +435,79 @@
     });
   }
 
+  // The range the drag sets and the From/To boxes set alike: FILETIMEs (strings), inclusive.
   function setRange(start, end) {
     state.start = start; state.end = end;
     const range = $("range");
     range.dataset.start = start ?? ""; range.dataset.end = end ?? "";
-    range.textContent = start === null ? "" : `${filetimeIso(start)} – ${filetimeIso(end)}`;
+    $("range-from").value = start === null ? "" : filetimeIso(start);
+    $("range-to").value = end === null ? "" : filetimeIso(end);
+    showRangeError(null, null);
     refresh();
   }
 
+  const UNIX_EPOCH_FILETIME = 116444736000000000n;
+  const TICKS_PER_SECOND = 10000000n;
+
+  // A FILETIME as the page shows times: ISO 8601 UTC to the 100 ns (2020-07-29T00:07:10.6912345Z).
   function filetimeIso(ft) {
-    const ms = Number((BigInt(ft) - 116444736000000000n) / 10000n);
-    return new Date(ms).toISOString();
+    const ticks = BigInt(ft) - UNIX_EPOCH_FILETIME;
+    let seconds = ticks / TICKS_PER_SECOND, fraction = ticks % TICKS_PER_SECOND;
+    if (fraction < 0n) { seconds -= 1n; fraction += TICKS_PER_SECOND; }
+    const whole = new Date(Number(seconds) * 1000).toISOString().slice(0, 19);
+    return `${whole}.${fraction.toString().padStart(7, "0")}Z`;
+  }
+
+  // ISO 8601 typed in a box -> FILETIME (BigInt), or an Error saying what is wrong. A time
+  // without an offset is UTC; an offset (+02:00) is taken away; seconds and their fraction (to
+  // 7 digits: 100 ns) may be left out, as may the whole time of day (midnight).
+  const ISO_TYPED = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i;
+  function parseIso(text) {
+    const m = ISO_TYPED.exec(text);
+    if (!m) return new Error(`"${text}" is not an ISO 8601 time such as 2024-05-01T08:00:00.0000000Z`);
+    const [year, month, day, hour, minute, second] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] || 0));
+    const fraction = m[7] || "";
+    if (year < 1601) return new Error(`"${text}": times start in 1601 (FILETIME)`);
+    if (month < 1 || month > 12) return new Error(`"${text}": no month ${m[2]}`);
+    const utc = new Date(0);  // the day, by setUTCFullYear: Date.UTC's years 0-99 rule never comes into it
+    utc.setUTCFullYear(year, month - 1, day);
+    if (utc.getUTCMonth() !== month - 1 || utc.getUTCDate() !== day) return new Error(`"${text}": no day ${m[3]} in that month`);
+    if (hour > 23 || minute > 59 || second > 59) return new Error(`"${text}": no time ${m[4]}:${m[5]}${m[6] ? ":" + m[6] : ""}`);
+    if (fraction.length > 7) return new Error(`"${text}": at most 7 digits after the second (100 ns)`);
+    let offsetMinutes = 0;
+    if (m[8] && m[8].toUpperCase() !== "Z") {
+      const digits = m[8].replace(":", "");
+      const hours = Number(digits.slice(1, 3)), minutes = Number(digits.slice(3, 5));
+      if (hours > 23 || minutes > 59) return new Error(`"${text}": no offset ${m[8]}`);
+      offsetMinutes = (digits[0] === "-" ? -1 : 1) * (hours * 60 + minutes);
+    }
+    const dayTicks = BigInt(Math.round(utc.getTime() / 86400000)) * 86400n * TICKS_PER_SECOND;
+    const timeTicks = BigInt(hour * 3600 + minute * 60 + second - offsetMinutes * 60) * TICKS_PER_SECOND;
+    return dayTicks + timeTicks + BigInt(fraction.padEnd(7, "0") || "0") + UNIX_EPOCH_FILETIME;
+  }
+
+  function showRangeError(box, message) {
+    for (const id of ["range-from", "range-to"]) $(id).removeAttribute("aria-invalid");
+    const error = $("range-error");
+    error.textContent = message || "";
+    error.hidden = !message;
+    if (box) $(box).setAttribute("aria-invalid", "true");
+  }
+
+  // The From/To boxes: both inclusive; an empty box leaves that side open.
+  function applyTypedRange() {
+    const bounds = [];
+    for (const [id, name] of [["range-from", "From"], ["range-to", "To"]]) {
+      const text = $(id).value.trim();
+      const value = text === "" ? null : parseIso(text);
+      if (value instanceof Error) { showRangeError(id, `${name}: ${value.message}`); return; }
+      bounds.push(value);
+    }
+    const [start, end] = bounds;
+    if (start !== null && end !== null && start > end) { showRangeError("range-to", "To is before From"); return; }
+    const text = (v) => (v === null ? null : v.toString());
+    if (text(start) === state.start && text(end) === state.end) { showRangeError(null, null); return; }
+    setRange(text(start), text(end));
   }
 
   // -- live tail -------------------------------------------------------------------------------
@@ -557,6 +622,10 @@
     $("xpath").addEventListener("keydown", (e) => { if (e.key === "Enter") { state.xpath = $("xpath").value.trim(); refresh(); } });
     $("goto").addEventListener("keydown", (e) => { if (e.key === "Enter") gotoRow(Number($("goto").value)); });
     $("clear-range").addEventListener("click", () => setRange(null, null));
+    for (const id of ["range-from", "range-to"]) {
+      $(id).addEventListener("keydown", (e) => { if (e.key === "Enter") applyTypedRange(); });
+      $(id).addEventListener("change", applyTypedRange);
+    }
     $("columns-button").addEventListener("click", () => { $("columns-menu").hidden = !$("columns-menu").hidden; });
     $("counts-button").addEventListener("click", showCounts);
     $("timeline-by").addEventListener("change", () => { state.by = $("timeline-by").value; loadTimeline(state.generation); });
