@@ -541,7 +541,7 @@ class LogStore:
         db.executemany(insert_next, rest)
         if statements.index_text and any(row[_MESSAGE] is not None for row in rows):
             db.execute(_INSERT_TEXT, (first - 1,))
-        if not records and any(row[_FIELDS] is not None for row in rows):
+        if statements.index_text and any(row[_FIELDS] is not None for row in rows):
             fieldtext.index_after(db, first - 1)
         self._set_meta(db, "next_record_id", str(first + len(rows)))
 
