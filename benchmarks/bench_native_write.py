@@ -176,6 +176,8 @@ def write_cost(writes: int, repeat: int) -> None:
           "CPU = calling thread + trace service (until the flush that puts every buffer in the file)")  # fmt: skip
     print(table(["engine", "write form", "caller ns", "service ns", "total CPU ns", "wall ns (incl. flush)", "vs logging.info",
                  "<= 400 ns, >= 15x"], rows))  # fmt: skip
+    # A pool that found no free buffer dropped events (counted): the service then had fewer buffers to move.
+    print("events lost (counted) per engine, every form and batch: " + ", ".join(f"{r['engine']} {r['lost']:,}" for r in by_engine.values()))
 
 
 # -- (b) 16 producers flat out ------------------------------------------------------------------------

@@ -279,3 +279,57 @@ def test_tracelogging_provider_write_matches_the_pure_provider(calls: list[Any])
         R._compiled = saved
         R._FAST_WRITE_NAMES["CLOCK"], R._monotonic_ns = saved_clock, saved_monotonic  # type: ignore[assignment]
     assert outcomes[0] == outcomes[1]
+
+
+MANIFEST_CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["event", "single", "other", "descriptor", "list"]),
+        st.lists(VALUES | fitting(InType.UINT32) | TEXT, max_size=4),
+        st.booleans(),  # the values as one mapping by field name
+    ),
+    max_size=25,
+)
+
+
+@needs_native
+@settings(max_examples=40, deadline=None)
+@given(calls=MANIFEST_CALLS, disable_at=st.integers(0, 30))
+def test_provider_write_matches_the_pure_provider(calls: list[Any], disable_at: int) -> None:
+    from openetw.provider import Provider
+    from openetw.session import DISABLED
+
+    outcomes = []
+    saved = R._compiled
+    saved_clock, saved_monotonic = R._FAST_WRITE_NAMES["CLOCK"], R._monotonic_ns
+    R._FAST_WRITE_NAMES["CLOCK"] = R._monotonic_ns = lambda: CLOCK_VALUE  # type: ignore[assignment]
+    try:
+        for compiled in (saved, None):
+            R._compiled = compiled
+            with BufferPool.create(64 * 1024, 8, logger_id=1, producer_pid=1, flush_interval_ms=0) as pool:
+                provider = Provider(GUID)
+                assert (type(provider.__dict__.get("write")).__name__ == "ProviderWrite") == (compiled is not None)
+                events = {
+                    "event": provider.event((7, 1, 16, 4, 2, 3, 0x10), [("count", InType.UINT32), ("total", InType.UINT64), ("name", InType.UNICODESTRING)]),
+                    "single": provider.event((8, 0, 16, 4, 0, 0, 0x10), [("name", InType.UNICODESTRING)]),
+                    "other": provider.event((9, 0, 16, 5, 0, 0, 0x20), []),
+                    "descriptor": R.EventDescriptor(10, 0, 16, 4, 0, 0, 0x10),
+                    "list": [11, 0, 16, 4, 0, 0, 0x10],
+                }
+                _enabled(provider, pool)
+                results = []
+                for number, (which, values, by_name) in enumerate(calls):
+                    if number == disable_at:
+                        provider._apply_state(DISABLED, {}, notify=False)
+                    event = events[which]
+                    if by_name and isinstance(event, ManifestEventEncoder):
+                        given: tuple[Any, ...] = ({field.name: value for field, value in zip(event.fields, values, strict=False)},)
+                    elif which in ("descriptor", "list"):
+                        given = tuple(value for value in values if isinstance(value, bytes))
+                    else:
+                        given = tuple(values)
+                    results.append(call_all(provider.write, [((event, *given), {})]))
+                outcomes.append((results, _records(pool)))
+    finally:
+        R._compiled = saved
+        R._FAST_WRITE_NAMES["CLOCK"], R._monotonic_ns = saved_clock, saved_monotonic  # type: ignore[assignment]
+    assert outcomes[0] == outcomes[1]

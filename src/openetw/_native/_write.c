@@ -20,9 +20,14 @@
  *       holding NUL, an activity, a record over 64 KB) it hands to ``python``, the generated
  *       function, with the same arguments: that one decides, so the results are its results.
  *
- *   TraceLoggingWrite(provider, method)
+ *   TraceLoggingWrite(provider, method, live)
  *       ``TraceLoggingProvider.write`` for one provider: the call's keywords straight to its event's
- *       FastWrite, everything else to the method.
+ *       FastWrite, everything else to the method. ``live``: a one-item list the provider keeps
+ *       holding its fast writes (a dict) while enabled, None while not.
+ *
+ *   ProviderWrite(provider, method, live)
+ *       ``Provider.write`` for one provider: the call's values straight to its encoder's FastWrite,
+ *       everything else to the method.
  *
  *   take_release_into(pool, index, buffer_size, logger_id, out)
  *       the service's take of a FULL buffer into its file's memory and its release, as
@@ -399,6 +404,7 @@ typedef struct {
     PyObject *names; /* tuple of str, or None */
     long long level, keyword, opcode;
     int has_variant;
+    int names_plain; /* kind 1: no field is named as an argument of TraceLoggingProvider.write */
     PyObject *cae;
     uint64_t bits;
     Py_ssize_t fixed_size;
@@ -473,6 +479,11 @@ static int prepare(char op, PyObject *v, Field *f) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(v), units = n + 1;
         int kind = PyUnicode_KIND(v);
         const void *d = PyUnicode_DATA(v);
+        if (kind == PyUnicode_1BYTE_KIND) { /* Latin-1: one unit per character */
+            if (memchr(d, 0, (size_t)n) != NULL) return 0;
+            f->size = 2 * units;
+            return 1;
+        }
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, d, i);
             if (c == 0) return 0;
@@ -511,6 +522,11 @@ static uint8_t *put(char op, const Field *f, uint8_t *p) {
         const void *d = PyUnicode_DATA(v);
         if (kind == PyUnicode_2BYTE_KIND) {
             memcpy(p, d, (size_t)(2 * n));
+            p += 2 * n;
+        } else if (kind == PyUnicode_1BYTE_KIND) {
+            const uint8_t *c = d;
+            for (Py_ssize_t i = 0; i < n; i++)
+                st16(p + 2 * i, c[i]);
             p += 2 * n;
         } else {
             for (Py_ssize_t i = 0; i < n; i++) {
@@ -750,6 +766,16 @@ static PyObject *FastWrite_new(PyTypeObject *type, PyObject *args, PyObject *kwd
         }
         e->has_variant = 1;
     }
+    if (kind == 1) {
+        static const char *bound_names[] = {"level", "keyword", "opcode", "event_name", "self"};
+        e->names_plain = 1;
+        for (Py_ssize_t i = 0; i < nops; i++) {
+            PyObject *name = PyTuple_GET_ITEM(field_names, i);
+            for (int j = 0; j < 5; j++)
+                if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, bound_names[j]) == 0)
+                    e->names_plain = 0;
+        }
+    }
     e->cae = Py_NewRef(cae);
     e->bits = bits;
     e->fixed_size = fixed_size;
@@ -819,9 +845,10 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *provider, *method; /* the provider (weakly: it owns this) and the unbound method */
+    PyObject *live;              /* [its fast writes (dict) while enabled, else None] */
 } TraceLoggingWrite;
 
-static PyObject *str_enabled, *str_routing, *str_level, *str_keyword, *str_opcode;
+static PyObject *str_level, *str_keyword, *str_opcode;
 
 static PyObject *tl_method(TraceLoggingWrite *t, PyObject *provider, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -850,23 +877,12 @@ static PyObject *TraceLoggingWrite_call(TraceLoggingWrite *t, PyObject *const *a
     PyObject *routing = NULL;
     if (nargs < 1 || nargs > 4 || !PyUnicode_CheckExact(args[0]))
         goto out;
-    PyObject *enabled = PyObject_GetAttr(provider, str_enabled);
-    if (enabled == NULL) {
-        result = NULL;
+    if (PyList_GET_SIZE(t->live) != 1)
         goto out;
-    }
-    int on = enabled == Py_True;
-    Py_DECREF(enabled);
-    if (!on)
+    routing = Py_NewRef(PyList_GET_ITEM(t->live, 0)); /* the fast writes; None: disabled */
+    if (!PyDict_CheckExact(routing))
         goto out;
-    routing = PyObject_GetAttr(provider, str_routing);
-    if (routing == NULL) {
-        result = NULL;
-        goto out;
-    }
-    if (!PyTuple_CheckExact(routing) || PyTuple_GET_SIZE(routing) < 3 || !PyDict_CheckExact(PyTuple_GET_ITEM(routing, 2)))
-        goto out;
-    PyObject *fast = PyDict_GetItemWithError(PyTuple_GET_ITEM(routing, 2), args[0]);
+    PyObject *fast = PyDict_GetItemWithError(routing, args[0]);
     if (fast == NULL) {
         if (PyErr_Occurred())
             result = NULL;
@@ -884,6 +900,10 @@ static PyObject *TraceLoggingWrite_call(TraceLoggingWrite *t, PyObject *const *a
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
         int slot = key == str_level ? 0 : key == str_keyword ? 1 : key == str_opcode ? 2 : -1;
+        if (slot < 0 && e->names_plain && count < e->count && key == PyTuple_GET_ITEM(e->names, count)) {
+            values[count++] = args[nargs + k]; /* the field's own name object: none the method binds */
+            continue;
+        }
         if (slot < 0 && (PyUnicode_Compare(key, str_level) == 0 || PyUnicode_Compare(key, str_keyword) == 0 ||
                          PyUnicode_Compare(key, str_opcode) == 0 || PyUnicode_CompareWithASCIIString(key, "event_name") == 0 ||
                          PyUnicode_CompareWithASCIIString(key, "self") == 0))
@@ -930,9 +950,13 @@ out:
 }
 
 static PyObject *TraceLoggingWrite_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *provider, *method;
-    if (!PyArg_ParseTuple(args, "OO:TraceLoggingWrite", &provider, &method))
+    PyObject *provider, *method, *live;
+    if (!PyArg_ParseTuple(args, "OOO!:TraceLoggingWrite", &provider, &method, &PyList_Type, &live))
         return NULL;
+    if (PyList_GET_SIZE(live) != 1) {
+        PyErr_SetString(PyExc_ValueError, "live is a one-item list");
+        return NULL;
+    }
     TraceLoggingWrite *t = (TraceLoggingWrite *)type->tp_alloc(type, 0);
     if (t == NULL)
         return NULL;
@@ -943,12 +967,14 @@ static PyObject *TraceLoggingWrite_new(PyTypeObject *type, PyObject *args, PyObj
     }
     t->vectorcall = (vectorcallfunc)TraceLoggingWrite_call;
     t->method = Py_NewRef(method);
+    t->live = Py_NewRef(live);
     return (PyObject *)t;
 }
 
 static void TraceLoggingWrite_dealloc(TraceLoggingWrite *t) {
     Py_XDECREF(t->provider);
     Py_XDECREF(t->method);
+    Py_XDECREF(t->live);
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
@@ -959,6 +985,66 @@ static PyTypeObject TraceLoggingWriteType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "TraceLoggingProvider.write for one provider, its fields straight from the call (see the method).",
     .tp_new = TraceLoggingWrite_new,
+    .tp_dealloc = (destructor)TraceLoggingWrite_dealloc,
+    .tp_vectorcall_offset = offsetof(TraceLoggingWrite, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * ProviderWrite: ``Provider.write(event, *values)`` as one call, for a provider whose fast write
+ * of this encoder is a FastWrite of kind 0: the values go from the call's arguments to the record
+ * without a tuple. Anything else (disabled providers included: the method says False) is the
+ * method's, called with the same arguments.
+ */
+static PyObject *ProviderWrite_call(TraceLoggingWrite *t, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *provider = PyWeakref_GetObject(t->provider);
+    if (provider == Py_None) {
+        PyErr_SetString(PyExc_ReferenceError, "the provider is gone");
+        return NULL;
+    }
+    Py_INCREF(provider);
+    PyObject *result = NOT_HANDLED;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *routing = NULL;
+    if (nargs < 1 || kwnames != NULL)
+        goto out;
+    if (PyList_GET_SIZE(t->live) != 1)
+        goto out;
+    routing = Py_NewRef(PyList_GET_ITEM(t->live, 0)); /* the fast writes; None: disabled */
+    if (!PyDict_CheckExact(routing))
+        goto out;
+    PyObject *fast = PyDict_GetItemWithError(routing, args[0]);
+    if (fast == NULL) {
+        PyErr_Clear(); /* not there, or unhashable (a descriptor as a list): the method decides */
+        goto out;
+    }
+    if (Py_TYPE(fast) != &FastWriteType || ((FastWrite *)fast)->kind != 0 || ((FastWrite *)fast)->count != nargs - 1)
+        goto out;
+    FastWrite *e = (FastWrite *)Py_NewRef(fast);
+    result = write_values(e, (PyObject **)(args + 1), PyList_GET_ITEM(e->route, 0));
+    Py_DECREF(e);
+out:
+    Py_XDECREF(routing);
+    if (result == NOT_HANDLED)
+        result = tl_method(t, provider, args, nargsf, kwnames);
+    Py_DECREF(provider);
+    return result;
+}
+
+static PyObject *ProviderWrite_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *made = TraceLoggingWrite_new(type, args, kwds);
+    if (made != NULL)
+        ((TraceLoggingWrite *)made)->vectorcall = (vectorcallfunc)ProviderWrite_call;
+    return made;
+}
+
+static PyTypeObject ProviderWriteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "openetw._native._write.ProviderWrite",
+    .tp_basicsize = sizeof(TraceLoggingWrite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Provider.write for one provider, its values straight from the call (see the method).",
+    .tp_new = ProviderWrite_new,
     .tp_dealloc = (destructor)TraceLoggingWrite_dealloc,
     .tp_vectorcall_offset = offsetof(TraceLoggingWrite, vectorcall),
     .tp_call = PyVectorcall_Call,
@@ -1257,21 +1343,21 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__write(void) {
-    if (PyType_Ready(&WriterType) < 0 || PyType_Ready(&FastWriteType) < 0 || PyType_Ready(&TraceLoggingWriteType) < 0)
+    if (PyType_Ready(&WriterType) < 0 || PyType_Ready(&FastWriteType) < 0 || PyType_Ready(&TraceLoggingWriteType) < 0 ||
+        PyType_Ready(&ProviderWriteType) < 0)
         return NULL;
-    str_enabled = PyUnicode_InternFromString("enabled");
-    str_routing = PyUnicode_InternFromString("_routing");
     str_level = PyUnicode_InternFromString("level");
     str_keyword = PyUnicode_InternFromString("keyword");
     str_opcode = PyUnicode_InternFromString("opcode");
-    if (!str_enabled || !str_routing || !str_level || !str_keyword || !str_opcode)
+    if (!str_level || !str_keyword || !str_opcode)
         return NULL;
     pthread_atfork(NULL, NULL, after_fork_in_child);
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "PoolWriter", (PyObject *)&WriterType) < 0 || PyModule_AddObjectRef(m, "FastWrite", (PyObject *)&FastWriteType) < 0 ||
-        PyModule_AddObjectRef(m, "TraceLoggingWrite", (PyObject *)&TraceLoggingWriteType) < 0) {
+        PyModule_AddObjectRef(m, "TraceLoggingWrite", (PyObject *)&TraceLoggingWriteType) < 0 ||
+        PyModule_AddObjectRef(m, "ProviderWrite", (PyObject *)&ProviderWriteType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -227,6 +227,9 @@ class _ProviderBase:
         self._callback = callback
         self._state: EnableState = DISABLED
         self._routing: Routing = ((), {}, {}, {})
+        # The compiled ``write``'s view of the routing: its fast writes while enabled, else None
+        # (one list item to read, not two attributes).
+        self._live: list[FastWrites | None] = [None]
         self._is_registered = False
         self._events: weakref.WeakSet[TraceLoggingEvent] = weakref.WeakSet()
 
@@ -274,7 +277,9 @@ class _ProviderBase:
             for entry in self._state.sessions
             if entry.session_id in writers
         )
-        self._routing = (targets, {}, {}, {})
+        routing: Routing = (targets, {}, {}, {})
+        self._routing = routing
+        self._live[0] = routing[2] if targets else None
         self.enabled = bool(targets)
         for event in list(self._events):
             event._route[0] = write_route(self._writes_for(event.level, event.keyword, 0)) if targets else None
@@ -324,7 +329,7 @@ class TraceLoggingProvider(_ProviderBase):
         if _compiled is not None:
             # The method as one compiled call: the fields from the call's keywords into the event's
             # compiled fast write; whatever that does not take goes to the method below.
-            self.write = _compiled.TraceLoggingWrite(self, TraceLoggingProvider.write)  # type: ignore[method-assign]
+            self.write = _compiled.TraceLoggingWrite(self, TraceLoggingProvider.write, self._live)  # type: ignore[method-assign]
 
     def write(self, event_name: str, level: int = 5, keyword: int = 0, opcode: int = 0, **fields: Any) -> bool:
         """TraceLoggingWrite: the event, its fields typed from their Python values."""
@@ -502,6 +507,10 @@ class Provider(_ProviderBase):
             raise InvalidArgument(f"a provider GUID is needed, not {guid!r}") from None
         super().__init__(parsed, name, callback)
         self._raw_heads: dict[EventDescriptor, bytes] = {}
+        if _compiled is not None and type(self).write is Provider.write:
+            # The method as one compiled call: the values from the call's arguments into the
+            # encoder's compiled fast write; whatever that does not take goes to the method below.
+            self.write = _compiled.ProviderWrite(self, Provider.write, self._live)  # type: ignore[method-assign]
 
     def event(self, descriptor: EventDescriptor | Sequence[int], fields: Sequence[FieldSpec] = ()) -> ManifestEventEncoder:
         """An encoder for one of this provider's events: descriptor (id, version, channel, level,
