@@ -37,3 +37,55 @@ def test_the_walk_gives_every_record_with_its_facts() -> None:
             record.id, record.version, record.channel, record.level, record.opcode, record.task, record.keyword)  # fmt: skip
         assert (facts.pid, facts.tid, facts.timestamp) == (record.pid, record.tid, record.timestamp)
         assert facts.activity_id == (str(record.activity_id) if record.activity_id and record.activity_id.int else None)
+
+
+def test_rows_are_collected_by_route_filtered_and_refused() -> None:
+    from collections import defaultdict
+    from typing import Any
+
+    from openetw.etl.clock import TraceClock
+    from openetw.etl.layouts import CLOCK_QPC
+    from openetw.eventlog.records import Route, buffer_sequence, collect_rows
+
+    pool = BufferPool.create(64 * 1024, 4, logger_id=1, producer_pid=os.getpid(), flush_interval_ms=0)
+    try:
+        writer = pool.writer()
+        built = [
+            build_event_record(provider_id=PROVIDER, id=n, version=1, channel=16 + n % 3, level=1 + n % 5, opcode=0, task=n,
+                               keyword=(1 << 63) | (n % 4), pid=4242, tid=n, timestamp=1000 + n, user_data=bytes(n % 7))
+            for n in range(120)
+        ]  # fmt: skip
+        for record in built:
+            assert writer.write(record.raw, record.timestamp)
+        assert writer.flush()
+        buffers = [pool.take(index) for index in pool.full_buffers()]
+    finally:
+        pool.close()
+    assert [buffer_sequence(buffer) for buffer in buffers] == [1]
+    clock = TraceClock(CLOCK_QPC, 10**17, 1000, 10**9)
+    routes: dict[tuple[bytes, int], Route | None] = {
+        (PROVIDER.bytes_le, 16): Route("A", "Prov", str(PROVIDER), 3, None, True),  # levels 1-3 only
+        (PROVIDER.bytes_le, 17): Route("B", "Prov", str(PROVIDER), None, 1 << 63 | 1, False),  # the writer may not write B
+        (PROVIDER.bytes_le, 18): None,  # no channel listens
+    }
+    runs: dict[str, list[Any]] = defaultdict(list)
+    refused: dict[str, int] = defaultdict(int)
+    collect_rows(buffers[0], routes, runs, refused, clock)
+    expected_a = [r for r in built if r.channel == 16 and r.level <= 3]
+    assert [route for route, _ in runs["A"]] == [routes[PROVIDER.bytes_le, 16]] and set(runs) == {"A"}
+    rows = runs["A"][0][1]
+    assert [row[1] for row in rows] == [r.id for r in expected_a]
+    assert refused == {"B": len([r for r in built if r.channel == 17])}  # keywords all carry bit 63: every one matches
+    record = expected_a[0]
+    assert rows[0] == (
+        clock.to_filetime(record.timestamp), record.id, 1, record.level, record.task, 0, record.keyword - (1 << 64), 4242, record.tid,
+        None, record.raw,
+    )  # fmt: skip
+
+    # two routes to one log, interleaved: a run each time the route changes, in order
+    both = Route("A", "Other", str(PROVIDER), None, None, True)
+    runs.clear()
+    collect_rows(buffers[0], {**routes, (PROVIDER.bytes_le, 18): both}, runs, refused, clock)
+    order = [route.provider_name for route, rows in runs["A"] for _ in rows]
+    assert order == ["Prov" if r.channel == 16 else "Other" for r in built if (r.channel == 16 and r.level <= 3) or r.channel == 18]
+    assert len(runs["A"]) > 2

@@ -111,3 +111,87 @@ def test_records_stored_as_tuples_read_back_as_events_and_render_once(tmp_path: 
     assert [e.record_id for e in store.query("Application", text="message")] == list(range(11, 31))
     info = store.info("Application")
     assert (info.written, info.stored, info.records) == (30, 30, 20)
+
+
+def test_an_append_keeps_its_refused_events_and_the_pools_mark_in_its_transaction(tmp_path: Path) -> None:
+    import sqlite3
+
+    from openetw.eventlog.store import row_of
+
+    store = LogStore(tmp_path)
+    store.create("System")
+    rows = [row_of(event) for event in made_events(10)]
+    result = store.append_rows("System", rows[:6], refused=2, mark=("42-00ff", 7))
+    assert (result.stored, result.refused) == (6, 2)
+    store.append_rows("System", rows[6:], mark=("42-00ff", 9))
+    store.append_rows("System", [], refused=1, mark=("43-0001", 3))
+    store.append_rows("System", [], mark=("42-00ff", 8))  # a mark never goes back
+    assert store.marks("System") == {"42-00ff": 9, "43-0001": 3}
+    info = store.info("System")
+    assert (info.written, info.stored, info.refused, info.lost) == (13, 10, 3, 0)
+    with pytest.raises(InvalidArgument):
+        store.append_rows("System", [], refused=-1)
+
+    store.note_lost("System", 4, loss_mark=("42-00ff", 4))  # the pool's losses counted, with the count
+    store.note_lost("System", 2, loss_mark=("44-0000", 2))
+    assert store.mark("System", "42-00ff") == (9, 4) and store.mark("System", "44-0000") == (-1, 2)
+    assert store.mark("System", "none") == (-1, 0)
+    assert store.info("System").lost == 6
+    assert store.forget_marks("System", ["43-0001", "44-0000"]) == 2
+    assert store.marks("System") == {"42-00ff": 9}
+    for n in range(5):
+        store.append_rows("System", [], mark=(f"pool-{n}", n))
+    assert store.forget_marks("System", keep=2) == 4  # 42-00ff and pool-0..2
+    assert set(store.marks("System")) == {"pool-3", "pool-4"}
+
+    # a log made before marks were kept: none, and the first marked append makes the table
+    with sqlite3.connect(store.path("System")) as db:
+        db.execute("DROP TABLE stored_buffers")
+    assert store.marks("System") == {} and store.mark("System", "44-0002") == (-1, 0)
+    store.append_rows("System", rows[:1], mark=("44-0002", 1))
+    assert store.marks("System") == {"44-0002": 1}
+
+
+def test_records_stored_in_runs_of_one_source_read_back_with_every_column(tmp_path: Path) -> None:
+    from openetw.eventlog.store import RecordSource
+
+    store = LogStore(tmp_path)
+    store.create("System")
+    quoted = RecordSource("It's-Mine", None, "System", "host'1", None)
+    plain = RecordSource("Plain", "6c1f0d2e-5b7a-4e43-9d1c-2f8e4a7b9c01", "System", "host", 1000)
+    row = (132_000_000_000_000_000, 7, 1, 4, 2, 1, -(1 << 63), 42, 43, None, b"\x01\x02")
+    result = store.append_records("System", [(plain, [row, row]), (quoted, [row]), (plain, [row])], refused=1, mark=("p", 1))
+    assert (result.stored, result.refused) == (4, 1)
+    events = list(store.query("System"))
+    assert [(e.provider, e.provider_guid, e.computer, e.uid) for e in events] == [
+        ("Plain", plain.provider_guid, "host", 1000), ("Plain", plain.provider_guid, "host", 1000), ("It's-Mine", None, "host'1", None),
+        ("Plain", plain.provider_guid, "host", 1000),
+    ]  # fmt: skip
+    first = events[0]
+    assert (first.time_created, first.event_id, first.version, first.level, first.task, first.opcode, first.keywords) == (
+        132_000_000_000_000_000, 7, 1, 4, 2, 1, 1 << 63)  # fmt: skip
+    assert (first.pid, first.tid, first.activity_id, first.record, first.channel, first.format, first.rendered) == (
+        42, 43, None, b"\x01\x02", "System", "etw", False)  # fmt: skip
+    assert [e.record_id for e in events] == [1, 2, 3, 4]
+    with pytest.raises(InvalidArgument):
+        store.append_records("System", [(RecordSource("Bad\0", None, "System", "h", 0), [row])])
+
+
+def test_many_records_at_once_keep_their_order_and_ids_after_a_clear(tmp_path: Path) -> None:
+    from openetw.eventlog.store import RecordSource
+
+    store = LogStore(tmp_path)
+    store.create("System")
+    source = RecordSource("Many", None, "System", "host", 7)
+    rows = [(n, n % 1000, 0, 4, 0, 0, n, 1, 2, None, n.to_bytes(4, "little")) for n in range(1000)]
+    assert store.append_records("System", [(source, rows[:700])]).stored == 700
+    assert store.clear("System") == 700
+    assert store.append_records("System", [(source, rows[700:]), (source, rows[:300])]).stored == 600  # ids go on from 701
+    # the same as whole RECORD_COLUMNS rows
+    records = [(t, "Wide", None, i, v, lv, tk, op, kw, "System", "host", pid, tid, 8, act, raw) for t, i, v, lv, tk, op, kw, pid, tid, act, raw in rows[:513]]
+    assert store.append_rows("System", records, records=True).stored == 513
+    events = list(store.query("System"))
+    assert [e.record_id for e in events] == list(range(701, 1814))
+    assert [int.from_bytes(e.record, "little") for e in events] == [*range(700, 1000), *range(300), *range(513)]
+    assert [(e.provider, e.uid) for e in events] == [("Many", 7)] * 600 + [("Wide", 8)] * 513
+    assert [e.event_id for e in events[600:]] == list(range(513)) and events[-1].keywords == 512

@@ -103,8 +103,9 @@ def test_create_lays_out_the_header_and_blank_buffers(pool: BufferPool) -> None:
     assert header == {
         "Magic": b"OETWPOOL", "Version": 1, "HeaderSize": 4096, "BufferSize": 4096, "BufferCount": 4, "LoggerId": 1,
         "ProducerPid": os.getpid(), "FlushIntervalMs": 250, "StateOffset": 0x100, "EventsLost": 0, "EventsRefused": 0,
-        "BuffersCompleted": 0, "LossesCounted": 0,
+        "BuffersCompleted": 0, "LossesCounted": 0, "Identity": header["Identity"],
     }
+    assert pool.identity == f"{os.getpid()}-{header['Identity']:016x}"
     assert POOL_HEADER.offset("EventsLost") == 40 and STATE_OFFSET == 0x100
     assert struct.unpack_from("<4I", pool.view, STATE_OFFSET) == (FREE,) * 4
     for index in range(4):
@@ -351,6 +352,25 @@ def test_take_all_after_service_death_gives_back_taken_full_and_filling_in_order
     assert POOL_HEADER.as_dict(POOL_HEADER.unpack_from(pool.view, 0))["LossesCounted"] == 5
 
 
+def test_buffers_held_after_a_service_death_stay_taken_and_a_later_taker_finds_them_the_same(pool: BufferPool) -> None:
+    from openetw.eventlog.records import buffer_sequence
+
+    writer = pool.writer()
+    raws = [record(k) for k in range(100)]
+    assert all(writer.write(raw, 1000 + k, cpu=1) for k, raw in enumerate(raws))
+    pool.take(pool.full_buffers()[0])  # a dead service took it and never released it
+    completed = pool.buffers_completed
+    held = pool.hold_all_after_service_death()
+    assert read_pool_buffers([data for _, data in held], 4096) == raws
+    sequences = [buffer_sequence(data) for _, data in held]
+    assert sequences == sorted(sequences) and sequences[-1] == completed + 1 == pool.buffers_completed
+    assert pool.stats().taken == len(held) and pool.stats().filling == 0
+    # this taker died too, before storing them: the next one finds the same buffers, numbered the same
+    again = pool.take_all_after_service_death()
+    assert again == [data for _, data in held]
+    assert pool.stats().free == 4 and pool.buffers_completed == completed + 1
+
+
 def test_take_filling_after_death_keeps_every_returned_write(pool: BufferPool) -> None:
     writer = pool.writer()
     raws = [record(k) for k in range(60)]
@@ -386,7 +406,7 @@ def _pool_header(**changes: object) -> bytes:
     values: dict[str, object] = {
         "Magic": b"OETWPOOL", "Version": 1, "HeaderSize": 4096, "BufferSize": 1024, "BufferCount": 2, "LoggerId": 1,
         "ProducerPid": 1, "FlushIntervalMs": 0, "StateOffset": 0x100, "EventsLost": 0, "EventsRefused": 0,
-        "BuffersCompleted": 0, "LossesCounted": 0,
+        "BuffersCompleted": 0, "LossesCounted": 0, "Identity": 1,
     }
     values.update(changes)
     return POOL_HEADER.pack_dict(values)

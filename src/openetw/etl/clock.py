@@ -49,6 +49,15 @@ class TraceClock:
         # Unknown clock: treat timestamps as FILETIME-like ticks, the least surprising reading.
         return self.start_time + delta
 
+    def linear(self) -> tuple[int, int, int, int]:
+        """``(start, reference, multiply, divide)``: ``to_filetime(t)`` is ``start + (t - reference)
+        * multiply // divide``, for a caller that converts many timestamps without a call each."""
+        if self.clock_type == CLOCK_QPC and self.perf_freq > 0:
+            return self.start_time, self.reference_timestamp, 10_000_000, self.perf_freq
+        if self.clock_type == CLOCK_CPU_CYCLE and self.cpu_speed_mhz > 0:
+            return self.start_time, self.reference_timestamp, 10, self.cpu_speed_mhz
+        return self.start_time, self.reference_timestamp, 1, 1
+
     def from_filetime(self, filetime: int) -> int:
         delta = filetime - self.start_time
         if self.clock_type == CLOCK_QPC and self.perf_freq > 0:

@@ -19,6 +19,12 @@ the service is stopped, and a second process appending is serialized by SQLite's
 Durability: each ``append`` is one transaction, committed before it returns (``synchronous =
 NORMAL``): a killed process loses nothing it appended; a power cut may lose the last commits.
 Each log keeps ``written = stored + refused + lost`` in its ``meta`` table.
+
+A writer storing the buffers of producers' pools (the service's channel sessions) names, with
+each append, the pool and the last buffer's SequenceNumber (``mark``): the log keeps it in its
+``stored_buffers`` table in the same transaction as the rows, so that whoever takes the pool
+over after a crash between the commit and the buffers' release skips what is stored already
+(``marks``).
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from openetw.errors import EventLogError, InvalidArgument
 from openetw.eventlog import fieldtext
@@ -42,7 +49,7 @@ from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import Decision, budget, decide, wal_pages
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
-__all__ = ["RECORD_COLUMNS", "SCHEMA", "LogStore", "Row", "now_filetime", "row_of"]
+__all__ = ["RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events(
@@ -75,6 +82,7 @@ CREATE INDEX IF NOT EXISTS events_provider_id ON events(provider, event_id);
 CREATE INDEX IF NOT EXISTS events_time ON events(time_created);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages USING fts5(message, content='events', content_rowid='record_id');
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL, losses INTEGER NOT NULL DEFAULT 0, at REAL NOT NULL);
 DROP INDEX IF EXISTS events_unrendered;
 """
 _COLUMNS = (
@@ -92,11 +100,75 @@ RECORD_COLUMNS = (
 _RECORD_VALUES = ", ".join("?" if c in RECORD_COLUMNS else {"format": "'etw'", "rendered": "0"}.get(c, "NULL") for c in _COLUMNS)
 _INSERT_RECORD = f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {_RECORD_VALUES})"
 _INSERT_RECORD_NEXT = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({_RECORD_VALUES})"
+# RECORD_COLUMNS split: what one source (a provider's channel, from one writer) gives every row
+# of its run, written in the statement, and what each event binds (``append_records``).
+SOURCE_COLUMNS = ("provider", "provider_guid", "channel", "computer", "uid")
+VARYING_COLUMNS = tuple(c for c in RECORD_COLUMNS if c not in SOURCE_COLUMNS)
 _INSERT_TEXT = "INSERT INTO messages(rowid, message) SELECT record_id, message FROM events WHERE record_id > ? AND message IS NOT NULL"
 _CHUNK = 4096
+# Rows per multi-row insert: 256 of 16 values stay below SQLite's 32766 bound variables (999
+# before 3.32).
+_MULTI_ROWS = 256 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999 // len(RECORD_COLUMNS)
+# Logs made before the table was: it is made on first use.
+_MARKS_TABLE = ("CREATE TABLE IF NOT EXISTS stored_buffers(pool TEXT PRIMARY KEY, sequence INTEGER NOT NULL,"
+                " losses INTEGER NOT NULL DEFAULT 0, at REAL NOT NULL)")  # fmt: skip
+_MARK = ("INSERT INTO stored_buffers(pool, sequence, at) VALUES (?, ?, ?)"
+         " ON CONFLICT(pool) DO UPDATE SET sequence = max(sequence, excluded.sequence), at = excluded.at")  # fmt: skip
+_LOSS_MARK = ("INSERT INTO stored_buffers(pool, sequence, losses, at) VALUES (?, -1, ?, ?)"
+              " ON CONFLICT(pool) DO UPDATE SET losses = max(losses, excluded.losses), at = excluded.at")  # fmt: skip
 _MESSAGE = _COLUMNS.index("message")
 _FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
+
+
+class RecordSource(NamedTuple):
+    """The constant columns (``SOURCE_COLUMNS``) of a run of ETW records ``append_records`` stores."""
+
+    provider: str
+    provider_guid: str | None
+    channel: str
+    computer: str
+    uid: int | None
+
+
+class _Statements(NamedTuple):
+    """How a run of rows is inserted: with its first record id, with SQLite's next; its
+    messages indexed (full rows) or not (records stored unrendered); ``multi_next``: ``_MULTI_ROWS``
+    rows at once (one step of SQLite per so many rows, not per row: the interpreter's lock is
+    taken back once per step, which costs a thread storing beside busy ones dearly)."""
+
+    insert: str
+    insert_next: str
+    index_text: bool
+    multi_next: str = ""
+
+
+def _multi(insert_next: str) -> str:
+    values = "(" + insert_next.split(" VALUES (", 1)[1]
+    return insert_next + ("," + values) * (_MULTI_ROWS - 1)
+
+
+_FULL = _Statements(_INSERT, _INSERT_NEXT, True)
+_RECORDS = _Statements(_INSERT_RECORD, _INSERT_RECORD_NEXT, False, _multi(_INSERT_RECORD_NEXT))
+
+
+def _literal(value: str | int | None) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(int(value))
+    if "\0" in value:
+        raise InvalidArgument(f"a NUL character in {value!r}")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _source_statements(source: RecordSource) -> _Statements:
+    constants = dict(zip(SOURCE_COLUMNS, (_literal(v) for v in source), strict=True))
+    values = ", ".join(
+        constants.get(c) or ("?" if c in RECORD_COLUMNS else {"format": "'etw'", "rendered": "0"}.get(c, "NULL")) for c in _COLUMNS
+    )  # fmt: skip
+    insert_next = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({values})"
+    return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next))
 
 
 def now_filetime() -> int:
@@ -150,6 +222,7 @@ class LogStore:
         self.renderer = renderer
         self.keep_open = keep_open
         self._open: dict[Path, sqlite3.Connection] = {}
+        self._source_cache: dict[RecordSource, _Statements] = {}
 
     # -- files ---------------------------------------------------------------------------------
     def path(self, log: str) -> Path:
@@ -301,11 +374,31 @@ class LogStore:
         database; ``lost``: events counted lost on their way (added to ``written`` and ``lost``)."""
         return self.append_rows(log, [_row(event) for event in events], lost=lost)
 
-    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0, records: bool = False) -> AppendResult:
+    def append_rows(self, log: str, rows: list[Row], *, lost: int = 0, records: bool = False, refused: int = 0,
+                    mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
         """``append`` of events already made rows (``row_of``, or tuples built in that order
         by a writer that stores many: no event object per event). ``records``: the rows hold
-        ``RECORD_COLUMNS`` only, ETW records stored unrendered (the cheapest to store)."""
-        batch = rows
+        ``RECORD_COLUMNS`` only, ETW records stored unrendered (the cheapest to store).
+        ``refused``: events refused on their way, counted in the same transaction; ``mark``:
+        (pool, buffer SequenceNumber) of the last buffer these rows come from, kept with them
+        (see ``marks``); ``loss_mark``: (pool, its losses counted so far, these included)."""
+        return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark, loss_mark=loss_mark)
+
+    def append_records(self, log: str, runs: list[tuple[RecordSource, list[Row]]], *, refused: int = 0,
+                       mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+        """``append_rows`` of ETW records stored unrendered, in runs that share their
+        ``SOURCE_COLUMNS`` (written in the statement, not bound per event): each row holds
+        ``VARYING_COLUMNS`` only. The cheapest way to store."""
+        cache = self._source_cache
+        return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
+                            refused=refused, mark=mark)  # fmt: skip
+
+    def _append(self, log: str, runs: list[tuple[_Statements, list[Row]]], *, lost: int = 0, refused: int = 0,
+                mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+        if refused < 0:
+            raise InvalidArgument(f"refused must not be negative, not {refused}")
+        if len(self._source_cache) > 4096:
+            self._source_cache.clear()
         result = AppendResult()
         path = self.path(log)
         db = self._connect(path)
@@ -313,18 +406,27 @@ class LogStore:
             config = self._config_of(db)
             db.execute(f"PRAGMA wal_autocheckpoint={wal_pages(config.max_size, db.execute('PRAGMA page_size').fetchone()[0])}")
             db.execute("BEGIN IMMEDIATE")
-            self._add_counter(db, "written", len(batch) + lost)
+            self._add_counter(db, "written", sum(len(rows) for _, rows in runs) + lost + refused)
             self._add_counter(db, "lost", lost)
-            position = 0
-            while position < len(batch):
-                position = self._store_from(db, log, config, batch, position, result, records)
-                if position < len(batch):  # auto-backup: archive this database, go on in a new one
-                    db.execute("COMMIT")
-                    self._release(db)
-                    result.archives.append(str(self._archive(log, config)))
-                    db = self._connect(path)
-                    db.execute("BEGIN IMMEDIATE")
+            self._add_counter(db, "refused", refused)
+            result.refused += refused
+            for statements, batch in runs:
+                position = 0
+                while position < len(batch):
+                    position = self._store_from(db, log, config, batch, position, result, statements)
+                    if position < len(batch):  # auto-backup: archive this database, go on in a new one
+                        db.execute("COMMIT")
+                        self._release(db)
+                        result.archives.append(str(self._archive(log, config)))
+                        db = self._connect(path)
+                        db.execute("BEGIN IMMEDIATE")
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+            if mark is not None or loss_mark is not None:
+                db.execute(_MARKS_TABLE)
+            if mark is not None:
+                db.execute(_MARK, (mark[0], mark[1], time.time()))
+            if loss_mark is not None:
+                db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
             self._fold_wal(db, path, config)
         except sqlite3.Error as exc:
@@ -344,10 +446,58 @@ class LogStore:
         if wal > wal_pages(config.max_size, page) * page:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def note_lost(self, log: str, count: int) -> None:
-        """Events meant for ``log`` that never reached it (``written`` and ``lost`` grow)."""
+    def marks(self, log: str) -> dict[str, int]:
+        """Pool -> the SequenceNumber of the last of its buffers whose events this log holds
+        (``append_rows``' ``mark``)."""
+        db = self.open(log)
+        try:
+            return {str(pool): int(sequence) for pool, sequence in db.execute("SELECT pool, sequence FROM stored_buffers")}
+        except sqlite3.OperationalError:  # a log made before the table was, never marked
+            return {}
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+
+    def mark(self, log: str, pool: str) -> tuple[int, int]:
+        """(SequenceNumber of the last buffer of ``pool`` this log holds, the pool's losses
+        counted here so far): (-1, 0) when the log has no mark for it."""
+        db = self.open(log)
+        try:
+            row = db.execute("SELECT sequence, losses FROM stored_buffers WHERE pool = ?", (pool,)).fetchone()
+        except sqlite3.OperationalError:  # a log made before the table was, never marked
+            row = None
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return (-1, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def forget_marks(self, log: str, pools: Iterable[str] = (), *, keep: int | None = None) -> int:
+        """Drop the marks of ``pools`` (pools nobody will hand over any more), and with ``keep``
+        all but the ``keep`` newest. Returns how many were dropped."""
+        names = list(pools)
+        db = self.open(log)
+        try:
+            db.execute(_MARKS_TABLE)
+            db.execute("BEGIN IMMEDIATE")
+            dropped = sum(db.execute("DELETE FROM stored_buffers WHERE pool = ?", (name,)).rowcount for name in names)
+            if keep is not None:
+                dropped += db.execute(
+                    "DELETE FROM stored_buffers WHERE pool NOT IN (SELECT pool FROM stored_buffers ORDER BY at DESC, rowid DESC LIMIT ?)", (max(0, keep),)
+                ).rowcount  # fmt: skip
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
+        finally:
+            self._release(db)
+        return int(dropped)
+
+    def note_lost(self, log: str, count: int, *, loss_mark: tuple[str, int] | None = None) -> None:
+        """Events meant for ``log`` that never reached it (``written`` and ``lost`` grow);
+        ``loss_mark``: (pool, its losses counted so far, these included), kept with them."""
         if count:
-            self.append(log, [], lost=count)
+            self.append_rows(log, [], lost=count, loss_mark=loss_mark)
 
     def note_refused(self, log: str, count: int) -> None:
         """Events refused before they reached the store (a writer the log's access refuses)."""
@@ -372,27 +522,31 @@ class LogStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return int(pages * page)
 
-    def _insert(self, db: sqlite3.Connection, rows: list[Row], records: bool = False) -> None:
+    def _insert(self, db: sqlite3.Connection, rows: list[Row], statements: _Statements = _FULL) -> None:
         """Insert with the next record ids (ids never go back, even after a clear): the first
         row with its id when it is past SQLite's next, the others take max + 1 from SQLite."""
         if not rows:
             return
         last = db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0]
         first = max(last + 1, int(self._meta(db, "next_record_id") or 1))
-        insert, insert_next = (_INSERT_RECORD, _INSERT_RECORD_NEXT) if records else (_INSERT, _INSERT_NEXT)
-        if first == last + 1:
-            db.executemany(insert_next, rows)
-        else:
+        insert, insert_next, multi = statements.insert, statements.insert_next, statements.multi_next
+        rest = rows
+        if first != last + 1:
             db.execute(insert, (first, *rows[0]))
-            db.executemany(insert_next, rows[1:] if len(rows) > 1 else ())
-        if not records and any(row[_MESSAGE] is not None for row in rows):
+            rest = rows[1:]
+        if multi and len(rest) >= _MULTI_ROWS:
+            whole = len(rest) // _MULTI_ROWS * _MULTI_ROWS
+            db.executemany(multi, (tuple(chain.from_iterable(rest[i : i + _MULTI_ROWS])) for i in range(0, whole, _MULTI_ROWS)))
+            rest = rest[whole:]
+        db.executemany(insert_next, rest)
+        if statements.index_text and any(row[_MESSAGE] is not None for row in rows):
             db.execute(_INSERT_TEXT, (first - 1,))
-        if not records and any(row[_FIELDS] is not None for row in rows):
+        if statements.index_text and any(row[_FIELDS] is not None for row in rows):
             fieldtext.index_after(db, first - 1)
         self._set_meta(db, "next_record_id", str(first + len(rows)))
 
     def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult,
-                    records: bool = False) -> int:  # fmt: skip
+                    statements: _Statements = _FULL) -> int:  # fmt: skip
         """Store from ``batch[start:]``; returns where it stopped (the end, or where an auto-backup
         log is full)."""
         page = db.execute("PRAGMA page_size").fetchone()[0]
@@ -403,7 +557,7 @@ class LogStore:
             if config.retention == "circular":  # make room first: the files never pass the bound
                 result.overwritten += self._drop_oldest(db, limit - self._estimate(db, len(chunk)))
             db.execute("SAVEPOINT chunk")
-            self._insert(db, chunk, records)
+            self._insert(db, chunk, statements)
             decision = decide(config.retention, self._used(db), limit)
             if decision is Decision.WRITE:
                 db.execute("RELEASE chunk")
@@ -422,7 +576,7 @@ class LogStore:
             fitted = 0
             for event in chunk:
                 db.execute("SAVEPOINT one")
-                self._insert(db, [event], records)
+                self._insert(db, [event], statements)
                 if self._used(db) > limit:
                     db.execute("ROLLBACK TO one")
                     db.execute("RELEASE one")

@@ -71,6 +71,7 @@ POOL_HEADER = Layout(
         ("EventsRefused", "Q"),  # written by the producer only
         ("BuffersCompleted", "Q"),  # the producer's last SequenceNumber
         ("LossesCounted", "Q"),  # written by the service only: how much of the two above it counted
+        ("Identity", "Q"),  # random, chosen by the service that made the pool: names it for good
     ],
 )
 
@@ -82,8 +83,10 @@ _LOST_Q = POOL_HEADER.offset("EventsLost") // 8
 _REFUSED_Q = POOL_HEADER.offset("EventsRefused") // 8
 _COMPLETED_Q = POOL_HEADER.offset("BuffersCompleted") // 8
 _COUNTED_Q = POOL_HEADER.offset("LossesCounted") // 8
+_IDENTITY_Q = POOL_HEADER.offset("Identity") // 8
 _TIMESTAMP_AT = _BH.offset("TimeStamp")
 _OFFSET_AT = _BH.offset("Offset")
+_SEQUENCE_AT = _BH.offset("SequenceNumber")
 _u16_into = struct.Struct("<H").pack_into
 _PROCESSOR_AT = _BH.offset("ProcessorIndex")
 _FLAGS_AT = _BH.offset("BufferFlag")
@@ -167,7 +170,7 @@ class BufferPool:
             raise ServiceError(f"cannot create a {size}-byte buffer pool: {exc.strerror}") from exc
         POOL_HEADER.pack_into(
             mapping, 0, POOL_MAGIC, POOL_VERSION, POOL_HEADER_SIZE, buffer_size, buffer_count, logger_id,
-            producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0,
+            producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0, int.from_bytes(os.urandom(8), "little"),
         )
         pool = cls(fd, mapping, buffer_size, buffer_count, logger_id, producer_pid, flush_interval_ms)
         for index in range(buffer_count):
@@ -253,6 +256,12 @@ class BufferPool:
     @losses_counted.setter
     def losses_counted(self, value: int) -> None:
         self.qwords[_COUNTED_Q] = value
+
+    @property
+    def identity(self) -> str:
+        """The pool's name for good (random, given when it was made; the producer's pid first), as
+        a service that took it over from a dead one finds it: what a log records it by."""
+        return f"{self.producer_pid}-{self.qwords[_IDENTITY_Q] & 0xFFFFFFFFFFFFFFFF:016x}"
 
     def buffer_offset(self, index: int) -> int:
         """Where buffer ``index`` starts in the memfd."""
@@ -341,18 +350,26 @@ class BufferPool:
         Only call this once the producer cannot write any more (its control connection closed).
         Take the FULL buffers first: these come after them in the producer's sequence.
         """
+        return [data for _, data in self._take_filling()]
+
+    def _take_filling(self) -> list[tuple[int, bytes]]:
+        """(index, bytes) of ``take_filling_after_death``. A buffer's SequenceNumber is written
+        in the pool too, before it turns TAKEN: whoever takes the pool over after a taker that
+        died finds the same number."""
         taken = []
         for index, state in enumerate(self.states.tolist()):
             if state != FILLING:
                 continue
-            self.states[index] = TAKEN
             base = self.buffer_offset(index)
             if self.words[(base + _OFFSET_AT) // 4] == _BH_SIZE:
+                self.states[index] = TAKEN
                 self.release(index)
                 continue
             sequence = self.qwords[_COMPLETED_Q] + 1
+            self.qwords[(base + _SEQUENCE_AT) // 8] = sequence
             self.qwords[_COMPLETED_Q] = sequence
-            taken.append(self._copy_out(index, sequence=sequence))
+            self.states[index] = TAKEN
+            taken.append((index, self._copy_out(index, sequence=None)))
         return taken
 
     def take_all_after_service_death(self) -> list[bytes]:
@@ -372,6 +389,17 @@ class BufferPool:
             if state == TAKEN:
                 self.release(index)
         return taken
+
+    def hold_all_after_service_death(self) -> list[tuple[int, bytes]]:
+        """``take_all_after_service_death`` for a taker that gives the buffers back only once it
+        stored them (``release``): (index, bytes) of each, in the producer's order, every one
+        left TAKEN. The FILLING one gets the next SequenceNumber in the pool too (before it
+        turns TAKEN), so that a service taking the pool over after this one died finds every
+        buffer in the same order, with the same numbers."""
+        for index, state in enumerate(self.states.tolist()):
+            if state == TAKEN:
+                self.states[index] = FULL
+        return [(index, self.take(index)) for index in self.full_buffers()] + self._take_filling()
 
     def _copy_out(self, index: int, *, sequence: int | None) -> bytes:
         """The buffer's bytes with a WMI_BUFFER_HEADER the service vouches for: the producer's

@@ -77,6 +77,7 @@ class _LinkState:
     session_writers: dict[int, PoolWriter] = field(default_factory=dict)
     sent: set[int] = field(default_factory=set)  # id(provider) of those whose register went out
     requests: dict[int, Registrant] = field(default_factory=dict)  # register request id -> provider
+    handing: dict[int, _PoolSlot] = field(default_factory=dict)  # log_orphans request id -> the pool, until answered
     by_registration: dict[int, Registrant] = field(default_factory=dict)
 
 
@@ -238,6 +239,7 @@ class ServiceLink:
 
     def _retire(self, state: _LinkState) -> None:
         now = time.monotonic()
+        self._orphans.extend(state.handing.values())  # never answered: the next service gets them
         for slot in state.pools.values():
             if slot.session_name.startswith(EVENT_LOG_PREFIX):
                 self._orphans.append(slot)
@@ -246,19 +248,20 @@ class ServiceLink:
 
     def _send_orphans(self) -> None:
         """Hand the pools of a dead service's channel sessions to this one (``log_orphans``):
-        it stores the events they still hold in their logs, or counts them lost."""
+        it stores the events they still hold in their logs, or counts them lost. A pool is
+        kept until the service answers: one that died meanwhile leaves it to the next."""
         channel = self._state.channel
         if channel is None or not self._orphans:
             return
         orphans, self._orphans = self._orphans, []
-        now = time.monotonic()
         for slot in orphans:
+            request_id = channel.new_id()
             try:
-                channel.send({"op": "log_orphans", "id": channel.new_id(), "session": slot.session_name}, fds=(slot.pool.fileno(),))
+                channel.send({"op": "log_orphans", "id": request_id, "session": slot.session_name}, fds=(slot.pool.fileno(),))
             except OSError:
                 self._orphans.append(slot)  # the next service gets it
                 continue
-            self._retired.append((now, slot.pool))
+            self._state.handing[request_id] = slot
 
     # -- messages ------------------------------------------------------------------------------
     def _handle(self, message: Message) -> None:
@@ -281,6 +284,12 @@ class ServiceLink:
 
     def _on_reply(self, body: dict[str, Any]) -> None:
         with self._lock:
+            handed = self._state.handing.pop(body.get("id"), None)  # type: ignore[arg-type]
+            if handed is not None:  # stored (or refused for good): the pool is done with
+                if not body.get("ok"):
+                    _warn(f"the trace service did not take the events left in a pool of {handed.session_name}: {body.get('error')}")
+                self._retired.append((time.monotonic(), handed.pool))
+                return
             provider = self._state.requests.pop(body.get("id"), None)  # type: ignore[arg-type]
             if provider is None:
                 return
@@ -363,7 +372,7 @@ class ServiceLink:
             _close_pool(slot.pool)
         for _, pool in self._retired:
             _close_pool(pool)
-        for slot in self._orphans:
+        for slot in [*self._orphans, *state.handing.values()]:
             _close_pool(slot.pool)
         self._retired = []
         self._orphans = []

@@ -13,8 +13,12 @@ A channel session is a real-time session whose one consumer is in the service: a
 that takes each buffer as the session hands it over, parses its records, sends each to the log
 of its (provider, channel), refuses (and counts) the events of a writer the log's access does
 not let write (the producer's credentials from ``SO_PEERCRED``), renders fields and message
-from the manifests, and appends them in one transaction before the buffer counts as delivered:
-a service killed after that loses none of them.
+from the manifests later, on a thread of their own. A drain's buffers are walked into rows on the
+loop and stored on the store thread (``eventlog_writer``: one transaction per log, overlapped with
+the next walk); the pool gets them back only once they are committed: a service killed before
+loses none of them (the producer hands them to the next service), and each log records, in the
+same transaction, the pool and the last buffer it stored, so that the next service skips those
+(a service killed after the commit stores none of them twice).
 
 The ``log_*`` requests (``openetw log`` through the service: settings, clear, import, export,
 flush, and queries for callers who may not read the log's files) are added to the service's
@@ -40,11 +44,12 @@ from openetw.eventlog.access import ReadAccess, may_configure, may_write, read_a
 from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs, default_config, session_name
 from openetw.eventlog.model import LogConfig
 from openetw.eventlog.paths import default_logs_dir
-from openetw.eventlog.records import event_headers
-from openetw.eventlog.store import LogStore, Row
+from openetw.eventlog.records import Route, Run, buffer_sequence, collect_rows
+from openetw.eventlog.store import LogStore
 from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.ipc.protocol import Message
 from openetw.service.connection import Connection
+from openetw.service.eventlog_writer import StoreBatch, StoreWriter
 from openetw.service.screen import ThreadCheck
 from openetw.service.sessions import PoolEntry, SessionRuntime
 from openetw.session import LogMode, SessionConfig, SessionState
@@ -62,6 +67,7 @@ _SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no conn
 LEVEL_ALL = 255
 RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
 RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
+MARKS_KEPT = 1024  # per log, the marks of pools of producers that may still hand one over
 
 
 def _gid(name: str) -> int | None:
@@ -78,35 +84,57 @@ class ChannelRuntime(SessionRuntime):
     producer: Connection | None = None
     batch: list[bytes] | None = None  # while a drain runs: the buffers its sink took
     sink: ChannelSink | None = None
+    closing: BufferPool | None = None  # while a pool closes: it, whose last buffers the sink stores
 
     def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
         self.producer = entry.producer
         return super()._screen(entry, data)
 
     def drain(self, pool_id: int) -> int:
-        """Every FULL buffer of the pool, stored in one transaction per log before the pool gets
-        them back: a service killed meanwhile leaves them TAKEN, and the producer hands them to
-        the next service (``log_orphans``)."""
+        """Every FULL buffer of the pool, stored in one transaction per log (on the store
+        thread) before the pool gets them back: a service killed meanwhile leaves them TAKEN,
+        and the producer hands them to the next service (``log_orphans``)."""
         entry = self.pools.get(pool_id)
         if entry is None:
             return 0
         pool = entry.pool
         indices = pool.full_buffers()
+        if not indices:
+            self._count_losses(entry)
+            return 0
         self.batch = []
+        submitted = False
         try:
             for index in indices:
                 screened, events = self._screen(entry, pool.take(index))
                 self.deliver(screened, events=events)
-        finally:
-            batch, self.batch = self.batch, None
+            batch = self.batch
             if batch and self.sink is not None:
-                self.sink.hook.store_buffers(self, self.sink.header(), batch)
-            states = pool.states
-            for index in indices:
-                if states[index] == TAKEN:
-                    pool.release(index)
+                self.sink.hook.store_buffers(self, self.sink.header(), batch, pool=pool, release=lambda: _release(pool, indices))
+                submitted = True
+        finally:
+            self.batch = None
+            if not submitted:
+                _release(pool, indices)
         self._count_losses(entry)
         return len(indices)
+
+    def close_pool(self, pool_id: int) -> None:
+        """The buffers on their way to the store are stored and given back first; the pool's
+        marks go once it is closed (nobody hands it over any more)."""
+        entry = self.pools.get(pool_id)
+        if entry is None or self.sink is None:
+            super().close_pool(pool_id)
+            return
+        identity = entry.pool.identity
+        self.drain(pool_id)
+        self.sink.hook.writer.wait()
+        self.closing = entry.pool
+        try:
+            super().close_pool(pool_id)
+        finally:
+            self.closing = None
+        self.sink.hook.pool_closed(identity)
 
     def _count_losses(self, entry: PoolEntry) -> None:
         """The producer's losses go to the session's first log at once, and the pool remembers
@@ -114,9 +142,35 @@ class ChannelRuntime(SessionRuntime):
         seen = entry.losses_seen
         super()._count_losses(entry)
         if entry.losses_seen != seen:
-            if self.sink is not None:
-                self.sink.hook._count_losses(self)
+            if self.sink is not None:  # the log keeps what it counted of the pool with the count
+                self.sink.hook._count_losses(self, loss_mark=(entry.pool.identity, entry.losses_seen))
             entry.pool.losses_counted = entry.losses_seen
+
+
+def _release(pool: BufferPool, indices: list[int]) -> None:
+    """Give the buffers a drain took back to the pool (those still TAKEN)."""
+    states = pool.states
+    for index in indices:
+        if states[index] == TAKEN:
+            pool.release(index)
+
+
+class _Routes(dict[tuple[bytes, int], Route | None]):
+    """(provider GUID bytes, channel) -> where its events go, for one writer, found on first use."""
+
+    def __init__(self, hook: EventLogService, caller: LogCaller) -> None:
+        super().__init__()
+        self.hook = hook
+        self.caller = caller
+
+    def __missing__(self, key: tuple[bytes, int]) -> Route | None:
+        spec = self.hook.catalog.specs.get(key)
+        config = self.hook._configs.get(spec.log) if spec is not None else None
+        route = None
+        if spec is not None and config is not None and config.enabled:
+            route = Route(spec.log, spec.provider_name, spec.provider_guid, config.level, config.keywords, may_write(config, self.caller))
+        self[key] = route
+        return route
 
 
 class ChannelSink:
@@ -135,8 +189,8 @@ class ChannelSink:
             return True
         if self.runtime.batch is not None:
             self.runtime.batch.append(bytes(payload))
-        else:
-            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)])
+        else:  # a buffer taken outside a drain (a closing pool's last): stored before it goes back
+            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)], wait=True, pool=self.runtime.closing)
         return True
 
     def header(self) -> bytes:
@@ -159,8 +213,10 @@ class EventLogService:
 
     def __init__(self, service: TraceService, directory: Path, manifest_dirs: list[Path], *, owner: int) -> None:
         self.service = service
-        self.store = LogStore(directory, keep_open=True)  # the loop's: appends, settings, reads for callers
+        self.store = LogStore(directory, keep_open=True)  # the loop's: settings, counters, reads for callers
         self.render_store = LogStore(directory, keep_open=True)  # the render thread's own connections
+        self.writer = StoreWriter(LogStore(directory, keep_open=True), on_stored=self._stored, log=_log)  # the store thread's
+        self._marked: dict[str, set[str]] = defaultdict(set)  # pool identity -> the logs that hold its mark
         self.manifest_dirs = manifest_dirs
         self.owner = owner
         system = service.system
@@ -217,6 +273,10 @@ class EventLogService:
             ))  # fmt: skip
             os.chmod(self.store.path(log), 0o600)
             self._configs[log] = config
+            try:  # marks of pools of producers long gone, never handed over
+                self.store.forget_marks(log, keep=MARKS_KEPT)
+            except EventLogError as exc:
+                _log(f"event log: {exc}")
         self._steer()
 
     def _wanted(self) -> dict[str, dict[uuid.UUID, int]]:
@@ -277,51 +337,62 @@ class EventLogService:
         """Store a buffer's events in their logs, unrendered (the render thread renders them)."""
         self.store_buffers(runtime, header, [data])
 
-    def store_buffers(self, runtime: ChannelRuntime, header: bytes, buffers: list[bytes]) -> None:
+    def store_buffers(self, runtime: ChannelRuntime, header: bytes, buffers: list[bytes], *, pool: BufferPool | None = None,
+                      release: Callable[[], None] | None = None, wait: bool = False, skip: str | None = None) -> None:  # fmt: skip
         """Store the events of buffers from one producer in their logs, unrendered (the render
-        thread renders them): one transaction per log, each event one tuple (``store.Row``)."""
+        thread renders them): walked into rows here, appended on the store thread in one
+        transaction per log, each event one tuple (``store.Row``). ``pool``: the pool they come
+        from, whose mark the logs keep with them; ``release`` is called once they are stored;
+        ``wait``: return once they are. ``skip``: a pool taken over from a dead service: the
+        buffers each log's mark for it says it holds are left out."""
         producer = runtime.producer
         caller = LogCaller(producer.caller.uid, producer.caller.gids) if producer is not None else LogCaller(os.geteuid())
-        batches: dict[str, list[Row]] = defaultdict(list)
-        refused: dict[str, int] = defaultdict(int)
-        allowed: dict[str, bool] = {}
-        specs, configs, to_filetime = self.catalog.specs, self._configs, runtime.clock.to_filetime
-        computer, uid = _hostname(), caller.uid
-        for data in buffers:
-            for facts in event_headers(data):
-                spec = specs.get((facts.provider_guid, facts.channel))
-                if spec is None:
-                    continue
-                log = spec.log
-                config = configs.get(log)
-                if config is None or not config.enabled:
-                    continue
-                if (config.level is not None and facts.level > config.level) or (config.keywords is not None and not facts.keyword & config.keywords):
-                    continue
-                permitted = allowed.get(log)
-                if permitted is None:
-                    permitted = allowed[log] = may_write(config, caller)
-                if not permitted:
-                    refused[log] += 1
-                    continue
-                keyword = facts.keyword
-                # store.RECORD_COLUMNS, in order (keywords as SQLite's signed 64 bits)
-                batches[log].append((
-                    max(0, to_filetime(facts.timestamp)), spec.provider_name, spec.provider_guid, facts.event_id, facts.version,
-                    facts.level, facts.task, facts.opcode, keyword - (1 << 64) if keyword >= 1 << 63 else keyword, log, computer,
-                    facts.pid, facts.tid, uid, facts.activity_id, facts.raw,
-                ))  # fmt: skip
-        for log, count in refused.items():
-            self.store.note_refused(log, count)
-        for log, rows in batches.items():
-            try:
-                self.store.append_rows(log, rows, records=True)
-            except EventLogError as exc:
-                _log(f"event log: {exc}")
-        if batches:
-            self._last_store = time.monotonic()
-            self._render_wanted.set()
+        routes = _Routes(self, caller)
+        batch = StoreBatch(rows=defaultdict(list), refused=defaultdict(int), release=release, computer=_hostname(), uid=caller.uid)
+        clock = runtime.clock
+        if skip is None:
+            for data in buffers:
+                collect_rows(data, routes, batch.rows, batch.refused, clock)
+        else:
+            marks: dict[str, int] = {}
+            for data in buffers:
+                rows: dict[str, list[Run]] = defaultdict(list)
+                refused: dict[str, int] = defaultdict(int)
+                collect_rows(data, routes, rows, refused, clock)
+                sequence = buffer_sequence(data)
+                for log in set(rows) | set(refused):
+                    if log not in marks:
+                        marks[log] = self._mark_of(log, skip)[0]
+                    if sequence <= marks[log]:
+                        continue  # stored by the service that died, after its commit and before it gave the buffer back
+                    batch.rows[log] += rows.get(log, [])
+                    batch.refused[log] += refused.get(log, 0)
+        if pool is not None and buffers:
+            identity = pool.identity
+            batch.mark = (identity, max(buffer_sequence(data) for data in buffers))
+            self._marked[identity].update(batch.rows, batch.refused)
+        self.writer.submit(batch, wait=wait)
         self._count_losses(runtime)
+
+    def _mark_of(self, log: str, pool: str) -> tuple[int, int]:
+        """(SequenceNumber of the last buffer of ``pool`` that ``log`` holds, -1: none; the pool's
+        losses counted there)."""
+        try:
+            return self.store.mark(log, pool) if self.store.exists(log) else (-1, 0)
+        except EventLogError as exc:
+            _log(f"event log: {exc}")
+            return (-1, 0)
+
+    def _stored(self) -> None:
+        """Called by the store thread after a batch with rows: rendering waits its turn."""
+        self._last_store = time.monotonic()
+        self._render_wanted.set()
+
+    def pool_closed(self, identity: str) -> None:
+        """A pool of this service closed: nobody hands it over any more, its marks go."""
+        logs = self._marked.pop(identity, set())
+        if logs:
+            self.writer.submit(StoreBatch(forget=identity, forget_logs=tuple(sorted(logs))))
 
     # -- rendering -----------------------------------------------------------------------------
     def start_rendering(self) -> None:
@@ -353,15 +424,21 @@ class EventLogService:
                 except Exception as exc:  # noqa: BLE001 - rendering never stops; the events stay stored
                     _log(f"event log: rendering {log}: {exc}")
 
-    def _count_losses(self, runtime: SessionRuntime) -> None:
+    def _count_losses(self, runtime: SessionRuntime, *, loss_mark: tuple[str, int] | None = None) -> None:
         """Events the session lost on their way (full pools): counted in its first log."""
         lost = self.service.table.session(runtime.session_id).statistics.events_lost
         new = lost - self._losses_seen.get(runtime.session_id, 0)
         if new > 0:
             self._losses_seen[runtime.session_id] = lost
-            logs = sorted({s.log for s in self.catalog.specs.values() if session_name(s.type, s.log) == runtime.name})
-            if logs:
-                self.store.note_lost(logs[0], new)
+            log = self._first_log(runtime.name)
+            if log is not None:
+                self.store.note_lost(log, new, loss_mark=loss_mark)
+                if loss_mark is not None:
+                    self._marked[loss_mark[0]].add(log)
+
+    def _first_log(self, session: str) -> str | None:
+        logs = sorted({s.log for s in self.catalog.specs.values() if session_name(s.type, s.log) == session})
+        return logs[0] if logs else None
 
     def take_orphans(self, connection: Connection, session: str, pool: BufferPool) -> int:
         """A reattached producer's pool of a channel session of a service that died: its events
@@ -374,18 +451,34 @@ class EventLogService:
         if pool.producer_pid != connection.pid:
             raise AccessDenied(f"pid {connection.pid} hands over a pool of pid {pool.producer_pid}")
         entry = PoolEntry(-1, connection.connection_id, pool, producer=connection, threads=ThreadCheck(connection.pid))
-        entry.losses_seen = pool.losses_counted  # what the dead service counted already
-        buffers = [bytes(runtime._screen(entry, data)[0]) for data in pool.take_all_after_service_death()]
-        if buffers:
-            self.store_buffers(runtime, runtime.sink.header(), buffers)
+        # What the dead service counted already: the pool says so, or the log, when the service
+        # died after counting and before writing it in the pool.
+        first = self._first_log(session)
+        counted = self._mark_of(first, pool.identity)[1] if first is not None else 0
+        entry.losses_seen = max(pool.losses_counted, counted)
+        # The buffers stay TAKEN until their events are stored (this service may die too: the
+        # producer hands the pool over again until a service answers), and the logs' marks say
+        # which the dead service stored already.
+        identity = pool.identity
+        held = pool.hold_all_after_service_death()
+        indices = [index for index, _ in held]
+        try:
+            buffers = [bytes(runtime._screen(entry, data)[0]) for _, data in held]
+            if buffers:
+                self.store_buffers(runtime, runtime.sink.header(), buffers, pool=pool, wait=True, skip=identity)
+        finally:
+            self._marked.pop(identity, None)  # handed over once stored: marks left to the pruning
+            _release(pool, indices)
         runtime._count_losses(entry)
         return len(buffers)
 
     def flush(self) -> None:
+        """Every buffer the channel sessions' pools hold, stored."""
         for session_id in self.sessions.values():
             runtime = self.service.runtimes.get(session_id)
             if runtime is not None:
                 runtime.drain_all()
+        self.writer.wait()
 
     # -- requests ------------------------------------------------------------------------------
     def config(self, log: str) -> LogConfig:
