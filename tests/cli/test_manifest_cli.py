@@ -27,6 +27,9 @@ MALFORMED = (
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     directory = tmp_path / "data"
     monkeypatch.setenv("OPENETW_DATA_DIR", str(directory))
+    # A manifest with an Admin channel would start the machine's service: a private one, never started.
+    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "control.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
     return directory
 
 
