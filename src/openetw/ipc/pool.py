@@ -305,17 +305,21 @@ class BufferPool:
         """``take``, with the buffer's bytes written into ``out`` (``buffer_size`` bytes of the
         caller's) rather than returned: one copy fewer where the bytes go to memory the caller
         keeps anyway (a log file's write queue)."""
+        self._check_takeable_into(index, out)
+        self.states[index] = TAKEN
+        header, base, used = self._framed_header(index, None)
+        out[:_BH_SIZE] = header
+        out[_BH_SIZE:used] = self.view[base + _BH_SIZE : base + used]
+        out[used:] = self._tail_bytes()[used:]
+
+    def _check_takeable_into(self, index: int, out: mmap.mmap | bytearray) -> None:
+        """``index`` names a FULL buffer and ``out`` holds exactly one buffer."""
         self._check_index(index)
         if len(out) != self.buffer_size:
             raise InvalidArgument(f"a buffer is {self.buffer_size} bytes, not {len(out)}")
         state = self.states[index]
         if state != FULL:
             raise ServiceError(f"buffer {index} cannot be taken: it is {_state_name(state)}, not FULL")
-        self.states[index] = TAKEN
-        header, base, used = self._framed_header(index, None)
-        out[:_BH_SIZE] = header
-        out[_BH_SIZE:used] = self.view[base + _BH_SIZE : base + used]
-        out[used:] = self._tail_bytes()[used:]
 
     def take_release_into(self, index: int, out: mmap.mmap | bytearray) -> None:
         """``take_into`` then ``release``: the buffer's bytes into ``out`` and the buffer FREE
@@ -324,12 +328,7 @@ class BufferPool:
             self.take_into(index, out)
             self.release(index)
             return
-        self._check_index(index)
-        if len(out) != self.buffer_size:
-            raise InvalidArgument(f"a buffer is {self.buffer_size} bytes, not {len(out)}")
-        state = self.states[index]
-        if state != FULL:
-            raise ServiceError(f"buffer {index} cannot be taken: it is {_state_name(state)}, not FULL")
+        self._check_takeable_into(index, out)
         if _native.take_release_into(self._map, index, self.buffer_size, self.logger_id, out):
             self.buffers_repaired += 1
 

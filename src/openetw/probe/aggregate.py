@@ -10,7 +10,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["aggregate_value", "llquantize_bucket", "lquantize_bucket", "quantize_bucket", "bucket_ranges"]
+__all__ = ["add_count", "aggregate_value", "llquantize_bucket", "lquantize_bucket", "quantize_bucket", "bucket_ranges"]
+
+
+def add_count(data: dict[Any, Any], key: Any, count: int, drops: list[int], aggsize: int) -> None:
+    """``count`` more for ``key`` of a counting aggregation; a new key past ``aggsize`` keys is
+    dropped, and counted in ``drops[0]``."""
+    old = data.get(key)
+    if old is not None:
+        data[key] = old + count
+    elif len(data) < aggsize:
+        data[key] = count
+    else:
+        drops[0] += count
 
 
 def quantize_bucket(value: int) -> int:

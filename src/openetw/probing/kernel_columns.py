@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from openetw.probe.aggregate import add_count
+
 __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
 
 PROCESS, THREAD, PERFINFO = 0x03, 0x05, 0x0F
@@ -443,15 +445,7 @@ class ColumnStage:
                     if "execname" in keys and "execname" not in values:
                         values["execname"] = self.execname(pid, when)
                     parts = [values[k] for k in keys]
-                    key: Any = parts[0] if len(parts) == 1 else tuple(parts)
-                    data = aggregations[agg][1]
-                    old = data.get(key)
-                    if old is not None:
-                        data[key] = old + count
-                    elif len(data) < aggsize:
-                        data[key] = count
-                    else:
-                        drops[0] += count
+                    add_count(aggregations[agg][1], parts[0] if len(parts) == 1 else tuple(parts), count, drops, aggsize)
 
     def _fire_bulk(self, block: Any, rows: Any, is_switch: Any, tids: Any, pids: Any, numbers: Any) -> None:
         if not len(rows):

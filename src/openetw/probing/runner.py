@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.errors import OpenEtwError
+from openetw.probe.aggregate import add_count
 from openetw.probe.descriptions import Description, EventIdentity
 from openetw.probe.errors import ProbeRuntimeError
 from openetw.probe.output import Output
@@ -551,14 +552,7 @@ def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, in
 
 def _add_count(agg: Any, probe: tuple[str, str, str, str], size: int, data: dict[Any, Any], drops: list[int], aggsize: int) -> None:
     parts = [probe[name] for _, name in agg.keys]
-    key: Any = parts[0] if len(parts) == 1 else tuple(parts)
-    old = data.get(key)
-    if old is not None:
-        data[key] = old + size
-    elif len(data) < aggsize:
-        data[key] = size
-    else:
-        drops[0] += size
+    add_count(data, parts[0] if len(parts) == 1 else tuple(parts), size, drops, aggsize)
 
 
 def _field_column(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
