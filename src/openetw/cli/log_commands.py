@@ -263,17 +263,18 @@ def _emit(event: Any, fmt: str, log_id: str) -> None:
         click.echo(_text_line(event))
 
 
-def _query_text(query: str | None, query_file: Path | None) -> Any:
-    from openetw.eventlog import parse_query, parse_query_list
+def _query_text(query: str | None, query_file: Path | None) -> tuple[Any, str | None]:
+    """The parsed query (a selector or a ``<QueryList>``) and its text, as the service takes it."""
+    from openetw.eventlog import parse_filter
 
     if query is not None and query_file is not None:
         raise InvalidArgument("--query and --query-file exclude each other")
     if query_file is not None:
         try:
-            return parse_query_list(query_file.read_text())
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read {query_file}: {exc.strerror or exc}") from None
-    return parse_query(query) if query is not None else None
+            query = query_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(f"cannot read {query_file}: {getattr(exc, 'strerror', None) or exc}") from None
+    return (parse_filter(query), query) if query is not None else (None, None)
 
 
 def _etl_events(path: str) -> Iterator[Any]:
@@ -336,9 +337,10 @@ def _cursor(text: str | None) -> tuple[str | None, int | None]:
 
 
 @log.command("query")
-@click.argument("source", metavar="LOG|FILE.evtx|FILE.etl")
+@click.argument("source", metavar="[LOG|FILE.evtx|FILE.etl]", required=False)
 @click.option("--query", "-q", "query", default=None, metavar="XPATH", help="Select events with the Event Log's XPath subset.")
-@click.option("--query-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="A <QueryList> XML file.")
+@click.option("--query-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A <QueryList> XML file (Event Viewer's filter, XML tab); with no LOG, the logs its Paths name, merged.")
 @click.option("--count", "-c", type=click.IntRange(min=0), default=None, help="At most N events.")
 @click.option("--reverse", "-r", is_flag=True, help="Newest first.")
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default="text", help="text (default), xml, json (one object per line) or rendered-xml.")
@@ -349,18 +351,35 @@ def _cursor(text: str | None) -> tuple[str | None, int | None]:
 @_scope_option
 @_socket_option
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
-def query_command(source: str, query: str | None, query_file: Path | None, count: int | None, reverse: bool, fmt: str, follow: bool,
+def query_command(source: str | None, query: str | None, query_file: Path | None, count: int | None, reverse: bool, fmt: str, follow: bool,
                   after_cursor: str | None, text: str | None, logs_dir: Path | None, system: bool | None, socket_path: str | None,
                   as_json: bool) -> None:  # fmt: skip
     """Print a log's events (wevtutil qe), or a file's: .evtx and .etl files are read in place,
     a log's files directly when you may read them (the service need not run), else through the
     service. --format json prints one JSON object per event with its cursor; --follow keeps
     going and prints `-- cursor: <log-id>:<EventRecordID>` after each batch, as
-    `journalctl --show-cursor` does."""
+    `journalctl --show-cursor` does. --query takes a selector or a whole <QueryList> (Event
+    Viewer's filter XML, band() and timediff() included); given a <QueryList> and no LOG, the
+    logs its Select elements name are read and merged in time order, as `wevtutil qe /sq` does."""
+    from openetw.eventlog import QueryList
+
     if as_json:
         fmt = "json"
-    parsed = _query_text(query, query_file)
+    parsed, query_text = _query_text(query, query_file)
     cursor_log, after = _cursor(after_cursor)
+    if source is None:  # wevtutil qe /sq: the logs are the QueryList's Paths, merged in time order
+        if not isinstance(parsed, QueryList) or not parsed.paths():
+            raise InvalidArgument("name a log or a file, or give a <QueryList> whose Select elements name their logs (Path=)")
+        if follow or after is not None:
+            raise InvalidArgument("--follow and --after-cursor read one log: name it")
+        merged = []
+        for order, path in enumerate(parsed.paths()):
+            log_id, fetch = _log_fetcher(path, parsed, query_text, reverse, text, logs_dir, system, socket_path)
+            merged += [(event.time_created, order, event.record_id, log_id, event) for event in fetch(None, count)]
+        merged.sort(key=lambda item: item[:3], reverse=reverse)
+        for _, _, _, log_id, event in merged[:count]:
+            _emit(event, fmt, log_id)
+        return
     is_file = source.lower().endswith((".evtx", ".etl", ".db")) and os.path.isfile(source)
     if is_file:
         if follow:
@@ -368,32 +387,11 @@ def query_command(source: str, query: str | None, query_file: Path | None, count
         for event in _file_events(source, parsed, count, reverse, after):
             _emit(event, fmt, os.path.basename(source))
         return
-    store = _store(logs_dir, system, source)
-    fetch: Callable[[int | None, int | None], list[Any]]
-    if _readable(store, source):
-        log_id = store.info(source).log_id
-
-        def fetch(after_id: int | None, limit: int | None) -> list[Any]:
-            return list(store.query(source, xpath=parsed, count=limit, reverse=reverse and not follow, after_record_id=after_id, text=text))
-    else:
-        if not store.path(source).exists() and store.directory.is_dir() and os.access(store.directory, os.R_OK):
-            raise EventLogError(f"no log {source!r} in {store.directory} (and no file by that name)")
-        client = _client(socket_path)
-        text_query = query if query is not None else None
-        if query_file is not None:
-            raise InvalidArgument("--query-file reads logs you may read directly; through the service give --query")
-        log_id = ""
-
-        def fetch(after_id: int | None, limit: int | None) -> list[Any]:
-            from openetw.eventlog import StoredEvent
-
-            nonlocal log_id
-            reply = client.call("log_query", log=source, query=text_query, count=limit, reverse=reverse and not follow, after_record_id=after_id)
-            log_id = reply["log_id"]
-            return [_from_json(StoredEvent, item) for item in reply["events"]]
+    log_id, fetch = _log_fetcher(source, parsed, query_text, reverse and not follow, text, logs_dir, system, socket_path)
     if cursor_log is not None and log_id and cursor_log != log_id:
         raise InvalidArgument(f"the cursor is of another log ({cursor_log}, this one is {log_id})")
     events = fetch(after, count)
+    log_id = log_id or getattr(fetch, "log_id", "")
     for event in events:
         _emit(event, fmt, log_id)
     if not follow:
@@ -413,6 +411,31 @@ def query_command(source: str, query: str | None, query_file: Path | None, count
                 click.echo(f"-- cursor: {log_id}:{last}")
     except KeyboardInterrupt:
         return
+
+
+def _log_fetcher(source: str, parsed: Any, query_text: str | None, reverse: bool, text: str | None, logs_dir: Path | None,
+                 system: bool | None, socket_path: str | None) -> tuple[str, Callable[[int | None, int | None], list[Any]]]:  # fmt: skip
+    """A log's id (empty until the service names it) and how to fetch its events after a record
+    id: from its files when this user may read them, else through the service."""
+    store = _store(logs_dir, system, source)
+    if _readable(store, source):
+
+        def read(after_id: int | None, limit: int | None) -> list[Any]:
+            return list(store.query(source, xpath=parsed, count=limit, reverse=reverse, after_record_id=after_id, text=text))
+
+        return store.info(source).log_id, read
+    if not store.path(source).exists() and store.directory.is_dir() and os.access(store.directory, os.R_OK):
+        raise EventLogError(f"no log {source!r} in {store.directory} (and no file by that name)")
+    client = _client(socket_path)
+
+    def ask(after_id: int | None, limit: int | None) -> list[Any]:
+        from openetw.eventlog import StoredEvent
+
+        reply = client.call("log_query", log=source, query=query_text, count=limit, reverse=reverse, after_record_id=after_id)
+        ask.log_id = reply["log_id"]  # type: ignore[attr-defined]
+        return [_from_json(StoredEvent, item) for item in reply["events"]]
+
+    return "", ask
 
 
 def _from_json(cls: Any, item: dict[str, Any]) -> Any:
@@ -444,7 +467,7 @@ def export_command(name: str, output: str, query: str | None, logs_dir: Path | N
     """Write a log's events (or those a query selects) to an .evtx file (wevtutil epl)."""
     from openetw.eventlog.export import write_evtx
 
-    parsed = _query_text(query, None)
+    parsed, _ = _query_text(query, None)
     store = _store(logs_dir, system, name)
     fd = _open_output(output)
     try:

@@ -25,7 +25,7 @@ from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, S
 from openetw.eventlog.paths import default_logs_dir
 from openetw.eventlog.render import event_node, event_xml, from_etw_record, from_evtx_record
 from openetw.eventlog.store import LogStore
-from openetw.eventlog.xpath import Query, QueryList, parse_query, parse_query_list
+from openetw.eventlog.xpath import Query, QueryList, parse_filter, parse_query, parse_query_list
 
 __all__ = [
     "AppendResult",
@@ -41,6 +41,7 @@ __all__ = [
     "event_xml",
     "from_etw_record",
     "from_evtx_record",
+    "parse_filter",
     "parse_query",
     "parse_query_list",
 ]

@@ -15,7 +15,7 @@ from openetw.errors import EvtxFormatError
 from openetw.eventlog.model import StoredEvent
 from openetw.eventlog.render import evtx_node, from_evtx_record
 from openetw.eventlog.store import now_filetime
-from openetw.eventlog.xpath import Query, QueryList, parse_query
+from openetw.eventlog.xpath import Query, QueryList, parse_filter
 from openetw.evtx.reader import EvtxReader
 
 __all__ = ["EvtxQuery"]
@@ -35,7 +35,7 @@ class EvtxQuery:
         self, *, xpath: str | Query | QueryList | None = None, count: int | None = None, reverse: bool = False,
         after_record_id: int | None = None, now: int | None = None,
     ) -> Iterator[StoredEvent]:  # fmt: skip
-        query = parse_query(xpath) if isinstance(xpath, str) else xpath
+        query = parse_filter(xpath) if isinstance(xpath, str) else xpath
         now = now_filetime() if now is None else now
         reader = EvtxReader(self._data, path=self.path)
         records: Any = sorted(reader.records(), key=lambda r: r.record_id, reverse=reverse)

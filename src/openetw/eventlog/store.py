@@ -47,7 +47,7 @@ from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, S
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import Decision, budget, decide, wal_pages
-from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
+from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, condition_sql, parse_filter
 
 __all__ = ["RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
 
@@ -782,18 +782,15 @@ class LogStore:
     ) -> Iterator[StoredEvent]:  # fmt: skip
         try:
             now = now_filetime() if now is None else now
-            query = parse_query(xpath) if isinstance(xpath, str) else xpath
+            query = parse_filter(xpath) if isinstance(xpath, str) else xpath
             where: list[str] = ["1"]
             params: list[Any] = []
             test: Query | QueryList | None = None
-            if isinstance(query, Query):
-                sql = query.sql(now)
-                where.append(sql.where)
-                params += sql.params
-                if not sql.exact:
+            if query is not None:
+                lowered = query.lowered(now, log) if isinstance(query, QueryList) else query.lowered(now)
+                where.append(condition_sql(lowered.condition, params))
+                if not lowered.exact:
                     test = query
-            elif isinstance(query, QueryList):
-                test = query
             if after_record_id is not None:
                 where.append("record_id < ?" if reverse else "record_id > ?")
                 params.append(after_record_id)

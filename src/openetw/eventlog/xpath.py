@@ -7,19 +7,28 @@ Pure. What is accepted is what Microsoft documents for event queries ("Consuming
 * inside predicates: element names (the child axis, also spelled ``child::``), attributes
   (``@Name``, ``attribute::Name``), relative paths (``System/Level``), string and number
   literals, parentheses, ``and``, ``or``, ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``;
-* the functions ``Band(a, b)`` (bitwise and: true when not 0), ``timediff(@SystemTime)``
-  (milliseconds from that time to now; with two arguments, from the second to the first) and
-  ``position()``, and a number alone as a position predicate on a leaf (``Data[2]``).
+* the functions ``Band(a, b)`` (bitwise and: true when not 0; Event Viewer's filter spells it
+  ``band``, and both spellings are taken), ``timediff(@SystemTime)`` (milliseconds from that time
+  to now; with two arguments, from the second to the first) and ``position()``, and a number
+  alone as a position predicate on a leaf (``Data[2]``); numbers in decimal or ``0x`` hex.
+
+Strings compare exactly, as XPath 1.0 compares them (case matters); two times (``@SystemTime>='2024-01-01T00:00:00.000Z'``,
+as Event Viewer's custom range writes) compare as times.
 
 Everything else (``//``, ``..``, ``.``, other axes, ``|``, arithmetic, ``not()`` and the other
 functions, variables, wildcards below the root) is refused by an ``XPathError`` naming the
 construct and its 1-based column.
 
-``parse_query`` gives a ``Query``: ``query.matches(event_node, now)`` evaluates it over an
-``XmlElement`` tree (``Event`` with ``System`` and ``EventData`` children, as an event renders),
-and ``query.sql(now)`` gives a ``SqlFilter``: a ``WHERE`` clause over the columns of the log
-store with its parameters and whether it is exact (when it is not, the rows it selects are a
-superset and are tested with ``matches``). ``parse_query_list`` reads ``<QueryList>`` XML.
+One parser, three back ends. ``parse_query`` gives a ``Query`` (``parse_query_list`` a
+``QueryList`` from ``<QueryList>`` XML; ``parse_filter`` either, by the text's first character):
+
+* records: ``query.matches(event_node, now)`` evaluates it over an ``XmlElement`` tree (``Event``
+  with ``System`` and ``EventData`` children, as an event renders) — ``.evtx`` files, ``.etl``
+  files, live events;
+* columns: ``query.lowered(now)`` is the part of it the store's columns answer, a ``Condition``
+  and whether it is exact (when not, it selects a superset, tested with ``matches``);
+  ``eventlog.xpath_columns`` evaluates a ``Condition`` on numpy columns (the viewer);
+* SQL: ``query.sql(now)`` is that condition as a ``WHERE`` clause over the log store.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ __all__ = [
     "SqlFilter",
     "XmlElement",
     "filetime_from_text",
+    "parse_filter",
     "parse_query",
     "parse_query_list",
 ]
@@ -76,7 +86,7 @@ class XmlElement:
 _TOKEN = re.compile(
     r"""\s*(?:
       (?P<string>'[^']*'|"[^"]*")
-    | (?P<number>\d+(?:\.\d*)?|\.\d+)
+    | (?P<number>0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?|\.\d+)
     | (?P<op>//|::|!=|<=|>=|\.\.|[\[\]()@/,=<>*|.+\-$])
     | (?P<name>[A-Za-z_][\w\-.]*(?::[A-Za-z_][\w\-.]*)?)
     )""",
@@ -148,6 +158,7 @@ class Call:
 
 
 _REFUSED_FUNCTIONS = "functions other than Band(), timediff() and position()"
+_FUNCTIONS = {"band": "Band", "timediff": "timediff", "position": "position"}
 _AXES_REFUSED = {
     "descendant", "descendant-or-self", "parent", "ancestor", "ancestor-or-self", "following", "following-sibling",
     "preceding", "preceding-sibling", "self", "namespace",
@@ -302,6 +313,8 @@ class _Parser:
             return Literal(token.text[1:-1])
         if token.kind == "number":
             self.take()
+            if token.text[:2].lower() == "0x":
+                return Literal(int(token.text, 16))
             number = float(token.text)
             return Literal(int(number) if number.is_integer() and "." not in token.text else number)
         if self.at("("):
@@ -328,7 +341,8 @@ class _Parser:
 
     def call(self) -> Call:
         token = self.take()
-        name = token.text
+        # Event Viewer's filter writes band(); Microsoft's documents write Band(): both are Band
+        name = _FUNCTIONS.get(token.text.lower(), token.text)
         if name not in ("Band", "timediff", "position"):
             if name in ("not", "contains", "starts-with", "string", "number", "count", "last", "concat", "substring", "true", "false"):
                 raise XPathError(f"the function {name}() is outside the Event Log's XPath subset ({_REFUSED_FUNCTIONS})", token.column)
@@ -414,8 +428,12 @@ def _compare(op: str, left: Any, right: Any) -> bool:
         return any(_compare(op, left, item) for item in right_set)
     if isinstance(left, bool) or isinstance(right, bool):
         return test(_truth(left), _truth(right)) if op in ("=", "!=") else test(int(_truth(left)), int(_truth(right)))
-    if op in ("=", "!=") and isinstance(left, str) and isinstance(right, str):
-        return test(left, right)
+    if isinstance(left, str) and isinstance(right, str):
+        if op in ("=", "!="):
+            return test(left, right)
+        left_time, right_time = filetime_from_text(left), filetime_from_text(right)
+        if left_time is not None and right_time is not None:  # TimeCreated[@SystemTime>='2024-…Z']
+            return test(left_time, right_time)
     a = _number(left) if isinstance(left, str) else left
     b = _number(right) if isinstance(right, str) else right
     if (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
@@ -510,9 +528,10 @@ def _select(steps: tuple[Step, ...], nodes: list[Any], now: int) -> list[Any]:
     return nodes
 
 
-# -- SQL ---------------------------------------------------------------------------------------------
+# -- lowering: the conditions the columns of a store can answer -------------------------------------
 
-# System child elements -> the log store's columns (see store.SCHEMA)
+# System child elements -> the log store's columns (see store.SCHEMA); every back end (SQL for the
+# store, numpy masks for the viewer's columns) answers conditions on these names.
 QUERY_COLUMNS = {
     "EventID": "event_id",
     "Version": "version",
@@ -528,9 +547,175 @@ _ATTRIBUTE_COLUMNS = {
     ("Execution", "ProcessID"): "pid",
     ("Execution", "ThreadID"): "tid",
     ("Security", "UserID"): "user_sid",
+    ("TimeCreated", "SystemTime"): "time_created",
 }
-_TEXT_COLUMNS = {"channel", "computer", "provider", "user_sid"}
+TEXT_COLUMNS = frozenset({"channel", "computer", "provider", "user_sid"})
+"""Columns compared as text: exactly, as XPath 1.0 compares strings (case matters)."""
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
+
+
+@dataclass(frozen=True)
+class ColumnTest:
+    """``column op value``: a number, or text for ``TEXT_COLUMNS`` (``=``/``!=`` only)."""
+
+    column: str
+    op: str
+    value: int | float | str
+
+
+@dataclass(frozen=True)
+class KeywordsAny:
+    """``Band(Keywords, mask)``: some bit of ``mask`` is set."""
+
+    mask: int
+
+
+@dataclass(frozen=True)
+class AllOf:
+    items: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    items: tuple[Condition, ...]
+
+
+Condition = ColumnTest | KeywordsAny | AllOf | AnyOf
+"""A query's conditions over the store's columns; ``AllOf(())`` selects every event."""
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What the columns can answer of a query: ``condition`` selects exactly the query's events when
+    ``exact``, else a superset of them (the rest is tested event by event with ``matches``)."""
+
+    condition: Condition
+    exact: bool
+
+
+EVERYTHING: Condition = AllOf(())
+
+
+class _Lowering:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def conjuncts(self, expr: Any, context: str) -> tuple[list[Condition], bool]:
+        """The conditions implied by ``expr`` in ``context``, and whether they are all of it."""
+        if isinstance(expr, Logical) and expr.op == "and":
+            parts: list[Condition] = []
+            exact = True
+            for item in expr.items:
+                more, item_exact = self.conjuncts(item, context)
+                parts += more
+                exact = exact and item_exact
+            return parts, exact
+        whole = self.exact(expr, context)
+        if whole is not None:
+            return [whole], True
+        return [], False
+
+    def exact(self, expr: Any, context: str) -> Condition | None:
+        """One condition equivalent to ``expr`` in ``context``, or None."""
+        if isinstance(expr, Logical):
+            parts = []
+            for item in expr.items:
+                part = self.exact(item, context)
+                if part is None:
+                    return None
+                parts.append(part)
+            return AllOf(tuple(parts)) if expr.op == "and" else AnyOf(tuple(parts))
+        if isinstance(expr, Path) and len(expr.steps) == 1 and not expr.steps[0].attribute:
+            step = expr.steps[0]
+            if context == "Event" and step.name == "System":
+                return self._all(step, "System", empty=EVERYTHING)
+            if context == "System" and step.name in ("Provider", "TimeCreated", "Execution", "Security"):
+                return self._all(step, step.name, empty=None)
+            return None
+        if isinstance(expr, Call) and expr.name == "Band" and context == "System":
+            return self._keywords_and_mask(expr)
+        if isinstance(expr, Compare):
+            return self._compare(expr, context)
+        return None
+
+    def _all(self, step: Step, context: str, empty: Condition | None) -> Condition | None:
+        if any(_is_position(p) for p in step.predicates):
+            return None
+        parts = [self.exact(pred, context) for pred in step.predicates]
+        if any(p is None for p in parts):
+            return None
+        if not parts:
+            return empty
+        return AllOf(tuple(p for p in parts if p is not None))
+
+    @staticmethod
+    def _keywords_and_mask(call: Call) -> Condition | None:
+        a, b = call.args
+        if isinstance(b, Path) and isinstance(a, Literal):
+            a, b = b, a
+        if _is_child(a, "Keywords") and isinstance(b, Literal) and isinstance(b.value, int):
+            return KeywordsAny(b.value & 0xFFFFFFFFFFFFFFFF)
+        return None
+
+    def _compare(self, expr: Compare, context: str) -> Condition | None:
+        op, left, right = expr.op, expr.left, expr.right
+        if isinstance(left, Literal) and not isinstance(right, Literal):
+            left, right, op = right, left, _FLIP[op]
+        if not isinstance(right, Literal):
+            return None
+        value = right.value
+        if isinstance(left, Call) and left.name == "timediff" and len(left.args) == 1 and context == "TimeCreated":
+            if _is_attribute(left.args[0], "SystemTime") and isinstance(value, (int, float)) and op in ("<", "<=", ">", ">="):
+                # now - time OP value  <=>  time FLIP(OP) now - value*10000
+                return ColumnTest("time_created", _FLIP[op], self.now - int(value * 10_000))
+            return None
+        if isinstance(left, Call) and left.name == "Band" and context == "System" and op in ("!=", ">") and value == 0:
+            return self._keywords_and_mask(left)
+        column: str | None = None
+        if context == "System" and isinstance(left, Path) and len(left.steps) == 1 and not left.steps[0].attribute:
+            if left.steps[0].predicates:
+                return None
+            column = QUERY_COLUMNS.get(left.steps[0].name)
+        elif context in ("Provider", "Execution", "Security", "TimeCreated") and isinstance(left, Path) and len(left.steps) == 1 and left.steps[0].attribute:
+            column = _ATTRIBUTE_COLUMNS.get((context, left.steps[0].name))
+        if column is None:
+            return None
+        if column == "time_created":
+            moment = filetime_from_text(value) if isinstance(value, str) else None
+            return None if moment is None else ColumnTest(column, op, moment)
+        if column in TEXT_COLUMNS:
+            if op not in ("=", "!="):
+                return None
+            text = str(value) if not isinstance(value, float) or not value.is_integer() else str(int(value))
+            return ColumnTest(column, op, text)
+        if isinstance(value, str):
+            number = _number(value)
+            if isinstance(number, float):
+                return None  # compares as NaN: left to the evaluator
+            value = number
+        return ColumnTest(column, op, value)
+
+
+def lower(path: Path, now: int) -> Lowered:
+    """The conditions of a selector's ``Event`` predicates that the store's columns answer."""
+    predicates = list(path.steps[0].predicates)
+    if len(path.steps) == 2 and path.steps[1].name == "System" and not path.steps[1].attribute:
+        predicates.append(Path(path.steps[1:]))  # Event/System[...] selects what *[System[...]] does
+    elif len(path.steps) != 1:
+        return Lowered(EVERYTHING, False)
+    lowering = _Lowering(now)
+    parts: list[Condition] = []
+    exact = True
+    for predicate in predicates:
+        if _is_position(predicate):
+            return Lowered(EVERYTHING, False)
+        more, predicate_exact = lowering.conjuncts(predicate, "Event")
+        parts += more
+        exact = exact and predicate_exact
+    return Lowered(AllOf(tuple(parts)) if parts else EVERYTHING, exact)
+
+
+# -- the SQL back end (the log store) --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -547,105 +732,18 @@ def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-class _Sql:
-    def __init__(self, now: int) -> None:
-        self.now = now
-        self.params: list[Any] = []
-
-    def conjuncts(self, expr: Any, context: str) -> tuple[list[str], bool]:
-        """SQL conditions implied by ``expr`` in ``context``, and whether they are all of it."""
-        if isinstance(expr, Logical) and expr.op == "and":
-            parts: list[str] = []
-            exact = True
-            for item in expr.items:
-                more, item_exact = self.conjuncts(item, context)
-                parts += more
-                exact = exact and item_exact
-            return parts, exact
-        mark = len(self.params)
-        whole = self.exact(expr, context)
-        if whole is not None:
-            return [whole], True
-        del self.params[mark:]
-        return [], False
-
-    def exact(self, expr: Any, context: str) -> str | None:
-        """One SQL condition equivalent to ``expr`` in ``context``, or None."""
-        if isinstance(expr, Logical):
-            parts = []
-            for item in expr.items:
-                part = self.exact(item, context)
-                if part is None:
-                    return None
-                parts.append(part)
-            return "(" + f" {expr.op.upper()} ".join(parts) + ")"
-        if isinstance(expr, Path) and len(expr.steps) == 1 and not expr.steps[0].attribute:
-            step = expr.steps[0]
-            if context == "Event" and step.name == "System":
-                found = [self.exact(pred, "System") for pred in step.predicates]
-                parts = [p for p in found if p is not None]
-                if len(parts) < len(found) or any(_is_position(p) for p in step.predicates):
-                    return None
-                return "(" + " AND ".join(parts) + ")" if parts else "1"
-            if context == "System" and step.name in ("Provider", "TimeCreated", "Execution", "Security"):
-                found = [self.exact(pred, step.name) for pred in step.predicates]
-                parts = [p for p in found if p is not None]
-                if not parts or len(parts) < len(found) or any(_is_position(p) for p in step.predicates):
-                    return None
-                return "(" + " AND ".join(parts) + ")"
-            return None
-        if isinstance(expr, Call) and expr.name == "Band" and context == "System":
-            column = self._keywords_and_mask(expr)
-            return column
-        if isinstance(expr, Compare):
-            return self._compare(expr, context)
-        return None
-
-    def _keywords_and_mask(self, call: Call) -> str | None:
-        a, b = call.args
-        if isinstance(b, Path) and isinstance(a, Literal):
-            a, b = b, a
-        if _is_child(a, "Keywords") and isinstance(b, Literal) and isinstance(b.value, int):
-            self.params.append(_signed64(b.value))
-            return "(keywords & ?) != 0"
-        return None
-
-    def _compare(self, expr: Compare, context: str) -> str | None:
-        op, left, right = expr.op, expr.left, expr.right
-        if isinstance(left, Literal) and not isinstance(right, Literal):
-            left, right, op = right, left, _FLIP[op]
-        if not isinstance(right, Literal):
-            return None
-        value = right.value
-        if isinstance(left, Call) and left.name == "timediff" and len(left.args) == 1 and context == "TimeCreated":
-            if _is_attribute(left.args[0], "SystemTime") and isinstance(value, (int, float)) and op in ("<", "<=", ">", ">="):
-                # now - time OP value  <=>  time FLIP(OP) now - value*10000
-                self.params.append(self.now - int(value * 10_000))
-                return f"time_created {_FLIP[op]} ?"
-            return None
-        if isinstance(left, Call) and left.name == "Band" and context == "System" and op in ("!=", ">") and value == 0:
-            return self._keywords_and_mask(left)
-        column: str | None = None
-        if context == "System" and isinstance(left, Path) and len(left.steps) == 1 and not left.steps[0].attribute:
-            if left.steps[0].predicates:
-                return None
-            column = QUERY_COLUMNS.get(left.steps[0].name)
-        elif context in ("Provider", "Execution", "Security") and isinstance(left, Path) and len(left.steps) == 1 and left.steps[0].attribute:
-            column = _ATTRIBUTE_COLUMNS.get((context, left.steps[0].name))
-        if column is None:
-            return None
-        if column in _TEXT_COLUMNS:
-            if op not in ("=", "!="):
-                return None
-            self.params.append(str(value) if not isinstance(value, float) or not value.is_integer() else str(int(value)))
-            return f"{column} {op} ?"
-        if isinstance(value, str):
-            number = _number(value)
-            if isinstance(number, float):
-                return None  # compares as NaN: left to the evaluator
-            value = number
-        self.params.append(value)
-        return f"{column} {op} ?"
+def condition_sql(condition: Condition, params: list[Any]) -> str:
+    """``condition`` as a SQLite expression over the store's columns, its values added to ``params``."""
+    if isinstance(condition, ColumnTest):
+        params.append(condition.value)
+        return f"{condition.column} {condition.op} ?"
+    if isinstance(condition, KeywordsAny):
+        params.append(_signed64(condition.mask))
+        return "(keywords & ?) != 0"
+    if not condition.items:
+        return "1" if isinstance(condition, AllOf) else "0"
+    joiner = " AND " if isinstance(condition, AllOf) else " OR "
+    return "(" + joiner.join(condition_sql(item, params) for item in condition.items) + ")"
 
 
 def _is_position(expr: Any) -> bool:
@@ -676,19 +774,15 @@ class Query:
             _select(self.path.steps, [_document(event)], now)
         )
 
+    def lowered(self, now: int) -> Lowered:
+        """The conditions the store's columns can answer (see ``Lowered``)."""
+        return lower(self.path, now)
+
     def sql(self, now: int) -> SqlFilter:
-        builder = _Sql(now)
-        if len(self.path.steps) == 1:
-            parts: list[str] = []
-            exact = True
-            for predicate in self.path.steps[0].predicates:
-                if _is_position(predicate):
-                    return SqlFilter("1", (), False)
-                more, predicate_exact = builder.conjuncts(predicate, "Event")
-                parts += more
-                exact = exact and predicate_exact
-            return SqlFilter(" AND ".join(parts) or "1", tuple(builder.params), exact)
-        return SqlFilter("1", (), False)
+        lowered = self.lowered(now)
+        params: list[Any] = []
+        where = condition_sql(lowered.condition, params)
+        return SqlFilter(where, tuple(params), lowered.exact)
 
 
 def _document(event: XmlElement) -> XmlElement:
@@ -720,6 +814,28 @@ class QueryList:
             if chosen:
                 found.append((chosen, [q for path, q in suppresses if applies(path)]))
         return found
+
+    def paths(self) -> list[str]:
+        """The logs its Selects name, in order of first mention (``wevtutil qe /sq`` reads these)."""
+        found: dict[str, str] = {}
+        for selects, suppresses in self.queries:
+            for path, _ in (*selects, *suppresses):
+                if path and path.lower() not in found:
+                    found[path.lower()] = path
+        return list(found.values())
+
+    def lowered(self, now: int, log: str | None = None) -> Lowered:
+        """What the columns answer: any Select for ``log``; exact when every Select is and
+        nothing is suppressed (a Suppress is tested event by event)."""
+        conditions: list[Condition] = []
+        exact = True
+        for selects, suppresses in self.for_log(log):
+            for query in selects:
+                lowered = query.lowered(now)
+                conditions.append(lowered.condition)
+                exact = exact and lowered.exact
+            exact = exact and not suppresses
+        return Lowered(AnyOf(tuple(conditions)), exact)
 
     def matches(self, event: XmlElement, now: int, log: str | None = None) -> bool:
         for selects, suppresses in self.for_log(log):
@@ -753,3 +869,8 @@ def parse_query_list(text: str) -> QueryList:
     if not queries:
         raise XPathError("the query list holds no Query")
     return QueryList(tuple(queries))
+
+
+def parse_filter(text: str) -> Query | QueryList:
+    """A selector, or a ``<QueryList>`` (what Event Viewer's filter dialog shows on its XML tab)."""
+    return parse_query_list(text) if text.lstrip().startswith("<") else parse_query(text)

@@ -251,24 +251,25 @@ class LogSource(ViewerSource):
         """Rows ``log query --query`` selects: the log's own XPath, as SQL when it says all of it."""
         import sqlite3
 
-        from openetw.eventlog import parse_query
         from openetw.eventlog.store import now_filetime
+        from openetw.eventlog.xpath import QueryList, condition_sql
+        from openetw.viewer.xpath import parse_viewer_filter
 
-        try:
-            query = parse_query(text)
-            condition = query.sql(now_filetime())
-        except OpenEtwError as error:
-            raise InvalidArgument(f"XPath: {error}") from None
-        if condition.exact:
+        query = parse_viewer_filter(text)
+        now = now_filetime()
+        lowered = query.lowered(now, self.name) if isinstance(query, QueryList) else query.lowered(now)
+        if lowered.exact:
+            params: list[Any] = []
+            where = condition_sql(lowered.condition, params)
             db = self.store.open(self.name)
             try:
-                found = [row[0] for row in db.execute(f"SELECT record_id FROM events WHERE {condition.where}", condition.params)]
+                found = [row[0] for row in db.execute(f"SELECT record_id FROM events WHERE {where}", params)]
             except sqlite3.Error as error:
                 raise InvalidArgument(f"cannot query the log {self.name!r}: {error}") from None
             finally:
                 db.close()
         else:
-            found = [event.record_id for event in self.store.query(self.name, xpath=query, own_uid=self._own_uid)]
+            found = [event.record_id for event in self.store.query(self.name, xpath=query, own_uid=self._own_uid, now=now)]
         return np.isin(self._ids, np.asarray(found, dtype=np.int64))
 
     def wait_for_more(self, count: int, timeout: float) -> int:

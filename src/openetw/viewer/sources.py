@@ -197,10 +197,19 @@ class ViewerSource:
         return found[:count]
 
     def xpath(self, text: str) -> np.ndarray:
-        """Rows an Event Log XPath query selects (evaluated on the columns)."""
-        from openetw.viewer.xpath import xpath_mask
+        """Rows an Event Log XPath query (or ``<QueryList>``) selects: on the columns, and on the
+        events themselves for what the columns do not hold (``EventData``, ...)."""
+        from openetw.viewer.xpath import xpath_rows
 
-        return xpath_mask(text, self.columns())
+        return xpath_rows(text, self.columns(), self.event_nodes)
+
+    def event_nodes(self, rows: np.ndarray) -> Iterator[Any]:
+        """The ``Event`` tree queries test, per row (``None`` for a record that has none)."""
+        from openetw.viewer.xpath import report_event_node
+
+        columns = self.columns()
+        for row, event in zip(rows.tolist(), self.events(rows), strict=True):
+            yield report_event_node(event, row, columns)
 
     def wait_for_more(self, count: int, timeout: float) -> int:
         """The number of events, once it exceeds ``count`` or ``timeout`` seconds passed."""
