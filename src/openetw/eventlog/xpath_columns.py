@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from openetw.eventlog.xpath import TEXT_COLUMNS, AllOf, AnyOf, ColumnTest, Condition, KeywordsAny, Lowered, Query, QueryList
+from openetw.eventlog.xpath import (
+    TEXT_COLUMNS,
+    AllOf,
+    AnyOf,
+    ColumnTest,
+    Condition,
+    KeywordsAny,
+    Lowered,
+    Query,
+    QueryList,
+)
 
 __all__ = ["EventColumns", "condition_mask", "select_rows"]
 
@@ -89,13 +99,12 @@ def condition_mask(condition: Condition, columns: EventColumns) -> np.ndarray | 
         for mask in known:
             result &= mask
         return result
-    if any(m is None for m in masks):
-        return None
-    result = np.zeros(columns.length, dtype=bool)
-    for mask in masks:
-        assert mask is not None
-        result |= mask
-    return result
+    either = np.zeros(columns.length, dtype=bool)
+    for item_mask in masks:
+        if item_mask is None:
+            return None
+        either |= item_mask
+    return either
 
 
 def _superset(condition: Condition, columns: EventColumns) -> tuple[np.ndarray, bool]:
