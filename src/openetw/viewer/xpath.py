@@ -72,13 +72,14 @@ def parse_viewer_filter(text: str) -> Query | QueryList:
         raise InvalidArgument(f"XPath: {error}") from None
 
 
-def _now(now: float | None) -> int:
-    return int((time.time() if now is None else now) * 10_000_000) + FILETIME_EPOCH_OFFSET
+def _now(now: int | None) -> int:
+    return time.time_ns() // 100 + FILETIME_EPOCH_OFFSET if now is None else now
 
 
-def xpath_rows(text: str, columns: Columns, nodes: EventNodes | None, now: float | None = None) -> np.ndarray:
+def xpath_rows(text: str, columns: Columns, nodes: EventNodes | None, now: int | None = None) -> np.ndarray:
     """The rows an Event Log XPath query (or ``<QueryList>``) selects: on the columns, then, for a
-    query the columns cannot answer whole, each remaining row's ``Event`` tree from ``nodes``."""
+    query the columns cannot answer whole, each remaining row's ``Event`` tree from ``nodes``;
+    ``now`` (FILETIME, default the clock) is what ``timediff`` measures from."""
     query = parse_viewer_filter(text)
     moment = _now(now)
     mask, exact = select_rows(query, event_columns(columns), moment)
@@ -92,6 +93,6 @@ def xpath_rows(text: str, columns: Columns, nodes: EventNodes | None, now: float
     return mask
 
 
-def xpath_mask(text: str, columns: Columns, now: float | None = None) -> np.ndarray:
+def xpath_mask(text: str, columns: Columns, now: int | None = None) -> np.ndarray:
     """The rows a query on header facts selects, from the columns alone."""
     return xpath_rows(text, columns, None, now)
