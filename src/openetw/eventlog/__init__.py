@@ -12,7 +12,7 @@ Public API (stable; the web viewer and the fleet collector code against it):
   (the whole EVENT_RECORD bytes, or the ``.evtx`` record's when ``format == "evtx"``), ``fields``,
   ``message``; ``StoredEvent.record_id``; ``event_xml(event)`` renders it (``render``);
 * ``LogConfig``, ``LogInfo``, ``AppendResult`` (``model``);
-* ``parse_query`` / ``parse_query_list`` (``xpath``): the Event Log's XPath subset;
+* ``parse_query`` / ``parse_query_list`` / ``parse_filter`` (``xpath``): the Event Log's XPath subset;
 * ``default_logs_dir(system)`` (``paths``): where a service keeps its logs.
 
 Pure modules: ``model``, ``xpath``, ``retention``, ``access``, ``channels``, ``render``; shells:
