@@ -49,6 +49,19 @@ def _event_name(line: str) -> str:
     return line.split(": ", 1)[1].split(" PID=", 1)[0]
 
 
+@pytest.fixture(scope="module")
+def shipped_registry():  # type: ignore[no-untyped-def]
+    """No manifest named and none installed: the .NET layouts openetw ships decode the traces."""
+    found = build_registry([], installed=False)
+    assert found.errors == []
+    return found
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_perfview_text_matches_the_baseline_with_no_manifest_given(name: str, shipped_registry) -> None:  # type: ignore[no-untyped-def]
+    test_perfview_text_matches_the_baseline(name, shipped_registry)
+
+
 @pytest.mark.parametrize("name", BASELINES)
 def test_perfview_text_matches_the_baseline(name: str, registry) -> None:  # type: ignore[no-untyped-def]
     baseline = corpus_path("etl", "baselines", "perfview", f"{name}.baseline.txt").read_text(encoding="utf-8-sig").splitlines()

@@ -83,7 +83,10 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
             found, problems = load_manifests(paths)
             loaded.extend(found)
             errors.extend(problems)
-    names: dict[str, Any] = {}
+    from openetw.manifest.builtin import builtin_providers
+
+    # the shipped layouts' providers first: any manifest given or installed wins for a name
+    names: dict[str, Any] = {name.lower(): guid for guid, (name, _) in builtin_providers().items()}
     for manifest in loaded:
         for provider in getattr(manifest, "providers", ()):
             if provider.name and provider.guid is not None:

@@ -2,7 +2,9 @@
 
 The order is TDH's: a self-describing event decodes by the metadata it carries; a manifest-based
 event by the manifest of its provider (exact version first, then the nearest lower one); a
-kernel or classic event by its MOF class layout. Lookups are cached per record identity.
+kernel or classic event by its MOF class layout. Lookups are cached per record identity. The
+manifests openetw ships (``openetw.manifest.builtin``: the .NET runtime's providers) come last:
+they fill in only what no manifest given to the registry says.
 
 ``decode`` decodes a whole payload through the schema's compiled form (``compile_schema``),
 made once per schema and pointer size and kept by the registry, so every user of a registry
@@ -27,7 +29,7 @@ _COMPILED_LIMIT = 8192
 class SchemaRegistry:
     """Knows every schema source a decoder can use and finds the one for a record."""
 
-    def __init__(self, manifests: Iterable[Any] = (), *, kernel: bool = True) -> None:
+    def __init__(self, manifests: Iterable[Any] = (), *, kernel: bool = True, builtin: bool = True) -> None:
         self._events: dict[tuple[uuid.UUID, int], dict[int, Schema]] = {}
         self._sources: dict[tuple[uuid.UUID, int, int], str] = {}
         self._provider_names: dict[uuid.UUID, str] = {}
@@ -38,6 +40,8 @@ class SchemaRegistry:
         self._wpp: dict[tuple[bytes, int], Schema] = {}
         # (id(schema), pointer size) -> its compiled form, which holds the schema (so the id stays its own).
         self._compiled: dict[tuple[int, int], CompiledSchema] = {}
+        # Shipped providers not consulted yet (None: not scanned yet; empty: none left or none wanted).
+        self._builtin_pending: set[uuid.UUID] | None = None if builtin else set()
         for manifest in manifests:
             self.add_manifest(manifest)
 
@@ -140,7 +144,31 @@ class SchemaRegistry:
             self._cache.clear()
         self._cache[key] = value
 
+    def _add_builtin(self, provider_id: uuid.UUID) -> None:
+        """The shipped layouts of ``provider_id``, under everything the registry was given."""
+        from openetw.manifest.builtin import builtin_manifest, builtin_providers
+        from openetw.tdh.from_manifest import schemas_from_manifest
+
+        if self._builtin_pending is None:
+            self._builtin_pending = set(builtin_providers())
+        if provider_id not in self._builtin_pending:
+            return
+        self._builtin_pending.discard(provider_id)
+        name, path = builtin_providers()[provider_id]
+        manifest = builtin_manifest(path)
+        for guid, event_id, version, schema in schemas_from_manifest(manifest):
+            if guid != provider_id:
+                continue
+            versions = self._events.setdefault((guid, event_id), {})
+            if version not in versions:
+                versions[version] = schema
+                self._sources[(guid, event_id, version)] = f"{path.name} (built in)"
+        self._provider_names.setdefault(provider_id, name)
+        self._cache.clear()
+
     def _manifest_schema(self, provider_id: uuid.UUID, event_id: int, version: int, *, classic: bool = False) -> Schema | None:
+        if self._builtin_pending is None or provider_id in self._builtin_pending:
+            self._add_builtin(provider_id)
         versions = self._events.get((provider_id, event_id))
         if not versions:
             return None
@@ -180,6 +208,7 @@ class SchemaRegistry:
         if schema is not None and schema.provider_name:
             return schema.provider_name
         if record.provider_guid_bytes is not None:
+            self._add_builtin(record.provider_id)
             return self._provider_names.get(record.provider_id)
         return None
 
