@@ -65,3 +65,53 @@ def test_each_module_of_a_many_provider_manifest_embeds_its_own_provider_only(tm
         assert module.PROVIDER_INDEX == 0
         assert [schema.event_id for schema in module.schemas()] == [i + 1]
         assert len(embedded) < path.stat().st_size
+
+
+def _many_events(path: Path, count: int, providers: int = 1) -> Path:
+    body = []
+    for number in range(providers):
+        events = "".join(f'<event value="{i % 65535 + 1}" version="{i // 65535}" symbol="E{number}_{i}" template="T"/>' for i in range(count))
+        body.append(
+            f'<provider name="Wide-P{number}" guid="{{{uuid.UUID(int=500 + number)}}}" symbol="W{number}" resourceFileName="w.dll" messageFileName="w.dll">'
+            f'<templates><template tid="T"><data name="A" inType="win:UInt32"/></template></templates><events>{events}</events></provider>'
+        )
+    path.write_text(
+        f'<?xml version="1.0" encoding="utf-8"?>\n<instrumentationManifest xmlns="{EVENTS_NS}" xmlns:win="{WIN_NS}">'
+        f"<instrumentation><events>{''.join(body)}</events></instrumentation></instrumentationManifest>\n"
+    )
+    return path
+
+
+def test_a_provider_past_the_events_per_module_limit_is_refused_before_generating(tmp_path: Path) -> None:
+    """200,000 events made a 69 MB module that took 3 GB to import; now refused, naming the limit."""
+    import tracemalloc
+
+    from openetw.mc.build import MAX_EVENTS_PER_MODULE
+
+    path = _many_events(tmp_path / "wide.man", MAX_EVENTS_PER_MODULE + 1)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ManifestError, match=f"at most {MAX_EVENTS_PER_MODULE} events per module"):
+            generate_from_file(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 20  # the manifest's model only: no module text was made
+    result = compile_manifests([path], tmp_path / "out")
+    assert not result.ok and not list(tmp_path.glob("out/*.py"))
+
+
+def test_a_manifest_past_the_events_limit_is_refused(tmp_path: Path) -> None:
+    from openetw.mc.build import MAX_EVENTS, MAX_EVENTS_PER_MODULE
+
+    providers = MAX_EVENTS // MAX_EVENTS_PER_MODULE + 1
+    with pytest.raises(ManifestError, match=f"at most {MAX_EVENTS} from one manifest"):
+        generate_from_file(_many_events(tmp_path / "many.man", MAX_EVENTS_PER_MODULE, providers))
+
+
+def test_a_provider_at_the_limit_generates_a_module_that_imports(tmp_path: Path) -> None:
+    from openetw.mc import load_module
+
+    modules, _ = generate_from_file(_many_events(tmp_path / "edge.man", 2000))
+    module = load_module(modules[0].source, "wide_p0")
+    assert len(module.provider.EVENTS) == 2000

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,11 +62,19 @@ def _expand(paths: Iterable[str | Path], failures: list[OpenEtwError]) -> list[P
 # (and hold in memory) gigabytes of modules. Split such a manifest into several files.
 MAX_PROVIDERS = 1024
 MAX_EMBEDDED_BYTES = 256 << 20  # providers x manifest size
+# A module is Python that the interpreter compiles on first import, at about 35 KB of memory per
+# event (its descriptor, its field literals and its write method): 8,192 events import in about
+# 300 MB, where the largest provider of Windows 10's own manifests has 2,380. Past it mc refuses
+# the provider before generating anything, and a manifest past MAX_EVENTS before generating any
+# module, so mc's own memory stays bounded too.
+MAX_EVENTS_PER_MODULE = 8192
+MAX_EVENTS = 65536
 
 
-def check_limits(providers: int, manifest_bytes: int, path: str) -> None:
-    """``ManifestError`` when a manifest of ``providers`` providers and ``manifest_bytes``
-    bytes is past what mc generates (see MAX_PROVIDERS and MAX_EMBEDDED_BYTES)."""
+def check_limits(providers: int, manifest_bytes: int, path: str, events: Sequence[int] = ()) -> None:
+    """``ManifestError`` when a manifest of ``providers`` providers and ``manifest_bytes`` bytes,
+    whose providers define ``events`` events each, is past what mc generates (``MAX_PROVIDERS``,
+    ``MAX_EMBEDDED_BYTES``, ``MAX_EVENTS_PER_MODULE``, ``MAX_EVENTS``)."""
     if providers > MAX_PROVIDERS:
         raise ManifestError(f"defines {providers} providers; mc generates at most {MAX_PROVIDERS} modules from one manifest (split it)", path=path)
     if providers * manifest_bytes > MAX_EMBEDDED_BYTES:
@@ -75,6 +83,15 @@ def check_limits(providers: int, manifest_bytes: int, path: str) -> None:
             f" {MAX_EMBEDDED_BYTES >> 20} MB (split the manifest into files of fewer providers)",
             path=path,
         )
+    for index, count in enumerate(events):
+        if count > MAX_EVENTS_PER_MODULE:
+            raise ManifestError(
+                f"provider {index + 1} defines {count} events; mc generates at most {MAX_EVENTS_PER_MODULE} events per module"
+                " (a module past that takes gigabytes to import): split its events among providers",
+                path=path,
+            )
+    if sum(events) > MAX_EVENTS:
+        raise ManifestError(f"defines {sum(events)} events; mc generates at most {MAX_EVENTS} from one manifest (split it)", path=path)
 
 
 def generate_from_file(
@@ -93,7 +110,7 @@ def generate_from_file(
     except OSError as error:
         raise ManifestError(f"cannot read manifest: {error.strerror or error}", path=str(path)) from None
     manifest = parse_manifest(data, str(path)).manifest
-    check_limits(len(manifest.providers), len(data), str(path))
+    check_limits(len(manifest.providers), len(data), str(path), [len(provider.events) for provider in manifest.providers])
     if strict:
         errors = [item for item in validate(manifest, strict=True) if item.is_error]
         if errors:
