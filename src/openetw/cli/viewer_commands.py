@@ -67,4 +67,8 @@ def viewer(
 
         # The browser gets a 0600 file's path, never the token on its command line.
         webbrowser.open(pathlib.Path(server.launch_file()).as_uri())
+    import signal
+
+    # SIGTERM ends the run as Ctrl-C does: sources closed, the launch file removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     server.run()
