@@ -61,14 +61,17 @@ def viewer(
     else:
         click.echo(f"openetw viewer: {server.url}")
     sys.stdout.flush()
-    if not no_browser:
-        import pathlib
-        import webbrowser
-
-        # The browser gets a 0600 file's path, never the token on its command line.
-        webbrowser.open(pathlib.Path(server.launch_file()).as_uri())
     import signal
 
     # SIGTERM ends the run as Ctrl-C does: sources closed, the launch file removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    server.run()
+    try:
+        if not no_browser:
+            import pathlib
+            import webbrowser
+
+            # The browser gets a 0600 file's path, never the token on its command line.
+            webbrowser.open(pathlib.Path(server.launch_file()).as_uri())
+        server.run()
+    finally:
+        state.launched()

@@ -18,6 +18,7 @@ API (all JSON, filters as ``viewer.model.parse_query`` reads them):
 from __future__ import annotations
 
 import asyncio
+import html
 import itertools
 import json
 import os
@@ -39,7 +40,7 @@ try:
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 except ImportError as _missing:  # pragma: no cover - the message is the point
     raise ImportError("openetw viewer needs the 'viewer' extra: pip install 'openetw[viewer]'") from _missing
@@ -262,7 +263,13 @@ class TokenGuard:
             self.viewer.launched()
             rest = {key: values[-1] for key, values in query.items() if key != "token"}
             target = scope.get("path", "/") + (f"?{urlencode(rest)}" if rest else "") + f"#csrf={session.csrf}"
-            response = RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+            # Not a redirect: a browser started on the launch file (file://) came from another
+            # site, and a SameSite=Strict cookie is not sent along a redirect of that navigation;
+            # this page's own refresh is a same-site navigation, which carries it.
+            page = (f'<!DOCTYPE html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={html.escape(target)}">'
+                    f'<title>openetw viewer</title><a href="{html.escape(target)}">Open the Event Viewer</a>\n')  # fmt: skip
+            response = HTMLResponse(page, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "Refresh": f"0;url={target}",
+                                                   "Content-Security-Policy": _CSP})  # fmt: skip
             response.set_cookie(self.cookie, session.cookie, httponly=True, samesite="strict", path="/")
             await response(scope, receive, send)
             return

@@ -34,7 +34,7 @@
     sources: [], source: null, wanted: {}, q: "", xpath: "", start: null, end: null,
     total: 0, events: 0, generation: 0, blocks: new Map(), pending: new Set(),
     columns: ["levelName", "time", "provider", "id", "event", "task", "message"], fieldColumns: [],
-    selected: null, target: null, tail: null, cursor: 0, paused: false, hist: null, by: "level", liveTimer: null,
+    selected: null, target: null, tail: null, cursor: 0, paused: false, hist: null, by: "level", liveTimer: null, openFacets: new Set(["level", "provider"]),
     stats: {tailReceived: 0, tailInOrder: true, lastTailRow: -1, lastTailTime: "", tailArrivals: []},
   };
   window.__viewer = {
@@ -289,8 +289,10 @@
         item.addEventListener("click", () => toggleFacet(name, String(entry.value)));
         list.append(item);
       }
-      box.append(el("details", {open: name === "level" || name === "provider", "data-facet-name": name},
-        el("summary", {text: FACET_NAMES[name] || name}), list));
+      const section = el("details", {open: state.openFacets.has(name), "data-facet-name": name},
+        el("summary", {text: FACET_NAMES[name] || name}), list);
+      section.addEventListener("toggle", () => { if (section.open) state.openFacets.add(name); else state.openFacets.delete(name); });
+      box.append(section);
     }
   }
 
