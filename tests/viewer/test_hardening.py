@@ -152,3 +152,14 @@ def test_the_browser_is_started_without_the_token_on_its_command_line(tmp_path: 
         process.terminate()
         process.wait(30)
     assert not launch.exists()  # removed when the viewer stops
+
+
+def test_an_event_without_a_known_schema_says_what_event_viewer_says(serve: Any) -> None:
+    server = serve(corpus_path("etl", "perfview", "gcevents.etl"))
+    status, body = _api(server, "/api/s/f1/rows?limit=100")
+    assert status == 200 and body["total"] == 71
+    missing = [row for row in body["rows"] if row["message"].startswith("The description for Event ID")]
+    assert len(missing) == 69  # what `openetw report` counts as not decoded
+    first = missing[0]
+    assert first["message"].startswith(f"The description for Event ID {first['id']} from source e13c0d23-ccbc-4e12-931b-d9cc2eee27e4 cannot be found.")
+    assert all(not row["message"].startswith("The description") for row in body["rows"] if row not in missing)
