@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 GET_ROUTES = ["/api/sources", "/api/sessions", "/api/logs", "/api/s/{sid}", "/api/s/{sid}/rows", "/api/s/{sid}/facets",
-              "/api/s/{sid}/timeline", "/api/s/{sid}/counts", "/api/s/{sid}/event/{row}", "/api/s/{sid}/export"]  # fmt: skip
+              "/api/s/{sid}/timeline", "/api/s/{sid}/counts", "/api/s/{sid}/event/{row}", "/api/s/{sid}/export", "/api/s/{sid}/tail"]  # fmt: skip
 POST_ROUTES = ["/api/open", "/api/attach", "/api/logs/open", "/api/s/{sid}/text-index", "/api/s/{sid}/close"]
 PARAMS = ["level", "provider", "event", "task", "opcode", "process", "channel", "user", "keyword", "start", "end", "q", "xpath",
           "offset", "limit", "bins", "by", "format", "cursor"]  # fmt: skip

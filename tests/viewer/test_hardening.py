@@ -67,6 +67,8 @@ def test_a_filetime_above_2_63_and_a_damaged_file_break_only_their_own_source(se
     status, body = _api(server, "/api/sources")
     assert status == 200 and sorted(source["name"] for source in body["sources"]) == ["odd.evtx", "system.evtx"]
     assert _api(server, "/api/s/f1/rows?level=2")[1]["total"] == 41
+    status, refused = _api(server, "/api/s/f1/tail?cursor=0")  # a file has no tail: no stream that idles forever
+    assert status == 400 and "only a live session or a log has a tail" in refused["error"]
 
 
 def _exchange(server: Any) -> tuple[str, str]:

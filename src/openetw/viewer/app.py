@@ -426,6 +426,8 @@ def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuar
     async def tail(request: Request) -> Response:
         try:
             source = await run_in_threadpool(viewer.source, request.path_params["sid"])
+            if not source.live:
+                raise InvalidArgument(f"{source.name} is a file: only a live session or a log has a tail")
             params = _params(request)
             query = parse_query(params)
             resume = request.headers.get("last-event-id")
