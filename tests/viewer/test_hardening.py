@@ -165,3 +165,15 @@ def test_an_event_without_a_known_schema_says_what_event_viewer_says(serve: Any)
     first = missing[0]
     assert first["message"].startswith(f"The description for Event ID {first['id']} from source e13c0d23-ccbc-4e12-931b-d9cc2eee27e4 cannot be found.")
     assert all(not row["message"].startswith("The description") for row in body["rows"] if row not in missing)
+
+
+@pytest.mark.parametrize(("host", "bind", "allowed"), [
+    ("127.0.0.1:8000", "127.0.0.1", True), ("localhost:8000", "127.0.0.1", True), ("[::1]:8000", "::1", True),
+    ("127.0.0.1:8001", "127.0.0.1", False), ("127.0.0.1", "127.0.0.1", False), ("evil.example:8000", "127.0.0.1", False),
+    ("192.168.1.5:8000", "127.0.0.1", False), ("192.168.1.5:8000", "0.0.0.0", True), ("evil.example:8000", "0.0.0.0", False),
+    ("", "127.0.0.1", False), ("[::1:8000", "::1", False),
+])  # fmt: skip
+def test_the_host_must_name_this_server(host: str, bind: str, allowed: bool) -> None:
+    from openetw.viewer.auth import host_allowed
+
+    assert host_allowed(host, 8000, bind) is allowed
