@@ -2,7 +2,7 @@
 
 Who may use it is ``viewer.auth``'s: the launch token (``?token=…`` on the first request) is
 exchanged once for a session: an HttpOnly, SameSite=Strict cookie named for the port, which
-opens the page, and a CSRF token handed to the page in the redirect's fragment, which every API
+opens the page, and a CSRF token handed to the page in the fragment of the URL its answer refreshes to, which every API
 request must carry. The ``Host`` must name this server and an ``Origin`` be its own. The page is
 served with a Content-Security-Policy that allows only this server's own scripts, so no event
 content can run as script even if it were put into the page unescaped.

@@ -10,7 +10,7 @@ keeps the viewer's secret from another local user's server. Hence:
 * A session is two values. The cookie (``openetw_viewer_<port>``, HttpOnly, SameSite=Strict)
   carries the session id and its signature; it opens the page and its static files only.
   The CSRF token, an HMAC of the session id under this run's key, is handed to the page in
-  the redirect's fragment (never sent to any server) and kept in the page origin's storage,
+  the fragment of the URL the exchange refreshes to (never sent to any server) and kept in the page origin's storage,
   which a page on another port cannot read. Every API request must carry it
   (``X-OpenETW-CSRF``; a plain GET such as the event stream or a download may give it as the
   ``csrf`` parameter). A cookie a server on another port receives opens nothing.
