@@ -93,12 +93,12 @@ EventSource.prototype.addEventListener = function (type, listener, options) {
 class Client:
     def __init__(self, server: Any) -> None:
         self.port = server.port
-        self.cookie = f"openetw_viewer={server.viewer.token}"
+        self.headers = server.client_headers()
 
     def get(self, path: str) -> tuple[float, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         started = time.perf_counter()
-        connection.request("GET", path, headers={"Cookie": self.cookie})
+        connection.request("GET", path, headers=self.headers)
         response = connection.getresponse()
         body = response.read()
         elapsed = time.perf_counter() - started

@@ -16,12 +16,15 @@ from tests.conftest import corpus_path
 pytest.importorskip("starlette")
 
 
-def _request(server: Any, path: str, *, cookie: str | None = None, method: str = "GET", body: Any = None,
+def _request(server: Any, path: str, *, cookie: str | None = None, auth: bool = False, method: str = "GET", body: Any = None,
              headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+    """One request; ``auth``: as a session of the run (its cookie, CSRF token and this origin)."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     sent = dict(headers or {})
     if cookie is not None:
-        sent["Cookie"] = f"openetw_viewer={cookie}"
+        sent["Cookie"] = f"openetw_viewer_{server.port}={cookie}"
+    if auth:
+        sent = {**server.client_headers(), "Origin": server.base, **sent}
     payload = json.dumps(body).encode() if body is not None else None
     connection.request(method, path, body=payload, headers=sent)
     response = connection.getresponse()
@@ -31,7 +34,7 @@ def _request(server: Any, path: str, *, cookie: str | None = None, method: str =
 
 
 def _api(server: Any, path: str, **kwargs: Any) -> Any:
-    status, _, data = _request(server, path, cookie=server.viewer.token, **kwargs)
+    status, _, data = _request(server, path, auth=True, **kwargs)
     return status, json.loads(data)
 
 
@@ -41,20 +44,27 @@ def test_every_request_without_the_token_is_forbidden(serve: Any, path: str) -> 
     assert _request(server, path)[0] == 403
     assert _request(server, path, cookie="not-the-token")[0] == 403
     assert _request(server, path + "?token=wrong")[0] == 403
-    assert _request(server, path, cookie=server.viewer.token)[0] in (200, 400) if path != "/api/s/f1/tail" else True
+    assert _request(server, path, auth=True)[0] in (200, 400) if path != "/api/s/f1/tail" else True
 
 
-def test_the_token_sets_an_httponly_strict_cookie_and_is_dropped_from_the_url(serve: Any) -> None:
+def test_the_token_is_exchanged_once_for_a_session_cookie_named_for_the_port(serve: Any) -> None:
     server = serve()
     status, headers, _ = _request(server, f"/?token={server.viewer.token}&x=1")
-    assert status == 303
-    assert headers["location"] == "/?x=1"
+    assert status == 200
+    location, _, fragment = headers["refresh"].removeprefix("0;url=").partition("#")
+    assert location == "/?x=1" and fragment.startswith("csrf=")
     cookie = headers["set-cookie"]
-    assert f"openetw_viewer={server.viewer.token}" in cookie
+    name, _, value = cookie.split(";")[0].partition("=")
+    assert name == f"openetw_viewer_{server.port}" and server.viewer.token not in cookie
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
-    status, headers, body = _request(server, "/", cookie=server.viewer.token)
+    assert _request(server, f"/?token={server.viewer.token}")[0] == 403  # the token opens one session
+    status, headers, body = _request(server, "/", cookie=value)
     assert status == 200 and b"viewer.js" in body
     assert "script-src 'self'" in headers["content-security-policy"] and "unsafe-inline" not in headers["content-security-policy"]
+    assert _request(server, "/api/sources", cookie=value)[0] == 403  # the cookie alone opens no API
+    csrf = fragment.removeprefix("csrf=")
+    assert _request(server, "/api/sources", cookie=value, headers={"X-OpenETW-CSRF": csrf})[0] == 200
+    assert _request(server, f"/api/sources?csrf={csrf}", cookie=value)[0] == 200
     assert server.url.startswith("http://127.0.0.1:") and server.url.endswith(f"?token={server.viewer.token}")
 
 
@@ -150,7 +160,7 @@ def test_an_etl_opened_through_the_page_is_indexed_with_progress_then_served(ser
     assert again["ready"] and again["progress"] == 1.0 and again["events_lost"] == 0 and again["buffers_lost"] == 0
     status, counts = _api(server, f"/api/s/{info['id']}/counts")
     assert sum(entry["count"] for entry in counts["events"]) == 2042
-    status, data = _request(server, f"/api/s/{info['id']}/export?format=etl&level=4", cookie=server.viewer.token)[::2]
+    status, data = _request(server, f"/api/s/{info['id']}/export?format=etl&level=4", auth=True)[::2]
     assert status == 200 and len(data) > 0
 
 
@@ -172,7 +182,10 @@ def test_the_command_prints_one_url_with_the_token_and_serves_it(tmp_path: Path)
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(base + "/api/sources", timeout=30)
         assert refused.value.code == 403
-        request = urllib.request.Request(base + "/api/sources", headers={"Cookie": f"openetw_viewer={token}"})
+        with urllib.request.urlopen(url, timeout=30) as exchanged:
+            cookie = exchanged.headers["Set-Cookie"].split(";")[0]
+            csrf = exchanged.headers["Refresh"].partition("#csrf=")[2]
+        request = urllib.request.Request(base + "/api/sources", headers={"Cookie": cookie, "X-OpenETW-CSRF": csrf})
         with urllib.request.urlopen(request, timeout=30) as response:
             assert [source["name"] for source in json.loads(response.read())["sources"]] == ["system.evtx"]
     finally:

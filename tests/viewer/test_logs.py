@@ -129,7 +129,7 @@ def test_a_logs_rows_facets_and_export_over_http(serve: Any, logs: LogStore) -> 
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
 
     def get(path: str) -> Any:
-        connection.request("GET", path, headers={"Cookie": f"openetw_viewer={server.viewer.token}"})
+        connection.request("GET", path, headers=server.client_headers())
         response = connection.getresponse()
         return response.status, response.read()
 
@@ -203,7 +203,7 @@ def test_a_filtered_log_exports_as_evtx_and_etl_with_exactly_its_events(serve: A
     xpath = "*[System[EventID=1 or EventID=3]]".replace("[", "%5B").replace("]", "%5D").replace(" ", "%20").replace("=", "%3D")
 
     def export(fmt: str) -> Path:
-        connection.request("GET", f"/api/s/{info.id}/export?format={fmt}&xpath={xpath}", headers={"Cookie": f"openetw_viewer={server.viewer.token}"})
+        connection.request("GET", f"/api/s/{info.id}/export?format={fmt}&xpath={xpath}", headers=server.client_headers())
         response = connection.getresponse()
         body = response.read()
         assert response.status == 200, body
@@ -236,7 +236,7 @@ def test_a_filtered_log_exports_as_evtx_and_etl_with_exactly_its_events(serve: A
     deadline = time.monotonic() + 30
     while len(info.columns()) < 5 and time.monotonic() < deadline:  # the log is tailed
         time.sleep(0.05)
-    connection.request("GET", f"/api/s/{info.id}/export?format=etl", headers={"Cookie": f"openetw_viewer={server.viewer.token}"})
+    connection.request("GET", f"/api/s/{info.id}/export?format=etl", headers=server.client_headers())
     response = connection.getresponse()
     assert response.status == 400 and "hold no ETW record" in json.loads(response.read())["error"]
 

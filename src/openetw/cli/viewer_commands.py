@@ -31,7 +31,9 @@ def viewer(
     FILEs given (.etl and .evtx; more can be opened from the page by path), the live sessions
     of the trace service, an event table that scrolls over millions of
     events, facets with counts, full-text search, a timeline and a detail pane with the
-    event's XML. The URL carries a secret token for this run: anyone without it gets 403.
+    event's XML. The URL carries a secret token for this run, good for one browser session:
+    anyone without it gets 403. The browser is started with a private (0600) file that leads
+    it to the URL, so the token never appears on a command line.
     Needs the 'viewer' extra (pip install 'openetw[viewer]'). Ctrl-C stops it.
 
     \b
@@ -59,8 +61,17 @@ def viewer(
     else:
         click.echo(f"openetw viewer: {server.url}")
     sys.stdout.flush()
-    if not no_browser:
-        import webbrowser
+    import signal
 
-        webbrowser.open(server.url)
-    server.run()
+    # SIGTERM ends the run as Ctrl-C does: sources closed, the launch file removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        if not no_browser:
+            import pathlib
+            import webbrowser
+
+            # The browser gets a 0600 file's path, never the token on its command line.
+            webbrowser.open(pathlib.Path(server.launch_file()).as_uri())
+        server.run()
+    finally:
+        state.launched()

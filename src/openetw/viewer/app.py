@@ -1,26 +1,27 @@
 """The viewer's web application (Starlette): the page, its static files and the JSON API.
 
-Every request needs the run's secret: ``?token=…`` on the first one sets an HttpOnly,
-SameSite=Strict cookie (and redirects to the same place without the token); a request (HTTP,
-Server-Sent Events or WebSocket) without a valid token or cookie gets 403. The page is served
-with a Content-Security-Policy that allows only this server's own scripts, so no event content
-can run as script even if it were put into the page unescaped.
+Who may use it is ``viewer.auth``'s: the launch token (``?token=…`` on the first request) is
+exchanged once for a session: an HttpOnly, SameSite=Strict cookie named for the port, which
+opens the page, and a CSRF token handed to the page in the fragment of the URL its answer refreshes to, which every API
+request must carry. The ``Host`` must name this server and an ``Origin`` be its own. The page is
+served with a Content-Security-Policy that allows only this server's own scripts, so no event
+content can run as script even if it were put into the page unescaped.
 
 API (all JSON, filters as ``viewer.model.parse_query`` reads them):
 ``GET /api/sources``, ``POST /api/open {"path"}``, ``GET /api/sessions``, ``POST /api/attach
 {"session"}``, ``GET /api/logs``, ``POST /api/logs/open {"name", "directory"}``, and per source ``/api/s/{id}``: ``rows?offset&limit``, ``facets``,
 ``timeline?bins&by``, ``event/{row}``, ``export?format``, ``tail?cursor`` (SSE),
-``counts`` (providers and events with counts, as PerfView's Events view lists them).
+``counts`` (providers and events with counts, as PerfView's Events view lists them),
+``POST close`` (the source is closed; a source that failed to open can be closed too).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
+import html
 import itertools
 import json
 import os
-import secrets
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
@@ -31,6 +32,7 @@ from urllib.parse import parse_qs, urlencode
 import numpy as np
 
 from openetw.errors import InvalidArgument, OpenEtwError
+from openetw.viewer.auth import CSRF_HEADER, Sessions, cookie_name, host_allowed, origin_allowed
 from openetw.viewer.model import Query, facet_counts, histogram, matching_rows, parse_query
 from openetw.viewer.sources import LiveSource, ViewerSource, default_registry, open_file
 
@@ -38,14 +40,13 @@ try:
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 except ImportError as _missing:  # pragma: no cover - the message is the point
     raise ImportError("openetw viewer needs the 'viewer' extra: pip install 'openetw[viewer]'") from _missing
 
-__all__ = ["COOKIE", "Viewer", "make_app"]
+__all__ = ["Viewer", "make_app"]
 
-COOKIE = "openetw_viewer"
 MAX_PAGE = 500
 TAIL_GATHER_SECONDS = 0.02  # a live tail's events sent together, at most this much later
 _STATIC = {"index.html": "text/html; charset=utf-8", "viewer.js": "text/javascript; charset=utf-8", "viewer.css": "text/css; charset=utf-8"}
@@ -60,7 +61,8 @@ class Viewer:
     """The open sources of one viewer run."""
 
     def __init__(self, token: str | None = None, socket: str | None = None) -> None:
-        self.token = token or secrets.token_urlsafe(32)
+        self.sessions = Sessions(token)
+        self.launch_files: list[str] = []  # removed once their token is exchanged
         self.socket = socket
         self.registry = default_registry()
         self.sources: dict[str, ViewerSource] = {}
@@ -68,6 +70,20 @@ class Viewer:
         self._lock = threading.Lock()
         self._masks: dict[tuple[Any, ...], np.ndarray] = {}
         self.closing = threading.Event()  # set when the server stops: event streams end
+
+    @property
+    def token(self) -> str:
+        """The launch token (good for one exchange, see ``viewer.auth``)."""
+        return self.sessions.token
+
+    def launched(self) -> None:
+        """The launch token was exchanged: a launch file holding it has done its work."""
+        for path in self.launch_files:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.launch_files.clear()
 
     def open(self, path: str) -> ViewerSource:
         with self._lock:
@@ -110,9 +126,18 @@ class Viewer:
             raise InvalidArgument(f"no source {source_id!r}")
         if not source.ready.wait(120):
             raise InvalidArgument(f"{source.name} is still being opened")
-        if source.error is not None:
-            raise InvalidArgument(source.error)
+        if not source.healthy():
+            raise InvalidArgument(source.error or f"{source.name} failed")
         return source
+
+    def close_source(self, source_id: str) -> None:
+        """Close one source (a failed one too); the others stay as they are."""
+        with self._lock:
+            source = self.sources.pop(source_id, None)
+            self._masks = {key: rows for key, rows in self._masks.items() if key[0] != source_id}
+        if source is None:
+            raise InvalidArgument(f"no source {source_id!r}")
+        source.close()
 
     def selected(self, source: ViewerSource, query: Query) -> np.ndarray:
         """Row numbers the query selects (the last few answers are kept)."""
@@ -128,7 +153,8 @@ class Viewer:
 
     def close(self) -> None:
         self.closing.set()
-        for source in self.sources.values():
+        self.launched()
+        for source in list(self.sources.values()):
             source.close()
 
 
@@ -142,8 +168,32 @@ def _log_file(name: str) -> str:
     return log_file_name(name)
 
 
+MAX_BODY = 65536  # bytes of a request's JSON body
+MAX_PARAM = 8192  # characters of one query parameter (a filter, a search, an XPath)
+
+
 def _params(request: Request) -> dict[str, str]:
-    return dict(request.query_params.items())
+    params = dict(request.query_params.items())
+    for name, value in params.items():
+        if len(value) > MAX_PARAM:
+            raise InvalidArgument(f"{name}: longer than {MAX_PARAM} characters")
+        if "\0" in value:
+            raise InvalidArgument(f"{name}: holds a NUL character")
+    return params
+
+
+def _int_param(params: dict[str, str], name: str, default: int, low: int, high: int) -> int:
+    """A whole-number parameter, refused (400) unless it is one from ``low`` to ``high``."""
+    text = params.get(name)
+    if text is None or text == "":
+        return default
+    text = text.strip()
+    if not (text.isascii() and text.lstrip("-").isdigit()) or len(text) > 20:
+        raise InvalidArgument(f"{name}: {text[:40]!r} is not a whole number")
+    value = int(text)
+    if not low <= value <= high:
+        raise InvalidArgument(f"{name}: {value} is not from {low} to {high}")
+    return value
 
 
 def _error(error: Exception, status: int = 400) -> JSONResponse:
@@ -156,6 +206,8 @@ def _json_endpoint(work: Callable[[Request], Any]) -> Callable[[Request], Awaita
             result = await run_in_threadpool(work, request)
         except (InvalidArgument, OpenEtwError, ValueError) as error:
             return _error(error)
+        except Exception as error:  # noqa: BLE001 - one bad source or value answers 400, never breaks the viewer
+            return _error(InvalidArgument(f"cannot answer {request.url.path}: {type(error).__name__}: {error}"))
         if isinstance(result, Response):
             return result
         return JSONResponse(result)
@@ -164,41 +216,91 @@ def _json_endpoint(work: Callable[[Request], Any]) -> Callable[[Request], Awaita
 
 
 class TokenGuard:
-    """ASGI middleware: 403 for any request without the run's token (see the module doc)."""
+    """ASGI middleware: the checks of ``viewer.auth`` on every request (see the module doc)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, viewer: Viewer, port: int, bind: str = "127.0.0.1") -> None:
         self.app = app
-        self.token = token
+        self.viewer = viewer
+        self.port = port
+        self.bind = bind
+        self.cookie = cookie_name(port)
+        names: tuple[str, ...] = ()
+        if bind in ("0.0.0.0", "::", ""):
+            import socket
 
-    def _valid(self, value: str | None) -> bool:
-        return value is not None and hmac.compare_digest(value.encode(), self.token.encode())
+            names = (socket.gethostname(), socket.getfqdn())
+        self.names = names
+
+    async def _deny(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]], reason: str) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        denied = Response(f"403 Forbidden: {reason}\n", status_code=403, media_type="text/plain",
+                          headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})  # fmt: skip
+        await denied(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        headers = _headers(scope)
+        authority = headers.get("host", "")
+        if not host_allowed(authority, self.port, self.bind, self.names):
+            await self._deny(scope, receive, send, "the Host header does not name this server")
+            return
+        origin = headers.get("origin")
+        method = scope.get("method", "GET")
+        if origin is not None and not origin_allowed(origin, authority):
+            await self._deny(scope, receive, send, "a request from another origin")
+            return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         given = query.get("token", [None])[0]
-        cookies = _cookies(scope)
-        if self._valid(given):
-            if scope["type"] == "http" and scope.get("method") == "GET":
-                rest = {key: values[-1] for key, values in query.items() if key != "token"}
-                target = scope.get("path", "/") + (f"?{urlencode(rest)}" if rest else "")
-                response = RedirectResponse(target, status_code=303)
-                response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
-                await response(scope, receive, send)
+        if given is not None:
+            session = self.viewer.sessions.exchange(given) if scope["type"] == "http" and method == "GET" else None
+            if session is None:
+                await self._deny(scope, receive, send, "this link is not valid or was used already (the viewer's link opens one session)")
                 return
-            await self.app(scope, receive, send)
+            self.viewer.launched()
+            rest = {key: values[-1] for key, values in query.items() if key != "token"}
+            target = scope.get("path", "/") + (f"?{urlencode(rest)}" if rest else "") + f"#csrf={session.csrf}"
+            # Not a redirect: a browser started on the launch file (file://) came from another
+            # site, and a SameSite=Strict cookie is not sent along a redirect of that navigation;
+            # this page's own refresh is a same-site navigation, which carries it.
+            page = (f'<!DOCTYPE html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={html.escape(target)}">'
+                    f'<title>openetw viewer</title><a href="{html.escape(target)}">Open the Event Viewer</a>\n')  # fmt: skip
+            response = HTMLResponse(page, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "Refresh": f"0;url={target}",
+                                                   "Content-Security-Policy": _CSP})  # fmt: skip
+            response.set_cookie(self.cookie, session.cookie, httponly=True, samesite="strict", path="/")
+            await response(scope, receive, send)
             return
-        if self._valid(cookies.get(COOKIE)):
-            await self.app(scope, receive, send)
+        sid = self.viewer.sessions.session_of(_cookies(scope).get(self.cookie))
+        if sid is None:
+            await self._deny(scope, receive, send, "open the URL the viewer printed (it carries the token)")
             return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        denied = Response("403 Forbidden: open the URL the viewer printed (it carries the token)\n", status_code=403,
-                          media_type="text/plain")  # fmt: skip
-        await denied(scope, receive, send)
+        path = scope.get("path", "/")
+        if path.startswith("/api/") or scope["type"] == "websocket":
+            fetch_site = headers.get("sec-fetch-site")
+            if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+                await self._deny(scope, receive, send, f"a {fetch_site} request")
+                return
+            if method not in ("GET", "HEAD") and origin is None:
+                await self._deny(scope, receive, send, "a state-changing request without an Origin")
+                return
+            csrf = headers.get(CSRF_HEADER)
+            if csrf is None and method in ("GET", "HEAD"):
+                csrf = query.get("csrf", [None])[0]
+            if not self.viewer.sessions.csrf_valid(sid, csrf):
+                await self._deny(scope, receive, send, "the request lacks this session's CSRF token")
+                return
+        await self.app(scope, receive, send)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name (the first of a repeated one)."""
+    out: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        out.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+    return out
 
 
 def _cookies(scope: Scope) -> dict[str, str]:
@@ -211,8 +313,8 @@ def _cookies(scope: Scope) -> dict[str, str]:
     return out
 
 
-def make_app(viewer: Viewer) -> TokenGuard:
-    """The application of one viewer run, behind its token."""
+def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuard:
+    """The application of one viewer run on ``port``, behind its token (``viewer.auth``)."""
 
     def static(name: str) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -266,12 +368,16 @@ def make_app(viewer: Viewer) -> TokenGuard:
             raise InvalidArgument(f"no source {request.path_params['sid']!r}")
         return source.info()
 
+    def close_source(request: Request) -> Any:
+        viewer.close_source(request.path_params["sid"])
+        return {"closed": request.path_params["sid"]}
+
     def rows(request: Request) -> Any:
         source = viewer.source(request.path_params["sid"])
         params = _params(request)
         selected = viewer.selected(source, parse_query(params))
-        offset = max(0, int(params.get("offset", 0)))
-        limit = max(0, min(MAX_PAGE, int(params.get("limit", 100))))
+        offset = _int_param(params, "offset", 0, 0, 2**62)
+        limit = _int_param(params, "limit", 100, 0, MAX_PAGE)
         page = selected[offset : offset + limit]
         return {"total": len(selected), "events": len(source.columns()), "offset": offset, "rows": source.render(page.tolist())}
 
@@ -288,7 +394,7 @@ def make_app(viewer: Viewer) -> TokenGuard:
         query = parse_query(params)
         columns = source.columns()
         mask = matching_rows(columns, Query(query.wanted, query.keyword_bits, None, None, query.text, query.xpath), source.search, source.xpath)
-        bins = int(params.get("bins", 200))
+        bins = _int_param(params, "bins", 200, 1, 2000)
         return histogram(columns, mask, bins, params.get("by", "level"))
 
     def counts(request: Request) -> Any:
@@ -308,7 +414,7 @@ def make_app(viewer: Viewer) -> TokenGuard:
         params = _params(request)
         fmt = params.get("format", "csv")
         data = export(source, viewer.selected(source, parse_query(params)), fmt)
-        stem = source.name.rsplit(".", 1)[0] or "events"
+        stem = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in source.name.rsplit(".", 1)[0]) or "events"
         headers = {"Content-Disposition": f'attachment; filename="{stem}-filtered.{fmt}"'}
         return Response(data, media_type=EXPORT_FORMATS[fmt], headers=headers)
 
@@ -320,9 +426,12 @@ def make_app(viewer: Viewer) -> TokenGuard:
     async def tail(request: Request) -> Response:
         try:
             source = await run_in_threadpool(viewer.source, request.path_params["sid"])
+            if not source.live:
+                raise InvalidArgument(f"{source.name} is a file: only a live session or a log has a tail")
             params = _params(request)
             query = parse_query(params)
-            cursor = int(request.headers.get("last-event-id") or params.get("cursor") or 0)
+            resume = request.headers.get("last-event-id")
+            cursor = _int_param({"cursor": resume} if resume else params, "cursor", 0, 0, 2**62)
         except (InvalidArgument, OpenEtwError, ValueError) as error:
             return _error(error)
 
@@ -337,16 +446,20 @@ def make_app(viewer: Viewer) -> TokenGuard:
         async def stream() -> Any:
             nonlocal cursor
             yield "retry: 1000\n\n"
-            while not viewer.closing.is_set() and not await request.is_disconnected():
-                count = await run_in_threadpool(source.wait_for_more, cursor, 1.0)
-                if count <= cursor:
-                    yield ": idle\n\n"
-                    continue
-                await asyncio.sleep(TAIL_GATHER_SECONDS)  # a busy source: one message for what comes meanwhile
-                upto = min(len(source.columns()), cursor + MAX_PAGE)
-                text = await run_in_threadpool(message, upto)
-                cursor = upto
-                yield text
+            try:
+                while not viewer.closing.is_set() and not await request.is_disconnected():
+                    count = await run_in_threadpool(source.wait_for_more, cursor, 1.0)
+                    if count <= cursor:
+                        yield ": idle\n\n"
+                        continue
+                    await asyncio.sleep(TAIL_GATHER_SECONDS)  # a busy source: one message for what comes meanwhile
+                    upto = min(len(source.columns()), cursor + MAX_PAGE)
+                    text = await run_in_threadpool(message, upto)
+                    cursor = upto
+                    yield text
+            except Exception as error:  # noqa: BLE001 - the stream ends with its reason, never a reset
+                reason = " ".join(f"{type(error).__name__}: {error}".split())
+                yield f"event: failed\ndata: {json.dumps({'error': reason})}\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
@@ -354,9 +467,14 @@ def make_app(viewer: Viewer) -> TokenGuard:
         inner = _json_endpoint(work)
 
         async def endpoint(request: Request) -> Response:
+            data = b""
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > MAX_BODY:
+                    return _error(InvalidArgument(f"the body is larger than {MAX_BODY} bytes"))
             try:
-                body = json.loads(await request.body() or b"{}")
-            except ValueError:
+                body = json.loads(data or b"{}")
+            except (ValueError, RecursionError):
                 return _error(InvalidArgument("the body must be JSON"))
             if not isinstance(body, dict):
                 return _error(InvalidArgument("the body must be a JSON object"))
@@ -383,5 +501,6 @@ def make_app(viewer: Viewer) -> TokenGuard:
         Route("/api/s/{sid}/export", _json_endpoint(export_rows)),
         Route("/api/s/{sid}/text-index", _json_endpoint(text_index), methods=["POST"]),
         Route("/api/s/{sid}/tail", tail),
+        Route("/api/s/{sid}/close", with_body(close_source), methods=["POST"]),
     ]
-    return TokenGuard(Starlette(routes=routes), viewer.token)
+    return TokenGuard(Starlette(routes=routes), viewer, port, bind)

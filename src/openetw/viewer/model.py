@@ -96,16 +96,27 @@ class Query:
         return Query(wanted, bits, self.start, self.end, self.text, self.xpath)
 
 
-def _int_list(text: str, name: str) -> set[int]:
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_MAX_VALUES = 4096  # values of one facet condition
+
+
+def _int_list(text: str, name: str, low: int = _INT64[0], high: int = _INT64[1]) -> set[int]:
     values = set()
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         try:
-            values.add(int(part, 0))
+            value = int(part, 0) if len(part) <= 40 else None
         except ValueError:
-            raise InvalidArgument(f"{name}: {part!r} is not a number") from None
+            value = None
+        if value is None:
+            raise InvalidArgument(f"{name}: {part[:40]!r} is not a number") from None
+        if not low <= value <= high:
+            raise InvalidArgument(f"{name}: {value} is out of range")
+        values.add(value)
+        if len(values) > _MAX_VALUES:
+            raise InvalidArgument(f"{name}: more than {_MAX_VALUES} values")
     return values
 
 
@@ -122,16 +133,19 @@ def parse_query(params: Mapping[str, str]) -> Query:
             query.wanted[name] = _int_list(text, name)
     if params.get("keyword"):
         bits = 0
-        for value in _int_list(params["keyword"], "keyword"):
+        for value in _int_list(params["keyword"], "keyword", 0, (1 << 64) - 1):
             bits |= value
         query.keyword_bits = bits
     for bound in ("start", "end"):
         text = params.get(bound)
         if text:
             try:
-                setattr(query, bound, int(text))
+                value = int(text) if len(text) <= 24 else -1
             except ValueError:
-                raise InvalidArgument(f"{bound}: {text!r} is not a FILETIME") from None
+                value = -1
+            if not 0 <= value < 1 << 64:
+                raise InvalidArgument(f"{bound}: {text[:40]!r} is not a FILETIME") from None
+            setattr(query, bound, min(value, _INT64[1]))  # the columns hold FILETIMEs as int64
     query.text = params.get("q", "").strip()
     query.xpath = params.get("xpath", "").strip()
     return query

@@ -3,6 +3,7 @@ given), in the foreground (``openetw viewer``) or on a thread (tests, benchmarks
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -34,7 +35,7 @@ class ViewerServer:
         self.socket.listen(128)
         self.host = host
         self.port = int(self.socket.getsockname()[1])
-        config = uvicorn.Config(make_app(viewer), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3)
+        config = uvicorn.Config(make_app(viewer, port=self.port, bind=host), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3)
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
@@ -46,6 +47,32 @@ class ViewerServer:
     @property
     def url(self) -> str:
         return f"{self.base}/?token={self.viewer.token}"
+
+    def client_headers(self) -> dict[str, str]:
+        """Headers of a new session of this run, for a program on this machine that calls the API
+        itself (benchmarks, tests): its cookie and its CSRF token (see ``viewer.auth``)."""
+        from openetw.viewer.auth import cookie_name
+
+        session = self.viewer.sessions.new()
+        return {"Cookie": f"{cookie_name(self.port)}={session.cookie}", "X-OpenETW-CSRF": session.csrf}
+
+    def launch_file(self, directory: str | None = None) -> str:
+        """A file that sends a browser to ``url``, readable by this user only from the moment it
+        exists (mode 0600), so that a browser is started with its path and never with the token
+        on a command line (which ``/proc`` shows every user). It is removed once its token is
+        exchanged, or when the viewer stops."""
+        import html
+        import tempfile
+
+        descriptor, path = tempfile.mkstemp(prefix="openetw-viewer-", suffix=".html", dir=directory)  # created 0600
+        target = html.escape(self.url, quote=True)
+        page = (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">'
+                f'<meta http-equiv="refresh" content="0;url={target}"><title>openetw viewer</title></head>'
+                f'<body><p><a href="{target}">Open the openetw Event Viewer</a></p></body></html>\n')  # fmt: skip
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(page)
+        self.viewer.launch_files.append(path)
+        return path
 
     def run(self) -> None:
         """Serve until interrupted."""

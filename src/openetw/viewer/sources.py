@@ -26,6 +26,7 @@ from openetw.etl.record import EventRecord
 from openetw.guids import format_guid
 from openetw.report.events import ReportEvent, decode_record
 from openetw.report.sources import LazyManifestRegistry, build_registry
+from openetw.tdh.context import DecodeContext
 from openetw.viewer.model import Columns, level_name
 
 __all__ = ["EtlSource", "EvtxSource", "LiveSource", "ViewerSource", "event_row", "open_file"]
@@ -40,26 +41,67 @@ def _iso(filetime: int) -> str:
         return f"FILETIME({int(filetime)})"
 
 
+def _value_text(value: Any) -> str:
+    """A field's value as text: bytes in upper-case hex (as the event's XML shows them), arrays
+    item by item, never a Python repr."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex().upper()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value_text(item) for item in value)
+    return str(value)
+
+
+def event_fields(event: ReportEvent) -> dict[str, str]:
+    """The event's fields as text (empty when it has no schema or did not decode)."""
+    try:
+        if event.record.kind == "evtx":
+            return {name: _value_text(value) for name, value in event.properties.items()}
+        return {name: _value_text(value) for name, value in event.text_properties().items()}
+    except OpenEtwError:
+        return {}
+
+
+def _schemaless(event: ReportEvent) -> bool:
+    return event.record.kind not in ("evtx", "unknown") and event.schema is None and event.decoded is None
+
+
+def missing_description(event: ReportEvent) -> str:
+    """What Event Viewer says of an event whose provider's description is not installed."""
+    return (f"The description for Event ID {int(event.record.id)} from source {event.provider_label} cannot be found. "
+            "Either the component that raises this event is not installed on your local computer or the installation is "
+            "corrupted. You can install or repair the component on the local computer.")  # fmt: skip
+
+
+def _failure(path: str, error: Exception) -> str:
+    return f"{path}: cannot be read ({type(error).__name__}: {error})"
+
+
 def event_text(event: ReportEvent) -> str:
     """Everything searchable about an event, lowercased: names, message and each field."""
     parts = [event.provider_label, event.event_name or ""]
     try:
         parts.append(event.message or "")
-        parts.extend(f"{name}={value}" for name, value in event.text_properties().items())
     except OpenEtwError:
         pass
+    parts.extend(f"{name}={value}" for name, value in event_fields(event).items())
     return " ".join(parts).lower()
 
 
 def event_message(event: ReportEvent) -> str:
-    """The rendered message, else the fields as ``name: value`` (what Event Viewer falls back to)."""
+    """The rendered message; for an event without a known schema Event Viewer's "description
+    cannot be found" line; else the fields as ``name: value`` (what Event Viewer falls back to)."""
     try:
         message = event.message
         if message:
             return " ".join(str(message).split())
-        return "; ".join(f"{name}: {value}" for name, value in event.text_properties().items())
     except OpenEtwError as error:
         return f"(not decoded: {error})"
+    fields = "; ".join(f"{name}: {value}" for name, value in event_fields(event).items())
+    if _schemaless(event):
+        return missing_description(event) + (f" {fields}" if fields else "")
+    return fields
 
 
 def event_row(event: ReportEvent, row: int) -> dict[str, Any]:
@@ -67,10 +109,7 @@ def event_row(event: ReportEvent, row: int) -> dict[str, Any]:
     record = event.record
     evtx = record.kind == "evtx"
     header: Any = record.header if evtx else None  # type: ignore[attr-defined]
-    try:
-        fields = event.text_properties()
-    except OpenEtwError:
-        fields = {}
+    fields = event_fields(event)
     return {
         "row": row,
         "level": int(record.level),
@@ -91,7 +130,7 @@ def event_row(event: ReportEvent, row: int) -> dict[str, Any]:
         "computer": header.computer if evtx else "",
         "process": event.process_name or "",
         "message": event_message(event),
-        "fields": {name: str(value) for name, value in fields.items()},
+        "fields": fields,
     }
 
 
@@ -127,11 +166,21 @@ class ViewerSource:
     def lost(self) -> dict[str, int]:
         return {"events_lost": 0, "buffers_lost": 0}
 
+    def healthy(self) -> bool:
+        """Whether the source can answer: its columns build (a failure becomes its ``error``)."""
+        if self.error is None and self.ready.is_set():
+            try:
+                self.columns()
+            except Exception as error:  # noqa: BLE001 - one bad source breaks itself, never the viewer
+                self.error = f"{self.name}: cannot be shown ({type(error).__name__}: {error})"
+        return self.error is None
+
     def info(self) -> dict[str, Any]:
         text_state = "ready" if self._texts is not None else "building" if self._text_thread is not None else "none"
+        count = len(self.columns()) if self.ready.is_set() and self.healthy() else 0
         return {
             "id": self.id, "name": self.name, "kind": self.kind, "live": self.live, "ready": self.ready.is_set(),
-            "progress": round(self.progress(), 4), "error": self.error, "events": len(self.columns()) if self.ready.is_set() else 0,
+            "progress": round(self.progress(), 4), "error": self.error, "events": count,
             "text_index": {"state": text_state, "progress": round(self._text_progress, 4)}, **self.lost(),
         }  # fmt: skip
 
@@ -232,6 +281,7 @@ class EtlSource(ViewerSource):
         self._size = max(1, os.path.getsize(path))
         self._index: Any = None
         self._loader: Any = None
+        self._context = DecodeContext(registry)
         threading.Thread(target=self._open, name=f"viewer-index-{source_id}", daemon=True).start()
 
     def _open(self) -> None:
@@ -251,11 +301,16 @@ class EtlSource(ViewerSource):
             table = np.concatenate(parts) if parts else np.zeros(0, dtype=np.dtype([]))
             self._index = index
             self._loader = index.loader()
+            # What the trace says about itself (EventSource manifests, TDH metadata of .NET
+            # rundown and MOF classes, process names), learnt once, as `openetw report` does.
+            self._context.learn(self._loader.records(np.arange(len(table), dtype=np.int64)))
             self._columns = self._build_columns(index, table)
         except OpenEtwError as error:
             self.error = str(error)
         except OSError as error:
             self.error = f"{self.path}: {error.strerror or error}"
+        except Exception as error:  # noqa: BLE001 - a damaged file breaks its own source, never the viewer
+            self.error = _failure(self.path, error)
         finally:
             self.ready.set()
 
@@ -270,7 +325,7 @@ class EtlSource(ViewerSource):
 
     def _sample_event(self, row: int) -> ReportEvent:
         record = next(self._loader.records(np.asarray([row])))
-        return decode_record(record, self.registry)
+        return decode_record(record, self.registry, self._context)
 
     def _build_columns(self, index: Any, table: np.ndarray) -> Columns:
         from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES
@@ -338,7 +393,7 @@ class EtlSource(ViewerSource):
         order = np.argsort(wanted, kind="stable")
         built: dict[int, ReportEvent] = {}
         for row, record in zip(wanted[order].tolist(), self._loader.records(wanted[order]), strict=True):
-            built[row] = decode_record(record, self.registry)
+            built[row] = decode_record(record, self.registry, self._context)
         for row in wanted.tolist():
             yield built[row]
 
@@ -403,14 +458,18 @@ def _grown(columns: Columns, events: list[ReportEvent], tables: dict[str, dict[s
     count = len(records)
 
     def ints(values: Iterable[int], dtype: Any = np.int32) -> np.ndarray:
-        return np.fromiter(values, dtype=dtype, count=count)
+        # A damaged record's value may not fit its column (a FILETIME above 2^63, a pid above
+        # 2^31): it is held at the column's limit, and shown as read when its row is rendered.
+        info = np.iinfo(dtype)
+        low, high = int(info.min), int(info.max)
+        return np.fromiter((min(max(int(value), low), high) for value in values), dtype=dtype, count=count)
 
     added = {
         "time": ints((record.filetime for record in records), np.int64), "level": ints(record.level for record in records),
         "provider": _coded([event.provider_label for event in events], tables["provider"]),
         "event": _coded([f"{event.provider_label}/{event.event_name or f'Event({event.record.id})'}" for event in events], tables["event"]),
         "id": ints(record.id for record in records), "task": ints(record.task for record in records),
-        "opcode": ints(record.opcode for record in records), "keyword": ints((record.keyword & (2**64 - 1) for record in records), np.uint64),
+        "opcode": ints(record.opcode for record in records), "keyword": ints((record.keyword for record in records), np.uint64),
         "process": ints(record.pid for record in records), "thread": ints(record.tid for record in records),
         "cpu": ints(int(getattr(record, "cpu", 0) or 0) for record in records),
         "channel": _coded([header.channel if header is not None else "" for header in evtx], tables["channel"]),
@@ -443,6 +502,8 @@ class EvtxSource(_RecordList):
             self.error = str(error)
         except OSError as error:
             self.error = f"{self.path}: {error.strerror or error}"
+        except Exception as error:  # noqa: BLE001 - a damaged file breaks its own source, never the viewer
+            self.error = _failure(self.path, error)
         finally:
             self.ready.set()
 

@@ -17,12 +17,24 @@
     ["computer", "Computer", 120], ["message", "Message", 600],
   ];
   const $ = (id) => document.getElementById(id);
+  const LIVE_REFRESH_MS = 1000;  // facets and timeline of a tailed session are redrawn at most this often
+
+  // The session's CSRF token: handed over once in the URL's fragment (never sent to a server),
+  // then kept in this origin's storage, which a page on another port cannot read.
+  const CSRF = (() => {
+    const found = /(?:^#|&)csrf=([A-Za-z0-9]+)/.exec(location.hash);
+    try {
+      if (found) localStorage.setItem("openetw-csrf", found[1]);
+      if (found) history.replaceState(null, "", location.pathname + location.search);
+      return found ? found[1] : (localStorage.getItem("openetw-csrf") || "");
+    } catch (error) { return found ? found[1] : ""; }
+  })();
 
   const state = {
     sources: [], source: null, wanted: {}, q: "", xpath: "", start: null, end: null,
     total: 0, events: 0, generation: 0, blocks: new Map(), pending: new Set(),
     columns: ["levelName", "time", "provider", "id", "event", "task", "message"], fieldColumns: [],
-    selected: null, target: null, tail: null, cursor: 0, paused: false, hist: null, by: "level",
+    selected: null, target: null, tail: null, cursor: 0, paused: false, hist: null, by: "level", liveTimer: null, openFacets: new Set(["level", "provider"]),
     stats: {tailReceived: 0, tailInOrder: true, lastTailRow: -1, lastTailTime: "", tailArrivals: []},
   };
   window.__viewer = {
@@ -60,8 +72,13 @@
   }
 
   async function api(path, options) {
-    const response = await fetch(path, Object.assign({credentials: "same-origin"}, options || {}));
-    const body = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
+    const given = Object.assign({credentials: "same-origin"}, options || {});
+    given.headers = Object.assign({"X-OpenETW-CSRF": CSRF}, given.headers || {});
+    if (given.body !== undefined) given.headers["Content-Type"] = "application/json";
+    const response = await fetch(path, given);
+    const text = await response.text();
+    let body;
+    try { body = JSON.parse(text); } catch (error) { body = {error: text.trim() || `HTTP ${response.status}`}; }
     if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
     return body;
   }
@@ -80,9 +97,16 @@
     const tree = $("tree");
     tree.replaceChildren();
     const sourceItem = (source) => {
-      const item = el("li", {class: "source", "data-source": source.id, text: source.name, title: source.name});
+      const item = el("li", {class: "source", "data-source": source.id, text: source.name, title: source.error || source.name});
       if (state.source && state.source.id === source.id) item.classList.add("on");
+      if (source.error) item.classList.add("failed");
       item.addEventListener("click", () => selectSource(source.id));
+      return item;
+    };
+    const closable = (item, source) => {
+      const close = el("button", {type: "button", class: "close", "data-close": source.id, title: `Close ${source.name}`, text: "×"});
+      close.addEventListener("click", (e) => { e.stopPropagation(); closeSource(source.id); });
+      item.append(close);
       return item;
     };
     // Event Viewer's tree: Windows Logs, then Applications and Services Logs by provider folder
@@ -111,7 +135,7 @@
     const groups = [["Files", (s) => s.kind === "etl" || s.kind === "evtx"], ["Live Sessions", (s) => s.kind === "session"]];
     for (const [title, test] of groups) {
       const list = el("ul");
-      for (const source of state.sources.filter(test)) list.append(sourceItem(source));
+      for (const source of state.sources.filter(test)) list.append(closable(sourceItem(source), source));
       if (title === "Live Sessions") {
         for (const session of sessions.sessions || []) {
           if (state.sources.some((s) => s.kind === "session" && s.name === session.name)) continue;
@@ -122,6 +146,14 @@
       }
       tree.append(el("div", {class: "group", text: title}), list);
     }
+  }
+
+  async function closeSource(id) {
+    try {
+      await api(`/api/s/${id}/close`, {method: "POST", body: "{}"});
+      if (state.source && state.source.id === id) { clearSource(); state.source = null; }
+      await loadSources();
+    } catch (error) { setStatus(String(error.message), true); }
   }
 
   async function openLog(name, directory) {
@@ -158,8 +190,29 @@
     }
   }
 
-  async function selectSource(id) {
+  // Nothing of the previous source stays: its rows, its opened event, the row "Go to row" marked.
+  function clearSource() {
     stopTail();
+    state.generation += 1;
+    state.blocks.clear(); state.pending.clear();
+    state.total = 0; state.events = 0; state.selected = null; state.target = null; state.hist = null; state.cursor = 0;
+    $("viewport").scrollTop = 0;
+    $("spacer").style.height = "0px";
+    $("rows").replaceChildren();
+    $("goto").value = "";
+    delete $("detail").dataset.row;
+    $("detail").dataset.source = "";
+    $("detail-message").textContent = "";
+    $("detail-summary").replaceChildren();
+    $("detail-fields").replaceChildren();
+    $("detail-xml").textContent = "";
+    $("facets").replaceChildren();
+    drawTimeline();
+  }
+
+  async function selectSource(id) {
+    clearSource();
+    state.source = state.sources.find((s) => s.id === id) || null;
     state.wanted = {}; state.q = ""; state.xpath = ""; state.start = null; state.end = null; state.selected = null;
     $("search").value = ""; $("xpath").value = ""; $("range-from").value = ""; $("range-to").value = "";
     const range = $("range");
@@ -236,8 +289,10 @@
         item.addEventListener("click", () => toggleFacet(name, String(entry.value)));
         list.append(item);
       }
-      box.append(el("details", {open: name === "level" || name === "provider", "data-facet-name": name},
-        el("summary", {text: FACET_NAMES[name] || name}), list));
+      const section = el("details", {open: state.openFacets.has(name), "data-facet-name": name},
+        el("summary", {text: FACET_NAMES[name] || name}), list);
+      section.addEventListener("toggle", () => { if (section.open) state.openFacets.add(name); else state.openFacets.delete(name); });
+      box.append(section);
     }
   }
 
@@ -344,9 +399,12 @@
   async function showDetail(row) {
     state.selected = row;
     document.querySelectorAll("#rows .row").forEach((n) => n.classList.toggle("on", Number(n.dataset.row) === row));
+    const source = state.source, generation = state.generation;
     try {
-      const event = await api(`/api/s/${state.source.id}/event/${row}`);
+      const event = await api(`/api/s/${source.id}/event/${row}`);
+      if (source !== state.source || generation !== state.generation) return;  // another source or query since
       $("detail").dataset.row = String(row);
+      $("detail").dataset.source = source.id;
       $("detail-message").textContent = event.message || "";
       const summary = $("detail-summary");
       summary.replaceChildren();
@@ -514,7 +572,7 @@
   function startTail() {
     stopTail();
     if (!state.source || !state.source.live || state.paused) return;
-    const source = new EventSource(`/api/s/${state.source.id}/tail?${params({cursor: state.cursor})}`);
+    const source = new EventSource(`/api/s/${state.source.id}/tail?${params({cursor: state.cursor, csrf: CSRF})}`);
     state.tail = source;
     source.addEventListener("rows", (message) => {
       const body = JSON.parse(message.data);
@@ -544,7 +602,30 @@
       renderStatus();
       if (atEnd) viewport.scrollTop = state.total * ROW_H;
       onScroll();  // the table is drawn once per frame however many messages came
+      scheduleLiveRefresh();
     });
+    source.addEventListener("failed", (message) => {
+      setStatus(JSON.parse(message.data).error, true);
+      stopTail();
+    });
+  }
+
+  // While a session is tailed its facets and timeline follow it (at most once a second).
+  function scheduleLiveRefresh() {
+    if (state.liveTimer) return;
+    const generation = state.generation;
+    state.liveTimer = setTimeout(async () => {
+      state.liveTimer = null;
+      if (generation !== state.generation || !state.source || !state.source.live) return;
+      const key = `live:${generation}`;
+      state.pending.add(key);
+      try {
+        await Promise.all([loadFacets(generation), loadTimeline(generation)]);
+        state.stats.liveRefreshes = (state.stats.liveRefreshes || 0) + 1;
+      } catch (error) {
+        setStatus(String(error.message), true);
+      } finally { state.pending.delete(key); }
+    }, LIVE_REFRESH_MS);
   }
 
   function stopTail() {
@@ -592,7 +673,7 @@
 
   function exportFiltered() {
     if (!state.source) return;
-    const link = el("a", {href: `/api/s/${state.source.id}/export?${params({format: $("export-format").value})}`});
+    const link = el("a", {href: `/api/s/${state.source.id}/export?${params({format: $("export-format").value, csrf: CSRF})}`});
     link.setAttribute("download", "");
     document.body.append(link);
     link.click();
