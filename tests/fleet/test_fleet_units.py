@@ -23,6 +23,8 @@ def test_subjects_ids_and_headers() -> None:
     headers = message_headers(host="h", session="s", start=7, sequence=3, kind=KIND_BUFFER, events=5, events_lost=2,
                               buffers_lost=1, gap=(1, 2))  # fmt: skip
     assert headers["Nats-Msg-Id"] == "h:s:7:3"
+    assert message_headers(host="h", session="s", start=7, sequence=3, kind=KIND_BUFFER, events=5, events_lost=2, buffers_lost=1,
+                           nonce="n1")["Nats-Msg-Id"] == "h:s:7:3:n1"  # fmt: skip
     info = parse_headers(headers)
     assert (info.key, info.sequence, info.events, info.events_lost, info.buffers_lost, info.gap) == (("h", "s", 7), 3, 5, 2, 1, (1, 2))
     with pytest.raises(InvalidArgument):
