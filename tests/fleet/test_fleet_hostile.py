@@ -11,29 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from openetw.fleet.connect import StreamOptions, connect, ensure_stream
-from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers
-from tests.conftest import corpus_path
-from tests.fleet.harness import CollectorProcess, NatsCluster, collected, wait_until_ended
+from openetw.fleet.wire import KIND_HEADER, message_headers
+from tests.fleet.harness import (
+    SYNTHETIC_START,
+    CollectorProcess,
+    NatsCluster,
+    collected,
+    synthetic_session,
+    wait_until_ended,
+)
 
-START = 1_764_000_000_000_000
-
-
-def _session(
-    host: str, session: str, buffers: int, *, start: int = START, claimed: str | None = None, nonce: str | None = None,
-) -> list[tuple[str, dict[str, str], bytes]]:  # fmt: skip
-    """A session's messages: its header buffer, ``buffers`` buffers of 5 records, its end
-    (``claimed``: the host its headers name, when it is not the one publishing)."""
-    nonce = nonce if nonce is not None else secrets.token_hex(8)
-    data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
-    header, buffer = data[:8192], data[8192:16384]
-    messages = []
-    for sequence in range(buffers + 2):
-        kind = KIND_HEADER if sequence == 0 else KIND_END if sequence == buffers + 1 else KIND_BUFFER
-        payload = header if kind == KIND_HEADER else b"" if kind == KIND_END else buffer
-        headers = message_headers(host=claimed or host, session=session, start=start, sequence=sequence, kind=kind, events=5,
-                                  events_lost=0, buffers_lost=0, nonce=nonce)  # fmt: skip
-        messages.append((f"etw.{host}.{session}", headers, payload))
-    return messages
+START = SYNTHETIC_START
 
 
 async def _publish(urls: str, messages: list[tuple[str, dict[str, str], bytes]]) -> None:
@@ -64,8 +52,8 @@ def test_poison_and_forged_headers_do_not_stop_or_fool_the_collector(tmp_path: P
                                                       events=0, events_lost=0, buffers_lost=0, nonce=secrets.token_hex(4)), os.urandom(100))  # fmt: skip
 
     # web-01 publishing web-02's next sequence numbers first, on its own subject, as web-02.
-    forged = _session("web-01", "Payroll", 20, claimed="web-02")[1:]
-    asyncio.run(_publish(nats_cluster.urls, [poison(), *forged, *_session("web-02", "Payroll", 30), *_session("web-01", "Web", 10)]))
+    forged = synthetic_session("web-01", "Payroll", 20, claimed="web-02")[1:]
+    asyncio.run(_publish(nats_cluster.urls, [poison(), *forged, *synthetic_session("web-02", "Payroll", 30), *synthetic_session("web-01", "Web", 10)]))
     out = tmp_path / "fleet"
     collector = CollectorProcess(nats_cluster.urls, out)
     try:
@@ -81,7 +69,7 @@ def test_poison_and_forged_headers_do_not_stop_or_fool_the_collector(tmp_path: P
         # The poison was set aside, not left to stop the next collector: a restart goes on.
         collector.kill()
         collector = CollectorProcess(nats_cluster.urls, out)
-        asyncio.run(_publish(nats_cluster.urls, [poison(), *_session("web-01", "Later", 5, start=START + 1)]))
+        asyncio.run(_publish(nats_cluster.urls, [poison(), *synthetic_session("web-01", "Later", 5, start=START + 1)]))
         report = _wait_for(out, lambda r: any(s["session"] == "Later" and s["ended"] for s in r["sessions"]))
         later = next(s for s in report["sessions"] if s["session"] == "Later")
         assert (later["buffers"], later["events"], later["gaps"]) == (5, 25, 0)
