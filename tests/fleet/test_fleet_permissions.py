@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from openetw.fleet.connect import StreamOptions, connect, ensure_stream
+from openetw.fleet.connect import StreamOptions, connect, ensure_stream, inbox_prefix
 from tests.fleet.harness import NatsCluster, make_cluster, synthetic_session
 
 DEPLOYED = Path(__file__).resolve().parents[2] / "deploy" / "fleet" / "etw-accounts.conf"
@@ -79,30 +79,42 @@ def deployed(tmp_path: Path) -> Any:
     cluster = make_cluster(tmp_path / "nats", 1, accounts=deployed_accounts())
     try:
         cluster.start()
-        cluster.wait_ready(user="viewer", password="viewer-secret")
+        cluster.wait_ready(user="viewer", password="viewer-secret", inbox_prefix=inbox_prefix("viewer"))
         yield cluster
     finally:
         cluster.kill()
 
 
-async def _forbidden_refused(options: StreamOptions, subjects: list[str]) -> set[str]:
-    """Sends every one of ``subjects``; returns those the server refused as a permissions violation."""
+def forbidden_subscriptions(user: str) -> list[str]:
+    """Other users' inboxes, everyone's, and (but for the viewer) the fleet's subjects."""
+    subjects = ["_INBOX.>", "$JS.>", ">", *(f"_INBOX.{other}.>" for other in USERS if other != user)]
+    return subjects if user == "viewer" else [*subjects, "etw.>", "etw.web-01.>"]
+
+
+async def _forbidden_refused(options: StreamOptions, subjects: list[str], subscriptions: list[str]) -> set[str]:
+    """Sends every one of ``subjects`` and subscribes to each of ``subscriptions``; returns those
+    the server refused as a permissions violation (a subscription as ``SUB <subject>``)."""
     refused: set[str] = set()
     everything = asyncio.Event()
-
-    by_lower = {subject.lower(): subject for subject in subjects}  # nats-py hands the error over in lower case
+    expected = {*subjects, *(f"SUB {subject}" for subject in subscriptions)}
+    # nats-py hands the error over in lower case
+    by_lower = {subject.lower(): subject for subject in subjects} | {f"sub {s.lower()}": f"SUB {s}" for s in subscriptions}
 
     async def on_error(error: Exception) -> None:
-        found = re.search(r'permissions violation for publish to "([^"]+)"', str(error), re.IGNORECASE)
-        if found and found[1].lower() in by_lower:
-            refused.add(by_lower[found[1].lower()])
-            if refused >= set(subjects):
+        found = re.search(r'permissions violation for (publish|subscription) to "([^"]+)"', str(error), re.IGNORECASE)
+        if found:
+            key = found[2].lower() if found[1].lower() == "publish" else f"sub {found[2].lower()}"
+            if key in by_lower:
+                refused.add(by_lower[key])
+            if refused >= expected:
                 everything.set()
 
     client = await connect(options, name="permissions test", reconnect=False, error_cb=on_error)
     try:
         for subject in subjects:
             await client.publish(subject, OPERATIONS[subject][0], reply=client.new_inbox())
+        for subject in subscriptions:
+            await client.subscribe(subject)
         await client.flush()
         try:
             await asyncio.wait_for(everything.wait(), 20.0)
@@ -172,8 +184,10 @@ def test_each_deployed_account_does_its_role_and_nothing_else(deployed: NatsClus
     # Every operation outside a user's role: refused by the server, for each user.
     for user in USERS:
         forbidden = sorted(subject for subject, (_, roles) in OPERATIONS.items() if user not in roles)
-        refused = asyncio.run(_forbidden_refused(_options(deployed, user), forbidden))
-        assert refused == set(forbidden), (user, sorted(set(forbidden) - refused))
+        subscriptions = forbidden_subscriptions(user)
+        refused = asyncio.run(_forbidden_refused(_options(deployed, user), forbidden, subscriptions))
+        expected = {*forbidden, *(f"SUB {subject}" for subject in subscriptions)}
+        assert refused == expected, (user, sorted(expected - refused))
     after = asyncio.run(_state(_options(deployed, "viewer")))
     assert after == before  # the stream, its messages and the collector's consumer as they were
 
