@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from openetw.fleet.connect import StreamOptions, connect, ensure_stream, inbox_prefix
+from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream, inbox_prefix
 from tests.fleet.harness import NatsCluster, make_cluster, synthetic_session
 
 DEPLOYED = Path(__file__).resolve().parents[2] / "deploy" / "fleet" / "etw-accounts.conf"
@@ -188,6 +188,8 @@ def test_each_deployed_account_does_its_role_and_nothing_else(deployed: NatsClus
         refused = asyncio.run(_forbidden_refused(_options(deployed, user), forbidden, subscriptions))
         expected = {*forbidden, *(f"SUB {subject}" for subject in subscriptions)}
         assert refused == expected, (user, sorted(expected - refused))
+    with pytest.raises(FleetError):  # and no connection without credentials
+        asyncio.run(connect(StreamOptions.build(deployed.urls), name="anonymous", reconnect=False))
     after = asyncio.run(_state(_options(deployed, "viewer")))
     assert after == before  # the stream, its messages and the collector's consumer as they were
 
