@@ -17,7 +17,7 @@ from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_heade
 
 def test_subjects_ids_and_headers() -> None:
     assert subject_for("etw.{host}.{session}", "web-01.example", "My Trace") == "etw.web-01_example.My_Trace"
-    for bad in ("other.{host}", "etw.{nope}", "etw.*.{session}", "etw"):
+    for bad in ("other.{host}", "etw.{nope}", "etw.*.{session}", "etw", "etw.{session}.{host}", "etw.{host}", "etw.x.{session}"):
         with pytest.raises(InvalidArgument):
             subject_for(bad, "h", "s")
     headers = message_headers(host="h", session="s", start=7, sequence=3, kind=KIND_BUFFER, events=5, events_lost=2,

@@ -76,6 +76,10 @@ def subject_for(template: str, host: str, session: str) -> str:
     tokens = subject.split(".")
     if len(tokens) < 2 or tokens[0] != "etw" or any(not token or token in ("*", ">") for token in tokens):
         raise InvalidArgument(f"subject {subject!r} is not a plain subject under etw. (the fleet's stream takes etw.>)")
+    if len(tokens) < 3 or tokens[1] != subject_token(host) or subject_token(session) not in tokens[2:]:
+        # The collector takes a message's host from the subject (what NATS authenticated).
+        raise InvalidArgument(f"subject {subject!r}: the fleet's subjects are etw.<host>.<...> with the session a later token"
+                              f" (etw.{{host}}. first, then {{session}})")  # fmt: skip
     return subject
 
 
