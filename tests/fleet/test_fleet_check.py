@@ -125,3 +125,26 @@ def test_fuzzed_messages_are_counted_and_good_sessions_kept(tmp_path: Path) -> N
     refused = sum(entry["messages"] for entry in result.report["rejected"].values())
     assert refused == result.answers[TERM] > 2500
     assert set(result.answers) <= {ACK, TERM, NAK}
+
+
+def test_the_collectors_walk_frames_as_the_reference_walk() -> None:
+    """``check.frame`` against ``framing.walk`` on buffers damaged at random."""
+    import random
+
+    from openetw.etl import framing as F
+    from openetw.fleet.check import frame
+
+    rng = random.Random(11)
+    _, buffer = _buffers()
+    for _ in range(3000):
+        data = bytearray(buffer)
+        for _ in range(rng.randrange(1, 6)):
+            at = rng.randrange(0x48, 0x48 + 0x300)
+            data[at] = rng.randrange(256) if rng.random() < 0.5 else data[at] ^ (1 << rng.randrange(8))
+        used = rng.choice((struct.unpack_from("<I", buffer, 0x30)[0], rng.randrange(0x48, len(data) + 1)))
+        records, end, damage = frame(bytes(data), used)
+        framed = [item for item in F.walk(bytes(data), data_end=used, buffer_size=len(data)) if isinstance(item, F.Framed)]
+        stopped = any(not isinstance(item, F.Framed) for item in F.walk(bytes(data), data_end=used, buffer_size=len(data)))
+        assert records == len(framed) and (damage is not None) == stopped
+        if framed:
+            assert end == framed[-1].pos + F.aligned(framed[-1].size)

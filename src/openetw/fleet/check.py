@@ -14,7 +14,7 @@ subject is what NATS authenticated, the ``Openetw-*`` headers are what the host 
 * a ``header`` payload is a logfile header buffer: its BufferSize is its length, its first
   record a SYSTEM logfile header record that fits, the logfile header's BufferSize the same;
 * a ``buffer`` payload is a framed ETL buffer: BufferSize its length, Offset inside it, not
-  compressed, and its records framed one after the other (``framing.walk``). Like the service
+  compressed, and its records framed one after the other (``frame``, the walk of ``framing.walk``). Like the service
   screening a producer's buffer, a record that cannot be framed ends the walk: the records
   before it are kept (the buffer rebuilt without the rest, counted as damaged), a buffer with
   none is refused.
@@ -49,7 +49,10 @@ from openetw.fleet.wire import (
     subject_token,
 )
 
-__all__ = ["MAX_NAME", "MAX_PAYLOAD", "MAX_SEQUENCE", "BadMessage", "Checked", "check_buffer", "check_header_buffer", "check_message", "subject_host"]
+__all__ = [
+    "MAX_NAME", "MAX_PAYLOAD", "MAX_SEQUENCE", "BadMessage", "Checked", "check_buffer", "check_header_buffer", "check_message", "frame",
+    "subject_host",
+]  # fmt: skip
 
 MAX_SEQUENCE = 1 << 48  # a host numbering 10,000 buffers a second reaches it in 890 years
 MAX_COUNT = 1 << 62
@@ -157,19 +160,7 @@ def check_buffer(payload: bytes) -> tuple[bytes, int, str | None]:
         raise BadMessage("buffer", f"Offset {used:#x} outside the buffer")
     if _u16(payload, _FLAG_AT)[0] & L.BUFFER_FLAG_COMPRESSED:
         raise BadMessage("buffer", "a compressed buffer (hosts stream them as they are in the pools)")
-    records = 0
-    cut = F.RECORDS_START
-    damage: str | None = None
-    for item in F.walk(bytes(payload), data_end=used, buffer_size=size):
-        if isinstance(item, F.Framed):
-            records += 1
-            cut = item.pos + F.aligned(item.size)
-        elif isinstance(item, F.Unframed):
-            damage = item.reason
-            break
-        else:
-            damage = item.message
-            break
+    records, cut, damage = frame(payload, used)
     if damage is None:
         return bytes(payload), records, None
     if records == 0:
@@ -179,6 +170,46 @@ def check_buffer(payload: bytes) -> tuple[bytes, int, str | None]:
     for at in _USED_AT:
         struct.pack_into("<I", out, at, cut)
     return bytes(out), records, damage
+
+
+def _framing_rows() -> dict[int, tuple[int, int]]:
+    """Marker key (``marker >> 16``) -> (where Size sits, the header's size), for every key
+    ``framing.kind_of_marker`` frames."""
+    rows = {}
+    for key in range(1 << 16):
+        row = F.kind_of_marker(key << F.MARKER_KEY_SHIFT)
+        if row is not None:
+            rows[key] = (row.size_at, row.header_size)
+    return rows
+
+
+_ROWS = _framing_rows()
+
+
+def frame(payload: bytes, used: int) -> tuple[int, int, str | None]:
+    """``(records, end, damage)``: how many records are framed one after the other from the
+    buffer header up to ``used``, where the last one ends (aligned), and what stopped the walk
+    short (None: nothing). ``framing.walk`` is the reference; this is the same walk with one
+    table lookup and two reads per record, as the collector runs it for every buffer."""
+    length = len(payload)
+    with memoryview(payload) as view, view[: length & ~3].cast("I") as words, view[: length & ~1].cast("H") as halves:
+        rows, position, records = _ROWS, F.RECORDS_START, 0
+        while position + 4 <= used:
+            marker = words[position >> 2]
+            if marker == F.END_OF_DATA:
+                break
+            row = rows.get(marker >> F.MARKER_KEY_SHIFT)
+            if row is None:
+                return records, position, f"no record header at this position (marker {marker:#010x})"
+            size_at, header_size = row
+            if position + header_size > used:
+                return records, position, "record header runs past the buffer's data"
+            size = halves[(position + size_at) >> 1]
+            if size < header_size or position + size > used:
+                return records, position, f"record size {size:#x} is out of range"
+            records += 1
+            position += (size + F.RECORD_ALIGNMENT - 1) & -F.RECORD_ALIGNMENT
+        return records, position, None
 
 
 def _read_headers(headers: Mapping[str, str] | None) -> MessageInfo:
