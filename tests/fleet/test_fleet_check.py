@@ -78,7 +78,7 @@ def test_a_damaged_buffer_keeps_the_records_before_the_damage() -> None:
 
 def test_first_writer_wins_and_bad_messages_are_set_aside(tmp_path: Path) -> None:
     header, buffer = _buffers()
-    store = FleetStore(tmp_path)
+    store = FleetStore(tmp_path, outputs=frozenset({"etl", "log"}))
 
     def message(host: str, sequence: int, kind: str, payload: bytes, subject_host: str | None = None, delivered: int = 1) -> Incoming:
         return Incoming(f"etw.{subject_host or host}.Payroll", _headers(host, sequence, kind), payload, delivered, 100 + sequence)
@@ -112,6 +112,11 @@ def test_first_writer_wins_and_bad_messages_are_set_aside(tmp_path: Path) -> Non
 
     assert status_of_directory(tmp_path)["hosts"]["web-02"]["rejected"] == 3
     again.close()
+    # ForwardedEvents: web-02's own events, nothing web-01 sent as web-02.
+    from openetw.fleet.to_log import FORWARDED_LOG
+
+    logged = list(store.log.store.query(FORWARDED_LOG))
+    assert len(logged) == len(store.log.events("web-02", header, [buffer])) and {event.computer for event in logged} == {"web-02"}
 
 
 def test_fuzzed_messages_are_counted_and_good_sessions_kept(tmp_path: Path) -> None:
