@@ -153,3 +153,17 @@ def test_the_collectors_walk_frames_as_the_reference_walk() -> None:
         assert records == len(framed) and (damage is not None) == stopped
         if framed:
             assert end == framed[-1].pos + F.aligned(framed[-1].size)
+
+
+def test_buffers_waiting_for_a_header_are_bounded_per_host(tmp_path: Path) -> None:
+    from openetw.fleet.collector import LATER_PER_HOST
+
+    _, buffer = _buffers()
+    store = FleetStore(tmp_path)
+    flood = [Incoming("etw.mallory.S", _headers("mallory", n, KIND_BUFFER, session="S"), buffer, 1, n) for n in range(1, LATER_PER_HOST + 11)]
+    other = Incoming("etw.web-01.S", _headers("web-01", 1, KIND_BUFFER, session="S"), buffer, 1, 9999)
+    answers = take_batch(store, [*flood, other])
+    assert answers == [NAK] * LATER_PER_HOST + [TERM] * 10 + [NAK]  # another host's buffer still waits
+    assert take_batch(store, flood[:1]) == [NAK]  # one already waiting may wait again
+    assert store.rejected["mallory"]["reasons"] == {"no-header": 10}
+    store.close()

@@ -35,6 +35,10 @@ LATER_DELAY = 0.5
 # A buffer whose session's header never comes is delivered again this many times (about 15 s
 # at LATER_DELAY), then set aside: a header always precedes its buffers in the stream.
 LATER_DELIVERIES = 30
+# Buffers waiting for their header, per host: a host whose header publish is retried has at
+# most the publisher's 32 outstanding buffers ahead of it. More are refused at once, so no host
+# holds the consumer's outstanding acknowledgements (and so everyone's delivery) with them.
+LATER_PER_HOST = 128
 ACK, NAK, TERM = "ack", "nak", "term"
 
 
@@ -54,17 +58,26 @@ def take_batch(store: FleetStore, messages: list[Incoming]) -> list[str]:
     once the batch is committed: ``ACK``, ``NAK`` (later) or ``TERM`` (refused, counted)."""
     answers = []
     for message in messages:
+        host = message.subject.split(".")[1] if message.subject.count(".") >= 2 else "?"
+        waiting = store.waiting.setdefault(host, set())
         try:
             checked = check_message(message.subject, message.headers, message.data)
             outcome = store.add(checked)
-            if outcome == "later" and message.delivered >= LATER_DELIVERIES:
-                raise BadMessage("no-header", f"the header of {checked.info.host!r}/{checked.info.session!r} never came")
+            if outcome == "later":
+                if message.delivered >= LATER_DELIVERIES:
+                    raise BadMessage("no-header", f"the header of {checked.info.host!r}/{checked.info.session!r} never came")
+                if message.stream_sequence not in waiting and len(waiting) >= LATER_PER_HOST:
+                    raise BadMessage("no-header", f"more than {LATER_PER_HOST} buffers of {host!r} wait for their sessions' headers")
+                waiting.add(message.stream_sequence)
+                answers.append(NAK)
+                continue
         except BadMessage as bad:
-            host = message.subject.split(".")[1] if message.subject.count(".") >= 2 else "?"
             store.reject(host, bad.reason, bad.text, subject=message.subject, stream_sequence=message.stream_sequence)
-            answers.append(TERM)
-            continue
-        answers.append(NAK if outcome == "later" else ACK)
+            outcome = TERM
+        waiting.discard(message.stream_sequence)
+        if not waiting:
+            del store.waiting[host]
+        answers.append(TERM if outcome == TERM else ACK)
     return answers
 
 

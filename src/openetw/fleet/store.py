@@ -130,6 +130,8 @@ class FleetStore:
         self.sessions: dict[str, SessionBooks] = {}
         # Per host (its subject token): messages refused, by reason, and the last few named.
         self.rejected: dict[str, dict[str, Any]] = {}
+        # Per host: stream sequences of buffers delivered before their session's header (not kept).
+        self.waiting: dict[str, set[int]] = {}
         self._fds: dict[str, int] = {}  # open files by relative path
         self._headers: dict[str, bytes] = {}  # session key -> the host's header buffer
         self._touched: set[str] = set()
