@@ -166,4 +166,10 @@ def test_buffers_waiting_for_a_header_are_bounded_per_host(tmp_path: Path) -> No
     assert answers == [NAK] * LATER_PER_HOST + [TERM] * 10 + [NAK]  # another host's buffer still waits
     assert take_batch(store, flood[:1]) == [NAK]  # one already waiting may wait again
     assert store.rejected["mallory"]["reasons"] == {"no-header": 10}
+    # Refusals are counted per host, for a bounded number of hosts (then together).
+    from openetw.fleet.store import OTHER_HOSTS, REJECTED_HOSTS_KEPT
+
+    for index in range(REJECTED_HOSTS_KEPT + 5):
+        store.reject(f"h{index}", "subject", "x")
+    assert len(store.rejected) == REJECTED_HOSTS_KEPT + 1 and store.rejected[OTHER_HOSTS]["messages"] == 6
     store.close()

@@ -41,6 +41,8 @@ _U32 = struct.Struct("<I")
 OUTPUTS = frozenset({"etl", "parquet", "log"})
 ANNOUNCED_GAPS_KEPT = 64
 REJECTED_KEPT = 20  # the last refused messages named per host (the counts are all of them)
+REJECTED_HOSTS_KEPT = 4096  # hosts counted by name; beyond (a server without accounts), under OTHER_HOSTS
+OTHER_HOSTS = "*"  # not a subject token: no host is named so
 OPEN_FILES_KEPT = 64  # files left open between commits (a host starting many sessions opens no more)
 
 
@@ -223,7 +225,8 @@ class FleetStore:
     def reject(self, host: str, reason: str, text: str, *, subject: str = "", stream_sequence: int = 0) -> None:
         """A message refused: counted for ``host`` (the subject's, as NATS authenticated it) by
         ``reason``, and named among the last few; the books carry it at the next commit."""
-        entry = self.rejected.setdefault(host[:64], {"messages": 0, "reasons": {}, "last": []})
+        host = host[:64] if host[:64] in self.rejected or len(self.rejected) < REJECTED_HOSTS_KEPT else OTHER_HOSTS
+        entry = self.rejected.setdefault(host, {"messages": 0, "reasons": {}, "last": []})
         if stream_sequence and any(item["stream_sequence"] == stream_sequence for item in entry["last"]):
             return  # the same message delivered again (its termination did not reach the server)
         entry["messages"] += 1
