@@ -173,3 +173,17 @@ def test_buffers_waiting_for_a_header_are_bounded_per_host(tmp_path: Path) -> No
         store.reject(f"h{index}", "subject", "x")
     assert len(store.rejected) == REJECTED_HOSTS_KEPT + 1 and store.rejected[OTHER_HOSTS]["messages"] == 6
     store.close()
+
+
+def test_open_sessions_per_host_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.fleet import store as store_module
+
+    monkeypatch.setattr(store_module, "OPEN_SESSIONS_PER_HOST", 3)
+    header, _ = _buffers()
+    store = FleetStore(tmp_path)
+    headers = [Incoming(f"etw.h.S{n}", _headers("h", 0, KIND_HEADER, session=f"S{n}"), header, 1, n + 1) for n in range(5)]
+    assert take_batch(store, headers) == [ACK, ACK, ACK, TERM, TERM]
+    # A session that ends makes room.
+    assert take_batch(store, [Incoming("etw.h.S0", _headers("h", 1, KIND_END, session="S0"), b"", 1, 10), headers[4]]) == [ACK, ACK]
+    assert store.rejected["h"]["reasons"] == {"sessions": 2}
+    store.close()

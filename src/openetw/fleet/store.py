@@ -43,6 +43,10 @@ ANNOUNCED_GAPS_KEPT = 64
 REJECTED_KEPT = 20  # the last refused messages named per host (the counts are all of them)
 REJECTED_HOSTS_KEPT = 4096  # hosts counted by name; beyond (a server without accounts), under OTHER_HOSTS
 OTHER_HOSTS = "*"  # not a subject token: no host is named so
+# Sessions of one host open at once (no end yet, data within the last hour): a machine runs at
+# most 64 ETW sessions; more is a host making sessions to swell the books.
+OPEN_SESSIONS_PER_HOST = 256
+OPEN_SESSION_IDLE = 3600.0
 OPEN_FILES_KEPT = 64  # files left open between commits (a host starting many sessions opens no more)
 
 
@@ -164,6 +168,11 @@ class FleetStore:
         if books is None:
             if info.kind != KIND_HEADER:
                 return "later"
+            now = time.time()
+            open_sessions = sum(1 for b in self.sessions.values()
+                                if b.host == info.host and b.end_sequence is None and now - b.last_received < OPEN_SESSION_IDLE)  # fmt: skip
+            if open_sessions >= OPEN_SESSIONS_PER_HOST:
+                raise BadMessage("sessions", f"{info.host!r} has {open_sessions} sessions open (at most {OPEN_SESSIONS_PER_HOST})")
             books = SessionBooks(info.host, info.session, info.start)
             self._headers[key] = bytes(payload)
             books.buffer_size = len(payload)
