@@ -190,3 +190,30 @@ def dissect_count(path: Path) -> int:
 
     with open(path, "rb") as stream:
         return sum(1 for _ in ETL(stream)) - 1
+
+
+# -- messages published directly, as a host would (or a hostile one) -------------------------------
+SYNTHETIC_START = 1_764_000_000_000_000
+
+
+def synthetic_session(
+    host: str, session: str, buffers: int, *, start: int = SYNTHETIC_START, claimed: str | None = None, nonce: str | None = None,
+) -> list[tuple[str, dict[str, str], bytes]]:  # fmt: skip
+    """A session's messages: its header buffer, ``buffers`` buffers of 5 records, its end
+    (``claimed``: the host its headers name, when it is not the one publishing)."""
+    import secrets
+
+    from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers
+    from tests.conftest import corpus_path
+
+    nonce = nonce if nonce is not None else secrets.token_hex(8)
+    data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
+    header, buffer = data[:8192], data[8192:16384]
+    messages = []
+    for sequence in range(buffers + 2):
+        kind = KIND_HEADER if sequence == 0 else KIND_END if sequence == buffers + 1 else KIND_BUFFER
+        payload = header if kind == KIND_HEADER else b"" if kind == KIND_END else buffer
+        headers = message_headers(host=claimed or host, session=session, start=start, sequence=sequence, kind=kind, events=5,
+                                  events_lost=0, buffers_lost=0, nonce=nonce)  # fmt: skip
+        messages.append((f"etw.{host}.{session}", headers, payload))
+    return messages

@@ -8,7 +8,7 @@ import pytest
 
 from openetw.errors import InvalidArgument
 from openetw.etl import EtlReader
-from openetw.etl.writer import header_buffer, linux_trace_clock, new_logfile_header
+from openetw.fleet.check import Checked, check_message
 from openetw.fleet.connect import StreamOptions, parse_servers
 from openetw.fleet.spool import Item, Spool
 from openetw.fleet.store import FleetStore
@@ -17,12 +17,14 @@ from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_heade
 
 def test_subjects_ids_and_headers() -> None:
     assert subject_for("etw.{host}.{session}", "web-01.example", "My Trace") == "etw.web-01_example.My_Trace"
-    for bad in ("other.{host}", "etw.{nope}", "etw.*.{session}", "etw"):
+    for bad in ("other.{host}", "etw.{nope}", "etw.*.{session}", "etw", "etw.{session}.{host}", "etw.{host}", "etw.x.{session}"):
         with pytest.raises(InvalidArgument):
             subject_for(bad, "h", "s")
     headers = message_headers(host="h", session="s", start=7, sequence=3, kind=KIND_BUFFER, events=5, events_lost=2,
                               buffers_lost=1, gap=(1, 2))  # fmt: skip
     assert headers["Nats-Msg-Id"] == "h:s:7:3"
+    assert message_headers(host="h", session="s", start=7, sequence=3, kind=KIND_BUFFER, events=5, events_lost=2, buffers_lost=1,
+                           nonce="n1")["Nats-Msg-Id"] == "h:s:7:3:n1"  # fmt: skip
     info = parse_headers(headers)
     assert (info.key, info.sequence, info.events, info.events_lost, info.buffers_lost, info.gap) == (("h", "s", 7), 3, 5, 2, 1, (1, 2))
     with pytest.raises(InvalidArgument):
@@ -50,35 +52,46 @@ def test_spool_keeps_order_across_memory_and_disk(tmp_path: Path) -> None:
     assert not (tmp_path / "s.spool").exists()
 
 
+def _corpus_buffers() -> tuple[bytes, bytes]:
+    """A logfile header buffer and one buffer of 5 records (8 KB buffers)."""
+    from tests.conftest import corpus_path
+
+    data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
+    return data[:8192], data[8192:16384]
+
+
+def _message(kind: str, sequence: int, payload: bytes, host: str = "h", session: str = "S") -> Checked:
+    headers = message_headers(host=host, session=session, start=1, sequence=sequence, kind=kind, events=5, events_lost=0, buffers_lost=0)
+    return check_message(f"etw.{host}.{session}", headers, payload)
+
+
 def test_store_drops_duplicates_and_survives_a_crash(tmp_path: Path) -> None:
-    header = header_buffer(new_logfile_header(clock=linux_trace_clock(), buffer_size=4096, logger_name="S"), 1)
-    store = FleetStore(tmp_path, rotate_bytes=4096 * 3)
-    info = lambda kind, seq, events=0: parse_headers(message_headers(  # noqa: E731
-        host="h", session="S", start=1, sequence=seq, kind=kind, events=events, events_lost=0, buffers_lost=0))
-    payload = bytes(4096)
-    assert store.add(info(KIND_BUFFER, 1, 3), payload) == "later"  # before its header
-    assert store.add(info(KIND_HEADER, 0), header) == "written"
+    header, payload = _corpus_buffers()
+    store = FleetStore(tmp_path, rotate_bytes=8192 * 3)
+    assert store.add(_message(KIND_BUFFER, 1, payload)) == "later"  # before its header
+    assert store.add(_message(KIND_HEADER, 0, header)) == "written"
     for sequence in (1, 2, 3):
-        assert store.add(info(KIND_BUFFER, sequence, 3), payload) == "written"
-    assert store.add(info(KIND_BUFFER, 2, 3), payload) == "duplicate"
+        assert store.add(_message(KIND_BUFFER, sequence, payload)) == "written"
+    assert store.add(_message(KIND_BUFFER, 2, payload)) == "duplicate"
     store.commit()
-    assert store.add(info(KIND_BUFFER, 4, 3), payload) == "written"  # not committed: a crash loses it
+    assert store.add(_message(KIND_BUFFER, 4, payload)) == "written"  # not committed: a crash loses it
     store.close()
 
-    again = FleetStore(tmp_path, rotate_bytes=4096 * 3)
-    assert again.add(info(KIND_BUFFER, 3, 3), payload) == "duplicate"
-    assert again.add(info(KIND_BUFFER, 4, 3), payload) == "written"
-    assert again.add(info(KIND_BUFFER, 6, 3), payload) == "written"
-    assert again.add(info(KIND_END, 7), b"") == "written"
+    again = FleetStore(tmp_path, rotate_bytes=8192 * 3)
+    assert again.add(_message(KIND_BUFFER, 3, payload)) == "duplicate"
+    assert again.add(_message(KIND_BUFFER, 4, payload)) == "written"
+    assert again.add(_message(KIND_BUFFER, 6, payload)) == "written"
+    assert again.add(_message(KIND_END, 7, b"")) == "written"
     again.commit()
     report = again.report()
     (session,) = report["sessions"]
-    assert (session["buffers"], session["events"], session["gaps"], session["gap_ranges"]) == (5, 15, 1, [[5, 5]])
+    assert (session["buffers"], session["events"], session["gaps"], session["gap_ranges"]) == (5, 25, 1, [[5, 5]])
     assert len(session["files"]) == 3  # header + 2 buffers per file: rotated
     sizes = [(tmp_path / name).stat().st_size for name in session["files"]]
-    assert sizes == [4096 * 3, 4096 * 3, 4096 * 2]
-    with EtlReader(tmp_path / session["files"][0], strict=False) as reader:  # zero-filled buffers: only the header matters
+    assert sizes == [8192 * 3, 8192 * 3, 8192 * 2]
+    with EtlReader(tmp_path / session["files"][0]) as reader:
         assert reader.header.buffers_written == 3
+        assert sum(1 for _ in reader) > 10
     again.close()
 
 
@@ -112,23 +125,16 @@ def test_event_log_batch_appended_once_across_a_crash(tmp_path: Path) -> None:
     """The books announce a batch before it goes to the Event Log; a collector that stopped
     right after (or right before) the append appends it once when it starts again."""
     from openetw.fleet.to_log import FORWARDED_LOG
-    from tests.conftest import corpus_path
-
-    data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
-    header, buffer = data[:8192], data[8192:16384]
-
-    def info(kind: str, sequence: int) -> object:
-        return parse_headers(message_headers(host="h", session="S", start=1, sequence=sequence, kind=kind, events=6,
-                                             events_lost=0, buffers_lost=0))  # fmt: skip
+    header, buffer = _corpus_buffers()
 
     store = FleetStore(tmp_path, outputs=frozenset({"etl", "log"}))
-    store.add(info(KIND_HEADER, 0), header)  # type: ignore[arg-type]
-    store.add(info(KIND_BUFFER, 1), buffer)  # type: ignore[arg-type]
+    store.add(_message(KIND_HEADER, 0, header))
+    store.add(_message(KIND_BUFFER, 1, buffer))
     store.commit()
     logged = store.log.written()
     assert logged == 6
     # The next batch: announced in the books, then the collector stops before the append.
-    store.add(info(KIND_BUFFER, 2), buffer)  # type: ignore[arg-type]
+    store.add(_message(KIND_BUFFER, 2, buffer))
 
     def stop_here(events: object) -> None:
         raise SystemExit("the collector stops here")

@@ -132,7 +132,7 @@ def fleet_status(source: str, stream_name: str, creds: str | None, user: str | N
     click.echo(f"collected in {report['source']}:")
     for host, item in sorted(report["hosts"].items()):
         click.echo(f"  {host}: {item['sessions']} sessions ({item['running']} running), {item['events']} events, {item['gaps']} gaps,"
-                   f" {item['events_lost']} events lost, last data {item['seconds_since_last']} s ago")  # fmt: skip
+                   f" {item['events_lost']} events lost, {item['rejected']} messages refused, last data {item['seconds_since_last']} s ago")  # fmt: skip
     for session in report["sessions"]:
         click.echo(f"    {session['host']}/{session['session']}: {session['events']} events, {session['events_per_second']} events/s,"
                    f" {session['gaps']} gaps, {session['events_lost']} lost{'' if session['ended'] else ', running'}")  # fmt: skip

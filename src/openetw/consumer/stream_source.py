@@ -60,6 +60,7 @@ class StreamSource(Source):
         self._seen: dict[tuple[str, str, int], set[int]] = {}  # per session, the recent sequences
         self.buffers_received = 0
         self.duplicates = 0
+        self.messages_refused = 0  # messages that failed the fleet's message check (openetw.fleet.check)
 
     def open(self) -> None:
         from openetw.fleet.connect import require_nats
@@ -166,14 +167,17 @@ class StreamSource(Source):
                 pass
 
     async def _on_message(self, js: Any, message: Any) -> None:
-        from openetw.fleet.wire import KIND_BUFFER, KIND_HEADER, parse_headers
+        from openetw.fleet.check import check_message
+        from openetw.fleet.wire import KIND_BUFFER, KIND_HEADER
 
         try:
-            info = parse_headers(message.headers)
+            checked = check_message(message.subject, message.headers, message.data)
         except InvalidArgument:
+            self.messages_refused += 1  # the collector's check: not a message of the host it came from
             return
+        info = checked.info
         if info.kind == KIND_HEADER:
-            self._contexts.setdefault(info.key, _context_of(message.data))
+            self._contexts.setdefault(info.key, _context_of(checked.payload))
             return
         if info.kind != KIND_BUFFER:
             return
@@ -191,21 +195,22 @@ class StreamSource(Source):
             if context is None:
                 return  # the session's header is no longer in the stream: its buffers cannot be decoded
         self.buffers_received += 1
-        await asyncio.get_running_loop().run_in_executor(None, self._put, (context, bytes(message.data)))
+        await asyncio.get_running_loop().run_in_executor(None, self._put, (context, checked.payload))
 
     async def _look_up_header(self, js: Any, subject: str, key: tuple[str, str, int]) -> RecordContext | None:
         """The header of a session that began before the view: the first message on its
         subject from the session's start on."""
         from nats.js.api import DeliverPolicy
 
-        from openetw.fleet.wire import KIND_HEADER, parse_headers
+        from openetw.fleet.check import check_message
+        from openetw.fleet.wire import KIND_HEADER
 
         since = datetime.datetime.fromtimestamp(key[2] / 1e6 - 1.0, tz=datetime.UTC)
         found: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
         async def look(message: Any) -> None:
             try:
-                info = parse_headers(message.headers)
+                info = check_message(message.subject, message.headers, message.data).info
             except InvalidArgument:
                 return
             if info.kind == KIND_HEADER and info.key == key and not found.done():

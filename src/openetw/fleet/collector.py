@@ -5,25 +5,89 @@ for the stream when it does not exist yet. Each fetched batch goes to the ``Flee
 committed (fsync), and only then acknowledged: a collector killed at any point loses nothing
 (unacknowledged messages come again) and duplicates nothing (the store's books know every
 sequence it holds, beyond JetStream's two-minute de-duplication window).
+
+Every message is checked before anything reads it (``openetw.fleet.check``, then the store's
+books): a bad one is counted for the host whose subject it came on, named in the books with its
+reason, and terminated (JetStream delivers it no more; it stays in the stream, found by its
+stream sequence, until retention removes it), and the batch goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from openetw.errors import InvalidArgument
+from openetw.fleet.check import BadMessage, check_message
 from openetw.fleet.connect import StreamOptions, connect, require_nats
 from openetw.fleet.store import FleetStore
-from openetw.fleet.wire import STREAM_SUBJECTS, parse_headers
+from openetw.fleet.wire import STREAM_SUBJECTS
 
-__all__ = ["DEFAULT_DURABLE", "collect"]
+__all__ = ["ACK", "DEFAULT_DURABLE", "NAK", "TERM", "Incoming", "collect", "take_batch"]
 
 DEFAULT_DURABLE = "openetw-collector"
 BATCH = 128
 ACK_WAIT = 5.0  # a message not acknowledged this long after delivery is delivered again
+LATER_DELAY = 0.5
+# A buffer whose session's header never comes is delivered again this many times (about 15 s
+# at LATER_DELAY), then set aside: a header always precedes its buffers in the stream.
+LATER_DELIVERIES = 30
+# Buffers waiting for their header, per host: a host whose header publish is retried has at
+# most the publisher's 32 outstanding buffers ahead of it. More are refused at once, so no host
+# holds the consumer's outstanding acknowledgements (and so everyone's delivery) with them.
+LATER_PER_HOST = 128
+ACK, NAK, TERM = "ack", "nak", "term"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One delivered message, as the batch handling sees it (no NATS object)."""
+
+    subject: str
+    headers: Mapping[str, str] | None
+    data: bytes
+    delivered: int = 1  # how many times JetStream has delivered it, this time included
+    stream_sequence: int = 0
+
+
+def take_batch(store: FleetStore, messages: list[Incoming]) -> list[str]:
+    """Each message checked and added to ``store`` (not committed); what to answer each with
+    once the batch is committed: ``ACK``, ``NAK`` (later) or ``TERM`` (refused, counted)."""
+    answers = []
+    for message in messages:
+        host = message.subject.split(".")[1] if message.subject.count(".") >= 2 else "?"
+        waiting = store.waiting.setdefault(host, set())
+        try:
+            checked = check_message(message.subject, message.headers, message.data)
+            outcome = store.add(checked)
+            if outcome == "later":
+                if message.delivered >= LATER_DELIVERIES:
+                    raise BadMessage("no-header", f"the header of {checked.info.host!r}/{checked.info.session!r} never came")
+                if message.stream_sequence not in waiting and len(waiting) >= LATER_PER_HOST:
+                    raise BadMessage("no-header", f"more than {LATER_PER_HOST} buffers of {host!r} wait for their sessions' headers")
+                waiting.add(message.stream_sequence)
+                answers.append(NAK)
+                continue
+        except BadMessage as bad:
+            store.reject(host, bad.reason, bad.text, subject=message.subject, stream_sequence=message.stream_sequence)
+            outcome = TERM
+        waiting.discard(message.stream_sequence)
+        if not waiting:
+            del store.waiting[host]
+        answers.append(TERM if outcome == TERM else ACK)
+    return answers
+
+
+def _incoming(message: Any) -> Incoming:
+    try:
+        metadata = message.metadata
+        delivered, stream_sequence = int(metadata.num_delivered or 1), int(metadata.sequence.stream or 0)
+    except Exception:  # noqa: BLE001 - not a JetStream reply subject: read it as a first delivery
+        delivered, stream_sequence = 1, 0
+    return Incoming(message.subject, message.headers, message.data, delivered, stream_sequence)
 
 
 async def _wait_for_stream(js: Any, name: str, stop: Callable[[], bool]) -> bool:
@@ -80,21 +144,16 @@ async def collect(
                     break
                 continue
             last_message = time.monotonic()
-            later = []
-            for message in messages:
-                try:
-                    info = parse_headers(message.headers)
-                except InvalidArgument:
-                    continue  # not a session's message: acknowledged and left
-                if store.add(info, message.data) == "later":
-                    later.append(message)
+            answers = take_batch(store, [_incoming(message) for message in messages])
             store.commit()
             if on_commit is not None:
                 on_commit(store)
-            for message in messages:
+            for message, answer in zip(messages, answers, strict=True):
                 try:
-                    if message in later:
-                        await message.nak(delay=0.5)
+                    if answer == NAK:
+                        await message.nak(delay=LATER_DELAY)
+                    elif answer == TERM:
+                        await message.term()
                     else:
                         await message.ack()
                 except Exception:  # noqa: BLE001 - unacknowledged: delivered again, dropped as a duplicate

@@ -13,9 +13,9 @@ from types import ModuleType
 from typing import Any
 
 from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.fleet.wire import DEFAULT_STREAM, STREAM_SUBJECTS
+from openetw.fleet.wire import DEFAULT_STREAM, STREAM_SUBJECTS, subject_token
 
-__all__ = ["FleetError", "MissingDependency", "StreamOptions", "connect", "ensure_stream", "parse_servers", "require_nats"]
+__all__ = ["FleetError", "MissingDependency", "StreamOptions", "connect", "ensure_stream", "inbox_prefix", "parse_servers", "require_nats"]
 
 
 class FleetError(OpenEtwError):
@@ -121,7 +121,15 @@ class StreamOptions:
         elif self.user is not None:
             kwargs["user"] = self.user
             kwargs["password"] = self.password or ""
+            # Replies (acknowledgements, fetched batches) come to the user's own inboxes, so
+            # permissions can keep every other user from subscribing to them.
+            kwargs["inbox_prefix"] = inbox_prefix(self.user)
         return kwargs
+
+
+def inbox_prefix(user: str) -> str:
+    """Where a password user's replies come: ``_INBOX.<user>`` (subscribe: ``_INBOX.<user>.>``)."""
+    return f"_INBOX.{subject_token(user)}"
 
 
 def _read_secret(path: str | Path, what: str) -> str:

@@ -1,7 +1,7 @@
 """``openetw fleet status``: the fleet as the stream or the collector's directory sees it.
 
 From a directory: the collector's books (hosts, sessions, buffers, events, rates over the time
-they were received, gaps, losses the hosts counted). From ``nats://``: the stream's subjects
+they were received, gaps, losses the hosts counted, messages refused by the collector's check). From ``nats://``: the stream's subjects
 (one per host and session, with its message count), and each durable consumer's lag (messages
 not delivered yet, and delivered but not acknowledged).
 """
@@ -41,19 +41,28 @@ def status_of_directory(directory: str | Path) -> dict[str, Any]:
             "host": item["host"], "session": item["session"], "start": item["start"], "buffers": item["buffers"],
             "events": item["events"], "events_per_second": round(item["events"] / span, 1) if item["buffers"] > 1 else 0.0,
             "gaps": gaps, "events_lost": item["events_lost"], "buffers_lost": item["buffers_lost"],
-            "duplicates": item["duplicates"], "ended": item["end_sequence"] is not None,
+            "duplicates": item["duplicates"], "ended": item["end_sequence"] is not None, "damaged_buffers": item.get("damaged_buffers", 0),
             "seconds_since_last": round(now - item["last_received"], 1), "files": [f["path"] for f in item["files"]],
         }  # fmt: skip
         sessions.append(session)
-        host = hosts.setdefault(item["host"], {"sessions": 0, "running": 0, "buffers": 0, "events": 0, "gaps": 0,
-                                               "events_lost": 0, "buffers_lost": 0, "seconds_since_last": None})  # fmt: skip
+        host = hosts.setdefault(item["host"], _new_host())
         host["sessions"] += 1
         host["running"] += 0 if session["ended"] else 1
         for name in ("buffers", "events", "gaps", "events_lost", "buffers_lost"):
             host[name] += session[name]
         since = session["seconds_since_last"]
         host["seconds_since_last"] = since if host["seconds_since_last"] is None else min(host["seconds_since_last"], since)
-    return {"source": str(directory), "hosts": hosts, "sessions": sessions}
+    rejected = state.get("rejected") or {}
+    for name, entry in rejected.items():
+        host = hosts.setdefault(name, _new_host())
+        host["rejected"] = entry["messages"]
+        host["rejected_reasons"] = entry["reasons"]
+    return {"source": str(directory), "hosts": hosts, "sessions": sessions, "rejected": rejected}
+
+
+def _new_host() -> dict[str, Any]:
+    return {"sessions": 0, "running": 0, "buffers": 0, "events": 0, "gaps": 0, "events_lost": 0, "buffers_lost": 0,
+            "seconds_since_last": None, "rejected": 0, "rejected_reasons": {}}  # fmt: skip
 
 
 async def status_of_stream(options: StreamOptions) -> dict[str, Any]:

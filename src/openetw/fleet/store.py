@@ -31,13 +31,23 @@ from typing import Any
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.export.tables import safe_part
-from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, MessageInfo
+from openetw.fleet.check import BadMessage, Checked
+from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER
 
 __all__ = ["FleetStore", "SessionBooks", "STATE_FILE", "ranges"]
 
 STATE_FILE = ".collector-state.json"
 _U32 = struct.Struct("<I")
 OUTPUTS = frozenset({"etl", "parquet", "log"})
+ANNOUNCED_GAPS_KEPT = 64
+REJECTED_KEPT = 20  # the last refused messages named per host (the counts are all of them)
+REJECTED_HOSTS_KEPT = 4096  # hosts counted by name; beyond (a server without accounts), under OTHER_HOSTS
+OTHER_HOSTS = "*"  # not a subject token: no host is named so
+# Sessions of one host open at once (no end yet, data within the last hour): a machine runs at
+# most 64 ETW sessions; more is a host making sessions to swell the books.
+OPEN_SESSIONS_PER_HOST = 256
+OPEN_SESSION_IDLE = 3600.0
+OPEN_FILES_KEPT = 64  # files left open between commits (a host starting many sessions opens no more)
 
 
 def ranges(numbers: set[int]) -> list[list[int]]:
@@ -78,6 +88,7 @@ class SessionBooks:
     buffer_size: int = 0
     first_received: float = 0.0
     last_received: float = 0.0
+    damaged_buffers: int = 0  # buffers stored with the records before their damage only
 
     @property
     def key(self) -> str:
@@ -88,12 +99,20 @@ class SessionBooks:
         return self.end_sequence is not None
 
     def gaps(self) -> list[list[int]]:
-        """Sequence numbers not received below the highest one received (or the end's)."""
+        """Sequence numbers not received below the highest one received (or the end's): from
+        the runs received, so a far sequence number costs nothing."""
         if not self.seen:
             return []
         top = self.end_sequence if self.end_sequence is not None else max(self.seen)
-        missing = set(range(top + 1)) - self.seen
-        return ranges(missing)
+        missing: list[list[int]] = []
+        following = 0
+        for first, last in ranges(self.seen):
+            if first > following:
+                missing.append([following, first - 1])
+            following = last + 1
+        if following <= top:
+            missing.append([following, top])
+        return missing
 
     def as_json(self) -> dict[str, Any]:
         gaps = self.gaps()
@@ -102,7 +121,7 @@ class SessionBooks:
             "duplicates": self.duplicates, "events_lost": self.events_lost, "buffers_lost": self.buffers_lost,
             "gaps": sum(last - first + 1 for first, last in gaps), "gap_ranges": gaps[:20], "announced_gaps": self.announced_gaps[:20],
             "ended": self.ended, "files": [f.path for f in self.files], "first_received": self.first_received,
-            "last_received": self.last_received,
+            "last_received": self.last_received, "damaged_buffers": self.damaged_buffers,
         }  # fmt: skip
 
 
@@ -115,6 +134,10 @@ class FleetStore:
         self.outputs = outputs
         self.rotate_bytes = rotate_bytes
         self.sessions: dict[str, SessionBooks] = {}
+        # Per host (its subject token): messages refused, by reason, and the last few named.
+        self.rejected: dict[str, dict[str, Any]] = {}
+        # Per host: stream sequences of buffers delivered before their session's header (not kept).
+        self.waiting: dict[str, set[int]] = {}
         self._fds: dict[str, int] = {}  # open files by relative path
         self._headers: dict[str, bytes] = {}  # session key -> the host's header buffer
         self._touched: set[str] = set()
@@ -132,38 +155,52 @@ class FleetStore:
         self._load()
 
     # -- messages --------------------------------------------------------------------------------
-    def add(self, info: MessageInfo, payload: bytes) -> str:
-        """One message: ``"written"``, ``"duplicate"`` or ``"later"`` (a buffer whose session's
-        header has not arrived yet: to be delivered again)."""
+    def add(self, message: Checked) -> str:
+        """One checked message (``openetw.fleet.check``): ``"written"``, ``"duplicate"`` or
+        ``"later"`` (a buffer whose session's header has not arrived yet: to be delivered again);
+        ``BadMessage`` when it does not fit its session's books, before anything is changed.
+
+        First writer wins: a sequence number the books hold is never written again, and a new
+        file is created only where no file is (``O_EXCL``), so no message replaces stored data."""
+        info, payload = message.info, message.payload
         key = f"{info.host}\x1f{info.session}\x1f{info.start}"
         books = self.sessions.get(key)
         if books is None:
             if info.kind != KIND_HEADER:
                 return "later"
+            now = time.time()
+            open_sessions = sum(1 for b in self.sessions.values()
+                                if b.host == info.host and b.end_sequence is None and now - b.last_received < OPEN_SESSION_IDLE)  # fmt: skip
+            if open_sessions >= OPEN_SESSIONS_PER_HOST:
+                raise BadMessage("sessions", f"{info.host!r} has {open_sessions} sessions open (at most {OPEN_SESSIONS_PER_HOST})")
             books = SessionBooks(info.host, info.session, info.start)
+            self._headers[key] = bytes(payload)
+            books.buffer_size = len(payload)
+            try:
+                self._new_file(books)
+            except BadMessage:
+                del self._headers[key]
+                raise
             self.sessions[key] = books
+            books.seen.add(info.sequence)
+            self._note(books, message)
+            return "written"
         if info.sequence in books.seen:
             books.duplicates += 1
             return "duplicate"
-        now = time.time()
-        books.first_received = books.first_received or now
-        books.last_received = now
-        books.events_lost = max(books.events_lost, info.events_lost)
-        books.buffers_lost = max(books.buffers_lost, info.buffers_lost)
-        if info.gap is not None:
-            books.announced_gaps.append(list(info.gap))
-        if info.kind == KIND_HEADER:
-            self._headers[key] = bytes(payload)
-            books.buffer_size = len(payload)
-            books.seen.add(info.sequence)
-            self._new_file(books)
-            return "written"
+        if books.end_sequence is not None and info.sequence > books.end_sequence:
+            raise BadMessage("sequence", f"sequence {info.sequence} after the session's end ({books.end_sequence})")
         if info.kind == KIND_END:
+            if max(books.seen) > info.sequence:
+                raise BadMessage("sequence", f"an end at {info.sequence} below sequence {max(books.seen)} already stored")
             books.seen.add(info.sequence)
             books.end_sequence = info.sequence
+            self._note(books, message)
             self._finish_file(books)
             return "written"
         assert info.kind == KIND_BUFFER
+        if len(payload) != books.buffer_size:
+            raise BadMessage("buffer", f"{len(payload)} bytes, the session's buffers have {books.buffer_size}")
         current = books.files[-1] if books.files and not books.files[-1].done else None
         if current is None or (current.buffers and current.size + len(payload) > self.rotate_bytes):
             if current is not None:
@@ -175,12 +212,37 @@ class FleetStore:
             self._for_log.append((key, current.path, current.size, bytes(payload)))
         current.size += len(payload)
         current.buffers += 1
-        current.events += info.events
+        current.events += message.records
         books.seen.add(info.sequence)
         books.buffers += 1
-        books.events += info.events
+        books.events += message.records
+        books.damaged_buffers += message.damage is not None
+        self._note(books, message)
         self._touched.add(current.path)
         return "written"
+
+    def _note(self, books: SessionBooks, message: Checked) -> None:
+        info = message.info
+        now = time.time()
+        books.first_received = books.first_received or now
+        books.last_received = now
+        books.events_lost = max(books.events_lost, info.events_lost)
+        books.buffers_lost = max(books.buffers_lost, info.buffers_lost)
+        if info.gap is not None and len(books.announced_gaps) < ANNOUNCED_GAPS_KEPT:
+            books.announced_gaps.append(list(info.gap))
+
+    def reject(self, host: str, reason: str, text: str, *, subject: str = "", stream_sequence: int = 0) -> None:
+        """A message refused: counted for ``host`` (the subject's, as NATS authenticated it) by
+        ``reason``, and named among the last few; the books carry it at the next commit."""
+        host = host[:64] if host[:64] in self.rejected or len(self.rejected) < REJECTED_HOSTS_KEPT else OTHER_HOSTS
+        entry = self.rejected.setdefault(host, {"messages": 0, "reasons": {}, "last": []})
+        if stream_sequence and any(item["stream_sequence"] == stream_sequence for item in entry["last"]):
+            return  # the same message delivered again (its termination did not reach the server)
+        entry["messages"] += 1
+        entry["reasons"][reason] = entry["reasons"].get(reason, 0) + 1
+        entry["last"].append({"reason": reason, "text": text[:300], "subject": subject[:200], "stream_sequence": stream_sequence,
+                              "time": time.time()})  # fmt: skip
+        del entry["last"][:-REJECTED_KEPT]
 
     def commit(self) -> None:
         """Everything added is on disk: data, rewritten headers, then the books."""
@@ -193,6 +255,8 @@ class FleetStore:
             if etl.done:
                 os.close(self._fds.pop(path))
         self._touched.clear()
+        if len(self._fds) > OPEN_FILES_KEPT:
+            self.close()  # opened again when written to
         if self._for_log:
             self._store_in_log()
         self._write_state()
@@ -218,14 +282,26 @@ class FleetStore:
             for name in ("buffers", "events", "gaps", "duplicates", "events_lost", "buffers_lost"):
                 item[name] += described[name]
             item["last_received"] = max(item["last_received"], books.last_received)
-        return {"directory": str(self.directory), "hosts": hosts, "sessions": [b.as_json() for b in self.sessions.values()]}
+        for host, entry in self.rejected.items():
+            hosts.setdefault(host, {"sessions": 0})["rejected"] = entry["messages"]
+        return {"directory": str(self.directory), "hosts": hosts, "sessions": [b.as_json() for b in self.sessions.values()],
+                "rejected": self.rejected}  # fmt: skip
 
     # -- files -------------------------------------------------------------------------------------
     def _new_file(self, books: SessionBooks) -> EtlFile:
         index = len(books.files) + 1
         relative = f"{safe_part(books.host)}/{safe_part(books.session)}/{books.start}-{index}.etl"
         (self.directory / relative).parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / relative, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        try:
+            fd = os.open(self.directory / relative, flags, 0o644)
+        except FileExistsError:
+            if relative in {f.path for b in self.sessions.values() for f in b.files}:
+                # Another session's file (two names made the same path): never replaced.
+                raise BadMessage("identity", f"session {books.session!r} of {books.host!r} would write over {relative}") from None
+            # Begun after the last commit and never acknowledged: its messages are coming again.
+            os.unlink(self.directory / relative)
+            fd = os.open(self.directory / relative, flags, 0o644)
         self._fds[relative] = fd
         etl = EtlFile(relative, books.buffer_size, 0, 0)
         books.files.append(etl)
@@ -311,13 +387,14 @@ class FleetStore:
         state = {
             "version": 1,
             "log_pending": self._log_pending,
+            "rejected": self.rejected,
             "sessions": [
                 {
                     "host": b.host, "session": b.session, "start": b.start, "seen": ranges(b.seen), "buffers": b.buffers,
                     "events": b.events, "duplicates": b.duplicates, "events_lost": b.events_lost, "buffers_lost": b.buffers_lost,
                     "announced_gaps": b.announced_gaps, "end_sequence": b.end_sequence, "buffer_size": b.buffer_size,
                     "first_received": b.first_received, "last_received": b.last_received,
-                    "files": [vars(f) for f in b.files],
+                    "damaged_buffers": b.damaged_buffers, "files": [vars(f) for f in b.files],
                 }
                 for b in self.sessions.values()
             ],
@@ -343,6 +420,7 @@ class FleetStore:
             return
         except (OSError, ValueError) as exc:
             raise InvalidArgument(f"{path}: not the collector's books ({exc})") from None
+        self.rejected = dict(state.get("rejected") or {})
         for item in state.get("sessions", []):
             books = SessionBooks(item["host"], item["session"], int(item["start"]))
             books.seen = {n for first, last in item["seen"] for n in range(first, last + 1)}
@@ -351,6 +429,7 @@ class FleetStore:
             books.announced_gaps = item["announced_gaps"]
             books.end_sequence = item["end_sequence"]
             books.first_received, books.last_received = item["first_received"], item["last_received"]
+            books.damaged_buffers = int(item.get("damaged_buffers", 0))
             books.files = [EtlFile(**f) for f in item["files"]]
             self.sessions[books.key] = books
             if books.files:

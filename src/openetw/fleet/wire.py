@@ -76,20 +76,27 @@ def subject_for(template: str, host: str, session: str) -> str:
     tokens = subject.split(".")
     if len(tokens) < 2 or tokens[0] != "etw" or any(not token or token in ("*", ">") for token in tokens):
         raise InvalidArgument(f"subject {subject!r} is not a plain subject under etw. (the fleet's stream takes etw.>)")
+    if len(tokens) < 3 or tokens[1] != subject_token(host) or subject_token(session) not in tokens[2:]:
+        # The collector takes a message's host from the subject (what NATS authenticated).
+        raise InvalidArgument(f"subject {subject!r}: the fleet's subjects are etw.<host>.<...> with the session a later token"
+                              f" (etw.{{host}}. first, then {{session}})")  # fmt: skip
     return subject
 
 
-def message_id(host: str, session: str, start: int, sequence: int) -> str:
-    """JetStream's de-duplication id: ``<host>:<session>:<start>:<sequence>``."""
-    return f"{host}:{session}:{start}:{sequence}"
+def message_id(host: str, session: str, start: int, sequence: int, nonce: str = "") -> str:
+    """JetStream's de-duplication id: ``<host>:<session>:<start>:<sequence>[:<nonce>]``.
+
+    JetStream drops a message whose id it saw in its window, whoever sent it: the publisher's
+    ``nonce`` (random, per session) keeps another host from taking a session's ids first."""
+    return f"{host}:{session}:{start}:{sequence}" + (f":{nonce}" if nonce else "")
 
 
 def message_headers(
     *, host: str, session: str, start: int, sequence: int, kind: str, events: int, events_lost: int, buffers_lost: int,
-    gap: tuple[int, int] | None = None,
+    gap: tuple[int, int] | None = None, nonce: str = "",
 ) -> dict[str, str]:  # fmt: skip
     headers = {
-        "Nats-Msg-Id": message_id(host, session, start, sequence),
+        "Nats-Msg-Id": message_id(host, session, start, sequence, nonce),
         H_HOST: host,
         H_SESSION: session,
         H_START: str(start),

@@ -20,6 +20,7 @@ deadline, when what is left is given up: the spool file goes with the process).
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 import time
 from collections import deque
@@ -47,6 +48,7 @@ class StreamPublisher:
     ) -> None:  # fmt: skip
         self.options = options
         self.host, self.session, self.subject, self.start = host, session, subject, start
+        self.nonce = secrets.token_hex(8)  # in every message id: see wire.message_id
         self.spool_bytes = spool_bytes
         self._log = log
         self._lock = threading.Lock()
@@ -247,13 +249,13 @@ class StreamPublisher:
     async def _publish(self, js: Any, item: Item, timeout: float) -> None:
         headers = message_headers(
             host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=item.events,
-            events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap,
+            events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap, nonce=self.nonce,
         )  # fmt: skip
         if item.kind == KIND_END:
             with self._lock:  # the end message carries the counts as they are when it leaves
                 headers = message_headers(
                     host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=0,
-                    events_lost=self.events_lost, buffers_lost=self.buffers_lost, gap=item.gap,
+                    events_lost=self.events_lost, buffers_lost=self.buffers_lost, gap=item.gap, nonce=self.nonce,
                 )  # fmt: skip
         await js.publish(self.subject, item.payload, timeout=timeout, stream=self.options.stream, headers=headers)
 
