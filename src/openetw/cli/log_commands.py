@@ -308,7 +308,10 @@ def _file_events(path: str, parsed: Any, count: int | None, reverse: bool, after
     if path.lower().endswith(".db"):
         from openetw.eventlog import LogStore
 
-        yield from LogStore(os.path.dirname(path) or ".").query_file(path, xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        store = LogStore(os.path.dirname(path) or ".")
+        yield from store.query_file(path, xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        if store.skipped:
+            click.echo(f"warning: {store.skipped} rows of {path} hold no event (a damaged database): left out", err=True)
         return
     now = now_filetime()
     events = list(_etl_events(path))
@@ -388,7 +391,8 @@ def query_command(source: str, query: str | None, query_file: Path | None, count
             from openetw.eventlog import StoredEvent
 
             nonlocal log_id
-            reply = client.call("log_query", log=source, query=text_query, count=limit, reverse=reverse and not follow, after_record_id=after_id)
+            reply = client.call("log_query", log=source, query=text_query, count=limit, reverse=reverse and not follow, after_record_id=after_id,
+                               text=text)  # fmt: skip
             log_id = reply["log_id"]
             return [_from_json(StoredEvent, item) for item in reply["events"]]
     if cursor_log is not None and log_id and cursor_log != log_id:

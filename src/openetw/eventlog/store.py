@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -39,6 +40,7 @@ from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from openetw.errors import EventLogError, InvalidArgument
 from openetw.eventlog import fieldtext
@@ -49,7 +51,7 @@ from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import Decision, budget, decide, wal_pages
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
-__all__ = ["RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
+__all__ = ["FILE_MODE", "RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events(
@@ -119,6 +121,57 @@ _LOSS_MARK = ("INSERT INTO stored_buffers(pool, sequence, losses, at) VALUES (?,
 _MESSAGE = _COLUMNS.index("message")
 _FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
+_INTEGER_COLUMNS = ("record_id", "time_created", "event_id", "version", "level", "task", "opcode", "keywords", "pid", "tid")
+FILE_MODE = 0o600  # a log's database (SQLite gives its -wal and -shm the same mode)
+DIRECTORY_MODE = 0o700  # a logs directory the store makes (the machine service opens its own to 0755)
+# SQLite's primary result codes of a file that is not (or no longer) a database
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+# What a log database may hold: tables and indexes (no views, no triggers: a file from elsewhere
+# runs nothing when it is read); ``events`` with these columns.
+_EVENT_COLUMNS = frozenset(("record_id", *_COLUMNS))
+
+
+def is_damaged(error: sqlite3.Error) -> bool:
+    """Whether SQLite says the file is damaged or not a database (rather than busy or denied)."""
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def _is_text_error(error: sqlite3.OperationalError) -> bool:
+    """Whether FTS5 refused the text of a MATCH (its syntax; ``word:`` read as a column name)."""
+    message = str(error)
+    return message.startswith(("fts5:", "no such column", "unknown special query", "unterminated string"))
+
+
+def _create_private(path: Path) -> None:
+    """Make an empty database file with ``FILE_MODE`` from the moment it exists (SQLite would
+    make it 0644 less the umask, and its -wal and -shm with it)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise EventLogError(f"cannot make the log database {path}: {exc.strerror or exc}") from None
+
+
+def check_schema(db: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+    """Refuse a database that is not a log's: views or triggers, ``events`` missing or not a
+    table, or not with a log's columns. Reads ``sqlite_master`` only, which runs nothing."""
+    try:
+        objects = db.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+        kinds = {str(name): str(kind) for kind, name, _ in objects}
+        if kinds.get("events") != "table":
+            raise EventLogError(f"{path} is not a log database (no table 'events')")
+        for kind, name, sql in objects:
+            if kind not in ("table", "index"):
+                raise EventLogError(f"{path} is not a log database: it holds a {kind} ({name!r}), which a log never does")
+            if kind == "table" and isinstance(sql, str) and sql.upper().startswith("CREATE VIRTUAL") and "USING FTS5" not in sql.upper():
+                raise EventLogError(f"{path} is not a log database: the virtual table {name!r} is not a full-text index")
+        columns = {str(row[1]) for row in db.execute("SELECT * FROM pragma_table_info('events')")}
+    except sqlite3.Error as exc:
+        raise EventLogError(f"cannot read the log database {path}: {exc}") from None
+    missing = _EVENT_COLUMNS - columns
+    if missing:
+        raise EventLogError(f"{path} is not a log database: 'events' lacks {', '.join(sorted(missing))}")
 
 
 class RecordSource(NamedTuple):
@@ -198,9 +251,16 @@ def _row(event: NewEvent) -> Row:
 
 
 def _stored(row: sqlite3.Row, log: str) -> StoredEvent:
+    """The event of a row; ``ValueError`` (or ``TypeError``) when the row is not an event's (a
+    damaged or made-up database)."""
     fields = row["fields"]
+    record = row["record"]
+    if not isinstance(record, bytes):
+        raise ValueError(f"record {row['record_id']!r} holds no record bytes")
+    if not all(isinstance(row[name], int) for name in _INTEGER_COLUMNS):
+        raise ValueError(f"record {row['record_id']!r} has a System fact that is not a number")
     return StoredEvent(
-        time_created=row["time_created"], provider=row["provider"], event_id=row["event_id"], record=bytes(row["record"]),
+        time_created=row["time_created"], provider=row["provider"], event_id=row["event_id"], record=record,
         format=row["format"], provider_guid=row["provider_guid"], version=row["version"], level=row["level"],
         task=row["task"], opcode=row["opcode"], keywords=row["keywords"] & 0xFFFFFFFFFFFFFFFF, channel=row["channel"],
         computer=row["computer"], pid=row["pid"], tid=row["tid"], user_sid=row["user_sid"], uid=row["uid"],
@@ -223,6 +283,7 @@ class LogStore:
         self.keep_open = keep_open
         self._open: dict[Path, sqlite3.Connection] = {}
         self._source_cache: dict[RecordSource, _Statements] = {}
+        self.skipped = 0  # rows read that held no event (a damaged database): left out, counted
 
     # -- files ---------------------------------------------------------------------------------
     def path(self, log: str) -> Path:
@@ -277,6 +338,8 @@ class LogStore:
     def _connect_new(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
         if not create and not path.is_file():
             raise EventLogError(f"no log {log_name_from_file(path.name)!r} in {self.directory}")
+        if create:
+            _create_private(path)
         try:
             db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
@@ -288,6 +351,44 @@ class LogStore:
             raise EventLogError(f"cannot open the log database {path}: {exc}") from None
         return db
 
+    @staticmethod
+    def open_foreign(path: str | os.PathLike[str]) -> sqlite3.Connection:
+        """A read-only connection to a log database named by path (an archive, a copy, another
+        directory's log), trusted only as far as it should be: a regular file owned by root or
+        the caller, opened read-only with ``trusted_schema`` off, its schema a log's (no views or
+        triggers to run). A file without a write-ahead file is opened immutable, so the read
+        writes nothing beside it."""
+        target = os.path.abspath(path)
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc.strerror or exc}") from None
+        try:
+            status = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise EventLogError(f"{path} is not a regular file")
+        if status.st_uid not in (0, os.geteuid()):
+            raise EventLogError(f"{path} belongs to uid {status.st_uid}: a log database is read only when it is root's or yours"
+                                " (copy it to read it)")  # fmt: skip
+        live = os.path.exists(target + "-wal")
+        uri = f"file:{quote(target)}?mode=ro" + ("" if live else "&immutable=1")
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA trusted_schema=OFF")
+            db.execute("PRAGMA query_only=ON")
+            db.execute("PRAGMA cell_size_check=ON")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        try:
+            check_schema(db, path)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
     def open(self, log: str) -> sqlite3.Connection:
         """A connection to the log's database (for readers that query it themselves)."""
         return self._connect(self.path(log))
@@ -297,7 +398,7 @@ class LogStore:
         """Make the log (``replace``: its settings too, when it exists); returns its settings."""
         config = config or LogConfig()
         path = self.path(log)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
         existed = path.is_file()
         db = self._connect(path, create=True)
         try:
@@ -332,6 +433,8 @@ class LogStore:
         db = self.open(log)
         try:
             text = self._meta(db, "config")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return LogConfig.from_json(json.loads(text)) if text else LogConfig()
@@ -344,6 +447,8 @@ class LogStore:
             self._set_meta(db, "config", config.dumps())
             self._tune(db, config)
             db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return config
@@ -509,6 +614,8 @@ class LogStore:
             self._add_counter(db, "written", count)
             self._add_counter(db, "refused", count)
             db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
         finally:
             self._release(db)
 
@@ -699,6 +806,8 @@ class LogStore:
         try:
             start = int(self._meta(db, "render_from") or 0)
             return int(db.execute("SELECT count(*) FROM events WHERE record_id >= ? AND rendered = 0", (start,)).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
 
@@ -717,9 +826,48 @@ class LogStore:
             db.execute("COMMIT")
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot clear the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return int(removed)
+
+    def damage(self, log: str) -> str | None:
+        """What is wrong with the log's database when it is damaged (not a database, or
+        SQLite's ``quick_check`` finds fault, or not a log's schema); ``None`` when sound. Reads
+        the whole file once."""
+        path = self.path(log)
+        self._forget(path)
+        try:
+            db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            return str(exc) if is_damaged(exc) else None
+        try:
+            problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(4)")]
+            if problems != ["ok"]:
+                return "; ".join(problems)
+            check_schema(db, path)
+        except sqlite3.Error as exc:
+            return str(exc) if is_damaged(exc) else None
+        except EventLogError as exc:
+            return str(exc)
+        finally:
+            db.close()
+        return None
+
+    def set_aside(self, log: str) -> Path:
+        """Move a damaged log's database (and its -wal and -shm) aside as
+        ``<file>.damaged-<UTC time>``; the log is missing then. Returns the new path."""
+        path = self.path(log)
+        self._forget(path)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
+        target = path.with_name(f"{path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(str(path) + suffix, str(target) + suffix)
+            except FileNotFoundError:
+                pass
+        return target
 
     def delete(self, log: str) -> None:
         path = self.path(log)
@@ -737,6 +885,8 @@ class LogStore:
         try:
             meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
             records, oldest = db.execute("SELECT count(*), min(record_id) FROM events").fetchone()
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         size = sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
@@ -774,7 +924,7 @@ class LogStore:
     def query_file(self, path: str | os.PathLike[str], **options: Any) -> Iterator[StoredEvent]:
         """``query`` over a log database named by path (an archive, or another directory's log)."""
         target = Path(path)
-        yield from self._query(self._connect(target), log_name_from_file(target.name), **options)
+        yield from self._query(self.open_foreign(target), log_name_from_file(target.name), **options)
 
     def _query(
         self, db: sqlite3.Connection, log: str, *, xpath: str | Query | QueryList | None = None, count: int | None = None, reverse: bool = False,
@@ -812,7 +962,11 @@ class LogStore:
             taken = 0
             renderer = self.renderer
             for row in db.execute(statement, params):
-                event = _stored(row, log)
+                try:
+                    event = _stored(row, log)
+                except (TypeError, ValueError, OverflowError):  # json.JSONDecodeError is a ValueError
+                    self.skipped += 1
+                    continue
                 if not event.rendered and renderer is not None:
                     event.fields, event.message = renderer(event)
                 if test is not None:
@@ -824,6 +978,11 @@ class LogStore:
                 taken += 1
                 if count is not None and taken >= count:
                     return
+        except sqlite3.OperationalError as exc:
+            if text and _is_text_error(exc):
+                raise InvalidArgument(f"not a text query: {text!r} (words, \"a phrase\", word*, AND, OR, NOT and parentheses;"
+                                      " quote a word that holds punctuation)") from None  # fmt: skip
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:

@@ -123,7 +123,7 @@ class FleetStore:
         self._for_log: list[tuple[str, str, int, bytes]] = []
         self._log_pending: dict[str, Any] | None = None
         self._registry: Any = None
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # its Parquet tables private with the rest
         self.log: Any = None
         if "log" in outputs:
             from openetw.fleet.to_log import LogOutput
@@ -225,7 +225,7 @@ class FleetStore:
         index = len(books.files) + 1
         relative = f"{safe_part(books.host)}/{safe_part(books.session)}/{books.start}-{index}.etl"
         (self.directory / relative).parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / relative, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.directory / relative, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         self._fds[relative] = fd
         etl = EtlFile(relative, books.buffer_size, 0, 0)
         books.files.append(etl)
@@ -274,6 +274,7 @@ class FleetStore:
                 from openetw.report.sources import build_registry
 
                 self._registry = build_registry()  # the installed manifests, as openetw export uses them
+            (self.directory / "parquet").mkdir(mode=0o700, exist_ok=True)
             export_files([str(self.directory / etl.path)], str(scratch), "parquet", registry=self._registry)
             os.replace(scratch, target)
         etl.exported = True
@@ -324,7 +325,7 @@ class FleetStore:
         }
         path = self.directory / STATE_FILE
         scratch = path.with_name(path.name + ".new")
-        with open(scratch, "w", encoding="utf-8") as stream:
+        with open(os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as stream:
             json.dump(state, stream)
             stream.flush()
             os.fsync(stream.fileno())
