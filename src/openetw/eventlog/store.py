@@ -136,6 +136,17 @@ def is_damaged(error: sqlite3.Error) -> bool:
     return getattr(error, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
 
 
+def _file_sizes(path: Path) -> tuple[int, int, int]:
+    """Bytes of the database, its -wal and its -shm (0 for a file that is not there)."""
+    sizes = []
+    for name in (str(path), str(path) + "-wal", str(path) + "-shm"):
+        try:
+            sizes.append(os.path.getsize(name))
+        except OSError:
+            sizes.append(0)
+    return sizes[0], sizes[1], sizes[2]
+
+
 def _is_text_error(error: sqlite3.OperationalError) -> bool:
     """Whether FTS5 refused the text of a MATCH (its syntax; ``word:`` read as a column name)."""
     message = str(error)
@@ -409,6 +420,8 @@ class LogStore:
             self._release(db)
 
     def _create(self, db: sqlite3.Connection, log: str, config: LogConfig, existed: bool, replace: bool) -> LogConfig:
+        if not existed:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # free pages can go back to the file system (``_fit``)
         db.executescript(SCHEMA)
         fieldtext.create(db)
         db.execute("BEGIN IMMEDIATE")
@@ -533,23 +546,30 @@ class LogStore:
             if loss_mark is not None:
                 db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
-            self._fold_wal(db, path, config)
+            self._fit(db, path, config)
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return result
 
-    @staticmethod
-    def _fold_wal(db: sqlite3.Connection, path: Path, config: LogConfig) -> None:
-        """A write-ahead file past its share of the bound is folded into the database now."""
+    def _fit(self, db: sqlite3.Connection, path: Path, config: LogConfig) -> None:
+        """After a commit: a write-ahead file past its share of the bound is folded into the
+        database, and a database file past the bound (free pages left by dropped events, a
+        bound lowered) gives its free pages back, so that the files hold the bound on disk."""
         page = db.execute("PRAGMA page_size").fetchone()[0]
-        try:
-            wal = os.path.getsize(str(path) + "-wal")
-        except OSError:
-            return
-        if wal > wal_pages(config.max_size, page) * page:
+        files = _file_sizes(path)
+        if files[1] > wal_pages(config.max_size, page) * page or sum(files) > config.max_size:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            files = _file_sizes(path)
+        if sum(files) <= config.max_size or not db.execute("PRAGMA freelist_count").fetchone()[0]:
+            return
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # a log made before: rebuilt once, then given back page by page
+            db.execute("VACUUM")
+        else:
+            db.execute("PRAGMA incremental_vacuum").fetchall()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def marks(self, log: str) -> dict[str, int]:
         """Pool -> the SequenceNumber of the last of its buffers whose events this log holds
@@ -716,6 +736,7 @@ class LogStore:
     def _drop_oldest(self, db: sqlite3.Connection, limit: int) -> int:
         """Circular: drop the oldest events until the log fits ``limit``; returns how many."""
         dropped = 0
+        merged = False
         while self._used(db) > limit:
             total, _bytes_used = db.execute("SELECT count(*), sum(length(record)) FROM events").fetchone()
             if not total:
@@ -727,6 +748,12 @@ class LogStore:
                 " WHERE record_id <= ? AND message IS NOT NULL", (last,))  # fmt: skip
             fieldtext.drop_upto(db, last)
             dropped += db.execute("DELETE FROM events WHERE record_id <= ?", (last,)).rowcount
+            if share > total // 4 and not merged:
+                # a large drop (a lowered bound): the full-text indexes keep what was taken out
+                # until their segments merge; merged now, it stops counting against the bound
+                merged = True
+                db.execute("INSERT INTO messages(messages) VALUES ('optimize')")
+                fieldtext.optimize(db)
         return dropped
 
     def _archive(self, log: str, config: LogConfig) -> Path:
@@ -779,17 +806,38 @@ class LogStore:
             for event in rows:
                 fields, message = renderer(event)
                 updates.append((json.dumps(fields, default=str) if fields is not None else None, message, event.record_id))
+            config = self._config_of(db)
+            room = budget(config.max_size, db.execute("PRAGMA page_size").fetchone()[0])
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
-            db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
-            fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
+            self._save_rendered(db, updates)
+            if self._used(db) > room:  # what rendering adds counts against the bound too
+                if config.retention == "circular":
+                    self._drop_oldest(db, room)
+                else:  # a full log renders what fits; readers render the rest as they read them
+                    db.execute("ROLLBACK")
+                    db.execute("BEGIN IMMEDIATE")
+                    for update in updates:
+                        db.execute("SAVEPOINT one")
+                        self._save_rendered(db, [update])
+                        if self._used(db) > room:
+                            db.execute("ROLLBACK TO one")
+                            db.execute("RELEASE one")
+                            break
+                        db.execute("RELEASE one")
             self._set_meta(db, "render_from", str(rows[-1].record_id + 1))
             db.execute("COMMIT")
+            self._fit(db, self.path(log), config)
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return len(rows)
+
+    @staticmethod
+    def _save_rendered(db: sqlite3.Connection, updates: list[tuple[str | None, str | None, int]]) -> None:
+        db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
+        db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
+        fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
 
     def _note_rendered(self, db: sqlite3.Connection, start: int) -> None:
         """Nothing unrendered from ``start`` on: the next render begins at the end."""
@@ -889,7 +937,7 @@ class LogStore:
             raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
-        size = sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
+        size = sum(_file_sizes(path))
         written, refused, lost = (int(meta.get(key, 0)) for key in _COUNTERS)
         return LogInfo(
             name=log, records=records, bytes=size, oldest_record_id=oldest, last_write=meta.get("last_write"),
@@ -898,9 +946,8 @@ class LogStore:
         )  # fmt: skip
 
     def size(self, log: str) -> int:
-        """Bytes of all the log's files together."""
-        path = self.path(log)
-        return sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
+        """Bytes of all the log's files together (database, -wal, -shm)."""
+        return sum(_file_sizes(self.path(log)))
 
     def query(
         self,
