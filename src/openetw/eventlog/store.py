@@ -42,13 +42,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from openetw.errors import EventLogError, InvalidArgument
+from openetw.errors import EventLogError, EventLogWriteError, InvalidArgument
 from openetw.eventlog import fieldtext
 from openetw.eventlog.channels import log_file_name, log_name_from_file
 from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, StoredEvent
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
-from openetw.eventlog.retention import Decision, budget, decide, wal_pages
+from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, wal_pages, writer_share
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
 __all__ = ["FILE_MODE", "RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
@@ -118,6 +118,12 @@ _MARK = ("INSERT INTO stored_buffers(pool, sequence, at) VALUES (?, ?, ?)"
          " ON CONFLICT(pool) DO UPDATE SET sequence = max(sequence, excluded.sequence), at = excluded.at")  # fmt: skip
 _LOSS_MARK = ("INSERT INTO stored_buffers(pool, sequence, losses, at) VALUES (?, -1, ?, ?)"
               " ON CONFLICT(pool) DO UPDATE SET losses = max(losses, excluded.losses), at = excluded.at")  # fmt: skip
+_WRITERS_TABLE = ("CREATE TABLE IF NOT EXISTS writers(uid INTEGER PRIMARY KEY, bytes INTEGER NOT NULL DEFAULT 0,"
+                  " refused INTEGER NOT NULL DEFAULT 0, overwritten INTEGER NOT NULL DEFAULT 0)")  # fmt: skip
+_WRITER_ADD = ("INSERT INTO writers(uid, bytes, refused, overwritten) VALUES (?, ?, ?, ?) ON CONFLICT(uid) DO UPDATE SET"
+               " bytes = max(0, bytes + excluded.bytes), refused = refused + excluded.refused, overwritten = overwritten + excluded.overwritten")  # fmt: skip
+_RECORD_AT = VARYING_COLUMNS.index("record")
+_SQLITE_FULL = 13
 _MESSAGE = _COLUMNS.index("message")
 _FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
@@ -295,6 +301,9 @@ class LogStore:
         self._open: dict[Path, sqlite3.Connection] = {}
         self._source_cache: dict[RecordSource, _Statements] = {}
         self.skipped = 0  # rows read that held no event (a damaged database): left out, counted
+        # log -> [written, refused, lost] of appends that failed and whose books could not be
+        # written either (a full disk): added to the log's books at its next write, and to ``info``
+        self.unsaved: dict[str, list[int]] = {}
 
     # -- files ---------------------------------------------------------------------------------
     def path(self, log: str) -> Path:
@@ -509,10 +518,13 @@ class LogStore:
         ``VARYING_COLUMNS`` only. The cheapest way to store."""
         cache = self._source_cache
         return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
-                            refused=refused, mark=mark)  # fmt: skip
+                            refused=refused, mark=mark, writers=[source.uid for source, _ in runs])  # fmt: skip
 
     def _append(self, log: str, runs: list[tuple[_Statements, list[Row]]], *, lost: int = 0, refused: int = 0,
-                mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+                mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None,
+                writers: list[int | None] | None = None) -> AppendResult:  # fmt: skip
+        """``writers``: the uid whose events each run holds (``VARYING_COLUMNS`` rows), held to
+        its share of the log unless root or the log's owner."""
         if refused < 0:
             raise InvalidArgument(f"refused must not be negative, not {refused}")
         if len(self._source_cache) > 4096:
@@ -520,15 +532,22 @@ class LogStore:
         result = AppendResult()
         path = self.path(log)
         db = self._connect(path)
+        total = sum(len(rows) for _, rows in runs)
+        earlier = self.unsaved.pop(log, [0, 0, 0])
+        committed = False
         try:
             config = self._config_of(db)
             db.execute(f"PRAGMA wal_autocheckpoint={wal_pages(config.max_size, db.execute('PRAGMA page_size').fetchone()[0])}")
             db.execute("BEGIN IMMEDIATE")
-            self._add_counter(db, "written", sum(len(rows) for _, rows in runs) + lost + refused)
-            self._add_counter(db, "lost", lost)
-            self._add_counter(db, "refused", refused)
+            self._add_counter(db, "written", total + lost + refused + earlier[0])
+            self._add_counter(db, "lost", lost + earlier[2])
+            self._add_counter(db, "refused", refused + earlier[1])
             result.refused += refused
-            for statements, batch in runs:
+            for index, (statements, batch) in enumerate(runs):
+                uid = writers[index] if writers is not None else None
+                if uid is not None and uid not in (0, config.owner) and batch:
+                    batch = self._within_share(db, config, uid, batch, result)
+                stored_before = result.stored
                 position = 0
                 while position < len(batch):
                     position = self._store_from(db, log, config, batch, position, result, statements)
@@ -538,6 +557,9 @@ class LogStore:
                         result.archives.append(str(self._archive(log, config)))
                         db = self._connect(path)
                         db.execute("BEGIN IMMEDIATE")
+                if uid is not None and uid not in (0, config.owner):
+                    held = sum(len(row[_RECORD_AT]) + ROW_OVERHEAD for row in batch[: result.stored - stored_before])
+                    db.execute(_WRITER_ADD, (uid, held, 0, 0))
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
             if mark is not None or loss_mark is not None:
                 db.execute(_MARKS_TABLE)
@@ -546,12 +568,98 @@ class LogStore:
             if loss_mark is not None:
                 db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
+            committed = True
             self._fit(db, path, config)
         except sqlite3.Error as exc:
-            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
+            if committed:  # stored; only giving room back failed
+                raise EventLogError(f"cannot shrink the log {log!r}: {exc}") from None
+            try:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # SQLite rolled back already
+            # not stored: every event of this append is counted lost (refused ones refused), in
+            # the log's books when they can be written, else at its next write
+            missed = total - (result.stored if result.archives else 0)
+            books = [earlier[0] + missed + lost + refused, earlier[1] + refused, earlier[2] + missed + lost]
+            self._save_books(db, log, books)
+            raise EventLogWriteError(f"cannot write the log {log!r}: {exc}; {missed + lost} events counted lost", missed + lost) from None
         finally:
             self._release(db)
         return result
+
+    def _save_books(self, db: sqlite3.Connection, log: str, books: list[int]) -> None:
+        """Counters of a failed append into the log's books, or kept for its next write."""
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            self._add_counter(db, "written", books[0])
+            self._add_counter(db, "refused", books[1])
+            self._add_counter(db, "lost", books[2])
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            kept = self.unsaved.setdefault(log, [0, 0, 0])
+            for index, value in enumerate(books):
+                kept[index] += value
+
+    def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: list[Row], result: AppendResult) -> list[Row]:
+        """The rows of ``batch`` (``VARYING_COLUMNS``) a writer other than root and the owner may
+        store within its share of the log: in a circular log its newest, its own oldest events
+        dropped to make room (``overwritten``); else what fits, the rest refused. Both counted
+        for the writer."""
+        db.execute(_WRITERS_TABLE)
+        share = writer_share(config.max_size)
+        row = db.execute("SELECT bytes FROM writers WHERE uid = ?", (uid,)).fetchone()
+        held = int(row[0]) if row is not None else 0
+        costs = [len(row[_RECORD_AT]) + ROW_OVERHEAD for row in batch]
+        if held + sum(costs) <= share:
+            return batch
+        if config.retention == "circular":
+            keep, room = 0, share
+            while keep < len(batch) and costs[len(batch) - 1 - keep] <= room:
+                room -= costs[len(batch) - 1 - keep]
+                keep += 1
+            passed = len(batch) - keep  # stored and overwritten at once by the writer's own newer events
+            result.stored += passed
+            result.overwritten += passed
+            dropped = self._drop_writer_oldest(db, uid, held - room) if held > room else 0
+            result.overwritten += dropped
+            db.execute(_WRITER_ADD, (uid, 0, 0, passed + dropped))
+            return batch[passed:]
+        fits, room = 0, share - held
+        while fits < len(batch) and costs[fits] <= room:
+            room -= costs[fits]
+            fits += 1
+        refused = len(batch) - fits
+        self._add_counter(db, "refused", refused)
+        result.refused += refused
+        db.execute(_WRITER_ADD, (uid, 0, refused, 0))
+        return batch[:fits]
+
+    def _drop_writer_oldest(self, db: sqlite3.Connection, uid: int, need: int) -> int:
+        """Drop the oldest events of ``uid`` until ``need`` bytes of its share are free; returns how many."""
+        ids: list[int] = []
+        freed = 0
+        cursor = db.execute("SELECT record_id, length(record) + ? FROM events WHERE uid = ? ORDER BY record_id", (ROW_OVERHEAD, uid))
+        while freed < need:
+            rows = cursor.fetchmany(512)
+            if not rows:
+                break
+            for record_id, cost in rows:
+                ids.append(record_id)
+                freed += cost
+                if freed >= need:
+                    break
+        cursor.close()
+        for start in range(0, len(ids), 4096):
+            chunk = json.dumps(ids[start : start + 4096])
+            db.execute("INSERT INTO messages(messages, rowid, message) SELECT 'delete', record_id, message FROM events"
+                       " WHERE record_id IN (SELECT value FROM json_each(?)) AND message IS NOT NULL", (chunk,))  # fmt: skip
+            fieldtext.drop_ids(db, ids[start : start + 4096])
+            db.execute("DELETE FROM events WHERE record_id IN (SELECT value FROM json_each(?))", (chunk,))
+        db.execute(_WRITER_ADD, (uid, -freed, 0, 0))
+        return len(ids)
 
     def _fit(self, db: sqlite3.Connection, path: Path, config: LogConfig) -> None:
         """After a commit: a write-ahead file past its share of the bound is folded into the
@@ -747,6 +855,7 @@ class LogStore:
                 "INSERT INTO messages(messages, rowid, message) SELECT 'delete', record_id, message FROM events"
                 " WHERE record_id <= ? AND message IS NOT NULL", (last,))  # fmt: skip
             fieldtext.drop_upto(db, last)
+            self._writers_drop_upto(db, last)
             dropped += db.execute("DELETE FROM events WHERE record_id <= ?", (last,)).rowcount
             if share > total // 4 and not merged:
                 # a large drop (a lowered bound): the full-text indexes keep what was taken out
@@ -755,6 +864,16 @@ class LogStore:
                 db.execute("INSERT INTO messages(messages) VALUES ('optimize')")
                 fieldtext.optimize(db)
         return dropped
+
+    @staticmethod
+    def _writers_drop_upto(db: sqlite3.Connection, record_id: int) -> None:
+        """The writers' shares less their events up to ``record_id`` (about to be dropped)."""
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is None:
+            return
+        held = db.execute(
+            "SELECT uid, sum(length(record)) + count(*) * ? FROM events WHERE record_id <= ? AND uid IN (SELECT uid FROM writers) GROUP BY uid",
+            (ROW_OVERHEAD, record_id)).fetchall()  # fmt: skip
+        db.executemany(_WRITER_ADD, [(uid, -int(cost), 0, 0) for uid, cost in held])
 
     def _archive(self, log: str, config: LogConfig) -> Path:
         """Auto-backup: the full database becomes ``Archive-<log>-<time>.db``; a new log begins
@@ -869,6 +988,8 @@ class LogStore:
         try:
             db.execute("BEGIN IMMEDIATE")
             removed = db.execute("DELETE FROM events").rowcount
+            db.execute(_WRITERS_TABLE)
+            db.execute("UPDATE writers SET bytes = 0")
             db.execute("INSERT INTO messages(messages) VALUES ('delete-all')")
             fieldtext.drop_all(db)
             db.execute("COMMIT")
@@ -933,16 +1054,21 @@ class LogStore:
         try:
             meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
             records, oldest = db.execute("SELECT count(*), min(record_id) FROM events").fetchone()
+            writers: dict[str, dict[str, int]] = {}
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is not None:
+                for uid, held, refused_by, overwritten_by in db.execute("SELECT uid, bytes, refused, overwritten FROM writers ORDER BY uid"):
+                    writers[str(uid)] = {"bytes": int(held), "refused": int(refused_by), "overwritten": int(overwritten_by)}
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         size = sum(_file_sizes(path))
-        written, refused, lost = (int(meta.get(key, 0)) for key in _COUNTERS)
+        unsaved = self.unsaved.get(log, [0, 0, 0])
+        written, refused, lost = (int(meta.get(key, 0)) + extra for key, extra in zip(_COUNTERS, unsaved, strict=True))
         return LogInfo(
             name=log, records=records, bytes=size, oldest_record_id=oldest, last_write=meta.get("last_write"),
             refused=refused, lost=lost, written=written, stored=written - refused - lost,
-            next_record_id=int(meta.get("next_record_id", 1)), log_id=meta.get("log_id", ""),
+            next_record_id=int(meta.get("next_record_id", 1)), log_id=meta.get("log_id", ""), writers=writers,
         )  # fmt: skip
 
     def size(self, log: str) -> int:

@@ -216,6 +216,7 @@ class EventLogService:
         self.store = LogStore(directory, keep_open=True)  # the loop's: settings, counters, reads for callers
         self.render_store = LogStore(directory, keep_open=True)  # the render thread's own connections
         self.writer = StoreWriter(LogStore(directory, keep_open=True), on_stored=self._stored, log=_log)  # the store thread's
+        self.writer.store.unsaved = self.store.unsaved  # books of failed writes: one tally that ``log_info`` reports
         self._marked: dict[str, set[str]] = defaultdict(set)  # pool identity -> the logs that hold its mark
         self.manifest_dirs = manifest_dirs
         self.owner = owner
