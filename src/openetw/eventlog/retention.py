@@ -16,12 +16,12 @@ from enum import Enum
 
 from openetw.eventlog.model import Retention
 
-__all__ = ["GROWTH_STEP", "ROW_OVERHEAD", "SHM_BYTES", "WRITER_SHARE", "Decision", "budget", "decide", "wal_pages", "writer_share"]
+__all__ = ["GROWTH_STEP", "ROW_OVERHEAD", "SHM_BYTES", "WRITER_SHARE", "Decision", "budget", "decide", "event_cost", "wal_pages", "writer_share"]
 
 GROWTH_STEP = 64 << 10
 SHM_BYTES = 32 << 10  # the -shm file of an open WAL database: one 32 KiB region
 WRITER_SHARE = 4  # a writer other than root and the owner may hold 1/4 of a log
-ROW_OVERHEAD = 160  # bytes an event costs besides its record (columns, indexes), for the writers' shares
+ROW_OVERHEAD = 256  # bytes an event costs besides twice its record (columns, indexes), for the writers' shares
 
 
 class Decision(Enum):
@@ -42,9 +42,14 @@ def budget(max_size: int, page_size: int) -> int:
 
 
 def writer_share(max_size: int) -> int:
-    """Bytes of a log one writer other than root and the log's owner may hold (its events'
-    records and ``ROW_OVERHEAD`` each)."""
+    """Bytes of a log one writer other than root and the log's owner may hold (``event_cost`` each)."""
     return max_size // WRITER_SHARE
+
+
+def event_cost(record_bytes: int) -> int:
+    """What an event counts against its writer's share: its record twice (the record, and its
+    rendered fields, message and their full-text entries later) and ``ROW_OVERHEAD``."""
+    return 2 * record_bytes + ROW_OVERHEAD
 
 
 def decide(retention: Retention, used: int, limit: int) -> Decision:

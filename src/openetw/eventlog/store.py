@@ -48,7 +48,7 @@ from openetw.eventlog.channels import log_file_name, log_name_from_file
 from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, StoredEvent
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
-from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, wal_pages, writer_share
+from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, event_cost, wal_pages, writer_share
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, parse_query
 
 __all__ = ["FILE_MODE", "RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
@@ -140,6 +140,14 @@ _EVENT_COLUMNS = frozenset(("record_id", *_COLUMNS))
 def is_damaged(error: sqlite3.Error) -> bool:
     """Whether SQLite says the file is damaged or not a database (rather than busy or denied)."""
     return getattr(error, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _file_sizes(path: Path) -> tuple[int, int, int]:
@@ -299,6 +307,7 @@ class LogStore:
         self.renderer = renderer
         self.keep_open = keep_open
         self._open: dict[Path, sqlite3.Connection] = {}
+        self._identities: dict[Path, tuple[int, int] | None] = {}  # (device, inode) of each kept connection's file
         self._source_cache: dict[RecordSource, _Statements] = {}
         self.skipped = 0  # rows read that held no event (a damaged database): left out, counted
         # log -> [written, refused, lost] of appends that failed and whose books could not be
@@ -345,7 +354,7 @@ class LogStore:
     def _connect(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
         kept = self._open.get(path)
         if kept is not None:
-            if path.is_file():
+            if _identity(path) == self._identities.get(path):  # not replaced (an auto-backup by another store)
                 if kept.in_transaction:
                     kept.execute("ROLLBACK")
                 return kept
@@ -353,6 +362,7 @@ class LogStore:
         db = self._connect_new(path, create=create)
         if self.keep_open:
             self._open[path] = db
+            self._identities[path] = _identity(path)
         return db
 
     def _connect_new(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
@@ -558,7 +568,7 @@ class LogStore:
                         db = self._connect(path)
                         db.execute("BEGIN IMMEDIATE")
                 if uid is not None and uid not in (0, config.owner):
-                    held = sum(len(row[_RECORD_AT]) + ROW_OVERHEAD for row in batch[: result.stored - stored_before])
+                    held = sum(event_cost(len(row[_RECORD_AT])) for row in batch[: result.stored - stored_before])
                     db.execute(_WRITER_ADD, (uid, held, 0, 0))
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
             if mark is not None or loss_mark is not None:
@@ -612,7 +622,7 @@ class LogStore:
         share = writer_share(config.max_size)
         row = db.execute("SELECT bytes FROM writers WHERE uid = ?", (uid,)).fetchone()
         held = int(row[0]) if row is not None else 0
-        costs = [len(row[_RECORD_AT]) + ROW_OVERHEAD for row in batch]
+        costs = [event_cost(len(row[_RECORD_AT])) for row in batch]
         if held + sum(costs) <= share:
             return batch
         if config.retention == "circular":
@@ -641,7 +651,7 @@ class LogStore:
         """Drop the oldest events of ``uid`` until ``need`` bytes of its share are free; returns how many."""
         ids: list[int] = []
         freed = 0
-        cursor = db.execute("SELECT record_id, length(record) + ? FROM events WHERE uid = ? ORDER BY record_id", (ROW_OVERHEAD, uid))
+        cursor = db.execute("SELECT record_id, 2 * length(record) + ? FROM events WHERE uid = ? ORDER BY record_id", (ROW_OVERHEAD, uid))
         while freed < need:
             rows = cursor.fetchmany(512)
             if not rows:
@@ -871,7 +881,7 @@ class LogStore:
         if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is None:
             return
         held = db.execute(
-            "SELECT uid, sum(length(record)) + count(*) * ? FROM events WHERE record_id <= ? AND uid IN (SELECT uid FROM writers) GROUP BY uid",
+            "SELECT uid, 2 * sum(length(record)) + count(*) * ? FROM events WHERE record_id <= ? AND uid IN (SELECT uid FROM writers) GROUP BY uid",
             (ROW_OVERHEAD, record_id)).fetchall()  # fmt: skip
         db.executemany(_WRITER_ADD, [(uid, -int(cost), 0, 0) for uid, cost in held])
 
@@ -891,6 +901,26 @@ class LogStore:
         while target.exists():
             counter += 1
             target = target.with_name(f"Archive-{log_file_name(log)[:-3]}-{stamp}-{counter}.db")
+        # the new database made whole beside, then put in place: a reader finds the log missing
+        # for two renames at most, never half made
+        fresh = path.with_name(f".{path.name}.new")
+        for name in (str(fresh), str(fresh) + "-wal", str(fresh) + "-shm"):
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+        db = self._connect_new(fresh, create=True)
+        try:
+            self._create(db, log, config, False, True)
+            db.execute("BEGIN IMMEDIATE")
+            for key, value in meta.items():
+                if key != "last_write":
+                    self._set_meta(db, key, value)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot begin the log {log!r} anew: {exc}") from None
+        finally:
+            db.close()
         self._forget(path)
         os.replace(path, target)
         for suffix in ("-wal", "-shm"):
@@ -898,16 +928,7 @@ class LogStore:
                 os.unlink(str(path) + suffix)
             except FileNotFoundError:
                 pass
-        self.create(log, config)
-        db = self._connect(path)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            for key, value in meta.items():
-                if key != "last_write":
-                    self._set_meta(db, key, value)
-            db.execute("COMMIT")
-        finally:
-            self._release(db)
+        os.replace(fresh, path)
         return target
 
     def render_pending(self, log: str, renderer: Renderer, limit: int = 2000) -> int:
