@@ -16,6 +16,7 @@ import pytest
 from openetw.cli.main import main
 from openetw.eventlog import LogConfig, LogStore
 from openetw.eventlog.store import _COLUMNS, SCHEMA
+from openetw.testing.damage import damaged
 from tests.eventlog.events import made_events
 
 # every column of a log's events, from a query that never ends
@@ -104,31 +105,13 @@ def test_a_bad_text_query_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
         assert code != 0 and out == "" and "not a text query" in err and "fts5" not in err and "column" not in err, (text, err)
 
 
-def mutated(original: bytes, rng: random.Random) -> bytes:
-    data = bytearray(original)
-    kind = rng.randrange(4)
-    if kind == 0:
-        return bytes(data[: rng.randrange(len(data))])  # truncated
-    if kind == 1:
-        for _ in range(rng.randrange(1, 64)):  # bytes flipped anywhere
-            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-        return bytes(data)
-    if kind == 2:  # a page (not the first) overwritten
-        page = rng.randrange(1, len(data) // 4096)
-        data[page * 4096 : (page + 1) * 4096] = rng.randbytes(4096)
-        return bytes(data)
-    start = rng.randrange(100)  # the header
-    data[start : start + 8] = rng.randbytes(8)
-    return bytes(data)
-
-
 def test_fuzzed_log_databases_give_only_project_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     original = a_log(tmp_path / "logs", count=300).read_bytes()
     rng = random.Random(20261129)
     target = tmp_path / "fuzzed.db"
     outcomes = set()
     for _ in range(FUZZ_ROUNDS):
-        target.write_bytes(mutated(original, rng))
+        target.write_bytes(damaged(original, rng)[1])
         code, _, err = query(capsys, str(target), "--format", "json", "--query", "*[System[Level<=4]]")
         assert "internal error" not in err and "Traceback" not in err, err
         outcomes.add(code)
