@@ -195,6 +195,8 @@ def test_on_a_full_disk_every_event_is_stored_or_counted_lost(full_disk: Path, c
         assert info["lost"] > 0 and info["refused"] == 0 and info["stored"] + info["lost"] == written + 10
         assert info["stored"] >= info["records"] >= 10
         assert "counted lost" in (full_disk.parent / "service.log").read_text()
+        direct = store.info("Application")  # what `log get --info` reads from the files: the same books
+        assert (direct.written, direct.lost, direct.stored) == (info["written"], info["lost"], info["stored"])
 
         filler.unlink()  # room again: the books of what was lost are written with the next events
         assert in_child(write(events, 1, first=99_999)) == {"written": 1, "uid": 0}

@@ -128,6 +128,7 @@ _MESSAGE = _COLUMNS.index("message")
 _FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
 _INTEGER_COLUMNS = ("record_id", "time_created", "event_id", "version", "level", "task", "opcode", "keywords", "pid", "tid")
+RESERVE_BYTES = 256 << 10  # room kept to write the books on a full disk (``keep_reserve``)
 FILE_MODE = 0o600  # a log's database (SQLite gives its -wal and -shm the same mode)
 DIRECTORY_MODE = 0o700  # a logs directory the store makes (the machine service opens its own to 0755)
 # SQLite's primary result codes of a file that is not (or no longer) a database
@@ -313,6 +314,8 @@ class LogStore:
         # log -> [written, refused, lost] of appends that failed and whose books could not be
         # written either (a full disk): added to the log's books at its next write, and to ``info``
         self.unsaved: dict[str, list[int]] = {}
+        self.reserve: Path | None = None
+        self._reserve_size = RESERVE_BYTES
 
     # -- files ---------------------------------------------------------------------------------
     def path(self, log: str) -> Path:
@@ -580,6 +583,8 @@ class LogStore:
             db.execute("COMMIT")
             committed = True
             self._fit(db, path, config)
+            if self.reserve is not None:
+                self._make_reserve()
         except sqlite3.Error as exc:
             if committed:  # stored; only giving room back failed
                 raise EventLogError(f"cannot shrink the log {log!r}: {exc}") from None
@@ -599,19 +604,63 @@ class LogStore:
         return result
 
     def _save_books(self, db: sqlite3.Connection, log: str, books: list[int]) -> None:
-        """Counters of a failed append into the log's books, or kept for its next write."""
+        """Counters of a failed append into the log's books, or kept for its next write (and
+        ``info``). On a full disk the reserve (``keep_reserve``) gives the room for them."""
+        for attempt in range(2):
+            try:
+                if attempt and not self._spend_reserve():
+                    break
+                db.execute("BEGIN IMMEDIATE")
+                self._add_counter(db, "written", books[0])
+                self._add_counter(db, "refused", books[1])
+                self._add_counter(db, "lost", books[2])
+                db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                try:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+        kept = self.unsaved.setdefault(log, [0, 0, 0])
+        for index, value in enumerate(books):
+            kept[index] += value
+
+    def keep_reserve(self, path: Path, size: int = RESERVE_BYTES) -> None:
+        """Keep ``size`` bytes in a file at ``path`` (on the logs' file system): on a full disk
+        it is given up to write the books of the events that could not be stored, and made
+        again once a write succeeds."""
+        self.reserve, self._reserve_size = path, size
+        self._make_reserve()
+
+    def _make_reserve(self) -> None:
+        if self.reserve is None or self.reserve.exists():
+            return
         try:
-            db.execute("BEGIN IMMEDIATE")
-            self._add_counter(db, "written", books[0])
-            self._add_counter(db, "refused", books[1])
-            self._add_counter(db, "lost", books[2])
-            db.execute("COMMIT")
-        except sqlite3.Error:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            kept = self.unsaved.setdefault(log, [0, 0, 0])
-            for index, value in enumerate(books):
-                kept[index] += value
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, self._reserve_size)
+        except OSError:  # no room for it yet
+            os.close(fd)
+            fd = -1
+            try:
+                os.unlink(self.reserve)
+            except OSError:
+                pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _spend_reserve(self) -> bool:
+        if self.reserve is None:
+            return False
+        try:
+            os.unlink(self.reserve)
+        except OSError:
+            return False
+        return True
 
     def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: list[Row], result: AppendResult) -> list[Row]:
         """The rows of ``batch`` (``VARYING_COLUMNS``) a writer other than root and the owner may

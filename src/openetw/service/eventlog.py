@@ -67,6 +67,7 @@ _SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no conn
 LEVEL_ALL = 255
 RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
 RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
+RESERVE_FILE = ".reserve"  # in the logs' directory
 MARKS_KEPT = 1024  # per log, the marks of pools of producers that may still hand one over
 
 
@@ -281,6 +282,8 @@ class EventLogService:
                 self.store.forget_marks(log, keep=MARKS_KEPT)
             except EventLogError as exc:
                 _log(f"event log: {exc}")
+        if catalog.logs:  # room to count what a full disk refuses (see ``LogStore.keep_reserve``)
+            self.writer.store.keep_reserve(self.store.directory / RESERVE_FILE)
         self._steer()
 
     def _ensure(self, log: str, config: LogConfig) -> LogConfig:
