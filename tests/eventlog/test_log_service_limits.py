@@ -6,6 +6,7 @@ service; and on a full file system every event the store cannot keep is counted 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -103,6 +104,9 @@ def test_a_flood_by_nobody_keeps_roots_events_and_nobody_reads_no_file(machine: 
         share = info.writers[str(OTHER_UID)]
         assert share["overwritten"] == FLOOD - uids.count(OTHER_UID) > 0 and share["refused"] == 0
         assert on_disk(logs, "Application") <= BOUND * 1.1
+        capsys.readouterr()
+        assert main(["log", "get", "Application", "--info", "--json", "--logs-dir", str(logs)]) == 0
+        assert json.loads(capsys.readouterr().out)["writers"][str(OTHER_UID)] == share
 
         def search() -> dict[str, Any]:  # --text through the service, as one who may not read the files
             from openetw.errors import OpenEtwError

@@ -135,7 +135,8 @@ def list_command(logs_dir: Path | None, system: bool | None, as_json: bool) -> N
 
 @log.command("get")
 @click.argument("name", metavar="LOG")
-@click.option("--info", "with_info", is_flag=True, help="The log's numbers too (gli): records, bytes, oldest_record_id, last_write, refused, lost.")
+@click.option("--info", "with_info", is_flag=True,
+              help="The log's numbers too (gli): records, bytes, oldest_record_id, last_write, refused, lost, written, stored, writers.")
 @_logs_dir_option
 @_scope_option
 @_socket_option
@@ -154,6 +155,7 @@ def get_command(name: str, with_info: bool, logs_dir: Path | None, system: bool 
     document: dict[str, Any] = {"log": name, **config}
     if with_info:
         document.update({key: info[key] for key in ("records", "bytes", "oldest_record_id", "last_write", "refused", "lost", "written", "stored")})
+        document["writers"] = info.get("writers", {})
     if as_json:
         _print_json(document)
         return
