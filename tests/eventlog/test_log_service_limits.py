@@ -210,3 +210,27 @@ def test_on_a_full_disk_every_event_is_stored_or_counted_lost(full_disk: Path, c
         assert "stores again" in (full_disk.parent / "service.log").read_text()
     finally:
         service.kill()
+
+
+def test_a_damaged_log_is_set_aside_when_the_service_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "control.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
+    monkeypatch.delenv("OPENETW_LOGS_DIR", raising=False)
+    assert main(["manifest", "install", str(MANIFEST)]) == 0
+    events = generated(tmp_path / "gen")
+    logs = tmp_path / "data" / "logs"
+    store = LogStore(logs)
+    store.create("Application")
+    size = (logs / "Application.db").stat().st_size
+    with open(logs / "Application.db", "r+b") as database:  # half overwritten
+        database.write(b"\xa5" * (size // 2))
+    service = start(tmp_path / "control.sock", system=False)
+    try:
+        aside = [p.name for p in logs.iterdir() if p.name.startswith("Application.db.damaged-")]
+        assert len(aside) == 1
+        assert "is damaged" in (tmp_path / "service.log").read_text()
+        assert in_child(write(events, 3))["written"] == 3
+        wait_until(lambda: written_now(store) == 3 and store.info("Application").records == 3, "stored in the new log")
+    finally:
+        service.kill()

@@ -128,6 +128,7 @@ _MESSAGE = _COLUMNS.index("message")
 _FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
 _INTEGER_COLUMNS = ("record_id", "time_created", "event_id", "version", "level", "task", "opcode", "keywords", "pid", "tid")
+QUICK_CHECK_MAX = 64 << 20  # ``damage`` reads a database whole up to this size
 RESERVE_BYTES = 256 << 10  # room kept to write the books on a full disk (``keep_reserve``)
 FILE_MODE = 0o600  # a log's database (SQLite gives its -wal and -shm the same mode)
 DIRECTORY_MODE = 0o700  # a logs directory the store makes (the machine service opens its own to 0755)
@@ -1072,9 +1073,9 @@ class LogStore:
         return int(removed)
 
     def damage(self, log: str) -> str | None:
-        """What is wrong with the log's database when it is damaged (not a database, or
-        SQLite's ``quick_check`` finds fault, or not a log's schema); ``None`` when sound. Reads
-        the whole file once."""
+        """What is wrong with the log's database when it is damaged (not a database, not a
+        log's schema, or SQLite's ``quick_check`` finds fault: run on files up to
+        ``QUICK_CHECK_MAX``, which it reads whole); ``None`` when sound."""
         path = self.path(log)
         self._forget(path)
         try:
@@ -1082,13 +1083,16 @@ class LogStore:
         except sqlite3.Error as exc:
             return str(exc) if is_damaged(exc) else None
         try:
-            problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(4)")]
-            if problems != ["ok"]:
-                return "; ".join(problems)
             check_schema(db, path)
+            if os.path.getsize(path) <= QUICK_CHECK_MAX:
+                problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(4)")]
+                if problems != ["ok"]:
+                    return "; ".join(problems)
+            db.execute("SELECT key, value FROM meta").fetchall()
+            db.execute("SELECT max(record_id), min(record_id) FROM events").fetchone()
         except sqlite3.Error as exc:
             return str(exc) if is_damaged(exc) else None
-        except EventLogError as exc:
+        except (EventLogError, OSError) as exc:
             return str(exc)
         finally:
             db.close()
