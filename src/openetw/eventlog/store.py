@@ -600,6 +600,12 @@ class LogStore:
             books = [earlier[0] + missed + lost + refused, earlier[1] + refused, earlier[2] + missed + lost]
             self._save_books(db, log, books)
             raise EventLogWriteError(f"cannot write the log {log!r}: {exc}; {missed + lost} events counted lost", missed + lost) from None
+        except BaseException:
+            if not committed:  # the earlier books were not written: kept for the next write
+                kept = self.unsaved.setdefault(log, [0, 0, 0])
+                for index, value in enumerate(earlier):
+                    kept[index] += value
+            raise
         finally:
             self._release(db)
         return result
