@@ -116,3 +116,27 @@ def test_fuzzed_log_databases_give_only_project_errors(tmp_path: Path, capsys: p
         assert "internal error" not in err and "Traceback" not in err, err
         outcomes.add(code)
     assert outcomes <= {0, 2, 3} and 0 in outcomes and len(outcomes) > 1, outcomes
+
+
+def test_a_planted_log_in_a_logs_directory_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = sqlite3.connect(tmp_path / "App.db")
+    db.executescript(SCHEMA.replace("CREATE TABLE IF NOT EXISTS events(", "CREATE TABLE IF NOT EXISTS real_events(")
+                     .replace("ON events(", "ON real_events(").replace("content='events'", "content='real_events'"))  # fmt: skip
+    db.execute(f"CREATE VIEW events AS {ENDLESS}")
+    db.commit()
+    db.close()
+    for argv in (["query", "App"], ["get", "App", "--info"]):
+        code = main(["log", *argv, "--logs-dir", str(tmp_path)])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and "not a log database" in err, err
+
+
+def test_an_archive_is_read_with_its_text_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = a_log(tmp_path / "logs")
+    copy = tmp_path / "copy.db"
+    shutil.copy(path, copy)
+    code, out, err = query(capsys, str(copy), "--format", "json")
+    assert code == 0 and len(out.splitlines()) == 40, err
+    found = list(LogStore(tmp_path).query_file(copy, text="disks"))
+    assert found and all("disks" in (event.message or "") for event in found)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "logs"]

@@ -376,13 +376,23 @@ class LogStore:
             _create_private(path)
         try:
             db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        try:
             db.row_factory = sqlite3.Row
+            db.execute("PRAGMA trusted_schema=OFF")  # a directory's log may be anyone's file: its schema runs nothing
+            if not create:
+                check_schema(db, path)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA cache_size=-8192")  # 8 MiB: more of a large log's indexes stay in memory
             fieldtext.ensure(db)  # a log made before the field index gets it
         except sqlite3.Error as exc:
+            db.close()
             raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        except BaseException:
+            db.close()
+            raise
         return db
 
     @staticmethod
