@@ -248,6 +248,9 @@ def main() -> None:
     args = parser.parse_args()
     started = journald()
     work = Path(tempfile.mkdtemp(prefix="openetw-bench-eventlog-"))
+    # the service, the CLI and this process use private logs and stores, never the caller's
+    os.environ["OPENETW_DATA_DIR"] = str(work / "data")
+    os.environ["OPENETW_LOGS_DIR"] = str(work / "data" / "logs")
     try:
         print(f"The Event Log against journald ({machine_note()}; load average {os.getloadavg()[0]:.1f})")
         if "a" in args.parts:

@@ -214,6 +214,15 @@ class EventLogError(OpenEtwError):
     exit_code = 2
 
 
+class EventLogWriteError(EventLogError):
+    """A log could not store events (a full disk, a failing file): ``lost`` of them were
+    counted lost in its books (or will be, at its next write)."""
+
+    def __init__(self, message: str, lost: int = 0) -> None:
+        super().__init__(message)
+        self.lost = lost
+
+
 class XPathError(EventLogError, InvalidArgument):
     """A query is outside the Event Log's XPath subset, or malformed; ``column`` is 1-based."""
 

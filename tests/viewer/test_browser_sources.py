@@ -24,10 +24,10 @@ def test_the_dotnet_events_of_a_perfview_trace_have_names_fields_and_a_field_val
     _idle(page)
     assert _total(page) == DOTNET["Microsoft-Windows-DotNETRuntime"]
     events = {name for name in _facet(page, "event") if name.startswith("Microsoft-Windows-DotNETRuntime/")}
-    assert "Microsoft-Windows-DotNETRuntime/CLRMethod/MethodLoadVerbose" in events
+    assert "Microsoft-Windows-DotNETRuntime/Method/LoadVerbose" in events
     assert not any("Event(" in name for name in events)
     page.click("#facets details[data-facet-name='event'] summary")
-    page.click("#facets li[data-facet='event'][title='Microsoft-Windows-DotNETRuntime/CLRMethod/MethodLoadVerbose']")
+    page.click("#facets li[data-facet='event'][title='Microsoft-Windows-DotNETRuntime/Method/LoadVerbose']")
     _idle(page)
     page.click("#rows .row[data-index='0']")
     page.wait_for_function("document.getElementById('detail').dataset.row !== undefined")

@@ -135,7 +135,8 @@ def list_command(logs_dir: Path | None, system: bool | None, as_json: bool) -> N
 
 @log.command("get")
 @click.argument("name", metavar="LOG")
-@click.option("--info", "with_info", is_flag=True, help="The log's numbers too (gli): records, bytes, oldest_record_id, last_write, refused, lost.")
+@click.option("--info", "with_info", is_flag=True,
+              help="The log's numbers too (gli): records, bytes, oldest_record_id, last_write, refused, lost, written, stored, writers.")
 @_logs_dir_option
 @_scope_option
 @_socket_option
@@ -154,6 +155,7 @@ def get_command(name: str, with_info: bool, logs_dir: Path | None, system: bool 
     document: dict[str, Any] = {"log": name, **config}
     if with_info:
         document.update({key: info[key] for key in ("records", "bytes", "oldest_record_id", "last_write", "refused", "lost", "written", "stored")})
+        document["writers"] = info.get("writers", {})
     if as_json:
         _print_json(document)
         return
@@ -309,7 +311,10 @@ def _file_events(path: str, parsed: Any, count: int | None, reverse: bool, after
     if path.lower().endswith(".db"):
         from openetw.eventlog import LogStore
 
-        yield from LogStore(os.path.dirname(path) or ".").query_file(path, xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        store = LogStore(os.path.dirname(path) or ".")
+        yield from store.query_file(path, xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        if store.skipped:
+            click.echo(f"warning: {store.skipped} rows of {path} hold no event (a damaged database): left out", err=True)
         return
     now = now_filetime()
     events = list(_etl_events(path))
@@ -431,7 +436,7 @@ def _log_fetcher(source: str, parsed: Any, query_text: str | None, reverse: bool
     def ask(after_id: int | None, limit: int | None) -> list[Any]:
         from openetw.eventlog import StoredEvent
 
-        reply = client.call("log_query", log=source, query=query_text, count=limit, reverse=reverse, after_record_id=after_id)
+        reply = client.call("log_query", log=source, query=query_text, count=limit, reverse=reverse, after_record_id=after_id, text=text)
         ask.log_id = reply["log_id"]  # type: ignore[attr-defined]
         return [_from_json(StoredEvent, item) for item in reply["events"]]
 

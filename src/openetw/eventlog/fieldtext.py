@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-__all__ = ["TABLE", "create", "drop_all", "drop_upto", "ensure", "index_after", "index_ids", "matching", "present"]
+__all__ = ["TABLE", "create", "drop_all", "drop_ids", "drop_upto", "ensure", "index_after", "index_ids", "matching", "optimize", "present"]
 
 TABLE = "field_text"
 _CREATE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(text, content='')"
@@ -88,6 +88,19 @@ def drop_upto(db: sqlite3.Connection, record_id: int) -> None:
     _made(db)
     db.execute(f"INSERT INTO {TABLE}({TABLE}, rowid, text) SELECT 'delete', record_id, {_TEXT} FROM events"
                " WHERE record_id <= ? AND fields IS NOT NULL", (record_id,))  # fmt: skip
+
+
+def optimize(db: sqlite3.Connection) -> None:
+    """Merge the index into one segment, so that what was taken out stops taking room."""
+    if present(db):
+        db.execute(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
+
+
+def drop_ids(db: sqlite3.Connection, record_ids: list[int]) -> None:
+    """Take out the fields of these events (before they are deleted)."""
+    _made(db)
+    db.execute(f"INSERT INTO {TABLE}({TABLE}, rowid, text) SELECT 'delete', record_id, {_TEXT} FROM events"
+               " WHERE record_id IN (SELECT value FROM json_each(?)) AND fields IS NOT NULL", (json.dumps(record_ids),))  # fmt: skip
 
 
 def drop_all(db: sqlite3.Connection) -> None:

@@ -135,6 +135,9 @@ class LogInfo:
     stored: int
     next_record_id: int
     log_id: str
+    # uid (as text) -> its share: "bytes" held, "refused" and "overwritten" (its own oldest,
+    # to stay within its share) of the writers other than root and the log's owner
+    writers: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,7 +146,8 @@ class LogInfo:
 @dataclass
 class AppendResult:
     """What one ``append`` did: events ``stored``, ``refused`` (a full retain log, or access),
-    ``overwritten`` (circular), and the ``archives`` an auto-backup log made."""
+    ``overwritten`` (circular), and the ``archives`` an auto-backup log made; ``refused``
+    includes what writers' shares refused."""
 
     stored: int = 0
     refused: int = 0

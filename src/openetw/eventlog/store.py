@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -39,17 +40,18 @@ from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
-from openetw.errors import EventLogError, InvalidArgument
+from openetw.errors import EventLogError, EventLogWriteError, InvalidArgument
 from openetw.eventlog import fieldtext
 from openetw.eventlog.channels import log_file_name, log_name_from_file
 from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, StoredEvent
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
-from openetw.eventlog.retention import Decision, budget, decide, wal_pages
+from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, event_cost, wal_pages, writer_share
 from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, condition_sql, parse_filter
 
-__all__ = ["RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
+__all__ = ["FILE_MODE", "RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events(
@@ -116,9 +118,87 @@ _MARK = ("INSERT INTO stored_buffers(pool, sequence, at) VALUES (?, ?, ?)"
          " ON CONFLICT(pool) DO UPDATE SET sequence = max(sequence, excluded.sequence), at = excluded.at")  # fmt: skip
 _LOSS_MARK = ("INSERT INTO stored_buffers(pool, sequence, losses, at) VALUES (?, -1, ?, ?)"
               " ON CONFLICT(pool) DO UPDATE SET losses = max(losses, excluded.losses), at = excluded.at")  # fmt: skip
+_WRITERS_TABLE = ("CREATE TABLE IF NOT EXISTS writers(uid INTEGER PRIMARY KEY, bytes INTEGER NOT NULL DEFAULT 0,"
+                  " refused INTEGER NOT NULL DEFAULT 0, overwritten INTEGER NOT NULL DEFAULT 0)")  # fmt: skip
+_WRITER_ADD = ("INSERT INTO writers(uid, bytes, refused, overwritten) VALUES (?, ?, ?, ?) ON CONFLICT(uid) DO UPDATE SET"
+               " bytes = max(0, bytes + excluded.bytes), refused = refused + excluded.refused, overwritten = overwritten + excluded.overwritten")  # fmt: skip
+_RECORD_AT = VARYING_COLUMNS.index("record")
+_SQLITE_FULL = 13
 _MESSAGE = _COLUMNS.index("message")
 _FIELDS = _COLUMNS.index("fields")
 _COUNTERS = ("written", "refused", "lost")
+_INTEGER_COLUMNS = ("record_id", "time_created", "event_id", "version", "level", "task", "opcode", "keywords", "pid", "tid")
+QUICK_CHECK_MAX = 64 << 20  # ``damage`` reads a database whole up to this size
+RESERVE_BYTES = 256 << 10  # room kept to write the books on a full disk (``keep_reserve``)
+FILE_MODE = 0o600  # a log's database (SQLite gives its -wal and -shm the same mode)
+DIRECTORY_MODE = 0o700  # a logs directory the store makes (the machine service opens its own to 0755)
+# SQLite's primary result codes of a file that is not (or no longer) a database
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+# What a log database may hold: tables and indexes (no views, no triggers: a file from elsewhere
+# runs nothing when it is read); ``events`` with these columns.
+_EVENT_COLUMNS = frozenset(("record_id", *_COLUMNS))
+
+
+def is_damaged(error: sqlite3.Error) -> bool:
+    """Whether SQLite says the file is damaged or not a database (rather than busy or denied)."""
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _file_sizes(path: Path) -> tuple[int, int, int]:
+    """Bytes of the database, its -wal and its -shm (0 for a file that is not there)."""
+    sizes = []
+    for name in (str(path), str(path) + "-wal", str(path) + "-shm"):
+        try:
+            sizes.append(os.path.getsize(name))
+        except OSError:
+            sizes.append(0)
+    return sizes[0], sizes[1], sizes[2]
+
+
+def _is_text_error(error: sqlite3.OperationalError) -> bool:
+    """Whether FTS5 refused the text of a MATCH (its syntax; ``word:`` read as a column name)."""
+    message = str(error)
+    return message.startswith(("fts5:", "no such column", "unknown special query", "unterminated string"))
+
+
+def _create_private(path: Path) -> None:
+    """Make an empty database file with ``FILE_MODE`` from the moment it exists (SQLite would
+    make it 0644 less the umask, and its -wal and -shm with it)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise EventLogError(f"cannot make the log database {path}: {exc.strerror or exc}") from None
+
+
+def check_schema(db: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+    """Refuse a database that is not a log's: views or triggers, ``events`` missing or not a
+    table, or not with a log's columns. Reads ``sqlite_master`` only, which runs nothing."""
+    try:
+        objects = db.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+        kinds = {str(name): str(kind) for kind, name, _ in objects}
+        if kinds.get("events") != "table":
+            raise EventLogError(f"{path} is not a log database (no table 'events')")
+        for kind, name, sql in objects:
+            if kind not in ("table", "index"):
+                raise EventLogError(f"{path} is not a log database: it holds a {kind} ({name!r}), which a log never does")
+            if kind == "table" and isinstance(sql, str) and sql.upper().startswith("CREATE VIRTUAL") and "USING FTS5" not in sql.upper():
+                raise EventLogError(f"{path} is not a log database: the virtual table {name!r} is not a full-text index")
+        columns = {str(row[1]) for row in db.execute("SELECT * FROM pragma_table_info('events')")}
+    except sqlite3.Error as exc:
+        raise EventLogError(f"cannot read the log database {path}: {exc}") from None
+    missing = _EVENT_COLUMNS - columns
+    if missing:
+        raise EventLogError(f"{path} is not a log database: 'events' lacks {', '.join(sorted(missing))}")
 
 
 class RecordSource(NamedTuple):
@@ -198,9 +278,16 @@ def _row(event: NewEvent) -> Row:
 
 
 def _stored(row: sqlite3.Row, log: str) -> StoredEvent:
+    """The event of a row; ``ValueError`` (or ``TypeError``) when the row is not an event's (a
+    damaged or made-up database)."""
     fields = row["fields"]
+    record = row["record"]
+    if not isinstance(record, bytes):
+        raise ValueError(f"record {row['record_id']!r} holds no record bytes")
+    if not all(isinstance(row[name], int) for name in _INTEGER_COLUMNS):
+        raise ValueError(f"record {row['record_id']!r} has a System fact that is not a number")
     return StoredEvent(
-        time_created=row["time_created"], provider=row["provider"], event_id=row["event_id"], record=bytes(row["record"]),
+        time_created=row["time_created"], provider=row["provider"], event_id=row["event_id"], record=record,
         format=row["format"], provider_guid=row["provider_guid"], version=row["version"], level=row["level"],
         task=row["task"], opcode=row["opcode"], keywords=row["keywords"] & 0xFFFFFFFFFFFFFFFF, channel=row["channel"],
         computer=row["computer"], pid=row["pid"], tid=row["tid"], user_sid=row["user_sid"], uid=row["uid"],
@@ -222,7 +309,14 @@ class LogStore:
         self.renderer = renderer
         self.keep_open = keep_open
         self._open: dict[Path, sqlite3.Connection] = {}
+        self._identities: dict[Path, tuple[int, int] | None] = {}  # (device, inode) of each kept connection's file
         self._source_cache: dict[RecordSource, _Statements] = {}
+        self.skipped = 0  # rows read that held no event (a damaged database): left out, counted
+        # log -> [written, refused, lost] of appends that failed and whose books could not be
+        # written either (a full disk): added to the log's books at its next write, and to ``info``
+        self.unsaved: dict[str, list[int]] = {}
+        self.reserve: Path | None = None
+        self._reserve_size = RESERVE_BYTES
 
     # -- files ---------------------------------------------------------------------------------
     def path(self, log: str) -> Path:
@@ -264,7 +358,7 @@ class LogStore:
     def _connect(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
         kept = self._open.get(path)
         if kept is not None:
-            if path.is_file():
+            if _identity(path) == self._identities.get(path):  # not replaced (an auto-backup by another store)
                 if kept.in_transaction:
                     kept.execute("ROLLBACK")
                 return kept
@@ -272,20 +366,71 @@ class LogStore:
         db = self._connect_new(path, create=create)
         if self.keep_open:
             self._open[path] = db
+            self._identities[path] = _identity(path)
         return db
 
     def _connect_new(self, path: Path, *, create: bool = False) -> sqlite3.Connection:
         if not create and not path.is_file():
             raise EventLogError(f"no log {log_name_from_file(path.name)!r} in {self.directory}")
+        if create:
+            _create_private(path)
         try:
             db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        try:
             db.row_factory = sqlite3.Row
+            db.execute("PRAGMA trusted_schema=OFF")  # a directory's log may be anyone's file: its schema runs nothing
+            if not create:
+                check_schema(db, path)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA cache_size=-8192")  # 8 MiB: more of a large log's indexes stay in memory
             fieldtext.ensure(db)  # a log made before the field index gets it
         except sqlite3.Error as exc:
+            db.close()
             raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def open_foreign(path: str | os.PathLike[str]) -> sqlite3.Connection:
+        """A read-only connection to a log database named by path (an archive, a copy, another
+        directory's log), trusted only as far as it should be: a regular file owned by root or
+        the caller, opened read-only with ``trusted_schema`` off, its schema a log's (no views or
+        triggers to run). A file without a write-ahead file is opened immutable, so the read
+        writes nothing beside it."""
+        target = os.path.abspath(path)
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc.strerror or exc}") from None
+        try:
+            status = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise EventLogError(f"{path} is not a regular file")
+        if status.st_uid not in (0, os.geteuid()):
+            raise EventLogError(f"{path} belongs to uid {status.st_uid}: a log database is read only when it is root's or yours"
+                                " (copy it to read it)")  # fmt: skip
+        live = os.path.exists(target + "-wal")
+        uri = f"file:{quote(target)}?mode=ro" + ("" if live else "&immutable=1")
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA trusted_schema=OFF")
+            db.execute("PRAGMA query_only=ON")
+            db.execute("PRAGMA cell_size_check=ON")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot open the log database {path}: {exc}") from None
+        try:
+            check_schema(db, path)
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def open(self, log: str) -> sqlite3.Connection:
@@ -297,7 +442,7 @@ class LogStore:
         """Make the log (``replace``: its settings too, when it exists); returns its settings."""
         config = config or LogConfig()
         path = self.path(log)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
         existed = path.is_file()
         db = self._connect(path, create=True)
         try:
@@ -308,6 +453,8 @@ class LogStore:
             self._release(db)
 
     def _create(self, db: sqlite3.Connection, log: str, config: LogConfig, existed: bool, replace: bool) -> LogConfig:
+        if not existed:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # free pages can go back to the file system (``_fit``)
         db.executescript(SCHEMA)
         fieldtext.create(db)
         db.execute("BEGIN IMMEDIATE")
@@ -332,6 +479,8 @@ class LogStore:
         db = self.open(log)
         try:
             text = self._meta(db, "config")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return LogConfig.from_json(json.loads(text)) if text else LogConfig()
@@ -344,6 +493,8 @@ class LogStore:
             self._set_meta(db, "config", config.dumps())
             self._tune(db, config)
             db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return config
@@ -391,10 +542,13 @@ class LogStore:
         ``VARYING_COLUMNS`` only. The cheapest way to store."""
         cache = self._source_cache
         return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
-                            refused=refused, mark=mark)  # fmt: skip
+                            refused=refused, mark=mark, writers=[source.uid for source, _ in runs])  # fmt: skip
 
     def _append(self, log: str, runs: list[tuple[_Statements, list[Row]]], *, lost: int = 0, refused: int = 0,
-                mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+                mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None,
+                writers: list[int | None] | None = None) -> AppendResult:  # fmt: skip
+        """``writers``: the uid whose events each run holds (``VARYING_COLUMNS`` rows), held to
+        its share of the log unless root or the log's owner."""
         if refused < 0:
             raise InvalidArgument(f"refused must not be negative, not {refused}")
         if len(self._source_cache) > 4096:
@@ -402,15 +556,22 @@ class LogStore:
         result = AppendResult()
         path = self.path(log)
         db = self._connect(path)
+        total = sum(len(rows) for _, rows in runs)
+        earlier = self.unsaved.pop(log, [0, 0, 0])
+        committed = False
         try:
             config = self._config_of(db)
             db.execute(f"PRAGMA wal_autocheckpoint={wal_pages(config.max_size, db.execute('PRAGMA page_size').fetchone()[0])}")
             db.execute("BEGIN IMMEDIATE")
-            self._add_counter(db, "written", sum(len(rows) for _, rows in runs) + lost + refused)
-            self._add_counter(db, "lost", lost)
-            self._add_counter(db, "refused", refused)
+            self._add_counter(db, "written", total + lost + refused + earlier[0])
+            self._add_counter(db, "lost", lost + earlier[2])
+            self._add_counter(db, "refused", refused + earlier[1])
             result.refused += refused
-            for statements, batch in runs:
+            for index, (statements, batch) in enumerate(runs):
+                uid = writers[index] if writers is not None else None
+                if uid is not None and uid not in (0, config.owner) and batch:
+                    batch = self._within_share(db, config, uid, batch, result)
+                stored_before = result.stored
                 position = 0
                 while position < len(batch):
                     position = self._store_from(db, log, config, batch, position, result, statements)
@@ -420,6 +581,9 @@ class LogStore:
                         result.archives.append(str(self._archive(log, config)))
                         db = self._connect(path)
                         db.execute("BEGIN IMMEDIATE")
+                if uid is not None and uid not in (0, config.owner):
+                    held = sum(event_cost(len(row[_RECORD_AT])) for row in batch[: result.stored - stored_before])
+                    db.execute(_WRITER_ADD, (uid, held, 0, 0))
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
             if mark is not None or loss_mark is not None:
                 db.execute(_MARKS_TABLE)
@@ -428,23 +592,168 @@ class LogStore:
             if loss_mark is not None:
                 db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
-            self._fold_wal(db, path, config)
+            committed = True
+            self._fit(db, path, config)
+            if self.reserve is not None:
+                self._make_reserve()
         except sqlite3.Error as exc:
-            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
+            if committed:  # stored; only giving room back failed
+                raise EventLogError(f"cannot shrink the log {log!r}: {exc}") from None
+            try:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # SQLite rolled back already
+            # not stored: every event of this append is counted lost (refused ones refused), in
+            # the log's books when they can be written, else at its next write
+            missed = total - (result.stored if result.archives else 0)
+            books = [earlier[0] + missed + lost + refused, earlier[1] + refused, earlier[2] + missed + lost]
+            self._save_books(db, log, books)
+            raise EventLogWriteError(f"cannot write the log {log!r}: {exc}; {missed + lost} events counted lost", missed + lost) from None
+        except BaseException:
+            if not committed:  # the earlier books were not written: kept for the next write
+                kept = self.unsaved.setdefault(log, [0, 0, 0])
+                for index, value in enumerate(earlier):
+                    kept[index] += value
+            raise
         finally:
             self._release(db)
         return result
 
-    @staticmethod
-    def _fold_wal(db: sqlite3.Connection, path: Path, config: LogConfig) -> None:
-        """A write-ahead file past its share of the bound is folded into the database now."""
-        page = db.execute("PRAGMA page_size").fetchone()[0]
+    def _save_books(self, db: sqlite3.Connection, log: str, books: list[int]) -> None:
+        """Counters of a failed append into the log's books, or kept for its next write (and
+        ``info``). On a full disk the reserve (``keep_reserve``) gives the room for them."""
+        for attempt in range(2):
+            try:
+                if attempt and not self._spend_reserve():
+                    break
+                db.execute("BEGIN IMMEDIATE")
+                self._add_counter(db, "written", books[0])
+                self._add_counter(db, "refused", books[1])
+                self._add_counter(db, "lost", books[2])
+                db.execute("COMMIT")
+                return
+            except sqlite3.Error:
+                try:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+        kept = self.unsaved.setdefault(log, [0, 0, 0])
+        for index, value in enumerate(books):
+            kept[index] += value
+
+    def keep_reserve(self, path: Path, size: int = RESERVE_BYTES) -> None:
+        """Keep ``size`` bytes in a file at ``path`` (on the logs' file system): on a full disk
+        it is given up to write the books of the events that could not be stored, and made
+        again once a write succeeds."""
+        self.reserve, self._reserve_size = path, size
+        self._make_reserve()
+
+    def _make_reserve(self) -> None:
+        if self.reserve is None or self.reserve.exists():
+            return
         try:
-            wal = os.path.getsize(str(path) + "-wal")
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
         except OSError:
             return
-        if wal > wal_pages(config.max_size, page) * page:
+        try:
+            os.posix_fallocate(fd, 0, self._reserve_size)
+        except OSError:  # no room for it yet
+            os.close(fd)
+            fd = -1
+            try:
+                os.unlink(self.reserve)
+            except OSError:
+                pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _spend_reserve(self) -> bool:
+        if self.reserve is None:
+            return False
+        try:
+            os.unlink(self.reserve)
+        except OSError:
+            return False
+        return True
+
+    def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: list[Row], result: AppendResult) -> list[Row]:
+        """The rows of ``batch`` (``VARYING_COLUMNS``) a writer other than root and the owner may
+        store within its share of the log: in a circular log its newest, its own oldest events
+        dropped to make room (``overwritten``); else what fits, the rest refused. Both counted
+        for the writer."""
+        db.execute(_WRITERS_TABLE)
+        share = writer_share(config.max_size)
+        row = db.execute("SELECT bytes FROM writers WHERE uid = ?", (uid,)).fetchone()
+        held = int(row[0]) if row is not None else 0
+        costs = [event_cost(len(row[_RECORD_AT])) for row in batch]
+        if held + sum(costs) <= share:
+            return batch
+        if config.retention == "circular":
+            keep, room = 0, share
+            while keep < len(batch) and costs[len(batch) - 1 - keep] <= room:
+                room -= costs[len(batch) - 1 - keep]
+                keep += 1
+            passed = len(batch) - keep  # stored and overwritten at once by the writer's own newer events
+            result.stored += passed
+            result.overwritten += passed
+            dropped = self._drop_writer_oldest(db, uid, held - room) if held > room else 0
+            result.overwritten += dropped
+            db.execute(_WRITER_ADD, (uid, 0, 0, passed + dropped))
+            return batch[passed:]
+        fits, room = 0, share - held
+        while fits < len(batch) and costs[fits] <= room:
+            room -= costs[fits]
+            fits += 1
+        refused = len(batch) - fits
+        self._add_counter(db, "refused", refused)
+        result.refused += refused
+        db.execute(_WRITER_ADD, (uid, 0, refused, 0))
+        return batch[:fits]
+
+    def _drop_writer_oldest(self, db: sqlite3.Connection, uid: int, need: int) -> int:
+        """Drop the oldest events of ``uid`` until ``need`` bytes of its share are free; returns how many."""
+        ids: list[int] = []
+        freed = 0
+        cursor = db.execute("SELECT record_id, 2 * length(record) + ? FROM events WHERE uid = ? ORDER BY record_id", (ROW_OVERHEAD, uid))
+        while freed < need:
+            rows = cursor.fetchmany(512)
+            if not rows:
+                break
+            for record_id, cost in rows:
+                ids.append(record_id)
+                freed += cost
+                if freed >= need:
+                    break
+        cursor.close()
+        for start in range(0, len(ids), 4096):
+            chunk = json.dumps(ids[start : start + 4096])
+            db.execute("INSERT INTO messages(messages, rowid, message) SELECT 'delete', record_id, message FROM events"
+                       " WHERE record_id IN (SELECT value FROM json_each(?)) AND message IS NOT NULL", (chunk,))  # fmt: skip
+            fieldtext.drop_ids(db, ids[start : start + 4096])
+            db.execute("DELETE FROM events WHERE record_id IN (SELECT value FROM json_each(?))", (chunk,))
+        db.execute(_WRITER_ADD, (uid, -freed, 0, 0))
+        return len(ids)
+
+    def _fit(self, db: sqlite3.Connection, path: Path, config: LogConfig) -> None:
+        """After a commit: a write-ahead file past its share of the bound is folded into the
+        database, and a database file past the bound (free pages left by dropped events, a
+        bound lowered) gives its free pages back, so that the files hold the bound on disk."""
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        files = _file_sizes(path)
+        if files[1] > wal_pages(config.max_size, page) * page or sum(files) > config.max_size:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            files = _file_sizes(path)
+        if sum(files) <= config.max_size or not db.execute("PRAGMA freelist_count").fetchone()[0]:
+            return
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # a log made before: rebuilt once, then given back page by page
+            db.execute("VACUUM")
+        else:
+            db.execute("PRAGMA incremental_vacuum").fetchall()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def marks(self, log: str) -> dict[str, int]:
         """Pool -> the SequenceNumber of the last of its buffers whose events this log holds
@@ -509,6 +818,8 @@ class LogStore:
             self._add_counter(db, "written", count)
             self._add_counter(db, "refused", count)
             db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot write the log {log!r}: {exc}") from None
         finally:
             self._release(db)
 
@@ -609,6 +920,7 @@ class LogStore:
     def _drop_oldest(self, db: sqlite3.Connection, limit: int) -> int:
         """Circular: drop the oldest events until the log fits ``limit``; returns how many."""
         dropped = 0
+        merged = False
         while self._used(db) > limit:
             total, _bytes_used = db.execute("SELECT count(*), sum(length(record)) FROM events").fetchone()
             if not total:
@@ -619,8 +931,25 @@ class LogStore:
                 "INSERT INTO messages(messages, rowid, message) SELECT 'delete', record_id, message FROM events"
                 " WHERE record_id <= ? AND message IS NOT NULL", (last,))  # fmt: skip
             fieldtext.drop_upto(db, last)
+            self._writers_drop_upto(db, last)
             dropped += db.execute("DELETE FROM events WHERE record_id <= ?", (last,)).rowcount
+            if share > total // 4 and not merged:
+                # a large drop (a lowered bound): the full-text indexes keep what was taken out
+                # until their segments merge; merged now, it stops counting against the bound
+                merged = True
+                db.execute("INSERT INTO messages(messages) VALUES ('optimize')")
+                fieldtext.optimize(db)
         return dropped
+
+    @staticmethod
+    def _writers_drop_upto(db: sqlite3.Connection, record_id: int) -> None:
+        """The writers' shares less their events up to ``record_id`` (about to be dropped)."""
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is None:
+            return
+        held = db.execute(
+            "SELECT uid, 2 * sum(length(record)) + count(*) * ? FROM events WHERE record_id <= ? AND uid IN (SELECT uid FROM writers) GROUP BY uid",
+            (ROW_OVERHEAD, record_id)).fetchall()  # fmt: skip
+        db.executemany(_WRITER_ADD, [(uid, -int(cost), 0, 0) for uid, cost in held])
 
     def _archive(self, log: str, config: LogConfig) -> Path:
         """Auto-backup: the full database becomes ``Archive-<log>-<time>.db``; a new log begins
@@ -638,6 +967,26 @@ class LogStore:
         while target.exists():
             counter += 1
             target = target.with_name(f"Archive-{log_file_name(log)[:-3]}-{stamp}-{counter}.db")
+        # the new database made whole beside, then put in place: a reader finds the log missing
+        # for two renames at most, never half made
+        fresh = path.with_name(f".{path.name}.new")
+        for name in (str(fresh), str(fresh) + "-wal", str(fresh) + "-shm"):
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
+        db = self._connect_new(fresh, create=True)
+        try:
+            self._create(db, log, config, False, True)
+            db.execute("BEGIN IMMEDIATE")
+            for key, value in meta.items():
+                if key != "last_write":
+                    self._set_meta(db, key, value)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot begin the log {log!r} anew: {exc}") from None
+        finally:
+            db.close()
         self._forget(path)
         os.replace(path, target)
         for suffix in ("-wal", "-shm"):
@@ -645,16 +994,7 @@ class LogStore:
                 os.unlink(str(path) + suffix)
             except FileNotFoundError:
                 pass
-        self.create(log, config)
-        db = self._connect(path)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            for key, value in meta.items():
-                if key != "last_write":
-                    self._set_meta(db, key, value)
-            db.execute("COMMIT")
-        finally:
-            self._release(db)
+        os.replace(fresh, path)
         return target
 
     def render_pending(self, log: str, renderer: Renderer, limit: int = 2000) -> int:
@@ -672,17 +1012,38 @@ class LogStore:
             for event in rows:
                 fields, message = renderer(event)
                 updates.append((json.dumps(fields, default=str) if fields is not None else None, message, event.record_id))
+            config = self._config_of(db)
+            room = budget(config.max_size, db.execute("PRAGMA page_size").fetchone()[0])
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
-            db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
-            fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
+            self._save_rendered(db, updates)
+            if self._used(db) > room:  # what rendering adds counts against the bound too
+                if config.retention == "circular":
+                    self._drop_oldest(db, room)
+                else:  # a full log renders what fits; readers render the rest as they read them
+                    db.execute("ROLLBACK")
+                    db.execute("BEGIN IMMEDIATE")
+                    for update in updates:
+                        db.execute("SAVEPOINT one")
+                        self._save_rendered(db, [update])
+                        if self._used(db) > room:
+                            db.execute("ROLLBACK TO one")
+                            db.execute("RELEASE one")
+                            break
+                        db.execute("RELEASE one")
             self._set_meta(db, "render_from", str(rows[-1].record_id + 1))
             db.execute("COMMIT")
+            self._fit(db, self.path(log), config)
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return len(rows)
+
+    @staticmethod
+    def _save_rendered(db: sqlite3.Connection, updates: list[tuple[str | None, str | None, int]]) -> None:
+        db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
+        db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
+        fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
 
     def _note_rendered(self, db: sqlite3.Connection, start: int) -> None:
         """Nothing unrendered from ``start`` on: the next render begins at the end."""
@@ -699,6 +1060,8 @@ class LogStore:
         try:
             start = int(self._meta(db, "render_from") or 0)
             return int(db.execute("SELECT count(*) FROM events WHERE record_id >= ? AND rendered = 0", (start,)).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
 
@@ -712,14 +1075,58 @@ class LogStore:
         try:
             db.execute("BEGIN IMMEDIATE")
             removed = db.execute("DELETE FROM events").rowcount
+            db.execute(_WRITERS_TABLE)
+            db.execute("UPDATE writers SET bytes = 0")
             db.execute("INSERT INTO messages(messages) VALUES ('delete-all')")
             fieldtext.drop_all(db)
             db.execute("COMMIT")
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot clear the log {log!r}: {exc}") from None
         finally:
             self._release(db)
         return int(removed)
+
+    def damage(self, log: str) -> str | None:
+        """What is wrong with the log's database when it is damaged (not a database, not a
+        log's schema, or SQLite's ``quick_check`` finds fault: run on files up to
+        ``QUICK_CHECK_MAX``, which it reads whole); ``None`` when sound."""
+        path = self.path(log)
+        self._forget(path)
+        try:
+            db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            return str(exc) if is_damaged(exc) else None
+        try:
+            check_schema(db, path)
+            if os.path.getsize(path) <= QUICK_CHECK_MAX:
+                problems = [str(row[0]) for row in db.execute("PRAGMA quick_check(4)")]
+                if problems != ["ok"]:
+                    return "; ".join(problems)
+            db.execute("SELECT key, value FROM meta").fetchall()
+            db.execute("SELECT max(record_id), min(record_id) FROM events").fetchone()
+        except sqlite3.Error as exc:
+            return str(exc) if is_damaged(exc) else None
+        except (EventLogError, OSError) as exc:
+            return str(exc)
+        finally:
+            db.close()
+        return None
+
+    def set_aside(self, log: str) -> Path:
+        """Move a damaged log's database (and its -wal and -shm) aside as
+        ``<file>.damaged-<UTC time>``; the log is missing then. Returns the new path."""
+        path = self.path(log)
+        self._forget(path)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
+        target = path.with_name(f"{path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(str(path) + suffix, str(target) + suffix)
+            except FileNotFoundError:
+                pass
+        return target
 
     def delete(self, log: str) -> None:
         path = self.path(log)
@@ -737,20 +1144,26 @@ class LogStore:
         try:
             meta = {row[0]: row[1] for row in db.execute("SELECT key, value FROM meta")}
             records, oldest = db.execute("SELECT count(*), min(record_id) FROM events").fetchone()
+            writers: dict[str, dict[str, int]] = {}
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is not None:
+                for uid, held, refused_by, overwritten_by in db.execute("SELECT uid, bytes, refused, overwritten FROM writers ORDER BY uid"):
+                    writers[str(uid)] = {"bytes": int(held), "refused": int(refused_by), "overwritten": int(overwritten_by)}
+        except sqlite3.Error as exc:
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:
             self._release(db)
-        size = sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
-        written, refused, lost = (int(meta.get(key, 0)) for key in _COUNTERS)
+        size = sum(_file_sizes(path))
+        unsaved = self.unsaved.get(log, [0, 0, 0])
+        written, refused, lost = (int(meta.get(key, 0)) + extra for key, extra in zip(_COUNTERS, unsaved, strict=True))
         return LogInfo(
             name=log, records=records, bytes=size, oldest_record_id=oldest, last_write=meta.get("last_write"),
             refused=refused, lost=lost, written=written, stored=written - refused - lost,
-            next_record_id=int(meta.get("next_record_id", 1)), log_id=meta.get("log_id", ""),
+            next_record_id=int(meta.get("next_record_id", 1)), log_id=meta.get("log_id", ""), writers=writers,
         )  # fmt: skip
 
     def size(self, log: str) -> int:
-        """Bytes of all the log's files together."""
-        path = self.path(log)
-        return sum(os.path.getsize(name) for name in (str(path), str(path) + "-wal") if os.path.exists(name))
+        """Bytes of all the log's files together (database, -wal, -shm)."""
+        return sum(_file_sizes(self.path(log)))
 
     def query(
         self,
@@ -774,7 +1187,7 @@ class LogStore:
     def query_file(self, path: str | os.PathLike[str], **options: Any) -> Iterator[StoredEvent]:
         """``query`` over a log database named by path (an archive, or another directory's log)."""
         target = Path(path)
-        yield from self._query(self._connect(target), log_name_from_file(target.name), **options)
+        yield from self._query(self.open_foreign(target), log_name_from_file(target.name), **options)
 
     def _query(
         self, db: sqlite3.Connection, log: str, *, xpath: str | Query | QueryList | None = None, count: int | None = None, reverse: bool = False,
@@ -809,7 +1222,11 @@ class LogStore:
             taken = 0
             renderer = self.renderer
             for row in db.execute(statement, params):
-                event = _stored(row, log)
+                try:
+                    event = _stored(row, log)
+                except (TypeError, ValueError, OverflowError):  # json.JSONDecodeError is a ValueError
+                    self.skipped += 1
+                    continue
                 if not event.rendered and renderer is not None:
                     event.fields, event.message = renderer(event)
                 if test is not None:
@@ -821,6 +1238,11 @@ class LogStore:
                 taken += 1
                 if count is not None and taken >= count:
                     return
+        except sqlite3.OperationalError as exc:
+            if text and _is_text_error(exc):
+                raise InvalidArgument(f"not a text query: {text!r} (words, \"a phrase\", word*, AND, OR, NOT and parentheses;"
+                                      " quote a word that holds punctuation)") from None  # fmt: skip
+            raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot read the log {log!r}: {exc}") from None
         finally:

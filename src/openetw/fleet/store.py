@@ -146,7 +146,7 @@ class FleetStore:
         self._for_log: list[tuple[str, str, int, bytes]] = []
         self._log_pending: dict[str, Any] | None = None
         self._registry: Any = None
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # its Parquet tables private with the rest
         self.log: Any = None
         if "log" in outputs:
             from openetw.fleet.to_log import LogOutput
@@ -294,14 +294,14 @@ class FleetStore:
         (self.directory / relative).parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            fd = os.open(self.directory / relative, flags, 0o644)
+            fd = os.open(self.directory / relative, flags, 0o600)
         except FileExistsError:
             if relative in {f.path for b in self.sessions.values() for f in b.files}:
                 # Another session's file (two names made the same path): never replaced.
                 raise BadMessage("identity", f"session {books.session!r} of {books.host!r} would write over {relative}") from None
             # Begun after the last commit and never acknowledged: its messages are coming again.
             os.unlink(self.directory / relative)
-            fd = os.open(self.directory / relative, flags, 0o644)
+            fd = os.open(self.directory / relative, flags, 0o600)
         self._fds[relative] = fd
         etl = EtlFile(relative, books.buffer_size, 0, 0)
         books.files.append(etl)
@@ -350,6 +350,7 @@ class FleetStore:
                 from openetw.report.sources import build_registry
 
                 self._registry = build_registry()  # the installed manifests, as openetw export uses them
+            (self.directory / "parquet").mkdir(mode=0o700, exist_ok=True)
             export_files([str(self.directory / etl.path)], str(scratch), "parquet", registry=self._registry)
             os.replace(scratch, target)
         etl.exported = True
@@ -401,7 +402,7 @@ class FleetStore:
         }
         path = self.directory / STATE_FILE
         scratch = path.with_name(path.name + ".new")
-        with open(scratch, "w", encoding="utf-8") as stream:
+        with open(os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w", encoding="utf-8") as stream:
             json.dump(state, stream)
             stream.flush()
             os.fsync(stream.fileno())

@@ -67,6 +67,7 @@ _SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no conn
 LEVEL_ALL = 255
 RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
 RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
+RESERVE_FILE = ".reserve"  # in the logs' directory
 MARKS_KEPT = 1024  # per log, the marks of pools of producers that may still hand one over
 
 
@@ -216,6 +217,7 @@ class EventLogService:
         self.store = LogStore(directory, keep_open=True)  # the loop's: settings, counters, reads for callers
         self.render_store = LogStore(directory, keep_open=True)  # the render thread's own connections
         self.writer = StoreWriter(LogStore(directory, keep_open=True), on_stored=self._stored, log=_log)  # the store thread's
+        self.writer.store.unsaved = self.store.unsaved  # books of failed writes: one tally that ``log_info`` reports
         self._marked: dict[str, set[str]] = defaultdict(set)  # pool identity -> the logs that hold its mark
         self.manifest_dirs = manifest_dirs
         self.owner = owner
@@ -264,20 +266,36 @@ class EventLogService:
                     catalog.logs[log] = ChannelSpec("", "", 0, 0, log, "Admin", True, "Application" if log == "Application" else "System")
         self.catalog = catalog
         if catalog.logs and not self.store.directory.is_dir():
-            self.store.directory.mkdir(parents=True, exist_ok=True)
-            os.chmod(self.store.directory, 0o755 if self.service.system else 0o700)
+            self.store.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if self.service.system:  # its files are 0600: who may not read them reads through the service
+                os.chmod(self.store.directory, 0o755)
         for log, spec in catalog.logs.items():
-            config = self.store.ensure(log, default_config(
-                log, spec.type, spec.isolation, system=self.service.system, owner=self.owner,
-                readers=self.readers if self.readers is not None else 0, writers=self.writers,
-            ))  # fmt: skip
-            os.chmod(self.store.path(log), 0o600)
+            wanted = default_config(log, spec.type, spec.isolation, system=self.service.system, owner=self.owner,
+                                    readers=self.readers if self.readers is not None else 0, writers=self.writers)  # fmt: skip
+            try:
+                config = self._ensure(log, wanted)
+            except EventLogError as exc:
+                _log(f"event log: {exc}")
+                continue
             self._configs[log] = config
             try:  # marks of pools of producers long gone, never handed over
                 self.store.forget_marks(log, keep=MARKS_KEPT)
             except EventLogError as exc:
                 _log(f"event log: {exc}")
+        if catalog.logs:  # room to count what a full disk refuses (see ``LogStore.keep_reserve``)
+            self.writer.store.keep_reserve(self.store.directory / RESERVE_FILE)
         self._steer()
+
+    def _ensure(self, log: str, config: LogConfig) -> LogConfig:
+        """The log's settings, making it when missing; a damaged database (SQLite says it is
+        not one, or its check fails) is set aside as ``<file>.damaged-<UTC time>`` with its
+        -wal and -shm, reported, and the log begun anew with ``config``."""
+        if self.store.exists(log):
+            problem = self.store.damage(log)
+            if problem is not None:
+                aside = self.store.set_aside(log)
+                _log(f"event log: the log {log!r} is damaged ({problem}); set aside as {aside.name}, a new one begun")
+        return self.store.ensure(log, config)
 
     def _wanted(self) -> dict[str, dict[uuid.UUID, int]]:
         """Session name -> provider -> keyword bits, for the channels that listen now."""
@@ -623,7 +641,6 @@ def log_import(service: TraceService, connection: Connection, message: Message) 
             raise AccessDenied(f"uid {caller.uid} may not import into the log {log!r}")
     else:
         hook.store.create(log, LogConfig(owner=caller.uid, group=hook.readers or 0, mode=0o640, isolation="Custom", type="Operational"))
-        os.chmod(hook.store.path(log), 0o600)
     result = import_evtx(hook.store, log, data)
     return {"log": log, "imported": result}
 
@@ -641,6 +658,7 @@ def log_query(service: TraceService, connection: Connection, message: Message) -
     events = hook.store.query(
         log, xpath=body.get("query") if isinstance(body.get("query"), str) else None, count=limit,
         reverse=bool(body.get("reverse")), after_record_id=after if isinstance(after, int) else None,
+        text=body.get("text") if isinstance(body.get("text"), str) else None,
         own_uid=connection.caller.uid if access is ReadAccess.READ_OWN else None,
     )  # fmt: skip
     return {"log": log, "log_id": hook.store.info(log).log_id, "events": [e.to_json() for e in events]}

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from openetw.errors import EventLogError
+from openetw.errors import EventLogError, EventLogWriteError
 from openetw.eventlog.records import Run
 from openetw.eventlog.store import LogStore, RecordSource
 
@@ -64,6 +64,7 @@ class StoreWriter:
         self._lock = threading.Lock()
         self._pause = os.environ.get(PAUSE_AFTER_COMMIT_ENV) or None
         self._pause_before = os.environ.get(PAUSE_BEFORE_COMMIT_ENV) or None
+        self._failing: dict[str, int] = {}  # log -> events counted lost since it last stored
 
     def submit(self, batch: StoreBatch, *, wait: bool = False) -> None:
         """Queue ``batch`` (waiting while ``DEPTH`` batches wait); ``wait``: return once stored."""
@@ -110,8 +111,17 @@ class StoreWriter:
                 continue
             try:
                 batch.stored += store.append_records(log, runs, refused=refused, mark=batch.mark).stored
+            except EventLogWriteError as exc:  # counted lost in the log's books; said once per spell
+                if log not in self._failing:
+                    self._log(f"event log: {exc} (until it stores again)")
+                self._failing[log] = self._failing.get(log, 0) + exc.lost
+                continue
             except EventLogError as exc:
                 self._log(f"event log: {exc}")
+                continue
+            lost = self._failing.pop(log, None)
+            if lost is not None:
+                self._log(f"event log: the log {log!r} stores again; {lost} events were counted lost meanwhile")
         if batch.forget is not None:
             for log in batch.forget_logs:
                 try:
