@@ -14,6 +14,7 @@ import click
 from openetw._native import engine as native_engine
 from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
@@ -135,6 +136,7 @@ def raise_if_damaged(readers: list[EtlReader]) -> None:
 @manifest_option
 @no_installed_option
 @quiet_option
+@streamed_no_index_option
 def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_installed: bool, quiet: bool) -> None:
     """Logfile header facts and record counts of each FILE.
 
@@ -255,6 +257,7 @@ def _print_summary(s: dict[str, Any]) -> None:
 @no_installed_option
 @quiet_option
 @time_window_options
+@streamed_no_index_option
 def dump(
     files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None,
     manifests: tuple[str, ...], no_installed: bool, quiet: bool, window: TimeSpec,
@@ -394,6 +397,7 @@ def record_line(record: EventRecord, namer: RecordNamer) -> str:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl or .evtx file to write.")
 @click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: output, records, buffers, records_refused.")
+@streamed_no_index_option
 def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, as_json: bool) -> None:
     """Merge FILES in time order and rewrite them as one uncompressed .etl file.
 

@@ -107,6 +107,7 @@ class UserTrace:
         stop_on_callback_error: bool = False,
         index: bool = True,
         index_dir: str | os.PathLike[str] | None = None,
+        index_beside: bool | None = None,
         learn_state: bool = True,
         socket: str | os.PathLike[str] | None = None,
         flush_timer: int = 1,
@@ -126,6 +127,7 @@ class UserTrace:
         self.stop_on_callback_error = stop_on_callback_error
         self.use_index = index
         self.index_dir = index_dir
+        self.index_beside = index_beside
         self.learn_state = learn_state
         self.socket = socket
         self.flush_timer = flush_timer
@@ -219,7 +221,7 @@ class UserTrace:
             return self
         dispatcher = self._prepare()
         if self.files:
-            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir) for path in self.files]
+            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir, index_beside=self.index_beside) for path in self.files]
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         elif self.streams:
