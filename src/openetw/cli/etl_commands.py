@@ -26,6 +26,7 @@ from openetw.guids import format_guid
 from openetw.report.events import ReportEvent, decode_record
 from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
+from openetw.safeio import mode_like
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.format import one_line
 
@@ -411,8 +412,9 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
+    private = mode_like(*files)  # the output is at most as open as the most private input
     if output.lower().endswith(".evtx"):
-        written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers)
+        written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers, file_mode=private)
         if as_json:
             click.echo(json.dumps({"output": output, "records": written.records_written, "chunks": written.chunks_written}))
         else:
@@ -421,7 +423,7 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
         return
     if any(isinstance(reader, EvtxFileReader) for reader in readers):
         raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
-    result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
+    result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None, file_mode=private)
     if as_json:
         click.echo(json.dumps({
             "output": output, "records": result.records_written + 1, "records_relogged": result.records_written,
