@@ -1,4 +1,4 @@
-"""``EtlIndex``: the records of an ETL file as numpy columns, kept beside the file in blocks.
+"""``EtlIndex``: the records of an ETL file as numpy columns, kept in blocks in the user's cache.
 
 The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
 a trace consuming a file for the first time gets its events as the index is written, with no
