@@ -3,8 +3,10 @@ and writing files made from others with their privacy (``mode_like``, ``create_o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 PRIVATE_MODE = 0o600
@@ -36,6 +38,27 @@ def create_output(path: str | os.PathLike[str], mode: int, flags: int = os.O_WRO
         os.close(fd)
         raise
     return fd
+
+
+@contextlib.contextmanager
+def umask_like(*sources: str | os.PathLike[str]) -> Iterator[None]:
+    """Within: the files and folders this process makes take ``sources``' privacy (for writers
+    that create files themselves). The group's and others' bits the sources lack are added to
+    the umask (no read: no access at all; no write: no write), which only ever narrows."""
+    bits = mode_like(*sources)
+    mask = 0
+    for shift in (3, 0):
+        have = (bits >> shift) & 0o7
+        if not have & 0o4:
+            mask |= 0o7 << shift
+        elif not have & 0o2:
+            mask |= 0o2 << shift
+    old = os.umask(0o077)
+    os.umask(old | mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 class NotARegularFile(OSError):

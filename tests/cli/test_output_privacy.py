@@ -102,3 +102,30 @@ def test_log_export_and_backup_take_the_logs_privacy(
     assert out.stat().st_size > 0
     assert _mode(out) == log_mode & ~0o022
     assert no_chmod == []
+
+
+def _need(module: str) -> None:
+    try:
+        __import__(module)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"{module} is not installed")
+
+
+@pytest.mark.parametrize("trace_mode", [0o600, 0o640, 0o644])
+@pytest.mark.parametrize("fmt", ["jsonl", "chrome", "parquet", "csv"])
+def test_export_output_takes_the_traces_privacy(tmp_path: Path, trace_mode: int, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if fmt in ("parquet", "csv"):
+        _need("pyarrow")
+    trace = _trace(tmp_path, "in.etl", trace_mode)
+    out = tmp_path / ("out" if fmt in ("parquet", "csv") else f"out.{fmt}")
+    assert main(["export", str(trace), "--to", fmt, "-o", str(out), "-q"]) == 0, capsys.readouterr().err
+    made = [out, *out.rglob("*")] if out.is_dir() else [out]
+    assert len(made) > 1 or out.is_file()
+    for path in made:
+        expected = trace_mode & ~0o022
+        if path.is_dir():
+            expected |= 0o700 | (0o050 if trace_mode & 0o040 else 0) | (0o005 if trace_mode & 0o004 else 0)
+            expected &= ~0o022
+        assert _mode(path) == expected, path

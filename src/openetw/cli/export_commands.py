@@ -25,6 +25,7 @@ from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query
 from openetw.export.timeline import TIMELINE_FORMATS
+from openetw.safeio import umask_like
 
 
 def register(cli: click.Group) -> None:
@@ -128,7 +129,8 @@ def export(
     selection = _selection(files, providers, window)
     registry = load_registry(manifests, installed=not no_installed)
     progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
-    summary = export_files(files, output, fmt, registry=registry, selection=selection, progress=progress)
+    with umask_like(*files):  # what is written takes the traces' privacy
+        summary = export_files(files, output, fmt, registry=registry, selection=selection, progress=progress)
     progress.done()
     _report(summary, as_json, to_stderr=output == "-")
 
@@ -169,7 +171,8 @@ def _export_timeline(
     selection = _selection(files, providers, window)
     registry = load_registry(manifests, installed=not no_installed)
     progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
-    summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint)
+    with umask_like(*files):
+        summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint)
     progress.done()
     text = json.dumps(summary.as_json()) if as_json else "\n".join(summary.lines())
     click.echo(text, err=output == "-")
