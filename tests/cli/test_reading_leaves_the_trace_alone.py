@@ -132,3 +132,12 @@ def test_every_reading_command_takes_no_index(capsys: pytest.CaptureFixture[str]
     for name in READERS:
         assert _in_process(name, "--help") == 0
         assert "--no-index" in capsys.readouterr().out, name
+
+
+@pytest.mark.parametrize("name", ["probe", "viewer"])
+def test_no_index_and_index_beside_exclude_each_other(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_etl(tmp_path / "a.etl", every_kind(10))
+    argv = ["probe", "--file", str(trace), "-n", COUNT_PROBE] if name == "probe" else ["viewer", "--no-browser", str(trace)]
+    assert main([*argv, "--no-index", "--index-beside"]) == 2
+    assert "exclude each other" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.etl"]

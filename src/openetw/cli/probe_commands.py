@@ -90,6 +90,8 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         return
     if target_pid is not None or target_command is not None:
         raise InvalidArgument("-p and -c trace live processes: drop --file")
+    if no_index and index_beside:
+        raise click.UsageError("--no-index and --index-beside exclude each other")
     trace_files = TraceFiles(files, manifests=schema_registry(list(manifests)), index=not no_index, index_beside=index_beside)
     if list_pattern is not None:
         patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]

@@ -50,6 +50,8 @@ def viewer(
         from openetw.viewer.server import ViewerServer
     except ImportError as error:
         raise InvalidArgument(str(error)) from None
+    if no_index and index_beside:
+        raise click.UsageError("--no-index and --index-beside exclude each other")
     state = Viewer(keep_index=not no_index, index_beside=index_beside)
     for path in files:
         state.open(path)

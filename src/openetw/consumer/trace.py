@@ -11,8 +11,9 @@
 Several files are merged in time order (as ``openetw relog`` merges them); ``start_time`` /
 ``end_time`` keep event callbacks to a window (state records before it still build the decode
 context and reach ``set_rundown_callback``). Files are read through their index (built on the
-first pass, which delivers events as it indexes; see ``EtlIndex``) unless ``index=False`` (a
-single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
+first pass, which delivers events as it indexes; see ``EtlIndex``), kept in the user's cache
+(beside the file with ``index_beside=True`` or ``$OPENETW_INDEX_BESIDE``), unless
+``index=False`` (a single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
 over records and parsers nothing else holds (the path of Python 3.14 and later).
 
 ``UserTrace(sessions=["Name"])`` consumes running real-time sessions;
