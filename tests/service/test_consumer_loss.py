@@ -71,3 +71,30 @@ def test_a_killed_consumers_buffers_in_flight_are_counted_lost(
     # and prints its count when it reads the buffer's first record (a buffer or two later).
     assert doomed.buffers <= final["buffers_written"] <= doomed.buffers + 2, (doomed.buffers, final)
     assert final["realtime_buffers_lost"] > 0
+
+
+def test_a_consumer_that_never_acknowledges_keeps_the_books_bounded(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from openetw.service import connection as module
+    from openetw.service.connection import RealtimeDelivery
+    from openetw.service.server import TraceService
+
+    monkeypatch.setattr(module, "MAX_UNACKNOWLEDGED", 10)
+    service = TraceService(tmp_path / "control.sock")  # not listening: the loop's parts alone
+    ours, peer = socket.socketpair()
+    try:
+        connection = service.adopt_connection(ours)
+        connection.acknowledges(7)
+        sent = [RealtimeDelivery(7, events=3) for _ in range(25)]
+        for delivery in sent:
+            assert connection.send({"event": "buffer", "session_id": 7}, payload=b"x" * 64, is_buffer=True, delivery=delivery)
+        assert len(connection.unreceived[7]) == 10
+        assert all(delivery.received for delivery in sent[:15]) and not any(delivery.received for delivery in sent[15:])
+        connection.received(7, 4)  # the consumer took four more
+        assert [delivery.received for delivery in sent[15:]] == [True] * 4 + [False] * 6
+        gone = connection.take_unreceived()
+        assert gone == sent[19:] and all(delivery.abandoned_by_one() for delivery in gone)
+    finally:
+        service.close()
+        peer.close()

@@ -28,6 +28,9 @@ REALTIME_SEND_BUFFER = 4 << 20
 # is disconnected (a client that pipelines requests and never reads would otherwise grow the
 # service without end).
 MAX_PENDING_REPLY_BYTES = 4 << 20
+# Buffers a consumer that acknowledges may leave unacknowledged: past this the oldest count as
+# received (a consumer that never says so cannot grow the service's books without end).
+MAX_UNACKNOWLEDGED = 1 << 16
 
 
 @dataclass(eq=False)
@@ -165,6 +168,8 @@ class Connection:
             acknowledged = self.unreceived.get(delivery.session_id)
             if acknowledged is not None:
                 acknowledged.append(delivery)
+                if len(acknowledged) > MAX_UNACKNOWLEDGED:
+                    acknowledged.popleft().received_by_one()
             else:
                 frame.delivery = delivery
         self.outgoing.append(frame)
