@@ -42,3 +42,19 @@ def test_random_damage_of_an_index_is_rebuilt_or_a_project_error(genuine: tuple[
         what, damaged = mutations(data, rng)
         got = events_with_index(path, location, damaged)
         assert got == expected or not isinstance(got, list), what
+
+
+def test_a_damaged_block_read_by_row_number_is_rebuilt_too(genuine: tuple[Path, Path, bytes]) -> None:
+    import numpy as np
+
+    from openetw.consumer._engine.blocks import MAGIC
+
+    path, location, data = genuine
+    expected = [bytes(record.raw) for record in EtlIndex.open(path).loader().records(np.arange(201))]
+    damaged = bytearray(data)
+    damaged[len(MAGIC) + 3] ^= 0x01  # inside the first block
+    location.write_bytes(bytes(damaged))
+    index = EtlIndex.open(path)
+    assert not index.built  # the footer is sound: the damage shows when the block is read
+    assert [bytes(record.raw) for record in index.loader().records(np.arange(201))] == expected
+    assert index.built and location.read_bytes() != bytes(damaged)

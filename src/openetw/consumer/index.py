@@ -129,6 +129,7 @@ class EtlIndex:
         self.meta = meta
         self.providers: list[uuid.UUID] = []
         self._index_path: Path | None = None
+        self._placement: tuple[Any, bool | None] = (None, None)  # open()'s cache_dir and beside
         self.built = False  # built by this open (not loaded)
         self.file_buffers = FileBuffers(path)
         self._stored: StoredIndex | None = None
@@ -179,8 +180,11 @@ class EtlIndex:
                 if loaded is not None:
                     if location != index_locations(source, cache_dir)[0]:
                         mark_used(location)
+                    loaded._placement = (cache_dir, beside)
                     return loaded
-        return cls._pending_build(source, target if save else None)
+        index = cls._pending_build(source, target if save else None)
+        index._placement = (cache_dir, beside)
+        return index
 
     @classmethod
     def load(cls, location: str | os.PathLike[str], path: str, identity: dict[str, Any] | None = None) -> EtlIndex | None:
@@ -400,11 +404,12 @@ class EtlIndex:
             yield segment if segment.first_row >= first_row else segment.part(first_row - segment.first_row, len(segment))
 
     def _rebuild_target(self) -> Path | None:
-        """Where an index rebuilt over a damaged one goes: where it was, unless that is beside
-        the file and no one asked for that (then the cache); nowhere if it was kept nowhere."""
+        """Where an index rebuilt over a damaged one goes: where a new one would (never beside
+        the file unless asked for); nowhere if the damaged one was kept nowhere."""
         if self._index_path is None:
             return None
-        return where_to_keep(self.path, self._index_path.parent if self._index_path != index_locations(self.path)[0] else None)[1]
+        cache_dir, beside = self._placement
+        return where_to_keep(self.path, cache_dir, beside=beside)[1]
 
     def _block_rows(self, number: int) -> Callable[[], np.ndarray]:
         def rows() -> np.ndarray:
