@@ -45,13 +45,13 @@ def viewer(
       openetw viewer --log System
       openetw viewer --bind 0.0.0.0 --port 8765 trace.etl
     """
+    if no_index and index_beside:
+        raise click.UsageError("--no-index and --index-beside exclude each other")
     try:
         from openetw.viewer.app import Viewer
         from openetw.viewer.server import ViewerServer
     except ImportError as error:
         raise InvalidArgument(str(error)) from None
-    if no_index and index_beside:
-        raise click.UsageError("--no-index and --index-beside exclude each other")
     state = Viewer(keep_index=not no_index, index_beside=index_beside)
     for path in files:
         state.open(path)
