@@ -28,3 +28,13 @@ def corpus_path(*parts: str) -> Path:
 @pytest.fixture
 def corpus() -> Path:
     return corpus_path()
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test has its own user cache, and the caller's index settings are not read."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    for name in ("OPENETW_INDEX_BESIDE", "OPENETW_INDEX_CACHE_MB", "OPENETW_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return cache

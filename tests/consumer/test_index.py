@@ -134,10 +134,11 @@ def test_damaged_files_index_to_the_readers_records(mutations: list[tuple[int, i
         assert len(index.errors) == len(reader.stats.errors)
 
 
-def test_the_index_is_written_beside_the_file_and_loaded_next_time(tmp_path: Path) -> None:
+def test_the_index_is_written_to_the_cache_and_loaded_next_time(tmp_path: Path) -> None:
     path = write_etl(tmp_path / "a.etl", every_kind(50))
     first = EtlIndex.open(path)
-    assert first.built and first.index_path == Path(str(path) + INDEX_SUFFIX) and first.index_path.exists()
+    assert first.built and first.index_path == index_locations(path)[1] and first.index_path.exists()
+    assert os.listdir(tmp_path) == ["a.etl"]
     second = EtlIndex.open(path)
     assert not second.built and second.index_path == first.index_path
     assert np.array_equal(first.records, second.records) and first.providers == second.providers

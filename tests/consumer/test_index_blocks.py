@@ -137,7 +137,7 @@ def test_the_first_pass_delivers_events_before_the_index_is_done(tmp_path: Path)
     trace.set_default_event_callback(lambda r, c: states.append(trace.sources[0].index.complete))  # type: ignore[union-attr]
     trace.start()
     assert states and not states[0]
-    assert Path(str(path) + ".idx").exists() and not EtlIndex.open(path).built
+    assert not Path(str(path) + ".idx").exists() and index_locations(path)[1].exists() and not EtlIndex.open(path).built
 
 
 def test_a_first_pass_stopped_early_still_counts_each_record_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,14 +164,15 @@ def test_an_index_of_the_previous_format_is_rebuilt(tmp_path: Path) -> None:
     assert read_stored(beside) is None
     index = EtlIndex.open(path)
     assert index.built and len(index) == 41
-    stored = read_stored(beside)
+    assert index.index_path is not None
+    stored = read_stored(index.index_path)
     assert stored is not None and stored.footer["format"] == FORMAT
     assert not EtlIndex.open(path).built
 
 
 def test_an_index_others_may_write_is_not_trusted(tmp_path: Path, private_stores: Path) -> None:
     path = write_etl(tmp_path / "a.etl", every_kind(40))
-    EtlIndex.open(path).ensure_built()
+    EtlIndex.open(path, beside=True).ensure_built()
     beside = Path(str(path) + ".idx")
     assert may_trust(beside)
     beside.chmod(0o666)

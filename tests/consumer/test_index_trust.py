@@ -144,9 +144,9 @@ def test_a_damaged_block_is_noticed_when_read_and_the_file_indexed_again(tmp_pat
 
 def test_garbage_where_the_index_should_be_is_rebuilt(tmp_path: Path, private_stores: Path) -> None:
     path = write_etl(tmp_path / "a.etl", every_kind(COUNT))
-    location = index_locations(path)[0]
     first = EtlIndex.open(path)
-    first.ensure_built()  # the first pass writes the index
+    location = first.index_path  # the first pass writes the index
+    assert location is not None
     for garbage in (b"", b"OETWIDX\x00" + b"\xff" * 64, location.read_bytes()[:200], os.urandom(4096)):
         location.write_bytes(garbage)
         assert EtlIndex.open(path).built

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from openetw.consumer.index import index_locations
 from openetw.testing.large import repeat_buffers
 from tests.consumer.helpers import corpus_etl
 
@@ -62,7 +63,7 @@ def test_a_trace_over_2gb_in_bounded_memory(tmp_path: Path) -> None:
         made = time.perf_counter()
         first = _consume(path)
         first_done = time.perf_counter()
-        index_file = Path(str(path) + ".idx")
+        index_file = index_locations(path)[1]
         assert index_file.exists()
         warm = _consume(path)
         phases = f"make {made - started:.1f} s, first pass {first_done - made:.1f} s, warm {time.perf_counter() - first_done:.1f} s"

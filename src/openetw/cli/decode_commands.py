@@ -19,6 +19,7 @@ from openetw.cli.etl_commands import (
     records_of,
     warn_about,
 )
+from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options, within
 from openetw.etl.reader import EtlReader
@@ -66,6 +67,7 @@ def _output(path: str | None) -> Iterator[TextIO]:
 @click.option("--json", "as_json", is_flag=True, help="The summary as one JSON document; with --format json, JSON lines (other formats refuse it).")
 @quiet_option
 @time_window_options
+@streamed_no_index_option
 def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tuple[str, ...], no_installed: bool, as_json: bool,
            quiet: bool, window: TimeSpec) -> None:  # fmt: skip
     """Decode every event of each FILE (merged in time order) and write a report.

@@ -14,6 +14,7 @@ import click
 from openetw._native import engine as native_engine
 from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary, relog_to_evtx
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
@@ -25,6 +26,7 @@ from openetw.guids import format_guid
 from openetw.report.events import ReportEvent, decode_record
 from openetw.report.json_format import event_to_json, record_fields
 from openetw.report.sources import LazyManifestRegistry, build_registry
+from openetw.safeio import mode_like
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.format import one_line
 
@@ -135,6 +137,7 @@ def raise_if_damaged(readers: list[EtlReader]) -> None:
 @manifest_option
 @no_installed_option
 @quiet_option
+@streamed_no_index_option
 def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_installed: bool, quiet: bool) -> None:
     """Logfile header facts and record counts of each FILE.
 
@@ -255,6 +258,7 @@ def _print_summary(s: dict[str, Any]) -> None:
 @no_installed_option
 @quiet_option
 @time_window_options
+@streamed_no_index_option
 def dump(
     files: tuple[str, ...], as_json: bool, time_order: bool, providers: tuple[str, ...], limit: int | None,
     manifests: tuple[str, ...], no_installed: bool, quiet: bool, window: TimeSpec,
@@ -394,6 +398,7 @@ def record_line(record: EventRecord, namer: RecordNamer) -> str:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str), help="The .etl or .evtx file to write.")
 @click.option("--buffer-size", type=click.IntRange(min=1), default=None, metavar="KB", help="Buffer size of the output in KB (default: the inputs').")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: output, records, buffers, records_refused.")
+@streamed_no_index_option
 def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, as_json: bool) -> None:
     """Merge FILES in time order and rewrite them as one uncompressed .etl file.
 
@@ -407,8 +412,9 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
+    private = mode_like(*files)  # the output is at most as open as the most private input
     if output.lower().endswith(".evtx"):
-        written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers)
+        written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers, file_mode=private)
         if as_json:
             click.echo(json.dumps({"output": output, "records": written.records_written, "chunks": written.chunks_written}))
         else:
@@ -417,7 +423,7 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
         return
     if any(isinstance(reader, EvtxFileReader) for reader in readers):
         raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
-    result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None)
+    result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None, file_mode=private)
     if as_json:
         click.echo(json.dumps({
             "output": output, "records": result.records_written + 1, "records_relogged": result.records_written,

@@ -25,6 +25,7 @@ from openetw.evtx.record import EvtxRecord
 from openetw.evtx.values import filetime_text
 from openetw.evtx.writer import EvtxWriter
 from openetw.report.events import decode_record
+from openetw.safeio import create_output
 from openetw.tdh.context import DecodeContext
 
 __all__ = ["EvtxFileReader", "evtx_summary", "is_evtx_file", "print_evtx_summary", "relog_to_evtx"]
@@ -134,18 +135,18 @@ def print_evtx_summary(s: dict[str, Any]) -> None:
         echo(f"    {p['records']:>9}  {p['provider']}")
 
 
-def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: list[Any]) -> EvtxWriter:
+def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: list[Any], file_mode: int = 0o666) -> EvtxWriter:
     """Write the events of ``readers`` (``.etl`` and ``.evtx``), merged in time order, as ``output``.
 
     ``.evtx`` records keep their content; ``.etl`` events are decoded with ``registry`` and
     written with their properties as ``EventData``. Chunks are written as they fill; the file
-    header last.
+    header last. ``output`` is created with ``file_mode`` at most (``safeio.create_output``).
     """
     context = DecodeContext(registry)
     streams = [reader.records(time_order=True) for reader in readers]
     merged = heapq.merge(*streams, key=lambda record: record.filetime) if len(streams) > 1 else streams[0]
     writer = EvtxWriter()
-    with open(output, "wb") as out:
+    with os.fdopen(create_output(output, file_mode), "wb") as out:
         out.write(writer.file_header(dirty=True))
         for record in merged:
             if record.kind == "evtx":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import os
 import sys
+import tempfile
 import time
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -16,12 +18,14 @@ import click
 
 from openetw.cli.etl_commands import load_registry, manifest_option, no_installed_option, open_readers
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.progress import quiet_option, show_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query
 from openetw.export.timeline import TIMELINE_FORMATS
+from openetw.safeio import umask_like
 
 
 def register(cli: click.Group) -> None:
@@ -78,6 +82,7 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @quiet_option
 @time_window_options
+@streamed_no_index_option
 def export(
     files: tuple[str, ...], fmt: str, output: str | None, endpoint: str | None, check_path: str | None,
     providers: tuple[str, ...], manifests: tuple[str, ...], no_installed: bool, as_json: bool, quiet: bool,
@@ -124,7 +129,8 @@ def export(
     selection = _selection(files, providers, window)
     registry = load_registry(manifests, installed=not no_installed)
     progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
-    summary = export_files(files, output, fmt, registry=registry, selection=selection, progress=progress)
+    with umask_like(*files):  # what is written takes the traces' privacy
+        summary = export_files(files, output, fmt, registry=registry, selection=selection, progress=progress)
     progress.done()
     _report(summary, as_json, to_stderr=output == "-")
 
@@ -165,7 +171,8 @@ def _export_timeline(
     selection = _selection(files, providers, window)
     registry = load_registry(manifests, installed=not no_installed)
     progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
-    summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint)
+    with umask_like(*files):
+        summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint)
     progress.done()
     text = json.dumps(summary.as_json()) if as_json else "\n".join(summary.lines())
     click.echo(text, err=output == "-")
@@ -192,9 +199,10 @@ def _report(summary: ExportSummary, as_json: bool, *, to_stderr: bool = False) -
               help="Where traces are exported before querying (default: $XDG_CACHE_HOME/openetw/tables).")  # fmt: skip
 @manifest_option
 @no_installed_option
+@click.option("--no-index", "no_index", is_flag=True, help="Export the traces to a temporary folder removed after the query (nothing kept in the cache).")
 def sql(
     args: tuple[str, ...], show_tables: bool, as_json: bool, as_csv: bool, cache_dir: str | None,
-    manifests: tuple[str, ...], no_installed: bool,
+    manifests: tuple[str, ...], no_installed: bool, no_index: bool,
 ) -> None:  # fmt: skip
     """Run a SQL QUERY (DuckDB) over traces or exported layouts.
 
@@ -217,15 +225,18 @@ def sql(
         if len(args) < 2:
             raise click.UsageError("give a QUERY and at least one FILE.etl or DIR (or --tables FILE...)")
         query, paths = args[0], list(args[1:])
-    directories = _layouts(paths, cache_dir, manifests, no_installed)
-    connection = open_database(directories)
-    try:
-        if query is None:
-            _print_tables(list_tables(connection), as_json)
-            return
-        result = run_query(connection, query)
-    finally:
-        connection.close()
+    with contextlib.ExitStack() as scratch:
+        if no_index:
+            cache_dir = scratch.enter_context(tempfile.TemporaryDirectory(prefix="openetw-sql-"))
+        directories = _layouts(paths, cache_dir, manifests, no_installed)
+        connection = open_database(directories)
+        try:
+            if query is None:
+                _print_tables(list_tables(connection), as_json)
+                return
+            result = run_query(connection, query)
+        finally:
+            connection.close()
     out = sys.stdout
     if as_json:
         out.write(json.dumps([dict(zip(result.columns, map(_json_value, row), strict=True)) for row in result.rows]) + "\n")

@@ -452,9 +452,13 @@ def _from_json(cls: Any, item: dict[str, Any]) -> Any:
 
 
 # -- epl / cl / im / flush ------------------------------------------------------------------------------
-def _open_output(path: str) -> int:
+def _open_output(path: str, store: Any, name: str) -> int:
+    """``path`` opened to take log ``name``'s events, with the log file's privacy at most (0600
+    when this user cannot see the log's file)."""
+    from openetw.safeio import create_output, mode_like
+
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        return create_output(path, mode_like(store.path(name)), os.O_RDWR)
     except OSError as exc:
         raise InvalidArgument(f"cannot create {path}: {exc.strerror or exc}") from None
 
@@ -474,7 +478,7 @@ def export_command(name: str, output: str, query: str | None, logs_dir: Path | N
 
     parsed, _ = _query_text(query, None)
     store = _store(logs_dir, system, name)
-    fd = _open_output(output)
+    fd = _open_output(output, store, name)
     try:
         if _readable(store, name):
             with os.fdopen(os.dup(fd), "wb") as out:
@@ -500,7 +504,7 @@ def export_command(name: str, output: str, query: str | None, logs_dir: Path | N
 def clear_command(name: str, backup: str | None, logs_dir: Path | None, system: bool | None, socket_path: str | None, as_json: bool) -> None:
     """Remove every event of a log (wevtutil cl); record ids go on. Through the service when one
     runs (it checks who asks), else directly when you may write the log's files."""
-    fd = _open_output(backup) if backup is not None else -1
+    fd = _open_output(backup, _store(logs_dir, system, name), name) if backup is not None else -1
     try:
         try:
             with _client(socket_path) as client:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.index_options import index_beside_option
 from openetw.errors import InvalidArgument
 from openetw.probe.descriptions import parse_description
 from openetw.probe.errors import ProbeCompileError
@@ -65,11 +66,12 @@ def register(cli: click.Group) -> None:
 @click.option("--json", "json_flag", is_flag=True, help="Same as -f json.")
 @click.option("--no-index", "no_index", is_flag=True,
               help="Read the files in one streamed pass that writes no index (beside them or in the cache).")  # fmt: skip
+@index_beside_option
 @click.argument("macros", nargs=-1)
 def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: str | None, files: tuple[str, ...],
                   manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
                   settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...],
-                  target_pid: int | None, target_command: str | None, destructive: bool) -> None:  # fmt: skip
+                  target_pid: int | None, target_command: str | None, destructive: bool, index_beside: bool | None) -> None:  # fmt: skip
     from openetw.probing.adapter import Catalog, TraceFiles, schema_registry
     from openetw.probing.runner import ProbeRun
 
@@ -88,7 +90,9 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         return
     if target_pid is not None or target_command is not None:
         raise InvalidArgument("-p and -c trace live processes: drop --file")
-    trace_files = TraceFiles(files, manifests=schema_registry(list(manifests)), index=not no_index)
+    if no_index and index_beside:
+        raise click.UsageError("--no-index and --index-beside exclude each other")
+    trace_files = TraceFiles(files, manifests=schema_registry(list(manifests)), index=not no_index, index_beside=index_beside)
     if list_pattern is not None:
         patterns = [list_pattern] if list_pattern else _descriptions_of("\n".join(programs)) if programs else [""]
         _list(Catalog.scan(trace_files), patterns, json_mode)

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, parse_provider_spec
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
 from openetw.provider_names import parse_provider_guid
@@ -572,6 +573,7 @@ def _principal(text: str) -> dict[str, Any]:
 @click.option("--otlp", "otlp_url", metavar="URL", default=None,
               help="Send the events to this OTLP/HTTP receiver (log records; Start/Stop pairs as spans) instead of printing them.")  # fmt: skip
 @filter_options
+@streamed_no_index_option
 def trace(session_name: str | None, provider_specs: tuple[str, ...], buffer_size: int, flush_timer: int,
           stream_servers: str | None, hosts: tuple[str, ...], start: str, creds_file: str | None, stream_user: str | None,
           password_file: str | None, socket_path: str | None, as_json: bool, otlp_url: str | None,

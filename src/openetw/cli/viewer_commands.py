@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from openetw.cli.index_options import index_beside_option
 from openetw.errors import InvalidArgument
 
 
@@ -22,9 +23,12 @@ def register(cli: click.Group) -> None:
 @click.option("--session", "sessions", multiple=True, metavar="NAME", help="Show this live session from the start (repeatable).")
 @click.option("--log", "logs", multiple=True, metavar="NAME", help="Show this Event Log log from the start, e.g. System (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"url": ...} as one JSON line instead of the text.')
+@click.option("--no-index", "no_index", is_flag=True, help="Index .etl files into unnamed temporary files: nothing kept, in the cache or beside them.")
+@index_beside_option
 def viewer(
     files: tuple[str, ...], port: int, bind: str, no_browser: bool, sessions: tuple[str, ...], logs: tuple[str, ...], as_json: bool,
-) -> None:
+    no_index: bool, index_beside: bool | None,
+) -> None:  # fmt: skip
     """Serve the Event Viewer on this machine and print its URL.
 
     The page shows the Event Log's logs (Windows Logs, Applications and Services Logs), the
@@ -43,12 +47,14 @@ def viewer(
       openetw viewer --log System
       openetw viewer --bind 0.0.0.0 --port 8765 trace.etl
     """
+    if no_index and index_beside:
+        raise click.UsageError("--no-index and --index-beside exclude each other")
     try:
         from openetw.viewer.app import Viewer
         from openetw.viewer.server import ViewerServer
     except ImportError as error:
         raise InvalidArgument(str(error)) from None
-    state = Viewer()
+    state = Viewer(keep_index=not no_index, index_beside=index_beside)
     for path in files:
         state.open(path)
     for name in sessions:

@@ -1,11 +1,12 @@
-"""``EtlIndex``: the records of an ETL file as numpy columns, kept beside the file in blocks.
+"""``EtlIndex``: the records of an ETL file as numpy columns, kept in blocks in the user's cache.
 
 The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
 a trace consuming a file for the first time gets its events as the index is written, with no
 separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows (``$OPENETW_INDEX_BLOCK_ROWS``)
-(``_engine.blocks``: compressed columns, a summary per block) beside the file, or into the
-user's cache when the file's directory is not writable (``_engine.location``: the cache's size
-cap, which stored indexes may be trusted). Later opens read the footer only; blocks are read
+(``_engine.blocks``: compressed columns, a summary per block) into the user's cache, or beside
+the file when asked to (``beside=True``, ``$OPENETW_INDEX_BESIDE``; ``_engine.location``: where,
+the cache's size cap, which stored indexes may be trusted). A stored index that is damaged is
+never trusted: it is built again. Later opens read the footer only; blocks are read
 as they are used, and time windows and provider filters skip the blocks their summaries rule
 out. Memory follows the working set (``$OPENETW_INDEX_CHUNK_MB``, default 4 MiB of buffers at a
 time, and one block of rows), never the trace's size. The index remembers the file's size,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import struct
 import tempfile
 import uuid
@@ -45,11 +47,15 @@ from openetw.consumer._engine.index_build import (
 )
 from openetw.consumer._engine.loader import RecordLoader
 from openetw.consumer._engine.location import (
+    BESIDE_ENV,
+    CACHE_FILE_MODE,
     INDEX_DIR_ENV,
     INDEX_SUFFIX,
+    beside_setting,
     default_cache_dir,
     evict,
     index_locations,
+    make_private_dirs,
     mark_used,
     may_trust,
     writable_directory,
@@ -63,7 +69,7 @@ from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RecordContext
 
-__all__ = ["INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "KIND_CODES", "KIND_NAMES", "EtlIndex", "default_cache_dir", "index_locations"]
+__all__ = ["BESIDE_ENV", "INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "KIND_CODES", "KIND_NAMES", "EtlIndex", "default_cache_dir", "index_locations"]
 
 INDEX_FORMAT = FORMAT
 _DIGEST_LIMIT = 1 << 20
@@ -83,15 +89,16 @@ def _identity(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "header_digest": header_digest(path)}
 
 
-def where_to_keep(source: str, cache_dir: str | os.PathLike[str] | None = None) -> tuple[list[Path], Path]:
-    """(stored indexes that may be used, in turn; where a new one is written): beside the file
-    when its directory is writable and no untrusted index sits there, else in the cache."""
-    beside, cached = index_locations(source, cache_dir)
-    usable = [location for location in (beside, cached) if location.exists() and may_trust(location)]
-    untrusted_beside = beside.exists() and not may_trust(beside)
-    keep_beside = writable_directory(beside.parent) and may_keep_index_in(beside.parent)
-    target = beside if keep_beside and not untrusted_beside else cached
-    return usable, target
+def where_to_keep(source: str, cache_dir: str | os.PathLike[str] | None = None, *, beside: bool | None = None) -> tuple[list[Path], Path]:
+    """(stored indexes that may be used, in turn; where a new one is written): in the cache,
+    or beside the file when ``beside`` (default: ``$OPENETW_INDEX_BESIDE``) asks for it, its
+    directory is writable and no untrusted index sits there."""
+    next_to, cached = index_locations(source, cache_dir)
+    usable = [location for location in (next_to, cached) if location.exists() and may_trust(location)]
+    wanted = beside_setting() if beside is None else beside
+    untrusted_beside = next_to.exists() and not may_trust(next_to)
+    keep_beside = wanted and writable_directory(next_to.parent) and may_keep_index_in(next_to.parent) and not untrusted_beside
+    return usable, next_to if keep_beside else cached
 
 
 def _as_guid(value: Any) -> uuid.UUID:
@@ -122,6 +129,7 @@ class EtlIndex:
         self.meta = meta
         self.providers: list[uuid.UUID] = []
         self._index_path: Path | None = None
+        self._placement: tuple[Any, bool | None] = (None, None)  # open()'s cache_dir and beside
         self.built = False  # built by this open (not loaded)
         self.file_buffers = FileBuffers(path)
         self._stored: StoredIndex | None = None
@@ -155,13 +163,16 @@ class EtlIndex:
     @classmethod
     def open(
         cls, path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None, rebuild: bool = False, save: bool = True,
+        beside: bool | None = None,
     ) -> EtlIndex:  # fmt: skip
         """The index of ``path``: loaded when a fresh, trusted one exists; else one that is built
-        (and saved) on its first pass (``segments()``, or any question that needs every row)."""
+        on its first pass (``segments()``, or any question that needs every row) and saved in
+        the user's cache, or beside the file with ``beside=True`` (default:
+        ``$OPENETW_INDEX_BESIDE``); ``save=False`` keeps it nowhere."""
         source = os.fspath(path)
         if not os.path.isfile(source):
             raise EtlFormatError("no such file", path=source)
-        usable, target = where_to_keep(source, cache_dir)
+        usable, target = where_to_keep(source, cache_dir, beside=beside)
         if not rebuild:
             identity = _identity(source)
             for location in usable:
@@ -169,8 +180,11 @@ class EtlIndex:
                 if loaded is not None:
                     if location != index_locations(source, cache_dir)[0]:
                         mark_used(location)
+                    loaded._placement = (cache_dir, beside)
                     return loaded
-        return cls._pending_build(source, target if save else None)
+        index = cls._pending_build(source, target if save else None)
+        index._placement = (cache_dir, beside)
+        return index
 
     @classmethod
     def load(cls, location: str | os.PathLike[str], path: str, identity: dict[str, Any] | None = None) -> EtlIndex | None:
@@ -189,7 +203,11 @@ class EtlIndex:
         with EtlReader(path, strict=False) as reader:
             header, context = reader.header, reader.context
         index = cls(path, header, context, _meta_of(footer))
-        index._adopt(stored)
+        try:
+            index._adopt(stored)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            stored.close()
+            return None
         index._index_path = Path(location)
         return index
 
@@ -207,13 +225,14 @@ class EtlIndex:
             self._reasons_by_block.append({row - first: reason for row, reason in reasons.items() if first <= row < first + count})
 
     def save(self, location: str | os.PathLike[str] | None = None) -> Path:
-        """Write the index (atomically) to ``location`` (default: beside the file)."""
+        """Write the index (atomically) to ``location`` (default: beside the file), created with
+        the file's mode bits, at most 0644."""
         self.ensure_built()
         assert self._stored is not None
         target = Path(location) if location is not None else index_locations(self.path)[0]
         if self._index_path is not None and target == self._index_path:
             return target
-        fd, temp = _temp_beside(target)
+        fd, temp = _create_part(target, _mode_beside(self.path))
         try:
             size = os.fstat(self._stored.fd).st_size
             at = 0
@@ -254,7 +273,7 @@ class EtlIndex:
         target = self._target
         if target is not None:
             try:
-                fd, temp = _temp_beside(target)
+                fd, temp = _create_part(target, self._mode_at(target))
                 out = os.fdopen(fd, "w+b")
             except OSError:
                 target = None
@@ -295,7 +314,6 @@ class EtlIndex:
             writer.finish(meta, build.buffers(), [guid.bytes for guid in build.providers])
             out.flush()
             if target is not None:
-                os.fchmod(out.fileno(), 0o644)
                 os.replace(temp, target)
                 self._index_path = target
                 beside = index_locations(self.path)[0]
@@ -310,6 +328,10 @@ class EtlIndex:
             out.close()
             if temp and os.path.exists(temp):
                 os.unlink(temp)
+
+    def _mode_at(self, target: Path) -> int:
+        """A new index's mode: the trace's privacy beside it, the cache's (0600) elsewhere."""
+        return _mode_beside(self.path) if target == index_locations(self.path)[0] else CACHE_FILE_MODE
 
     def _written(self, writer: BlockWriter, block: np.ndarray, reasons: dict[int, str], first_row: int, every: dict[int, str]) -> Segment:
         summary = writer.add(block, first_row)
@@ -352,10 +374,19 @@ class EtlIndex:
         """Block ``number``'s rows as a ``Segment`` (only that block is read)."""
         self.ensure_built()
         assert self._stored is not None
+        try:
+            rows = self._block_rows(number)()
+        except EtlFormatError:
+            self._rebuild_now()  # a damaged block: the index is built again, the same rows
+            assert self._stored is not None
+            rows = self._block_rows(number)()
         entry = self._stored.blocks[number]
-        rows = self._block_rows(number)()
         return Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
                        self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
+
+    def _rebuild_now(self) -> None:
+        for _ in self._rebuilt_from(len(self)):
+            pass
 
     def _rebuilt_from(self, first_row: int) -> Iterator[Segment]:
         assert self._stored is not None
@@ -365,12 +396,20 @@ class EtlIndex:
         self.providers[:] = []
         build.providers = self.providers
         self.file_buffers = FileBuffers(self.path)
-        self._pending, self._target, self.built = build, self._index_path, True
+        self._pending, self._target, self.built = build, self._rebuild_target(), True
         for segment in self.segments():
             end = segment.first_row + len(segment)
             if end <= first_row:
                 continue
             yield segment if segment.first_row >= first_row else segment.part(first_row - segment.first_row, len(segment))
+
+    def _rebuild_target(self) -> Path | None:
+        """Where an index rebuilt over a damaged one goes: where a new one would (never beside
+        the file unless asked for); nowhere if the damaged one was kept nowhere."""
+        if self._index_path is None:
+            return None
+        cache_dir, beside = self._placement
+        return where_to_keep(self.path, cache_dir, beside=beside)[1]
 
     def _block_rows(self, number: int) -> Callable[[], np.ndarray]:
         def rows() -> np.ndarray:
@@ -378,7 +417,10 @@ class EtlIndex:
             if decoded is not None and decoded[0] == number:
                 return decoded[1]
             assert self._stored is not None
-            block = self._stored.block(number)
+            try:
+                block = self._stored.block(number)
+            except (ValueError, KeyError, TypeError, OSError) as error:
+                raise EtlFormatError(f"the index {self._index_path} is damaged (block {number}: {error})", path=self.path) from None
             problem = index_problem(block, self.buffers, self._provider_table(), self.meta, int(self.meta.get("size", 0)))
             if problem is not None:
                 raise EtlFormatError(f"the index {self._index_path} is damaged ({problem}): delete it to index the file again", path=self.path)
@@ -660,9 +702,24 @@ def _cut(
     return block, {row: reason for row, reason in merged.items() if row < count}, ([rest] if len(rest) else []), ([left] if len(rest) else []), len(rest)
 
 
-def _temp_beside(target: Path) -> tuple[int, str]:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return tempfile.mkstemp(prefix=".openetw-", suffix=".idx-part", dir=target.parent)
+def _mode_beside(source: str) -> int:
+    """The trace's mode bits, at most 0644 (an index others may write would not be believed)."""
+    try:
+        return os.stat(source).st_mode & 0o644
+    except OSError:
+        return CACHE_FILE_MODE
+
+
+def _create_part(target: Path, mode: int) -> tuple[int, str]:
+    """A new file to write ``target``'s index into, created with ``mode`` (masked by the umask)
+    from its first moment; missing folders on the way are made 0700."""
+    make_private_dirs(target.parent)
+    while True:
+        temp = target.parent / f".openetw-{secrets.token_hex(8)}.idx-part"
+        try:
+            return os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode), str(temp)
+        except FileExistsError:
+            continue
 
 
 def _is_open(fd: int) -> bool:

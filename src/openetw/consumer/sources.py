@@ -62,20 +62,24 @@ class Source:
 
 
 class FileSource(Source):
-    """An ``.etl`` file, read through its index (``index=True``) or streamed with ``EtlReader``."""
+    """An ``.etl`` file, read through its index (``index=True``; kept in the user's cache, or
+    beside the file with ``index_beside=True``) or streamed with ``EtlReader``."""
 
-    def __init__(self, path: str | os.PathLike[str], *, index: bool = True, index_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, index: bool = True, index_dir: str | os.PathLike[str] | None = None, index_beside: bool | None = None,
+    ) -> None:  # fmt: skip
         self.path = os.fspath(path)
         self.name = self.path
         self.use_index = index
         self.index_dir = index_dir
+        self.index_beside = index_beside
         self._reader: EtlReader | None = None
         self._stream_errors: list[EtlFormatError] = []
         self._streamed: Any = None
 
     def open(self) -> None:
         if self.use_index:
-            self.index = EtlIndex.open(self.path, cache_dir=self.index_dir)
+            self.index = EtlIndex.open(self.path, cache_dir=self.index_dir, beside=self.index_beside)
             self.header, self.context = self.index.header, self.index.context
         else:
             with EtlReader(self.path, strict=False) as reader:

@@ -11,8 +11,9 @@
 Several files are merged in time order (as ``openetw relog`` merges them); ``start_time`` /
 ``end_time`` keep event callbacks to a window (state records before it still build the decode
 context and reach ``set_rundown_callback``). Files are read through their index (built on the
-first pass, which delivers events as it indexes; see ``EtlIndex``) unless ``index=False`` (a
-single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
+first pass, which delivers events as it indexes; see ``EtlIndex``), kept in the user's cache
+(beside the file with ``index_beside=True`` or ``$OPENETW_INDEX_BESIDE``), unless
+``index=False`` (a single pass with ``EtlReader`` that writes nothing). ``reuse_objects=False`` turns off taking
 over records and parsers nothing else holds (the path of Python 3.14 and later).
 
 ``UserTrace(sessions=["Name"])`` consumes running real-time sessions;
@@ -110,6 +111,7 @@ class UserTrace:
         stop_on_callback_error: bool = False,
         index: bool = True,
         index_dir: str | os.PathLike[str] | None = None,
+        index_beside: bool | None = None,
         learn_state: bool = True,
         socket: str | os.PathLike[str] | None = None,
         flush_timer: int = 1,
@@ -129,6 +131,7 @@ class UserTrace:
         self.stop_on_callback_error = stop_on_callback_error
         self.use_index = index
         self.index_dir = index_dir
+        self.index_beside = index_beside
         self.learn_state = learn_state
         self.socket = socket
         self.flush_timer = flush_timer
@@ -222,7 +225,7 @@ class UserTrace:
             return self
         dispatcher = self._prepare()
         if self.files:
-            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir) for path in self.files]
+            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir, index_beside=self.index_beside) for path in self.files]
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         elif self.streams:

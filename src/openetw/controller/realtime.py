@@ -1,7 +1,8 @@
 """A real-time consumer: a session's buffers as they are taken from the producers, read as records.
 
 The service answers the attach request with the session's header buffer and then sends every
-buffer it takes, whole. Together they are an ETL stream, read by ``openetw.etl.EtlReader`` front
+buffer it takes, whole; the consumer says which buffers it received (``realtime_received``), so
+that the buffers on their way to a consumer that dies are counted lost by the session. Together they are an ETL stream, read by ``openetw.etl.EtlReader`` front
 to back as the buffers arrive: iterating blocks until the next buffer comes, and ends when the
 session stops (or ``close()`` is called from another thread).
 """
@@ -54,7 +55,7 @@ class RealtimeConsumer:
         self._client = ServiceClient(socket, autostart=False)
         channel = self._client.channel
         request_id = channel.new_id()
-        channel.send({"op": "realtime", "id": request_id, "session": session})
+        channel.send({"op": "realtime", "id": request_id, "session": session, "acks": True})
         reply = channel.receive()
         if reply is None:
             self._client.close()
@@ -64,6 +65,7 @@ class RealtimeConsumer:
             raise error_from_reply(reply.body)
         self.header_buffer = reply.payload
         self.buffer_size = int(reply.body.get("buffer_size", len(reply.payload)))
+        self.session_id = reply.body.get("session_id")
         self.buffers_received = 0
         self.ended = False
 
@@ -80,10 +82,19 @@ class RealtimeConsumer:
             event = message.body.get("event")
             if event == "buffer":
                 self.buffers_received += 1
+                self._say_received()
                 return message.payload
             if event == "end":
                 self.ended = True
                 return None
+
+    def _say_received(self) -> None:
+        if not isinstance(self.session_id, int):
+            return  # a service that does not take acknowledgements
+        try:
+            self._client.channel.send({"op": "realtime_received", "session": self.session_id, "buffers": 1})
+        except OSError:
+            pass  # the service is gone: the stream ends with the next read
 
     def buffer_waiting(self, timeout: float = 0.0) -> bool:
         """Whether the service already sent more (a buffer, or the end of the session), or does

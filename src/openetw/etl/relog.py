@@ -28,8 +28,11 @@ def is_logfile_header_record(record: EventRecord) -> bool:
     return record.kind == "system" and record.hook_id == 0 and record.buffer_index == 0
 
 
-def relog(readers: list[EtlReader], target: str | os.PathLike[str] | BinaryIO, *, buffer_size: int | None = None) -> RelogResult:
-    """Merge ``readers`` in time order and write them to ``target``.
+def relog(
+    readers: list[EtlReader], target: str | os.PathLike[str] | BinaryIO, *, buffer_size: int | None = None, file_mode: int | None = None,
+) -> RelogResult:  # fmt: skip
+    """Merge ``readers`` in time order and write them to ``target`` (a new file is created with
+    ``file_mode``, at most, when given: ``openetw.safeio.create_output``).
 
     Each input's logfile header record is replaced by the output's own; every other record is
     copied byte for byte (keeping its pointer size). One input keeps its clock; several inputs
@@ -54,7 +57,7 @@ def relog(readers: list[EtlReader], target: str | os.PathLike[str] | BinaryIO, *
         clock=clock,
         logfile_name=os.fspath(target) if isinstance(target, (str, os.PathLike)) else "",
     )
-    with EtlWriter(target, header=header) as writer:
+    with EtlWriter(target, header=header, file_mode=file_mode) as writer:
         for record in records:
             if is_logfile_header_record(record):
                 continue

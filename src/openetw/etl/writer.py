@@ -19,6 +19,7 @@ from openetw.etl.clock import TraceClock, unix_ns_to_filetime
 from openetw.etl.framing import aligned
 from openetw.etl.logfile import LogfileHeader, encode_logfile_header
 from openetw.etl.record import DEFAULT_CONTEXT, EventRecord, UnknownRecord
+from openetw.safeio import create_output
 
 DEFAULT_BUFFER_SIZE = 64 * 1024
 MIN_BUFFER_SIZE = 1024
@@ -111,13 +112,7 @@ class _OpenBuffer:
 
 def _opener(mode: int) -> Callable[[str, int], int]:
     def opener(path: str, flags: int) -> int:
-        fd = os.open(path, flags | os.O_CLOEXEC, mode)
-        try:
-            os.fchmod(fd, mode)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return create_output(path, mode, flags & ~(os.O_CREAT | os.O_TRUNC))
 
     return opener
 
@@ -139,7 +134,7 @@ class EtlWriter:
         if header.pointer_size not in (4, 8):
             raise InvalidArgument(f"pointer size must be 4 or 8, not {header.pointer_size}")
         if isinstance(target, (str, os.PathLike)):
-            # ``file_mode``: the file's permissions, also when it existed (0o600 for traces of others' processes).
+            # ``file_mode``: the file's permissions at most, also when it existed (0o600 for traces of others' processes).
             self._file: BinaryIO = open(target, "wb", opener=None if file_mode is None else _opener(file_mode))  # noqa: SIM115 - closed in close()
             self._owns_file = True
         else:

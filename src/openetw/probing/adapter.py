@@ -41,9 +41,10 @@ class TraceFiles:
     """``.etl`` files and ``.evtx`` logs merged in time order, delivered record by record with their
     context (``index=False``: streamed in one pass that writes nothing, and no header-column batches)."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None, index: bool = True) -> None:
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None, index: bool = True, index_beside: bool | None = None) -> None:
         self.paths = [os.fspath(p) for p in paths]
         self.index = index
+        self.index_beside = index_beside
         for path in self.paths:
             if not os.path.exists(path):
                 raise InvalidArgument(f"{path}: no such file")
@@ -76,7 +77,7 @@ class TraceFiles:
 
     def run(self, callback: Callable[[Any, Any], None]) -> dict[str, Any]:
         """Deliver every record to ``callback(record, context)``; returns the trace's statistics."""
-        trace = self.trace = UserTrace(files=self.paths, manifests=self.manifests, index=self.index)
+        trace = self.trace = UserTrace(files=self.paths, manifests=self.manifests, index=self.index, index_beside=self.index_beside)
         trace.set_default_event_callback(callback)
         trace.on_error(lambda error, record: self.errors.append(error))
         trace.start()
@@ -149,7 +150,7 @@ class Catalog:
             if schema is not None and not carried:
                 catalog.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
 
-        TraceFiles(files.paths, manifests=files.manifests, index=files.index).run(see)
+        TraceFiles(files.paths, manifests=files.manifests, index=files.index, index_beside=files.index_beside).run(see)
         return catalog
 
     @classmethod
@@ -237,7 +238,7 @@ def header_batches(files: TraceFiles) -> Any:
 
     from openetw.consumer._engine.index_build import KIND_CODES
 
-    trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests)
+    trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
     trace.on_error(lambda error, record: files.errors.append(error))
     indexes = trace.indexes()
     guids: list[str] = []

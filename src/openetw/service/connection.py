@@ -16,7 +16,7 @@ from openetw.service.schema import check_request, request_id_problem
 from openetw.service.screen import ProducerIdentity
 from openetw.session import Caller
 
-__all__ = ["Connection", "OutgoingFrame"]
+__all__ = ["Connection", "OutgoingFrame", "RealtimeDelivery"]
 
 # A real-time consumer that falls this far behind loses buffers rather than the service's memory.
 MAX_QUEUED_BYTES = 64 << 20
@@ -28,6 +28,36 @@ REALTIME_SEND_BUFFER = 4 << 20
 # is disconnected (a client that pipelines requests and never reads would otherwise grow the
 # service without end).
 MAX_PENDING_REPLY_BYTES = 4 << 20
+# Buffers a consumer that acknowledges may leave unacknowledged: past this the oldest count as
+# received (a consumer that never says so cannot grow the service's books without end).
+MAX_UNACKNOWLEDGED = 1 << 16
+
+
+@dataclass(eq=False)
+class RealtimeDelivery:
+    """One buffer sent to a session's real-time consumers, until one of them received it.
+
+    ``waiting``: the consumers it was sent to that have not received it yet; ``kept``: it also
+    went to the file, the buffering ring or the fleet's stream. A consumer that attached with
+    ``acks`` says which buffers it took (``realtime_received``); for one that did not, a buffer
+    counts received once the service handed it to the socket. When the last consumer waiting
+    for a buffer nobody received and nothing kept goes away, its events are lost.
+    """
+
+    session_id: int
+    events: int
+    waiting: int = 0
+    received: bool = False
+    kept: bool = False
+
+    def received_by_one(self) -> None:
+        self.received = True
+        self.waiting -= 1
+
+    def abandoned_by_one(self) -> bool:
+        """One waiting consumer went away: whether the buffer is now lost to everyone."""
+        self.waiting -= 1
+        return self.waiting <= 0 and not self.received and not self.kept
 
 
 @dataclass
@@ -36,6 +66,7 @@ class OutgoingFrame:
     fds: list[int] = field(default_factory=list)  # ours: duplicated into the peer, closed once sent
     sent: int = 0
     is_buffer: bool = False  # a real-time buffer (may be dropped when the consumer lags)
+    delivery: RealtimeDelivery | None = None  # a buffer to a consumer that does not acknowledge
 
 
 class Connection:
@@ -53,6 +84,9 @@ class Connection:
         self.reply_bytes = 0  # the part of queued_bytes that is replies and notifications
         self.overflowed = False  # set once reply_bytes passed MAX_PENDING_REPLY_BYTES: drop it
         self.closed = False
+        # Per session this connection consumes with acknowledgements: the buffers sent to it
+        # that it has not said it received, in the order they were sent.
+        self.unreceived: dict[int, deque[RealtimeDelivery]] = {}
         self.registrations: set[int] = set()
         # Every provider GUID this connection ever registered (records written before an
         # unregister may still be in its pools), as the bytes a record holds.
@@ -107,9 +141,13 @@ class Connection:
         except OSError:
             pass  # the default size works, only with more wakeups
 
-    def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes | mmap.mmap = b"", is_buffer: bool = False) -> bool:
+    def send(
+        self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes | mmap.mmap = b"", is_buffer: bool = False,
+        delivery: RealtimeDelivery | None = None,
+    ) -> bool:  # fmt: skip
         """Queue a frame. ``fds`` are duplicated now (the caller keeps its own). A real-time
-        buffer is refused (False) when the peer is too far behind."""
+        buffer is refused (False) when the peer is too far behind; one that is queued waits for
+        this consumer to receive it (``delivery``)."""
         if self.closed:
             return False
         if is_buffer and self.queued_bytes + len(payload) > MAX_QUEUED_BYTES:
@@ -125,9 +163,38 @@ class Connection:
                 return False
             self.reply_bytes += len(data)
         frame = OutgoingFrame(data, [os.dup(fd) for fd in fds], is_buffer=is_buffer)
+        if delivery is not None:
+            delivery.waiting += 1
+            acknowledged = self.unreceived.get(delivery.session_id)
+            if acknowledged is not None:
+                acknowledged.append(delivery)
+                if len(acknowledged) > MAX_UNACKNOWLEDGED:
+                    acknowledged.popleft().received_by_one()
+            else:
+                frame.delivery = delivery
         self.outgoing.append(frame)
         self.queued_bytes += len(frame.data)
         return True
+
+    def acknowledges(self, session_id: int) -> None:
+        """This consumer will say which of the session's buffers it received."""
+        self.unreceived.setdefault(session_id, deque())
+
+    def received(self, session_id: int, buffers: int) -> None:
+        """The consumer says it received the next ``buffers`` buffers of the session."""
+        waiting = self.unreceived.get(session_id)
+        while waiting and buffers > 0:
+            waiting.popleft().received_by_one()
+            buffers -= 1
+
+    def take_unreceived(self) -> list[RealtimeDelivery]:
+        """The buffers sent to this consumer that it never received (it went away)."""
+        gone = [delivery for waiting in self.unreceived.values() for delivery in waiting]
+        gone += [frame.delivery for frame in self.outgoing if frame.delivery is not None]
+        self.unreceived.clear()
+        for frame in self.outgoing:
+            frame.delivery = None
+        return gone
 
     @property
     def wants_write(self) -> bool:
@@ -150,6 +217,9 @@ class Connection:
             if frame.sent < len(frame.data):
                 return
             self.outgoing.popleft()
+            if frame.delivery is not None:
+                frame.delivery.received_by_one()
+                frame.delivery = None
             if not frame.is_buffer:
                 self.reply_bytes -= len(frame.data)
 

@@ -393,11 +393,22 @@ def realtime(service: TraceService, connection: Connection, message: Message) ->
         raise InvalidSessionConfig(f"session {name!r} is not a running real-time session")
     runtime.consumers[connection.connection_id] = connection
     connection.consuming.add(session.session_id)
+    if message.body.get("acks"):
+        connection.acknowledges(session.session_id)
     connection.widen_send_buffer()
     connection.send(
         {"id": message.body.get("id"), "ok": True, "session_id": session.session_id, "buffer_size": runtime.config.buffer_size},
         payload=runtime.header_for_consumers(),
     )
+    return None
+
+
+def realtime_received(service: TraceService, connection: Connection, message: Message) -> Reply:
+    """A consumer that attached with ``acks`` took the next ``buffers`` buffers of a session
+    (no answer: it says so as it reads, and a buffer it never took is lost when it goes)."""
+    session_id, buffers = message.body.get("session"), message.body.get("buffers")
+    if isinstance(session_id, int) and isinstance(buffers, int):
+        connection.received(session_id, buffers)
     return None
 
 
@@ -557,6 +568,7 @@ HANDLERS: dict[str, Handler] = {
     "capture_state": capture_state,
     "snapshot": snapshot,
     "realtime": realtime,
+    "realtime_received": realtime_received,
     "register": register,
     "unregister": unregister,
     "pool_closed": pool_closed,

@@ -58,10 +58,12 @@ FIELD_TYPES: dict[str, tuple[type | None, ...]] = {
     "filters": (dict, None),
     "fds": (int,),
     "owners": (list,),
+    "buffers": (int,),
+    "acks": (bool, None),
 }
 
 # Fields whose integer value is a count, an id or a bit mask: never negative.
-_NON_NEGATIVE = frozenset({"registration", "pool_id", "token", "events", "level", "match_any", "match_all", "properties", "session"})
+_NON_NEGATIVE = frozenset({"registration", "pool_id", "token", "events", "level", "match_any", "match_all", "properties", "session", "buffers"})
 
 
 class InvalidRequest(InvalidArgument):

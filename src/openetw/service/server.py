@@ -439,6 +439,10 @@ class TraceService:
             self.selector.unregister(connection.sock)
         except (KeyError, ValueError):
             pass
+        for delivery in connection.take_unreceived():  # a consumer gone with buffers on their way to it
+            runtime = self.runtimes.get(delivery.session_id)
+            if delivery.abandoned_by_one() and runtime is not None:
+                runtime.abandoned(delivery)
         connection.close()
         for registration_id in connection.registrations:
             self.registration_names.pop(registration_id, None)

@@ -10,7 +10,10 @@ keeps the books in the session table's statistics:
   ``buffers_written`` / ``events_written`` to ``log_buffers_lost`` / ``events_lost``, as the
   file's header counts it (unless a real-time consumer got it too);
 * a real-time session with no consumer attached (or one too far behind): ``realtime_buffers_lost``
-  (and, with no file to fall back on, its events count as lost).
+  (and, with no file to fall back on, its events count as lost);
+* a buffer sent to real-time consumers that all went away (killed, or detached) before receiving
+  it, that went nowhere else: it moves from ``buffers_written`` / ``events_written`` to
+  ``realtime_buffers_lost`` / ``events_lost`` (``abandoned``; see ``RealtimeDelivery``).
 
 So for every session ``events written by producers = events_written + events_lost``: a
 producer's own drops and refusals (records over 64 KB or over the buffer size) are read from its
@@ -30,7 +33,7 @@ from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
 from openetw.etl.writer import linux_trace_clock, new_logfile_header
 from openetw.ipc.pool import TAKEN, BufferPool
-from openetw.service.connection import Connection
+from openetw.service.connection import Connection, RealtimeDelivery
 from openetw.service.logfile import LogFile, count_records, header_buffer
 from openetw.service.screen import ScreenResult, ThreadCheck, screen_buffer
 from openetw.session import LogMode, SessionConfig, SessionTable
@@ -248,10 +251,12 @@ class SessionRuntime:
             while len(self.ring) > self.config.maximum_buffers:
                 self.ring.popleft()
             delivered = True
+        delivery: RealtimeDelivery | None = None
         if mode.real_time:
-            sent = self._send_realtime(data)
-            if self.stream is not None:
-                sent = self.stream.offer(data, events) or sent
+            delivery = RealtimeDelivery(session_id, events, kept=delivered)
+            sent = self._send_realtime(data, delivery)
+            if self.stream is not None and self.stream.offer(data, events):
+                sent = delivery.kept = True
             if not sent:
                 table.realtime_buffer_lost(session_id)
                 if mode is LogMode.REAL_TIME:
@@ -269,18 +274,28 @@ class SessionRuntime:
                 if not delivered:
                     table.events_lost(session_id, events)
                 self.logfile.note_lost(events=events, buffers=1)
+            if delivery is not None and written:
+                delivery.kept = True
             delivered = delivered or written
         if delivered:
             table.buffer_written(session_id, events)
 
-    def _send_realtime(self, data: bytes | mmap.mmap) -> bool:
+    def _send_realtime(self, data: bytes | mmap.mmap, delivery: RealtimeDelivery) -> bool:
         sent = False
         for consumer in list(self.consumers.values()):
             if consumer.closed:
                 del self.consumers[consumer.connection_id]
                 continue
-            sent |= consumer.send({"event": "buffer", "session_id": self.session_id}, payload=data, is_buffer=True)
+            sent |= consumer.send({"event": "buffer", "session_id": self.session_id}, payload=data, is_buffer=True, delivery=delivery)
         return sent
+
+    def abandoned(self, delivery: RealtimeDelivery) -> None:
+        """A buffer counted written reached no consumer and nothing else: its events are lost."""
+        statistics = self.table.session(self.session_id).statistics
+        statistics.buffers_written -= 1  # the statistics have no "unwrite" (as in _file_failed)
+        statistics.events_written -= delivery.events
+        self.table.realtime_buffer_lost(self.session_id)
+        self.table.events_lost(self.session_id, delivery.events)
 
     # -- files ---------------------------------------------------------------------------------
     def header_for_consumers(self) -> bytes:

@@ -60,10 +60,11 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitab
 class Viewer:
     """The open sources of one viewer run."""
 
-    def __init__(self, token: str | None = None, socket: str | None = None) -> None:
+    def __init__(self, token: str | None = None, socket: str | None = None, *, keep_index: bool = True, index_beside: bool | None = None) -> None:
         self.sessions = Sessions(token)
         self.launch_files: list[str] = []  # removed once their token is exchanged
         self.socket = socket
+        self.index_options = {"save": keep_index, "beside": index_beside}  # EtlIndex.open's: where .etl indexes are kept
         self.registry = default_registry()
         self.sources: dict[str, ViewerSource] = {}
         self._ids = itertools.count(1)
@@ -90,7 +91,7 @@ class Viewer:
             for source in self.sources.values():
                 if getattr(source, "path", None) is not None and source.path == _real(path):  # type: ignore[attr-defined]
                     return source
-            source = open_file(f"f{next(self._ids)}", path, self.registry)
+            source = open_file(f"f{next(self._ids)}", path, self.registry, index_options=self.index_options)
             self.sources[source.id] = source
             return source
 

@@ -273,9 +273,10 @@ class EtlSource(ViewerSource):
 
     kind = "etl"
 
-    def __init__(self, source_id: str, path: str, registry: LazyManifestRegistry) -> None:
+    def __init__(self, source_id: str, path: str, registry: LazyManifestRegistry, index_options: dict[str, Any] | None = None) -> None:
         super().__init__(source_id, os.path.basename(path), registry)
         self.path = path
+        self._index_options = dict(index_options or {})
         self._columns = Columns.empty()
         self._done_rows = 0
         self._size = max(1, os.path.getsize(path))
@@ -288,7 +289,7 @@ class EtlSource(ViewerSource):
         from openetw.consumer.index import EtlIndex
 
         try:
-            index = EtlIndex.open(self.path)
+            index = EtlIndex.open(self.path, **self._index_options)
             self._buffer_size = max(1, int(index.header.buffer_size))
             parts = []
             for segment in index.segments():
@@ -578,7 +579,7 @@ class LiveSource(_RecordList):
         self._live.stop()
 
 
-def open_file(source_id: str, path: str, registry: LazyManifestRegistry) -> ViewerSource:
+def open_file(source_id: str, path: str, registry: LazyManifestRegistry, *, index_options: dict[str, Any] | None = None) -> ViewerSource:
     """An ``.etl`` or ``.evtx`` file as a source (checked readable by this user first)."""
     from openetw.consumer.evtx_source import is_evtx_file
 
@@ -595,7 +596,7 @@ def open_file(source_id: str, path: str, registry: LazyManifestRegistry) -> View
         raise InvalidArgument(f"{path}: permission denied")
     if is_evtx_file(real):
         return EvtxSource(source_id, real, registry)
-    return EtlSource(source_id, real, registry)
+    return EtlSource(source_id, real, registry, index_options)
 
 
 def default_registry() -> LazyManifestRegistry:

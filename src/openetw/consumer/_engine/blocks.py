@@ -1,13 +1,18 @@
 """The index file: rows in fixed-size blocks of compressed columns, a summary per block.
 
-Layout (format 3)::
+Layout (format 4)::
 
     MAGIC (16 bytes: "OPENETW-INDEX\\0\\0" and the format byte)
     block 0, block 1, ...        each: zlib over the block's columns, byte planes one after another
     buffer table                 zlib over BUFFER_DTYPE rows
     footer                       UTF-8 JSON: the caller's facts, the block table with summaries,
                                  the provider table, where the buffer table is
-    trailer (24 bytes)           footer offset (u64), footer length (u64), TRAILER_MAGIC
+    trailer (40 bytes)           footer offset (u64), footer length (u64), the footer's digest
+                                 (16 bytes of BLAKE2b), TRAILER_MAGIC
+
+Every part is checked before it is believed: the footer against the trailer's digest, each block
+and the buffer table against the digest the footer keeps of it (8 bytes of BLAKE2b), so a flipped
+bit anywhere reads as a damaged index (rebuilt), never as other rows.
 
 A block holds ``BLOCK_ROWS`` rows (the last one fewer). Its columns are encoded to compress:
 timestamps as deltas from the row before, the user data's length as what ``size`` and the
@@ -23,6 +28,7 @@ reads as "no index": it is rebuilt, never misread.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -38,11 +44,11 @@ __all__ = [
     "read_stored", "summary_of",
 ]  # fmt: skip
 
-FORMAT = 3
+FORMAT = 4
 MAGIC = b"OPENETW-INDEX\0\0" + bytes([FORMAT])
 MAGIC_PREFIX = MAGIC[:-1]
-TRAILER_MAGIC = b"OETWIDX\x03"
-_TRAILER = struct.Struct("<QQ8s")
+TRAILER_MAGIC = b"OETWIDX\x04"
+_TRAILER = struct.Struct("<QQ16s8s")
 BLOCK_ROWS = 1 << 16
 BLOCK_ROWS_ENV = "OPENETW_INDEX_BLOCK_ROWS"
 ID_LIST_LIMIT = 256  # more distinct event ids in a block than this: the summary says "any"
@@ -110,9 +116,19 @@ def encode_block(rows: np.ndarray) -> bytes:
     return zlib.compress(b"".join(planes), _LEVEL)
 
 
+def _digest(data: bytes, size: int = 8) -> bytes:
+    return hashlib.blake2b(data, digest_size=size).digest()
+
+
 def decode_block(payload: bytes, n: int) -> np.ndarray:
-    """The rows of a block (``filetime`` left at 0 for the caller to fill)."""
-    raw = zlib.decompress(payload)
+    """The rows of a block (``filetime`` left at 0 for the caller to fill); ``ValueError`` when
+    the payload does not decode to ``n`` rows."""
+    try:
+        raw = zlib.decompress(payload)
+    except zlib.error as error:
+        raise ValueError(f"the block does not decompress: {error}") from None
+    if n < 0:
+        raise ValueError("a negative row count")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
     at = 0
     for name in _STORED:
@@ -151,7 +167,7 @@ class BlockWriter:
 
     def add(self, rows: np.ndarray, first_row: int) -> dict[str, Any]:
         payload = encode_block(rows)
-        summary = dict(summary_of(rows, first_row), at=self.position, length=len(payload))
+        summary = dict(summary_of(rows, first_row), at=self.position, length=len(payload), digest=_digest(payload).hex())
         self.out.write(payload)
         self.position += len(payload)
         self.blocks.append(summary)
@@ -162,13 +178,13 @@ class BlockWriter:
         self.out.write(table)
         footer = dict(
             head, format=FORMAT, blocks=self.blocks, providers=[guid.hex() for guid in providers],
-            buffer_table=[self.position, len(table), len(buffers)],
+            buffer_table=[self.position, len(table), len(buffers)], buffer_table_digest=_digest(table).hex(),
         )  # fmt: skip
         self.position += len(table)
         self.footer = footer
         data = json.dumps(footer, separators=(",", ":")).encode("utf-8")
         self.out.write(data)
-        self.out.write(_TRAILER.pack(self.position, len(data), TRAILER_MAGIC))
+        self.out.write(_TRAILER.pack(self.position, len(data), _digest(data, 16), TRAILER_MAGIC))
         self.position += len(data) + _TRAILER.size
 
 
@@ -180,14 +196,25 @@ class StoredIndex:
         self.footer = footer
         self.blocks: list[dict[str, Any]] = footer["blocks"]
 
+    def _part(self, at: Any, length: Any, digest: Any) -> bytes:
+        payload = os.pread(self.fd, int(length), int(at))
+        if len(payload) != int(length) or not isinstance(digest, str) or _digest(payload).hex() != digest:
+            raise ValueError("its digest does not match")
+        return payload
+
     def block(self, number: int) -> np.ndarray:
+        """Block ``number``'s rows; ``ValueError`` when it is damaged."""
         entry = self.blocks[number]
-        payload = os.pread(self.fd, int(entry["length"]), int(entry["at"]))
-        return decode_block(payload, int(entry["rows"]))
+        return decode_block(self._part(entry["at"], entry["length"], entry.get("digest")), int(entry["rows"]))
 
     def buffers(self) -> np.ndarray:
+        """The buffer table; ``ValueError`` when it is damaged."""
         at, length, count = self.footer["buffer_table"]
-        data = zlib.decompress(os.pread(self.fd, int(length), int(at)))
+        payload = self._part(at, length, self.footer.get("buffer_table_digest"))
+        try:
+            data = zlib.decompress(payload)
+        except zlib.error as error:
+            raise ValueError(f"the buffer table does not decompress: {error}") from None
         return np.frombuffer(data, dtype=BUFFER_DTYPE, count=int(count)).copy()
 
     def close(self) -> None:
@@ -207,15 +234,18 @@ def read_stored(location: str | os.PathLike[str]) -> StoredIndex | None:
         size = os.fstat(fd).st_size
         if size < len(MAGIC) + _TRAILER.size or os.pread(fd, len(MAGIC), 0) != MAGIC:
             raise ValueError("not an index of this format")
-        at, length, magic = _TRAILER.unpack(os.pread(fd, _TRAILER.size, size - _TRAILER.size))
+        at, length, digest, magic = _TRAILER.unpack(os.pread(fd, _TRAILER.size, size - _TRAILER.size))
         if magic != TRAILER_MAGIC or at + length + _TRAILER.size != size:
             raise ValueError("no trailer")
-        footer = json.loads(os.pread(fd, length, at).decode("utf-8"))
-        if footer.get("format") != FORMAT or not isinstance(footer.get("blocks"), list):
+        data = os.pread(fd, length, at)
+        if _digest(data, 16) != digest:
+            raise ValueError("the footer does not match its digest")
+        footer = json.loads(data.decode("utf-8"))
+        if not isinstance(footer, dict) or footer.get("format") != FORMAT or not isinstance(footer.get("blocks"), list):
             raise ValueError("another format")
         for entry in footer["blocks"]:
-            if int(entry["at"]) + int(entry["length"]) > at:
-                raise ValueError("a block past the footer")
+            if int(entry["at"]) < len(MAGIC) or int(entry["length"]) < 0 or int(entry["at"]) + int(entry["length"]) > at:
+                raise ValueError("a block outside the file's blocks")
         return StoredIndex(fd, footer)
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError, struct.error):
         os.close(fd)

@@ -31,6 +31,14 @@ FILETIME_UNIX_TICKS = 116_444_736_000_000_000
 _KERNEL = frozenset({"system", "compact", "perfinfo"})
 _THREAD_GROUP, _PERFINFO_GROUP, _STACKWALK_GROUP = 0x05, 0x0F, 0x18
 _CSWITCH, _READY_THREAD, _SAMPLE, _STACK = 36, 50, 46, 32
+# The fields a scheduling event or a sample must have decoded to be drawn as one (a record cut
+# short decodes to fewer: it stays an ordinary instant event).
+_SWITCH_FIELDS = frozenset({
+    "NewThreadID", "OldThreadID", "NewThreadPriority", "OldThreadPriority", "OldThreadWaitReason", "OldThreadWaitMode",
+    "OldThreadState", "NewThreadWaitTime",
+})  # fmt: skip
+_READY_FIELDS = frozenset({"AwakenedThreadID", "AdjustReason", "AdjustIncrement", "Flags"})
+_SAMPLE_FIELDS = frozenset({"ThreadId", "InstructionPointer"})
 _NO_ID = 0xFFFFFFFF
 _PROCESS_GROUP, _IMAGE_GROUP = 0x03, 0x14
 _THREAD_LIFETIME = frozenset({1, 2, 3, 4})  # Start, End, DCStart, DCEnd
@@ -211,7 +219,7 @@ def timeline(
                         del known[: _KEPT_IMAGES // 2]
                     known.append((base, size, file_name))
                     known_frames.clear()
-            if group == _THREAD_GROUP and opcode == _CSWITCH and args:
+            if group == _THREAD_GROUP and opcode == _CSWITCH and args and _SWITCH_FIELDS <= args.keys():
                 new_tid, old_tid = args["NewThreadID"], args["OldThreadID"]
                 new_pid, old_pid = thread_pids.get(new_tid) or 0, thread_pids.get(old_tid) or 0
                 if new_pid not in current or (new_pid, new_tid) not in threads:
@@ -225,7 +233,7 @@ def timeline(
                 ))  # fmt: skip
                 stats.switches += 1
                 continue
-            if group == _THREAD_GROUP and opcode == _READY_THREAD and args:
+            if group == _THREAD_GROUP and opcode == _READY_THREAD and args and _READY_FIELDS <= args.keys():
                 woken = args["AwakenedThreadID"]
                 woken_pid = thread_pids.get(woken) or 0
                 if woken_pid not in current or (woken_pid, woken) not in threads:
@@ -236,7 +244,7 @@ def timeline(
                 ))  # fmt: skip
                 stats.wakeups += 1
                 continue
-            if group == _PERFINFO_GROUP and opcode == _SAMPLE and args:
+            if group == _PERFINFO_GROUP and opcode == _SAMPLE and args and _SAMPLE_FIELDS <= args.keys():
                 sampled = args["ThreadId"]
                 sample_pid = thread_pids.get(sampled) or 0
                 if sample_pid not in current or (sample_pid, sampled) not in threads:
