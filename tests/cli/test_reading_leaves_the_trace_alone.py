@@ -69,8 +69,10 @@ def _viewer(*args: object) -> None:
         line = child.stdout.readline()
         assert line, "the viewer printed no URL"
         started = json.loads(line)
-        token = started["url"].split("token=", 1)[1]
-        request = urllib.request.Request(f"http://127.0.0.1:{started['port']}/api/sources", headers={"Cookie": f"openetw_viewer={token}"})
+        with urllib.request.urlopen(started["url"], timeout=30) as exchanged:  # the one-time token, for a session
+            cookie = exchanged.headers["Set-Cookie"].split(";")[0]
+            csrf = exchanged.headers["Refresh"].partition("#csrf=")[2]
+        request = urllib.request.Request(f"http://127.0.0.1:{started['port']}/api/sources", headers={"Cookie": cookie, "X-OpenETW-CSRF": csrf})
         for _ in range(600):
             with urllib.request.urlopen(request, timeout=10) as reply:
                 sources = json.load(reply)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from openetw.fleet.check import Checked, check_message
 from openetw.fleet.store import FleetStore
-from openetw.fleet.wire import KIND_BUFFER, KIND_HEADER, message_headers, parse_headers
+from openetw.fleet.wire import KIND_BUFFER, KIND_HEADER, message_headers
 from tests.conftest import corpus_path
 
 
@@ -15,15 +16,15 @@ def test_the_collectors_files_are_private(tmp_path: Path) -> None:
     data = corpus_path("etl", "perfview", "primitive-types.etl").read_bytes()
     directory = tmp_path / "collected"
 
-    def info(kind: str, sequence: int) -> object:
-        return parse_headers(message_headers(host="h", session="S", start=1, sequence=sequence, kind=kind, events=6,
-                                             events_lost=0, buffers_lost=0))  # fmt: skip
+    def message(kind: str, sequence: int, payload: bytes) -> Checked:
+        headers = message_headers(host="h", session="S", start=1, sequence=sequence, kind=kind, events=6, events_lost=0, buffers_lost=0)
+        return check_message("etw.h.S", headers, payload)
 
     old = os.umask(0o022)
     try:
         store = FleetStore(directory, outputs=frozenset({"etl", "log"}))
-        store.add(info(KIND_HEADER, 0), data[:8192])  # type: ignore[arg-type]
-        store.add(info(KIND_BUFFER, 1), data[8192:16384])  # type: ignore[arg-type]
+        store.add(message(KIND_HEADER, 0, data[:8192]))
+        store.add(message(KIND_BUFFER, 1, data[8192:16384]))
         store.commit()
         assert store.log.written() == 6
         store.close()

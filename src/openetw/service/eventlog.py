@@ -185,9 +185,14 @@ class ChannelSink:
         self.consuming: set[int] = set()
         self._header: bytes | None = None
 
-    def send(self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: Any = b"", is_buffer: bool = False) -> bool:
+    def send(
+        self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: Any = b"", is_buffer: bool = False, delivery: Any = None,
+    ) -> bool:  # fmt: skip
         if not is_buffer:
             return True
+        if delivery is not None:  # received here: the log's books count what the store cannot keep
+            delivery.waiting += 1
+            delivery.received_by_one()
         if self.runtime.batch is not None:
             self.runtime.batch.append(bytes(payload))
         else:  # a buffer taken outside a drain (a closing pool's last): stored before it goes back
