@@ -13,19 +13,18 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from openetw.consumer.evtx_source import EvtxFileSource, is_evtx_file, map_file
+from openetw.consumer.evtx_files import is_evtx_file, map_file
 from openetw.errors import EvtxFormatError, InvalidArgument
-from openetw.evtx.events import event_header
 from openetw.evtx.reader import EvtxReader
-from openetw.evtx.record import EvtxRecord
 from openetw.evtx.values import filetime_text
-from openetw.evtx.writer import EvtxWriter
-from openetw.report.events import decode_record
-from openetw.tdh.context import DecodeContext
+
+if TYPE_CHECKING:
+    from openetw.evtx.record import EvtxRecord
+    from openetw.evtx.writer import EvtxWriter
 
 __all__ = ["EvtxFileReader", "evtx_summary", "is_evtx_file", "print_evtx_summary", "relog_to_evtx"]
 
@@ -48,6 +47,8 @@ class EvtxFileReader:
         self.path = path
         self.header = _NothingLost()
         self.stats = _Stats()
+        from openetw.consumer.evtx_source import EvtxFileSource
+
         self._source = EvtxFileSource(path)
         self._source.open()
 
@@ -141,6 +142,11 @@ def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: 
     written with their properties as ``EventData``. Chunks are written as they fill; the file
     header last.
     """
+    from openetw.evtx.events import event_header
+    from openetw.evtx.writer import EvtxWriter
+    from openetw.report.events import decode_record
+    from openetw.tdh.context import DecodeContext
+
     context = DecodeContext(registry)
     streams = [reader.records(time_order=True) for reader in readers]
     merged = heapq.merge(*streams, key=lambda record: record.filetime) if len(streams) > 1 else streams[0]
