@@ -20,7 +20,6 @@ import click
 from openetw.consumer.evtx_files import is_evtx_file, map_file
 from openetw.errors import EvtxFormatError, InvalidArgument
 from openetw.evtx.reader import EvtxReader
-from openetw.evtx.values import filetime_text
 
 if TYPE_CHECKING:
     from openetw.evtx.record import EvtxRecord
@@ -111,12 +110,9 @@ def evtx_summary(path: str) -> dict[str, Any]:
 
 
 def _time(filetime: int | None) -> str | None:
-    if filetime is None:
-        return None
-    try:
-        return filetime_text(filetime)
-    except ValueError:
-        return f"FILETIME({filetime})"
+    from openetw.cli.json_time import filetime_iso
+
+    return None if filetime is None else filetime_iso(filetime)
 
 
 def print_evtx_summary(s: dict[str, Any]) -> None:

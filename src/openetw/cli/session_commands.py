@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.json_time import datetime_iso
 from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, parse_provider_spec
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
 from openetw.provider_names import parse_provider_guid
@@ -33,7 +34,9 @@ def register(cli: click.Group) -> None:
 
 
 def _print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+    from openetw.cli.json_time import with_iso_times
+
+    click.echo(json.dumps(with_iso_times(value), indent=2, sort_keys=True, default=str))
 
 
 # -- openetw service ---------------------------------------------------------------------------
@@ -457,7 +460,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
         {
             "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
             "events": entry.events, "file": str(entry.file), "source": entry.source,
-            "installed": entry.installed.isoformat(), "pid": None, "exe": None, "sessions": [],
+            "installed": datetime_iso(entry.installed, 0), "pid": None, "exe": None, "sessions": [],
         }
         for entry in installed
     )
