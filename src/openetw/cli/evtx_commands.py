@@ -43,11 +43,11 @@ class EvtxFileReader:
     """An ``.evtx`` file with the interface of the ``.etl`` reader the file commands use."""
 
     def __init__(self, path: str) -> None:
+        from openetw.consumer.evtx_source import EvtxFileSource  # (the consumer's sources: only for an .evtx given)
+
         self.path = path
         self.header = _NothingLost()
         self.stats = _Stats()
-        from openetw.consumer.evtx_source import EvtxFileSource
-
         self._source = EvtxFileSource(path)
         self._source.open()
 
