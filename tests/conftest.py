@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ PRIVATE_DATA_DIR = tempfile.mkdtemp(prefix="openetw-tests-data-")
 atexit.register(shutil.rmtree, PRIVATE_DATA_DIR, True)
 os.environ["OPENETW_DATA_DIR"] = PRIVATE_DATA_DIR
 mark_this_run()
+_test_numbers = itertools.count(1)
 
 # The fixtures that start a private trace service (service_env, service, producers, kernel_service, reachable).
 # The guard that stops a machine's trace service a test started (see tests/machine_service_guard.py).
@@ -46,3 +48,12 @@ def corpus_path(*parts: str) -> Path:
 @pytest.fixture
 def corpus() -> Path:
     return corpus_path()
+
+
+@pytest.fixture(autouse=True)
+def own_data_dir(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test's manifest stores and logs (and those of a service it starts) are its own: what
+    one test installs, no later test sees. A test may still point OPENETW_DATA_DIR elsewhere."""
+    directory = os.path.join(PRIVATE_DATA_DIR, f"test-{next(_test_numbers)}")
+    monkeypatch.setenv("OPENETW_DATA_DIR", directory)
+    return directory

@@ -39,10 +39,20 @@ def test_no_caller_setting_reaches_the_tests_or_their_children() -> None:
     assert set(eval(child)) <= {"OPENETW_DATA_DIR", guard.RUN_MARKER, *KEPT_SETTINGS}
 
 
-def test_the_manifest_stores_and_logs_are_the_runs_own() -> None:
+def test_the_manifest_stores_and_logs_are_the_runs_own(own_data_dir: str) -> None:
     user, system = default_data_dirs()
-    assert (user, system) == (Path(PRIVATE_DATA_DIR), Path(PRIVATE_DATA_DIR) / "system")
-    assert Path(PRIVATE_DATA_DIR).name.startswith("openetw-tests-data-")
+    assert (user, system) == (Path(own_data_dir), Path(own_data_dir) / "system")
+    assert user.parent == Path(PRIVATE_DATA_DIR) and Path(PRIVATE_DATA_DIR).name.startswith("openetw-tests-data-")
+
+
+_DIRECTORIES_SEEN: set[str] = set()
+
+
+@pytest.mark.parametrize("turn", [1, 2])
+def test_each_test_has_its_own_stores(turn: int, own_data_dir: str) -> None:
+    """What one test installs stays its own: the second turn's directory is not the first's."""
+    assert own_data_dir not in _DIRECTORIES_SEEN
+    _DIRECTORIES_SEEN.add(own_data_dir)
 
 
 def test_the_guard_leaves_a_foreign_service_alone_and_stops_its_own() -> None:
