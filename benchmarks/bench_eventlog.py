@@ -73,6 +73,7 @@ def ingest(count: int, work: Path) -> list[list[object]]:
 
     (work / "bench.man").write_text(MANIFEST)
     os.environ["OPENETW_DATA_DIR"] = str(work / "data")
+    os.environ["OPENETW_LOGS_DIR"] = str(work / "data" / "logs")  # the store read below, whatever the caller set
     openetw("manifest", "install", str(work / "bench.man"))
     openetw("mc", str(work / "bench.man"), "-o", str(work / "gen"))
     rows: list[list[object]] = []

@@ -7,13 +7,17 @@
    what the second session got; the manifest installed, so the driver's System-channel events
    also land in the Event Log's System log, read back at the end. Nothing is left running,
    whatever happens.
+3. The README's tour reads the session's file: it is left as ``trace.etl`` (and the filtered
+   session's as ``only_irp_a.etl``) in the current directory, or in ``--tour-dir DIR``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,7 +196,8 @@ def event_counts(path: Path, events: ModuleType) -> Counter[str]:
         return Counter(names.get(r.id, f"id {r.id}") for r in reader if not is_logfile_header_record(r))
 
 
-def sample_driver(workdir: Path) -> None:
+def sample_driver(workdir: Path) -> tuple[Path, Path]:
+    """The walkthrough; the two sessions' files."""
     from openetw.controller import Session
     from openetw.session import EventFilters
 
@@ -244,13 +249,31 @@ def sample_driver(workdir: Path) -> None:
         openetw("log", "flush")
         openetw("log", "query", "System", "--format", "text")
         say(f"\nthe System log: {workdir / 'data' / 'logs'} (`openetw log query System` reads it, service up or down)")
+    return trace_file, filtered_file
 
 
-def main() -> None:
+def leave_for_the_tour(files: tuple[Path, Path], tour_dir: Path) -> None:
+    """The README's tour reads ``trace.etl`` and ``only_irp_a.etl``: copies of the sessions' files."""
+    tour_dir.mkdir(parents=True, exist_ok=True)
+    for source, name in zip(files, ("trace.etl", "only_irp_a.etl"), strict=True):
+        shutil.copyfile(source, tour_dir / name)
+    where = "here" if tour_dir.resolve() == Path.cwd().resolve() else str(tour_dir)
+    bin_dir = Path(sys.executable).parent
+    title("Next: the README's tour")
+    say(f"trace.etl and only_irp_a.etl are {where}. The `openetw` command is installed in {bin_dir}:")
+    say(f"  . {bin_dir / 'activate'}    # puts it on your PATH (or: export PATH=\"{bin_dir}:$PATH\")")
+    say("  openetw info trace.etl")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tour-dir", type=Path, default=Path.cwd(), help="where trace.etl is left for the tour (default: here)")
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still stops the service (finally)
     windows_trace()
     workdir = Path(tempfile.mkdtemp(prefix="openetw-demo-"))
-    sample_driver(workdir)
+    files = sample_driver(workdir)
+    leave_for_the_tour(files, args.tour_dir)
     say(f"\ndemo finished; nothing left running. Files kept in {workdir}")
 
 

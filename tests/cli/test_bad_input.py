@@ -93,6 +93,15 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["sql", "SELECT nope FROM events", ETL, "--cache-dir", "{tmp}/cache"], 2, "SQL:"),
     (["collect", "nats://127.0.0.1:1", "-o", "{tmp}/out", "--to", "etl,csv"], 2, "unknown output csv"),
     (["fleet", "status", "{tmp}/missing"], 2, "neither nats://HOST:PORT nor a directory"),
+    (["log", "list", "--bogus"], 2, "No such option"),
+    (["log", "get", "Nosuch"], 1, "no trace service is running"),
+    (["log", "set", "Nosuch", "--max-size", "x"], 2, "is not a valid integer"),
+    (["log", "query", "Nosuch"], 1, "no trace service is running"),
+    (["log", "export", "Nosuch", "{tmp}/x.evtx"], 1, "no trace service is running"),
+    (["log", "clear", "Nosuch"], 1, "no trace service is running"),
+    (["log", "flush", "--bogus"], 2, "No such option"),
+    (["log", "import", "{tmp}/missing.evtx"], 2, "Missing option '--log'"),
+    (["viewer", "--port", "99999"], 2, "is not in the range"),
 ]
 
 
@@ -101,6 +110,7 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "none.sock"))
     monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")  # a bad input never leaves a service behind
     monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("OPENETW_LOGS_DIR", str(tmp_path / "logs"))
     monkeypatch.setenv("OPENETW_KERNEL_DIR", str(tmp_path / "kernel"))
     (tmp_path / "junk.etl").write_bytes(b"not an etl file at all " * 300)
     (tmp_path / "bad.man").write_text("<x>")
@@ -122,7 +132,10 @@ def test_bad_input_gives_the_table_s_code_and_one_line(argv: list[str], code: in
 def test_the_table_covers_every_command() -> None:
     def commands(group: click.Group, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()
-        for name, command in group.commands.items():
+        context = click.Context(group)
+        for name in group.list_commands(context):  # (the top level loads each command on request)
+            command = group.get_command(context, name)
+            assert command is not None
             found |= commands(command, (*path, name)) if isinstance(command, click.Group) else {(*path, name)}
         return found
 

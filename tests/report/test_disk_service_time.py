@@ -2,7 +2,9 @@
 
 TraceEvent keeps one list of every disk event's (disk, time) and one index into it shared by
 all disks; a Read or Write's service time is its elapsed time, or less by the time since the
-last event of its disk found between that index and its own time (see report/perfview/state.py).
+last event of its disk found between that index and its own time. PerfView's baseline reads the
+value twice and prints the second read, which starts over from the list's start (see
+report/perfview/state.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from openetw.etl.build import build_system_record
 from openetw.etl.clock import TraceClock
 from openetw.etl.writer import EtlWriter, new_logfile_header
 from openetw.report.perfview import perfview_lines
+from openetw.report.perfview.state import TraceState
+from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 
 FREQ = 10_000_000  # QPC ticks per second: 10 000 per millisecond
@@ -29,12 +33,14 @@ IOS = [
     (10.0, READ, 0, 8.0),   # nothing of disk 0 before: min(8, 10 - 0) = 8
     (12.0, READ, 0, 9.0),   # disk 0 completed at 10: min(9, 2) = 2 (the disk was busy with the first)
     (13.0, WRITE, 1, 5.0),  # disk 1's first: min(5, 13) = 5
-    (15.0, WRITE, 0, 6.0),  # disk 0 at 12 is before the index (left at 13 by disk 1): elapsed, 6
+    (15.0, WRITE, 0, 6.0),  # the first read starts at disk 1's entry (13) and sees no disk 0: 6;
+                            # the printed second read starts over and finds disk 0 at 12: min(6, 3) = 3
     (16.0, FLUSH, 0, 1.0),  # a flush moves nothing but is a disk event of disk 0
     (17.0, READ, 0, 4.0),   # disk 0's flush at 16 is passed: min(4, 1) = 1
     (17.0, READ, 1, 3.0),   # same time as the previous: the scan starts over; disk 1 at 13: min(3, 4) = 3
 ]
-EXPECTED = [8.0, 2.0, 5.0, 6.0, 1.0, 3.0]
+EXPECTED = [8.0, 2.0, 5.0, 3.0, 1.0, 3.0]
+FIRST_READS = [8.0, 2.0, 5.0, 6.0, 1.0, 3.0]  # what one read of each value gives
 
 
 def _write_trace(path: Path) -> None:
@@ -66,3 +72,28 @@ def test_disk_service_time_follows_traceevent_s_rule(tmp_path: Path) -> None:
     elapsed = [float(re.search(r"ElapsedTimeMSec=([0-9.]+);", line).group(1)) for line in lines]  # type: ignore[union-attr]
     assert elapsed == [8.0, 9.0, 5.0, 6.0, 4.0, 3.0]
     assert service == EXPECTED
+
+
+def test_the_first_read_moves_the_shared_index_the_printed_second_read_starts_over(tmp_path: Path) -> None:
+    """Overlapping I/Os on disk 0 with disk 1's I/O shown between them: one read of the value
+    skips disk 0's completion before disk 1's entry; PerfView prints the second read."""
+    path = tmp_path / "disks.etl"
+    _write_trace(path)
+    with EtlReader(str(path)) as reader:
+        records = list(reader.records(time_order=True))
+    context = DecodeContext(SchemaRegistry())
+    state = TraceState(context)
+    shown = []
+    for record in records:
+        context.observe(record)
+        if record.kind == "system" and (record.hook_id or 0) >> 8 == 0x01:  # DiskIO
+            disk = struct.unpack_from("<I", record.user_data)[0]
+            state.learn(record, {"DiskNumber": disk})
+            if record.opcode != FLUSH:
+                shown.append((record, disk))
+    elapsed = [io[3] for io in IOS if io[1] != FLUSH]
+    first = [state.disk_service_msec(record, disk, spent) for (record, disk), spent in zip(shown, elapsed, strict=True)]
+    assert first == FIRST_READS
+    state.disk_event_index = 0
+    printed = [state.shown_disk_service_msec(record, disk, spent) for (record, disk), spent in zip(shown, elapsed, strict=True)]
+    assert printed == EXPECTED

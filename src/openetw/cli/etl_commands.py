@@ -7,7 +7,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,14 +21,12 @@ from openetw.cli.time_options import TimeSpec, time_window_options
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
-from openetw.etl.relog import relog
 from openetw.guids import format_guid
-from openetw.report.events import ReportEvent, decode_record
-from openetw.report.json_format import event_to_json, record_fields
-from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.safeio import mode_like
-from openetw.tdh.context import DecodeContext
-from openetw.tdh.format import one_line
+
+if TYPE_CHECKING:
+    from openetw.report.events import ReportEvent
+    from openetw.report.sources import LazyManifestRegistry
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -111,6 +109,8 @@ def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> Lazy
     """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
     context = click.get_current_context(silent=True)
     meta = context.meta if context is not None else {}
+    from openetw.report.sources import build_registry  # (the manifest and schema layers: loaded when a command reads)
+
     registry = build_registry(manifests, installed=installed, mof=meta.get(_MOF_FILES, ()), tmf=meta.get(_TMF_FILES, ()))
     warn_about(registry)
     return registry
@@ -273,6 +273,11 @@ def dump(
     With several files and --time-order the files are merged into one time order.
     Every record is one line: newlines and other control characters in values are escaped.
     """
+    from openetw.report.events import decode_record
+    from openetw.report.json_format import event_to_json
+    from openetw.tdh.context import DecodeContext
+    from openetw.tdh.format import one_line
+
     readers = open_readers(files)
     registry = load_registry(manifests, installed=not no_installed)
     context = DecodeContext(registry)
@@ -372,6 +377,8 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[An
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
     """The record's header facts as ``dump --json`` prints them (without decoded properties)."""
+    from openetw.report.json_format import record_fields
+
     return record_fields(record, namer.provider_name(record), namer.event_name(record))
 
 
@@ -423,6 +430,8 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
         return
     if any(isinstance(reader, EvtxFileReader) for reader in readers):
         raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
+    from openetw.etl.relog import relog
+
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None, file_mode=private)
     if as_json:
         click.echo(json.dumps({

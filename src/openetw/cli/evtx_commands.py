@@ -13,20 +13,18 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from openetw.consumer.evtx_source import EvtxFileSource, is_evtx_file, map_file
+from openetw.consumer.evtx_files import is_evtx_file, map_file
 from openetw.errors import EvtxFormatError, InvalidArgument
-from openetw.evtx.events import event_header
 from openetw.evtx.reader import EvtxReader
-from openetw.evtx.record import EvtxRecord
-from openetw.evtx.values import filetime_text
-from openetw.evtx.writer import EvtxWriter
-from openetw.report.events import decode_record
 from openetw.safeio import create_output
-from openetw.tdh.context import DecodeContext
+
+if TYPE_CHECKING:
+    from openetw.evtx.record import EvtxRecord
+    from openetw.evtx.writer import EvtxWriter
 
 __all__ = ["EvtxFileReader", "evtx_summary", "is_evtx_file", "print_evtx_summary", "relog_to_evtx"]
 
@@ -46,6 +44,8 @@ class EvtxFileReader:
     """An ``.evtx`` file with the interface of the ``.etl`` reader the file commands use."""
 
     def __init__(self, path: str) -> None:
+        from openetw.consumer.evtx_source import EvtxFileSource  # (the consumer's sources: only for an .evtx given)
+
         self.path = path
         self.header = _NothingLost()
         self.stats = _Stats()
@@ -111,12 +111,9 @@ def evtx_summary(path: str) -> dict[str, Any]:
 
 
 def _time(filetime: int | None) -> str | None:
-    if filetime is None:
-        return None
-    try:
-        return filetime_text(filetime)
-    except ValueError:
-        return f"FILETIME({filetime})"
+    from openetw.cli.json_time import filetime_iso
+
+    return None if filetime is None else filetime_iso(filetime)
 
 
 def print_evtx_summary(s: dict[str, Any]) -> None:
@@ -142,6 +139,11 @@ def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: 
     written with their properties as ``EventData``. Chunks are written as they fill; the file
     header last. ``output`` is created with ``file_mode`` at most (``safeio.create_output``).
     """
+    from openetw.evtx.events import event_header
+    from openetw.evtx.writer import EvtxWriter
+    from openetw.report.events import decode_record
+    from openetw.tdh.context import DecodeContext
+
     context = DecodeContext(registry)
     streams = [reader.records(time_order=True) for reader in readers]
     merged = heapq.merge(*streams, key=lambda record: record.filetime) if len(streams) > 1 else streams[0]

@@ -20,7 +20,9 @@ def register(cli: click.Group) -> None:
 
 
 def _print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+    from openetw.cli.json_time import with_iso_times
+
+    click.echo(json.dumps(with_iso_times(value), indent=2, sort_keys=True, default=str))
 
 
 def _registry() -> Any:

@@ -254,7 +254,11 @@ def _emit(event: Any, fmt: str, log_id: str) -> None:
     from openetw.eventlog import event_xml
 
     if fmt == "json":
+        from openetw.cli.json_time import filetime_iso
+
         document = event.to_json()
+        document["time_created_filetime"] = event.time_created
+        document["time_created"] = filetime_iso(event.time_created)
         document["cursor"] = f"{log_id}:{event.record_id}"
         click.echo(json.dumps(document, sort_keys=True, default=str))
     elif fmt == "xml":

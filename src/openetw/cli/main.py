@@ -31,11 +31,55 @@ COMMAND_MODULES: dict[str, str] = {
 }  # fmt: skip
 
 
+# What ``openetw --help`` lists for each command: the first paragraph of its docstring, kept here
+# so that the listing imports no command module (tests/cli/test_startup.py holds it to the docstrings).
+COMMAND_SUMMARIES: dict[str, str] = {
+    "collect": "Write every streamed session of the fleet to DIR, per host and session, until SIGTERM or Ctrl-C.",
+    "dump": "One line per record of each FILE: time, provider, event, pid/tid, cpu, size, payload, then the decoded "
+    "fields ({name=value; ...}) and the event's message.",
+    "export": "Write the records of FILES (merged in time order) as tables, JSON lines or a timeline.",
+    "fleet": "The fleet's streamed sessions.",
+    "info": "Logfile header facts and record counts of each FILE.",
+    "kernel": "Kernel trace sessions: Linux tracepoints recorded as NT Kernel Logger events (root only).",
+    "log": "The Event Log: list, configure, query, export, clear and import logs (wevtutil's verbs).",
+    "manifest": "Install, inspect and check instrumentation manifests (what wevtutil im/um/el/gp do).",
+    "mc": "Generate a Python module for each provider of each MANIFEST (or *.xml / *.man file in DIR).",
+    "probe": "Run a D program over trace files (clauses fire on the files' events in time order), or live without "
+    "--file: etw probes over running providers, kernel probes (root) over the kernel trace.",
+    "providers": "Providers registered with the trace service (their processes and enabling sessions), providers of "
+    "installed manifests and the providers secured (who may register them), marked which is which.",
+    "relog": "Merge FILES in time order and rewrite them as one uncompressed .etl file.",
+    "report": "Decode every event of each FILE (merged in time order) and write a report.",
+    "service": "Run, inspect and stop the trace service (the part of ETW that lives in the NT kernel).",
+    "session": "Start, steer, query and stop trace sessions (logman / tracelog / xperf).",
+    "sql": "Run a SQL QUERY (DuckDB) over traces or exported layouts.",
+    "trace": "Print events as they arrive, decoded where possible; Ctrl-C stops.",
+    "viewer": "Serve the Event Viewer on this machine and print its URL.",
+}
+
+
 class _LazyGroup(click.Group):
     """A group whose commands are registered by their module when first asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command listing of ``--help``, from ``COMMAND_SUMMARIES``: listing loads no command."""
+        names = [name for name in self.list_commands(ctx) if name in COMMAND_SUMMARIES or name in self.commands]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in COMMAND_SUMMARIES:
+                rows.append((name, click.Command(name, help=COMMAND_SUMMARIES[name]).get_short_help_str(limit)))
+            else:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from openetw.cli.failure import ReportedFailure
+from openetw.cli.json_time import datetime_iso
 from openetw.errors import InvalidArgument, ManifestError
 from openetw.guids import format_guid
 from openetw.manifest import Diagnostic, Manifest, Provider, validate
@@ -186,7 +187,7 @@ def _installed_row(entry: InstalledProvider) -> dict[str, Any]:
         "store": entry.store,
         "source": entry.source,
         "file": str(entry.file),
-        "installed": entry.installed.isoformat(),
+        "installed": datetime_iso(entry.installed, 0),
     }
 
 

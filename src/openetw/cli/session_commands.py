@@ -14,6 +14,7 @@ import click
 
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import streamed_no_index_option
+from openetw.cli.json_time import datetime_iso
 from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, parse_provider_spec
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
 from openetw.provider_names import parse_provider_guid
@@ -34,7 +35,9 @@ def register(cli: click.Group) -> None:
 
 
 def _print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+    from openetw.cli.json_time import with_iso_times
+
+    click.echo(json.dumps(with_iso_times(value), indent=2, sort_keys=True, default=str))
 
 
 # -- openetw service ---------------------------------------------------------------------------
@@ -458,7 +461,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
         {
             "kind": "manifest", "guid": format_guid(entry.guid), "name": entry.name, "store": entry.store,
             "events": entry.events, "file": str(entry.file), "source": entry.source,
-            "installed": entry.installed.isoformat(), "pid": None, "exe": None, "sessions": [],
+            "installed": datetime_iso(entry.installed, 0), "pid": None, "exe": None, "sessions": [],
         }
         for entry in installed
     )

@@ -8,28 +8,33 @@ Besides callbacks: ``trace.events()`` (iterator), ``trace.events_async()`` and
 ``trace.batches()`` (numpy arrays over the file's ``EtlIndex``).
 """
 
-from openetw.consumer import predicates
-from openetw.consumer.batches import Batch
-from openetw.consumer.context import TraceContext
-from openetw.consumer.errors import (
-    EventsDropped,
-    KernelTraceUnavailable,
-    LiveSessionUnavailable,
-    PropertyNotFound,
-    PropertyTypeMismatch,
-    TraceStateError,
-)
-from openetw.consumer.index import EtlIndex
-from openetw.consumer.iteration import Event
-from openetw.consumer.kernel_trace import KernelProvider, KernelTrace
-from openetw.consumer.live import LiveSessionSource
-from openetw.consumer.parser import Parser, Property, Schema
-from openetw.consumer.predicates import Predicate
-from openetw.consumer.provider import EventFilter, Provider
-from openetw.consumer.sources import FileSource, RecordSource, Source, records_from_buffer
-from openetw.consumer.stats import SourceStatistics, TraceStatistics
-from openetw.consumer.trace import UserTrace
-from openetw.session.enable import EnableProperty
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openetw.consumer import predicates
+    from openetw.consumer.batches import Batch
+    from openetw.consumer.context import TraceContext
+    from openetw.consumer.errors import (
+        EventsDropped,
+        KernelTraceUnavailable,
+        LiveSessionUnavailable,
+        PropertyNotFound,
+        PropertyTypeMismatch,
+        TraceStateError,
+    )
+    from openetw.consumer.index import EtlIndex
+    from openetw.consumer.iteration import Event
+    from openetw.consumer.kernel_trace import KernelProvider, KernelTrace
+    from openetw.consumer.live import LiveSessionSource
+    from openetw.consumer.parser import Parser, Property, Schema
+    from openetw.consumer.predicates import Predicate
+    from openetw.consumer.provider import EventFilter, Provider
+    from openetw.consumer.sources import FileSource, RecordSource, Source, records_from_buffer
+    from openetw.consumer.stats import SourceStatistics, TraceStatistics
+    from openetw.consumer.trace import UserTrace
+    from openetw.session.enable import EnableProperty
 
 __all__ = [
     "Batch",
@@ -61,3 +66,48 @@ __all__ = [
     "predicates",
     "records_from_buffer",
 ]
+
+# Each name loads its module on first use, so that importing one module of the package (or the
+# package) loads nothing else: a command pays at start-up for the modules it uses only.
+_LAZY: dict[str, str] = {
+    "predicates": "openetw.consumer.predicates",
+    "Batch": "openetw.consumer.batches",
+    "TraceContext": "openetw.consumer.context",
+    "EventsDropped": "openetw.consumer.errors",
+    "KernelTraceUnavailable": "openetw.consumer.errors",
+    "LiveSessionUnavailable": "openetw.consumer.errors",
+    "PropertyNotFound": "openetw.consumer.errors",
+    "PropertyTypeMismatch": "openetw.consumer.errors",
+    "TraceStateError": "openetw.consumer.errors",
+    "EtlIndex": "openetw.consumer.index",
+    "Event": "openetw.consumer.iteration",
+    "KernelProvider": "openetw.consumer.kernel_trace",
+    "KernelTrace": "openetw.consumer.kernel_trace",
+    "LiveSessionSource": "openetw.consumer.live",
+    "Parser": "openetw.consumer.parser",
+    "Property": "openetw.consumer.parser",
+    "Schema": "openetw.consumer.parser",
+    "Predicate": "openetw.consumer.predicates",
+    "EventFilter": "openetw.consumer.provider",
+    "Provider": "openetw.consumer.provider",
+    "FileSource": "openetw.consumer.sources",
+    "RecordSource": "openetw.consumer.sources",
+    "Source": "openetw.consumer.sources",
+    "records_from_buffer": "openetw.consumer.sources",
+    "SourceStatistics": "openetw.consumer.stats",
+    "TraceStatistics": "openetw.consumer.stats",
+    "UserTrace": "openetw.consumer.trace",
+    "EnableProperty": "openetw.session.enable",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    loaded = importlib.import_module(module)
+    value = loaded if module == f"{__name__}.{name}" else getattr(loaded, name)
+    globals()[name] = value
+    return value

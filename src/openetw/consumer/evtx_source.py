@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from openetw.consumer.evtx_files import is_evtx_file, map_file
 from openetw.consumer.sources import FileSource, Source
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import EvtxFormatError, InvalidArgument
@@ -20,16 +21,7 @@ from openetw.evtx import layout as EL
 from openetw.evtx.reader import EvtxReader
 from openetw.evtx.record import EVTX_CONTEXT
 
-__all__ = ["EvtxFileSource", "file_source", "is_evtx_file"]
-
-
-def is_evtx_file(path: str | os.PathLike[str]) -> bool:
-    """An ``.evtx`` by its first bytes (``ElfFile``), else by its name."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(len(EL.FILE_MAGIC)) == EL.FILE_MAGIC
-    except OSError:
-        return os.fspath(path).lower().endswith(".evtx")
+__all__ = ["EvtxFileSource", "file_source", "is_evtx_file", "map_file"]
 
 
 def file_source(path: str | os.PathLike[str], **options: Any) -> Source:
@@ -37,19 +29,6 @@ def file_source(path: str | os.PathLike[str], **options: Any) -> Source:
     if is_evtx_file(path):
         return EvtxFileSource(path)
     return FileSource(path, **options)
-
-
-def map_file(path: str) -> Any:
-    """The file's bytes, mapped (an empty file reads as ``b""``)."""
-    try:
-        with open(path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise InvalidArgument(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise InvalidArgument(f"{path} is a directory, not an .evtx file") from None
 
 
 class EvtxFileSource(Source):

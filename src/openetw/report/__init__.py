@@ -6,13 +6,18 @@ out. ``decode_records`` gives one ``ReportEvent`` per record; the writers take t
 ``sources.build_registry`` is the edge that reads manifest files.
 """
 
-from openetw.report.csv_format import CSV_COLUMNS, event_row, write_csv
-from openetw.report.events import ReportEvent, decode_record, decode_records, provider_key
-from openetw.report.json_format import event_to_json, record_fields, write_json
-from openetw.report.perfview import PerfViewReport, perfview_lines
-from openetw.report.summary import Summary, summarize
-from openetw.report.values import json_properties, json_value
-from openetw.report.xml_format import EVENT_NAMESPACE, event_xml, write_xml
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openetw.report.csv_format import CSV_COLUMNS, event_row, write_csv
+    from openetw.report.events import ReportEvent, decode_record, decode_records, provider_key
+    from openetw.report.json_format import event_to_json, record_fields, write_json
+    from openetw.report.perfview import PerfViewReport, perfview_lines
+    from openetw.report.summary import Summary, summarize
+    from openetw.report.values import json_properties, json_value
+    from openetw.report.xml_format import EVENT_NAMESPACE, event_xml, write_xml
 
 __all__ = [
     "CSV_COLUMNS",
@@ -35,3 +40,39 @@ __all__ = [
     "write_json",
     "write_xml",
 ]
+
+# Each name loads its module on first use, so that importing one module of the package (or the
+# package) loads nothing else: a command pays at start-up for the modules it uses only.
+_LAZY: dict[str, str] = {
+    "CSV_COLUMNS": "openetw.report.csv_format",
+    "event_row": "openetw.report.csv_format",
+    "write_csv": "openetw.report.csv_format",
+    "ReportEvent": "openetw.report.events",
+    "decode_record": "openetw.report.events",
+    "decode_records": "openetw.report.events",
+    "provider_key": "openetw.report.events",
+    "event_to_json": "openetw.report.json_format",
+    "record_fields": "openetw.report.json_format",
+    "write_json": "openetw.report.json_format",
+    "PerfViewReport": "openetw.report.perfview",
+    "perfview_lines": "openetw.report.perfview",
+    "Summary": "openetw.report.summary",
+    "summarize": "openetw.report.summary",
+    "json_properties": "openetw.report.values",
+    "json_value": "openetw.report.values",
+    "EVENT_NAMESPACE": "openetw.report.xml_format",
+    "event_xml": "openetw.report.xml_format",
+    "write_xml": "openetw.report.xml_format",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    loaded = importlib.import_module(module)
+    value = loaded if module == f"{__name__}.{name}" else getattr(loaded, name)
+    globals()[name] = value
+    return value

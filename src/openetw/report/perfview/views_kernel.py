@@ -113,7 +113,7 @@ def _disk_service(data: EventInput) -> float | None:
     state = data.state
     if elapsed is None or state is None:
         return elapsed
-    return state.disk_service_msec(data.record, data.get("DiskNumber"), elapsed)
+    return state.shown_disk_service_msec(data.record, data.get("DiskNumber"), elapsed)
 
 
 def _hard_fault_elapsed(data: EventInput) -> float | None:
