@@ -22,13 +22,16 @@ from openetw.probe.errors import ProbeCompileError, ProbeRuntimeError
 from openetw.probe.output import Output, format_struct
 from openetw.probe.parser import parse
 
-__all__ = ["OPTIONS", "ClauseInfo", "ProbeProgram", "compile_script"]
+__all__ = ["DEFAULT_AGGSIZE", "OPTIONS", "ClauseInfo", "ProbeProgram", "compile_script"]
 
 OPTIONS: dict[str, str] = {
     "strsize": "size", "aggsize": "size", "aggsortkey": "flag", "aggsortrev": "flag", "quiet": "flag",
     "switchrate": "time", "bufsize": "size", "codegen": "flag", "destructive": "flag",
 }  # fmt: skip
-_DEFAULTS: dict[str, Any] = {"strsize": 256, "aggsize": 0, "aggsortkey": False, "aggsortrev": False, "quiet": False,
+DEFAULT_AGGSIZE = 1 << 18
+"""Most keys an aggregation holds unless ``aggsize`` says otherwise (0: no limit); a key past it
+is dropped and counted (``aggregation_drops``), as DTrace drops past its ``aggsize``."""
+_DEFAULTS: dict[str, Any] = {"strsize": 256, "aggsize": DEFAULT_AGGSIZE, "aggsortkey": False, "aggsortrev": False, "quiet": False,
                              "switchrate": 0, "bufsize": 4 << 20, "codegen": False, "destructive": False}  # fmt: skip
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _TIME_UNITS = {"": 10**9 // 1, "hz": 0, "ns": 1, "us": 1000, "ms": 10**6, "s": 10**9, "sec": 10**9}
