@@ -12,7 +12,7 @@ import click
 from openetw.cli.failure import ReportedFailure
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-_FLAGS_HELP = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, profile (see `openetw kernel probe`)"
+_FLAGS_HELP = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, syscall_args, profile (see `openetw kernel probe`)"
 
 
 def register(cli: click.Group) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError
 from openetw.etl.writer import DEFAULT_BUFFER_SIZE, EtlWriter, linux_trace_clock, new_logfile_header
+from openetw.kernel.bpf_args import BpfArgsSource
 from openetw.kernel.classes import FLAG_EVENTS, KERNEL_FLAGS, PERF_FLAGS, KernelEventMapper, tracepoints_for
 from openetw.kernel.classes_perf import PerfClassMapper, install_perf_handlers
 from openetw.kernel.classes_proc import ProcConnectorHandlers, install_proc_connector_handlers
@@ -219,6 +220,8 @@ class KernelSession:
                                         buffer_size_kb=self.buffer_size_kb, circular=self.circular))  # fmt: skip
         if perf_flags:
             chosen.append(self._perf_source(perf_flags))
+        if "syscall_args" in self.flags:
+            chosen.append(BpfArgsSource(self.tracefs_root))
         return chosen
 
     def _proc_connector_source(self) -> KernelEventSource:
@@ -242,7 +245,7 @@ class KernelSession:
     @property
     def needs_root(self) -> bool:
         """Whether this session reads tracefs or system-wide perf events (root only)."""
-        return any(isinstance(s, TracefsSource) or (isinstance(s, PerfSource) and s.target_pid is None) for s in self._sources)
+        return any(isinstance(s, TracefsSource | BpfArgsSource) or (isinstance(s, PerfSource) and s.target_pid is None) for s in self._sources)
 
     # -- public ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -337,6 +340,7 @@ class KernelSession:
         stats["profile_rate_hz"] = profiling.frequency if profiling is not None else None
         stats["unmapped_events"] = self.mapper.unmapped
         stats["events_truncated"] = self.mapper.truncated
+        stats["strings_unread"] = self.mapper.strings_unread
         stats["reader_priority"] = self._reader_priority
         stats["tracefs_mounted"] = self._tracefs_mounted
         stats["state"] = self.state

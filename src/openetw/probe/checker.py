@@ -58,14 +58,14 @@ FUNCTIONS: dict[str, tuple[int, int, Type]] = {
     "exit": (1, 1, VOID), "trunc": (1, 2, VOID), "clear": (1, 1, VOID), "normalize": (2, 2, VOID),
     "denormalize": (1, 1, VOID), "sizeof": (1, 1, UINT64),
     "etw_trace": (5, 5 + 3 * 128, VOID), "system": (1, 99, VOID), "stop": (0, 0, VOID),
-    "stack": (0, 1, STRING), "ustack": (0, 2, STRING),
+    "stack": (0, 1, STRING), "ustack": (0, 2, STRING), "copyinstr": (1, 2, STRING),
 }  # fmt: skip
 DESTRUCTIVE = frozenset({"system", "stop"})
 """Actions that change the system: refused unless destructive actions are allowed (``-w``)."""
 _STRING_ARGS = {"strlen": (0,), "strjoin": (0, 1), "substr": (0,), "strstr": (0, 1), "index": (0, 1), "rindex": (0, 1),
                 "basename": (0,), "dirname": (0,), "toupper": (0,), "tolower": (0,), "strtoll": (0,)}  # fmt: skip
 _INT_ARGS = {"substr": (1, 2), "index": (2,), "rindex": (2,), "lltostr": (0, 1), "exit": (0,), "trunc": (1,), "normalize": (1,), "strtoll": (1,),
-             "stack": (0,), "ustack": (0, 1)}  # fmt: skip
+             "stack": (0,), "ustack": (0, 1), "copyinstr": (0, 1)}  # fmt: skip
 
 
 @dataclass

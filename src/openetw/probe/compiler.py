@@ -379,6 +379,8 @@ class _Compiler:
             return self.formatted(e, codes, sink="_system")
         if name == "stop":
             return "_stop(rec)"
+        if name == "copyinstr":
+            return f"_copyinstr(rec, {codes[0]}, {codes[1] if len(codes) > 1 else 'None'})"
         if name in ("stack", "ustack"):
             return f"_stack(rec, {name == 'ustack'}, {codes[0] if codes else 0})"
         if name == "etw_trace":

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args
 from openetw.probe.aggregate import add_count
 
 __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
@@ -41,6 +42,7 @@ REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may 
 CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
 HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
 IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
+ARGS_SLACK = 1_000  # 100 µs of FILETIME: how far a call's arguments record is from its entry
 WAIT_LIMIT = 50_000_000  # 5 s of FILETIME: how long system calls wait for the switch that names their thread
 
 Clause = Callable[[Any, tuple[str, str, str, str]], Any]
@@ -51,7 +53,7 @@ CountPlan = dict[str, list[tuple[str, tuple[str, ...]]]]
 class KernelFiring:
     """What a kernel probe's clause sees as its record (``frames``: a sample's call chain)."""
 
-    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid", "frames")
+    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid", "frames", "strings")
 
     def __init__(self, pid: int, tid: int, cpu: int, filetime: int, args: tuple[int, ...], errno: int, execname: str) -> None:
         self.kind = "kprobe"
@@ -61,6 +63,7 @@ class KernelFiring:
         self.execname = execname
         self.ppid = 0
         self.frames: tuple[int, ...] = ()
+        self.strings: dict[int, str | None] = {}  # a system call's path arguments: value → string (None: unread)
 
 
 class ColumnStage:
@@ -84,6 +87,10 @@ class ColumnStage:
     fire: Callable[[Clause, Any, tuple[str, str, str, str]], None]
 
     def __init__(self) -> None:
+        self.call_args: dict[int, list[Any]] = {}  # tid -> its system calls' argument records, in time order
+        self.recording_args = False  # the kernel trace records arguments (syscall_args)
+        self.args_unrecorded = 0  # entries fired without their arguments (not a path-taking call, or lost)
+        self.strings_unread = 0  # path arguments of fired entries the kernel trace could not read
         self._pending_blocks: list[Any] = []
         self._pending_records: list[Any] = []
         self._latest = 0
@@ -202,6 +209,13 @@ class ColumnStage:
         (``final``: nothing more will come, so no system call waits for its CPU's next switch)."""
 
         if self._pending_records:
+            # A system call's arguments first (they come just after its entry), a little past ``before``.
+            arguments = [r for r in self._pending_records if r.hook_id == SYSCALL_ARGS_HOOK and r.filetime < before + ARGS_SLACK]
+            if arguments:
+                self._pending_records = [r for r in self._pending_records if not (r.hook_id == SYSCALL_ARGS_HOOK and r.filetime < before + ARGS_SLACK)]
+                for record in sorted(arguments, key=_filetime):
+                    self._take_args(record)
+        if self._pending_records:
             # Process events first: they say which processes are traced and whose threads are whose.
             ready = sorted((r for r in self._pending_records if r.filetime < before), key=_filetime)
 
@@ -217,6 +231,35 @@ class ColumnStage:
                         self.on_record(record, decoding)
                 return
         self._run_held(before, final)
+
+    def _take_args(self, record: Any) -> None:
+        """Keep a system call's arguments record (``syscall_args``) for its entry, by thread."""
+        waiting = self.call_args.setdefault(record.tid, [])
+        if len(waiting) >= 256:
+            del waiting[:128]  # entries that never came (lost, or another process's thread)
+        if len(self.call_args) > 100_000:
+            self.call_args.clear()
+            self.call_args[record.tid] = waiting
+        waiting.append(record)
+
+    def _args_of(self, tid: int, number: int, filetime: int) -> tuple[tuple[int, ...], dict[int, str | None]] | None:
+        """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at ``filetime``."""
+        waiting = self.call_args.get(tid)
+        while waiting:
+            record = waiting[0]
+            if record.filetime < filetime - ARGS_SLACK:
+                waiting.pop(0)  # an older call's, whose entry is gone
+                continue
+            if record.filetime > filetime + ARGS_SLACK:
+                return None
+            recorded, args, strings = parse_syscall_args(record.user_data)
+            if recorded != number:
+                return None
+            waiting.pop(0)
+            signed = tuple(a - (1 << 64) if a >> 63 else a for a in args)
+            self.strings_unread += sum(1 for text in strings.values() if text is None)
+            return signed, {signed[index]: text for index, text in strings.items()}
+        return None
 
     def _run_held(self, before: int, final: bool = False) -> None:
         import numpy as np
@@ -477,7 +520,13 @@ class ColumnStage:
             number = row_numbers[n]
             name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
             if hooks[n] == _SYS_ENTER_HOOK:
-                emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (number,))
+                recorded = self._args_of(row_tids[n], number, filetimes[n]) if self.recording_args else None
+                if recorded is None:
+                    if self.recording_args and self.matching("syscall", name, "entry"):
+                        self.args_unrecorded += 1
+                    emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (0,) * 6)
+                else:
+                    emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], recorded[0], strings=recorded[1])
             else:
                 status = values[n] & 0xFFFFFFFF
                 ret = status - (1 << 32) if status >> 31 else status
@@ -485,11 +534,13 @@ class ColumnStage:
                      -ret if -4096 < ret < 0 else 0)  # fmt: skip
 
     def _emit_at(self, family: str, function: str, name: str, pid: int, tid: int, cpu: int, filetime: int,
-                 args: tuple[int, ...], errno: int = 0) -> None:  # fmt: skip
+                 args: tuple[int, ...], errno: int = 0, strings: dict[int, str | None] | None = None) -> None:  # fmt: skip
         found = self.matching(family, function, name)
         if not found or (self.allowed is not None and pid not in self.allowed):
             return
         firing = KernelFiring(pid, tid, cpu, filetime, args, errno, self.execname(pid, filetime))
+        if strings:
+            firing.strings = strings
         self.firings += len(found)
         for fn, probe in found:
             self.fire(fn, firing, probe)

@@ -243,8 +243,6 @@ class LiveSessions:
         from openetw.consumer import UserTrace
         from openetw.consumer.live import LiveSessionSource
 
-        if not self.enables and not self.kernel_flags:
-            raise InvalidArgument("a live run needs an etw or kernel probe")
         lock = self._lock
 
         def deliver(record: Any, context: Any) -> None:
@@ -290,8 +288,8 @@ class LiveSessions:
             while not self._done.wait(0.05):
                 if self.target is not None and self.target.exited():
                     break
-                if not any(thread.is_alive() for thread in threads):
-                    break
+                if threads and not any(thread.is_alive() for thread in threads):
+                    break  # (a program of BEGIN, END and timers alone has no sessions: it runs until exit() or Ctrl-C)
             if caught_up is not None:
                 # The kernel trace reads each CPU's ring on its own and stopping it drops what it
                 # has not read: first let it come up to now (or to exit()'s moment).
@@ -318,6 +316,8 @@ class LiveSessions:
             parts.append(f"kernel flags {','.join(self.kernel_flags)}")
         if self.target is not None:
             parts.append(f"process {self.target.pid}")
+        if not self.enables and not self.kernel_flags:
+            parts.append("no events (BEGIN, END and timers only)")
         return "tracing " + "; ".join(parts)
 
     def _consume(self, trace: Any) -> None:
