@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.probe import ast as A
+from openetw.probe.aggregate import value_is_unsigned
 from openetw.probe.errors import ProbeCompileError
 from openetw.probe.etw_types import ETW_TYPES
 from openetw.probe.types import (
@@ -77,6 +78,8 @@ class AggSpec:
     keys: list[Type]
     params: tuple[int, ...] = ()
     line: int = 0
+    unsigned: bool = False
+    """Its values are of a 64-bit unsigned type (``uint64_t``, a pointer): sums wrap and show unsigned."""
 
 
 @dataclass
@@ -285,9 +288,12 @@ class _Checker:
             if isinstance(ty, StructType) or ty is VOID:
                 raise self.error(f"an aggregation key cannot be of type {ty}", key)
             keys.append(STRING if isinstance(ty, StringType) else INT64 if ty.is_int() else ty)
-        for arg in call.args:
-            self.expr(arg)
+        unsigned = False
+        for number, arg in enumerate(call.args):
+            ty = self.expr(arg)
             self.need_int(arg, f"{call.func}()")
+            if number == 0 and call.func != "count":
+                unsigned = isinstance(ty, PointerType) or (isinstance(ty, IntType) and value_is_unsigned(ty.size, ty.signed))
         params: tuple[int, ...] = ()
         if call.func in ("lquantize", "llquantize"):
             values = []
@@ -304,8 +310,10 @@ class _Checker:
                 factor, low_mag, high_mag, steps = params
                 if factor < 2 or low_mag < 0 or high_mag < low_mag or steps < 1 or (steps > factor ** (low_mag or 1) and steps % factor):
                     raise self.error("llquantize() needs factor >= 2, 0 <= low <= high and steps dividing factor**low", call.args[1])
-        spec = AggSpec(call.name, call.func, keys, params, call.line)
+        spec = AggSpec(call.name, call.func, keys, params, call.line, unsigned)
         known = self.out.aggregations.get(call.name)
+        if known is not None and known.unsigned != unsigned:
+            known.unsigned = False  # unsigned and signed values in one aggregation: kept signed
         shown = f"@{call.name}"
         if known is None:
             self.out.aggregations[call.name] = spec

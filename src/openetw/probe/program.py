@@ -105,7 +105,7 @@ class ProbeProgram:
                 data.clear()
                 return
             spec = output.aggregations[name][0]
-            by_value = sorted(data, key=lambda k: _rank(spec.func, data[k]))
+            by_value = sorted(data, key=lambda k: _rank(spec.func, data[k], spec.unsigned))
             kept = set(by_value[-keep:] if keep > 0 else by_value[:-keep])
             for key in list(data):
                 if key not in kept:
@@ -155,11 +155,11 @@ def _no_destructive(*args: Any) -> None:
     raise ProbeRuntimeError("this runner takes no destructive actions")
 
 
-def _rank(func: str, value: Any) -> Any:
+def _rank(func: str, value: Any, unsigned: bool = False) -> Any:
     """What ``trunc`` orders entries by: the value shown, a distribution's total count."""
     if func in ("quantize", "lquantize", "llquantize"):
         return sum(value.values())
-    return G.aggregate_value(func, value)
+    return G.aggregate_value(func, value, 1, unsigned)
 
 
 def _zero(func: str) -> Any:
