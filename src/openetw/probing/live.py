@@ -202,6 +202,7 @@ class LiveSessions:
         self.sessions: list[Any] = []
         self.traces: list[Any] = []
         self.stats: dict[str, Any] = {}
+        self.kernel_behind = False  # the run ended before the kernel trace had delivered up to its end
         self._done = threading.Event()
         self._stopping = threading.Event()  # the run ends the sessions: their streams end with them
         self._lock = threading.Lock()
@@ -297,6 +298,8 @@ class LiveSessions:
                 deadline = time.monotonic() + DRAIN_SECONDS
                 while not caught_up(end) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
                     time.sleep(0.05)
+                if not caught_up(end):
+                    self.kernel_behind = True  # stopped before the kernel trace delivered up to the end: said at exit
             self._stopping.set()
             self._stop_sessions()
             for thread in threads:

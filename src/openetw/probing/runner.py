@@ -504,6 +504,9 @@ class ProbeRun:
         if self.kernel_probes is not None:
             counts["syscalls_unattributed"] = self.kernel_probes.unattributed
             counts["switches_inferred"] = self.kernel_probes.switches_inferred
+            if getattr(self.files, "kernel_behind", False):
+                # the kernel trace had not delivered everything up to the run's end (DRAIN_SECONDS)
+                counts["kernel_trace_unfinished"] = 1
             if self.kernel_probes.recording_args:
                 counts["syscall_args_unrecorded"] = self.kernel_probes.args_unrecorded
                 counts["strings_unread"] = self.kernel_probes.strings_unread
