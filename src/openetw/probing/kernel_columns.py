@@ -330,10 +330,14 @@ class ColumnStage:
                     waiting[recent] = True
         return lookahead, waiting
 
-    def _with_missed_switches(self, block: Any, lookahead: dict[int, int]) -> Any:
-        """``block`` with a switch inserted wherever one was missed (see the module doc)."""
+    def _with_missed_switches(self, block: Any, lookahead: dict[int, int]) -> tuple[Any, Any]:
+        """``block`` with a switch inserted wherever one was missed (see the module doc), and a
+        mask of its rows whose thread is not known: between two other threads a missed switch
+        happened somewhere after the CPU's previous switch, so the calls between are either
+        thread's (counted unattributed, never given to a guess)."""
         import numpy as np
 
+        ambiguous = np.zeros(len(block), dtype=bool)
         cpus = block["cpu"]
         is_switch = block["hook"] == _CSWITCH_HOOK
         value = block["value"]
@@ -353,6 +357,8 @@ class ColumnStage:
                 first_after = np.concatenate(([0], places[:-1] + 1))[missed]
                 out_of_idle = (before_each[missed] <= 0) & (first_after < places[missed])
                 at = np.where(out_of_idle, first_after, places[missed])
+                for begin, end in zip(first_after[~out_of_idle].tolist(), places[missed][~out_of_idle].tolist(), strict=True):
+                    ambiguous[mine[begin:end]] = True
                 origins = np.where(before_each[missed] < 0, ATTRIBUTION_ONLY, INFERRED)
                 inserted.append((times[mine[at]], old[missed], np.maximum(before_each[missed], 0), origins, cpu))
             final = int(new[-1]) if len(places) else state
@@ -362,7 +368,7 @@ class ColumnStage:
                 origin = ATTRIBUTION_ONLY if final < 0 else INFERRED
                 inserted.append((times[mine[first_tail : first_tail + 1]], np.array([coming]), np.array([max(final, 0)]), np.array([origin]), cpu))
         if not inserted:
-            return block
+            return block, ambiguous
         extra = np.empty(sum(len(part[0]) for part in inserted), dtype=_BULK_DTYPE)
         start = 0
         for part_times, new_tids, old_tids, origins, cpu in inserted:
@@ -376,12 +382,13 @@ class ColumnStage:
             start = end
         self.switches_inferred += int(np.count_nonzero(extra["origin"] == INFERRED))
         joined = np.concatenate((extra, block))  # an inserted switch goes before the rows of its time
-        return joined[np.argsort(joined["filetime"], kind="stable")]
+        order = np.argsort(joined["filetime"], kind="stable")
+        return joined[order], np.concatenate((np.zeros(len(extra), dtype=bool), ambiguous))[order]
 
     def _run_bulk(self, block: Any, lookahead: dict[int, int] | None = None) -> None:
         import numpy as np
 
-        block = self._with_missed_switches(block, lookahead or {})
+        block, ambiguous = self._with_missed_switches(block, lookahead or {})
         hooks = block["hook"]
         cpus = block["cpu"]
         is_switch = hooks == _CSWITCH_HOOK
@@ -403,6 +410,7 @@ class ColumnStage:
             self.thread_pid.update(zip(old_tid[known].tolist(), header_pid[known].tolist(), strict=True))
         calls = ~is_switch
         tids[calls & (tids == 0)] = -1  # idle makes no system calls: their thread is not known
+        tids[calls & ambiguous] = -1  # after a missed switch between two threads: either's
         self.unattributed += int(np.count_nonzero(calls & (tids < 0)))
         # The process of each thread, looked up once per thread.
         unique_tids, inverse = np.unique(tids, return_inverse=True)
