@@ -33,6 +33,7 @@ __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "c
 PROCESS, THREAD, PERFINFO = 0x03, 0x05, 0x0F
 _CSWITCH, _SYS_ENTER, _SYS_EXIT = 36, 51, 52
 UNKNOWN = 0xFFFFFFFF
+_PROCESS_END_HOOK = PROCESS << 8 | 2
 _CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK = THREAD << 8 | _CSWITCH, PERFINFO << 8 | _SYS_ENTER, PERFINFO << 8 | _SYS_EXIT
 _BULK_HOOKS = (_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK)
 _EVENT_KIND = 5  # index rows of EVENT_HEADER records (their id column is not a hook)
@@ -87,6 +88,8 @@ class ColumnStage:
     fire: Callable[[Clause, Any, tuple[str, str, str, str]], None]
 
     def __init__(self) -> None:
+        self.awaited_exit: int | None = None  # the -c/-p target: the run ends once its exit came
+        self.exit_delivered = False
         self.call_args: dict[int, list[Any]] = {}  # tid -> its system calls' argument records, in time order
         self.recording_args = False  # the kernel trace records arguments (syscall_args)
         self.args_unrecorded = 0  # entries fired without their arguments (not a path-taking call, or lost)
@@ -128,7 +131,12 @@ class ColumnStage:
         bulk = np.isin(hooks, _BULK_HOOKS) & (rows["kind"] != _EVENT_KIND)
         others = np.flatnonzero(~bulk & (hooks != 0) & (rows["kind"] != _EVENT_KIND))
         if len(others):
-            self._pending_records.extend(index.loader().records(others))
+            records = list(index.loader().records(others))
+            if self.awaited_exit is not None:
+                for record in records:
+                    if record.hook_id == _PROCESS_END_HOOK and record.pid == self.awaited_exit:
+                        self.exit_delivered = True  # the target's exit has come (it fires in time order)
+            self._pending_records.extend(records)
         picked = np.flatnonzero(bulk)
         if len(picked):
             self._take_bulk(index, rows, picked)
@@ -140,9 +148,13 @@ class ColumnStage:
         active = [latest for cpu, latest in list(self._cpu_latest.items()) if now - self._cpu_heard.get(cpu, 0.0) < IDLE_SECONDS]
         return min(active) if active else self._latest
 
-    def caught_up(self, when: int) -> bool:
+    def caught_up(self, when: int, target_exited: bool = False) -> bool:
         """Whether the kernel trace delivered everything up to FILETIME ``when`` (or to exit()'s):
-        every CPU's records came ``CATCH_UP_SLACK`` past it."""
+        every CPU's records came ``CATCH_UP_SLACK`` past it; with ``target_exited``, the traced
+        command's Process End too (the process events pass through the kernel session's merge,
+        which may hold them behind the system calls)."""
+        if target_exited and self.awaited_exit is not None and not self.exit_delivered:
+            return False
         stopped = self.stopped_at
         return self.seen_through() >= (when if stopped is None else min(when, stopped)) + CATCH_UP_SLACK
 

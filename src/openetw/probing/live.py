@@ -235,11 +235,11 @@ class LiveSessions:
             ))  # fmt: skip
 
     def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None,
-            caught_up: Callable[[int], bool] | None = None) -> dict[str, Any]:  # fmt: skip
+            caught_up: Callable[[int, bool], bool] | None = None) -> dict[str, Any]:  # fmt: skip
         """Start the sessions, let the target go, deliver every record until the run ends: etw
         records to ``callback(record, context)``, the kernel session's batches of buffers (each a
         ``BufferIndex``) to ``kernel_batch``; ``caught_up(filetime)`` says whether the kernel
-        batches reached that time (the run waits for it, at most ``DRAIN_SECONDS``, before it
+        batches reached that time, and with a target that exited, its exit (the run waits for it, at most ``DRAIN_SECONDS``, before it
         stops the kernel session)."""
         from openetw.consumer import UserTrace
         from openetw.consumer.live import LiveSessionSource
@@ -296,9 +296,10 @@ class LiveSessions:
                 # has not read: first let it come up to now (or to exit()'s moment).
                 end = _now_filetime()
                 deadline = time.monotonic() + DRAIN_SECONDS
-                while not caught_up(end) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
+                exited = self.target is not None and self.target.exited()
+                while not caught_up(end, exited) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
                     time.sleep(0.05)
-                if not caught_up(end):
+                if not caught_up(end, exited):
                     self.kernel_behind = True  # stopped before the kernel trace delivered up to the end: said at exit
             self._stopping.set()
             self._stop_sessions()

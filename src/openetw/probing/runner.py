@@ -205,6 +205,7 @@ class ProbeRun:
         if kernel:
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
             self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
+            self.kernel_probes.awaited_exit = self.target_pid
             counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
             if counting is not None:
                 self.kernel_probes.count_with(counting, self.output.aggregations, namespace["_DROPS"], namespace["_AGGSIZE"])
