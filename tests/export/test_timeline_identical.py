@@ -18,7 +18,7 @@ from tests.export.conftest import registry
 
 # (trace under the corpus' etl/, format): SHA-256 of the exported file
 DIGESTS = {
-    ("perfview/net.4.5.2.x64.etl", "perfetto"): "60eb64322c5e04796909456704742675ca3602daa03bbd7c1f73f4ce409fd4f5",
+    ("perfview/net.4.5.2.x64.etl", "perfetto"): "d290d840a960e0470404f850860728b05ff753be447a1389c43ca5ae7c276ae9",
     ("perfview/net.4.5.2.x64.etl", "chrome"): "54946649c338f249b77c73778952620ad7ddcf49967167136fea2b6778514739",
     ("etl-parser/ShutdownPerfDiagLogger.etl", "perfetto"): "a3fcdcd948f878c9b69b58d6ae3e6803901e1f0a20f269583e60ae38d9ab1029",
     ("etl-parser/ShutdownPerfDiagLogger.etl", "chrome"): "e7a956b93d7157c2617767347ef36c6a269fe0beb4c69306db2478d1e350918f",

@@ -84,7 +84,7 @@ def _recorders(state_dir: Path) -> list[int]:
 # -- without privileges -------------------------------------------------------------------------
 
 
-ALL_FLAGS = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, profile"
+ALL_FLAGS = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, profile, syscall_args"
 
 
 def test_probe_json_lists_sources_and_flags(capsys, kernel_dir):
@@ -106,6 +106,7 @@ def test_flags_are_the_kernel_flags_of_the_classes_with_short_names_and_aliases(
     assert AVAILABLE_FLAGS == {
         "process": "process", "thread": "thread", "image": "image", "disk": "disk_io", "file": "file_io",
         "net": "network", "cswitch": "cswitch", "pagefault": "page_fault", "syscall": "syscall", "profile": "profile",
+        "syscall_args": "syscall_args",
     }  # fmt: skip
     assert set(AVAILABLE_FLAGS.values()) == KERNEL_FLAGS
     assert parse_flags("disk_io, network,FILE_IO,page_fault,proc_thread,loader,disk") == [

@@ -132,3 +132,31 @@ def test_quantize_text_layout(capsys: Any, trace: Path) -> None:
     assert rows("etw:::Thing { @q = quantize(args->Count); }") == {"0": 1, "1": 1, "2": 2, "4": 4, "8": 2}
     assert rows("etw:::Thing { @l = lquantize(args->Count, 2, 8, 3); }") == {"< 2": 2, "2": 3, "5": 3, ">= 8": 2}
     assert rows("etw:::Thing { @l = llquantize(args->Count, 2, 1, 2, 2); }") == {"< 2": 2, "2": 2, "4": 4, ">= 8": 2}
+
+
+def test_aggregations_are_bounded_by_default_and_drops_counted(capsys: Any, trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.probe import program as program_module
+
+    compiled = program_module.compile_script("etw:::Thing { @[tid] = count(); }")
+    assert compiled.options["aggsize"] == program_module.DEFAULT_AGGSIZE > 0  # bounded unless asked otherwise
+    assert program_module.compile_script("#pragma D option aggsize=0\nBEGIN { }").options["aggsize"] == 0  # 0: no limit, asked for
+    # The default is what bounds a run that sets nothing (a small default here, so ten keys pass it).
+    monkeypatch.setitem(program_module._DEFAULTS, "aggsize", 4)
+    for program in ("etw:::Thing { @[args->Count] = count(); }", "etw:::Thing { @[args->Name] = sum(args->Count); }"):
+        status, out, err = probe(capsys, trace, program, "-f", "json")
+        records = json_records(out)
+        assert status == 0 and len(records[0]["data"]["@"]) == 4
+        assert records[-1]["data"]["aggregation_drops"] == 6, err
+
+
+@pytest.mark.parametrize("fmt", ["%999999999d", "%.999999999d", "%-70000s", "%65536x"])
+def test_printf_widths_and_precisions_are_bounded_with_a_compile_error(fmt: str) -> None:
+    from openetw.probe.errors import ProbeCompileError
+    from openetw.probe.formatting import MAX_FORMAT_WIDTH
+    from openetw.probe.program import compile_script
+
+    with pytest.raises(ProbeCompileError, match=f"above the largest, {MAX_FORMAT_WIDTH}"):
+        compile_script(f'BEGIN {{ printf("{fmt}", 1); }}')
+    with pytest.raises(ProbeCompileError, match="above the largest"):
+        compile_script(f'etw:::Thing {{ @[tid] = count(); }} END {{ printa("{fmt} %@d", @); }}')
+    assert compile_script('BEGIN { printf("%65535d|%.3s", 1, "abcdef"); }') is not None

@@ -97,11 +97,12 @@ def test_calls_get_their_cpus_thread_and_its_entry() -> None:
     names = syscall_names()
     openat, read, write = (names.get(n, f"sys_{n}") for n in (257, 0, 1))
     assert fired == [
-        ["alpha", openat, "entry", "257", "0"], ["beta", read, "entry", "0", "0"],
+        ["alpha", openat, "entry", "0", "0"], ["beta", read, "entry", "0", "0"],
         ["alpha", openat, "return", "-2", "2"], ["beta", read, "return", "5", "0"],
         ["alpha", read, "entry", "0", "0"],
-        ["alpha", read, "return", "7", "0"], ["alpha", write, "entry", "1", "0"], ["alpha", write, "return", "3", "0"],
+        ["alpha", read, "return", "7", "0"], ["alpha", write, "entry", "0", "0"], ["alpha", write, "return", "3", "0"],
     ]  # fmt: skip
+    # (An entry's arg0 is the call's first argument, not its number: 0 where the arguments were not recorded.)
 
 
 # CPU 1 as some kernels record it: the switches out of idle are missing. Thread 202 goes idle, then
@@ -211,3 +212,14 @@ def test_etw_enables_take_the_union_of_the_descriptions() -> None:
     assert enable.ids is None and enable.options(None)["level"] == 0 and enable.options(None)["any"] == 0
     with pytest.raises(Exception, match="names its provider"):
         etw_enables([parse_description("etw:*::12")])
+
+
+def test_calls_around_a_switch_missed_between_two_threads_are_counted_not_guessed() -> None:
+    # CPU 0 runs 202 (beta); the next recorded switch takes 101 (alpha) off: the switch 202 -> 101
+    # was missed somewhere between, so the two calls between are either thread's.
+    rows = [(1, 0, CSWITCH, 202, UNKNOWN), (2, 0, ENTER, 1, UNKNOWN), (3, 0, EXIT, 4, UNKNOWN),
+            (5, 0, CSWITCH, 202 | (101 << 32), 100), (6, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
+    text, runner = run('syscall:::entry, syscall:::return { printf("%s %s|", probename, execname); }', live=BatchedLive([rows], 1000))
+    assert fired_lines(text) == [["entry", "beta"]]  # only the call after the recorded switch has a known thread
+    assert runner.kernel_probes is not None
+    assert (runner.kernel_probes.switches_inferred, runner.kernel_probes.unattributed) == (1, 2)

@@ -12,7 +12,7 @@ import click
 from openetw.cli.failure import ReportedFailure
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-_FLAGS_HELP = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, profile (see `openetw kernel probe`)"
+_FLAGS_HELP = "process, thread, image, disk, file, net, cswitch, pagefault, syscall, syscall_args, profile (see `openetw kernel probe`)"
 
 
 def register(cli: click.Group) -> None:
@@ -52,6 +52,12 @@ def _print_info(info: dict[str, Any], *, title: str | None = None) -> None:
         click.echo(f"  failure: {info['failure']}")
 
 
+def _say_mounted(info: dict[str, Any]) -> None:
+    mounted = info.get("tracefs_mounted") or (info.get("stats") or {}).get("tracefs_mounted")
+    if mounted:
+        click.echo(f"mounted {mounted}: tracefs was not mounted", err=True)
+
+
 @click.group()
 def kernel() -> None:
     """Kernel trace sessions: Linux tracepoints recorded as NT Kernel Logger events (root only)."""
@@ -81,12 +87,14 @@ def kernel_start(name: str | None, flags: str, output: str | None, mode: str, re
         raise click.UsageError("--realtime and --mode circular contradict each other")
     if realtime or mode == "realtime":
         info = _start_in_service(name, flags, output, buffer_size, source, profile_rate, file_too=mode == "file" and output is not None)
+        _say_mounted(info)
         if as_json:
             _print_json(info)
             return
         _print_service_info(info, title=f"started kernel session {name} in the trace service")
         return
     info = _registry().start(name, flags, output, mode=mode, buffer_size_kb=buffer_size, source=source, profile_rate_hz=profile_rate)
+    _say_mounted(info)
     if as_json:
         _print_json(info)
         return

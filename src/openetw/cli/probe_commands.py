@@ -167,7 +167,7 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
     import signal
 
     from openetw.probing.adapter import Catalog, schema_registry
-    from openetw.probing.kernel_probes import FAMILIES, kernel_flags_for, profile_rate
+    from openetw.probing.kernel_probes import FAMILIES, kernel_flags_for, profile_rate, uses_call_arguments
     from openetw.probing.live import LiveSessions, LiveTarget
     from openetw.probing.providers import PROBE_PROVIDERS
     from openetw.probing.runner import ProbeRun
@@ -187,10 +187,8 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
         etw = [d for d in descriptions if d.special is None and d.provider not in FAMILIES]
         sampling = [d for d in descriptions if d.special == "timer" and d.name.startswith("profile-")]
         families = [f for f in FAMILIES if f != "profile" and any(d.provider == f for d in descriptions)] + (["profile"] if sampling else [])
-        if not etw and not families:
-            raise InvalidArgument("a live program needs an etw probe or a kernel probe (syscall, proc, sched, io, tcp, profile-N); "
-                                  "to read trace files give --file")  # fmt: skip
-        sessions = LiveSessions(etw, kernel_flags=kernel_flags_for(families), profile_rate=profile_rate(sampling), target=target,
+        flags = kernel_flags_for(families, syscall_args=uses_call_arguments(text))
+        sessions = LiveSessions(etw, kernel_flags=flags, profile_rate=profile_rate(sampling), target=target,
                                 manifests=schema_registry(list(manifests)),
                                 kernel_buffer_kb=max(1024, program.options["bufsize"] // 1024),
                                 ready=lambda text: click.echo(f"openetw probe: {text}; Ctrl-C ends the run", err=True))  # fmt: skip

@@ -34,6 +34,7 @@ from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.etl.record import EventRecord
+from openetw.kernel.classes_args import SyscallArgEvents
 from openetw.kernel.classes_base import ProcLookup, unix_user_sid, windows_priority
 from openetw.kernel.classes_cpu import CpuEvents
 from openetw.kernel.classes_disk import DiskEvents
@@ -43,6 +44,7 @@ from openetw.kernel.classes_process import ProcessEvents
 
 __all__ = [
     "FLAG_EVENTS",
+    "BPF_FLAGS",
     "KERNEL_FLAGS",
     "KernelEventMapper",
     "PERF_FLAGS",
@@ -70,7 +72,10 @@ FLAG_EVENTS: Mapping[str, tuple[str, ...]] = {
 """The tracepoints each tracefs kernel flag needs (``system/event``)."""
 PERF_FLAGS = frozenset({"image", "profile"})
 """Flags recorded from perf_event_open by the perf source: they need no tracepoints."""
-KERNEL_FLAGS = frozenset(FLAG_EVENTS) | PERF_FLAGS
+BPF_FLAGS = frozenset({"syscall_args"})
+"""Flags recorded by BPF programs (``openetw.kernel.bpf_args``): the arguments and path strings
+of the path-taking system calls (``classes_args``)."""
+KERNEL_FLAGS = frozenset(FLAG_EVENTS) | PERF_FLAGS | BPF_FLAGS
 """Every kernel flag the project knows."""
 
 
@@ -92,7 +97,7 @@ def tracepoints_for(flags: Iterable[str]) -> list[str]:
 _NO_RAW_HANDLERS: dict[str, Callable[[int, Mapping[str, Any]], bytes]] = {}
 
 
-class KernelEventMapper(ProcessEvents, CpuEvents, DiskEvents, NetworkEvents, FileEvents):
+class KernelEventMapper(ProcessEvents, CpuEvents, DiskEvents, NetworkEvents, FileEvents, SyscallArgEvents):
     """Turns decoded tracepoint events into NT Kernel Logger records, keeping the state needed.
 
     Each event class (a base class here) maps its own events; this class says which handler
@@ -133,6 +138,7 @@ class KernelEventMapper(ProcessEvents, CpuEvents, DiskEvents, NetworkEvents, Fil
         for call, (kind, fd_field, position_field) in FILE_SYSCALLS.items():
             self._handlers[f"sys_enter_{call}"] = self._file_enter_handler(call, kind, fd_field, position_field)
             self._handlers[f"sys_exit_{call}"] = self._file_exit_handler(call, kind)
+        self._handlers["syscall_args"] = self._on_syscall_args
 
 
     def register(self, name: str, handler: Callable[[int, int, Mapping[str, Any]], list[EventRecord]]) -> None:

@@ -38,7 +38,7 @@ from openetw.kernel.classes import KERNEL_FLAGS
 from openetw.kernel.probe import KernelCapabilities, probe
 from openetw.kernel.session import SOURCE_CHOICES, KernelSession, normalize_source
 from openetw.kernel.session import privilege_refusal as privilege_refusal
-from openetw.kernel.tracefs import INSTANCE_PREFIX, TracefsInstance, find_tracefs
+from openetw.kernel.tracefs import INSTANCE_PREFIX, TracefsInstance, find_tracefs, mount_tracefs
 from openetw.session.config import MAX_KERNEL_SESSIONS, RESERVED_KERNEL_SLOTS, is_reserved_name
 from openetw.session.errors import NoSuchSession, SessionExists, TooManyKernelSessions
 
@@ -375,7 +375,10 @@ class KernelSessionRegistry:
         # checked before a process is spawned.
         planned = KernelSession(kernel_flags, target, name=name, source=source, buffer_size_kb=buffer_size_kb,
                                 circular=mode == "circular", profile_rate_hz=profile_rate_hz)  # fmt: skip
+        mounted = None
         if planned.needs_root:
+            if capabilities is None and self.tracefs_root is None and os.geteuid() == 0 and planned.reads_tracefs:
+                mounted = mount_tracefs().mounted  # as root, tracefs is mounted when it is not, and the info says so
             refusal = privilege_refusal(capabilities if capabilities is not None else probe())
             if refusal is not None:
                 raise refusal
@@ -406,7 +409,10 @@ class KernelSessionRegistry:
                     # (and said so): one of that name may be another's, or in the making.
                     self._forget(final, remove_instance=final.get("instance") is not None)
                 raise
-        return self.query(name, refresh=False)
+        info = self.query(name, refresh=False)
+        if mounted is not None:
+            info["tracefs_mounted"] = mounted
+        return info
 
     def _spawn(self, path: Path, name: str, timeout: float) -> None:
         read_end, write_end = os.pipe()

@@ -36,6 +36,7 @@ from typing import Any
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError
 from openetw.etl.writer import DEFAULT_BUFFER_SIZE, EtlWriter, linux_trace_clock, new_logfile_header
+from openetw.kernel.bpf_args import BpfArgsSource
 from openetw.kernel.classes import FLAG_EVENTS, KERNEL_FLAGS, PERF_FLAGS, KernelEventMapper, tracepoints_for
 from openetw.kernel.classes_perf import PerfClassMapper, install_perf_handlers
 from openetw.kernel.classes_proc import ProcConnectorHandlers, install_proc_connector_handlers
@@ -45,6 +46,7 @@ from openetw.kernel.probe import KernelCapabilities, probe
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.procfs import ProcSource
 from openetw.kernel.source import KernelEventSource, RawKernelEvent, RecordSink
+from openetw.kernel.tracefs import mount_tracefs
 from openetw.kernel.tracefs_source import TracefsSource
 
 __all__ = ["PERF_CHILDREN_FLAGS", "PROC_CONNECTOR_FLAGS", "SOURCE_CHOICES", "KernelSession", "normalize_source", "privilege_refusal"]
@@ -93,7 +95,10 @@ def privilege_refusal(capabilities: KernelCapabilities) -> OpenEtwError | None:
         return None
     reason = tracefs.reason if tracefs is not None else "tracefs: unknown"
     if "not mounted" in reason:
-        return SessionError(f"kernel sessions record tracepoints from tracefs, and {reason} (mount -t tracefs nodev /sys/kernel/tracing)")
+        return SessionError(
+            f"kernel sessions record tracepoints from tracefs, and {reason}; as root, a kernel session mounts it"
+            " (mount -t tracefs nodev /sys/kernel/tracing)"
+        )
     instead = _alternatives(capabilities)
     other = "; ".join(instead) if instead else "no other kernel event source"
     return AccessDenied(f"kernel sessions need root ({reason}; euid {capabilities.euid}). Available to this account instead: {other}")
@@ -155,6 +160,7 @@ class KernelSession:
         self.proc = proc or ProcSource()
         self.mapper = KernelEventMapper(self.flags, self.proc)
         self._capabilities = capabilities
+        self._tracefs_mounted: str | None = None
         self._sources: list[KernelEventSource] = list(sources) if sources is not None else self._choose_sources()
         if not self._sources:
             raise InvalidArgument("a kernel session needs at least one event source")
@@ -214,6 +220,8 @@ class KernelSession:
                                         buffer_size_kb=self.buffer_size_kb, circular=self.circular))  # fmt: skip
         if perf_flags:
             chosen.append(self._perf_source(perf_flags))
+        if "syscall_args" in self.flags:
+            chosen.append(BpfArgsSource(self.tracefs_root))
         return chosen
 
     def _proc_connector_source(self) -> KernelEventSource:
@@ -230,15 +238,26 @@ class KernelSession:
         return PerfSource(image="image" in perf_flags, profile="profile" in perf_flags, frequency=rate, target_pid=target_pid)
 
     @property
+    def reads_tracefs(self) -> bool:
+        """Whether one of this session's sources is tracefs."""
+        return self._tracefs() is not None
+
+    @property
     def needs_root(self) -> bool:
         """Whether this session reads tracefs or system-wide perf events (root only)."""
-        return any(isinstance(s, TracefsSource) or (isinstance(s, PerfSource) and s.target_pid is None) for s in self._sources)
+        return any(isinstance(s, TracefsSource | BpfArgsSource) or (isinstance(s, PerfSource) and s.target_pid is None) for s in self._sources)
 
     # -- public ---------------------------------------------------------------------------------
     def start(self) -> None:
         if self.state != "new":
             raise SessionError(f"kernel session {self.name!r} is {self.state}, not new")
         if self.needs_root:
+            if self._capabilities is None and self.tracefs_root is None and os.geteuid() == 0 and self.reads_tracefs:
+                try:
+                    self._tracefs_mounted = mount_tracefs().mounted  # as root, mounted when it is not (and said in stats)
+                except OpenEtwError:
+                    self.state = "failed"
+                    raise
             refusal = privilege_refusal(self._capabilities if self._capabilities is not None else probe())
             if refusal is not None:
                 self.state = "failed"
@@ -321,7 +340,9 @@ class KernelSession:
         stats["profile_rate_hz"] = profiling.frequency if profiling is not None else None
         stats["unmapped_events"] = self.mapper.unmapped
         stats["events_truncated"] = self.mapper.truncated
+        stats["strings_unread"] = self.mapper.strings_unread
         stats["reader_priority"] = self._reader_priority
+        stats["tracefs_mounted"] = self._tracefs_mounted
         stats["state"] = self.state
         if self._failure is not None and self.state == "running":
             # The reader thread ended on an error: the session records nothing any more.

@@ -26,9 +26,11 @@ from openetw.errors import AccessDenied, InvalidArgument, SessionError
 from openetw.kernel.ringbuffer import EventDecoder, PageParser
 from openetw.kernel.tracefs_format import EventFormat, parse_event_format, parse_header_event, parse_header_page
 
-__all__ = ["CpuStats", "RingReader", "TracefsInstance", "find_tracefs", "remove_stale_instances"]
+__all__ = ["CpuStats", "RingReader", "TracefsInstance", "TracefsMount", "find_tracefs", "mount_tracefs", "remove_stale_instances"]
 
 DEFAULT_ROOT = Path("/sys/kernel/tracing")
+DEBUGFS_ROOT = Path("/sys/kernel/debug")
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x2, 0x4, 0x8  # <sys/mount.h>: as systemd mounts tracefs and debugfs
 INSTANCE_PREFIX = "openetw_"
 _PARTIAL_FRACTION = 8  # a page with more than 1/8 free is the writer's current page
 OWNERLESS_GRACE_S = 60.0
@@ -49,6 +51,72 @@ def find_tracefs() -> Path | None:
         pass
     legacy = Path("/sys/kernel/debug/tracing")
     return legacy if (legacy / "instances").is_dir() else None
+
+
+@dataclass(frozen=True, slots=True)
+class TracefsMount:
+    """Where tracefs is, and what :func:`mount_tracefs` mounted to get it (``None``: it was there)."""
+
+    root: Path
+    mounted: str | None = None
+
+    def describe(self) -> str:
+        """One line for the user: ``"mounted tracefs at /sys/kernel/tracing (it was not mounted)"``."""
+        if self.mounted is None:
+            return f"tracefs at {self.root}"
+        return f"mounted {self.mounted} (it was not mounted); tracefs at {self.root}"
+
+
+def _mount(source: str, target: Path, fstype: str) -> str | None:
+    """mount(2); ``None`` when it worked, else the reason."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = libc.mount(source.encode(), str(target).encode(), fstype.encode(), _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+    if result == 0:
+        return None
+    code = ctypes.get_errno()
+    return f"mount -t {fstype} {source} {target}: {os.strerror(code)}"
+
+
+def mount_tracefs() -> TracefsMount:
+    """tracefs, mounted first when it is not, as libtracefs and trace-cmd do: tracefs on
+    ``/sys/kernel/tracing``; when that fails (a kernel before 4.1 has no such directory),
+    debugfs on ``/sys/kernel/debug``, whose ``tracing`` directory the kernel mounts tracefs on
+    itself. Needs CAP_SYS_ADMIN (root); raises ``AccessDenied`` without it and ``SessionError``
+    when neither mount gives a tracefs, with both reasons."""
+    found = find_tracefs()
+    if found is not None:
+        return TracefsMount(found)
+    if os.geteuid() != 0:
+        raise AccessDenied(f"tracefs: not mounted, and mounting it needs root (mount -t tracefs nodev {DEFAULT_ROOT})")
+    reasons = []
+    if DEFAULT_ROOT.is_dir():
+        failure = _mount("nodev", DEFAULT_ROOT, "tracefs")
+        if failure is None:
+            return TracefsMount(DEFAULT_ROOT, f"tracefs at {DEFAULT_ROOT}")
+        reasons.append(failure)
+    else:
+        reasons.append(f"{DEFAULT_ROOT} does not exist")
+    debug_mounted = _is_mounted(DEBUGFS_ROOT, "debugfs")
+    if not debug_mounted:
+        failure = _mount("nodev", DEBUGFS_ROOT, "debugfs")
+        if failure is not None:
+            reasons.append(failure)
+            raise SessionError(f"tracefs: not mounted, and mounting it failed ({'; '.join(reasons)})")
+    legacy = DEBUGFS_ROOT / "tracing"
+    if (legacy / "instances").is_dir():  # the kernel mounts tracefs here when it is first looked at
+        return TracefsMount(legacy, None if debug_mounted else f"debugfs at {DEBUGFS_ROOT}")
+    reasons.append(f"{legacy} has no tracefs")
+    raise SessionError(f"tracefs: not mounted, and mounting it failed ({'; '.join(reasons)})")
+
+
+def _is_mounted(target: Path, fstype: str) -> bool:
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            return any(len(p) > 2 and p[1] == str(target) and p[2] == fstype for p in (line.split() for line in mounts))
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["add_count", "aggregate_value", "llquantize_bucket", "lquantize_bucket", "quantize_bucket", "bucket_ranges"]
+_MASK64 = (1 << 64) - 1
+
+__all__ = ["add_count", "aggregate_value", "value_is_unsigned", "wrap64", "llquantize_bucket", "lquantize_bucket", "quantize_bucket", "bucket_ranges"]
 
 
 def add_count(data: dict[Any, Any], key: Any, count: int, drops: list[int], aggsize: int) -> None:
@@ -59,10 +61,27 @@ def llquantize_bucket(value: int, factor: int, low: int, high: int, steps: int) 
     return max(magnitude, value // width * width)
 
 
-def aggregate_value(func: str, value: Any, normal: int = 1) -> Any:
-    """The number an aggregation shows for one key (avg: integer mean, stddev: integer deviation)."""
+def wrap64(value: int, unsigned: bool = False) -> int:
+    """``value`` as D keeps an aggregation's integer: 64 bits, wrapped, signed unless the value is
+    of a 64-bit unsigned type (``uint64_t``, a pointer)."""
+    value &= _MASK64
+    return value if unsigned or value < 1 << 63 else value - (1 << 64)
+
+
+def value_is_unsigned(size: int, signed: bool) -> bool:
+    """Whether an aggregation of values of an integer type of ``size`` bytes keeps them unsigned:
+    only 64-bit unsigned types (smaller ones promote to ``int64_t``, as in C)."""
+    return size >= 8 and not signed
+
+
+def aggregate_value(func: str, value: Any, normal: int = 1, unsigned: bool = False) -> Any:
+    """The number an aggregation shows for one key (avg: integer mean, stddev: integer deviation).
+
+    Every path that fills an aggregation (record by record, column-wise, indexed or streamed,
+    compiled or pure reading) may keep its sums unbounded or wrapped at 64 bits: the value shown
+    is decided here, once, by D's rule (:func:`wrap64`), so all of them show the same."""
     if func == "avg":
-        return value[1] // value[0] // normal if value[0] else 0
+        return wrap64(value[1], unsigned) // value[0] // normal if value[0] else 0
     if func == "stddev":
         count, total, squares = value
         if not count:
@@ -71,6 +90,9 @@ def aggregate_value(func: str, value: Any, normal: int = 1) -> Any:
         return int(math.sqrt(max(0.0, squares / count - mean * mean))) // normal
     if func in ("quantize", "lquantize", "llquantize"):
         return value
+    if func == "count":
+        return value // normal if normal != 1 else value
+    value = wrap64(value, unsigned)
     return value // normal if normal != 1 else value
 
 

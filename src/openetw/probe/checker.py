@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.probe import ast as A
+from openetw.probe.aggregate import value_is_unsigned
 from openetw.probe.errors import ProbeCompileError
 from openetw.probe.etw_types import ETW_TYPES
 from openetw.probe.types import (
@@ -58,14 +59,14 @@ FUNCTIONS: dict[str, tuple[int, int, Type]] = {
     "exit": (1, 1, VOID), "trunc": (1, 2, VOID), "clear": (1, 1, VOID), "normalize": (2, 2, VOID),
     "denormalize": (1, 1, VOID), "sizeof": (1, 1, UINT64),
     "etw_trace": (5, 5 + 3 * 128, VOID), "system": (1, 99, VOID), "stop": (0, 0, VOID),
-    "stack": (0, 1, STRING), "ustack": (0, 2, STRING),
+    "stack": (0, 1, STRING), "ustack": (0, 2, STRING), "copyinstr": (1, 2, STRING),
 }  # fmt: skip
 DESTRUCTIVE = frozenset({"system", "stop"})
 """Actions that change the system: refused unless destructive actions are allowed (``-w``)."""
 _STRING_ARGS = {"strlen": (0,), "strjoin": (0, 1), "substr": (0,), "strstr": (0, 1), "index": (0, 1), "rindex": (0, 1),
                 "basename": (0,), "dirname": (0,), "toupper": (0,), "tolower": (0,), "strtoll": (0,)}  # fmt: skip
 _INT_ARGS = {"substr": (1, 2), "index": (2,), "rindex": (2,), "lltostr": (0, 1), "exit": (0,), "trunc": (1,), "normalize": (1,), "strtoll": (1,),
-             "stack": (0,), "ustack": (0, 1)}  # fmt: skip
+             "stack": (0,), "ustack": (0, 1), "copyinstr": (0, 1)}  # fmt: skip
 
 
 @dataclass
@@ -77,6 +78,8 @@ class AggSpec:
     keys: list[Type]
     params: tuple[int, ...] = ()
     line: int = 0
+    unsigned: bool = False
+    """Its values are of a 64-bit unsigned type (``uint64_t``, a pointer): sums wrap and show unsigned."""
 
 
 @dataclass
@@ -285,9 +288,12 @@ class _Checker:
             if isinstance(ty, StructType) or ty is VOID:
                 raise self.error(f"an aggregation key cannot be of type {ty}", key)
             keys.append(STRING if isinstance(ty, StringType) else INT64 if ty.is_int() else ty)
-        for arg in call.args:
-            self.expr(arg)
+        unsigned = False
+        for number, arg in enumerate(call.args):
+            ty = self.expr(arg)
             self.need_int(arg, f"{call.func}()")
+            if number == 0 and call.func != "count":
+                unsigned = isinstance(ty, PointerType) or (isinstance(ty, IntType) and value_is_unsigned(ty.size, ty.signed))
         params: tuple[int, ...] = ()
         if call.func in ("lquantize", "llquantize"):
             values = []
@@ -304,8 +310,10 @@ class _Checker:
                 factor, low_mag, high_mag, steps = params
                 if factor < 2 or low_mag < 0 or high_mag < low_mag or steps < 1 or (steps > factor ** (low_mag or 1) and steps % factor):
                     raise self.error("llquantize() needs factor >= 2, 0 <= low <= high and steps dividing factor**low", call.args[1])
-        spec = AggSpec(call.name, call.func, keys, params, call.line)
+        spec = AggSpec(call.name, call.func, keys, params, call.line, unsigned)
         known = self.out.aggregations.get(call.name)
+        if known is not None and known.unsigned != unsigned:
+            known.unsigned = False  # unsigned and signed values in one aggregation: kept signed
         shown = f"@{call.name}"
         if known is None:
             self.out.aggregations[call.name] = spec

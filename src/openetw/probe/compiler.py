@@ -338,7 +338,10 @@ class _Compiler:
     def member(self, e: A.Member) -> str:
         path = getattr(e, "path", None)
         if path is not None:
-            return f"_field(rec, {tuple(path)!r}, {isinstance(e.ty, StringType)})"
+            code = f"_field(rec, {tuple(path)!r}, {isinstance(e.ty, StringType)})"
+            # A field is a value of its declared type, whatever the decoder gave: the same value
+            # the column-wise paths read (a pointer or uint64 unsigned, int64 signed ...).
+            return wrap(code, e.ty) if isinstance(e.ty, IntType) else code
         base = self.ex(e.base)
         offset = e.offset  # type: ignore[attr-defined]
         address = f"({base} + {offset})" if offset else base
@@ -379,6 +382,8 @@ class _Compiler:
             return self.formatted(e, codes, sink="_system")
         if name == "stop":
             return "_stop(rec)"
+        if name == "copyinstr":
+            return f"_copyinstr(rec, {codes[0]}, {codes[1] if len(codes) > 1 else 'None'})"
         if name in ("stack", "ustack"):
             return f"_stack(rec, {name == 'ustack'}, {codes[0] if codes else 0})"
         if name == "etw_trace":

@@ -6,13 +6,16 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Format", "FormatError", "parse_format"]
+__all__ = ["MAX_FORMAT_WIDTH", "Format", "FormatError", "parse_format"]
 
 _CONVERSION = re.compile(r"%([-+ 0#']*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|L|z|j|t)?(@[diuxX]?|[diuoxXcsSpaAeEfgGY%])")
 _INT_CONVERSIONS = set("diuoxXcp")
 _FLOAT_CONVERSIONS = set("aAeEfgG")
 _MASK64 = (1 << 64) - 1
 _EPOCH_NS = 0
+MAX_FORMAT_WIDTH = 65535
+"""The widest field width or precision a conversion may ask for (``%65535d``): a larger one is
+refused when the program compiles rather than padding a line with gigabytes."""
 
 
 class FormatError(ValueError):
@@ -41,6 +44,9 @@ def parse_format(text: str) -> list[tuple[str, str, str]]:
         flags, width, precision, _length, conv = match.groups()
         if "*" in (width or "") or "*" in (precision or ""):
             raise FormatError("'*' widths are not supported in formats", at)
+        for what, number in (("width", width), ("precision", precision)):
+            if number is not None and int(number) > MAX_FORMAT_WIDTH:
+                raise FormatError(f"{what} {int(number)} of conversion {match.group(0)!r} is above the largest, {MAX_FORMAT_WIDTH}", at)
         if conv == "%":
             pieces.append(("lit", "%", ""))
         else:

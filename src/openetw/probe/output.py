@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from openetw.probe.aggregate import aggregate_value, bucket_ranges
+from openetw.probe.aggregate import aggregate_value, bucket_ranges, wrap64
 from openetw.probe.formatting import Format
 from openetw.probe.types import ArrayType, IntType, StructType, Type
 
@@ -131,7 +131,7 @@ class Output:
         elif spec.func in _HISTOGRAMS:
             items.sort(key=lambda kv: (sum(kv[1].values()), _sort_key(kv[0])))
         else:
-            items.sort(key=lambda kv: (aggregate_value(spec.func, kv[1], normal), _sort_key(kv[0])))
+            items.sort(key=lambda kv: (aggregate_value(spec.func, kv[1], normal, spec.unsigned), _sort_key(kv[0])))
         if self.sort_reverse:
             items.reverse()
         return items
@@ -153,7 +153,8 @@ class Output:
             return
         if not items:
             return
-        rows = [([_key_text(k) for k in _key_tuple(key, len(spec.keys))], str(aggregate_value(spec.func, value, normal))) for key, value in items]
+        shown = [str(aggregate_value(spec.func, value, normal, spec.unsigned)) for _, value in items]
+        rows = [([_key_text(k) for k in _key_tuple(key, len(spec.keys))], text) for (key, _), text in zip(items, shown, strict=True)]
         widths = [max(len(row[0][i]) for row in rows) for i in range(len(spec.keys))]
         value_width = max(8, max(len(row[1]) for row in rows))
         out = [""]
@@ -181,11 +182,11 @@ class Output:
                 return out
             if kind == "stats":
                 count, total = value[0], value[1]
-                stats = {"count": count, "average": aggregate_value("avg", value, normal), "total": total}
+                stats = {"count": count, "average": aggregate_value("avg", value, normal, spec.unsigned), "total": wrap64(total, spec.unsigned)}
                 if spec.func == "stddev":
                     stats["stddev"] = aggregate_value("stddev", value, normal)
                 return stats
-            return aggregate_value(spec.func, value, normal)
+            return aggregate_value(spec.func, value, normal, spec.unsigned)
 
         if not spec.keys:
             data: Any = value_of(items[0][1]) if items else (0 if kind == "map" else None)
@@ -216,7 +217,7 @@ class Output:
                     if agg_spec.func in _HISTOGRAMS:
                         args.append("\n" + "\n".join(_histogram_lines(agg_spec, value or {}, normal)) + "\n")
                     else:
-                        args.append(aggregate_value(agg_spec.func, value, normal) if value is not None else 0)
+                        args.append(aggregate_value(agg_spec.func, value, normal, agg_spec.unsigned) if value is not None else 0)
                 else:
                     args.append(keys.pop(0) if keys else "")
             texts.append(fmt.format(args))

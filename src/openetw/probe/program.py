@@ -22,13 +22,16 @@ from openetw.probe.errors import ProbeCompileError, ProbeRuntimeError
 from openetw.probe.output import Output, format_struct
 from openetw.probe.parser import parse
 
-__all__ = ["OPTIONS", "ClauseInfo", "ProbeProgram", "compile_script"]
+__all__ = ["DEFAULT_AGGSIZE", "OPTIONS", "ClauseInfo", "ProbeProgram", "compile_script"]
 
 OPTIONS: dict[str, str] = {
     "strsize": "size", "aggsize": "size", "aggsortkey": "flag", "aggsortrev": "flag", "quiet": "flag",
     "switchrate": "time", "bufsize": "size", "codegen": "flag", "destructive": "flag",
 }  # fmt: skip
-_DEFAULTS: dict[str, Any] = {"strsize": 256, "aggsize": 0, "aggsortkey": False, "aggsortrev": False, "quiet": False,
+DEFAULT_AGGSIZE = 1 << 18
+"""Most keys an aggregation holds unless ``aggsize`` says otherwise (0: no limit); a key past it
+is dropped and counted (``aggregation_drops``), as DTrace drops past its ``aggsize``."""
+_DEFAULTS: dict[str, Any] = {"strsize": 256, "aggsize": DEFAULT_AGGSIZE, "aggsortkey": False, "aggsortrev": False, "quiet": False,
                              "switchrate": 0, "bufsize": 4 << 20, "codegen": False, "destructive": False}  # fmt: skip
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _TIME_UNITS = {"": 10**9 // 1, "hz": 0, "ns": 1, "us": 1000, "ms": 10**6, "s": 10**9, "sec": 10**9}
@@ -102,7 +105,7 @@ class ProbeProgram:
                 data.clear()
                 return
             spec = output.aggregations[name][0]
-            by_value = sorted(data, key=lambda k: _rank(spec.func, data[k]))
+            by_value = sorted(data, key=lambda k: _rank(spec.func, data[k], spec.unsigned))
             kept = set(by_value[-keep:] if keep > 0 else by_value[:-keep])
             for key in list(data):
                 if key not in kept:
@@ -152,11 +155,11 @@ def _no_destructive(*args: Any) -> None:
     raise ProbeRuntimeError("this runner takes no destructive actions")
 
 
-def _rank(func: str, value: Any) -> Any:
+def _rank(func: str, value: Any, unsigned: bool = False) -> Any:
     """What ``trunc`` orders entries by: the value shown, a distribution's total count."""
     if func in ("quantize", "lquantize", "llquantize"):
         return sum(value.values())
-    return G.aggregate_value(func, value)
+    return G.aggregate_value(func, value, 1, unsigned)
 
 
 def _zero(func: str) -> Any:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args
 from openetw.probe.aggregate import add_count
 
 __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
@@ -32,6 +33,7 @@ __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "c
 PROCESS, THREAD, PERFINFO = 0x03, 0x05, 0x0F
 _CSWITCH, _SYS_ENTER, _SYS_EXIT = 36, 51, 52
 UNKNOWN = 0xFFFFFFFF
+_PROCESS_END_HOOK = PROCESS << 8 | 2
 _CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK = THREAD << 8 | _CSWITCH, PERFINFO << 8 | _SYS_ENTER, PERFINFO << 8 | _SYS_EXIT
 _BULK_HOOKS = (_CSWITCH_HOOK, _SYS_ENTER_HOOK, _SYS_EXIT_HOOK)
 _EVENT_KIND = 5  # index rows of EVENT_HEADER records (their id column is not a hook)
@@ -41,6 +43,7 @@ REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may 
 CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
 HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
 IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
+ARGS_SLACK = 1_000  # 100 µs of FILETIME: how far a call's arguments record is from its entry
 WAIT_LIMIT = 50_000_000  # 5 s of FILETIME: how long system calls wait for the switch that names their thread
 
 Clause = Callable[[Any, tuple[str, str, str, str]], Any]
@@ -51,7 +54,7 @@ CountPlan = dict[str, list[tuple[str, tuple[str, ...]]]]
 class KernelFiring:
     """What a kernel probe's clause sees as its record (``frames``: a sample's call chain)."""
 
-    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid", "frames")
+    __slots__ = ("kind", "pid", "tid", "cpu", "filetime", "args", "errno", "execname", "ppid", "frames", "strings")
 
     def __init__(self, pid: int, tid: int, cpu: int, filetime: int, args: tuple[int, ...], errno: int, execname: str) -> None:
         self.kind = "kprobe"
@@ -61,6 +64,7 @@ class KernelFiring:
         self.execname = execname
         self.ppid = 0
         self.frames: tuple[int, ...] = ()
+        self.strings: dict[int, str | None] = {}  # a system call's path arguments: value → string (None: unread)
 
 
 class ColumnStage:
@@ -84,6 +88,12 @@ class ColumnStage:
     fire: Callable[[Clause, Any, tuple[str, str, str, str]], None]
 
     def __init__(self) -> None:
+        self.awaited_exit: int | None = None  # the -c/-p target: the run ends once its exit came
+        self.exit_delivered = False
+        self.call_args: dict[int, list[Any]] = {}  # tid -> its system calls' argument records, in time order
+        self.recording_args = False  # the kernel trace records arguments (syscall_args)
+        self.args_unrecorded = 0  # entries fired without their arguments (not a path-taking call, or lost)
+        self.strings_unread = 0  # path arguments of fired entries the kernel trace could not read
         self._pending_blocks: list[Any] = []
         self._pending_records: list[Any] = []
         self._latest = 0
@@ -121,7 +131,12 @@ class ColumnStage:
         bulk = np.isin(hooks, _BULK_HOOKS) & (rows["kind"] != _EVENT_KIND)
         others = np.flatnonzero(~bulk & (hooks != 0) & (rows["kind"] != _EVENT_KIND))
         if len(others):
-            self._pending_records.extend(index.loader().records(others))
+            records = list(index.loader().records(others))
+            if self.awaited_exit is not None:
+                for record in records:
+                    if record.hook_id == _PROCESS_END_HOOK and record.pid == self.awaited_exit:
+                        self.exit_delivered = True  # the target's exit has come (it fires in time order)
+            self._pending_records.extend(records)
         picked = np.flatnonzero(bulk)
         if len(picked):
             self._take_bulk(index, rows, picked)
@@ -133,9 +148,13 @@ class ColumnStage:
         active = [latest for cpu, latest in list(self._cpu_latest.items()) if now - self._cpu_heard.get(cpu, 0.0) < IDLE_SECONDS]
         return min(active) if active else self._latest
 
-    def caught_up(self, when: int) -> bool:
+    def caught_up(self, when: int, target_exited: bool = False) -> bool:
         """Whether the kernel trace delivered everything up to FILETIME ``when`` (or to exit()'s):
-        every CPU's records came ``CATCH_UP_SLACK`` past it."""
+        every CPU's records came ``CATCH_UP_SLACK`` past it; with ``target_exited``, the traced
+        command's Process End too (the process events pass through the kernel session's merge,
+        which may hold them behind the system calls)."""
+        if target_exited and self.awaited_exit is not None and not self.exit_delivered:
+            return False
         stopped = self.stopped_at
         return self.seen_through() >= (when if stopped is None else min(when, stopped)) + CATCH_UP_SLACK
 
@@ -202,6 +221,13 @@ class ColumnStage:
         (``final``: nothing more will come, so no system call waits for its CPU's next switch)."""
 
         if self._pending_records:
+            # A system call's arguments first (they come just after its entry), a little past ``before``.
+            arguments = [r for r in self._pending_records if r.hook_id == SYSCALL_ARGS_HOOK and r.filetime < before + ARGS_SLACK]
+            if arguments:
+                self._pending_records = [r for r in self._pending_records if not (r.hook_id == SYSCALL_ARGS_HOOK and r.filetime < before + ARGS_SLACK)]
+                for record in sorted(arguments, key=_filetime):
+                    self._take_args(record)
+        if self._pending_records:
             # Process events first: they say which processes are traced and whose threads are whose.
             ready = sorted((r for r in self._pending_records if r.filetime < before), key=_filetime)
 
@@ -217,6 +243,35 @@ class ColumnStage:
                         self.on_record(record, decoding)
                 return
         self._run_held(before, final)
+
+    def _take_args(self, record: Any) -> None:
+        """Keep a system call's arguments record (``syscall_args``) for its entry, by thread."""
+        waiting = self.call_args.setdefault(record.tid, [])
+        if len(waiting) >= 256:
+            del waiting[:128]  # entries that never came (lost, or another process's thread)
+        if len(self.call_args) > 100_000:
+            self.call_args.clear()
+            self.call_args[record.tid] = waiting
+        waiting.append(record)
+
+    def _args_of(self, tid: int, number: int, filetime: int) -> tuple[tuple[int, ...], dict[int, str | None]] | None:
+        """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at ``filetime``."""
+        waiting = self.call_args.get(tid)
+        while waiting:
+            record = waiting[0]
+            if record.filetime < filetime - ARGS_SLACK:
+                waiting.pop(0)  # an older call's, whose entry is gone
+                continue
+            if record.filetime > filetime + ARGS_SLACK:
+                return None
+            recorded, args, strings = parse_syscall_args(record.user_data)
+            if recorded != number:
+                return None
+            waiting.pop(0)
+            signed = tuple(a - (1 << 64) if a >> 63 else a for a in args)
+            self.strings_unread += sum(1 for text in strings.values() if text is None)
+            return signed, {signed[index]: text for index, text in strings.items()}
+        return None
 
     def _run_held(self, before: int, final: bool = False) -> None:
         import numpy as np
@@ -287,10 +342,14 @@ class ColumnStage:
                     waiting[recent] = True
         return lookahead, waiting
 
-    def _with_missed_switches(self, block: Any, lookahead: dict[int, int]) -> Any:
-        """``block`` with a switch inserted wherever one was missed (see the module doc)."""
+    def _with_missed_switches(self, block: Any, lookahead: dict[int, int]) -> tuple[Any, Any]:
+        """``block`` with a switch inserted wherever one was missed (see the module doc), and a
+        mask of its rows whose thread is not known: between two other threads a missed switch
+        happened somewhere after the CPU's previous switch, so the calls between are either
+        thread's (counted unattributed, never given to a guess)."""
         import numpy as np
 
+        ambiguous = np.zeros(len(block), dtype=bool)
         cpus = block["cpu"]
         is_switch = block["hook"] == _CSWITCH_HOOK
         value = block["value"]
@@ -310,6 +369,8 @@ class ColumnStage:
                 first_after = np.concatenate(([0], places[:-1] + 1))[missed]
                 out_of_idle = (before_each[missed] <= 0) & (first_after < places[missed])
                 at = np.where(out_of_idle, first_after, places[missed])
+                for begin, end in zip(first_after[~out_of_idle].tolist(), places[missed][~out_of_idle].tolist(), strict=True):
+                    ambiguous[mine[begin:end]] = True
                 origins = np.where(before_each[missed] < 0, ATTRIBUTION_ONLY, INFERRED)
                 inserted.append((times[mine[at]], old[missed], np.maximum(before_each[missed], 0), origins, cpu))
             final = int(new[-1]) if len(places) else state
@@ -319,7 +380,7 @@ class ColumnStage:
                 origin = ATTRIBUTION_ONLY if final < 0 else INFERRED
                 inserted.append((times[mine[first_tail : first_tail + 1]], np.array([coming]), np.array([max(final, 0)]), np.array([origin]), cpu))
         if not inserted:
-            return block
+            return block, ambiguous
         extra = np.empty(sum(len(part[0]) for part in inserted), dtype=_BULK_DTYPE)
         start = 0
         for part_times, new_tids, old_tids, origins, cpu in inserted:
@@ -333,12 +394,13 @@ class ColumnStage:
             start = end
         self.switches_inferred += int(np.count_nonzero(extra["origin"] == INFERRED))
         joined = np.concatenate((extra, block))  # an inserted switch goes before the rows of its time
-        return joined[np.argsort(joined["filetime"], kind="stable")]
+        order = np.argsort(joined["filetime"], kind="stable")
+        return joined[order], np.concatenate((np.zeros(len(extra), dtype=bool), ambiguous))[order]
 
     def _run_bulk(self, block: Any, lookahead: dict[int, int] | None = None) -> None:
         import numpy as np
 
-        block = self._with_missed_switches(block, lookahead or {})
+        block, ambiguous = self._with_missed_switches(block, lookahead or {})
         hooks = block["hook"]
         cpus = block["cpu"]
         is_switch = hooks == _CSWITCH_HOOK
@@ -360,6 +422,7 @@ class ColumnStage:
             self.thread_pid.update(zip(old_tid[known].tolist(), header_pid[known].tolist(), strict=True))
         calls = ~is_switch
         tids[calls & (tids == 0)] = -1  # idle makes no system calls: their thread is not known
+        tids[calls & ambiguous] = -1  # after a missed switch between two threads: either's
         self.unattributed += int(np.count_nonzero(calls & (tids < 0)))
         # The process of each thread, looked up once per thread.
         unique_tids, inverse = np.unique(tids, return_inverse=True)
@@ -477,7 +540,13 @@ class ColumnStage:
             number = row_numbers[n]
             name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
             if hooks[n] == _SYS_ENTER_HOOK:
-                emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (number,))
+                recorded = self._args_of(row_tids[n], number, filetimes[n]) if self.recording_args else None
+                if recorded is None:
+                    if self.recording_args and self.matching("syscall", name, "entry"):
+                        self.args_unrecorded += 1
+                    emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (0,) * 6)
+                else:
+                    emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], recorded[0], strings=recorded[1])
             else:
                 status = values[n] & 0xFFFFFFFF
                 ret = status - (1 << 32) if status >> 31 else status
@@ -485,11 +554,13 @@ class ColumnStage:
                      -ret if -4096 < ret < 0 else 0)  # fmt: skip
 
     def _emit_at(self, family: str, function: str, name: str, pid: int, tid: int, cpu: int, filetime: int,
-                 args: tuple[int, ...], errno: int = 0) -> None:  # fmt: skip
+                 args: tuple[int, ...], errno: int = 0, strings: dict[int, str | None] | None = None) -> None:  # fmt: skip
         found = self.matching(family, function, name)
         if not found or (self.allowed is not None and pid not in self.allowed):
             return
         firing = KernelFiring(pid, tid, cpu, filetime, args, errno, self.execname(pid, filetime))
+        if strings:
+            firing.strings = strings
         self.firings += len(found)
         for fn, probe in found:
             self.fire(fn, firing, probe)

@@ -12,13 +12,17 @@ past them, and replayed in time order. A system call's name is its number looked
 kernel record keeps, sign-extended (``arg0``), and ``errno`` is set when that is ``-1..-4095``.
 
 A probe fires with a ``KernelFiring`` as the clause's record (kind ``kprobe``): ``pid``,
-``tid``, ``cpu``, ``filetime``, ``args`` (``arg0``..``arg9``), ``errno``, ``execname``.
+``tid``, ``cpu``, ``filetime``, ``args`` (``arg0``..``arg9``), ``errno``, ``execname``, and
+``strings`` (a path argument's value → its string, for ``copyinstr``). An entry's ``arg0``..``arg5``
+are the call's arguments where the kernel trace recorded them (the ``syscall_args`` flag: the
+path-taking calls, ``openetw.kernel.classes_args``), else 0 (counted in ``syscall_args_unrecorded``).
 """
 
 from __future__ import annotations
 
 import bisect
 import fnmatch
+import re
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -28,7 +32,7 @@ from openetw.probe.descriptions import Description
 from openetw.probing.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, KernelFiring, count_plan
 from openetw.probing.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
 
-__all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_names"]
+__all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_names", "uses_call_arguments"]
 
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # family -> (probe names, kernel flags the session needs)
@@ -51,14 +55,22 @@ _TCP_SEND, _TCP_RECV, _IPV6 = 10, 11, 16
 _UNKNOWN = UNKNOWN
 
 
-def kernel_flags_for(families: Iterable[str]) -> list[str]:
-    """The kernel flags a session needs for probes of these families, in a stable order."""
+def kernel_flags_for(families: Iterable[str], *, syscall_args: bool = False) -> list[str]:
+    """The kernel flags a session needs for probes of these families, in a stable order
+    (``syscall_args``: the ``syscall`` probes read ``argN`` or ``copyinstr`` on entry)."""
     flags: list[str] = []
     for family in families:
         for flag in FAMILIES[family][1]:
             if flag not in flags:
                 flags.append(flag)
+        if family == "syscall" and syscall_args:
+            flags.append("syscall_args")
     return flags
+
+
+def uses_call_arguments(text: str) -> bool:
+    """Whether a D program reads system call arguments (``argN``, ``args[N]``) or ``copyinstr``."""
+    return re.search(r"\b(arg[0-9]|args\s*\[|copyinstr)\b", text) is not None
 
 
 

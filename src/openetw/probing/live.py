@@ -202,6 +202,7 @@ class LiveSessions:
         self.sessions: list[Any] = []
         self.traces: list[Any] = []
         self.stats: dict[str, Any] = {}
+        self.kernel_behind = False  # the run ended before the kernel trace had delivered up to its end
         self._done = threading.Event()
         self._stopping = threading.Event()  # the run ends the sessions: their streams end with them
         self._lock = threading.Lock()
@@ -234,17 +235,15 @@ class LiveSessions:
             ))  # fmt: skip
 
     def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None,
-            caught_up: Callable[[int], bool] | None = None) -> dict[str, Any]:  # fmt: skip
+            caught_up: Callable[[int, bool], bool] | None = None) -> dict[str, Any]:  # fmt: skip
         """Start the sessions, let the target go, deliver every record until the run ends: etw
         records to ``callback(record, context)``, the kernel session's batches of buffers (each a
         ``BufferIndex``) to ``kernel_batch``; ``caught_up(filetime)`` says whether the kernel
-        batches reached that time (the run waits for it, at most ``DRAIN_SECONDS``, before it
+        batches reached that time, and with a target that exited, its exit (the run waits for it, at most ``DRAIN_SECONDS``, before it
         stops the kernel session)."""
         from openetw.consumer import UserTrace
         from openetw.consumer.live import LiveSessionSource
 
-        if not self.enables and not self.kernel_flags:
-            raise InvalidArgument("a live run needs an etw or kernel probe")
         lock = self._lock
 
         def deliver(record: Any, context: Any) -> None:
@@ -290,15 +289,18 @@ class LiveSessions:
             while not self._done.wait(0.05):
                 if self.target is not None and self.target.exited():
                     break
-                if not any(thread.is_alive() for thread in threads):
-                    break
+                if threads and not any(thread.is_alive() for thread in threads):
+                    break  # (a program of BEGIN, END and timers alone has no sessions: it runs until exit() or Ctrl-C)
             if caught_up is not None:
                 # The kernel trace reads each CPU's ring on its own and stopping it drops what it
                 # has not read: first let it come up to now (or to exit()'s moment).
                 end = _now_filetime()
                 deadline = time.monotonic() + DRAIN_SECONDS
-                while not caught_up(end) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
+                exited = self.target is not None and self.target.exited()
+                while not caught_up(end, exited) and time.monotonic() < deadline and any(thread.is_alive() for thread in threads):
                     time.sleep(0.05)
+                if not caught_up(end, exited):
+                    self.kernel_behind = True  # stopped before the kernel trace delivered up to the end: said at exit
             self._stopping.set()
             self._stop_sessions()
             for thread in threads:
@@ -318,6 +320,8 @@ class LiveSessions:
             parts.append(f"kernel flags {','.join(self.kernel_flags)}")
         if self.target is not None:
             parts.append(f"process {self.target.pid}")
+        if not self.enables and not self.kernel_flags:
+            parts.append("no events (BEGIN, END and timers only)")
         return "tracing " + "; ".join(parts)
 
     def _consume(self, trace: Any) -> None:

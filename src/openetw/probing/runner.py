@@ -167,7 +167,7 @@ class ProbeRun:
 
         return {"_field": field, "_ld": load, "_execname": execname, "_ppid": ppid, "_timestamp": timestamp,
                 "_walltime": walltime, "_ARG0": ARG0_BASE, "_etw_trace": self.etw_writer.write, "_system": system,
-                "_stop": stop, "_stack": self._stack}  # fmt: skip
+                "_stop": stop, "_stack": self._stack, "_copyinstr": _copyinstr}  # fmt: skip
 
     def _stack(self, rec: Any, user: bool, frames: int) -> str:
         """``stack()``/``ustack()``: the sample's kernel or user frames, one a line (empty where
@@ -204,6 +204,8 @@ class ProbeRun:
         events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
         if kernel:
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
+            self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
+            self.kernel_probes.awaited_exit = self.target_pid
             counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
             if counting is not None:
                 self.kernel_probes.count_with(counting, self.output.aggregations, namespace["_DROPS"], namespace["_AGGSIZE"])
@@ -503,10 +505,31 @@ class ProbeRun:
         if self.kernel_probes is not None:
             counts["syscalls_unattributed"] = self.kernel_probes.unattributed
             counts["switches_inferred"] = self.kernel_probes.switches_inferred
+            if getattr(self.files, "kernel_behind", False):
+                # the kernel trace had not delivered everything up to the run's end (DRAIN_SECONDS)
+                counts["kernel_trace_unfinished"] = 1
+            if self.kernel_probes.recording_args:
+                counts["syscall_args_unrecorded"] = self.kernel_probes.args_unrecorded
+                counts["strings_unread"] = self.kernel_probes.strings_unread
         messages: list[str] = []
         self.output.lost(counts, messages)
         for message in messages:
             self.warn(f"openetw probe: {message}")
+
+
+def _copyinstr(rec: Any, address: int, limit: int | None = None) -> str:
+    """``copyinstr(addr)``: the string the kernel trace recorded for a system call's path
+    argument ``addr`` (the ``syscall_args`` record); other memory cannot be read."""
+    address = address - (1 << 64) if address >> 63 & 1 and address > 0 else address
+    strings = getattr(rec, "strings", None) or {}
+    if address not in strings:
+        raise ProbeRuntimeError(f"copyinstr(0x{address & (1 << 64) - 1:x}): no string recorded at this address (the kernel trace"
+                                " records the path arguments of the path-taking system calls at their entry)")  # fmt: skip
+    text: str | None = strings[address]
+    if text is None:
+        raise ProbeRuntimeError(f"copyinstr(0x{address & (1 << 64) - 1:x}): the path could not be read from the process's"
+                                " memory (it had exited or unmapped it)")  # fmt: skip
+    return text if limit is None or limit < 0 else text[:limit]
 
 
 def _first_per_clause(found: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:

@@ -104,6 +104,8 @@ def export_timeline(
             with _binary_output(output) as out:
                 writer = write_perfetto(items, out)
             summary.written, summary.bytes = writer.packets, writer.bytes
+            if writer.late:
+                summary.errors.append(f"{writer.late} samples or scheduling events came more than 1 s after newer ones: not written")
         elif fmt == "chrome":
             from openetw.export.timeline.chrome import write_chrome
 

@@ -13,10 +13,17 @@ Sequences (``trusted_packet_sequence_id``), each with increasing packet timestam
 
 A sequence's first packet clears its incremental state; interned tables are started over
 (cleared again) when they grow past a bound, so memory stays flat.
+
+Samples and scheduling events are held for :data:`REORDER_WINDOW_NS` (1 s) and written in time
+order: a kernel trace's records are in time order per buffer, but a sample read late from its
+perf ring can follow newer records (Perfetto refuses a packet older than the one before it on its
+sequence). One that comes later than the window is not written and is counted
+(``PerfettoWriter.late``, in the export's summary).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable
 from typing import IO, Any
@@ -130,6 +137,12 @@ class PerfettoWriter:
         self._sample_cleared = False
         self._bundles: dict[int, list[bytes]] = {}
         self._bundle_start: dict[int, int] = {}
+        self._held: list[tuple[int, int, Sample | Switch | Wakeup]] = []  # samples and scheduling events waiting their turn
+        self._held_count = 0
+        self._newest = 0
+        self._released: dict[int, int] = {}  # sequence -> time of its last item written
+        self.late = 0
+        """Samples and scheduling events that came more than the window after newer ones: not written."""
         self.packets = 0
         self.bytes = 0
 
@@ -381,7 +394,34 @@ class PerfettoWriter:
         self._packet(varint_field(8, self._bundle_start[cpu]) + varint_field(10, ETW_SEQUENCE_BASE + cpu) + bytes_field(95, body))
 
     # -- items ----------------------------------------------------------------------------------
+    def _hold(self, ts: int, item: Sample | Switch | Wakeup) -> None:
+        """Samples and scheduling events in time order: held ``REORDER_WINDOW_NS``, then written."""
+        self._held_count += 1
+        heapq.heappush(self._held, (ts, self._held_count, item))
+        if ts > self._newest:
+            self._newest = ts
+        self._release_held(self._newest - REORDER_WINDOW_NS)
+
+    def _release_held(self, until: int | None) -> None:
+        held = self._held
+        while held and (until is None or held[0][0] <= until):
+            ts, _, item = heapq.heappop(held)
+            sequence = SAMPLE_SEQUENCE if isinstance(item, Sample) else ETW_SEQUENCE_BASE + item.cpu
+            if ts < self._released.get(sequence, ts):
+                self.late += 1
+                continue
+            self._released[sequence] = ts
+            self._write_now(item)
+
     def write(self, item: Item) -> None:
+        if isinstance(item, Sample | Switch | Wakeup):
+            if isinstance(item, Sample):
+                self._thread_track(item.pid, item.tid)
+            self._hold(item.ts, item)
+            return
+        self._write_now(item)
+
+    def _write_now(self, item: Item) -> None:
         kind = type(item)
         if kind is Instant:
             assert isinstance(item, Instant)
@@ -426,7 +466,6 @@ class PerfettoWriter:
             self._etw(item.cpu, item.ts, event)
         elif kind is Sample:
             assert isinstance(item, Sample)
-            self._thread_track(item.pid, item.tid)
             self._sample(item)
         elif kind is Process:
             assert isinstance(item, Process)
@@ -436,9 +475,14 @@ class PerfettoWriter:
             self._thread_track(item.pid, item.tid, item.name)
 
     def close(self) -> None:
+        self._release_held(None)
         for cpu in sorted(self._bundles):
             self._flush_bundle(cpu)
         self._drain()
+
+
+REORDER_WINDOW_NS = 1_000_000_000
+"""How long samples and scheduling events wait for older ones before they are written."""
 
 
 def write_perfetto(items: Iterable[Item], out: IO[bytes]) -> PerfettoWriter:

@@ -1,0 +1,293 @@
+"""System call arguments and path strings at the call's entry, read in the kernel by a small BPF
+program (I/O shell; the ``syscall_args`` flag, root only).
+
+The per-call tracepoints (``syscalls/sys_enter_openat`` ...) give a path argument as a pointer
+into the caller's memory, and on kernels without kprobes or eprobes nothing in tracefs follows
+it. So, as DTrace's ``copyinstr`` does, the string is copied while the call enters: a BPF
+program (built here instruction by instruction, no compiler needed) is attached to the enter
+tracepoint of each call of :data:`~openetw.kernel.classes_args.PATH_SYSCALLS` (one
+``perf_event_open`` event each + ``PERF_EVENT_IOC_SET_BPF``: it then runs on every CPU). It writes one 600-byte record per call into
+a BPF ring buffer: CLOCK_MONOTONIC time, thread and process, CPU, call number, the six argument
+slots, and up to two paths of at most 255 bytes (``bpf_probe_read_user_str``; a path it cannot
+read, a page not in memory, has a negative length). A record the ring has no room for is
+counted by the program in a counter map: :meth:`BpfArgsSource.lost`.
+
+Events: ``(time, cpu, "syscall_args", {"tid", "pid", "nr", "args", "paths"})``, ``paths`` the
+path argument index → its text or ``None`` (unread).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import select
+import struct
+import time
+from pathlib import Path
+
+from openetw.errors import AccessDenied, SessionError
+from openetw.kernel import perf_format as F
+from openetw.kernel.classes_args import PATH_SYSCALLS
+from openetw.kernel.perf import online_cpus, perf_event_open
+from openetw.kernel.source import RawKernelEvent
+
+__all__ = ["RECORD_SIZE", "BpfArgsSource", "build_program"]
+
+_BPF = 321  # x86_64
+_MAP_CREATE, _MAP_LOOKUP, _PROG_LOAD = 0, 1, 5
+_RINGBUF, _ARRAY, _PERCPU_ARRAY = 27, 2, 6
+_TRACEPOINT_PROG = 5
+_SET_BPF = 0x40042408  # PERF_EVENT_IOC_SET_BPF
+_IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
+_LOOKUP, _KTIME, _PID_TGID, _CPU_ID, _READ_USER_STR, _RINGBUF_OUTPUT = 1, 5, 14, 8, 114, 130
+_BUSY, _DISCARD = 1 << 31, 1 << 30
+PATH_BYTES = 256
+_PATHS_AT = 88
+RECORD_SIZE = _PATHS_AT + 2 * PATH_BYTES
+_HEAD = struct.Struct("<QIIII6QiiI4x")  # time, tid, pid, cpu, nr, args, path lengths, path argument indices (+1, a byte each)
+_PAGE = mmap.PAGESIZE
+_WATERMARK_LAG_NS = 5_000_000
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.ioctl.restype = ctypes.c_int
+_libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong)
+
+
+def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
+    return struct.pack("<BBhi", code, dst | src << 4, off, imm)
+
+
+def _map_fd(dst: int, fd: int) -> bytes:
+    return _insn(0x18, dst, 1, 0, fd) + _insn(0, 0, 0, 0, 0)  # ld_imm64 with BPF_PSEUDO_MAP_FD
+
+
+def build_program(paths: tuple[int, ...], scratch_fd: int, ring_fd: int, drops_fd: int, arguments: int = 6) -> bytes:
+    """The BPF program for one call of ``arguments`` arguments, of which ``paths`` are path
+    strings (at most two). It reads no further into the tracepoint's record than the call's
+    arguments (the kernel refuses to attach a program that would)."""
+    r0, r1, r2, r3, r4, r6, r7, fp = 0, 1, 2, 3, 4, 6, 7, 10
+    out: list[bytes] = [
+        _insn(0xBF, r6, r1),  # r6 = ctx
+        _insn(0x62, fp, 0, -4, 0),  # *(u32 *)(fp - 4) = 0: the maps' key
+        *[_map_fd(r1, scratch_fd)], _insn(0xBF, r2, fp), _insn(0x07, r2, 0, 0, -4), _insn(0x85, imm=_LOOKUP),
+    ]  # fmt: skip
+    exit_jumps = [len(out)]
+    out.append(b"")  # if r0 == 0 goto out (patched below)
+    out += [
+        _insn(0xBF, r7, r0),
+        _insn(0x85, imm=_KTIME), _insn(0x7B, r7, r0, 0),  # time
+        _insn(0x85, imm=_PID_TGID), _insn(0x7B, r7, r0, 8),  # tid, pid
+        _insn(0x85, imm=_CPU_ID), _insn(0x63, r7, r0, 16),
+        _insn(0x61, r1, r6, 8), _insn(0x63, r7, r1, 20),  # __syscall_nr
+    ]  # fmt: skip
+    for index in range(6):
+        if index < arguments:
+            out += [_insn(0x79, r1, r6, 16 + 8 * index), _insn(0x7B, r7, r1, 24 + 8 * index)]
+        else:
+            out += [_insn(0x7A, r7, 0, 24 + 8 * index, 0)]  # *(u64 *)(r7 + ...) = 0
+    indices = sum((index + 1) << 8 * slot for slot, index in enumerate(paths[:2]))
+    out.append(_insn(0x62, r7, 0, 80, indices))
+    for slot in range(2):
+        if slot < len(paths):
+            out += [
+                _insn(0xBF, r1, r7), _insn(0x07, r1, 0, 0, _PATHS_AT + PATH_BYTES * slot), _insn(0xB7, r2, 0, 0, PATH_BYTES),
+                _insn(0x79, r3, r6, 16 + 8 * paths[slot]), _insn(0x85, imm=_READ_USER_STR), _insn(0x63, r7, r0, 72 + 4 * slot),
+            ]  # fmt: skip
+        else:
+            out.append(_insn(0x62, r7, 0, 72 + 4 * slot, -1))
+    out += [*[_map_fd(r1, ring_fd)], _insn(0xBF, r2, r7), _insn(0xB7, r3, 0, 0, RECORD_SIZE), _insn(0xB7, r4, 0, 0, 0),
+            _insn(0x85, imm=_RINGBUF_OUTPUT)]  # fmt: skip
+    exit_jumps.append(len(out))
+    out.append(b"")  # if r0 == 0 goto out: written
+    out += [*[_map_fd(r1, drops_fd)], _insn(0xBF, r2, fp), _insn(0x07, r2, 0, 0, -4), _insn(0x85, imm=_LOOKUP)]
+    exit_jumps.append(len(out))
+    out.append(b"")
+    out += [_insn(0xB7, r1, 0, 0, 1), _insn(0xDB, r0, r1, 0, 0)]  # lock *(u64 *)(r0 + 0) += 1: a record dropped
+    # Jumps count instructions (ld_imm64 is two).
+    sizes = [len(part) // 8 if part else 1 for part in out]
+    end = sum(sizes)
+    for at in exit_jumps:
+        position = sum(sizes[:at])
+        out[at] = _insn(0x15, r0, 0, end - position - 1, 0)
+    out += [_insn(0xB7, r0, 0, 0, 0), _insn(0x95)]
+    return b"".join(out)
+
+
+def _bpf(command: int, attr: bytes) -> int:
+    buffer = ctypes.create_string_buffer(attr, len(attr))
+    result: int = _libc.syscall(ctypes.c_long(_BPF), ctypes.c_int(command), buffer, ctypes.c_uint(len(attr)))
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return result
+
+
+def _map_create(kind: int, key_size: int, value_size: int, entries: int) -> int:
+    return _bpf(_MAP_CREATE, struct.pack("<IIIII", kind, key_size, value_size, entries, 0).ljust(72, b"\0"))
+
+
+def _load(program: bytes, name: str) -> int:
+    code = ctypes.create_string_buffer(program, len(program))
+    license_text = ctypes.create_string_buffer(b"GPL")  # bpf_probe_read_user_str is for GPL programs
+    log = ctypes.create_string_buffer(65536)
+    attr = struct.pack("<IIQQIIQII16s", _TRACEPOINT_PROG, len(program) // 8, ctypes.addressof(code), ctypes.addressof(license_text),
+                       1, len(log), ctypes.addressof(log), 0, 0, name.encode()[:15]).ljust(144, b"\0")  # fmt: skip
+    try:
+        return _bpf(_PROG_LOAD, attr)
+    except OSError as error:
+        detail = log.value.decode(errors="replace").strip().splitlines()[-3:]
+        raise SessionError(f"bpf: loading the arguments program for {name} failed: {error.strerror} ({' / '.join(detail)})") from None
+
+
+class BpfArgsSource:
+    """The ``syscall_args`` events from BPF programs on the enter tracepoints (see the module doc)."""
+
+    name = "bpf"
+
+    def __init__(self, tracefs_root: Path | None = None, *, ring_kb: int = 4096) -> None:
+        self.tracefs_root = tracefs_root
+        self.ring_size = 1 << max(12, (ring_kb * 1024 - 1).bit_length())
+        self._fds: list[int] = []
+        self._events: list[int] = []
+        self._maps: list[int] = []
+        self._drops_fd = -1
+        self._ring_fd = -1
+        self._consumer: mmap.mmap | None = None
+        self._producer: mmap.mmap | None = None
+        self._watermark = 0
+        self.missing: list[str] = []
+
+    def start(self) -> None:
+        from openetw.kernel.tracefs import find_tracefs
+
+        if os.geteuid() != 0:
+            raise AccessDenied("bpf: the system call arguments need root")
+        root = self.tracefs_root or find_tracefs()
+        if root is None:
+            raise SessionError("bpf: the enter tracepoints' ids are in tracefs, which is not mounted")
+        try:
+            scratch = _map_create(_PERCPU_ARRAY, 4, RECORD_SIZE, 1)
+            self._maps.append(scratch)
+            self._ring_fd = _map_create(_RINGBUF, 0, 0, self.ring_size)
+            self._maps.append(self._ring_fd)
+            self._drops_fd = _map_create(_ARRAY, 4, 8, 1)
+            self._maps.append(self._drops_fd)
+        except OSError as error:
+            raise SessionError(f"bpf: cannot create the maps: {error.strerror}") from None
+        self._consumer = mmap.mmap(self._ring_fd, _PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+        self._producer = mmap.mmap(self._ring_fd, _PAGE + 2 * self.ring_size, mmap.MAP_SHARED, mmap.PROT_READ, offset=_PAGE)
+        cpus = online_cpus()
+        attr_flags = 1  # disabled until every program is attached
+        for call, paths in PATH_SYSCALLS.items():
+            id_file = root / "events" / "syscalls" / f"sys_enter_{call}" / "id"
+            try:
+                tracepoint = int(id_file.read_text())
+                fields = (id_file.parent / "format").read_text().count("field:")
+            except (OSError, ValueError):
+                self.missing.append(f"syscalls/sys_enter_{call}")
+                continue
+            arguments = max(0, fields - 5)  # after the 4 common fields and __syscall_nr
+            program = _load(build_program(paths, scratch, self._ring_fd, self._drops_fd, arguments), f"args_{call}")
+            self._fds.append(program)
+            attr = F.pack_attr(F.PerfAttr(type=2, config=tracepoint, sample_period=1, sample_type=0, flags=attr_flags))
+            # A program attached to a tracepoint runs wherever the tracepoint fires: one event (on the
+            # first CPU) holds it; a second attach of it to the same tracepoint is refused (EEXIST).
+            try:
+                fd = perf_event_open(attr, -1, cpus[0])
+            except OSError as error:
+                raise SessionError(f"bpf: perf_event_open of sys_enter_{call}: {error.strerror}") from None
+            self._events.append(fd)
+            if _libc.ioctl(fd, _SET_BPF, program) < 0:
+                code = ctypes.get_errno()
+                raise SessionError(f"bpf: attaching the program to sys_enter_{call}: {os.strerror(code)}")
+        for fd in self._events:
+            _libc.ioctl(fd, _IOC_ENABLE, 0)
+
+    def read(self, timeout: float) -> list[RawKernelEvent]:
+        now = time.monotonic_ns()
+        events = self._read_ring()
+        if not events and timeout > 0 and self._ring_fd >= 0:
+            poller = select.epoll()
+            try:
+                poller.register(self._ring_fd, select.EPOLLIN)
+                poller.poll(timeout)
+            finally:
+                poller.close()
+            now = time.monotonic_ns()
+            events = self._read_ring()
+        self._watermark = max(self._watermark, now - _WATERMARK_LAG_NS)
+        return events
+
+    @property
+    def watermark(self) -> int:
+        return self._watermark
+
+    def stop(self) -> None:
+        for fd in self._events:
+            _libc.ioctl(fd, _IOC_DISABLE, 0)
+
+    def drain(self) -> list[RawKernelEvent]:
+        events = self._read_ring()
+        self._watermark = 1 << 62
+        return events
+
+    def lost(self) -> int:
+        if self._drops_fd < 0:
+            return 0
+        key = ctypes.c_uint32(0)
+        value = ctypes.c_uint64(0)
+        attr = struct.pack("<IIQQQ", self._drops_fd, 0, ctypes.addressof(key), ctypes.addressof(value), 0)
+        try:
+            _bpf(_MAP_LOOKUP, attr)
+        except OSError:
+            return 0
+        return int(value.value)
+
+    def close(self) -> None:
+        for fd in self._events + self._fds:
+            os.close(fd)
+        self._events, self._fds = [], []
+        for view in (self._consumer, self._producer):
+            if view is not None:
+                view.close()
+        self._consumer = self._producer = None
+        for fd in self._maps:
+            os.close(fd)
+        self._maps = []
+        self._ring_fd = self._drops_fd = -1
+
+    def _read_ring(self) -> list[RawKernelEvent]:
+        consumer, producer = self._consumer, self._producer
+        if consumer is None or producer is None:
+            return []
+        mask = self.ring_size - 1
+        position = struct.unpack_from("<Q", consumer, 0)[0]
+        end = struct.unpack_from("<Q", producer, 0)[0]
+        events: list[RawKernelEvent] = []
+        while position < end:
+            at = _PAGE + (position & mask)
+            length = struct.unpack_from("<I", producer, at)[0]
+            if length & _BUSY:
+                break
+            size = length & ~(_BUSY | _DISCARD)
+            if not length & _DISCARD and size >= RECORD_SIZE:
+                events.append(_event(producer[at + 8 : at + 8 + RECORD_SIZE]))
+            position += (size + 8 + 7) & ~7
+        struct.pack_into("<Q", consumer, 0, position)
+        return events
+
+
+def _event(raw: bytes) -> RawKernelEvent:
+    when, tid, pid, cpu, number, *rest = _HEAD.unpack_from(raw, 0)
+    args, lengths, indices = tuple(rest[:6]), rest[6:8], rest[8]
+    paths: dict[int, str | None] = {}
+    for slot in range(2):
+        index = (indices >> 8 * slot & 0xFF) - 1
+        if index < 0:
+            continue
+        length = lengths[slot]
+        start = _PATHS_AT + PATH_BYTES * slot
+        paths[index] = raw[start : start + length - 1].decode("utf-8", errors="replace") if length > 0 else None
+    return when, cpu, "syscall_args", {"tid": tid, "pid": pid, "nr": number, "args": args, "paths": paths}

@@ -1,0 +1,86 @@
+"""System call arguments and path strings (the ``syscall_args`` flag): an openetw record beside
+SysClEnter for each call of the path-taking system calls (an event class of
+:class:`~openetw.kernel.classes.KernelEventMapper`).
+
+Windows' SysClEnter keeps only the called address; DTrace's ``syscall::openat:entry`` sees the
+arguments and ``copyinstr(arg1)`` the path. The per-call tracepoints give a path only as a
+pointer into the caller's memory, so the strings are copied while the call enters, by a BPF
+program (:mod:`openetw.kernel.bpf_args`); its events (``syscall_args``) become these records.
+
+The record (PerfInfo group, opcode :data:`SYSCALL_ARGS`, version 0, thread and process of the
+caller): u32 call number, u8 mask of the arguments that are paths, u8 mask of those that could
+not be read (counted in ``strings_unread``), u16 0, six u64 arguments, then each readable path
+as UTF-8 ending in NUL, in argument order. Paths are cut at 255 bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from openetw.etl.record import EventRecord
+from openetw.kernel.classes_base import PERFINFO_GROUP, MapperState
+
+__all__ = ["PATH_SYSCALLS", "SYSCALL_ARGS", "SYSCALL_ARGS_HOOK", "SyscallArgEvents", "parse_syscall_args"]
+
+SYSCALL_ARGS = 0x78
+"""PerfInfo opcode of the arguments record (unused by Windows' PerfInfo events)."""
+SYSCALL_ARGS_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ARGS
+_VERSION = 0
+_HEAD = struct.Struct("<IBBH6Q")
+
+PATH_SYSCALLS: Mapping[str, tuple[int, ...]] = {
+    "open": (0,), "openat": (1,), "openat2": (1,), "creat": (0,), "execve": (0,), "execveat": (1,),
+    "newstat": (0,), "newlstat": (0,), "newfstatat": (1,), "statx": (1,),
+    "access": (0,), "faccessat": (1,), "faccessat2": (1,), "unlink": (0,), "unlinkat": (1,),
+    "mkdir": (0,), "mkdirat": (1,), "rmdir": (0,), "rename": (0, 1), "renameat": (1, 3), "renameat2": (1, 3),
+    "chdir": (0,), "readlink": (0,), "readlinkat": (1,), "truncate": (0,), "chmod": (0,), "fchmodat": (1,),
+    "chown": (0,), "fchownat": (1,), "symlink": (0, 1), "symlinkat": (0, 2), "link": (0, 1), "linkat": (1, 3),
+}  # fmt: skip
+"""The calls the ``syscall_args`` flag records: call → the arguments that are path strings."""
+
+
+def parse_syscall_args(user_data: bytes) -> tuple[int, tuple[int, ...], dict[int, str | None]]:
+    """(call number, the six arguments, path argument index → its string or ``None`` unread)."""
+    number, paths, unread, _, *args = _HEAD.unpack_from(user_data, 0)
+    strings: dict[int, str | None] = {}
+    at = _HEAD.size
+    for index in range(6):
+        if not paths >> index & 1:
+            continue
+        if unread >> index & 1:
+            strings[index] = None
+            continue
+        end = user_data.find(b"\0", at)
+        end = len(user_data) if end < 0 else end
+        strings[index] = user_data[at:end].decode("utf-8", errors="replace")
+        at = end + 1
+    return number, tuple(args), strings
+
+
+class SyscallArgEvents(MapperState):
+    """Maps the ``syscall_args`` events (:class:`~openetw.kernel.bpf_args.BpfArgsSource`) to the arguments record."""
+
+    strings_unread = 0
+
+    def _on_syscall_args(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        tid = int(v["tid"])
+        paths: Mapping[int, str | None] = v["paths"]
+        path_mask = unread = 0
+        texts = []
+        for index in sorted(paths):
+            path_mask |= 1 << index
+            text = paths[index]
+            if text is None:
+                unread |= 1 << index
+                self.strings_unread += 1
+            else:
+                texts.append(text.encode("utf-8", errors="replace").replace(b"\0", b"") + b"\0")
+        args = [int(a) & 0xFFFFFFFFFFFFFFFF for a in v["args"]][:6]
+        args += [0] * (6 - len(args))
+        payload = _HEAD.pack(int(v["nr"]) & 0xFFFFFFFF, path_mask, unread, 0, *args) + b"".join(texts)
+        pid = int(v.get("pid") or 0) or None
+        if pid is not None:
+            self._tgid.setdefault(tid, pid)
+        return [self._record(PERFINFO_GROUP, SYSCALL_ARGS, _VERSION, tid, ts, cpu, payload, pid=pid)]

@@ -1,0 +1,91 @@
+"""Probes as DTrace users write them: a system call entry's ``argN`` are its arguments and
+``copyinstr(argN)`` the path the kernel trace recorded for it (root, live, with a private trace
+service); a program of ``BEGIN`` alone runs (no root needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openetw.cli.main import main
+from tests.service.harness import kill_recorders, need_tracefs, start_service
+
+# Three opens of a missing file, then one of an existing one, each with known flags.
+WORKLOAD = """
+import os, sys
+missing, present = sys.argv[1], sys.argv[2]
+for _ in range(3):
+    try:
+        os.open(missing, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        pass
+os.close(os.open(present, os.O_WRONLY | os.O_APPEND))
+
+"""
+
+PROGRAM = r"""
+syscall::openat:entry /pid == $target/ { printf("%d %x %s\n", (int) arg0, arg2, copyinstr(arg1)); }
+syscall::openat:return /pid == $target && errno == 2/ { @misses = count(); }
+"""
+
+
+def test_argn_and_copyinstr_on_openat_entry(tmp_path: Path) -> None:
+    need_tracefs()
+    missing, present = tmp_path / "no-such-file-probe", tmp_path / "present.txt"
+    present.write_text("x")
+    (tmp_path / "work.py").write_text(WORKLOAD)
+    socket_path = tmp_path / "control.sock"
+    running = start_service(socket_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENETW_")}
+    env.update(OPENETW_SOCKET=str(socket_path), OPENETW_NO_AUTOSTART="1")
+    command = f"{sys.executable} {tmp_path / 'work.py'} {missing} {present}"
+    try:
+        result = subprocess.run([sys.executable, "-m", "openetw", "probe", "-q", "-f", "json", "-c", command, "-n", PROGRAM],
+                                env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    finally:
+        running.kill()
+        kill_recorders(running.pid)
+    assert result.returncode == 0, (result.stderr, result.stdout)
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    lines = [r["data"].split() for r in records if r["type"] == "printf"]
+    at_fdcwd = "-100"
+    rdonly_nofollow = f"{os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC:x}"  # Python opens with O_CLOEXEC
+    wronly_append = f"{os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC:x}"
+    assert lines.count([at_fdcwd, rdonly_nofollow, str(missing)]) == 3, (lines, result.stderr)
+    assert lines.count([at_fdcwd, wronly_append, str(present)]) == 1, lines
+    maps = {name: value for r in records if r["type"] == "map" for name, value in r["data"].items()}
+    assert maps["@misses"] >= 3  # (and the interpreter's own lookups)
+    lost = next(r["data"] for r in records if r["type"] == "lost")
+    assert lost["runtime_errors"] == 0 and lost["strings_unread"] == 0, lost
+
+
+def _probe(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    status = main(["probe", *args])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_a_begin_only_program_runs_and_exits(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = _probe(capsys, "-q", "-n", 'BEGIN { printf("hello %d\\n", 6 * 7); exit(3); }')
+    assert (status, out) == (3, "hello 42\n"), err
+    # Without exit(), it runs until its command (-c) ends, and END runs then.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENETW_")}
+    result = subprocess.run([sys.executable, "-m", "openetw", "probe", "-q", "-c", "true", "-n",
+                             'BEGIN { printf("begin\\n"); } END { printf("end\\n"); }'],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, "begin\nend\n"), result.stderr
+
+
+def test_copyinstr_outside_a_recorded_call_is_a_runtime_error() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENETW_")}
+    result = subprocess.run([sys.executable, "-m", "openetw", "probe", "-q", "-c", "true", "-n",
+                             'BEGIN { printf("%s", copyinstr(1234)); }'],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert "copyinstr(0x4d2): no string recorded at this address" in result.stderr
+    assert result.stdout == "" and result.returncode == 1
