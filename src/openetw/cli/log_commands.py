@@ -303,7 +303,10 @@ def _file_events(path: str, parsed: Any, count: int | None, reverse: bool, after
     if path.lower().endswith(".evtx"):
         from openetw.eventlog.files import EvtxQuery
 
-        yield from EvtxQuery(path).events(xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        query = EvtxQuery(path)
+        yield from query.events(xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        for problem in query.notices + query.errors:
+            click.echo(f"openetw: warning: {problem}", err=True)
         return
     if path.lower().endswith(".db"):
         from openetw.eventlog import LogStore

@@ -2,8 +2,9 @@
 
 The file is mapped, not read whole; its records come in record-id order (the order the log
 wrote them, chunks of a wrapped log put back in order), which is time order up to the clock
-adjustments of the machine that wrote them. Records whose content is damaged are skipped and
-reported in ``errors()``, with the CRC32 mismatches the reader counted.
+adjustments of the machine that wrote them. The evtx package's damage policy decides which
+records are kept (see ``openetw.evtx.reader``): what it skipped is in ``losses()``, what it only
+counted (CRC32 mismatches, stale chunk headers) in ``notices()``, both in ``errors()``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ class EvtxFileSource(Source):
 
     def errors(self) -> list[EvtxFormatError]:  # type: ignore[override]
         return list(self._reader.errors) if self._reader is not None else []
+
+    def losses(self) -> list[EvtxFormatError]:
+        """What cost a record or a chunk."""
+        return self._reader.losses if self._reader is not None else []
+
+    def notices(self) -> list[EvtxFormatError]:
+        """What disagreed and was counted, nothing lost."""
+        return list(self._reader.notices) if self._reader is not None else []
 
     def close(self) -> None:
         data, self._data = self._data, None

@@ -172,7 +172,7 @@ def _scalar_text(value_type: int, data: bytes) -> str:
         if len(data) not in (4, 8):
             raise ValueError_(f"{type_name(value_type)} of {len(data)} bytes")
         number = int.from_bytes(data, "little")
-        return f"0x{number:0{len(data) * 2}x}" if value_type == SIZE_T else str(number)
+        return f"0x{number:x}" if value_type == SIZE_T else str(number)
     packer = _STRUCTS.get(value_type)
     if packer is None:
         raise ValueError_(f"unknown value type 0x{value_type:02x}")
