@@ -21,7 +21,7 @@ from openetw.evtx import layout as EL
 from openetw.evtx.reader import EvtxReader
 from openetw.evtx.record import EVTX_CONTEXT
 
-__all__ = ["EvtxFileSource", "file_source", "is_evtx_file"]
+__all__ = ["EvtxFileSource", "FileBytes", "chunk_order", "file_source", "is_evtx_file"]
 
 
 def is_evtx_file(path: str | os.PathLike[str]) -> bool:
@@ -53,6 +53,35 @@ def map_file(path: str) -> Any:
         raise InvalidArgument(f"{path} is a directory, not an .evtx file") from None
 
 
+class FileBytes:
+    """A file's bytes read on demand (``len`` and slices, as the reader asks for them): a
+    64 KiB chunk at a time, never the whole file, and no mapping a truncation could turn into
+    SIGBUS (for a long-lived process reading a file someone else hands it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, item: slice) -> bytes:
+        start, stop, _ = item.indices(self.size)
+        return os.pread(self.fd, max(0, stop - start), start) if stop > start else b""
+
+
+def chunk_order(reader: EvtxReader) -> list[int]:
+    """Block indexes by their first record id (a wrapped log's oldest chunk first)."""
+    firsts = []
+    data = reader.data
+    for index in range(reader.block_count):
+        offset = EL.FILE_HEADER_SIZE + index * EL.CHUNK_SIZE
+        head = bytes(data[offset : offset + 32])
+        first = int.from_bytes(head[24:32], "little") if head[:8] == EL.CHUNK_MAGIC else 0
+        firsts.append((first, index))
+    return [index for _, index in sorted(firsts)]
+
+
 class EvtxFileSource(Source):
     """Every record of an ``.evtx`` file."""
 
@@ -77,16 +106,7 @@ class EvtxFileSource(Source):
                 self._records += 1
                 yield record
 
-    @staticmethod
-    def _chunk_order(reader: EvtxReader) -> list[int]:
-        """Block indexes by their first record id (a wrapped log's oldest chunk first)."""
-        firsts = []
-        data = reader.data
-        for index in range(reader.block_count):
-            offset = EL.FILE_HEADER_SIZE + index * EL.CHUNK_SIZE
-            first = int.from_bytes(data[offset + 24 : offset + 32], "little") if data[offset : offset + 8] == EL.CHUNK_MAGIC else 0
-            firsts.append((first, index))
-        return [index for _, index in sorted(firsts)]
+    _chunk_order = staticmethod(chunk_order)
 
     def statistics(self) -> SourceStatistics:
         stats = SourceStatistics()

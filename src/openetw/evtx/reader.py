@@ -27,7 +27,7 @@ from openetw.errors import EvtxFormatError
 from openetw.evtx import layout as L
 from openetw.evtx.binxml import BinXmlError, ChunkParser
 from openetw.evtx.record import EvtxRecord
-from openetw.evtx.render import Renderer
+from openetw.evtx.render import Renderer, check_expansion
 
 _u32 = struct.Struct("<I").unpack_from
 _u64 = struct.Struct("<Q").unpack_from
@@ -262,6 +262,7 @@ class EvtxReader:
             damage = None
             try:
                 nodes, parsed_end = state.parser.parse(pos + L.RECORD_HEADER_SIZE, end)
+                check_expansion(data, nodes)
             except BinXmlError as error:
                 where = error.pos if pos <= error.pos < L.CHUNK_SIZE else pos
                 damage = self._damaged_record(info, error.message, base + where, index, record_id, "BinXml")
