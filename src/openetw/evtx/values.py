@@ -246,6 +246,8 @@ def _scalar_value(value_type: int, data: bytes) -> Any:
     if value_type == SID:
         return sid_text(data)
     if value_type == SYSTEMTIME:
+        if len(data) != 16:
+            raise ValueError_(f"SYSTEMTIME of {len(data)} bytes")
         return systemtime_datetime(data)
     if value_type in (SIZE_T, EVT_HANDLE):
         return int.from_bytes(data, "little")
