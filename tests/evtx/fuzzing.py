@@ -75,7 +75,7 @@ def template_offsets(data: bytearray, rng: random.Random) -> None:
             struct.pack_into("<I", data, at + 6, rng.choice(_EDGES + (instances[index], instances[index] + 10 + rng.randint(1, 64))))
         elif choice == 2:
             struct.pack_into("<I", data, at + 2, rng.getrandbits(32))  # the template id
-        else:
+        elif at + 34 <= len(data):
             struct.pack_into("<I", data, at + 10 + 4 + 16, rng.choice(_EDGES))  # an inline definition's size
 
 
