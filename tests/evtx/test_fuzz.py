@@ -174,3 +174,12 @@ def test_a_systemtime_of_the_wrong_size_is_its_bytes() -> None:
 
     assert Value(V.SYSTEMTIME, bytes(12)).value == bytes(12)
     assert Value(V.SYSTEMTIME, bytes(12)).text == "00" * 12
+
+
+def test_a_time_attribute_that_is_not_a_time_is_no_time() -> None:
+    """Found by benchmarks/fuzz_evtx.py (seed 17442, a bit flip in a TimeCreated given as text):
+    a fraction that is not digits raised ValueError out of the record's header."""
+    from openetw.evtx.record import _iso_filetime
+
+    assert _iso_filetime("2019-01-01T00:00:00.83373\u10335Z") == 0
+    assert _iso_filetime("2019-01-01T00:00:00.1234567Z") > 0

@@ -123,7 +123,10 @@ def _iso_filetime(text: str) -> int:
     fraction = 0
     if "." in text:
         text, digits = text.split(".", 1)
-        fraction = int((digits + "0000000")[:7] or 0)
+        digits = (digits + "0000000")[:7]
+        if not (digits.isascii() and digits.isdigit()):
+            return 0  # not a time (the record's written time stands in)
+        fraction = int(digits)
     try:
         base = datetime.strptime(text.replace(" ", "T"), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     except ValueError:
