@@ -77,3 +77,9 @@ def test_relog_to_evtx_from_etl_and_evtx(capsys: pytest.CaptureFixture[str], tmp
         assert first_difference(canonical(record.xml()), canonical(crate[record.record_id])) is None
     code, out, _ = run(capsys, "info", "--json", output)
     assert json.loads(out)["records"] == len(records)
+
+
+def test_dump_prints_values_as_windows_prints_them(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "dump", corpus_path("evtx", "security.evtx"))
+    line = next(line for line in out.splitlines() if " id=4624 " in line)
+    assert code == 0 and "SubjectLogonId=0x0;" in line and "TargetLogonId=0x3e7;" in line and "TargetUserSid=S-1-5-18;" in line

@@ -4,6 +4,7 @@ predicates and ``Parser`` over Event Log records."""
 from __future__ import annotations
 
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,20 @@ def test_damage_reaches_the_error_handlers() -> None:
     assert len(count) >= 270
     located = [e for e in errors if isinstance(e, EvtxFormatError) and e.structure == "chunk header" and "signature" in e.message]
     assert [e.chunk_index for e in located] == [6, 10]
+
+
+def test_a_provider_name_found_in_the_file_resolves() -> None:
+    """A classic source ("Service Control Manager") has no GUID in its records: its name, as the
+    file carries it, selects its events (hashing it would select none)."""
+    path = corpus_path("evtx", "system.evtx")
+    expected = [r.record_id for r in EvtxReader(path.read_bytes()).records() if r.header.provider_name == "Service Control Manager"]
+    assert expected
+    got: list[int] = []
+    provider = Provider("service control manager")
+    provider.add_on_event_callback(lambda record, context: got.append(record.record_id))
+    trace = UserTrace(files=[path], manifests=[])
+    trace.enable(provider)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "the name was hashed" warning: the file knows the name
+        trace.start()
+    assert got == expected

@@ -14,6 +14,7 @@ from openetw.evtx import layout as L
 from openetw.evtx import values as V
 from openetw.evtx.binxml import TemplateInstance
 from tests.conftest import corpus_path
+from tests.evtx import fuzzing
 
 SMALL = ["Security_short_selected.evtx", "new-user-security.evtx", "Application_no_crc32.evtx", "pyevtx_issue_38.evtx"]
 
@@ -144,3 +145,41 @@ def test_not_an_evtx_file() -> None:
     assert str(failure.value).startswith("x.evtx, offset 0x0, file header: signature")
     with pytest.raises(EvtxFormatError):
         EvtxReader(b"Elf", path="x.evtx")
+
+
+@pytest.mark.parametrize("mutation", [m.__name__ for m in fuzzing.MUTATIONS])
+def test_each_kind_of_mutation_meets_only_project_errors(mutation: str) -> None:
+    """The CI-sized run of ``benchmarks/fuzz_evtx.py``: each mutation on each small corpus file,
+    only located project errors, a few MiB at most whatever the bytes say."""
+    mutate = next(m for m in fuzzing.MUTATIONS if m.__name__ == mutation)
+    rng = random.Random(mutation)
+    tracemalloc.start()
+    try:
+        for name in SMALL:
+            data = corpus_path("evtx", name).read_bytes()
+            for _ in range(6):
+                mutated = bytearray(data)
+                mutate(mutated, rng)
+                tracemalloc.reset_peak()
+                fuzzing.consume(bytes(mutated))
+                assert tracemalloc.get_traced_memory()[1] < 32 * 1024 * 1024
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_systemtime_of_the_wrong_size_is_its_bytes() -> None:
+    """Found by benchmarks/fuzz_evtx.py (seed 2879, a bit flip in a substitution descriptor):
+    a SYSTEMTIME of 12 bytes raised struct.error out of the record's header."""
+    from openetw.evtx.render import Value
+
+    assert Value(V.SYSTEMTIME, bytes(12)).value == bytes(12)
+    assert Value(V.SYSTEMTIME, bytes(12)).text == "00" * 12
+
+
+def test_a_time_attribute_that_is_not_a_time_is_no_time() -> None:
+    """Found by benchmarks/fuzz_evtx.py (seed 17442, a bit flip in a TimeCreated given as text):
+    a fraction that is not digits raised ValueError out of the record's header."""
+    from openetw.evtx.record import _iso_filetime
+
+    assert _iso_filetime("2019-01-01T00:00:00.83373\u10335Z") == 0
+    assert _iso_filetime("2019-01-01T00:00:00.1234567Z") > 0

@@ -124,6 +124,8 @@ def warn_about(registry: LazyManifestRegistry) -> None:
 
 
 def raise_if_damaged(readers: list[EtlReader]) -> None:
+    for notice in (notice for reader in readers for notice in getattr(reader.stats, "notices", ())):
+        click.echo(f"openetw: warning: {notice}", err=True)
     errors = [err for reader in readers for err in reader.stats.errors]
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -154,7 +156,8 @@ def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_i
     for reader in readers:
         if isinstance(reader, EvtxFileReader):
             summary = evtx_summary(reader.path)
-            reader.stats.errors = [EvtxFormatError(e) for e in summary["errors"] if "CRC32 mismatch" not in e]
+            reader.stats.errors = [EvtxFormatError(e) for e in summary["errors"]]
+            reader.stats.notices = [EvtxFormatError(e) for e in summary["notices"]]
             if not as_json:
                 print_evtx_summary(summary)
                 continue

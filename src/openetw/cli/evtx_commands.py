@@ -37,7 +37,8 @@ class _NothingLost:
 
 @dataclass
 class _Stats:
-    errors: list[EvtxFormatError] = field(default_factory=list)
+    errors: list[EvtxFormatError] = field(default_factory=list)  # what was lost: the command fails
+    notices: list[EvtxFormatError] = field(default_factory=list)  # what was only counted: a warning
 
 
 class EvtxFileReader:
@@ -57,7 +58,8 @@ class EvtxFileReader:
         try:
             yield from self._source.records()
         finally:
-            self.stats.errors = [e for e in self._source.errors() if "CRC32 mismatch" not in e.message]
+            self.stats.errors = self._source.losses()
+            self.stats.notices = self._source.notices()
 
     def __iter__(self) -> Iterator[EvtxRecord]:
         return self.records()
@@ -106,7 +108,9 @@ def evtx_summary(path: str) -> dict[str, Any]:
         "last_time": _time(last_time),
         "crc_mismatches": reader.stats.crc_mismatches,
         "providers": [{"provider": name, "records": count} for name, count in providers.most_common()],
-        "errors": [str(e) for e in reader.errors],
+        "records_outside_header": reader.stats.records_outside_header,
+        "errors": [str(e) for e in reader.losses],
+        "notices": [str(e) for e in reader.notices],
     }
 
 
@@ -125,8 +129,11 @@ def print_evtx_summary(s: dict[str, Any]) -> None:
     echo(f"  chunks         {s['chunks']} (header says {s['header_chunks']}), {s['unused_blocks']} unused{damaged}")
     echo(f"  records        {s['records']}   ids {s['first_record_id']} .. {s['last_record_id']}   next {s['next_record_id']}")
     echo(f"  time           {s['first_time']} .. {s['last_time']}")
-    if s["damaged_records"] or s["crc_mismatches"]:
-        echo(f"  damaged        {s['damaged_records']} records skipped, {s['crc_mismatches']} CRC32 mismatches")
+    if s["damaged_records"] or s["crc_mismatches"] or s["records_outside_header"]:
+        echo(
+            f"  damaged        {s['damaged_records']} records skipped, {s['crc_mismatches']} CRC32 mismatches, "
+            f"{s['records_outside_header']} records kept outside their chunk header's range"
+        )
     echo("  providers")
     for p in s["providers"]:
         echo(f"    {p['records']:>9}  {p['provider']}")

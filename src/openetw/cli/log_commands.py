@@ -310,7 +310,10 @@ def _file_events(path: str, parsed: Any, count: int | None, reverse: bool, after
     if path.lower().endswith(".evtx"):
         from openetw.eventlog.files import EvtxQuery
 
-        yield from EvtxQuery(path).events(xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        query = EvtxQuery(path)
+        yield from query.events(xpath=parsed, count=count, reverse=reverse, after_record_id=after)
+        for problem in query.notices + query.errors:
+            click.echo(f"openetw: warning: {problem}", err=True)
         return
     if path.lower().endswith(".db"):
         from openetw.eventlog import LogStore
@@ -555,13 +558,13 @@ def import_command(source: str, name: str, logs_dir: Path | None, system: bool |
         except ServiceError as exc:
             if "no trace service" not in str(exc):
                 raise
+            from openetw.consumer.evtx_source import FileBytes
             from openetw.eventlog import LogConfig
             from openetw.service.eventlog import import_evtx
 
             store = _store(logs_dir, system, name)
             store.ensure(name, LogConfig(owner=os.geteuid(), group=os.getegid(), mode=0o640, isolation="Custom", type="Operational"))
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                imported = import_evtx(store, name, handle.read())
+            imported = import_evtx(store, name, FileBytes(fd))
     finally:
         os.close(fd)
     if as_json:

@@ -54,6 +54,7 @@ class Dispatcher:
         self.stats = stats
         self.providers: list[Provider] = []
         self.by_key: dict[bytes, list[Provider]] = {}
+        self.by_name: dict[str, list[Provider]] = {}
         self.default_callback: EventCallback | None = None
         self.rundown_callback: EventCallback | None = None
         self.configure(providers, default_callback, rundown_callback)
@@ -70,9 +71,12 @@ class Dispatcher:
         """Who gets what: the enabled providers (by GUID) and the default and rundown callbacks."""
         self.providers = list(providers)
         self.by_key = {}
+        self.by_name = {}
         for provider in self.providers:
             if provider.guid is not None:
                 self.by_key.setdefault(provider.guid.bytes_le, []).append(provider)
+            if provider.name:
+                self.by_name.setdefault(provider.name.casefold(), []).append(provider)
         self.default_callback = default_callback
         self.rundown_callback = rundown_callback
 
@@ -126,6 +130,9 @@ class Dispatcher:
         if self.learn_state and is_state_record(record):
             self.observe(record)
         providers = self.by_key.get(provider_key(record)) if self.by_key else None  # type: ignore[arg-type]
+        if providers is None and record.kind == "evtx" and self.by_name:
+            # An Event Log record names its provider (classic sources have no GUID at all).
+            providers = self.by_name.get(record.provider_name.casefold())
         if providers is None:
             self.deliver_unmatched(record)
             return

@@ -2,8 +2,9 @@
 
 The file is mapped, not read whole; its records come in record-id order (the order the log
 wrote them, chunks of a wrapped log put back in order), which is time order up to the clock
-adjustments of the machine that wrote them. Records whose content is damaged are skipped and
-reported in ``errors()``, with the CRC32 mismatches the reader counted.
+adjustments of the machine that wrote them. The evtx package's damage policy decides which
+records are kept (see ``openetw.evtx.reader``): what it skipped is in ``losses()``, what it only
+counted (CRC32 mismatches, stale chunk headers) in ``notices()``, both in ``errors()``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from openetw.evtx import layout as EL
 from openetw.evtx.reader import EvtxReader
 from openetw.evtx.record import EVTX_CONTEXT
 
-__all__ = ["EvtxFileSource", "file_source", "is_evtx_file", "map_file"]
+__all__ = ["EvtxFileSource", "FileBytes", "chunk_order", "file_source", "is_evtx_file", "map_file"]
 
 
 def file_source(path: str | os.PathLike[str], **options: Any) -> Source:
@@ -29,6 +30,35 @@ def file_source(path: str | os.PathLike[str], **options: Any) -> Source:
     if is_evtx_file(path):
         return EvtxFileSource(path)
     return FileSource(path, **options)
+
+
+class FileBytes:
+    """A file's bytes read on demand (``len`` and slices, as the reader asks for them): a
+    64 KiB chunk at a time, never the whole file, and no mapping a truncation could turn into
+    SIGBUS (for a long-lived process reading a file someone else hands it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, item: slice) -> bytes:
+        start, stop, _ = item.indices(self.size)
+        return os.pread(self.fd, max(0, stop - start), start) if stop > start else b""
+
+
+def chunk_order(reader: EvtxReader) -> list[int]:
+    """Block indexes by their first record id (a wrapped log's oldest chunk first)."""
+    firsts = []
+    data = reader.data
+    for index in range(reader.block_count):
+        offset = EL.FILE_HEADER_SIZE + index * EL.CHUNK_SIZE
+        head = bytes(data[offset : offset + 32])
+        first = int.from_bytes(head[24:32], "little") if head[:8] == EL.CHUNK_MAGIC else 0
+        firsts.append((first, index))
+    return [index for _, index in sorted(firsts)]
 
 
 class EvtxFileSource(Source):
@@ -55,16 +85,7 @@ class EvtxFileSource(Source):
                 self._records += 1
                 yield record
 
-    @staticmethod
-    def _chunk_order(reader: EvtxReader) -> list[int]:
-        """Block indexes by their first record id (a wrapped log's oldest chunk first)."""
-        firsts = []
-        data = reader.data
-        for index in range(reader.block_count):
-            offset = EL.FILE_HEADER_SIZE + index * EL.CHUNK_SIZE
-            first = int.from_bytes(data[offset + 24 : offset + 32], "little") if data[offset : offset + 8] == EL.CHUNK_MAGIC else 0
-            firsts.append((first, index))
-        return [index for _, index in sorted(firsts)]
+    _chunk_order = staticmethod(chunk_order)
 
     def statistics(self) -> SourceStatistics:
         stats = SourceStatistics()
@@ -77,6 +98,14 @@ class EvtxFileSource(Source):
 
     def errors(self) -> list[EvtxFormatError]:  # type: ignore[override]
         return list(self._reader.errors) if self._reader is not None else []
+
+    def losses(self) -> list[EvtxFormatError]:
+        """What cost a record or a chunk."""
+        return self._reader.losses if self._reader is not None else []
+
+    def notices(self) -> list[EvtxFormatError]:
+        """What disagreed and was counted, nothing lost."""
+        return list(self._reader.notices) if self._reader is not None else []
 
     def close(self) -> None:
         data, self._data = self._data, None

@@ -214,8 +214,14 @@ class UserTrace:
         resolved = resolve_provider(
             name, installed=self.manifests is None, manifests=lambda text: self._provider_names.get(text.lower())
         )
-        resolved.warn(stacklevel=4)
+        if not (resolved.hashed and self._reads_evtx()):  # .evtx records are matched by the name they carry
+            resolved.warn(stacklevel=4)
         return resolved.guid
+
+    def _reads_evtx(self) -> bool:
+        from openetw.consumer.evtx_source import is_evtx_file
+
+        return any(is_evtx_file(path) for path in self.files)
 
     def open(self) -> UserTrace:
         """Open the sources: build or load file indexes; start or attach to live sessions

@@ -1,8 +1,9 @@
 """Queries over files rather than logs: an ``.evtx`` file read in place (``log query FILE.evtx``).
 
 The events come out as ``StoredEvent``s (``format == "evtx"``, ``record_id`` the file's
-EventRecordID), tested with the same XPath evaluator the logs use. Damaged records are skipped
-by the reader and reported in ``errors``.
+EventRecordID), tested with the same XPath evaluator the logs use. The evtx package's damage
+policy decides which records are kept: what it skipped is reported in ``errors``, what it only
+counted (CRC32 mismatches, stale chunk headers) in ``notices``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class EvtxQuery:
         self.path = os.fspath(path)
         self._data = map_file(self.path)
         self.errors: list[EvtxFormatError] = []
+        self.notices: list[EvtxFormatError] = []
 
     def events(
         self, *, xpath: str | Query | QueryList | None = None, count: int | None = None, reverse: bool = False,
@@ -57,4 +59,5 @@ class EvtxQuery:
             taken += 1
             if count is not None and taken >= count:
                 break
-        self.errors.extend(reader.errors)
+        self.errors.extend(reader.losses)
+        self.notices.extend(reader.notices)

@@ -239,13 +239,15 @@ class ChunkParser:
         """A template instance token at ``pos`` (the token byte included)."""
         if pos + 10 > end:
             raise BinXmlError("template instance runs past its data", pos)
-        _, _, def_offset = _TEMPLATE_INSTANCE.unpack_from(self.data, pos + 1)
+        _, template_id, def_offset = _TEMPLATE_INSTANCE.unpack_from(self.data, pos + 1)
         pos += 10
+        template = self.template_at(def_offset, depth)
+        if template.guid[:4] != template_id.to_bytes(4, "little"):
+            # The id is the definition's GUID's first four bytes: a record left from an earlier
+            # use of the chunk points at definitions of that use, which are gone.
+            raise BinXmlError(f"template id 0x{template_id:08x} does not name the definition at 0x{def_offset:x}", pos - 10)
         if def_offset == pos:
-            template = self.template_at(def_offset, depth)
             pos = def_offset + 24 + template.data_size
-        else:
-            template = self.template_at(def_offset, depth)
         if pos + 4 > end:
             raise BinXmlError("substitution count runs past the record", pos)
         count = _u32(self.data, pos)[0]

@@ -3,8 +3,16 @@
 The reader trusts no count: it visits every 64 KiB block after the header (dirty files keep
 valid chunks past the header's chunk count), walks each chunk's records up to the free-space
 offset and one record past it when the chunk was left dirty, and resynchronises on the next
-record signature after damage. What it skips is reported as ``EvtxFormatError`` (file offset,
-chunk index, structure) in ``errors``; CRC32 mismatches are counted and reported, never fatal.
+record signature after damage.
+
+The damage policy (the one every path that reads an ``.evtx`` follows): a record is kept when
+its own framing holds: its signature, its size and the copy of it at its end (a record whose
+copy differs is kept only when its BinXml parses and ends where it should), and BinXml that
+parses (the template instances naming the definitions they point at). A chunk header is stale
+in a dirty file by definition, so neither its CRC32s nor its record-id range decide anything:
+a mismatch is counted (``crc_mismatches``, ``records_outside_header``) and reported in
+``notices``, never a reason to drop. What is skipped is reported as ``EvtxFormatError`` (file
+offset, chunk index, structure) in ``losses``; ``errors`` holds both, in file order.
 Bytes in, records out: no I/O here (pass ``bytes``, a ``memoryview`` or an ``mmap``).
 """
 
@@ -19,7 +27,7 @@ from openetw.errors import EvtxFormatError
 from openetw.evtx import layout as L
 from openetw.evtx.binxml import BinXmlError, ChunkParser
 from openetw.evtx.record import EvtxRecord
-from openetw.evtx.render import Renderer
+from openetw.evtx.render import Renderer, check_expansion
 
 _u32 = struct.Struct("<I").unpack_from
 _u64 = struct.Struct("<Q").unpack_from
@@ -79,7 +87,15 @@ class ReadStatistics:
     records_damaged: int = 0
     records_torn: int = 0  # kept, though their size is not repeated at their end (a dirty write)
     crc_mismatches: int = 0
-    errors: list[EvtxFormatError] = field(default_factory=list)
+    records_outside_header: int = 0  # kept, though their id is outside their chunk header's range
+    errors: list[EvtxFormatError] = field(default_factory=list)  # notices and losses, in file order
+    notices: list[EvtxFormatError] = field(default_factory=list)  # what was counted, nothing lost
+
+    @property
+    def losses(self) -> list[EvtxFormatError]:
+        """The errors that cost a record or a chunk (the notices aside)."""
+        noticed = {id(notice) for notice in self.notices}
+        return [error for error in self.errors if id(error) not in noticed]
 
 
 def read_file_header(data: Any, path: str | None = None) -> FileHeader:
@@ -132,7 +148,18 @@ class EvtxReader:
 
     @property
     def errors(self) -> list[EvtxFormatError]:
+        """Everything reported: ``losses`` and ``notices`` in file order."""
         return self.stats.errors
+
+    @property
+    def losses(self) -> list[EvtxFormatError]:
+        """The errors that cost a record or a chunk."""
+        return self.stats.losses
+
+    @property
+    def notices(self) -> list[EvtxFormatError]:
+        """What disagreed and was counted, nothing lost (CRC32 mismatches, stale chunk headers)."""
+        return self.stats.notices
 
     @property
     def block_count(self) -> int:
@@ -145,7 +172,11 @@ class EvtxReader:
 
     def _crc_mismatch(self, offset: int, chunk: int | None, structure: str, message: str) -> None:
         self.stats.crc_mismatches += 1
-        self._error(f"CRC32 mismatch: {message}", offset, chunk, structure)
+        self._notice(f"CRC32 mismatch: {message}", offset, chunk, structure)
+
+    def _notice(self, message: str, offset: int, chunk: int | None, structure: str) -> None:
+        self._error(message, offset, chunk, structure)
+        self.stats.notices.append(self.stats.errors[-1])
 
     def records(self, *, damaged: bool = False) -> Iterator[EvtxRecord]:
         """Every record; ``damaged=True`` also yields framed records whose BinXml is damaged
@@ -193,8 +224,21 @@ class EvtxReader:
         if state is None:
             return
         info = self.chunk_infos[-1]
-        data, base = state.data, state.offset
         free = min(max(info.free_space_offset, L.CHUNK_HEADER_SIZE), L.CHUNK_SIZE)
+        outside: list[int] = []  # ids the stale chunk header does not cover (kept when framed)
+        try:
+            yield from self._walk(state, info, free, damaged, outside)
+        finally:
+            if outside:
+                self.stats.records_outside_header += len(outside)
+                self._notice(
+                    f"{len(outside)} records (ids {min(outside)}..{max(outside)}) are outside the chunk header's "
+                    f"{info.first_record_id}..{info.last_record_id} (a stale header; their framing decided)",
+                    state.offset, index, "chunk header",
+                )
+
+    def _walk(self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int]) -> Iterator[EvtxRecord]:
+        data, base, index = state.data, state.offset, state.index
         pos = L.CHUNK_HEADER_SIZE
         previous_id: int | None = None
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
@@ -211,22 +255,17 @@ class EvtxReader:
             continuing = previous_id is not None and record_id == previous_id + 1
             if pos >= free and not continuing:
                 break  # stale bytes past the free-space offset, not a record this chunk finished
-            if not continuing and not info.first_record_id <= record_id <= info.last_record_id:
-                # A record of an earlier use of this chunk, left behind damage: its template
-                # offsets belong to that use, so its content cannot be trusted.
-                outside = f"record id {record_id} is outside the chunk's {info.first_record_id}..{info.last_record_id}"
-                self._damaged_record(info, outside, base + pos, index, record_id)
-                pos = _resync(data, pos + 1, free)
-                if pos < 0:
-                    break
-                continue
+            # A dirty file's chunk header is stale: an id outside its range is counted, not judged.
+            outside_header = not info.first_record_id <= record_id <= info.last_record_id
             torn = _u32(data, pos + size - 4)[0] != size
             end = pos + size - L.RECORD_TRAILER_SIZE
             damage = None
             try:
                 nodes, parsed_end = state.parser.parse(pos + L.RECORD_HEADER_SIZE, end)
+                check_expansion(data, nodes)
             except BinXmlError as error:
-                damage = self._damaged_record(info, error.message, base + error.pos, index, record_id, "BinXml")
+                where = error.pos if pos <= error.pos < L.CHUNK_SIZE else pos
+                damage = self._damaged_record(info, error.message, base + where, index, record_id, "BinXml")
                 nodes = None
             except (struct.error, IndexError, ValueError) as error:
                 damage = self._damaged_record(info, f"{type(error).__name__}: {error}", base + pos, index, record_id, "BinXml")
@@ -239,6 +278,8 @@ class EvtxReader:
                 self.stats.records += 1
                 if torn:
                     self.stats.records_torn += 1
+                if outside_header:
+                    outside.append(record_id)
                 yield EvtxRecord(state, pos, size, record_id, written, nodes, self.path)
             previous_id = record_id
             if torn and (nodes is None or _frame_problem(data, pos + size) is not None):

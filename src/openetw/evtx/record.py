@@ -123,7 +123,10 @@ def _iso_filetime(text: str) -> int:
     fraction = 0
     if "." in text:
         text, digits = text.split(".", 1)
-        fraction = int((digits + "0000000")[:7] or 0)
+        digits = (digits + "0000000")[:7]
+        if not (digits.isascii() and digits.isdigit()):
+            return 0  # not a time (the record's written time stands in)
+        fraction = int(digits)
     try:
         base = datetime.strptime(text.replace(" ", "T"), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     except ValueError:
@@ -186,20 +189,22 @@ def header_from_tree(tree: list[Any]) -> EvtxHeader:
     return header
 
 
-def properties_from_tree(tree: list[Any]) -> dict[str, Any]:
+def properties_from_tree(tree: list[Any], *, text: bool = False) -> dict[str, Any]:
     """The ``EventData`` (``<Data Name=...>``) or ``UserData`` values, by name, in order.
 
     Unnamed ``Data`` elements are named ``Data1``, ``Data2``...; ``Binary`` keeps its name; a
     ``UserData`` element's children give their names (nested elements become dicts).
+    ``text=True``: each value as the XML shows it (``0x3e7``, ``{GUID}``, ISO times).
     """
     event = event_element(tree)
     if event is None:
         return {}
+    content = XmlNode.text if text else XmlNode.value
     section = event.find("EventData")
     if section is None:
         user = event.find("UserData")
         inner = user.elements() if user is not None else []
-        return _element_dict(inner[0]) if inner else {}
+        return _element_dict(inner[0], content) if inner else {}
     result: dict[str, Any] = {}
     unnamed = 0
     for child in section.elements():
@@ -208,16 +213,16 @@ def properties_from_tree(tree: list[Any]) -> dict[str, Any]:
             if name in (None, ""):
                 unnamed += 1
                 name = f"Data{unnamed}"
-            result[str(name)] = child.value()
+            result[str(name)] = content(child)
         else:
-            result[child.name] = child.value() if not child.elements() else _element_dict(child)
+            result[child.name] = content(child) if not child.elements() else _element_dict(child, content)
     return result
 
 
-def _element_dict(node: XmlNode) -> dict[str, Any]:
+def _element_dict(node: XmlNode, content: Any = XmlNode.value) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for child in node.elements():
-        result[child.name] = _element_dict(child) if child.elements() else child.value()
+        result[child.name] = _element_dict(child, content) if child.elements() else content(child)
     return result
 
 
@@ -314,6 +319,10 @@ class EvtxRecord(EventRecord):
     def properties(self) -> dict[str, Any]:
         """The decoded ``EventData`` / ``UserData`` values by name."""
         return properties_from_tree(self.tree())
+
+    def text_properties(self) -> dict[str, Any]:
+        """The ``EventData`` / ``UserData`` values by name as the XML (and Windows) shows them."""
+        return properties_from_tree(self.tree(), text=True)
 
     # -- EventRecord header ------------------------------------------------------------------
     @property

@@ -518,3 +518,142 @@ def _tree_xml(nodes: list[XmlNode | Leaf], out: list[str]) -> None:
                 out.append("/>")
         else:
             out.append(escape_text(leaf_text(node)))
+
+
+# -- the expansion bound -----------------------------------------------------------------------
+
+MAX_EXPANSION = 1 << 22  # characters one record may render to (an upper bound, counted before rendering)
+
+# What a value's bytes may become as text: hex doubles them, escaping makes one UTF-16 unit of
+# two bytes into at most six characters (``&quot;``).
+_CHARS_PER_BYTE = 3
+
+
+class _Summary:
+    """What rendering a template's nodes costs: constant text, plus what each value adds."""
+
+    __slots__ = ("literal", "slots", "arrays", "instances", "array_slots")
+
+    def __init__(self) -> None:
+        self.literal = 0
+        self.slots: dict[int, int] = {}  # value index -> how many times it is rendered
+        self.arrays: list[tuple[int, _Summary]] = []  # an element repeated once per array item
+        self.instances: list[TemplateInstance] = []  # instances written inside the template
+        self.array_slots: tuple[int, ...] = ()  # the indexes in ``arrays``
+
+
+def _summarize(nodes: list[Any], summary: _Summary) -> _Summary:
+    for node in nodes:
+        cls = node.__class__
+        if cls is Element:
+            children = node.children
+            if len(children) == 1 and children[0].__class__ is Substitution:
+                # Rendered once, and its tag once more per item when its value is an array.
+                element = _Summary()
+                _element_cost(node, element)
+                summary.literal += element.literal
+                for index, times in element.slots.items():
+                    summary.slots[index] = summary.slots.get(index, 0) + times
+                summary.instances += element.instances
+                index = children[0].index
+                summary.slots[index] = summary.slots.get(index, 0) + 1
+                summary.arrays.append((index, element))
+                summary.array_slots += (index,)
+            else:
+                _element_cost(node, summary)
+                _summarize(children, summary)
+        elif cls is Substitution:
+            summary.slots[node.index] = summary.slots.get(node.index, 0) + 1
+        elif cls is TemplateInstance:
+            summary.instances.append(node)
+        elif cls is str:
+            summary.literal += 6 * len(node)
+        elif cls is CData:
+            summary.literal += len(node.text) + 12
+        elif cls is ProcessingInstruction:
+            summary.literal += len(node.target) + len(node.data) + 5
+        else:
+            summary.literal += 16  # a character or entity reference
+    return summary
+
+
+def _element_cost(node: Element, summary: _Summary) -> None:
+    summary.literal += 2 * len(node.name) + 5
+    for attribute in node.attributes:
+        summary.literal += len(attribute.name) + 4
+        _summarize(attribute.parts, summary)
+
+
+class _Expansion:
+    """Counts, without rendering, an upper bound of what a record renders to."""
+
+    __slots__ = ("data", "limit", "fragments")
+
+    def __init__(self, data: Any, limit: int) -> None:
+        self.data = data
+        self.limit = limit
+        self.fragments: dict[int, int] = {}  # id(nodes) -> cost: a value used many times is counted once
+
+    def fragment(self, nodes: list[Any], depth: int) -> int:
+        known = self.fragments.get(id(nodes))
+        if known is not None:
+            return known
+        if depth > MAX_DEPTH:
+            raise BinXmlError("BinXml values nest too deeply", 0)
+        summary = _summarize(nodes, _Summary())
+        cost = self.summary(summary, None, depth)
+        self.fragments[id(nodes)] = cost
+        return cost
+
+    def instance(self, instance: TemplateInstance, depth: int) -> int:
+        summary = instance.template.cache.get("expansion")
+        if summary is None:
+            summary = instance.template.cache["expansion"] = _summarize(instance.template.nodes, _Summary())
+        return self.summary(summary, instance, depth + 1)
+
+    def summary(self, summary: _Summary, instance: TemplateInstance | None, depth: int) -> int:
+        total = summary.literal
+        if instance is not None:
+            values = instance.values
+            for index, times in summary.slots.items():
+                if index < len(values):
+                    total += times * self.value(instance, index, depth)
+            count = len(values)
+            for index, element in summary.arrays:
+                if index < count and values[index][0] & V.ARRAY:
+                    value_type, _, size = values[index]
+                    base = value_type & 0x7F
+                    items = size // (2 if base == V.STRING else V.FIXED_SIZES.get(base) or 1)
+                    total += items * self.summary(element, instance, depth)
+        for inner in summary.instances:
+            total += self.instance(inner, depth)
+        if total > self.limit:
+            raise BinXmlError(f"the record would render to more than {self.limit} characters", 0)
+        return total
+
+    def value(self, instance: TemplateInstance, index: int, depth: int) -> int:
+        value_type, _, size = instance.values[index]
+        if value_type == V.BINXML and size:
+            nested = instance.nested.get(index) if instance.nested else None
+            return self.fragment(nested, depth + 1) if nested is not None else 0
+        return _CHARS_PER_BYTE * size + 2
+
+
+def check_expansion(data: Any, nodes: list[Any], limit: int = MAX_EXPANSION) -> int:
+    """-1 when the record's size bounds its text (the common case), else an upper bound of the characters ``nodes`` render to, counted in time linear in the
+    record (each nested value is counted once, however often it is used); ``BinXmlError`` when
+    it passes ``limit``: a record whose templates substitute each other into an exponential
+    expansion (a template bomb) fails before any of it is rendered."""
+    if len(nodes) == 1 and nodes[0].__class__ is TemplateInstance and nodes[0].nested is None:
+        # The common record: one instance of plain values. Without array values or instances
+        # inside its template, each value renders once: the record's own size bounds its text.
+        instance = nodes[0]
+        summary = instance.template.cache.get("expansion")
+        if summary is None:
+            summary = instance.template.cache["expansion"] = _summarize(instance.template.nodes, _Summary())
+        if not summary.instances and summary.literal <= limit:
+            values = instance.values
+            count = len(values)
+            if not any(values[index][0] & V.ARRAY for index in summary.array_slots if index < count):
+                return -1
+    return _Expansion(data, limit).fragment(nodes, 0)

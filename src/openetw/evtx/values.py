@@ -172,7 +172,7 @@ def _scalar_text(value_type: int, data: bytes) -> str:
         if len(data) not in (4, 8):
             raise ValueError_(f"{type_name(value_type)} of {len(data)} bytes")
         number = int.from_bytes(data, "little")
-        return f"0x{number:0{len(data) * 2}x}" if value_type == SIZE_T else str(number)
+        return f"0x{number:x}" if value_type == SIZE_T else str(number)
     packer = _STRUCTS.get(value_type)
     if packer is None:
         raise ValueError_(f"unknown value type 0x{value_type:02x}")
@@ -246,6 +246,8 @@ def _scalar_value(value_type: int, data: bytes) -> Any:
     if value_type == SID:
         return sid_text(data)
     if value_type == SYSTEMTIME:
+        if len(data) != 16:
+            raise ValueError_(f"SYSTEMTIME of {len(data)} bytes")
         return systemtime_datetime(data)
     if value_type in (SIZE_T, EVT_HANDLE):
         return int.from_bytes(data, "little")

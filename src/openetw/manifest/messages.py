@@ -13,14 +13,17 @@ import re
 from collections.abc import Callable, Sequence
 
 __all__ = [
-    "MAX_INSERT_WIDTH", "MAX_MESSAGE_CHARS", "TRUNCATION_MARK", "TruncatedMessage", "clamp_spec", "format_message",
-    "inserts_used", "limit_message", "wide_specs",
+    "MAX_INSERT_WIDTH", "MAX_MESSAGE_CHARS", "TRUNCATION_MARK", "BoundedText", "TruncatedMessage", "clamp_spec",
+    "format_message", "inserts_used", "limit_message", "wide_specs",
 ]  # fmt: skip
 
 # A message comes with the trace (a manifest can travel inside an .etl file), so what it asks
 # for is bounded: a ``%1!999999999d!`` width or precision is clamped to MAX_INSERT_WIDTH, and a
 # rendered message longer than MAX_MESSAGE_CHARS is cut there and ends with TRUNCATION_MARK
-# (it is then a ``TruncatedMessage``, which says how much was cut).
+# (it is then a ``TruncatedMessage``, which says how much was cut). The cut is made as the
+# message is built (``BoundedText``): past the limit pieces are only counted, and an insert used
+# many times is formatted once, so the work is proportional to the limit and the message's
+# length as written, not to what it would expand to.
 MAX_INSERT_WIDTH = 1024
 MAX_MESSAGE_CHARS = 32 * 1024
 TRUNCATION_MARK = " [message truncated]"
@@ -53,6 +56,34 @@ def wide_specs(text: str) -> list[tuple[int, str]]:
         for match in _TOKEN.finditer(text)
         if match.group(2) is not None and match.group(3) is not None and clamp_spec(match.group(3)) != match.group(3)
     ]
+
+
+class BoundedText:
+    """A message built piece by piece, kept up to MAX_MESSAGE_CHARS; the rest only counted."""
+
+    __slots__ = ("parts", "kept", "length")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.kept = 0
+        self.length = 0
+
+    def add(self, piece: str) -> None:
+        self.length += len(piece)
+        room = MAX_MESSAGE_CHARS + 1 - self.kept
+        if room > 0:
+            kept = piece if len(piece) <= room else piece[:room]
+            self.parts.append(kept)
+            self.kept += len(kept)
+
+    def text(self) -> str:
+        """The message, or its first MAX_MESSAGE_CHARS characters and TRUNCATION_MARK."""
+        text = "".join(self.parts)
+        if self.length <= MAX_MESSAGE_CHARS:
+            return text
+        cut = TruncatedMessage(text[:MAX_MESSAGE_CHARS] + TRUNCATION_MARK)
+        cut.cut = self.length - MAX_MESSAGE_CHARS
+        return cut
 
 
 def limit_message(text: str) -> str:
@@ -89,31 +120,35 @@ def format_message(
     An insert beyond ``inserts`` is left as written. ``parameter`` resolves ``%%n``; without
     it, or when it returns ``None``, ``%%n`` renders as ``%n`` (FormatMessage's reading).
     """
-    out: list[str] = []
+    out = BoundedText()
+    formatted: dict[tuple[int, str | None], str] = {}  # an insert used many times is formatted once
     position = 0
     for match in _TOKEN.finditer(text):
-        out.append(text[position : match.start()])
+        out.add(text[position : match.start()])
         position = match.end()
         parameter_number, insert_number, spec, escape = match.groups()
         if parameter_number is not None:
             resolved = parameter(int(parameter_number)) if parameter is not None else None
-            out.append(resolved if resolved is not None else "%" + parameter_number)
+            out.add(resolved if resolved is not None else "%" + parameter_number)
         elif insert_number is not None:
             number = int(insert_number)
             if number == 0:
-                return limit_message("".join(out))
+                return out.text()
             if number <= len(inserts):
-                out.append(_format_insert(inserts[number - 1], spec))
+                piece = formatted.get((number, spec))
+                if piece is None:
+                    piece = formatted[number, spec] = _format_insert(inserts[number - 1], spec)
+                out.add(piece)
             else:
-                out.append(match.group(0))
+                out.add(match.group(0))
         elif escape is not None:
             if escape == "n":
-                out.append(newline)
+                out.add(newline)
             else:
-                out.append(_ESCAPES.get(escape, escape))
+                out.add(_ESCAPES.get(escape, escape))
         # A lone "%" at the very end renders as nothing, as FormatMessage does.
-    out.append(text[position:])
-    return limit_message("".join(out))
+    out.add(text[position:])
+    return out.text()
 
 
 def _format_insert(value: object, spec: str | None) -> str:

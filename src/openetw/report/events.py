@@ -77,7 +77,8 @@ class ReportEvent:
     def text_properties(self) -> dict[str, str]:
         """Decoded values rendered as TDH renders them, in schema order."""
         if self.record.kind == "evtx":
-            return {name: "" if value is None else str(value) for name, value in self.properties.items()}
+            texts: dict[str, Any] = self.record.text_properties()  # type: ignore[attr-defined]  # as Windows shows them
+            return {name: value if isinstance(value, str) else str(value) for name, value in texts.items()}
         if self.decoded is None or self.schema is None:
             return {}
         schema = self.schema

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import grp
 import os
+import stat
 import threading
 import time
 import uuid
@@ -634,12 +635,19 @@ def log_export(service: TraceService, connection: Connection, message: Message) 
 def log_import(service: TraceService, connection: Connection, message: Message) -> dict[str, Any]:
     hook = _hook(service)
     log = _log_name(message)
+    from openetw.consumer.evtx_source import FileBytes
+
     fd = message.take_fd()
     try:
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidArgument("log_import reads a regular file")
+        data = FileBytes(fd)
+        return _import_from(hook, connection, log, data)
     finally:
         os.close(fd)
+
+
+def _import_from(hook: EventLogService, connection: Connection, log: str, data: Any) -> dict[str, Any]:
     caller = LogCaller(connection.caller.uid, connection.caller.gids)
     if hook.store.exists(log):
         if not may_configure(hook.config(log), caller):
@@ -695,13 +703,29 @@ def log_info(service: TraceService, connection: Connection, message: Message) ->
     return {"log": log, "config": hook.config(log).to_json(), "info": hook.store.info(log).to_json()}
 
 
-def import_evtx(store: LogStore, log: str, data: bytes) -> int:
-    """Append the events of an ``.evtx`` image to ``log``; returns how many were stored."""
+def import_evtx(store: LogStore, log: str, data: Any, *, batch: int = 1000) -> int:
+    """Append the events of an ``.evtx`` image to ``log``; returns how many were stored.
+
+    ``data`` is bytes or a ``FileBytes``: chunks are read, parsed and stored a batch at a time,
+    each record bounded by the reader (a template bomb is one lost record), so no file can take
+    the memory of the process that imports it.
+    """
+    from openetw.consumer.evtx_source import chunk_order
     from openetw.eventlog.render import from_evtx_record
     from openetw.evtx.reader import EvtxReader
 
-    events = [from_evtx_record(record) for record in sorted(EvtxReader(data).records(), key=lambda r: r.record_id)]
-    return store.append(log, events).stored
+    reader = EvtxReader(data)
+    stored = 0
+    events = []
+    for index in chunk_order(reader):
+        for record in sorted(reader.chunk_records(index), key=lambda r: r.record_id):
+            events.append(from_evtx_record(record))
+        if len(events) >= batch:
+            stored += store.append(log, events).stored
+            events = []
+    if events:
+        stored += store.append(log, events).stored
+    return stored
 
 
 def _export_to_fd(store: LogStore, log: str, fd: int, query: str | None, *, own_uid: int | None = None) -> int:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from openetw.etl.intypes import InType, OutType
-from openetw.manifest.messages import MAX_INSERT_WIDTH, limit_message
+from openetw.manifest.messages import MAX_INSERT_WIDTH, BoundedText
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
 __all__ = ["format_value", "format_property", "format_properties", "format_message", "format_event_message", "error_name"]
@@ -264,22 +264,29 @@ def _template(message: str) -> tuple[str | _Insert | _Parameter, ...]:
 
 
 def _fill(message: str, values: Sequence[Any], text: Callable[[int], str], parameters: Mapping[int, str] | None) -> str:
-    """``message`` with its inserts filled; ``text(i)`` renders ``values[i]`` (only those used)."""
-    out: list[str] = []
+    """``message`` with its inserts filled; ``text(i)`` renders ``values[i]`` (only those used,
+    each once however often it is used); bounded as ``BoundedText`` bounds it."""
+    out = BoundedText()
+    formatted: dict[tuple[int, str | None], str] = {}
     for piece in _template(message):
         if type(piece) is str:
-            out.append(piece)
+            out.add(piece)
         elif type(piece) is _Insert:
             if piece.number > len(values):
-                out.append(piece.written)
+                out.add(piece.written)
             else:
-                rendered = text(piece.number - 1)
-                out.append(_printf(piece.spec, values[piece.number - 1], rendered) if piece.spec else rendered)
+                key = (piece.number, piece.spec)
+                filled = formatted.get(key)
+                if filled is None:
+                    rendered = text(piece.number - 1)
+                    filled = _printf(piece.spec, values[piece.number - 1], rendered) if piece.spec else rendered
+                    formatted[key] = filled
+                out.add(filled)
         else:
             number = piece.number  # type: ignore[union-attr]
             found = parameters.get(number) if parameters is not None and number is not None else None
-            out.append(found if found is not None else piece.written)  # type: ignore[union-attr]
-    return limit_message("".join(out))
+            out.add(found if found is not None else piece.written)  # type: ignore[union-attr]
+    return out.text()
 
 
 def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = None) -> str | None:

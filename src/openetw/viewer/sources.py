@@ -499,6 +499,9 @@ class EvtxSource(_RecordList):
             events = [decode_record(record, self.registry) for record in source.records()]
             with self._lock:
                 self._events = events
+            losses = source.losses()  # the records the evtx damage policy could not keep
+            if losses:
+                self.error = f"{losses[0]}" + (f" (and {len(losses) - 1} more)" if len(losses) > 1 else "")
         except OpenEtwError as error:
             self.error = str(error)
         except OSError as error:
