@@ -56,7 +56,7 @@ def file_mapper(targets=None):
 
 def test_every_known_flag_is_accepted_and_perf_flags_need_no_tracepoints():
     assert KERNEL_FLAGS == {"process", "thread", "cswitch", "disk_io", "network", "syscall",
-                            "file_io", "page_fault", "image", "profile"}  # fmt: skip
+                            "file_io", "page_fault", "image", "profile", "syscall_args"}  # fmt: skip
     assert tracepoints_for(["image", "profile"]) == []
     assert tracepoints_for(["image", "cswitch"]) == ["sched/sched_switch"]
     assert tracepoints_for(["page_fault"]) == ["exceptions/page_fault_user", "exceptions/page_fault_kernel"]

@@ -137,6 +137,12 @@ class FileSource(Source):
             return list(self._reader.stats.errors)
         return list(self._stream_errors)
 
+    def close(self) -> None:
+        """Close the trace file the index read buffers from (statistics stay readable; a later
+        read opens it again)."""
+        if self.index is not None:
+            self.index.file_buffers.close()
+
     def __repr__(self) -> str:
         return f"<FileSource {self.path}{' (indexed)' if self.index is not None else ''}>"
 

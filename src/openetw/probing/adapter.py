@@ -87,6 +87,16 @@ class TraceFiles:
         if self.trace is not None:
             self.trace.stop()
 
+    def close(self) -> None:
+        """Let go of every file the run opened (the trace's sources and indexes, the mappings)."""
+        if self.trace is not None:
+            self.trace.close()
+        for mapped in self._maps.values():
+            mapping = getattr(mapped, "_mmap", None)
+            if mapping is not None:
+                mapping.close()
+        self._maps.clear()
+
 
 class Catalog:
     """The kinds of events the files hold: identity, schema fields, how many of each."""

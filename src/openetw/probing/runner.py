@@ -180,6 +180,14 @@ class ProbeRun:
 
     # -- running --------------------------------------------------------------------------------
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            close = getattr(self.files, "close", None)
+            if close is not None:
+                close()
+
+    def _run(self) -> int:
         functions, namespace = self.program.load(self._env(), self.output)
         self.namespace = namespace
         exit_box = namespace["_EXIT"]

@@ -217,6 +217,9 @@ class StoredIndex:
             raise ValueError(f"the buffer table does not decompress: {error}") from None
         return np.frombuffer(data, dtype=BUFFER_DTYPE, count=int(count)).copy()
 
+    def __del__(self) -> None:  # a raw descriptor: closed with its owner even when nobody called close()
+        self.close()
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)

@@ -70,10 +70,15 @@ class FileBuffers:
         return data
 
     def close(self) -> None:
+        """Close the file (reopened by the next read) and drop the kept buffers."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
         self._cache.clear()
+
+    def __del__(self) -> None:  # a raw descriptor: closed with its owner even when nobody called close()
+        if getattr(self, "_fd", None) is not None:
+            self.close()
 
 
 class Segment:
