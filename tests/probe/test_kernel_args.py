@@ -50,8 +50,12 @@ def test_argn_and_copyinstr_on_openat_entry(tmp_path: Path) -> None:
     finally:
         running.kill()
         kill_recorders(running.pid)
-    assert result.returncode == 0, (result.stderr, result.stdout)
     records = [json.loads(line) for line in result.stdout.splitlines()]
+    lost = next(r["data"] for r in records if r["type"] == "lost")
+    # A path the kernel could not copy (a page not resident at the call: seen on a loaded machine,
+    # never for the workload's own strings) is counted, and its copyinstr() is the run's error.
+    assert result.returncode == (1 if lost["strings_unread"] else 0), (result.stderr, result.stdout)
+    assert lost["runtime_errors"] == lost["strings_unread"], lost
     lines = [r["data"].split() for r in records if r["type"] == "printf"]
     at_fdcwd = "-100"
     rdonly_nofollow = f"{os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC:x}"  # Python opens with O_CLOEXEC
@@ -60,8 +64,6 @@ def test_argn_and_copyinstr_on_openat_entry(tmp_path: Path) -> None:
     assert lines.count([at_fdcwd, wronly_append, str(present)]) == 1, lines
     maps = {name: value for r in records if r["type"] == "map" for name, value in r["data"].items()}
     assert maps["@misses"] >= 3  # (and the interpreter's own lookups)
-    lost = next(r["data"] for r in records if r["type"] == "lost")
-    assert lost["runtime_errors"] == 0 and lost["strings_unread"] == 0, lost
 
 
 def _probe(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
