@@ -12,18 +12,26 @@ each repetition's timestamps (buffer headers and records) move against the one b
 
 A compressed source's buffers are repeated as they are (their records' timestamps are inside the
 compressed data): only ``time_step=0`` is possible for it. WPP and unknown records keep their bytes.
+
+``compressed_copy(source, target)`` writes an uncompressed trace again with every data buffer
+compressed (LZXPRESS, as Windows writes a trace in compressed mode): the source of compressed
+traces of any size and density for ``repeat_buffers``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
 
 from openetw.consumer._engine.index_build import KIND_CODES, build_index_data
 from openetw.etl import layouts as L
+from openetw.etl.lzxpress import compress
+from openetw.etl.reader import EtlReader
+from openetw.etl.writer import header_buffer
 
-__all__ = ["repeat_buffers"]
+__all__ = ["compressed_copy", "repeat_buffers"]
 
 # Where a record's timestamp is, by kind (the header layouts of ``etl/layouts.py``).
 _TIMESTAMP_AT = {
@@ -81,3 +89,28 @@ def _timestamp_slots(buffers: np.ndarray, rows: np.ndarray, in_body: np.ndarray,
     timed = rows["timestamp"][rows["kind"] < KIND_CODES["wpp"]]
     span = int(timed.max() - timed.min()) + 1 if len(timed) else 1
     return where // 8, span
+
+
+def compressed_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> int:
+    """Write ``source`` (uncompressed) with its data buffers compressed; returns how many."""
+    bh = L.BUFFER_HEADER_SIZE
+    with EtlReader(source) as reader, open(target, "wb") as out:
+        header = dataclasses.replace(reader.header, log_file_mode=reader.header.log_file_mode | L.EVENT_TRACE_COMPRESSED_MODE)
+        if header.compressed == reader.header.compressed:
+            raise ValueError("compressed_copy takes an uncompressed trace")
+        buffers = iter(reader.buffers())
+        first, _ = next(buffers)
+        out.write(header_buffer(header, first.logger_id))
+        count = 0
+        for info, data in buffers:
+            end = min(info.data_end, len(data))
+            stream = compress(data[bh:end])
+            size = bh + len(stream)  # packed, as Windows writes them: the stream ends the buffer
+            head = bytearray(data[:bh])
+            fields = L.WMI_BUFFER_HEADER.unpack_from(head, 0)
+            values = dict(zip((name for name, _ in L.WMI_BUFFER_HEADER.fields), fields, strict=True))
+            values.update(BufferSize=size, SavedOffset=size, Offset=end, BufferFlag=info.flags | L.BUFFER_FLAG_COMPRESSED)
+            L.WMI_BUFFER_HEADER.pack_into(head, 0, *values.values())
+            out.write(bytes(head) + stream)
+            count += 1
+    return count
