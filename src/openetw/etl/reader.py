@@ -8,6 +8,7 @@ records the error, skips the rest of the damaged buffer, counts the skipped byte
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import io
 import os
@@ -55,6 +56,7 @@ _NATIVE_BATCH = 4096  # records built per call: memory stays bounded by a few bu
 # bigger is damage, and refusing it bounds the memory a hostile file can make us take.
 MAX_BUFFER_SIZE = 64 << 20
 _READ_PIECE = 1 << 20
+_RESYNC_PIECE = 1 << 20  # a lenient read looks for the next compressed buffer this much at a time
 # Time order keeps the data of buffers it cannot read again (compressed ones; all of them from a
 # stream that cannot seek) in a look-ahead window of at least a few buffers per processor and up to
 # this many bytes. Quiet processors flush late: a buffer may start long before the ones around it
@@ -147,11 +149,19 @@ class EtlReader:
         self._position = self._start
         self._can_seek = _seekable(self._file)
         self._resync_size = 0
+        self.header_compressed = False
         try:
             self.header, self.context = self._read_logfile_header()
         except EtlFormatError:
             self.close()
             raise
+
+    @property
+    def buffer_stride(self) -> int:
+        """The size every buffer of an uncompressed file has: the logfile's BufferSize, when its
+        header buffer has that size too (0: none; compressed buffers are packed). A buffer that
+        says otherwise has a damaged BufferSize and is framed at this stride."""
+        return self._resync_size
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -222,21 +232,33 @@ class EtlReader:
         size, data_end = info.buffer_size, info.data_end
         if size < _BH_SIZE or size > MAX_BUFFER_SIZE:
             err = self._error(f"BufferSize {size:#x} is out of range", offset, index, "WMI_BUFFER_HEADER.BufferSize")
+            if info.compressed or self.header_compressed:
+                return self._resynced(offset, err)
             step = self._resync_step(offset)
             return _Frame(None, b"", ((err, step or _BH_SIZE),), offset + step if step else None)
+        stride = self._resync_size
+        if stride and size != stride and not info.compressed:
+            # An uncompressed file's buffers all have the logfile's BufferSize: a buffer that says
+            # otherwise has a damaged field; it is framed at the file's stride, the buffers after it kept.
+            err = self._error(f"BufferSize {size:#x} is not the logfile's BufferSize {stride:#x}", offset, index, "WMI_BUFFER_HEADER.BufferSize")
+            info = dataclasses.replace(info, buffer_size=stride)
+            size = stride
+            damaged: tuple[tuple[EtlFormatError, int], ...] = ((err, 0),)
+        else:
+            damaged = ()
         rest = self._read(size - _BH_SIZE)
         if not info.flags & L.BUFFER_FLAG_COMPRESSED:
             # A short last buffer is kept: walking it yields the whole records, then reports the cut.
-            return _Frame(info, head + rest, (), offset + size if len(rest) == size - _BH_SIZE else None)
+            return _Frame(info, head + rest, damaged, offset + size if len(rest) == size - _BH_SIZE else None)
         if len(rest) < size - _BH_SIZE:
             err = self._error("file ends inside a compressed buffer", offset, index, "compressed buffer")
-            return _Frame(info, head, ((err, len(head) + len(rest)),), None)
+            return self._resynced(offset, err, None, info, head) if not self.strict else _Frame(info, head, ((err, len(head) + len(rest)),), None)
         if data_end < _BH_SIZE or data_end > L.ETW_MAX_BUFFER_SIZE:
             err = self._error(
                 f"Offset {data_end:#x} is out of range for a compressed buffer (at most ETW's {L.ETW_MAX_BUFFER_SIZE:#x})",
                 offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset",
             )  # fmt: skip
-            return _Frame(info, head, ((err, size),), offset + size)
+            return self._resynced(offset, err, size, info, head)
         from openetw.etl.lzxpress import decompress
 
         try:
@@ -244,8 +266,79 @@ class EtlReader:
         except CompressionError as exc:
             where = offset + _BH_SIZE + (exc.offset or 0)
             err = self._error(f"compressed data is damaged: {exc.message}", where, index, "LZXPRESS stream")
-            return _Frame(info, head, ((err, size),), offset + size)
+            return self._resynced(offset, err, size, info, head)
         return _Frame(info, head + inflated, (), offset + size)
+
+    def _resynced(self, offset: int, err: EtlFormatError, size: int | None = None, info: BufferInfo | None = None, head: bytes = b"") -> _Frame:
+        """A compressed buffer that could not be read at ``offset``: lenient reading goes on at
+        the next buffer header that frames a buffer which inflates (at ``offset + size`` first,
+        when the header's BufferSize may be sound), counting the bytes skipped to it."""
+        if self.strict or not self._can_seek:
+            return _Frame(info, head, ((err, size if size is not None else _BH_SIZE),), offset + size if size is not None else None)
+        if size is not None and self._framed_at(offset + size):
+            found: int | None = offset + size
+        else:
+            found = self._next_compressed_header(offset + 1)
+        skipped = (found if found is not None else max(self._file_size(), offset + _BH_SIZE)) - offset
+        return _Frame(info, head, ((err, skipped),), found)
+
+    def _file_size(self) -> int:
+        try:
+            return os.fstat(self._file.fileno()).st_size
+        except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+            here = self._file.tell()
+            end = self._file.seek(0, io.SEEK_END)
+            self._file.seek(here)
+            return end
+
+    def _framed_at(self, offset: int) -> bool:
+        """Whether a compressed buffer's header with a BufferSize in range starts at ``offset``
+        (whatever else is wrong with it, its own reading reports)."""
+        self._seek_to(offset)
+        head = self._read(_BH_SIZE)
+        if len(head) < _BH_SIZE:
+            return False
+        info = _buffer_info(head, offset, 0)
+        return bool(info.flags & L.BUFFER_FLAG_COMPRESSED) and _BH_SIZE < info.buffer_size <= MAX_BUFFER_SIZE
+
+    def _valid_compressed_at(self, offset: int) -> bool:
+        """Whether a compressed buffer that inflates starts at ``offset`` (the file position is
+        left anywhere: callers seek)."""
+        self._seek_to(offset)
+        head = self._read(_BH_SIZE)
+        if len(head) < _BH_SIZE:
+            return False
+        info = _buffer_info(head, offset, 0)
+        if not _plausible_compressed(info):
+            return False
+        rest = self._read(info.buffer_size - _BH_SIZE)
+        if len(rest) < info.buffer_size - _BH_SIZE:
+            return False
+        from openetw.etl.lzxpress import decompress
+
+        try:
+            decompress(rest, info.data_end - _BH_SIZE)
+        except CompressionError:
+            return False
+        return True
+
+    def _next_compressed_header(self, start: int) -> int | None:
+        """The first offset from ``start`` on where a compressed buffer that inflates starts,
+        searched a piece of the file at a time (candidates found by their header fields)."""
+        at = start
+        while True:
+            self._seek_to(at)
+            piece = self._read(_RESYNC_PIECE + _BH_SIZE)
+            if len(piece) < _BH_SIZE:
+                return None
+            for candidate in _compressed_header_candidates(piece):
+                if candidate >= _RESYNC_PIECE:
+                    break
+                if self._valid_compressed_at(at + candidate):
+                    return at + candidate
+            if len(piece) < _RESYNC_PIECE + _BH_SIZE:
+                return None
+            at += _RESYNC_PIECE
 
     def _resync_step(self, offset: int) -> int:
         """How far lenient reading skips past a buffer it cannot frame: to the next slot of an
@@ -572,7 +665,8 @@ class EtlReader:
         )
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)
-        if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE:
+        self.header_compressed = header.compressed
+        if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE and info.buffer_size == header.buffer_size:
             self._resync_size = header.buffer_size
         return header, context
 
@@ -585,6 +679,37 @@ def _buffer_info(head: bytes, offset: int, index: int) -> BufferInfo:
         index, offset, h[_BH("BufferSize")], h[_BH("Offset")], flags, h[_BH("BufferType")], cpu, h[_BH("TimeStamp")],
         h[_BH("SequenceNumber")], h[_BH("LoggerId")], h[_BH("SavedOffset")],
     )
+
+
+def _plausible_compressed(info: BufferInfo) -> bool:
+    return bool(info.flags & L.BUFFER_FLAG_COMPRESSED) and _BH_SIZE < info.buffer_size <= MAX_BUFFER_SIZE and _BH_SIZE <= info.data_end <= L.ETW_MAX_BUFFER_SIZE
+
+
+_FLAG_AT, _OFFSET_AT, _TYPE_AT = L.WMI_BUFFER_HEADER.offset("BufferFlag"), L.WMI_BUFFER_HEADER.offset("Offset"), L.WMI_BUFFER_HEADER.offset("BufferType")
+
+
+def _compressed_header_candidates(piece: bytes) -> list[int]:
+    """Positions in ``piece`` where a compressed buffer's header may start: the compressed flag
+    set, sizes in range, a small buffer type (one position in many millions of random bytes)."""
+    import numpy as np
+
+    count = len(piece) - _BH_SIZE + 1
+    if count <= 0:
+        return []
+    u8 = np.frombuffer(piece, dtype=np.uint8)
+
+    def u32(at: int) -> np.ndarray:
+        b = u8[at : at + count + 3].astype(np.uint32)
+        return b[:count] | b[1 : count + 1] << 8 | b[2 : count + 2] << 16 | b[3 : count + 3] << 24
+
+    flagged = (u8[_FLAG_AT : _FLAG_AT + count] & L.BUFFER_FLAG_COMPRESSED) != 0
+    flagged &= u8[_TYPE_AT + 1 : _TYPE_AT + 1 + count] == 0
+    positions = np.flatnonzero(flagged)
+    if not len(positions):
+        return []
+    size, end = u32(0)[positions], u32(_OFFSET_AT)[positions]
+    keep = (size > _BH_SIZE) & (size <= MAX_BUFFER_SIZE) & (end >= _BH_SIZE) & (end <= L.ETW_MAX_BUFFER_SIZE)
+    return [int(p) for p in positions[keep]]
 
 
 def _first_timestamp(data: bytes, data_end: int) -> int | None:

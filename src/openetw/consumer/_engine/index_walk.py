@@ -145,7 +145,7 @@ def error_fields(error: EtlFormatError) -> dict[str, Any]:
     return problem_fields(error.message, error.offset, error.buffer_index, error.structure)
 
 
-def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
+def _plain_buffers(path: str, stride: int) -> tuple[list[BufferInfo], dict[str, int]] | None:
     """The buffers of an uncompressed, undamaged file, from their headers alone (``None``: let
     the reader frame them; it reports damage precisely)."""
     infos: list[BufferInfo] = []
@@ -164,8 +164,8 @@ def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
                 buffer_size, flags = h[size_at], h[flags_at]
                 if buffer_size < BH or buffer_size > MAX_BUFFER_SIZE or buffer_size % 8 or offset + buffer_size > size:
                     return None
-                if flags & L.BUFFER_FLAG_COMPRESSED:
-                    return None
+                if flags & L.BUFFER_FLAG_COMPRESSED or (stride and buffer_size != stride):
+                    return None  # (a buffer of another size than the file's has a damaged BufferSize)
                 infos.append(buffer_info(view, offset, len(infos), offset))
                 lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
                 lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
@@ -238,7 +238,7 @@ def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[
     """Every buffer of ``reader``'s file, in blobs of about ``limit`` bytes (bounded memory), and a
     function giving, once they were all read, the reader's own errors and statistics."""
     if reader.path is not None and not reader.header.compressed:
-        plain = _plain_buffers(reader.path)
+        plain = _plain_buffers(reader.path, reader.buffer_stride)
         if plain is not None:
             infos, stats = plain
             return _file_chunks(reader.path, infos, limit), lambda: ([], dict(stats))

@@ -87,7 +87,7 @@ class _Headers(Sequence[BufferInfo]):
         return buffer_info(self._raw, index * BH, index, self._offsets[index])
 
 
-def _plain_headers(path: str) -> tuple[_Headers, dict[str, int], np.ndarray] | None:
+def _plain_headers(path: str, stride: int) -> tuple[_Headers, dict[str, int], np.ndarray] | None:
     """The buffers of an uncompressed file with sound buffer headers, their statistics and each
     one's first record time (as the reader's merge orders buffers by it); ``None``: let the
     reader frame the file. Headers are read with ``pread``, not mapped: mapping would bring in
@@ -107,7 +107,7 @@ def _plain_headers(path: str) -> tuple[_Headers, dict[str, int], np.ndarray] | N
             info = buffer_info(head, 0, len(infos), offset)
             if info.buffer_size < BH or info.buffer_size > MAX_BUFFER_SIZE or info.buffer_size % 8 or offset + info.buffer_size > size:
                 return None
-            if info.flags & L.BUFFER_FLAG_COMPRESSED:
+            if info.flags & L.BUFFER_FLAG_COMPRESSED or (stride and info.buffer_size != stride):
                 return None
             end = min(info.data_end, info.buffer_size, len(head))
             first = _first_timestamp(head[:end], end)
@@ -140,6 +140,7 @@ class StreamingBuild:
         self.chunk_bytes = chunk_bytes or working_set_bytes()
         with EtlReader(path, strict=False) as reader:
             self.header, self.context = reader.header, reader.context
+            self._stride = reader.buffer_stride
         self.providers: list[uuid.UUID] = []
         self._codes: dict[tuple[int, int], int] = {}
         self._tables: list[np.ndarray] = []
@@ -176,7 +177,7 @@ class StreamingBuild:
     def pieces(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
         merge = RowMerge(RECORD_DTYPE, 2 * self.chunk_bytes)
         try:
-            plain = _plain_headers(self.path) if not self.header.compressed else None
+            plain = _plain_headers(self.path, self._stride) if not self.header.compressed else None
             if plain is None:
                 # Compressed or damaged: the reader frames the buffers; their first times are
                 # known only once read, so the rows wait (spilled past the budget) to the end.
