@@ -150,6 +150,7 @@ class EtlReader:
         self._can_seek = _seekable(self._file)
         self._resync_size = 0
         self.header_compressed = False
+        self._signatures: set[tuple[int, int, int]] = set()  # (flags, type, logger) of sound compressed buffers
         try:
             self.header, self.context = self._read_logfile_header()
         except EtlFormatError:
@@ -232,7 +233,7 @@ class EtlReader:
         size, data_end = info.buffer_size, info.data_end
         if size < _BH_SIZE or size > MAX_BUFFER_SIZE:
             err = self._error(f"BufferSize {size:#x} is out of range", offset, index, "WMI_BUFFER_HEADER.BufferSize")
-            if info.compressed or self.header_compressed:
+            if self.header_compressed:
                 return self._resynced(offset, err)
             step = self._resync_step(offset)
             return _Frame(None, b"", ((err, step or _BH_SIZE),), offset + step if step else None)
@@ -258,7 +259,7 @@ class EtlReader:
                 f"Offset {data_end:#x} is out of range for a compressed buffer (at most ETW's {L.ETW_MAX_BUFFER_SIZE:#x})",
                 offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset",
             )  # fmt: skip
-            return self._resynced(offset, err, size, info, head)
+            return self._resynced(offset, err, size, info, head, size_sound=True)
         from openetw.etl.lzxpress import decompress
 
         try:
@@ -267,15 +268,24 @@ class EtlReader:
             where = offset + _BH_SIZE + (exc.offset or 0)
             err = self._error(f"compressed data is damaged: {exc.message}", where, index, "LZXPRESS stream")
             return self._resynced(offset, err, size, info, head)
+        if len(self._signatures) < 16:
+            self._signatures.add((info.flags, info.buffer_type, info.logger_id))
         return _Frame(info, head + inflated, (), offset + size)
 
-    def _resynced(self, offset: int, err: EtlFormatError, size: int | None = None, info: BufferInfo | None = None, head: bytes = b"") -> _Frame:
+    def _resynced(
+        self, offset: int, err: EtlFormatError, size: int | None = None, info: BufferInfo | None = None, head: bytes = b"", *, size_sound: bool = False,
+    ) -> _Frame:  # fmt: skip
         """A compressed buffer that could not be read at ``offset``: lenient reading goes on at
-        the next buffer header that frames a buffer which inflates (at ``offset + size`` first,
-        when the header's BufferSize may be sound), counting the bytes skipped to it."""
-        if self.strict or not self._can_seek:
+        the next buffer header that frames a buffer which inflates, counting the bytes skipped to
+        it. ``size``: the header's BufferSize, followed when another field was found wrong
+        (``size_sound``), else tried first. (In an uncompressed file, a buffer flagged compressed
+        is damage: reading goes on at the file's stride.)"""
+        if not self.header_compressed and not self.strict and self._resync_step(offset):
+            step = self._resync_step(offset)
+            return _Frame(info, head, ((err, step),), offset + step)
+        if self.strict or not self._can_seek or not self.header_compressed:
             return _Frame(info, head, ((err, size if size is not None else _BH_SIZE),), offset + size if size is not None else None)
-        if size is not None and self._framed_at(offset + size):
+        if size is not None and (size_sound or self._valid_compressed_at(offset + size)):
             found: int | None = offset + size
         else:
             found = self._next_compressed_header(offset + 1)
@@ -290,16 +300,6 @@ class EtlReader:
             end = self._file.seek(0, io.SEEK_END)
             self._file.seek(here)
             return end
-
-    def _framed_at(self, offset: int) -> bool:
-        """Whether a compressed buffer's header with a BufferSize in range starts at ``offset``
-        (whatever else is wrong with it, its own reading reports)."""
-        self._seek_to(offset)
-        head = self._read(_BH_SIZE)
-        if len(head) < _BH_SIZE:
-            return False
-        info = _buffer_info(head, offset, 0)
-        return bool(info.flags & L.BUFFER_FLAG_COMPRESSED) and _BH_SIZE < info.buffer_size <= MAX_BUFFER_SIZE
 
     def _valid_compressed_at(self, offset: int) -> bool:
         """Whether a compressed buffer that inflates starts at ``offset`` (the file position is
@@ -331,7 +331,7 @@ class EtlReader:
             piece = self._read(_RESYNC_PIECE + _BH_SIZE)
             if len(piece) < _BH_SIZE:
                 return None
-            for candidate in _compressed_header_candidates(piece):
+            for candidate in _compressed_header_candidates(piece, self._signatures):
                 if candidate >= _RESYNC_PIECE:
                     break
                 if self._valid_compressed_at(at + candidate):
@@ -686,11 +686,13 @@ def _plausible_compressed(info: BufferInfo) -> bool:
 
 
 _FLAG_AT, _OFFSET_AT, _TYPE_AT = L.WMI_BUFFER_HEADER.offset("BufferFlag"), L.WMI_BUFFER_HEADER.offset("Offset"), L.WMI_BUFFER_HEADER.offset("BufferType")
+_LOGGER_AT = L.WMI_BUFFER_HEADER.offset("LoggerId")
 
 
-def _compressed_header_candidates(piece: bytes) -> list[int]:
+def _compressed_header_candidates(piece: bytes, signatures: set[tuple[int, int, int]]) -> list[int]:
     """Positions in ``piece`` where a compressed buffer's header may start: the compressed flag
-    set, sizes in range, a small buffer type (one position in many millions of random bytes)."""
+    set, sizes in range, and the flags, type and logger of a sound buffer of the file (when one
+    was read; else a small buffer type)."""
     import numpy as np
 
     count = len(piece) - _BH_SIZE + 1
@@ -698,16 +700,25 @@ def _compressed_header_candidates(piece: bytes) -> list[int]:
         return []
     u8 = np.frombuffer(piece, dtype=np.uint8)
 
-    def u32(at: int) -> np.ndarray:
-        b = u8[at : at + count + 3].astype(np.uint32)
-        return b[:count] | b[1 : count + 1] << 8 | b[2 : count + 2] << 16 | b[3 : count + 3] << 24
+    def u16(at: int) -> np.ndarray:
+        return u8[at : at + count].astype(np.uint32) | u8[at + 1 : at + 1 + count].astype(np.uint32) << 8
 
-    flagged = (u8[_FLAG_AT : _FLAG_AT + count] & L.BUFFER_FLAG_COMPRESSED) != 0
-    flagged &= u8[_TYPE_AT + 1 : _TYPE_AT + 1 + count] == 0
+    def u32(at: int, where: np.ndarray) -> np.ndarray:
+        value: np.ndarray = u16(at)[where] | u16(at + 2)[where] << 16
+        return value
+
+    flags = u16(_FLAG_AT)
+    if signatures:
+        kind, logger = u16(_TYPE_AT), u16(_LOGGER_AT)
+        flagged = np.zeros(count, dtype=bool)
+        for want_flags, want_type, want_logger in signatures:
+            flagged |= (flags == want_flags) & (kind == want_type) & (logger == want_logger)
+    else:
+        flagged = ((flags & L.BUFFER_FLAG_COMPRESSED) != 0) & (u8[_TYPE_AT + 1 : _TYPE_AT + 1 + count] == 0)
     positions = np.flatnonzero(flagged)
     if not len(positions):
         return []
-    size, end = u32(0)[positions], u32(_OFFSET_AT)[positions]
+    size, end = u32(0, positions), u32(_OFFSET_AT, positions)
     keep = (size > _BH_SIZE) & (size <= MAX_BUFFER_SIZE) & (end >= _BH_SIZE) & (end <= L.ETW_MAX_BUFFER_SIZE)
     return [int(p) for p in positions[keep]]
 
