@@ -56,6 +56,11 @@ _NATIVE_BATCH = 4096  # records built per call: memory stays bounded by a few bu
 # bigger is damage, and refusing it bounds the memory a hostile file can make us take.
 MAX_BUFFER_SIZE = 64 << 20
 _READ_PIECE = 1 << 20
+# Compressed buffers inflate to at most this many times the bytes read (real traces: 3-10 times),
+# and at least INFLATION_FLOOR in all: a file of a few kilobytes declaring gigabytes of tiny
+# records is refused before it is inflated, not after minutes of work.
+MAX_INFLATION = 64
+INFLATION_FLOOR = 16 << 20
 _RESYNC_PIECE = 1 << 20  # a lenient read looks for the next compressed buffer this much at a time
 # Time order keeps the data of buffers it cannot read again (compressed ones; all of them from a
 # stream that cannot seek) in a look-ahead window of at least a few buffers per processor and up to
@@ -135,12 +140,17 @@ class EtlReader:
     pointer size records share; iterate for records in file order, or call
     ``records(time_order=True)``. File order reads the source front to back without seeking
     back, so a pipe or socket works (once); time order on such a stream merges through a
-    bounded window of buffers kept in memory.
+    bounded window of buffers kept in memory. ``max_inflation``: how many times the bytes read
+    compressed buffers may inflate to (default ``MAX_INFLATION``, at least ``INFLATION_FLOOR``).
     """
 
-    def __init__(self, source: str | os.PathLike[str] | BinaryIO | bytes, *, strict: bool = True) -> None:
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO | bytes, *, strict: bool = True, max_inflation: int | None = None) -> None:
+        if max_inflation is not None and max_inflation < 1:
+            raise InvalidArgument(f"max_inflation must be at least 1, not {max_inflation}")
         self._file, self.path, self._owns_file = _open(source)
         self.strict = strict
+        self.max_inflation = max_inflation or MAX_INFLATION
+        self._inflated = 0  # bytes the compressed buffers inflated to so far
         self.stats = ReadStatistics()
         try:
             self._start = self._file.tell()
@@ -260,6 +270,17 @@ class EtlReader:
                 offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset",
             )  # fmt: skip
             return self._resynced(offset, err, size, info, head, size_sound=True)
+        allowed = max(INFLATION_FLOOR, self.max_inflation * (self._position - self._start))
+        if self._inflated + data_end > allowed:
+            # The work of a compressed file is what it inflates to: bounded before it is done.
+            err = self._error(
+                f"compressed buffers would inflate to {self._inflated + data_end:,} bytes from {self._position - self._start:,} read,"
+                f" over the bound of {self.max_inflation} times what was read (at least {INFLATION_FLOOR >> 20} MiB):"
+                " a decompression bomb, or a trace that needs EtlReader(max_inflation=...)",
+                offset, index, "compressed buffer",
+            )  # fmt: skip
+            return _Frame(info, head, ((err, max(self._file_size() - offset, size) if self._can_seek else size),), None)
+        self._inflated += data_end
         from openetw.etl.lzxpress import decompress
 
         try:
