@@ -33,7 +33,7 @@ from openetw.testing.large import compressed_copy, repeat_buffers
 from tests.consumer.helpers import corpus_etl
 
 SIZE = 1024**3 + (1 << 20)
-RSS_LIMIT_MB = 150
+RSS_LIMIT_MB = 120
 PROVIDER = uuid.UUID("3a5e4f4c-1b2d-4c6e-9f80-112233445566")
 OTHER = uuid.UUID("d43dddd3-c2aa-4a2e-8dd4-a8fb61b77615")
 TEMPLATE_RECORDS = 1000

@@ -175,7 +175,7 @@ class StreamingBuild:
         return codes
 
     def pieces(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
-        merge = RowMerge(RECORD_DTYPE, 2 * self.chunk_bytes)
+        merge = RowMerge(RECORD_DTYPE, self.chunk_bytes)
         try:
             plain = _plain_headers(self.path, self._stride) if not self.header.compressed else None
             if plain is None:
