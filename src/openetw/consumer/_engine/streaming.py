@@ -8,10 +8,13 @@ out in the order ``EtlReader.records(time_order=True)`` gives, without holding t
   gives each buffer's first timestamp. When each buffer's records are in time order (every real
   file seen), the reader's merge is a stable sort by time, and a row can be handed out as soon as
   no buffer still unread starts before it: after each piece, the rows up to the earliest first
-  timestamp of the buffers to come go out, the rest wait for the next piece.
-- A buffer whose records go back in time defeats that: from there on the rows are gathered and
-  the reader's merge is replayed on them (``index_build``), as for compressed or damaged files,
-  whose rows are gathered whole (their buffers are what the reader can make of them).
+  timestamp of the buffers to come go out.
+- The rows that wait (all of them for compressed or damaged files, framed by the reader, whose
+  buffers' first times are known only once read) wait in a ``RowMerge``, which writes them to a
+  temporary file past the chunk setting's worth: a trace going back in time or repeating its
+  times costs disk, not memory.
+- A buffer whose own records go back in time defeats the sort: from there on the rows not yet
+  given out are gathered in memory and the reader's merge is replayed on them (``index_build``).
 """
 
 from __future__ import annotations
