@@ -2,10 +2,10 @@
 
 ``mutate(data, rng)`` damages a copy of a file the way damage comes: bytes flipped, fields of
 buffer and record headers set to edge values, cuts, insertions, deletions, a buffer repeated.
-``check(data)`` reads it as every reader does (strict and lenient, file and time order, and the
-index's first pass) with the compiled core and with the pure-Python reference, and returns the
-problems found: an error that is not the project's own, engines that disagree, a read over its
-memory bound. An empty list: the parser held. ``tests/etl/test_fuzz.py`` runs a few in CI;
+``check(data)`` reads it as every reader does (strict and lenient, file and time order, the
+whole-file index and the index's first pass, whose rows must be the same) with the compiled core
+and with the pure-Python reference, and returns the problems found: an error that is not the
+project's own, engines or passes that disagree, a read over its memory bound. An empty list: the parser held. ``tests/etl/test_fuzz.py`` runs a few in CI;
 ``benchmarks/fuzz_etl.py --iterations N`` runs many.
 """
 
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
+import tempfile
 import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -128,13 +130,35 @@ def _indexing(data: bytes) -> Callable[[], Any]:
     return index
 
 
+def _first_pass(data: bytes) -> Callable[[], Any]:
+    def first_pass() -> Any:
+        """The index's first pass (with a small chunk setting: rows spill to disk) over the file
+        written to a private temporary file."""
+        from openetw.consumer._engine.streaming import StreamingBuild
+
+        fd, path = tempfile.mkstemp(prefix="openetw-fuzz-", suffix=".etl")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            build = StreamingBuild(path, chunk_bytes=1 << 16)
+            digest = hashlib.blake2b(digest_size=16)
+            for rows, _ in build.pieces():
+                digest.update(rows.tobytes())
+            return digest.hexdigest(), build.errors, build.read_stats, build.providers
+        finally:
+            os.unlink(path)
+
+    return first_pass
+
+
 def _outcome(call: Callable[[], Any]) -> tuple[str, Any]:
     """A call's value, or its project error (type, message, place); other errors propagate."""
     try:
         return "value", call()
     except OpenEtwError as err:
-        where = (err.offset, err.buffer_index, err.structure) if isinstance(err, EtlFormatError) else None
-        return type(err).__name__, (str(err), where)
+        if isinstance(err, EtlFormatError):  # (its message without the path: the first pass reads a temporary copy)
+            return type(err).__name__, (err.message, (err.offset, err.buffer_index, err.structure))
+        return type(err).__name__, (str(err), None)
 
 
 def check(data: bytes, *, engines: tuple[str, ...] = ("native", "pure"), measure_memory: bool = True) -> list[str]:
@@ -145,6 +169,7 @@ def check(data: bytes, *, engines: tuple[str, ...] = ("native", "pure"), measure
     calls = {
         **{f"read strict={strict} time_order={time_order}": _reading(data, strict, time_order) for strict in (True, False) for time_order in (False, True)},
         "index": _indexing(data),
+        "first pass": _first_pass(data),
     }  # fmt: skip
     problems: list[str] = []
     results: dict[str, dict[str, tuple[str, Any]]] = {}
@@ -168,6 +193,9 @@ def check(data: bytes, *, engines: tuple[str, ...] = ("native", "pure"), measure
                         if peak > MEMORY_BOUND + 4 * len(data):
                             problems.append(f"{engine} {name}: {peak >> 20} MB at its peak")
         results[engine] = mine
+        whole, first = mine.get("index"), mine.get("first pass")
+        if whole is not None and first is not None and whole[0] == first[0] == "value" and whole[1] != first[1]:
+            problems.append(f"{engine}: the first pass and the whole-file index disagree: {_short(whole[1])} against {_short(first[1])}")
     if len(results) == 2:
         native, pure = results.values()
         for name in calls:
