@@ -35,6 +35,7 @@ from openetw.consumer._engine.index_build import (
     _buffer_table,
     _merge_keys,
     _time_order,
+    by_buffer,
     file_order_rows,
     filetimes,
     provider_table,
@@ -189,11 +190,12 @@ class StreamingBuild:
                     walk_errors: list[dict[str, Any]] = []
                     walked = yield from self._merged(merge, chunks, None, walk_errors)
                     read_errors, stats = outcome()
-                self.errors.extend(read_errors + walk_errors)
+                self.errors.extend(read_errors + by_buffer(walk_errors))
             else:
                 infos, stats, firsts = plain
                 later_min = np.minimum.accumulate(firsts[::-1])[::-1]  # earliest first time from buffer i on
                 walked = yield from self._merged(merge, _file_chunks(self.path, infos, self.chunk_bytes), later_min, self.errors)
+                self.errors[:] = by_buffer(self.errors)
             self.spilled_rows = merge.spilled_rows
         finally:
             merge.close()
