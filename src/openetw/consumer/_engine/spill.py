@@ -61,9 +61,6 @@ class RowMerge:
         self._spill_end = 0
         self.spilled_rows = 0  # how many rows went through the spill file
 
-    def __len__(self) -> int:
-        return self._held + sum(run.count - run.read + (len(run.keys) if run.keys is not None else 0) for run in self._runs)
-
     def add(self, rows: np.ndarray, keys: np.ndarray, seqs: np.ndarray) -> None:
         if not len(rows):
             return
