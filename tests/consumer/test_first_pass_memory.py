@@ -114,8 +114,8 @@ def test_the_merge_spilled_to_disk_gives_the_rows_of_the_merge_in_memory(tmp_pat
         "relogged": tmp_path / "relogged.etl",
     }
     diaghub = corpus_etl("perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl")
-    repeat_buffers(diaghub, sources["backwards"], 3 * diaghub.stat().st_size, time_step=-1)
-    repeat_buffers(diaghub, sources["relogged"], 3 * diaghub.stat().st_size, time_step=0)
+    repeat_buffers(diaghub, sources["backwards"], 2 * diaghub.stat().st_size, time_step=-1)
+    repeat_buffers(diaghub, sources["relogged"], 2 * diaghub.stat().st_size, time_step=0)
     for shape, path in sources.items():
         whole = build_index_data(str(path))
         build = StreamingBuild(str(path), chunk_bytes=1 << 16)

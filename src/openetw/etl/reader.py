@@ -62,6 +62,7 @@ _READ_PIECE = 1 << 20
 MAX_INFLATION = 64
 INFLATION_FLOOR = 16 << 20
 _RESYNC_PIECE = 1 << 20  # a lenient read looks for the next compressed buffer this much at a time
+_STREAM_SLACK = 4  # bytes an LZXPRESS stream may leave unread at its end
 # Time order keeps the data of buffers it cannot read again (compressed ones; all of them from a
 # stream that cannot seek) in a look-ahead window of at least a few buffers per processor and up to
 # this many bytes. Quiet processors flush late: a buffer may start long before the ones around it
@@ -160,7 +161,9 @@ class EtlReader:
         self._can_seek = _seekable(self._file)
         self._resync_size = 0
         self.header_compressed = False
-        self._signatures: set[tuple[int, int, int]] = set()  # (flags, type, logger) of sound compressed buffers
+        self._signatures: set[tuple[int, int]] = set()  # (type, logger) of sound compressed buffers
+        self._after_inflated = -1  # where the last buffer that inflated ends, as its BufferSize says
+        self._logfile_buffer_size = 0
         try:
             self.header, self.context = self._read_logfile_header()
         except EtlFormatError:
@@ -247,6 +250,14 @@ class EtlReader:
                 return self._resynced(offset, err)
             step = self._resync_step(offset)
             return _Frame(None, b"", ((err, step or _BH_SIZE),), offset + step if step else None)
+        if self.header_compressed and not info.compressed and size != self._logfile_buffer_size:
+            # A compressed file's buffer written whole has the logfile's BufferSize: one that
+            # says another size (a header misread where none starts) is damage.
+            err = self._error(
+                f"BufferSize {size:#x} of a buffer not compressed is not the logfile's BufferSize {self._logfile_buffer_size:#x}",
+                offset, index, "WMI_BUFFER_HEADER.BufferSize",
+            )  # fmt: skip
+            return self._resynced(offset, err, None, info, head)
         stride = self._resync_size
         if stride and size != stride and not info.compressed:
             # An uncompressed file's buffers all have the logfile's BufferSize: a buffer that says
@@ -290,7 +301,8 @@ class EtlReader:
             err = self._error(f"compressed data is damaged: {exc.message}", where, index, "LZXPRESS stream")
             return self._resynced(offset, err, size, info, head)
         if len(self._signatures) < 16:
-            self._signatures.add((info.flags, info.buffer_type, info.logger_id))
+            self._signatures.add((info.buffer_type, info.logger_id))
+        self._after_inflated = offset + size
         return _Frame(info, head + inflated, (), offset + size)
 
     def _resynced(
@@ -309,7 +321,9 @@ class EtlReader:
         if size is not None and (size_sound or self._valid_compressed_at(offset + size)):
             found: int | None = offset + size
         else:
-            found = self._next_compressed_header(offset + 1)
+            # A stream may end up to 4 bytes before its buffer's end (a last flag word): a
+            # BufferSize a few bytes too long still inflates, and the next buffer starts before it.
+            found = self._next_compressed_header(offset - _STREAM_SLACK if offset == self._after_inflated else offset + 1)
         skipped = (found if found is not None else max(self._file_size(), offset + _BH_SIZE)) - offset
         return _Frame(info, head, ((err, skipped),), found)
 
@@ -338,10 +352,9 @@ class EtlReader:
         from openetw.etl.lzxpress import decompress
 
         try:
-            decompress(rest, info.data_end - _BH_SIZE)
+            return _starts_with_a_record(decompress(rest, info.data_end - _BH_SIZE))
         except CompressionError:
             return False
-        return True
 
     def _next_compressed_header(self, start: int) -> int | None:
         """The first offset from ``start`` on where a compressed buffer that inflates starts,
@@ -687,6 +700,7 @@ class EtlReader:
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)
         self.header_compressed = header.compressed
+        self._logfile_buffer_size = header.buffer_size
         if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE and info.buffer_size == header.buffer_size:
             self._resync_size = header.buffer_size
         return header, context
@@ -702,6 +716,15 @@ def _buffer_info(head: bytes, offset: int, index: int) -> BufferInfo:
     )
 
 
+def _starts_with_a_record(inflated: bytes) -> bool:
+    """Whether a buffer's inflated data (after its header) starts as a buffer's data does: with a
+    record marker or the end of its data."""
+    if len(inflated) < 4:
+        return True
+    marker = _u32(inflated, 0)[0]
+    return marker == F.END_OF_DATA or F.kind_of_marker(marker) is not None
+
+
 def _plausible_compressed(info: BufferInfo) -> bool:
     return bool(info.flags & L.BUFFER_FLAG_COMPRESSED) and _BH_SIZE < info.buffer_size <= MAX_BUFFER_SIZE and _BH_SIZE <= info.data_end <= L.ETW_MAX_BUFFER_SIZE
 
@@ -710,10 +733,10 @@ _FLAG_AT, _OFFSET_AT, _TYPE_AT = L.WMI_BUFFER_HEADER.offset("BufferFlag"), L.WMI
 _LOGGER_AT = L.WMI_BUFFER_HEADER.offset("LoggerId")
 
 
-def _compressed_header_candidates(piece: bytes, signatures: set[tuple[int, int, int]]) -> list[int]:
+def _compressed_header_candidates(piece: bytes, signatures: set[tuple[int, int]]) -> list[int]:
     """Positions in ``piece`` where a compressed buffer's header may start: the compressed flag
-    set, sizes in range, and the flags, type and logger of a sound buffer of the file (when one
-    was read; else a small buffer type)."""
+    set, sizes in range, and the type and logger of a sound buffer of the file (when one was
+    read; else a small buffer type)."""
     import numpy as np
 
     count = len(piece) - _BH_SIZE + 1
@@ -728,14 +751,15 @@ def _compressed_header_candidates(piece: bytes, signatures: set[tuple[int, int, 
         value: np.ndarray = u16(at)[where] | u16(at + 2)[where] << 16
         return value
 
-    flags = u16(_FLAG_AT)
+    flagged = (u8[_FLAG_AT : _FLAG_AT + count] & L.BUFFER_FLAG_COMPRESSED) != 0
     if signatures:
         kind, logger = u16(_TYPE_AT), u16(_LOGGER_AT)
-        flagged = np.zeros(count, dtype=bool)
-        for want_flags, want_type, want_logger in signatures:
-            flagged |= (flags == want_flags) & (kind == want_type) & (logger == want_logger)
+        known = np.zeros(count, dtype=bool)
+        for want_type, want_logger in signatures:
+            known |= (kind == want_type) & (logger == want_logger)
+        flagged &= known
     else:
-        flagged = ((flags & L.BUFFER_FLAG_COMPRESSED) != 0) & (u8[_TYPE_AT + 1 : _TYPE_AT + 1 + count] == 0)
+        flagged &= u8[_TYPE_AT + 1 : _TYPE_AT + 1 + count] == 0
     positions = np.flatnonzero(flagged)
     if not len(positions):
         return []
