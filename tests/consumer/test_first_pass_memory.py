@@ -31,6 +31,7 @@ from openetw.etl.clock import TraceClock
 from openetw.etl.writer import EtlWriter, new_logfile_header
 from openetw.testing.large import compressed_copy, repeat_buffers
 from tests.consumer.helpers import corpus_etl
+from tests.consumer.test_large_trace import CONSUME
 
 SIZE = 1024**3 + (1 << 20)
 RSS_LIMIT_MB = 120
@@ -39,19 +40,6 @@ OTHER = uuid.UUID("d43dddd3-c2aa-4a2e-8dd4-a8fb61b77615")
 TEMPLATE_RECORDS = 1000
 WANTED_PER_COPY = TEMPLATE_RECORDS // 100
 
-CONSUME = """
-import json, sys
-from openetw.consumer import Provider, UserTrace
-seen = []
-provider = Provider(sys.argv[2])
-provider.add_on_event_callback(lambda record, context: seen.append(record.id))
-trace = UserTrace(files=[sys.argv[1]], manifests=[])
-trace.enable(provider)
-trace.start()
-stats = trace.query_stats()
-peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"seen": len(seen), "read": stats["events_read"], "rss_mb": peak_kb / 1024}))
-"""
 
 
 def _template(path: Path) -> Path:

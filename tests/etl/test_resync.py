@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 import openetw._native as native
-from openetw.consumer._engine import index_build, index_walk
-from openetw.etl import EtlReader, lzxpress, reader
-from openetw.etl.lzxpress import decompress_python
+from openetw.etl import EtlReader
+from openetw.testing.fuzz import pure_engine
 from tests.conftest import corpus_path
 
 FILES = {
@@ -42,12 +41,8 @@ def engine(name: str) -> Iterator[None]:
             pytest.skip(f"compiled core not active: {native.reason()}")
         yield
         return
-    saved = reader._NATIVE, index_walk._NATIVE, index_build._NATIVE, lzxpress.decompress
-    reader._NATIVE, index_walk._NATIVE, index_build._NATIVE, lzxpress.decompress = None, None, None, decompress_python
-    try:
+    with pure_engine():
         yield
-    finally:
-        reader._NATIVE, index_walk._NATIVE, index_build._NATIVE, lzxpress.decompress = saved
 
 
 def _read(data: bytes) -> tuple[dict[int, bytes], dict[int, list[bytes]], EtlReader]:
