@@ -2,8 +2,8 @@
 
 Traces of more than 1 GB are made by the test kit (``openetw.testing.large``) from one small
 template written here (records with random payloads on two processors): compressed, relogged
-(every copy with the same times: many records per timestamp, buffers going back at each copy)
-and going back in time (each copy before the one before). A fresh process consumes each with a
+(every copy with the same times: many records per timestamp, buffers going back at each copy),
+going back in time (each copy before the one before) and damaged (one BufferSize doubled). A fresh process consumes each with a
 provider filter and a callback, building the index as it delivers; its peak RSS (``VmHWM``)
 stays under the bound. Before the external merge these took 250-500 MB and grew with the file.
 """
@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import uuid
@@ -69,7 +70,7 @@ def _need_disk(where: Path) -> None:
         pytest.skip(f"not enough free disk space for a 1 GB trace and its spill ({free >> 20} MB free)")
 
 
-@pytest.mark.parametrize("shape", ["compressed", "relogged", "backwards"])
+@pytest.mark.parametrize("shape", ["compressed", "relogged", "backwards", "damaged"])
 def test_the_first_pass_over_a_1gb_trace_stays_bounded(tmp_path: Path, shape: str) -> None:
     _need_disk(tmp_path)
     template = _template(tmp_path / "template.etl")
@@ -77,10 +78,16 @@ def test_the_first_pass_over_a_1gb_trace_stays_bounded(tmp_path: Path, shape: st
         source, step = tmp_path / "compressed.etl", 0
         compressed_copy(template, source)
     else:
-        source, step = template, 0 if shape == "relogged" else -1
+        source, step = template, {"relogged": 0, "backwards": -1, "damaged": 1}[shape]
     path = tmp_path / "large.etl"
     try:
         records = repeat_buffers(source, path, SIZE, time_step=step)
+        if shape == "damaged":  # one BufferSize doubled mid-file: the reader frames the file
+            with open(path, "r+b") as f:
+                size = struct.unpack("<I", f.read(4))[0]
+                middle = (path.stat().st_size // 2) // size * size
+                f.seek(middle)
+                f.write(struct.pack("<I", 2 * size))
         assert path.stat().st_size >= 1024**3
         copies = (records - 1) // TEMPLATE_RECORDS
         first = _consume(path)
