@@ -125,9 +125,22 @@ def _indexing(data: bytes) -> Callable[[], Any]:
         from openetw.consumer._engine.index_build import build_index_data
 
         built = build_index_data(data)
-        return hashlib.blake2b(built.records.tobytes(), digest_size=16).hexdigest(), built.errors, built.read_stats, built.providers
+        return _rows_digest([built.records], built.exact_time_order), built.errors, built.read_stats, built.providers
 
     return index
+
+
+def _rows_digest(pieces: list[Any], exact: bool) -> str:
+    """The rows, in their order when the time order is exact; else as a set (a buffer whose own
+    records go back in time: the first pass replays the reader's merge only on the rows it has
+    not given out yet, so the order may differ from the whole-file index's)."""
+    import numpy as np
+
+    raw = b"".join(piece.tobytes() for piece in pieces)
+    if not exact and pieces:
+        size = pieces[0].dtype.itemsize
+        raw = np.sort(np.frombuffer(raw, dtype=np.dtype((np.void, size)))).tobytes()
+    return hashlib.blake2b(raw + bytes([exact]), digest_size=16).hexdigest()
 
 
 def _first_pass(data: bytes) -> Callable[[], Any]:
@@ -141,10 +154,8 @@ def _first_pass(data: bytes) -> Callable[[], Any]:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             build = StreamingBuild(path, chunk_bytes=1 << 16)
-            digest = hashlib.blake2b(digest_size=16)
-            for rows, _ in build.pieces():
-                digest.update(rows.tobytes())
-            return digest.hexdigest(), build.errors, build.read_stats, build.providers
+            pieces = [rows for rows, _ in build.pieces()]
+            return _rows_digest(pieces, build.exact_time_order), build.errors, build.read_stats, build.providers
         finally:
             os.unlink(path)
 
