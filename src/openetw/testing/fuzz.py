@@ -40,9 +40,12 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
         if len(out) < 2 * L.BUFFER_HEADER_SIZE:
             break
         starts = _buffer_starts(out)
+        if len(starts) > 1 and rng.random() < 0.8:
+            starts = starts[1:]  # mostly past the header buffer, whose damage ends every read early
+        past_header = starts[0] if starts[0] < len(out) else 0
         if kind == "flip":
             for _ in range(rng.randint(1, 8)):
-                out[rng.randrange(len(out))] ^= rng.randint(1, 255)
+                out[rng.randrange(past_header, len(out))] ^= rng.randint(1, 255)
         elif kind == "field" and starts:
             at = rng.choice(starts)
             name, code = rng.choice(L.WMI_BUFFER_HEADER.fields[:-1])
