@@ -15,6 +15,7 @@ from openetw.consumer._engine.index_walk import CHUNK_BYTES
 from openetw.errors import EtlFormatError
 from openetw.etl import EtlReader
 from openetw.etl import layouts as L
+from openetw.etl import reader as reader_module
 from openetw.etl.reader import TIME_ORDER_WINDOW_BYTES
 from openetw.manifest import parse_manifest, validate
 from openetw.manifest.messages import MAX_INSERT_WIDTH, MAX_MESSAGE_CHARS, TruncatedMessage
@@ -72,7 +73,7 @@ def test_time_order_over_buffers_that_inflate_keeps_its_window_in_bytes(tmp_path
     path = bomb(tmp_path / "inflates.etl", 64, 4 << 20)
     tracemalloc.start()
     try:
-        with EtlReader(path, strict=False) as reader:
+        with EtlReader(path, strict=False, max_inflation=1 << 20) as reader:
             count = sum(1 for _ in reader.records(time_order=True))
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -83,6 +84,7 @@ def test_time_order_over_buffers_that_inflate_keeps_its_window_in_bytes(tmp_path
 
 def test_a_consumer_over_buffers_that_inflate_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENETW_INDEX_DIR", str(tmp_path / "index"))
+    monkeypatch.setattr(reader_module, "MAX_INFLATION", 1 << 20)  # (past the bound the reader refuses them)
     path = bomb(tmp_path / "inflates.etl", 128, 4 << 20)  # 512 MB inflated; the index reads it a chunk at a time
     tracemalloc.start()
     try:

@@ -295,7 +295,7 @@ def test_absurd_buffer_size_in_the_header_buffer_is_fatal(buffer_size: int) -> N
         assert caught.value.structure == "WMI_BUFFER_HEADER.BufferSize"
 
 
-def test_header_only_buffers_misframe_the_rest_and_lenient_reading_finds_the_next_slot() -> None:
+def test_a_header_only_buffer_size_is_damage_and_lenient_reading_keeps_the_file_stride() -> None:
     o = original(LXCORE)
     start = o.buffers[1][0]
     data = patched(o.data, start, "<I", BH)  # a buffer of nothing but its header
@@ -304,9 +304,11 @@ def test_header_only_buffers_misframe_the_rest_and_lenient_reading_finds_the_nex
         lenient = read(data, strict=False)
     assert raws(strict.records) == raws(o.records_before(1))
     assert strict.error is not None and strict.error.buffer_index == 1
-    # The bytes after the tiny buffer are a record, not a buffer header: lenient reading goes on
-    # at the next slot, where buffer 2 still is.
-    assert raws(lenient.records) == raws([s.record for s in o.sites if s.buffer_index != 1])
+    assert strict.error.structure == "WMI_BUFFER_HEADER.BufferSize"
+    # Every buffer of an uncompressed file has the logfile's BufferSize: lenient reading frames
+    # the damaged buffer at that stride and loses nothing, the damage counted.
+    assert raws(lenient.records) == raws([s.record for s in o.sites])
+    assert [e.structure for e in lenient.reader.stats.errors] == ["WMI_BUFFER_HEADER.BufferSize"]
 
 
 def test_empty_buffer_reads_as_no_records() -> None:

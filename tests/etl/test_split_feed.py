@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import threading
 import tracemalloc
 from pathlib import Path
@@ -270,7 +271,11 @@ def _uneven_stream() -> bytes:
     assert sorted(buffers) == [0, 1, 2]
     wide = bytearray(buffers[1] + bytes(3 * len(buffers[1])))
     head.pack_into(wide, 0, len(wide), *head.unpack_from(wide, 0)[1:])
-    return header_buffer + buffers[0] + buffers[2] + bytes(wide)
+    # Buffers of one file share the logfile's BufferSize, unless the header buffer has another
+    # size: then the file states no stride and a wide buffer is not damage.
+    header_buffer = bytearray(header_buffer)
+    struct.pack_into("<I", header_buffer, L.BUFFER_HEADER_SIZE + L.SYSTEM_TRACE_HEADER.size, 4 * len(buffers[1]))
+    return bytes(header_buffer) + buffers[0] + buffers[2] + bytes(wide)
 
 
 def test_records_the_byte_bound_holds_back_out_of_order_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,8 @@ the cache's size cap, which stored indexes may be trusted). A stored index that 
 never trusted: it is built again. Later opens read the footer only; blocks are read
 as they are used, and time windows and provider filters skip the blocks their summaries rule
 out. Memory follows the working set (``$OPENETW_INDEX_CHUNK_MB``, default 4 MiB of buffers at a
-time, and one block of rows), never the trace's size. The index remembers the file's size,
+time, rows that must wait beyond that spilled to a temporary file, and one block of rows), never
+the trace's size. The index remembers the file's size,
 modification time and a digest of its header buffer; if any differs, or the index is of
 another format (an older one), it is built again.
 

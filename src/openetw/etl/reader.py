@@ -8,6 +8,7 @@ records the error, skips the rest of the damaged buffer, counts the skipped byte
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import io
 import os
@@ -55,6 +56,13 @@ _NATIVE_BATCH = 4096  # records built per call: memory stays bounded by a few bu
 # bigger is damage, and refusing it bounds the memory a hostile file can make us take.
 MAX_BUFFER_SIZE = 64 << 20
 _READ_PIECE = 1 << 20
+# Compressed buffers inflate to at most this many times the bytes read (real traces: 3-10 times),
+# and at least INFLATION_FLOOR in all: a file of a few kilobytes declaring gigabytes of tiny
+# records is refused before it is inflated, not after minutes of work.
+MAX_INFLATION = 64
+INFLATION_FLOOR = 16 << 20
+_RESYNC_PIECE = 1 << 20  # a lenient read looks for the next compressed buffer this much at a time
+_STREAM_SLACK = 4  # bytes an LZXPRESS stream may leave unread at its end
 # Time order keeps the data of buffers it cannot read again (compressed ones; all of them from a
 # stream that cannot seek) in a look-ahead window of at least a few buffers per processor and up to
 # this many bytes. Quiet processors flush late: a buffer may start long before the ones around it
@@ -133,12 +141,17 @@ class EtlReader:
     pointer size records share; iterate for records in file order, or call
     ``records(time_order=True)``. File order reads the source front to back without seeking
     back, so a pipe or socket works (once); time order on such a stream merges through a
-    bounded window of buffers kept in memory.
+    bounded window of buffers kept in memory. ``max_inflation``: how many times the bytes read
+    compressed buffers may inflate to (default ``MAX_INFLATION``, at least ``INFLATION_FLOOR``).
     """
 
-    def __init__(self, source: str | os.PathLike[str] | BinaryIO | bytes, *, strict: bool = True) -> None:
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO | bytes, *, strict: bool = True, max_inflation: int | None = None) -> None:
+        if max_inflation is not None and max_inflation < 1:
+            raise InvalidArgument(f"max_inflation must be at least 1, not {max_inflation}")
         self._file, self.path, self._owns_file = _open(source)
         self.strict = strict
+        self.max_inflation = max_inflation or MAX_INFLATION
+        self._inflated = 0  # bytes the compressed buffers inflated to so far
         self.stats = ReadStatistics()
         try:
             self._start = self._file.tell()
@@ -147,11 +160,22 @@ class EtlReader:
         self._position = self._start
         self._can_seek = _seekable(self._file)
         self._resync_size = 0
+        self.header_compressed = False
+        self._signatures: set[tuple[int, int]] = set()  # (type, logger) of sound compressed buffers
+        self._after_inflated = -1  # where the last buffer that inflated ends, as its BufferSize says
+        self._logfile_buffer_size = 0
         try:
             self.header, self.context = self._read_logfile_header()
         except EtlFormatError:
             self.close()
             raise
+
+    @property
+    def buffer_stride(self) -> int:
+        """The size every buffer of an uncompressed file has: the logfile's BufferSize, when its
+        header buffer has that size too (0: none; compressed buffers are packed). A buffer that
+        says otherwise has a damaged BufferSize and is framed at this stride."""
+        return self._resync_size
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -222,21 +246,52 @@ class EtlReader:
         size, data_end = info.buffer_size, info.data_end
         if size < _BH_SIZE or size > MAX_BUFFER_SIZE:
             err = self._error(f"BufferSize {size:#x} is out of range", offset, index, "WMI_BUFFER_HEADER.BufferSize")
+            if self.header_compressed:
+                return self._resynced(offset, err)
             step = self._resync_step(offset)
             return _Frame(None, b"", ((err, step or _BH_SIZE),), offset + step if step else None)
+        if self.header_compressed and not info.compressed and size != self._logfile_buffer_size:
+            # A compressed file's buffer written whole has the logfile's BufferSize: one that
+            # says another size (a header misread where none starts) is damage.
+            err = self._error(
+                f"BufferSize {size:#x} of a buffer not compressed is not the logfile's BufferSize {self._logfile_buffer_size:#x}",
+                offset, index, "WMI_BUFFER_HEADER.BufferSize",
+            )  # fmt: skip
+            return self._resynced(offset, err, None, info, head)
+        stride = self._resync_size
+        if stride and size != stride and not info.compressed:
+            # An uncompressed file's buffers all have the logfile's BufferSize: a buffer that says
+            # otherwise has a damaged field; it is framed at the file's stride, the buffers after it kept.
+            err = self._error(f"BufferSize {size:#x} is not the logfile's BufferSize {stride:#x}", offset, index, "WMI_BUFFER_HEADER.BufferSize")
+            info = dataclasses.replace(info, buffer_size=stride)
+            size = stride
+            damaged: tuple[tuple[EtlFormatError, int], ...] = ((err, 0),)
+        else:
+            damaged = ()
         rest = self._read(size - _BH_SIZE)
         if not info.flags & L.BUFFER_FLAG_COMPRESSED:
             # A short last buffer is kept: walking it yields the whole records, then reports the cut.
-            return _Frame(info, head + rest, (), offset + size if len(rest) == size - _BH_SIZE else None)
+            return _Frame(info, head + rest, damaged, offset + size if len(rest) == size - _BH_SIZE else None)
         if len(rest) < size - _BH_SIZE:
             err = self._error("file ends inside a compressed buffer", offset, index, "compressed buffer")
-            return _Frame(info, head, ((err, len(head) + len(rest)),), None)
+            return self._resynced(offset, err, None, info, head) if not self.strict else _Frame(info, head, ((err, len(head) + len(rest)),), None)
         if data_end < _BH_SIZE or data_end > L.ETW_MAX_BUFFER_SIZE:
             err = self._error(
                 f"Offset {data_end:#x} is out of range for a compressed buffer (at most ETW's {L.ETW_MAX_BUFFER_SIZE:#x})",
                 offset + F.BUFFER_OFFSET_AT, index, "WMI_BUFFER_HEADER.Offset",
             )  # fmt: skip
-            return _Frame(info, head, ((err, size),), offset + size)
+            return self._resynced(offset, err, size, info, head, size_sound=True)
+        allowed = max(INFLATION_FLOOR, self.max_inflation * (self._position - self._start))
+        if self._inflated + data_end > allowed:
+            # The work of a compressed file is what it inflates to: bounded before it is done.
+            err = self._error(
+                f"compressed buffers would inflate to {self._inflated + data_end:,} bytes from {self._position - self._start:,} read,"
+                f" over the bound of {self.max_inflation} times what was read (at least {INFLATION_FLOOR >> 20} MiB):"
+                " a decompression bomb, or a trace that needs EtlReader(max_inflation=...)",
+                offset, index, "compressed buffer",
+            )  # fmt: skip
+            return _Frame(info, head, ((err, max(self._file_size() - offset, size) if self._can_seek else size),), None)
+        self._inflated += data_end
         from openetw.etl.lzxpress import decompress
 
         try:
@@ -244,8 +299,80 @@ class EtlReader:
         except CompressionError as exc:
             where = offset + _BH_SIZE + (exc.offset or 0)
             err = self._error(f"compressed data is damaged: {exc.message}", where, index, "LZXPRESS stream")
-            return _Frame(info, head, ((err, size),), offset + size)
+            return self._resynced(offset, err, size, info, head)
+        if len(self._signatures) < 16:
+            self._signatures.add((info.buffer_type, info.logger_id))
+        self._after_inflated = offset + size
         return _Frame(info, head + inflated, (), offset + size)
+
+    def _resynced(
+        self, offset: int, err: EtlFormatError, size: int | None = None, info: BufferInfo | None = None, head: bytes = b"", *, size_sound: bool = False,
+    ) -> _Frame:  # fmt: skip
+        """A compressed buffer that could not be read at ``offset``: lenient reading goes on at
+        the next buffer header that frames a buffer which inflates, counting the bytes skipped to
+        it. ``size``: the header's BufferSize, followed when another field was found wrong
+        (``size_sound``), else tried first. (In an uncompressed file, a buffer flagged compressed
+        is damage: reading goes on at the file's stride.)"""
+        if not self.header_compressed and not self.strict and self._resync_step(offset):
+            step = self._resync_step(offset)
+            return _Frame(info, head, ((err, step),), offset + step)
+        if self.strict or not self._can_seek or not self.header_compressed:
+            return _Frame(info, head, ((err, size if size is not None else _BH_SIZE),), offset + size if size is not None else None)
+        if size is not None and (size_sound or self._valid_compressed_at(offset + size)):
+            found: int | None = offset + size
+        else:
+            # A stream may end up to 4 bytes before its buffer's end (a last flag word): a
+            # BufferSize a few bytes too long still inflates, and the next buffer starts before it.
+            found = self._next_compressed_header(offset - _STREAM_SLACK if offset == self._after_inflated else offset + 1)
+        skipped = (found if found is not None else max(self._file_size(), offset + _BH_SIZE)) - offset
+        return _Frame(info, head, ((err, skipped),), found)
+
+    def _file_size(self) -> int:
+        try:
+            return os.fstat(self._file.fileno()).st_size
+        except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+            here = self._file.tell()
+            end = self._file.seek(0, io.SEEK_END)
+            self._file.seek(here)
+            return end
+
+    def _valid_compressed_at(self, offset: int) -> bool:
+        """Whether a compressed buffer that inflates starts at ``offset`` (the file position is
+        left anywhere: callers seek)."""
+        self._seek_to(offset)
+        head = self._read(_BH_SIZE)
+        if len(head) < _BH_SIZE:
+            return False
+        info = _buffer_info(head, offset, 0)
+        if not _plausible_compressed(info):
+            return False
+        rest = self._read(info.buffer_size - _BH_SIZE)
+        if len(rest) < info.buffer_size - _BH_SIZE:
+            return False
+        from openetw.etl.lzxpress import decompress
+
+        try:
+            return _starts_with_a_record(decompress(rest, info.data_end - _BH_SIZE))
+        except CompressionError:
+            return False
+
+    def _next_compressed_header(self, start: int) -> int | None:
+        """The first offset from ``start`` on where a compressed buffer that inflates starts,
+        searched a piece of the file at a time (candidates found by their header fields)."""
+        at = start
+        while True:
+            self._seek_to(at)
+            piece = self._read(_RESYNC_PIECE + _BH_SIZE)
+            if len(piece) < _BH_SIZE:
+                return None
+            for candidate in _compressed_header_candidates(piece, self._signatures):
+                if candidate >= _RESYNC_PIECE:
+                    break
+                if self._valid_compressed_at(at + candidate):
+                    return at + candidate
+            if len(piece) < _RESYNC_PIECE + _BH_SIZE:
+                return None
+            at += _RESYNC_PIECE
 
     def _resync_step(self, offset: int) -> int:
         """How far lenient reading skips past a buffer it cannot frame: to the next slot of an
@@ -572,7 +699,9 @@ class EtlReader:
         )
         file_pointer_size = header.pointer_size if header.pointer_size in (4, 8) else pointer_size
         context = RecordContext(header.clock, file_pointer_size, self.path, header.logger_name)
-        if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE:
+        self.header_compressed = header.compressed
+        self._logfile_buffer_size = header.buffer_size
+        if not header.compressed and _BH_SIZE < header.buffer_size <= MAX_BUFFER_SIZE and info.buffer_size == header.buffer_size:
             self._resync_size = header.buffer_size
         return header, context
 
@@ -585,6 +714,58 @@ def _buffer_info(head: bytes, offset: int, index: int) -> BufferInfo:
         index, offset, h[_BH("BufferSize")], h[_BH("Offset")], flags, h[_BH("BufferType")], cpu, h[_BH("TimeStamp")],
         h[_BH("SequenceNumber")], h[_BH("LoggerId")], h[_BH("SavedOffset")],
     )
+
+
+def _starts_with_a_record(inflated: bytes) -> bool:
+    """Whether a buffer's inflated data (after its header) starts as a buffer's data does: with a
+    record marker or the end of its data."""
+    if len(inflated) < 4:
+        return True
+    marker = _u32(inflated, 0)[0]
+    return marker == F.END_OF_DATA or F.kind_of_marker(marker) is not None
+
+
+def _plausible_compressed(info: BufferInfo) -> bool:
+    return bool(info.flags & L.BUFFER_FLAG_COMPRESSED) and _BH_SIZE < info.buffer_size <= MAX_BUFFER_SIZE and _BH_SIZE <= info.data_end <= L.ETW_MAX_BUFFER_SIZE
+
+
+_FLAG_AT, _OFFSET_AT, _TYPE_AT = L.WMI_BUFFER_HEADER.offset("BufferFlag"), L.WMI_BUFFER_HEADER.offset("Offset"), L.WMI_BUFFER_HEADER.offset("BufferType")
+_LOGGER_AT = L.WMI_BUFFER_HEADER.offset("LoggerId")
+
+
+def _compressed_header_candidates(piece: bytes, signatures: set[tuple[int, int]]) -> list[int]:
+    """Positions in ``piece`` where a compressed buffer's header may start: the compressed flag
+    set, sizes in range, and the type and logger of a sound buffer of the file (when one was
+    read; else a small buffer type)."""
+    import numpy as np
+
+    count = len(piece) - _BH_SIZE + 1
+    if count <= 0:
+        return []
+    u8 = np.frombuffer(piece, dtype=np.uint8)
+
+    def u16(at: int) -> np.ndarray:
+        return u8[at : at + count].astype(np.uint32) | u8[at + 1 : at + 1 + count].astype(np.uint32) << 8
+
+    def u32(at: int, where: np.ndarray) -> np.ndarray:
+        value: np.ndarray = u16(at)[where] | u16(at + 2)[where] << 16
+        return value
+
+    flagged = (u8[_FLAG_AT : _FLAG_AT + count] & L.BUFFER_FLAG_COMPRESSED) != 0
+    if signatures:
+        kind, logger = u16(_TYPE_AT), u16(_LOGGER_AT)
+        known = np.zeros(count, dtype=bool)
+        for want_type, want_logger in signatures:
+            known |= (kind == want_type) & (logger == want_logger)
+        flagged &= known
+    else:
+        flagged &= u8[_TYPE_AT + 1 : _TYPE_AT + 1 + count] == 0
+    positions = np.flatnonzero(flagged)
+    if not len(positions):
+        return []
+    size, end = u32(0, positions), u32(_OFFSET_AT, positions)
+    keep = (size > _BH_SIZE) & (size <= MAX_BUFFER_SIZE) & (end >= _BH_SIZE) & (end <= L.ETW_MAX_BUFFER_SIZE)
+    return [int(p) for p in positions[keep]]
 
 
 def _first_timestamp(data: bytes, data_end: int) -> int | None:

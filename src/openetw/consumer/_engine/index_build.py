@@ -167,8 +167,18 @@ _ALIASES = np.asarray([(group, hook_type, to) for (group, hook_type), (to, _) in
 def _framed_rows(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rows of the framed records (file order), their GUID halves and whether they have one
     (by the compiled core when it runs, else with numpy: ``_framed_rows_numpy``)."""
-    if _NATIVE is None:
-        return _framed_rows_numpy(bufs, chains, cpus, indices)
+    rows, lo, hi, has = _framed_rows_numpy(bufs, chains, cpus, indices) if _NATIVE is None else _framed_rows_native(bufs, chains, cpus, indices)
+    # A damaged header can say its user data starts past the record's end (a kernel header's
+    # extension longer than the record): the record has no user data, as the reader gives it.
+    past = np.flatnonzero(rows["user_data_offset"] > rows["size"])
+    if len(past):
+        rows["user_data_offset"][past] = rows["size"][past]
+        rows["user_data_length"][past] = 0
+    return rows, lo, hi, has
+
+
+def _framed_rows_native(bufs: Buffers, chains: Chains, cpus: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    assert _NATIVE is not None
     n = len(chains.offsets)
     rows = np.zeros(n, dtype=RECORD_DTYPE)
     lo, hi, has = np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool)
@@ -540,4 +550,10 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
     stats = dict(read_stats, records=len(rows), unknown_records=walked["unknown_records"])
     stats["skipped_bytes"] = stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
     buffers = np.concatenate(tables) if tables else np.zeros(0, dtype=BUFFER_DTYPE)
-    return BuiltIndex(rows, providers, buffers, header, context, read_errors + errors, reasons, stats, exact)
+    return BuiltIndex(rows, providers, buffers, header, context, read_errors + by_buffer(errors), reasons, stats, exact)
+
+
+def by_buffer(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Problems found walking the buffers, in buffer order (one buffer's in the order found),
+    whatever chunks the buffers were walked in."""
+    return sorted(errors, key=lambda error: (error["buffer_index"] is None, error["buffer_index"] or 0))

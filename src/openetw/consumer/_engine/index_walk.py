@@ -16,7 +16,6 @@ gives, so that damage and compression are handled by the reader). ``walk_chains`
 
 from __future__ import annotations
 
-import mmap
 import operator
 import os
 import struct
@@ -145,31 +144,34 @@ def error_fields(error: EtlFormatError) -> dict[str, Any]:
     return problem_fields(error.message, error.offset, error.buffer_index, error.structure)
 
 
-def _plain_buffers(path: str) -> tuple[list[BufferInfo], dict[str, int]] | None:
+def _plain_buffers(path: str, stride: int) -> tuple[list[BufferInfo], dict[str, int]] | None:
     """The buffers of an uncompressed, undamaged file, from their headers alone (``None``: let
     the reader frame them; it reports damage precisely)."""
     infos: list[BufferInfo] = []
     lost_events = lost_buffers = 0
     size_at, flags_at = _F["BufferSize"], _F["BufferFlag"]
+    # Headers are read with pread, not mapped: a mapping would bring in (and count as resident)
+    # the pages around every header, the whole file of a large trace.
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
         if size < BH:
             return None
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            offset = 0
-            while offset < size:
-                if offset + BH > size:
-                    return None
-                h = _BUFFER.unpack_from(view, offset)
-                buffer_size, flags = h[size_at], h[flags_at]
-                if buffer_size < BH or buffer_size > MAX_BUFFER_SIZE or buffer_size % 8 or offset + buffer_size > size:
-                    return None
-                if flags & L.BUFFER_FLAG_COMPRESSED:
-                    return None
-                infos.append(buffer_info(view, offset, len(infos), offset))
-                lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
-                lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
-                offset += buffer_size
+        offset = 0
+        while offset < size:
+            head = os.pread(fd, BH, offset)
+            if len(head) < BH:
+                return None
+            h = _BUFFER.unpack_from(head, 0)
+            buffer_size, flags = h[size_at], h[flags_at]
+            if buffer_size < BH or buffer_size > MAX_BUFFER_SIZE or buffer_size % 8 or offset + buffer_size > size:
+                return None
+            if flags & L.BUFFER_FLAG_COMPRESSED or (stride and buffer_size != stride):
+                return None  # (a buffer of another size than the file's has a damaged BufferSize)
+            infos.append(buffer_info(head, 0, len(infos), offset))
+            lost_events += bool(flags & L.BUFFER_FLAG_EVENTS_LOST)
+            lost_buffers += bool(flags & L.BUFFER_FLAG_BUFFER_LOST)
+            offset += buffer_size
     stats = {
         "buffers": len(infos), "compressed_buffers": 0, "skipped_bytes": 0,
         "buffers_with_events_lost_flag": lost_events, "buffers_with_buffer_lost_flag": lost_buffers,
@@ -238,7 +240,7 @@ def read_buffers(reader: EtlReader, limit: int = CHUNK_BYTES) -> tuple[Iterator[
     """Every buffer of ``reader``'s file, in blobs of about ``limit`` bytes (bounded memory), and a
     function giving, once they were all read, the reader's own errors and statistics."""
     if reader.path is not None and not reader.header.compressed:
-        plain = _plain_buffers(reader.path)
+        plain = _plain_buffers(reader.path, reader.buffer_stride)
         if plain is not None:
             infos, stats = plain
             return _file_chunks(reader.path, infos, limit), lambda: ([], dict(stats))

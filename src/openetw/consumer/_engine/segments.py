@@ -12,6 +12,7 @@ reached (ties go to the earlier file, as ``merge_records`` orders them).
 
 from __future__ import annotations
 
+import bisect
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,37 +28,58 @@ from openetw.etl.record import RecordContext
 __all__ = ["FileBuffers", "Segment", "merge_windows"]
 
 _BUFFER_CACHE = 64
+_CACHE_BYTES = 16 << 20  # inflated buffers may be up to 16 MiB each: the cache is bounded in bytes too
 
 
 class FileBuffers:
-    """A file's buffers read by index (inflated when compressed), the last few kept."""
+    """A file's buffers read by index (inflated when compressed), the last few kept (at most
+    ``cached`` buffers and ``_CACHE_BYTES``). Where each buffer is stays in the buffer table's
+    arrays, not a Python object per buffer."""
 
     def __init__(self, path: str, cached: int = _BUFFER_CACHE) -> None:
         self.path = path
         self._limit = max(1, cached)
         self._cache: dict[int, bytes] = {}
-        self._where: dict[int, tuple[int, int, int, int, int]] = {}
+        self._cached_bytes = 0
+        self._tables: list[np.ndarray] = []
+        self._firsts: list[int] = []  # the first buffer index of each table
         self._fd: int | None = None
 
     def add(self, table: np.ndarray) -> None:
-        """Make buffers known (rows of ``BUFFER_DTYPE``)."""
-        for entry in zip(table["index"].tolist(), table["file_offset"].tolist(), table["length"].tolist(), table["buffer_size"].tolist(),
-                         table["data_end"].tolist(), table["flags"].tolist(), strict=True):  # fmt: skip
-            self._where[entry[0]] = entry[1:]
+        """Make buffers known (rows of ``BUFFER_DTYPE``, in increasing index order)."""
+        if len(table):
+            if self._tables and int(table["index"][0]) <= int(self._tables[-1]["index"][-1]):
+                merged = np.concatenate([*self._tables, table])
+                merged = merged[np.argsort(merged["index"], kind="stable")]
+                self._tables, self._firsts = [merged], [int(merged["index"][0])]
+            else:
+                self._tables.append(table)
+                self._firsts.append(int(table["index"][0]))
+
+    def _where(self, buffer_index: int) -> tuple[int, int, int, int, int]:
+        part = bisect.bisect_right(self._firsts, buffer_index) - 1
+        if part >= 0:
+            table = self._tables[part]
+            row = int(np.searchsorted(table["index"], buffer_index))
+            if row < len(table) and int(table["index"][row]) == buffer_index:
+                entry = table[row]
+                return int(entry["file_offset"]), int(entry["length"]), int(entry["buffer_size"]), int(entry["data_end"]), int(entry["flags"])
+        raise EtlFormatError(f"no buffer {buffer_index} in the index", buffer_index=buffer_index, path=self.path)
 
     def buffer_data(self, buffer_index: int) -> bytes:
         data = self._cache.get(buffer_index)
         if data is None:
             data = self._read(buffer_index)
-            if len(self._cache) >= self._limit:
-                del self._cache[next(iter(self._cache))]
+            while self._cache and (len(self._cache) >= self._limit or self._cached_bytes + len(data) > _CACHE_BYTES):
+                self._cached_bytes -= len(self._cache.pop(next(iter(self._cache))))
             self._cache[buffer_index] = data
+            self._cached_bytes += len(data)
         return data
 
     def _read(self, buffer_index: int) -> bytes:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDONLY)
-        offset, length, buffer_size, data_end, flags = self._where[buffer_index]
+        offset, length, buffer_size, data_end, flags = self._where(buffer_index)
         if not flags & L.BUFFER_FLAG_COMPRESSED:
             data = os.pread(self._fd, length, offset)
         else:
@@ -75,6 +97,7 @@ class FileBuffers:
             os.close(self._fd)
             self._fd = None
         self._cache.clear()
+        self._cached_bytes = 0
 
     def __del__(self) -> None:  # a raw descriptor: closed with its owner even when nobody called close()
         if getattr(self, "_fd", None) is not None:

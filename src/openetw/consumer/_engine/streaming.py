@@ -8,10 +8,13 @@ out in the order ``EtlReader.records(time_order=True)`` gives, without holding t
   gives each buffer's first timestamp. When each buffer's records are in time order (every real
   file seen), the reader's merge is a stable sort by time, and a row can be handed out as soon as
   no buffer still unread starts before it: after each piece, the rows up to the earliest first
-  timestamp of the buffers to come go out, the rest wait for the next piece.
-- A buffer whose records go back in time defeats that: from there on the rows are gathered and
-  the reader's merge is replayed on them (``index_build``), as for compressed or damaged files,
-  whose rows are gathered whole (their buffers are what the reader can make of them).
+  timestamp of the buffers to come go out.
+- The rows that wait (all of them for compressed or damaged files, framed by the reader, whose
+  buffers' first times are known only once read) wait in a ``RowMerge``, which writes them to a
+  temporary file past the chunk setting's worth: a trace going back in time or repeating its
+  times costs disk, not memory.
+- A buffer whose own records go back in time defeats the sort: from there on the rows not yet
+  given out are gathered in memory and the reader's merge is replayed on them (``index_build``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import os
 import struct
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -28,18 +31,18 @@ from openetw.consumer._engine.index_build import (
     _UNKNOWN,
     _WPP,
     BUFFER_DTYPE,
+    RECORD_DTYPE,
     _buffer_table,
     _merge_keys,
     _time_order,
-    build_index_data,
-    concat,
+    by_buffer,
     file_order_rows,
     filetimes,
-    keep,
     provider_table,
     take,
 )
-from openetw.consumer._engine.index_walk import BH, _file_chunks, buffer_info, walk_chains
+from openetw.consumer._engine.index_walk import BH, Buffers, _file_chunks, buffer_info, read_buffers, walk_chains
+from openetw.consumer._engine.spill import RowMerge
 from openetw.etl import layouts as L
 from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader, _first_timestamp
 
@@ -88,7 +91,7 @@ class _Headers(Sequence[BufferInfo]):
         return buffer_info(self._raw, index * BH, index, self._offsets[index])
 
 
-def _plain_headers(path: str) -> tuple[_Headers, dict[str, int], np.ndarray] | None:
+def _plain_headers(path: str, stride: int) -> tuple[_Headers, dict[str, int], np.ndarray] | None:
     """The buffers of an uncompressed file with sound buffer headers, their statistics and each
     one's first record time (as the reader's merge orders buffers by it); ``None``: let the
     reader frame the file. Headers are read with ``pread``, not mapped: mapping would bring in
@@ -108,7 +111,7 @@ def _plain_headers(path: str) -> tuple[_Headers, dict[str, int], np.ndarray] | N
             info = buffer_info(head, 0, len(infos), offset)
             if info.buffer_size < BH or info.buffer_size > MAX_BUFFER_SIZE or info.buffer_size % 8 or offset + info.buffer_size > size:
                 return None
-            if info.flags & L.BUFFER_FLAG_COMPRESSED:
+            if info.flags & L.BUFFER_FLAG_COMPRESSED or (stride and info.buffer_size != stride):
                 return None
             end = min(info.data_end, info.buffer_size, len(head))
             first = _first_timestamp(head[:end], end)
@@ -141,6 +144,7 @@ class StreamingBuild:
         self.chunk_bytes = chunk_bytes or working_set_bytes()
         with EtlReader(path, strict=False) as reader:
             self.header, self.context = reader.header, reader.context
+            self._stride = reader.buffer_stride
         self.providers: list[uuid.UUID] = []
         self._codes: dict[tuple[int, int], int] = {}
         self._tables: list[np.ndarray] = []
@@ -148,6 +152,7 @@ class StreamingBuild:
         self.read_stats: dict[str, int] = {}
         self.exact_time_order = True
         self.rows = 0
+        self.spilled_rows = 0  # rows that went through the temporary file (memory stayed bounded)
 
     def buffers(self) -> np.ndarray:
         if len(self._tables) > 1:
@@ -174,68 +179,74 @@ class StreamingBuild:
         return codes
 
     def pieces(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
-        plain = _plain_headers(self.path) if not self.header.compressed else None
-        if plain is None:
-            yield from self._whole()
-            return
-        infos, stats, firsts = plain
-        later_min = np.minimum.accumulate(firsts[::-1])[::-1]  # earliest first time from buffer i on
+        merge = RowMerge(RECORD_DTYPE, self.chunk_bytes)
+        try:
+            plain = _plain_headers(self.path, self._stride) if not self.header.compressed else None
+            if plain is None:
+                # Compressed or damaged: the reader frames the buffers; their first times are
+                # known only once read, so the rows wait (spilled past the budget) to the end.
+                with EtlReader(self.path, strict=False) as reader:
+                    chunks, outcome = read_buffers(reader, self.chunk_bytes)
+                    walk_errors: list[dict[str, Any]] = []
+                    walked = yield from self._merged(merge, chunks, None, walk_errors)
+                    read_errors, stats = outcome()
+                self.errors.extend(read_errors + by_buffer(walk_errors))
+            else:
+                infos, stats, firsts = plain
+                later_min = np.minimum.accumulate(firsts[::-1])[::-1]  # earliest first time from buffer i on
+                walked = yield from self._merged(merge, _file_chunks(self.path, infos, self.chunk_bytes), later_min, self.errors)
+                self.errors[:] = by_buffer(self.errors)
+            self.spilled_rows = merge.spilled_rows
+        finally:
+            merge.close()
+        self.read_stats = dict(stats, records=self.rows, unknown_records=walked["unknown_records"])
+        self.read_stats["skipped_bytes"] = self.read_stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
+
+    def _merged(
+        self, merge: RowMerge, chunks: Iterable[Buffers], later_min: np.ndarray | None, errors: list[dict[str, Any]],
+    ) -> Generator[tuple[np.ndarray, dict[int, str]], None, dict[str, int]]:  # fmt: skip
+        """The rows of ``chunks`` in time order. ``later_min[i]``: the earliest first time of
+        buffer ``i`` and those after it (``None``: unknown, every row waits for the end)."""
         clock = self.context.clock
         walked = {"unknown_records": 0, "skipped_bytes": 0}
-        carry = np.zeros(0, dtype=self._row_dtype())
-        carry_keys = np.zeros(0, dtype=np.int64)
-        carry_seq = np.zeros(0, dtype=np.int64)
         reasons: dict[int, str] = {}  # by file-order row number
+        buffer_indices: list[int] = []
         gathering = False
-        done_buffers = 0
         seq = 0
-        for bufs in _file_chunks(self.path, infos, self.chunk_bytes):
+        for bufs in chunks:
             chains = walk_chains(bufs)
             rows, lo, hi, has, unknown = file_order_rows(bufs, chains)
-            self.errors.extend(bufs.errors)
+            errors.extend(bufs.errors)
             for key in walked:
                 walked[key] += bufs.stats.get(key, 0)
             self._tables.append(_buffer_table(bufs))
+            buffer_indices.extend(info.index for info in bufs.infos)
             rows["provider"] = self._code(lo, hi, has)
             keys = _merge_keys(rows)
             n = len(rows)
             reasons.update({seq + row: reason for row, reason in unknown.items()})
             seqs = np.arange(seq, seq + n, dtype=np.int64)
             seq += n
-            done_buffers += len(bufs.infos)
             if not gathering and not _sortable(rows, keys):
                 gathering = True
-            carry, carry_keys, carry_seq = _concat(carry, rows), np.concatenate([carry_keys, keys]), np.concatenate([carry_seq, seqs])
-            if gathering:
+            merge.add(rows, keys, seqs)
+            if gathering or later_min is None:
                 continue
-            if done_buffers < len(infos):
-                ready = np.flatnonzero(carry_keys <= later_min[done_buffers])
-                if not len(ready):
-                    continue
-            else:
-                ready = np.arange(len(carry_keys))
-            order = ready[np.argsort(carry_keys[ready], kind="stable")]
-            out, out_seq = take(carry, order), carry_seq[order]
-            if len(ready) == len(carry_keys):
-                carry, carry_keys, carry_seq = carry[:0], carry_keys[:0], carry_seq[:0]
-            else:
-                left = np.ones(len(carry_keys), dtype=bool)
-                left[ready] = False
-                carry, carry_keys, carry_seq = keep(carry, left), carry_keys[left], carry_seq[left]
-            yield self._finish(out, out_seq, reasons, clock)
-        if gathering and len(carry):
-            by_file = np.argsort(carry_seq, kind="stable")
-            rows, rows_seq = take(carry, by_file), carry_seq[by_file]
-            order, exact = _time_order(rows, list(range(len(infos))))
-            self.exact_time_order = exact
-            yield self._finish(take(rows, order), rows_seq[order], reasons, clock)
-        self.read_stats = dict(stats, records=self.rows, unknown_records=walked["unknown_records"])
-        self.read_stats["skipped_bytes"] = self.read_stats.get("skipped_bytes", 0) + walked["skipped_bytes"]
-
-    def _row_dtype(self) -> np.dtype:
-        from openetw.consumer._engine.index_build import RECORD_DTYPE
-
-        return RECORD_DTYPE
+            done = len(buffer_indices)
+            for out, out_seq in merge.release(int(later_min[done]) if done < len(later_min) else None):
+                yield self._finish(out, out_seq, reasons, clock)
+        if gathering:
+            # A buffer whose own records go back in time: the reader's merge is replayed on
+            # every row not yet given out, held in memory (no real file seen has one).
+            rows, rows_seq = merge.drain()
+            if len(rows):
+                order, exact = _time_order(rows, buffer_indices)
+                self.exact_time_order = exact
+                yield self._finish(take(rows, order), rows_seq[order], reasons, clock)
+        else:
+            for out, out_seq in merge.release(None):
+                yield self._finish(out, out_seq, reasons, clock)
+        return walked
 
     def _finish(self, rows: np.ndarray, seqs: np.ndarray, reasons: dict[int, str], clock: Any) -> tuple[np.ndarray, dict[int, str]]:
         rows["filetime"] = filetimes(rows["timestamp"], clock)
@@ -247,21 +258,6 @@ class StreamingBuild:
                 if reason is not None:
                     mine[row] = reason
         return rows, mine
-
-    def _whole(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
-        """Compressed or damaged files: the rows gathered whole, as ``build_index_data`` makes them."""
-        built = build_index_data(self.path, chunk_bytes=self.chunk_bytes)
-        self.providers.extend(built.providers)
-        self._tables.append(built.buffers)
-        self.errors.extend(built.errors)
-        self.exact_time_order = built.exact_time_order
-        step = max(1, self.chunk_bytes // 64)
-        for start in range(0, len(built.records), step):
-            rows = built.records[start : start + step]
-            reasons = {row - start: reason for row, reason in built.unknown_reasons.items() if start <= row < start + step}
-            self.rows += len(rows)
-            yield rows, reasons
-        self.read_stats = dict(built.read_stats)
 
 
 def _sortable(rows: np.ndarray, keys: np.ndarray) -> bool:
@@ -277,5 +273,3 @@ def _sortable(rows: np.ndarray, keys: np.ndarray) -> bool:
     return not np.any(np.isin(rows["kind"][firsts], (_WPP, _UNKNOWN)))
 
 
-def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return b if not len(a) else concat([a, b])
