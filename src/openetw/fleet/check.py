@@ -133,10 +133,10 @@ def check_header_buffer(payload: bytes) -> None:
     if not F.RECORDS_START < used <= size:
         raise BadMessage("header", f"Offset {used:#x} outside the buffer's records")
     marker = _u32(payload, _LOGFILE_RECORD_AT)[0]
-    header_type = F.header_type_of(marker)
-    if header_type not in (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_SYSTEM64) or not F.is_typed(marker >> F.MARKER_FLAGS_SHIFT):
+    row = F.kind_of_marker(marker)
+    if row is None or row.kind != "system" or not F.is_typed(marker >> F.MARKER_FLAGS_SHIFT):
         raise BadMessage("header", f"the first record's marker {marker:#010x} is not a SYSTEM header")
-    layout = L.trace_logfile_header(8 if header_type == L.HEADER_TYPE_SYSTEM64 else 4)
+    layout = L.trace_logfile_header(row.pointer_size)
     record_size = _u16(payload, _LOGFILE_RECORD_AT + 4)[0]
     if record_size < L.SYSTEM_TRACE_HEADER.size + layout.size or _LOGFILE_RECORD_AT + record_size > used:
         raise BadMessage("header", f"a logfile header record of {record_size} bytes does not fit")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openetw.etl import framing as F
 from openetw.fleet.check import check_buffer
 from openetw.fleet.collector import ACK, TERM, Incoming, take_batch
 from openetw.fleet.store import FleetStore
@@ -88,7 +89,7 @@ def _payload(rng: random.Random, header: bytes, buffer: bytes, kind: str) -> byt
     if choice == 2:
         return bytes(base) + rng.randbytes(rng.randrange(1, 64))
     if choice == 3:  # a field of the buffer header or the first records: a size, an offset, a marker
-        at = rng.randrange(0, 0x48 + 0x200, 2)
+        at = rng.randrange(0, F.RECORDS_START + 0x200, 2)
         struct.pack_into("<H", base, at, rng.choice((0, 1, 0xFFFF, rng.randrange(1 << 16))))
         return bytes(base)
     if choice == 4:
