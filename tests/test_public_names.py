@@ -43,8 +43,8 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     ),
     "openetw.eventlog": (
         "AppendResult", "LogConfig", "LogInfo", "LogStore", "NewEvent", "Query", "QueryList", "StoredEvent",
-        "default_logs_dir", "event_node", "event_xml", "from_etw_record", "from_evtx_record", "parse_query",
-        "parse_query_list",
+        "default_logs_dir", "event_node", "event_xml", "from_etw_record", "from_evtx_record", "parse_filter",
+        "parse_query", "parse_query_list",
     ),
     "openetw.evtx": (
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",

@@ -33,7 +33,8 @@ FILE_CALLS = frozenset({
 EDGES = {
     ("etl/reader.py", "_open"): "EtlReader and read_records given a path open it (a file object or bytes open nothing)",
     ("etl/writer.py", "EtlWriter.__init__"): "EtlWriter given a path creates the file (a file object is written as given)",
-    ("etl/writer.py", "_opener.opener"): "how EtlWriter creates that file when it is given the file's mode",
+    ("manifest/builtin/__init__.py", "builtin_providers"): "scans the layouts openetw ships (its own package data, never a caller's path)",
+    ("manifest/builtin/generate.py", "main"): "the generator, run by hand: reads the runtime's manifest, writes the shipped layouts",
     ("manifest/loader.py", "manifest_files"): "lists the manifests of a directory the caller named",
     ("manifest/loader.py", "expand_manifest_paths"): "the files a list of manifest paths names",
     ("manifest/parser.py", "load_manifest"): "reads the manifest file the caller named",
