@@ -92,8 +92,11 @@ def test_facets_and_timeline_follow_a_session_attached_before_its_first_event(pa
             page.wait_for_function(
                 f"""(() => {{ const item = document.querySelector("#facets li[data-facet='provider'][title='{PROVIDER}'] .count");
                     return item !== null && item.textContent === '{count}'; }})()""", timeout=60_000)  # fmt: skip
-            series = page.evaluate("window.__viewer.state.hist.series")
-            assert sum(sum(entry["counts"]) for entry in series) == count
+            # the timeline follows too (it refreshes on its own beat, at most once a second)
+            page.wait_for_function(
+                f"""(() => {{ const series = window.__viewer.state.hist.series;
+                    return series.reduce((total, entry) => total + entry.counts.reduce((a, b) => a + b, 0), 0) === {count}; }})()""",
+                timeout=60_000)  # fmt: skip
         _shot(page, artifacts, "live-facets")
         page.goto("about:blank")  # the tail stream ends before the server does
 
