@@ -14,10 +14,11 @@ Sequences (``trusted_packet_sequence_id``), each with increasing packet timestam
 A sequence's first packet clears its incremental state; interned tables are started over
 (cleared again) when they grow past a bound, so memory stays flat.
 
-Samples and scheduling events are held for :data:`REORDER_WINDOW_NS` (1 s) and written in time
-order: a kernel trace's records are in time order per buffer, but a sample read late from its
-perf ring can follow newer records (Perfetto refuses a packet older than the one before it on its
-sequence). One that comes later than the window is not written and is counted
+Every timestamped item (track events, samples, scheduling events) is held for
+:data:`REORDER_WINDOW_NS` (1 s) and written in time order: a kernel trace's records are in time
+order per buffer, but a sample read late from its perf ring, or a process event from the proc
+connector, can follow newer records (Perfetto refuses a packet older than the one before it on
+its sequence). One that comes later than the window is not written and is counted
 (``PerfettoWriter.late``, in the export's summary).
 """
 
@@ -137,7 +138,7 @@ class PerfettoWriter:
         self._sample_cleared = False
         self._bundles: dict[int, list[bytes]] = {}
         self._bundle_start: dict[int, int] = {}
-        self._held: list[tuple[int, int, Sample | Switch | Wakeup]] = []  # samples and scheduling events waiting their turn
+        self._held: list[tuple[int, int, Item]] = []  # timestamped items waiting their turn
         self._held_count = 0
         self._newest = 0
         self._released: dict[int, int] = {}  # sequence -> time of its last item written
@@ -394,7 +395,7 @@ class PerfettoWriter:
         self._packet(varint_field(8, self._bundle_start[cpu]) + varint_field(10, ETW_SEQUENCE_BASE + cpu) + bytes_field(95, body))
 
     # -- items ----------------------------------------------------------------------------------
-    def _hold(self, ts: int, item: Sample | Switch | Wakeup) -> None:
+    def _hold(self, ts: int, item: Item) -> None:
         """Samples and scheduling events in time order: held ``REORDER_WINDOW_NS``, then written."""
         self._held_count += 1
         heapq.heappush(self._held, (ts, self._held_count, item))
@@ -406,7 +407,12 @@ class PerfettoWriter:
         held = self._held
         while held and (until is None or held[0][0] <= until):
             ts, _, item = heapq.heappop(held)
-            sequence = SAMPLE_SEQUENCE if isinstance(item, Sample) else ETW_SEQUENCE_BASE + item.cpu
+            if isinstance(item, Sample):
+                sequence = SAMPLE_SEQUENCE
+            elif isinstance(item, Switch | Wakeup):
+                sequence = ETW_SEQUENCE_BASE + item.cpu
+            else:
+                sequence = TRACK_SEQUENCE
             if ts < self._released.get(sequence, ts):
                 self.late += 1
                 continue
@@ -414,12 +420,13 @@ class PerfettoWriter:
             self._write_now(item)
 
     def write(self, item: Item) -> None:
-        if isinstance(item, Sample | Switch | Wakeup):
-            if isinstance(item, Sample):
-                self._thread_track(item.pid, item.tid)
-            self._hold(item.ts, item)
+        ts = _timestamp(item)
+        if ts is None:  # a process or thread: its track descriptor, written at once
+            self._write_now(item)
             return
-        self._write_now(item)
+        if isinstance(item, Sample):
+            self._thread_track(item.pid, item.tid)
+        self._hold(ts, item)
 
     def _write_now(self, item: Item) -> None:
         kind = type(item)
@@ -482,6 +489,17 @@ class PerfettoWriter:
 
 
 REORDER_WINDOW_NS = 1_000_000_000
+
+
+def _timestamp(item: Item) -> int | None:
+    """The time a packet for ``item`` carries (None: a track descriptor, which carries none)."""
+    if isinstance(item, SliceBegin):
+        return item.span.ts
+    if isinstance(item, SliceEnd):
+        return item.span.end
+    if isinstance(item, Instant | Counter | Switch | Wakeup | Sample):
+        return item.ts
+    return None
 """How long samples and scheduling events wait for older ones before they are written."""
 
 
