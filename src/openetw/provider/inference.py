@@ -9,7 +9,6 @@ binary).
 
 from __future__ import annotations
 
-import ipaddress
 import numbers
 import uuid
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 from openetw.errors import InvalidArgument
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.schema import PropertyInfo
-from openetw.etl.tracelogging import tl_field
+from openetw.etl.tracelogging import is_ip_address, tl_field
 from openetw.provider.fields import InvalidFieldValue
 
 __all__ = ["field_for_value", "fields_of", "infer_fields"]
@@ -83,9 +82,9 @@ def field_for_value(name: str, value: Any) -> PropertyInfo:
         return tl_field(name, InType.GUID)
     if isinstance(value, datetime):
         return tl_field(name, InType.FILETIME)
-    if isinstance(value, ipaddress.IPv4Address):
+    if is_ip_address(value, "IPv4Address"):
         return tl_field(name, InType.UINT32, OutType.IPV4)
-    if isinstance(value, ipaddress.IPv6Address):
+    if is_ip_address(value, "IPv6Address"):
         return tl_field(name, InType.BINARY, OutType.IPV6)
     if isinstance(value, Mapping):
         if not 1 <= len(value) <= 127 or not all(isinstance(key, str) for key in value):
@@ -107,3 +106,4 @@ def fields_of(values: Mapping[Any, Any]) -> tuple[PropertyInfo, ...]:
     if not all(isinstance(name, str) for name in values):
         raise InvalidArgument(f"field names are strings, not {[name for name in values if not isinstance(name, str)]!r}")
     return tuple(field_for_value(name, value) for name, value in values.items())
+
