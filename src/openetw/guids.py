@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 try:  # the builtin SHA-1 loads in a fraction of hashlib's time (which loads OpenSSL)
-    from _sha1 import sha1 as _sha1
+    from _sha1 import sha1 as _sha1  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import sha1 as _sha1
 

@@ -287,7 +287,7 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
         if code == InType.UINT16 and prop.out_type == OutType.PORT:
             return struct.pack(">H", value)
         if code == InType.UINT32 and is_ip_address(value, "IPv4Address"):
-            return value.packed
+            return bytes(value.packed)
         return struct.pack(_INT_FORMATS[code], value)
     if code == InType.UNICODESTRING:
         if "\0" in value:

@@ -27,14 +27,16 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openetw.errors import OpenEtwError
-from openetw.ipc.paths import client_socket_candidates
+from openetw.ipc.places import client_socket_paths
 from openetw.ipc.pool import BufferPool, PoolWriter
-from openetw.ipc.protocol import Channel, Message
 from openetw.ipc.wire import enable_state_from_json
-from openetw.session import DISABLED, EnableState
+from openetw.session.enable import DISABLED, EnableState
+
+if TYPE_CHECKING:
+    from openetw.ipc.protocol import Channel, Message
 
 __all__ = ["REGISTER_WAIT", "RETRY_INTERVAL", "ServiceLink", "link"]
 
@@ -174,11 +176,14 @@ class ServiceLink:
         with self._lock:
             if self._state.channel is not None:
                 return self._state.channel
-            for path in client_socket_candidates():
+            for path in client_socket_paths():
                 if not os.path.exists(path):
                     continue
+                # Sockets and JSON load once a service's socket is there: a process no one traces never needs them.
+                from openetw.ipc.protocol import Channel
+
                 try:
-                    channel = Channel.connect(str(path), timeout=REGISTER_WAIT)
+                    channel = Channel.connect(path, timeout=REGISTER_WAIT)
                 except OSError:
                     continue
                 self._state = _LinkState(channel=channel)
