@@ -9,7 +9,7 @@ binary).
 
 from __future__ import annotations
 
-import numbers
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -39,9 +39,9 @@ def _element_field(name: str, items: Sequence[Any]) -> PropertyInfo:
         if any(field_for_value(name, item) != first for item in items[1:]):
             raise InvalidFieldValue(name, "the structs of an array must all have the same members and types")
         return tl_field(name, InType.NULL, count="variable", members=first.members)
-    kinds = {field_for_value(name, item) if not isinstance(item, numbers.Real) or isinstance(item, bool) else None for item in items}
+    kinds = {field_for_value(name, item) if not _real(item) or isinstance(item, bool) else None for item in items}
     if kinds == {None}:  # numbers, no bool
-        if all(isinstance(item, numbers.Integral) for item in items):
+        if all(_integral(item) for item in items):
             low, high = min(int(item) for item in items), max(int(item) for item in items)
             if low < 0 and high >= 1 << 63:
                 raise InvalidFieldValue(name, "an integer array mixes negative values and values from 2**63")
@@ -65,14 +65,14 @@ def field_for_value(name: str, value: Any) -> PropertyInfo:
     """The TraceLogging field a Python value is written as (see the module's documentation)."""
     if isinstance(value, bool):
         return tl_field(name, InType.BOOLEAN)
-    if isinstance(value, numbers.Integral):
+    if _integral(value):
         number = int(value)
         if number in _INT64_RANGE:
             return tl_field(name, InType.INT64)
         if 0 <= number < _UINT64_LIMIT:
             return tl_field(name, InType.UINT64)
         raise InvalidFieldValue(name, f"{number} does not fit 64 bits")
-    if isinstance(value, numbers.Real):
+    if _real(value):
         return tl_field(name, InType.DOUBLE)
     if isinstance(value, str):
         return tl_field(name, InType.UNICODESTRING)
@@ -107,3 +107,14 @@ def fields_of(values: Mapping[Any, Any]) -> tuple[PropertyInfo, ...]:
         raise InvalidArgument(f"field names are strings, not {[name for name in values if not isinstance(name, str)]!r}")
     return tuple(field_for_value(name, value) for name, value in values.items())
 
+
+# Only int and float are numbers until someone imports ``numbers`` (Decimal, Fraction and numpy
+# register theirs by importing it), so a writer never needs to load it.
+def _integral(value: object) -> bool:
+    module = sys.modules.get("numbers")
+    return isinstance(value, int) or (module is not None and isinstance(value, module.Integral))
+
+
+def _real(value: object) -> bool:
+    module = sys.modules.get("numbers")
+    return isinstance(value, (int, float)) or (module is not None and isinstance(value, module.Real))
