@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from openetw.errors import OpenEtwError
@@ -59,28 +58,33 @@ class Registrant(Protocol):
     def _capture_state(self, session_id: int) -> None: ...
 
 
-@dataclass
 class _PoolSlot:
-    pool_id: int
-    session_id: int
-    pool: BufferPool
-    writer: PoolWriter
-    flush_interval: float  # seconds; 0: partly filled buffers wait for a FLUSH, a stop or our exit
-    last_flush: float = field(default_factory=time.monotonic)
-    session_name: str = ""
+    """A pool of one session, mapped here, and its writer."""
+
+    __slots__ = ("pool_id", "session_id", "pool", "writer", "flush_interval", "last_flush", "session_name")
+
+    def __init__(self, pool_id: int, session_id: int, pool: BufferPool, writer: PoolWriter, flush_interval: float,
+                 last_flush: float | None = None, session_name: str = "") -> None:  # fmt: skip
+        self.pool_id = pool_id
+        self.session_id = session_id
+        self.pool = pool
+        self.writer = writer
+        self.flush_interval = flush_interval  # seconds; 0: partly filled buffers wait for a FLUSH, a stop or our exit
+        self.last_flush = time.monotonic() if last_flush is None else last_flush
+        self.session_name = session_name
 
 
-@dataclass
 class _LinkState:
     """Everything that belongs to one connection (dropped whole when it ends or at a fork)."""
 
-    channel: Channel | None = None
-    pools: dict[int, _PoolSlot] = field(default_factory=dict)
-    session_writers: dict[int, PoolWriter] = field(default_factory=dict)
-    sent: set[int] = field(default_factory=set)  # id(provider) of those whose register went out
-    requests: dict[int, Registrant] = field(default_factory=dict)  # register request id -> provider
-    handing: dict[int, _PoolSlot] = field(default_factory=dict)  # log_orphans request id -> the pool, until answered
-    by_registration: dict[int, Registrant] = field(default_factory=dict)
+    def __init__(self, channel: Channel | None = None) -> None:
+        self.channel = channel
+        self.pools: dict[int, _PoolSlot] = {}
+        self.session_writers: dict[int, PoolWriter] = {}
+        self.sent: set[int] = set()  # id(provider) of those whose register went out
+        self.requests: dict[int, Registrant] = {}  # register request id -> provider
+        self.handing: dict[int, _PoolSlot] = {}  # log_orphans request id -> the pool, until answered
+        self.by_registration: dict[int, Registrant] = {}
 
 
 class ServiceLink:
