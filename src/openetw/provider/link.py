@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openetw.errors import OpenEtwError
 from openetw.ipc.places import client_socket_paths
-from openetw.ipc.pool import BufferPool, PoolWriter
 from openetw.ipc.wire import enable_state_from_json
 from openetw.session.enable import DISABLED, EnableState
 
 if TYPE_CHECKING:
+    from openetw.ipc.pool import BufferPool, PoolWriter
     from openetw.ipc.protocol import Channel, Message
 
 __all__ = ["REGISTER_WAIT", "RETRY_INTERVAL", "ServiceLink", "link"]
@@ -321,6 +321,8 @@ class ServiceLink:
     def _on_pool(self, message: Message) -> None:
         body = message.body
         fd = message.take_fd()
+        from openetw.ipc.pool import BufferPool  # loaded with the first pool a session hands us
+
         pool = BufferPool.attach(fd)
         writer = pool.writer(doorbell=self._state.channel)
         slot = _PoolSlot(int(body["pool_id"]), int(body["session_id"]), pool, writer, int(body.get("flush_interval_ms", 0)) / 1000,

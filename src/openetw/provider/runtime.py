@@ -38,7 +38,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import CodeType, FunctionType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from openetw._native import module
 from openetw.errors import InvalidArgument
@@ -47,7 +47,6 @@ from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_ex
 from openetw.etl.intypes import InType
 from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid, provider_guid_from_name
-from openetw.ipc.pool import PoolWriter
 from openetw.ipc.wire import filters_to_json
 from openetw.provider.activity import activity_state, activity_variable, claim_activity_ids
 from openetw.provider.encode import (
@@ -61,6 +60,10 @@ from openetw.provider.fields import FieldSpec
 from openetw.provider.link import REGISTER_WAIT, link
 from openetw.provider.properties import with_properties
 from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
+
+# The link hands pool writers over: a process that no session traces never loads the pool.
+if TYPE_CHECKING:
+    from openetw.ipc.pool import PoolWriter
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
 
