@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openetw.errors import OpenEtwError
 from openetw.ipc.places import client_socket_paths
-from openetw.ipc.wire import enable_state_from_json
-from openetw.session.enable import DISABLED, EnableState
 
+# The wire format and the enable states load with the service's first answer: a process that
+# finds no service loads neither (nor dataclasses, which they are made of).
 if TYPE_CHECKING:
     from openetw.ipc.pool import BufferPool, PoolWriter
     from openetw.ipc.protocol import Channel, Message
+    from openetw.session.enable import EnableState
 
 __all__ = ["REGISTER_WAIT", "RETRY_INTERVAL", "ServiceLink", "link"]
 
@@ -133,6 +134,8 @@ class ServiceLink:
                         state.channel.send({"op": "unregister", "id": state.channel.new_id(), "registration": registration_id})
                     except OSError:
                         pass
+        from openetw.session.enable import DISABLED
+
         provider._apply_state(DISABLED, {})
         self._wake.set()
 
@@ -243,6 +246,8 @@ class ServiceLink:
             for provider in providers:
                 provider.registration_id = None
                 provider.registered.clear()
+        from openetw.session.enable import DISABLED
+
         for provider in providers:
             provider._apply_state(DISABLED, {})
 
@@ -315,6 +320,8 @@ class ServiceLink:
             provider.registration_id = registration_id
             self._state.by_registration[registration_id] = provider
             writers = dict(self._state.session_writers)
+        from openetw.ipc.wire import enable_state_from_json
+
         provider._apply_state(enable_state_from_json(body.get("state")), writers)
         provider.registered.set()
 
@@ -336,6 +343,8 @@ class ServiceLink:
             provider = self._state.by_registration.get(body.get("registration"))  # type: ignore[arg-type]
             writers = dict(self._state.session_writers)
         if provider is not None:  # not yet answered: the register reply carries the state
+            from openetw.ipc.wire import enable_state_from_json
+
             provider._apply_state(enable_state_from_json(body.get("state")), writers)
 
     def _on_close_pool(self, body: dict[str, Any]) -> None:
@@ -388,6 +397,8 @@ class ServiceLink:
         self._retired = []
         self._orphans = []
         self._thread = None
+        from openetw.session.enable import DISABLED
+
         for provider in self._providers.values():
             provider.registration_id = None
             provider.registered = threading.Event()

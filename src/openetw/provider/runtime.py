@@ -44,10 +44,8 @@ from openetw._native import module
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.guids import parse_guid, provider_guid_from_name
-from openetw.ipc.wire import filters_to_json
 from openetw.provider.activity import activity_state, activity_variable, claim_activity_ids
 from openetw.provider.link import REGISTER_WAIT, link
-from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
 
 # The link hands pool writers over: a process that no session traces never loads the pool.
 # The encoders load with the first event a session takes, the first declared event or the first
@@ -65,12 +63,13 @@ if TYPE_CHECKING:
         TraceLoggingEventEncoder,
     )
     from openetw.provider.fields import FieldSpec
+    from openetw.session.enable import EnableState, SessionEnable
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
 
 EnableCallback = Callable[[bool, int, int, int, Any, bool], None]
 WriteFn = Callable[[bytes, int, int], bool]
-Target = tuple[SessionEnable, WriteFn]
+Target = tuple["SessionEnable", WriteFn]
 Routes = dict[Any, tuple[WriteFn, ...]]  # by (level, keyword, event id)
 # Whole writes outside activities, generated per event and routes (encoder.fast_writer_code):
 # by manifest event encoder (``fast(values)``), or by (event name, level, keyword, opcode) of a
@@ -241,8 +240,20 @@ def _write_all(writes: tuple[WriteFn, ...], record: bytes, timestamp: int) -> bo
     return written
 
 
+class _Disabled:
+    """A provider's enable state until the service gives it one: ``DISABLED``, loaded on first
+    look (a provider that finds no service never looks, nor loads the enable states)."""
+
+    def __get__(self, instance: object, owner: type | None = None) -> EnableState:
+        from openetw.session.enable import DISABLED
+
+        return DISABLED
+
+
 class _ProviderBase:
     """Registration, enable state and routing; the subclasses add their ``write``."""
+
+    _state: EnableState = _Disabled()  # type: ignore[assignment]  # each instance's own once applied
 
     def __init__(self, guid: uuid.UUID, name: str | None, callback: EnableCallback | None) -> None:
         self.guid = guid
@@ -253,7 +264,6 @@ class _ProviderBase:
         self.registered = threading.Event()
         self.events_refused = 0
         self._callback = callback
-        self._state: EnableState = DISABLED
         self._routing: Routing = ((), {}, {}, {})
         # The compiled ``write``'s view of the routing: its fast writes while enabled, else None
         # (one list item to read, not two attributes).
@@ -321,6 +331,9 @@ class _ProviderBase:
     def _call_back(self, *, capture_state: bool) -> None:
         if self._callback is None:
             return
+        from openetw.ipc.wire import filters_to_json
+        from openetw.session.enable import ALL_KEYWORDS
+
         state = self._state
         match_all = ALL_KEYWORDS if state.sessions else 0
         for entry in state.sessions:
