@@ -6,8 +6,12 @@ Records carry raw 16-byte GUIDs; converting them costs a microsecond, so convers
 
 from __future__ import annotations
 
-import hashlib
 import uuid
+
+try:  # the builtin SHA-1 loads in a fraction of hashlib's time (which loads OpenSSL)
+    from _sha1 import sha1 as _sha1  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import sha1 as _sha1
 
 _ETW_NAME_NAMESPACE = bytes.fromhex("482C2DB2C39047C887F81A15BFC130FB")
 _CACHE_LIMIT = 1 << 16
@@ -43,7 +47,7 @@ def provider_guid_from_name(name: str) -> uuid.UUID:
     SHA-1 over a fixed namespace followed by the upper-cased name in UTF-16BE; the first 16
     bytes with the version nibble forced to 5, read as a little-endian GUID.
     """
-    digest = bytearray(hashlib.sha1(_ETW_NAME_NAMESPACE + name.upper().encode("utf-16-be")).digest()[:16])
+    digest = bytearray(_sha1(_ETW_NAME_NAMESPACE + name.upper().encode("utf-16-be")).digest()[:16])
     digest[7] = (digest[7] & 0x0F) | 0x50
     return uuid.UUID(bytes_le=bytes(digest))
 

@@ -65,8 +65,8 @@ __all__ = [
 ]
 
 # -- the marker ------------------------------------------------------------------------------
-MARKER_TYPE_SHIFT = 16  # byte 2: the header type
-MARKER_FLAGS_SHIFT = 24  # byte 3: the marker flags
+MARKER_TYPE_SHIFT = L.MARKER_TYPE_SHIFT  # 16, byte 2: the header type
+MARKER_FLAGS_SHIFT = L.MARKER_FLAGS_SHIFT  # 24, byte 3: the marker flags
 MARKER_KEY_SHIFT = 16  # marker >> 16 == flags << 8 | header type
 TYPED_FLAGS = L.MARKER_FLAGS_TYPED  # 0xC0, what writers put there
 TYPED_FLAGS_MASK = 0xC0  # a reader accepts any flags with these bits set as typed
@@ -107,9 +107,8 @@ def typed_key(header_type: int) -> int:
     return TYPED_FLAGS << 8 | header_type
 
 
-def marker_bits(header_type: int, flags: int = TYPED_FLAGS) -> int:
-    """The header type and flags in place in a record's first u32 (or u64)."""
-    return header_type << MARKER_TYPE_SHIFT | flags << MARKER_FLAGS_SHIFT
+# Writers build markers with it too, and load ``layouts`` without this module.
+marker_bits = L.marker_bits
 
 
 def system_header_extension(version_field: int) -> int:

@@ -97,6 +97,14 @@ BUFFER_TYPE_DBG_INFO = 7
 # The first u32 of every record: byte 2 is the header type, byte 3 the marker flags.
 MARKER_FLAGS_TYPED = 0xC0
 MARKER_FLAGS_MESSAGE = 0x90
+MARKER_TYPE_SHIFT = 16
+MARKER_FLAGS_SHIFT = 24
+
+
+def marker_bits(header_type: int, flags: int = MARKER_FLAGS_TYPED) -> int:
+    """The header type and flags in place in a record's first u32 (or u64)."""
+    return header_type << MARKER_TYPE_SHIFT | flags << MARKER_FLAGS_SHIFT
+
 
 HEADER_TYPE_SYSTEM32 = 0x01
 HEADER_TYPE_SYSTEM64 = 0x02

@@ -12,8 +12,8 @@ Misuse (a field TraceLogging cannot describe, a value that does not fit) raises
 
 from __future__ import annotations
 
-import ipaddress
 import struct
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -38,6 +38,7 @@ __all__ = [
     "TRACELOGGING_CHANNEL",
     "encode_event_metadata",
     "encode_provider_traits",
+    "is_ip_address",
     "pack_values",
     "tdh_out_type",
     "tl_field",
@@ -285,8 +286,8 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
     if code in _INT_FORMATS:
         if code == InType.UINT16 and prop.out_type == OutType.PORT:
             return struct.pack(">H", value)
-        if code == InType.UINT32 and isinstance(value, ipaddress.IPv4Address):
-            return value.packed
+        if code == InType.UINT32 and is_ip_address(value, "IPv4Address"):
+            return bytes(value.packed)
         return struct.pack(_INT_FORMATS[code], value)
     if code == InType.UNICODESTRING:
         if "\0" in value:
@@ -303,7 +304,7 @@ def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
     if code == InType.MANIFEST_COUNTEDANSISTRING:
         return _counted(_ansi_bytes(prop, value), f"field {prop.name!r}")
     if code in (InType.BINARY, InType.MANIFEST_COUNTEDBINARY):
-        raw = value.packed if isinstance(value, ipaddress.IPv6Address) else bytes(value)
+        raw = value.packed if is_ip_address(value, "IPv6Address") else bytes(value)
         return _counted(raw, f"field {prop.name!r}")
     if code == InType.GUID:
         return (value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))).bytes_le
@@ -365,3 +366,9 @@ def pack_values(fields: Sequence[PropertyInfo | tuple[Any, ...]], values: Mappin
     out = bytearray()
     _pack_fields(out, _normalize(fields), values)
     return bytes(out)
+
+
+def is_ip_address(value: object, kind: str) -> bool:
+    """Whether ``value`` is an ``ipaddress.<kind>``: none can be while nobody has imported ``ipaddress``."""
+    module = sys.modules.get("ipaddress")
+    return module is not None and isinstance(value, getattr(module, kind))

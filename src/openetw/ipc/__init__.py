@@ -6,6 +6,7 @@
   messages, ``Channel``;
 * ``wire`` — session settings, enable rules and enable states as JSON, checked on the way in;
 * ``paths`` — where the control socket lives and who is on the other end of a connection.
+  ``places`` says where as text, so a producer finds the service without ``pathlib``.
 
 Providers, controllers, generated code and the service all import this package; it imports none
 of them (only the pure layers ``etl`` and ``session``), so a program that writes events never

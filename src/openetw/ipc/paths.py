@@ -10,15 +10,19 @@
 
 from __future__ import annotations
 
-import grp
 import os
-import socket
 import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openetw.errors import ServiceError
+from openetw.ipc.places import SOCKET_ENV, SYSTEM_SOCKET_PATH, client_socket_paths, user_socket_path
+from openetw.ipc.places import SOCKET_NAME as SOCKET_NAME
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = [
     "SOCKET_ENV",
@@ -33,22 +37,13 @@ __all__ = [
     "user_socket",
 ]
 
-SOCKET_ENV = "OPENETW_SOCKET"
-SYSTEM_SOCKET = Path("/run/openetw/control.sock")
+SYSTEM_SOCKET = Path(SYSTEM_SOCKET_PATH)
 SYSTEM_GROUP = "openetw"
-SOCKET_NAME = "control.sock"
 _UCRED = struct.Struct("3i")
 
 
 def user_socket(uid: int | None = None) -> Path:
-    uid = os.getuid() if uid is None else uid
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "openetw" / SOCKET_NAME
-    run_user = Path(f"/run/user/{uid}")
-    if run_user.is_dir():
-        return run_user / "openetw" / SOCKET_NAME
-    return Path(f"/tmp/openetw-{uid}") / SOCKET_NAME
+    return Path(user_socket_path(uid))
 
 
 def default_socket(*, system: bool | None = None) -> Path:
@@ -63,16 +58,13 @@ def default_socket(*, system: bool | None = None) -> Path:
 
 def client_socket_candidates() -> list[Path]:
     """Sockets a client tries, in order: the explicit one alone, else per-user then system."""
-    explicit = os.environ.get(SOCKET_ENV)
-    if explicit:
-        return [Path(explicit)]
-    if os.geteuid() == 0:
-        return [SYSTEM_SOCKET, user_socket()]
-    return [user_socket(), SYSTEM_SOCKET]
+    return [Path(path) for path in client_socket_paths()]
 
 
 def system_group_gid() -> int | None:
     try:
+        import grp  # the service's side only
+
         return grp.getgrnam(SYSTEM_GROUP).gr_gid
     except KeyError:
         return None
@@ -115,6 +107,8 @@ class PeerCredentials:
 
 
 def peer_credentials(sock: socket.socket) -> PeerCredentials:
+    import socket  # loaded already: ``sock`` is one
+
     pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
     return PeerCredentials(pid, uid, gid, _supplementary_groups(pid) | {gid}, process_exe(pid))
 

@@ -6,18 +6,13 @@ Everything coming from a peer is checked here: a wrong type or an out-of-range v
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openetw.session import (
-    EnableRule,
-    EnableState,
-    EventFilters,
-    InvalidSessionConfig,
-    LogMode,
-    SessionConfig,
-    SessionEnable,
-    SessionKind,
-)
+from openetw.session.enable import EnableRule, EnableState, EventFilters, SessionEnable
+from openetw.session.errors import InvalidSessionConfig
+
+if TYPE_CHECKING:
+    from openetw.session.config import SessionConfig
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -72,11 +67,15 @@ def config_from_json(body: Any) -> SessionConfig:
     changes = config_changes_from_json(body)
     if "name" not in changes:
         raise InvalidSessionConfig("a session needs a name")
+    from openetw.session.config import SessionConfig  # controllers and the service only: a provider never loads it
+
     return SessionConfig(**changes)
 
 
 def config_changes_from_json(body: dict[str, Any]) -> dict[str, Any]:
     """Only the settings present in ``body``, typed (for UPDATE as well as for creation)."""
+    from openetw.session.config import LogMode, SessionKind
+
     changes: dict[str, Any] = {}
     for key, kind in CONFIG_FIELDS.items():
         if key in body:

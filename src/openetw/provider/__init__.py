@@ -1,8 +1,19 @@
-"""The provider runtime: register providers with the trace service and write events into its pools."""
+"""The provider runtime: register providers with the trace service and write events into its pools.
+
+The encoders and the runtime load on first use: a program that writes with a TraceLogging
+provider no session enables never loads the encoders. ``activity`` is imported at once: it names
+a function here and a module too, and the function must win.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from openetw.provider.activity import activity, current_activity_id, new_activity_id
-from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEventEncoder
-from openetw.provider.runtime import EnableCallback, Provider, TraceLoggingEvent, TraceLoggingProvider
+
+if TYPE_CHECKING:
+    from openetw.provider.encode import EventDescriptor, EventTooLarge, ManifestEventEncoder, TraceLoggingEventEncoder
+    from openetw.provider.runtime import EnableCallback, Provider, TraceLoggingEvent, TraceLoggingProvider
 
 __all__ = [
     "EnableCallback",
@@ -17,3 +28,25 @@ __all__ = [
     "current_activity_id",
     "new_activity_id",
 ]
+
+_LAZY = {
+    "EnableCallback": "openetw.provider.runtime",
+    "EventDescriptor": "openetw.provider.encode",
+    "EventTooLarge": "openetw.provider.encode",
+    "ManifestEventEncoder": "openetw.provider.encode",
+    "Provider": "openetw.provider.runtime",
+    "TraceLoggingEvent": "openetw.provider.runtime",
+    "TraceLoggingEventEncoder": "openetw.provider.encode",
+    "TraceLoggingProvider": "openetw.provider.runtime",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -20,7 +20,6 @@ from typing import Any
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID
-from openetw.etl.framing import marker_bits
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.schema import PropertyInfo
 from openetw.guids import NULL_GUID
@@ -69,7 +68,7 @@ def _guid_le(value: Any, what: str) -> bytes:
 
 def _head_bits(header_type: int, flags: int) -> int:
     """Everything of the header's first u64 but the size."""
-    return marker_bits(header_type) | flags << 8 * _E("Flags")
+    return L.marker_bits(header_type) | flags << 8 * _E("Flags")
 
 
 # -- the generated fast path -------------------------------------------------------------------

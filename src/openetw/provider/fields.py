@@ -24,7 +24,6 @@ NUL-terminated strings may not contain NUL.
 
 from __future__ import annotations
 
-import ipaddress
 import struct
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +41,7 @@ from openetw.etl.intypes import (
     struct_code,
 )
 from openetw.etl.schema import REST, PropertyInfo
+from openetw.etl.tracelogging import is_ip_address
 
 __all__ = [
     "FieldSpec",
@@ -215,9 +215,11 @@ def _port(value: Any) -> bytes:
 
 def _ipv4_packer(as_int: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
     def pack(value: Any) -> bytes:
-        if isinstance(value, ipaddress.IPv4Address):
-            return value.packed
+        if is_ip_address(value, "IPv4Address"):
+            return bytes(value.packed)
         if isinstance(value, str):
+            import ipaddress
+
             try:
                 return ipaddress.IPv4Address(value).packed
             except ValueError as exc:
@@ -298,9 +300,11 @@ def _binary(value: Any, ipv6: bool) -> bytes:
     if isinstance(value, _BYTES_LIKE):
         return bytes(value)
     if ipv6:
-        if isinstance(value, ipaddress.IPv6Address):
-            return value.packed
+        if is_ip_address(value, "IPv6Address"):
+            return bytes(value.packed)
         if isinstance(value, str):
+            import ipaddress
+
             try:
                 return ipaddress.IPv6Address(value).packed
             except ValueError as exc:
@@ -556,3 +560,4 @@ class PayloadPacker:
     def pack(self, values: Sequence[Any] | Mapping[str, Any]) -> bytes:
         ints: dict[str, Any] = {}
         return b"".join([fn(value, ints) for fn, value in zip(self.field_fns, self.ordered(values), strict=True)])
+

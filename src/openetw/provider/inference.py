@@ -9,8 +9,7 @@ binary).
 
 from __future__ import annotations
 
-import ipaddress
-import numbers
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -19,7 +18,7 @@ from typing import Any
 from openetw.errors import InvalidArgument
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.schema import PropertyInfo
-from openetw.etl.tracelogging import tl_field
+from openetw.etl.tracelogging import is_ip_address, tl_field
 from openetw.provider.fields import InvalidFieldValue
 
 __all__ = ["field_for_value", "fields_of", "infer_fields"]
@@ -40,9 +39,9 @@ def _element_field(name: str, items: Sequence[Any]) -> PropertyInfo:
         if any(field_for_value(name, item) != first for item in items[1:]):
             raise InvalidFieldValue(name, "the structs of an array must all have the same members and types")
         return tl_field(name, InType.NULL, count="variable", members=first.members)
-    kinds = {field_for_value(name, item) if not isinstance(item, numbers.Real) or isinstance(item, bool) else None for item in items}
+    kinds = {field_for_value(name, item) if not _real(item) or isinstance(item, bool) else None for item in items}
     if kinds == {None}:  # numbers, no bool
-        if all(isinstance(item, numbers.Integral) for item in items):
+        if all(_integral(item) for item in items):
             low, high = min(int(item) for item in items), max(int(item) for item in items)
             if low < 0 and high >= 1 << 63:
                 raise InvalidFieldValue(name, "an integer array mixes negative values and values from 2**63")
@@ -66,14 +65,14 @@ def field_for_value(name: str, value: Any) -> PropertyInfo:
     """The TraceLogging field a Python value is written as (see the module's documentation)."""
     if isinstance(value, bool):
         return tl_field(name, InType.BOOLEAN)
-    if isinstance(value, numbers.Integral):
+    if _integral(value):
         number = int(value)
         if number in _INT64_RANGE:
             return tl_field(name, InType.INT64)
         if 0 <= number < _UINT64_LIMIT:
             return tl_field(name, InType.UINT64)
         raise InvalidFieldValue(name, f"{number} does not fit 64 bits")
-    if isinstance(value, numbers.Real):
+    if _real(value):
         return tl_field(name, InType.DOUBLE)
     if isinstance(value, str):
         return tl_field(name, InType.UNICODESTRING)
@@ -83,9 +82,9 @@ def field_for_value(name: str, value: Any) -> PropertyInfo:
         return tl_field(name, InType.GUID)
     if isinstance(value, datetime):
         return tl_field(name, InType.FILETIME)
-    if isinstance(value, ipaddress.IPv4Address):
+    if is_ip_address(value, "IPv4Address"):
         return tl_field(name, InType.UINT32, OutType.IPV4)
-    if isinstance(value, ipaddress.IPv6Address):
+    if is_ip_address(value, "IPv6Address"):
         return tl_field(name, InType.BINARY, OutType.IPV6)
     if isinstance(value, Mapping):
         if not 1 <= len(value) <= 127 or not all(isinstance(key, str) for key in value):
@@ -107,3 +106,15 @@ def fields_of(values: Mapping[Any, Any]) -> tuple[PropertyInfo, ...]:
     if not all(isinstance(name, str) for name in values):
         raise InvalidArgument(f"field names are strings, not {[name for name in values if not isinstance(name, str)]!r}")
     return tuple(field_for_value(name, value) for name, value in values.items())
+
+
+# Only int and float are numbers until someone imports ``numbers`` (Decimal, Fraction and numpy
+# register theirs by importing it), so a writer never needs to load it.
+def _integral(value: object) -> bool:
+    module = sys.modules.get("numbers")
+    return isinstance(value, int) or (module is not None and isinstance(value, module.Integral))
+
+
+def _real(value: object) -> bool:
+    module = sys.modules.get("numbers")
+    return isinstance(value, (int, float)) or (module is not None and isinstance(value, module.Real))

@@ -26,15 +26,17 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openetw.errors import OpenEtwError
-from openetw.ipc.paths import client_socket_candidates
-from openetw.ipc.pool import BufferPool, PoolWriter
-from openetw.ipc.protocol import Channel, Message
-from openetw.ipc.wire import enable_state_from_json
-from openetw.session import DISABLED, EnableState
+from openetw.ipc.places import client_socket_paths
+
+# The wire format and the enable states load with the service's first answer: a process that
+# finds no service loads neither (nor dataclasses, which they are made of).
+if TYPE_CHECKING:
+    from openetw.ipc.pool import BufferPool, PoolWriter
+    from openetw.ipc.protocol import Channel, Message
+    from openetw.session.enable import EnableState
 
 __all__ = ["REGISTER_WAIT", "RETRY_INTERVAL", "ServiceLink", "link"]
 
@@ -57,28 +59,33 @@ class Registrant(Protocol):
     def _capture_state(self, session_id: int) -> None: ...
 
 
-@dataclass
 class _PoolSlot:
-    pool_id: int
-    session_id: int
-    pool: BufferPool
-    writer: PoolWriter
-    flush_interval: float  # seconds; 0: partly filled buffers wait for a FLUSH, a stop or our exit
-    last_flush: float = field(default_factory=time.monotonic)
-    session_name: str = ""
+    """A pool of one session, mapped here, and its writer."""
+
+    __slots__ = ("pool_id", "session_id", "pool", "writer", "flush_interval", "last_flush", "session_name")
+
+    def __init__(self, pool_id: int, session_id: int, pool: BufferPool, writer: PoolWriter, flush_interval: float,
+                 last_flush: float | None = None, session_name: str = "") -> None:  # fmt: skip
+        self.pool_id = pool_id
+        self.session_id = session_id
+        self.pool = pool
+        self.writer = writer
+        self.flush_interval = flush_interval  # seconds; 0: partly filled buffers wait for a FLUSH, a stop or our exit
+        self.last_flush = time.monotonic() if last_flush is None else last_flush
+        self.session_name = session_name
 
 
-@dataclass
 class _LinkState:
     """Everything that belongs to one connection (dropped whole when it ends or at a fork)."""
 
-    channel: Channel | None = None
-    pools: dict[int, _PoolSlot] = field(default_factory=dict)
-    session_writers: dict[int, PoolWriter] = field(default_factory=dict)
-    sent: set[int] = field(default_factory=set)  # id(provider) of those whose register went out
-    requests: dict[int, Registrant] = field(default_factory=dict)  # register request id -> provider
-    handing: dict[int, _PoolSlot] = field(default_factory=dict)  # log_orphans request id -> the pool, until answered
-    by_registration: dict[int, Registrant] = field(default_factory=dict)
+    def __init__(self, channel: Channel | None = None) -> None:
+        self.channel = channel
+        self.pools: dict[int, _PoolSlot] = {}
+        self.session_writers: dict[int, PoolWriter] = {}
+        self.sent: set[int] = set()  # id(provider) of those whose register went out
+        self.requests: dict[int, Registrant] = {}  # register request id -> provider
+        self.handing: dict[int, _PoolSlot] = {}  # log_orphans request id -> the pool, until answered
+        self.by_registration: dict[int, Registrant] = {}
 
 
 class ServiceLink:
@@ -127,6 +134,8 @@ class ServiceLink:
                         state.channel.send({"op": "unregister", "id": state.channel.new_id(), "registration": registration_id})
                     except OSError:
                         pass
+        from openetw.session.enable import DISABLED
+
         provider._apply_state(DISABLED, {})
         self._wake.set()
 
@@ -174,11 +183,14 @@ class ServiceLink:
         with self._lock:
             if self._state.channel is not None:
                 return self._state.channel
-            for path in client_socket_candidates():
+            for path in client_socket_paths():
                 if not os.path.exists(path):
                     continue
+                # Sockets and JSON load once a service's socket is there: a process no one traces never needs them.
+                from openetw.ipc.protocol import Channel
+
                 try:
-                    channel = Channel.connect(str(path), timeout=REGISTER_WAIT)
+                    channel = Channel.connect(path, timeout=REGISTER_WAIT)
                 except OSError:
                     continue
                 self._state = _LinkState(channel=channel)
@@ -234,6 +246,8 @@ class ServiceLink:
             for provider in providers:
                 provider.registration_id = None
                 provider.registered.clear()
+        from openetw.session.enable import DISABLED
+
         for provider in providers:
             provider._apply_state(DISABLED, {})
 
@@ -306,12 +320,16 @@ class ServiceLink:
             provider.registration_id = registration_id
             self._state.by_registration[registration_id] = provider
             writers = dict(self._state.session_writers)
+        from openetw.ipc.wire import enable_state_from_json
+
         provider._apply_state(enable_state_from_json(body.get("state")), writers)
         provider.registered.set()
 
     def _on_pool(self, message: Message) -> None:
         body = message.body
         fd = message.take_fd()
+        from openetw.ipc.pool import BufferPool  # loaded with the first pool a session hands us
+
         pool = BufferPool.attach(fd)
         writer = pool.writer(doorbell=self._state.channel)
         slot = _PoolSlot(int(body["pool_id"]), int(body["session_id"]), pool, writer, int(body.get("flush_interval_ms", 0)) / 1000,
@@ -325,6 +343,8 @@ class ServiceLink:
             provider = self._state.by_registration.get(body.get("registration"))  # type: ignore[arg-type]
             writers = dict(self._state.session_writers)
         if provider is not None:  # not yet answered: the register reply carries the state
+            from openetw.ipc.wire import enable_state_from_json
+
             provider._apply_state(enable_state_from_json(body.get("state")), writers)
 
     def _on_close_pool(self, body: dict[str, Any]) -> None:
@@ -377,6 +397,8 @@ class ServiceLink:
         self._retired = []
         self._orphans = []
         self._thread = None
+        from openetw.session.enable import DISABLED
+
         for provider in self._providers.values():
             provider.registration_id = None
             provider.registered = threading.Event()

@@ -38,35 +38,38 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from types import CodeType, FunctionType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from openetw._native import module
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
-from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
-from openetw.etl.intypes import InType
-from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid, provider_guid_from_name
-from openetw.ipc.pool import PoolWriter
-from openetw.ipc.wire import filters_to_json
 from openetw.provider.activity import activity_state, activity_variable, claim_activity_ids
-from openetw.provider.encode import (
-    EventDescriptor,
-    EventTooLarge,
-    ManifestEventEncoder,
-    TraceLoggingEncoderCache,
-    TraceLoggingEventEncoder,
-)
-from openetw.provider.fields import FieldSpec
 from openetw.provider.link import REGISTER_WAIT, link
-from openetw.provider.properties import with_properties
-from openetw.session import ALL_KEYWORDS, DISABLED, EnableState, SessionEnable
+
+# The link hands pool writers over: a process that no session traces never loads the pool.
+# The encoders load with the first event a session takes, the first declared event or the first
+# manifest provider (``_load_encoding``): a TraceLogging provider nobody enables loads none of them.
+if TYPE_CHECKING:
+    from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
+    from openetw.etl.intypes import InType
+    from openetw.etl.schema import PropertyInfo
+    from openetw.ipc.pool import PoolWriter
+    from openetw.provider.encode import (
+        EventDescriptor,
+        EventTooLarge,
+        ManifestEventEncoder,
+        TraceLoggingEncoderCache,
+        TraceLoggingEventEncoder,
+    )
+    from openetw.provider.fields import FieldSpec
+    from openetw.session.enable import EnableState, SessionEnable
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
 
 EnableCallback = Callable[[bool, int, int, int, Any, bool], None]
 WriteFn = Callable[[bytes, int, int], bool]
-Target = tuple[SessionEnable, WriteFn]
+Target = tuple["SessionEnable", WriteFn]
 Routes = dict[Any, tuple[WriteFn, ...]]  # by (level, keyword, event id)
 # Whole writes outside activities, generated per event and routes (encoder.fast_writer_code):
 # by manifest event encoder (``fast(values)``), or by (event name, level, keyword, opcode) of a
@@ -123,6 +126,30 @@ _FAST_WRITE_NAMES = {
     "CURRENT_ACTIVITY": activity_state, "NO_ACTIVITY": _NO_ACTIVITY, "CLOCK": _monotonic_ns, "THREAD_IDS": _thread_ids,
     "THREAD_ID": _thread_id, "PID": _PID, "UNMAPPED": _UNMAPPED,
 }  # fmt: skip
+
+
+_ENCODING_NAMES = (
+    "EXT_RELATED_ACTIVITYID", "EventDescriptor", "EventTooLarge", "ExtendedItem", "InType", "ManifestEventEncoder", "PropertyInfo",
+    "TraceLoggingEncoderCache", "TraceLoggingEventEncoder", "encode_extended_items",
+)  # fmt: skip
+
+
+def _load_encoding() -> None:
+    """Bind the encoders and their types as this module's globals (once; later calls cost a lookup)."""
+    if "EventTooLarge" in globals():
+        return
+    from openetw.etl import extended, intypes, schema
+    from openetw.provider import encode
+
+    found = {name: getattr(module, name) for module in (extended, intypes, schema, encode) for name in _ENCODING_NAMES if hasattr(module, name)}
+    globals().update({name: found[name] for name in _ENCODING_NAMES})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ENCODING_NAMES:
+        _load_encoding()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _nobody(*values: Any) -> bool:
@@ -213,8 +240,20 @@ def _write_all(writes: tuple[WriteFn, ...], record: bytes, timestamp: int) -> bo
     return written
 
 
+class _Disabled:
+    """A provider's enable state until the service gives it one: ``DISABLED``, loaded on first
+    look (a provider that finds no service never looks, nor loads the enable states)."""
+
+    def __get__(self, instance: object, owner: type | None = None) -> EnableState:
+        from openetw.session.enable import DISABLED
+
+        return DISABLED
+
+
 class _ProviderBase:
     """Registration, enable state and routing; the subclasses add their ``write``."""
+
+    _state: EnableState = _Disabled()  # type: ignore[assignment]  # each instance's own once applied
 
     def __init__(self, guid: uuid.UUID, name: str | None, callback: EnableCallback | None) -> None:
         self.guid = guid
@@ -225,7 +264,6 @@ class _ProviderBase:
         self.registered = threading.Event()
         self.events_refused = 0
         self._callback = callback
-        self._state: EnableState = DISABLED
         self._routing: Routing = ((), {}, {}, {})
         # The compiled ``write``'s view of the routing: its fast writes while enabled, else None
         # (one list item to read, not two attributes).
@@ -272,6 +310,9 @@ class _ProviderBase:
 
     def _refresh_writers(self, writers: dict[int, PoolWriter]) -> None:
         # A session that asked for enable properties gets its events with their extended items.
+        if self._state.sessions:
+            _load_encoding()  # a session may take events now
+            from openetw.provider.properties import with_properties
         targets = tuple(
             (entry, with_properties(writers[entry.session_id].write, entry.rule.properties))
             for entry in self._state.sessions
@@ -290,6 +331,9 @@ class _ProviderBase:
     def _call_back(self, *, capture_state: bool) -> None:
         if self._callback is None:
             return
+        from openetw.ipc.wire import filters_to_json
+        from openetw.session.enable import ALL_KEYWORDS
+
         state = self._state
         match_all = ALL_KEYWORDS if state.sessions else 0
         for entry in state.sessions:
@@ -325,11 +369,20 @@ class TraceLoggingProvider(_ProviderBase):
         if not isinstance(name, str) or not name.strip():
             raise InvalidArgument("a TraceLogging provider needs a name")
         super().__init__(guid or provider_guid_from_name(name), name, callback)
-        self._encoders = TraceLoggingEncoderCache(name, group, provider_id=self.guid)
+        self._group = group
+        self._encoder_cache: TraceLoggingEncoderCache | None = None  # made by the first event a session takes (``_encoders``)
         if _compiled is not None:
             # The method as one compiled call: the fields from the call's keywords into the event's
             # compiled fast write; whatever that does not take goes to the method below.
             self.write = _compiled.TraceLoggingWrite(self, TraceLoggingProvider.write, self._live)  # type: ignore[method-assign]
+
+    @property
+    def _encoders(self) -> TraceLoggingEncoderCache:
+        cache = self._encoder_cache
+        if cache is None:
+            _load_encoding()
+            cache = self._encoder_cache = TraceLoggingEncoderCache(self.name or "", self._group, provider_id=self.guid)
+        return cache
 
     def write(self, event_name: str, level: int = 5, keyword: int = 0, opcode: int = 0, **fields: Any) -> bool:
         """TraceLoggingWrite: the event, its fields typed from their Python values."""
@@ -358,9 +411,10 @@ class TraceLoggingProvider(_ProviderBase):
         UNICODESTRING, what ``write`` makes of a ``str``), ``(name, in_type, out_type[,
         count])`` or ``tl_field`` results. The bytes are those of ``TraceLoggingEventEncoder``
         with the same fields."""
+        encoders = self._encoders
         encoder = TraceLoggingEventEncoder(
-            self._encoders.provider_name, event_name, [_declared_field(spec) for spec in fields], level=level, keyword=keyword,
-            opcode=opcode, tags=tags, provider_group=self._encoders.provider_group, provider_id=self.guid,
+            encoders.provider_name, event_name, [_declared_field(spec) for spec in fields], level=level, keyword=keyword,
+            opcode=opcode, tags=tags, provider_group=encoders.provider_group, provider_id=self.guid,
         )  # fmt: skip
         event = TraceLoggingEvent(self, encoder)
         self._events.add(event)
@@ -446,19 +500,17 @@ class TraceLoggingProvider(_ProviderBase):
             fast_writes[event_name] = fast
 
 
-_IN_TYPE_ALIASES = {"string": InType.UNICODESTRING}
+_IN_TYPE_ALIASES = {"string": "UNICODESTRING"}
 
 
 def _declared_field(spec: FieldSpec | tuple[Any, ...]) -> FieldSpec:
     """A declared TraceLogging field with its in-type given by name made an ``InType``."""
     if isinstance(spec, tuple) and len(spec) >= 2 and isinstance(spec[1], str):
         name = spec[1].lower()
-        in_type = _IN_TYPE_ALIASES.get(name)
-        if in_type is None:
-            try:
-                in_type = InType[name.upper()]
-            except KeyError:
-                raise InvalidArgument(f"field {spec[0]!r}: no TraceLogging in-type is named {spec[1]!r}") from None
+        try:
+            in_type = InType[_IN_TYPE_ALIASES.get(name, name.upper())]
+        except KeyError:
+            raise InvalidArgument(f"field {spec[0]!r}: no TraceLogging in-type is named {spec[1]!r}") from None
         return (spec[0], in_type, *spec[2:])
     if not isinstance(spec, (tuple, PropertyInfo)):
         raise InvalidArgument(f"a declared field is (name, in_type[, out_type[, count]]) or a tl_field, not {spec!r}")
@@ -505,6 +557,7 @@ class Provider(_ProviderBase):
             parsed = parse_guid(guid)
         except (ValueError, AttributeError, TypeError):
             raise InvalidArgument(f"a provider GUID is needed, not {guid!r}") from None
+        _load_encoding()  # its writes and events are encoders' from the start
         super().__init__(parsed, name, callback)
         self._raw_heads: dict[EventDescriptor, bytes] = {}
         if _compiled is not None and type(self).write is Provider.write:
