@@ -88,6 +88,7 @@ _TIMESTAMP_AT = _BH.offset("TimeStamp")
 _OFFSET_AT = _BH.offset("Offset")
 _SEQUENCE_AT = _BH.offset("SequenceNumber")
 _u16_into = struct.Struct("<H").pack_into
+_u32_into = struct.Struct("<I").pack_into
 _PROCESSOR_AT = _BH.offset("ProcessorIndex")
 _FLAGS_AT = _BH.offset("BufferFlag")
 # BufferFlag bits a producer may set; anything else (COMPRESSED above all) would misframe the file.
@@ -173,8 +174,11 @@ class BufferPool:
             producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0, int.from_bytes(os.urandom(8), "little"),
         )
         pool = cls(fd, mapping, buffer_size, buffer_count, logger_id, producer_pid, flush_interval_ms)
+        # The memfd is all zeros already: a FREE buffer only needs its Offset. Writing that one
+        # word (not the whole buffer) leaves the memfd's pages unused until a producer fills
+        # them, so a pool's maximum costs memory only as far as its bursts reach.
         for index in range(buffer_count):
-            pool._reset(index)
+            _u32_into(mapping, pool.buffer_offset(index) + _OFFSET_AT, _BH_SIZE)
         return pool
 
     @classmethod
