@@ -10,7 +10,7 @@
     own (``OPENETW_PURE=1`` for the pure one), with a private service of that engine. Goal on the
     compiled core: <= 400 ns total and >= 15x ``logging.info``.
 (b) 16 producer processes writing the TraceLogging event flat out into a file session on tmpfs
-    with the default buffers (64 KB, up to 64 per producer), per engine: events attempted, written,
+    with the default buffers (64 KB, up to 256 per producer), per engine: events attempted, written,
     in the file (counted by walking it), counted lost; exact when written = in file and attempted
     = in file + lost. Goal on the compiled core: <= 0.1% lost.
 (c) The kernel session's reader: CPU per event read at the highest rate this machine offers

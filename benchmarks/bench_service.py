@@ -439,7 +439,7 @@ def sustained(service_pid: int, directory: Path, rate: float, seconds: float, ra
         row, achieved = sustained_run(service_pid, directory, kind, count, rate, seconds)
         rows.append([number, *row])
         short = short or achieved < 0.95 * rate
-    print(f"\n(d) sustained {rate:,.0f} {kind} events/s for {seconds:.0f} s; default buffers (64 KB, 4..64 per producer),"
+    print(f"\n(d) sustained {rate:,.0f} {kind} events/s for {seconds:.0f} s; default buffers (64 KB, 4..256 per producer),"
           f" flush timer 1 s")  # fmt: skip
     print(table(["run", "target/s", "producers", "s", "achieved/s", "attempted", "written", "in file", "lost", "service CPU",
                  "zero lost"], rows))  # fmt: skip

@@ -187,7 +187,7 @@ def test_flush_marks_only_a_non_empty_filling_buffer_full(pool: BufferPool) -> N
     assert full == [0] and pool.stats().full == 1 and pool.stats().filling == 0
     assert writer.flush() is False
     writer.write(record(1), 1001)
-    assert pool.states[1] == FILLING  # round robin: the next FREE buffer after the last one opened
+    assert pool.states[1] == FILLING  # the lowest FREE buffer (0 is FULL)
 
 
 def test_take_and_release(pool: BufferPool) -> None:
@@ -226,13 +226,13 @@ def test_full_buffers_come_in_sequence_order() -> None:
         assert pool.full_buffers() == [0, 1]
         pool.take(0)
         pool.release(0)
-        while pool.states[0] != FILLING:  # the producer's next buffers wrap around to index 0
+        while pool.states[0] != FILLING:  # the lowest FREE buffer comes next: index 0 again, after 2
             writer.write(record(k), k)
             k += 1
         writer.flush()
         order = pool.full_buffers()
-        assert order == [1, 2, 3, 0]
-        assert [buffer_header(pool, index)["SequenceNumber"] for index in order] == [2, 3, 4, 5]
+        assert order == [1, 2, 0]
+        assert [buffer_header(pool, index)["SequenceNumber"] for index in order] == [2, 3, 4]
 
 
 def test_pool_buffers_are_byte_for_byte_what_the_etl_writer_writes() -> None:

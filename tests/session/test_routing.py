@@ -34,7 +34,7 @@ def test_enable_before_register_applies_when_the_provider_registers() -> None:
     registration, actions = table.register_provider(9, PROVIDER, 4242, "/usr/bin/app")
     assert kinds(actions) == ["OpenPool", "NotifyProvider"]
     pool, notify = actions
-    assert pool == OpenPool(session.session_id, 9, session.logger_id, 64 * 1024, 4, 64, 1000)
+    assert pool == OpenPool(session.session_id, 9, session.logger_id, 64 * 1024, 4, 256, 1000)
     assert isinstance(notify, NotifyProvider)
     assert (notify.connection_id, notify.provider_guid, notify.registration_id) == (9, PROVIDER, registration.registration_id)
     assert notify.state.enabled and notify.state.max_level == 4
@@ -88,7 +88,7 @@ def test_process_filters_decide_which_processes_get_a_pool() -> None:
     table.register_provider(2, PROVIDER, 20, "/usr/bin/other")
     actions = table.enable("A", PROVIDER, filters=EventFilters(exe_names=frozenset({"WANTED"})))
     assert [a for a in actions if isinstance(a, OpenPool)] == [
-        OpenPool(session.session_id, 1, session.logger_id, 65536, 4, 64, 1000)
+        OpenPool(session.session_id, 1, session.logger_id, 65536, 4, 256, 1000)
     ]
     assert [a.connection_id for a in actions if isinstance(a, NotifyProvider)] == [1]
     assert table.sessions_for(PROVIDER, 0, 0, 1, 20, "/usr/bin/other") == ()

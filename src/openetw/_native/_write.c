@@ -75,7 +75,6 @@ typedef struct {
     /* the FILLING buffer, as absolute positions in the mapping; none: index -1, limit -1 */
     Py_ssize_t index, base, cursor, limit;
     uint16_t buffer_cpu, buffer_flags, pending_flags;
-    Py_ssize_t next_free;
     int orphaned;
     PyObject *full; /* called with the index of a buffer that became FULL, or None */
 } Writer;
@@ -96,14 +95,15 @@ static void flag_loss(Writer *w) {
 
 static void add64(Writer *w, Py_ssize_t at) { st64(w->map + at, (uint64_t)ld64(w->map + at) + 1); }
 
+/* The lowest FREE buffer, -1 when none is. Lowest first, not round robin: a pool's memory in
+ * use follows what the producer needs (a steady writer cycles through the few first buffers,
+ * and only a burst the service has not drained yet reaches further), so a large maximum costs
+ * the pages of the bursts it absorbed, not the whole pool. */
 static Py_ssize_t find_free(Writer *w) {
     const uint8_t *states = w->map + OE_POOL_STATE_OFFSET;
-    for (Py_ssize_t step = 0; step < w->count; step++) {
-        Py_ssize_t candidate = (w->next_free + step) % w->count;
-        if (acquire32(states + 4 * candidate) == OE_STATE_FREE) {
-            w->next_free = (candidate + 1) % w->count;
+    for (Py_ssize_t candidate = 0; candidate < w->count; candidate++) {
+        if (acquire32(states + 4 * candidate) == OE_STATE_FREE)
             return candidate;
-        }
     }
     return -1;
 }

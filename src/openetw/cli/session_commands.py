@@ -19,6 +19,7 @@ from openetw.cli.provider_spec import SPEC_HELP, EnableOptions, filter_options, 
 from openetw.errors import InvalidArgument, OpenEtwError, ServiceError
 from openetw.provider_names import parse_provider_guid
 from openetw.session import STATISTICS_KEYS
+from openetw.session.config import DEFAULT_MAXIMUM_BUFFERS
 
 _json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 _socket_option = click.option(
@@ -242,7 +243,7 @@ def session() -> None:
 @click.option("--max-size", type=int, default=0, help="Maximum file size in MB (circular and newfile need one).")
 @click.option("--flush-timer", type=int, default=1, show_default=True, help="Seconds between flushes (0: none).")
 @click.option("--min-buffers", type=int, default=4, show_default=True)
-@click.option("--max-buffers", type=int, default=64, show_default=True, help="Buffers per producer process.")
+@click.option("--max-buffers", type=int, default=DEFAULT_MAXIMUM_BUFFERS, show_default=True, help="Buffers per producer process.")
 @click.option("--kernel-flags", default=None, metavar="FLAG[,FLAG...]",
               help="Make it a kernel session recording these kernel events (root only); the flags of"
                    " `openetw kernel start --flags` (process, thread, image, cswitch, disk, net, ...).")  # fmt: skip

@@ -23,7 +23,7 @@ from openetw.controller.client import ServiceClient
 from openetw.errors import InvalidArgument
 from openetw.ipc.wire import config_from_json, filters_to_json
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
-from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB
+from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB, DEFAULT_MAXIMUM_BUFFERS
 
 if TYPE_CHECKING:
     from openetw.fleet.connect import StreamOptions
@@ -126,7 +126,7 @@ class Session:
         realtime: bool = False,
         max_size: int = 0,
         min_buffers: int = 4,
-        max_buffers: int = 64,
+        max_buffers: int = DEFAULT_MAXIMUM_BUFFERS,
         providers: Iterable[ProviderRef | tuple[ProviderRef, Mapping[str, Any]]] = (),
         kernel_flags: Iterable[str] | str | None = None,
         kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,

@@ -88,6 +88,7 @@ _TIMESTAMP_AT = _BH.offset("TimeStamp")
 _OFFSET_AT = _BH.offset("Offset")
 _SEQUENCE_AT = _BH.offset("SequenceNumber")
 _u16_into = struct.Struct("<H").pack_into
+_u32_into = struct.Struct("<I").pack_into
 _PROCESSOR_AT = _BH.offset("ProcessorIndex")
 _FLAGS_AT = _BH.offset("BufferFlag")
 # BufferFlag bits a producer may set; anything else (COMPRESSED above all) would misframe the file.
@@ -173,8 +174,11 @@ class BufferPool:
             producer_pid, flush_interval_ms, STATE_OFFSET, 0, 0, 0, 0, int.from_bytes(os.urandom(8), "little"),
         )
         pool = cls(fd, mapping, buffer_size, buffer_count, logger_id, producer_pid, flush_interval_ms)
+        # The memfd is all zeros already: a FREE buffer only needs its Offset. Writing that one
+        # word (not the whole buffer) leaves the memfd's pages unused until a producer fills
+        # them, so a pool's maximum costs memory only as far as its bursts reach.
         for index in range(buffer_count):
-            pool._reset(index)
+            _u32_into(mapping, pool.buffer_offset(index) + _OFFSET_AT, _BH_SIZE)
         return pool
 
     @classmethod
@@ -572,7 +576,6 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
     timestamp_q = offset_w = 0  # the buffer's TimeStamp and Offset in the qwords / words views
     buffer_cpu = buffer_flags = 0
     pending_flags = 0  # loss flags for the next buffer opened
-    next_free = 0
     orphaned = False
 
     def write(record: bytes | memoryview, timestamp: int, cpu: int = 0) -> bool:
@@ -684,21 +687,20 @@ def _write_path(pool: BufferPool, writer: PoolWriter) -> tuple[WriteFn, Callable
             pending_flags |= L.BUFFER_FLAG_EVENTS_LOST
 
     def find_free() -> int:
-        """The next FREE buffer, round robin from the last one opened; -1 when none is.
+        """The lowest FREE buffer; -1 when none is. Lowest first, not round robin: the pool's
+        memory in use follows what the producer needs (a steady writer cycles through the first
+        few buffers; only a burst the service has not drained yet reaches further), so a large
+        maximum costs the pages of the bursts it absorbed, not the whole pool.
 
         A search in C for four zero bytes, as a full pool makes every write search: four zero
         bytes always hold the first byte of a state word, and a state word whose first byte is
         zero is FREE, as states are below 256 (checked anyway)."""
-        nonlocal next_free
-        start = STATE_OFFSET + 4 * next_free
-        for low, high in ((start, states_end), (STATE_OFFSET, start)):
-            found = find(_FREE_WORD, low, high)
-            while found >= 0:
-                candidate = (found - STATE_OFFSET + 3) // 4
-                if states[candidate] == FREE:
-                    next_free = (candidate + 1) % count
-                    return candidate
-                found = find(_FREE_WORD, STATE_OFFSET + 4 * candidate + 1, high)
+        found = find(_FREE_WORD, STATE_OFFSET, states_end)
+        while found >= 0:
+            candidate = (found - STATE_OFFSET + 3) // 4
+            if states[candidate] == FREE:
+                return candidate
+            found = find(_FREE_WORD, STATE_OFFSET + 4 * candidate + 1, states_end)
         return -1
 
     def open_buffer(new_index: int, cpu: int) -> None:

@@ -12,7 +12,7 @@ as JSON)::
     max_file_mb = 100
     buffer_size_kb = 64
     minimum_buffers = 4
-    maximum_buffers = 64
+    maximum_buffers = 256
     flush_timer = 1                # seconds, 0 for none
 
     [[session.provider]]
