@@ -42,9 +42,6 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openetw' has no attribute {name!r}")
-    import importlib
+    from openetw._lazy import load  # here, not above: `import openetw` loads only errors and guids
 
-    return getattr(importlib.import_module(module), name)
+    return load(__name__, _LAZY, None, name)

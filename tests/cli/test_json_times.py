@@ -5,7 +5,6 @@ and the FILETIME under its own key where Windows keeps one (docs/cli.md, "Output
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,9 +15,9 @@ import pytest
 
 from openetw.cli.json_time import datetime_iso, filetime_iso, posix_time_iso, with_iso_times
 from openetw.cli.main import main
-from openetw.eventlog import LogConfig, LogStore
+from openetw.eventlog import LogStore
 from tests.conftest import corpus_path
-from tests.eventlog.events import made_events
+from tests.eventlog.events import private_logs
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 FILETIME_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$")
@@ -87,13 +86,7 @@ def test_dump_and_report(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.fixture
 def logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LogStore:
-    monkeypatch.setenv("OPENETW_LOGS_DIR", str(tmp_path / "logs"))
-    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "no-service.sock"))
-    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
-    store = LogStore(tmp_path / "logs")
-    store.create("Application", LogConfig(owner=os.geteuid()))
-    store.append("Application", made_events(3))
-    return store
+    return private_logs(tmp_path, monkeypatch, 3)
 
 
 def test_log_query_and_get(logs: LogStore, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from openetw.cli.main import main
-from openetw.eventlog import LogConfig, LogStore
+from openetw.eventlog import LogStore
 from tests.consumer.helpers import every_kind, write_etl
-from tests.eventlog.events import made_events
+from tests.eventlog.events import private_logs
 
 
 @pytest.fixture(autouse=True)
@@ -80,13 +80,7 @@ def test_relog_over_an_existing_open_file_narrows_it_first(tmp_path: Path, capsy
 
 @pytest.fixture
 def logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LogStore:
-    monkeypatch.setenv("OPENETW_LOGS_DIR", str(tmp_path / "logs"))
-    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "no-service.sock"))
-    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
-    store = LogStore(tmp_path / "logs")
-    store.create("Application", LogConfig(owner=os.geteuid()))
-    store.append("Application", made_events(10))
-    return store
+    return private_logs(tmp_path, monkeypatch, 10)
 
 
 @pytest.mark.parametrize("log_mode", [0o600, 0o640, 0o644])

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
-from openetw.eventlog import NewEvent
+import pytest
+
+from openetw.eventlog import LogConfig, LogStore, NewEvent
 
 BASE_TIME = 134_000_000_000_000_000  # a FILETIME in 2025
 PROVIDERS = ("Alpha", "Beta", "Microsoft-Windows-Gamma")
@@ -24,3 +28,15 @@ def made_events(count: int, seed: int = 15, *, payload: int = 40, start_time: in
             message=f"Event number {index} about {rng.choice(('disks', 'networks', 'printers'))}",
         ))  # fmt: skip
     return events
+
+
+def private_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: int) -> LogStore:
+    """A logs directory of the test's own (no service reached, none started), its Application log
+    owned by the caller and holding ``events`` made-up events."""
+    monkeypatch.setenv("OPENETW_LOGS_DIR", str(tmp_path / "logs"))
+    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "no-service.sock"))
+    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
+    store = LogStore(tmp_path / "logs")
+    store.create("Application", LogConfig(owner=os.geteuid()))
+    store.append("Application", made_events(events))
+    return store

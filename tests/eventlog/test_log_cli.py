@@ -15,21 +15,15 @@ from typing import IO
 import pytest
 
 from openetw.cli.main import main
-from openetw.eventlog import LogConfig, LogStore
+from openetw.eventlog import LogStore
 from tests.conftest import corpus_path
-from tests.eventlog.events import made_events
+from tests.eventlog.events import made_events, private_logs
 from tests.evtx.readers import crate_records
 
 
 @pytest.fixture
 def logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LogStore:
-    monkeypatch.setenv("OPENETW_LOGS_DIR", str(tmp_path / "logs"))
-    monkeypatch.setenv("OPENETW_SOCKET", str(tmp_path / "no-service.sock"))
-    monkeypatch.setenv("OPENETW_NO_AUTOSTART", "1")
-    store = LogStore(tmp_path / "logs")
-    store.create("Application", LogConfig(owner=os.geteuid()))
-    store.append("Application", made_events(30))
-    return store
+    return private_logs(tmp_path, monkeypatch, 30)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> str:

@@ -102,12 +102,6 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    from openetw._lazy import load  # on first use of a lazy name only
 
-    loaded = importlib.import_module(module)
-    value = loaded if module == f"{__name__}.{name}" else getattr(loaded, name)
-    globals()[name] = value
-    return value
+    return load(__name__, _LAZY, globals(), name)
