@@ -86,7 +86,7 @@ def read_elf(data: bytes) -> ElfSymbols:
     table = [section for section in sections if section[0] == _SHT_SYMTAB] or [s for s in sections if s[0] == _SHT_DYNSYM]
     symbols: list[tuple[int, int, str]] = []
     for _kind, offset, size, link, entsize in table:
-        if link >= len(sections) or not entsize or offset + size > len(data):
+        if link >= len(sections) or entsize < (24 if wide else 16) or offset + size > len(data):
             raise _fail("symbol table outside the file", offset, "symbol table")
         _skind, str_offset, str_size, _l, _e = sections[link]
         if str_offset + str_size > len(data):

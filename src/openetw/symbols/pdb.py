@@ -145,7 +145,7 @@ def read_pdb(data: bytes) -> PdbFile:
     dbi_age, publics_stream, records_stream = header[2], header[5], header[7]
     module_info, contributions, section_map, source_info, type_servers, _mfc, optional_size, ec_size = header[9:17]
     optional_at = _DBI_HEADER.size + module_info + contributions + section_map + source_info + type_servers + ec_size
-    if optional_size < 0 or optional_at + optional_size > len(dbi):
+    if optional_size < 0 or optional_at < _DBI_HEADER.size or optional_at + optional_size > len(dbi):
         raise SymbolFormatError("optional debug header outside the DBI stream", stream=_DBI_STREAM, offset=optional_at, structure="DBI header")
     section_rvas: tuple[int, ...] = ()
     if optional_size >= 2 * (_SECTION_HEADER_SLOT + 1):
