@@ -9,7 +9,14 @@ from openetw.events.frames import FrameNamer
 from openetw.events.stacks import collect_stacks, event_matches
 from openetw.events.trace_state import TraceState, module_name
 from tests.events.kernel_records import (
-    KERNEL_BASE, cswitch, image_load, key_definition, key_reference, sample, stack, user_event,
+    KERNEL_BASE,
+    cswitch,
+    image_load,
+    key_definition,
+    key_reference,
+    sample,
+    stack,
+    user_event,
 )  # fmt: skip
 
 K1, K2 = KERNEL_BASE + 0x100, KERNEL_BASE + 0x200

@@ -27,7 +27,6 @@ from openetw.export.sql import layout_for, list_tables, open_database, run_query
 from openetw.export.timeline import TIMELINE_FORMATS
 from openetw.safeio import umask_like
 
-
 FLAME_FORMATS = ("speedscope", "pprof", "folded")  # openetw.export.flame's (a test holds them equal); loaded when used
 
 
@@ -76,7 +75,8 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
 @click.option("--to", "fmt", type=click.Choice(FORMATS + TIMELINE_FORMATS + FLAME_FORMATS), default="parquet", show_default=True,
               help="Output format.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(path_type=str),
-              help="Directory (parquet, csv) or file (jsonl, perfetto, chrome, speedscope, pprof, folded; - for stdout with jsonl, chrome, speedscope and folded).")  # fmt: skip
+              help="Directory (parquet, csv) or file (jsonl, perfetto, chrome, speedscope, pprof, folded; "
+                   "- for stdout with jsonl, chrome, speedscope and folded).")  # fmt: skip
 @click.option("--endpoint", metavar="URL", help="--to otlp: the OTLP/HTTP receiver (http://host:4318; /v1/logs and /v1/traces are added).")
 @click.option("--check", "check_path", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
               help="Check a Perfetto or Chrome trace file instead of exporting (exit 1 when it has problems).")  # fmt: skip

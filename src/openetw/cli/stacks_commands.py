@@ -96,7 +96,14 @@ def stacks(
     Windows frames from the PDBs in --symbols DIR (matched by GUID and age). A frame that
     cannot be named reads module!+0xoffset. The share of frames named is printed last.
     """
-    from openetw.report.stacks import by_name, call_tree, caller_callee, render_by_name, render_caller_callee, render_tree
+    from openetw.report.stacks import (
+        by_name,
+        call_tree,
+        caller_callee,
+        render_by_name,
+        render_caller_callee,
+        render_tree,
+    )
 
     profile = load_file_profile(
         files, window=window, manifests=manifests, no_installed=no_installed, event=event, process=process,

@@ -132,9 +132,8 @@ class _RangeIndex:
             start, size, value = self.entries[index]
             if address < start + size:
                 begin, end = value.lifetime
-                if when is None or begin <= when <= end:
-                    if best is None or begin > best.lifetime[0]:
-                        best = value
+                if (when is None or begin <= when <= end) and (best is None or begin > best.lifetime[0]):
+                    best = value
             index -= 1
         return best
 
@@ -165,7 +164,7 @@ class TraceState(DecodeContext):
         kind = record.kind
         if kind == "event":
             guid = record.provider_guid_bytes
-            if guid == _CLR_RUNTIME or guid == _CLR_RUNDOWN:
+            if guid in (_CLR_RUNTIME, _CLR_RUNDOWN):
                 event_id = record.id
                 if event_id in (_METHOD_LOAD, _METHOD_UNLOAD):
                     self._clr_method(record, rundown=guid == _CLR_RUNDOWN)

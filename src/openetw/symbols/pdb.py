@@ -82,6 +82,7 @@ class _Msf:
         if len(data) < len(_MAGIC) + _SUPERBLOCK.size or not data.startswith(_MAGIC):
             raise SymbolFormatError("not an MSF 7.00 file", offset=0, structure="MSF superblock")
         self.data = data
+        block_size: int
         block_size, _free, blocks, directory_bytes, _unknown, map_block = _SUPERBLOCK.unpack_from(data, len(_MAGIC))
         if block_size not in (512, 1024, 2048, 4096, 8192, 16384, 32768) or blocks * block_size > len(data) + block_size:
             raise SymbolFormatError(f"block size {block_size} or count {blocks} does not fit the file", offset=len(_MAGIC), structure="MSF superblock")
