@@ -95,3 +95,19 @@ def test_names_and_matching() -> None:
     assert module_name("C:\\Windows\\assembly\\NativeImages\\mscorlib.ni.dll") == "mscorlib"
     assert module_name("/usr/lib/x86_64-linux-gnu/libc.so.6") == "libc.so.6"
     assert event_matches("Microsoft-Windows-Kernel-File/Create", "create") and not event_matches("CSwitch", "Switch")
+
+
+def test_kernel_frames_are_named_by_kallsyms_of_the_same_boot_only() -> None:
+    base = 0xFFFFFFFF_81000000
+    kallsyms = f"{base:016x} T _text\n{base + 0x100:016x} T do_syscall_64\n{base + 0x400:016x} t irq_exit\n"
+    state = TraceState().learn([image_load(0, 0, base, 0x200000, "[kernel.kallsyms]", opcode=3)])
+    frame = FrameNamer(state, kallsyms=kallsyms).name(40, base + 0x123)
+    assert (frame.label, frame.offset, frame.source) == ("[kernel.kallsyms]!do_syscall_64", 0x23, "kallsyms")
+    moved = kallsyms.replace(f"{base:016x} T _text", f"{base - 0x1000:016x} T _text")  # another boot: _text elsewhere
+    assert FrameNamer(state, kallsyms=moved).name(40, base + 0x123).label == "[kernel.kallsyms]!+0x123"
+
+
+def test_jit_frames_are_named_by_a_perf_map(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "perf-40.map").write_text("7f0000001000 100 jitted_hot\n")
+    frame = FrameNamer(TraceState(), perf_map_dir=tmp_path).name(40, 0x7F0000001010)
+    assert (frame.label, frame.source) == ("perf-40.map!jitted_hot", "perf-map")
