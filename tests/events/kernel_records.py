@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from openetw.etl.build import build_event_record, build_perfinfo_record, build_system_record
+from openetw.etl.build import build_classic_record, build_event_record, build_perfinfo_record, build_system_record
 from openetw.etl.record import EventRecord
 
 SAMPLE_HOOK, CSWITCH_HOOK = 0x0F2E, 0x0524
@@ -44,3 +44,12 @@ def image_load(ts: int, pid: int, base: int, size: int, path: str, opcode: int =
 
 def user_event(ts: int, pid: int, tid: int, extended: tuple = ()) -> EventRecord:  # type: ignore[type-arg]
     return build_event_record(provider_id=USER_PROVIDER, id=7, pid=pid, tid=tid, timestamp=ts, extended=extended)
+
+
+IMAGE_ID = uuid.UUID("b3e675d7-2554-4f18-830b-2762732560de")
+
+
+def dbg_id_rsds(ts: int, pid: int, base: int, guid: uuid.UUID, age: int, pdb_name: str) -> EventRecord:
+    """KernelTraceControl ImageID/DbgID_RSDS, as merging writes it after an image event."""
+    payload = struct.pack("<QI", base, pid) + guid.bytes_le + struct.pack("<I", age) + pdb_name.encode() + b"\0"
+    return build_classic_record(event_guid=IMAGE_ID, type=36, version=2, pid=pid, timestamp=ts, user_data=payload)
