@@ -114,8 +114,9 @@ def test_the_hottest_functions_appear_by_name(tmp_path: Path) -> None:
     assert write_folded(profile.samples, folded) == profile.total
     assert sum(int(line.rsplit(b" ", 1)[1]) for line in folded.getvalue().splitlines()) == profile.total
 
-    result = CliRunner().invoke(cli, ["stacks", str(trace), "--json", "--process", str(pid)])
+    result = CliRunner().invoke(cli, ["stacks", str(trace), "--json", "--process", "burn"])
     assert result.exit_code == 0, result.output
     view = json.loads(result.output)
     assert [row["name"] for row in view["by_name"][:2]] == ["burn!spin_inner", "burn!burn_beta"]
     assert view["samples"] == profile.total and view["naming"]["named"] >= 4
+    assert {sample.process for sample in profile.samples} == {f"burn ({pid})"}  # named by its program: no process events

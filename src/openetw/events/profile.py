@@ -14,7 +14,7 @@ from typing import Any
 
 from openetw.events.frames import Frame, FrameNamer, NamingStats
 from openetw.events.stacks import StackCollector, StackStats, event_matches
-from openetw.events.trace_state import TraceState
+from openetw.events.trace_state import TraceState, module_name
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["Profile", "StackSample", "load_profile", "process_label"]
@@ -49,16 +49,30 @@ class Profile:
         return {"samples": self.total, "stacks": self.stacks.as_json(), "naming": self.naming.as_json(), "events": dict(self.events)}
 
 
+def _process_name(state: TraceState, pid: int, when: int) -> str | None:
+    """The trace's name of the process; without process events (a Linux trace of images and
+    samples only), its program: the first image it has loaded then that is no shared library."""
+    name = state.process_name(pid, when)
+    if name is None and pid:
+        programs = [
+            image for image in state.images(pid)
+            if image.start <= when <= image.end and ".so" not in image.file_name and not image.file_name.startswith("[")
+        ]  # fmt: skip
+        if programs:
+            name = module_name(min(programs, key=lambda image: image.start).file_name)
+    return name
+
+
 def process_label(state: TraceState, pid: int, when: int) -> str:
     """``Name (pid)``, as PerfView's stacks name a process (``Process (pid)`` when unnamed)."""
-    name = state.process_name(pid, when) or ("Idle" if pid == 0 else "Process")
+    name = _process_name(state, pid, when) or ("Idle" if pid == 0 else "Process")
     return f"{name} ({pid})"
 
 
 def _process_matches(state: TraceState, pid: int, when: int, wanted: str) -> bool:
     if wanted.isdigit():
         return pid == int(wanted)
-    name = (state.process_name(pid, when) or "").lower()
+    name = (_process_name(state, pid, when) or "").lower()
     wanted = wanted.lower()
     return name == wanted or name == wanted.rsplit(".", 1)[0]
 
