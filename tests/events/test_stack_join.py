@@ -102,7 +102,7 @@ def test_kernel_frames_are_named_by_kallsyms_of_the_same_boot_only() -> None:
     kallsyms = f"{base:016x} T _text\n{base + 0x100:016x} T do_syscall_64\n{base + 0x400:016x} t irq_exit\n"
     state = TraceState().learn([image_load(0, 0, base, 0x200000, "[kernel.kallsyms]", opcode=3)])
     frame = FrameNamer(state, kallsyms=kallsyms).name(40, base + 0x123)
-    assert (frame.label, frame.offset, frame.source) == ("[kernel.kallsyms]!do_syscall_64", 0x23, "kallsyms")
+    assert (frame.label, frame.offset, frame.source) == ("[kernel.kallsyms]!do_syscall_64", 0x23, "kallsyms-now")
     moved = kallsyms.replace(f"{base:016x} T _text", f"{base - 0x1000:016x} T _text")  # another boot: _text elsewhere
     assert FrameNamer(state, kallsyms=moved).name(40, base + 0x123).label == "[kernel.kallsyms]!+0x123"
 

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,25 @@ def test_the_hottest_functions_appear_by_name(tmp_path: Path) -> None:
     assert [row["name"] for row in view["by_name"][:2]] == ["burn!spin_inner", "burn!burn_beta"]
     assert view["samples"] == profile.total and view["naming"]["named"] >= 4
     assert {sample.process for sample in profile.samples} == {f"burn ({pid})"}  # named by its program: no process events
+
+
+def test_kernel_frames_are_named_from_the_symbols_the_trace_recorded(tmp_path: Path) -> None:
+    """A system-wide trace writes, when it stops, the kallsyms symbols its samples' kernel frames
+    fell in: the trace names them itself, with no kallsyms at hand when it is read."""
+    from openetw.kernel.procfs import ProcSource
+
+    if os.geteuid() != 0:
+        pytest.skip("a system-wide kernel trace needs root")
+    if not ProcSource().kernel_symbols():
+        pytest.skip("kernel addresses hidden here (kptr_restrict)")
+    output = tmp_path / "system.etl"
+    workload = "import os, time\nwhile time.process_time() < 0.3: os.stat('/')"
+    with KernelSession(flags={"image", "profile"}, output=str(output), source="auto", profile_rate_hz=997):
+        subprocess.run([sys.executable, "-c", workload], check=True)
+    with EtlReader(str(output)) as reader:
+        profile = load_profile(reader.records(time_order=True), kallsyms=None)
+    kernel = [frame for sample in profile.samples for frame in sample.frames if frame.address >= 0xFFFF800000000000]
+    assert len(kernel) >= 50
+    named = [frame for frame in kernel if frame.source == "kallsyms"]
+    assert len(named) >= len(kernel) * 9 // 10
+    assert any("sys" in (frame.function or "") for frame in named)  # system call entry and the stat family

@@ -10,7 +10,8 @@ caller lets it read:
      flat ``NAME.pdb``); the public symbols, by RVA (address − image base);
    * a Linux image (an absolute path): the file's ELF symbol table, the file offset
      (address − base, as openetw's kernel trace records bases) mapped through its load segments;
-   * the Linux kernel (``[kernel.kallsyms]``): the kallsyms text given, when its ``_text`` is the
+   * the Linux kernel (``[kernel.kallsyms]`` and its modules): the kernel symbols the trace
+     recorded (``KernelSymbols/Symbol``), else the kallsyms text given, when its ``_text`` is the
      base the trace recorded (the same boot);
 2. else a .NET method JIT-compiled in that process (``TraceState.method_at``), as PerfView
    names them: ``Module!Namespace.Method``;
@@ -140,11 +141,15 @@ class FrameNamer:
         if image is not None:
             module = module_name(image.file_name)
             path = image.file_name
-            if path == _KERNEL_IMAGE:
-                table = self._kernel_table(image.base)
-                found = table.lookup(address) if table is not None else None
+            if image.pid == 0 and (path == _KERNEL_IMAGE or path.startswith("[")):
+                recorded = state.kernel_symbols()
+                found = recorded.lookup(address) if recorded is not None else None
                 if found is not None:
                     return Frame(module, found[0], found[1], address, "kallsyms")
+                table = self._kernel_table(image.base) if path == _KERNEL_IMAGE else None
+                found = table.lookup(address) if table is not None else None
+                if found is not None:
+                    return Frame(module, found[0], found[1], address, "kallsyms-now")
             elif path.startswith("/"):
                 elf = self._elf_table(path) if self.elf else None
                 if elf is not None:

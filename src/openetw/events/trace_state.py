@@ -10,6 +10,8 @@ because decoding itself needs process names) and learns, besides:
   ``Method/LoadVerbose`` and ``Method/UnloadVerbose`` (Microsoft-Windows-DotNETRuntime) and the
   rundown's ``Method/DCStartVerbose`` and ``Method/DCStopVerbose``, with their modules'
   IL paths from the ``Loader/Module*`` events;
+* the kernel symbols an openetw Linux trace records when it stops (``KernelSymbols/Symbol``:
+  the kallsyms symbols its samples' kernel frames fell in);
 * fast lookups of the image or method holding an address in a process at a time (a sorted
   index per process, built when first asked after a change).
 
@@ -26,12 +28,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from openetw.symbols.table import SymbolTable
 from openetw.tdh.context import DecodeContext, ImageInfo
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["ImageIdentity", "ManagedMethod", "TraceState", "module_name"]
 
 _IMAGE_ID_CLASS = uuid.UUID("b3e675d7-2554-4f18-830b-2762732560de").bytes_le
+_KERNEL_SYMBOLS_CLASS = uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6574").bytes_le  # openetw's KernelSymbols
+_KERNEL_SYMBOL = 32
 _DBG_ID_RSDS = 36
 _CLR_RUNTIME = uuid.UUID("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").bytes_le
 _CLR_RUNDOWN = uuid.UUID("a669021c-c450-4609-a035-5af59af4df18").bytes_le
@@ -153,6 +158,8 @@ class TraceState(DecodeContext):
         self._image_index: dict[int, _RangeIndex] = {}
         self._indexed_images: dict[int, int] = {}
         self.methods_learned = 0
+        self._kernel_symbols: list[tuple[int, int, str]] = []
+        self._kernel_table: SymbolTable | None = None
 
     def learn(self, records: Iterable[Any]) -> TraceState:
         for record in records:
@@ -170,8 +177,12 @@ class TraceState(DecodeContext):
                     self._clr_method(record, rundown=guid == _CLR_RUNDOWN)
                 elif event_id in (_RUNDOWN_MODULES if guid == _CLR_RUNDOWN else _RUNTIME_MODULES):
                     self._clr_module(record)
-        elif kind in ("classic", "instance") and record.opcode == _DBG_ID_RSDS and record.provider_guid_bytes == _IMAGE_ID_CLASS:
-            self._dbg_id(record)
+        elif kind in ("classic", "instance"):
+            guid = record.provider_guid_bytes
+            if record.opcode == _DBG_ID_RSDS and guid == _IMAGE_ID_CLASS:
+                self._dbg_id(record)
+            elif record.opcode == _KERNEL_SYMBOL and guid == _KERNEL_SYMBOLS_CLASS:
+                self._kernel_symbol(record)
 
     # -- PDB identities ----------------------------------------------------------------------
     def _dbg_id(self, record: Any) -> None:
@@ -189,6 +200,24 @@ class TraceState(DecodeContext):
     def identity(self, image: ImageInfo) -> ImageIdentity | None:
         """The PDB identity the trace gives for ``image`` (by process and base, else by base)."""
         return self._identities.get((image.pid, image.base)) or self._identity_by_base.get(image.base)
+
+    # -- kernel symbols recorded in the trace -----------------------------------------------
+    def _kernel_symbol(self, record: Any) -> None:
+        props = self._decode(record)
+        if props is None:
+            return
+        address, size, name = props.get("Address"), props.get("Size"), props.get("Name")
+        if isinstance(address, int) and isinstance(size, int) and isinstance(name, str) and name:
+            self._kernel_symbols.append((address, size, name))
+            self._kernel_table = None
+
+    def kernel_symbols(self) -> SymbolTable | None:
+        """The kernel symbols the trace recorded (absolute addresses), if any."""
+        if not self._kernel_symbols:
+            return None
+        if self._kernel_table is None:
+            self._kernel_table = SymbolTable(self._kernel_symbols)
+        return self._kernel_table
 
     # -- .NET methods ------------------------------------------------------------------------
     def _clr_module(self, record: Any) -> None:

@@ -21,16 +21,21 @@ Records, as Windows writes them (layouts of :mod:`openetw.tdh.mof_kernel_core`):
   before user frames (perf's context markers removed).
 * **PerfInfo CollectionStart** (opcode 73, version 3) in the rundown: the sampling interval in
   100 ns units, source 0 ("Timer").
+* **KernelSymbols Symbol** (openetw's classic class ``KernelSymbols``, opcode 32, version 0) when
+  the session stops: each kallsyms text symbol that a kernel frame of a sample fell in (address,
+  size up to the next symbol, name), so that kernel frames are named from the trace itself.
 """
 
 from __future__ import annotations
 
+import bisect
 import struct
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from openetw.errors import InvalidArgument
-from openetw.etl.build import build_perfinfo_record, build_system_record
+from openetw.etl.build import build_classic_record, build_perfinfo_record, build_system_record
 from openetw.etl.record import EventRecord
 from openetw.kernel.classes import PERF_FLAGS, KernelEventMapper
 from openetw.kernel.perf_format import PROT_EXEC, split_callchain
@@ -43,6 +48,10 @@ IMAGE_VERSION, SAMPLE_VERSION, STACKWALK_VERSION, INTERVAL_VERSION = 3, 2, 2, 3
 IMAGE_LOAD, IMAGE_UNLOAD, IMAGE_DC_START = 10, 2, 3
 SAMPLED_PROFILE, COLLECTION_START = 46, 73
 STACK = 32
+KERNEL_SYMBOLS_CLASS = uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6574")  # tdh.mof_kernel_config.KERNEL_SYMBOLS
+KERNEL_SYMBOL = 32
+_KERNEL_START = 0xFFFF800000000000
+_MAX_KERNEL_ADDRESSES = 1 << 18
 
 _IMAGE = struct.Struct("<QQIIIBBHQIIII")
 _SAMPLE = struct.Struct("<QIHH")
@@ -95,6 +104,7 @@ class PerfClassMapper:
         self.interval_ns = interval_ns
         # pid → {(path, base): size}
         self.images: dict[int, dict[tuple[str, int], int]] = {}
+        self.kernel_addresses: set[int] = set()  # kernel frames of samples: their symbols are written at the end
 
     # -- records --------------------------------------------------------------------------------
     def _image_record(self, opcode: int, pid: int, tid: int, path: str, base: int, size: int, ts: int, cpu: int) -> EventRecord:
@@ -188,12 +198,36 @@ class PerfClassMapper:
         chain = v.get("callchain")
         if chain:
             kernel, user = split_callchain(chain)
+            if kernel and len(self.kernel_addresses) < _MAX_KERNEL_ADDRESSES:
+                self.kernel_addresses.update(kernel)
             frames = kernel + user
             if frames:
                 payload = _STACK_HEAD.pack(ts, pid, tid) + struct.pack(f"<{len(frames)}Q", *frames)
                 records.append(build_perfinfo_record(
                     hook_id=STACKWALK_GROUP << 8 | STACK, version=STACKWALK_VERSION, timestamp=ts, cpu=cpu, user_data=payload,
                 ))
+        return records
+
+
+    def symbol_rundown(self, symbols: list[tuple[int, str]], timestamp: int, cpu: int = 0) -> list[EventRecord]:
+        """KernelSymbols records for the symbols (sorted ``(address, name)``, kallsyms' text
+        symbols) that the kernel frames of the samples fell in."""
+        if not symbols or not self.kernel_addresses:
+            return []
+        starts = [address for address, _name in symbols]
+        used: set[int] = set()
+        for address in self.kernel_addresses:
+            index = bisect.bisect_right(starts, address) - 1
+            if index >= 0 and address >= _KERNEL_START:
+                used.add(index)
+        records = []
+        for index in sorted(used):
+            address, name = symbols[index]
+            size = min(starts[index + 1] - address, 0xFFFFFFFF) if index + 1 < len(starts) else 0
+            records.append(build_classic_record(
+                event_guid=KERNEL_SYMBOLS_CLASS, type=KERNEL_SYMBOL, version=0, timestamp=timestamp, cpu=cpu,
+                user_data=struct.pack("<QI", address, size) + name.encode("ascii", "replace") + b"\0",
+            ))  # fmt: skip
         return records
 
 

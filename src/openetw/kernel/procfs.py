@@ -191,6 +191,23 @@ class ProcSource:
                 images.append((f"[{fields[0]}]", address, int(fields[1])))
         return images
 
+    def kernel_symbols(self) -> list[tuple[int, str]]:
+        """``(address, name)`` of the kernel's text symbols (kallsyms types t, T, w, W), sorted;
+        ``[]`` when the addresses are hidden."""
+        symbols: list[tuple[int, str]] = []
+        try:
+            with open(os.path.join(self.root, "kallsyms"), "rb") as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 3 and parts[1] in (b"t", b"T", b"w", b"W"):
+                        address = int(parts[0], 16)
+                        if address:
+                            symbols.append((address, parts[2].decode("ascii", "replace")))
+        except (OSError, ValueError):
+            return []
+        symbols.sort()
+        return symbols
+
     def processes(self) -> list[ProcessInfo]:
         """Every live process, in pid order."""
         try:
