@@ -53,3 +53,12 @@ def dbg_id_rsds(ts: int, pid: int, base: int, guid: uuid.UUID, age: int, pdb_nam
     """KernelTraceControl ImageID/DbgID_RSDS, as merging writes it after an image event."""
     payload = struct.pack("<QI", base, pid) + guid.bytes_le + struct.pack("<I", age) + pdb_name.encode() + b"\0"
     return build_classic_record(event_guid=IMAGE_ID, type=36, version=2, pid=pid, timestamp=ts, user_data=payload)
+
+
+IMAGE_BUILD_ID = uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6575")
+
+
+def build_id_record(ts: int, pid: int, base: int, build_id: str) -> EventRecord:
+    """openetw's ImageBuildId/BuildId, as its Linux kernel trace writes it after an image event."""
+    payload = struct.pack("<QI", base, pid) + bytes.fromhex(build_id)
+    return build_classic_record(event_guid=IMAGE_BUILD_ID, type=32, version=0, pid=pid, timestamp=ts, user_data=payload)

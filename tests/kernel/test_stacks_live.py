@@ -93,6 +93,8 @@ def test_the_hottest_functions_appear_by_name(tmp_path: Path) -> None:
     assert inclusive["burn!main"] >= profile.total * 9 // 10
     assert inclusive["burn!burn_alpha"] >= inclusive["burn!spin_inner"] * 9 // 10  # spin_inner is called from burn_alpha
     assert profile.naming.by_source["elf"] >= 4 and profile.naming.named >= 4
+    program = next(image for image in profile.state.images(pid) if image.file_name.endswith("/burn"))
+    assert profile.state.build_id(program) is not None and not profile.naming.symbol_errors  # the file that ran
 
     speedscope = io.BytesIO()
     write_speedscope(profile.samples, speedscope)

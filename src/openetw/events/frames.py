@@ -10,6 +10,7 @@ caller lets it read:
      flat ``NAME.pdb``); the public symbols, by RVA (address − image base);
    * a Linux image (an absolute path): the file's ELF symbol table, the file offset
      (address − base, as openetw's kernel trace records bases) mapped through its load segments;
+     not when the trace recorded the image's build id and the file's differs (another build);
    * the Linux kernel (``[kernel.kallsyms]`` and its modules): the kernel symbols the trace
      recorded (``KernelSymbols/Symbol``), else the kallsyms text given, when its ``_text`` is the
      base the trace recorded (the same boot);
@@ -85,11 +86,11 @@ class NamingStats:
         }  # fmt: skip
 
 
-def _read_elf_table(data: bytes) -> tuple[SymbolTable, Callable[[int], int | None]]:
+def _read_elf_table(data: bytes) -> tuple[SymbolTable, Callable[[int], int | None], str | None]:
     from openetw.symbols.elf import read_elf
 
     elf = read_elf(data)
-    return elf.symbols, elf.address_of_offset
+    return elf.symbols, elf.address_of_offset, elf.build_id
 
 
 class FrameNamer:
@@ -109,7 +110,8 @@ class FrameNamer:
         self.stats = NamingStats()
         self._frames: dict[tuple[int, int], Frame] = {}
         self._pdb_tables: dict[ImageIdentity, SymbolTable | None] = {}
-        self._elf_tables: dict[str, tuple[SymbolTable, Callable[[int], int | None]] | None] = {}
+        self._elf_tables: dict[str, tuple[SymbolTable, Callable[[int], int | None], str | None] | None] = {}
+        self._mismatched: set[tuple[str, str]] = set()
         self._kallsyms: SymbolTable | None = None
         self._kallsyms_checked: set[int] = set()
         self._perf_maps: dict[int, SymbolTable | None] = {}
@@ -152,6 +154,12 @@ class FrameNamer:
                     return Frame(module, found[0], found[1], address, "kallsyms-now")
             elif path.startswith("/"):
                 elf = self._elf_table(path) if self.elf else None
+                traced_id = state.build_id(image)
+                if elf is not None and traced_id is not None and elf[2] != traced_id:
+                    if (path, traced_id) not in self._mismatched:  # not the file that ran: its symbols would lie
+                        self._mismatched.add((path, traced_id))
+                        self.stats.symbol_errors.append(f"{path}: build id {elf[2]} is not the traced {traced_id}")
+                    elf = None
                 if elf is not None:
                     vaddr = elf[1](address - image.base)
                     found = elf[0].lookup(vaddr) if vaddr is not None else None
@@ -213,7 +221,7 @@ class FrameNamer:
         self._pdb_tables[identity] = table
         return table
 
-    def _elf_table(self, path: str) -> tuple[SymbolTable, Callable[[int], int | None]] | None:
+    def _elf_table(self, path: str) -> tuple[SymbolTable, Callable[[int], int | None], str | None] | None:
         if path in self._elf_tables:
             return self._elf_tables[path]
         found = None

@@ -10,6 +10,7 @@ because decoding itself needs process names) and learns, besides:
   ``Method/LoadVerbose`` and ``Method/UnloadVerbose`` (Microsoft-Windows-DotNETRuntime) and the
   rundown's ``Method/DCStartVerbose`` and ``Method/DCStopVerbose``, with their modules'
   IL paths from the ``Loader/Module*`` events;
+* the GNU build id of each ELF image of an openetw Linux trace (``ImageBuildId/BuildId``);
 * the kernel symbols an openetw Linux trace records when it stops (``KernelSymbols/Symbol``:
   the kallsyms symbols its samples' kernel frames fell in);
 * fast lookups of the image or method holding an address in a process at a time (a sorted
@@ -37,6 +38,8 @@ __all__ = ["ImageIdentity", "ManagedMethod", "TraceState", "module_name"]
 _IMAGE_ID_CLASS = uuid.UUID("b3e675d7-2554-4f18-830b-2762732560de").bytes_le
 _KERNEL_SYMBOLS_CLASS = uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6574").bytes_le  # openetw's KernelSymbols
 _KERNEL_SYMBOL = 32
+_IMAGE_BUILD_ID_CLASS = uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6575").bytes_le  # openetw's ImageBuildId
+_BUILD_ID = 32
 _DBG_ID_RSDS = 36
 _CLR_RUNTIME = uuid.UUID("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").bytes_le
 _CLR_RUNDOWN = uuid.UUID("a669021c-c450-4609-a035-5af59af4df18").bytes_le
@@ -160,6 +163,7 @@ class TraceState(DecodeContext):
         self.methods_learned = 0
         self._kernel_symbols: list[tuple[int, int, str]] = []
         self._kernel_table: SymbolTable | None = None
+        self._build_ids: dict[tuple[int, int], str] = {}
 
     def learn(self, records: Iterable[Any]) -> TraceState:
         for record in records:
@@ -183,6 +187,8 @@ class TraceState(DecodeContext):
                 self._dbg_id(record)
             elif record.opcode == _KERNEL_SYMBOL and guid == _KERNEL_SYMBOLS_CLASS:
                 self._kernel_symbol(record)
+            elif record.opcode == _BUILD_ID and guid == _IMAGE_BUILD_ID_CLASS:
+                self._build_id(record)
 
     # -- PDB identities ----------------------------------------------------------------------
     def _dbg_id(self, record: Any) -> None:
@@ -200,6 +206,18 @@ class TraceState(DecodeContext):
     def identity(self, image: ImageInfo) -> ImageIdentity | None:
         """The PDB identity the trace gives for ``image`` (by process and base, else by base)."""
         return self._identities.get((image.pid, image.base)) or self._identity_by_base.get(image.base)
+
+    def _build_id(self, record: Any) -> None:
+        props = self._decode(record)
+        if props is None:
+            return
+        base, pid, build_id = props.get("ImageBase"), props.get("ProcessId"), props.get("BuildId")
+        if isinstance(base, int) and isinstance(pid, int) and isinstance(build_id, (bytes, bytearray)) and build_id:
+            self._build_ids[(pid, base)] = bytes(build_id).hex()
+
+    def build_id(self, image: ImageInfo) -> str | None:
+        """The GNU build id the trace recorded for ``image`` (hex), if any."""
+        return self._build_ids.get((image.pid, image.base))
 
     # -- kernel symbols recorded in the trace -----------------------------------------------
     def _kernel_symbol(self, record: Any) -> None:

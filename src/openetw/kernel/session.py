@@ -168,7 +168,7 @@ class KernelSession:
         self._proc_handlers: ProcConnectorHandlers | None = None
         for chosen in self._sources:
             if isinstance(chosen, PerfSource) and self._perf_classes is None:
-                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns)
+                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns, getattr(self.proc, "build_id", None))
             elif isinstance(chosen, ProcConnectorSource) and self._proc_handlers is None:
                 self._proc_handlers = install_proc_connector_handlers(self.mapper)
         # After every handler is registered: a lean decoder reads only what the built-in handlers use.

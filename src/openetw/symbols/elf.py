@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from openetw.errors import SymbolFormatError
 from openetw.symbols.table import SymbolTable
 
-__all__ = ["ElfSymbols", "read_elf"]
+__all__ = ["ElfSymbols", "build_id_of_head", "read_elf"]
 
 _MAGIC = b"\x7fELF"
 _SHT_SYMTAB, _SHT_DYNSYM, _SHT_NOTE = 2, 11, 7
@@ -106,6 +106,33 @@ def read_elf(data: bytes) -> ElfSymbols:
             if name:
                 symbols.append((value, sym_size, name))
     return ElfSymbols(SymbolTable(symbols), tuple(segments), _build_id(data, notes, order))
+
+
+def build_id_of_head(data: bytes) -> str | None:
+    """The GNU build id from the start of an ELF file (its header, program headers and notes
+    lie in the first pages); None when ``data`` holds no ELF header or no build id note."""
+    if len(data) < 64 or data[:4] != _MAGIC:
+        return None
+    wide = data[4] == 2
+    order = "<" if data[5] == 1 else ">"
+    if wide:
+        (phoff,) = struct.unpack_from(order + "Q", data, 32)
+        phentsize, phnum = struct.unpack_from(order + "HH", data, 54)
+    else:
+        (phoff,) = struct.unpack_from(order + "I", data, 28)
+        phentsize, phnum = struct.unpack_from(order + "HH", data, 42)
+    notes = []
+    for index in range(phnum):
+        at = phoff + index * phentsize
+        if at + (56 if wide else 32) > len(data):
+            break
+        if wide:
+            kind, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from(order + "IIQQQQ", data, at)
+        else:
+            kind, offset, _vaddr, _paddr, filesz = struct.unpack_from(order + "IIIII", data, at)
+        if kind == _PT_NOTE:
+            notes.append((offset, filesz))
+    return _build_id(data, notes, order)
 
 
 def _build_id(data: bytes, notes: list[tuple[int, int]], order: str) -> str | None:
