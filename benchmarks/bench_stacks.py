@@ -12,8 +12,9 @@ stacks) and once under ``perf record -g -F 1000``. Then, for the openetw trace a
   best of ``--repeat``; CPU time of this process.
 
 ``perf report --stdio`` runs on the perf.data (a fresh process; its CPU time likewise). Rates
-count stacks (samples with a stack) and frames (return addresses named, with repeats). The load
-average is printed: the machine is shared.
+count stacks (samples with a stack) and frames (return addresses named, with repeats); the last
+column is CPU per stack against perf report's on the same workload. The load average is printed:
+the machine is shared.
 
 Usage: python benchmarks/bench_stacks.py [--seconds 2] [--repeat 3]
 """
@@ -152,7 +153,12 @@ def main() -> None:
             rows.append(["perf.data (same workload)", "perf report --stdio", samples, "", f"{report_cpu:.2f}",
                          f"{samples / report_cpu:,.0f}" if report_cpu else "", "", hottest])  # fmt: skip
             print(f"perf record: CPU of every process {recorded:.2f} s (workload included), {data.stat().st_size:,} bytes")
-    print(table(["input", "what", "stacks", "frames", "CPU s", "stacks/s", "frames/s", "hottest"], rows))
+    # CPU per stack against perf report's on the same workload (the burn rows; net.4.5.2 has no perf.data)
+    perf_rate = next((float(str(row[5]).replace(",", "")) for row in rows if row[1] == "perf report --stdio" and row[5]), None)
+    for row in rows:
+        own = str(row[5]).replace(",", "")
+        row.append(f"{perf_rate / float(own):.1f}x" if perf_rate and own and row[0].startswith("burn") else "")
+    print(table(["input", "what", "stacks", "frames", "CPU s", "stacks/s", "frames/s", "hottest", "CPU/stack vs perf report"], rows))
     print(f"load average {' '.join(f'{value:.2f}' for value in os.getloadavg())}; {machine_note()}")
 
 
