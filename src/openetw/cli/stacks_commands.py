@@ -70,7 +70,7 @@ def load_file_profile(
               help="The events whose stacks are counted (SampledProfile, CSwitch, ReadyThread, Provider/Event...; 'all' for every one).")  # fmt: skip
 @click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
               help="A directory of PDBs (a symbol store, or flat): native Windows frames named by the PDB's public symbols (repeatable).")  # fmt: skip
-@click.option("--kallsyms", metavar="FILE", help="The kernel's symbols for a Linux trace's kernel frames (default /proc/kallsyms; '' for none).")
+@click.option("--kallsyms", metavar="FILE", help="Kernel symbols for a Linux trace that recorded none (default /proc/kallsyms, if of the same boot; '' for none).")
 @click.option("--caller-callee", "focus", metavar="FUNC", help="Callers and callees of FUNC (module!name or name).")
 @click.option("--tree", is_flag=True, help="The call tree from each process down.")
 @click.option("--group-modules", is_flag=True, help="Name frames by their module alone.")
@@ -92,9 +92,10 @@ def stacks(
     Stacks are the StackWalk records joined to their events (compressed stacks resolved) and
     the extended stack items of user events. Frames are named from the trace: module and
     offset from its image rundown and loads, .NET methods from the runtime's method events,
-    Linux frames from the mapped files' ELF symbols, kallsyms and perf-PID.map files, native
-    Windows frames from the PDBs in --symbols DIR (matched by GUID and age). A frame that
-    cannot be named reads module!+0xoffset. The share of frames named is printed last.
+    Linux frames from the mapped files' ELF symbols (when their build id is the traced one),
+    the kernel symbols the trace recorded and perf-PID.map files, native Windows frames from
+    the PDBs in --symbols DIR (matched by GUID and age). A frame that cannot be named reads
+    module!+0xoffset. The share of frames named is printed last.
     """
     from openetw.report.stacks import (
         by_name,
