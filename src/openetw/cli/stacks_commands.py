@@ -70,7 +70,7 @@ def load_file_profile(
               help="The events whose stacks are counted (SampledProfile, CSwitch, ReadyThread, Provider/Event...; 'all' for every one).")  # fmt: skip
 @click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
               help="A directory of PDBs (a symbol store, or flat): native Windows frames named by the PDB's public symbols (repeatable).")  # fmt: skip
-@click.option("--kallsyms", metavar="FILE", help="Kernel symbols for a Linux trace that recorded none (default /proc/kallsyms, if of the same boot; '' for none).")
+@click.option("--kallsyms", metavar="FILE", help="Kernel symbols for a Linux trace that recorded none (default /proc/kallsyms of the same boot; '' for none).")
 @click.option("--caller-callee", "focus", metavar="FUNC", help="Callers and callees of FUNC (module!name or name).")
 @click.option("--tree", is_flag=True, help="The call tree from each process down.")
 @click.option("--group-modules", is_flag=True, help="Name frames by their module alone.")
