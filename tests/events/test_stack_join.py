@@ -111,3 +111,19 @@ def test_jit_frames_are_named_by_a_perf_map(tmp_path) -> None:  # type: ignore[n
     (tmp_path / "perf-40.map").write_text("7f0000001000 100 jitted_hot\n")
     frame = FrameNamer(TraceState(), perf_map_dir=tmp_path).name(40, 0x7F0000001010)
     assert (frame.label, frame.source) == ("perf-40.map!jitted_hot", "perf-map")
+
+
+def test_short_and_damaged_stack_records_are_skipped_not_guessed() -> None:
+    from openetw.etl.build import build_perfinfo_record
+    from tests.events.kernel_records import KEY_DELETE, KEY_USER, STACK
+
+    damaged = [
+        build_perfinfo_record(hook_id=STACK, timestamp=101, user_data=b"\x01\x02"),  # shorter than its head
+        build_perfinfo_record(hook_id=STACK, timestamp=101, user_data=struct.pack("<qII", 100, 40, 7)),  # no frames
+        build_perfinfo_record(hook_id=KEY_USER, timestamp=101, user_data=struct.pack("<qII", 100, 40, 7) + b"\x01"),  # key cut
+        build_perfinfo_record(hook_id=KEY_DELETE, timestamp=102, user_data=b"\x05"),  # definition cut
+        build_perfinfo_record(hook_id=0x0F2E, timestamp=100, user_data=b"\x00"),  # a sample cut short
+    ]  # fmt: skip
+    stacks, collector = collect_stacks([sample(100, 7, U1), *damaged, stack(100, 40, 7, [U1, U2])])
+    assert [(entry.tid, entry.addresses) for entry in stacks] == [(7, (U1, U2))]
+    assert collector.stats.keys_defined == 0 and collector.stats.samples == 2
