@@ -21,6 +21,7 @@ from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.progress import quiet_option, show_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
+from openetw.consumer.formats import ETL, trace_format
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query
@@ -59,7 +60,7 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
     """The providers and the time window (relative bounds count from the .etl inputs' earliest start)."""
     if not window.given:
         return Selection(providers=providers)
-    traces = [path for path in files if not path.lower().endswith(".evtx")]
+    traces = [path for path in files if trace_format(path) is ETL]
     readers = open_readers(tuple(traces)) if traces else []
     try:
         span = window.resolve(readers)
