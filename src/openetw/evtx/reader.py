@@ -14,6 +14,11 @@ a mismatch is counted (``crc_mismatches``, ``records_outside_header``) and repor
 ``notices``, never a reason to drop. What is skipped is reported as ``EvtxFormatError`` (file
 offset, chunk index, structure) in ``losses``; ``errors`` holds both, in file order.
 Bytes in, records out: no I/O here (pass ``bytes``, a ``memoryview`` or an ``mmap``).
+
+On the native engine (``openetw._native``) a chunk's records are parsed and rendered by the
+compiled twin (``_native/_evtx.c``) as long as it accepts them; the pure parser catches up, in
+the same order, when a record's nodes are asked for, and takes over the rest of the chunk at the
+first record the twin leaves to it (damage included), so results, errors and counts are the same.
 """
 
 from __future__ import annotations
@@ -23,15 +28,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from openetw._native import module as native_module
 from openetw.errors import EvtxFormatError
 from openetw.evtx import layout as L
 from openetw.evtx.binxml import BinXmlError, ChunkParser
-from openetw.evtx.record import EvtxRecord
+from openetw.evtx.record import NATIVE_PARSED, EvtxRecord
 from openetw.evtx.render import Renderer, check_expansion
 
 _u32 = struct.Struct("<I").unpack_from
 _u64 = struct.Struct("<Q").unpack_from
 _RECORD = L.RECORD_HEADER.struct.unpack_from
+_NATIVE = native_module("_evtx")
 
 __all__ = ["ChunkInfo", "EvtxReader", "FileHeader", "ReadStatistics", "read_file_header"]
 
@@ -122,9 +129,13 @@ def read_file_header(data: Any, path: str | None = None) -> FileHeader:
 
 
 class ChunkState:
-    """One chunk's bytes with its BinXml parser and renderer (records keep a reference)."""
+    """One chunk's bytes with its BinXml parser and renderer (records keep a reference).
 
-    __slots__ = ("index", "offset", "data", "parser", "renderer")
+    ``native`` is the compiled twin's chunk while it decides; ``pending`` lists the records it
+    accepted (position, BinXml start and end) in walk order, which ``nodes_at`` parses with the
+    pure parser, in that order, when a record's nodes are needed."""
+
+    __slots__ = ("index", "offset", "data", "parser", "renderer", "native", "pending", "caught", "parsed")
 
     def __init__(self, index: int, offset: int, data: bytes) -> None:
         self.index = index
@@ -132,6 +143,37 @@ class ChunkState:
         self.data = data
         self.parser = ChunkParser(data)
         self.renderer = Renderer(self.parser)
+        self.native: Any = _NATIVE.Chunk(data) if _NATIVE is not None else None
+        self.pending: list[tuple[int, int, int]] = []
+        self.caught = 0
+        self.parsed: dict[int, list[Any]] = {}
+
+    def catch_up(self, upto: int | None = None) -> None:
+        """Parse the records the twin accepted (up to the one at ``upto``), as the walk would have."""
+        parser, pending = self.parser, self.pending
+        while self.caught < len(pending):
+            pos, start, end = pending[self.caught]
+            self.caught += 1
+            parser.work = 0
+            try:
+                self.parsed[pos] = parser.parse(start, end)[0]
+            finally:
+                parser.work = 0
+            if pos == upto:
+                return
+
+    def nodes_at(self, pos: int) -> list[Any]:
+        """The nodes of the record at ``pos``, which the twin accepted."""
+        nodes = self.parsed.get(pos)
+        if nodes is None:
+            self.catch_up(pos)
+            nodes = self.parsed[pos]
+        return nodes
+
+    def go_pure(self) -> None:
+        """The pure parser decides from here on: it first catches up with the twin."""
+        self.catch_up()
+        self.native = None
 
 
 class EvtxReader:
@@ -260,6 +302,29 @@ class EvtxReader:
             torn = _u32(data, pos + size - 4)[0] != size
             end = pos + size - L.RECORD_TRAILER_SIZE
             damage = None
+            xml = None
+            accepted = state.native.record(pos + L.RECORD_HEADER_SIZE, end) if state.native is not None else None
+            if accepted is not None:
+                parsed_end, xml = accepted
+                state.pending.append((pos, pos + L.RECORD_HEADER_SIZE, end))
+                info.records += 1
+                self.stats.records += 1
+                if torn:
+                    self.stats.records_torn += 1
+                if outside_header:
+                    outside.append(record_id)
+                yield EvtxRecord(state, pos, size, record_id, written, NATIVE_PARSED, self.path, None, xml)
+                previous_id = record_id
+                if torn and _frame_problem(data, pos + size) is not None:
+                    resume = _resync(data, parsed_end, max(free, pos + 1))
+                    if resume < 0:
+                        break
+                    pos = resume
+                    continue
+                pos += size
+                continue
+            if state.native is not None:
+                state.go_pure()
             try:
                 nodes, parsed_end = state.parser.parse(pos + L.RECORD_HEADER_SIZE, end)
                 check_expansion(data, nodes)

@@ -28,7 +28,10 @@ EVTX_CONTEXT = RecordContext(SYSTEM_TIME_CLOCK, source="<evtx>")
 
 _TIME_STRUCT = struct.Struct("<Q")
 
-__all__ = ["EVTX_CONTEXT", "EvtxHeader", "EvtxRecord", "header_from_tree", "properties_from_tree"]
+NATIVE_PARSED: Any = object()
+"""The nodes of a record the compiled twin accepted: the pure parser reads them when asked."""
+
+__all__ = ["EVTX_CONTEXT", "NATIVE_PARSED", "EvtxHeader", "EvtxRecord", "header_from_tree", "properties_from_tree"]
 
 
 class EvtxHeader:
@@ -229,7 +232,7 @@ def _element_dict(node: XmlNode, content: Any = XmlNode.value) -> dict[str, Any]
 class EvtxRecord(EventRecord):
     """One event record of an ``.evtx`` file (kind ``evtx``)."""
 
-    __slots__ = ("_chunk", "_nodes", "record_id", "written_time", "_tree", "_header", "_path", "damage")
+    __slots__ = ("_chunk", "_parsed", "_xml", "record_id", "written_time", "_tree", "_header", "_path", "damage")
 
     kind = "evtx"
     has_user_data = False
@@ -244,10 +247,12 @@ class EvtxRecord(EventRecord):
         nodes: list[Any] | None,
         path: str | None = None,
         damage: EvtxFormatError | None = None,
+        xml: str | None = None,
     ) -> None:
         super().__init__((), chunk.data, pos, size, 0, EVTX_CONTEXT, chunk.index)
         self._chunk = chunk
-        self._nodes = nodes
+        self._parsed = nodes
+        self._xml = xml  # rendered by the compiled twin
         self.record_id = record_id
         self.written_time = written_time
         self._tree: list[Any] | None = None
@@ -256,6 +261,13 @@ class EvtxRecord(EventRecord):
         self.damage = damage  # set on a record whose BinXml could not be parsed
 
     # -- content -------------------------------------------------------------------------------
+    @property
+    def _nodes(self) -> list[Any] | None:
+        """The parsed BinXml (``None`` when damaged); the pure parser reads what the twin accepted."""
+        if self._parsed is NATIVE_PARSED:
+            self._parsed = self._chunk.nodes_at(self._pos)
+        return self._parsed
+
     @property
     def chunk_index(self) -> int:
         return self._chunk.index
@@ -280,6 +292,8 @@ class EvtxRecord(EventRecord):
 
     def xml(self) -> str:
         """The record as ``wevtutil qe /f:xml`` prints it; ``EvtxFormatError`` when its values are damaged."""
+        if self._xml is not None:
+            return self._xml
         if self._nodes is None:
             raise self.damage or EvtxFormatError("record has no content", record_id=self.record_id)
         renderer = self._chunk.renderer

@@ -1,0 +1,1310 @@
+/* openetw._native._evtx: the compiled twin of the .evtx record parser and XML renderer.
+ *
+ *   Chunk(data)                      one 64 KiB chunk's bytes, its template definitions cached
+ *   Chunk.record(start, end)         a record's BinXml parsed as evtx/binxml.ChunkParser.parse
+ *                                    and checked as render.check_expansion: (end of the BinXml,
+ *                                    the XML of render.Renderer.xml or None) or None
+ *   value_text(type, data)           render.value_text_lenient's text, or None
+ *
+ * The pure-Python code is the reference. This one only ever says "accepted" for a record the
+ * pure parser accepts, in the same state (template definitions are parsed and cached in the
+ * same order, fragments counted the same way): anything else (damage, a value whose text the C
+ * does not write, a depth near the bound) is None, and the caller asks the pure code, which
+ * then also gives the error. Every constant comes from _evtx_constants.h, generated from
+ * evtx/layout.py, evtx/binxml.py, evtx/values.py and evtx/render.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_evtx_constants.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "openetw._native._evtx reads little-endian data with native loads"
+#endif
+
+static inline uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static const uint8_t FIXED_SIZES[256] = OE_FIXED_SIZES;
+
+/* A depth this close to the bound is left to the pure code (where the bound is checked
+ * depends on what was cached first there). */
+#define DEPTH_LIMIT (OE_MAX_DEPTH - 4)
+
+/* ------------------------------------------------------------------------------------------
+ * Nodes: two arenas, one kept for the chunk (template definitions), one per record. A reference
+ * is an index with the top bit set for the record arena; NIL ends a list.
+ */
+#define NIL 0xFFFFFFFFu
+#define REC 0x80000000u
+
+enum { N_ELEMENT, N_ATTRIBUTE, N_TEXT, N_SUBST, N_CHARREF, N_ENTREF, N_CDATA, N_PI, N_INSTANCE };
+
+typedef struct {
+    uint8_t kind, vtype, optional, single; /* single: an element whose whole content is one substitution */
+    uint32_t index;                        /* substitution index, character code, template number */
+    uint32_t a, b;                         /* name or text: chunk offset of its UTF-16 units and their count */
+    uint32_t c, d;                         /* PI data; instance: first value, value count */
+    uint32_t first, last;                  /* element children, attribute parts */
+    uint32_t attrs, attrs_last;            /* element attributes */
+    uint32_t next;
+} Node;
+
+typedef struct {
+    uint8_t type;
+    uint32_t off, size;
+    uint32_t nested;  /* the nodes of a BinXml value, or NIL */
+    uint32_t gen;     /* the check that cached cost */
+    int64_t cost;
+} Val;
+
+typedef struct {
+    Node *nodes;
+    uint32_t n, cap;
+    Val *vals;
+    uint32_t nv, capv;
+} Arena;
+
+typedef struct {
+    uint32_t offset, size;
+    uint8_t guid[16];
+    uint32_t nodes;
+    int summarized;
+    int64_t literal;
+    int has_instances;
+    uint32_t *array_slots;
+    uint32_t n_array_slots;
+} Template;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *bytes;
+    const uint8_t *data;
+    uint32_t limit;
+    Arena arena[2]; /* 0: the chunk's, 1: the record's */
+    Template *templates;
+    uint32_t nt, capt;
+    int32_t *template_at; /* chunk offset -> template number + 1; -1 while it is being parsed */
+    uint32_t work;
+    uint32_t gen;
+    int failed; /* out of memory */
+} Chunk;
+
+static inline Arena *arena_of(Chunk *c, uint32_t ref) { return &c->arena[ref & REC ? 1 : 0]; }
+static inline Node *N(Chunk *c, uint32_t ref) { return &arena_of(c, ref)->nodes[ref & ~REC]; }
+static inline Val *VAL(Chunk *c, uint32_t ref) { return &arena_of(c, ref)->vals[ref & ~REC]; }
+
+static uint32_t new_node(Chunk *c, int rec, uint8_t kind) {
+    Arena *a = &c->arena[rec];
+    if (a->n == a->cap) {
+        uint32_t cap = a->cap ? a->cap * 2 : 256;
+        Node *p = PyMem_Realloc(a->nodes, (size_t)cap * sizeof(Node));
+        if (!p) { c->failed = 1; return NIL; }
+        a->nodes = p;
+        a->cap = cap;
+    }
+    uint32_t i = a->n++;
+    Node *n = &a->nodes[i];
+    memset(n, 0, sizeof(*n));
+    n->kind = kind;
+    n->first = n->last = n->attrs = n->attrs_last = n->next = NIL;
+    return i | (rec ? REC : 0);
+}
+
+static uint32_t new_vals(Chunk *c, int rec, uint32_t count) {
+    Arena *a = &c->arena[rec];
+    if ((uint64_t)a->nv + count > a->capv) {
+        uint64_t cap = a->capv ? a->capv : 64;
+        while (cap < (uint64_t)a->nv + count) cap *= 2;
+        if (cap > 0x7FFFFFFF) { c->failed = 1; return NIL; }
+        Val *p = PyMem_Realloc(a->vals, (size_t)cap * sizeof(Val));
+        if (!p) { c->failed = 1; return NIL; }
+        a->vals = p;
+        a->capv = (uint32_t)cap;
+    }
+    uint32_t i = a->nv;
+    a->nv += count;
+    return i | (rec ? REC : 0);
+}
+
+typedef struct { uint32_t first, last; } List;
+
+static void append(Chunk *c, List *l, uint32_t ref) {
+    if (l->first == NIL) l->first = ref;
+    else N(c, l->last)->next = ref;
+    l->last = ref;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The parser: binxml.ChunkParser, check for check. -1 is "not accepted" (the pure code says why).
+ */
+
+static int read_name(Chunk *c, uint32_t pos, uint32_t *name, uint32_t *count, uint32_t *after) {
+    uint64_t limit = c->limit;
+    if ((uint64_t)pos + 4 > limit) return -1;
+    uint32_t offset = rd32(c->data + pos);
+    pos += 4;
+    if (offset != pos && (offset < 0x80 || offset >= limit)) return -1;
+    if ((uint64_t)offset + 8 > limit) return -1;
+    uint32_t n = rd16(c->data + offset + 6);
+    uint64_t end = (uint64_t)offset + 8 + 2 * (uint64_t)n;
+    if (end + 2 > limit) return -1;
+    *name = offset + 8;
+    *count = n;
+    *after = offset == pos ? (uint32_t)end + 2 : pos;
+    return 0;
+}
+
+static int utf16_run(Chunk *c, uint32_t pos, uint32_t *text, uint32_t *count, uint32_t *after) {
+    if ((uint64_t)pos + 2 > c->limit) return -1;
+    uint32_t n = rd16(c->data + pos);
+    uint64_t end = (uint64_t)pos + 2 + 2 * (uint64_t)n;
+    if (end > c->limit) return -1;
+    *text = pos + 2;
+    *count = n;
+    *after = (uint32_t)end;
+    return 0;
+}
+
+static int parse(Chunk *c, int rec, uint32_t pos, uint32_t end, int depth, int in_template, uint32_t *out, uint32_t *after);
+
+static int template_at(Chunk *c, uint32_t offset, int depth, Template **found) {
+    int32_t known = offset < c->limit ? c->template_at[offset] : 0;
+    if (known > 0) { *found = &c->templates[known - 1]; return 0; }
+    if (offset < 0x200 || (uint64_t)offset + 24 > c->limit) return -1;
+    if (known < 0) return -1; /* it instantiates itself */
+    uint32_t size = rd32(c->data + offset + 20);
+    uint64_t start = (uint64_t)offset + 24;
+    if (start + size > c->limit) return -1;
+    c->template_at[offset] = -1;
+    uint32_t nodes, ignored;
+    int rc = parse(c, 0, (uint32_t)start, (uint32_t)(start + size), depth + 1, 1, &nodes, &ignored);
+    c->template_at[offset] = 0;
+    if (rc < 0) return -1;
+    if (c->nt == c->capt) {
+        uint32_t cap = c->capt ? c->capt * 2 : 32;
+        Template *p = PyMem_Realloc(c->templates, cap * sizeof(Template));
+        if (!p) { c->failed = 1; return -1; }
+        c->templates = p;
+        c->capt = cap;
+    }
+    Template *t = &c->templates[c->nt++];
+    memset(t, 0, sizeof(*t));
+    t->offset = offset;
+    t->size = size;
+    memcpy(t->guid, c->data + offset + 4, 16);
+    t->nodes = nodes;
+    c->template_at[offset] = (int32_t)c->nt;
+    *found = t;
+    return 0;
+}
+
+static int instance(Chunk *c, int rec, uint32_t pos, uint32_t end, int depth, uint32_t *node, uint32_t *after) {
+    if ((uint64_t)pos + 10 > end) return -1;
+    uint32_t template_id = rd32(c->data + pos + 2);
+    uint32_t def_offset = rd32(c->data + pos + 6);
+    pos += 10;
+    Template *t;
+    if (template_at(c, def_offset, depth, &t) < 0) return -1;
+    uint32_t tnum = (uint32_t)(t - c->templates);
+    if (memcmp(t->guid, &template_id, 4) != 0) return -1;
+    if (def_offset == pos) pos = def_offset + 24 + t->size;
+    if ((uint64_t)pos + 4 > end) return -1;
+    uint32_t count = rd32(c->data + pos);
+    pos += 4;
+    if ((uint64_t)pos + 4 * (uint64_t)count > end) return -1;
+    uint32_t vals = new_vals(c, rec, count);
+    if (vals == NIL && count) return -1;
+    uint64_t at = (uint64_t)pos + 4 * (uint64_t)count;
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *d = c->data + pos + 4 * i;
+        uint32_t size = rd16(d);
+        uint8_t type = d[2];
+        uint32_t nested = NIL;
+        if (type == OE_VT_BINXML && size) {
+            if (at + size > end) return -1;
+            uint32_t ignored;
+            if (parse(c, rec, (uint32_t)at, (uint32_t)(at + size), depth + 1, 0, &nested, &ignored) < 0) return -1;
+        }
+        Val *v = VAL(c, vals + i);
+        v->type = type;
+        v->off = (uint32_t)(at < 0xFFFFFFFFu ? at : 0xFFFFFFFFu);
+        v->size = size;
+        v->nested = nested;
+        v->gen = 0;
+        v->cost = 0;
+        at += size;
+    }
+    if (at > end) return -1;
+    uint32_t n = new_node(c, rec, N_INSTANCE);
+    if (n == NIL) return -1;
+    Node *node_ = N(c, n);
+    node_->index = tnum;
+    node_->c = count ? vals : NIL;
+    node_->d = count;
+    *node = n;
+    *after = (uint32_t)at;
+    return 0;
+}
+
+static int parse(Chunk *c, int rec, uint32_t pos, uint32_t end, int depth, int in_template, uint32_t *out_list, uint32_t *after) {
+    if (depth > OE_MAX_DEPTH) return -1;
+    if (++c->work > OE_MAX_FRAGMENTS) return -1;
+    const uint8_t *data = c->data;
+    if (end > c->limit) end = c->limit;
+    List out = {NIL, NIL};
+    uint32_t stack[OE_MAX_DEPTH];
+    List children[OE_MAX_DEPTH];
+    int top = 0;
+    uint32_t attribute = NIL;
+#define PARENT (top ? &children[top - 1] : &out)
+    while (pos < end) {
+        uint8_t token = data[pos];
+        int kind = (token & 0xB0) == 0 ? token & 0x0F : -1;
+        if (kind == OE_TOKEN_EOF) {
+            pos += 1;
+            if (top) return -1;
+            *out_list = out.first;
+            *after = pos;
+            return 0;
+        }
+        if (kind == OE_TOKEN_OPEN_START) {
+            if (top >= OE_MAX_DEPTH) return -1;
+            if ((uint64_t)pos + 11 > end) return -1;
+            uint32_t name_offset = rd32(data + pos + 7);
+            uint32_t name_at = pos + 11;
+            if (!(name_offset == name_at || (0x80 <= name_offset && name_offset < pos))) {
+                uint32_t short_name = rd32(data + pos + 5);
+                if (short_name == pos + 9 || (0x80 <= short_name && short_name < pos)) name_at = pos + 9;
+                else return -1;
+            }
+            uint32_t n = new_node(c, rec, N_ELEMENT);
+            if (n == NIL) return -1;
+            uint32_t name, count, next;
+            if (read_name(c, name_at - 4, &name, &count, &next) < 0) return -1;
+            N(c, n)->a = name;
+            N(c, n)->b = count;
+            if (token & OE_TOKEN_FLAG_MORE) next += 4;
+            pos = next;
+            append(c, PARENT, n);
+            stack[top] = n;
+            children[top].first = children[top].last = NIL;
+            top++;
+            attribute = NIL;
+        } else if (kind == OE_TOKEN_ATTRIBUTE) {
+            if (!top) return -1;
+            uint32_t n = new_node(c, rec, N_ATTRIBUTE);
+            if (n == NIL) return -1;
+            uint32_t name, count;
+            if (read_name(c, pos + 1, &name, &count, &pos) < 0) return -1;
+            N(c, n)->a = name;
+            N(c, n)->b = count;
+            Node *el = N(c, stack[top - 1]);
+            if (el->attrs == NIL) el->attrs = n;
+            else N(c, el->attrs_last)->next = n;
+            el->attrs_last = n;
+            attribute = n;
+        } else if (kind == OE_TOKEN_CLOSE_START) {
+            if (!top) return -1;
+            attribute = NIL;
+            pos += 1;
+        } else if (kind == OE_TOKEN_CLOSE_EMPTY || kind == OE_TOKEN_END_ELEMENT) {
+            if (!top) return -1;
+            top--;
+            Node *el = N(c, stack[top]);
+            el->first = children[top].first;
+            el->last = children[top].last;
+            attribute = NIL;
+            pos += 1;
+        } else if (kind == OE_TOKEN_VALUE || kind == OE_TOKEN_NORMAL_SUBSTITUTION || kind == OE_TOKEN_OPTIONAL_SUBSTITUTION ||
+                   kind == OE_TOKEN_CHAR_REF || kind == OE_TOKEN_ENTITY_REF) {
+            uint32_t n;
+            if (kind == OE_TOKEN_VALUE) {
+                if ((uint64_t)pos + 2 > end) return -1;
+                if (data[pos + 1] != OE_VT_STRING) return -1;
+                n = new_node(c, rec, N_TEXT);
+                if (n == NIL) return -1;
+                uint32_t text, count;
+                if (utf16_run(c, pos + 2, &text, &count, &pos) < 0) return -1;
+                N(c, n)->a = text;
+                N(c, n)->b = count;
+            } else if (kind == OE_TOKEN_CHAR_REF) {
+                if ((uint64_t)pos + 3 > end) return -1;
+                n = new_node(c, rec, N_CHARREF);
+                if (n == NIL) return -1;
+                N(c, n)->index = rd16(data + pos + 1);
+                pos += 3;
+            } else if (kind == OE_TOKEN_ENTITY_REF) {
+                n = new_node(c, rec, N_ENTREF);
+                if (n == NIL) return -1;
+                uint32_t name, count;
+                if (read_name(c, pos + 1, &name, &count, &pos) < 0) return -1;
+                N(c, n)->a = name;
+                N(c, n)->b = count;
+            } else {
+                if (!in_template) return -1;
+                if ((uint64_t)pos + 4 > end) return -1;
+                n = new_node(c, rec, N_SUBST);
+                if (n == NIL) return -1;
+                N(c, n)->index = rd16(data + pos + 1);
+                N(c, n)->vtype = data[pos + 3];
+                N(c, n)->optional = kind == OE_TOKEN_OPTIONAL_SUBSTITUTION;
+                pos += 4;
+            }
+            if (attribute != NIL) {
+                Node *at = N(c, attribute);
+                List parts = {at->first, at->last};
+                append(c, &parts, n);
+                at = N(c, attribute);
+                at->first = parts.first;
+                at->last = parts.last;
+            } else {
+                append(c, PARENT, n);
+            }
+        } else if (kind == OE_TOKEN_CDATA) {
+            uint32_t n = new_node(c, rec, N_CDATA);
+            if (n == NIL) return -1;
+            uint32_t text, count;
+            if (utf16_run(c, pos + 1, &text, &count, &pos) < 0) return -1;
+            N(c, n)->a = text;
+            N(c, n)->b = count;
+            append(c, PARENT, n);
+        } else if (kind == OE_TOKEN_PI_TARGET) {
+            uint32_t n = new_node(c, rec, N_PI);
+            if (n == NIL) return -1;
+            uint32_t name, count, text = 0, tcount = 0;
+            if (read_name(c, pos + 1, &name, &count, &pos) < 0) return -1;
+            if (pos < end && data[pos] == OE_TOKEN_PI_DATA) {
+                if (utf16_run(c, pos + 1, &text, &tcount, &pos) < 0) return -1;
+            }
+            Node *pi = N(c, n);
+            pi->a = name;
+            pi->b = count;
+            pi->c = text;
+            pi->d = tcount;
+            append(c, PARENT, n);
+        } else if (kind == OE_TOKEN_TEMPLATE_INSTANCE) {
+            uint32_t n;
+            if (instance(c, rec, pos, end, depth, &n, &pos) < 0) return -1;
+            append(c, PARENT, n);
+        } else if (kind == OE_TOKEN_FRAGMENT_HEADER) {
+            pos += 4;
+        } else {
+            return -1;
+        }
+    }
+#undef PARENT
+    if (top) return -1;
+    *out_list = out.first;
+    *after = pos;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Text: UTF-16 decoded as Python's "utf-16-le" with "replace", then written as UTF-8.
+ */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int failed;
+} Buf;
+
+static int grow(Buf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + more) cap *= 2;
+    char *p = PyMem_Realloc(b->p, cap);
+    if (!p) { b->failed = 1; return -1; }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline void put(Buf *b, const char *s, size_t n) {
+    if (grow(b, n) < 0) return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static inline void puts_(Buf *b, const char *s) { put(b, s, strlen(s)); }
+
+enum { ESC_NONE, ESC_TEXT, ESC_ATTR };
+
+static void put_char(Buf *b, uint32_t cp, int esc) {
+    char tmp[16];
+    if (esc != ESC_NONE) {
+        if (cp == '&') { put(b, "&amp;", 5); return; }
+        if (cp == '<') { put(b, "&lt;", 4); return; }
+        if (cp == '>') { put(b, "&gt;", 4); return; }
+        if (esc == ESC_ATTR && cp == '\'') { put(b, "&apos;", 6); return; }
+        if (esc == ESC_ATTR && cp == '"') { put(b, "&quot;", 6); return; }
+        if (cp < 0x20 && cp != 0x09 && cp != 0x0A && cp != 0x0D) {
+            int n = snprintf(tmp, sizeof tmp, "&#x%x;", (unsigned)cp);
+            put(b, tmp, (size_t)n);
+            return;
+        }
+    }
+    if (grow(b, 4) < 0) return;
+    char *o = b->p + b->len;
+    if (cp < 0x80) { o[0] = (char)cp; b->len += 1; }
+    else if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); b->len += 2; }
+    else if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[2] = (char)(0x80 | (cp & 0x3F));
+        b->len += 3;
+    } else {
+        o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
+        b->len += 4;
+    }
+}
+
+/* ``data[0:n].decode("utf-16-le", "replace")`` (with ``.rstrip("\0")`` when strip), escaped. */
+static void put_utf16(Buf *b, const uint8_t *d, size_t n, int esc, int strip) {
+    if (strip && n % 2 == 0) {
+        while (n >= 2 && d[n - 1] == 0 && d[n - 2] == 0) n -= 2;
+    }
+    size_t i = 0;
+    while (i + 1 < n) {
+        uint32_t u = rd16(d + i);
+        if (u < 0x80 && (esc == ESC_NONE || (u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"'))) {
+            /* a run of characters written as they are */
+            size_t room = (n - i) / 2;
+            if (grow(b, room) < 0) return;
+            char *o = b->p + b->len;
+            do {
+                *o++ = (char)u;
+                i += 2;
+                if (i + 1 >= n) break;
+                u = rd16(d + i);
+            } while (u < 0x80 && (esc == ESC_NONE || (u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"')));
+            b->len = (size_t)(o - b->p);
+            continue;
+        }
+        if (u >= 0xD800 && u < 0xDC00) {
+            if (n - i < 4) { put_char(b, 0xFFFD, esc); return; } /* a high surrogate at the end takes the rest */
+            uint32_t low = rd16(d + i + 2);
+            if (low >= 0xDC00 && low < 0xE000) {
+                put_char(b, 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00), esc);
+                i += 4;
+            } else {
+                put_char(b, 0xFFFD, esc);
+                i += 2;
+            }
+            continue;
+        }
+        put_char(b, u >= 0xDC00 && u < 0xE000 ? 0xFFFD : u, esc);
+        i += 2;
+    }
+    if (i < n) put_char(b, 0xFFFD, esc);
+}
+
+/* The number of characters Python's decoding of ``count`` UTF-16 units gives. */
+static int64_t utf16_chars(const uint8_t *d, uint32_t count) {
+    int64_t chars = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t u = rd16(d + 2 * i);
+        if (u >= 0xD800 && u < 0xDC00 && i + 1 < count) {
+            uint32_t low = rd16(d + 2 * i + 2);
+            if (low >= 0xDC00 && low < 0xE000) i++;
+        }
+        chars++;
+    }
+    return chars;
+}
+
+static void put_hex_bytes(Buf *b, const uint8_t *d, size_t n) {
+    static const char digits[] = "0123456789ABCDEF";
+    if (grow(b, 2 * n) < 0) return;
+    for (size_t i = 0; i < n; i++) {
+        b->p[b->len++] = digits[d[i] >> 4];
+        b->p[b->len++] = digits[d[i] & 15];
+    }
+}
+
+static void putf(Buf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0) put(b, tmp, (size_t)n);
+}
+
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const unsigned yoe = (unsigned)(y - era * 400);
+    const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
+    z += 719468;
+    const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const unsigned doe = (unsigned)(z - era * 146097);
+    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const unsigned mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+static int is_leap(unsigned y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+/* 0: written; 1: not this type's bytes (the caller writes them in hex); -1: left to Python. */
+static int scalar_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc) {
+    switch (type) {
+    case OE_VT_STRING:
+    case OE_VT_EVT_XML:
+        put_utf16(b, d, n, esc, 1);
+        return 0;
+    case OE_VT_ANSI_STRING:
+        while (n && d[n - 1] == 0) n--;
+        for (size_t i = 0; i < n; i++) put_char(b, d[i], esc);
+        return 0;
+    case OE_VT_NULL:
+        return 0;
+    case OE_VT_BINARY:
+        put_hex_bytes(b, d, n);
+        return 0;
+    case OE_VT_GUID:
+        if (n != 16) return 1;
+        putf(b, "{%08X-%04X-%04X-%02X%02X-%02X%02X%02X%02X%02X%02X}", rd32(d), rd16(d + 4), rd16(d + 6), d[8], d[9], d[10],
+             d[11], d[12], d[13], d[14], d[15]);
+        return 0;
+    case OE_VT_SID: {
+        if (n < 8 || n < 8 + 4 * (size_t)d[1]) return 1;
+        uint64_t authority = 0;
+        for (int i = 2; i < 8; i++) authority = authority << 8 | d[i];
+        putf(b, "S-%u-%llu", d[0], (unsigned long long)authority);
+        for (unsigned i = 0; i < d[1]; i++) putf(b, "-%u", rd32(d + 8 + 4 * i));
+        return 0;
+    }
+    case OE_VT_SYSTEMTIME: {
+        if (n != 16) return 1;
+        unsigned y = rd16(d), mo = rd16(d + 2), day = rd16(d + 6), h = rd16(d + 8), mi = rd16(d + 10), s = rd16(d + 12),
+                 ms = rd16(d + 14);
+        static const unsigned dim[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        if (y < 1 || y > 9999 || mo < 1 || mo > 12 || day < 1 || day > dim[mo - 1] + (mo == 2 && is_leap(y)) || h > 23 ||
+            mi > 59 || s > 59 || ms > 999)
+            return 1;
+        if (y < 1000) return -1; /* strftime's %Y of a short year differs by platform */
+        putf(b, "%04u-%02u-%02uT%02u:%02u:%02u.%09uZ", y, mo, day, h, mi, s, ms * 1000000u);
+        return 0;
+    }
+    case OE_VT_SIZE_T:
+    case OE_VT_EVT_HANDLE: {
+        if (n != 4 && n != 8) return 1;
+        uint64_t v = n == 4 ? rd32(d) : rd64(d);
+        putf(b, type == OE_VT_SIZE_T ? "0x%llx" : "%llu", (unsigned long long)v);
+        return 0;
+    }
+    default:
+        break;
+    }
+    size_t size = FIXED_SIZES[type];
+    if (!size) return 1; /* an unknown type */
+    if (n != size) return 1;
+    switch (type) {
+    case OE_VT_INT8: putf(b, "%d", (int)(int8_t)d[0]); return 0;
+    case OE_VT_UINT8: putf(b, "%u", (unsigned)d[0]); return 0;
+    case OE_VT_INT16: putf(b, "%d", (int)(int16_t)rd16(d)); return 0;
+    case OE_VT_UINT16: putf(b, "%u", (unsigned)rd16(d)); return 0;
+    case OE_VT_INT32: putf(b, "%d", (int)(int32_t)rd32(d)); return 0;
+    case OE_VT_UINT32: putf(b, "%u", rd32(d)); return 0;
+    case OE_VT_INT64: putf(b, "%lld", (long long)(int64_t)rd64(d)); return 0;
+    case OE_VT_UINT64: putf(b, "%llu", (unsigned long long)rd64(d)); return 0;
+    case OE_VT_HEX_INT32: putf(b, "0x%x", rd32(d)); return 0;
+    case OE_VT_HEX_INT64: putf(b, "0x%llx", (unsigned long long)rd64(d)); return 0;
+    case OE_VT_BOOL: puts_(b, rd32(d) ? "true" : "false"); return 0;
+    case OE_VT_FILETIME: {
+        uint64_t ticks = rd64(d);
+        uint64_t seconds = ticks / 10000000u, rest = ticks % 10000000u;
+        int64_t days = (int64_t)(seconds / 86400) + days_from_civil(1601, 1, 1);
+        if (days > days_from_civil(9999, 12, 31)) return 1;
+        int64_t y;
+        unsigned m, dd;
+        civil_from_days(days, &y, &m, &dd);
+        unsigned sod = (unsigned)(seconds % 86400);
+        putf(b, "%04lld-%02u-%02uT%02u:%02u:%02u.%09lluZ", (long long)y, m, dd, sod / 3600, sod / 60 % 60, sod % 60,
+             (unsigned long long)rest * 100);
+        return 0;
+    }
+    default:
+        return -1; /* reals: Python's float text */
+    }
+}
+
+/* values.split_array: the items of an array value. 0 with items set, 1 when the bytes are not
+ * such an array, -1 when left to Python. Items are (offset, size) pairs relative to d. */
+typedef struct {
+    uint32_t *at;
+    size_t n, cap;
+} Items;
+
+static int item(Items *it, uint32_t off, uint32_t size) {
+    if (it->n == it->cap) {
+        size_t cap = it->cap ? it->cap * 2 : 16;
+        uint32_t *p = PyMem_Realloc(it->at, cap * 2 * sizeof(uint32_t));
+        if (!p) return -1;
+        it->at = p;
+        it->cap = cap;
+    }
+    it->at[2 * it->n] = off;
+    it->at[2 * it->n + 1] = size;
+    it->n++;
+    return 0;
+}
+
+static int split_array(uint8_t type, const uint8_t *d, size_t n, Items *it) {
+    uint8_t base = type & 0x7F;
+    it->n = 0;
+    if (base == OE_VT_STRING) {
+        /* decoded, one trailing NUL dropped, split on NUL: a NUL unit is a NUL character unless
+         * it is the odd byte's or a surrogate's; both decode to U+FFFD, never to NUL */
+        size_t units_end = n;
+        int odd = n % 2;
+        if (!odd && n >= 2 && d[n - 1] == 0 && d[n - 2] == 0) units_end = n - 2;
+        else if (odd) units_end = n; /* the odd byte ends with U+FFFD: nothing dropped */
+        if (units_end == 0) return 0;
+        size_t start = 0, i = 0;
+        while (i + 1 < units_end) {
+            if (rd16(d + i) == 0) {
+                if (item(it, (uint32_t)start, (uint32_t)(i - start)) < 0) return -1;
+                start = i + 2;
+            }
+            i += 2;
+        }
+        if (item(it, (uint32_t)start, (uint32_t)(units_end - start)) < 0) return -1;
+        return 0;
+    }
+    if (base == OE_VT_ANSI_STRING) {
+        size_t end = n && d[n - 1] == 0 ? n - 1 : n;
+        if (end == 0) return 0;
+        size_t start = 0;
+        for (size_t i = 0; i < end; i++) {
+            if (d[i] == 0) {
+                if (item(it, (uint32_t)start, (uint32_t)(i - start)) < 0) return -1;
+                start = i + 1;
+            }
+        }
+        return item(it, (uint32_t)start, (uint32_t)(end - start)) < 0 ? -1 : 0;
+    }
+    if (base == OE_VT_SID) {
+        size_t pos = 0;
+        while (pos + 8 <= n) {
+            size_t end = pos + 8 + 4 * (size_t)d[pos + 1];
+            if (item(it, (uint32_t)pos, (uint32_t)((end < n ? end : n) - pos)) < 0) return -1;
+            pos = end;
+        }
+        return pos != n ? 1 : 0;
+    }
+    size_t size = FIXED_SIZES[base];
+    if (base == OE_VT_SIZE_T || base == OE_VT_EVT_HANDLE) size = n % 8 == 0 ? 8 : 4;
+    if (!size) return 1;
+    if (n % size) return 1;
+    for (size_t i = 0; i < n; i += size)
+        if (item(it, (uint32_t)i, (uint32_t)size) < 0) return -1;
+    return 0;
+}
+
+/* render.value_text_lenient, escaped. 0 written, -1 left to Python. */
+static int lenient_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc) {
+    size_t mark = b->len;
+    int rc;
+    if (type & OE_VT_ARRAY) {
+        Items it = {0};
+        rc = split_array(type, d, n, &it);
+        if (rc == 0) {
+            for (size_t i = 0; i < it.n && rc == 0; i++) {
+                if (i) put(b, ",", 1);
+                rc = scalar_text(b, type & 0x7F, d + it.at[2 * i], it.at[2 * i + 1], esc);
+            }
+        }
+        PyMem_Free(it.at);
+    } else {
+        rc = scalar_text(b, type, d, n, esc);
+    }
+    if (rc < 0) return -1;
+    if (rc > 0) {
+        b->len = mark;
+        put_hex_bytes(b, d, n);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The renderer: render.Renderer.xml. Template contents follow compile_template / _run, the rest
+ * _nodes; -1 leaves the record's text to Python.
+ */
+typedef struct {
+    Chunk *c;
+    Buf *b;
+} R;
+
+static inline Val *lookup(Chunk *c, Node *sub, Node *inst) {
+    if (!inst || sub->index >= inst->d) return NULL;
+    Val *v = VAL(c, inst->c + sub->index);
+    return v->type == OE_VT_NULL || v->size == 0 ? NULL : v;
+}
+
+static void put_name(R *r, Node *n) { put_utf16(r->b, r->c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0); }
+
+static int nodes_generic(R *r, uint32_t list, Node *inst, int depth, int single_only);
+static int run_template(R *r, Node *inst, int depth);
+
+/* _value_xml: a present value. */
+static int value_xml(R *r, Val *v, int depth, int esc) {
+    if (v->type == OE_VT_BINXML) {
+        if (v->nested == NIL && v->size) return -1;
+        if (esc == ESC_ATTR) {
+            Buf inner = {0};
+            Buf *outer = r->b;
+            r->b = &inner;
+            int rc = nodes_generic(r, v->nested, NULL, depth + 1, 0);
+            r->b = outer;
+            if (rc == 0 && !inner.failed) {
+                /* escape_attribute of the rendered text: its bytes are UTF-8, the escaped ones ASCII */
+                for (size_t i = 0; i < inner.len; i++) {
+                    unsigned char ch = (unsigned char)inner.p[i];
+                    if (ch < 0x80) put_char(outer, ch, ESC_ATTR);
+                    else put(outer, (const char *)&inner.p[i], 1);
+                }
+            }
+            int failed = inner.failed;
+            PyMem_Free(inner.p);
+            return rc < 0 || failed ? -1 : 0;
+        }
+        return nodes_generic(r, v->nested, NULL, depth + 1, 0);
+    }
+    return lenient_text(r->b, v->type, r->c->data + v->off, v->size, esc);
+}
+
+static int parts_xml(R *r, uint32_t list, Node *inst, int depth, int esc, int one) {
+    for (uint32_t ref = list; ref != NIL; ref = one ? NIL : N(r->c, ref)->next) {
+        Node *p = N(r->c, ref);
+        switch (p->kind) {
+        case N_TEXT: put_utf16(r->b, r->c->data + p->a, 2 * (size_t)p->b, esc, 0); break;
+        case N_SUBST: {
+            Val *v = lookup(r->c, p, inst);
+            if (v && value_xml(r, v, depth, esc) < 0) return -1;
+            break;
+        }
+        case N_CHARREF: putf(r->b, "&#%u;", p->index); break;
+        case N_ENTREF: put(r->b, "&", 1); put_name(r, p); put(r->b, ";", 1); break;
+        default: return -1;
+        }
+    }
+    return 0;
+}
+
+static int attribute_present(Chunk *c, Node *attr, Node *inst) {
+    for (uint32_t ref = attr->first; ref != NIL; ref = N(c, ref)->next) {
+        Node *p = N(c, ref);
+        if (p->kind != N_SUBST || lookup(c, p, inst)) return 1;
+    }
+    return 0;
+}
+
+static int only_subst(Chunk *c, uint32_t list) { return list != NIL && N(c, list)->kind == N_SUBST && N(c, list)->next == NIL; }
+
+/* The element whose content is one array value, once per item (``tag`` is written from mark). */
+static int array_items(R *r, Node *el, Val *v, size_t mark, int *done) {
+    Items it = {0};
+    const uint8_t *d = r->c->data + v->off;
+    int rc = split_array(v->type, d, v->size, &it);
+    *done = 0;
+    if (rc < 0) { PyMem_Free(it.at); return -1; }
+    if (rc > 0 || it.n == 0) { PyMem_Free(it.at); return 0; }
+    size_t tag_len = r->b->len - mark;
+    char *tag = PyMem_Malloc(tag_len ? tag_len : 1);
+    if (!tag) { PyMem_Free(it.at); return -1; }
+    memcpy(tag, r->b->p + mark, tag_len);
+    r->b->len = mark;
+    for (size_t i = 0; i < it.n; i++) {
+        put(r->b, tag, tag_len);
+        size_t at = r->b->len;
+        put(r->b, ">", 1);
+        size_t text = r->b->len;
+        if (lenient_text(r->b, v->type & 0x7F, d + it.at[2 * i], it.at[2 * i + 1], ESC_TEXT) < 0) {
+            PyMem_Free(tag);
+            PyMem_Free(it.at);
+            return -1;
+        }
+        if (r->b->len == text) {
+            r->b->len = at;
+            put(r->b, "/>", 2);
+        } else {
+            put(r->b, "</", 2);
+            put_name(r, el);
+            put(r->b, ">", 1);
+        }
+    }
+    PyMem_Free(tag);
+    PyMem_Free(it.at);
+    *done = 1;
+    return 0;
+}
+
+/* One element of a template, as its compiled operations render it. */
+static int compiled_list(R *r, uint32_t list, Node *inst, int depth);
+
+static int compiled_element(R *r, Node *el, Node *inst, int depth) {
+    Chunk *c = r->c;
+    int single = only_subst(c, el->first);
+    size_t mark = r->b->len;
+    put(r->b, "<", 1);
+    put_name(r, el);
+    for (uint32_t ref = el->attrs; ref != NIL; ref = N(c, ref)->next) {
+        Node *attr = N(c, ref);
+        if (only_subst(c, attr->first)) {
+            Val *v = lookup(c, N(c, attr->first), inst);
+            if (v) {
+                put(r->b, " ", 1);
+                put_name(r, attr);
+                put(r->b, "='", 2);
+                if (value_xml(r, v, depth, ESC_ATTR) < 0) return -1;
+                put(r->b, "'", 1);
+            }
+            continue;
+        }
+        int literal = 1;
+        for (uint32_t p = attr->first; p != NIL; p = N(c, p)->next)
+            if (N(c, p)->kind != N_TEXT) literal = 0;
+        if (literal || attribute_present(c, attr, inst)) {
+            put(r->b, " ", 1);
+            put_name(r, attr);
+            put(r->b, "='", 2);
+            if (parts_xml(r, attr->first, inst, depth, ESC_ATTR, 0) < 0) return -1;
+            put(r->b, "'", 1);
+        }
+    }
+    if (single) {
+        Node *sub = N(c, el->first);
+        if (!inst || sub->index >= inst->d) { put(r->b, "/>", 2); return 0; }
+        Val *v = VAL(c, inst->c + sub->index);
+        if (!v->type || !v->size) { put(r->b, "/>", 2); return 0; }
+        if (v->type & OE_VT_ARRAY && v->type != OE_VT_STRING && v->type != OE_VT_BINXML) {
+            int done;
+            if (array_items(r, el, v, mark, &done) < 0) return -1;
+            if (done) return 0;
+        }
+        put(r->b, ">", 1);
+        if (value_xml(r, v, depth, ESC_TEXT) < 0) return -1;
+        put(r->b, "</", 2);
+        put_name(r, el);
+        put(r->b, ">", 1);
+        return 0;
+    }
+    if (el->first != NIL) {
+        put(r->b, ">", 1);
+        if (compiled_list(r, el->first, inst, depth) < 0) return -1;
+        put(r->b, "</", 2);
+        put_name(r, el);
+        put(r->b, ">", 1);
+        return 0;
+    }
+    put(r->b, "/>", 2);
+    return 0;
+}
+
+static int compiled_list(R *r, uint32_t list, Node *inst, int depth) {
+    for (uint32_t ref = list; ref != NIL; ref = N(r->c, ref)->next) {
+        Node *n = N(r->c, ref);
+        if (n->kind == N_ELEMENT) {
+            if (compiled_element(r, n, inst, depth) < 0) return -1;
+        } else if (n->kind == N_TEXT) {
+            put_utf16(r->b, r->c->data + n->a, 2 * (size_t)n->b, ESC_TEXT, 0);
+        } else {
+            if (nodes_generic(r, ref, inst, depth + 1, 1) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int run_template(R *r, Node *inst, int depth) {
+    if (depth > DEPTH_LIMIT) return -1;
+    return compiled_list(r, r->c->templates[inst->index].nodes, inst, depth);
+}
+
+/* _open_tag and the generic element (reached with no instance in practice). */
+static int generic_element(R *r, Node *el, Node *inst, int depth) {
+    Chunk *c = r->c;
+    size_t mark = r->b->len;
+    put(r->b, "<", 1);
+    put_name(r, el);
+    for (uint32_t ref = el->attrs; ref != NIL; ref = N(c, ref)->next) {
+        Node *attr = N(c, ref);
+        if (only_subst(c, attr->first)) {
+            Val *v = lookup(c, N(c, attr->first), inst);
+            if (!v) continue;
+        }
+        if (attribute_present(c, attr, inst)) {
+            put(r->b, " ", 1);
+            put_name(r, attr);
+            put(r->b, "='", 2);
+            if (parts_xml(r, attr->first, inst, depth, ESC_ATTR, 0) < 0) return -1;
+            put(r->b, "'", 1);
+        }
+    }
+    if (only_subst(c, el->first)) {
+        Val *v = lookup(c, N(c, el->first), inst);
+        if (!v) { put(r->b, "/>", 2); return 0; }
+        if (v->type != OE_VT_BINXML && v->type & OE_VT_ARRAY) {
+            int done;
+            if (array_items(r, el, v, mark, &done) < 0) return -1;
+            if (done) return 0;
+        }
+        put(r->b, ">", 1);
+        if (value_xml(r, v, depth, ESC_TEXT) < 0) return -1;
+        put(r->b, "</", 2);
+        put_name(r, el);
+        put(r->b, ">", 1);
+        return 0;
+    }
+    if (el->first != NIL) {
+        put(r->b, ">", 1);
+        size_t inner = r->b->len;
+        if (nodes_generic(r, el->first, inst, depth + 1, 0) < 0) return -1;
+        if (r->b->len == inner) return -1; /* Python's "/>" depends on what was appended, empty or not */
+        put(r->b, "</", 2);
+        put_name(r, el);
+        put(r->b, ">", 1);
+        return 0;
+    }
+    put(r->b, "/>", 2);
+    return 0;
+}
+
+static int nodes_generic(R *r, uint32_t list, Node *inst, int depth, int single_only) {
+    if (depth > DEPTH_LIMIT) return -1;
+    for (uint32_t ref = list; ref != NIL; ref = single_only ? NIL : N(r->c, ref)->next) {
+        Node *n = N(r->c, ref);
+        switch (n->kind) {
+        case N_ELEMENT:
+            if (generic_element(r, n, inst, depth) < 0) return -1;
+            break;
+        case N_INSTANCE:
+            if (run_template(r, n, depth + 1) < 0) return -1;
+            break;
+        case N_CDATA:
+            put(r->b, "<![CDATA[", 9);
+            put_utf16(r->b, r->c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+            put(r->b, "]]>", 3);
+            break;
+        case N_PI:
+            put(r->b, "<?", 2);
+            put_name(r, n);
+            put(r->b, " ", 1);
+            put_utf16(r->b, r->c->data + n->c, 2 * (size_t)n->d, ESC_NONE, 0);
+            put(r->b, "?>", 2);
+            break;
+        default:
+            if (parts_xml(r, ref, inst, depth, ESC_TEXT, 1) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The expansion bound: render.check_expansion. -1 when the pure code raises (or may).
+ */
+typedef struct {
+    Chunk *c;
+    int64_t limit;
+} X;
+
+static int fragment_cost(X *x, uint32_t list, int depth, int64_t *cost);
+static int summary_cost(X *x, uint32_t list, Node *inst, int depth, int64_t *total);
+
+static int value_cost(X *x, Node *inst, uint32_t index, int depth, int64_t *cost) {
+    Val *v = VAL(x->c, inst->c + index);
+    if (v->type == OE_VT_BINXML && v->size) {
+        if (v->nested == NIL) { *cost = 0; return 0; }
+        if (v->gen == x->c->gen) { *cost = v->cost; return 0; }
+        if (fragment_cost(x, v->nested, depth + 1, cost) < 0) return -1;
+        v->gen = x->c->gen;
+        v->cost = *cost;
+        return 0;
+    }
+    *cost = OE_CHARS_PER_BYTE * (int64_t)v->size + 2;
+    return 0;
+}
+
+static int slot(X *x, Node *sub, Node *inst, int depth, int64_t *total) {
+    if (!inst || sub->index >= inst->d) return 0;
+    int64_t cost;
+    if (value_cost(x, inst, sub->index, depth, &cost) < 0) return -1;
+    *total += cost;
+    return 0;
+}
+
+static int64_t name_chars(Chunk *c, Node *n) { return utf16_chars(c->data + n->a, n->b); }
+
+/* _summarize's walk of parts (attribute values and loose content), adding to *total. */
+static int part_cost(X *x, Node *p, Node *inst, int depth, int64_t *literal, int64_t *total) {
+    switch (p->kind) {
+    case N_SUBST: return slot(x, p, inst, depth, total);
+    case N_TEXT: *literal += 6 * utf16_chars(x->c->data + p->a, p->b); return 0;
+    case N_CDATA: *literal += utf16_chars(x->c->data + p->a, p->b) + 12; return 0;
+    case N_PI: *literal += name_chars(x->c, p) + utf16_chars(x->c->data + p->c, p->d) + 5; return 0;
+    default: *literal += 16; return 0;
+    }
+}
+
+static int element_cost(X *x, Node *el, Node *inst, int depth, int64_t *literal, int64_t *total) {
+    *literal += 2 * name_chars(x->c, el) + 5;
+    for (uint32_t ref = el->attrs; ref != NIL; ref = N(x->c, ref)->next) {
+        Node *attr = N(x->c, ref);
+        *literal += name_chars(x->c, attr) + 4;
+        for (uint32_t p = attr->first; p != NIL; p = N(x->c, p)->next)
+            if (part_cost(x, N(x->c, p), inst, depth, literal, total) < 0) return -1;
+    }
+    return 0;
+}
+
+/* summary(_summarize(list), inst, depth) without its final check; literal and the rest apart. */
+static int walk_cost(X *x, uint32_t list, Node *inst, int depth, int64_t *literal, int64_t *total) {
+    Chunk *c = x->c;
+    for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
+        Node *n = N(c, ref);
+        if (n->kind == N_ELEMENT) {
+            if (only_subst(c, n->first)) {
+                int64_t el_literal = 0, el_rest = 0;
+                if (element_cost(x, n, inst, depth, &el_literal, &el_rest) < 0) return -1;
+                *literal += el_literal;
+                *total += el_rest;
+                Node *sub = N(c, n->first);
+                if (slot(x, sub, inst, depth, total) < 0) return -1;
+                if (inst && sub->index < inst->d) {
+                    Val *v = VAL(c, inst->c + sub->index);
+                    if (v->type & OE_VT_ARRAY) {
+                        uint8_t base = v->type & 0x7F;
+                        int64_t per = base == OE_VT_STRING ? 2 : (FIXED_SIZES[base] ? FIXED_SIZES[base] : 1);
+                        int64_t items = v->size / per;
+                        int64_t element = el_literal + el_rest;
+                        if (element > x->limit) return -1;
+                        *total += items * element;
+                    }
+                }
+            } else {
+                if (element_cost(x, n, inst, depth, literal, total) < 0) return -1;
+                if (walk_cost(x, n->first, inst, depth, literal, total) < 0) return -1;
+            }
+        } else if (n->kind == N_INSTANCE) {
+            int64_t cost;
+            if (summary_cost(x, c->templates[n->index].nodes, n, depth + 1, &cost) < 0) return -1;
+            *total += cost;
+        } else {
+            if (part_cost(x, n, inst, depth, literal, total) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int summary_cost(X *x, uint32_t list, Node *inst, int depth, int64_t *total) {
+    if (depth > DEPTH_LIMIT) return -1;
+    int64_t literal = 0, rest = 0;
+    if (walk_cost(x, list, inst, depth, &literal, &rest) < 0) return -1;
+    *total = literal + rest;
+    return *total > x->limit ? -1 : 0;
+}
+
+static int fragment_cost(X *x, uint32_t list, int depth, int64_t *cost) {
+    if (depth > DEPTH_LIMIT) return -1;
+    return summary_cost(x, list, NULL, depth, cost);
+}
+
+/* The template's own summary: its literal text, whether it holds instances, its array slots. */
+static void summarize_template(Chunk *c, Template *t, uint32_t list) {
+    for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
+        Node *n = N(c, ref);
+        if (n->kind == N_ELEMENT) {
+            t->literal += 2 * name_chars(c, n) + 5;
+            for (uint32_t a = n->attrs; a != NIL; a = N(c, a)->next) {
+                Node *attr = N(c, a);
+                t->literal += name_chars(c, attr) + 4;
+                for (uint32_t p = attr->first; p != NIL; p = N(c, p)->next) {
+                    Node *part = N(c, p);
+                    if (part->kind == N_TEXT) t->literal += 6 * utf16_chars(c->data + part->a, part->b);
+                    else if (part->kind != N_SUBST) t->literal += 16;
+                }
+            }
+            if (only_subst(c, n->first)) {
+                uint32_t *p = PyMem_Realloc(t->array_slots, (t->n_array_slots + 1) * sizeof(uint32_t));
+                if (!p) { c->failed = 1; return; }
+                t->array_slots = p;
+                t->array_slots[t->n_array_slots++] = N(c, n->first)->index;
+            } else {
+                summarize_template(c, t, n->first);
+            }
+        } else if (n->kind == N_INSTANCE) {
+            t->has_instances = 1;
+        } else if (n->kind == N_TEXT) {
+            t->literal += 6 * utf16_chars(c->data + n->a, n->b);
+        } else if (n->kind == N_CDATA) {
+            t->literal += utf16_chars(c->data + n->a, n->b) + 12;
+        } else if (n->kind == N_PI) {
+            t->literal += name_chars(c, n) + utf16_chars(c->data + n->c, n->d) + 5;
+        } else if (n->kind != N_SUBST) {
+            t->literal += 16;
+        }
+    }
+}
+
+static int check_expansion(Chunk *c, uint32_t nodes) {
+    if (nodes != NIL && N(c, nodes)->next == NIL && N(c, nodes)->kind == N_INSTANCE) {
+        Node *inst = N(c, nodes);
+        int nested = 0;
+        for (uint32_t i = 0; i < inst->d; i++) {
+            Val *v = VAL(c, inst->c + i);
+            if (v->type == OE_VT_BINXML && v->size) nested = 1;
+        }
+        if (!nested) {
+            Template *t = &c->templates[inst->index];
+            if (!t->summarized) {
+                summarize_template(c, t, t->nodes);
+                if (c->failed) return -1;
+                t->summarized = 1;
+            }
+            if (!t->has_instances && t->literal <= OE_MAX_EXPANSION) {
+                int arrays = 0;
+                for (uint32_t i = 0; i < t->n_array_slots; i++) {
+                    uint32_t index = t->array_slots[i];
+                    if (index < inst->d && VAL(c, inst->c + index)->type & OE_VT_ARRAY) arrays = 1;
+                }
+                if (!arrays) return 0;
+            }
+        }
+    }
+    X x = {c, OE_MAX_EXPANSION};
+    c->gen++;
+    int64_t cost;
+    return fragment_cost(&x, nodes, 0, &cost);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The Chunk type.
+ */
+static void chunk_dealloc(Chunk *c) {
+    for (int i = 0; i < 2; i++) {
+        PyMem_Free(c->arena[i].nodes);
+        PyMem_Free(c->arena[i].vals);
+    }
+    for (uint32_t i = 0; i < c->nt; i++) PyMem_Free(c->templates[i].array_slots);
+    PyMem_Free(c->templates);
+    PyMem_Free(c->template_at);
+    Py_XDECREF(c->bytes);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *bytes;
+    if (!PyArg_ParseTuple(args, "S:Chunk", &bytes)) return NULL;
+    if (PyBytes_GET_SIZE(bytes) > OE_EVTX_CHUNK_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "a chunk is at most 64 KiB");
+        return NULL;
+    }
+    Chunk *c = (Chunk *)type->tp_alloc(type, 0);
+    if (!c) return NULL;
+    Py_INCREF(bytes);
+    c->bytes = bytes;
+    c->data = (const uint8_t *)PyBytes_AS_STRING(bytes);
+    c->limit = (uint32_t)PyBytes_GET_SIZE(bytes);
+    c->template_at = PyMem_Calloc(c->limit + 1, sizeof(int32_t));
+    if (!c->template_at) {
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)c;
+}
+
+static PyObject *chunk_record(Chunk *c, PyObject *args) {
+    unsigned long start, end;
+    if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
+    if (start > c->limit || end > 0xFFFFFFFFul) Py_RETURN_NONE;
+    c->arena[1].n = 0;
+    c->arena[1].nv = 0;
+    c->work = 0;
+    uint32_t nodes, after;
+    int rc = parse(c, 1, (uint32_t)start, (uint32_t)end, 0, 0, &nodes, &after);
+    c->work = 0;
+    if (rc == 0) rc = check_expansion(c, nodes);
+    if (c->failed) return PyErr_NoMemory();
+    if (rc < 0) Py_RETURN_NONE;
+    Buf b = {0};
+    R r = {c, &b};
+    PyObject *xml;
+    if (nodes_generic(&r, nodes, NULL, 0, 0) < 0 || b.failed) {
+        xml = Py_None;
+        Py_INCREF(xml);
+    } else {
+        xml = PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.len, "strict");
+    }
+    PyMem_Free(b.p);
+    if (!xml) return NULL;
+    PyObject *result = Py_BuildValue("(kN)", (unsigned long)after, xml);
+    return result;
+}
+
+static PyMethodDef chunk_methods[] = {
+    {"record", (PyCFunction)chunk_record, METH_VARARGS,
+     "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ChunkType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "openetw._native._evtx.Chunk",
+    .tp_basicsize = sizeof(Chunk),
+    .tp_dealloc = (destructor)chunk_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One chunk's bytes and the template definitions its records used so far.",
+    .tp_methods = chunk_methods,
+    .tp_new = chunk_new,
+};
+
+static PyObject *value_text(PyObject *self, PyObject *args) {
+    int type;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "iy*:value_text", &type, &data)) return NULL;
+    Buf b = {0};
+    int rc = lenient_text(&b, (uint8_t)type, data.buf, (size_t)data.len, ESC_NONE);
+    PyBuffer_Release(&data);
+    PyObject *out;
+    if (rc < 0 || b.failed) {
+        out = Py_None;
+        Py_INCREF(out);
+    } else {
+        out = PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.len, "strict");
+    }
+    PyMem_Free(b.p);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"value_text", value_text, METH_VARARGS, "value_text(type, data) -> render.value_text_lenient's text, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "openetw._native._evtx", "The compiled twin of the .evtx record parser and XML renderer.", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC PyInit__evtx(void) {
+    if (PyType_Ready(&ChunkType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    Py_INCREF(&ChunkType);
+    if (PyModule_AddObject(m, "Chunk", (PyObject *)&ChunkType) < 0) {
+        Py_DECREF(&ChunkType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
