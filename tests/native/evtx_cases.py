@@ -51,7 +51,7 @@ def read(data: bytes, *, decode_every: int = 1) -> Any:
     for number, record in enumerate(reader.records(damaged=True)):
         row: list[Any] = [record.record_id, record.file_offset, record.torn, _error(record.damage), _try(record.xml)]
         if number % decode_every == 0:
-            row.append(_try(lambda: record.header.as_dict()))
+            row.append(_try(record.header_fields))
             row.append(_try(record.properties))
         records.append(row)
     stats = {name: value for name, value in vars(reader.stats).items() if not isinstance(value, list)}

@@ -1,9 +1,11 @@
 """The C parses hostile files: the fuzz cases run again against a build of it under AddressSanitizer.
 
-The read side's C is compiled with ``-fsanitize=address`` into a temporary directory and loaded,
+The read side's C (and the ``.evtx`` parser's, ``_evtx.c``) is compiled with ``-fsanitize=address`` into a temporary directory and loaded,
 in a child interpreter with the sanitizer's runtime preloaded, in place of the installed build;
 the child then reads every corpus file, mutated copies and generated LZXPRESS streams, through
-``EtlReader``, the index pass and ``inflate``. Any out-of-bounds access aborts the child.
+``EtlReader``, the index pass and ``inflate`` (for ``_evtx.c``: every corpus ``.evtx``, the evtx
+fuzz's mutations, BinXml damage and template bombs, through ``EvtxReader``). Any out-of-bounds
+access aborts the child.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import openetw._native as native
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(native.__file__).parent / "_read.c"
+EVTX_SOURCE = Path(native.__file__).parent / "_evtx.c"
 
 CHILD = r"""
 import importlib.util, sys
@@ -59,7 +62,28 @@ def _asan_runtime() -> str | None:
     return found if found and os.path.isabs(found) and os.path.exists(found) else None
 
 
-def test_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
+EVTX_CHILD = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("openetw._native._evtx", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["openetw._native._evtx"] = module
+spec.loader.exec_module(module)
+import openetw._native as native
+assert native.engine() == "native" and native.module("_evtx") is module
+from openetw.evtx import reader
+assert reader._NATIVE is module
+from tests.native import evtx_cases
+checked = 0
+cases = [(path.name, path.read_bytes()) for path in evtx_cases.corpus_files()]
+cases += evtx_cases.mutated_cases(seed=8, per_file=25) + evtx_cases.binxml_cases(seed=9, count=8) + evtx_cases.bomb_cases()
+for label, data in cases:
+    evtx_cases.read(data, decode_every=50)
+    checked += 1
+print("checked", checked)
+"""
+
+
+def _sanitized_run(tmp_path: Path, source: Path, name: str, child: str) -> str:
     runtime = _asan_runtime()
     if runtime is None:
         if os.environ.get("CI") == "true":
@@ -67,18 +91,29 @@ def test_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
         pytest.skip("gcc with AddressSanitizer (libasan) is not installed")
     if native.engine() != "native" and os.environ.get(native.PURE_VARIABLE) == "1":
         pytest.skip("OPENETW_PURE=1: the pure path is under test")
-    built = tmp_path / f"_read{sysconfig.get_config_var('EXT_SUFFIX')}"
+    built = tmp_path / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
     compile_ = [
         "gcc", "-shared", "-fPIC", "-O1", "-g", "-std=c11", "-fsanitize=address", "-fno-omit-frame-pointer",
-        f"-I{sysconfig.get_paths()['include']}", f"-I{SOURCE.parent}", str(SOURCE), "-o", str(built),
+        f"-I{sysconfig.get_paths()['include']}", f"-I{source.parent}", str(source), "-o", str(built),
     ]  # fmt: skip
     subprocess.run(compile_, check=True, capture_output=True, text=True, timeout=300)
     env = {
-        **os.environ, "LD_PRELOAD": runtime, native.PURE_VARIABLE: "0", "PYTHONPATH": str(REPO),
+        **os.environ, "LD_PRELOAD": runtime, native.PURE_VARIABLE: "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1",
         "PYTHONMALLOC": "malloc",  # so the sanitizer sees Python's allocations too
     }  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", CHILD, str(built)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-c", child, str(built)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "AddressSanitizer" not in done.stderr
-    assert int(done.stdout.split()[-1]) > 100
+    return done.stdout
+
+
+def test_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
+    stdout = _sanitized_run(tmp_path, SOURCE, "_read", CHILD)
+    assert int(stdout.split()[-1]) > 100
+
+
+def test_evtx_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
+    stdout = _sanitized_run(tmp_path, EVTX_SOURCE, "_evtx", EVTX_CHILD)
+    assert int(stdout.split()[-1]) > 100
