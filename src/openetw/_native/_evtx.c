@@ -524,6 +524,32 @@ static void put_hex_bytes(Buf *b, const uint8_t *d, size_t n) {
     }
 }
 
+static void put_u64(Buf *b, uint64_t v) {
+    char tmp[24];
+    int i = 24;
+    do { tmp[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+    put(b, tmp + i, (size_t)(24 - i));
+}
+
+static void put_i64(Buf *b, int64_t v) {
+    if (v < 0) {
+        put(b, "-", 1);
+        put_u64(b, (uint64_t)0 - (uint64_t)v);
+    } else {
+        put_u64(b, (uint64_t)v);
+    }
+}
+
+static void put_hex64(Buf *b, uint64_t v) {
+    static const char digits[] = "0123456789abcdef";
+    char tmp[18];
+    int i = 18;
+    do { tmp[--i] = digits[v & 15]; v >>= 4; } while (v);
+    tmp[--i] = 'x';
+    tmp[--i] = '0';
+    put(b, tmp + i, (size_t)(18 - i));
+}
+
 static void putf(Buf *b, const char *fmt, ...) {
     char tmp[64];
     va_list ap;
@@ -601,7 +627,8 @@ static int scalar_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc
     case OE_VT_EVT_HANDLE: {
         if (n != 4 && n != 8) return 1;
         uint64_t v = n == 4 ? rd32(d) : rd64(d);
-        putf(b, type == OE_VT_SIZE_T ? "0x%llx" : "%llu", (unsigned long long)v);
+        if (type == OE_VT_SIZE_T) put_hex64(b, v);
+        else put_u64(b, v);
         return 0;
     }
     default:
@@ -611,16 +638,16 @@ static int scalar_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc
     if (!size) return 1; /* an unknown type */
     if (n != size) return 1;
     switch (type) {
-    case OE_VT_INT8: putf(b, "%d", (int)(int8_t)d[0]); return 0;
-    case OE_VT_UINT8: putf(b, "%u", (unsigned)d[0]); return 0;
-    case OE_VT_INT16: putf(b, "%d", (int)(int16_t)rd16(d)); return 0;
-    case OE_VT_UINT16: putf(b, "%u", (unsigned)rd16(d)); return 0;
-    case OE_VT_INT32: putf(b, "%d", (int)(int32_t)rd32(d)); return 0;
-    case OE_VT_UINT32: putf(b, "%u", rd32(d)); return 0;
-    case OE_VT_INT64: putf(b, "%lld", (long long)(int64_t)rd64(d)); return 0;
-    case OE_VT_UINT64: putf(b, "%llu", (unsigned long long)rd64(d)); return 0;
-    case OE_VT_HEX_INT32: putf(b, "0x%x", rd32(d)); return 0;
-    case OE_VT_HEX_INT64: putf(b, "0x%llx", (unsigned long long)rd64(d)); return 0;
+    case OE_VT_INT8: put_i64(b, (int8_t)d[0]); return 0;
+    case OE_VT_UINT8: put_u64(b, d[0]); return 0;
+    case OE_VT_INT16: put_i64(b, (int16_t)rd16(d)); return 0;
+    case OE_VT_UINT16: put_u64(b, rd16(d)); return 0;
+    case OE_VT_INT32: put_i64(b, (int32_t)rd32(d)); return 0;
+    case OE_VT_UINT32: put_u64(b, rd32(d)); return 0;
+    case OE_VT_INT64: put_i64(b, (int64_t)rd64(d)); return 0;
+    case OE_VT_UINT64: put_u64(b, rd64(d)); return 0;
+    case OE_VT_HEX_INT32: put_hex64(b, rd32(d)); return 0;
+    case OE_VT_HEX_INT64: put_hex64(b, rd64(d)); return 0;
     case OE_VT_BOOL: puts_(b, rd32(d) ? "true" : "false"); return 0;
     case OE_VT_FILETIME: {
         uint64_t ticks = rd64(d);
@@ -795,7 +822,7 @@ static int parts_xml(R *r, uint32_t list, Node *inst, int depth, int esc, int on
             if (v && value_xml(r, v, depth, esc) < 0) return -1;
             break;
         }
-        case N_CHARREF: putf(r->b, "&#%u;", p->index); break;
+        case N_CHARREF: put(r->b, "&#", 2); put_u64(r->b, p->index); put(r->b, ";", 1); break;
         case N_ENTREF: put(r->b, "&", 1); put_name(r, p); put(r->b, ";", 1); break;
         default: return -1;
         }
@@ -1224,10 +1251,10 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return (PyObject *)c;
 }
 
-static PyObject *chunk_record(Chunk *c, PyObject *args) {
-    unsigned long start, end;
-    if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
-    if (start > c->limit || end > 0xFFFFFFFFul) Py_RETURN_NONE;
+/* 1 and *after, *xml (a new reference: the text, or None) when accepted; 0 when left to the pure
+ * parser; -1 with an exception set. */
+static int record_core(Chunk *c, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml) {
+    if (start > c->limit || end > 0xFFFFFFFFul) return 0;
     c->arena[1].n = 0;
     c->arena[1].nv = 0;
     c->work = 0;
@@ -1235,24 +1262,88 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
     int rc = parse(c, 1, (uint32_t)start, (uint32_t)end, 0, 0, &nodes, &after);
     c->work = 0;
     if (rc == 0) rc = check_expansion(c, nodes);
-    if (c->failed) return PyErr_NoMemory();
-    if (rc < 0) Py_RETURN_NONE;
+    if (c->failed) { PyErr_NoMemory(); return -1; }
+    if (rc < 0) return 0;
     Buf b = {0};
     R r = {c, &b};
-    PyObject *xml;
     if (nodes_generic(&r, nodes, NULL, 0, 0) < 0 || b.failed) {
-        xml = Py_None;
-        Py_INCREF(xml);
+        *xml = Py_None;
+        Py_INCREF(Py_None);
     } else {
-        xml = PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.len, "strict");
+        *xml = PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.len, "strict");
     }
     PyMem_Free(b.p);
-    if (!xml) return NULL;
-    PyObject *result = Py_BuildValue("(kN)", (unsigned long)after, xml);
-    return result;
+    if (!*xml) return -1;
+    *after_ = after;
+    return 1;
+}
+
+static PyObject *chunk_record(Chunk *c, PyObject *args) {
+    unsigned long start, end, after;
+    PyObject *xml;
+    if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
+    int rc = record_core(c, start, end, &after, &xml);
+    if (rc < 0) return NULL;
+    if (rc == 0) Py_RETURN_NONE;
+    return Py_BuildValue("(kN)", after, xml);
+}
+
+/* The common records of a chunk from pos, as EvtxReader._walk takes them: framed, before the
+ * free-space offset or continuing the ids, their size repeated at their end, accepted. It stops
+ * at the first other one (the caller's own walk takes it): "rejected" says the twin was asked
+ * and left that record to the pure parser. */
+static PyObject *chunk_walk(Chunk *c, PyObject *args) {
+    unsigned long pos, free_;
+    unsigned long long first_id, last_id;
+    PyObject *previous;
+    if (!PyArg_ParseTuple(args, "kkKKO:walk", &pos, &free_, &first_id, &last_id, &previous)) return NULL;
+    int have_previous = previous != Py_None;
+    unsigned long long previous_id = 0;
+    if (have_previous) {
+        previous_id = PyLong_AsUnsignedLongLong(previous);
+        if (previous_id == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *rows = PyList_New(0);
+    if (!rows) return NULL;
+    int rejected = 0;
+    const uint8_t *data = c->data;
+    uint64_t limit = c->limit;
+    while ((uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= OE_EVTX_CHUNK_SIZE && (uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= limit) {
+        if (memcmp(data + pos, OE_EVTX_RECORD_MAGIC, 4) != 0) break;
+        uint32_t size = rd32(data + pos + 4);
+        if (size < OE_EVTX_MIN_RECORD_SIZE || (uint64_t)pos + size > OE_EVTX_CHUNK_SIZE || (uint64_t)pos + size > limit) break;
+        uint64_t record_id = rd64(data + pos + 8);
+        uint64_t written = rd64(data + pos + 16);
+        int continuing = have_previous && record_id == previous_id + 1;
+        if (pos >= free_ && !continuing) break;
+        if (rd32(data + pos + size - 4) != size) break; /* torn: the caller's walk decides */
+        unsigned long after;
+        PyObject *xml;
+        int rc = record_core(c, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
+        if (rc < 0) { Py_DECREF(rows); return NULL; }
+        if (rc == 0) {
+            rejected = 1;
+            break;
+        }
+        int outside = !(first_id <= record_id && record_id <= last_id);
+        PyObject *row = Py_BuildValue("(kkKKNi)", pos, (unsigned long)size, (unsigned long long)record_id,
+                                      (unsigned long long)written, xml, outside);
+        if (!row || PyList_Append(rows, row) < 0) {
+            Py_XDECREF(row);
+            Py_DECREF(rows);
+            return NULL;
+        }
+        Py_DECREF(row);
+        have_previous = 1;
+        previous_id = record_id;
+        pos += size;
+    }
+    return Py_BuildValue("(Nki)", rows, pos, rejected);
 }
 
 static PyMethodDef chunk_methods[] = {
+    {"walk", (PyCFunction)chunk_walk, METH_VARARGS,
+     "walk(pos, free, first_id, last_id, previous_id) -> (rows, pos, rejected): the common records from pos"},
     {"record", (PyCFunction)chunk_record, METH_VARARGS,
      "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},
     {NULL, NULL, 0, NULL},

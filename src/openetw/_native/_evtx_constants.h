@@ -7,6 +7,8 @@
 #define OE_EVTX_CHUNK_HEADER_SIZE 0x200
 #define OE_EVTX_CHUNK_HEADER_FIELDS_SIZE 0x80
 #define OE_EVTX_RECORD_HEADER_SIZE 0x18
+#define OE_EVTX_MIN_RECORD_SIZE 0x1c
+#define OE_EVTX_RECORD_MAGIC "\x2a\x2a\x00\x00"
 
 /* BinXml tokens and bounds (evtx/binxml.py) */
 #define OE_TOKEN_EOF 0
@@ -56,6 +58,7 @@
 #define OE_VT_BINXML 0x21
 #define OE_VT_EVT_XML 0x23
 #define OE_VT_ARRAY 0x80
+
 /* bytes of one item of a fixed-size type, 0 for the others (values.FIXED_SIZES) */
 #define OE_FIXED_SIZES { [0x3] = 1, [0x4] = 1, [0x5] = 2, [0x6] = 2, [0x7] = 4, [0x8] = 4, [0x9] = 8, [0xa] = 8, [0xb] = 4, [0xc] = 8, [0xd] = 4, [0xf] = 16, [0x11] = 8, [0x12] = 16, [0x14] = 4, [0x15] = 8 }
 

@@ -132,7 +132,7 @@ class ChunkState:
     """One chunk's bytes with its BinXml parser and renderer (records keep a reference).
 
     ``native`` is the compiled twin's chunk while it decides; ``pending`` lists the records it
-    accepted (position, BinXml start and end) in walk order, which ``nodes_at`` parses with the
+    accepted (position and size first) in walk order, which ``nodes_at`` parses with the
     pure parser, in that order, when a record's nodes are needed."""
 
     __slots__ = ("index", "offset", "data", "parser", "renderer", "native", "pending", "caught", "parsed")
@@ -144,7 +144,7 @@ class ChunkState:
         self.parser = ChunkParser(data)
         self.renderer = Renderer(self.parser)
         self.native: Any = _NATIVE.Chunk(data) if _NATIVE is not None else None
-        self.pending: list[tuple[int, int, int]] = []
+        self.pending: list[tuple[Any, ...]] = []
         self.caught = 0
         self.parsed: dict[int, list[Any]] = {}
 
@@ -152,11 +152,11 @@ class ChunkState:
         """Parse the records the twin accepted (up to the one at ``upto``), as the walk would have."""
         parser, pending = self.parser, self.pending
         while self.caught < len(pending):
-            pos, start, end = pending[self.caught]
+            pos, size = pending[self.caught][:2]
             self.caught += 1
             parser.work = 0
             try:
-                self.parsed[pos] = parser.parse(start, end)[0]
+                self.parsed[pos] = parser.parse(pos + L.RECORD_HEADER_SIZE, pos + size - L.RECORD_TRAILER_SIZE)[0]
             finally:
                 parser.work = 0
             if pos == upto:
@@ -284,6 +284,23 @@ class EvtxReader:
         pos = L.CHUNK_HEADER_SIZE
         previous_id: int | None = None
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
+            if state.native is not None:
+                # The twin takes the common records in one call; it stops at any other.
+                rows, pos, rejected = state.native.walk(pos, free, info.first_record_id, info.last_record_id, previous_id)
+                if rows:
+                    state.pending.extend(rows)
+                    stats = self.stats
+                    for row_pos, size, record_id, written, xml, outside_header in rows:
+                        info.records += 1
+                        stats.records += 1
+                        if outside_header:
+                            outside.append(record_id)
+                        yield EvtxRecord(state, row_pos, size, record_id, written, NATIVE_PARSED, self.path, None, xml)
+                    previous_id = rows[-1][2]
+                if rejected:
+                    state.go_pure()
+                if pos + L.MIN_RECORD_SIZE > L.CHUNK_SIZE:
+                    break
             problem = _frame_problem(data, pos)
             if problem is not None:
                 if pos >= free:
@@ -306,7 +323,7 @@ class EvtxReader:
             accepted = state.native.record(pos + L.RECORD_HEADER_SIZE, end) if state.native is not None else None
             if accepted is not None:
                 parsed_end, xml = accepted
-                state.pending.append((pos, pos + L.RECORD_HEADER_SIZE, end))
+                state.pending.append((pos, size))
                 info.records += 1
                 self.stats.records += 1
                 if torn:
