@@ -51,6 +51,7 @@ typedef struct {
     uint32_t first, last;                  /* element children, attribute parts */
     uint32_t attrs, attrs_last;            /* element attributes */
     uint32_t next;
+    int32_t chars; /* characters of the name (or text) once decoded, -1 until counted */
 } Node;
 
 typedef struct {
@@ -87,7 +88,9 @@ typedef struct {
     Arena arena[2]; /* 0: the chunk's, 1: the record's */
     Template *templates;
     uint32_t nt, capt;
-    int32_t *template_at; /* chunk offset -> template number + 1; -1 while it is being parsed */
+    uint32_t *slot_key;   /* a hash of chunk offset + 1 -> template number + 1, -1 while it is being parsed */
+    int32_t *slot_value;
+    uint32_t slots, used;
     uint32_t work;
     uint32_t gen;
     int failed; /* out of memory */
@@ -111,6 +114,7 @@ static uint32_t new_node(Chunk *c, int rec, uint8_t kind) {
     memset(n, 0, sizeof(*n));
     n->kind = kind;
     n->first = n->last = n->attrs = n->attrs_last = n->next = NIL;
+    n->chars = -1;
     return i | (rec ? REC : 0);
 }
 
@@ -171,18 +175,55 @@ static int utf16_run(Chunk *c, uint32_t pos, uint32_t *text, uint32_t *count, ui
 
 static int parse(Chunk *c, int rec, uint32_t pos, uint32_t end, int depth, int in_template, uint32_t *out, uint32_t *after);
 
+static int32_t *slot_of(Chunk *c, uint32_t offset, int add) {
+    uint32_t key = offset + 1, mask = c->slots - 1;
+    uint32_t i = (key * 2654435761u) & mask;
+    while (c->slot_key[i] && c->slot_key[i] != key) i = (i + 1) & mask;
+    if (c->slot_key[i] == key) return &c->slot_value[i];
+    if (!add) return NULL;
+    if (2 * (c->used + 1) > c->slots) {
+        uint32_t old = c->slots, *keys = c->slot_key;
+        int32_t *values = c->slot_value;
+        uint32_t *new_keys = PyMem_Calloc(2 * (size_t)old, sizeof(uint32_t));
+        int32_t *new_values = PyMem_Calloc(2 * (size_t)old, sizeof(int32_t));
+        if (!new_keys || !new_values) {
+            PyMem_Free(new_keys);
+            PyMem_Free(new_values);
+            c->failed = 1;
+            return NULL;
+        }
+        c->slot_key = new_keys;
+        c->slot_value = new_values;
+        c->slots = 2 * old;
+        c->used = 0;
+        for (uint32_t j = 0; j < old; j++)
+            if (keys[j]) *slot_of(c, keys[j] - 1, 1) = values[j];
+        PyMem_Free(keys);
+        PyMem_Free(values);
+        return slot_of(c, offset, 1);
+    }
+    c->slot_key[i] = key;
+    c->slot_value[i] = 0;
+    c->used++;
+    return &c->slot_value[i];
+}
+
 static int template_at(Chunk *c, uint32_t offset, int depth, Template **found) {
-    int32_t known = offset < c->limit ? c->template_at[offset] : 0;
+    int32_t *seen = slot_of(c, offset, 0);
+    int32_t known = seen ? *seen : 0;
     if (known > 0) { *found = &c->templates[known - 1]; return 0; }
     if (offset < 0x200 || (uint64_t)offset + 24 > c->limit) return -1;
     if (known < 0) return -1; /* it instantiates itself */
     uint32_t size = rd32(c->data + offset + 20);
     uint64_t start = (uint64_t)offset + 24;
     if (start + size > c->limit) return -1;
-    c->template_at[offset] = -1;
+    seen = slot_of(c, offset, 1);
+    if (!seen) return -1;
+    *seen = -1;
     uint32_t nodes, ignored;
     int rc = parse(c, 0, (uint32_t)start, (uint32_t)(start + size), depth + 1, 1, &nodes, &ignored);
-    c->template_at[offset] = 0;
+    seen = slot_of(c, offset, 0); /* the table may have grown */
+    *seen = 0;
     if (rc < 0) return -1;
     if (c->nt == c->capt) {
         uint32_t cap = c->capt ? c->capt * 2 : 32;
@@ -197,7 +238,7 @@ static int template_at(Chunk *c, uint32_t offset, int depth, Template **found) {
     t->size = size;
     memcpy(t->guid, c->data + offset + 4, 16);
     t->nodes = nodes;
-    c->template_at[offset] = (int32_t)c->nt;
+    *slot_of(c, offset, 0) = (int32_t)c->nt;
     *found = t;
     return 0;
 }
@@ -550,14 +591,41 @@ static void put_hex64(Buf *b, uint64_t v) {
     put(b, tmp + i, (size_t)(18 - i));
 }
 
-static void putf(Buf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) put(b, tmp, (size_t)n);
+static void put_padded(Buf *b, uint64_t v, int width) {
+    char tmp[24];
+    int i = 24;
+    do { tmp[--i] = (char)('0' + v % 10); v /= 10; } while (v || 24 - i < width);
+    put(b, tmp + i, (size_t)(24 - i));
 }
+
+static void put_hex_upper(Buf *b, uint64_t v, int width) {
+    static const char digits[] = "0123456789ABCDEF";
+    if (grow(b, (size_t)width) < 0) return;
+    for (int i = width - 1; i >= 0; i--) {
+        b->p[b->len + (size_t)i] = digits[v & 15];
+        v >>= 4;
+    }
+    b->len += (size_t)width;
+}
+
+/* YYYY-MM-DDTHH:MM:SS.fffffffffZ */
+static void put_time(Buf *b, uint64_t y, unsigned mo, unsigned d, unsigned h, unsigned mi, unsigned s, uint64_t ns) {
+    put_padded(b, y, 4);
+    put(b, "-", 1);
+    put_padded(b, mo, 2);
+    put(b, "-", 1);
+    put_padded(b, d, 2);
+    put(b, "T", 1);
+    put_padded(b, h, 2);
+    put(b, ":", 1);
+    put_padded(b, mi, 2);
+    put(b, ":", 1);
+    put_padded(b, s, 2);
+    put(b, ".", 1);
+    put_padded(b, ns, 9);
+    put(b, "Z", 1);
+}
+
 
 static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
     y -= m <= 2;
@@ -600,15 +668,30 @@ static int scalar_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc
         return 0;
     case OE_VT_GUID:
         if (n != 16) return 1;
-        putf(b, "{%08X-%04X-%04X-%02X%02X-%02X%02X%02X%02X%02X%02X}", rd32(d), rd16(d + 4), rd16(d + 6), d[8], d[9], d[10],
-             d[11], d[12], d[13], d[14], d[15]);
+        put(b, "{", 1);
+        put_hex_upper(b, rd32(d), 8);
+        put(b, "-", 1);
+        put_hex_upper(b, rd16(d + 4), 4);
+        put(b, "-", 1);
+        put_hex_upper(b, rd16(d + 6), 4);
+        put(b, "-", 1);
+        put_hex_bytes(b, d + 8, 2);
+        put(b, "-", 1);
+        put_hex_bytes(b, d + 10, 6);
+        put(b, "}", 1);
         return 0;
     case OE_VT_SID: {
         if (n < 8 || n < 8 + 4 * (size_t)d[1]) return 1;
         uint64_t authority = 0;
         for (int i = 2; i < 8; i++) authority = authority << 8 | d[i];
-        putf(b, "S-%u-%llu", d[0], (unsigned long long)authority);
-        for (unsigned i = 0; i < d[1]; i++) putf(b, "-%u", rd32(d + 8 + 4 * i));
+        put(b, "S-", 2);
+        put_u64(b, d[0]);
+        put(b, "-", 1);
+        put_u64(b, authority);
+        for (unsigned i = 0; i < d[1]; i++) {
+            put(b, "-", 1);
+            put_u64(b, rd32(d + 8 + 4 * i));
+        }
         return 0;
     }
     case OE_VT_SYSTEMTIME: {
@@ -620,7 +703,7 @@ static int scalar_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc
             mi > 59 || s > 59 || ms > 999)
             return 1;
         if (y < 1000) return -1; /* strftime's %Y of a short year differs by platform */
-        putf(b, "%04u-%02u-%02uT%02u:%02u:%02u.%09uZ", y, mo, day, h, mi, s, ms * 1000000u);
+        put_time(b, y, mo, day, h, mi, s, ms * 1000000ull);
         return 0;
     }
     case OE_VT_SIZE_T:
@@ -658,8 +741,7 @@ static int scalar_text(Buf *b, uint8_t type, const uint8_t *d, size_t n, int esc
         unsigned m, dd;
         civil_from_days(days, &y, &m, &dd);
         unsigned sod = (unsigned)(seconds % 86400);
-        putf(b, "%04lld-%02u-%02uT%02u:%02u:%02u.%09lluZ", (long long)y, m, dd, sod / 3600, sod / 60 % 60, sod % 60,
-             (unsigned long long)rest * 100);
+        put_time(b, (uint64_t)y, m, dd, sod / 3600, sod / 60 % 60, sod % 60, rest * 100);
         return 0;
     }
     default:
@@ -1071,13 +1153,16 @@ static int slot(X *x, Node *sub, Node *inst, int depth, int64_t *total) {
     return 0;
 }
 
-static int64_t name_chars(Chunk *c, Node *n) { return utf16_chars(c->data + n->a, n->b); }
+static int64_t name_chars(Chunk *c, Node *n) {
+    if (n->chars < 0) n->chars = (int32_t)utf16_chars(c->data + n->a, n->b);
+    return n->chars;
+}
 
 /* _summarize's walk of parts (attribute values and loose content), adding to *total. */
 static int part_cost(X *x, Node *p, Node *inst, int depth, int64_t *literal, int64_t *total) {
     switch (p->kind) {
     case N_SUBST: return slot(x, p, inst, depth, total);
-    case N_TEXT: *literal += 6 * utf16_chars(x->c->data + p->a, p->b); return 0;
+    case N_TEXT: *literal += 6 * name_chars(x->c, p); return 0;
     case N_CDATA: *literal += utf16_chars(x->c->data + p->a, p->b) + 12; return 0;
     case N_PI: *literal += name_chars(x->c, p) + utf16_chars(x->c->data + p->c, p->d) + 5; return 0;
     default: *literal += 16; return 0;
@@ -1225,7 +1310,8 @@ static void chunk_dealloc(Chunk *c) {
     }
     for (uint32_t i = 0; i < c->nt; i++) PyMem_Free(c->templates[i].array_slots);
     PyMem_Free(c->templates);
-    PyMem_Free(c->template_at);
+    PyMem_Free(c->slot_key);
+    PyMem_Free(c->slot_value);
     Py_XDECREF(c->bytes);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -1243,8 +1329,10 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     c->bytes = bytes;
     c->data = (const uint8_t *)PyBytes_AS_STRING(bytes);
     c->limit = (uint32_t)PyBytes_GET_SIZE(bytes);
-    c->template_at = PyMem_Calloc(c->limit + 1, sizeof(int32_t));
-    if (!c->template_at) {
+    c->slots = 64;
+    c->slot_key = PyMem_Calloc(c->slots, sizeof(uint32_t));
+    c->slot_value = PyMem_Calloc(c->slots, sizeof(int32_t));
+    if (!c->slot_key || !c->slot_value) {
         Py_DECREF(c);
         return PyErr_NoMemory();
     }
