@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -96,3 +98,11 @@ def test_values_the_twin_leaves_to_python() -> None:
     assert _evtx is not None
     assert _evtx.value_text(V.REAL64, struct.pack("<d", 1.5)) is None
     assert _evtx.value_text(V.UINT32, b"\x01\x00\x00\x00") == "1"
+
+
+def test_the_engine_switch_reaches_the_evtx_reader() -> None:
+    code = "from openetw.evtx import reader; print(reader._NATIVE is None)"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENETW_")}
+    for pure_value, expected in (("1", "True"), ("0", "False")):
+        done = subprocess.run([sys.executable, "-c", code], env={**env, native.PURE_VARIABLE: pure_value}, capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == expected
