@@ -26,8 +26,8 @@ from openetw.guids import format_guid
 from openetw.safeio import mode_like
 
 if TYPE_CHECKING:
+    from openetw.events.registry import LazyManifestRegistry
     from openetw.report.events import ReportEvent
-    from openetw.report.sources import LazyManifestRegistry
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -110,7 +110,7 @@ def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> Lazy
     """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
     context = click.get_current_context(silent=True)
     meta = context.meta if context is not None else {}
-    from openetw.report.sources import build_registry  # (the manifest and schema layers: loaded when a command reads)
+    from openetw.events.registry import build_registry  # (the manifest and schema layers: loaded when a command reads)
 
     registry = build_registry(manifests, installed=installed, mof=meta.get(_MOF_FILES, ()), tmf=meta.get(_TMF_FILES, ()))
     warn_about(registry)

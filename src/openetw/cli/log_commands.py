@@ -287,8 +287,8 @@ def _etl_events(path: str) -> Iterator[Any]:
     from openetw.etl import EtlReader
     from openetw.etl.relog import is_logfile_header_record
     from openetw.eventlog import StoredEvent, from_etw_record
+    from openetw.events.registry import build_registry
     from openetw.report.events import decode_record
-    from openetw.report.sources import build_registry
 
     registry = build_registry()
     with EtlReader(path) as reader:

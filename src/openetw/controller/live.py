@@ -25,7 +25,7 @@ __all__ = ["LiveFormatter", "default_registry"]
 def default_registry() -> SchemaRegistry:
     """The installed manifests when the store can be read, else TraceLogging (and kernel) only."""
     try:
-        from openetw.report.sources import build_registry
+        from openetw.store.schemas import build_registry
 
         return build_registry((), installed=True)
     except (ImportError, OpenEtwError, OSError):

@@ -41,6 +41,6 @@ def etw_renderer(registry: SchemaRegistry) -> Renderer:
 
 def installed_renderer() -> Renderer:
     """A renderer over the installed manifests (both stores), as ``openetw log query`` reads."""
-    from openetw.report.sources import build_registry
+    from openetw.events.registry import build_registry
 
     return etw_renderer(build_registry())

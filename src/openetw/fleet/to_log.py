@@ -45,7 +45,7 @@ class LogOutput:
         from openetw.report.events import decode_record
 
         if self._registry is None:
-            from openetw.report.sources import build_registry
+            from openetw.events.registry import build_registry
 
             self._registry = build_registry()
         events = []

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.report.sources import LazyManifestRegistry
+from openetw.events.registry import LazyManifestRegistry
 from openetw.viewer.model import Columns, level_name
 from openetw.viewer.sources import ViewerSource, _iso
 

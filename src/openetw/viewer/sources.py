@@ -23,9 +23,9 @@ import numpy as np
 from openetw.errors import InvalidArgument, OpenEtwError
 from openetw.etl.clock import filetime_to_iso
 from openetw.etl.record import EventRecord
+from openetw.events.registry import LazyManifestRegistry, build_registry
 from openetw.guids import format_guid
 from openetw.report.events import ReportEvent, decode_record
-from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.viewer.model import Columns, level_name
 
