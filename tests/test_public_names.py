@@ -50,7 +50,10 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",
     ),
-    "openetw.events": ("LazyManifestRegistry", "build_registry"),
+    "openetw.events": (
+        "DecodedRecord", "LazyManifestRegistry", "UNIX_EPOCH_FILETIME", "build_registry", "decode_record",
+        "decode_records", "filetime_text", "json_properties", "json_value", "level_name", "provider_key",
+    ),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),

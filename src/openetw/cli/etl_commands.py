@@ -18,16 +18,16 @@ from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw.consumer.formats import EVTX, SourceReader, open_reader
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
+from openetw.events.sources import EVTX, SourceReader, open_reader
 from openetw.guids import format_guid
 from openetw.safeio import mode_like
 
 if TYPE_CHECKING:
+    from openetw.events.decoded import DecodedRecord
     from openetw.events.registry import LazyManifestRegistry
-    from openetw.report.events import ReportEvent
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -182,7 +182,7 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     for record in with_progress(reader, [reader], progress):
         records += 1
         kinds[record.kind] += 1
-        key = _provider_key(record)
+        key = _source_label(record)
         providers[key] += 1
         if key not in names:
             name = namer.provider_name(record)
@@ -224,7 +224,8 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     }
 
 
-def _provider_key(record: EventRecord) -> str:
+def _source_label(record: EventRecord) -> str:
+    """The summary's name for a record's source (its text predates ``events.decoded.provider_key``'s and is kept)."""
     if record.provider_guid_bytes is not None:
         return format_guid(record.provider_id)
     if record.hook_id is not None:
@@ -277,8 +278,8 @@ def dump(
     With several files and --time-order the files are merged into one time order.
     Every record is one line: newlines and other control characters in values are escaped.
     """
-    from openetw.report.events import decode_record
-    from openetw.report.json_format import event_to_json
+    from openetw.events.as_json import event_to_json
+    from openetw.events.decoded import decode_record
     from openetw.tdh.context import DecodeContext
     from openetw.tdh.format import one_line
 
@@ -321,7 +322,7 @@ def dump(
 
 
 
-def _decoded_text(event: ReportEvent) -> str:
+def _decoded_text(event: DecodedRecord) -> str:
     """`` {name=value; ...}`` and `` "message"`` for a decoded record (empty otherwise)."""
     if event.decoded is None and event.record.kind != "evtx":
         return ""
@@ -381,7 +382,7 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[An
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
     """The record's header facts as ``dump --json`` prints them (without decoded properties)."""
-    from openetw.report.json_format import record_fields
+    from openetw.events.as_json import record_fields
 
     return record_fields(record, namer.provider_name(record), namer.event_name(record))
 

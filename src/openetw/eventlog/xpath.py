@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from openetw.errors import XPathError
+from openetw.etl.intypes import UNIX_EPOCH_FILETIME
 
 __all__ = [
     "QUERY_COLUMNS",
@@ -55,7 +56,7 @@ __all__ = [
     "parse_query_list",
 ]
 
-FILETIME_EPOCH_OFFSET = 116444736000000000  # 1601-01-01 to 1970-01-01 in 100 ns units
+FILETIME_EPOCH_OFFSET = UNIX_EPOCH_FILETIME  # 1601-01-01 to 1970-01-01 in 100 ns units
 
 # -- the event tree ------------------------------------------------------------------------------
 

@@ -12,13 +12,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from openetw.events.decoded import DecodedRecord, decode_record, decode_records, provider_key
     from openetw.events.registry import LazyManifestRegistry, build_registry
+    from openetw.events.text import UNIX_EPOCH_FILETIME, filetime_text, json_properties, json_value, level_name
 
-__all__ = ["LazyManifestRegistry", "build_registry"]
+__all__ = [
+    "DecodedRecord",
+    "LazyManifestRegistry",
+    "UNIX_EPOCH_FILETIME",
+    "build_registry",
+    "decode_record",
+    "decode_records",
+    "filetime_text",
+    "json_properties",
+    "json_value",
+    "level_name",
+    "provider_key",
+]
 
 _LAZY: dict[str, str] = {
     "LazyManifestRegistry": "openetw.events.registry",
     "build_registry": "openetw.events.registry",
+    "DecodedRecord": "openetw.events.decoded",
+    "decode_record": "openetw.events.decoded",
+    "decode_records": "openetw.events.decoded",
+    "provider_key": "openetw.events.decoded",
+    "filetime_text": "openetw.events.text",
+    "level_name": "openetw.events.text",
+    "UNIX_EPOCH_FILETIME": "openetw.events.text",
+    "json_value": "openetw.events.text",
+    "json_properties": "openetw.events.text",
 }
 
 

@@ -42,7 +42,7 @@ class LogOutput:
         from openetw.etl import EtlReader
         from openetw.etl.relog import is_logfile_header_record
         from openetw.eventlog import from_etw_record
-        from openetw.report.events import decode_record
+        from openetw.events.decoded import decode_record
 
         if self._registry is None:
             from openetw.events.registry import build_registry

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openetw.consumer import UserTrace
-from openetw.consumer.formats import ETL, trace_format
 from openetw.errors import InvalidArgument
+from openetw.events.sources import ETL, trace_format
 from openetw.probe.descriptions import EventIdentity
 from openetw.probe.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.types import STRING

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.errors import OpenEtwError
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.probe.aggregate import add_count
 from openetw.probe.descriptions import Description, EventIdentity
 from openetw.probe.errors import ProbeRuntimeError
@@ -30,7 +31,6 @@ ARG0_BASE = 0x7FFE00000000
 """The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
 _HEADER = struct.Struct("<HHHHIIq16sHBBBBHQII16s")
 _FLAG_64_BIT_HEADER = 0x0040
-_EPOCH_FILETIME = 116444736000000000
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
 
@@ -150,7 +150,7 @@ class ProbeRun:
 
         def walltime(rec: Any) -> int:
             filetime = rec.filetime if rec.kind != "none" else (self._now_ns // 100 + (self.first_time or 0))
-            return max(0, (filetime - _EPOCH_FILETIME) * 100)
+            return max(0, (filetime - UNIX_EPOCH_FILETIME) * 100)
 
         def system(command: str) -> None:
             if not self.destructive:
@@ -367,7 +367,7 @@ class ProbeRun:
                             self._fire(timer[1], none, timer[2])
                             due[number] += timer[0] * max(1, (now - due[number]) // timer[0] + 1)
                     if exit_box[0] is not None:
-                        self.exit_horizon = _EPOCH_FILETIME + time.time_ns() // 100
+                        self.exit_horizon = UNIX_EPOCH_FILETIME + time.time_ns() // 100
                         if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
                             self.kernel_probes.stopped_at = self.exit_horizon
                         files.stop()

@@ -39,7 +39,7 @@ from openetw.manifest.loader import expand_manifest_paths
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
 from openetw.safeio import read_regular_file
 from openetw.store.files import exclusive_lock, write_atomically
-from openetw.store.merge import provider_key
+from openetw.store.merge import merge_guid
 from openetw.store.reading import read_manifest, read_manifest_bytes
 
 Scope = Literal["user", "system"]
@@ -215,7 +215,7 @@ class ManifestStore:
             except ManifestError as error:
                 problems.append(error)
                 continue
-            kept = tuple(p for p in manifest.providers if provider_key(p) in guids)
+            kept = tuple(p for p in manifest.providers if merge_guid(p) in guids)
             manifests.append(manifest if len(kept) == len(manifest.providers) else replace(manifest, providers=kept))
         return manifests, vanished
 
@@ -247,7 +247,7 @@ class ManifestStore:
                 target = self.files_directory / item.stored_name
                 source = str(item.source.resolve())
                 for provider in item.manifest.providers:
-                    guid = provider_key(provider)
+                    guid = merge_guid(provider)
                     entry = InstalledProvider(
                         guid, provider.name, target, source, now, len(provider.events), self.scope, item.warnings
                     )
@@ -303,7 +303,7 @@ class ManifestStore:
         if path.resolve() == stored.resolve():
             return [entry for entry in index.values() if entry.file == stored]
         try:
-            guids = {provider_key(p) for p in read_manifest(path).manifest.providers}
+            guids = {merge_guid(p) for p in read_manifest(path).manifest.providers}
         except ManifestError:
             if installed_from:
                 return installed_from

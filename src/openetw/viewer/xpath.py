@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, XmlElement, parse_filter
+from openetw.eventlog.xpath import Query, QueryList, XmlElement, parse_filter
 from openetw.eventlog.xpath_columns import EventColumns, select_rows
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.viewer.model import Columns
 
 if TYPE_CHECKING:
-    from openetw.report.events import ReportEvent
+    from openetw.events.decoded import DecodedRecord
 
 __all__ = ["event_columns", "parse_viewer_filter", "report_event_node", "xpath_mask", "xpath_rows"]
 
@@ -42,7 +43,7 @@ def event_columns(columns: Columns) -> EventColumns:
     )  # fmt: skip
 
 
-def report_event_node(event: ReportEvent, row: int, columns: Columns) -> XmlElement | None:
+def report_event_node(event: DecodedRecord, row: int, columns: Columns) -> XmlElement | None:
     """The ``Event`` tree of a row: an ``.evtx`` record's own; an ETW record's as the Event Log
     renders it, named as the row's columns name it (so a query sees one provider name)."""
     from openetw.eventlog.model import StoredEvent
@@ -73,7 +74,7 @@ def parse_viewer_filter(text: str) -> Query | QueryList:
 
 
 def _now(now: int | None) -> int:
-    return time.time_ns() // 100 + FILETIME_EPOCH_OFFSET if now is None else now
+    return time.time_ns() // 100 + UNIX_EPOCH_FILETIME if now is None else now
 
 
 def xpath_rows(text: str, columns: Columns, nodes: EventNodes | None, now: int | None = None) -> np.ndarray:
