@@ -17,8 +17,8 @@ from openetw.errors import EvtxFormatError
 from openetw.eventlog.model import StoredEvent
 from openetw.eventlog.render import evtx_node, from_evtx_record
 from openetw.eventlog.store import now_filetime
-from openetw.eventlog.xpath import Query, QueryList, parse_filter
 from openetw.events.sources import EVTX, damage_of, open_source
+from openetw.events.xpath import Query, QueryList, parse_filter
 
 __all__ = ["EvtxQuery"]
 

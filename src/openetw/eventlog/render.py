@@ -16,8 +16,8 @@ from typing import Any
 
 from openetw.etl.record import EventRecord
 from openetw.eventlog.model import NewEvent, StoredEvent
-from openetw.eventlog.xpath import XmlElement
 from openetw.events.text import filetime_text
+from openetw.events.xpath import XmlElement
 from openetw.evtx.record import EvtxRecord, event_element
 from openetw.evtx.render import XmlNode, escape_attribute, escape_text, leaf_text
 

@@ -252,7 +252,7 @@ class LogSource(ViewerSource):
         import sqlite3
 
         from openetw.eventlog.store import now_filetime
-        from openetw.eventlog.xpath import QueryList, condition_sql
+        from openetw.events.xpath import QueryList, condition_sql
         from openetw.viewer.xpath import parse_viewer_filter
 
         query = parse_viewer_filter(text)
