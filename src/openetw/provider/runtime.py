@@ -53,6 +53,7 @@ from openetw.provider.link import REGISTER_WAIT, link
 if TYPE_CHECKING:
     from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
     from openetw.etl.intypes import InType
+    from openetw.etl.payload import FieldSpec
     from openetw.etl.schema import PropertyInfo
     from openetw.ipc.pool import PoolWriter
     from openetw.provider.encode import (
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
         TraceLoggingEncoderCache,
         TraceLoggingEventEncoder,
     )
-    from openetw.provider.fields import FieldSpec
     from openetw.session.enable import EnableState, SessionEnable
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]

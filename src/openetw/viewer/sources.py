@@ -34,10 +34,6 @@ __all__ = ["EtlSource", "EvtxSource", "RecordFileSource", "LiveSource", "ViewerS
 _KERNEL_KINDS = ("system", "compact", "perfinfo")
 
 
-def _iso(filetime: int) -> str:
-    return filetime_text(filetime)
-
-
 def _value_text(value: Any) -> str:
     """A field's value as text: bytes in upper-case hex (as the event's XML shows them), arrays
     item by item, never a Python repr."""
@@ -111,7 +107,7 @@ def event_row(event: DecodedRecord, row: int) -> dict[str, Any]:
         "row": row,
         "level": int(record.level),
         "levelName": level_name(record.level),
-        "time": _iso(record.filetime) if record.kind != "unknown" else "",
+        "time": filetime_text(record.filetime) if record.kind != "unknown" else "",
         "filetime": str(record.filetime) if record.kind != "unknown" else "",
         "provider": event.provider_label,
         "event": event.event_name or "",
