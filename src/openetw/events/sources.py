@@ -1,7 +1,8 @@
 """One way to open any trace source as records, under one damage policy.
 
 A file of any known format (``.etl``, ``.evtx``, whatever ``consumer.formats`` learns next) is
-opened by ``open_source`` as a ``consumer.sources.Source`` (``records()``, ``statistics()``,
+opened by ``open_source``, a real-time session of the trace service by ``open_session``, each as
+a ``consumer.sources.Source`` (``records()``, ``statistics()``,
 ``losses()``, ``notices()``), or by ``open_reader`` as a lenient reader with the ``.etl``
 reader's face for the file commands. The policy is the reader's: every good record is kept;
 ``losses()`` say what cost records (a command fails on them, after its output), ``notices()``
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
     from openetw.consumer.sources import Source
 
 __all__ = [
-    "ETL", "EVTX", "Damage", "SourceReader", "TraceFormat", "damage_of", "formats", "open_reader", "open_source",
-    "trace_format",
+    "ETL", "EVTX", "Damage", "SourceReader", "TraceFormat", "damage_of", "formats", "open_reader", "open_session",
+    "open_source", "trace_format",
 ]  # fmt: skip
 
 
@@ -32,6 +33,14 @@ def open_source(path: str | os.PathLike[str], *, as_format: TraceFormat | None =
     ``as_format`` when the caller already knows it (an ``.evtx`` named on a command line is read
     as one, whatever its bytes say). ``options`` are ``.etl``'s index options."""
     return (as_format or trace_format(path)).open(path, **options)
+
+
+def open_session(name: str, *, socket: str | os.PathLike[str] | None = None) -> Source:
+    """The ``Source`` of an existing real-time session (not yet opened: ``open()`` attaches, and
+    fails when there is no such session)."""
+    from openetw.consumer.live import LiveSessionSource
+
+    return LiveSessionSource(name, socket=socket)
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,7 +242,7 @@ class LiveSessions:
         batches reached that time, and with a target that exited, its exit (the run waits for it, at most ``DRAIN_SECONDS``, before it
         stops the kernel session)."""
         from openetw.consumer import UserTrace
-        from openetw.consumer.live import LiveSessionSource
+        from openetw.events.sources import open_session
 
         lock = self._lock
 
@@ -264,7 +264,7 @@ class LiveSessions:
                 if "kernel" in session.name:
                     if kernel_batch is None:
                         raise InvalidArgument("kernel probes need a runner that takes kernel batches")
-                    source = LiveSessionSource(session.name)
+                    source = open_session(session.name)
                     source.open()
                     self.traces.append(source)
                     threads.append(threading.Thread(target=self._consume_kernel, args=(source, deliver_kernel), daemon=True))

@@ -522,14 +522,14 @@ class LiveSource(_RecordList):
     live = True
 
     def __init__(self, source_id: str, session_name: str, registry: LazyManifestRegistry, socket: str | None = None) -> None:
-        from openetw.consumer.live import LiveSessionSource
+        from openetw.events.sources import open_session
 
         super().__init__(source_id, session_name, registry)
         self._more = threading.Condition(self._lock)
         self._socket = socket
         self._lost = {"events_lost": 0, "buffers_lost": 0}
         self._lost_at = -10.0
-        self._live = LiveSessionSource(session_name, socket=socket)
+        self._live: Any = open_session(session_name, socket=socket)
         self._live.open()  # a session that is not there fails here, for the page to say so
         self.ready.set()
         self._started = time.monotonic()
