@@ -50,10 +50,6 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",
     ),
-    "openetw.events": (
-        "DecodedRecord", "LazyManifestRegistry", "UNIX_EPOCH_FILETIME", "build_registry", "decode_record",
-        "decode_records", "filetime_text", "json_properties", "json_value", "level_name", "provider_key",
-    ),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),
@@ -118,6 +114,8 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "schema_from_manifest_event", "schema_from_mof", "schema_from_record", "schema_from_tracelogging",
         "schemas_from_manifest", "tl_field",
     ),
+    "openetw.events": (),
+    "openetw.symbols": (),
     "openetw.viewer": (),
     "openetw.testing": (
         "EventRecordBuilder", "infer_field", "manifest_schema", "pack_template", "push_record", "push_records",

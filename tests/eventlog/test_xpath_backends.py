@@ -187,7 +187,8 @@ def etl_trace(logs: tuple[LogStore, dict[str, list[StoredEvent]], Path], tmp_pat
     from openetw.etl.reader import EtlReader
     from openetw.etl.writer import EtlWriter, new_logfile_header
     from openetw.eventlog import from_etw_record
-    from openetw.events import build_registry, decode_record
+    from openetw.events.decoded import decode_record
+    from openetw.events.registry import build_registry
     from openetw.testing import EventRecordBuilder
     from openetw.viewer.sources import EtlSource
 

@@ -24,10 +24,10 @@ from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options, within
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
-from openetw.events import DecodedRecord, decode_records
 from openetw.events.as_csv import write_csv
 from openetw.events.as_json import write_json
 from openetw.events.as_xml import write_xml
+from openetw.events.decoded import DecodedRecord, decode_records
 from openetw.report import PerfViewReport, Summary
 from openetw.tdh.context import DecodeContext
 
@@ -93,7 +93,12 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
     readers = open_readers(files)
     span = window.resolve(readers)
     registry = load_registry(manifests, installed=not no_installed)
-    context = DecodeContext(registry)
+    if fmt == "perfview":
+        from openetw.events.trace_state import TraceState
+
+        context: DecodeContext = TraceState(registry)  # the one trace-state tracker
+    else:
+        context = DecodeContext(registry)
     records = within(with_progress(records_of(readers, time_order=True), readers, show_progress(quiet, output_is_stdout=output is None)), span)
     with _output(output) as out:
         if fmt == "perfview":
