@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.errors import OpenEtwError
+from openetw.etl import layouts as L
 from openetw.probe.aggregate import add_count
 from openetw.probe.descriptions import Description, EventIdentity
 from openetw.probe.errors import ProbeRuntimeError
@@ -28,22 +29,24 @@ __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
 ARG0_BASE = 0x7FFE00000000
 """The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
-_HEADER = struct.Struct("<HHHHIIq16sHBBBBHQII16s")
-_FLAG_64_BIT_HEADER = 0x0040
 _EPOCH_FILETIME = 116444736000000000
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
 
 
 def event_header_bytes(record: Any) -> bytes:
-    """The record as a consumer's EVENT_RECORD presents it: EVENT_HEADER (64-bit form) + user data."""
+    """The record as a consumer's EVENT_RECORD presents it: EVENT_HEADER (64-bit form) + user data.
+
+    A consumer's copy carries no header type or marker (both bytes zero); ProcessorTime is
+    KernelTime then UserTime, 32 bits each."""
     data = record.user_data if record.kind != "evtx" else b""
     kernel, user = (record.kernel_time, record.user_time) if record.kind == "event" else (0, 0)
-    header = _HEADER.pack(
-        min(0xFFFF, 80 + len(data)), 0, (record.flags | _FLAG_64_BIT_HEADER) & 0xFFFF, record.event_property & 0xFFFF,
+    header = L.EVENT_HEADER.pack(
+        min(0xFFFF, L.EVENT_HEADER.size + len(data)), 0, 0,
+        (record.flags | L.EVENT_HEADER_FLAG_64_BIT_HEADER) & 0xFFFF, record.event_property & 0xFFFF,
         record.tid & 0xFFFFFFFF, record.pid & 0xFFFFFFFF, record.filetime, record.provider_guid_bytes or _NO_GUID,
         record.id & 0xFFFF, record.version & 0xFF, record.channel & 0xFF, record.level & 0xFF, record.opcode & 0xFF,
-        record.task & 0xFFFF, record.keyword & 0xFFFFFFFFFFFFFFFF, kernel & 0xFFFFFFFF, user & 0xFFFFFFFF,
+        record.task & 0xFFFF, record.keyword & 0xFFFFFFFFFFFFFFFF, (kernel & 0xFFFFFFFF) | (user & 0xFFFFFFFF) << 32,
         record.activity_guid_bytes or _NO_GUID,
     )  # fmt: skip
     return header + bytes(data)
