@@ -167,6 +167,14 @@ def test_a_session_starts_from_its_config(service: ServiceProcess, producers, tm
         Session.start(config, flush_timer=2)
 
 
+def test_a_name_kept_pending_is_announced_where_the_session_was_started(service: ServiceProcess) -> None:
+    from openetw.provider_names import ProviderNameWarning
+
+    with pytest.warns(ProviderNameWarning, match="Test.Nobody.Yet") as warned:
+        Session.start("Pending", providers=["Test.Nobody.Yet"]).stop()
+    assert [w.filename for w in warned] == [__file__]
+
+
 def test_session_errors_come_back_as_their_exceptions(service: ServiceProcess, tmp_path: Path) -> None:
     with Session.start("Twice", output=tmp_path / "t.etl"):
         with pytest.raises(SessionExists):

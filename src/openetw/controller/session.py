@@ -158,18 +158,20 @@ class Session:
                 config = config.with_changes(mode=parse_mode(config.mode, output=config.file_name, realtime=True))
             if config.file_name is not None:
                 config = config.with_changes(file_name=os.path.abspath(config.file_name))
-        return cls._start(config, socket, autostart, stream_body, end_with_connection)
+        enables = [_enable_body_of(enable) for enable in config.providers]
+        session = cls._start(config, enables, socket, autostart, stream_body, end_with_connection)
+        _announce_pending(session.info_at_start, [body["provider"] for body in enables])
+        return session
 
     @classmethod
     def _start(
-        cls, config: SessionConfig, socket: str | os.PathLike[str] | None, autostart: bool | None,
-        stream_body: dict[str, Any] | None, end_with_connection: bool,
+        cls, config: SessionConfig, enables: list[dict[str, Any]], socket: str | os.PathLike[str] | None,
+        autostart: bool | None, stream_body: dict[str, Any] | None, end_with_connection: bool,
     ) -> Session:  # fmt: skip
         fds: tuple[int, ...] = ()
         if config.file_name is not None:
             first = config.file_name.replace("%d", "1") if config.mode is LogMode.NEW_FILE else config.file_name
             fds = (_open_output(first),)
-        enables = [_enable_body_of(enable) for enable in config.providers]
         client = ServiceClient(socket, autostart=autostart)
         try:
             extra: dict[str, Any] = {"stream": stream_body} if stream_body is not None else {}
@@ -182,7 +184,6 @@ class Session:
         finally:
             for fd in fds:
                 os.close(fd)
-        _announce_pending(reply.get("session"), [body["provider"] for body in enables])
         return cls(config.name, client, reply.get("session"))
 
     @classmethod
