@@ -17,8 +17,8 @@ from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError
 from openetw.etl.build import build_system_record
 from openetw.etl.record import EventRecord
 from openetw.kernel import KernelSession, KernelSessionConfig, tracepoints_for
+from openetw.kernel.capabilities import Capability, KernelCapabilities
 from openetw.kernel.perf import PerfSource
-from openetw.kernel.probe import Capability, KernelCapabilities
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.source import RawKernelEvent
 from openetw.kernel.tracefs_source import TracefsSource

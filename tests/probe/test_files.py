@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from openetw.probe.aggregate import llquantize_bucket, lquantize_bucket, quantize_bucket
+from openetw.probe.lang.aggregate import llquantize_bucket, lquantize_bucket, quantize_bucket
 from tests.conftest import corpus_path
 from tests.probe.helpers import json_records, plain_events, run_probe
 
@@ -251,7 +251,7 @@ def test_no_index_writes_nothing_and_gives_the_same_output(capsys: Any, tmp_path
 def test_arg0_is_the_event_record_header_windows_lays_out() -> None:
     from types import SimpleNamespace
 
-    from openetw.probing.runner import event_header_bytes
+    from openetw.probe.run.runner import event_header_bytes
 
     provider, activity = bytes(range(16)), bytes(range(16, 32))
     record = SimpleNamespace(kind="event", user_data=b"\x01\x02\x03", kernel_time=7, user_time=9, flags=0x1,

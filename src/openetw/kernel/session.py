@@ -38,12 +38,12 @@ from typing import Any
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError
 from openetw.etl.writer import DEFAULT_BUFFER_SIZE, EtlWriter, linux_trace_clock, new_logfile_header
 from openetw.kernel.bpf_args import BpfArgsSource
+from openetw.kernel.capabilities import KernelCapabilities, probe
 from openetw.kernel.classes import FLAG_EVENTS, KERNEL_FLAGS, PERF_FLAGS, KernelEventMapper, tracepoints_for
 from openetw.kernel.classes_perf import PerfClassMapper, install_perf_handlers
 from openetw.kernel.classes_proc import ProcConnectorHandlers, install_proc_connector_handlers
 from openetw.kernel.perf import PerfSource
 from openetw.kernel.priority import boost_reader
-from openetw.kernel.probe import KernelCapabilities, probe
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.procfs import ProcSource
 from openetw.kernel.source import KernelEventSource, RawKernelEvent, RecordSink
@@ -172,7 +172,7 @@ class KernelSession:
         ``config.output``).
 
         ``sources`` replaces the choice made from the flags and source (tests, embedders);
-        ``capabilities`` replaces :func:`~openetw.kernel.probe.probe` for the privilege check;
+        ``capabilities`` replaces :func:`~openetw.kernel.capabilities.probe` for the privilege check;
         ``proc`` is where the rundown and the mapper read ``/proc``.
 
         The keyword form, ``KernelSession(flags, output, name=..., source=..., ...)`` (the fields

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.probe.descriptions import Description
-from openetw.probing.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, KernelFiring, count_plan
-from openetw.probing.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
+from openetw.probe.lang.descriptions import Description
+from openetw.probe.run.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, KernelFiring, count_plan
+from openetw.probe.run.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
 
 __all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_names", "uses_call_arguments"]
 

@@ -8,7 +8,7 @@ The runner still matches each event against each description, so a clause fires 
 events its description admits. Providers that register after the program starts are enabled as
 they come (the service keeps the session's rules for them).
 
-Kernel probes (``openetw.probing.kernel_probes``) start a private real-time kernel session with
+Kernel probes (``openetw.probe.run.kernel_probes``) start a private real-time kernel session with
 the flags the probe families need; only root may.
 
 ``LiveTarget`` is ``-p PID`` (a running process) or ``-c CMD`` (a command started held, so that
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, ServiceError
-from openetw.probe.descriptions import Description
+from openetw.probe.lang.descriptions import Description
 
 __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
 

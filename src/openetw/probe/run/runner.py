@@ -15,15 +15,15 @@ from typing import Any
 
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
-from openetw.probe.aggregate import add_count
-from openetw.probe.descriptions import Description, EventIdentity
-from openetw.probe.errors import ProbeRuntimeError
-from openetw.probe.output import Output
-from openetw.probe.program import ProbeProgram
-from openetw.probing.adapter import TraceFiles, header_batches, identity_of
-from openetw.probing.etw_writer import EtwTraceWriter
-from openetw.probing.kernel_probes import FAMILIES, KernelProbes, count_plan
-from openetw.probing.live import LiveSessions
+from openetw.probe.lang.aggregate import add_count
+from openetw.probe.lang.descriptions import Description, EventIdentity
+from openetw.probe.lang.errors import ProbeRuntimeError
+from openetw.probe.lang.output import Output
+from openetw.probe.lang.program import ProbeProgram
+from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
+from openetw.probe.run.etw_writer import EtwTraceWriter
+from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
+from openetw.probe.run.live import LiveSessions
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
@@ -409,7 +409,7 @@ class ProbeRun:
         return True
 
     def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
-        """Header-only aggregations over the index's columns (``openetw.probe.columnar``)."""
+        """Header-only aggregations over the index's columns (``openetw.probe.lang.columnar``)."""
         import numpy as np
 
         self.ran_columnar = True

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args
-from openetw.probe.aggregate import add_count
+from openetw.probe.lang.aggregate import add_count
 
 __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
 
@@ -618,7 +618,7 @@ def count_plan(tree: Any, clauses: list[Any], declared: set[str]) -> dict[str, l
     keyed by execname, pid, tid, cpu and the probe names) and no clause is a ``sched`` one, the
     aggregations of each of them by clause function: the system calls are then counted on
     columns (other kernel clauses fire record by record)."""
-    from openetw.probe import ast as A
+    from openetw.probe.lang import ast as A
 
     plan: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
     for clause, info in zip(tree.clauses, clauses, strict=True):
