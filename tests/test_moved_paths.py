@@ -1,5 +1,7 @@
-"""Module paths kept for one release after their modules moved: each old path imports the moved
-module itself (one module object, its own spec), and nothing stands at the old path."""
+"""Module paths kept for one release after their modules moved (``openetw.probe.<module>``,
+``openetw.probing.<module>``, ``openetw.store.<module>``, ``openetw.kernel.probe``): each old
+path imports the moved module itself (one module object, its own spec), and nothing stands at
+the old path."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ MOVED = {
     )},
     **{f"openetw.probing.{name}": f"openetw.probe.run.{name}" for name in (
         "adapter", "etw_writer", "kernel_columns", "kernel_probes", "kernel_symbols", "live", "providers", "runner",
+    )},
+    **{f"openetw.store.{name}": f"openetw.manifest.store.{name}" for name in (
+        "describe", "files", "lookup", "manifests", "merge", "reading",
     )},
     "openetw.kernel.probe": "openetw.kernel.capabilities",
 }  # fmt: skip

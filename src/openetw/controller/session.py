@@ -76,7 +76,7 @@ def _provider_text(provider: ProviderRef) -> str:
     an installed manifest's provider as its GUID (the caller's stores, read with the caller's
     rights), or ``*Name`` for the name hash on purpose; any other name is sent as it is, and the
     service resolves it against registered providers' names or keeps it pending by name."""
-    from openetw.store.lookup import resolve_provider
+    from openetw.manifest.store.lookup import resolve_provider
 
     resolved = resolve_provider(provider)
     if resolved.source == "explicit-hash":
@@ -415,7 +415,7 @@ def _stream_body(stream: str | StreamOptions | None, subject: str | None, spool_
 def _provider_enable(item: ProviderRef | tuple[ProviderRef, Mapping[str, Any]]) -> ProviderEnable:
     """One entry of the keywords' ``providers`` as the config holds it, resolved as
     :func:`_provider_text` says (the name kept only where the service must see it)."""
-    from openetw.store.lookup import resolve_provider
+    from openetw.manifest.store.lookup import resolve_provider
 
     provider, options = item if isinstance(item, tuple) else (item, {})
     filters = options.get("filters")

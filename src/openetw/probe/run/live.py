@@ -99,7 +99,7 @@ def etw_enables(descriptions: Sequence[Description], *, resolve: Callable[[str],
 
 
 def _resolve_name(name: str) -> uuid.UUID:
-    from openetw.store.lookup import resolve_provider
+    from openetw.manifest.store.lookup import resolve_provider
 
     resolved = resolve_provider(name)
     return resolved.guid
