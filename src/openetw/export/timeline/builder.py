@@ -100,8 +100,9 @@ def timeline(
 ) -> Iterator[Item]:  # fmt: skip
     """The timeline of ``records`` (in time order). ``messages`` renders each event's message
     (``Instant.message`` and ``Slice.message``: what OTLP sends as a log body)."""
-    builder = _Builder(registry, selection if selection is not None else Selection(), stats if stats is not None else TimelineStats(), messages)
-    return builder.items(records)
+    selection = selection if selection is not None else Selection()
+    stats = stats if stats is not None else TimelineStats()
+    yield from _Builder(registry, selection, stats, messages).items(records)
 
 
 _Push = Callable[[tuple[int, int], Item], None]
