@@ -273,8 +273,8 @@ class _Builder:
             ts = (filetime - FILETIME_UNIX_TICKS) * 100
             key = (ts, position)
             args = decode(record, schema)
-            if kind not in _KERNEL or not kernel(record, args, ts, key):
-                event_item(record, schema, provider, event, args, ts, key)
+            if kind not in _KERNEL or not kernel(record, args, ts, key, filetime):
+                event_item(record, schema, provider, event, args, ts, key, filetime)
             if out:
                 yield from out
                 out.clear()
@@ -297,7 +297,7 @@ class _Builder:
         return fields
 
     # -- kernel records: what they teach, scheduling and samples --------------------------------
-    def _kernel(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int]) -> bool:
+    def _kernel(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> bool:
         """Learn from a kernel record; True when it became a switch, a wakeup, a sample or a
         sample's stack (else it is an ordinary event)."""
         group, opcode = (record.hook_id or 0) >> 8, record.opcode
@@ -305,13 +305,13 @@ class _Builder:
         if not args:
             return False
         if group == _THREAD_GROUP and opcode == _CSWITCH and _SWITCH_FIELDS <= args.keys():
-            self._switch(record, args, ts, key)
+            self._switch(record, args, ts, key, filetime)
             return True
         if group == _THREAD_GROUP and opcode == _READY_THREAD and _READY_FIELDS <= args.keys():
-            self._wakeup(record, args, ts, key)
+            self._wakeup(record, args, ts, key, filetime)
             return True
         if group == _PERFINFO_GROUP and opcode == _SAMPLE and _SAMPLE_FIELDS <= args.keys():
-            self._sample(record, args, ts, key)
+            self._sample(record, args, ts, key, filetime)
             return True
         if group == _STACKWALK_GROUP and opcode == _STACK:
             return self._stack(args)
@@ -323,10 +323,10 @@ class _Builder:
         self._names.ensure(pid, tid, ts, filetime, key)
         return pid
 
-    def _switch(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int]) -> None:
+    def _switch(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
         new_tid, old_tid = args["NewThreadID"], args["OldThreadID"]
-        new_pid = self._named_thread(new_tid, ts, record.filetime, key)
-        old_pid = self._named_thread(old_tid, ts, record.filetime, key)
+        new_pid = self._named_thread(new_tid, ts, filetime, key)
+        old_pid = self._named_thread(old_tid, ts, filetime, key)
         self._push(key, Switch(
             ts, record.cpu, old_tid, new_tid, old_pid, new_pid, args["NewThreadPriority"],
             args["OldThreadPriority"], args["OldThreadWaitReason"], args["OldThreadWaitMode"],
@@ -334,9 +334,9 @@ class _Builder:
         ))  # fmt: skip
         self._stats.switches += 1
 
-    def _wakeup(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int]) -> None:
+    def _wakeup(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
         woken = args["AwakenedThreadID"]
-        woken_pid = self._named_thread(woken, ts, record.filetime, key)
+        woken_pid = self._named_thread(woken, ts, filetime, key)
         tid = record.tid
         self._push(key, Wakeup(
             ts, record.cpu, woken, woken_pid, tid if tid != _NO_ID else 0, args["AdjustReason"],
@@ -344,9 +344,9 @@ class _Builder:
         ))  # fmt: skip
         self._stats.wakeups += 1
 
-    def _sample(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int]) -> None:
+    def _sample(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
         sampled = args["ThreadId"]
-        sample_pid = self._named_thread(sampled, ts, record.filetime, key)
+        sample_pid = self._named_thread(sampled, ts, filetime, key)
         frames = self._threads.frames_of(sample_pid, (args["InstructionPointer"],))
         self._samples.add((sampled, record.timestamp), Sample(ts, record.cpu, sample_pid, sampled, frames))
         self._stats.samples += 1
@@ -364,9 +364,9 @@ class _Builder:
 
     # -- events: slices, instants, counters -----------------------------------------------------
     def _event(self, record: EventRecord, schema: Any, provider: str | None, event: str | None,
-               args: dict[str, Any], ts: int, key: tuple[int, int]) -> None:  # fmt: skip
+               args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:  # fmt: skip
         pid, tid = self._owner(record, args)
-        self._names.ensure(pid, tid, ts, record.filetime, key)
+        self._names.ensure(pid, tid, ts, filetime, key)
         guid = record.provider_guid_bytes
         category = self._categories.get(guid) if provider is None else provider
         if category is None:
