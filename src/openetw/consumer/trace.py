@@ -41,7 +41,7 @@ from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
 from openetw.consumer.errors import TraceStateError
-from openetw.consumer.evtx_source import file_source
+from openetw.consumer.formats import open_source
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
 from openetw.consumer.live import LiveSessionSource, private_session_name
@@ -219,9 +219,9 @@ class UserTrace:
         return resolved.guid
 
     def _reads_evtx(self) -> bool:
-        from openetw.consumer.evtx_source import is_evtx_file
+        from openetw.consumer.formats import trace_format
 
-        return any(is_evtx_file(path) for path in self.files)
+        return any(trace_format(path).names_providers for path in self.files)
 
     def open(self) -> UserTrace:
         """Open the sources: build or load file indexes; start or attach to live sessions
@@ -231,7 +231,7 @@ class UserTrace:
             return self
         dispatcher = self._prepare()
         if self.files:
-            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir, index_beside=self.index_beside) for path in self.files]
+            sources: list[Source] = [open_source(path, index=self.use_index, index_dir=self.index_dir, index_beside=self.index_beside) for path in self.files]
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         elif self.streams:

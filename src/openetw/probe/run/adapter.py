@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openetw.consumer import UserTrace
-from openetw.consumer.evtx_source import is_evtx_file
+from openetw.consumer.formats import ETL, trace_format
 from openetw.errors import InvalidArgument
 from openetw.probe.lang.descriptions import EventIdentity
 from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
@@ -48,7 +48,7 @@ class TraceFiles:
         for path in self.paths:
             if not os.path.exists(path):
                 raise InvalidArgument(f"{path}: no such file")
-        self.evtx = [path for path in self.paths if is_evtx_file(path)]
+        self.evtx = [path for path in self.paths if trace_format(path) is not ETL]  # read record by record: no fixed places
         self.manifests = manifests
         self.trace: UserTrace | None = None
         self.errors: list[BaseException] = []
