@@ -91,3 +91,36 @@ def test_copyinstr_outside_a_recorded_call_is_a_runtime_error() -> None:
                             env=env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert "copyinstr(0x4d2): no string recorded at this address" in result.stderr
     assert result.stdout == "" and result.returncode == 1
+
+
+# A call that takes no path: its argN are its arguments too (the descriptor, the count).
+READS = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.dup2(fd, 57)
+for size in (3, 5, 7):
+    os.read(57, size)
+"""
+
+
+def test_argn_of_a_call_without_a_path(tmp_path: Path) -> None:
+    need_tracefs()
+    data = tmp_path / "data.bin"
+    data.write_bytes(bytes(64))
+    (tmp_path / "reads.py").write_text(READS)
+    socket_path = tmp_path / "control.sock"
+    running = start_service(socket_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENETW_")}
+    env.update(OPENETW_SOCKET=str(socket_path), OPENETW_NO_AUTOSTART="1")
+    program = 'syscall::read:entry /pid == $target && arg0 == 57/ { printf("%d %d\\n", (int) arg0, (int) arg2); }'
+    try:
+        result = subprocess.run([sys.executable, "-m", "openetw", "probe", "-q", "-f", "json", "-c",
+                                 f"{sys.executable} {tmp_path / 'reads.py'} {data}", "-n", program],
+                                env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    finally:
+        running.kill()
+        kill_recorders(running.pid)
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["data"] for r in records if r["type"] == "printf"] == ["57 3\n", "57 5\n", "57 7\n"], (result.stderr, result.stdout)
+    lost = next(r["data"] for r in records if r["type"] == "lost")
+    assert lost["syscall_args_unrecorded"] == 0, lost

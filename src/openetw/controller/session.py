@@ -132,6 +132,8 @@ class Session:
         kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,
         kernel_source: str = "auto",
         kernel_profile_rate: int | None = None,
+        kernel_syscall_args: Iterable[str] | None = None,
+        kernel_syscall_args_pids: Iterable[int] | None = None,
         socket: str | os.PathLike[str] | None = None,
         autostart: bool | None = None,
         stream: str | StreamOptions | None = None,
@@ -154,7 +156,11 @@ class Session:
         ``kernel_source`` is where those events come from (``auto``: tracefs, plus perf for
         ``image`` and ``profile``; ``tracefs``; ``proc_connector``: ``process`` and ``thread``
         only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
-        (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
+        (1..100000; default 1000). ``kernel_syscall_args`` names the system calls whose arguments
+        the ``syscall_args`` flag records (names or patterns of ``syscalls/sys_enter_<name>``,
+        ``"*"`` every call; default: the path-taking calls) and ``kernel_syscall_args_pids`` of which
+        processes (and the processes they start; default: every process's). Only root may start one
+        (``AccessDenied`` otherwise).
 
         ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` with
         credentials) streams the session's buffers to the fleet's JetStream stream, on ``subject``
@@ -196,8 +202,12 @@ class Session:
             config["kernel_source"] = kernel_source
             if kernel_profile_rate is not None:
                 config["kernel_profile_rate_hz"] = kernel_profile_rate
-        elif kernel_source != "auto" or kernel_profile_rate is not None:
-            raise InvalidArgument("kernel_source and kernel_profile_rate need kernel_flags (a kernel session)")
+            if kernel_syscall_args is not None:
+                config["kernel_syscall_args"] = list(kernel_syscall_args)
+            if kernel_syscall_args_pids is not None:
+                config["kernel_syscall_args_pids"] = list(kernel_syscall_args_pids)
+        elif kernel_source != "auto" or kernel_profile_rate is not None or kernel_syscall_args is not None or kernel_syscall_args_pids is not None:
+            raise InvalidArgument("kernel_source, kernel_profile_rate and kernel_syscall_args(_pids) need kernel_flags (a kernel session)")
         fds: tuple[int, ...] = ()
         if log_mode.writes_file:
             if not output_text:

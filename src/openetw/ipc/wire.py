@@ -58,6 +58,10 @@ def config_to_json(config: SessionConfig) -> dict[str, Any]:
     body["mode"] = config.mode.value
     body["kind"] = config.kind.value
     body["kernel_flags"] = list(config.kernel_flags)
+    if config.kernel_syscall_args:
+        body["kernel_syscall_args"] = list(config.kernel_syscall_args)
+    if config.kernel_syscall_args_pids:
+        body["kernel_syscall_args_pids"] = list(config.kernel_syscall_args_pids)
     return body
 
 
@@ -97,6 +101,13 @@ def config_changes_from_json(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(flags, list) or any(not isinstance(flag, str) for flag in flags):
             raise InvalidSessionConfig("kernel_flags must be a list of strings")
         changes["kernel_flags"] = tuple(flags)
+    if body.get("kernel_syscall_args") is not None:
+        calls = body["kernel_syscall_args"]
+        if not isinstance(calls, list) or any(not isinstance(call, str) for call in calls):
+            raise InvalidSessionConfig("kernel_syscall_args must be a list of strings")
+        changes["kernel_syscall_args"] = tuple(calls)
+    if body.get("kernel_syscall_args_pids") is not None:
+        changes["kernel_syscall_args_pids"] = tuple(_int_list(body, "kernel_syscall_args_pids"))
     return changes
 
 

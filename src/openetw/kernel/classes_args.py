@@ -22,7 +22,7 @@ from typing import Any
 from openetw.etl.record import EventRecord
 from openetw.kernel.classes_base import PERFINFO_GROUP, MapperState
 
-__all__ = ["PATH_SYSCALLS", "SYSCALL_ARGS", "SYSCALL_ARGS_HOOK", "SyscallArgEvents", "parse_syscall_args"]
+__all__ = ["PATH_SYSCALLS", "SYSCALL_ARGS", "SYSCALL_ARGS_HOOK", "SyscallArgEvents", "parse_syscall_args", "same_call"]
 
 SYSCALL_ARGS = 0x78
 """PerfInfo opcode of the arguments record (unused by Windows' PerfInfo events)."""
@@ -57,6 +57,21 @@ def parse_syscall_args(user_data: bytes) -> tuple[int, tuple[int, ...], dict[int
         strings[index] = user_data[at:end].decode("utf-8", errors="replace")
         at = end + 1
     return number, tuple(args), strings
+
+
+Parsed = tuple[int, tuple[int, ...], dict[int, str | None]]
+
+
+def same_call(first: Parsed, second: Parsed) -> bool:
+    """Whether two records of one thread, one right after the other (:func:`parse_syscall_args`),
+    are of one call: with every call recorded, a path-taking call has the record of
+    ``raw_syscalls/sys_enter`` (no paths) and its own (with its paths), of the same call number
+    and path pointers. (Their other arguments may differ: the call's own tracepoint has only the
+    call's arguments and sign-extends an ``int``, ``raw_syscalls`` gives six registers as they were.)"""
+    if first[0] != second[0] or bool(first[2]) == bool(second[2]):
+        return False
+    paths = first[2] or second[2]
+    return all(first[1][index] == second[1][index] for index in paths)
 
 
 class SyscallArgEvents(MapperState):

@@ -127,11 +127,17 @@ class KernelSession:
         raise_priority: bool = True,
         sources: Sequence[KernelEventSource] | None = None,
         capabilities: KernelCapabilities | None = None,
+        syscall_args: Iterable[str] | None = None,
+        syscall_args_pids: Iterable[int] | None = None,
     ) -> None:
         """``sources`` replaces the choice made from ``flags`` and ``source`` (tests, embedders);
         ``capabilities`` replaces :func:`~openetw.kernel.probe.probe` for the privilege check;
         ``target_pid`` is the process whose tree ``source="perf_children"`` records;
-        ``raise_priority`` lets the reader ask for more CPU (:func:`~openetw.kernel.priority.boost_reader`)."""
+        ``raise_priority`` lets the reader ask for more CPU (:func:`~openetw.kernel.priority.boost_reader`);
+        ``syscall_args`` names the system calls whose arguments the ``syscall_args`` flag records
+        (names or patterns, ``"*"`` every call; ``None``: the path-taking calls, see
+        :class:`~openetw.kernel.bpf_args.BpfArgsSource`), ``syscall_args_pids`` the processes whose
+        calls it records (and their children; ``None``: every process's)."""
         self.flags = frozenset(flags)
         if not self.flags:
             raise InvalidArgument("a kernel session needs at least one flag")
@@ -157,6 +163,10 @@ class KernelSession:
             raise InvalidArgument("target_pid goes with source perf_children, and perf_children needs target_pid")
         self.target_pid = target_pid
         self.raise_priority = raise_priority
+        if (syscall_args is not None or syscall_args_pids is not None) and "syscall_args" not in self.flags:
+            raise InvalidArgument("syscall_args and syscall_args_pids (whose arguments are recorded) need the syscall_args flag")
+        self.syscall_args = None if syscall_args is None else tuple(syscall_args)
+        self.syscall_args_pids = None if syscall_args_pids is None else tuple(syscall_args_pids)
         self.proc = proc or ProcSource()
         self.mapper = KernelEventMapper(self.flags, self.proc)
         self._capabilities = capabilities
@@ -221,7 +231,7 @@ class KernelSession:
         if perf_flags:
             chosen.append(self._perf_source(perf_flags))
         if "syscall_args" in self.flags:
-            chosen.append(BpfArgsSource(self.tracefs_root))
+            chosen.append(BpfArgsSource(self.tracefs_root, calls=self.syscall_args, pids=self.syscall_args_pids))
         return chosen
 
     def _proc_connector_source(self) -> KernelEventSource:
@@ -500,6 +510,8 @@ def _source_statistics(source: KernelEventSource) -> dict[str, Any]:
         return dict(source.stats)
     if isinstance(source, PerfSource):
         return dict(source.counts)
+    if isinstance(source, BpfArgsSource):
+        return source.statistics()
     return {}
 
 

@@ -22,10 +22,11 @@ calls on a CPU whose thread is not yet known wait for that CPU's next switch.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args
+from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args, same_call
 from openetw.probe.aggregate import add_count
 
 __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
@@ -45,6 +46,7 @@ HELD_LIMIT = 20_000_000  # system call and switch records held back at most (abo
 IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
 ARGS_SLACK = 1_000  # 100 µs of FILETIME: how far a call's arguments record is from its entry
 WAIT_LIMIT = 50_000_000  # 5 s of FILETIME: how long system calls wait for the switch that names their thread
+ARGS_HELD_LIMIT = 2_000_000  # system call argument records held for their entries at most
 
 Clause = Callable[[Any, tuple[str, str, str, str]], Any]
 Found = list[tuple[Clause, tuple[str, str, str, str]]]
@@ -90,7 +92,9 @@ class ColumnStage:
     def __init__(self) -> None:
         self.awaited_exit: int | None = None  # the -c/-p target: the run ends once its exit came
         self.exit_delivered = False
-        self.call_args: dict[int, list[Any]] = {}  # tid -> its system calls' argument records, in time order
+        self.call_args: dict[int, deque[Any]] = {}  # tid -> its system calls' argument records, in time order
+        self.args_held = 0  # records in call_args
+        self._args_purged_to = 0  # FILETIME: call_args holds no record older than this (but ARGS_SLACK)
         self.recording_args = False  # the kernel trace records arguments (syscall_args)
         self.args_unrecorded = 0  # entries fired without their arguments (not a path-taking call, or lost)
         self.strings_unread = 0  # path arguments of fired entries the kernel trace could not read
@@ -219,6 +223,8 @@ class ColumnStage:
     def _release(self, before: int, final: bool = False) -> None:
         """Handle the held system calls and switches older than ``before``, in time order
         (``final``: nothing more will come, so no system call waits for its CPU's next switch)."""
+        if self.call_args and not final:
+            self._purge_args(before)
 
         if self._pending_records:
             # A system call's arguments first (they come just after its entry), a little past ``before``.
@@ -245,29 +251,60 @@ class ColumnStage:
         self._run_held(before, final)
 
     def _take_args(self, record: Any) -> None:
-        """Keep a system call's arguments record (``syscall_args``) for its entry, by thread."""
-        waiting = self.call_args.setdefault(record.tid, [])
-        if len(waiting) >= 256:
-            del waiting[:128]  # entries that never came (lost, or another process's thread)
-        if len(self.call_args) > 100_000:
-            self.call_args.clear()
-            self.call_args[record.tid] = waiting
+        """Keep a system call's arguments record (``syscall_args``) for its entry, by thread
+        (until the entry takes it, or its time is long past: :meth:`_purge_args`)."""
+        waiting = self.call_args.get(record.tid)
+        if waiting is None:
+            waiting = self.call_args[record.tid] = deque()
+        if self.args_held >= ARGS_HELD_LIMIT:
+            self.call_args.clear()  # a safety valve: their entries find nothing, counted unrecorded
+            self.args_held = 0
+            waiting = self.call_args[record.tid] = deque()
         waiting.append(record)
+        self.args_held += 1
+
+    def _purge_args(self, before: int) -> None:
+        """Forget the arguments records of calls whose entry can no longer come: older than the
+        calls released (``before``) by more than a call may wait for its thread (``WAIT_LIMIT``)."""
+        limit = before - WAIT_LIMIT - ARGS_SLACK
+        if limit < self._args_purged_to + REORDER_WINDOW // 2:
+            return  # at most every second of trace time
+        self._args_purged_to = limit
+        for tid in list(self.call_args):
+            waiting = self.call_args[tid]
+            while waiting and waiting[0].filetime < limit:
+                waiting.popleft()
+                self.args_held -= 1
+            if not waiting:
+                del self.call_args[tid]
 
     def _args_of(self, tid: int, number: int, filetime: int) -> tuple[tuple[int, ...], dict[int, str | None]] | None:
-        """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at ``filetime``."""
+        """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at
+        ``filetime``: the thread's first record of that call near that time (a thread's calls
+        come one after the other; records before it are of calls no probe asked about, or of
+        entries not fired)."""
         waiting = self.call_args.get(tid)
-        while waiting:
-            record = waiting[0]
-            if record.filetime < filetime - ARGS_SLACK:
-                waiting.pop(0)  # an older call's, whose entry is gone
-                continue
+        if not waiting:
+            return None
+        while waiting and waiting[0].filetime < filetime - ARGS_SLACK:
+            waiting.popleft()  # an older call's, whose entry is gone
+            self.args_held -= 1
+        for at, record in enumerate(waiting):
             if record.filetime > filetime + ARGS_SLACK:
                 return None
-            recorded, args, strings = parse_syscall_args(record.user_data)
-            if recorded != number:
-                return None
-            waiting.pop(0)
+            parsed = parse_syscall_args(record.user_data)
+            if parsed[0] != number:
+                continue
+            used = at + 1
+            if used < len(waiting) and waiting[used].filetime <= filetime + ARGS_SLACK:
+                following = parse_syscall_args(waiting[used].user_data)
+                if same_call(parsed, following):  # every call recorded: a path-taking one twice, once with its paths
+                    parsed = parsed if parsed[2] else following
+                    used += 1
+            for _ in range(used):
+                waiting.popleft()
+            self.args_held -= used
+            _number, args, strings = parsed
             signed = tuple(a - (1 << 64) if a >> 63 else a for a in args)
             self.strings_unread += sum(1 for text in strings.values() if text is None)
             return signed, {signed[index]: text for index, text in strings.items()}
