@@ -134,6 +134,7 @@ class Session:
         kernel_profile_rate: int | None = None,
         kernel_syscall_args: Iterable[str] | None = None,
         kernel_syscall_args_pids: Iterable[int] | None = None,
+        kernel_syscall_args_execnames: Iterable[str] | None = None,
         socket: str | os.PathLike[str] | None = None,
         autostart: bool | None = None,
         stream: str | StreamOptions | None = None,
@@ -159,7 +160,8 @@ class Session:
         (1..100000; default 1000). ``kernel_syscall_args`` names the system calls whose arguments
         the ``syscall_args`` flag records (names or patterns of ``syscalls/sys_enter_<name>``,
         ``"*"`` every call; default: the path-taking calls) and ``kernel_syscall_args_pids`` of which
-        processes (and the processes they start; default: every process's). Only root may start one
+        processes (and the processes they start; default: every process's) and
+        ``kernel_syscall_args_execnames`` of which thread names (default: any). Only root may start one
         (``AccessDenied`` otherwise).
 
         ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` with
@@ -206,7 +208,9 @@ class Session:
                 config["kernel_syscall_args"] = list(kernel_syscall_args)
             if kernel_syscall_args_pids is not None:
                 config["kernel_syscall_args_pids"] = list(kernel_syscall_args_pids)
-        elif kernel_source != "auto" or kernel_profile_rate is not None or kernel_syscall_args is not None or kernel_syscall_args_pids is not None:
+            if kernel_syscall_args_execnames is not None:
+                config["kernel_syscall_args_execnames"] = list(kernel_syscall_args_execnames)
+        elif kernel_source != "auto" or (kernel_profile_rate, kernel_syscall_args, kernel_syscall_args_pids, kernel_syscall_args_execnames) != (None,) * 4:
             raise InvalidArgument("kernel_source, kernel_profile_rate and kernel_syscall_args(_pids) need kernel_flags (a kernel session)")
         fds: tuple[int, ...] = ()
         if log_mode.writes_file:

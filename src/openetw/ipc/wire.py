@@ -62,6 +62,8 @@ def config_to_json(config: SessionConfig) -> dict[str, Any]:
         body["kernel_syscall_args"] = list(config.kernel_syscall_args)
     if config.kernel_syscall_args_pids:
         body["kernel_syscall_args_pids"] = list(config.kernel_syscall_args_pids)
+    if config.kernel_syscall_args_execnames:
+        body["kernel_syscall_args_execnames"] = list(config.kernel_syscall_args_execnames)
     return body
 
 
@@ -101,11 +103,12 @@ def config_changes_from_json(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(flags, list) or any(not isinstance(flag, str) for flag in flags):
             raise InvalidSessionConfig("kernel_flags must be a list of strings")
         changes["kernel_flags"] = tuple(flags)
-    if body.get("kernel_syscall_args") is not None:
-        calls = body["kernel_syscall_args"]
-        if not isinstance(calls, list) or any(not isinstance(call, str) for call in calls):
-            raise InvalidSessionConfig("kernel_syscall_args must be a list of strings")
-        changes["kernel_syscall_args"] = tuple(calls)
+    for key in ("kernel_syscall_args", "kernel_syscall_args_execnames"):
+        if body.get(key) is not None:
+            names = body[key]
+            if not isinstance(names, list) or any(not isinstance(name, str) for name in names):
+                raise InvalidSessionConfig(f"{key} must be a list of strings")
+            changes[key] = tuple(names)
     if body.get("kernel_syscall_args_pids") is not None:
         changes["kernel_syscall_args_pids"] = tuple(_int_list(body, "kernel_syscall_args_pids"))
     return changes

@@ -24,7 +24,9 @@ not have (or refuses) is listed in :attr:`BpfArgsSource.missing`; its entries ca
 arguments record.
 
 Events: ``(time, cpu, "syscall_args", {"tid", "pid", "nr", "args", "paths"})``, ``paths`` the
-path argument index → its text or ``None`` (unread).
+path argument index → its text or ``None`` (unread); a record without paths (the most common by
+far) is ``{"tid", "pid", "payload"}``, the arguments record's payload
+(:mod:`~openetw.kernel.classes_args`) as the program wrote it.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ _RINGBUF, _ARRAY, _PERCPU_ARRAY = 27, 2, 6
 _TRACEPOINT_PROG = 5
 _SET_BPF = 0x40042408  # PERF_EVENT_IOC_SET_BPF
 _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
-_UPDATE = 2  # bpf_map_update_elem
+_UPDATE, _CURRENT_COMM = 2, 16  # bpf_map_update_elem, bpf_get_current_comm
 _HASH = 1
 _MAP_UPDATE = 2
 _LOOKUP, _KTIME, _PID_TGID, _CPU_ID, _READ_USER_STR, _RINGBUF_OUTPUT = 1, 5, 14, 8, 114, 130
@@ -66,7 +68,11 @@ RECORD_SIZE = _PATHS_AT + 2 * PATH_BYTES
 EVERY_CALL = "*"
 """The ``calls`` of every system call (``syscall:::entry``)."""
 _EVERY_CALL_TRACEPOINT = "raw_syscalls/sys_enter"
-_HEAD = struct.Struct("<QIIII6QiiI4x")  # time, tid, pid, cpu, nr, args, path lengths, path argument indices (+1, a byte each)
+# time, tid, pid, then the arguments record's payload without paths (nr, 0, args: bytes 16..72), path
+# lengths, path argument indices (+1, a byte each), cpu.
+_HEAD = struct.Struct("<QIII4x6QiiII")
+_PAYLOAD_HEAD = struct.Struct("<QII56s12xI")  # time, tid, pid, the payload, cpu
+_LENGTH = struct.Struct("<I")
 _PAGE = mmap.PAGESIZE
 _MAX_PROCESSES = 65536  # traced processes (and threads: a thread's clone is a fork to the tracepoint)
 _WATERMARK_LAG_NS = 5_000_000
@@ -85,11 +91,13 @@ def _map_fd(dst: int, fd: int) -> bytes:
     return _insn(0x18, dst, 1, 0, fd) + _insn(0, 0, 0, 0, 0)  # ld_imm64 with BPF_PSEUDO_MAP_FD
 
 
-def build_program(paths: tuple[int, ...], scratch_fd: int, ring_fd: int, drops_fd: int, arguments: int = 6, pids_fd: int = -1) -> bytes:
+def build_program(paths: tuple[int, ...], scratch_fd: int, ring_fd: int, drops_fd: int, arguments: int = 6, pids_fd: int = -1,
+                  comms_fd: int = -1) -> bytes:  # fmt: skip
     """The BPF program for one call of ``arguments`` arguments, of which ``paths`` are path
     strings (at most two). It reads no further into the tracepoint's record than the call's
     arguments (the kernel refuses to attach a program that would). With ``pids_fd`` (a hash
-    map of process ids), it records the calls of those processes only."""
+    map of process ids), it records the calls of those processes only; with ``comms_fd`` (a hash
+    map of 16-byte thread names, NUL-padded), the calls of threads of those names only."""
     r0, r1, r2, r3, r4, r6, r7, fp = 0, 1, 2, 3, 4, 6, 7, 10
     out: list[bytes] = [_insn(0xBF, r6, r1)]  # r6 = ctx
     exit_jumps = []
@@ -100,6 +108,13 @@ def build_program(paths: tuple[int, ...], scratch_fd: int, ring_fd: int, drops_f
         ]  # fmt: skip
         exit_jumps.append(len(out))
         out.append(b"")  # if r0 == 0 goto out: not a traced process
+    if comms_fd >= 0:
+        out += [
+            _insn(0xBF, r1, fp), _insn(0x07, r1, 0, 0, -24), _insn(0xB7, r2, 0, 0, 16), _insn(0x85, imm=_CURRENT_COMM),
+            *[_map_fd(r1, comms_fd)], _insn(0xBF, r2, fp), _insn(0x07, r2, 0, 0, -24), _insn(0x85, imm=_LOOKUP),
+        ]  # fmt: skip
+        exit_jumps.append(len(out))
+        out.append(b"")  # if r0 == 0 goto out: a thread of another name
     out += [
         _insn(0x62, fp, 0, -4, 0),  # *(u32 *)(fp - 4) = 0: the maps' key
         *[_map_fd(r1, scratch_fd)], _insn(0xBF, r2, fp), _insn(0x07, r2, 0, 0, -4), _insn(0x85, imm=_LOOKUP),
@@ -110,8 +125,9 @@ def build_program(paths: tuple[int, ...], scratch_fd: int, ring_fd: int, drops_f
         _insn(0xBF, r7, r0),
         _insn(0x85, imm=_KTIME), _insn(0x7B, r7, r0, 0),  # time
         _insn(0x85, imm=_PID_TGID), _insn(0x7B, r7, r0, 8),  # tid, pid
-        _insn(0x85, imm=_CPU_ID), _insn(0x63, r7, r0, 16),
-        _insn(0x61, r1, r6, 8), _insn(0x63, r7, r1, 20),  # __syscall_nr
+        _insn(0x85, imm=_CPU_ID), _insn(0x63, r7, r0, 84),
+        _insn(0x61, r1, r6, 8), _insn(0x63, r7, r1, 16),  # __syscall_nr
+        _insn(0x62, r7, 0, 20, 0),  # then as the arguments record's payload has it (classes_args): no paths
     ]  # fmt: skip
     for index in range(6):
         if index < arguments:
@@ -230,14 +246,16 @@ class BpfArgsSource:
     name = "bpf"
 
     def __init__(self, tracefs_root: Path | None = None, *, calls: Iterable[str] | None = None, pids: Iterable[int] | None = None,
-                 ring_kb: int = 4096) -> None:  # fmt: skip
+                 execnames: Iterable[str] | None = None, ring_kb: int = 4096) -> None:  # fmt: skip
         """``calls``: the system calls whose arguments are recorded (see the module doc); ``None``:
         the path-taking ones. ``pids``: only the calls of these processes and of the processes
         they start while recorded (their forks, followed by a program on
-        ``sched/sched_process_fork``); ``None``: every process's."""
+        ``sched/sched_process_fork``); ``None``: every process's. ``execnames``: only the calls of
+        threads of these names (the kernel's ``comm``, at most 15 bytes); ``None``: of any name."""
         self.tracefs_root = tracefs_root
         self.calls = None if calls is None else tuple(calls)
         self.pids = None if pids is None else tuple(pids)
+        self.execnames = None if execnames is None else tuple(execnames)
         self.ring_size = 1 << max(12, (ring_kb * 1024 - 1).bit_length())
         self._fds: list[int] = []
         self._events: list[int] = []
@@ -271,6 +289,7 @@ class BpfArgsSource:
         self._producer = mmap.mmap(self._ring_fd, _PAGE + 2 * self.ring_size, mmap.MAP_SHARED, mmap.PROT_READ, offset=_PAGE)
         cpus = online_cpus()
         pids_fd = self._traced_processes(root, cpus[0]) if self.pids is not None else -1
+        comms_fd = self._traced_names() if self.execnames is not None else -1
         found, missing, every = enter_calls(_available_calls(root), self.calls)
         self.missing += [f"syscalls/sys_enter_{call}" for call in missing]
         programs: dict[tuple[tuple[int, ...], int], int] = {}  # one program per kind of call, shared by its tracepoints
@@ -290,7 +309,7 @@ class BpfArgsSource:
             program = programs.get((paths, arguments))
             if program is None:
                 program = programs[(paths, arguments)] = _load(
-                    build_program(paths, scratch, self._ring_fd, self._drops_fd, arguments, pids_fd), f"args_{len(programs)}")
+                    build_program(paths, scratch, self._ring_fd, self._drops_fd, arguments, pids_fd, comms_fd), f"args_{len(programs)}")
                 self._fds.append(program)
             # Disabled until every program is attached.
             attr = F.pack_attr(F.PerfAttr(type=2, config=tracepoint, sample_period=1, sample_type=0, flags=1))
@@ -342,6 +361,20 @@ class BpfArgsSource:
         if _libc.ioctl(fd, _SET_BPF, program) < 0:
             raise SessionError(f"bpf: attaching the program to sched/sched_process_fork: {os.strerror(ctypes.get_errno())}")
         return pids_fd
+
+    def _traced_names(self) -> int:
+        """The map of the thread names whose calls are recorded."""
+        assert self.execnames is not None
+        try:
+            comms_fd = _map_create(_HASH, 16, 4, max(1, len(self.execnames)))
+        except OSError as error:
+            raise SessionError(f"bpf: cannot create the name map: {error.strerror}") from None
+        self._maps.append(comms_fd)
+        for name in self.execnames:
+            key = ctypes.create_string_buffer(name.encode("utf-8", errors="replace")[:15].ljust(16, b"\0"), 16)
+            value = ctypes.c_uint32(1)
+            _bpf(_MAP_UPDATE, struct.pack("<IIQQQ", comms_fd, 0, ctypes.addressof(key), ctypes.addressof(value), 0))
+        return comms_fd
 
     def read(self, timeout: float) -> list[RawKernelEvent]:
         now = time.monotonic_ns()
@@ -409,13 +442,19 @@ class BpfArgsSource:
         position = struct.unpack_from("<Q", consumer, 0)[0]
         end = struct.unpack_from("<Q", producer, 0)[0]
         events: list[RawKernelEvent] = []
+        append, length_of, head_of = events.append, _LENGTH.unpack_from, _PAYLOAD_HEAD.unpack_from
         while position < end:
             at = _PAGE + (position & mask)
-            length = struct.unpack_from("<I", producer, at)[0]
+            length = length_of(producer, at)[0]
             if length & _BUSY:
                 break
             size = length & ~(_BUSY | _DISCARD)
-            if not length & _DISCARD and size >= _PATHS_AT:
+            if length & _DISCARD or size < _PATHS_AT:
+                pass
+            elif size == _PATHS_AT:  # the most common record, without paths: as few steps as can be
+                when, tid, pid, payload, cpu = head_of(producer, at + 8)
+                append((when, cpu, "syscall_args", {"tid": tid, "pid": pid, "payload": payload}))
+            else:
                 events.append(_event(producer[at + 8 : at + 8 + min(size, RECORD_SIZE)]))
             position += (size + 8 + 7) & ~7
         struct.pack_into("<Q", consumer, 0, position)
@@ -423,8 +462,8 @@ class BpfArgsSource:
 
 
 def _event(raw: bytes) -> RawKernelEvent:
-    when, tid, pid, cpu, number, *rest = _HEAD.unpack_from(raw, 0)
-    args, lengths, indices = tuple(rest[:6]), rest[6:8], rest[8]
+    when, tid, pid, number, *rest = _HEAD.unpack_from(raw, 0)
+    args, lengths, indices, cpu = tuple(rest[:6]), rest[6:8], rest[8], rest[9]
     paths: dict[int, str | None] = {}
     for slot in range(2):
         index = (indices >> 8 * slot & 0xFF) - 1

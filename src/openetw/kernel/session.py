@@ -129,6 +129,7 @@ class KernelSession:
         capabilities: KernelCapabilities | None = None,
         syscall_args: Iterable[str] | None = None,
         syscall_args_pids: Iterable[int] | None = None,
+        syscall_args_execnames: Iterable[str] | None = None,
     ) -> None:
         """``sources`` replaces the choice made from ``flags`` and ``source`` (tests, embedders);
         ``capabilities`` replaces :func:`~openetw.kernel.probe.probe` for the privilege check;
@@ -137,7 +138,8 @@ class KernelSession:
         ``syscall_args`` names the system calls whose arguments the ``syscall_args`` flag records
         (names or patterns, ``"*"`` every call; ``None``: the path-taking calls, see
         :class:`~openetw.kernel.bpf_args.BpfArgsSource`), ``syscall_args_pids`` the processes whose
-        calls it records (and their children; ``None``: every process's)."""
+        calls it records (and their children; ``None``: every process's), ``syscall_args_execnames``
+        the thread names (``None``: any)."""
         self.flags = frozenset(flags)
         if not self.flags:
             raise InvalidArgument("a kernel session needs at least one flag")
@@ -163,10 +165,11 @@ class KernelSession:
             raise InvalidArgument("target_pid goes with source perf_children, and perf_children needs target_pid")
         self.target_pid = target_pid
         self.raise_priority = raise_priority
-        if (syscall_args is not None or syscall_args_pids is not None) and "syscall_args" not in self.flags:
-            raise InvalidArgument("syscall_args and syscall_args_pids (whose arguments are recorded) need the syscall_args flag")
+        if (syscall_args, syscall_args_pids, syscall_args_execnames) != (None, None, None) and "syscall_args" not in self.flags:
+            raise InvalidArgument("syscall_args, syscall_args_pids and syscall_args_execnames (whose arguments are recorded) need the syscall_args flag")
         self.syscall_args = None if syscall_args is None else tuple(syscall_args)
         self.syscall_args_pids = None if syscall_args_pids is None else tuple(syscall_args_pids)
+        self.syscall_args_execnames = None if syscall_args_execnames is None else tuple(syscall_args_execnames)
         self.proc = proc or ProcSource()
         self.mapper = KernelEventMapper(self.flags, self.proc)
         self._capabilities = capabilities
@@ -231,7 +234,7 @@ class KernelSession:
         if perf_flags:
             chosen.append(self._perf_source(perf_flags))
         if "syscall_args" in self.flags:
-            chosen.append(BpfArgsSource(self.tracefs_root, calls=self.syscall_args, pids=self.syscall_args_pids))
+            chosen.append(BpfArgsSource(self.tracefs_root, calls=self.syscall_args, pids=self.syscall_args_pids, execnames=self.syscall_args_execnames))
         return chosen
 
     def _proc_connector_source(self) -> KernelEventSource:

@@ -34,7 +34,8 @@ from openetw.probe.descriptions import Description
 from openetw.probing.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, KernelFiring, count_plan
 from openetw.probing.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
 
-__all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_args_calls", "syscall_names",
+__all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_args_calls",
+           "syscall_args_execnames", "syscall_names",
            "uses_call_arguments"]
 
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -88,6 +89,33 @@ def syscall_args_calls(descriptions: Iterable[Description]) -> list[str]:
         if desc.function not in calls:
             calls.append(desc.function)
     return calls
+
+
+def syscall_args_execnames(tree: Any, clauses: list[Any]) -> list[str] | None:
+    """The process names every ``syscall`` clause's predicate requires (``execname == "dd"``, one
+    of the conditions it joins with ``&&``): the only threads whose arguments the kernel trace
+    need record. ``None`` when a ``syscall`` clause fires for any name."""
+    from openetw.probe import ast as A
+
+    names: list[str] = []
+    for clause, info in zip(tree.clauses, clauses, strict=True):
+        if not any(d.provider == "syscall" for d in info.descriptions):
+            continue
+        required = _names_required(clause.predicate, A) if clause.predicate is not None else []
+        if not required:
+            return None
+        names += [name for name in required[:1] if name not in names]
+    return names or None
+
+
+def _names_required(expr: Any, A: Any) -> list[str]:
+    if isinstance(expr, A.Binary) and expr.op == "&&":
+        return _names_required(expr.left, A) + _names_required(expr.right, A)
+    if isinstance(expr, A.Binary) and expr.op == "==":
+        for one, other in ((expr.left, expr.right), (expr.right, expr.left)):
+            if isinstance(one, A.Ident) and one.name == "execname" and not one.scope and isinstance(other, A.StrLit):
+                return [other.value]
+    return []
 
 
 

@@ -5,7 +5,8 @@ on the machine, two of them kept for the reserved names, see :meth:`KernelRecord
 whose events come from the kernel instead of from registered providers. Its settings name the
 kernel flags, the event source (``kernel_source``) and the CPU sampling rate of the ``profile``
 flag (``kernel_profile_rate_hz``) and the system calls whose arguments the ``syscall_args`` flag
-records, and of which processes (``kernel_syscall_args``, ``kernel_syscall_args_pids``); the recorder gets them as its own settings. Before the session
+records, and of which processes (``kernel_syscall_args``, ``kernel_syscall_args_pids``,
+``kernel_syscall_args_execnames``); the recorder gets them as its own settings. Before the session
 is made, the machine-wide limit is checked (:meth:`KernelRecorders.check_machine_capacity`), so a
 refused start leaves nothing behind. When one starts, the service
 
@@ -145,6 +146,7 @@ class KernelRecorders:
                 "profile_rate_hz": config.kernel_profile_rate_hz,
                 "syscall_args": list(config.kernel_syscall_args),
                 "syscall_args_pids": list(config.kernel_syscall_args_pids),
+                "syscall_args_execnames": list(config.kernel_syscall_args_execnames),
                 "block_pools": pool_ids[cpus:],
             }
             argv = [sys.executable, "-m", "openetw.service.kernel_recorder", "--socket-fd", str(theirs.fileno()),
