@@ -210,8 +210,10 @@ class Session:
                 config["kernel_syscall_args_pids"] = list(kernel_syscall_args_pids)
             if kernel_syscall_args_execnames is not None:
                 config["kernel_syscall_args_execnames"] = list(kernel_syscall_args_execnames)
-        elif kernel_source != "auto" or (kernel_profile_rate, kernel_syscall_args, kernel_syscall_args_pids, kernel_syscall_args_execnames) != (None,) * 4:
-            raise InvalidArgument("kernel_source, kernel_profile_rate and kernel_syscall_args(_pids) need kernel_flags (a kernel session)")
+        elif kernel_source != "auto" or kernel_profile_rate is not None:
+            raise InvalidArgument("kernel_source and kernel_profile_rate need kernel_flags (a kernel session)")
+        elif (kernel_syscall_args, kernel_syscall_args_pids, kernel_syscall_args_execnames) != (None, None, None):
+            raise InvalidArgument("kernel_syscall_args, kernel_syscall_args_pids and kernel_syscall_args_execnames need kernel_flags with syscall_args")
         fds: tuple[int, ...] = ()
         if log_mode.writes_file:
             if not output_text:

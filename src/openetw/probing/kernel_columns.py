@@ -92,11 +92,11 @@ class ColumnStage:
     def __init__(self) -> None:
         self.awaited_exit: int | None = None  # the -c/-p target: the run ends once its exit came
         self.exit_delivered = False
-        self.call_args: dict[int, deque[tuple[int, int, bytes]]] = {}  # tid -> its calls' argument records (filetime, tid, payload), in time order
+        self.call_args: dict[int, deque[tuple[int, int, bytes]]] = {}  # tid -> its calls' (filetime, tid, payload) records, in time order
         self.args_held = 0  # records in call_args
         self._args_purged_to = 0  # FILETIME: call_args holds no record older than this (but ARGS_SLACK)
         self.recording_args = False  # the kernel trace records arguments (syscall_args)
-        self.args_unrecorded = 0  # entries fired without their arguments (not a path-taking call, or lost)
+        self.args_unrecorded = 0  # entries fired without their arguments (a record lost, or no tracepoint for the call)
         self.strings_unread = 0  # path arguments of fired entries the kernel trace could not read
         self.args_execnames: set[str] | None = None  # the process names whose arguments are recorded (None: all)
         self._pending_blocks: list[Any] = []
