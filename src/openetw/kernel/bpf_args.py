@@ -76,6 +76,7 @@ _LENGTH = struct.Struct("<I")
 _PAGE = mmap.PAGESIZE
 _MAX_PROCESSES = 65536  # traced processes (and threads: a thread's clone is a fork to the tracepoint)
 _WATERMARK_LAG_NS = 5_000_000
+READ_LIMIT = 1_024  # records one read takes from the ring at most (the session reads its other sources in between)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -246,7 +247,7 @@ class BpfArgsSource:
     name = "bpf"
 
     def __init__(self, tracefs_root: Path | None = None, *, calls: Iterable[str] | None = None, pids: Iterable[int] | None = None,
-                 execnames: Iterable[str] | None = None, ring_kb: int = 4096) -> None:  # fmt: skip
+                 execnames: Iterable[str] | None = None, ring_kb: int = 16384) -> None:  # fmt: skip
         """``calls``: the system calls whose arguments are recorded (see the module doc); ``None``:
         the path-taking ones. ``pids``: only the calls of these processes and of the processes
         they start while recorded (their forks, followed by a program on
@@ -267,6 +268,7 @@ class BpfArgsSource:
         self._watermark = 0
         self.missing: list[str] = []
         self.attached: list[str] = []
+        self.behind = False  # the last read left records in the ring
 
     def start(self) -> None:
         from openetw.kernel.tracefs import find_tracefs
@@ -377,8 +379,11 @@ class BpfArgsSource:
         return comms_fd
 
     def read(self, timeout: float) -> list[RawKernelEvent]:
+        """What the ring holds, at most ``READ_LIMIT`` records: the session reads its other
+        sources in between (their rings overflowing would lose system calls, this one's only
+        arguments, counted), and, while :attr:`behind` says more wait, without waiting."""
         now = time.monotonic_ns()
-        events = self._read_ring()
+        events = self._read_ring(READ_LIMIT)
         if not events and timeout > 0 and self._ring_fd >= 0:
             poller = select.epoll()
             try:
@@ -387,7 +392,10 @@ class BpfArgsSource:
             finally:
                 poller.close()
             now = time.monotonic_ns()
-            events = self._read_ring()
+            events = self._read_ring(READ_LIMIT)
+        self.behind = len(events) >= READ_LIMIT
+        if self.behind:
+            now = events[-1][0] + _WATERMARK_LAG_NS  # more wait in the ring: read up to this one only
         self._watermark = max(self._watermark, now - _WATERMARK_LAG_NS)
         return events
 
@@ -434,7 +442,7 @@ class BpfArgsSource:
         self._maps = []
         self._ring_fd = self._drops_fd = -1
 
-    def _read_ring(self) -> list[RawKernelEvent]:
+    def _read_ring(self, limit: int = 1 << 62) -> list[RawKernelEvent]:
         consumer, producer = self._consumer, self._producer
         if consumer is None or producer is None:
             return []
@@ -443,7 +451,7 @@ class BpfArgsSource:
         end = struct.unpack_from("<Q", producer, 0)[0]
         events: list[RawKernelEvent] = []
         append, length_of, head_of = events.append, _LENGTH.unpack_from, _PAYLOAD_HEAD.unpack_from
-        while position < end:
+        while position < end and len(events) < limit:
             at = _PAGE + (position & mask)
             length = length_of(producer, at)[0]
             if length & _BUSY:

@@ -413,11 +413,13 @@ class KernelSession:
         self._ready.set()
         try:
             last_loss_check = time.monotonic()
+            wait = self.flush_interval
             while not self._stop.is_set():
                 events: list[RawKernelEvent] = []
                 for index, source in enumerate(self._sources):
-                    # The first source waits for data; the others give what they have.
-                    events.extend(source.read(self.flush_interval if index == 0 else 0.0))
+                    # The first source waits for data (not while another has more to give); the others give what they have.
+                    events.extend(source.read(wait if index == 0 else 0.0))
+                wait = 0.0 if any(getattr(source, "behind", False) for source in self._sources) else self.flush_interval
                 self._write_fixed()
                 self.mapper.on_arrival(events)
                 self._consume(events, final=False)
