@@ -168,12 +168,16 @@ def test_every_call_of_a_command_on_a_loaded_machine(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     lost = next(r["data"] for r in records if r["type"] == "lost")
-    assert result.returncode == (1 if lost["strings_unread"] else 0), result.stderr
+    # copyinstr() of a path not copied (a page not in memory) or of an entry not recorded (its
+    # record lost, counted) is the run's error; nothing else is.
+    assert result.returncode == (1 if lost["runtime_errors"] else 0), result.stderr
+    assert lost["runtime_errors"] <= lost["strings_unread"] + lost["syscall_args_unrecorded"], lost
     reported = lost["events_lost"] + lost["syscalls_unattributed"] + lost["syscall_args_unrecorded"]
     calls = _maps(records)["@calls"]
     assert abs(calls["read,1"] - LOADED_BYTES) <= reported and abs(calls["write,1"] - LOADED_BYTES) <= reported, (calls, lost)
-    opened = _maps(records)["@opened"]
-    assert opened.get("/dev/zero") == 1 and opened.get("/dev/null") == 1, (opened, lost)
+    opened = _maps(records).get("@opened", {})
+    assert opened.get("/dev/zero", 0) + opened.get("/dev/null", 0) + lost["runtime_errors"] >= 2, (opened, lost)
+    assert opened.get("/dev/zero", 0) <= 1 and opened.get("/dev/null", 0) <= 1, opened
 
 
 def test_every_call_of_the_processes_of_a_name(tmp_path: Path) -> None:
@@ -203,6 +207,7 @@ def test_every_call_of_the_processes_of_a_name(tmp_path: Path) -> None:
     records = [json.loads(line) for line in out.splitlines()]
     lost = next(r["data"] for r in records if r["type"] == "lost")
     calls = _maps(records)["@calls"]
-    assert calls["read,1"] == DD_BYTES and calls["write,1"] == DD_BYTES, (calls, lost, err)
-    # Only ddargs's calls are recorded, and only theirs could be unrecorded.
-    assert lost["syscall_args_unrecorded"] == 0, lost
+    reported = lost["events_lost"] + lost["syscalls_unattributed"] + lost["syscall_args_unrecorded"]
+    assert abs(calls["read,1"] - DD_BYTES) <= reported and abs(calls["write,1"] - DD_BYTES) <= reported, (calls, lost, err)
+    # Only ddargs's calls are recorded, and only theirs could be counted unrecorded (a record lost).
+    assert lost["syscall_args_unrecorded"] <= lost["events_lost"], lost
