@@ -35,8 +35,7 @@ from openetw.probing.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, 
 from openetw.probing.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
 
 __all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_args_calls",
-           "syscall_args_execnames", "syscall_names",
-           "uses_call_arguments"]
+           "syscall_args_execnames", "syscall_names", "uses_call_arguments"]
 
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # family -> (probe names, kernel flags the session needs)
