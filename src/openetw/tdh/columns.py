@@ -45,7 +45,7 @@ from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.decode import _ascii_compatible
 from openetw.tdh.schema import PropertyInfo, Schema
 
-__all__ = ["STEPS", "ColumnPlan", "FieldColumns", "column_plan", "decode_columns", "filetime_micros"]
+__all__ = ["STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows", "plan_type"]
 
 STEPS = {"copy": 1, "widen": 2, "bool": 3, "be16": 4, "guid": 5, "filetime": 6, "utf16z": 7, "ansiz": 8, "counted_utf16": 9}
 """The step codes ``_read.c`` reads (a test holds the two together)."""
@@ -241,6 +241,16 @@ def _array(pa: Any, values: list[Any], kind: str, arrow: Any) -> Any:
     if kind == _TIMESTAMP:
         return pa.array(values, type=pa.int64()).cast(arrow)
     return pa.array(values, type=arrow)
+
+
+def core_columns() -> bool:
+    """Whether the compiled core decodes planned schemas here (else every payload is decoded in Python)."""
+    return _NATIVE is not None
+
+
+def plan_type(kind: str, pa: Any) -> Any:
+    """The Arrow type of a plan's column type name (``pa``: the ``pyarrow`` module)."""
+    return _arrow_type(kind, pa)
 
 
 def _arrow_type(kind: str, pa: Any) -> Any:
