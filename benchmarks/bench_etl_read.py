@@ -174,7 +174,7 @@ def main() -> None:
                 ratio = f"{rate / base:.2f}x" if rate and base else "-"
                 shown = "- (count only)" if name == "etl-parser" else time_as
                 rows.append([Path(rel).name, name, shown, count, f"{rate:,.0f}" if rate else "-", ratio, note])
-    print("Header-level iteration (records/s of CPU time, best of %d; ratio vs dissect.etl doing the same work)" % args.repeat)
+    print(f"Header-level iteration (records/s of CPU time, best of {args.repeat}; ratio vs dissect.etl doing the same work)")
     print(table(["file", "reader", "time read as", "records", "records/s", "vs dissect", "note"], rows))
 
     if args.big_mb:
