@@ -44,6 +44,7 @@ from openetw.export.pipeline import ExportSummary, Progress, TableWriter, _Ident
 from openetw.export.source import Selection
 from openetw.export.tables import SchemaTable, TableCatalog
 from openetw.guids import format_guid
+from openetw.tdh.columns import numeric_array
 from openetw.tdh.context import DecodeContext, process_name_from_image
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema
@@ -463,31 +464,31 @@ def _events_table(
             if found is not None:
                 related[k], extended[k] = found
     columns: dict[str, Any] = {
-        "record": pa.array(positions[chosen], type=pa.int64()),
-        "kind": pa.array(list(KIND_NAMES), type=pa.string()).take(pa.array(kind.astype(np.int64))),
-        "provider_id": guid_text.take(pa.array(provider)),
-        "provider_name": pa.array(provider_texts, type=pa.string()).take(pa.array(mine)),
-        "event_name": pa.array(event_texts, type=pa.string()).take(pa.array(mine)),
-        "id": pa.array(rows["id"], type=pa.uint16()),
-        "version": pa.array(rows["version"], type=pa.uint16()),
-        "channel": pa.array(rows["channel"], type=pa.uint8()),
-        "level": pa.array(rows["level"], type=pa.uint8()),
-        "opcode": pa.array(rows["opcode"], type=pa.uint8()),
-        "task": pa.array(rows["task"], type=pa.uint16()),
-        "keyword": pa.array(rows["keyword"], type=pa.uint64()),
-        "hook_id": pa.array(rows["hook_id"], type=pa.uint16(), mask=~kernel),
-        "pid": pa.array(rows["pid"], type=pa.uint32()),
-        "tid": pa.array(rows["tid"], type=pa.uint32()),
-        "cpu": pa.array(rows["cpu"], type=pa.uint32()),
-        "timestamp": pa.array(rows["timestamp"], type=pa.int64()),
-        "time": pa.array(nanos, type=pa.int64(), mask=~in_range).cast(pa.timestamp("ns", tz="UTC")),
-        "size": pa.array(rows["size"], type=pa.uint32()),
+        "record": numeric_array(pa, positions[chosen], pa.int64()),
+        "kind": pa.array(list(KIND_NAMES), type=pa.string()).take(numeric_array(pa, kind, pa.int64())),
+        "provider_id": guid_text.take(numeric_array(pa, provider, pa.int64())),
+        "provider_name": pa.array(provider_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
+        "event_name": pa.array(event_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
+        "id": numeric_array(pa, rows["id"], pa.uint16()),
+        "version": numeric_array(pa, rows["version"], pa.uint16()),
+        "channel": numeric_array(pa, rows["channel"], pa.uint8()),
+        "level": numeric_array(pa, rows["level"], pa.uint8()),
+        "opcode": numeric_array(pa, rows["opcode"], pa.uint8()),
+        "task": numeric_array(pa, rows["task"], pa.uint16()),
+        "keyword": numeric_array(pa, rows["keyword"], pa.uint64()),
+        "hook_id": numeric_array(pa, rows["hook_id"], pa.uint16(), kernel),
+        "pid": numeric_array(pa, rows["pid"], pa.uint32()),
+        "tid": numeric_array(pa, rows["tid"], pa.uint32()),
+        "cpu": numeric_array(pa, rows["cpu"], pa.uint32()),
+        "timestamp": numeric_array(pa, rows["timestamp"], pa.int64()),
+        "time": numeric_array(pa, nanos, pa.timestamp("ns", tz="UTC"), in_range),
+        "size": numeric_array(pa, rows["size"], pa.uint32()),
         "activity_id": _activities(pa, trace, positions[chosen], is_event),
         "related_activity_id": pa.array(related, type=pa.string()),
         "extended": pa.array(extended, type=pa.list_(pa.string())),
-        "pointer_size": pa.array(sizes[mine], type=pa.uint8()),
-        "user_data_length": pa.array(rows["user_data_length"], type=pa.uint32()),
-        "process_name": pa.array(process_texts, type=pa.string()).take(pa.array(process[chosen])),
+        "pointer_size": numeric_array(pa, sizes[mine], pa.uint8()),
+        "user_data_length": numeric_array(pa, rows["user_data_length"], pa.uint32()),
+        "process_name": pa.array(process_texts, type=pa.string()).take(numeric_array(pa, process[chosen], pa.int64())),
         "reason": pa.nulls(len(chosen), type=pa.string()),
     }
     return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)

@@ -45,7 +45,7 @@ from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.decode import _ascii_compatible
 from openetw.tdh.schema import PropertyInfo, Schema
 
-__all__ = ["STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows", "plan_type"]
+__all__ = ["STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows", "numeric_array", "plan_type"]
 
 STEPS = {"copy": 1, "widen": 2, "bool": 3, "be16": 4, "guid": 5, "filetime": 6, "utf16z": 7, "ansiz": 8, "counted_utf16": 9}
 """The step codes ``_read.c`` reads (a test holds the two together)."""
@@ -194,7 +194,8 @@ class FieldColumns:
                 offsets, data = raw
                 arrays.append(pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
             elif kind == "bool":
-                arrays.append(pa.array(np.frombuffer(raw, dtype=np.bool_), type=pa.bool_()))
+                bits = np.packbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+                arrays.append(pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)]))
             else:
                 arrays.append(pa.Array.from_buffers(_arrow_type(kind, pa), n, [None, pa.py_buffer(raw)]))
         return arrays
@@ -234,7 +235,16 @@ def merge_rows(pa: Any, core: Any, python: Any, fallback: np.ndarray) -> Any:
     n = len(core)
     order = np.arange(n, dtype=np.int64)
     order[fallback] = n + np.arange(len(fallback), dtype=np.int64)
-    return pa.concat_arrays([core, python.cast(core.type)]).take(pa.array(order))
+    return pa.concat_arrays([core, python.cast(core.type)]).take(numeric_array(pa, order, pa.int64()))
+
+
+def numeric_array(pa: Any, values: np.ndarray, arrow: Any, valid: np.ndarray | None = None) -> Any:
+    """``values`` (numbers of ``arrow``'s width) as an Arrow array over a copy of their bytes, null
+    where ``valid`` is false (``pa.array`` over numpy would import pandas, half a second)."""
+    data = np.ascontiguousarray(values, dtype=arrow.to_pandas_dtype() if not pa.types.is_timestamp(arrow) else np.int64)
+    validity = None if valid is None else pa.py_buffer(np.packbits(np.asarray(valid, dtype=np.uint8), bitorder="little"))
+    nulls = -1 if valid is None else int(len(valid) - np.count_nonzero(valid))
+    return pa.Array.from_buffers(arrow, len(data), [validity, pa.py_buffer(data)], null_count=nulls)
 
 
 def _array(pa: Any, values: list[Any], kind: str, arrow: Any) -> Any:
