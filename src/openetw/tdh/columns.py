@@ -45,7 +45,10 @@ from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.decode import _ascii_compatible
 from openetw.tdh.schema import PropertyInfo, Schema
 
-__all__ = ["STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows", "numeric_array", "plan_type"]
+__all__ = [
+    "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows",
+    "numeric_array", "plan_type",
+]  # fmt: skip
 
 STEPS = {"copy": 1, "widen": 2, "bool": 3, "be16": 4, "guid": 5, "filetime": 6, "utf16z": 7, "ansiz": 8, "counted_utf16": 9}
 """The step codes ``_read.c`` reads (a test holds the two together)."""
