@@ -19,14 +19,16 @@ compiled core from the schema's column plan (``SchemaTable.decode_places``).
 
 The values are the ones ``pipeline`` writes, row for row (a test exports every corpus trace both
 ways). ``export_from_columns`` gives ``False`` without writing anything for the traces it leaves to
-``pipeline``: compressed buffers (no payload in place), damage (unknown records, problems found
-reading), WPP messages, an index whose time order is not the reader's.
+``pipeline``: damage (unknown records, problems found reading), WPP messages, files over
+``COLUMNS_MAX_BYTES``. Compressed buffers are inflated into memory first (the mapped file holds
+no payload in place).
 """
 
 from __future__ import annotations
 
 import itertools
 import mmap
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -49,7 +51,11 @@ from openetw.tdh.context import DecodeContext, process_name_from_image
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema
 
-__all__ = ["export_from_columns"]
+__all__ = ["COLUMNS_MAX_BYTES", "export_from_columns"]
+
+COLUMNS_MAX_BYTES = 512 << 20
+"""Files up to this size are written from columns: the whole file's header columns are held at once
+(about 100 bytes a record while the index is built), where the pipeline's memory stays flat."""
 
 _SYSTEM, _COMPACT, _PERFINFO, _CLASSIC, _INSTANCE, _EVENT, _WPP, _UNKNOWN = (KIND_CODES[name] for name in KIND_NAMES)
 _PROCESS_GROUP, _IMAGE_LOAD = 3, 10
@@ -66,28 +72,43 @@ _ROW_BY_ROW = 24  # runs between teaching records this short are named record by
 
 
 class _Trace:
-    """The index of one file and its bytes, mapped: records built on demand."""
+    """The index of one file and its buffers' bytes (the file mapped, or the buffers inflated into
+    memory when they are compressed): records built on demand."""
 
     def __init__(self, reader: EtlReader, path: str) -> None:
         self.built = built = build_index_data(path)
         self.rows = built.records
         self.context = built.context
         buffers = built.buffers
-        self.buffer_at = np.full(int(buffers["index"].max()) + 1 if len(buffers) else 0, -1, dtype=np.int64)
-        self.buffer_at[buffers["index"]] = buffers["file_offset"]
-        self.buffer_size = int(reader.header.buffer_size) if len(buffers) else 0
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self.map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if self.buffer_size else b""
+        count = int(buffers["index"].max()) + 1 if len(buffers) else 0
+        self.buffer_at = np.full(count, -1, dtype=np.int64)
+        self.buffer_length = np.zeros(count, dtype=np.int64)
+        self._file = None
+        self.map: Any = b""
+        if reader.header.compressed:
+            parts: list[bytes] = []
+            total = 0
+            with EtlReader(path, strict=False) as again:
+                for info, data in again.buffers():
+                    if info.index < count:
+                        self.buffer_at[info.index], self.buffer_length[info.index] = total, len(data)
+                    parts.append(data)
+                    total += len(data)
+            self.map = b"".join(parts)
+        elif len(buffers):
+            self.buffer_at[buffers["index"]] = buffers["file_offset"]
+            self.buffer_length[buffers["index"]] = buffers["buffer_size"]
+            self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+            self.map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         self._buffers: dict[int, bytes] = {}  # the last few buffers records were built from (time order interleaves processors)
         rows = self.rows
         self.at = self.buffer_at[rows["buffer"]] + rows["offset"].astype(np.int64) if len(rows) else np.zeros(0, dtype=np.int64)
 
-    def usable(self, reader: EtlReader) -> bool:
+    def usable(self) -> bool:
         built, rows = self.built, self.rows
         return (
-            not reader.header.compressed and not built.errors and not built.unknown_reasons
+            not built.errors and not built.unknown_reasons and int(built.read_stats.get("skipped_bytes", 0)) == 0
             and not bool(np.any((rows["kind"] == _WPP) | (rows["kind"] == _UNKNOWN))) and not bool(np.any(self.buffer_at[rows["buffer"]] < 0))
-            and int(built.read_stats.get("skipped_bytes", 0)) == 0
         )  # fmt: skip
 
     def record(self, row: int) -> EventRecord:
@@ -98,7 +119,7 @@ class _Trace:
             if len(self._buffers) >= 64:
                 self._buffers.clear()
             start = int(self.buffer_at[buffer])
-            data = self._buffers[buffer] = bytes(self.map[start : start + self.buffer_size])
+            data = self._buffers[buffer] = bytes(self.map[start : start + int(self.buffer_length[buffer])])
         cls = RECORD_CLASSES[int(entry["header_type"])]
         offset = int(entry["offset"])
         return cls(cls.layout.unpack_from(data, offset), data, offset, int(entry["size"]), int(entry["cpu"]), self.context, buffer)  # type: ignore[union-attr]
@@ -106,7 +127,8 @@ class _Trace:
     def close(self) -> None:
         if isinstance(self.map, mmap.mmap):
             self.map.close()
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def export_from_columns(
@@ -115,11 +137,11 @@ def export_from_columns(
 ) -> bool:  # fmt: skip
     """Writes the table form of ``reader``'s file through ``writer`` from its columns; ``False``
     (nothing written) when the file is one to read record by record (see the module doc)."""
-    if reader.path is None:
+    if reader.path is None or os.path.getsize(reader.path) > COLUMNS_MAX_BYTES:
         return False
     trace = _Trace(reader, reader.path)
     try:
-        if not trace.usable(reader):
+        if not trace.usable():
             return False
         with _young_collections():
             _export(trace, registry, writer, summary, selection if selection is not None else Selection(), progress, events_rows, pending_limit, flush_rows)
@@ -322,6 +344,8 @@ def _export(
         codes, firsts, inverse = np.unique(group_of[ident[with_schema]], return_index=True, return_inverse=True)
         order = np.argsort(inverse, kind="stable")
         bounds_of = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
+        # a table's records in record order, whatever schema objects (at whatever pointer size) lead to it
+        per_table: dict[int, tuple[_Queue, list[tuple[np.ndarray, Any]]]] = {}
         for g in np.argsort(firsts, kind="stable").tolist():
             picked = with_schema[order[bounds_of[g] : bounds_of[g + 1]]]
             schema, provider_name, event_name, pointer_size = items[int(ident[picked[0]])]
@@ -335,8 +359,11 @@ def _export(
             queue = queues.get(id(entry[1]))
             if queue is None or queue.table is not entry[1]:
                 queue = queues[id(entry[1])] = _Queue(entry[1])
-            queue.add(positions[picked], trace.at[first + picked] + window["user_data_offset"][picked], window["user_data_length"][picked], entry[2])
-            pending += len(picked)
+            per_table.setdefault(id(queue), (queue, []))[1].append((picked, entry[2]))
+        for queue, parts in per_table.values():
+            for picked, decoder in _in_record_order(parts):
+                queue.add(positions[picked], trace.at[first + picked] + window["user_data_offset"][picked], window["user_data_length"][picked], decoder)
+                pending += len(picked)
             if len(queue) >= flush_rows:
                 pending -= len(queue)
                 queue.flush(pa, trace.map, writer)
@@ -363,6 +390,18 @@ def _export(
     if progress is not None:
         progress(n, summary.seconds)
     writer.finish(_layout(summary, catalog, events_schema=schema_of_events))
+
+
+def _in_record_order(parts: list[tuple[np.ndarray, Any]]) -> list[tuple[np.ndarray, Any]]:
+    """Rows of one table from several decoders, as runs of one decoder in row order."""
+    if len(parts) == 1:
+        return parts
+    rows = np.concatenate([picked for picked, _ in parts])
+    which = np.concatenate([np.full(len(picked), k, dtype=np.int64) for k, (picked, _) in enumerate(parts)])
+    order = np.argsort(rows, kind="stable")
+    rows, which = rows[order], which[order]
+    cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
+    return [(run, parts[int(kinds[0])][1]) for run, kinds in zip(np.split(rows, cuts), np.split(which, cuts), strict=True)]
 
 
 class _Queue:
