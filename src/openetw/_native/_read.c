@@ -703,9 +703,9 @@ done:
  * Fixed columns are bytes of n values of the output width; string columns are (offsets, data):
  * n + 1 int32 offsets into UTF-8 data, Arrow's layout.
  */
-enum { COL_COPY = 1, COL_WIDEN = 2, COL_BOOL = 3, COL_BE16 = 4, COL_GUID = 5, COL_FILETIME = 6, COL_UTF16Z = 7, COL_ANSIZ = 8,
-       COL_COUNTED_UTF16 = 9 };
-#define COL_FILETIME_TO_UNIX_MICROS 11644473600000000LL
+enum { COL_COPY = OE_COL_COPY, COL_WIDEN = OE_COL_WIDEN, COL_BOOL = OE_COL_BOOL, COL_BE16 = OE_COL_BE16, COL_GUID = OE_COL_GUID,
+       COL_FILETIME = OE_COL_FILETIME, COL_UTF16Z = OE_COL_UTF16Z, COL_ANSIZ = OE_COL_ANSIZ, COL_COUNTED_UTF16 = OE_COL_COUNTED_UTF16 };
+#define COL_FILETIME_TO_UNIX_MICROS OE_COL_FILETIME_TO_UNIX_MICROS
 
 typedef struct {
     uint8_t *p;

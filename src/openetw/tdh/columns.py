@@ -46,7 +46,7 @@ from openetw.tdh.decode import _ascii_compatible
 from openetw.tdh.schema import PropertyInfo, Schema
 
 __all__ = [
-    "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows",
+    "FILETIME_TO_UNIX_MICROS", "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows",
     "numeric_array", "plan_type",
 ]  # fmt: skip
 
@@ -55,7 +55,8 @@ STEPS = {"copy": 1, "widen": 2, "bool": 3, "be16": 4, "guid": 5, "filetime": 6, 
 
 _NATIVE = native_module("_read")
 _TEXT_STEPS = frozenset({STEPS["guid"], STEPS["utf16z"], STEPS["ansiz"], STEPS["counted_utf16"]})
-_FILETIME_TO_UNIX_MICROS = 11_644_473_600_000_000
+FILETIME_TO_UNIX_MICROS = 11_644_473_600_000_000
+"""Microseconds from 1601-01-01 to 1970-01-01 (a FILETIME column counts from 1970)."""
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIMESTAMP = "timestamp[us, UTC]"
 _UTF8_OUT_TYPES = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
@@ -152,7 +153,7 @@ def filetime_micros(value: datetime | int) -> int:
             value = value.replace(tzinfo=UTC)
         delta = value - _UNIX_EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return value // 10 - _FILETIME_TO_UNIX_MICROS
+    return value // 10 - FILETIME_TO_UNIX_MICROS
 
 
 class FieldColumns:
