@@ -210,7 +210,7 @@ def _process_codes(context: DecodeContext, names: _Names, labels: _Labels, pids:
     return out
 
 
-class _Identities2:
+class _IdentityTable:
     """(schema, provider name, event name, pointer size) numbered once; rows hold the numbers."""
 
     def __init__(self) -> None:
@@ -229,12 +229,15 @@ class _Identities2:
 def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
     """Rows ``DecodeContext.observe`` learns from (a superset: the others teach it nothing)."""
     kind, hook, provider = rows["kind"], rows["hook_id"], rows["provider"]
-    table = np.asarray(providers + [""], dtype=object)
-    text = table[provider]  # -1 (none) is the last entry
+
+    def provider_is(text: str) -> np.ndarray:
+        result: np.ndarray = provider == providers.index(text) if text in providers else np.zeros(len(rows), dtype=bool)
+        return result
+
     kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
     process = kernel & ((hook >> 8) == _PROCESS_GROUP) & ((hook & 0xFF) != _IMAGE_LOAD)
-    manifest = (kind == _EVENT) & (((rows["id"] == _MANIFEST_DATA_ID) & (rows["opcode"] == _MANIFEST_OPCODE)) | (text == _KERNEL_PROCESS_PROVIDER))
-    metadata = ((kind == _CLASSIC) | (kind == _INSTANCE)) & (text == _METADATA_CLASS)
+    manifest = (kind == _EVENT) & (((rows["id"] == _MANIFEST_DATA_ID) & (rows["opcode"] == _MANIFEST_OPCODE)) | provider_is(_KERNEL_PROCESS_PROVIDER))
+    metadata = ((kind == _CLASSIC) | (kind == _INSTANCE)) & provider_is(_METADATA_CLASS)
     teaching: np.ndarray = process | manifest | metadata
     return teaching
 
@@ -284,7 +287,7 @@ def _export(
     groups_seen: dict[tuple[int, int], int] = {}
     pending = decoded = undecodable = 0
     n = len(rows)
-    table_of = _Identities2()
+    table_of = _IdentityTable()
     labels = _Labels()
     for first in range(0, n, events_rows):
         last = min(n, first + events_rows)
@@ -439,7 +442,7 @@ class _Queue:
             start = stop
 
 
-def _one(record: EventRecord, identities: _Identities, table_of: _Identities2, i: int, extras: dict[int, tuple[str | None, list[str] | None]]) -> int:
+def _one(record: EventRecord, identities: _Identities, table_of: _IdentityTable, i: int, extras: dict[int, tuple[str | None, list[str] | None]]) -> int:
     """The identity number of row ``i`` from its record (and its extended columns into ``extras``)."""
     if record.kind == "event" and record.flags & _EXTENDED_INFO:
         other = record.related_activity_id
@@ -449,7 +452,7 @@ def _one(record: EventRecord, identities: _Identities, table_of: _Identities2, i
 
 
 def _identify(
-    trace: _Trace, identities: _Identities, table_of: _Identities2, keys: tuple[np.ndarray, np.ndarray, np.ndarray], own: np.ndarray,
+    trace: _Trace, identities: _Identities, table_of: _IdentityTable, keys: tuple[np.ndarray, np.ndarray, np.ndarray], own: np.ndarray,
     a: int, b: int, first: int, ident: np.ndarray, extras: dict[int, tuple[str | None, list[str] | None]],
 ) -> None:  # fmt: skip
     """Identity numbers of rows ``a:b`` of the window (with the context as it is now)."""
@@ -484,7 +487,7 @@ def _events_table(
     provider_texts: list[str | None], event_texts: list[str | None], ident: np.ndarray, process_texts: list[str | None], process: np.ndarray,
     sizes: np.ndarray, extras: dict[int, tuple[str | None, list[str] | None]],
 ) -> Any:  # fmt: skip
-    rows = window[chosen]
+    rows = window if len(chosen) == len(window) else window[chosen]
     kind = rows["kind"]
     is_event = kind == _EVENT
     kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
