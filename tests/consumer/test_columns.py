@@ -101,8 +101,18 @@ def test_every_corpus_trace_as_column_batches_equals_its_records_and_their_decod
             mine = records[first : first + len(batch)]
             header = batch.header
             known = [i for i, record in enumerate(mine) if record.kind != "unknown"]
-            for name, attr in (("filetime", "filetime"), ("pid", "pid"), ("tid", "tid"), ("cpu", "cpu"), ("level", "level"), ("keyword", "keyword")):
-                assert header[name][known].tolist() == [getattr(mine[i], attr) & 0xFFFFFFFFFFFFFFFF for i in known], (path.name, name)
+            for name, attr in (
+                ("filetime", "filetime"),
+                ("pid", "pid"),
+                ("tid", "tid"),
+                ("cpu", "cpu"),
+                ("level", "level"),
+                ("keyword", "keyword"),
+            ):
+                assert header[name][known].tolist() == [getattr(mine[i], attr) & 0xFFFFFFFFFFFFFFFF for i in known], (
+                    path.name,
+                    name,
+                )
             for i in known:
                 record = mine[i]
                 if record.kind == "event":
@@ -112,8 +122,13 @@ def test_every_corpus_trace_as_column_batches_equals_its_records_and_their_decod
                     assert batch.providers[provider].bytes_le == record.provider_guid_bytes
             for item in batch.schemas:
                 rows = item.rows.tolist()
-                assert all(context.schema_for(mine[row]) is item.schema and mine[row].pointer_size == item.pointer_size for row in rows)
-                check_fields(CompiledSchema(item.schema, item.pointer_size), [mine[row].user_data for row in rows], item.fields)
+                assert all(
+                    context.schema_for(mine[row]) is item.schema and mine[row].pointer_size == item.pointer_size
+                    for row in rows
+                )
+                check_fields(
+                    CompiledSchema(item.schema, item.pointer_size), [mine[row].user_data for row in rows], item.fields
+                )
                 planned_rows += len(rows) if item.fields.plan is not None else 0
             decoded = {row for item in batch.schemas for row in item.rows.tolist()}
             assert decoded.isdisjoint(batch.undecoded.tolist()) and len(decoded) + len(batch.undecoded) == len(batch)
@@ -134,7 +149,12 @@ EDGES = Schema(
 
 def _edge_payload(name: bytes = "Mercury".encode("utf-16-le") + b"\0\0", ansi: bytes = b"abc\0", counted: bytes = b"\x04\x00h\x00i\x00",
                   when: int = 132_000_000_000_000_000, pointer_size: int = 8) -> bytes:  # fmt: skip
-    head = struct.pack("<IIBH", 7, 1, 2, 0x3412) + (b"\x10" * pointer_size) + uuid.uuid4().bytes_le + struct.pack("<qd", when, 0.5)
+    head = (
+        struct.pack("<IIBH", 7, 1, 2, 0x3412)
+        + (b"\x10" * pointer_size)
+        + uuid.uuid4().bytes_le
+        + struct.pack("<qd", when, 0.5)
+    )
     return head + name + ansi + counted + struct.pack("<q", -3)
 
 
@@ -143,7 +163,9 @@ def edge_payloads(pointer_size: int) -> list[bytes]:
     return [
         good,
         good[:10],  # short: the general decoder reports it
-        _edge_payload(name="\U0001f600 ok".encode("utf-16-le") + b"\0\0", pointer_size=pointer_size),  # a surrogate pair
+        _edge_payload(
+            name="\U0001f600 ok".encode("utf-16-le") + b"\0\0", pointer_size=pointer_size
+        ),  # a surrogate pair
         _edge_payload(name=b"\x00\xd8x\x00\0\0", pointer_size=pointer_size),  # a lone surrogate
         _edge_payload(ansi=b"caf\xe9\0", pointer_size=pointer_size),  # not ASCII: cp1252 in Python
         _edge_payload(counted=b"\x03\x00abc", pointer_size=pointer_size),  # an odd byte count
@@ -156,7 +178,9 @@ def edge_payloads(pointer_size: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("pointer_size", [4, 8])
-def test_payloads_the_plan_cannot_read_are_decoded_by_python_with_the_same_values(engine: str, pointer_size: int) -> None:
+def test_payloads_the_plan_cannot_read_are_decoded_by_python_with_the_same_values(
+    engine: str, pointer_size: int
+) -> None:
     data = edge_payloads(pointer_size)
     decoder = CompiledSchema(EDGES, pointer_size)
     assert column_plan(EDGES, pointer_size) is not None
@@ -178,9 +202,13 @@ def test_schemas_without_a_plan_are_decoded_payload_by_payload(engine: str) -> N
     assert fields.values[0] == {"n": 2, "items": [5, 6]}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(schemas(), st.sampled_from([4, 8]), st.integers(0, 2**32))
-def test_random_schemas_and_damaged_payloads_give_the_decoders_values(engine: str, schema: Schema, pointer_size: int, seed: int) -> None:
+def test_random_schemas_and_damaged_payloads_give_the_decoders_values(
+    engine: str, schema: Schema, pointer_size: int, seed: int
+) -> None:
     data = payloads(schema, pointer_size, seed, 6)
     decoder = CompiledSchema(schema, pointer_size)
     lengths = np.asarray([len(item) for item in data], dtype=np.int64)
@@ -199,10 +227,14 @@ PLANNED = [
 @st.composite
 def planned_schemas(draw: st.DrawFn) -> Schema:
     chosen = draw(st.lists(st.sampled_from(PLANNED), min_size=1, max_size=8))
-    return Schema(EDGES.provider_id, properties=tuple(P(f"p{i}", in_type, out) for i, (in_type, out) in enumerate(chosen)))
+    return Schema(
+        EDGES.provider_id, properties=tuple(P(f"p{i}", in_type, out) for i, (in_type, out) in enumerate(chosen))
+    )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(planned_schemas(), st.sampled_from([4, 8]), st.integers(0, 2**32), st.lists(st.binary(max_size=48), max_size=4))
 def test_planned_schemas_over_damaged_and_random_payloads_give_the_decoders_values(
     engine: str, schema: Schema, pointer_size: int, seed: int, noise: list[bytes]

@@ -26,6 +26,7 @@ def registry() -> SchemaRegistry:
     traces need (the .NET one only serves net.4.5.2.x64.etl, which is left to the pipeline)."""
     return build_registry([str(corpus_path("etl", "manifests", "tx", "HTTP_Server.man"))], installed=False)
 
+
 LEFT_TO_RECORDS: set[str] = set()
 
 

@@ -86,7 +86,12 @@ def column_batches(source: Any, schema_of: SchemaOf, *, chunk_bytes: int = CHUNK
             yield _batch(bufs, context, schema_of, decoders)
 
 
-def _batch(bufs: Buffers, context: RecordContext, schema_of: SchemaOf, decoders: dict[tuple[int, int], tuple[Schema, CompiledSchema]]) -> ColumnBatch:
+def _batch(
+    bufs: Buffers,
+    context: RecordContext,
+    schema_of: SchemaOf,
+    decoders: dict[tuple[int, int], tuple[Schema, CompiledSchema]],
+) -> ColumnBatch:
     chains = walk_chains(bufs)
     rows, lo, hi, has, _ = file_order_rows(bufs, chains)
     rows["provider"], providers = provider_table(lo, hi, has)
@@ -142,7 +147,11 @@ def _batch(bufs: Buffers, context: RecordContext, schema_of: SchemaOf, decoders:
         entry = decoders.get(key)
         if entry is None or entry[0] is not schema:
             entry = decoders[key] = (schema, CompiledSchema(schema, pointer_size))
-        schemas.append(SchemaColumns(schema, pointer_size, members, decode_columns(entry[1], blob, starts[members], lengths[members])))
+        schemas.append(
+            SchemaColumns(
+                schema, pointer_size, members, decode_columns(entry[1], blob, starts[members], lengths[members])
+            )
+        )
     schemas.sort(key=lambda item: int(item.rows[0]))
     return ColumnBatch(rows, providers, activity, schemas, np.sort(np.concatenate(undecoded)))
 
@@ -150,13 +159,24 @@ def _batch(bufs: Buffers, context: RecordContext, schema_of: SchemaOf, decoders:
 def _identities(rows: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(identity of rows[chosen], return_index, return_inverse)[1:]`` (identities in
     some order): two 64-bit words per identity, mixed into one to sort, checked exactly."""
+
     def column(name: str) -> np.ndarray:
         values: np.ndarray = rows[name][chosen].astype(np.uint64)
         return values
 
     provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
-    high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
-    low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
+    high = (
+        column("kind") << np.uint64(56)
+        | column("header_type") << np.uint64(48)
+        | provider << np.uint64(16)
+        | column("flags")
+    )
+    low = (
+        column("id") << np.uint64(40)
+        | column("hook_id") << np.uint64(24)
+        | column("version") << np.uint64(8)
+        | column("opcode")
+    )
     mixed = high ^ (low * np.uint64(0x9E3779B97F4A7C15))
     _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
     if np.array_equal(high, high[first][inverse]) and np.array_equal(low, low[first][inverse]):
@@ -179,7 +199,13 @@ def _activity(blob: bytes | bytearray, rows: np.ndarray, at: np.ndarray) -> np.n
 
 def _record(data: bytes, row: np.void, at: int, context: RecordContext) -> EventRecord:
     """The record a reader would give for index row ``row`` at offset ``at`` of the blob."""
-    kind, header_type, size, cpu, buffer = int(row["kind"]), int(row["header_type"]), int(row["size"]), int(row["cpu"]), int(row["buffer"])
+    kind, header_type, size, cpu, buffer = (
+        int(row["kind"]),
+        int(row["header_type"]),
+        int(row["size"]),
+        int(row["cpu"]),
+        int(row["buffer"]),
+    )
     if kind == _WPP:
         return MessageRecord(L.MESSAGE_TRACE_HEADER.unpack_from(data, at), data, at, size, cpu, context, buffer)
     cls = RECORD_CLASSES[header_type]

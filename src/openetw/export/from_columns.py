@@ -100,15 +100,22 @@ class _Trace:
             self.buffer_length[buffers["index"]] = buffers["buffer_size"]
             self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
             self.map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        self._buffers: dict[int, bytes] = {}  # the last few buffers records were built from (time order interleaves processors)
+        self._buffers: dict[
+            int, bytes
+        ] = {}  # the last few buffers records were built from (time order interleaves processors)
         rows = self.rows
-        self.at = self.buffer_at[rows["buffer"]] + rows["offset"].astype(np.int64) if len(rows) else np.zeros(0, dtype=np.int64)
+        self.at = (
+            self.buffer_at[rows["buffer"]] + rows["offset"].astype(np.int64)
+            if len(rows)
+            else np.zeros(0, dtype=np.int64)
+        )
 
     def usable(self) -> bool:
         built, rows = self.built, self.rows
         return (
             not built.errors and not built.unknown_reasons and int(built.read_stats.get("skipped_bytes", 0)) == 0
-            and not bool(np.any((rows["kind"] == _WPP) | (rows["kind"] == _UNKNOWN))) and not bool(np.any(self.buffer_at[rows["buffer"]] < 0))
+            and not bool(np.any((rows["kind"] == _WPP) | (rows["kind"] == _UNKNOWN)))
+            and not bool(np.any(self.buffer_at[rows["buffer"]] < 0))
         )  # fmt: skip
 
     def record(self, row: int) -> EventRecord:
@@ -122,7 +129,8 @@ class _Trace:
             data = self._buffers[buffer] = bytes(self.map[start : start + int(self.buffer_length[buffer])])
         cls = RECORD_CLASSES[int(entry["header_type"])]
         offset = int(entry["offset"])
-        return cls(cls.layout.unpack_from(data, offset), data, offset, int(entry["size"]), int(entry["cpu"]), self.context, buffer)  # type: ignore[union-attr]
+        header = cls.layout.unpack_from(data, offset)  # type: ignore[union-attr]
+        return cls(header, data, offset, int(entry["size"]), int(entry["cpu"]), self.context, buffer)
 
     def close(self) -> None:
         if isinstance(self.map, mmap.mmap):
@@ -144,7 +152,17 @@ def export_from_columns(
         if not trace.usable():
             return False
         with _young_collections():
-            _export(trace, registry, writer, summary, selection if selection is not None else Selection(), progress, events_rows, pending_limit, flush_rows)
+            _export(
+                trace,
+                registry,
+                writer,
+                summary,
+                selection if selection is not None else Selection(),
+                progress,
+                events_rows,
+                pending_limit,
+                flush_rows,
+            )
         summary.errors.extend(str(error) for error in reader.stats.errors)
         return True
     finally:
@@ -181,7 +199,9 @@ class _Labels:
         return found
 
 
-def _process_codes(context: DecodeContext, names: _Names, labels: _Labels, pids: np.ndarray, when: np.ndarray) -> np.ndarray:
+def _process_codes(
+    context: DecodeContext, names: _Names, labels: _Labels, pids: np.ndarray, when: np.ndarray
+) -> np.ndarray:
     """The number of ``process_name(pid, when)`` of each row, with the context as it is now."""
     if not len(pids):
         return np.zeros(0, dtype=np.int64)
@@ -236,7 +256,10 @@ def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
 
     kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
     process = kernel & ((hook >> 8) == _PROCESS_GROUP) & ((hook & 0xFF) != _IMAGE_LOAD)
-    manifest = (kind == _EVENT) & (((rows["id"] == _MANIFEST_DATA_ID) & (rows["opcode"] == _MANIFEST_OPCODE)) | provider_is(_KERNEL_PROCESS_PROVIDER))
+    manifest = (kind == _EVENT) & (
+        ((rows["id"] == _MANIFEST_DATA_ID) & (rows["opcode"] == _MANIFEST_OPCODE))
+        | provider_is(_KERNEL_PROCESS_PROVIDER)
+    )
     metadata = ((kind == _CLASSIC) | (kind == _INSTANCE)) & provider_is(_METADATA_CLASS)
     teaching: np.ndarray = process | manifest | metadata
     return teaching
@@ -244,17 +267,30 @@ def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
 
 def _identity_keys(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's identity as two 64-bit words, and the two mixed into one (to sort on)."""
+
     def column(name: str) -> np.ndarray:
         values: np.ndarray = rows[name].astype(np.uint64)
         return values
 
     provider = (rows["provider"].astype(np.int64) + 1).astype(np.uint64)
-    high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
-    low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
+    high = (
+        column("kind") << np.uint64(56)
+        | column("header_type") << np.uint64(48)
+        | provider << np.uint64(16)
+        | column("flags")
+    )
+    low = (
+        column("id") << np.uint64(40)
+        | column("hook_id") << np.uint64(24)
+        | column("version") << np.uint64(8)
+        | column("opcode")
+    )
     return high, low, high ^ (low * np.uint64(0x9E3779B97F4A7C15))
 
 
-def _unique_identities(keys: tuple[np.ndarray, np.ndarray, np.ndarray], chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _unique_identities(
+    keys: tuple[np.ndarray, np.ndarray, np.ndarray], chosen: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(identities of rows chosen, return_index, return_inverse)[1:]``, exactly."""
     high, low, mixed = (part[chosen] for part in keys)
     _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
@@ -338,7 +374,13 @@ def _export(
         summary.rows += table.num_rows
         writer.write_events(table)
         # each schema's rows, tables made in order of first appearance
-        group_of = np.asarray([-1 if item[0] is None else groups_seen.setdefault((id(item[0]), item[3]), len(groups_seen)) for item in items], dtype=np.int64)
+        group_of = np.asarray(
+            [
+                -1 if item[0] is None else groups_seen.setdefault((id(item[0]), item[3]), len(groups_seen))
+                for item in items
+            ],
+            dtype=np.int64,
+        )
         row_groups = group_of[ident[chosen]]
         undecodable += int(np.count_nonzero(row_groups < 0))
         with_schema = chosen[row_groups >= 0]
@@ -365,7 +407,12 @@ def _export(
             per_table.setdefault(id(queue), (queue, []))[1].append((picked, entry[2]))
         for queue, parts in per_table.values():
             for picked, decoder in _in_record_order(parts):
-                queue.add(positions[picked], trace.at[first + picked] + window["user_data_offset"][picked], window["user_data_length"][picked], decoder)
+                queue.add(
+                    positions[picked],
+                    trace.at[first + picked] + window["user_data_offset"][picked],
+                    window["user_data_length"][picked],
+                    decoder,
+                )
                 pending += len(picked)
             if len(queue) >= flush_rows:
                 pending -= len(queue)
@@ -381,7 +428,9 @@ def _export(
     for queue in queues.values():
         queue.flush(pa, trace.map, writer)
     if summary.rows == 0:
-        writer.write_events(pa.Table.from_arrays([pa.array([], type=field.type) for field in schema_of_events], schema=schema_of_events))
+        writer.write_events(
+            pa.Table.from_arrays([pa.array([], type=field.type) for field in schema_of_events], schema=schema_of_events)
+        )
     summary.records += n
     summary.decoded += decoded
     summary.undecodable += undecodable
@@ -404,7 +453,9 @@ def _in_record_order(parts: list[tuple[np.ndarray, Any]]) -> list[tuple[np.ndarr
     order = np.argsort(rows, kind="stable")
     rows, which = rows[order], which[order]
     cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
-    return [(run, parts[int(kinds[0])][1]) for run, kinds in zip(np.split(rows, cuts), np.split(which, cuts), strict=True)]
+    return [
+        (run, parts[int(kinds[0])][1]) for run, kinds in zip(np.split(rows, cuts), np.split(which, cuts), strict=True)
+    ]
 
 
 class _Queue:
@@ -442,12 +493,21 @@ class _Queue:
             start = stop
 
 
-def _one(record: EventRecord, identities: _Identities, table_of: _IdentityTable, i: int, extras: dict[int, tuple[str | None, list[str] | None]]) -> int:
+def _one(
+    record: EventRecord,
+    identities: _Identities,
+    table_of: _IdentityTable,
+    i: int,
+    extras: dict[int, tuple[str | None, list[str] | None]],
+) -> int:
     """The identity number of row ``i`` from its record (and its extended columns into ``extras``)."""
     if record.kind == "event" and record.flags & _EXTENDED_INFO:
         other = record.related_activity_id
         items = record.extended
-        extras[i] = (None if other is None else format_guid(other), [item.type_name for item in items] if items else None)
+        extras[i] = (
+            None if other is None else format_guid(other),
+            [item.type_name for item in items] if items else None,
+        )
     return table_of.code(*identities.of(record), record.pointer_size)
 
 
@@ -463,11 +523,16 @@ def _identify(
     if not len(shared):
         return
     lead, inverse = _unique_identities(keys, shared)
-    codes = np.asarray([_one(trace.record(first + row), identities, table_of, row, extras) for row in shared[lead].tolist()], dtype=np.int64)
+    codes = np.asarray(
+        [_one(trace.record(first + row), identities, table_of, row, extras) for row in shared[lead].tolist()],
+        dtype=np.int64,
+    )
     ident[shared] = codes[inverse]
 
 
-def _provider_filter(selection: Selection, providers: list[str]) -> Callable[[np.ndarray, list[str | None], np.ndarray], np.ndarray] | None:
+def _provider_filter(
+    selection: Selection, providers: list[str]
+) -> Callable[[np.ndarray, list[str | None], np.ndarray], np.ndarray] | None:
     """Which rows a provider selection keeps (by GUID, or by the provider name they were given)."""
     if not selection.providers:
         return None

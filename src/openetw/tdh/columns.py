@@ -46,11 +46,22 @@ from openetw.tdh.decode import _ascii_compatible
 from openetw.tdh.schema import PropertyInfo, Schema
 
 __all__ = [
-    "FILETIME_TO_UNIX_MICROS", "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns", "filetime_micros", "merge_rows",
+    "FILETIME_TO_UNIX_MICROS", "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns",
+    "filetime_micros", "merge_rows",
     "numeric_array", "plan_type",
 ]  # fmt: skip
 
-STEPS = {"copy": 1, "widen": 2, "bool": 3, "be16": 4, "guid": 5, "filetime": 6, "utf16z": 7, "ansiz": 8, "counted_utf16": 9}
+STEPS = {
+    "copy": 1,
+    "widen": 2,
+    "bool": 3,
+    "be16": 4,
+    "guid": 5,
+    "filetime": 6,
+    "utf16z": 7,
+    "ansiz": 8,
+    "counted_utf16": 9,
+}
 """The step codes ``_read.c`` reads (a test holds the two together)."""
 
 _NATIVE = native_module("_read")
@@ -95,7 +106,9 @@ def _step(prop: PropertyInfo, pointer_size: int, ansi_encoding: str) -> tuple[st
         if out == OutType.BOOLEAN:
             return "bool", STEPS["bool"], width
         if out == OutType.PORT and width == 2:
-            return ("uint16", STEPS["be16"], 2) if in_type == InType.UINT16 else None  # a signed port would not fit its column
+            return (
+                ("uint16", STEPS["be16"], 2) if in_type == InType.UINT16 else None
+            )  # a signed port would not fit its column
         if out == OutType.IPV4 and width == 4:
             return None  # an address: text
         return name, STEPS["copy"], width
@@ -167,8 +180,11 @@ class FieldColumns:
 
     __slots__ = ("plan", "names", "types", "count", "raw", "fallback", "values", "errors")
 
-    def __init__(self, plan: ColumnPlan | None, names: Sequence[str], types: Sequence[str | None], count: int, raw: list[Any] | None,
-                 fallback: np.ndarray, values: list[dict[str, Any]], errors: list[dict[str, PropertyDecodeError]]) -> None:  # fmt: skip
+    def __init__(
+        self, plan: ColumnPlan | None, names: Sequence[str], types: Sequence[str | None], count: int,
+        raw: list[Any] | None, fallback: np.ndarray, values: list[dict[str, Any]],
+        errors: list[dict[str, PropertyDecodeError]],
+    ) -> None:  # fmt: skip
         self.plan = plan
         self.names = tuple(names)
         self.types = tuple(types)
@@ -246,7 +262,9 @@ def numeric_array(pa: Any, values: np.ndarray, arrow: Any, valid: np.ndarray | N
     """``values`` (numbers of ``arrow``'s width) as an Arrow array over a copy of their bytes, null
     where ``valid`` is false (``pa.array`` over numpy would import pandas, half a second)."""
     data = np.ascontiguousarray(values, dtype=arrow.to_pandas_dtype() if not pa.types.is_timestamp(arrow) else np.int64)
-    validity = None if valid is None else pa.py_buffer(np.packbits(np.asarray(valid, dtype=np.uint8), bitorder="little"))
+    validity = (
+        None if valid is None else pa.py_buffer(np.packbits(np.asarray(valid, dtype=np.uint8), bitorder="little"))
+    )
     nulls = -1 if valid is None else int(len(valid) - np.count_nonzero(valid))
     return pa.Array.from_buffers(arrow, len(data), [validity, pa.py_buffer(data)], null_count=nulls)
 
@@ -286,11 +304,15 @@ def _python_value(kind: str | None, value: Any) -> Any:
     if kind == "string":
         if isinstance(value, uuid.UUID):
             return str(value)
-        return value if type(value) is str else bytes(value).hex() if isinstance(value, (bytes, bytearray)) else str(value)
+        return (
+            value if type(value) is str else bytes(value).hex() if isinstance(value, (bytes, bytearray)) else str(value)
+        )
     return value
 
 
-def decode_columns(decoder: CompiledSchema, blob: bytes | bytearray | memoryview, starts: np.ndarray, lengths: np.ndarray) -> FieldColumns:
+def decode_columns(
+    decoder: CompiledSchema, blob: bytes | bytearray | memoryview, starts: np.ndarray, lengths: np.ndarray
+) -> FieldColumns:
     """The payloads ``blob[starts[i]:starts[i] + lengths[i]]`` of ``decoder``'s schema as columns."""
     schema, pointer_size = decoder.schema, decoder.pointer_size
     starts = np.ascontiguousarray(starts, dtype=np.int64)
