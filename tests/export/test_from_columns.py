@@ -19,6 +19,7 @@ from openetw.report.sources import build_registry
 from openetw.tdh.registry import SchemaRegistry
 from tests.conftest import corpus_path
 from tests.export.conftest import ETL_FILES
+from tests.native import cases
 
 
 def registry() -> SchemaRegistry:
@@ -92,3 +93,17 @@ def test_a_selection_keeps_the_same_rows_both_ways(selection: Selection, tmp_pat
     assert used and 0 < expected.rows < expected.records
     assert _facts(got) == _facts(expected)
     _same_layouts(tmp_path / "records", tmp_path / "columns")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_damaged_traces_give_the_pipelines_tables_or_are_left_to_it(seed: int, tmp_path: Path) -> None:
+    name = ("tx/HTTP_Server.etl", "tx/Process.etl")[seed % 2]
+    source = tmp_path / "damaged.etl"
+    source.write_bytes(cases.mutated(corpus_path("etl", name).read_bytes(), seed, flips=24, keep=0x2000))
+    expected, _ = _export(source, tmp_path / "records", "records", Selection())
+    got, used = _export(source, tmp_path / "columns", "columns", Selection())
+    if used:
+        assert _facts(got) == _facts(expected)
+        _same_layouts(tmp_path / "records", tmp_path / "columns")
+    else:
+        assert got.rows == 0 and not list((tmp_path / "columns").iterdir())

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES, build_index_data
+from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RECORD_CLASSES, EventRecord
@@ -147,7 +148,10 @@ def export_from_columns(
     (nothing written) when the file is one to read record by record (see the module doc)."""
     if reader.path is None or os.path.getsize(reader.path) > COLUMNS_MAX_BYTES:
         return False
-    trace = _Trace(reader, reader.path)
+    try:
+        trace = _Trace(reader, reader.path)
+    except OpenEtwError:
+        return False  # damage the index pass stops at: the pipeline reads what it can, record by record
     try:
         if not trace.usable():
             return False
