@@ -156,18 +156,8 @@ def export_from_columns(
         if not trace.usable():
             return False
         with _young_collections():
-            _export(
-                trace,
-                registry,
-                writer,
-                summary,
-                selection if selection is not None else Selection(),
-                progress,
-                events_rows,
-                pending_limit,
-                flush_rows,
-            )
-        summary.errors.extend(str(error) for error in reader.stats.errors)
+            chosen = selection if selection is not None else Selection()
+            _export(trace, reader, registry, writer, summary, chosen, progress, events_rows, pending_limit, flush_rows)
         return True
     finally:
         trace.close()
@@ -307,7 +297,7 @@ def _unique_identities(
 
 
 def _export(
-    trace: _Trace, registry: SchemaRegistry, writer: TableWriter, summary: ExportSummary, selection: Selection, progress: Progress | None,
+    trace: _Trace, reader: EtlReader, registry: SchemaRegistry, writer: TableWriter, summary: ExportSummary, selection: Selection, progress: Progress | None,
     events_rows: int, pending_limit: int, flush_rows: int,
 ) -> None:  # fmt: skip
     pa = require("pyarrow", "exporting tables")
@@ -441,6 +431,7 @@ def _export(
     summary.property_errors += sum(table.property_errors for table in catalog.tables)
     summary.untyped_values += sum(table.untyped_values for table in catalog.tables)
     summary.tables += len(catalog.tables)
+    summary.errors.extend(str(error) for error in reader.stats.errors)  # as the pipeline lists them: the reader's first
     summary.errors.extend(str(error) for error in context.manifest_errors)
     summary.seconds += time.perf_counter() - started
     if progress is not None:
