@@ -10,7 +10,7 @@ import pytest
 
 from openetw.consumer.trace import _registry
 from openetw.events.registry import build_registry
-from openetw.store import ManifestRegistry
+from openetw.manifest.store import ManifestRegistry
 from openetw.testing import EventRecordBuilder
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_driver" / "evntdrv.xml"

@@ -93,7 +93,7 @@ def test_problems_are_collected_not_raised(tmp_path: Path) -> None:
 
 
 def test_installed_manifests_are_used_and_given_ones_win(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from openetw.store import ManifestRegistry
+    from openetw.manifest.store import ManifestRegistry
 
     store = tmp_path / "data"
     monkeypatch.setenv("OPENETW_DATA_DIR", str(store))
@@ -156,8 +156,8 @@ def test_the_registry_is_built_in_one_place() -> None:
     import openetw
 
     src = Path(openetw.__file__).parent
-    home = "store/schemas.py"
-    readers = {"LazyManifestRegistry", "schemas_from_mof_file", "read_tmf_path", "installed_manifests", "add_manifest", "load_manifests"}
+    home = "tdh/from_files.py"
+    readers = {"LazyManifestRegistry", "schemas_from_mof_file", "read_tmf_path", "add_manifest", "load_manifests"}
     found = []
     for path in sorted(src.rglob("*.py")):
         where = path.relative_to(src).as_posix()

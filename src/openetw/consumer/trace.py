@@ -63,7 +63,7 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
     if isinstance(manifests, SchemaRegistry):
         return manifests, {}
     from openetw.manifest.builtin import builtin_providers
-    from openetw.store.schemas import build_registry
+    from openetw.tdh.from_files import build_registry
 
     loaded: list[Any] = []
     paths: list[str | Path] = []
@@ -72,7 +72,11 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
             paths.append(os.fspath(item))
         else:
             loaded.append(item)
-    registry = build_registry(paths, installed=manifests is None, manifests=loaded, empty_is_error=True)
+    if manifests is None:
+        from openetw.manifest.store.manifests import installed_manifests
+
+        loaded = installed_manifests(errors)
+    registry = build_registry(paths, manifests=loaded, empty_is_error=True)
     # the shipped layouts' providers first: any manifest given or installed wins for a name
     names: dict[str, Any] = {name.lower(): guid for guid, (name, _) in builtin_providers().items()}
     names.update(registry.provider_guids_by_name())
@@ -194,7 +198,7 @@ class UserTrace:
     def _resolve(self, name: str) -> Any:
         """A provider name (``openetw.provider_names``): the trace's manifests, the installed
         ones, then ETW's name hash, announced with a ``ProviderNameWarning``."""
-        from openetw.store.lookup import resolve_provider
+        from openetw.manifest.store.lookup import resolve_provider
 
         resolved = resolve_provider(
             name, installed=self.manifests is None, manifests=lambda text: self._provider_names.get(text.lower())

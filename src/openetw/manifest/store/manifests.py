@@ -32,15 +32,15 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
 
-from openetw.errors import AccessDenied, InvalidArgument, ManifestError
+from openetw.errors import AccessDenied, InvalidArgument, ManifestError, OpenEtwError
 from openetw.guids import parse_guid
 from openetw.manifest import Diagnostic, Manifest, parse_manifest, validate
 from openetw.manifest.loader import expand_manifest_paths
+from openetw.manifest.store.files import exclusive_lock, write_atomically
+from openetw.manifest.store.merge import merge_guid
+from openetw.manifest.store.reading import read_manifest, read_manifest_bytes
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
 from openetw.safeio import read_regular_file
-from openetw.store.files import exclusive_lock, write_atomically
-from openetw.store.merge import merge_guid
-from openetw.store.reading import read_manifest, read_manifest_bytes
 
 Scope = Literal["user", "system"]
 
@@ -485,9 +485,22 @@ class ManifestRegistry:
         return [entry for store in self.stores for entry in store.entries()]
 
 
+def installed_manifests(errors: list[ManifestError] | None = None) -> list[Manifest]:
+    """The manifests of the installed-manifest store (the system's, then the user's: lowest
+    precedence first, so the user's win), or ``[]`` when the store cannot be read (the reason
+    joins ``errors``)."""
+    try:
+        return [manifest for _, manifest in ManifestRegistry().sources(errors)]
+    except (OSError, OpenEtwError) as error:
+        if errors is not None:
+            errors.append(ManifestError(f"cannot read the installed manifests: {error}"))
+        return []
+
+
 __all__ = [
     "DATA_DIR_ENV",
     "InstalledProvider",
+    "installed_manifests",
     "ManifestRegistry",
     "ManifestRejected",
     "ManifestStore",

@@ -1,8 +1,12 @@
-"""Where decoders get their schemas: manifest files and directories named by the user, the
-installed-manifest store, manifests already loaded, MOF and TMF files. :func:`build_registry` is
-the one way a schema registry is built from them: the read model names it
-(``openetw.events.registry``) for the applications, and the engine's own users (``UserTrace``,
-the Event Log's channel sessions) call it here, since they may not import the read model.
+"""Schema registries from what is stored on disk: manifests already loaded (the installed ones
+among them: ``manifest.store.installed_manifests``), manifest files and directories named by the
+caller, MOF and TMF files. :func:`build_registry` is the one way a schema registry is built from
+them: the read model (``openetw.events.registry``) adds the installed manifests for the
+applications, and the engine's own users (``UserTrace``, the Event Log's channel sessions, the
+live formatter) call it here, since they may not import the read model.
+
+Pure but for the caller-named files it reads (``LazyManifestRegistry.add_files``, the manifest,
+MOF and TMF loaders).
 
 Parsing hundreds of manifests takes seconds, so files are only scanned for the provider GUIDs
 they declare; a file is parsed the first time a record of one of its providers is looked up.
@@ -26,7 +30,7 @@ from openetw.manifest.parser import load_manifest
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema
 
-__all__ = ["LazyManifestRegistry", "build_registry", "installed_manifests", "manifest_paths"]
+__all__ = ["LazyManifestRegistry", "build_registry", "manifest_paths"]
 
 _PROVIDER_TAG = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?provider\b")
 _PROVIDER_GUID = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?provider\b[^>]*?\bguid\s*=\s*[\"']\s*\{?([0-9A-Fa-f-]{36})\}?\s*[\"']", re.S)
@@ -143,44 +147,27 @@ class LazyManifestRegistry(SchemaRegistry):
         return super().event_name(record)
 
 
-def installed_manifests(errors: list[ManifestError] | None = None) -> list[Manifest]:
-    """The manifests of the installed-manifest store, lowest precedence first ([] without one)."""
-    try:
-        from openetw.store import ManifestRegistry
-    except ImportError:  # an installation without the store
-        return []
-    try:
-        return [manifest for _, manifest in ManifestRegistry().sources(errors)]
-    except (OSError, ManifestError) as error:
-        if errors is not None:
-            errors.append(ManifestError(f"cannot read the installed manifests: {error}"))
-        return []
-
-
 def build_registry(
     paths: Iterable[str | Path] = (),
     *,
-    installed: bool = True,
     manifests: Iterable[Manifest] = (),
     mof: Iterable[str | Path] = (),
     tmf: Iterable[str | Path] = (),
     empty_is_error: bool = False,
 ) -> LazyManifestRegistry:
-    """The one way a schema registry is built from what is stored on disk: the installed
-    manifests (when ``installed``), then ``manifests`` (already loaded), then the manifests
-    ``paths`` name (files or directories),
-    then the classic event classes of the ``mof`` files and the WPP messages of the ``tmf``
-    files or directories, each source winning over those before it.
+    """The one way a schema registry is built from what is stored on disk: ``manifests``
+    (already loaded: the installed ones, ...), then the manifests ``paths`` name (files or
+    directories), then the classic event classes of the ``mof`` files and the WPP messages of
+    the ``tmf`` files or directories, each source winning over those before it.
 
     Manifest files are parsed when a record of one of their providers is first looked up (see
     :class:`LazyManifestRegistry`); MOF and TMF files are read now. Problems (a missing path, a
     file that does not parse; a directory with no manifest when ``empty_is_error``) end up in
     ``registry.errors``; what did load is used.
     """
-    errors: list[ManifestError] = []
-    registry = LazyManifestRegistry([*(installed_manifests(errors) if installed else ()), *manifests])
+    registry = LazyManifestRegistry(manifests)
     files, path_errors = expand_manifest_paths(paths, empty_is_error=empty_is_error)
-    registry.errors.extend(errors + path_errors)
+    registry.errors.extend(path_errors)
     registry.add_files(files)
     mof, tmf = tuple(mof), tuple(tmf)
     if mof:
