@@ -179,8 +179,12 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     providers: Counter[str] = Counter()
     names: dict[str, str] = {}
     records = 0
+    first = last = None
     for record in with_progress(reader, [reader], progress):
         records += 1
+        last = record
+        if first is None:
+            first = record
         kinds[record.kind] += 1
         key = _provider_key(record)
         providers[key] += 1
@@ -188,6 +192,16 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
             name = namer.provider_name(record)
             if name:
                 names[key] = name
+    if isinstance(reader, SourceReader):
+        return {
+            "path": reader.path, **_source_facts(reader, first, last), "records": records, "kinds": dict(kinds.most_common()),
+            "providers": [
+                {"provider": key, **({"name": names[key]} if key in names else {}), "records": count}
+                for key, count in providers.most_common()
+            ],
+            "unknown_records": 0, "skipped_bytes": 0,
+            "errors": [str(err) for err in [*reader.source.losses(), *reader.source.notices()]],
+        }  # fmt: skip
     h = reader.header
     stats = reader.stats
     return {
@@ -222,6 +236,22 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
         "skipped_bytes": stats.skipped_bytes,
         "errors": [str(err) for err in stats.errors],
     }
+
+
+def _source_facts(reader: SourceReader, first: EventRecord | None, last: EventRecord | None) -> dict[str, Any]:
+    """The header facts of a trace that is no ``.etl``: what its source says (``facts()``), the
+    times of its first and last records; what it does not say is ``None``."""
+    facts: dict[str, Any] = {
+        "logger_name": reader.format.description, "logfile_name": None, "os_version": None, "os_build": None, "version": None,
+        "pointer_size": None, "number_of_processors": None, "clock": None, "clock_type": None, "perf_freq": None,
+        "start_time": first.time_iso if first is not None else None, "end_time": last.time_iso if last is not None else None,
+        "buffer_size": None, "buffers": None, "buffers_read": reader.source.statistics().buffers, "compressed": False,
+        "compressed_buffers": 0, "log_file_mode": None, "events_lost": reader.source.statistics().events_lost, "buffers_lost": 0,
+    }  # fmt: skip
+    described = getattr(reader.source, "facts", None)
+    if described is not None:
+        facts.update(described())
+    return facts
 
 
 def _provider_key(record: EventRecord) -> str:

@@ -76,7 +76,15 @@ EVTX = TraceFormat(
     names_providers=True,
 )
 
-_FORMATS: list[TraceFormat] = [EVTX]
+NETTRACE = TraceFormat(
+    name="nettrace",
+    description=".NET EventPipe trace (.nettrace, .netperf)",
+    source="openetw.consumer.nettrace_source:NettraceFileSource",
+    magics=((0, b"Nettrace"), (0, b"\x14\x00\x00\x00!FastSerialization.1")),
+    suffixes=(".nettrace", ".netperf"),
+)
+
+_FORMATS: list[TraceFormat] = [EVTX, NETTRACE]
 
 
 def register_format(trace_format: TraceFormat) -> None:
