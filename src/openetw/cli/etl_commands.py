@@ -462,8 +462,9 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
             click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
         raise_if_damaged(readers)
         return
-    if any(isinstance(reader, SourceReader) and reader.format is EVTX for reader in readers):
-        raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
+    refused = [reader for reader in readers if isinstance(reader, SourceReader) and not reader.format.etw_records]
+    if refused:
+        raise click.BadParameter(f"{refused[0].format.description} files relog to an .evtx output only", param_hint="--output")
     from openetw.etl.relog import relog
 
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None, file_mode=private)
