@@ -98,7 +98,7 @@ def _property(field: Field, *, variable: bool = False) -> PropertyInfo:
         members = tuple(_property(member) for member in field.members or ())
         if not members:
             raise InvalidArgument(f"struct {field.name!r} has no fields")
-        return tl_field(field.name or "Struct", 24, count=count, members=members)
+        return tl_field(field.name, 24, count=count, members=members)
     if field.type_code == TypeCode.ARRAY:
         element = field.element
         if element is None or element.type_code == TypeCode.ARRAY or variable:
@@ -107,7 +107,7 @@ def _property(field: Field, *, variable: bool = False) -> PropertyInfo:
     scalar = _SCALARS.get(field.type_code)
     if scalar is None:
         raise InvalidArgument(f"field {field.name!r}: type code {field.type_code} has no TraceLogging type")
-    return tl_field(field.name or "Field", scalar[0], scalar[1], count=count)
+    return tl_field(field.name, scalar[0], scalar[1], count=count)
 
 
 def tracelogging_fields(meta: EventMetadata) -> tuple[PropertyInfo, ...] | None:
