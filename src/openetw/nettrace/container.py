@@ -212,6 +212,9 @@ def iter_blocks(data: Any, info: TraceInfo) -> Iterator[Block]:
             raise cur.error(f"{name} size {size}", at)
         cur.align(4)
         start = cur.pos
+        if size > cur.remaining and name in BLOCK_TYPES:
+            # A cut file: the rows the block still has are read, then the walk ends here.
+            yield Block(index, name, version, pos, start, cur.end)
         cur.skip(size, f"{name} content")
         _expect_tag(cur, (TAG_END_OBJECT,), f"end of {name}")
         if name in BLOCK_TYPES:
