@@ -16,7 +16,6 @@ from openetw.nettrace.metadata import TypeCode
 FACTS = {
     "eventpipe-dotnetcore2.1-linux-x64-objver3.netperf": (3, 8, 80749, 26146, 9),
     "eventpipe-dotnetcore2.1-linux-x64-tracelogging.netperf": (3, 8, 12365, 12, 8),
-    "eventpipe-dotnetcore3.0-win-x64-objver4.nettrace": (4, 8, 10064, 105540, 39),
     "eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace": (4, 8, 26240, 1970, 13),
     "only_managed_samples.nettrace": (4, 8, 60178, 37603, 18),
 }
@@ -65,7 +64,7 @@ def test_stacks_are_joined_to_events_by_id(trace_file) -> None:  # type: ignore[
 
 
 def test_a_truncated_trace_keeps_every_event_before_the_cut(trace_file) -> None:  # type: ignore[no-untyped-def]
-    data = trace_file("eventpipe-dotnetcore3.0-win-x64-objver4.nettrace").read_bytes()
+    data = trace_file("only_managed_samples.nettrace").read_bytes()
     whole = {event.header.offset: event.header.payload_start + event.header.payload_size for event in NettraceReader(data).events()}
     cut = len(data) // 2 + 1001
     reader = NettraceReader(data[:cut])
@@ -78,7 +77,7 @@ def test_a_truncated_trace_keeps_every_event_before_the_cut(trace_file) -> None:
 
 
 def test_a_damaged_block_costs_that_block_only(trace_file) -> None:  # type: ignore[no-untyped-def]
-    data = bytearray(trace_file("eventpipe-dotnetcore3.0-win-x64-objver4.nettrace").read_bytes())
+    data = bytearray(trace_file("only_managed_samples.nettrace").read_bytes())
     whole = sum(1 for _ in NettraceReader(bytes(data)).events())
     at = data.index(b"EventBlock", len(data) // 2) + len("EventBlock") + 1 + 4  # the content of a block mid-file
     at += -at % 4

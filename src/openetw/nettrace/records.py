@@ -38,7 +38,7 @@ from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
 from openetw.etl.tracelogging import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS, encode_event_metadata, encode_provider_traits, tl_field
-from openetw.guids import provider_guid_from_name
+from openetw.guids import NULL_GUID, provider_guid_from_name
 from openetw.nettrace.container import TraceInfo
 from openetw.nettrace.events import NULL_ACTIVITY
 from openetw.nettrace.metadata import EventMetadata, Field, TypeCode
@@ -207,6 +207,7 @@ class RecordBuilder:
             provider_id=kind.provider_id, id=kind.id, version=kind.version, channel=kind.channel, level=kind.level,
             opcode=kind.opcode, task=kind.task, keyword=kind.keyword, pid=self.info.process_id,
             tid=header.thread_id & 0xFFFFFFFF, timestamp=header.timestamp & 0x7FFFFFFFFFFFFFFF,
-            cpu=header.processor if own_cpu else 0, activity_id=uuid.UUID(bytes_le=header.activity_id),
+            cpu=header.processor if own_cpu else 0,
+            activity_id=NULL_GUID if header.activity_id == NULL_ACTIVITY else uuid.UUID(bytes_le=header.activity_id),
             user_data=payload, extended=items, flags=self._flags, pointer_size=self.info.pointer_size, context=self.context,
         )  # fmt: skip

@@ -88,7 +88,7 @@ def _value(value: Any, prop: PropertyInfo | None, schema: Schema | None) -> str:
     if isinstance(value, int):
         return dotnet.n0(value)
     if isinstance(value, float):
-        return repr(value)
+        return dotnet.single(value) if prop is not None and prop.in_type == InType.FLOAT else _double(value)
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, datetime):
@@ -99,6 +99,12 @@ def _value(value: Any, prop: PropertyInfo | None, schema: Schema | None) -> str:
 
 
 _OPCODE_NAMES = {1: "Start", 2: "Stop"}
+
+
+def _double(value: float) -> str:
+    """``double.ToString()`` of .NET Framework: 15 significant digits, ``E-05`` exponents."""
+    text = f"{value:.15G}"
+    return "0" if text in ("0", "-0") else text
 
 
 def _event_name(name: str, schema: Schema | None, opcode: int) -> str:
