@@ -146,6 +146,25 @@ def _ordinal(text: str) -> list[int]:
     return [int.from_bytes(encoded[i : i + 2], "little") for i in range(0, len(encoded), 2)]
 
 
+class _Properties:
+    """An event's decoded properties, decoded only when asked for (most events are only counted)."""
+
+    __slots__ = ("registry", "schema", "record", "_values")
+
+    def __init__(self, registry: SchemaRegistry, schema: Schema | None, record: Any) -> None:
+        self.registry, self.schema, self.record = registry, schema, record
+        self._values: dict[str, Any] | None = None
+
+    def decoded(self) -> dict[str, Any]:
+        if self._values is None:
+            schema, record = self.schema, self.record
+            self._values = {} if schema is None else dict(self.registry.decode(schema, record.user_data, record.pointer_size).items())
+        return self._values
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.decoded().get(name, default)
+
+
 def _process_names(record: Any, props: dict[str, Any], names: dict[int, str]) -> None:
     """EventPipe's ProcessInfo event names the traced process by its command line."""
     command = props.get("CommandLine")
@@ -173,9 +192,7 @@ def first_event_lines(records: Iterable[Any], registry: SchemaRegistry, context:
             schema = context.schema_for(record)
         except OpenEtwError:
             schema = None
-        props: dict[str, Any] = {}
-        if schema is not None:
-            props = dict(registry.decode(schema, record.user_data, record.pointer_size).items())
+        props = _Properties(registry, schema, record)
         if removed_by_tracelog(record, props):
             continue
         registry_name = None
@@ -186,12 +203,12 @@ def first_event_lines(records: Iterable[Any], registry: SchemaRegistry, context:
                 registry_name = None
         provider, event = event_identity(record, schema, registry_name)
         if provider == _EVENTPIPE_PROVIDER:
-            _process_names(record, props, named)
+            _process_names(record, props.decoded(), named)
         event = _event_name(event, schema, record.opcode)
         key = f"{provider}/{event}"
         count = counts[key] = counts.get(key, 0) + 1
         if count == 1:
-            first[key] = (record, event, provider, schema, props)
+            first[key] = (record, event, provider, schema, props.decoded())
     for key in sorted(counts, key=_ordinal):
         record, event, provider, schema, props = first[key]
         pid = record.pid & 0xFFFFFFFF
