@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.errors import NettraceFormatError
 from openetw.etl.intypes import datetime_to_filetime
 from openetw.nettrace.cursor import Cursor
 

@@ -97,11 +97,12 @@ class Cursor:
         return value
 
     def varuint(self, what: str = "varuint", bits: int = 64) -> int:
-        result = shift = 0
+        result: int = 0
+        shift = 0
         while True:
             if self.pos >= self.end:
                 raise self.error(f"{what}: the variable-length integer runs past its block")
-            byte = self.data[self.pos]
+            byte = int(self.data[self.pos])
             self.pos += 1
             result |= (byte & 0x7F) << shift
             if not byte & 0x80:

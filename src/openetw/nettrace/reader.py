@@ -103,9 +103,8 @@ class NettraceReader:
 
     def _finish(self) -> None:
         if self.stats.unknown_metadata:
-            self.losses.append(
-                NettraceFormatError(f"{self.stats.unknown_metadata} events refer to metadata the trace never defined (not kept)", structure="metadata", path=self.path)
-            )
+            message = f"{self.stats.unknown_metadata} events refer to metadata the trace never defined (not kept)"
+            self.losses.append(NettraceFormatError(message, structure="metadata", path=self.path))
         if self.stats.dropped:
             self.notices.append(
                 NettraceFormatError(f"the runtime dropped {self.stats.dropped} events (sequence-number gaps)", structure="event header", path=self.path)

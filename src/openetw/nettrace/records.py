@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
@@ -37,7 +37,13 @@ from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, stack_tra
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
-from openetw.etl.tracelogging import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS, encode_event_metadata, encode_provider_traits, tl_field
+from openetw.etl.tracelogging import (
+    EXT_EVENT_SCHEMA_TL,
+    EXT_PROV_TRAITS,
+    encode_event_metadata,
+    encode_provider_traits,
+    tl_field,
+)
 from openetw.guids import NULL_GUID, provider_guid_from_name
 from openetw.nettrace.container import TraceInfo
 from openetw.nettrace.events import NULL_ACTIVITY
@@ -93,7 +99,7 @@ def provider_guid(meta: EventMetadata) -> uuid.UUID:
 
 
 def _property(field: Field, *, variable: bool = False) -> PropertyInfo:
-    count = "variable" if variable else None
+    count: Literal["variable"] | None = "variable" if variable else None
     if field.type_code == TypeCode.OBJECT:
         members = tuple(_property(member) for member in field.members or ())
         if not members:

@@ -26,7 +26,7 @@ _MARKERS = (b"EventBlock", b"MetadataBlock", b"StackBlock", b"SPBlock", b"Trace"
 
 def _object_fields(data: bytearray) -> list[int]:
     """Offsets of the int32 that follows each object's type (its size), and of its type tags."""
-    found = []
+    found: list[int] = []
     for marker in _MARKERS:
         at = data.find(marker)
         while at != -1 and len(found) < 4096:

@@ -83,7 +83,7 @@ def _value(value: Any, prop: PropertyInfo | None, schema: Schema | None) -> str:
             return _hex(value)
         if prop.in_type in _SMALL:
             return str(value)
-        bits = _SIGNED_BITS.get(prop.in_type)
+        bits = _SIGNED_BITS.get(InType(prop.in_type)) if prop.in_type in _SIGNED_BITS else None
         return dotnet.n0(dotnet.as_signed(value, bits) if bits else value)
     if isinstance(value, int):
         return dotnet.n0(value)
@@ -210,8 +210,8 @@ def first_event_lines(records: Iterable[Any], registry: SchemaRegistry, context:
         if count == 1:
             first[key] = (record, event, provider, schema, props.decoded())
     for key in sorted(counts, key=_ordinal):
-        record, event, provider, schema, props = first[key]
+        record, event, provider, schema, values = first[key]
         pid = record.pid & 0xFFFFFFFF
         name = named.get(pid) or context.process_name(pid, record.filetime)
         shown = name if name is not None else (f"Process({pid})" if pid else "")
-        yield f"{key}, {counts[key]}, {xml_event(record, event, provider, schema, props, shown)}"
+        yield f"{key}, {counts[key]}, {xml_event(record, event, provider, schema, values, shown)}"
