@@ -31,11 +31,11 @@ from typing import Any, Literal
 
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
-from openetw.etl.build import MAX_RECORD_SIZE, build_event_record
+from openetw.etl.build import MAX_RECORD_SIZE
 from openetw.etl.clock import TraceClock
-from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, stack_trace_item
+from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items, stack_trace_item
 from openetw.etl.intypes import InType, OutType
-from openetw.etl.record import EventRecord, RecordContext
+from openetw.etl.record import EventHeaderRecord, EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
 from openetw.etl.tracelogging import (
     EXT_EVENT_SCHEMA_TL,
@@ -44,7 +44,7 @@ from openetw.etl.tracelogging import (
     encode_provider_traits,
     tl_field,
 )
-from openetw.guids import NULL_GUID, provider_guid_from_name
+from openetw.guids import provider_guid_from_name
 from openetw.nettrace.container import TraceInfo
 from openetw.nettrace.events import NULL_ACTIVITY
 from openetw.nettrace.metadata import EventMetadata, Field, TypeCode
@@ -66,6 +66,8 @@ KNOWN_PROVIDERS: dict[str, uuid.UUID] = {
     "System.Diagnostics.Eventing.FrameworkEventSource": uuid.UUID("8e9f5090-2d75-4d03-8a81-e5afbf85daf1"),
 }
 _RUNTIME_GUIDS = frozenset(RUNTIME_PROVIDERS.values())
+_HEADER_SIZE = L.EVENT_HEADER.size
+_PACK = L.EVENT_HEADER.pack
 
 _OPCODE_START, _OPCODE_STOP = 1, 2
 
@@ -139,6 +141,8 @@ class _Kind:
     channel: int
     keyword: int
     items: tuple[ExtendedItem, ...]
+    provider_bytes: bytes = b""
+    encoded: bytes = b""  # ``items`` as they sit after the header
 
 
 def _implied_opcode(name: str) -> int:
@@ -164,6 +168,8 @@ class RecordBuilder:
         self.truncated = 0
         self._kinds: dict[int, _Kind] = {}
         self._flags = L.EVENT_HEADER_FLAG_64_BIT_HEADER if info.pointer_size == 8 else L.EVENT_HEADER_FLAG_32_BIT_HEADER
+        self._header_type = L.HEADER_TYPE_EVENT_HEADER64 if info.pointer_size == 8 else L.HEADER_TYPE_EVENT_HEADER32
+        self._pid = info.process_id & 0xFFFFFFFF
 
     def kind(self, meta: EventMetadata) -> _Kind:
         key = id(meta)
@@ -189,31 +195,44 @@ class RecordBuilder:
                 items = ()
         if opcode is None:
             opcode = _implied_opcode(meta.event_name)
-        found = _Kind(provider, meta.event_id, meta.version, meta.level, opcode, task, channel, meta.keywords, items)
+        found = _Kind(
+            provider, meta.event_id & 0xFFFF, meta.version & 0xFF, meta.level & 0xFF, opcode & 0xFF, task & 0xFFFF, channel & 0xFF,
+            meta.keywords & 0xFFFFFFFFFFFFFFFF, items, provider.bytes_le, encode_extended_items(items) if items else b"",
+        )  # fmt: skip
         if len(self._kinds) > 1 << 20:
             self._kinds.clear()
         self._kinds[key] = found
         return found
 
     def record(self, event: NettraceEvent) -> EventRecord:
+        """The EVENT_HEADER record of ``event`` (header tuple and bytes made directly: this runs
+        once per event of the trace)."""
         kind = self.kind(event.metadata)
         header = event.header
-        items = list(kind.items)
-        if header.related_activity_id != NULL_ACTIVITY:
-            items.append(ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id))
-        if event.stack:
-            items.append(stack_trace_item(0, list(event.stack), self.info.pointer_size))
+        if header.related_activity_id == NULL_ACTIVITY and not event.stack:
+            ext = kind.encoded
+        else:
+            items = list(kind.items)
+            if header.related_activity_id != NULL_ACTIVITY:
+                items.append(ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id))
+            if event.stack:
+                items.append(stack_trace_item(0, list(event.stack), self.info.pointer_size))
+            ext = encode_extended_items(items)
         payload = event.payload
-        room = MAX_RECORD_SIZE - L.EVENT_HEADER.size - sum(8 + ((len(item.data) + 7) & ~7) for item in items)
+        room = MAX_RECORD_SIZE - _HEADER_SIZE - len(ext)
         if len(payload) > room:
             payload = payload[: max(room, 0)]
             self.truncated += 1
-        own_cpu = header.thread_id == header.capture_thread_id and header.processor >= 0
-        return build_event_record(
-            provider_id=kind.provider_id, id=kind.id, version=kind.version, channel=kind.channel, level=kind.level,
-            opcode=kind.opcode, task=kind.task, keyword=kind.keyword, pid=self.info.process_id,
-            tid=header.thread_id & 0xFFFFFFFF, timestamp=header.timestamp & 0x7FFFFFFFFFFFFFFF,
-            cpu=header.processor if own_cpu else 0,
-            activity_id=NULL_GUID if header.activity_id == NULL_ACTIVITY else uuid.UUID(bytes_le=header.activity_id),
-            user_data=payload, extended=items, flags=self._flags, pointer_size=self.info.pointer_size, context=self.context,
+        size = _HEADER_SIZE + len(ext) + len(payload)
+        if size > MAX_RECORD_SIZE:  # extended items alone past 64 KiB (a stack of thousands of frames)
+            ext, payload = kind.encoded, b""
+            size = _HEADER_SIZE + len(ext)
+            self.truncated += 1
+        fields = (
+            size, self._header_type, L.MARKER_FLAGS_TYPED, self._flags | (L.EVENT_HEADER_FLAG_EXTENDED_INFO if ext else 0), 0,
+            header.thread_id & 0xFFFFFFFF, self._pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
+            kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
         )  # fmt: skip
+        raw = _PACK(*fields) + ext + payload
+        own_cpu = header.thread_id == header.capture_thread_id and header.processor >= 0
+        return EventHeaderRecord(fields, raw, 0, size, header.processor if own_cpu else 0, self.context)
