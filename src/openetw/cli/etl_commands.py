@@ -448,7 +448,8 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
 
     An OUTPUT ending in .evtx is a Windows Event Log file instead: .etl events are decoded (with
     the installed manifests) and written with their properties as EventData, .evtx records keep
-    their content; record ids are numbered from 1. FILES may be .etl and .evtx files.
+    their content; record ids are numbered from 1. FILES may be .etl and .evtx files, and
+    .NET EventPipe traces (.nettrace, .netperf), whose events relog to either as ETW events.
     """
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
