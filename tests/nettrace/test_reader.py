@@ -92,7 +92,8 @@ def test_a_damaged_block_costs_that_block_only(trace_file) -> None:  # type: ign
     ("data", "expected"),
     [
         (b"", "FastSerialization header"),
-        (b"Nettrace" + bytes(4) + struct.pack("<II", 6, 0), "version 6"),
+        (b"Nettrace" + bytes(4) + struct.pack("<II", 7, 0), "version 7"),
+        (b"Nettrace" + bytes(4) + struct.pack("<II", 6, 0), "block header"),
         (b"Nettrace\x14\x00\x00\x00!FastSerialization.2" + bytes(40), "not an EventPipe trace"),
         (b"\x14\x00\x00\x00!FastSerialization.1\x05\x05\x01" + struct.pack("<ii", 9, 9) + b"\x05\x00\x00\x00Trace\x06", "version 9"),
     ],

@@ -18,7 +18,7 @@ never copying more than one block; a damaged object stops the walk with a
 ``NettraceFormatError`` (what came before it was already yielded).
 
 Version 6 (the block format of .NET 9+) starts ``Nettrace`` followed by a zero word and a
-major version; it is told apart and refused with a clear error.
+major version: ``openetw.nettrace.v6`` reads it.
 """
 
 from __future__ import annotations
@@ -144,9 +144,6 @@ def read_trace(data: Any) -> TraceInfo:
     nettrace = bytes(data[:8]) == NETTRACE_MAGIC
     if nettrace:
         cur.skip(8)
-        if cur.remaining >= 12 and bytes(data[8:12]) == b"\0\0\0\0":
-            major = int.from_bytes(bytes(data[12:16]), "little")
-            raise cur.error(f"NetTrace format version {major} (the block format of .NET 9 and later) is not supported; versions 1-5 are", 8)
     at = cur.offset
     if cur.take(len(STREAM_HEADER), "FastSerialization header") != STREAM_HEADER:
         raise cur.error("not an EventPipe trace: no '!FastSerialization.1' header", at)

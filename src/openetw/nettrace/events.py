@@ -56,6 +56,7 @@ class EventHeader:
     payload_start: int = 0  # index into the data
     payload_size: int = 0
     inline_stack: bytes = b""  # versions 1-3
+    process_id: int = -1  # version 6: the OS process of the event's thread (-1: the trace's)
 
     def copy(self) -> EventHeader:
         return EventHeader(

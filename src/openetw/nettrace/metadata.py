@@ -60,6 +60,7 @@ class Field:
     type_code: int
     members: tuple[Field, ...] | None = None
     element: Field | None = None
+    count: int | None = None  # a fixed-length array's element count (version 6)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,24 @@ from openetw.nettrace.container import Block, TraceInfo, iter_blocks, read_trace
 from openetw.nettrace.cursor import Cursor
 from openetw.nettrace.events import EventHeader, iter_headers, read_sequence_point, read_stacks, stack_addresses
 from openetw.nettrace.metadata import EventMetadata, read_metadata
+from openetw.nettrace.v6 import (
+    KIND_EVENT,
+    KIND_LABELS,
+    KIND_METADATA,
+    KIND_REMOVE_THREAD,
+    KIND_SEQUENCE_POINT,
+    KIND_STACK,
+    KIND_THREAD,
+    Thread6,
+    iter_blocks_v6,
+    read_event_rows_v6,
+    read_label_lists,
+    read_metadata_block_v6,
+    read_removed_threads,
+    read_sequence_point_v6,
+    read_threads,
+    read_trace_v6,
+)
 
 __all__ = ["NettraceEvent", "NettraceReader", "NettraceStats"]
 
@@ -72,7 +90,7 @@ class NettraceReader:
         self.data = data
         self.path = path
         try:
-            self.info: TraceInfo = read_trace(data)
+            self.info: TraceInfo = read_trace_v6(data) if _is_v6(data) else read_trace(data)
         except NettraceFormatError as exc:
             exc.path = path
             raise
@@ -96,6 +114,8 @@ class NettraceReader:
         try:
             if self.info.version < 3:
                 yield from self._legacy_events()
+            elif self.info.version >= 6:
+                yield from self._v6_events()
             else:
                 yield from self._block_events()
         finally:
@@ -199,6 +219,82 @@ class NettraceReader:
                 self._read_block(block, self._sequence_point)
         yield from _sorted(window)
 
+    # -- version 6: blocks, threads and label lists by index -----------------------------------
+    def _v6_events(self) -> Iterator[NettraceEvent]:
+        window: list[NettraceEvent] = []
+        threads: dict[int, Thread6] = {}
+        labels: dict[int, tuple[bytes, bytes]] = {}
+        blocks = iter_blocks_v6(self.data, self.info)
+        while True:
+            try:
+                block = next(blocks, None)
+            except NettraceFormatError as exc:
+                self._lose(exc)
+                block = None
+            if block is None:
+                break
+            self.stats.blocks += 1
+            self.stats.bytes_read = block.end
+            cur = Cursor(self.data, block.start, block.end, block=block.index, structure=block.name)
+            try:
+                if block.kind == KIND_EVENT:
+                    for header, label in read_event_rows_v6(cur):
+                        _resolve(header, threads)
+                        if label:
+                            header.activity_id, header.related_activity_id = labels.get(label, (header.activity_id, header.related_activity_id))
+                        event = self._event(header, block.index)
+                        if event is not None:
+                            window.append(event)
+                    if len(window) >= MAX_SORT_WINDOW:
+                        yield from _sorted(window)
+                elif block.kind == KIND_METADATA:
+                    for meta in read_metadata_block_v6(cur):
+                        if len(self.metadata) >= MAX_METADATA and meta.metadata_id not in self.metadata:
+                            raise cur.error(f"more than {MAX_METADATA} metadata records")
+                        self.metadata[meta.metadata_id] = meta
+                        self.stats.metadata += 1
+                elif block.kind == KIND_STACK:
+                    self._stack_block(cur)
+                elif block.kind == KIND_SEQUENCE_POINT:
+                    yield from _sorted(window)
+                    self._sequence_point_v6(cur, threads, labels)
+                elif block.kind == KIND_THREAD:
+                    if len(threads) >= MAX_METADATA:
+                        threads.clear()
+                    read_threads(cur, threads)
+                elif block.kind == KIND_REMOVE_THREAD:
+                    for index, sequence in read_removed_threads(cur):
+                        removed = threads.pop(index, None)
+                        self._dropped_before(removed.os_thread_id if removed is not None else index, sequence)
+                elif block.kind == KIND_LABELS:
+                    if len(labels) >= MAX_CACHED_STACKS:
+                        labels.clear()
+                    read_label_lists(cur, labels)
+            except NettraceFormatError as exc:
+                self._lose(exc)
+        yield from _sorted(window)
+
+    def _sequence_point_v6(self, cur: Cursor, threads: dict[int, Thread6], labels: dict[int, tuple[bytes, bytes]]) -> None:
+        self.stats.sequence_points += 1
+        _, flags, sequences = read_sequence_point_v6(cur)
+        for index, sequence in sequences.items():
+            thread = threads.get(index)
+            self._dropped_before(thread.os_thread_id if thread is not None and thread.os_thread_id >= 0 else index, sequence)
+        self._stacks.clear()
+        labels.clear()
+        if flags & 1:
+            threads.clear()
+        if flags & 2:
+            self.metadata.clear()
+
+    def _dropped_before(self, thread: int, sequence: int) -> None:
+        last = self._sequences.get(thread)
+        if last is not None:
+            gap = (sequence - last) & 0xFFFFFFFF
+            if 0 < gap < 1 << 31:
+                self.stats.dropped += gap
+        self._sequences[thread] = sequence
+
     def _cursor(self, block: Block) -> Cursor:
         return Cursor(self.data, block.start, block.end, block=block.index, structure=block.kind)
 
@@ -226,6 +322,23 @@ class NettraceReader:
                 if 0 < gap < 1 << 31:
                     self.stats.dropped += gap
             self._sequences[thread] = sequence
+
+
+def _is_v6(data: Any) -> bool:
+    return len(data) >= 16 and bytes(data[:8]) == b"Nettrace" and bytes(data[8:12]) == b"\0\0\0\0"
+
+
+def _resolve(header: EventHeader, threads: dict[int, Thread6]) -> None:
+    """Thread indexes to OS thread ids (an index with no thread row stays as it is)."""
+    thread = threads.get(header.thread_id)
+    if thread is not None:
+        if thread.os_process_id >= 0:
+            header.process_id = thread.os_process_id & 0xFFFFFFFF
+        if thread.os_thread_id >= 0:
+            header.thread_id = thread.os_thread_id
+    capture = threads.get(header.capture_thread_id)
+    if capture is not None and capture.os_thread_id >= 0:
+        header.capture_thread_id = capture.os_thread_id
 
 
 def _sorted(window: list[NettraceEvent]) -> Iterator[NettraceEvent]:

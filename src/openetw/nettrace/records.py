@@ -87,7 +87,9 @@ _SCALARS: dict[int, tuple[InType, OutType | None]] = {
     TypeCode.DATETIME: (InType.FILETIME, None),
     TypeCode.GUID: (InType.GUID, None),
     TypeCode.STRING: (InType.UNICODESTRING, None),
+    23: (InType.UINT8, None),  # version 6: a UTF-8 code unit
 }
+_FIXED_ARRAY = 22  # version 6
 
 Describe = Callable[[uuid.UUID, int, int], Any]  # (provider, id, version) -> a Schema or None
 
@@ -100,30 +102,33 @@ def provider_guid(meta: EventMetadata) -> uuid.UUID:
     return known if known is not None else provider_guid_from_name(meta.provider_name)
 
 
-def _property(field: Field, *, variable: bool = False) -> PropertyInfo:
-    count: Literal["variable"] | None = "variable" if variable else None
+def _property(field: Field, version: int, count: int | Literal["variable"] | None = None) -> PropertyInfo:
     if field.type_code == TypeCode.OBJECT:
-        members = tuple(_property(member) for member in field.members or ())
+        members = tuple(_property(member, version) for member in field.members or ())
         if not members:
             raise InvalidArgument(f"struct {field.name!r} has no fields")
         return tl_field(field.name, 24, count=count, members=members)
-    if field.type_code == TypeCode.ARRAY:
+    if field.type_code in (TypeCode.ARRAY, _FIXED_ARRAY):
         element = field.element
-        if element is None or element.type_code == TypeCode.ARRAY or variable:
+        if element is None or element.type_code in (TypeCode.ARRAY, _FIXED_ARRAY) or count is not None:
             raise InvalidArgument(f"array {field.name!r} of arrays")
-        return _property(Field(field.name, element.type_code, element.members, element.element), variable=True)
+        inner = Field(field.name, element.type_code, element.members, element.element)
+        return _property(inner, version, "variable" if field.type_code == TypeCode.ARRAY else field.count)
+    if field.type_code == TypeCode.DATETIME and version >= 6:
+        return tl_field(field.name, InType.SYSTEMTIME, count=count)  # version 6 writes the eight shorts of a SYSTEMTIME
     scalar = _SCALARS.get(field.type_code)
     if scalar is None:
         raise InvalidArgument(f"field {field.name!r}: type code {field.type_code} has no TraceLogging type")
     return tl_field(field.name, scalar[0], scalar[1], count=count)
 
 
-def tracelogging_fields(meta: EventMetadata) -> tuple[PropertyInfo, ...] | None:
-    """The metadata's fields as TraceLogging field descriptions (``None``: not describable)."""
+def tracelogging_fields(meta: EventMetadata, version: int = 5) -> tuple[PropertyInfo, ...] | None:
+    """The metadata's fields as TraceLogging field descriptions (``None``: not describable, as
+    version 6's variable-length integers and relative locations are not)."""
     if meta.fields is None:
         return None
     try:
-        return tuple(_property(field) for field in meta.fields)
+        return tuple(_property(field, version) for field in meta.fields)
     except InvalidArgument:
         return None
 
@@ -185,7 +190,7 @@ class RecordBuilder:
                 task, channel = schema.task, schema.channel
                 opcode = schema.opcode if opcode is None else opcode
         else:
-            fields = tracelogging_fields(meta)
+            fields = tracelogging_fields(meta, self.info.version)
             name = meta.event_name or f"EventID({meta.event_id})"
             try:
                 blob = encode_event_metadata(name, fields if fields is not None else ())
@@ -228,9 +233,10 @@ class RecordBuilder:
             ext, payload = kind.encoded, b""
             size = _HEADER_SIZE + len(ext)
             self.truncated += 1
+        pid = self._pid if header.process_id < 0 else header.process_id
         fields = (
             size, self._header_type, L.MARKER_FLAGS_TYPED, self._flags | (L.EVENT_HEADER_FLAG_EXTENDED_INFO if ext else 0), 0,
-            header.thread_id & 0xFFFFFFFF, self._pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
+            header.thread_id & 0xFFFFFFFF, pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
             kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
         )  # fmt: skip
         raw = _PACK(*fields) + ext + payload
