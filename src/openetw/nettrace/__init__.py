@@ -1,7 +1,8 @@
 """EventPipe traces (``.nettrace``, ``.netperf``): the container .NET writes on every OS.
 
 A pure layer beside ``etl`` and ``evtx``: bytes in, objects out, no files opened. ``NettraceReader``
-reads the container (object versions 1-5: .NET Core 2.0 to .NET 8) into ``NettraceEvent``s;
+reads the container (object versions 1-5: .NET Core 2.0 to .NET 8; the block format of
+version 6, .NET 9 and later) into ``NettraceEvent``s;
 ``openetw.nettrace.records`` turns them into ``EventRecord``s the rest of openetw reads as ETW
 events.
 """

@@ -1,7 +1,8 @@
 """Fuzzing the EventPipe reader: mutated copies of real ``.nettrace``/``.netperf`` files.
 
 ``mutate(data, rng)`` damages a copy the way damage comes: bytes flipped, FastSerialization tags
-and block sizes and counts set to edge values, cuts, insertions, deletions, a block repeated.
+and block sizes and counts (version 6: block headers) set to edge values, cuts, insertions,
+deletions, a block repeated.
 ``check(data)`` reads it as the trace source does (container, events, records, decoding every
 payload) and returns the problems found: an error that is not ``NettraceFormatError``, a read
 over its memory bound, losses without a location. An empty list: the reader held.
@@ -25,8 +26,15 @@ _MARKERS = (b"EventBlock", b"MetadataBlock", b"StackBlock", b"SPBlock", b"Trace"
 
 
 def _object_fields(data: bytearray) -> list[int]:
-    """Offsets of the int32 that follows each object's type (its size), and of its type tags."""
+    """Offsets of the int32 that follows each object's type (its size), and of its type tags;
+    in a version 6 stream, of each block header and the first words of its content."""
     found: list[int] = []
+    if data[:12] == b"Nettrace\0\0\0\0":
+        at = 20
+        while at + 4 <= len(data) and len(found) < 4096:
+            found.extend((at, at + 4, at + 6))
+            at += 4 + (int.from_bytes(data[at : at + 4], "little") & 0xFFFFFF)
+        return [offset for offset in found if offset < len(data) - 4]
     for marker in _MARKERS:
         at = data.find(marker)
         while at != -1 and len(found) < 4096:
