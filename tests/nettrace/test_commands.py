@@ -142,3 +142,21 @@ def test_user_trace_reads_an_eventpipe_file(trace_file) -> None:  # type: ignore
     trace.enable(provider)
     trace.start()
     assert len(seen) == 12 and "TestEventMethod" in seen
+
+
+def test_the_viewer_opens_an_eventpipe_trace_and_exports_it_as_etl(trace_file, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from openetw.etl.reader import EtlReader
+    from openetw.report.sources import build_registry
+    from openetw.viewer.export import export
+    from openetw.viewer.sources import open_file
+
+    source = open_file("f1", str(trace_file(TRACELOGGING)), build_registry((), installed=False))
+    assert source.ready.wait(60) and source.error is None
+    rows = np.arange(len(source.columns()))
+    assert len(rows) == 12
+    out = tmp_path / "selected.etl"
+    out.write_bytes(export(source, rows, "etl"))
+    with EtlReader(str(out)) as reader:
+        assert sum(1 for record in reader.records() if record.kind == "event") == 12
