@@ -123,6 +123,15 @@ def test_report_and_sql_and_probe(trace_file, tmp_path, capsys) -> None:  # type
     path = str(trace_file(TRACELOGGING))
     assert main(["report", "--format", "csv", "--no-installed", path]) == 0
     assert "TestEventMethod" in capsys.readouterr().out
+    assert main(["report", "--format", "perfview", "--no-installed", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("EVENT 1,340.672: MySource/TestEventMethod PID=12365;") and "COUNT MySource/TestEvent1:3" in lines
+    for fmt, name in (("jsonl", "out.jsonl"), ("chrome", "out.json"), ("csv", "csv")):
+        assert main(["export", "--to", fmt, "-o", str(tmp_path / name), "--no-installed", path]) == 0, fmt
+    capsys.readouterr()
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 12
+    assert main(["export", "--check", str(tmp_path / "out.json")]) == 0
+    capsys.readouterr()
     assert main(["sql", "--json", "--cache-dir", str(tmp_path / "cache"), "SELECT count(*) AS n FROM events", path]) == 0
     assert json.loads(capsys.readouterr().out) == [{"n": 12}]
     assert main(["probe", "--file", path, "-q", "-n", "etw:::generic_event { @n = count(); }"]) == 0

@@ -35,6 +35,15 @@ def test_each_corpus_trace_reads_whole_in_time_order(trace_file, name: str) -> N
     assert reader.losses == [] and reader.notices == []
 
 
+def test_an_empty_file_is_told_by_its_name(tmp_path: Path) -> None:
+    for name in ("empty.nettrace", "empty.netperf"):
+        (tmp_path / name).write_bytes(b"")
+        assert trace_format(tmp_path / name) is NETTRACE
+    disguised = tmp_path / "trace.etl"
+    disguised.write_bytes(b"\x14\x00\x00\x00!FastSerialization.1" + bytes(40))
+    assert trace_format(disguised) is NETTRACE
+
+
 def test_version_2_events_end_at_the_forward_reference(trace_file) -> None:  # type: ignore[no-untyped-def]
     data = trace_file("eventpipe-dotnetcore2.0-linux-objver2.netperf").read_bytes()[: 4 << 20]
     reader = NettraceReader(data)
