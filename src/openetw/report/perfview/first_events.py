@@ -7,7 +7,9 @@ One line per event name, in ordinal order::
 where the event is the first of its name in time order, written as TraceEvent's
 ``TraceEvent.ToXml`` writes it: ``MSec`` (four decimals, quoted and padded to 13), ``PID``
 (padded to 6), ``PName`` (padded to 10), ``TID``; ``ProviderName`` for events no shipped layout
-describes (self-describing and EventSource events); then the fields. Integers of 32 and 64 bits
+describes (self-describing and EventSource events); then the fields: for the events TraceEvent
+parses with a hand-written class, that class's fields (the ``views`` of ``report --format
+perfview``), else the schema's. Integers of 32 and 64 bits
 with thousands separators, addresses and hex-typed values as ``0x`` and 8 (or, past 32 bits,
 16) upper-case digits, maps as their names, structs as ``{ "name":value, ... }``; line breaks
 as the two characters ``\\r\\n``.
@@ -23,9 +25,11 @@ from typing import Any
 from openetw.errors import OpenEtwError
 from openetw.etl.intypes import InType, OutType
 from openetw.report.perfview import dotnet
+from openetw.report.perfview.catalog import view_for
 from openetw.report.perfview.render import render_map
 from openetw.report.perfview.state import relative_msec
 from openetw.report.perfview.tracelog import event_identity, removed_by_tracelog
+from openetw.report.perfview.views import EventInput, Field, View, read_raw, render_field
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import PropertyInfo, Schema
@@ -131,7 +135,14 @@ def xml_event(record: Any, event: str, provider: str, schema: Schema | None, pro
     parts.append(f' EventName="{_escape(event)}"')
     if schema is None or schema.source != "manifest":
         parts.append(f' ProviderName="{_escape(provider)}"')
-    if schema is not None:
+    view = view_for(f"{provider}/{event}", record, schema)
+    if view is not None:
+        data = EventInput(props, schema, record, None)
+        for item in view.fields:
+            if item.compute is not None:
+                continue  # a value the class computes for PayloadString (a file name from a path): ToXml leaves it out
+            parts.append(f' {item.name}="{_escape(_view_value(item, view, data))}"')
+    elif schema is not None:
         lengths = {prop.length for prop in schema.properties if isinstance(prop.length, str)}
         for prop in schema.properties:
             if prop.name in lengths:
@@ -139,6 +150,27 @@ def xml_event(record: Any, event: str, provider: str, schema: Schema | None, pro
             parts.append(f' {prop.name}="{_escape(_value(props.get(prop.name), prop, schema))}"')
     parts.append("/>")
     return "".join(parts)
+
+
+def _view_value(item: Field, view: View, data: EventInput) -> str:
+    """A field of TraceEvent's hand-written class as its ``ToXml`` writes it: addresses and
+    hex-typed values as ``0x`` and upper-case digits, doubles in full, the rest as the class
+    shows them (``PayloadString``)."""
+    if item.compute is not None:
+        value = item.compute(data)
+    elif item.raw is not None:
+        value = read_raw(data, item.raw)
+    else:
+        value = data.props.get(item.source)
+    if isinstance(value, int) and not isinstance(value, bool):
+        schema = data.schema
+        prop = schema.property_named(item.source) if schema is not None and item.compute is None else None
+        hex_typed = prop is not None and item.kind not in ("e", "F") and (prop.in_type in _HEX_64 or prop.in_type in _HEX_32 or prop.out_type in _HEX_OUT)
+        if item.kind == "a" or hex_typed:
+            return _hex(value)
+    if isinstance(value, float) and item.kind in ("f", "p"):
+        return _double(value)
+    return render_field(item, view, data)
 
 
 def _ordinal(text: str) -> list[int]:
