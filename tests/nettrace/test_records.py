@@ -91,3 +91,13 @@ def test_a_payload_past_etws_record_size_is_cut_and_counted() -> None:
     builder = RecordBuilder(info)
     record = builder.record(NettraceEvent(EventHeader(metadata_id=1, thread_id=5, timestamp=10), meta, bytes(100_000), (), 1))
     assert record.size <= 0xFFFF and builder.truncated == 1 and record.filetime == info.sync_time_filetime + 10
+
+
+def test_the_stack_collector_sees_eventpipe_stacks(trace_file) -> None:  # type: ignore[no-untyped-def]
+    from openetw.events.stacks import collect_stacks
+
+    path = trace_file("only_managed_samples.nettrace")
+    events = {(e.header.timestamp, e.header.thread_id): e.stack for e in NettraceReader(path.read_bytes()).events() if e.stack}
+    stacks, _ = collect_stacks(_records(path))
+    assert len(stacks) == len(events) == 7423
+    assert all(events[(stack.timestamp, stack.tid)] == stack.addresses for stack in stacks[:200])
