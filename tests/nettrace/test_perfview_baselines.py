@@ -31,8 +31,8 @@ TPL_NAMES = (
     "metadata names them by the EventSource method (TaskStarted), as openetw shows them"
 )
 SAMPLE_PROFILER = (
-    "TraceEvent's SampleProfilerTraceEventParser names this event Thread/Sample and decodes its Type; the trace's "
-    "metadata gives it neither a name nor fields, so openetw shows it as EventID(0)"
+    "TraceEvent's SampleProfilerTraceEventParser names this event Thread/Sample and its Type values; the trace's "
+    "metadata gives it neither a name nor fields, openetw names it ThreadSample with an integer Type"
 )
 GC_PRESSURE = (
     "GC/IncreaseMemoryPressure and GC/DecreaseMemoryPressure were newer than TraceEvent's CLR parser: it parsed "
@@ -54,7 +54,7 @@ def _hand_written(provider: str, *events: str) -> dict[str, str]:
 # baseline name -> (openetw's names whose counts add up to it, reason)
 RENAMED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "eventpipe-dotnetcore2.0-linux-objver2.netperf": {
-        f"{SAMPLE}/Thread/Sample": ((f"{SAMPLE}/EventID(0)",), SAMPLE_PROFILER),
+        f"{SAMPLE}/Thread/Sample": ((f"{SAMPLE}/ThreadSample",), SAMPLE_PROFILER),
         f"{RUNTIME}/GC": ((f"{RUNTIME}/GarbageCollection/IncreaseMemoryPressure",), GC_PRESSURE),
         f"{TPL}/AwaitTaskContinuationScheduled/Send": ((f"{TPL}/AwaitTaskContinuationScheduled",), TPL_NAMES),
         f"{TPL}/TaskExecute/Start": ((f"{TPL}/TaskStarted",), TPL_NAMES),
@@ -64,7 +64,7 @@ RENAMED: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
         f"{TPL}/TaskWait/Stop": ((f"{TPL}/TaskWaitEnd",), TPL_NAMES),
     },
     "eventpipe-dotnetcore3.0-win-x64-objver4.nettrace": {
-        f"{SAMPLE}/Thread/Sample": ((f"{SAMPLE}/EventID(0)",), SAMPLE_PROFILER),
+        f"{SAMPLE}/Thread/Sample": ((f"{SAMPLE}/ThreadSample",), SAMPLE_PROFILER),
         f"{RUNTIME}/GC": ((f"{RUNTIME}/GarbageCollection/IncreaseMemoryPressure", f"{RUNTIME}/GC/DecreaseMemoryPressure"), GC_PRESSURE),
         f"{RUNTIME}/Method/R2RGetEntryPoint": ((f"{RUNTIME}/Method/Load",), R2R),
     },

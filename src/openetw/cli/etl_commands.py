@@ -266,11 +266,17 @@ def _print_summary(s: dict[str, Any]) -> None:
     echo = click.echo
     echo(f"{s['path']}")
     echo(f"  logger         {s['logger_name'] or '-'}   file {s['logfile_name'] or '-'}")
-    echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    if s["os_version"] is not None:
+        echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    else:  # a trace that is no .etl: its format and version
+        echo(f"  format         {s['version'] or '-'}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
     echo(f"  clock          {s['clock']} (PerfFreq {s['perf_freq']})")
     echo(f"  time           {s['start_time']} .. {s['end_time']}")
     compressed = f"compressed ({s['compressed_buffers']} buffers)" if s["compressed"] else "uncompressed"
-    echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    if s["buffer_size"] is not None:
+        echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    else:
+        echo(f"  blocks         {s['buffers_read']} read")
     echo(f"  lost           {s['events_lost']} events, {s['buffers_lost']} buffers")
     echo(f"  records        {s['records']}   " + ", ".join(f"{k} {v}" for k, v in s["kinds"].items()))
     if s["unknown_records"] or s["skipped_bytes"]:

@@ -133,6 +133,24 @@ def tracelogging_fields(meta: EventMetadata, version: int = 5) -> tuple[Property
         return None
 
 
+# Events of EventPipe's own providers that older runtimes write with empty metadata.
+_WELL_KNOWN: dict[tuple[str, int], tuple[str, tuple[Field, ...]]] = {
+    ("Microsoft-DotNETCore-SampleProfiler", 0): ("ThreadSample", (Field("Type", TypeCode.INT32),)),  # 1 external, 2 managed code
+    ("Microsoft-DotNETCore-SampleProfiler", 1): ("ThreadStackWalk", ()),
+}
+
+
+def _described(meta: EventMetadata) -> EventMetadata:
+    """``meta``, or a copy named and described by ``_WELL_KNOWN`` when the trace left it empty."""
+    known = _WELL_KNOWN.get((meta.provider_name, meta.event_id))
+    if known is None or meta.event_name or meta.fields:
+        return meta
+    name, fields = known
+    return EventMetadata(
+        meta.metadata_id, meta.provider_name, meta.event_id, name, meta.keywords, meta.version, meta.level, meta.opcode, meta.provider_guid, fields,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class _Kind:
     """What every event of one metadata record shares."""
@@ -190,6 +208,7 @@ class RecordBuilder:
                 task, channel = schema.task, schema.channel
                 opcode = schema.opcode if opcode is None else opcode
         else:
+            meta = _described(meta)
             fields = tracelogging_fields(meta, self.info.version)
             name = meta.event_name or f"EventID({meta.event_id})"
             try:
