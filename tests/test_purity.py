@@ -1,6 +1,6 @@
 """The pure layers do no I/O behind the caller's back.
 
-``etl/``, ``manifest/``, ``tdh/``, ``session/``, ``evtx/``, ``symbols/``, ``probe/lang/`` and the
+``etl/``, ``manifest/``, ``tdh/``, ``session/``, ``evtx/``, ``symbols/``, ``probe/lang/``, ``nettrace/`` and the
 read model's XPath (``events/xpath/``; the rest of ``events/`` opens sources and manifests for
 applications) (and every pure layer added later: list it in ``PURE_LAYERS``) take bytes and
 objects and give bytes and objects. None of their modules imports what does I/O or concurrency
@@ -20,7 +20,7 @@ import pytest
 import openetw
 
 SRC = Path(openetw.__file__).parent
-PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "events/xpath")
+PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "nettrace", "events/xpath")
 # Shells that live in a pure layer's package, beside its pure modules: the stores of installed
 # manifests (files, locks) are the manifest package's I/O half.
 SHELLS_WITHIN = ("manifest/store/",)
