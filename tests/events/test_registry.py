@@ -149,8 +149,9 @@ def test_mof_and_tmf_files_join_the_registry_and_their_problems_its_errors(tmp_p
 
 def test_the_registry_is_built_in_one_place() -> None:
     """Schema registries filled from files, the store or loaded manifests are built by
-    ``build_registry`` only (``UserTrace`` and the Event Log's channels included): a registry made
-    anywhere else in ``src`` starts with no manifest (the shipped layouts, kernel classes as it is told) and is given none."""
+    ``build_registry`` only (``UserTrace`` and the Event Log's channels included): a registry
+    made anywhere else in ``src`` starts with no manifest (the shipped layouts, the kernel
+    classes when told) and is given none."""
     import ast
 
     import openetw
