@@ -1,0 +1,126 @@
+"""``perf.data`` files as a trace source: tracepoint samples as TraceLogging ``EventRecord``s.
+
+``perf record`` files (``PERFILE2``, file or pipe mode) are mapped, not read whole; their
+samples come in file order (the order ``perf script`` and LinuxTracepoints' ``perf-decode``
+show them: per-CPU buffers flushed round by round, so close to time order, not sorted).
+EventHeader events (``user_events``: Linux's ETW) become the TraceLogging events they describe,
+plain tracepoints TraceLogging events of their system and name (``openetw.perfdata.transcode``).
+
+Timestamps stay in the sample clock (nanoseconds); the logfile header this source gives
+(``header``) converts them to wall-clock time through HEADER_CLOCK_DATA when the file has it
+(``perf record -k CLOCK``), else reads the sample clock as time since 1970.
+Damage: what cost records (a truncated record, a sample whose payload does not decode) is in
+``losses()``; what was only counted (a feature section that did not parse) in ``notices()``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from openetw.consumer.evtx_files import map_file
+from openetw.consumer.sources import Source
+from openetw.consumer.stats import SourceStatistics
+from openetw.errors import InvalidArgument, PerfDataFormatError
+from openetw.etl import layouts as L
+from openetw.etl.clock import TraceClock, unix_ns_to_filetime
+from openetw.etl.logfile import LogfileHeader
+from openetw.etl.record import EventRecord, RecordContext
+from openetw.perfdata.reader import PerfData
+from openetw.perfdata.transcode import Transcoder
+
+__all__ = ["PerfDataSource", "perf_clock", "perf_logfile_header"]
+
+NS_PER_SECOND = 1_000_000_000
+
+
+def perf_clock(perf: PerfData) -> TraceClock:
+    """The sample clock (ns) as a QPC clock of 1 GHz anchored at HEADER_CLOCK_DATA's wall time."""
+    clock = perf.clock_data
+    if clock is not None and clock.wall_clock_ns:
+        return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(clock.wall_clock_ns), clock.clockid_time_ns, NS_PER_SECOND)
+    return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(0), 0, NS_PER_SECOND)
+
+
+def perf_logfile_header(perf: PerfData, path: str) -> LogfileHeader:
+    """A logfile header for the file's facts (what ``info`` shows and ``relog`` writes)."""
+    clock = perf_clock(perf)
+    first, last = perf.sample_time or (0, 0)
+    cpus = perf.nr_cpus[1] if perf.nr_cpus else 0
+    return LogfileHeader(
+        buffer_size=64 * 1024, version=0, provider_version=0, number_of_processors=cpus,
+        end_time=clock.to_filetime(last) if last else 0, timer_resolution=0, maximum_file_size=0, log_file_mode=0,
+        buffers_written=0, start_buffers=0, pointer_size=8, events_lost=perf.stats.events_lost, cpu_speed_mhz=0,
+        boot_time=0, perf_freq=NS_PER_SECOND, start_time=clock.to_filetime(first) if first else clock.start_time,
+        clock_type=L.CLOCK_QPC, buffers_lost=0, logger_name=perf.strings.get("hostname", ""), logfile_name=path,
+        reference_timestamp=first if first else clock.reference_timestamp,
+    )  # fmt: skip
+
+
+class PerfDataSource(Source):
+    """Every sample of a ``perf.data`` file, as ``EventRecord``s."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.name = self.path
+        self.perf: PerfData | None = None
+        self._data: Any = None
+        self._skipped: list[PerfDataFormatError] = []
+        self._records = 0
+
+    def open(self) -> None:
+        self._data = map_file(self.path)
+        self.perf = PerfData(self._data, path=self.path)
+        clock = perf_clock(self.perf)
+        if self.perf.clock_data is None and self.perf.sample_time is not None:
+            self.perf.notices.append(PerfDataFormatError("no HEADER_CLOCK_DATA: sample times read as time since 1970", structure="perf_file_header", path=self.path))
+        self.context = RecordContext(clock, pointer_size=8, source=self.path)
+        self.header = perf_logfile_header(self.perf, self.path)
+
+    def records(self) -> Iterator[EventRecord]:
+        perf = self.perf
+        if perf is None or self.context is None:
+            raise InvalidArgument("open() the source before reading its records")
+        transcoder = Transcoder(perf, self.context)
+        for sample in perf.records():
+            try:
+                record = transcoder.record(sample)
+            except PerfDataFormatError as error:
+                self._skipped.append(error)
+                continue
+            self._records += 1
+            yield record
+        self.header = perf_logfile_header(perf, self.path)  # now with the events the kernel lost
+
+    def statistics(self) -> SourceStatistics:
+        stats = SourceStatistics()
+        if self.perf is not None:
+            stats.records = stats.events_written = self._records
+            stats.events_lost = self.perf.stats.events_lost
+            stats.format_errors = len(self.perf.errors) + len(self._skipped)
+        return stats
+
+    def errors(self) -> list[PerfDataFormatError]:  # type: ignore[override]
+        return self.losses() + self.notices()
+
+    def losses(self) -> list[PerfDataFormatError]:
+        """What cost records: the walk's damage and the samples whose payload did not decode."""
+        return (list(self.perf.errors) if self.perf is not None else []) + self._skipped
+
+    def notices(self) -> list[PerfDataFormatError]:
+        """What was only counted: feature sections that did not parse, a missing clock."""
+        return list(self.perf.notices) if self.perf is not None else []
+
+    def close(self) -> None:
+        data, self._data = self._data, None
+        self.perf = None
+        if isinstance(data, mmap.mmap):
+            try:
+                data.close()
+            except BufferError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<PerfDataSource {self.path}>"
