@@ -330,7 +330,7 @@ def _typed_value(raw: bytes, fmt: int, endian: str) -> Typed | None:
         return ("time", size, _number(raw, endian, True))
     if fmt == BOOLEAN:
         number = _number(raw, endian, False)
-        if number in (0, 1) or size == 1:
+        if number in (0, 1) or size < 4:
             return ("bool", size, number)
         return ("int", size, _number(raw, endian, True))  # neither 0 nor 1: the number, as LinuxTracepoints shows it
     if fmt == FLOAT:

@@ -46,7 +46,7 @@ from openetw.kernel.tracefs_format import BYTES, DATA_LOC, DYNAMIC_TAIL, INT_ARR
 from openetw.perfdata import eventheader as EH
 from openetw.perfdata.reader import EventAttr, PerfData, Sample
 
-__all__ = ["Transcoder", "eventheader_fields", "is_eventheader_format"]
+__all__ = ["Transcoder", "eventheader_fields", "eventheader_record", "is_eventheader_format"]
 
 _COUNTED_STRING = InType.MANIFEST_COUNTEDSTRING
 _COUNTED_BINARY = InType.MANIFEST_COUNTEDBINARY
@@ -251,6 +251,30 @@ class _Plain:
         return pack_values(self.fields, ordered)
 
 
+def eventheader_record(
+    name: EH.TracepointName, data: bytes, *, pid: int = 0, tid: int = 0, timestamp: int = 0, cpu: int = 0,
+    context: RecordContext, base: int = 0,
+) -> EventRecord:  # fmt: skip
+    """An EventHeader event (``data``: its header, extensions and payload) written to the
+    tracepoint ``name``, as a TraceLogging ``EventRecord``."""
+    event = EH.parse_event(data, base=base)
+    if event.metadata is None:
+        props: list[PropertyInfo] = [tl_field("payload", _COUNTED_BINARY)]
+        values: list[Any] = [event.payload]
+    else:
+        props, values = eventheader_fields(event, base=base)
+    guid, traits = _traits(name.provider)
+    items = [ExtendedItem(EXT_PROV_TRAITS, traits), ExtendedItem(EXT_EVENT_SCHEMA_TL, _metadata(event.name, tuple(props), event.tag))]
+    activity = uuid.UUID(bytes=event.activity_id) if event.activity_id is not None else NULL_GUID
+    if event.related_id is not None:
+        items.insert(0, ExtendedItem(EXT_RELATED_ACTIVITYID, uuid.UUID(bytes=event.related_id).bytes_le))
+    return build_event_record(
+        provider_id=guid, id=event.id, version=event.version, channel=TRACELOGGING_CHANNEL, level=event.level,
+        opcode=event.opcode, keyword=name.keyword, pid=pid, tid=tid, timestamp=timestamp, cpu=cpu, activity_id=activity,
+        user_data=pack_values(props, values), extended=items, context=context,
+    )  # fmt: skip
+
+
 class Transcoder:
     """Samples of one ``PerfData`` as ``EventRecord``s in ``context`` (its clock: the sample clock)."""
 
@@ -296,22 +320,11 @@ class Transcoder:
         )  # fmt: skip
 
     def _eventheader(self, sample: Sample, name: EH.TracepointName, offset: int) -> EventRecord:
-        raw = sample.raw or b""
-        base = sample.offset
-        event = EH.parse_event(raw[offset:], base=base)
-        if event.metadata is None:
-            props: list[PropertyInfo] = [tl_field("payload", _COUNTED_BINARY)]
-            values: list[Any] = [event.payload]
-        else:
-            props, values = eventheader_fields(event, base=base)
-        guid, traits = _traits(name.provider)
-        items = [ExtendedItem(EXT_PROV_TRAITS, traits), ExtendedItem(EXT_EVENT_SCHEMA_TL, _metadata(event.name, tuple(props), event.tag))]
-        activity = uuid.UUID(bytes=event.activity_id) if event.activity_id is not None else NULL_GUID
-        if event.related_id is not None:
-            items.insert(0, ExtendedItem(EXT_RELATED_ACTIVITYID, uuid.UUID(bytes=event.related_id).bytes_le))
-        return self._build(
-            sample, guid, items, pack_values(props, values), level=event.level, id=event.id, version=event.version,
-            opcode=event.opcode, keyword=name.keyword, activity_id=activity,
+        pid = sample.pid if sample.pid is not None else 0
+        tid = sample.tid if sample.tid is not None else 0
+        return eventheader_record(
+            name, (sample.raw or b"")[offset:], pid=pid & 0xFFFFFFFF, tid=tid & 0xFFFFFFFF, timestamp=sample.time or 0,
+            cpu=sample.cpu or 0, context=self.context, base=sample.offset,
         )  # fmt: skip
 
     def _other(self, sample: Sample, event_name: str) -> EventRecord:
