@@ -1,8 +1,10 @@
 """``perf.data`` files as a trace source: tracepoint samples as TraceLogging ``EventRecord``s.
 
-``perf record`` files (``PERFILE2``, file or pipe mode) are mapped, not read whole; their
-samples come in file order (the order ``perf script`` and LinuxTracepoints' ``perf-decode``
-show them: per-CPU buffers flushed round by round, so close to time order, not sorted).
+``perf record`` files (``PERFILE2``, file or pipe mode) are mapped, not read whole. Their
+samples sit in per-CPU batches; the source gives them in time order as ``perf report`` does:
+held until a FINISHED_ROUND record shows no older one can follow (at most ``MAX_HELD`` held:
+past that the oldest go first, counted in ``notices()``). ``time_order=False`` gives file order
+(what ``perf script`` and LinuxTracepoints' ``perf-decode`` print).
 EventHeader events (``user_events``: Linux's ETW) become the TraceLogging events they describe,
 plain tracepoints TraceLogging events of their system and name (``openetw.perfdata.transcode``).
 
@@ -15,6 +17,7 @@ Damage: what cost records (a truncated record, a sample whose payload does not d
 
 from __future__ import annotations
 
+import heapq
 import mmap
 import os
 from collections.abc import Iterator
@@ -28,42 +31,47 @@ from openetw.etl import layouts as L
 from openetw.etl.clock import TraceClock, unix_ns_to_filetime
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.record import EventRecord, RecordContext
-from openetw.perfdata.reader import PerfData
+from openetw.perfdata.reader import PerfData, Sample
 from openetw.perfdata.transcode import Transcoder
 
 __all__ = ["PerfDataSource", "perf_clock", "perf_logfile_header"]
 
 NS_PER_SECOND = 1_000_000_000
+MAX_HELD = 1 << 20
+NOMINAL_CPU_MHZ = 1000  # perf.data does not say; ETL readers (dissect.etl) divide by it whatever the clock
 
 
 def perf_clock(perf: PerfData) -> TraceClock:
     """The sample clock (ns) as a QPC clock of 1 GHz anchored at HEADER_CLOCK_DATA's wall time."""
     clock = perf.clock_data
     if clock is not None and clock.wall_clock_ns:
-        return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(clock.wall_clock_ns), clock.clockid_time_ns, NS_PER_SECOND)
-    return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(0), 0, NS_PER_SECOND)
+        return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(clock.wall_clock_ns), clock.clockid_time_ns, NS_PER_SECOND, NOMINAL_CPU_MHZ)
+    return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(0), 0, NS_PER_SECOND, NOMINAL_CPU_MHZ)
 
 
 def perf_logfile_header(perf: PerfData, path: str) -> LogfileHeader:
-    """A logfile header for the file's facts (what ``info`` shows and ``relog`` writes)."""
+    """A logfile header for the file's facts (what ``info`` shows and ``relog`` writes); its
+    clock is the records' clock, so a relogged file keeps their timestamps as they are."""
     clock = perf_clock(perf)
-    first, last = perf.sample_time or (0, 0)
+    _, last = perf.sample_time or (0, 0)
     cpus = perf.nr_cpus[1] if perf.nr_cpus else 0
     return LogfileHeader(
         buffer_size=64 * 1024, version=0, provider_version=0, number_of_processors=cpus,
         end_time=clock.to_filetime(last) if last else 0, timer_resolution=0, maximum_file_size=0, log_file_mode=0,
-        buffers_written=0, start_buffers=0, pointer_size=8, events_lost=perf.stats.events_lost, cpu_speed_mhz=0,
-        boot_time=0, perf_freq=NS_PER_SECOND, start_time=clock.to_filetime(first) if first else clock.start_time,
+        buffers_written=0, start_buffers=0, pointer_size=8, events_lost=perf.stats.events_lost, cpu_speed_mhz=NOMINAL_CPU_MHZ,
+        boot_time=0, perf_freq=NS_PER_SECOND, start_time=clock.start_time,
         clock_type=L.CLOCK_QPC, buffers_lost=0, logger_name=perf.strings.get("hostname", ""), logfile_name=path,
-        reference_timestamp=first if first else clock.reference_timestamp,
+        reference_timestamp=clock.reference_timestamp,
     )  # fmt: skip
 
 
 class PerfDataSource(Source):
     """Every sample of a ``perf.data`` file, as ``EventRecord``s."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, time_order: bool = True) -> None:
         self.path = os.fspath(path)
+        self.time_order = time_order
+        self.held_past_limit = 0
         self.name = self.path
         self.perf: PerfData | None = None
         self._data: Any = None
@@ -84,15 +92,54 @@ class PerfDataSource(Source):
         if perf is None or self.context is None:
             raise InvalidArgument("open() the source before reading its records")
         transcoder = Transcoder(perf, self.context)
-        for sample in perf.records():
-            try:
-                record = transcoder.record(sample)
-            except PerfDataFormatError as error:
-                self._skipped.append(error)
-                continue
-            self._records += 1
-            yield record
+        if self.time_order:
+            yield from self._in_time_order(transcoder)
+        else:
+            for sample in perf.records():
+                if sample is not None:
+                    record = self._record(transcoder, sample)
+                    if record is not None:
+                        yield record
         self.header = perf_logfile_header(perf, self.path)  # now with the events the kernel lost
+
+    def _record(self, transcoder: Transcoder, sample: Sample) -> EventRecord | None:
+        try:
+            record = transcoder.record(sample)
+        except PerfDataFormatError as error:
+            self._skipped.append(error)
+            return None
+        self._records += 1
+        return record
+
+    def _in_time_order(self, transcoder: Transcoder) -> Iterator[EventRecord]:
+        assert self.perf is not None
+        held: list[tuple[int, int, Sample]] = []
+        newest = limit = -1
+        for sequence, sample in enumerate(self.perf.records(rounds=True)):
+            if sample is None:  # FINISHED_ROUND: what is older than the round before it is final
+                while held and held[0][0] <= limit:
+                    record = self._record(transcoder, heapq.heappop(held)[2])
+                    if record is not None:
+                        yield record
+                limit = newest
+                continue
+            time = sample.time or 0
+            newest = max(newest, time)
+            heapq.heappush(held, (time, sequence, sample))
+            if len(held) > MAX_HELD:
+                self.held_past_limit += 1
+                record = self._record(transcoder, heapq.heappop(held)[2])
+                if record is not None:
+                    yield record
+        while held:
+            record = self._record(transcoder, heapq.heappop(held)[2])
+            if record is not None:
+                yield record
+        if self.held_past_limit:
+            self.perf.notices.append(PerfDataFormatError(
+                f"{self.held_past_limit} samples given before a FINISHED_ROUND showed them final (more than {MAX_HELD} held)",
+                structure="FINISHED_ROUND", path=self.path,
+            ))  # fmt: skip
 
     def statistics(self) -> SourceStatistics:
         stats = SourceStatistics()

@@ -417,9 +417,11 @@ class PerfData:
             sample.raw = bytes(data[pos + 4 : pos + 4 + raw_size])
         return sample
 
-    def records(self) -> Iterator[Sample]:
+    def records(self, *, rounds: bool = False) -> Iterator[Sample | None]:
         """Every sample in file order; other records are counted in ``stats`` (and, in pipe mode,
-        their attributes, tracing data and features taken). Damage goes to ``errors``."""
+        their attributes, tracing data and features taken). Damage goes to ``errors``.
+        ``rounds=True``: a ``None`` where a FINISHED_ROUND record is (every sample before it with
+        a time at most the newest time before the previous one may be put in time order)."""
         data, end, stats = self.data, min(self.data_end, self.size), self.stats
         if self.data_end > self.size:
             self.errors.append(self._error(f"the data section ends at {self.data_end}, past the file's {self.size} bytes", 40, "perf_file_header"))
@@ -446,6 +448,9 @@ class PerfData:
                 else:
                     stats.samples += 1
                     yield sample
+            elif kind == P.RECORD_FINISHED_ROUND:
+                if rounds:
+                    yield None
             elif kind >= P.FIRST_USER_RECORD:
                 skip = self._user_record(kind, pos, size, index)
                 if skip < 0:
