@@ -111,3 +111,15 @@ def test_relog_to_etl_reads_in_dissect_and_dumps_the_same_events(capsys: pytest.
         return sorted(json.dumps(event, sort_keys=True) for event in events if event["kind"] == "event")
 
     assert len(ours) == 539 and ordered(again) == ordered(ours)
+
+
+def test_the_viewer_opens_perf_data() -> None:
+    from openetw.report.sources import build_registry
+    from openetw.viewer.sources import open_file
+
+    source = open_file("perf", str(perf_data()), build_registry((), installed=False))
+    assert source.ready.wait(60)
+    assert source.error is None
+    assert source.kind == "perfdata"
+    events = list(source.events(range(539)))
+    assert len(events) == 539 and {event.provider_name for event in events} >= {"sched", "TestProviderC", "TestProviderCpp"}

@@ -203,13 +203,18 @@ class PerfData:
             raise self._error(f"header of {header_size} bytes in a file of {self.size}: not a perf.data header", 8, "perf_file_header")
         attr_size = self._u64(self.data, 16)[0]
         attrs_offset, attrs_size = self._section(24, "attrs")
-        data_offset, data_size = self._section(40, "data")
+        data_offset, data_size = struct.unpack_from(self.endian + "QQ", self.data, 40)
+        if data_offset < P.FILE_HEADER_SIZE or data_offset > self.size:
+            raise self._error(f"the data section starts at {data_offset}, outside the file's {self.size} bytes", 40, "perf_file_header")
         self.data_offset = data_offset
-        self.data_end = data_offset + data_size
+        self.data_end = data_offset + data_size  # past the end of a cut file: the walk stops there and says so
         words = struct.unpack(self.endian + "4Q", self._bytes(72, 32))  # the bitmap: u64 words in the file's order
         bits = sum(word << (64 * index) for index, word in enumerate(words))
         self._read_attrs(attrs_offset, attrs_size, attr_size)
-        self._read_feature_table(bits, self.data_end)
+        if self.data_end > self.size:
+            self.notices.append(self._error(f"the data section ends at {self.data_end}, past the file's {self.size} bytes: the features after it are lost", 40, "perf_file_header"))
+        else:
+            self._read_feature_table(bits, self.data_end)
 
     def _read_attrs(self, offset: int, size: int, entry_size: int) -> None:
         if not size:

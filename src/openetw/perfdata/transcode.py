@@ -256,7 +256,17 @@ def eventheader_record(
     context: RecordContext, base: int = 0,
 ) -> EventRecord:  # fmt: skip
     """An EventHeader event (``data``: its header, extensions and payload) written to the
-    tracepoint ``name``, as a TraceLogging ``EventRecord``."""
+    tracepoint ``name``, as a TraceLogging ``EventRecord``; ``PerfDataFormatError`` when the
+    event is malformed or cannot be a TraceLogging event (past 64 KB)."""
+    try:
+        return _eventheader_record(name, data, pid, tid, timestamp, cpu, context, base)
+    except (InvalidArgument, struct.error, ValueError, OverflowError) as error:
+        raise PerfDataFormatError(f"EventHeader event: {error}", offset=base, structure="eventheader") from None
+
+
+def _eventheader_record(
+    name: EH.TracepointName, data: bytes, pid: int, tid: int, timestamp: int, cpu: int, context: RecordContext, base: int
+) -> EventRecord:
     event = EH.parse_event(data, base=base)
     if event.metadata is None:
         props: list[PropertyInfo] = [tl_field("payload", _COUNTED_BINARY)]
@@ -308,7 +318,7 @@ class Transcoder:
                 plain: _Plain = kind[1]
                 return self._build(sample, plain.guid, plain.items, plain.user_data(sample.raw or b""), level=5)
             return self._other(sample, kind[1])
-        except (TraceDataError, InvalidArgument, struct.error, ValueError) as error:
+        except (TraceDataError, InvalidArgument, struct.error, ValueError, OverflowError) as error:
             raise PerfDataFormatError(f"sample payload: {error}", offset=sample.offset, structure="PERF_SAMPLE_RAW", record_index=sample.record_index, path=self.perf.path) from None
 
     def _build(self, sample: Sample, guid: uuid.UUID, items: Sequence[ExtendedItem], user_data: bytes, *, level: int = 0, **header: Any) -> EventRecord:
