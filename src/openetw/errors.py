@@ -222,6 +222,11 @@ class PerfDataFormatError(OpenEtwError):
         return _located(self.message, self.path, self.offset, ("record", self.record_index), self.structure)
 
 
+class UserEventsUnavailable(OpenEtwError):
+    """This kernel cannot take ``user_events`` (no ``user_events_data`` in tracefs, or it refused
+    the registration): EventHeader events cannot be published here."""
+
+
 def _located(message: str, path: str | None, offset: int | None, *rest: tuple[str, int | None] | str | None) -> str:
     """``message`` after where it was found: the path, ``offset 0x…``, then each numbered place
     (``("buffer", 3)`` reads ``buffer 3``) and the structure, leaving out what is unknown."""

@@ -97,7 +97,9 @@ def same_value(expected: Any, mine: Any) -> bool:
         return _json_int(expected) == mine
     if isinstance(mine, float):
         if isinstance(expected, str):
-            return (math.isnan(mine) and "nan" in expected) or (math.isinf(mine) and expected.endswith("inf") and (mine < 0) == expected.startswith("-"))
+            return (math.isnan(mine) and "nan" in expected) or (
+                math.isinf(mine) and expected.endswith("inf") and (mine < 0) == expected.startswith("-")
+            )
         if not isinstance(expected, (int, float)):
             return False
         if float(expected) == mine:
@@ -109,7 +111,11 @@ def same_value(expected: Any, mine: Any) -> bool:
     if isinstance(mine, str):
         return expected == mine or (isinstance(expected, str) and _invalid(expected) and "\ufffd" in mine)
     if isinstance(mine, list):
-        return isinstance(expected, list) and len(expected) == len(mine) and all(same_value(e, m) for e, m in zip(expected, mine, strict=True))
+        return (
+            isinstance(expected, list)
+            and len(expected) == len(mine)
+            and all(same_value(e, m) for e, m in zip(expected, mine, strict=True))
+        )
     if isinstance(mine, dict):
         return isinstance(expected, list) and same_fields(expected, list(mine.items())) == []
     if mine is None:
@@ -126,7 +132,7 @@ def same_fields(expected: list[tuple[str, Any]], mine: list[tuple[str, Any]]) ->
     problems = []
     if [field_name(key) for key, _ in expected] != [name for name, _ in mine]:
         return [f"field names {[field_name(key) for key, _ in expected]} != {[name for name, _ in mine]}"]
-    for (key, want), (name, got) in zip(expected, mine, strict=True):
+    for (_key, want), (name, got) in zip(expected, mine, strict=True):
         if not same_value(want, got):
             problems.append(f"{name}: expected {want!r}, decoded {got!r}")
     return problems

@@ -56,9 +56,19 @@ def test_dump_gives_tracelogging_events_in_time_order(capsys: pytest.CaptureFixt
     assert len(events) == 539
     times = [event["timestamp"] for event in events]
     assert times == sorted(times)
-    scalars = next(event for event in events if event.get("event_name") == "CScalars3" and event["provider_name"] == "TestProviderC")
+    scalars = next(
+        event
+        for event in events
+        if event.get("event_name") == "CScalars3" and event["provider_name"] == "TestProviderC"
+    )
     assert scalars["provider_id"] == str(provider_guid_from_name("TestProviderC"))
-    assert (scalars["id"], scalars["version"], scalars["level"], scalars["opcode"], scalars["keyword"]) == (1000, 11, 4, 3, 0x85)
+    assert (scalars["id"], scalars["version"], scalars["level"], scalars["opcode"], scalars["keyword"]) == (
+        1000,
+        11,
+        4,
+        3,
+        0x85,
+    )
     assert scalars["properties"] == {"Struct20": {"hi": "hi", "ch10": ["H", "o", "w"]}}
 
 
@@ -97,9 +107,11 @@ def test_user_trace_reads_perf_data() -> None:
     assert len(seen) == 113
 
 
-def test_relog_to_etl_reads_in_dissect_and_dumps_the_same_events(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_relog_to_etl_reads_in_dissect_and_dumps_the_same_events(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     output = tmp_path / "relogged.etl"
-    code, out, err = run(capsys, "relog", "-o", output, perf_data())
+    code, _out, err = run(capsys, "relog", "-o", output, perf_data())
     assert code == 0, err
     dissect_etl = pytest.importorskip("dissect.etl")
     theirs = list(dissect_etl.ETL(io.BytesIO(output.read_bytes())))
@@ -107,6 +119,7 @@ def test_relog_to_etl_reads_in_dissect_and_dumps_the_same_events(capsys: pytest.
     providers = {bytes(event.header.header.ProviderId) for event in theirs[1:]}
     assert provider_guid_from_name("TestProviderCpp").bytes_le in providers
     ours, again = dumped(capsys, perf_data()), dumped(capsys, output)
+
     def ordered(events: list[dict[str, Any]]) -> list[str]:  # equal timestamps may come in either order
         return sorted(json.dumps(event, sort_keys=True) for event in events if event["kind"] == "event")
 
@@ -122,4 +135,8 @@ def test_the_viewer_opens_perf_data() -> None:
     assert source.error is None
     assert source.kind == "perfdata"
     events = list(source.events(range(539)))
-    assert len(events) == 539 and {event.provider_name for event in events} >= {"sched", "TestProviderC", "TestProviderCpp"}
+    assert len(events) == 539 and {event.provider_name for event in events} >= {
+        "sched",
+        "TestProviderC",
+        "TestProviderCpp",
+    }

@@ -28,7 +28,11 @@ def decoded(record: EventRecord) -> tuple[str, list[tuple[str, Any]], Any]:
     assert schema is not None
     values = decode_properties(schema, record.user_data, record.pointer_size)
     assert values.ok, values.errors
-    return f"{schema.provider_name}:{schema.event_name}", list(zip([p.name for p in schema.properties], values.values_in_order(), strict=True)), schema
+    return (
+        f"{schema.provider_name}:{schema.event_name}",
+        list(zip([p.name for p in schema.properties], values.values_in_order(), strict=True)),
+        schema,
+    )
 
 
 def _meta_problems(meta: dict[str, Any], record: EventRecord, schema: Any, *, with_time: bool) -> list[str]:
@@ -43,7 +47,12 @@ def _meta_problems(meta: dict[str, Any], record: EventRecord, schema: Any, *, wi
                 problems.append(f"{key} {meta[key]} != {value}")
     if "level" in meta and meta["level"] != record.level:
         problems.append(f"level {meta['level']} != {record.level}")
-    for key, value in (("keyword", record.keyword), ("opcode", record.opcode), ("id", record.id), ("version", record.version)):
+    for key, value in (
+        ("keyword", record.keyword),
+        ("opcode", record.opcode),
+        ("id", record.id),
+        ("version", record.version),
+    ):
         if not same_value(meta.get(key, 0), value):
             problems.append(f"{key} {meta.get(key, 0)} != {value}")
     tag = schema.tags if hasattr(schema, "tags") else None
@@ -69,7 +78,10 @@ def _compare(expected: list[list[tuple[str, Any]]], records: list[EventRecord], 
         if pairs["n"] != name:
             problems.append(f"event {index}: name {pairs['n']} != {name}")
             continue
-        problems += [f"event {index} {name}: {problem}" for problem in same_fields(fields, mine) + _meta_problems(meta, record, schema, with_time=with_time)]
+        problems += [
+            f"event {index} {name}: {problem}"
+            for problem in same_fields(fields, mine) + _meta_problems(meta, record, schema, with_time=with_time)
+        ]
     assert problems == [], "\n".join(problems[:40])
 
 
@@ -89,7 +101,9 @@ def test_perf_data_decodes_as_perf_decode_does() -> None:
 
 def test_interceptor_events_decode_as_perf_decode_does() -> None:
     data = corpus_path("perfdata", "EventHeaderInterceptorLE64.dat").read_bytes()
-    expected = load_reference(corpus_path("perfdata", "EventHeaderInterceptorLE64.dat.linux.json").read_text("utf-8", "surrogateescape"))
+    expected = load_reference(
+        corpus_path("perfdata", "EventHeaderInterceptorLE64.dat.linux.json").read_text("utf-8", "surrogateescape")
+    )
     context = RecordContext(SYSTEM_TIME_CLOCK, source="<interceptor>")
     records = []
     for offset, name, event in interceptor_events(data):

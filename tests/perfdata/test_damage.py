@@ -35,7 +35,11 @@ def read(path: Path, *, time_order: bool = True) -> tuple[int, list[PerfDataForm
 
 def sample_ends(data: bytes) -> list[int]:
     perf = PerfData(data)
-    return [sample.offset + struct.unpack_from("<H", data, sample.offset + 6)[0] for sample in perf.records() if sample is not None]
+    return [
+        sample.offset + struct.unpack_from("<H", data, sample.offset + 6)[0]
+        for sample in perf.records()
+        if sample is not None
+    ]
 
 
 def test_a_cut_file_keeps_every_record_before_the_cut(tmp_path: Path) -> None:
@@ -47,7 +51,12 @@ def test_a_cut_file_keeps_every_record_before_the_cut(tmp_path: Path) -> None:
         path.write_bytes(data[:cut])
         count, losses, notices = read(path, time_order=False)
         assert count == sum(1 for end in ends if end <= cut)
-        assert losses and losses[-1].structure == "perf_event_header" and losses[-1].offset is not None and losses[-1].offset <= cut
+        assert (
+            losses
+            and losses[-1].structure == "perf_event_header"
+            and losses[-1].offset is not None
+            and losses[-1].offset <= cut
+        )
         assert any("features after it are lost" in str(notice) for notice in notices)
 
 
@@ -77,7 +86,9 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
         if kind == "flip":
             out[at] ^= rng.randint(1, 255)
         elif kind == "word" and at + 8 <= len(out):
-            out[at : at + rng.choice((2, 4, 8))] = rng.choice((b"\xff" * 8, b"\x00" * 8, rng.randbytes(8)))[: len(out[at : at + 8])][: rng.choice((2, 4, 8))]
+            out[at : at + rng.choice((2, 4, 8))] = rng.choice((b"\xff" * 8, b"\x00" * 8, rng.randbytes(8)))[
+                : len(out[at : at + 8])
+            ][: rng.choice((2, 4, 8))]
         elif kind == "cut":
             del out[at:]
         elif kind == "insert":

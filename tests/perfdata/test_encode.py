@@ -17,7 +17,20 @@ from openetw.perfdata.interceptor import interceptor_events
 from tests.conftest import corpus_path
 
 COUNTED_CHAR8 = (EH.STRING_LENGTH16_CHAR8, EH.BINARY_LENGTH16_CHAR8)
-VALUE_FORMATS = (EH.UNSIGNED_INT, EH.SIGNED_INT, EH.HEX_INT, EH.ERRNO, EH.PID, EH.TIME, EH.BOOLEAN, EH.FLOAT, EH.UUID, EH.PORT, EH.IPV4, EH.IPV6)
+VALUE_FORMATS = (
+    EH.UNSIGNED_INT,
+    EH.SIGNED_INT,
+    EH.HEX_INT,
+    EH.ERRNO,
+    EH.PID,
+    EH.TIME,
+    EH.BOOLEAN,
+    EH.FLOAT,
+    EH.UUID,
+    EH.PORT,
+    EH.IPV4,
+    EH.IPV6,
+)
 GUID = uuid.UUID("01020304-0506-0708-0102-030405060708")
 # (encoding, format, value) for every encoding and the formats it takes.
 CASES: list[tuple[int, int, Any]] = [
@@ -52,14 +65,18 @@ def round_trip(fields: list[EhField], values: list[Any], **header: Any) -> list[
 @pytest.mark.parametrize("little_endian", [True, False])
 def test_every_encoding_and_format_decodes_back(encoding: int, fmt: int, value: Any, little_endian: bool) -> None:
     if encoding == EH.BINARY_LENGTH16_CHAR8 and isinstance(value, int):
-        value = value.to_bytes(4, "little" if little_endian else "big")  # a counted value: its bytes in the event's order
+        value = value.to_bytes(
+            4, "little" if little_endian else "big"
+        )  # a counted value: its bytes in the event's order
         expected: Any = 7
     else:
         expected = value
     scalar = EhField("v", encoding, fmt, tag=0x12 if fmt else 0)
     array = EhField("a", encoding, fmt, count="variable")
     fixed = EhField("c", encoding, fmt, count=2)
-    got = round_trip([scalar, array, fixed], [value, [value, value, value], [value, value]], little_endian=little_endian)
+    got = round_trip(
+        [scalar, array, fixed], [value, [value, value, value], [value, value]], little_endian=little_endian
+    )
     if fmt == EH.FLOAT and encoding == EH.VALUE32:
         assert got[0] == pytest.approx(expected)
     else:
@@ -67,7 +84,9 @@ def test_every_encoding_and_format_decodes_back(encoding: int, fmt: int, value: 
 
 
 def test_structs_activity_ids_and_the_header() -> None:
-    point = EhField("Point", EH.STRUCT, members=(EhField("x", EH.VALUE32, EH.SIGNED_INT), EhField("label", EH.ZSTRING_CHAR8)))
+    point = EhField(
+        "Point", EH.STRUCT, members=(EhField("x", EH.VALUE32, EH.SIGNED_INT), EhField("label", EH.ZSTRING_CHAR8))
+    )
     points = EhField("Points", EH.STRUCT, count="variable", members=point.members)
     related = uuid.UUID(int=5)
     data = encode_event(
@@ -75,9 +94,20 @@ def test_structs_activity_ids_and_the_header() -> None:
         opcode=1, activity_id=GUID, related_id=related,
     )  # fmt: skip
     event = parse_event(data)
-    assert (event.name, event.attributes, event.level, event.version, event.id, event.tag, event.opcode) == ("Moved", "attr=1", 2, 3, 7, 0xBEEF, 1)
+    assert (event.name, event.attributes, event.level, event.version, event.id, event.tag, event.opcode) == (
+        "Moved",
+        "attr=1",
+        2,
+        3,
+        7,
+        0xBEEF,
+        1,
+    )
     assert event.activity_id == GUID.bytes and event.related_id == related.bytes
-    assert decode_fields(event) == [("Point", [("x", -1), ("label", "a")]), ("Points", [[("x", 2), ("label", "b")], [("x", 3), ("label", "c")]])]
+    assert decode_fields(event) == [
+        ("Point", [("x", -1), ("label", "a")]),
+        ("Points", [[("x", 2), ("label", "b")], [("x", 3), ("label", "c")]]),
+    ]
 
 
 def test_misuse_is_invalid_argument() -> None:
@@ -93,7 +123,9 @@ def test_misuse_is_invalid_argument() -> None:
 
 def test_tracepoint_names_and_the_registration_command() -> None:
     assert tracepoint_name("MyProvider", 3, 0x2A) == "MyProvider_L3K2a"
-    assert parse_tracepoint_name("OtherProvider_L5K0Gperf") == EH.TracepointName("OtherProvider", 5, 0, (("G", "perf"),))
+    assert parse_tracepoint_name("OtherProvider_L5K0Gperf") == EH.TracepointName(
+        "OtherProvider", 5, 0, (("G", "perf"),)
+    )
     assert parse_tracepoint_name("sched_switch") is None
     assert command_string("P", 5, 1) == "P_L5K1 u8 eventheader_flags;u8 version;u16 id;u16 tag;u8 opcode;u8 level"
 
@@ -114,7 +146,9 @@ def test_linuxtracepoints_events_reencode_to_their_bytes() -> None:
             "related_id": uuid.UUID(bytes=event.related_id) if event.related_id else None,
         }  # fmt: skip
         name = event.name + (f";{event.attributes}" if event.attributes else "")
-        counted_numbers = any(field.encoding in COUNTED_CHAR8 and field.format in VALUE_FORMATS for field in event.fields)
+        counted_numbers = any(
+            field.encoding in COUNTED_CHAR8 and field.format in VALUE_FORMATS for field in event.fields
+        )
         try:
             again = encode_event(name, event.fields, values, **header)
         except InvalidArgument:

@@ -45,7 +45,9 @@ def perf_clock(perf: PerfData) -> TraceClock:
     """The sample clock (ns) as a QPC clock of 1 GHz anchored at HEADER_CLOCK_DATA's wall time."""
     clock = perf.clock_data
     if clock is not None and clock.wall_clock_ns:
-        return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(clock.wall_clock_ns), clock.clockid_time_ns, NS_PER_SECOND, NOMINAL_CPU_MHZ)
+        return TraceClock(
+            L.CLOCK_QPC, unix_ns_to_filetime(clock.wall_clock_ns), clock.clockid_time_ns, NS_PER_SECOND, NOMINAL_CPU_MHZ
+        )
     return TraceClock(L.CLOCK_QPC, unix_ns_to_filetime(0), 0, NS_PER_SECOND, NOMINAL_CPU_MHZ)
 
 
@@ -83,7 +85,13 @@ class PerfDataSource(Source):
         self.perf = PerfData(self._data, path=self.path)
         clock = perf_clock(self.perf)
         if self.perf.clock_data is None and self.perf.sample_time is not None:
-            self.perf.notices.append(PerfDataFormatError("no HEADER_CLOCK_DATA: sample times read as time since 1970", structure="perf_file_header", path=self.path))
+            self.perf.notices.append(
+                PerfDataFormatError(
+                    "no HEADER_CLOCK_DATA: sample times read as time since 1970",
+                    structure="perf_file_header",
+                    path=self.path,
+                )
+            )
         self.context = RecordContext(clock, pointer_size=8, source=self.path)
         self.header = perf_logfile_header(self.perf, self.path)
 

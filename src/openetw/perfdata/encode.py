@@ -135,7 +135,12 @@ def _element(out: bytearray, field: EH.EhField, value: Any, endian: str) -> None
         if len(items) != len(field.members):
             raise InvalidArgument(f"struct {field.name!r} has {len(field.members)} fields, got {len(items)} values")
         for member, item in zip(field.members, items, strict=True):
-            _value(out, member, item[1] if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) else item, endian)
+            _value(
+                out,
+                member,
+                item[1] if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) else item,
+                endian,
+            )
         return
     size = EH.VALUE_SIZES.get(field.encoding)
     if size is not None:
@@ -170,7 +175,9 @@ def encode_event(
     if related_id is not None and activity_id is None:
         raise InvalidArgument("a related activity id needs an activity id")
     endian = "<" if little_endian else ">"
-    flags = EH.FLAG_EXTENSION | (EH.FLAG_LITTLE_ENDIAN if little_endian else 0) | (EH.FLAG_POINTER64 if pointer64 else 0)
+    flags = (
+        EH.FLAG_EXTENSION | (EH.FLAG_LITTLE_ENDIAN if little_endian else 0) | (EH.FLAG_POINTER64 if pointer64 else 0)
+    )
     try:
         out = bytearray(struct.pack(endian + "BBHHBB", flags, version, id, tag, opcode, level))
     except struct.error as error:

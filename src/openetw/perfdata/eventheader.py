@@ -63,7 +63,9 @@ CHAR_SIZES = {
 ZSTRINGS = (ZSTRING_CHAR8, ZSTRING_CHAR16, ZSTRING_CHAR32)
 MAX_STRUCT_DEPTH = 32
 
-_NAME = re.compile(r"^(?P<provider>[^ :]+)_L(?P<level>[0-9a-f]+)K(?P<keyword>[0-9a-f]+)(?P<options>(?:[A-Z][0-9a-z]*)*)$")
+_NAME = re.compile(
+    r"^(?P<provider>[^ :]+)_L(?P<level>[0-9a-f]+)K(?P<keyword>[0-9a-f]+)(?P<options>(?:[A-Z][0-9a-z]*)*)$"
+)
 _OPTION = re.compile(r"([A-Z])([0-9a-z]*)")
 
 
@@ -165,8 +167,25 @@ def parse_event(data: bytes, *, base: int = 0) -> EhEvent:
             pos += size
             if not kind & EXT_CHAIN:
                 break
-    name, attributes, fields = ("", "", ()) if metadata is None else parse_metadata(metadata, little=endian == "<", base=base + pos)
-    return EhEvent(flags, version, event_id, tag, opcode, level, name, attributes, fields, metadata, activity, related, bytes(data[pos:]), pos)
+    name, attributes, fields = (
+        ("", "", ()) if metadata is None else parse_metadata(metadata, little=endian == "<", base=base + pos)
+    )
+    return EhEvent(
+        flags,
+        version,
+        event_id,
+        tag,
+        opcode,
+        level,
+        name,
+        attributes,
+        fields,
+        metadata,
+        activity,
+        related,
+        bytes(data[pos:]),
+        pos,
+    )
 
 
 def _split_name(raw: bytes) -> tuple[str, str]:
@@ -241,7 +260,9 @@ def _nest(flat: list[tuple[EhField, int]], index: int, depth: int, base: int) ->
         raise _fail(f"structs nested deeper than {MAX_STRUCT_DEPTH}", 0, base)
     nested = []
     for _ in range(members):
-        if index >= len(flat):  # a struct declaring more fields than follow ends with the metadata (as LinuxTracepoints reads it)
+        if index >= len(
+            flat
+        ):  # a struct declaring more fields than follow ends with the metadata (as LinuxTracepoints reads it)
             break
         member, index = _nest(flat, index, depth + 1, base)
         nested.append(member)
@@ -388,7 +409,10 @@ def _element(reader: _Payload, field: EhField, depth: int) -> Typed:
             typed = _typed_value(raw, field.format, reader.endian)
             if typed is not None:
                 return typed
-    if field.format == HEX_BYTES or (encoding == BINARY_LENGTH16_CHAR8 and field.format not in (STRING8, STRING_UTF, STRING_UTF_BOM, STRING_XML, STRING_JSON)):
+    if field.format == HEX_BYTES or (
+        encoding == BINARY_LENGTH16_CHAR8
+        and field.format not in (STRING8, STRING_UTF, STRING_UTF_BOM, STRING_XML, STRING_JSON)
+    ):
         return ("bytes", len(raw), raw)
     return ("str", 0, decode_string(raw, char, field.format, reader.little))
 

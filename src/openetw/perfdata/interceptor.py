@@ -21,10 +21,14 @@ def interceptor_events(data: bytes) -> Iterator[tuple[int, str, bytes]]:
     pos = 0
     while pos < len(data):
         if pos + 4 > len(data):
-            raise PerfDataFormatError(f"{len(data) - pos} bytes left, too few for an entry size", offset=pos, structure="interceptor entry")
+            raise PerfDataFormatError(
+                f"{len(data) - pos} bytes left, too few for an entry size", offset=pos, structure="interceptor entry"
+            )
         size = struct.unpack_from("<I", data, pos)[0]
         if size < 5 or pos + size > len(data):
-            raise PerfDataFormatError(f"entry of {size} bytes with {len(data) - pos} left", offset=pos, structure="interceptor entry")
+            raise PerfDataFormatError(
+                f"entry of {size} bytes with {len(data) - pos} left", offset=pos, structure="interceptor entry"
+            )
         nul = data.find(b"\0", pos + 4, pos + size)
         if nul < 0:
             raise PerfDataFormatError("tracepoint name without its NUL", offset=pos + 4, structure="interceptor entry")

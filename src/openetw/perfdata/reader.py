@@ -185,8 +185,12 @@ class PerfData:
             self._read_file_header(header_size)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _error(self, message: str, offset: int | None, structure: str, record_index: int | None = None) -> PerfDataFormatError:
-        return PerfDataFormatError(message, offset=offset, structure=structure, record_index=record_index, path=self.path)
+    def _error(
+        self, message: str, offset: int | None, structure: str, record_index: int | None = None
+    ) -> PerfDataFormatError:
+        return PerfDataFormatError(
+            message, offset=offset, structure=structure, record_index=record_index, path=self.path
+        )
 
     def _bytes(self, offset: int, size: int) -> bytes:
         return bytes(self.data[offset : offset + size])
@@ -194,25 +198,41 @@ class PerfData:
     def _section(self, at: int, what: str) -> tuple[int, int]:
         offset, size = struct.unpack_from(self.endian + "QQ", self.data, at)
         if offset > self.size or size > self.size - offset:
-            raise self._error(f"the {what} section ({size} bytes at {offset}) lies past the file's {self.size} bytes", at, "perf_file_header")
+            raise self._error(
+                f"the {what} section ({size} bytes at {offset}) lies past the file's {self.size} bytes",
+                at,
+                "perf_file_header",
+            )
         return offset, size
 
     # -- file mode -----------------------------------------------------------------------------
     def _read_file_header(self, header_size: int) -> None:
         if self.size < P.FILE_HEADER_SIZE or header_size < P.FILE_HEADER_SIZE:
-            raise self._error(f"header of {header_size} bytes in a file of {self.size}: not a perf.data header", 8, "perf_file_header")
+            raise self._error(
+                f"header of {header_size} bytes in a file of {self.size}: not a perf.data header", 8, "perf_file_header"
+            )
         attr_size = self._u64(self.data, 16)[0]
         attrs_offset, attrs_size = self._section(24, "attrs")
         data_offset, data_size = struct.unpack_from(self.endian + "QQ", self.data, 40)
         if data_offset < P.FILE_HEADER_SIZE or data_offset > self.size:
-            raise self._error(f"the data section starts at {data_offset}, outside the file's {self.size} bytes", 40, "perf_file_header")
+            raise self._error(
+                f"the data section starts at {data_offset}, outside the file's {self.size} bytes",
+                40,
+                "perf_file_header",
+            )
         self.data_offset = data_offset
         self.data_end = data_offset + data_size  # past the end of a cut file: the walk stops there and says so
         words = struct.unpack(self.endian + "4Q", self._bytes(72, 32))  # the bitmap: u64 words in the file's order
         bits = sum(word << (64 * index) for index, word in enumerate(words))
         self._read_attrs(attrs_offset, attrs_size, attr_size)
         if self.data_end > self.size:
-            self.notices.append(self._error(f"the data section ends at {self.data_end}, past the file's {self.size} bytes: the features after it are lost", 40, "perf_file_header"))
+            self.notices.append(
+                self._error(
+                    f"the data section ends at {self.data_end}, past the file's {self.size} bytes: the features after it are lost",
+                    40,
+                    "perf_file_header",
+                )
+            )
         else:
             self._read_feature_table(bits, self.data_end)
 
@@ -231,13 +251,28 @@ class PerfData:
 
     def _parse_attr(self, raw: bytes, offset: int) -> EventAttr:
         if len(raw) < P.MIN_ATTR_SIZE:
-            raise self._error(f"perf_event_attr of {len(raw)} bytes, fewer than {P.MIN_ATTR_SIZE}", offset, "perf_event_attr")
-        kind, size, config, period, sample_type, read_format, flags = struct.unpack_from(self.endian + "IIQQQQQ", raw, 0)
+            raise self._error(
+                f"perf_event_attr of {len(raw)} bytes, fewer than {P.MIN_ATTR_SIZE}", offset, "perf_event_attr"
+            )
+        kind, size, config, period, sample_type, read_format, flags = struct.unpack_from(
+            self.endian + "IIQQQQQ", raw, 0
+        )
         clockid = struct.unpack_from(self.endian + "i", raw, 92)[0] if len(raw) >= 96 else 0
         return EventAttr(kind, config, period, sample_type, read_format, flags, clockid, size=size)
 
     def _add_attr(self, attr: EventAttr, ids: tuple[int, ...]) -> None:
-        attr = EventAttr(attr.type, attr.config, attr.sample_period, attr.sample_type, attr.read_format, attr.flags, attr.clockid, ids, attr.name, attr.size)
+        attr = EventAttr(
+            attr.type,
+            attr.config,
+            attr.sample_period,
+            attr.sample_type,
+            attr.read_format,
+            attr.flags,
+            attr.clockid,
+            ids,
+            attr.name,
+            attr.size,
+        )
         self.attrs.append(attr)
         for sample_id in ids:
             self._by_id[sample_id] = attr
@@ -248,7 +283,9 @@ class PerfData:
             if not bits >> feature & 1:
                 continue
             if position + 16 > self.size:
-                self.notices.append(self._error(f"feature table ends before feature {feature}", position, "perf_file_section"))
+                self.notices.append(
+                    self._error(f"feature table ends before feature {feature}", position, "perf_file_section")
+                )
                 return
             try:
                 self.features[feature] = self._section(position, P.FEATURE_NAMES.get(feature, f"feature {feature}"))
@@ -370,7 +407,9 @@ class PerfData:
         if first & P.SAMPLE_IDENTIFIER:
             position = body_start
         elif first & P.SAMPLE_ID:
-            position = body_start + 8 * sum(bool(first & bit) for bit in (P.SAMPLE_IP, P.SAMPLE_TID, P.SAMPLE_TIME, P.SAMPLE_ADDR))
+            position = body_start + 8 * sum(
+                bool(first & bit) for bit in (P.SAMPLE_IP, P.SAMPLE_TID, P.SAMPLE_TIME, P.SAMPLE_ADDR)
+            )
         else:
             return None
         if position + 8 > end:
@@ -384,11 +423,18 @@ class PerfData:
         start = offset + P.EVENT_HEADER_SIZE
         attr = self.attr_for(self._sample_id(start, end))
         if attr is None:
-            raise self._error("sample of no known attribute (its id is in no attribute's list)", offset, "PERF_RECORD_SAMPLE", record_index)
+            raise self._error(
+                "sample of no known attribute (its id is in no attribute's list)",
+                offset,
+                "PERF_RECORD_SAMPLE",
+                record_index,
+            )
         layout = self._layout(attr)
         pos = start + layout.fixed.size
         if pos > end:
-            raise self._error(f"sample of {size} bytes is shorter than its fixed fields", offset, "PERF_RECORD_SAMPLE", record_index)
+            raise self._error(
+                f"sample of {size} bytes is shorter than its fixed fields", offset, "PERF_RECORD_SAMPLE", record_index
+            )
         sample = Sample(attr, offset, record_index, misc=misc)
         for name, value in zip(layout.names, layout.fixed.unpack_from(data, start), strict=True):
             if name:
@@ -401,7 +447,9 @@ class PerfData:
                     raise self._error("read values past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index)
                 count = u64(data, pos)[0]
                 if count > (end - pos) // 8:
-                    raise self._error(f"{count} read values past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index)
+                    raise self._error(
+                        f"{count} read values past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index
+                    )
                 pos += 8 * (1 + extra + count * per_value)
             else:
                 pos += 8 * (extra + per_value)
@@ -410,7 +458,9 @@ class PerfData:
                 raise self._error("callchain past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index)
             count = u64(data, pos)[0]
             if count > (end - pos - 8) // 8:
-                raise self._error(f"callchain of {count} entries past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index)
+                raise self._error(
+                    f"callchain of {count} entries past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index
+                )
             sample.callchain = struct.unpack_from(f"{self.endian}{count}Q", data, pos + 8)
             pos += 8 + 8 * count
         if layout.raw:
@@ -418,7 +468,9 @@ class PerfData:
                 raise self._error("raw data size past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index)
             raw_size = self._u32(data, pos)[0]
             if raw_size > end - pos - 4:
-                raise self._error(f"raw data of {raw_size} bytes past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index)
+                raise self._error(
+                    f"raw data of {raw_size} bytes past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index
+                )
             sample.raw = bytes(data[pos + 4 : pos + 4 + raw_size])
         return sample
 
@@ -429,19 +481,34 @@ class PerfData:
         a time at most the newest time before the previous one may be put in time order)."""
         data, end, stats = self.data, min(self.data_end, self.size), self.stats
         if self.data_end > self.size:
-            self.errors.append(self._error(f"the data section ends at {self.data_end}, past the file's {self.size} bytes", 40, "perf_file_header"))
+            self.errors.append(
+                self._error(
+                    f"the data section ends at {self.data_end}, past the file's {self.size} bytes",
+                    40,
+                    "perf_file_header",
+                )
+            )
         pos, index = self.data_offset, 0
         header = self._event_header
         names = P.RECORD_NAMES
         counts = stats.records
         while pos < end:
             if pos + P.EVENT_HEADER_SIZE > end:
-                self.errors.append(self._error(f"{end - pos} bytes left, too few for a record header", pos, "perf_event_header", index))
+                self.errors.append(
+                    self._error(f"{end - pos} bytes left, too few for a record header", pos, "perf_event_header", index)
+                )
                 break
             kind, misc, size = header(data, pos)
             if size < P.EVENT_HEADER_SIZE or pos + size > end:
                 what = "truncated" if size >= P.EVENT_HEADER_SIZE else "impossible"
-                self.errors.append(self._error(f"record of type {kind} and {size} bytes is {what} ({end - pos} bytes left)", pos, "perf_event_header", index))
+                self.errors.append(
+                    self._error(
+                        f"record of type {kind} and {size} bytes is {what} ({end - pos} bytes left)",
+                        pos,
+                        "perf_event_header",
+                        index,
+                    )
+                )
                 break
             counts[names.get(kind, str(kind))] += 1
             if kind == P.RECORD_SAMPLE:
@@ -477,7 +544,9 @@ class PerfData:
             if kind == P.RECORD_HEADER_ATTR:
                 attr_size = self._u32(self.data, body + 4)[0] if size >= 16 else 0
                 if attr_size < P.MIN_ATTR_SIZE or body + attr_size > pos + size:
-                    raise self._error(f"attribute of {attr_size} bytes in a record of {size}", pos, "HEADER_ATTR", index)
+                    raise self._error(
+                        f"attribute of {attr_size} bytes in a record of {size}", pos, "HEADER_ATTR", index
+                    )
                 attr = self._parse_attr(self._bytes(body, attr_size), body)
                 count = (pos + size - body - attr_size) // 8
                 self._add_attr(attr, struct.unpack_from(f"{self.endian}{count}Q", self.data, body + attr_size))
@@ -485,22 +554,33 @@ class PerfData:
                 length = self._u32(self.data, body)[0]
                 padded = (length + 7) & ~7
                 if pos + size + length > end:
-                    self.errors.append(self._error(f"tracing data of {length} bytes past the end", pos, "HEADER_TRACING_DATA", index))
+                    self.errors.append(
+                        self._error(f"tracing data of {length} bytes past the end", pos, "HEADER_TRACING_DATA", index)
+                    )
                     return -1
                 offset = pos + size
                 self._take_feature(P.FEATURE_TRACING_DATA, self._bytes(offset, length), offset)
-                return padded if pos + size + padded <= end else length
+                return int(padded if pos + size + padded <= end else length)
             elif kind == P.RECORD_HEADER_FEATURE and size >= 16:
                 feature = self._u64(self.data, body)[0]
                 self._take_feature(int(feature), self._bytes(body + 8, size - 16), body + 8)
             elif kind == P.RECORD_AUXTRACE and size >= 16:
                 aux_size = self._u64(self.data, body)[0]
                 if pos + size + aux_size > end:
-                    self.errors.append(self._error(f"aux trace data of {aux_size} bytes past the end", pos, "AUXTRACE", index))
+                    self.errors.append(
+                        self._error(f"aux trace data of {aux_size} bytes past the end", pos, "AUXTRACE", index)
+                    )
                     return -1
                 return int(aux_size)
             elif kind == P.RECORD_COMPRESSED and self.stats.records["COMPRESSED"] == 1:
-                self.errors.append(self._error("compressed records (perf record -z) are counted, not read (their samples are lost)", pos, "COMPRESSED", index))
+                self.errors.append(
+                    self._error(
+                        "compressed records (perf record -z) are counted, not read (their samples are lost)",
+                        pos,
+                        "COMPRESSED",
+                        index,
+                    )
+                )
         except PerfDataFormatError as error:
             self.errors.append(error)
         except struct.error as error:

@@ -49,12 +49,14 @@ class _Cursor:
 
     def take(self, size: int, what: str) -> bytes:
         if size < 0 or self.pos + size > len(self.data):
-            raise self.fail(f"{what} of {size} bytes runs past the section's {len(self.data) - self.pos} remaining bytes")
+            raise self.fail(
+                f"{what} of {size} bytes runs past the section's {len(self.data) - self.pos} remaining bytes"
+            )
         chunk = self.data[self.pos : self.pos + size]
         self.pos += size
         return bytes(chunk)
 
-    def int(self, size: int, what: str) -> int:
+    def number(self, size: int, what: str) -> int:
         value: int = struct.unpack(self.endian + ("I" if size == 4 else "Q"), self.take(size, what))[0]
         return value
 
@@ -67,7 +69,7 @@ class _Cursor:
         return text
 
     def sized(self, size_bytes: int, what: str) -> bytes:
-        return self.take(self.int(size_bytes, f"size of {what}"), what)
+        return self.take(self.number(size_bytes, f"size of {what}"), what)
 
 
 def _named_file(cursor: _Cursor, name: str) -> str:
@@ -85,7 +87,9 @@ def parse_tracing_data(data: bytes, *, base: int = 0) -> TracingData:
     (the cut is in ``problems``); a section without the magic raises ``PerfDataFormatError``."""
     data = bytes(data)
     if not data.startswith(TRACING_MAGIC):
-        raise PerfDataFormatError("tracing data does not start with its magic", offset=base, structure="HEADER_TRACING_DATA")
+        raise PerfDataFormatError(
+            "tracing data does not start with its magic", offset=base, structure="HEADER_TRACING_DATA"
+        )
     cursor = _Cursor(data, base, "<")
     cursor.pos = len(TRACING_MAGIC)
     result = TracingData()
@@ -94,7 +98,7 @@ def parse_tracing_data(data: bytes, *, base: int = 0) -> TracingData:
         result.big_endian = cursor.take(1, "byte order")[0] != 0
         cursor.endian = ">" if result.big_endian else "<"
         result.long_size = cursor.take(1, "long size")[0]
-        result.page_size = cursor.int(4, "page size")
+        result.page_size = cursor.number(4, "page size")
         result.header_page = _named_file(cursor, "header_page")
         result.header_event = _named_file(cursor, "header_event")
         for _ in range(_count(cursor, "ftrace format count")):
@@ -115,7 +119,7 @@ def parse_tracing_data(data: bytes, *, base: int = 0) -> TracingData:
 
 
 def _count(cursor: _Cursor, what: str) -> int:
-    count = cursor.int(4, what)
+    count = cursor.number(4, what)
     if count > len(cursor.data) - cursor.pos:  # each entry takes at least a byte
         raise cursor.fail(f"{what} {count} exceeds the bytes left")
     return count
@@ -126,7 +130,11 @@ def _add_format(result: TracingData, raw: bytes, system: str, cursor: _Cursor) -
     try:
         parsed = parse_event_format(text, system=system)
     except TraceDataError as error:
-        result.problems.append(PerfDataFormatError(f"{system} format: {error}", offset=cursor.base + cursor.pos - len(raw), structure="format"))
+        result.problems.append(
+            PerfDataFormatError(
+                f"{system} format: {error}", offset=cursor.base + cursor.pos - len(raw), structure="format"
+            )
+        )
         return
     result.formats[parsed.id] = parsed
     result.format_texts[parsed.id] = text

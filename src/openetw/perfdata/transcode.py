@@ -31,7 +31,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from openetw.errors import InvalidArgument, PerfDataFormatError, TraceDataError
 from openetw.etl.build import build_event_record
@@ -39,10 +39,25 @@ from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS, EXT_RELAT
 from openetw.etl.intypes import MAX_FILETIME, InType, OutType
 from openetw.etl.record import EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
-from openetw.etl.tracelogging import TLG_STRUCT, TRACELOGGING_CHANNEL, encode_event_metadata, encode_provider_traits, pack_values, tl_field
+from openetw.etl.tracelogging import (
+    TLG_STRUCT,
+    TRACELOGGING_CHANNEL,
+    encode_event_metadata,
+    encode_provider_traits,
+    pack_values,
+    tl_field,
+)
 from openetw.guids import NULL_GUID, provider_guid_from_name
 from openetw.kernel.event_decoder import EventDecoder
-from openetw.kernel.tracefs_format import BYTES, DATA_LOC, DYNAMIC_TAIL, INT_ARRAY, INTEGER, REL_LOC, STRING, EventFormat
+from openetw.kernel.tracefs_format import (
+    DATA_LOC,
+    DYNAMIC_TAIL,
+    INT_ARRAY,
+    INTEGER,
+    REL_LOC,
+    STRING,
+    EventFormat,
+)
 from openetw.perfdata import eventheader as EH
 from openetw.perfdata.reader import EventAttr, PerfData, Sample
 
@@ -61,7 +76,11 @@ Spec = tuple[int, int | None]  # (in-type, out-type)
 
 def _text(value: str) -> str:
     """UTF-16 cannot hold lone surrogates: they read as U+FFFD."""
-    return value.encode("utf-16-le", "replace").decode("utf-16-le") if any(0xD800 <= ord(c) < 0xE000 for c in value) else value
+    return (
+        value.encode("utf-16-le", "replace").decode("utf-16-le")
+        if any(0xD800 <= ord(c) < 0xE000 for c in value)
+        else value
+    )
 
 
 def _scalar(typed: EH.Typed, fmt: int) -> tuple[Spec, Any]:
@@ -122,12 +141,16 @@ def _unify(specs: list[Spec], items: list[EH.Typed], field: EH.EhField) -> tuple
 
 
 def _field(field: EH.EhField, value: EH.Typed | list[EH.Typed]) -> tuple[PropertyInfo, Any]:
-    count: int | str | None = None if field.count is None else ("variable" if field.count == "variable" else int(field.count))
+    count: int | Literal["variable"] | None = (
+        None if field.count is None else ("variable" if field.count == "variable" else int(field.count))
+    )
     if field.encoding == EH.STRUCT:
         if isinstance(value, list):
             elements = [_struct_members(field, item) for item in value]
             members = elements[0][0] if elements else [_field(member, _empty(member))[0] for member in field.members]
-            return tl_field(field.name, TLG_STRUCT, count=count, members=members, tags=field.tag), [values for _, values in elements]  # type: ignore[arg-type]
+            return tl_field(field.name, TLG_STRUCT, count=count, members=members, tags=field.tag), [
+                values for _, values in elements
+            ]
         props, values = _struct_members(field, value)
         return tl_field(field.name, TLG_STRUCT, members=props, tags=field.tag), values
     if isinstance(value, list):
@@ -139,7 +162,7 @@ def _field(field: EH.EhField, value: EH.Typed | list[EH.Typed]) -> tuple[Propert
             spec, values = specs[0], [item for _, item in pairs]
         else:
             spec, values = _unify(specs, value, field)
-        return tl_field(field.name, spec[0], spec[1], count, tags=field.tag), values  # type: ignore[arg-type]
+        return tl_field(field.name, spec[0], spec[1], count, tags=field.tag), values
     spec, converted = _scalar(value, field.format)
     return tl_field(field.name, spec[0], spec[1], tags=field.tag), converted
 
@@ -204,7 +227,9 @@ class _Plain:
                 props.append(tl_field(f.name, (_SIGNED if f.signed else _UNSIGNED)[f.size]))
                 code = f.struct_code or "B"
             elif f.kind == INT_ARRAY and f.array_length:
-                props.append(tl_field(f.name, (_SIGNED if f.signed else _UNSIGNED)[f.element_size], count=f.array_length))
+                props.append(
+                    tl_field(f.name, (_SIGNED if f.signed else _UNSIGNED)[f.element_size], count=f.array_length)
+                )
                 code = f"{f.array_length}{f.struct_code}"
             elif f.kind in (STRING, DATA_LOC, REL_LOC, DYNAMIC_TAIL) and (f.text or f.kind == STRING):
                 props.append(tl_field(f.name, _COUNTED_STRING))
@@ -230,7 +255,10 @@ class _Plain:
     def user_data(self, raw: bytes) -> bytes:
         if self.repack is not None:
             if len(raw) < self.fixed_size:
-                raise TraceDataError(f"payload of {len(raw)} bytes is shorter than its {self.fixed_size}-byte layout", structure="payload")
+                raise TraceDataError(
+                    f"payload of {len(raw)} bytes is shorter than its {self.fixed_size}-byte layout",
+                    structure="payload",
+                )
             source, target = self.repack
             return target.pack(*source.unpack_from(raw))
         assert self.decoder is not None
@@ -242,11 +270,15 @@ class _Plain:
         for prop in self.fields:
             value = values.get(prop.name)
             if prop.in_type == _COUNTED_STRING:
-                value = _text(value if isinstance(value, str) else bytes(value or b"").split(b"\0", 1)[0].decode("utf-8", "replace"))
+                value = _text(
+                    value
+                    if isinstance(value, str)
+                    else bytes(value or b"").split(b"\0", 1)[0].decode("utf-8", "replace")
+                )
             elif prop.in_type == _COUNTED_BINARY:
                 value = value if isinstance(value, (bytes, bytearray)) else str(value or "").encode("utf-8")
             elif prop.count is not None:
-                value = list(value)
+                value = list(value or ())
             ordered.append(value)
         return pack_values(self.fields, ordered)
 
@@ -265,7 +297,14 @@ def eventheader_record(
 
 
 def _eventheader_record(
-    name: EH.TracepointName, data: bytes, pid: int, tid: int, timestamp: int, cpu: int, context: RecordContext, base: int
+    name: EH.TracepointName,
+    data: bytes,
+    pid: int,
+    tid: int,
+    timestamp: int,
+    cpu: int,
+    context: RecordContext,
+    base: int,
 ) -> EventRecord:
     event = EH.parse_event(data, base=base)
     if event.metadata is None:
@@ -274,7 +313,10 @@ def _eventheader_record(
     else:
         props, values = eventheader_fields(event, base=base)
     guid, traits = _traits(name.provider)
-    items = [ExtendedItem(EXT_PROV_TRAITS, traits), ExtendedItem(EXT_EVENT_SCHEMA_TL, _metadata(event.name, tuple(props), event.tag))]
+    items = [
+        ExtendedItem(EXT_PROV_TRAITS, traits),
+        ExtendedItem(EXT_EVENT_SCHEMA_TL, _metadata(event.name, tuple(props), event.tag)),
+    ]
     activity = uuid.UUID(bytes=event.activity_id) if event.activity_id is not None else NULL_GUID
     if event.related_id is not None:
         items.insert(0, ExtendedItem(EXT_RELATED_ACTIVITYID, uuid.UUID(bytes=event.related_id).bytes_le))
@@ -319,9 +361,24 @@ class Transcoder:
                 return self._build(sample, plain.guid, plain.items, plain.user_data(sample.raw or b""), level=5)
             return self._other(sample, kind[1])
         except (TraceDataError, InvalidArgument, struct.error, ValueError, OverflowError) as error:
-            raise PerfDataFormatError(f"sample payload: {error}", offset=sample.offset, structure="PERF_SAMPLE_RAW", record_index=sample.record_index, path=self.perf.path) from None
+            raise PerfDataFormatError(
+                f"sample payload: {error}",
+                offset=sample.offset,
+                structure="PERF_SAMPLE_RAW",
+                record_index=sample.record_index,
+                path=self.perf.path,
+            ) from None
 
-    def _build(self, sample: Sample, guid: uuid.UUID, items: Sequence[ExtendedItem], user_data: bytes, *, level: int = 0, **header: Any) -> EventRecord:
+    def _build(
+        self,
+        sample: Sample,
+        guid: uuid.UUID,
+        items: Sequence[ExtendedItem],
+        user_data: bytes,
+        *,
+        level: int = 0,
+        **header: Any,
+    ) -> EventRecord:
         pid = sample.pid if sample.pid is not None else 0
         tid = sample.tid if sample.tid is not None else 0
         return build_event_record(
@@ -344,5 +401,8 @@ class Transcoder:
                 props.append(tl_field(label, InType.UINT64, OutType.HEXINT64 if label != "period" else None))
                 values.append(value)
         guid, traits = _traits("perf")
-        items = [ExtendedItem(EXT_PROV_TRAITS, traits), ExtendedItem(EXT_EVENT_SCHEMA_TL, _metadata(event_name, tuple(props), 0))]
+        items = [
+            ExtendedItem(EXT_PROV_TRAITS, traits),
+            ExtendedItem(EXT_EVENT_SCHEMA_TL, _metadata(event_name, tuple(props), 0)),
+        ]
         return self._build(sample, guid, items, pack_values(props, values), level=5)
