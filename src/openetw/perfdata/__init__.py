@@ -10,7 +10,14 @@
   of ``.etl`` reads them (``openetw.consumer.perfdata_source`` is the file source).
 """
 
-from openetw.perfdata.eventheader import EhEvent, EhField, TracepointName, decode_fields, parse_event, parse_tracepoint_name
+from openetw.perfdata.eventheader import (
+    EhEvent,
+    EhField,
+    TracepointName,
+    decode_fields,
+    parse_event,
+    parse_tracepoint_name,
+)
 from openetw.perfdata.reader import EventAttr, PerfData, Sample, is_perf_data
 
 __all__ = [

@@ -383,6 +383,10 @@ class PerfData:
             return None
         return self._by_id.get(sample_id)
 
+    def sample_ids(self) -> list[int]:
+        """Every sample id an attribute lists, sorted."""
+        return sorted(self._by_id)
+
     def event_name(self, attr: EventAttr) -> str:
         """The event's name: the tracepoint's ``system:name``, else HEADER_EVENT_DESC's."""
         if attr.is_tracepoint and self.tracing is not None:
@@ -479,38 +483,13 @@ class PerfData:
         their attributes, tracing data and features taken). Damage goes to ``errors``.
         ``rounds=True``: a ``None`` where a FINISHED_ROUND record is (every sample before it with
         a time at most the newest time before the previous one may be put in time order)."""
-        data, end, stats = self.data, min(self.data_end, self.size), self.stats
-        if self.data_end > self.size:
-            self.errors.append(
-                self._error(
-                    f"the data section ends at {self.data_end}, past the file's {self.size} bytes",
-                    40,
-                    "perf_file_header",
-                )
-            )
+        end, stats = self.data_end_in_file(), self.stats
         pos, index = self.data_offset, 0
-        header = self._event_header
-        names = P.RECORD_NAMES
-        counts = stats.records
         while pos < end:
-            if pos + P.EVENT_HEADER_SIZE > end:
-                self.errors.append(
-                    self._error(f"{end - pos} bytes left, too few for a record header", pos, "perf_event_header", index)
-                )
+            framed = self.frame(pos, end, index)
+            if framed is None:
                 break
-            kind, misc, size = header(data, pos)
-            if size < P.EVENT_HEADER_SIZE or pos + size > end:
-                what = "truncated" if size >= P.EVENT_HEADER_SIZE else "impossible"
-                self.errors.append(
-                    self._error(
-                        f"record of type {kind} and {size} bytes is {what} ({end - pos} bytes left)",
-                        pos,
-                        "perf_event_header",
-                        index,
-                    )
-                )
-                break
-            counts[names.get(kind, str(kind))] += 1
+            kind, misc, size = framed
             if kind == P.RECORD_SAMPLE:
                 try:
                     sample = self.parse_sample(pos, size, misc, index)
@@ -520,21 +499,53 @@ class PerfData:
                 else:
                     stats.samples += 1
                     yield sample
-            elif kind == P.RECORD_FINISHED_ROUND:
-                if rounds:
-                    yield None
-            elif kind >= P.FIRST_USER_RECORD:
-                skip = self._user_record(kind, pos, size, index)
-                if skip < 0:
+            else:
+                extra = self.other_record(kind, pos, size, index)
+                if extra < 0:
                     break
-                size += skip
-            elif kind == P.RECORD_LOST and size >= 24:
-                stats.events_lost += self._u64(data, pos + 16)[0]
-            elif kind == P.RECORD_LOST_SAMPLES and size >= 16:
-                stats.events_lost += self._u64(data, pos + 8)[0]
+                if rounds and kind == P.RECORD_FINISHED_ROUND:
+                    yield None
+                size += extra
             pos += size
             index += 1
         stats.bytes_read = pos - self.data_offset
+
+    def data_end_in_file(self) -> int:
+        """Where the walk of the data records stops (the data section's end, or the file's when
+        it was cut: said once in ``errors``)."""
+        if self.data_end > self.size:
+            message = f"the data section ends at {self.data_end}, past the file's {self.size} bytes"
+            if not any(error.message == message for error in self.errors):
+                self.errors.append(self._error(message, 40, "perf_file_header"))
+        return min(self.data_end, self.size)
+
+    def frame(self, pos: int, end: int, index: int) -> tuple[int, int, int] | None:
+        """The (type, misc, size) of the record at ``pos``, counted; ``None`` (and an error) when
+        its header cannot be trusted."""
+        if pos + P.EVENT_HEADER_SIZE > end:
+            self.errors.append(
+                self._error(f"{end - pos} bytes left, too few for a record header", pos, "perf_event_header", index)
+            )
+            return None
+        kind, misc, size = self._event_header(self.data, pos)
+        if size < P.EVENT_HEADER_SIZE or pos + size > end:
+            what = "truncated" if size >= P.EVENT_HEADER_SIZE else "impossible"
+            message = f"record of type {kind} and {size} bytes is {what} ({end - pos} bytes left)"
+            self.errors.append(self._error(message, pos, "perf_event_header", index))
+            return None
+        self.stats.records[P.RECORD_NAMES.get(kind, str(kind))] += 1
+        return kind, misc, size
+
+    def other_record(self, kind: int, pos: int, size: int, index: int) -> int:
+        """A record that is no sample: taken (lost counts; pipe mode's attributes, tracing data,
+        features). Returns the bytes that follow it beyond its size, -1 to stop the walk."""
+        if kind >= P.FIRST_USER_RECORD:
+            return self._user_record(kind, pos, size, index)
+        if kind == P.RECORD_LOST and size >= 24:
+            self.stats.events_lost += self._u64(self.data, pos + 16)[0]
+        elif kind == P.RECORD_LOST_SAMPLES and size >= 16:
+            self.stats.events_lost += self._u64(self.data, pos + 8)[0]
+        return 0
 
     def _user_record(self, kind: int, pos: int, size: int, index: int) -> int:
         """A perf tool record: bytes that follow it beyond its size (-1: stop the walk)."""
