@@ -94,12 +94,16 @@ def _perf_script(path: str) -> dict[str, float]:
     return {"cpu": cpu, "wall": wall}
 
 
-def record(path: str, calls: int) -> None:
+def record(path: str, calls: int) -> float:
+    """Records the file; returns the CPU seconds of perf record and its workload."""
     workload = f"import os\ng = os.getppid\nfor _ in range({calls}):\n    g()\n"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(
         ["perf", "record", "-q", "-m", "4096", "-e", TRACEPOINT, "-o", path, "--", sys.executable, "-c", workload],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -116,7 +120,7 @@ def main() -> None:
         sys.exit("needs perf and root (perf record of kernel tracepoints)")
     with tempfile.TemporaryDirectory(prefix="openetw-bench-perf-") as folder:
         path = args.keep or os.path.join(folder, "perf.data")
-        record(path, args.calls)
+        recording_cpu = record(path, args.calls)
         columns = _run_child("columns", path, args.record_limit)
         samples = columns["records"]
         if samples < 1_000_000:
@@ -136,7 +140,9 @@ def main() -> None:
                 ]
             )
         size = os.path.getsize(path)
-    print(f"perf.data: {samples} samples of {TRACEPOINT}, {size / 1e6:.1f} MB; {machine_note()}")
+    print(
+        f"perf.data: {samples} samples of {TRACEPOINT}, {size / 1e6:.1f} MB (perf record and its workload: {recording_cpu:.2f} CPU s); {machine_note()}"
+    )
     print(
         table(
             ["reader", "records", "CPU s", "wall s", "records/CPU s"],
