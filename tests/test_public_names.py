@@ -118,6 +118,8 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "schema_from_manifest_event", "schema_from_mof", "schema_from_record", "schema_from_tracelogging",
         "schemas_from_manifest", "tl_field",
     ),
+    "openetw.events": (),
+    "openetw.symbols": (),
     "openetw.viewer": (),
     "openetw.testing": (
         "EventRecordBuilder", "infer_field", "manifest_schema", "pack_template", "push_record", "push_records",

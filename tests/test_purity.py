@@ -18,7 +18,7 @@ import pytest
 import openetw
 
 SRC = Path(openetw.__file__).parent
-PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "perfdata")
+PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "perfdata")
 
 FORBIDDEN_MODULES = frozenset({
     "asyncio", "ctypes", "fcntl", "http", "mmap", "multiprocessing", "select", "selectors", "shutil",

@@ -168,7 +168,7 @@ class KernelSession:
         self._proc_handlers: ProcConnectorHandlers | None = None
         for chosen in self._sources:
             if isinstance(chosen, PerfSource) and self._perf_classes is None:
-                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns)
+                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns, getattr(self.proc, "build_id", None))
             elif isinstance(chosen, ProcConnectorSource) and self._proc_handlers is None:
                 self._proc_handlers = install_proc_connector_handlers(self.mapper)
         # After every handler is registered: a lean decoder reads only what the built-in handlers use.
@@ -372,6 +372,19 @@ class KernelSession:
             self._counts["rundown_records"] += len(records)
             self._counts["records_written"] += len(records)
 
+    def _symbol_rundown(self) -> None:
+        """At the end: the kernel symbols the samples' kernel frames fell in (names from the trace)."""
+        perf = self._perf_classes
+        if perf is None or not perf.kernel_addresses:
+            return
+        records = perf.symbol_rundown(self.proc.kernel_symbols(), time.monotonic_ns())
+        with self._lock:
+            assert self._writer is not None
+            for record in records:
+                self._writer.write(record)
+        self._counts["rundown_records"] += len(records)
+        self._counts["records_written"] += len(records)
+
     def _run(self) -> None:
         """The reader thread: every call on the sources happens here."""
         if self.raise_priority:
@@ -410,6 +423,7 @@ class KernelSession:
             self.mapper.on_arrival(rest)
             self._consume(rest, final=True)
             self._account_loss()
+            self._symbol_rundown()
         except BaseException as error:  # noqa: BLE001 - reported by stop()
             self._failure = error
 

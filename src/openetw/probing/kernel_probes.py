@@ -104,6 +104,7 @@ class KernelProbes(ColumnStage):
         self._cache: dict[tuple[str, str, str], list[tuple[Clause, tuple[str, str, str, str]]]] = {}
         self.context: Any = None
         self._sample_waiting: dict[int, tuple[Any, int]] = {}  # cpu -> (sample, its time): its stack may follow
+        self._frame_namer: Any = None  # names user frames (made when a stack is first printed)
         self.stopped_at: int | None = None  # FILETIME of exit(): nothing after it fires
         self.decoding = _Decoding()
 
@@ -253,13 +254,23 @@ class KernelProbes(ColumnStage):
         return "\n".join(self._symbol(firing.pid, frame, firing.filetime) for frame in frames)
 
     def _symbol(self, pid: int, address: int, when: int) -> str:
+        """DTrace's ``module`function+0xoffset`` (the module's ELF symbols, .NET methods, perf
+        maps: ``openetw.events.frames``), else ``module`0xoffset``, else the address."""
         if address >= _KERNEL_START:
             return kernel_symbol(address)
-        image = self.context.decode_context.image_at(pid, address, when) if self.context is not None else None
-        if image is None:
+        if self.context is None:
             return f"0x{address:x}"
-        name = image.file_name.replace("\\", "/").rsplit("/", 1)[-1]
-        return f"{name}`0x{address - image.base:x}"
+        namer = self._frame_namer
+        if namer is None:
+            from openetw.events.frames import FrameNamer
+
+            namer = self._frame_namer = FrameNamer(self.context.decode_context, perf_map_dir="/tmp")
+        frame = namer.name(pid, address, when)
+        if frame.module == "?":
+            return f"0x{address:x}"
+        if frame.function is not None:
+            return f"{frame.module}`{frame.function}+0x{frame.offset:x}"
+        return f"{frame.module}`0x{frame.offset:x}"
 
     def _sample(self, record: Any) -> None:
         held = self._sample_waiting.pop(record.cpu, None)
@@ -295,12 +306,12 @@ def _filetime(record: Any) -> int:
 
 class _Decoding:
     """What the kernel handlers decode records with: the kernel's MOF schemas, and the processes
-    and threads the session's process events teach (``DecodeContext``)."""
+    and threads the session's process events teach (the trace-state tracker, ``events.trace_state``)."""
 
     def __init__(self) -> None:
-        from openetw.tdh.context import DecodeContext
+        from openetw.events.trace_state import TraceState
 
-        self.decode_context = DecodeContext()
+        self.decode_context = TraceState()
 
     def parser_for(self, record: Any) -> Any:
         return _Fields(self.decode_context, record)

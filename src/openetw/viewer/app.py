@@ -70,7 +70,34 @@ class Viewer:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._masks: dict[tuple[Any, ...], np.ndarray] = {}
+        self._profiles: dict[tuple[str, str | None], Any] = {}  # the named stacks of a source, once asked for
         self.closing = threading.Event()  # set when the server stops: event streams end
+
+    def stacks(self, source: ViewerSource, process: str | None, fold: float) -> dict[str, Any]:
+        """The CPU stacks of an ``.etl`` source (``openetw stacks``): By Name (the first 50 rows)
+        and the call tree folded at ``fold`` percent, for the flame graph pane."""
+        path = getattr(source, "path", None)
+        if source.kind != "etl" or not isinstance(path, str):
+            raise InvalidArgument("stacks come from .etl files")
+        key = (source.id, process)
+        with self._lock:
+            profile = self._profiles.get(key)
+        if profile is None:
+            from openetw.etl.reader import EtlReader
+            from openetw.events.profile import load_profile
+
+            with EtlReader(path, strict=False) as reader:
+                profile = load_profile(reader.records(time_order=True), registry=self.registry, process=process)
+            with self._lock:
+                self._profiles[key] = profile
+        from openetw.report.stacks import by_name, call_tree
+
+        total = profile.total
+        return {
+            "samples": total, "naming": profile.naming.as_json(),
+            "by_name": [row.as_json(total) for row in by_name(profile.samples)[:50]],
+            "tree": call_tree(profile.samples).as_json(total, fold),
+        }  # fmt: skip
 
     @property
     def token(self) -> str:
@@ -408,6 +435,15 @@ def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuar
         source = viewer.source(request.path_params["sid"])
         return source.detail(int(request.path_params["row"]))
 
+    def stacks(request: Request) -> Any:
+        source = viewer.source(request.path_params["sid"])
+        params = _params(request)
+        try:
+            fold = float(params.get("fold", "0.5"))
+        except ValueError:
+            raise InvalidArgument("fold must be a number (percent)") from None
+        return viewer.stacks(source, params.get("process") or None, min(max(fold, 0.0), 100.0))
+
     def export_rows(request: Request) -> Any:
         from openetw.viewer.export import EXPORT_FORMATS, export
 
@@ -499,6 +535,7 @@ def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuar
         Route("/api/s/{sid}/timeline", _json_endpoint(timeline)),
         Route("/api/s/{sid}/counts", _json_endpoint(counts)),
         Route("/api/s/{sid}/event/{row:int}", _json_endpoint(event)),
+        Route("/api/s/{sid}/stacks", _json_endpoint(stacks)),
         Route("/api/s/{sid}/export", _json_endpoint(export_rows)),
         Route("/api/s/{sid}/text-index", _json_endpoint(text_index), methods=["POST"]),
         Route("/api/s/{sid}/tail", tail),
