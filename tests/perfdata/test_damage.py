@@ -64,12 +64,13 @@ def test_a_damaged_eventheader_payload_costs_that_event_alone(tmp_path: Path) ->
     data = bytearray(corpus_path("perfdata", "perf.data").read_bytes())
     position = data.find(b"CScalars3\x00Struct20\x00\x81\x94\xef\xbehi\x00\x87")
     assert position > 0
-    data[position + 25] = 0x9F  # the field "hi": encoding 31, which does not exist
+    data[position + 26] = 0x9F  # the field "hi": encoding 31, which does not exist
     path = tmp_path / "damaged.data"
     path.write_bytes(bytes(data))
     count, losses, _ = read(path)
     assert count == 538
-    assert len(losses) == 1 and losses[0].structure is not None and losses[0].offset is not None
+    assert len(losses) == 1 and losses[0].structure == "eventheader" and losses[0].record_index is not None
+    assert losses[0].offset == position + 26  # the damaged byte itself
 
 
 def test_not_perf_data_is_a_format_error(tmp_path: Path) -> None:

@@ -114,6 +114,14 @@ class PerfDataSource(Source):
         try:
             record = transcoder.record(sample)
         except PerfDataFormatError as error:
+            if error.record_index is None:  # an EventHeader event's damage: say which record it is in
+                error = PerfDataFormatError(
+                    error.message,
+                    offset=error.offset,
+                    structure=error.structure,
+                    record_index=sample.record_index,
+                    path=self.path,
+                )
             self._skipped.append(error)
             return None
         self._records += 1

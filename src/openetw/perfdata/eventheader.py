@@ -149,6 +149,7 @@ def parse_event(data: bytes, *, base: int = 0) -> EhEvent:
     opcode, level = data[6], data[7]
     pos = HEADER_SIZE
     metadata = activity = related = None
+    metadata_at = pos
     if flags & FLAG_EXTENSION:
         while True:
             if pos + 4 > len(data):
@@ -159,7 +160,7 @@ def parse_event(data: bytes, *, base: int = 0) -> EhEvent:
                 raise _fail(f"extension of {size} bytes past the end of the event", pos - 4, base)
             block = bytes(data[pos : pos + size])
             if kind & EXT_KIND_MASK == EXT_METADATA and metadata is None:
-                metadata = block
+                metadata, metadata_at = block, pos
             elif kind & EXT_KIND_MASK == EXT_ACTIVITY_ID:
                 if size not in (16, 32):
                     raise _fail(f"activity id extension of {size} bytes (16 or 32)", pos - 4, base)
@@ -168,7 +169,7 @@ def parse_event(data: bytes, *, base: int = 0) -> EhEvent:
             if not kind & EXT_CHAIN:
                 break
     name, attributes, fields = (
-        ("", "", ()) if metadata is None else parse_metadata(metadata, little=endian == "<", base=base + pos)
+        ("", "", ()) if metadata is None else parse_metadata(metadata, little=endian == "<", base=base + metadata_at)
     )
     return EhEvent(
         flags,
@@ -212,7 +213,7 @@ def parse_metadata(blob: bytes, *, little: bool = True, base: int = 0) -> tuple[
         pos = nul + 1
         if pos >= len(blob):
             raise _fail(f"field {field_name!r} has no encoding byte", pos, base)
-        encoding = blob[pos]
+        encoding_at, encoding = pos, blob[pos]
         pos += 1
         fmt = tag = 0
         if encoding & ENC_CHAIN:
@@ -239,7 +240,7 @@ def parse_metadata(blob: bytes, *, little: bool = True, base: int = 0) -> tuple[
             count = "variable"
         kind = encoding & ENC_MASK
         if kind == 0 or kind > MAX_ENCODING:
-            raise _fail(f"field {field_name!r} has encoding {kind}", pos, base)
+            raise _fail(f"field {field_name!r} has encoding {kind}", encoding_at, base)
         members = fmt & FMT_MASK if kind == STRUCT else 0
         if kind == STRUCT and members == 0:
             raise _fail(f"struct {field_name!r} has no fields", pos, base)

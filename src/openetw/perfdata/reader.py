@@ -87,6 +87,7 @@ class Sample:
     addr: int | None = None
     callchain: tuple[int, ...] = ()
     raw: bytes | None = None
+    raw_offset: int = 0  # where ``raw`` starts in the file
     misc: int = 0
 
 
@@ -476,6 +477,7 @@ class PerfData:
                     f"raw data of {raw_size} bytes past the sample's end", pos, "PERF_RECORD_SAMPLE", record_index
                 )
             sample.raw = bytes(data[pos + 4 : pos + 4 + raw_size])
+            sample.raw_offset = pos + 4
         return sample
 
     def records(self, *, rounds: bool = False) -> Iterator[Sample | None]:

@@ -391,7 +391,7 @@ class Transcoder:
         tid = sample.tid if sample.tid is not None else 0
         return eventheader_record(
             name, (sample.raw or b"")[offset:], pid=pid & 0xFFFFFFFF, tid=tid & 0xFFFFFFFF, timestamp=sample.time or 0,
-            cpu=sample.cpu or 0, context=self.context, base=sample.offset,
+            cpu=sample.cpu or 0, context=self.context, base=sample.raw_offset + offset,
         )  # fmt: skip
 
     def _other(self, sample: Sample, event_name: str) -> EventRecord:
