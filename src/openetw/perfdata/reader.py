@@ -106,11 +106,14 @@ class PerfStats:
         return sum(self.records.values())
 
 
+_SAMPLE_ORDER = ("pid", "tid", "time", "cpu", "id", "stream_id", "period", "ip", "addr")
+
+
 class _SampleLayout:
     """A ``sample_type`` (and ``read_format``) compiled: one struct for the fixed fields ahead of
     READ, then the variable parts in order."""
 
-    __slots__ = ("names", "fixed", "read", "read_group", "read_words", "callchain", "raw", "endian")
+    __slots__ = ("names", "fixed", "order", "read", "read_group", "read_words", "callchain", "raw", "endian")
 
     def __init__(self, sample_type: int, read_format: int, endian: str) -> None:
         names: list[str] = []
@@ -130,6 +133,8 @@ class _SampleLayout:
         self.endian = endian
         self.names = tuple(names)
         self.fixed = struct.Struct(endian + codes)
+        # Where each of Sample's positional fields sits in the unpacked tuple (-1: not sampled).
+        self.order = tuple(names.index(name) if name in names else -1 for name in _SAMPLE_ORDER)
         self.read = bool(sample_type & P.SAMPLE_READ)
         self.read_group = bool(read_format & P.FORMAT_GROUP)
         extra = bool(read_format & P.FORMAT_TOTAL_TIME_ENABLED) + bool(read_format & P.FORMAT_TOTAL_TIME_RUNNING)
@@ -166,6 +171,7 @@ class PerfData:
         self.sample_time: tuple[int, int] | None = None  # first, last
         self._by_id: dict[int, EventAttr] = {}
         self._layouts: dict[tuple[int, int], _SampleLayout] = {}
+        self._id_at: tuple[int | None, int | None] = (None, None)  # (first attribute's sample_type, id offset)
         head = bytes(data[:8])
         if head == P.MAGIC:
             self.endian = "<"
@@ -406,17 +412,26 @@ class PerfData:
             compiled = self._layouts[key] = _SampleLayout(attr.sample_type, attr.read_format, self.endian)
         return compiled
 
-    def _sample_id(self, body_start: int, end: int) -> int | None:
-        """The id of a sample, from where the attributes' common ``sample_type`` puts it."""
+    def _id_offset(self) -> int | None:
+        """Where in a sample's body the attributes' common ``sample_type`` puts its id."""
         first = self.attrs[0].sample_type if self.attrs else 0
         if first & P.SAMPLE_IDENTIFIER:
-            position = body_start
-        elif first & P.SAMPLE_ID:
-            position = body_start + 8 * sum(
-                bool(first & bit) for bit in (P.SAMPLE_IP, P.SAMPLE_TID, P.SAMPLE_TIME, P.SAMPLE_ADDR)
-            )
-        else:
+            return 0
+        if first & P.SAMPLE_ID:
+            return 8 * sum(bool(first & bit) for bit in (P.SAMPLE_IP, P.SAMPLE_TID, P.SAMPLE_TIME, P.SAMPLE_ADDR))
+        return None
+
+    def _sample_id(self, body_start: int, end: int) -> int | None:
+        """The id of a sample (``None`` when there is one attribute: no need to look)."""
+        if len(self.attrs) == 1:
             return None
+        key = self.attrs[0].sample_type
+        if self._id_at[0] != key:
+            self._id_at = (key, self._id_offset())
+        at = self._id_at[1]
+        if at is None:
+            return None
+        position = body_start + at
         if position + 8 > end:
             return None
         sample_id: int = self._u64(self.data, position)[0]
@@ -440,10 +455,10 @@ class PerfData:
             raise self._error(
                 f"sample of {size} bytes is shorter than its fixed fields", offset, "PERF_RECORD_SAMPLE", record_index
             )
-        sample = Sample(attr, offset, record_index, misc=misc)
-        for name, value in zip(layout.names, layout.fixed.unpack_from(data, start), strict=True):
-            if name:
-                setattr(sample, name, value)
+        values = layout.fixed.unpack_from(data, start)
+        fields = [values[at] if at >= 0 else None for at in layout.order]  # Sample's fields pid .. addr, in order
+        sample = Sample(attr, offset, record_index, *fields)  # type: ignore[arg-type]  # (mypy cannot type a list as those fields)
+        sample.misc = misc
         u64 = self._u64
         if layout.read:
             extra, per_value = layout.read_words

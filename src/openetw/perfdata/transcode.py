@@ -34,10 +34,17 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from openetw.errors import InvalidArgument, PerfDataFormatError, TraceDataError
+from openetw.etl import layouts as L
 from openetw.etl.build import build_event_record
-from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS, EXT_RELATED_ACTIVITYID, ExtendedItem
+from openetw.etl.extended import (
+    EXT_EVENT_SCHEMA_TL,
+    EXT_PROV_TRAITS,
+    EXT_RELATED_ACTIVITYID,
+    ExtendedItem,
+    encode_extended_items,
+)
 from openetw.etl.intypes import MAX_FILETIME, InType, OutType
-from openetw.etl.record import EventRecord, RecordContext
+from openetw.etl.record import EventHeaderRecord, EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
 from openetw.etl.tracelogging import (
     TLG_STRUCT,
@@ -72,6 +79,8 @@ _UNIX_EPOCH_SECONDS = 11_644_473_600  # 1601-01-01 to 1970-01-01
 _EVENTHEADER_FIELDS = ("eventheader_flags", "version", "id", "tag", "opcode", "level")
 
 Spec = tuple[int, int | None]  # (in-type, out-type)
+_EVENT_HEADER = L.EVENT_HEADER
+_NULL_LE = NULL_GUID.bytes_le
 
 
 def _text(value: str) -> str:
@@ -214,7 +223,7 @@ def _traits(provider: str) -> tuple[uuid.UUID, bytes]:
 class _Plain:
     """A plain tracepoint: its TraceLogging metadata, once, and how its payload is rewritten."""
 
-    __slots__ = ("provider", "guid", "items", "fields", "decoder", "repack", "fixed_size")
+    __slots__ = ("provider", "guid", "items", "extended", "fields", "decoder", "repack", "fixed_size")
 
     def __init__(self, fmt: EventFormat) -> None:
         self.provider = fmt.system or "tracepoint"
@@ -247,6 +256,7 @@ class _Plain:
         self.fields = tuple(props)
         metadata = encode_event_metadata(fmt.name, self.fields)
         self.items = (ExtendedItem(EXT_PROV_TRAITS, traits), ExtendedItem(EXT_EVENT_SCHEMA_TL, metadata))
+        self.extended = encode_extended_items(list(self.items))  # the same bytes on every record
         # Integer-only formats: the payload is the fields' bytes without the common fields and padding.
         self.repack = (struct.Struct(in_codes), struct.Struct(out_codes)) if simple else None
         self.fixed_size = position
@@ -358,7 +368,7 @@ class Transcoder:
                 return self._eventheader(sample, kind[1], kind[2])
             if kind[0] == "plain":
                 plain: _Plain = kind[1]
-                return self._build(sample, plain.guid, plain.items, plain.user_data(sample.raw or b""), level=5)
+                return self._plain(sample, plain)
             return self._other(sample, kind[1])
         except (TraceDataError, InvalidArgument, struct.error, ValueError, OverflowError) as error:
             raise PerfDataFormatError(
@@ -385,6 +395,23 @@ class Transcoder:
             provider_id=guid, channel=TRACELOGGING_CHANNEL, level=level, pid=pid & 0xFFFFFFFF, tid=tid & 0xFFFFFFFF,
             timestamp=sample.time or 0, cpu=sample.cpu or 0, user_data=user_data, extended=items, context=self.context, **header,
         )  # fmt: skip
+
+    def _plain(self, sample: Sample, plain: _Plain) -> EventRecord:
+        """A plain tracepoint's record, its header packed here (its extended items are constant)."""
+        user_data = plain.user_data(sample.raw or b"")
+        size = _EVENT_HEADER.size + len(plain.extended) + len(user_data)
+        if size > 0xFFFF:
+            raise InvalidArgument(f"a record of {size} bytes does not fit ETW's 64 KB limit")
+        raw = (
+            _EVENT_HEADER.pack(
+                size, L.HEADER_TYPE_EVENT_HEADER64, L.MARKER_FLAGS_TYPED, L.EVENT_HEADER_FLAG_EXTENDED_INFO, 0,
+                (sample.tid or 0) & 0xFFFFFFFF, (sample.pid or 0) & 0xFFFFFFFF, sample.time or 0, plain.guid.bytes_le,
+                0, 0, TRACELOGGING_CHANNEL, 5, 0, 0, 0, 0, _NULL_LE,
+            )
+            + plain.extended
+            + user_data
+        )  # fmt: skip
+        return EventHeaderRecord(_EVENT_HEADER.unpack_from(raw, 0), raw, 0, size, sample.cpu or 0, self.context)
 
     def _eventheader(self, sample: Sample, name: EH.TracepointName, offset: int) -> EventRecord:
         pid = sample.pid if sample.pid is not None else 0
