@@ -100,3 +100,19 @@ def test_mutated_eventheader_events_give_only_format_errors() -> None:
         except PerfDataFormatError as error:
             assert error.structure == "eventheader" and error.offset is not None
     assert kept > 0
+
+
+def test_nested_arrays_of_nothing_are_bounded_by_the_payload() -> None:
+    from openetw.perfdata import eventheader as EH
+    from openetw.perfdata.encode import encode_metadata
+
+    inner = EH.EhField("s", EH.ZSTRING_CHAR8, count=0xFFFF)
+    outer = EH.EhField("t", EH.STRUCT, count=0xFFFF, members=(inner,))
+    metadata = encode_metadata("Bomb", [outer])
+    event = (
+        struct.pack("<BBHHBB", EH.FLAG_EXTENSION | EH.FLAG_LITTLE_ENDIAN, 0, 0, 0, 0, 4)
+        + struct.pack("<HH", len(metadata), EH.EXT_METADATA)
+        + metadata
+    )
+    with pytest.raises(PerfDataFormatError, match="0 left in the payload"):
+        EH.decode_fields(EH.parse_event(event))

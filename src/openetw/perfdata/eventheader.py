@@ -392,6 +392,8 @@ def _element(reader: _Payload, field: EhField, depth: int) -> Typed:
     char = CHAR_SIZES[encoding]
     if encoding in ZSTRINGS:
         data, pos = reader.data, reader.pos
+        if pos >= len(data):  # every element takes a byte at least: arrays stay bounded by the payload
+            raise _fail(f"string {field.name!r} needs at least 1 byte, 0 left in the payload", pos, reader.base)
         terminator = b"\0" * char
         end = pos
         while True:
