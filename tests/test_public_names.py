@@ -61,7 +61,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "openetw.ipc": (),
     "openetw.kernel": (
         "Capability", "EventDecoder", "FLAG_EVENTS", "KERNEL_FLAGS", "KernelCapabilities", "KernelEventMapper",
-        "KernelEventSource", "KernelSession", "PageParser", "RawEvent", "RawKernelEvent", "RecordSink",
+        "KernelEventSource", "KernelSession", "KernelSessionConfig", "PageParser", "RawEvent", "RawKernelEvent", "RecordSink",
         "SOURCE_CHOICES", "SubBuffer", "TracefsInstance", "TracefsSource", "find_tracefs", "parse_event_format",
         "parse_header_event", "parse_header_page", "probe", "remove_stale_instances", "tracepoints_for",
     ),

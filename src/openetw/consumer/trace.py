@@ -61,7 +61,7 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
     if isinstance(manifests, SchemaRegistry):
         return manifests, {}
     if manifests is None:
-        from openetw.store import ManifestRegistry
+        from openetw.manifest.store import ManifestRegistry
 
         try:
             # Lowest precedence first, as for every registry: a later manifest wins, so the user's
@@ -209,7 +209,7 @@ class UserTrace:
     def _resolve(self, name: str) -> Any:
         """A provider name (``openetw.provider_names``): the trace's manifests, the installed
         ones, then ETW's name hash, announced with a ``ProviderNameWarning``."""
-        from openetw.store.lookup import resolve_provider
+        from openetw.manifest.store.lookup import resolve_provider
 
         resolved = resolve_provider(
             name, installed=self.manifests is None, manifests=lambda text: self._provider_names.get(text.lower())

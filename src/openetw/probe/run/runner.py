@@ -14,36 +14,39 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.errors import OpenEtwError
-from openetw.probe.aggregate import add_count
-from openetw.probe.descriptions import Description, EventIdentity
-from openetw.probe.errors import ProbeRuntimeError
-from openetw.probe.output import Output
-from openetw.probe.program import ProbeProgram
-from openetw.probing.adapter import TraceFiles, header_batches, identity_of
-from openetw.probing.etw_writer import EtwTraceWriter
-from openetw.probing.kernel_probes import FAMILIES, KernelProbes, count_plan
-from openetw.probing.live import LiveSessions
+from openetw.etl import layouts as L
+from openetw.probe.lang.aggregate import add_count
+from openetw.probe.lang.descriptions import Description, EventIdentity
+from openetw.probe.lang.errors import ProbeRuntimeError
+from openetw.probe.lang.output import Output
+from openetw.probe.lang.program import ProbeProgram
+from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
+from openetw.probe.run.etw_writer import EtwTraceWriter
+from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
+from openetw.probe.run.live import LiveSessions
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
 ARG0_BASE = 0x7FFE00000000
 """The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
-_HEADER = struct.Struct("<HHHHIIq16sHBBBBHQII16s")
-_FLAG_64_BIT_HEADER = 0x0040
 _EPOCH_FILETIME = 116444736000000000
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
 
 
 def event_header_bytes(record: Any) -> bytes:
-    """The record as a consumer's EVENT_RECORD presents it: EVENT_HEADER (64-bit form) + user data."""
+    """The record as a consumer's EVENT_RECORD presents it: EVENT_HEADER (64-bit form) + user data.
+
+    A consumer's copy carries no header type or marker (both bytes zero); ProcessorTime is
+    KernelTime then UserTime, 32 bits each."""
     data = record.user_data if record.kind != "evtx" else b""
     kernel, user = (record.kernel_time, record.user_time) if record.kind == "event" else (0, 0)
-    header = _HEADER.pack(
-        min(0xFFFF, 80 + len(data)), 0, (record.flags | _FLAG_64_BIT_HEADER) & 0xFFFF, record.event_property & 0xFFFF,
+    header = L.EVENT_HEADER.pack(
+        min(0xFFFF, L.EVENT_HEADER.size + len(data)), 0, 0,
+        (record.flags | L.EVENT_HEADER_FLAG_64_BIT_HEADER) & 0xFFFF, record.event_property & 0xFFFF,
         record.tid & 0xFFFFFFFF, record.pid & 0xFFFFFFFF, record.filetime, record.provider_guid_bytes or _NO_GUID,
         record.id & 0xFFFF, record.version & 0xFF, record.channel & 0xFF, record.level & 0xFF, record.opcode & 0xFF,
-        record.task & 0xFFFF, record.keyword & 0xFFFFFFFFFFFFFFFF, kernel & 0xFFFFFFFF, user & 0xFFFFFFFF,
+        record.task & 0xFFFF, record.keyword & 0xFFFFFFFFFFFFFFFF, (kernel & 0xFFFFFFFF) | (user & 0xFFFFFFFF) << 32,
         record.activity_guid_bytes or _NO_GUID,
     )  # fmt: skip
     return header + bytes(data)
@@ -213,6 +216,8 @@ class ProbeRun:
         if kernel:
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
             self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
+            execnames = getattr(self.files, "kernel_syscall_args_execnames", None)
+            self.kernel_probes.args_execnames = {name[:15] for name in execnames} if execnames else None
             self.kernel_probes.awaited_exit = self.target_pid
             counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
             if counting is not None:
@@ -406,7 +411,7 @@ class ProbeRun:
         return True
 
     def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
-        """Header-only aggregations over the index's columns (``openetw.probe.columnar``)."""
+        """Header-only aggregations over the index's columns (``openetw.probe.lang.columnar``)."""
         import numpy as np
 
         self.ran_columnar = True

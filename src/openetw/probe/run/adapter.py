@@ -13,9 +13,9 @@ from typing import Any
 from openetw.consumer import UserTrace
 from openetw.consumer.formats import ETL, trace_format
 from openetw.errors import InvalidArgument
-from openetw.probe.descriptions import EventIdentity
-from openetw.probe.schema_types import fields_of_properties, fields_of_values, merge_fields
-from openetw.probe.types import STRING
+from openetw.probe.lang.descriptions import EventIdentity
+from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
+from openetw.probe.lang.types import STRING
 
 __all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 

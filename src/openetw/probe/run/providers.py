@@ -3,7 +3,7 @@
 ``etw`` fires on the records of trace files or live sessions; ``dtrace`` (BEGIN/END/ERROR) and
 the timers (``profile`` ``tick-N``, ``interval``) are run by the runner itself; ``syscall``,
 ``proc``, ``sched``, ``io``, ``tcp`` (and live ``profile-N``) fire from a live kernel trace
-(``openetw.probing.kernel_probes``).
+(``openetw.probe.run.kernel_probes``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ def installed_provider_guid(name: str) -> uuid.UUID | None:
 
     A damaged or unreadable store answers ``None``: the name then resolves further down the order.
     """
-    from openetw.store.manifests import ManifestRegistry
+    from openetw.manifest.store.manifests import ManifestRegistry
 
     try:
         found = ManifestRegistry().find(name)

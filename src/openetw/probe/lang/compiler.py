@@ -4,7 +4,7 @@ Each clause becomes ``def _cN(rec, probe)``: the predicate is inlined as an earl
 variables are module globals (``g_``), dicts (associative arrays ``a_``, thread-locals ``s_``
 keyed by thread id) or locals (``this->``, ``t_``), and aggregations are updated in their dicts
 directly. The names the code calls (``_field``, ``_ld``, ``_out``, ...) come from the namespace
-``openetw.probe.program`` builds. Source lines carry a ``# line N`` comment of the D line.
+``openetw.probe.lang.program`` builds. Source lines carry a ``# line N`` comment of the D line.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from openetw.probe import ast as A
-from openetw.probe.checker import CheckedProgram
-from openetw.probe.errors import ProbeCompileError
-from openetw.probe.formatting import Format, FormatError
-from openetw.probe.types import ArrayType, IntType, PointerType, StringType, StructType, Type
+from openetw.probe.lang import ast as A
+from openetw.probe.lang.checker import CheckedProgram
+from openetw.probe.lang.errors import ProbeCompileError
+from openetw.probe.lang.formatting import Format, FormatError
+from openetw.probe.lang.types import ArrayType, IntType, PointerType, StringType, StructType, Type
 
 __all__ = ["CompiledSource", "compile_program"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from openetw.manifest.winmeta import InType
-from openetw.probe.types import STRING, IntType, Type
+from openetw.probe.lang.types import STRING, IntType, Type
 
 __all__ = ["fields_of_properties", "fields_of_values", "merge_fields"]
 

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.probe import ast as A
-from openetw.probe.aggregate import value_is_unsigned
-from openetw.probe.errors import ProbeCompileError
-from openetw.probe.etw_types import ETW_TYPES
-from openetw.probe.types import (
+from openetw.probe.lang import ast as A
+from openetw.probe.lang.aggregate import value_is_unsigned
+from openetw.probe.lang.errors import ProbeCompileError
+from openetw.probe.lang.etw_types import ETW_TYPES
+from openetw.probe.lang.types import (
     EVENT_HEADER,
     INT,
     INT64,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from openetw.probe import ast as A
-from openetw.probe.types import IntType
+from openetw.probe.lang import ast as A
+from openetw.probe.lang.types import IntType
 
 __all__ = ["COLUMN_KEYS", "ColumnAgg", "ColumnClause", "columnar_plan"]
 

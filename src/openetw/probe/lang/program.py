@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.probe import aggregate as G
-from openetw.probe.checker import AggSpec, FieldsOf, check
-from openetw.probe.compiler import CompiledSource, compile_program
-from openetw.probe.descriptions import DEFAULT_PROVIDERS, Description, parse_description
-from openetw.probe.errors import ProbeCompileError, ProbeRuntimeError
-from openetw.probe.output import Output, format_struct
-from openetw.probe.parser import parse
+from openetw.probe.lang import aggregate as G
+from openetw.probe.lang.checker import AggSpec, FieldsOf, check
+from openetw.probe.lang.compiler import CompiledSource, compile_program
+from openetw.probe.lang.descriptions import DEFAULT_PROVIDERS, Description, parse_description
+from openetw.probe.lang.errors import ProbeCompileError, ProbeRuntimeError
+from openetw.probe.lang.output import Output, format_struct
+from openetw.probe.lang.parser import parse
 
 __all__ = ["DEFAULT_AGGSIZE", "OPTIONS", "ClauseInfo", "ProbeProgram", "compile_script"]
 
@@ -80,8 +80,8 @@ class ProbeProgram:
     declared: set[str] = field(default_factory=set)
 
     def columnar(self) -> Any:
-        """The column-wise plan of this program (``openetw.probe.columnar``), or ``None``."""
-        from openetw.probe.columnar import columnar_plan
+        """The column-wise plan of this program (``openetw.probe.lang.columnar``), or ``None``."""
+        from openetw.probe.lang.columnar import columnar_plan
 
         return columnar_plan(self.tree, self.clauses, self.declared) if self.tree is not None else None
 

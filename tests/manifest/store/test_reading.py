@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from openetw.errors import ManifestError
-from openetw.store.files import NotARegularFile, TooLarge, read_regular_file
-from openetw.store.reading import read_manifest, read_manifests
-from tests.store.sample_manifests import GUID_A, write_manifest
+from openetw.manifest.store.files import NotARegularFile, TooLarge, read_regular_file
+from openetw.manifest.store.reading import read_manifest, read_manifests
+from tests.manifest.store.sample_manifests import GUID_A, write_manifest
 
 
 def test_read_manifests_keeps_going_and_reports_each_failure(tmp_path: Path):

@@ -11,8 +11,8 @@ from typing import Any
 
 from openetw.guids import format_guid
 from openetw.manifest.model import Field, Provider
+from openetw.manifest.store.merge import MergedProvider, SourcedEvent
 from openetw.manifest.winmeta import OUT_TYPE_NAMES, OutType
-from openetw.store.merge import MergedProvider, SourcedEvent
 
 _OUT_TYPE_SPELLING = {code: name for name, code in reversed(list(OUT_TYPE_NAMES.items()))}
 

@@ -6,8 +6,8 @@ import json
 import uuid
 
 from openetw.manifest import parse_manifest
-from openetw.store import merge_manifests, provider_view
-from tests.store.sample_manifests import GUID_A, manifest_xml
+from openetw.manifest.store import merge_manifests, provider_view
+from tests.manifest.store.sample_manifests import GUID_A, manifest_xml
 
 PROVIDER = f"""      <provider name="Contoso" guid="{{{GUID_A}}}" symbol="CONTOSO">
         <tasks><task name="Connect" value="3"><opcodes><opcode name="Retry" value="12"/></opcodes></task></tasks>

@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from openetw.probe.aggregate import aggregate_value, bucket_ranges, wrap64
-from openetw.probe.formatting import Format
-from openetw.probe.types import ArrayType, IntType, StructType, Type
+from openetw.probe.lang.aggregate import aggregate_value, bucket_ranges, wrap64
+from openetw.probe.lang.formatting import Format
+from openetw.probe.lang.types import ArrayType, IntType, StructType, Type
 
 __all__ = ["Output", "format_struct"]
 

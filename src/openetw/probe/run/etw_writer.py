@@ -17,8 +17,8 @@ from openetw.errors import OpenEtwError
 from openetw.etl.schema import PropertyInfo
 from openetw.etl.tracelogging import TLG_STRUCT, tl_field
 from openetw.guids import provider_guid_from_name
-from openetw.probe.errors import ProbeRuntimeError
-from openetw.probe.etw_types import ETW_TYPES
+from openetw.probe.lang.errors import ProbeRuntimeError
+from openetw.probe.lang.etw_types import ETW_TYPES
 
 __all__ = ["EtwTraceWriter", "etw_fields"]
 

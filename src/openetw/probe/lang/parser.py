@@ -5,10 +5,10 @@ Errors name the line, the column and the token that was expected.
 
 from __future__ import annotations
 
-from openetw.probe import ast as A
-from openetw.probe.errors import ProbeCompileError
-from openetw.probe.lexer import Lexer, Token
-from openetw.probe.types import BASE_TYPE_WORDS, is_base_type
+from openetw.probe.lang import ast as A
+from openetw.probe.lang.errors import ProbeCompileError
+from openetw.probe.lang.lexer import Lexer, Token
+from openetw.probe.lang.types import BASE_TYPE_WORDS, is_base_type
 
 __all__ = ["parse"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from openetw.errors import AccessDenied, InvalidArgument, ManifestError
-from openetw.store import DATA_DIR_ENV, ManifestRegistry, ManifestRejected, ManifestStore, default_data_dirs
+from openetw.manifest.store import DATA_DIR_ENV, ManifestRegistry, ManifestRejected, ManifestStore, default_data_dirs
 from tests.conftest import corpus_path
-from tests.store.sample_manifests import (
+from tests.manifest.store.sample_manifests import (
     BILLION_LAUGHS,
     GUID_A,
     GUID_B,

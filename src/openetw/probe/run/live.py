@@ -8,7 +8,7 @@ The runner still matches each event against each description, so a clause fires 
 events its description admits. Providers that register after the program starts are enabled as
 they come (the service keeps the session's rules for them).
 
-Kernel probes (``openetw.probing.kernel_probes``) start a private real-time kernel session with
+Kernel probes (``openetw.probe.run.kernel_probes``) start a private real-time kernel session with
 the flags the probe families need; only root may.
 
 ``LiveTarget`` is ``-p PID`` (a running process) or ``-c CMD`` (a command started held, so that
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, ServiceError
-from openetw.probe.descriptions import Description
+from openetw.probe.lang.descriptions import Description
 
 __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
 
@@ -99,7 +99,7 @@ def etw_enables(descriptions: Sequence[Description], *, resolve: Callable[[str],
 
 
 def _resolve_name(name: str) -> uuid.UUID:
-    from openetw.store.lookup import resolve_provider
+    from openetw.manifest.store.lookup import resolve_provider
 
     resolved = resolve_provider(name)
     return resolved.guid
@@ -186,7 +186,11 @@ class LiveSessions:
     def __init__(self, etw: Sequence[Description], *, kernel_flags: Sequence[str] = (), profile_rate: int | None = None,
                  target: LiveTarget | None = None, resolve: Callable[[str], uuid.UUID] | None = None,
                  buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096, ready: Callable[[str], Any] | None = None,
-                 manifests: Any = None) -> None:  # fmt: skip
+                 manifests: Any = None, kernel_syscall_args: Sequence[str] | None = None,
+                 kernel_syscall_args_execnames: Sequence[str] | None = None) -> None:  # fmt: skip
+        """``kernel_syscall_args``, ``kernel_syscall_args_execnames``: the system calls whose
+        arguments the ``syscall_args`` kernel flag records, of threads of these names (see
+        ``Session.start``; the target's processes only when there is a target)."""
         self.ready = ready
         self.paths: list[str] = []
         self.evtx: list[str] = []
@@ -196,6 +200,8 @@ class LiveSessions:
         self.target = target
         self.enables = etw_enables(etw, resolve=resolve or _resolve_name) if etw else {}
         self.kernel_flags = list(kernel_flags)
+        self.kernel_syscall_args = list(kernel_syscall_args) if kernel_syscall_args is not None else None
+        self.kernel_syscall_args_execnames = list(kernel_syscall_args_execnames) if kernel_syscall_args_execnames is not None else None
         self.profile_rate = profile_rate
         self.buffer_size_kb = buffer_size_kb
         self.kernel_buffer_kb = kernel_buffer_kb
@@ -232,6 +238,10 @@ class LiveSessions:
                 buffer_size=max(256, self.buffer_size_kb),
                 max_buffers=max(64, self.kernel_buffer_kb // 256),
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
+                kernel_syscall_args=self.kernel_syscall_args if "syscall_args" in self.kernel_flags else None,
+                # The probes fire for the target and its children only: so are the arguments recorded.
+                kernel_syscall_args_pids=[pid] if pid is not None and "syscall_args" in self.kernel_flags else None,
+                kernel_syscall_args_execnames=self.kernel_syscall_args_execnames if "syscall_args" in self.kernel_flags else None,
             ))  # fmt: skip
 
     def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None,

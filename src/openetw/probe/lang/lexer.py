@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from openetw.probe.errors import ProbeCompileError
+from openetw.probe.lang.errors import ProbeCompileError
 
 __all__ = ["Lexer", "Token"]
 

@@ -6,9 +6,9 @@ import uuid
 
 from openetw.guids import provider_guid_from_name
 from openetw.manifest import load_manifest, parse_manifest
-from openetw.store import find_merged, merge_manifests
+from openetw.manifest.store import find_merged, merge_manifests
 from tests.conftest import corpus_path
-from tests.store.sample_manifests import GUID_A, GUID_B, manifest_xml, provider_xml
+from tests.manifest.store.sample_manifests import GUID_A, GUID_B, manifest_xml, provider_xml
 
 
 def _manifest(path: str, *providers: str):

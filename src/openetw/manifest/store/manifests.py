@@ -36,11 +36,11 @@ from openetw.errors import AccessDenied, InvalidArgument, ManifestError
 from openetw.guids import parse_guid
 from openetw.manifest import Diagnostic, Manifest, parse_manifest, validate
 from openetw.manifest.loader import expand_manifest_paths
+from openetw.manifest.store.files import exclusive_lock, write_atomically
+from openetw.manifest.store.merge import provider_key
+from openetw.manifest.store.reading import read_manifest, read_manifest_bytes
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
 from openetw.safeio import read_regular_file
-from openetw.store.files import exclusive_lock, write_atomically
-from openetw.store.merge import provider_key
-from openetw.store.reading import read_manifest, read_manifest_bytes
 
 Scope = Literal["user", "system"]
 
