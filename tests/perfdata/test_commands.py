@@ -140,3 +140,17 @@ def test_the_viewer_opens_perf_data() -> None:
         "TestProviderC",
         "TestProviderCpp",
     }
+
+
+@pytest.mark.parametrize("to", ["parquet", "csv", "perfetto", "chrome"])
+def test_export_to_every_file_format(to: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    if to in ("parquet", "csv"):
+        pytest.importorskip("pyarrow")
+    output = tmp_path / "out"
+    code, out, err = run(capsys, "export", "--to", to, "-o", output, perf_data())
+    assert code == 0, err
+    if to in ("parquet", "csv"):
+        assert "539 events" in out and "undecodable 0" in out
+        assert (output / "TestProviderC").is_dir()
+    else:
+        assert output.stat().st_size > 10_000 and "539 instants" in out + err
