@@ -154,3 +154,17 @@ def test_export_to_every_file_format(to: str, capsys: pytest.CaptureFixture[str]
         assert (output / "TestProviderC").is_dir()
     else:
         assert output.stat().st_size > 10_000 and "539 instants" in out + err
+
+
+def test_time_order_holds_a_bounded_number_of_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.consumer import perfdata_source
+    from openetw.consumer.perfdata_source import PerfDataSource
+
+    monkeypatch.setattr(perfdata_source, "MAX_HELD", 16)
+    source = PerfDataSource(perf_data())
+    source.open()
+    try:
+        assert sum(1 for _ in source.records()) == 539
+        assert source.held_past_limit > 0 and any("more than 16 held" in str(notice) for notice in source.notices())
+    finally:
+        source.close()

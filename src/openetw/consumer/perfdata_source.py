@@ -37,7 +37,7 @@ from openetw.perfdata.transcode import Transcoder
 __all__ = ["PerfDataSource", "perf_clock", "perf_logfile_header"]
 
 NS_PER_SECOND = 1_000_000_000
-MAX_HELD = 1 << 20
+MAX_HELD = 1 << 18  # samples (a few hundred bytes each) held for time order, at most
 NOMINAL_CPU_MHZ = 1000  # perf.data does not say; ETL readers (dissect.etl) divide by it whatever the clock
 
 
