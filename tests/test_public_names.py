@@ -54,6 +54,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "EhEvent", "EhField", "EventAttr", "PerfData", "Sample", "TracepointName", "decode_fields", "is_perf_data",
         "parse_event", "parse_tracepoint_name",
     ),
+    "openetw.nettrace": ("EventMetadata", "Field", "NettraceEvent", "NettraceReader", "NettraceStats", "TraceInfo"),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),

@@ -28,7 +28,7 @@ from openetw.consumer.sources import Source
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import InvalidArgument, PerfDataFormatError
 from openetw.etl import layouts as L
-from openetw.etl.clock import TraceClock, unix_ns_to_filetime
+from openetw.etl.clock import TraceClock, filetime_to_iso, unix_ns_to_filetime
 from openetw.etl.logfile import LogfileHeader
 from openetw.etl.record import EventRecord, RecordContext
 from openetw.perfdata.reader import PerfData, Sample
@@ -94,6 +94,27 @@ class PerfDataSource(Source):
             )
         self.context = RecordContext(clock, pointer_size=8, source=self.path)
         self.header = perf_logfile_header(self.perf, self.path)
+
+    def facts(self) -> dict[str, Any]:
+        """What the file says, in the terms of an ``.etl`` logfile header (``openetw info``)."""
+        perf = self.perf
+        if perf is None:
+            return {}
+        strings = perf.strings
+        version = " ".join(
+            part for part in ("perf.data" + (" (pipe)" if perf.pipe else ""), f"perf {strings['version']}" if "version" in strings else "",
+                              f"Linux {strings['osrelease']}" if "osrelease" in strings else "", strings.get("arch", "")) if part
+        )  # fmt: skip
+        clock = perf_clock(perf)
+        facts: dict[str, Any] = {
+            "logger_name": strings.get("hostname") or "perf", "logfile_name": self.path, "version": version, "pointer_size": 8,
+            "number_of_processors": perf.nr_cpus[1] if perf.nr_cpus else None, "clock": "QPC", "clock_type": L.CLOCK_QPC,
+            "perf_freq": NS_PER_SECOND, "events_lost": perf.stats.events_lost,
+        }  # fmt: skip
+        if perf.sample_time is not None:
+            facts["start_time"] = filetime_to_iso(clock.to_filetime(perf.sample_time[0]))
+            facts["end_time"] = filetime_to_iso(clock.to_filetime(perf.sample_time[1]))
+        return facts
 
     def records(self) -> Iterator[EventRecord]:
         perf = self.perf
