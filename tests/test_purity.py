@@ -1,9 +1,9 @@
 """The pure layers do no I/O behind the caller's back.
 
-``etl/``, ``manifest/``, ``tdh/``, ``session/``, ``evtx/``, ``symbols/``, ``probe/lang/``, ``nettrace/`` and the
-read model's XPath (``events/xpath/``; the rest of ``events/`` opens sources and manifests for
-applications) (and every pure layer added later: list it in ``PURE_LAYERS``) take bytes and
-objects and give bytes and objects. None of their modules imports what does I/O or concurrency
+``etl/``, ``manifest/``, ``tdh/``, ``session/``, ``evtx/``, ``symbols/``, ``probe/lang/``,
+``nettrace/``, ``perfdata/`` and the read model's XPath (``events/xpath/``; the rest of
+``events/`` opens sources and manifests for applications) (and every pure layer added later:
+list it in ``PURE_LAYERS``) take bytes and objects and give bytes and objects. None of their modules imports what does I/O or concurrency
 (sockets, processes, threads, signals, memory maps, locks on files),
 and only the functions listed in ``EDGES`` touch the file system: each takes a path from its
 caller, says so in its name or signature, and is where a program that holds a path meets the
@@ -20,7 +20,7 @@ import pytest
 import openetw
 
 SRC = Path(openetw.__file__).parent
-PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "nettrace", "events/xpath")
+PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "nettrace", "perfdata", "events/xpath")
 # Shells that live in a pure layer's package, beside its pure modules: the stores of installed
 # manifests (files, locks) are the manifest package's I/O half.
 SHELLS_WITHIN = ("manifest/store/",)
