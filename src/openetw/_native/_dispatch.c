@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 
 static PyObject *s_stopping, *s_generation, *s_primed_record, *s_primed, *s_pos, *s_size, *s_user_data_offset, *s_header;
 static PyObject *s_raw, *s_cpu, *s_ctx, *s_buffer_index, *s_let_go;
@@ -64,6 +65,60 @@ static int set_int(PyObject *obj, PyObject *name, int64_t value) {
     return failed;
 }
 
+/* Where a lazy record class keeps its slots (offsets into the object), found once per class:
+ * writing a slot is then a store, as ``PyMember_SetOne`` does it, without looking the name up. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t raw, pos, size, cpu, ctx, buffer_index, user_data_offset, header;
+} Slots;
+
+#define SLOT_CLASSES 32
+static Slots slot_cache[SLOT_CLASSES];
+static int slot_classes;
+
+static Py_ssize_t slot_at(PyTypeObject *type, PyObject *name) {
+    PyObject *descr = _PyType_Lookup(type, name);
+    if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type)
+        return -1;
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY))
+        return -1;
+    return member->offset;
+}
+
+/* The slots of ``type``, or NULL when it does not keep them all as plain slots (set by name then). */
+static const Slots *slots_of(PyTypeObject *type) {
+    for (int i = 0; i < slot_classes; i++)
+        if (slot_cache[i].type == type)
+            return &slot_cache[i];
+    if (slot_classes == SLOT_CLASSES)
+        return NULL;
+    Slots found = {type, slot_at(type, s_raw), slot_at(type, s_pos), slot_at(type, s_size), slot_at(type, s_cpu), slot_at(type, s_ctx),
+                   slot_at(type, s_buffer_index), slot_at(type, s_user_data_offset), slot_at(type, s_header)};
+    if (found.raw < 0 || found.pos < 0 || found.size < 0 || found.cpu < 0 || found.ctx < 0 || found.buffer_index < 0 || found.user_data_offset < 0 ||
+        found.header < 0)
+        return NULL;
+    Py_INCREF(type);  /* kept for good: the address stays that class's */
+    slot_cache[slot_classes] = found;
+    return &slot_cache[slot_classes++];
+}
+
+/* Store ``value`` (a new reference, taken over) in the slot at ``at``. */
+static inline void put(PyObject *obj, Py_ssize_t at, PyObject *value) {
+    PyObject **slot = (PyObject **)((char *)obj + at);
+    PyObject *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+}
+
+static int put_int(PyObject *obj, Py_ssize_t at, int64_t value) {
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL)
+        return -1;
+    put(obj, at, number);
+    return 0;
+}
+
 /* A new lazy record of ``cls`` (``lazy.lazy_record``). */
 static PyObject *make_record(PyObject *cls, PyObject *data, int64_t pos, int64_t size, PyObject *cpu, PyObject *record_context, PyObject *buffer,
                              int64_t user_data_offset) {
@@ -71,6 +126,21 @@ static PyObject *make_record(PyObject *cls, PyObject *data, int64_t pos, int64_t
     PyObject *record = type->tp_alloc(type, 0);
     if (record == NULL)
         return NULL;
+    const Slots *slots = slots_of(type);
+    if (slots != NULL) {
+        Py_INCREF(data);
+        put(record, slots->raw, data);
+        Py_INCREF(cpu);
+        put(record, slots->cpu, cpu);
+        Py_INCREF(record_context);
+        put(record, slots->ctx, record_context);
+        Py_INCREF(buffer);
+        put(record, slots->buffer_index, buffer);
+        if (put_int(record, slots->pos, pos) == 0 && put_int(record, slots->size, size) == 0 && put_int(record, slots->user_data_offset, user_data_offset) == 0)
+            return record;
+        Py_DECREF(record);
+        return NULL;
+    }
     if (PyObject_SetAttr(record, s_raw, data) < 0 || set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 ||
         PyObject_SetAttr(record, s_cpu, cpu) < 0 || PyObject_SetAttr(record, s_ctx, record_context) < 0 ||
         PyObject_SetAttr(record, s_buffer_index, buffer) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0) {
@@ -82,6 +152,14 @@ static PyObject *make_record(PyObject *cls, PyObject *data, int64_t pos, int64_t
 
 /* ``lazy.reuse_lazy_record`` */
 static int reuse_record(PyObject *record, int64_t pos, int64_t size, int64_t user_data_offset) {
+    const Slots *slots = slots_of(Py_TYPE(record));
+    if (slots != NULL) {
+        if (put_int(record, slots->pos, pos) < 0 || put_int(record, slots->size, size) < 0 || put_int(record, slots->user_data_offset, user_data_offset) < 0)
+            return -1;
+        Py_INCREF(Py_None);
+        put(record, slots->header, Py_None);
+        return 0;
+    }
     if (set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0)
         return -1;
     return PyObject_SetAttr(record, s_header, Py_None);
