@@ -12,8 +12,9 @@ all in the same run:
   property, no index yet (events delivered while the index is built);
 - ``callbacks, warm``: the same with the index stored;
 - ``empty callback loop``: the same callback called by a plain Python ``for`` loop over the same
-  records (built beforehand, not timed), as many calls as the callbacks rows make: what calling
-  the callback costs with no reading or dispatch at all;
+  records, as many calls as the callbacks rows make, each record primed with its schema entry as
+  the consumer primes it (records and entries made beforehand, not timed): what calling the
+  callback costs with no reading, planning or dispatch;
 - ``dissect.etl iteration``: ``for event in ETL(file)`` over the same file (when installed).
 
 Rates are records of the file per second of the child process's CPU time (``time.process_time``
@@ -90,9 +91,12 @@ else:
         trace.enable(provider)
         trace.start()
         context = trace._prepare().context
+        pairs = [(record, context.entry_of(record)) for record in records]
         n = trace.query_stats()["events_read"]
+        prime = context.prime
         start = time.process_time()
-        for record in records:
+        for record, entry in pairs:
+            prime(record, entry)
             on_event(record, context)
     else:
         provider.add_on_event_callback(on_event)
