@@ -13,7 +13,7 @@
 #include <structmember.h>
 
 static PyObject *s_stopping, *s_generation, *s_primed_record, *s_primed, *s_pos, *s_size, *s_user_data_offset, *s_header;
-static PyObject *s_raw, *s_cpu, *s_ctx, *s_buffer_index, *s_let_go;
+static PyObject *s_raw, *s_cpu, *s_ctx, *s_buffer_index, *s_record, *s_parser;
 
 typedef struct {
     const int64_t *p;
@@ -165,6 +165,26 @@ static int reuse_record(PyObject *record, int64_t pos, int64_t size, int64_t use
     return PyObject_SetAttr(record, s_header, Py_None);
 }
 
+/* ``TraceContext.let_go``: forget ``record`` when the context alone holds it and the parser made
+ * for it (that parser held by the context alone); 1 when it did, 0 when not, -1 on an error. */
+static int let_go(PyObject *context, PyObject *record) {
+    PyObject *held = PyObject_GetAttr(context, s_record);
+    if (held == NULL)
+        return -1;
+    int same = held == record;
+    Py_DECREF(held);
+    if (!same)
+        return 0;
+    PyObject *parser = PyObject_GetAttr(context, s_parser);
+    if (parser == NULL)
+        return -1;
+    int alone = Py_REFCNT(parser) == 2;  /* the context's and ours */
+    Py_DECREF(parser);
+    if (!alone)
+        return 0;
+    return PyObject_SetAttr(context, s_record, Py_None) < 0 ? -1 : 1;
+}
+
 /* deliver(lanes, entries, lane, offset, size, user_data_offset, start, stop, data, cpu, record_context, buffer,
  *         context, dispatcher, callback_failed, generation, reuse, spare, progress) -> (row, spare)
  *
@@ -285,13 +305,7 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
             Py_ssize_t references = Py_REFCNT(record);
             int take = references == 2;
             if (references == 4) {
-                PyObject *freed = PyObject_CallMethodOneArg(context, s_let_go, record);
-                if (freed == NULL) {
-                    Py_DECREF(record);
-                    goto fail;
-                }
-                take = PyObject_IsTrue(freed);
-                Py_DECREF(freed);
+                take = let_go(context, record);
                 if (take < 0) {
                     Py_DECREF(record);
                     goto fail;
@@ -337,7 +351,7 @@ PyMODINIT_FUNC PyInit__dispatch(void) {
     } names[] = {
         {&s_stopping, "stopping"}, {&s_generation, "generation"}, {&s_primed_record, "_primed_record"}, {&s_primed, "_primed"},
         {&s_pos, "_pos"}, {&s_size, "_size"}, {&s_user_data_offset, "user_data_offset"}, {&s_header, "_header"},
-        {&s_raw, "_raw"}, {&s_cpu, "cpu"}, {&s_ctx, "_ctx"}, {&s_buffer_index, "buffer_index"}, {&s_let_go, "let_go"},
+        {&s_raw, "_raw"}, {&s_cpu, "cpu"}, {&s_ctx, "_ctx"}, {&s_buffer_index, "buffer_index"}, {&s_record, "_record"}, {&s_parser, "_parser"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].text);
