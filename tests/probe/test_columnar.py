@@ -67,3 +67,26 @@ def test_programs_that_need_records_do_not_run_column_wise() -> None:
     for text in ("etw::: /pid == 4/ { @ = count(); }", "etw::: { @ = count(); exit(0); }", "etw::: { @[execname] = count(); }",
                  "tick-1s { } etw::: { @ = count(); }", "etw::: { @ = quantize(pid); }"):  # fmt: skip
         assert compile_script(text).columnar() is None, text
+
+
+@pytest.mark.parametrize("parts", [("tx", "Process.etl"), ("tx", "HTTP_Server.etl"), ("perfview", "gcevents.etl"),
+                                   ("perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl")])  # fmt: skip
+def test_the_catalog_from_the_index_equals_a_pass_over_every_record(parts: tuple[str, ...]) -> None:
+    """Field types come from schema lookups over the index's kinds of event (in-trace metadata,
+    TraceLogging and extended-data events included), the same catalog a pass gives."""
+    from openetw.probe.run.adapter import Catalog
+
+    path = str(corpus_path("etl", *parts))
+    by_index = Catalog.from_index(TraceFiles([path], manifests=[]))
+    by_pass = Catalog.scan_records(TraceFiles([path], manifests=[]))
+    assert by_index is not None
+    assert by_index.items() == by_pass.items() and by_pass.items()
+    assert {key: schema for key, (schema, _size) in by_index.schemas.items()}.keys() == by_pass.schemas.keys()
+
+
+def test_the_catalog_of_unindexed_files_is_a_pass() -> None:
+    from openetw.probe.run.adapter import Catalog
+
+    files = TraceFiles([str(corpus_path("etl", "tx", "Process.etl"))], manifests=[], index=False)
+    assert Catalog.from_index(files) is None
+    assert Catalog.scan(files).items()

@@ -21,6 +21,10 @@ __all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
 _HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else the opcode)
 _EXTENDED_INFO = 0x0001
+_MANIFEST_DATA_ID = 0xFFFE
+_METADATA_CLASS = "bbccf6c1-6cd1-48c4-80ff-839482e37671"  # classic events carrying TDH metadata
+# What tells kinds of event apart in the index (finer than the catalog's key: one record speaks for each).
+_KIND_FIELDS = ("kind", "header_type", "provider", "id", "version", "level", "keyword", "opcode", "hook_id", "flags")
 
 
 def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
@@ -129,6 +133,64 @@ class Catalog:
 
     @classmethod
     def scan(cls, files: TraceFiles) -> Catalog:
+        """The catalog of ``files``: from their indexes and schema lookups when that gives the same
+        answer (``from_index``), else from a pass over every record."""
+        found = cls.from_index(files)
+        return found if found is not None else cls.scan_records(files)
+
+    @classmethod
+    def from_index(cls, files: TraceFiles) -> Catalog | None:
+        """The catalog from the files' index columns: the kinds of event counted column-wise, each
+        kind's schema looked up once, with its first record, in the order a pass would. Records
+        whose schema may be their own (events with extended data, such as TraceLogging's; WPP
+        messages) are read one by one, and those that teach the decode context schemas (manifests
+        and TDH metadata the trace carries) are shown to it in their place. ``None`` when the files
+        are not indexed, or several files carry such records (their merged order decides): then
+        only a pass gives the same answer."""
+        if not files.index or files.evtx:
+            return None
+        trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
+        try:
+            indexes = trace.indexes()
+            context = trace.context
+            catalog = cls()
+            for index in indexes:
+                plan = _index_plan(index)
+                if plan is None or (len(indexes) > 1 and (plan[1] or plan[2])):
+                    return None
+                catalog._add_index(index, *plan, context)
+            return catalog
+        finally:
+            trace.close()
+
+    def _add_index(self, index: Any, firsts: dict[int, int], each: list[int], teach: set[int], context: Any) -> None:
+        import numpy as np
+
+        entries = self.entries
+        rows = sorted({*firsts, *each, *teach})
+        single = set(each)
+        with index.loader() as loader:
+            for row, record in zip(rows, loader.records(np.asarray(rows, dtype=np.int64)), strict=True):
+                if row in teach:
+                    context.decode_context.observe(record)
+                raw = record.provider_guid_bytes
+                if raw is None or (row not in single and row not in firsts):
+                    continue
+                size = 1 if row in single else firsts[row]
+                carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
+                key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
+                found = entries.get(key)
+                if found is not None:
+                    found[2] += size
+                    continue
+                identity, schema = identity_of(record, context)
+                entries[key] = [identity, fields_of_properties(schema.properties) if schema is not None else None, size]
+                if schema is not None and not carried:
+                    self.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
+
+    @classmethod
+    def scan_records(cls, files: TraceFiles) -> Catalog:
+        """The catalog from a pass over every record (what ``from_index`` must agree with)."""
         catalog = cls()
         entries = catalog.entries
 
@@ -197,6 +259,51 @@ def schema_registry(paths: Sequence[str]) -> Any:
     if registry.errors:
         raise InvalidArgument(f"--manifest: {registry.errors[0]}")
     return registry
+
+
+def _index_plan(index: Any) -> tuple[dict[int, int], list[int], set[int]] | None:
+    """Which rows of ``index`` a catalog reads: (first row of each kind of event -> how many of
+    that kind, rows read one by one, rows that teach schemas); ``None`` when most rows would be
+    read one by one (a pass is as cheap)."""
+    import numpy as np
+
+    from openetw.consumer._engine.index_build import KIND_CODES
+
+    counts: dict[tuple[Any, ...], list[int]] = {}  # index identity -> [count, first row]
+    each: list[Any] = []
+    teach: list[Any] = []
+    metadata = index.provider_row(_METADATA_CLASS)
+    event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
+    classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
+    total = 0
+    for segment in index.segments():
+        rows = segment.records
+        kind = rows["kind"]
+        is_event = kind == event
+        own = (kind == wpp) | (is_event & ((rows["flags"] & _EXTENDED_INFO) != 0))
+        teaching = is_event & (rows["id"] == _MANIFEST_DATA_ID)
+        if metadata is not None:
+            teaching |= np.isin(kind, classic) & (rows["provider"] == metadata)
+        each.append(np.flatnonzero(own) + segment.first_row)
+        teach.append(np.flatnonzero(teaching) + segment.first_row)
+        shared = np.flatnonzero(~own & (kind != unknown))
+        total += len(rows)
+        if not len(shared):
+            continue
+        keys = np.empty(len(shared), dtype=[(name, rows.dtype[name]) for name in _KIND_FIELDS])
+        for name in _KIND_FIELDS:
+            keys[name] = rows[name][shared]
+        unique, first, number = np.unique(keys, return_index=True, return_counts=True)
+        for key, lead, size in zip(unique.tolist(), first.tolist(), number.tolist(), strict=True):
+            seen = counts.get(key)
+            if seen is None:
+                counts[key] = [size, segment.first_row + int(shared[lead])]
+            else:
+                seen[0] += size
+    single = np.concatenate(each).tolist() if each else []
+    if len(single) > total // 2 + 1000:
+        return None
+    return {row: size for size, row in counts.values()}, single, set(np.concatenate(teach).tolist() if teach else [])
 
 
 def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:
