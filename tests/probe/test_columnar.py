@@ -16,6 +16,9 @@ PROGRAMS = [
     "etw::: { @a[probemod, probename] = count(); @b[pid, cpu] = sum(tid); @c[probefunc] = min(pid); @d = max(cpu); }",
     "etw:*:0x04_0x8000000000000010: { @[probename, tid] = count(); } END { printa(@); }",
     "BEGIN { n = 1; } etw:22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716::1?, etw:::2 { @[probemod, probename] = sum(pid); }",
+    "etw::: /pid != 4 && (cpu == 0 || tid > 100)/ { @a[probemod] = count(); @b[cpu] = avg(tid); @c = avg(pid); }",
+    "etw::: /!(pid < 1000)/ { @q = quantize(tid); @l[probename] = lquantize(pid, 0, 10000, 500); @n = count(); }",
+    "etw::: /pid >= -1/ { @m[pid] = min(tid); } etw:::1 /tid < 0x7fffffff/ { @x[probename, cpu] = max(pid); }",
 ]
 
 
@@ -64,8 +67,9 @@ def test_event_fields_at_fixed_places_read_column_wise() -> None:
 
 
 def test_programs_that_need_records_do_not_run_column_wise() -> None:
-    for text in ("etw::: /pid == 4/ { @ = count(); }", "etw::: { @ = count(); exit(0); }", "etw::: { @[execname] = count(); }",
-                 "tick-1s { } etw::: { @ = count(); }", "etw::: { @ = quantize(pid); }"):  # fmt: skip
+    for text in ("etw::: /execname == \"x\"/ { @ = count(); }", "etw::: { @ = count(); exit(0); }", "etw::: { @[execname] = count(); }",
+                 "tick-1s { } etw::: { @ = count(); }", "etw::: { @ = stddev(pid); }", "etw::: /pid + 1 > 4/ { @ = count(); }",
+                 "etw::: /pid/ { @ = count(); }", "etw::: { @ = llquantize(pid, 10, 0, 3, 10); }"):  # fmt: skip
         assert compile_script(text).columnar() is None, text
 
 
