@@ -461,7 +461,7 @@ class ProbeRun:
                             chosen = _Rows(rows, batch, probe, self.catalog)
                             if clause.predicate is not None:
                                 chosen = chosen.where(_evaluate(clause.predicate, chosen))
-                        if simple:
+                        if simple and len(chosen.rows):
                             _add_count(agg, probe, len(chosen.rows), data, drops, aggsize)
                         elif len(chosen.rows):
                             _column_aggregate(agg, probe, chosen, data, drops, aggsize)
