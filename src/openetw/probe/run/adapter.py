@@ -152,41 +152,75 @@ class Catalog:
         trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
         try:
             indexes = trace.indexes()
-            context = trace.context
             catalog = cls()
             for index in indexes:
-                plan = _index_plan(index)
-                if plan is None or (len(indexes) > 1 and (plan[1] or plan[2])):
+                if not catalog._add_index(index, trace.context, alone=len(indexes) == 1):
                     return None
-                catalog._add_index(index, *plan, context)
             return catalog
         finally:
             trace.close()
 
-    def _add_index(self, index: Any, firsts: dict[int, int], each: list[int], teach: set[int], context: Any) -> None:
+    def _add_index(self, index: Any, context: Any, *, alone: bool) -> bool:
+        """Count ``index``'s rows in, block by block; ``False`` when only a pass gives the answer."""
         import numpy as np
 
+        from openetw.consumer._engine.index_build import KIND_CODES
+
         entries = self.entries
-        rows = sorted({*firsts, *each, *teach})
-        single = set(each)
-        with index.loader() as loader:
-            for row, record in zip(rows, loader.records(np.asarray(rows, dtype=np.int64)), strict=True):
-                if row in teach:
+        met: dict[tuple[int, ...], list[Any]] = {}  # index identity -> its catalog entry
+        metadata = index.provider_row(_METADATA_CLASS)
+        event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
+        classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
+        total = singles = 0
+        for segment in index.segments():
+            rows = segment.records
+            kind = rows["kind"]
+            is_event = kind == event
+            own = (kind == wpp) | (is_event & ((rows["flags"] & _EXTENDED_INFO) != 0))
+            teaching = is_event & (rows["id"] == _MANIFEST_DATA_ID)
+            if metadata is not None:
+                teaching |= np.isin(kind, classic) & (rows["provider"] == metadata)
+            each = np.flatnonzero(own)
+            teach = np.flatnonzero(teaching)
+            total += len(rows)
+            singles += len(each)
+            if singles > total // 2 + 1000 or (not alone and (len(each) or len(teach))):
+                return False  # most records read one by one (a pass is as cheap), or the files' merged order decides
+            shared = np.flatnonzero(~own & (kind != unknown))
+            firsts: dict[int, tuple[tuple[int, ...], int]] = {}  # local row -> (index identity, count here)
+            if len(shared):
+                kinds, first, number = _kinds_in(rows, shared)
+                for kind_key, lead, size in zip(kinds, first.tolist(), number.tolist(), strict=True):
+                    found = met.get(kind_key)
+                    if found is not None:
+                        found[2] += size
+                    else:
+                        firsts[int(shared[lead])] = (kind_key, size)
+            wanted = sorted({*firsts, *each.tolist(), *teach.tolist()})
+            if not wanted:
+                continue
+            single, teachers = set(each.tolist()), set(teach.tolist())
+            records = segment.loader().records(np.asarray(wanted, dtype=np.int64))
+            for row, record in zip(wanted, records, strict=True):
+                if row in teachers:
                     context.decode_context.observe(record)
                 raw = record.provider_guid_bytes
                 if raw is None or (row not in single and row not in firsts):
                     continue
-                size = 1 if row in single else firsts[row]
+                size = 1 if row in single else firsts[row][1]
                 carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
                 key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
-                found = entries.get(key)
-                if found is not None:
-                    found[2] += size
-                    continue
-                identity, schema = identity_of(record, context)
-                entries[key] = [identity, fields_of_properties(schema.properties) if schema is not None else None, size]
-                if schema is not None and not carried:
-                    self.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
+                entry = entries.get(key)
+                if entry is not None:
+                    entry[2] += size
+                else:
+                    identity, schema = identity_of(record, context)
+                    entry = entries[key] = [identity, fields_of_properties(schema.properties) if schema is not None else None, size]
+                    if schema is not None and not carried:
+                        self.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
+                if row not in single:
+                    met[firsts[row][0]] = entry
+        return True
 
     @classmethod
     def scan_records(cls, files: TraceFiles) -> Catalog:
@@ -261,49 +295,32 @@ def schema_registry(paths: Sequence[str]) -> Any:
     return registry
 
 
-def _index_plan(index: Any) -> tuple[dict[int, int], list[int], set[int]] | None:
-    """Which rows of ``index`` a catalog reads: (first row of each kind of event -> how many of
-    that kind, rows read one by one, rows that teach schemas); ``None`` when most rows would be
-    read one by one (a pass is as cheap)."""
+def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
+    """The distinct kinds of event (``_KIND_FIELDS``) among ``rows[chosen]``: (each kind, its
+    first place in ``chosen``, how many). The fields are packed into words and mixed into one
+    (sorting plain integers is fast), the grouping then checked field by field."""
     import numpy as np
 
-    from openetw.consumer._engine.index_build import KIND_CODES
+    def column(name: str) -> Any:
+        return rows[name][chosen].astype(np.uint64)
 
-    counts: dict[tuple[Any, ...], list[int]] = {}  # index identity -> [count, first row]
-    each: list[Any] = []
-    teach: list[Any] = []
-    metadata = index.provider_row(_METADATA_CLASS)
-    event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
-    classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
-    total = 0
-    for segment in index.segments():
-        rows = segment.records
-        kind = rows["kind"]
-        is_event = kind == event
-        own = (kind == wpp) | (is_event & ((rows["flags"] & _EXTENDED_INFO) != 0))
-        teaching = is_event & (rows["id"] == _MANIFEST_DATA_ID)
-        if metadata is not None:
-            teaching |= np.isin(kind, classic) & (rows["provider"] == metadata)
-        each.append(np.flatnonzero(own) + segment.first_row)
-        teach.append(np.flatnonzero(teaching) + segment.first_row)
-        shared = np.flatnonzero(~own & (kind != unknown))
-        total += len(rows)
-        if not len(shared):
-            continue
-        keys = np.empty(len(shared), dtype=[(name, rows.dtype[name]) for name in _KIND_FIELDS])
-        for name in _KIND_FIELDS:
-            keys[name] = rows[name][shared]
-        unique, first, number = np.unique(keys, return_index=True, return_counts=True)
-        for key, lead, size in zip(unique.tolist(), first.tolist(), number.tolist(), strict=True):
-            seen = counts.get(key)
-            if seen is None:
-                counts[key] = [size, segment.first_row + int(shared[lead])]
-            else:
-                seen[0] += size
-    single = np.concatenate(each).tolist() if each else []
-    if len(single) > total // 2 + 1000:
-        return None
-    return {row: size for size, row in counts.values()}, single, set(np.concatenate(teach).tolist() if teach else [])
+    provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
+    high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
+    low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
+    level, keyword = column("level"), column("keyword")
+    with np.errstate(over="ignore"):
+        mixed = high ^ (low * np.uint64(0x9E3779B97F4A7C15)) ^ (keyword * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (level << np.uint64(59))
+    _, first, inverse, number = np.unique(mixed, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    if all(np.array_equal(part, part[first][inverse]) for part in (high, low, level, keyword)):
+        lead = chosen[first]
+        kinds = list(zip(*(rows[name][lead].tolist() for name in _KIND_FIELDS), strict=True))
+        return kinds, first, number
+    keys = np.empty(len(chosen), dtype=[(name, rows.dtype[name]) for name in _KIND_FIELDS])  # two kinds mixed to one word
+    for name in _KIND_FIELDS:
+        keys[name] = rows[name][chosen]
+    unique, first, number = np.unique(keys, return_index=True, return_counts=True)
+    return [tuple(key) for key in unique.tolist()], first, number
 
 
 def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:
