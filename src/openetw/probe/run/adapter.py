@@ -295,6 +295,22 @@ def schema_registry(paths: Sequence[str]) -> Any:
     return registry
 
 
+def _batches(trace: UserTrace, indexes: list[Any], wanted: list[str]) -> Any:
+    """The trace's rows in batches: one file's straight from its index a block at a time (every
+    row, in time order: nothing to merge or select), several files' through ``UserTrace.batches``."""
+    if len(indexes) != 1:
+        yield from trace.batches(columns=wanted, batch_size=1 << 20)
+        return
+    import numpy as np
+
+    from openetw.consumer.batches import Batch
+
+    for segment in indexes[0].segments():
+        rows = segment.records
+        if len(rows):
+            yield Batch(rows, np.zeros(len(rows), dtype=np.int64), np.arange(segment.first_row, segment.first_row + len(rows)), indexes)
+
+
 def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
     """The distinct kinds of event (``_KIND_FIELDS``) among ``rows[chosen]``: (each kind, its
     first place in ``chosen``, how many). The fields are packed into words and mixed into one
@@ -384,7 +400,7 @@ def header_batches(files: TraceFiles) -> Any:
     guids = [str(guid) for guid in where]
     event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
     wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
-    for batch in trace.batches(columns=wanted, batch_size=1 << 20):
+    for batch in _batches(trace, indexes, wanted):
         rows = batch.rows
         provider = rows["provider"].astype(np.int64)
         if len(maps) == 1:
