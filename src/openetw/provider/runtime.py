@@ -401,6 +401,13 @@ class TraceLoggingProvider(_ProviderBase):
                 return written
         return self._write(event_name, fields, level, keyword, opcode, 0)
 
+    def user_events(self, *, roots: Sequence[str] | None = None) -> Any:
+        """This provider's events published to Linux ``user_events`` as EventHeader events
+        (``openetw.provider.user_events``); ``UserEventsUnavailable`` on a kernel without them."""
+        from openetw.provider.user_events import TRACEFS_ROOTS, UserEventsProvider
+
+        return UserEventsProvider(self.name or "", roots=TRACEFS_ROOTS if roots is None else roots)
+
     def event(
         self, event_name: str, *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0, fields: Sequence[FieldSpec | tuple[str, str]] = ()
     ) -> TraceLoggingEvent:
