@@ -94,3 +94,13 @@ def test_the_catalog_of_unindexed_files_is_a_pass() -> None:
     files = TraceFiles([str(corpus_path("etl", "tx", "Process.etl"))], manifests=[], index=False)
     assert Catalog.from_index(files) is None
     assert Catalog.scan(files).items()
+
+
+def test_the_catalog_of_several_files_from_their_indexes_equals_a_pass() -> None:
+    from openetw.probe.run.adapter import Catalog
+
+    paths = [str(corpus_path("etl", "tx", "Process.etl")), str(corpus_path("etl", "perfview", "gcrundownevents.etl"))]
+    by_index = Catalog.from_index(TraceFiles(paths, manifests=[]))
+    by_pass = Catalog.scan_records(TraceFiles(paths, manifests=[]))
+    assert by_index is not None
+    assert by_index.items() == by_pass.items()

@@ -153,14 +153,18 @@ class Catalog:
         try:
             indexes = trace.indexes()
             catalog = cls()
+            met_at: dict[Any, int] = {}  # key -> filetime of its first record
             for index in indexes:
-                if not catalog._add_index(index, trace.context, alone=len(indexes) == 1):
+                if not catalog._add_index(index, trace.context, alone=len(indexes) == 1, met_at=met_at):
                     return None
+            if len(indexes) > 1:  # in the order a pass meets them: files merged in time order
+                order = sorted(catalog.entries, key=lambda key: met_at[key])
+                catalog.entries = {key: catalog.entries[key] for key in order}
             return catalog
         finally:
             trace.close()
 
-    def _add_index(self, index: Any, context: Any, *, alone: bool) -> bool:
+    def _add_index(self, index: Any, context: Any, *, alone: bool, met_at: dict[Any, int]) -> bool:
         """Count ``index``'s rows in, block by block; ``False`` when only a pass gives the answer."""
         import numpy as np
 
@@ -213,7 +217,9 @@ class Catalog:
                 entry = entries.get(key)
                 if entry is not None:
                     entry[2] += size
+                    met_at[key] = min(met_at[key], int(record.filetime))
                 else:
+                    met_at[key] = int(record.filetime)
                     identity, schema = identity_of(record, context)
                     entry = entries[key] = [identity, fields_of_properties(schema.properties) if schema is not None else None, size]
                     if schema is not None and not carried:
