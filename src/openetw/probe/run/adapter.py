@@ -21,6 +21,10 @@ __all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
 _HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else the opcode)
 _EXTENDED_INFO = 0x0001
+_MANIFEST_DATA_ID = 0xFFFE
+_METADATA_CLASS = "bbccf6c1-6cd1-48c4-80ff-839482e37671"  # classic events carrying TDH metadata
+# What tells kinds of event apart in the index (finer than the catalog's key: one record speaks for each).
+_KIND_FIELDS = ("kind", "header_type", "provider", "id", "version", "level", "keyword", "opcode", "hook_id", "flags")
 
 
 def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
@@ -129,6 +133,104 @@ class Catalog:
 
     @classmethod
     def scan(cls, files: TraceFiles) -> Catalog:
+        """The catalog of ``files``: from their indexes and schema lookups when that gives the same
+        answer (``from_index``), else from a pass over every record."""
+        found = cls.from_index(files)
+        return found if found is not None else cls.scan_records(files)
+
+    @classmethod
+    def from_index(cls, files: TraceFiles) -> Catalog | None:
+        """The catalog from the files' index columns: the kinds of event counted column-wise, each
+        kind's schema looked up once, with its first record, in the order a pass would. Records
+        whose schema may be their own (events with extended data, such as TraceLogging's; WPP
+        messages) are read one by one, and those that teach the decode context schemas (manifests
+        and TDH metadata the trace carries) are shown to it in their place. ``None`` when the files
+        are not indexed, or several files carry such records (their merged order decides): then
+        only a pass gives the same answer."""
+        if not files.index or files.evtx:
+            return None
+        trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
+        try:
+            indexes = trace.indexes()
+            catalog = cls()
+            met_at: dict[Any, int] = {}  # key -> filetime of its first record
+            for index in indexes:
+                if not catalog._add_index(index, trace.context, alone=len(indexes) == 1, met_at=met_at):
+                    return None
+            if len(indexes) > 1:  # in the order a pass meets them: files merged in time order
+                order = sorted(catalog.entries, key=lambda key: met_at[key])
+                catalog.entries = {key: catalog.entries[key] for key in order}
+            return catalog
+        finally:
+            trace.close()
+
+    def _add_index(self, index: Any, context: Any, *, alone: bool, met_at: dict[Any, int]) -> bool:
+        """Count ``index``'s rows in, block by block; ``False`` when only a pass gives the answer."""
+        import numpy as np
+
+        from openetw.consumer._engine.index_build import KIND_CODES
+
+        entries = self.entries
+        met: dict[tuple[int, ...], list[Any]] = {}  # index identity -> its catalog entry
+        metadata = index.provider_row(_METADATA_CLASS)
+        event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
+        classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
+        total = singles = 0
+        for segment in index.segments():
+            rows = segment.records
+            kind = rows["kind"]
+            is_event = kind == event
+            own = (kind == wpp) | (is_event & ((rows["flags"] & _EXTENDED_INFO) != 0))
+            teaching = is_event & (rows["id"] == _MANIFEST_DATA_ID)
+            if metadata is not None:
+                teaching |= np.isin(kind, classic) & (rows["provider"] == metadata)
+            each = np.flatnonzero(own)
+            teach = np.flatnonzero(teaching)
+            total += len(rows)
+            singles += len(each)
+            if singles > total // 2 + 1000 or (not alone and (len(each) or len(teach))):
+                return False  # most records read one by one (a pass is as cheap), or the files' merged order decides
+            shared = np.flatnonzero(~own & (kind != unknown))
+            firsts: dict[int, tuple[tuple[int, ...], int]] = {}  # local row -> (index identity, count here)
+            if len(shared):
+                kinds, first, number = _kinds_in(rows, shared)
+                for kind_key, lead, size in zip(kinds, first.tolist(), number.tolist(), strict=True):
+                    found = met.get(kind_key)
+                    if found is not None:
+                        found[2] += size
+                    else:
+                        firsts[int(shared[lead])] = (kind_key, size)
+            wanted = sorted({*firsts, *each.tolist(), *teach.tolist()})
+            if not wanted:
+                continue
+            single, teachers = set(each.tolist()), set(teach.tolist())
+            records = segment.loader().records(np.asarray(wanted, dtype=np.int64))
+            for row, record in zip(wanted, records, strict=True):
+                if row in teachers:
+                    context.decode_context.observe(record)
+                raw = record.provider_guid_bytes
+                if raw is None or (row not in single and row not in firsts):
+                    continue
+                size = 1 if row in single else firsts[row][1]
+                carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
+                key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
+                entry = entries.get(key)
+                if entry is not None:
+                    entry[2] += size
+                    met_at[key] = min(met_at[key], int(record.filetime))
+                else:
+                    met_at[key] = int(record.filetime)
+                    identity, schema = identity_of(record, context)
+                    entry = entries[key] = [identity, fields_of_properties(schema.properties) if schema is not None else None, size]
+                    if schema is not None and not carried:
+                        self.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
+                if row not in single:
+                    met[firsts[row][0]] = entry
+        return True
+
+    @classmethod
+    def scan_records(cls, files: TraceFiles) -> Catalog:
+        """The catalog from a pass over every record (what ``from_index`` must agree with)."""
         catalog = cls()
         entries = catalog.entries
 
@@ -199,6 +301,50 @@ def schema_registry(paths: Sequence[str]) -> Any:
     return registry
 
 
+def _batches(trace: UserTrace, indexes: list[Any], wanted: list[str]) -> Any:
+    """The trace's rows in batches: one file's straight from its index a block at a time (every
+    row, in time order: nothing to merge or select), several files' through ``UserTrace.batches``."""
+    if len(indexes) != 1:
+        yield from trace.batches(columns=wanted, batch_size=1 << 20)
+        return
+    import numpy as np
+
+    from openetw.consumer.batches import Batch
+
+    for segment in indexes[0].segments():
+        rows = segment.records
+        if len(rows):
+            yield Batch(rows, np.zeros(len(rows), dtype=np.int64), np.arange(segment.first_row, segment.first_row + len(rows)), indexes)
+
+
+def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
+    """The distinct kinds of event (``_KIND_FIELDS``) among ``rows[chosen]``: (each kind, its
+    first place in ``chosen``, how many). The fields are packed into words and mixed into one
+    (sorting plain integers is fast), the grouping then checked field by field."""
+    import numpy as np
+
+    def column(name: str) -> Any:
+        return rows[name][chosen].astype(np.uint64)
+
+    provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
+    high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
+    low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
+    level, keyword = column("level"), column("keyword")
+    with np.errstate(over="ignore"):
+        mixed = high ^ (low * np.uint64(0x9E3779B97F4A7C15)) ^ (keyword * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (level << np.uint64(59))
+    _, first, inverse, number = np.unique(mixed, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    if all(np.array_equal(part, part[first][inverse]) for part in (high, low, level, keyword)):
+        lead = chosen[first]
+        kinds = list(zip(*(rows[name][lead].tolist() for name in _KIND_FIELDS), strict=True))
+        return kinds, first, number
+    keys = np.empty(len(chosen), dtype=[(name, rows.dtype[name]) for name in _KIND_FIELDS])  # two kinds mixed to one word
+    for name in _KIND_FIELDS:
+        keys[name] = rows[name][chosen]
+    unique, first, number = np.unique(keys, return_index=True, return_counts=True)
+    return [tuple(key) for key in unique.tolist()], first, number
+
+
 def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:
     """A log event's fields, with those its records never gave a value typed as strings (``""``)."""
     return {**{name: STRING for name in sorted(absent) if name not in fields}, **fields}
@@ -260,7 +406,7 @@ def header_batches(files: TraceFiles) -> Any:
     guids = [str(guid) for guid in where]
     event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
     wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
-    for batch in trace.batches(columns=wanted, batch_size=1 << 20):
+    for batch in _batches(trace, indexes, wanted):
         rows = batch.rows
         provider = rows["provider"].astype(np.int64)
         if len(maps) == 1:

@@ -17,6 +17,7 @@ from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
 from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.probe.lang.aggregate import add_count
+from openetw.probe.lang.columnar import compare_values
 from openetw.probe.lang.descriptions import Description, EventIdentity
 from openetw.probe.lang.errors import ProbeRuntimeError
 from openetw.probe.lang.output import Output
@@ -32,6 +33,7 @@ ARG0_BASE = 0x7FFE00000000
 """The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
+_MASK64 = (1 << 64) - 1
 
 
 def event_header_bytes(record: Any) -> bytes:
@@ -397,7 +399,7 @@ class ProbeRun:
         named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
         if named and (catalog is None or any(key[-1] for key in catalog.entries)):
             return False  # names come from the catalog; TraceLogging events share headers, not names
-        wanted = [(clause, agg.field[0]) for clause in plan for agg in clause.aggregations if agg.field is not None]
+        wanted = [(clause, name) for clause in plan for name in sorted(clause.fields())]
         if not wanted:
             return True
         if catalog is None or not isinstance(self.files, TraceFiles) or self.files.compressed():
@@ -444,16 +446,25 @@ class ProbeRun:
                 rows = None
                 for clause, probe in found:
                     self.firings += size
+                    chosen = None
                     for agg in clause.aggregations:
                         data = aggregations[agg.name][1]
-                        if agg.value is None and agg.field is None and all(kind == "probe" for kind, _ in agg.keys):
+                        simple = agg.func == "count" and all(kind == "probe" for kind, _ in agg.keys)
+                        if simple and clause.predicate is None:
                             _add_count(agg, probe, size, data, drops, aggsize)  # count() by probe names: no rows needed
                             continue
                         if rows is None:
                             if order is None:
                                 order = valid[np.argsort(row_code, kind="stable")]
                             rows = order[ends[number] - size : ends[number]]
-                        _column_aggregate(agg, probe, rows, batch, data, drops, aggsize, self.catalog)
+                        if chosen is None:
+                            chosen = _Rows(rows, batch, probe, self.catalog)
+                            if clause.predicate is not None:
+                                chosen = chosen.where(_evaluate(clause.predicate, chosen))
+                        if simple and len(chosen.rows):
+                            _add_count(agg, probe, len(chosen.rows), data, drops, aggsize)
+                        elif len(chosen.rows):
+                            _column_aggregate(agg, probe, chosen, data, drops, aggsize)
         stats = self.files.trace.query_stats() if self.files.trace is not None else {}
         return stats
 
@@ -591,13 +602,47 @@ def _add_count(agg: Any, probe: tuple[str, str, str, str], size: int, data: dict
     add_count(data, parts[0] if len(parts) == 1 else tuple(parts), size, drops, aggsize)
 
 
-def _field_column(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
-    """The event field ``agg`` aggregates, for ``rows`` (one kind of event, maybe several versions)."""
+class _Rows:
+    """The rows of one kind of event a clause fired for, and their columns read once each."""
+
+    def __init__(self, rows: Any, batch: Any, probe: tuple[str, str, str, str], catalog: Any) -> None:
+        self.rows = rows
+        self.batch = batch
+        self.probe = probe
+        self.catalog = catalog
+        self.read: dict[Any, Any] = {}
+
+    def where(self, mask: Any) -> _Rows:
+        chosen = _Rows(self.rows[mask], self.batch, self.probe, self.catalog)
+        chosen.read = {name: values[mask] for name, values in self.read.items()}
+        return chosen
+
+    def column(self, name: str) -> Any:
+        """A header column (uint32 in D) as int64."""
+        import numpy as np
+
+        found = self.read.get(name)
+        if found is None:
+            found = self.read[name] = getattr(self.batch, name)[self.rows].astype(np.int64)
+        return found
+
+    def field(self, field: tuple[str, int, bool]) -> Any:
+        """An event field as a value of its declared type: int64, or uint64 for 64-bit unsigned."""
+        found = self.read.get(field)
+        if found is None:
+            found = self.read[field] = _field_column(field, self.probe, self.rows, self.batch, self.catalog)
+        return found
+
+
+def _field_column(field: tuple[str, int, bool], probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
+    """The event field ``field`` (name, size, signed) for ``rows`` (one kind of event, maybe several versions)."""
     import numpy as np
 
-    name, size, signed = agg.field
+    name, size, signed = field
     versions = batch.version[rows]
     out = np.empty(len(rows), dtype=np.int64 if signed or size < 8 else np.uint64)
+    if not len(rows):
+        return out
     event_id = int(batch.id[rows[0]])
     for version in np.unique(versions).tolist():
         mine = versions == version
@@ -609,43 +654,147 @@ def _field_column(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: 
     return out
 
 
-def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, data: dict[Any, Any], drops: list[int],
-                      aggsize: int, catalog: Any = None) -> None:  # fmt: skip
+def _operand(expr: Any, chosen: _Rows) -> Any:
+    kind = expr[0]
+    if kind == "lit":
+        return expr[1]
+    if kind == "column":
+        return chosen.column(expr[1])
+    if kind == "field":
+        return chosen.field(expr[1:])
+    return _evaluate(expr, chosen)
+
+
+def _in_common_type(value: Any, size: int, signed: bool) -> Any:
+    """A comparison's side in its common type: unsigned ones wrap, as the compiled clause's do."""
+    import numpy as np
+
+    if signed:
+        return value
+    mask = (1 << (8 * size)) - 1
+    if isinstance(value, int):
+        return np.uint64(value & mask)
+    value = value.astype(np.uint64)  # two's complement: the wrap to 64 bits
+    return value if size >= 8 else value & np.uint64(mask)
+
+
+def _evaluate(expr: Any, chosen: _Rows) -> Any:
+    """A lowered predicate (``openetw.probe.lang.columnar.ColumnExpr``) over ``chosen``: one bool per row."""
+    import numpy as np
+
+    kind = expr[0]
+    if kind == "cmp":
+        _, op, left, right, size, signed = expr
+        a = _in_common_type(_operand(left, chosen), size, signed)
+        b = _in_common_type(_operand(right, chosen), size, signed)
+        return np.broadcast_to(np.asarray(compare_values(op, a, b)), (len(chosen.rows),))
+    if kind == "and":
+        return _evaluate(expr[1], chosen) & _evaluate(expr[2], chosen)
+    if kind == "or":
+        return _evaluate(expr[1], chosen) | _evaluate(expr[2], chosen)
+    return ~_evaluate(expr[1], chosen)
+
+
+def _bit_length(values: Any) -> Any:
+    """``int.bit_length`` of each non-negative value (exact for all 64 bits)."""
+    import numpy as np
+
+    left = values.astype(np.uint64)
+    out = np.zeros(len(left), dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        high = left >= np.uint64(1 << shift)
+        out[high] += shift
+        left = np.where(high, left >> np.uint64(shift), left)
+    return out + (left > 0)
+
+
+def _buckets(func: str, values: Any, params: tuple[int, ...]) -> Any:
+    """``quantize_bucket``/``lquantize_bucket`` of each int64 value."""
+    import numpy as np
+
+    if func == "quantize":
+        magnitude = np.where(values < 0, -(values + 1), values).astype(np.uint64) + (values < 0)  # |v| without overflow
+        bits = _bit_length(magnitude)
+        power = np.where(bits > 0, np.left_shift(np.uint64(1), np.maximum(bits - 1, 0).astype(np.uint64)), np.uint64(0))
+        return np.where(values < 0, -(power.astype(np.int64)), power.astype(np.int64))  # -(1 << 63) wraps to itself
+    low, high, step = params
+    inside = np.clip(values, low, high - 1)
+    stepped = low + (inside - low) // step * step
+    return np.where(values < low, low - 1, np.where(values >= high, high, stepped))
+
+
+def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows, data: dict[Any, Any], drops: list[int],
+                      aggsize: int) -> None:  # fmt: skip
     """One aggregation over the rows of one event kind: the dict updates the clause would make."""
     import numpy as np
 
-    columns = [getattr(batch, name)[rows] for kind, name in agg.keys if kind == "column"]
+    columns: list[tuple[Any, bool]] = []  # (int64 column, whether it holds uint64 values)
+    for kind, what in agg.keys:
+        if kind == "column":
+            columns.append((chosen.column(what), False))
+        elif kind == "field":
+            values = chosen.field(what)
+            columns.append((values.view(np.int64), values.dtype == np.uint64))
     if agg.field is not None:
-        values = _field_column(agg, probe, rows, batch, catalog)
+        values = chosen.field(agg.field)
     else:
-        values = getattr(batch, agg.value)[rows].astype(np.int64) if agg.value is not None else None
+        values = chosen.column(agg.value) if agg.value is not None else None
+    func = agg.func
+    distribution = func in ("quantize", "lquantize")
+    if distribution:
+        columns.append((_buckets(func, values, agg.params), False))
+    total = len(chosen.rows)
     if columns:
-        stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
+        stacked = np.stack([c for c, _ in columns], axis=1)
         groups, inverse, counts = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
         inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        if values is None:
-            results = counts.tolist()
-        else:
-            ordered = values[order]
-            reduce = {"sum": np.add, "min": np.minimum, "max": np.maximum}[agg.func]
-            results = reduce.reduceat(ordered, starts).tolist()
         group_rows = groups.tolist()
         sizes = counts.tolist()
+        if values is None or distribution:
+            results: list[Any] = sizes
+        else:
+            ordered = values[np.argsort(inverse, kind="stable")]
+            if func == "avg":
+                results = [[n, s] for n, s in zip(sizes, np.add.reduceat(ordered, starts).tolist(), strict=True)]
+            else:
+                results = {"sum": np.add, "min": np.minimum, "max": np.maximum}[func].reduceat(ordered, starts).tolist()
     else:
-        group_rows = [[]]
-        sizes = [len(rows)]
-        results = [len(rows)] if values is None else [int({"sum": values.sum, "min": values.min, "max": values.max}[agg.func]())]
-    for group, result, size in zip(group_rows, results, sizes, strict=False):
+        group_rows, sizes = [[]], [total]
+        if values is None:
+            results = [total]
+        elif func == "avg":
+            results = [[total, int(values.sum())]]
+        else:
+            results = [int({"sum": values.sum, "min": values.min, "max": values.max}[func]())]
+    unsigned = [u for _, u in columns]
+    for group, result, size in zip(group_rows, results, sizes, strict=True):
         parts = []
-        columns_left = iter(group)
+        columns_left = iter(zip(group, unsigned, strict=False))
         for kind, name in agg.keys:
-            parts.append(probe[name] if kind == "probe" else next(columns_left))
-        key: Any = parts[0] if len(parts) == 1 else tuple(parts)
+            if kind == "probe":
+                parts.append(probe[name])
+            else:
+                value, is_unsigned = next(columns_left)
+                parts.append(value & _MASK64 if is_unsigned else value)
+        key: Any = parts[0] if len(parts) == 1 else tuple(parts) if parts else ()
+        if distribution:
+            bucket = group[-1]
+            old = data.get(key)
+            if old is not None:
+                old[bucket] = old.get(bucket, 0) + size
+            elif len(data) < aggsize:
+                data[key] = {bucket: size}
+            else:
+                drops[0] += size
+            continue
         old = data.get(key)
         if old is not None:
-            data[key] = old + result if agg.func in ("count", "sum") else (min(old, result) if agg.func == "min" else max(old, result))
+            if func == "avg":
+                old[0] += result[0]
+                old[1] += result[1]
+            else:
+                data[key] = old + result if func in ("count", "sum") else (min(old, result) if func == "min" else max(old, result))
         elif len(data) < aggsize:
             data[key] = result
         else:
