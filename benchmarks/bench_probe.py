@@ -11,13 +11,26 @@ asked for (default 1 M; ``--full`` for 5 M). Rows, each measured in this process
 - the same work as hand-written openetw consumer callbacks (``UserTrace`` default callback).
 
 Compile time (parse, check, generate, load) of a 100-line script is reported apart, as is the
-catalog pass that types ``args->``.
+catalog that types ``args->`` (from the index's kinds of event and schema lookups).
+
+Then whole processes, CPU time of each (``getrusage`` of the child: every thread, interpreter
+start and imports included), beside DuckDB over the Parquet export of the same file:
+
+- ``openetw probe --file`` warm (the index built by an earlier run) and cold (a fresh index
+  directory: the index is built in that run), both programs;
+- ``openetw export --to parquet`` once (its CPU time reported), then a fresh ``python`` running
+  DuckDB's ``SELECT provider_id, count(*) ... GROUP BY`` over ``events.parquet`` and
+  ``SELECT sum(ImageBase) ...`` over the ImageID tables (one provider: the group is one row);
+- ratios: the probe's CPU time over DuckDB's (above 1: DuckDB is faster), and over DuckDB's with
+  the export counted (a probe reads the ``.etl`` itself).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +51,7 @@ HEADER_ONLY = "etw:::generic_event { @[probemod] = count(); }"
 # The ImageID events that carry ImageBase (all but FileVersion, 64): 96% of the file.
 ONE_FIELD = f"etw:{IMAGE_ID}::0, etw:{IMAGE_ID}::3?, etw:{IMAGE_ID}::40 {{ @[probemod] = sum(args->ImageBase); }}"
 IMAGE_BASE_OPCODES = frozenset({0, 32, 36, 37, 38, 40})
-GOALS = {"header only, column-wise": 2e6, "header only, per record": 2e6, "one decoded field, column-wise": 1e6,
+GOALS = {"header only, column-wise": 20e6, "header only, per record": 2e6, "one decoded field, column-wise": 5e6,
          "one decoded field, per record": 1e6}
 
 
@@ -53,16 +66,16 @@ def make_file(target: str, events: int) -> int:
 
 
 def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:
-    from openetw.probe.program import compile_script
-    from openetw.probing.adapter import Catalog, TraceFiles
+    from openetw.probe.lang.program import compile_script
+    from openetw.probe.run.adapter import Catalog, TraceFiles
 
     files = TraceFiles([path], manifests=[])
     scanned = Catalog.scan(files) if "args->" in text else None
     catalog = scanned.items() if scanned is not None else []
 
     def fields_of(specs: list[str]) -> Any:
-        from openetw.probe.descriptions import parse_description
-        from openetw.probe.schema_types import merge_fields
+        from openetw.probe.lang.descriptions import parse_description
+        from openetw.probe.lang.schema_types import merge_fields
 
         merged = None
         for identity, fields, _ in catalog:
@@ -74,7 +87,7 @@ def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:
 
 
 def run_probe(path: str, text: str, columnar: bool) -> Any:
-    from openetw.probing.runner import ProbeRun
+    from openetw.probe.run.runner import ProbeRun
 
     program, files, scanned = probe_run(path, text, columnar=columnar)
 
@@ -124,8 +137,8 @@ def callback_field(path: str) -> int:
 
 
 def compile_time() -> float:
-    from openetw.probe.output import Output
-    from openetw.probe.program import compile_script
+    from openetw.probe.lang.output import Output
+    from openetw.probe.lang.program import compile_script
 
     lines = ["#pragma D option quiet", "typedef struct { uint32_t a; uint64_t b; } pair;", "BEGIN { n = 0; }"]
     body = []
@@ -147,11 +160,54 @@ def compile_time() -> float:
     return seconds
 
 
+def process_cpu(command: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """(CPU seconds of the child process, its stdout); fails when it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.stdout
+
+
+def processes(path: str, scratch: str, repeat: int, firings: dict[str, int]) -> None:
+    """Whole-process CPU time: the probe warm and cold, DuckDB over the Parquet export."""
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENETW_")}
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    warm_dir = os.path.join(scratch, "warm-index")
+    probe = [sys.executable, "-m", "openetw", "probe", "--file", path, "-q", "-f", "json", "-n"]
+    process_cpu(probe + [HEADER_ONLY], {**env, "OPENETW_INDEX_DIR": warm_dir})  # builds the warm index
+    out = os.path.join(scratch, "parquet")
+    export_seconds, _ = process_cpu([sys.executable, "-m", "openetw", "export", path, "--to", "parquet", "-o", out],
+                                    {**env, "OPENETW_INDEX_DIR": os.path.join(scratch, "export-index")})  # fmt: skip
+    print(f"openetw export --to parquet: {export_seconds:.2f} s of CPU (counted in the last column)")
+    tables = sorted(str(p) for p in Path(out).rglob("ImageID*.parquet"))
+    header_sql = f"SELECT provider_id, count(*) FROM read_parquet('{out}/events.parquet') GROUP BY provider_id"
+    field_sql = f"SELECT count(*), sum(ImageBase) FROM read_parquet({tables!r}, union_by_name=true) WHERE ImageBase IS NOT NULL"
+    duck = [sys.executable, "-c", "import duckdb, sys; print(duckdb.sql(sys.argv[1]).fetchall())"]
+    rows: list[list[object]] = []
+    for name, text, sql in (("header only", HEADER_ONLY, header_sql), ("one decoded field", ONE_FIELD, field_sql)):
+        best: dict[str, float] = {}
+        for label in ("warm", "cold"):
+            best[label] = min(
+                process_cpu(probe + [text], {**env, "OPENETW_INDEX_DIR": warm_dir if label == "warm" else tempfile.mkdtemp(dir=scratch)})[0]
+                for _ in range(repeat)
+            )
+        best["duckdb"] = min(process_cpu(duck + [sql], env)[0] for _ in range(repeat))
+        for label in ("warm", "cold"):
+            rate = firings[name] / best[label] / 1e6
+            rows.append([f"{name}, probe {label}", f"{best[label]:.2f} s", f"{rate:.2f} M/s", f"{best[label] / best['duckdb']:.1f}x",
+                         f"{best[label] / (best['duckdb'] + export_seconds):.2f}x"])  # fmt: skip
+        rows.append([f"{name}, DuckDB over Parquet", f"{best['duckdb']:.2f} s", f"{firings[name] / best['duckdb'] / 1e6:.2f} M/s", "1x", ""])
+    print(table(["process", "CPU time", "firings/s", "/ DuckDB", "/ (export + DuckDB)"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the relogged file (default 1 M)")
     parser.add_argument("--full", action="store_true", help="5 M events, the size the goals are stated for")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--no-processes", action="store_true", help="skip the whole-process rows (probe CLI, DuckDB)")
     args = parser.parse_args()
     events = 5_000_000 if args.full else args.events
     print(machine_note())
@@ -167,7 +223,7 @@ def main() -> None:
         callback_header(path)  # builds the index: every row after this loads it
         started = time.process_time()
         field_run = run_probe(path, ONE_FIELD, columnar=False)
-        print(f"catalog pass typing args-> and compile: {time.process_time() - started:.2f} s of CPU (reported apart)")
+        print(f"catalog typing args-> (index and schemas) and compile: {time.process_time() - started:.2f} s of CPU (reported apart)")
         rows = []
         runs = [
             ("header only, column-wise", run_probe(path, HEADER_ONLY, columnar=True)),
@@ -184,6 +240,9 @@ def main() -> None:
             verdict = "" if goal is None else ("meets goal" if rate >= goal else f"below goal {goal / 1e6:g}M")
             rows.append([name, count, f"{seconds:.2f} s", f"{rate / 1e6:.2f} M/s", verdict])
         print(table(["run", "firings", "CPU time", "firings/s", "goal"], rows))
+        if not args.no_processes:
+            counts = {"header only": int(str(rows[0][1])), "one decoded field": int(str(rows[3][1]))}
+            processes(path, scratch, args.repeat, counts)
         print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

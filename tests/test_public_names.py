@@ -50,6 +50,11 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",
     ),
+    "openetw.perfdata": (
+        "EhEvent", "EhField", "EventAttr", "PerfData", "Sample", "TracepointName", "decode_fields", "is_perf_data",
+        "parse_event", "parse_tracepoint_name",
+    ),
+    "openetw.nettrace": ("EventMetadata", "Field", "NettraceEvent", "NettraceReader", "NettraceStats", "TraceInfo"),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),
@@ -57,7 +62,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "openetw.ipc": (),
     "openetw.kernel": (
         "Capability", "EventDecoder", "FLAG_EVENTS", "KERNEL_FLAGS", "KernelCapabilities", "KernelEventMapper",
-        "KernelEventSource", "KernelSession", "PageParser", "RawEvent", "RawKernelEvent", "RecordSink",
+        "KernelEventSource", "KernelSession", "KernelSessionConfig", "PageParser", "RawEvent", "RawKernelEvent", "RecordSink",
         "SOURCE_CHOICES", "SubBuffer", "TracefsInstance", "TracefsSource", "find_tracefs", "parse_event_format",
         "parse_header_event", "parse_header_page", "probe", "remove_stale_instances", "tracepoints_for",
     ),

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from openetw.probe.program import compile_script
-from openetw.probing.adapter import TraceFiles
-from openetw.probing.runner import ProbeRun
+from openetw.probe.lang.program import compile_script
+from openetw.probe.run.adapter import TraceFiles
+from openetw.probe.run.runner import ProbeRun
 from tests.conftest import corpus_path
 
 PROGRAMS = [
@@ -16,6 +16,9 @@ PROGRAMS = [
     "etw::: { @a[probemod, probename] = count(); @b[pid, cpu] = sum(tid); @c[probefunc] = min(pid); @d = max(cpu); }",
     "etw:*:0x04_0x8000000000000010: { @[probename, tid] = count(); } END { printa(@); }",
     "BEGIN { n = 1; } etw:22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716::1?, etw:::2 { @[probemod, probename] = sum(pid); }",
+    "etw::: /pid != 4 && (cpu == 0 || tid > 100)/ { @a[probemod] = count(); @b[cpu] = avg(tid); @c = avg(pid); }",
+    "etw::: /!(pid < 1000)/ { @q = quantize(tid); @l[probename] = lquantize(pid, 0, 10000, 500); @n = count(); }",
+    "etw::: /pid >= -1/ { @m[pid] = min(tid); } etw:::1 /tid < 0x7fffffff/ { @x[probename, cpu] = max(pid); }",
 ]
 
 
@@ -38,7 +41,7 @@ def test_column_wise_equals_record_by_record(text: str) -> None:
 
 
 def test_event_fields_at_fixed_places_read_column_wise() -> None:
-    from openetw.probing.adapter import Catalog
+    from openetw.probe.run.adapter import Catalog
 
     path = str(corpus_path("etl", "tx", "Process.etl"))
     manifest = str(corpus_path("manifests", "Win10-17134", "Microsoft-Windows-Kernel-Process.xml"))
@@ -51,7 +54,7 @@ def test_event_fields_at_fixed_places_read_column_wise() -> None:
         catalog = Catalog.scan(files)
 
         def fields_of(specs: list[str], catalog: Any = catalog) -> Any:
-            from openetw.probe.descriptions import parse_description
+            from openetw.probe.lang.descriptions import parse_description
 
             found = [f for identity, f, _ in catalog.items() if f and any(parse_description(s).match(identity) for s in specs)]
             return found[0] if found else None
@@ -64,6 +67,40 @@ def test_event_fields_at_fixed_places_read_column_wise() -> None:
 
 
 def test_programs_that_need_records_do_not_run_column_wise() -> None:
-    for text in ("etw::: /pid == 4/ { @ = count(); }", "etw::: { @ = count(); exit(0); }", "etw::: { @[execname] = count(); }",
-                 "tick-1s { } etw::: { @ = count(); }", "etw::: { @ = quantize(pid); }"):  # fmt: skip
+    for text in ("etw::: /execname == \"x\"/ { @ = count(); }", "etw::: { @ = count(); exit(0); }", "etw::: { @[execname] = count(); }",
+                 "tick-1s { } etw::: { @ = count(); }", "etw::: { @ = stddev(pid); }", "etw::: /pid + 1 > 4/ { @ = count(); }",
+                 "etw::: /pid/ { @ = count(); }", "etw::: { @ = llquantize(pid, 10, 0, 3, 10); }"):  # fmt: skip
         assert compile_script(text).columnar() is None, text
+
+
+@pytest.mark.parametrize("parts", [("tx", "Process.etl"), ("tx", "HTTP_Server.etl"), ("perfview", "gcevents.etl"),
+                                   ("perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl")])  # fmt: skip
+def test_the_catalog_from_the_index_equals_a_pass_over_every_record(parts: tuple[str, ...]) -> None:
+    """Field types come from schema lookups over the index's kinds of event (in-trace metadata,
+    TraceLogging and extended-data events included), the same catalog a pass gives."""
+    from openetw.probe.run.adapter import Catalog
+
+    path = str(corpus_path("etl", *parts))
+    by_index = Catalog.from_index(TraceFiles([path], manifests=[]))
+    by_pass = Catalog.scan_records(TraceFiles([path], manifests=[]))
+    assert by_index is not None
+    assert by_index.items() == by_pass.items() and by_pass.items()
+    assert {key: schema for key, (schema, _size) in by_index.schemas.items()}.keys() == by_pass.schemas.keys()
+
+
+def test_the_catalog_of_unindexed_files_is_a_pass() -> None:
+    from openetw.probe.run.adapter import Catalog
+
+    files = TraceFiles([str(corpus_path("etl", "tx", "Process.etl"))], manifests=[], index=False)
+    assert Catalog.from_index(files) is None
+    assert Catalog.scan(files).items()
+
+
+def test_the_catalog_of_several_files_from_their_indexes_equals_a_pass() -> None:
+    from openetw.probe.run.adapter import Catalog
+
+    paths = [str(corpus_path("etl", "tx", "Process.etl")), str(corpus_path("etl", "perfview", "gcrundownevents.etl"))]
+    by_index = Catalog.from_index(TraceFiles(paths, manifests=[]))
+    by_pass = Catalog.scan_records(TraceFiles(paths, manifests=[]))
+    assert by_index is not None
+    assert by_index.items() == by_pass.items()

@@ -177,8 +177,8 @@ def test_seed_syscall_script_emits_exactly_the_events_a_listener_records(seed: d
 
 def test_kernel_probes_need_root() -> None:
     from openetw.errors import AccessDenied
-    from openetw.probing.kernel_probes import kernel_flags_for
-    from openetw.probing.live import LiveSessions
+    from openetw.probe.run.kernel_probes import kernel_flags_for
+    from openetw.probe.run.live import LiveSessions
 
     def attempt() -> dict[str, Any]:
         try:

@@ -1,5 +1,6 @@
 """Every aggregation gives one value whatever the path that computes it: column-wise or record by
-record, indexed or streamed (``--no-index``), compiled or pure reading. D's rule, decided once:
+record, indexed or streamed (``--no-index``), compiled or pure reading; predicates, keys made of
+fields, averages and distributions included. D's rule, decided once:
 a field is a value of its declared type, and an aggregation keeps 64 bits, wrapped, unsigned only
 for 64-bit unsigned types (``uint64_t``, pointers)."""
 
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
-from openetw.probe.aggregate import wrap64
+from openetw.probe.lang.aggregate import wrap64
 from openetw.testing import EventRecordBuilder
 from tests.probe.helpers import json_records, run_probe
 
@@ -42,9 +43,14 @@ MANIFEST = """<?xml version='1.0' encoding='utf-8' standalone='yes'?>
     "".join(f'<template tid="t{n}"><data name="F" inType="{name}"/></template>' for name, n in EVENT_IDS.items()),
     "".join(f'<event value="{n}" symbol="E{n}" level="win:Informational" template="t{n}"/>' for n in EVENT_IDS.values()),
 )
-PROGRAM = "etw:Test-One-Answer::%d { @s[tid] = sum(args->F); @lo[tid] = min(args->F); @hi = max(args->F); @n[tid] = count(); }"
-# avg has no column-wise path: it is checked record by record and streamed
-AVG = "etw:Test-One-Answer::%d { @mean = avg(args->F); }"
+PROGRAM = ("etw:Test-One-Answer::%d { @s[tid] = sum(args->F); @lo[tid] = min(args->F); @hi = max(args->F); @n[tid] = count();"
+           " @mean = avg(args->F); @k[args->F] = count(); }"
+           " etw:Test-One-Answer::%d /args->F > 0 && !(tid == 101 && args->F == 1)/ { @pos = count(); @ps[cpu] = sum(args->F); }")
+# Distributions: column-wise but for 64-bit unsigned values (record by record), one answer all the same.
+DISTRIBUTIONS = "etw:Test-One-Answer::%d /args->F != 7/ { @q = quantize(args->F); @l[tid] = lquantize(args->F, -100, 100, 10); }"
+# Comparisons in the common type: a negative constant wraps when the field's type is unsigned.
+COMPARISONS = ("etw:Test-One-Answer::%d /args->F >= -5 || (args->F < 3 && !(args->F == 0x7fffffff))/"
+               " { @c[tid] = count(); @m = min(args->F); @a = avg(args->F); }")
 
 
 def _values(in_type: str) -> st.SearchStrategy[int]:
@@ -78,20 +84,29 @@ def _expected(in_type: str, values: list[int]) -> dict[str, Any]:
     by_tid: dict[int, list[int]] = {}
     for n, value in enumerate(values):
         by_tid.setdefault(100 + n % 2, []).append(value)
+    total = wrap64(sum(values), unsigned)
+    chosen = [(n, v) for n, v in enumerate(values) if v > 0 and not (100 + n % 2 == 101 and v == 1)]
+    by_cpu: dict[int, list[int]] = {}
+    for n, value in chosen:
+        by_cpu.setdefault(n % 2, []).append(value)
     return {
         "@s": {str(tid): wrap64(sum(v), unsigned) for tid, v in by_tid.items()},
         "@lo": {str(tid): min(v) for tid, v in by_tid.items()},
         "@hi": max(values),
         "@n": {str(tid): len(v) for tid, v in by_tid.items()},
+        "@mean": {"count": len(values), "average": total // len(values), "total": total},
+        "@k": {str(value): values.count(value) for value in values},
+        "@pos": len(chosen),  # JSON shows every aggregation, empty ones too
+        "@ps": {str(cpu): wrap64(sum(v), unsigned) for cpu, v in by_cpu.items()},
     }  # fmt: skip
 
 
 def _answer(path: Path, manifest: Path, in_type: str, *, index: bool, columnar: bool, text: str = PROGRAM) -> dict[str, Any]:
     """The program's JSON maps over ``path`` through one path (asserting that it was taken)."""
-    from openetw.probe.descriptions import parse_description
-    from openetw.probe.program import compile_script
-    from openetw.probing.adapter import Catalog, TraceFiles, schema_registry
-    from openetw.probing.runner import ProbeRun
+    from openetw.probe.lang.descriptions import parse_description
+    from openetw.probe.lang.program import compile_script
+    from openetw.probe.run.adapter import Catalog, TraceFiles, schema_registry
+    from openetw.probe.run.runner import ProbeRun
 
     files = TraceFiles([path], manifests=schema_registry([str(manifest)]), index=index)
     catalog = Catalog.scan(files)
@@ -101,10 +116,11 @@ def _answer(path: Path, manifest: Path, in_type: str, *, index: bool, columnar: 
         return found[0] if found else None
 
     out: list[str] = []
-    program = compile_script(text % EVENT_IDS[in_type], fields_of=fields_of)
+    program = compile_script(text.replace("%d", str(EVENT_IDS[in_type])), fields_of=fields_of)
     run = ProbeRun(program, files, write=out.append, json_mode=True, quiet=True, columnar=columnar, catalog=catalog)
     assert run.run() == 0
-    assert run.ran_columnar == (index and columnar and text is PROGRAM)
+    unsigned64 = TYPES[in_type][0] == 8 and not TYPES[in_type][1]
+    assert run.ran_columnar == (index and columnar and (text is not DISTRIBUTIONS or not unsigned64))
     records = json_records("".join(out))
     return {name: value for r in records if r["type"] in ("map", "stats") for name, value in r["data"].items()}
 
@@ -125,19 +141,20 @@ def test_each_aggregation_has_one_value_through_every_path(trace: tuple[str, lis
                 patch.setenv("OPENETW_PURE", "1")
             else:
                 patch.delenv("OPENETW_PURE", raising=False)
+            others: dict[str, list[Any]] = {DISTRIBUTIONS: [], COMPARISONS: []}
             for name, (index, columnar) in PATHS.items():
                 got = _answer(path, manifest, in_type, index=index, columnar=columnar)
                 assert got == expected, (engine, name, in_type, values, json.dumps(got))
-                if not columnar:
-                    got = _answer(path, manifest, in_type, index=index, columnar=False, text=AVG)
-                    total = wrap64(sum(values), TYPES[in_type][0] == 8 and not TYPES[in_type][1])
-                    assert got == {"@mean": {"count": len(values), "average": total // len(values), "total": total}}, (engine, name, in_type, values)
+                for text, answers in others.items():
+                    answers.append(_answer(path, manifest, in_type, index=index, columnar=columnar, text=text))
+            for answers in others.values():
+                assert all(answer == answers[0] for answer in answers), (engine, in_type, values, answers)
 
 
 def test_the_command_gives_the_same_sum_of_pointers_with_and_without_the_index(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     values = [0xFFFFF80012340000, 0xFFFFF80056780000, 0x7FF600000000, 0xFFFFF800ABCD0000]
     path, manifest = _write(tmp_path, "win:Pointer", values)
-    program = PROGRAM % EVENT_IDS["win:Pointer"]
+    program = PROGRAM.replace("%d", str(EVENT_IDS["win:Pointer"]))
     answers = []
     for extra in ((), ("--no-index",)):
         status, out, err = run_probe(capsys, "--file", str(path), "--manifest", str(manifest), "-q", "-f", "json", *extra, "-n", program)

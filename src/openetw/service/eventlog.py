@@ -240,8 +240,8 @@ class EventLogService:
     # -- channels ------------------------------------------------------------------------------
     def load(self) -> None:
         """Read the installed manifests, make missing logs, start and steer the channel sessions."""
-        from openetw.store.manifests import ManifestStore
-        from openetw.tdh.registry import SchemaRegistry
+        from openetw.manifest.store.manifests import ManifestStore
+        from openetw.tdh.from_files import build_registry
 
         manifests = []
         for directory in self.manifest_dirs:
@@ -252,12 +252,9 @@ class EventLogService:
                 _log(f"event log: cannot read the manifests in {directory}: {exc}")
             for error in errors:
                 _log(f"event log: {error}")
-        # The service's own stores (the machine service reads the system store only), so not
-        # build_registry's: an empty registry given their manifests, the system store's first so
-        # that the user's win (as in build_registry).
-        registry = SchemaRegistry()
-        for manifest in manifests:
-            registry.add_manifest(manifest)
+        # The service's own stores (the machine service reads the system store only), not the
+        # caller's installed ones: the system store's first so that the user's win.
+        registry = build_registry(manifests=manifests)
         catalog = _Catalog(registry=registry)
         for manifest in manifests:
             for provider in manifest.providers:
@@ -750,7 +747,7 @@ EVENT_LOG_HANDLERS: dict[str, Callable[[TraceService, Connection, Message], dict
 
 def install_event_log(service: TraceService) -> EventLogService:
     """Give ``service`` its Event Log (see the module's docstring) and start its channels."""
-    from openetw.store.manifests import default_data_dirs
+    from openetw.manifest.store.manifests import default_data_dirs
 
     user_dir, system_dir = default_data_dirs()
     manifest_dirs = [system_dir / "manifests"] if service.system else [system_dir / "manifests", user_dir / "manifests"]

@@ -1,0 +1,427 @@
+"""The one place the probe shell reads traces: files through ``UserTrace`` (the consumer API).
+
+Everything the runner needs from a trace goes through here, so a change in how the consumer
+indexes or streams files touches this module only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from openetw.consumer import UserTrace
+from openetw.errors import InvalidArgument
+from openetw.events.sources import ETL, trace_format
+from openetw.probe.lang.descriptions import EventIdentity
+from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
+from openetw.probe.lang.types import STRING
+
+__all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
+
+_HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else the opcode)
+_EXTENDED_INFO = 0x0001
+_MANIFEST_DATA_ID = 0xFFFE
+_METADATA_CLASS = "bbccf6c1-6cd1-48c4-80ff-839482e37671"  # classic events carrying TDH metadata
+# What tells kinds of event apart in the index (finer than the catalog's key: one record speaks for each).
+_KIND_FIELDS = ("kind", "header_type", "provider", "id", "version", "level", "keyword", "opcode", "hook_id", "flags")
+
+
+def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
+    """The ``EventIdentity`` of a record and its decoding schema (``None`` when unknown); an
+    ``.evtx`` record names its provider itself and has no schema (its values come decoded)."""
+    if record.kind == "evtx":
+        guid = str(record.provider_id)
+        return EventIdentity(guid, record.provider_name or None, record.level, record.keyword, record.id, None), None
+    schema = context.tdh_schema_for(record)
+    name = schema.provider_name if schema is not None and schema.provider_name else context.provider_name_of(record)
+    guid = str(record.provider_id)
+    event_id = record.id if record.kind in _HEADER_IDS else record.opcode
+    identity = EventIdentity(guid, name, record.level, record.keyword, event_id, schema.event_name if schema is not None else None)
+    return identity, schema
+
+
+class TraceFiles:
+    """``.etl`` files and ``.evtx`` logs merged in time order, delivered record by record with their
+    context (``index=False``: streamed in one pass that writes nothing, and no header-column batches)."""
+
+    def __init__(self, paths: Sequence[str | os.PathLike[str]], *, manifests: Any = None, index: bool = True, index_beside: bool | None = None) -> None:
+        self.paths = [os.fspath(p) for p in paths]
+        self.index = index
+        self.index_beside = index_beside
+        for path in self.paths:
+            if not os.path.exists(path):
+                raise InvalidArgument(f"{path}: no such file")
+        self.evtx = [path for path in self.paths if trace_format(path) is not ETL]  # read record by record: no fixed places
+        self.manifests = manifests
+        self.trace: UserTrace | None = None
+        self.errors: list[BaseException] = []
+        self._maps: dict[str, Any] = {}
+
+    def mapped(self, path: str) -> Any:
+        """The file's bytes as a read-only numpy array (memory-mapped, kept while the run lasts)."""
+        import numpy as np
+
+        found = self._maps.get(path)
+        if found is None:
+            found = self._maps[path] = np.memmap(path, dtype=np.uint8, mode="r")
+        return found
+
+    def compressed(self) -> bool:
+        """Whether some file keeps its events in compressed buffers (no fixed places to read)."""
+        from openetw.etl import EtlReader
+
+        for path in self.paths:
+            if path in self.evtx:
+                continue
+            with EtlReader(path) as reader:
+                if reader.header.compressed:
+                    return True
+        return False
+
+    def run(self, callback: Callable[[Any, Any], None]) -> dict[str, Any]:
+        """Deliver every record to ``callback(record, context)``; returns the trace's statistics."""
+        trace = self.trace = UserTrace(files=self.paths, manifests=self.manifests, index=self.index, index_beside=self.index_beside)
+        trace.set_default_event_callback(callback)
+        trace.on_error(lambda error, record: self.errors.append(error))
+        trace.start()
+        return trace.query_stats()
+
+    def stop(self) -> None:
+        if self.trace is not None:
+            self.trace.stop()
+
+    def close(self) -> None:
+        """Let go of every file the run opened (the trace's sources and indexes, the mappings)."""
+        if self.trace is not None:
+            self.trace.close()
+        for mapped in self._maps.values():
+            mapping = getattr(mapped, "_mmap", None)
+            if mapping is not None:
+                mapping.close()
+        self._maps.clear()
+
+
+class Catalog:
+    """The kinds of events the files hold: identity, schema fields, how many of each."""
+
+    def __init__(self) -> None:
+        self.entries: dict[Any, list[Any]] = {}  # key -> [identity, fields or None, count]
+        self.schemas: dict[tuple[str, int, int], tuple[Any, int]] = {}  # (guid, id, version) -> (schema, pointer size)
+
+    def field_place(self, guid: str, event_id: int, version: int, name: str) -> tuple[int, int] | None:
+        """(offset, size) of a field every event of this kind has at a fixed place, else ``None``."""
+        from openetw.consumer.parser import fixed_offset_plan
+
+        found = self.schemas.get((guid, event_id, version))
+        if found is None:
+            return None
+        schema, pointer_size = found
+        plan = fixed_offset_plan(schema, pointer_size)
+        if name not in plan:
+            return None
+        end = plan[name][0]
+        offset = 0
+        for prop in schema.properties:
+            if prop.name == name:
+                return offset, end - offset
+            size = plan.get(prop.name, (None,))[0]
+            if size is None:
+                return None
+            offset = size
+        return None
+
+    @classmethod
+    def scan(cls, files: TraceFiles) -> Catalog:
+        """The catalog of ``files``: from their indexes and schema lookups when that gives the same
+        answer (``from_index``), else from a pass over every record."""
+        found = cls.from_index(files)
+        return found if found is not None else cls.scan_records(files)
+
+    @classmethod
+    def from_index(cls, files: TraceFiles) -> Catalog | None:
+        """The catalog from the files' index columns: the kinds of event counted column-wise, each
+        kind's schema looked up once, with its first record, in the order a pass would. Records
+        whose schema may be their own (events with extended data, such as TraceLogging's; WPP
+        messages) are read one by one, and those that teach the decode context schemas (manifests
+        and TDH metadata the trace carries) are shown to it in their place. ``None`` when the files
+        are not indexed, or several files carry such records (their merged order decides): then
+        only a pass gives the same answer."""
+        if not files.index or files.evtx:
+            return None
+        trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
+        try:
+            indexes = trace.indexes()
+            catalog = cls()
+            met_at: dict[Any, int] = {}  # key -> filetime of its first record
+            for index in indexes:
+                if not catalog._add_index(index, trace.context, alone=len(indexes) == 1, met_at=met_at):
+                    return None
+            if len(indexes) > 1:  # in the order a pass meets them: files merged in time order
+                order = sorted(catalog.entries, key=lambda key: met_at[key])
+                catalog.entries = {key: catalog.entries[key] for key in order}
+            return catalog
+        finally:
+            trace.close()
+
+    def _add_index(self, index: Any, context: Any, *, alone: bool, met_at: dict[Any, int]) -> bool:
+        """Count ``index``'s rows in, block by block; ``False`` when only a pass gives the answer."""
+        import numpy as np
+
+        from openetw.consumer._engine.index_build import KIND_CODES
+
+        entries = self.entries
+        met: dict[tuple[int, ...], list[Any]] = {}  # index identity -> its catalog entry
+        metadata = index.provider_row(_METADATA_CLASS)
+        event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
+        classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
+        total = singles = 0
+        for segment in index.segments():
+            rows = segment.records
+            kind = rows["kind"]
+            is_event = kind == event
+            own = (kind == wpp) | (is_event & ((rows["flags"] & _EXTENDED_INFO) != 0))
+            teaching = is_event & (rows["id"] == _MANIFEST_DATA_ID)
+            if metadata is not None:
+                teaching |= np.isin(kind, classic) & (rows["provider"] == metadata)
+            each = np.flatnonzero(own)
+            teach = np.flatnonzero(teaching)
+            total += len(rows)
+            singles += len(each)
+            if singles > total // 2 + 1000 or (not alone and (len(each) or len(teach))):
+                return False  # most records read one by one (a pass is as cheap), or the files' merged order decides
+            shared = np.flatnonzero(~own & (kind != unknown))
+            firsts: dict[int, tuple[tuple[int, ...], int]] = {}  # local row -> (index identity, count here)
+            if len(shared):
+                kinds, first, number = _kinds_in(rows, shared)
+                for kind_key, lead, size in zip(kinds, first.tolist(), number.tolist(), strict=True):
+                    found = met.get(kind_key)
+                    if found is not None:
+                        found[2] += size
+                    else:
+                        firsts[int(shared[lead])] = (kind_key, size)
+            wanted = sorted({*firsts, *each.tolist(), *teach.tolist()})
+            if not wanted:
+                continue
+            single, teachers = set(each.tolist()), set(teach.tolist())
+            records = segment.loader().records(np.asarray(wanted, dtype=np.int64))
+            for row, record in zip(wanted, records, strict=True):
+                if row in teachers:
+                    context.decode_context.observe(record)
+                raw = record.provider_guid_bytes
+                if raw is None or (row not in single and row not in firsts):
+                    continue
+                size = 1 if row in single else firsts[row][1]
+                carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
+                key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
+                entry = entries.get(key)
+                if entry is not None:
+                    entry[2] += size
+                    met_at[key] = min(met_at[key], int(record.filetime))
+                else:
+                    met_at[key] = int(record.filetime)
+                    identity, schema = identity_of(record, context)
+                    entry = entries[key] = [identity, fields_of_properties(schema.properties) if schema is not None else None, size]
+                    if schema is not None and not carried:
+                        self.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
+                if row not in single:
+                    met[firsts[row][0]] = entry
+        return True
+
+    @classmethod
+    def scan_records(cls, files: TraceFiles) -> Catalog:
+        """The catalog from a pass over every record (what ``from_index`` must agree with)."""
+        catalog = cls()
+        entries = catalog.entries
+
+        def see(record: Any, context: Any) -> None:
+            raw = record.provider_guid_bytes
+            if raw is None:
+                return
+            # Header fields name the kind of event; a TraceLogging event's schema is its metadata.
+            carried = id(context.entry_of(record)[0]) if record.flags & _EXTENDED_INFO else 0
+            key = (raw, record.id, record.version, record.level, record.keyword, record.opcode, carried)
+            found = entries.get(key)
+            if record.kind == "evtx":  # no schema: the fields are what its records carry, merged
+                values = record.properties()
+                seen = fields_of_values(values)
+                absent = {name for name, value in values.items() if value is None}
+                if found is not None:
+                    found[1] = merge_fields(found[1], seen)
+                    found[2] += 1
+                    found[3] |= absent
+                else:
+                    entries[key] = [identity_of(record, context)[0], seen, 1, absent]
+                return
+            if found is not None:
+                found[2] += 1
+                return
+            identity, schema = identity_of(record, context)
+            fields = fields_of_properties(schema.properties) if schema is not None else None
+            entries[key] = [identity, fields, 1]
+            if schema is not None and not carried:
+                catalog.schemas.setdefault((identity.guid, identity.id, record.version), (schema, record.pointer_size))
+
+        TraceFiles(files.paths, manifests=files.manifests, index=files.index, index_beside=files.index_beside).run(see)
+        return catalog
+
+    @classmethod
+    def from_manifests(cls, paths: Sequence[str | os.PathLike[str]] = (), *, installed: bool = True) -> Catalog:
+        """The events manifests declare, for live probes (nothing is counted: ``count`` is 0):
+        the installed manifests (``openetw manifest install``) and ``paths`` (files or
+        directories), a later one winning for the same (provider, id, version)."""
+        from openetw.events.registry import build_registry
+
+        registry = build_registry([os.fspath(p) for p in paths], installed=installed)
+        if paths and registry.errors:
+            raise InvalidArgument(f"--manifest: {registry.errors[0]}")
+        registry.load_everything()
+        catalog = cls()
+        for schema in registry.schemas():
+            guid = str(schema.provider_id)
+            identity = EventIdentity(guid, schema.provider_name, schema.level, schema.keyword, schema.event_id, schema.event_name)
+            catalog.entries[(guid, schema.event_id, schema.version)] = [identity, fields_of_properties(schema.properties), 0]
+            catalog.schemas[(guid, schema.event_id, schema.version)] = (schema, 8)
+        return catalog
+
+    def items(self) -> list[tuple[EventIdentity, dict[str, Any] | None, int]]:
+        return [(e[0], _with_absent(e[1], e[3]) if len(e) > 3 else e[1], e[2]) for e in self.entries.values()]
+
+
+def schema_registry(paths: Sequence[str]) -> Any:
+    """What a trace decodes with when the user names manifests: the installed ones, then
+    ``paths`` (which win); ``None`` when none are named (the consumer's default: the installed)."""
+    if not paths:
+        return None
+    from openetw.events.registry import build_registry
+
+    registry = build_registry(list(paths))
+    if registry.errors:
+        raise InvalidArgument(f"--manifest: {registry.errors[0]}")
+    return registry
+
+
+def _batches(trace: UserTrace, indexes: list[Any], wanted: list[str]) -> Any:
+    """The trace's rows in batches: one file's straight from its index a block at a time (every
+    row, in time order: nothing to merge or select), several files' through ``UserTrace.batches``."""
+    if len(indexes) != 1:
+        yield from trace.batches(columns=wanted, batch_size=1 << 20)
+        return
+    import numpy as np
+
+    from openetw.consumer.batches import Batch
+
+    for segment in indexes[0].segments():
+        rows = segment.records
+        if len(rows):
+            yield Batch(rows, np.zeros(len(rows), dtype=np.int64), np.arange(segment.first_row, segment.first_row + len(rows)), indexes)
+
+
+def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
+    """The distinct kinds of event (``_KIND_FIELDS``) among ``rows[chosen]``: (each kind, its
+    first place in ``chosen``, how many). The fields are packed into words and mixed into one
+    (sorting plain integers is fast), the grouping then checked field by field."""
+    import numpy as np
+
+    def column(name: str) -> Any:
+        return rows[name][chosen].astype(np.uint64)
+
+    provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
+    high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
+    low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
+    level, keyword = column("level"), column("keyword")
+    with np.errstate(over="ignore"):
+        mixed = high ^ (low * np.uint64(0x9E3779B97F4A7C15)) ^ (keyword * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (level << np.uint64(59))
+    _, first, inverse, number = np.unique(mixed, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    if all(np.array_equal(part, part[first][inverse]) for part in (high, low, level, keyword)):
+        lead = chosen[first]
+        kinds = list(zip(*(rows[name][lead].tolist() for name in _KIND_FIELDS), strict=True))
+        return kinds, first, number
+    keys = np.empty(len(chosen), dtype=[(name, rows.dtype[name]) for name in _KIND_FIELDS])  # two kinds mixed to one word
+    for name in _KIND_FIELDS:
+        keys[name] = rows[name][chosen]
+    unique, first, number = np.unique(keys, return_index=True, return_counts=True)
+    return [tuple(key) for key in unique.tolist()], first, number
+
+
+def _with_absent(fields: dict[str, Any], absent: set[str]) -> dict[str, Any]:
+    """A log event's fields, with those its records never gave a value typed as strings (``""``)."""
+    return {**{name: STRING for name in sorted(absent) if name not in fields}, **fields}
+
+
+class HeaderColumns:
+    """One batch of header columns: ``provider`` indexes ``guids`` (-1: none), ``id`` is the
+    event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
+
+    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files")
+    provider: Any
+
+    def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None) -> None:
+        self.guids = guids
+        self._batch = batch
+        self._files = files
+        for name, value in columns.items():
+            setattr(self, name, value)
+
+    def __len__(self) -> int:
+        return len(self.provider)
+
+    def field_values(self, rows: Any, offset: int, size: int, signed: bool) -> Any:
+        """The integer at ``offset`` in the user data of each of ``rows`` (``None`` when some row
+        cannot be read so: a compressed buffer or user data shorter than the field)."""
+        import numpy as np
+
+        batch = self._batch
+        starts = batch.data_offset[rows]
+        if (starts < 0).any() or (batch.data_length[rows] < offset + size).any():
+            return None
+        out = np.empty(len(rows), dtype=np.dtype(f"<{'i' if signed else 'u'}{size}"))
+        files = batch.file[rows]
+        for number in np.unique(files).tolist():
+            mine = files == number
+            data = self._files.mapped(batch.paths[number])
+            places = starts[mine] + offset
+            gathered = data[places[:, None] + np.arange(size)]
+            out[mine] = gathered.reshape(-1).view(out.dtype)
+        return out.astype(np.int64) if not (size == 8 and not signed) else out
+
+
+def header_batches(files: TraceFiles) -> Any:
+    """The files' header columns batch by batch, in time order (through ``UserTrace.batches``);
+    the trace is left in ``files.trace`` for its statistics."""
+    import numpy as np
+
+    from openetw.consumer._engine.index_build import KIND_CODES
+
+    trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
+    trace.on_error(lambda error, record: files.errors.append(error))
+    indexes = trace.indexes()
+    guids: list[str] = []
+    where: dict[Any, int] = {}
+    maps = []
+    for index in indexes:
+        table = np.array([where.setdefault(guid, len(where)) for guid in index.providers] + [-1], dtype=np.int64)
+        maps.append(table)
+    guids = [str(guid) for guid in where]
+    event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
+    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
+    for batch in _batches(trace, indexes, wanted):
+        rows = batch.rows
+        provider = rows["provider"].astype(np.int64)
+        if len(maps) == 1:
+            provider = maps[0][provider]
+        else:
+            mapped = np.empty_like(provider)
+            for number, table in enumerate(maps):
+                mine = batch.file == number
+                mapped[mine] = table[provider[mine]]
+            provider = mapped
+        kind = rows["kind"]
+        provider[np.isin(kind, kernel)] = -1
+        columns = {
+            "provider": provider, "id": np.where(kind == event, rows["id"], rows["opcode"]).astype(np.int64),
+            "level": rows["level"], "keyword": rows["keyword"], "pid": rows["pid"], "tid": rows["tid"], "cpu": rows["cpu"],
+            "version": rows["version"],
+        }  # fmt: skip
+        yield HeaderColumns(guids, columns, batch, files)
