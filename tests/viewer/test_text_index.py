@@ -137,3 +137,30 @@ def test_a_kept_answer_is_extended_only_by_the_texts_added_since() -> None:
     index.append("two again")  # the table that finds a text's code is built again
     assert index.search("two").tolist() == [False, True, True, False, True] and index.distinct == 4
     assert TextIndex().search("x").tolist() == []
+
+
+class _Counted(str):
+    """A text that counts the needles tested against it."""
+
+    tests = 0
+
+    def __contains__(self, needle: object) -> bool:
+        _Counted.tests += 1
+        return str.__contains__(self, needle)  # type: ignore[operator]
+
+
+def test_blocks_without_a_needles_trigrams_are_skipped_and_the_answer_stays_exact() -> None:
+    kit = [event_text(event) for event in _kit_events(50)]
+    texts = [_Counted(f"{kit[n % 50]} addr=0x{n * 2654435761 % (1 << 40):x} seq={n}") for n in range(20_000)]
+    index = TextIndex(texts[:15_000])
+    rng = random.Random(5)
+    needles = ["seq=12345", "seq=123", "0x", "q=", "é", "ünïcode 3", "addr=0x1", *_needles(texts, rng, 30)]
+    for needle in needles:
+        assert np.array_equal(index.search(needle), _scan(texts[:15_000], needle)), needle
+    index.extend(texts[15_000:])  # blocks made as texts come, the last one partly filled
+    wanted = _scan(texts, "seq=16001 ")
+    _Counted.tests = 0
+    assert np.array_equal(index.search("seq=16001 "), wanted)
+    assert _Counted.tests < 1000  # of 20,000 texts: only the blocks that may hold it were tested
+    for needle in needles:
+        assert np.array_equal(index.search(needle), _scan(texts, needle)), needle

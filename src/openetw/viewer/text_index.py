@@ -7,6 +7,13 @@ per distinct text and maps the answer to the rows with one numpy gather, so its 
 number of distinct texts, not of events. What a needle found per distinct text is kept, and only
 texts added since (a live source grows) are tested again.
 
+Texts that do not repeat (a trace whose events carry unique values) are skipped by block: the
+distinct texts are cut into blocks of ``BLOCK`` texts, and each block keeps a bitmap of the
+trigrams (three UTF-8 bytes) its texts hold, hashed into ``BLOCK_BITS`` bits (a one-hash Bloom
+filter: ``BLOCK_BITS / 8 / BLOCK`` bytes per distinct text). A needle of three bytes or more is
+tested only in the blocks whose bitmap holds every trigram of the needle; a block without one of
+them cannot hold the needle, so the answer stays exact. A shorter needle tests every text.
+
 A row matches when the needle (lowercased) is a substring of its text, exactly as ``needle in
 text`` over the list of texts would say: same rows, same order. This module does no I/O.
 """
@@ -22,6 +29,24 @@ import numpy as np
 __all__ = ["TextIndex"]
 
 _KEPT_SEARCHES = 32  # needles whose answers per distinct text are kept
+BLOCK = 128
+"""Distinct texts per block of the trigram filter."""
+BLOCK_BITS = 1 << 14
+"""Bits of a block's trigram bitmap (2 KiB: 16 bytes per distinct text)."""
+_SHIFT = 32 - 14
+
+
+def _trigram_bits(data: bytes) -> np.ndarray:
+    """The bit (of ``BLOCK_BITS``) of each trigram of ``data``, as uint32s (repeats kept)."""
+    raw = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
+    if len(raw) < 3:
+        return np.zeros(0, dtype=np.uint32)
+    trigrams = raw[:-2] << 16 | raw[1:-1] << 8 | raw[2:]
+    return (trigrams * np.uint32(0x9E3779B1)) >> np.uint32(_SHIFT)  # Fibonacci hashing, wrapping in 32 bits
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 class TextIndex(Sequence[str]):
@@ -36,6 +61,8 @@ class TextIndex(Sequence[str]):
         self._codes = np.zeros(1024, dtype=np.int32)
         self._count = 0
         self._found: dict[str, np.ndarray] = {}
+        self._bitmaps = np.zeros((16, BLOCK_BITS // 8), dtype=np.uint8)
+        self._blocks = 0  # blocks whose bitmap is made (the distinct texts past them are tested whole)
         self.extend(texts)
 
     def __len__(self) -> int:
@@ -74,12 +101,49 @@ class TextIndex(Sequence[str]):
         if code is None:
             code = code_of[text] = len(self._distinct)
             self._distinct.append(text)
+            if len(self._distinct) == (self._blocks + 1) * BLOCK:
+                self._add_block()
         if self._count == len(self._codes):
             grown = np.zeros(2 * len(self._codes), dtype=np.int32)
             grown[: self._count] = self._codes  # a search holding the old array keeps its view
             self._codes = grown
         self._codes[self._count] = code
         self._count += 1
+
+    def _add_block(self) -> None:
+        first = self._blocks * BLOCK
+        bits = _trigram_bits(_utf8("\0".join(self._distinct[first : first + BLOCK])))
+        flags = np.zeros(BLOCK_BITS, dtype=bool)
+        flags[bits] = True
+        if self._blocks == len(self._bitmaps):
+            grown = np.zeros((2 * len(self._bitmaps), BLOCK_BITS // 8), dtype=np.uint8)
+            grown[: self._blocks] = self._bitmaps
+            self._bitmaps = grown
+        self._bitmaps[self._blocks] = np.packbits(flags, bitorder="little")
+        self._blocks += 1
+
+    def _test(self, needle: str, first: int, last: int) -> np.ndarray:
+        """Whether each distinct text from ``first`` to ``last`` holds ``needle``."""
+        distinct = self._distinct
+        out = np.zeros(last - first, dtype=bool)
+        blocks = min(self._blocks, last // BLOCK)
+        bits = np.unique(_trigram_bits(_utf8(needle)))
+        if not len(bits) or first // BLOCK >= blocks:
+            blocks = first // BLOCK  # no block skipped: every text is tested
+            candidates = np.zeros(0, dtype=np.int64)
+        else:
+            bitmaps = self._bitmaps[first // BLOCK : blocks]
+            passing = np.ones(len(bitmaps), dtype=bool)
+            for bit in bits.tolist():
+                passing &= (bitmaps[:, bit >> 3] & (1 << (bit & 7))) != 0
+            candidates = np.flatnonzero(passing) + first // BLOCK
+        for block in candidates.tolist():
+            start, stop = max(first, block * BLOCK), (block + 1) * BLOCK
+            out[start - first : stop - first] = [needle in text for text in distinct[start:stop]]
+        tail = max(first, blocks * BLOCK)
+        if tail < last:
+            out[tail - first :] = np.fromiter((needle in text for text in distinct[tail:last]), dtype=bool, count=last - tail)
+        return out
 
     def extend(self, texts: Iterable[str]) -> None:
         for text in texts:
@@ -95,7 +159,7 @@ class TextIndex(Sequence[str]):
         found = self._found.get(needle)
         done = 0 if found is None else len(found)
         if done < known:
-            added = np.fromiter((needle in text for text in distinct[done:known]), dtype=bool, count=known - done)
+            added = self._test(needle, done, known)
             found = added if found is None else np.concatenate([found, added])
             if needle not in self._found and len(self._found) >= _KEPT_SEARCHES:
                 self._found.pop(next(iter(self._found)))
@@ -105,10 +169,11 @@ class TextIndex(Sequence[str]):
         return found[codes]
 
     def nbytes(self) -> int:
-        """Bytes the index holds (the codes, the distinct texts and the table that finds a text's
-        code; the answers kept per needle are one byte per distinct text each)."""
+        """Bytes the index holds (the codes, the distinct texts, the blocks' trigram bitmaps and
+        the table that finds a text's code; the answers kept per needle are one byte per distinct
+        text each)."""
         texts = sum(sys.getsizeof(text) for text in self._distinct)
         pointers = 8 * len(self._distinct)
         table = 0 if self._code_of is None else sys.getsizeof(self._code_of)
         kept = sum(found.nbytes for found in self._found.values())
-        return int(self._codes.nbytes + texts + pointers + table + kept)
+        return int(self._codes.nbytes + self._bitmaps.nbytes + texts + pointers + table + kept)
