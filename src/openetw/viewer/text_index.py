@@ -130,15 +130,16 @@ class TextIndex(Sequence[str]):
         bits = np.unique(_trigram_bits(_utf8(needle)))
         if not len(bits) or first // BLOCK >= blocks:
             blocks = first // BLOCK  # no block skipped: every text is tested
-            candidates = np.zeros(0, dtype=np.int64)
+            runs = np.zeros((0, 2), dtype=np.int64)
         else:
             bitmaps = self._bitmaps[first // BLOCK : blocks]
             passing = np.ones(len(bitmaps), dtype=bool)
             for bit in bits.tolist():
                 passing &= (bitmaps[:, bit >> 3] & (1 << (bit & 7))) != 0
-            candidates = np.flatnonzero(passing) + first // BLOCK
-        for block in candidates.tolist():
-            start, stop = max(first, block * BLOCK), (block + 1) * BLOCK
+            edges = np.flatnonzero(np.diff(np.concatenate([[False], passing, [False]]).astype(np.int8)))
+            runs = (edges.reshape(-1, 2) + first // BLOCK) * BLOCK  # [start, stop) of each run of passing blocks
+        for start, stop in runs.tolist():
+            start = max(first, start)
             out[start - first : stop - first] = [needle in text for text in distinct[start:stop]]
         tail = max(first, blocks * BLOCK)
         if tail < last:
