@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from openetw.report.events import ReportEvent, decode_record
-from openetw.report.sources import build_registry
+from openetw.events.decoded import DecodedRecord, decode_record
+from openetw.events.registry import build_registry
 from openetw.testing import EventRecordBuilder
 from openetw.viewer.model import Columns
 from openetw.viewer.sources import ViewerSource, event_text, open_file
@@ -38,7 +38,7 @@ def _needles(texts: list[str], rng: random.Random, count: int = 40) -> list[str]
     return out
 
 
-def _kit_events(count: int) -> list[ReportEvent]:
+def _kit_events(count: int) -> list[DecodedRecord]:
     registry = build_registry((), installed=False)
     events = []
     for n in range(count):
@@ -52,7 +52,7 @@ def _kit_events(count: int) -> list[ReportEvent]:
 class _HeldEvents(ViewerSource):
     """A source over decoded events held in a list that may grow (as a live session's)."""
 
-    def __init__(self, events: list[ReportEvent]) -> None:
+    def __init__(self, events: list[DecodedRecord]) -> None:
         super().__init__("k1", "kit", build_registry((), installed=False))
         self.held = events
         self.ready.set()
@@ -64,7 +64,7 @@ class _HeldEvents(ViewerSource):
             "time", "level", "provider", "event", "id", "task", "opcode", "keyword", "process", "thread", "cpu", "channel", "user")},
             labels=columns.labels)  # fmt: skip
 
-    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+    def events(self, rows: Iterable[int]) -> Iterator[DecodedRecord]:
         for row in rows:
             yield self.held[row]
 
