@@ -163,7 +163,7 @@ class TextIndex(Sequence[str]):
             added = self._test(needle, done, known)
             found = added if found is None else np.concatenate([found, added])
             if needle not in self._found and len(self._found) >= _KEPT_SEARCHES:
-                self._found.pop(next(iter(self._found)))
+                self._found.pop(next(iter(self._found)), None)
             self._found[needle] = found
         if found is None or not len(found):
             return np.zeros(count, dtype=bool)
