@@ -6,6 +6,9 @@ export, write-to-screen latency of a live session, and the page's JS heap.
 * Server time (measured at the client, over HTTP, best of ``--repeat``) for the first page, the
   facet counts and a filtered page in the middle of the set; DuckDB answers the same questions
   over ``openetw export``'s ``events.parquet`` of the same trace (export time reported once).
+* The text search in CPU time: the first search (builds the text index), each needle new and
+  again, a page of a search's rows, next to DuckDB's ``ILIKE`` over the names in
+  ``events.parquet``; and the index alone over the same texts made unique (no text repeats).
 * A provider in another process writes 1,000 events/s to a real-time session (4 KB buffers: a
   buffer is handed over when it fills, or at the 1 s flush timer) that the viewer tails in
   Chromium; latency = the frame after the page put the event in its table minus the time the
