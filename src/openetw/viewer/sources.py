@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from openetw.events.text import filetime_text
 from openetw.guids import format_guid
 from openetw.tdh.context import DecodeContext
 from openetw.viewer.model import Columns, level_name
+from openetw.viewer.text_index import TextIndex
 
 __all__ = ["EtlSource", "EvtxSource", "RecordFileSource", "LiveSource", "ViewerSource", "event_row", "open_file"]
 
@@ -140,10 +141,9 @@ class ViewerSource:
         self.error: str | None = None
         self.ready = threading.Event()
         self._lock = threading.RLock()
-        self._texts: list[str] | None = None
+        self._texts: TextIndex | None = None
         self._text_progress = 0.0
         self._text_thread: threading.Thread | None = None
-        self._searches: dict[str, np.ndarray] = {}
 
     # -- what every source gives ---------------------------------------------------------------
     def columns(self) -> Columns:
@@ -204,8 +204,9 @@ class ViewerSource:
                 yield event_text(event)
             self._text_progress = min(1.0, (first + step) / max(1, count))
 
-    def text_index(self, wait: float = 0.0) -> list[str] | None:
-        """The text of every event (built once, on a thread; ``None`` while it is built)."""
+    def text_index(self, wait: float = 0.0) -> Sequence[str] | None:
+        """The text of every event, lowercased, as a ``TextIndex`` (built once, on a thread;
+        ``None`` while it is built)."""
         with self._lock:
             if self._texts is None and self._text_thread is None:
                 self._text_thread = threading.Thread(target=self._build_texts, name=f"viewer-text-{self.id}", daemon=True)
@@ -217,26 +218,32 @@ class ViewerSource:
 
     def _build_texts(self) -> None:
         self.ready.wait()
-        texts = list(self._all_texts())
+        texts = TextIndex(self._all_texts())
+        if not self.live:
+            texts.freeze()
         self._text_progress = 1.0
-        self._texts = texts
+        with self._lock:
+            self._texts = texts
+
+    def _index_new_rows(self, texts: TextIndex, count: int) -> None:
+        """Add the text of rows the index does not hold yet, up to ``count`` (a live source's
+        events that came while its index was built)."""
+        with self._lock:
+            first = len(texts)
+            if first < count:
+                texts.extend(event_text(event) for event in self.events(range(first, count)))
 
     def search(self, needle: str) -> np.ndarray:
-        """Rows whose text holds ``needle`` (case-insensitive)."""
+        """Rows whose text holds ``needle`` (case-insensitive): one boolean per row."""
         needle = needle.lower()
-        texts = self.text_index(wait=30.0)
+        self.text_index(wait=30.0)
+        texts = self._texts
         if texts is None:
             raise InvalidArgument("the text index is being built: search again when it is done")
-        found = self._searches.get(needle)
-        if found is None or len(found) != len(texts):
-            found = np.fromiter((needle in text for text in texts), dtype=bool, count=len(texts))
-            if len(self._searches) > 32:
-                self._searches.clear()
-            self._searches[needle] = found
         count = len(self.columns())
-        if len(found) < count:  # a live source grew since: its new rows are searched as they come
-            found = np.concatenate([found, np.zeros(count - len(found), dtype=bool)])
-        return found[:count]
+        if len(texts) < count:
+            self._index_new_rows(texts, count)
+        return texts.search(needle)[:count]
 
     def xpath(self, text: str) -> np.ndarray:
         """Rows an Event Log XPath query (or ``<QueryList>``) selects: on the columns, and on the
@@ -546,8 +553,9 @@ class LiveSource(_RecordList):
                 event = decode_record(record, self.registry, context)
                 with self._more:
                     self._events.append(event)
-                    if self._texts is not None:
-                        self._texts.append(event_text(event))
+                    texts = self._texts
+                    if texts is not None and len(texts) == len(self._events) - 1:
+                        texts.append(event_text(event))  # the index follows the tail
                     self._more.notify_all()
         except OpenEtwError as error:
             self.error = str(error)
