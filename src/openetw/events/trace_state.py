@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import ntpath
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,8 +170,8 @@ class TraceState(DecodeContext):
             self.observe(record)
         return self
 
-    def observe(self, record: Any) -> None:
-        super().observe(record)
+    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None) -> None:
+        super().observe(record, decoded)
         kind = record.kind
         if kind == "event":
             guid = record.provider_guid_bytes

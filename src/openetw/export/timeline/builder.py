@@ -342,7 +342,6 @@ class _Builder:
             if kind == "unknown":
                 stats.unknown += 1
                 continue
-            observe(record)
             if kind in _KERNEL:
                 if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
                     names.forget()
@@ -352,13 +351,16 @@ class _Builder:
             if filetime > samples.deadline:
                 samples.expire(filetime)
             if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
+                observe(record)
                 continue
             schema, provider, event = identity_of(record)
             if accept_provider is not None and not accept_provider(record, provider):
+                observe(record)
                 continue
+            args = decode(record, schema)
+            observe(record, args if schema is not None else None)  # the state reads the fields decoded here
             ts = (filetime - FILETIME_UNIX_TICKS) * 100
             key = (ts, position)
-            args = decode(record, schema)
             if kind not in _KERNEL or not kernel(record, args, ts, key, filetime):
                 event_item(record, schema, provider, event, args, ts, key, filetime)
             if out:
