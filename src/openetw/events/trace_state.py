@@ -151,8 +151,8 @@ class TraceState(DecodeContext):
     images and .NET methods. Feed records in time order (``observe``, or ``learn`` for a whole
     trace), then ask."""
 
-    def __init__(self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True) -> None:
-        super().__init__(registry, learn_manifests=learn_manifests)
+    def __init__(self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True, learn_threads: bool = True) -> None:
+        super().__init__(registry, learn_manifests=learn_manifests, learn_threads=learn_threads)
         self._identities: dict[tuple[int, int], ImageIdentity] = {}
         self._identity_by_base: dict[int, ImageIdentity] = {}
         self._methods: dict[int, _RangeIndex] = {}

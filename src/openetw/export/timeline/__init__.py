@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openetw.errors import InvalidArgument
-from openetw.events.stacks import StackKeys, stack_keys
 from openetw.export.pipeline import _young_collections
 from openetw.export.source import Selection, merged_records, open_inputs
-from openetw.export.timeline.builder import Naming, TimelineStats, timeline
+from openetw.export.timeline.builder import Naming, TimelineStats, learn_naming, timeline
 from openetw.export.timeline.model import Item
 from openetw.tdh.registry import SchemaRegistry
 
@@ -88,8 +87,8 @@ def export_timeline(
 ) -> TimelineSummary:  # fmt: skip
     """Export ``paths`` (merged in time order) as ``fmt``: a Perfetto trace or Chrome JSON
     written to ``output`` (``-`` is stdout for chrome), or OTLP sent to ``endpoint``. Samples'
-    frames are named as ``naming`` says (no symbol files by default); a first pass over the
-    inputs finds the compressed stacks' definitions (which a trace writes after their use)."""
+    frames are named as ``naming`` says (no symbol files by default), on what a first pass over
+    the inputs learned (``learn_naming``)."""
     if fmt not in TIMELINE_FORMATS:
         raise InvalidArgument(f"unknown timeline format {fmt!r}; formats are {', '.join(TIMELINE_FORMATS)}")
     if fmt == "otlp" and not endpoint:
@@ -98,8 +97,8 @@ def export_timeline(
     summary = TimelineSummary(inputs=list(paths), output=(endpoint or "") if fmt == "otlp" else output, format=fmt)
     naming = replace(naming) if naming is not None else Naming()
     started = time.perf_counter()
-    if naming.keys is None:
-        naming.keys = _stack_keys(paths)
+    if naming.state is None or naming.keys is None:
+        _first_pass(paths, registry, naming)
     readers = open_inputs(paths)
     try:
         items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp",
@@ -134,12 +133,12 @@ def export_timeline(
     return summary
 
 
-def _stack_keys(paths: Sequence[str]) -> StackKeys:
-    """The compressed stacks' definitions in ``paths`` (a first pass, reading only)."""
+def _first_pass(paths: Sequence[str], registry: SchemaRegistry, naming: Naming) -> None:
+    """``learn_naming`` over ``paths`` (reading only)."""
     readers = open_inputs(paths)
     try:
         with _young_collections():
-            return stack_keys(merged_records(readers))
+            learn_naming(merged_records(readers), registry, naming)
     finally:
         for reader in readers:
             reader.close()

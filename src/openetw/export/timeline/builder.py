@@ -26,11 +26,11 @@ from openetw.export.source import Selection
 from openetw.export.timeline.model import Counter, Frame, Instant, Item, Process, Sample, Switch, Thread, Wakeup
 from openetw.export.timeline.slices import Pairing, pair_key
 from openetw.report.events import provider_key
-from openetw.tdh.context import KERNEL_PROCESS_PROVIDER
+from openetw.tdh.context import KERNEL_PROCESS_PROVIDER, DecodeContext
 from openetw.tdh.format import format_event_message
 from openetw.tdh.registry import SchemaRegistry
 
-__all__ = ["FILETIME_UNIX_TICKS", "Naming", "TimelineStats", "timeline"]
+__all__ = ["FILETIME_UNIX_TICKS", "Naming", "TimelineStats", "learn_naming", "timeline"]
 
 FILETIME_UNIX_TICKS = 116_444_736_000_000_000
 _KERNEL = frozenset({"system", "compact", "perfinfo"})
@@ -102,14 +102,29 @@ def _slice_name(event: str) -> str:
 @dataclass(slots=True)
 class Naming:
     """How samples' frames are named (``openetw.events.frames.FrameNamer``): ``symbol_dirs`` of
-    PDBs, ``kallsyms`` text, where ``perf-PID.map`` files are (None: not looked for), and the
-    compressed stacks' definitions from a first pass over the trace (``events.stacks.stack_keys``;
-    None: only the definitions that come before a sample's release resolve its keys)."""
+    PDBs, ``kallsyms`` text, where ``perf-PID.map`` files are (None: not looked for); and what a
+    first pass over the trace learned (``learn_naming``): its ``state`` (images, PDB identities,
+    .NET methods: a trace's rundown, at its end, tells what existed all along) and its compressed
+    stacks' definitions (``keys``, written after their use). Without them, frames are named from
+    what the pass has met so far."""
 
     symbol_dirs: tuple[str, ...] = ()
     kallsyms: str | None = None
     perf_map_dir: str | None = None
+    state: TraceState | None = None
     keys: StackKeys | None = None
+
+
+def learn_naming(records: Iterable[EventRecord], registry: SchemaRegistry, naming: Naming) -> None:
+    """A first pass over ``records``: ``naming.state`` and ``naming.keys`` from the whole trace
+    (the state learns no manifests: the registry is left as the timeline's pass will find it)."""
+    state = naming.state = TraceState(registry, learn_manifests=False, learn_threads=False)
+    keys = naming.keys = StackKeys()
+    observe, define = state.observe, keys.define
+    for record in records:
+        observe(record)
+        if record.kind in _KERNEL and (record.hook_id or 0) >> 8 == _STACKWALK_GROUP:
+            define(record)
 
 
 def timeline(
@@ -310,8 +325,9 @@ class _Builder:
         self._registry = registry
         self._stats = stats
         self._messages = messages
-        # the one tracker of processes, threads, images and .NET methods: names and frames
-        self._context = TraceState(registry)
+        # processes and threads as the pass meets them (the names and thread owners of items);
+        # frames are named on the whole trace's state when a first pass gave it (``Naming.state``)
+        self._context: DecodeContext = TraceState(registry) if naming.state is None else DecodeContext(registry, learn_images=False)
         self._identity_of = _Identities(registry, self._context).of
         self._accept_provider = _provider_filter(selection)
         self._start, self._end = selection.start, selection.end
@@ -319,10 +335,12 @@ class _Builder:
         self._pairing = Pairing(self._out.append)
         self._push = self._pairing.push
         self._names = _Names(_process_names(self._context), self._push)
+        state = naming.state if naming.state is not None else self._context
+        assert isinstance(state, TraceState)
         self.namer = FrameNamer(
-            self._context, symbol_dirs=naming.symbol_dirs, kallsyms=naming.kallsyms, perf_map_dir=naming.perf_map_dir,
+            state, symbol_dirs=naming.symbol_dirs, kallsyms=naming.kallsyms, perf_map_dir=naming.perf_map_dir,
         )  # fmt: skip
-        self._frames = _Frames(self._context, self.namer)
+        self._frames = _Frames(state, self.namer)
         self._keys = naming.keys if naming.keys is not None else StackKeys()
         self._define_keys = naming.keys is None
         self._samples = _Samples(self._push, self._frames, self._keys, stats)
