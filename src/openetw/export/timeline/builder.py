@@ -360,26 +360,34 @@ class _Builder:
             if kind == "unknown":
                 stats.unknown += 1
                 continue
-            if kind in _KERNEL:
+            # a kernel record is observed after it is decoded, the state reading the fields decoded
+            # here; any other first (an EventSource's manifest names the provider of its own chunk)
+            kernel_kind = kind in _KERNEL
+            if kernel_kind:
                 if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
                     names.forget()
-            elif record.provider_guid_bytes == _KERNEL_PROCESS:
-                names.forget()
+            else:
+                observe(record)
+                if record.provider_guid_bytes == _KERNEL_PROCESS:
+                    names.forget()
             filetime = record.filetime
             if filetime > samples.deadline:
                 samples.expire(filetime)
             if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
-                observe(record)
+                if kernel_kind:
+                    observe(record)
                 continue
             schema, provider, event = identity_of(record)
             if accept_provider is not None and not accept_provider(record, provider):
-                observe(record)
+                if kernel_kind:
+                    observe(record)
                 continue
             args = decode(record, schema)
-            observe(record, args if schema is not None else None)  # the state reads the fields decoded here
+            if kernel_kind:
+                observe(record, args if schema is not None else None)
             ts = (filetime - FILETIME_UNIX_TICKS) * 100
             key = (ts, position)
-            if kind not in _KERNEL or not kernel(record, args, ts, key, filetime):
+            if not kernel_kind or not kernel(record, args, ts, key, filetime):
                 event_item(record, schema, provider, event, args, ts, key, filetime)
             if out:
                 yield from out
