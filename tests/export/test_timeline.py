@@ -290,3 +290,8 @@ def test_cli_export_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "problem" in capsys.readouterr().out
     assert main(["export", str(source), "--to", "otlp"]) == 2
     assert "--endpoint" in capsys.readouterr().err
+    # --symbols reaches the timelines: a directory that is not there is refused before reading
+    assert main(["export", str(source), "--to", "chrome", "-o", str(tmp_path / "t.json"), "--symbols", str(tmp_path / "none")]) == 2
+    assert "--symbols" in capsys.readouterr().err and not (tmp_path / "t.json").exists()
+    assert main(["export", str(source), "--to", "chrome", "-o", str(tmp_path / "t.json"), "--symbols", str(tmp_path), "-q"]) == 0
+    assert check_file(str(tmp_path / "t.json")).ok

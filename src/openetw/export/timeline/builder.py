@@ -20,7 +20,7 @@ from typing import Any
 from openetw.etl.record import EventRecord
 from openetw.events.frames import FrameNamer
 from openetw.events.stacks import USER_PART, StackKeys, StackPart, stack_part
-from openetw.events.trace_state import TraceState
+from openetw.events.trace_state import TraceState, names_frames
 from openetw.export.pipeline import _Identities, _process_names, _provider_filter
 from openetw.export.source import Selection
 from openetw.export.timeline.model import Counter, Frame, Instant, Item, Process, Sample, Switch, Thread, Wakeup
@@ -117,14 +117,16 @@ class Naming:
 
 def learn_naming(records: Iterable[EventRecord], registry: SchemaRegistry, naming: Naming) -> None:
     """A first pass over ``records``: ``naming.state`` and ``naming.keys`` from the whole trace
-    (the state learns no manifests: the registry is left as the timeline's pass will find it)."""
+    (the state observes only what names frames, and learns no manifests: the registry is left as the
+    timeline's pass will find it)."""
     state = naming.state = TraceState(registry, learn_manifests=False, learn_threads=False)
     keys = naming.keys = StackKeys()
     observe, define = state.observe, keys.define
     for record in records:
-        observe(record)
         if record.kind in _KERNEL and (record.hook_id or 0) >> 8 == _STACKWALK_GROUP:
             define(record)
+        elif names_frames(record):
+            observe(record)
 
 
 def timeline(
@@ -242,10 +244,15 @@ class _Samples:
 
     def add(self, tid: int, timestamp: int, sample: Sample, filetime: int) -> None:
         waiting = _Waiting(sample, filetime, timestamp)
-        self._pending.append(waiting)
+        pending = self._pending
+        pending.append(waiting)
         self._by_stamp.setdefault((tid, timestamp), []).append(waiting)
         self._now = filetime
-        self.release()
+        oldest = pending[0]
+        if oldest.stacked or oldest.filetime < filetime - _STACK_WAIT or len(pending) > _PENDING_SAMPLES:
+            self.release()
+        elif oldest is waiting:
+            self.deadline = filetime + _STACK_WAIT
 
     def attach(self, tid: int, timestamp: int, cpu: int, pid: int, part: StackPart) -> bool:
         """Give ``part`` to the sample of ``tid`` at ``timestamp`` if one waits for that part (on
