@@ -24,7 +24,11 @@ from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options, within
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
-from openetw.report import PerfViewReport, ReportEvent, Summary, decode_records, write_csv, write_json, write_xml
+from openetw.events.as_csv import write_csv
+from openetw.events.as_json import write_json
+from openetw.events.as_xml import write_xml
+from openetw.events.decoded import DecodedRecord, decode_records
+from openetw.report import PerfViewReport, Summary
 from openetw.tdh.context import DecodeContext
 
 FORMATS = ("summary", "csv", "xml", "json", "perfview")
@@ -65,11 +69,12 @@ def _output(path: str | None) -> Iterator[TextIO]:
 @manifest_option
 @no_installed_option
 @click.option("--json", "as_json", is_flag=True, help="The summary as one JSON document; with --format json, JSON lines (other formats refuse it).")
+@click.option("--first-per-type", is_flag=True, help="With --format perfview: one line per event name, its count and its first event as XML.")
 @quiet_option
 @time_window_options
 @streamed_no_index_option
 def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tuple[str, ...], no_installed: bool, as_json: bool,
-           quiet: bool, window: TimeSpec) -> None:  # fmt: skip
+           first_per_type: bool, quiet: bool, window: TimeSpec) -> None:  # fmt: skip
     """Decode every event of each FILE (merged in time order) and write a report.
 
     \b
@@ -77,13 +82,17 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
     csv       one row per event: time, provider, event, descriptor, pid/tid, process, cpu, fields
     xml       tracerpt's <Events> document (System, EventData, RenderingInfo per event)
     json      one JSON object per event (dump --json's keys plus "properties")
-    perfview  the text of PerfView's TraceEvent parsing tests (EVENT and COUNT lines)
+    perfview  the text of PerfView's TraceEvent parsing tests (EVENT and COUNT lines); with
+              --first-per-type the text of its EventPipe parsing tests: "Provider/Event, count,
+              <Event .../>", the first event of each name as TraceEvent's XML
 
     Events are decoded with installed manifests, --manifest files, TraceLogging metadata,
     the kernel's classic layouts, and what the trace itself carries (EventSource manifests,
     TDH metadata). Process names come from the trace's kernel and Kernel-Process events,
     learnt from the whole trace also when --start/--end keep only a part of it.
     """
+    if first_per_type and fmt != "perfview":
+        raise click.BadParameter("--first-per-type is a form of --format perfview", param_hint="--first-per-type")
     if as_json and fmt not in ("summary", "json"):
         raise click.BadParameter(f"--format {fmt} has no JSON form (use --format json or summary)", param_hint="--json")
     readers = open_readers(files)
@@ -97,7 +106,12 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
         context = DecodeContext(registry)
     records = within(with_progress(records_of(readers, time_order=True), readers, show_progress(quiet, output_is_stdout=output is None)), span)
     with _output(output) as out:
-        if fmt == "perfview":
+        if fmt == "perfview" and first_per_type:
+            from openetw.report.perfview.first_events import first_event_lines
+
+            for line in first_event_lines(records, registry, context):
+                out.write(line + "\n")
+        elif fmt == "perfview":
             perfview = PerfViewReport(registry, context)
             perfview.learn(_first_pass(files))
             for line in perfview.event_lines(records):
@@ -110,13 +124,13 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
             if fmt == "summary":
                 _write_summary(out, events, readers, as_json)
             else:
-                writer: Callable[[Iterable[ReportEvent], TextIO], int] = {"csv": write_csv, "xml": write_xml, "json": write_json}[fmt]
+                writer: Callable[[Iterable[DecodedRecord], TextIO], int] = {"csv": write_csv, "xml": write_xml, "json": write_json}[fmt]
                 writer(events, out)
     warn_about(registry)
     raise_if_damaged(readers)
 
 
-def _write_summary(out: TextIO, events: Iterable[ReportEvent], readers: list[EtlReader], as_json: bool) -> None:
+def _write_summary(out: TextIO, events: Iterable[DecodedRecord], readers: list[EtlReader], as_json: bool) -> None:
     summary = Summary(
         events_lost=sum(reader.header.events_lost for reader in readers),
         buffers_lost=sum(reader.header.buffers_lost for reader in readers),

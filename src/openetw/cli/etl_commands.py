@@ -18,16 +18,16 @@ from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw.consumer.formats import EVTX, SourceReader, open_reader
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
+from openetw.events.sources import EVTX, SourceReader, open_reader
 from openetw.guids import format_guid
 from openetw.safeio import mode_like
 
 if TYPE_CHECKING:
-    from openetw.report.events import ReportEvent
-    from openetw.report.sources import LazyManifestRegistry
+    from openetw.events.decoded import DecodedRecord
+    from openetw.events.registry import LazyManifestRegistry
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -110,7 +110,7 @@ def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> Lazy
     """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
     context = click.get_current_context(silent=True)
     meta = context.meta if context is not None else {}
-    from openetw.report.sources import build_registry  # (the manifest and schema layers: loaded when a command reads)
+    from openetw.events.registry import build_registry  # (the manifest and schema layers: loaded when a command reads)
 
     registry = build_registry(manifests, installed=installed, mof=meta.get(_MOF_FILES, ()), tmf=meta.get(_TMF_FILES, ()))
     warn_about(registry)
@@ -179,15 +179,29 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     providers: Counter[str] = Counter()
     names: dict[str, str] = {}
     records = 0
+    first = last = None
     for record in with_progress(reader, [reader], progress):
         records += 1
+        last = record
+        if first is None:
+            first = record
         kinds[record.kind] += 1
-        key = _provider_key(record)
+        key = _source_label(record)
         providers[key] += 1
         if key not in names:
             name = namer.provider_name(record)
             if name:
                 names[key] = name
+    if isinstance(reader, SourceReader):
+        return {
+            "path": reader.path, **_source_facts(reader, first, last), "records": records, "kinds": dict(kinds.most_common()),
+            "providers": [
+                {"provider": key, **({"name": names[key]} if key in names else {}), "records": count}
+                for key, count in providers.most_common()
+            ],
+            "unknown_records": 0, "skipped_bytes": 0,
+            "errors": [str(err) for err in [*reader.source.losses(), *reader.source.notices()]],
+        }  # fmt: skip
     h = reader.header
     stats = reader.stats
     return {
@@ -224,7 +238,24 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     }
 
 
-def _provider_key(record: EventRecord) -> str:
+def _source_facts(reader: SourceReader, first: EventRecord | None, last: EventRecord | None) -> dict[str, Any]:
+    """The header facts of a trace that is no ``.etl``: what its source says (``facts()``), the
+    times of its first and last records; what it does not say is ``None``."""
+    facts: dict[str, Any] = {
+        "logger_name": reader.format.description, "logfile_name": None, "os_version": None, "os_build": None, "version": None,
+        "pointer_size": None, "number_of_processors": None, "clock": None, "clock_type": None, "perf_freq": None,
+        "start_time": first.time_iso if first is not None else None, "end_time": last.time_iso if last is not None else None,
+        "buffer_size": None, "buffers": None, "buffers_read": reader.source.statistics().buffers, "compressed": False,
+        "compressed_buffers": 0, "log_file_mode": None, "events_lost": reader.source.statistics().events_lost, "buffers_lost": 0,
+    }  # fmt: skip
+    described = getattr(reader.source, "facts", None)
+    if described is not None:
+        facts.update(described())
+    return facts
+
+
+def _source_label(record: EventRecord) -> str:
+    """The summary's name for a record's source (its text predates ``events.decoded.provider_key``'s and is kept)."""
     if record.provider_guid_bytes is not None:
         return format_guid(record.provider_id)
     if record.hook_id is not None:
@@ -236,11 +267,17 @@ def _print_summary(s: dict[str, Any]) -> None:
     echo = click.echo
     echo(f"{s['path']}")
     echo(f"  logger         {s['logger_name'] or '-'}   file {s['logfile_name'] or '-'}")
-    echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    if s["os_version"] is not None:
+        echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    else:  # a trace that is no .etl: its format and version
+        echo(f"  format         {s['version'] or '-'}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
     echo(f"  clock          {s['clock']} (PerfFreq {s['perf_freq']})")
     echo(f"  time           {s['start_time']} .. {s['end_time']}")
     compressed = f"compressed ({s['compressed_buffers']} buffers)" if s["compressed"] else "uncompressed"
-    echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    if s["buffer_size"] is not None:
+        echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    else:
+        echo(f"  blocks         {s['buffers_read']} read")
     echo(f"  lost           {s['events_lost']} events, {s['buffers_lost']} buffers")
     echo(f"  records        {s['records']}   " + ", ".join(f"{k} {v}" for k, v in s["kinds"].items()))
     if s["unknown_records"] or s["skipped_bytes"]:
@@ -277,8 +314,8 @@ def dump(
     With several files and --time-order the files are merged into one time order.
     Every record is one line: newlines and other control characters in values are escaped.
     """
-    from openetw.report.events import decode_record
-    from openetw.report.json_format import event_to_json
+    from openetw.events.as_json import event_to_json
+    from openetw.events.decoded import decode_record
     from openetw.tdh.context import DecodeContext
     from openetw.tdh.format import one_line
 
@@ -321,7 +358,7 @@ def dump(
 
 
 
-def _decoded_text(event: ReportEvent) -> str:
+def _decoded_text(event: DecodedRecord) -> str:
     """`` {name=value; ...}`` and `` "message"`` for a decoded record (empty otherwise)."""
     if event.decoded is None and event.record.kind != "evtx":
         return ""
@@ -381,7 +418,7 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[An
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
     """The record's header facts as ``dump --json`` prints them (without decoded properties)."""
-    from openetw.report.json_format import record_fields
+    from openetw.events.as_json import record_fields
 
     return record_fields(record, namer.provider_name(record), namer.event_name(record))
 
@@ -418,7 +455,8 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
 
     An OUTPUT ending in .evtx is a Windows Event Log file instead: .etl events are decoded (with
     the installed manifests) and written with their properties as EventData, .evtx records keep
-    their content; record ids are numbered from 1. FILES may be .etl and .evtx files.
+    their content; record ids are numbered from 1. FILES may be .etl and .evtx files, and
+    .NET EventPipe traces (.nettrace, .netperf), whose events relog to either as ETW events.
     """
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
@@ -432,8 +470,9 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
             click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
         raise_if_damaged(readers)
         return
-    if any(isinstance(reader, SourceReader) and reader.format is EVTX for reader in readers):
-        raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
+    refused = [reader for reader in readers if isinstance(reader, SourceReader) and not reader.format.etw_records]
+    if refused:
+        raise click.BadParameter(f"{refused[0].format.description} files relog to an .evtx output only", param_hint="--output")
     from openetw.etl.relog import relog
 
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None, file_mode=private)

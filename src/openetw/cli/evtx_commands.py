@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openetw.consumer.evtx_files import is_evtx_file, map_file
-from openetw.consumer.formats import EVTX, SourceReader
 from openetw.errors import InvalidArgument
+from openetw.events.sources import EVTX, SourceReader
 from openetw.evtx.reader import EvtxReader
 from openetw.safeio import create_output
 
@@ -82,9 +82,9 @@ def evtx_summary(path: str) -> dict[str, Any]:
 
 
 def _time(filetime: int | None) -> str | None:
-    from openetw.cli.json_time import filetime_iso
+    from openetw.events.text import filetime_text
 
-    return None if filetime is None else filetime_iso(filetime)
+    return None if filetime is None else filetime_text(filetime)
 
 
 def print_evtx_summary(s: dict[str, Any]) -> None:
@@ -113,9 +113,9 @@ def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: 
     written with their properties as ``EventData``. Chunks are written as they fill; the file
     header last. ``output`` is created with ``file_mode`` at most (``safeio.create_output``).
     """
+    from openetw.events.decoded import decode_record
     from openetw.evtx.events import event_header
     from openetw.evtx.writer import EvtxWriter
-    from openetw.report.events import decode_record
     from openetw.tdh.context import DecodeContext
 
     context = DecodeContext(registry)

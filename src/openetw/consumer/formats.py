@@ -42,6 +42,7 @@ class TraceFormat:
     suffixes: tuple[str, ...] = ()
     indexed: bool = False
     names_providers: bool = False  # records carry their provider's name (matched by it, not by a hashed GUID)
+    etw_records: bool = True  # its records are EVENT_RECORDs an .etl file can hold (relog copies them)
 
     def matches(self, head: bytes) -> bool:
         return any(head[offset : offset + len(magic)] == magic for offset, magic in self.magics)
@@ -74,9 +75,27 @@ EVTX = TraceFormat(
     magics=((0, b"ElfFile\x00"),),
     suffixes=(".evtx",),
     names_providers=True,
+    etw_records=False,
 )
 
-_FORMATS: list[TraceFormat] = [EVTX]
+PERFDATA = TraceFormat(
+    name="perfdata",
+    description="Linux perf.data (perf record; EventHeader user_events as TraceLogging)",
+    source="openetw.consumer.perfdata_source:PerfDataSource",
+    magics=((0, b"PERFILE2"), (0, b"2ELIFREP")),  # file and pipe mode share the magic; the other byte order
+    suffixes=(".data",),
+    names_providers=True,
+)
+
+NETTRACE = TraceFormat(
+    name="nettrace",
+    description=".NET EventPipe trace (.nettrace, .netperf)",
+    source="openetw.consumer.nettrace_source:NettraceFileSource",
+    magics=((0, b"Nettrace"), (0, b"\x14\x00\x00\x00!FastSerialization.1")),
+    suffixes=(".nettrace", ".netperf"),
+)
+
+_FORMATS: list[TraceFormat] = [EVTX, NETTRACE, PERFDATA]
 
 
 def register_format(trace_format: TraceFormat) -> None:
@@ -128,20 +147,25 @@ class _Lost:
 class _ReaderStats:
     errors: list[OpenEtwError] = field(default_factory=list)  # what was lost: a command fails
     notices: list[OpenEtwError] = field(default_factory=list)  # what was only counted: a warning
+    buffers: int = 0
+    compressed_buffers: int = 0
+    unknown_records: int = 0
+    skipped_bytes: int = 0
 
 
 class SourceReader:
     """A non-``.etl`` source with the interface of the ``.etl`` reader the file commands use:
     ``records(time_order=True)``, ``stats.errors`` (what was lost) and ``stats.notices`` (what was
-    counted and kept), ``header`` lost counts, ``close()``."""
+    counted and kept), ``header`` (the source's ``LogfileHeader`` when it gives one, else just the
+    lost counts), ``close()``."""
 
     def __init__(self, path: str, trace_format: TraceFormat | None = None) -> None:
         self.path = path
         self.format = trace_format or globals()["trace_format"](path)
-        self.header = _Lost()
         self.stats = _ReaderStats()
         self.source = self.format.open(path)
         self.source.open()
+        self.header: Any = self.source.header or _Lost()
 
     def records(self, time_order: bool = True) -> Iterator[Any]:
         """Every record, in the source's order (time order, or the order the log wrote them)."""
@@ -150,9 +174,15 @@ class SourceReader:
         finally:
             self.stats.errors = list(self.source.losses())
             self.stats.notices = list(self.source.notices())
+            self.header = self.source.header or self.header
 
     def __iter__(self) -> Iterator[Any]:
         return self.records()
+
+    @property
+    def context(self) -> Any:
+        """The ``RecordContext`` of the source's records (their clock, pointer size), if it has one."""
+        return getattr(self.source, "context", None)
 
     def close(self) -> None:
         self.source.close()
