@@ -11,8 +11,10 @@ import pytest
 
 from openetw.cli.main import main
 from openetw.etl.reader import EtlReader
+from openetw.events.profile import load_profile
 from openetw.export.timeline import export_timeline
 from openetw.export.trace_check import check_chrome, check_file, check_perfetto
+from openetw.report.stacks import by_name
 from tests.conftest import corpus_path
 from tests.export.conftest import registry
 from tests.export.timeline_traces import activity_trace, kernel_sched_trace
@@ -111,9 +113,21 @@ def test_net_trace_to_perfetto_reparses_checks_and_pairs_as_plain_python(net_per
     names = {packet.track_descriptor.process.process_name for packet in trace.packet
              if packet.HasField("track_descriptor") and packet.track_descriptor.HasField("process")}  # fmt: skip
     assert any(name.lower().startswith("perfview") for name in names) or len(names) > 10
-    # samples whose StackWalk came carry that stack, outermost frame first, with image mappings
+    # samples whose stack came carry it (compressed StackKey stacks resolved), outermost frame first
     deep = [p for p in trace.packet if p.HasField("interned_data") and any(len(c.frame_ids) > 1 for c in p.interned_data.callstacks)]
-    assert deep and summary.stats.samples_with_stacks > 100
+    assert deep and summary.stats.samples_with_stacks == 6318 and summary.stats.unresolved_keys == 0
+    # frames named (function_names), in mappings with paths and build ids (the images' PDB identities)
+    names, frames, mappings, build_ids = set(), [], [], set()
+    for packet in trace.packet:
+        interned = packet.interned_data
+        names.update(entry.str.decode() for entry in interned.function_names)
+        frames.extend(interned.frames)
+        mappings.extend(interned.mappings)
+        build_ids.update(entry.str.decode() for entry in interned.build_ids)
+    assert "mscorlib!System.DateTime.get_Now" in names and any(name.startswith("ntoskrnl!+0x") for name in names)
+    assert frames and all(frame.function_name_id and frame.mapping_id for frame in frames)
+    assert any(frame.rel_pc for frame in frames) and all(mapping.path_string_ids for mapping in mappings)
+    assert any(mapping.build_id for mapping in mappings) and all(len(build_id) == 33 for build_id in build_ids)
     # counters: disk bytes only grow
     counter_values = [p.track_event.counter_value for p in trace.packet if p.HasField("track_event") and p.track_event.type == 4]
     assert counter_values
@@ -200,6 +214,27 @@ def test_net_trace_to_chrome_json(tmp_path: Path, net_facts) -> None:  # type: i
     assert any(event["ph"] == "P" and "sf" in event for event in events) and document["stackFrames"]
     result = check_chrome(str(out))
     assert result.ok, result.errors
+    # the samples' frames are those openetw stacks shows: every SampledProfile with a stack has
+    # them all, on its thread, and the busiest .NET methods of By Name are among stackFrames
+    profile = load_profile(_records(source), registry=registry())
+    frames = document["stackFrames"]
+
+    def names(node: int | None) -> tuple[str, ...]:
+        out = []
+        while node is not None:
+            out.append(frames[str(node)]["name"])
+            node = frames[str(node)].get("parent")
+        return tuple(out)  # innermost first
+
+    exported = Counter((event["tid"], names(event.get("sf"))) for event in events if event["ph"] == "P")
+    wanted = Counter((sample.tid, tuple(frame.label for frame in sample.frames)) for sample in profile.samples)
+    assert len(profile.samples) == summary.stats.samples_with_stacks == 6318
+    assert not wanted - exported
+    managed = {frame.label for sample in profile.samples for frame in sample.frames if frame.source == "managed"}
+    busiest = sorted((row for row in by_name(profile.samples) if row.name in managed), key=lambda row: -row.inclusive)[:20]
+    exported_names = {frame["name"] for frame in frames.values()}
+    assert len(busiest) == 20 and {row.name for row in busiest} <= exported_names
+    assert "mscorlib!System.DateTime.get_Now" in {row.name for row in busiest}
 
 
 def test_checker_finds_what_is_wrong(tmp_path: Path) -> None:
@@ -255,3 +290,8 @@ def test_cli_export_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "problem" in capsys.readouterr().out
     assert main(["export", str(source), "--to", "otlp"]) == 2
     assert "--endpoint" in capsys.readouterr().err
+    # --symbols reaches the timelines: a directory that is not there is refused before reading
+    assert main(["export", str(source), "--to", "chrome", "-o", str(tmp_path / "t.json"), "--symbols", str(tmp_path / "none")]) == 2
+    assert "--symbols" in capsys.readouterr().err and not (tmp_path / "t.json").exists()
+    assert main(["export", str(source), "--to", "chrome", "-o", str(tmp_path / "t.json"), "--symbols", str(tmp_path), "-q"]) == 0
+    assert check_file(str(tmp_path / "t.json")).ok

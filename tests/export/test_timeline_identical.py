@@ -18,8 +18,8 @@ from tests.export.conftest import registry
 
 # (trace under the corpus' etl/, format): SHA-256 of the exported file
 DIGESTS = {
-    ("perfview/net.4.5.2.x64.etl", "perfetto"): "7546d1afa479f3f1247b5cfa4525bec758c293fc984c081bc13047deee2a5d83",
-    ("perfview/net.4.5.2.x64.etl", "chrome"): "54946649c338f249b77c73778952620ad7ddcf49967167136fea2b6778514739",
+    ("perfview/net.4.5.2.x64.etl", "perfetto"): "a963e20fc7453d5f42c292f97155ae0e4b5a89c78ccccaa04bac40929cfdfdff",
+    ("perfview/net.4.5.2.x64.etl", "chrome"): "f70c0655e60c53c5d242a56e3202b25eebf205d5826645d400bbba8b53222fc5",
     ("etl-parser/ShutdownPerfDiagLogger.etl", "perfetto"): "b28e4c31f0cfe808a5a6715e0dae24a886599e12bdeaf1d8ff1f50a102139cae",
     ("etl-parser/ShutdownPerfDiagLogger.etl", "chrome"): "e7a956b93d7157c2617767347ef36c6a269fe0beb4c69306db2478d1e350918f",
     ("tx/Process.etl", "perfetto"): "55c362ca659ff5985f1cbf4df25c21c5eb9a91fb6eed6c3d401f12c714f66834",

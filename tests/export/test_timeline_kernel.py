@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from openetw.export.timeline import export_timeline
-from openetw.export.timeline.model import Sample, Switch
+from openetw.export.timeline.model import Frame, Sample, Switch
 from openetw.export.timeline.perfetto import REORDER_WINDOW_NS, PerfettoWriter
 from openetw.export.trace_check import check_file
 from tests.service.harness import need_tracefs
@@ -33,7 +33,8 @@ def test_a_live_kernel_trace_with_samples_exports_to_a_perfetto_file_that_checks
 
 
 def _sample(ts: int, cpu: int = 0) -> Sample:
-    return Sample(ts, cpu, 7, 8, ((None, 0, 0x1000 + ts % 97),))
+    address = 0x1000 + ts % 97
+    return Sample(ts, cpu, 7, 8, (Frame(f"?!{address:#x}", "?", "", 0, address),))
 
 
 def test_samples_and_switches_handed_over_late_are_written_in_time_order(tmp_path: Path) -> None:

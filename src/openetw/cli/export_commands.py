@@ -83,7 +83,7 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
               help="Check a Perfetto or Chrome trace file instead of exporting (exit 1 when it has problems).")  # fmt: skip
 @click.option("--provider", "providers", multiple=True, metavar="NAME_OR_GUID", help="Only records of this provider (repeatable).")
 @click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
-              help="speedscope, pprof, folded: a directory of PDBs naming native Windows frames (repeatable).")  # fmt: skip
+              help="speedscope, pprof, folded, perfetto, chrome, otlp: a directory of PDBs naming native Windows frames (repeatable).")  # fmt: skip
 @manifest_option
 @no_installed_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
@@ -134,7 +134,7 @@ def export(
     if not files:
         raise click.UsageError("give at least one FILE to export (or --check FILE)")
     if fmt in TIMELINE_FORMATS:
-        _export_timeline(files, fmt, output, endpoint, providers, manifests, no_installed, as_json, quiet, window)
+        _export_timeline(files, fmt, output, endpoint, providers, symbol_dirs, manifests, no_installed, as_json, quiet, window)
         return
     if fmt in FLAME_FORMATS:
         _export_flame(files, fmt, output, symbol_dirs, manifests, no_installed, as_json, window)
@@ -171,9 +171,11 @@ def _check(path: str, as_json: bool) -> None:
 
 def _export_timeline(
     files: tuple[str, ...], fmt: str, output: str | None, endpoint: str | None, providers: tuple[str, ...],
-    manifests: tuple[str, ...], no_installed: bool, as_json: bool, quiet: bool, window: TimeSpec,
+    symbol_dirs: tuple[str, ...], manifests: tuple[str, ...], no_installed: bool, as_json: bool, quiet: bool,
+    window: TimeSpec,
 ) -> None:  # fmt: skip
-    from openetw.export.timeline import export_timeline
+    from openetw.cli.stacks_commands import _PERF_MAPS, _kallsyms_text
+    from openetw.export.timeline import Naming, export_timeline
 
     if fmt == "otlp":
         if not endpoint:
@@ -185,11 +187,16 @@ def _export_timeline(
         raise click.BadParameter("a Perfetto trace is binary: give a file", param_hint="--output")
     elif os.path.isdir(output):
         raise click.BadParameter(f"{output} is a directory", param_hint="--output")
+    for directory in symbol_dirs:
+        if not os.path.isdir(directory):
+            raise click.BadParameter(f"{directory} is not a directory", param_hint="--symbols")
     selection = _selection(files, providers, window)
     registry = load_registry(manifests, installed=not no_installed)
     progress = _Progress(show_progress(quiet, output_is_stdout=output == "-"))
     with umask_like(*files):
-        summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint)
+        naming = Naming(symbol_dirs=symbol_dirs, kallsyms=_kallsyms_text(None), perf_map_dir=_PERF_MAPS)
+        summary = export_timeline(files, output, fmt, registry=registry, selection=selection, progress=progress, endpoint=endpoint,
+                                  naming=naming)  # fmt: skip
     progress.done()
     text = json.dumps(summary.as_json()) if as_json else "\n".join(summary.lines())
     click.echo(text, err=output == "-")

@@ -32,7 +32,8 @@ from typing import Any
 from openetw.etl.extended import EXT_STACK_KEY32, EXT_STACK_KEY64, EXT_STACK_TRACE32, EXT_STACK_TRACE64
 from openetw.events.trace_state import TraceState
 
-__all__ = ["EventStack", "StackCollector", "StackStats", "collect_stacks", "event_matches"]
+__all__ = ["KERNEL_PART", "USER_PART", "EventStack", "StackCollector", "StackKeys", "StackPart", "StackStats", "collect_stacks", "event_matches",
+           "stack_keys", "stack_part"]
 
 _KERNEL_KINDS = frozenset({"system", "compact", "perfinfo"})
 _STACKWALK_GROUP, _PERFINFO_GROUP, _THREAD_GROUP = 0x18, 0x0F, 0x05
@@ -47,6 +48,7 @@ _KERNEL_NAMES = {
     (_THREAD_GROUP, _READY_THREAD): "ReadyThread",
 }
 _KERNEL, _USER = 0, 1
+KERNEL_PART, USER_PART = _KERNEL, _USER
 # KernelTraceControl's ImageID and MetaData records, which merging writes at an image event's
 # time and thread: they never have stacks of their own.
 _MERGED_CLASSES = frozenset({
@@ -117,6 +119,81 @@ def _is_kernel_address(address: int, pointer_size: int) -> bool:
     return bool(address >> (63 if pointer_size == 8 else 31))
 
 
+StackPart = tuple[int, int, Any]
+"""A part of an event's stack: (``KERNEL_PART`` or ``USER_PART``, pointer size, the return
+addresses innermost first, or the key of a compressed stack)."""
+
+
+def stack_part(record: Any, opcode: int | None = None) -> tuple[int, int, int, StackPart | None] | None:
+    """What a ``StackWalk/Stack``, ``StackKeyKernel`` or ``StackKeyUser`` record says: the
+    timestamp and thread of the event it belongs to, the process (``StackProcess``) and the
+    part (None when it holds no address); None for any other record, or one cut short."""
+    if opcode is None:
+        opcode = (record.hook_id or 0) & 0xFF
+    data, width = record.user_data, record.pointer_size
+    if opcode not in (_STACK, _KEY_KERNEL, _KEY_USER) or len(data) < _HEAD.size:
+        return None
+    when, pid, tid = _HEAD.unpack_from(data)
+    if opcode == _STACK:
+        addresses = _addresses(data, _HEAD.size, width)
+        if not addresses:
+            return when, pid, tid, None
+        return when, pid, tid, (_KERNEL if _is_kernel_address(addresses[0], width) else _USER, width, addresses)
+    if len(data) < _HEAD.size + width:
+        return when, pid, tid, None
+    key = int.from_bytes(data[_HEAD.size : _HEAD.size + width], "little")
+    return when, pid, tid, (_KERNEL if opcode == _KEY_KERNEL else _USER, width, key)
+
+
+class StackKeys:
+    """The definitions of compressed stacks' keys (``StackWalk/KeyDelete`` and ``KeyRundown``),
+    each key's definitions in time order: a reference resolves to the first definition of its
+    key at or after it (a deleted key is reused), else to the last one."""
+
+    def __init__(self) -> None:
+        self._definitions: dict[int, tuple[list[int], list[tuple[int, ...]]]] = {}
+        self.defined = 0
+
+    def define(self, record: Any, opcode: int | None = None) -> bool:
+        """Take the definition ``record`` gives, if it is a KeyDelete or KeyRundown record."""
+        if opcode is None:
+            if record.kind not in _KERNEL_KINDS or (record.hook_id or 0) >> 8 != _STACKWALK_GROUP:
+                return False
+            opcode = (record.hook_id or 0) & 0xFF
+        if opcode not in (_KEY_DELETE, _KEY_RUNDOWN):
+            return False
+        data, width = record.user_data, record.pointer_size
+        if len(data) < width:
+            return False
+        key = int.from_bytes(data[:width], "little")
+        times, stacks = self._definitions.setdefault(key, ([], []))
+        at = bisect.bisect_right(times, record.timestamp)
+        times.insert(at, record.timestamp)
+        stacks.insert(at, _addresses(data, width, width))
+        self.defined += 1
+        return True
+
+    def resolve(self, key: int, when: int) -> tuple[int, ...] | None:
+        """The addresses key ``key`` stood for at ``when`` (None when never defined)."""
+        found = self._definitions.get(key)
+        if found is None:
+            return None
+        times, stacks = found
+        at = bisect.bisect_left(times, when)
+        return stacks[at] if at < len(stacks) else stacks[-1]
+
+
+def stack_keys(records: Iterable[Any]) -> StackKeys:
+    """Every compressed stack's definitions in ``records`` (a first pass over a trace: a key is
+    defined when the kernel drops it from its cache, or at the end of the trace)."""
+    keys = StackKeys()
+    define = keys.define
+    for record in records:
+        if record.kind in _KERNEL_KINDS and (record.hook_id or 0) >> 8 == _STACKWALK_GROUP:
+            define(record)
+    return keys
+
+
 class StackCollector:
     """Joins stacks to events over a trace read in time order (module doc)."""
 
@@ -128,7 +205,7 @@ class StackCollector:
         # stack parts that came before their event (a merged trace may log a user stack early)
         self._early: OrderedDict[tuple[int, int], list[tuple[int, int, int, Any]]] = OrderedDict()
         self._joined: list[tuple[_Pending, EventStack]] = []
-        self._definitions: dict[int, tuple[list[int], list[tuple[int, ...]]]] = {}
+        self.keys = StackKeys()
         self._names: dict[tuple[Any, ...], str] = {}
 
     # -- feeding -----------------------------------------------------------------------------
@@ -203,31 +280,17 @@ class StackCollector:
             self._joined.append((pending, self._event_stack(pending, record.pid)))
 
     def _stack_walk(self, record: Any, opcode: int) -> None:
-        data, width = record.user_data, record.pointer_size
-        if opcode in (_KEY_DELETE, _KEY_RUNDOWN):
-            if len(data) < width:
-                return
-            key = int.from_bytes(data[:width], "little")
-            times, stacks = self._definitions.setdefault(key, ([], []))
-            at = bisect.bisect_right(times, record.timestamp)
-            times.insert(at, record.timestamp)
-            stacks.insert(at, _addresses(data, width, width))
+        if self.keys.define(record, opcode):
             self.stats.keys_defined += 1
             return
-        if opcode not in (_STACK, _KEY_KERNEL, _KEY_USER) or len(data) < _HEAD.size:
+        found = stack_part(record, opcode)
+        if found is None:
             return
         self.stats.stack_records += 1
-        when, pid, tid = _HEAD.unpack_from(data)
-        if opcode == _STACK:
-            addresses = _addresses(data, _HEAD.size, width)
-            if not addresses:
-                return
-            part: tuple[int, int, Any] = (_KERNEL if _is_kernel_address(addresses[0], width) else _USER, width, addresses)
-        else:
-            if len(data) < _HEAD.size + width:
-                return
-            key = int.from_bytes(data[_HEAD.size : _HEAD.size + width], "little")
-            part = (_KERNEL if opcode == _KEY_KERNEL else _USER, width, key)
+        when, pid, tid, part = found
+        if part is None:
+            return
+        if not isinstance(part[2], tuple):
             self.stats.key_references += 1
         target = self._find(when, tid, part[0])
         if target is not None:
@@ -287,14 +350,6 @@ class StackCollector:
         return name
 
     # -- the end -----------------------------------------------------------------------------
-    def _resolve(self, key: int, when: int) -> tuple[int, ...] | None:
-        found = self._definitions.get(key)
-        if found is None:
-            return None
-        times, stacks = found
-        at = bisect.bisect_left(times, when)
-        return stacks[at] if at < len(stacks) else stacks[-1]
-
     def finish(self) -> list[EventStack]:
         """Every event that has a stack, in the order the events came, keys resolved."""
         out: list[EventStack] = []
@@ -305,7 +360,7 @@ class StackCollector:
                 if isinstance(content, tuple):
                     addresses.extend(content)
                     continue
-                resolved = self._resolve(content, pending.timestamp)
+                resolved = self.keys.resolve(content, pending.timestamp)
                 if resolved is None:
                     stats.unresolved_keys += 1
                     continue

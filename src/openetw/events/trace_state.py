@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import ntpath
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from openetw.symbols.table import SymbolTable
 from openetw.tdh.context import DecodeContext, ImageInfo
 from openetw.tdh.registry import SchemaRegistry
 
-__all__ = ["ImageIdentity", "ManagedMethod", "TraceState", "module_name"]
+__all__ = ["ImageIdentity", "ManagedMethod", "TraceState", "module_name", "names_frames"]
 
 _IMAGE_ID_CLASS = uuid.UUID("b3e675d7-2554-4f18-830b-2762732560de").bytes_le
 _KERNEL_SYMBOLS_CLASS = uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6574").bytes_le  # openetw's KernelSymbols
@@ -50,6 +50,24 @@ _EARLIEST = -(1 << 62)
 _LATEST = 1 << 62
 _SCAN_BACK = 64  # entries looked at below an address before giving up (ranges rarely nest)
 _BINARY_SUFFIXES = (".dll", ".exe", ".sys", ".ni", ".winmd", ".drv", ".ocx")
+
+
+_KERNEL_KINDS = frozenset({"system", "compact", "perfinfo"})
+_IMAGE_GROUP, _PROCESS_GROUP, _IMAGE_LOAD = 0x14, 0x03, 10
+_NAMING_CLASSES = frozenset({_IMAGE_ID_CLASS, _KERNEL_SYMBOLS_CLASS, _IMAGE_BUILD_ID_CLASS})
+
+
+def names_frames(record: Any) -> bool:
+    """Whether ``record`` is one naming frames reads from (an image event, an image's PDB
+    identity or build id, a kernel symbol, a .NET method or module event): a first pass that
+    learns only what names frames observes those alone."""
+    kind = record.kind
+    if kind in _KERNEL_KINDS:
+        group = (record.hook_id or 0) >> 8
+        return group == _IMAGE_GROUP or (group == _PROCESS_GROUP and record.opcode == _IMAGE_LOAD)
+    if kind == "event":
+        return record.provider_guid_bytes in (_CLR_RUNTIME, _CLR_RUNDOWN)
+    return kind in ("classic", "instance") and record.provider_guid_bytes in _NAMING_CLASSES
 
 
 def module_name(path: str) -> str:
@@ -151,8 +169,8 @@ class TraceState(DecodeContext):
     images and .NET methods. Feed records in time order (``observe``, or ``learn`` for a whole
     trace), then ask."""
 
-    def __init__(self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True) -> None:
-        super().__init__(registry, learn_manifests=learn_manifests)
+    def __init__(self, registry: SchemaRegistry | None = None, *, learn_manifests: bool = True, learn_threads: bool = True) -> None:
+        super().__init__(registry, learn_manifests=learn_manifests, learn_threads=learn_threads)
         self._identities: dict[tuple[int, int], ImageIdentity] = {}
         self._identity_by_base: dict[int, ImageIdentity] = {}
         self._methods: dict[int, _RangeIndex] = {}
@@ -170,8 +188,8 @@ class TraceState(DecodeContext):
             self.observe(record)
         return self
 
-    def observe(self, record: Any) -> None:
-        super().observe(record)
+    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None) -> None:
+        super().observe(record, decoded)
         kind = record.kind
         if kind == "event":
             guid = record.provider_guid_bytes

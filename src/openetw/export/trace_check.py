@@ -143,7 +143,7 @@ def _first(items: list[tuple[int, int, Any]], number: int) -> Any:
 
 # InternedData field -> table name
 _INTERNED = {1: "event_categories", 2: "event_names", 3: "debug_annotation_names", 5: "function_names", 6: "frames",
-             7: "callstacks", 17: "mapping_paths", 19: "mappings"}  # fmt: skip
+             7: "callstacks", 16: "build_ids", 17: "mapping_paths", 19: "mappings"}  # fmt: skip
 
 
 class _Perfetto:
@@ -241,7 +241,7 @@ class _Perfetto:
             elif table == "callstacks":
                 refs = [("frames", _repeated(data, entry, 2))]
             elif table == "mappings":
-                refs = [("mapping_paths", _repeated(data, entry, 7))]
+                refs = [("mapping_paths", _repeated(data, entry, 7)), ("build_ids", _repeated(data, entry, 2))]
             for target, ids in refs:
                 for iid in ids:
                     if iid not in state.get(target, ()):

@@ -172,6 +172,7 @@ class DecodeContext:
         self.manifests_learned = 0
         self._metadata = TraceMetadata()
         self._envelopes: dict[uuid.UUID, Schema] = {}
+        self._decoded: tuple[Any, Mapping[str, Any]] | None = None
 
     # -- feeding -----------------------------------------------------------------------------
     def learn(self, records: Iterable[Any]) -> DecodeContext:
@@ -180,8 +181,11 @@ class DecodeContext:
             self.observe(record)
         return self
 
-    def observe(self, record: Any) -> None:
-        """Learn what ``record`` says about processes, threads, images or manifests."""
+    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None) -> None:
+        """Learn what ``record`` says about processes, threads, images or manifests.
+        ``decoded`` is the record's properties when the caller decoded them already (by the
+        schema ``schema_for`` gives): they are not decoded again."""
+        self._decoded = (record, decoded) if decoded is not None else None
         kind = record.kind
         if kind in ("system", "compact", "perfinfo"):
             group = (record.hook_id or 0) >> 8
@@ -256,6 +260,9 @@ class DecodeContext:
         return len(self._metadata.infos)
 
     def _decode(self, record: Any) -> Mapping[str, Any] | None:
+        given = self._decoded
+        if given is not None and given[0] is record:
+            return given[1]
         schema = self.schema_for(record)
         if schema is None:
             return None

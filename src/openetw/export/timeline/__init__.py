@@ -10,17 +10,17 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.export.pipeline import _young_collections
 from openetw.export.source import Selection, merged_records, open_inputs
-from openetw.export.timeline.builder import TimelineStats, timeline
+from openetw.export.timeline.builder import Naming, TimelineStats, learn_naming, timeline
 from openetw.export.timeline.model import Item
 from openetw.tdh.registry import SchemaRegistry
 
-__all__ = ["TIMELINE_FORMATS", "TimelineSummary", "export_timeline", "timeline"]
+__all__ = ["TIMELINE_FORMATS", "Naming", "TimelineSummary", "export_timeline", "timeline"]
 
 TIMELINE_FORMATS = ("perfetto", "chrome", "otlp")
 Progress = Callable[[int, float], None]
@@ -83,20 +83,26 @@ def _counted(items: Iterator[Item], progress: Progress | None, started: float) -
 def export_timeline(
     paths: Sequence[str], output: str, fmt: str, *, registry: SchemaRegistry | None = None,
     selection: Selection | None = None, progress: Progress | None = None, endpoint: str | None = None,
-    otlp_options: dict[str, Any] | None = None,
+    otlp_options: dict[str, Any] | None = None, naming: Naming | None = None,
 ) -> TimelineSummary:  # fmt: skip
     """Export ``paths`` (merged in time order) as ``fmt``: a Perfetto trace or Chrome JSON
-    written to ``output`` (``-`` is stdout for chrome), or OTLP sent to ``endpoint``."""
+    written to ``output`` (``-`` is stdout for chrome), or OTLP sent to ``endpoint``. Samples'
+    frames are named as ``naming`` says (no symbol files by default), on what a first pass over
+    the inputs learned (``learn_naming``)."""
     if fmt not in TIMELINE_FORMATS:
         raise InvalidArgument(f"unknown timeline format {fmt!r}; formats are {', '.join(TIMELINE_FORMATS)}")
     if fmt == "otlp" and not endpoint:
         raise InvalidArgument("--to otlp needs --endpoint URL (an OTLP/HTTP receiver, e.g. http://localhost:4318)")
     registry = registry if registry is not None else SchemaRegistry()
     summary = TimelineSummary(inputs=list(paths), output=(endpoint or "") if fmt == "otlp" else output, format=fmt)
-    readers = open_inputs(paths)
+    naming = replace(naming) if naming is not None else Naming()
     started = time.perf_counter()
+    if naming.state is None or naming.keys is None:
+        _first_pass(paths, registry, naming)
+    readers = open_inputs(paths)
     try:
-        items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp")
+        items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp",
+                         naming=naming)  # fmt: skip
         items = _counted(items, progress, started)
         if fmt == "perfetto":
             from openetw.export.timeline.perfetto import write_perfetto
@@ -125,6 +131,17 @@ def export_timeline(
             reader.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _first_pass(paths: Sequence[str], registry: SchemaRegistry, naming: Naming) -> None:
+    """``learn_naming`` over ``paths`` (reading only)."""
+    readers = open_inputs(paths)
+    try:
+        with _young_collections():
+            learn_naming(merged_records(readers), registry, naming)
+    finally:
+        for reader in readers:
+            reader.close()
 
 
 class _binary_output:

@@ -1,23 +1,28 @@
-"""The timeline of records: one pass, names from the trace's rundown and process events.
+"""The timeline of records: one pass on the trace's state (``openetw.events.trace_state``).
 
 ``timeline(records, registry)`` yields the items of ``openetw.export.timeline.model`` in time
 order. Kernel CSwitch and ReadyThread records become ``Switch`` and ``Wakeup``; a SampledProfile
-becomes a ``Sample`` with the frames of the StackWalk/Stack record of the same thread and time
-(compressed stacks, StackKey records, are not resolved: their samples carry the sampled address
-only); Start/Stop events pair into slices (``openetw.export.timeline.slices``); every other
+becomes a ``Sample`` with the stack of its thread and time (the StackWalk/Stack, StackKeyKernel
+and StackKeyUser records after it: kernel part, then user part, compressed stacks resolved from
+``Naming.keys``), frames named as ``openetw stacks`` names them (``openetw.events.frames``:
+module!function, .NET methods, kernel symbols, PDB publics); Start/Stop events pair into slices (``openetw.export.timeline.slices``); every other
 record is an ``Instant`` with its decoded fields, and a ``Counter`` too when it carries one
 (disk transfer bytes, .NET GC generation sizes).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.etl.record import EventRecord
 from openetw.events.decoded import provider_key
+from openetw.events.frames import FrameNamer
+from openetw.events.stacks import USER_PART, StackKeys, StackPart, stack_part
 from openetw.events.text import UNIX_EPOCH_FILETIME
+from openetw.events.trace_state import TraceState, names_frames
 from openetw.export.pipeline import _Identities, _process_names, _provider_filter
 from openetw.export.source import Selection
 from openetw.export.timeline.model import Counter, Frame, Instant, Item, Process, Sample, Switch, Thread, Wakeup
@@ -26,12 +31,13 @@ from openetw.tdh.context import KERNEL_PROCESS_PROVIDER, DecodeContext
 from openetw.tdh.format import format_event_message
 from openetw.tdh.registry import SchemaRegistry
 
-__all__ = ["TimelineStats", "timeline", "FILETIME_UNIX_TICKS"]
+__all__ = ["FILETIME_UNIX_TICKS", "Naming", "TimelineStats", "learn_naming", "timeline"]
 
 FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME  # its former name
 _KERNEL = frozenset({"system", "compact", "perfinfo"})
 _THREAD_GROUP, _PERFINFO_GROUP, _STACKWALK_GROUP = 0x05, 0x0F, 0x18
-_CSWITCH, _READY_THREAD, _SAMPLE, _STACK = 36, 50, 46, 32
+_CSWITCH, _READY_THREAD, _SAMPLE = 36, 50, 46
+_STACK_PARTS = frozenset({32, 37, 38})  # StackWalk/Stack, StackKeyKernel, StackKeyUser
 # The fields a scheduling event or a sample must have decoded to be drawn as one (a record cut
 # short decodes to fewer: it stays an ordinary instant event).
 _SWITCH_FIELDS = frozenset({
@@ -41,13 +47,11 @@ _SWITCH_FIELDS = frozenset({
 _READY_FIELDS = frozenset({"AwakenedThreadID", "AdjustReason", "AdjustIncrement", "Flags"})
 _SAMPLE_FIELDS = frozenset({"ThreadId", "InstructionPointer"})
 _NO_ID = 0xFFFFFFFF
-_PROCESS_GROUP, _IMAGE_GROUP = 0x03, 0x14
-_THREAD_LIFETIME = frozenset({1, 2, 3, 4})  # Start, End, DCStart, DCEnd
-_IMAGE_LOAD = 10
-_IMAGE_PRESENT = frozenset({_IMAGE_LOAD, 3})  # Load, DCStart
-_KEPT_IMAGES = 4096
+_PROCESS_GROUP = 0x03
 _KERNEL_PROCESS = KERNEL_PROCESS_PROVIDER.bytes_le
-_PENDING_SAMPLES = 256
+_PENDING_SAMPLES = 1 << 16
+_NEVER = 1 << 63
+_STACK_WAIT = 5_000_000  # 0.5 s in FILETIME ticks: less than the Perfetto writer's reorder window
 _KEPT_FRAMES = 1 << 16
 _THREAD_FIELDS = ("ThreadId", "TThreadId", "IssuingThreadId", "StackThread", "ThreadID")
 _COUNTERS: dict[str, tuple[tuple[str, str, bool], ...]] = {
@@ -80,6 +84,7 @@ class TimelineStats:
     samples_with_stacks: int = 0
     counters: int = 0
     undecodable: int = 0
+    unresolved_keys: int = 0
     errors: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -95,68 +100,88 @@ def _slice_name(event: str) -> str:
     return event
 
 
+@dataclass(slots=True)
+class Naming:
+    """How samples' frames are named (``openetw.events.frames.FrameNamer``): ``symbol_dirs`` of
+    PDBs, ``kallsyms`` text, where ``perf-PID.map`` files are (None: not looked for); and what a
+    first pass over the trace learned (``learn_naming``): its ``state`` (images, PDB identities,
+    .NET methods: a trace's rundown, at its end, tells what existed all along) and its compressed
+    stacks' definitions (``keys``, written after their use). Without them, frames are named from
+    what the pass has met so far."""
+
+    symbol_dirs: tuple[str, ...] = ()
+    kallsyms: str | None = None
+    perf_map_dir: str | None = None
+    state: TraceState | None = None
+    keys: StackKeys | None = None
+
+
+def learn_naming(records: Iterable[EventRecord], registry: SchemaRegistry, naming: Naming) -> None:
+    """A first pass over ``records``: ``naming.state`` and ``naming.keys`` from the whole trace
+    (the state observes only what names frames, and learns no manifests: the registry is left as the
+    timeline's pass will find it)."""
+    state = naming.state = TraceState(registry, learn_manifests=False, learn_threads=False)
+    keys = naming.keys = StackKeys()
+    observe, define = state.observe, keys.define
+    for record in records:
+        if record.kind in _KERNEL and (record.hook_id or 0) >> 8 == _STACKWALK_GROUP:
+            define(record)
+        elif names_frames(record):
+            observe(record)
+
+
 def timeline(
     records: Iterable[EventRecord], registry: SchemaRegistry, *, selection: Selection | None = None,
-    stats: TimelineStats | None = None, messages: bool = False,
+    stats: TimelineStats | None = None, messages: bool = False, naming: Naming | None = None,
 ) -> Iterator[Item]:  # fmt: skip
     """The timeline of ``records`` (in time order). ``messages`` renders each event's message
     (``Instant.message`` and ``Slice.message``: what OTLP sends as a log body)."""
     selection = selection if selection is not None else Selection()
     stats = stats if stats is not None else TimelineStats()
-    yield from _Builder(registry, selection, stats, messages).items(records)
+    yield from _Builder(registry, selection, stats, messages, naming or Naming()).items(records)
 
 
 _Push = Callable[[tuple[int, int], Item], None]
 """Pairing.push: an item at (ts, record position)."""
 
 
-class _Threads:
-    """Which process each thread is in and which images each process loaded, learned from the
-    kernel's thread and image events (the fields decoded anyway); addresses resolved to frames."""
+class _Frames:
+    """Addresses named as ``openetw stacks`` names them (``events.frames.FrameNamer`` on the
+    trace's state), with the image or .NET module each frame is in: the model's frames."""
 
-    def __init__(self) -> None:
-        self.process: dict[int, int] = {}  # thread id -> process id
-        self._images: dict[int, list[tuple[int, int, str]]] = {}
-        self._frames: dict[tuple[int, int], Frame] = {}  # an image's frames as first seen (images rarely move)
+    def __init__(self, state: TraceState, namer: FrameNamer) -> None:
+        self._state = state
+        self._namer = namer
+        self._frames: dict[tuple[int, int], Frame] = {}
 
-    def learn(self, group: int, opcode: int, args: dict[str, Any]) -> None:
-        """Take what a thread start/end or an image load/rundown says."""
-        if group == _THREAD_GROUP and opcode in _THREAD_LIFETIME and args:
-            learned = args.get("TThreadId", args.get("ThreadId"))
-            owner = args.get("ProcessId", args.get("ProcessID"))
-            if isinstance(learned, int) and isinstance(owner, int):
-                self.process[learned] = owner
-        elif (group == _IMAGE_GROUP or (group == _PROCESS_GROUP and opcode == _IMAGE_LOAD)) and opcode in _IMAGE_PRESENT:
-            base, size = args.get("ImageBase", args.get("BaseAddress")), args.get("ImageSize", args.get("ModuleSize"))
-            file_name = args.get("FileName", args.get("ImageFileName"))
-            owner = args.get("ProcessId", args.get("ProcessID"))
-            if isinstance(base, int) and isinstance(size, int) and isinstance(file_name, str) and isinstance(owner, int):
-                known = self._images.setdefault(owner, [])
-                if len(known) >= _KEPT_IMAGES:
-                    del known[: _KEPT_IMAGES // 2]
-                known.append((base, size, file_name))
-                self._frames.clear()
-
-    def frames_of(self, pid: int, addresses: Iterable[int]) -> tuple[Frame, ...]:
+    def of(self, pid: int, addresses: Iterable[int], when: int) -> tuple[Frame, ...]:
+        known = self._frames
         frames = []
-        known_frames = self._frames
         for address in addresses:
-            frame = known_frames.get((pid, address))
+            frame = known.get((pid, address))
             if frame is None:
-                image = self._image_at(pid, address)
-                frame = ("", 0, address) if image is None else (image[2], image[0], address)
-                if len(known_frames) >= _KEPT_FRAMES:
-                    known_frames.clear()
-                known_frames[(pid, address)] = frame
+                frame = self._frame(pid, address, when)
+                if len(known) >= _KEPT_FRAMES:
+                    known.clear()
+                known[(pid, address)] = frame
             frames.append(frame)
         return tuple(frames)
 
-    def _image_at(self, pid: int, address: int) -> tuple[int, int, str] | None:
-        for owner in (pid, 0) if pid else (0,):
-            for image in reversed(self._images.get(owner, ())):
-                if image[0] <= address < image[0] + image[1]:
-                    return image
-        return None
+    def _frame(self, pid: int, address: int, when: int) -> Frame:
+        named = self._namer.name(pid, address, when)
+        state = self._state
+        image = state.image_at(pid, address, when) if named.source != "managed" else None
+        if image is not None:
+            build_id = state.build_id(image)
+            if build_id is None:
+                identity = state.identity(image)
+                build_id = identity.key if identity is not None else None
+            return Frame(named.label, named.module, image.file_name, image.base, address, build_id or "")
+        if named.source == "managed":
+            method = state.method_at(pid, address, when)
+            path = (state.method_module(method) if method is not None else None) or ""
+            return Frame(named.label, named.module, path, 0, address)
+        return Frame(named.label, named.module, "", 0, address)
 
 
 class _Names:
@@ -188,67 +213,151 @@ class _Names:
             self._push(key, Thread(pid, tid, f"{name} {tid}", ts))
 
 
+class _Waiting:
+    """A sample waiting for its stack: the parts come so far, and the process they name."""
+
+    __slots__ = ("sample", "filetime", "timestamp", "pid", "parts", "stacked")
+
+    def __init__(self, sample: Sample, filetime: int, timestamp: int) -> None:
+        self.sample, self.filetime, self.timestamp = sample, filetime, timestamp
+        self.pid = -1
+        self.parts: list[StackPart] = []
+        self.stacked = False
+
+
 class _Samples:
-    """Samples wait for the stack of their thread and time, and are given out in their order: the
-    oldest once its stack came (or when too many wait: stacks that never come, compressed ones)."""
+    """Samples wait for the stack of their thread and time (a kernel part, then a user part, each
+    addresses or the key of a compressed stack) and are given out in their order: the oldest once
+    its user part came, or once the trace is ``_STACK_WAIT`` past it (kernel-only stacks, stacks
+    that never come; a user part is logged when the thread returns to user mode, within 0.1 s on
+    PerfView's net.4.5.2 trace), or when ``_PENDING_SAMPLES`` wait."""
 
-    def __init__(self, push: _Push) -> None:
+    def __init__(self, push: _Push, frames: _Frames, keys: StackKeys, stats: TimelineStats) -> None:
         self._push = push
-        self._pending: dict[tuple[int, int], Sample] = {}  # oldest first
-        self._stacked: set[tuple[int, int]] = set()
+        self._frames = frames
+        self._keys = keys
+        self._stats = stats
+        self._pending: deque[_Waiting] = deque()  # oldest first
+        self._by_stamp: dict[tuple[int, int], list[_Waiting]] = {}  # (thread, timestamp): the idle thread is
+        # sampled on several processors at once
+        self._now = 0
+        self.deadline = _NEVER  # when the oldest waiting sample stops waiting (a FILETIME)
 
-    def add(self, key: tuple[int, int], sample: Sample) -> None:
-        if key in self._pending:  # the idle thread, sampled on two processors at once
-            self.release(everything=True)
-        self._pending[key] = sample
-        if self._stacked or len(self._pending) > _PENDING_SAMPLES:  # else the oldest still waits for its stack
+    def add(self, tid: int, timestamp: int, sample: Sample, filetime: int) -> None:
+        waiting = _Waiting(sample, filetime, timestamp)
+        pending = self._pending
+        pending.append(waiting)
+        self._by_stamp.setdefault((tid, timestamp), []).append(waiting)
+        self._now = filetime
+        oldest = pending[0]
+        if oldest.stacked or oldest.filetime < filetime - _STACK_WAIT or len(pending) > _PENDING_SAMPLES:
             self.release()
+        elif oldest is waiting:
+            self.deadline = filetime + _STACK_WAIT
 
-    def waiting(self, key: tuple[int, int]) -> Sample | None:
-        """The sample ``key`` names if it still waits for its stack."""
-        return None if key in self._stacked else self._pending.get(key)
+    def attach(self, tid: int, timestamp: int, cpu: int, pid: int, part: StackPart) -> bool:
+        """Give ``part`` to the sample of ``tid`` at ``timestamp`` if one waits for that part (on
+        ``cpu`` first)."""
+        candidates = self._by_stamp.get((tid, timestamp))
+        if not candidates:
+            return False
+        rank = part[0]
+        chosen = None
+        for waiting in candidates:
+            if waiting.stacked or any(known[0] == rank for known in waiting.parts):
+                continue
+            if waiting.sample.cpu == cpu:
+                chosen = waiting
+                break
+            chosen = chosen or waiting
+        if chosen is None:
+            return False
+        if not chosen.parts:
+            chosen.pid = pid
+        chosen.parts.append(part)
+        if rank == USER_PART:
+            chosen.stacked = True
+            self.release()
+        return True
 
-    def stacked(self, key: tuple[int, int]) -> None:
-        self._stacked.add(key)
+    def expire(self, now: int) -> None:
+        """The trace is at ``now``: samples that waited ``_STACK_WAIT`` go."""
+        self._now = now
         self.release()
 
     def release(self, everything: bool = False) -> None:
-        pending, stacked = self._pending, self._stacked
+        pending, by_stamp = self._pending, self._by_stamp
+        expired = self._now - _STACK_WAIT
         while pending:
-            oldest = next(iter(pending))
-            if not (everything or oldest in stacked or len(pending) > _PENDING_SAMPLES):
+            oldest = pending[0]
+            if not (everything or oldest.stacked or oldest.filetime < expired or len(pending) > _PENDING_SAMPLES):
+                self.deadline = oldest.filetime + _STACK_WAIT
                 return
-            stacked.discard(oldest)
-            sample = pending.pop(oldest)
+            pending.popleft()
+            sample = oldest.sample
+            stamp = (sample.tid, oldest.timestamp)
+            same = by_stamp[stamp]
+            if len(same) == 1:
+                del by_stamp[stamp]
+            else:
+                same.remove(oldest)
+            if oldest.parts:
+                self._give_stack(oldest)
             self._push((sample.ts, -1), sample)
+        self.deadline = _NEVER
+
+    def _give_stack(self, waiting: _Waiting) -> None:
+        addresses: list[int] = []
+        for _rank, _width, content in sorted(waiting.parts, key=lambda part: part[0]):
+            if isinstance(content, tuple):
+                addresses.extend(content)
+                continue
+            resolved = self._keys.resolve(content, waiting.timestamp)
+            if resolved is None:
+                self._stats.unresolved_keys += 1
+                continue
+            addresses.extend(resolved)
+        if addresses:
+            sample = waiting.sample
+            pid = waiting.pid if waiting.pid != _NO_ID else sample.pid
+            sample.frames = self._frames.of(pid, addresses, waiting.filetime)
+            self._stats.samples_with_stacks += 1
 
 
 class _Builder:
     """One pass over the records: each record is filtered, decoded, then becomes scheduling or a
     sample (kernel records), a slice's start or stop, or an instant (with its counters)."""
 
-    def __init__(self, registry: SchemaRegistry, selection: Selection, stats: TimelineStats, messages: bool) -> None:
+    def __init__(self, registry: SchemaRegistry, selection: Selection, stats: TimelineStats, messages: bool,
+                 naming: Naming) -> None:  # fmt: skip
         self._registry = registry
         self._stats = stats
         self._messages = messages
-        # the context learns processes (names) and manifests; threads and images are learned
-        # here, from the fields decoded anyway
-        self._context = DecodeContext(registry, learn_threads=False, learn_images=False)
+        # processes and threads as the pass meets them (the names and thread owners of items);
+        # frames are named on the whole trace's state when a first pass gave it (``Naming.state``)
+        self._context: DecodeContext = TraceState(registry) if naming.state is None else DecodeContext(registry, learn_images=False)
         self._identity_of = _Identities(registry, self._context).of
         self._accept_provider = _provider_filter(selection)
         self._start, self._end = selection.start, selection.end
         self._out: list[Item] = []
         self._pairing = Pairing(self._out.append)
         self._push = self._pairing.push
-        self._threads = _Threads()
         self._names = _Names(_process_names(self._context), self._push)
-        self._samples = _Samples(self._push)
+        state = naming.state if naming.state is not None else self._context
+        assert isinstance(state, TraceState)
+        self.namer = FrameNamer(
+            state, symbol_dirs=naming.symbol_dirs, kallsyms=naming.kallsyms, perf_map_dir=naming.perf_map_dir,
+        )  # fmt: skip
+        self._frames = _Frames(state, self.namer)
+        self._keys = naming.keys if naming.keys is not None else StackKeys()
+        self._define_keys = naming.keys is None
+        self._samples = _Samples(self._push, self._frames, self._keys, stats)
         self._compiled: dict[tuple[int, int], Any] = {}
         self._categories: dict[bytes | None, str] = {}
         self._totals: dict[tuple[int, str], float] = {}
 
     def items(self, records: Iterable[EventRecord]) -> Iterator[Item]:
-        out, stats, observe, names = self._out, self._stats, self._context.observe, self._names
+        out, stats, observe, names, samples = self._out, self._stats, self._context.observe, self._names, self._samples
         identity_of, accept_provider = self._identity_of, self._accept_provider
         decode, kernel, event_item = self._args, self._kernel, self._event
         start, end = self._start, self._end
@@ -259,22 +368,34 @@ class _Builder:
             if kind == "unknown":
                 stats.unknown += 1
                 continue
-            observe(record)
-            if kind in _KERNEL:
+            # a kernel record is observed after it is decoded, the state reading the fields decoded
+            # here; any other first (an EventSource's manifest names the provider of its own chunk)
+            kernel_kind = kind in _KERNEL
+            if kernel_kind:
                 if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
                     names.forget()
-            elif record.provider_guid_bytes == _KERNEL_PROCESS:
-                names.forget()
+            else:
+                observe(record)
+                if record.provider_guid_bytes == _KERNEL_PROCESS:
+                    names.forget()
             filetime = record.filetime
+            if filetime > samples.deadline:
+                samples.expire(filetime)
             if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
+                if kernel_kind:
+                    observe(record)
                 continue
             schema, provider, event = identity_of(record)
             if accept_provider is not None and not accept_provider(record, provider):
+                if kernel_kind:
+                    observe(record)
                 continue
+            args = decode(record, schema)
+            if kernel_kind:
+                observe(record, args if schema is not None else None)
             ts = (filetime - FILETIME_UNIX_TICKS) * 100
             key = (ts, position)
-            args = decode(record, schema)
-            if kind not in _KERNEL or not kernel(record, args, ts, key, filetime):
+            if not kernel_kind or not kernel(record, args, ts, key, filetime):
                 event_item(record, schema, provider, event, args, ts, key, filetime)
             if out:
                 yield from out
@@ -299,10 +420,15 @@ class _Builder:
 
     # -- kernel records: what they teach, scheduling and samples --------------------------------
     def _kernel(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> bool:
-        """Learn from a kernel record; True when it became a switch, a wakeup, a sample or a
-        sample's stack (else it is an ordinary event)."""
+        """A kernel record: True when it became a switch, a wakeup, a sample or a sample's
+        stack (else it is an ordinary event)."""
         group, opcode = (record.hook_id or 0) >> 8, record.opcode
-        self._threads.learn(group, opcode, args)
+        if group == _STACKWALK_GROUP:
+            if opcode in _STACK_PARTS:
+                return self._stack(record, opcode)
+            if self._define_keys:  # no first pass gave the definitions: those seen so far serve
+                self._keys.define(record, opcode)
+            return False
         if not args:
             return False
         if group == _THREAD_GROUP and opcode == _CSWITCH and _SWITCH_FIELDS <= args.keys():
@@ -314,13 +440,11 @@ class _Builder:
         if group == _PERFINFO_GROUP and opcode == _SAMPLE and _SAMPLE_FIELDS <= args.keys():
             self._sample(record, args, ts, key, filetime)
             return True
-        if group == _STACKWALK_GROUP and opcode == _STACK:
-            return self._stack(args)
         return False
 
     def _named_thread(self, tid: int, ts: int, filetime: int, key: tuple[int, int]) -> int:
-        """The process of ``tid`` (0 when unknown), both named."""
-        pid = self._threads.process.get(tid) or 0
+        """The process of ``tid`` (the latest the trace gave it; 0 when unknown), both named."""
+        pid = self._context.thread_process(tid) or 0
         self._names.ensure(pid, tid, ts, filetime, key)
         return pid
 
@@ -348,20 +472,18 @@ class _Builder:
     def _sample(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
         sampled = args["ThreadId"]
         sample_pid = self._named_thread(sampled, ts, filetime, key)
-        frames = self._threads.frames_of(sample_pid, (args["InstructionPointer"],))
-        self._samples.add((sampled, record.timestamp), Sample(ts, record.cpu, sample_pid, sampled, frames))
+        frames = self._frames.of(sample_pid, (args["InstructionPointer"],), filetime)
+        self._samples.add(sampled, record.timestamp, Sample(ts, record.cpu, sample_pid, sampled, frames), filetime)
         self._stats.samples += 1
 
-    def _stack(self, args: dict[str, Any]) -> bool:
-        """A StackWalk record gives its frames to the sample of its thread and time, if one waits."""
-        sample_key = (args["StackThread"], args["EventTimeStamp"])
-        sample = self._samples.waiting(sample_key)
-        if sample is None:
+    def _stack(self, record: EventRecord, opcode: int) -> bool:
+        """A StackWalk record (addresses, or a compressed stack's key) gives its part to the
+        sample of its thread and time, if one waits for it."""
+        found = stack_part(record, opcode)
+        if found is None:
             return False
-        sample.frames = self._threads.frames_of(args["StackProcess"] or sample.pid, args["Stack"])
-        self._stats.samples_with_stacks += 1
-        self._samples.stacked(sample_key)
-        return True
+        when, pid, tid, part = found
+        return part is not None and self._samples.attach(tid, when, record.cpu, pid, part)
 
     # -- events: slices, instants, counters -----------------------------------------------------
     def _event(self, record: EventRecord, schema: Any, provider: str | None, event: str | None,
@@ -406,7 +528,7 @@ class _Builder:
                 if isinstance(value, int):
                     tid = value
                     break
-            pid = (self._threads.process.get(tid) or 0) if tid else 0
+            pid = (self._context.thread_process(tid) or 0) if tid else 0
         return pid, tid
 
     def _counters(self, name: str, args: dict[str, Any], pid: int, ts: int, key: tuple[int, int]) -> None:
@@ -429,3 +551,4 @@ class _Builder:
         stats.lost_starts += pairing.lost_starts
         stats.lost_stops += pairing.lost_stops
         stats.errors.extend(str(error) for error in self._context.manifest_errors)
+        stats.errors.extend(self.namer.stats.symbol_errors)

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from openetw.export.timeline.model import (
     Counter,
+    Frame,
     Instant,
     Item,
     Process,
@@ -134,18 +135,19 @@ class ChromeWriter:
             self._out.write("".join(self._chunks))
             self._chunks.clear()
 
-    def _frame_node(self, frames: tuple[tuple[str, int, int], ...]) -> int | None:
+    def _frame_node(self, frames: tuple[Frame, ...]) -> int | None:
+        """The ``stackFrames`` node of the innermost frame (nodes made as needed, the outermost
+        first): a node is a frame's name under its caller's node, its category the module."""
         parent: int | None = None
-        for image, base, address in reversed(frames):
-            label = image.rsplit("\\", 1)[-1].rsplit("/", 1)[-1] if image else ""
-            name = f"{label}+0x{address - base:x}" if image else f"0x{address:x}"
+        for frame in reversed(frames):
+            name, module = frame.name, frame.module
             key = (parent, name)
             node = self._frames.get(key)
             if node is None:
                 if len(self._frames) >= _MAX_FRAMES:
                     return None
                 node = self._frames[key] = len(self._frames) + 1
-                entry: dict[str, Any] = {"name": name, "category": label or "unknown"}
+                entry: dict[str, Any] = {"name": name, "category": module if module != "?" else "unknown"}
                 if parent is not None:
                     entry["parent"] = str(parent)
                 self._frame_list.append(f'"{node}":{self._dumps(entry)}')

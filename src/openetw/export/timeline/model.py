@@ -9,14 +9,15 @@ A timeline is a stream of items in time order (``ts`` in nanoseconds since 1970,
 * ``Instant``: any other event, its decoded fields as ``args``;
 * ``Counter``: a value an event carries (disk bytes, GC heap sizes), per counter name;
 * ``Switch`` / ``Wakeup``: kernel CSwitch and ReadyThread (CPU scheduling);
-* ``Sample``: a SampledProfile with the frames of its StackWalk (innermost first).
+* ``Sample``: a SampledProfile with the named frames of its stack (innermost first; kernel
+  then user part, compressed stacks resolved), or of the sampled address alone.
 
 Encoders (``perfetto``, ``chrome``, ``otlp``) write these; none of them looks at records.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "Counter",
@@ -131,8 +132,19 @@ class Wakeup:
         self.adjust_reason, self.adjust_increment, self.flags = adjust_reason, adjust_increment, flags
 
 
-Frame = tuple[str, int, int]
-"""A stack frame: the image's file name ("" when unknown), the image base (0 unknown), the address."""
+class Frame(NamedTuple):
+    """A stack frame as ``openetw stacks`` names it (``openetw.events.frames``): ``name`` is
+    ``module!function``, else ``module!+0xoffset``, else ``?!0xaddress``; ``module`` the short
+    module name ("?" outside any image); ``path`` the image's file (or the .NET module's IL
+    path, "" when unknown) mapped at ``base`` (0 when unknown); ``build_id`` the image's GNU
+    build id or PDB identity (GUID and age) in hex, "" when the trace gives none."""
+
+    name: str
+    module: str
+    path: str
+    base: int
+    address: int
+    build_id: str = ""
 
 
 class Sample:

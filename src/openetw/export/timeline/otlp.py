@@ -242,7 +242,7 @@ def send_otlp(items: Iterable[Item], endpoint: str, *, batch_size: int = 512, ti
                 sender.log(item.ts, 0, "ReadyThread", {"etw.event": "Thread/ReadyThread", "etw.cpu": item.cpu, "etw.field.AwakenedThreadId": item.tid})
             elif kind is Sample:
                 assert isinstance(item, Sample)
-                frames = [f"{image.rsplit(chr(92), 1)[-1]}+0x{address - base:x}" if image else f"0x{address:x}" for image, base, address in item.frames]
+                frames = [frame.name for frame in item.frames]
                 sender.log(item.ts, 0, "SampledProfile", {"etw.event": "PerfInfo/SampledProfile", "etw.cpu": item.cpu, "etw.pid": item.pid,
                                                          "etw.tid": item.tid, "etw.stack": frames})  # fmt: skip
             elif kind is SliceBegin:

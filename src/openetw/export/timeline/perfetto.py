@@ -5,8 +5,9 @@ Sequences (``trusted_packet_sequence_id``), each with increasing packet timestam
 * 1: track descriptors (a process track per process, a thread track per thread, an async track
   per async span, a counter track per counter) and track events (slices, instants, counters,
   flows) with interned event names, categories and argument names;
-* 2: callstack samples (``PerfSample``) with interned callstacks, frames, function names
-  ("image+0xoffset") and mappings (the images);
+* 2: callstack samples (``PerfSample``) with interned callstacks, frames (``rel_pc``), function
+  names (``module!function`` as ``openetw stacks`` names frames, else ``module!+0xoffset``),
+  mappings (the images and .NET modules, with their paths and build ids);
 * 16 + cpu: kernel scheduling as Perfetto's ETW events (``EtwTraceEventBundle`` of
   ``CSwitchEtwEvent`` and ``ReadyThreadEtwEvent``), which its importer turns into CPU
   scheduling tracks and wake-ups.
@@ -367,14 +368,16 @@ class PerfettoWriter:
 
     @staticmethod
     def _frame_id(frame: Frame, intern: Any) -> Any:
-        image, base, address = frame
-        label = image.rsplit("\\", 1)[-1].rsplit("/", 1)[-1] if image else "?"
-        function = f"{label}+0x{address - base:x}" if image else f"0x{address:x}"
-        path = intern("mapping_paths", image or "?", 17, lambda iid: varint_field(1, iid) + bytes_field(2, (image or "?").encode()))
-        mapping = intern("mappings", (image, base), 19, lambda iid: varint_field(1, iid) + varint_field(4, base) + varint_field(7, path))
-        name = intern("function_names", function, 5, lambda iid: varint_field(1, iid) + bytes_field(2, function.encode()))
-        return intern("frames", (image, base, address), 6, lambda iid: (
-            varint_field(1, iid) + varint_field(2, name) + varint_field(3, mapping) + varint_field(4, address - base)
+        """The frame's iid: its name in ``function_names``, its image (or .NET module) as a
+        mapping with its path and build id, and its ``rel_pc`` (the address less the mapping's base)."""
+        name, module, path, base, address, build_id = frame
+        path = path or module
+        path_id = intern("mapping_paths", path, 17, lambda iid: varint_field(1, iid) + bytes_field(2, path.encode()))
+        build = varint_field(2, intern("build_ids", build_id, 16, lambda iid: varint_field(1, iid) + bytes_field(2, build_id.encode()))) if build_id else b""
+        mapping = intern("mappings", (path, base, build_id), 19, lambda iid: varint_field(1, iid) + build + varint_field(4, base) + varint_field(7, path_id))
+        name_id = intern("function_names", name, 5, lambda iid: varint_field(1, iid) + bytes_field(2, name.encode()))
+        return intern("frames", frame, 6, lambda iid: (
+            varint_field(1, iid) + varint_field(2, name_id) + varint_field(3, mapping) + varint_field(4, address - base)
         ))  # fmt: skip
 
     # -- sequences 16+: ETW scheduling ------------------------------------------------------------
