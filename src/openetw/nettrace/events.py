@@ -25,6 +25,7 @@ __all__ = ["EventHeader", "iter_headers", "read_sequence_point", "read_stacks"]
 NULL_ACTIVITY = bytes(16)
 _V3 = struct.Struct("<iiiq16s16si")
 _V4 = struct.Struct("<iIiqqiiq16s16si")
+_I32 = struct.Struct("<i")
 MAX_STACK_BYTES = 1 << 20
 MAX_STACKS_PER_BLOCK = 1 << 22
 
@@ -66,26 +67,28 @@ class EventHeader:
 
 
 def _v3_rows(cur: Cursor) -> Iterator[EventHeader]:
-    data = cur.data
-    while cur.remaining > 0:
-        at = cur.offset
-        start = cur.pos
-        cur.need(_V3.size, "event header")
-        size, metadata_id, thread_id, timestamp, activity, related, payload_size = _V3.unpack_from(data, cur.pos)
-        if not _V3.size - 4 <= size <= cur.remaining - 4:
-            raise cur.error(f"event size {size}", at)
-        if not 0 <= payload_size <= size - (_V3.size - 4):
-            raise cur.error(f"payload size {payload_size} in an event of {size} bytes", at)
-        header = EventHeader(at, metadata_id, 0, thread_id & 0xFFFFFFFF, -1, -1, 0, timestamp, activity, related)
-        header.payload_start = start + _V3.size
-        header.payload_size = payload_size
-        end = start + 4 + size
-        rest = Cursor(data, header.payload_start + payload_size, end, base=cur.base, block=cur.block, structure="event stack")
-        if rest.remaining >= 4:
-            stack_size = rest.i32("stack size")
-            if 0 <= stack_size <= rest.remaining:
-                header.inline_stack = rest.take(stack_size)
-        cur.pos = end
+    # One row per turn with locals only (this runs once per event of the largest traces);
+    # ``cur.pos`` is kept current so an error names the row's offset as the Cursor reads would.
+    data, end, base = cur.data, cur.end, cur.base
+    unpack, fixed, stack_size_of = _V3.unpack_from, _V3.size, _I32.unpack_from
+    pos = cur.pos
+    while pos < end:
+        if fixed > end - pos:
+            cur.need(fixed, "event header")
+        size, metadata_id, thread_id, timestamp, activity, related, payload_size = unpack(data, pos)
+        if not fixed - 4 <= size <= end - pos - 4:
+            raise cur.error(f"event size {size}", base + pos)
+        if not 0 <= payload_size <= size - (fixed - 4):
+            raise cur.error(f"payload size {payload_size} in an event of {size} bytes", base + pos)
+        payload_start = pos + fixed
+        header = EventHeader(base + pos, metadata_id, 0, thread_id & 0xFFFFFFFF, -1, -1, 0, timestamp, activity, related, False, payload_start, payload_size)
+        stack_at = payload_start + payload_size
+        pos += 4 + size
+        if pos - stack_at >= 4:
+            stack_size = stack_size_of(data, stack_at)[0]
+            if 0 <= stack_size <= pos - stack_at - 4:
+                header.inline_stack = bytes(data[stack_at + 4 : stack_at + 4 + stack_size])
+        cur.pos = pos
         yield header
 
 

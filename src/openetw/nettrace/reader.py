@@ -51,16 +51,31 @@ MAX_CACHED_STACKS = 1 << 22
 
 
 class NettraceEvent:
-    """One event: its header, the metadata describing it, its payload and its stack."""
+    """One event: its header, the metadata describing it, its payload and its stack.
 
-    __slots__ = ("header", "metadata", "payload", "stack", "block")
+    The stack is kept as the trace wrote it (``raw_stack``, whole pointers of ``pointer_size``
+    bytes) and made a tuple of addresses only when ``stack`` is read."""
 
-    def __init__(self, header: EventHeader, metadata: EventMetadata, payload: bytes, stack: tuple[int, ...], block: int) -> None:
+    __slots__ = ("header", "metadata", "payload", "_stack", "block", "raw_stack", "pointer_size")
+
+    def __init__(
+        self, header: EventHeader, metadata: EventMetadata, payload: bytes, stack: tuple[int, ...] | None = (), block: int = 0,
+        raw_stack: bytes = b"", pointer_size: int = 8,
+    ) -> None:  # fmt: skip
         self.header = header
         self.metadata = metadata
         self.payload = payload
-        self.stack = stack
+        self._stack = stack
         self.block = block
+        self.raw_stack = raw_stack
+        self.pointer_size = pointer_size
+
+    @property
+    def stack(self) -> tuple[int, ...]:
+        stack = self._stack
+        if stack is None:
+            stack = self._stack = stack_addresses(self.raw_stack, self.pointer_size)
+        return stack
 
     @property
     def timestamp(self) -> int:
@@ -168,17 +183,21 @@ class NettraceReader:
         if meta is None:
             self.stats.unknown_metadata += 1
             return None
-        data = self.data
-        payload = bytes(data[header.payload_start : header.payload_start + header.payload_size])
+        start = header.payload_start
+        payload = bytes(self.data[start : start + header.payload_size])
         pointer_size = self.info.pointer_size
         if self.info.version < 4:
             raw = header.inline_stack
         else:
             raw = self._stacks.get(header.stack_id, b"") if header.stack_id else b""
             self._sequence(header)
-        stack = stack_addresses(raw, pointer_size) if raw else ()
         self.stats.events += 1
-        return NettraceEvent(header, meta, payload, stack, block)
+        if not raw:
+            return NettraceEvent(header, meta, payload, (), block)
+        whole = len(raw) - len(raw) % pointer_size
+        if whole != len(raw):
+            raw = raw[:whole]
+        return NettraceEvent(header, meta, payload, None if raw else (), block, raw, pointer_size)
 
     def _sequence(self, header: EventHeader) -> None:
         thread = header.capture_thread_id

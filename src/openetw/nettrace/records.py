@@ -24,6 +24,7 @@ counted in ``truncated``.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.build import MAX_RECORD_SIZE
 from openetw.etl.clock import TraceClock
-from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items, stack_trace_item
+from openetw.etl.extended import EXT_RELATED_ACTIVITYID, EXT_STACK_TRACE32, EXT_STACK_TRACE64, ExtendedItem, encode_extended_items, stack_trace_item
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import EventHeaderRecord, EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
@@ -166,6 +167,7 @@ class _Kind:
     items: tuple[ExtendedItem, ...]
     provider_bytes: bytes = b""
     encoded: bytes = b""  # ``items`` as they sit after the header
+    linked: bytes = b""  # the same with the last item's linkage bit set: another item follows
 
 
 def _implied_opcode(name: str) -> int:
@@ -193,6 +195,7 @@ class RecordBuilder:
         self._flags = L.EVENT_HEADER_FLAG_64_BIT_HEADER if info.pointer_size == 8 else L.EVENT_HEADER_FLAG_32_BIT_HEADER
         self._header_type = L.HEADER_TYPE_EVENT_HEADER64 if info.pointer_size == 8 else L.HEADER_TYPE_EVENT_HEADER32
         self._pid = info.process_id & 0xFFFFFFFF
+        self._stack_type = EXT_STACK_TRACE64 if info.pointer_size == 8 else EXT_STACK_TRACE32
 
     def kind(self, meta: EventMetadata) -> _Kind:
         key = id(meta)
@@ -221,7 +224,7 @@ class RecordBuilder:
             opcode = _implied_opcode(meta.event_name)
         found = _Kind(
             provider, meta.event_id & 0xFFFF, meta.version & 0xFF, meta.level & 0xFF, opcode & 0xFF, task & 0xFFFF, channel & 0xFF,
-            meta.keywords & 0xFFFFFFFFFFFFFFFF, items, provider.bytes_le, encode_extended_items(items) if items else b"",
+            meta.keywords & 0xFFFFFFFFFFFFFFFF, items, provider.bytes_le, encode_extended_items(items) if items else b"", _linked(items),
         )  # fmt: skip
         if len(self._kinds) > 1 << 20:
             self._kinds.clear()
@@ -231,14 +234,22 @@ class RecordBuilder:
     def record(self, event: NettraceEvent) -> EventRecord:
         """The EVENT_HEADER record of ``event`` (header tuple and bytes made directly: this runs
         once per event of the trace)."""
-        kind = self.kind(event.metadata)
+        meta = event.metadata
+        kind = self._kinds.get(id(meta))
+        if kind is None:
+            kind = self.kind(meta)
         header = event.header
-        if header.related_activity_id == NULL_ACTIVITY and not event.stack:
-            ext = kind.encoded
+        raw_stack = event.raw_stack
+        if header.related_activity_id == NULL_ACTIVITY and (raw_stack or not event.stack):
+            if raw_stack:
+                # STACK_TRACE64/32: a zero match id, then the trace's pointers as they are.
+                length = 8 + len(raw_stack)
+                padded = (length + 7) & ~7
+                ext = kind.linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
+            else:
+                ext = kind.encoded
         else:
-            items = list(kind.items)
-            if header.related_activity_id != NULL_ACTIVITY:
-                items.append(ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id))
+            items = [*kind.items, ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id)]
             if event.stack:
                 items.append(stack_trace_item(0, list(event.stack), self.info.pointer_size))
             ext = encode_extended_items(items)
@@ -254,10 +265,23 @@ class RecordBuilder:
             self.truncated += 1
         pid = self._pid if header.process_id < 0 else header.process_id
         fields = (
-            size, self._header_type, L.MARKER_FLAGS_TYPED, self._flags | (L.EVENT_HEADER_FLAG_EXTENDED_INFO if ext else 0), 0,
+            size, self._header_type, _MARKER_FLAGS_TYPED, self._flags | _EXTENDED_INFO if ext else self._flags, 0,
             header.thread_id & 0xFFFFFFFF, pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
             kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
         )  # fmt: skip
         raw = _PACK(*fields) + ext + payload
-        own_cpu = header.thread_id == header.capture_thread_id and header.processor >= 0
-        return EventHeaderRecord(fields, raw, 0, size, header.processor if own_cpu else 0, self.context)
+        processor = header.processor
+        own_cpu = processor >= 0 and header.thread_id == header.capture_thread_id
+        return EventHeaderRecord(fields, raw, 0, size, processor if own_cpu else 0, self.context)
+
+
+_EXT_ITEM_HEADER = struct.Struct("<HHHH").pack
+_NO_MATCH_ID = bytes(8)
+_PADS = tuple(bytes(n) for n in range(8))
+_MARKER_FLAGS_TYPED = L.MARKER_FLAGS_TYPED
+_EXTENDED_INFO = L.EVENT_HEADER_FLAG_EXTENDED_INFO
+
+
+def _linked(items: tuple[ExtendedItem, ...]) -> bytes:
+    """``items`` encoded as when another item follows them (an empty last item, cut off)."""
+    return encode_extended_items((*items, ExtendedItem(0, b"")))[:-8] if items else b""
