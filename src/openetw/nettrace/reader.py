@@ -159,6 +159,9 @@ class NettraceReader:
 
     def _rows(self, cur: Cursor, block: int) -> Iterator[NettraceEvent]:
         version = self.info.version
+        if version < 4:
+            yield from self._inline_rows(cur, block)
+            return
         try:
             for header in iter_headers(cur, version):
                 if header.metadata_id == 0:
@@ -167,6 +170,33 @@ class NettraceReader:
                 event = self._event(header, block)
                 if event is not None:
                     yield event
+        except NettraceFormatError as exc:
+            self._lose(exc)
+
+    def _inline_rows(self, cur: Cursor, block: int) -> Iterator[NettraceEvent]:
+        """``_rows`` for versions 1-3 (metadata and stacks inline), ``_event`` made in the loop:
+        the largest traces are of these versions, and this runs once per event."""
+        metadata, data, stats, pointer_size = self.metadata, self.data, self.stats, self.info.pointer_size
+        try:
+            for header in iter_headers(cur, self.info.version):
+                metadata_id = header.metadata_id
+                if metadata_id == 0:
+                    self._learn(header, block)
+                    continue
+                meta = metadata.get(metadata_id)
+                if meta is None:
+                    stats.unknown_metadata += 1
+                    continue
+                start = header.payload_start
+                payload = bytes(data[start : start + header.payload_size])
+                stats.events += 1
+                raw = header.inline_stack
+                if raw:
+                    whole = len(raw) - len(raw) % pointer_size
+                    if whole:
+                        yield NettraceEvent(header, meta, payload, None, block, raw if whole == len(raw) else raw[:whole], pointer_size)
+                        continue
+                yield NettraceEvent(header, meta, payload, (), block)
         except NettraceFormatError as exc:
             self._lose(exc)
 
