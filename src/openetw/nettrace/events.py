@@ -20,7 +20,7 @@ from typing import Any
 
 from openetw.nettrace.cursor import Cursor
 
-__all__ = ["EventHeader", "iter_headers", "read_sequence_point", "read_stacks"]
+__all__ = ["EventHeader", "iter_headers", "rows_v3", "read_sequence_point", "read_stacks"]
 
 NULL_ACTIVITY = bytes(16)
 _V3 = struct.Struct("<iiiq16s16si")
@@ -66,7 +66,8 @@ class EventHeader:
         )  # fmt: skip
 
 
-def _v3_rows(cur: Cursor) -> Iterator[EventHeader]:
+def rows_v3(cur: Cursor) -> Iterator[EventHeader]:
+    """The rows of versions 1-3 (``iter_headers`` of those versions: no block header)."""
     # One row per turn with locals only (this runs once per event of the largest traces);
     # ``cur.pos`` is kept current so an error names the row's offset as the Cursor reads would.
     data, end, base = cur.data, cur.end, cur.base
@@ -215,7 +216,7 @@ def iter_headers(cur: Cursor, version: int) -> Iterator[EventHeader]:
     From version 4 the content starts with a header (size, flags, timestamps); the rows follow.
     A row that does not fit raises ``NettraceFormatError`` after the rows before it."""
     if version < 4:
-        yield from _v3_rows(cur)
+        yield from rows_v3(cur)
         return
     cur.structure = "block header"
     at = cur.offset

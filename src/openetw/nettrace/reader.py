@@ -22,7 +22,14 @@ from typing import Any
 from openetw.errors import NettraceFormatError
 from openetw.nettrace.container import Block, TraceInfo, iter_blocks, read_trace
 from openetw.nettrace.cursor import Cursor
-from openetw.nettrace.events import EventHeader, iter_headers, read_sequence_point, read_stacks, stack_addresses
+from openetw.nettrace.events import (
+    EventHeader,
+    iter_headers,
+    read_sequence_point,
+    read_stacks,
+    rows_v3,
+    stack_addresses,
+)
 from openetw.nettrace.metadata import EventMetadata, read_metadata
 from openetw.nettrace.v6 import (
     KIND_EVENT,
@@ -151,7 +158,7 @@ class NettraceReader:
     def _legacy_events(self) -> Iterator[NettraceEvent]:
         info = self.info
         cur = Cursor(self.data, info.events_start, info.events_end, block=0, structure="event header")
-        yield from self._rows(cur, 0)
+        yield from self._inline_rows(cur, 0)
         if info.events_end < len(self.data) and self.data[info.events_end] != 6:
             self._lose(NettraceFormatError("the events do not end at the Trace object's forward reference", offset=info.events_end, block=0, structure="Trace"))
         if info.events_end >= len(self.data):
@@ -178,7 +185,7 @@ class NettraceReader:
         the largest traces are of these versions, and this runs once per event."""
         metadata, data, stats, pointer_size = self.metadata, self.data, self.stats, self.info.pointer_size
         try:
-            for header in iter_headers(cur, self.info.version):
+            for header in rows_v3(cur):
                 metadata_id = header.metadata_id
                 if metadata_id == 0:
                     self._learn(header, block)

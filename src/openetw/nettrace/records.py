@@ -34,7 +34,14 @@ from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.build import MAX_RECORD_SIZE
 from openetw.etl.clock import TraceClock
-from openetw.etl.extended import EXT_RELATED_ACTIVITYID, EXT_STACK_TRACE32, EXT_STACK_TRACE64, ExtendedItem, encode_extended_items, stack_trace_item
+from openetw.etl.extended import (
+    EXT_RELATED_ACTIVITYID,
+    EXT_STACK_TRACE32,
+    EXT_STACK_TRACE64,
+    ExtendedItem,
+    encode_extended_items,
+    stack_trace_item,
+)
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import EventHeaderRecord, EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
@@ -193,6 +200,7 @@ class RecordBuilder:
         self.truncated = 0
         self._kinds: dict[int, _Kind] = {}
         self._flags = L.EVENT_HEADER_FLAG_64_BIT_HEADER if info.pointer_size == 8 else L.EVENT_HEADER_FLAG_32_BIT_HEADER
+        self._ext_flags = self._flags | L.EVENT_HEADER_FLAG_EXTENDED_INFO
         self._header_type = L.HEADER_TYPE_EVENT_HEADER64 if info.pointer_size == 8 else L.HEADER_TYPE_EVENT_HEADER32
         self._pid = info.process_id & 0xFFFFFFFF
         self._stack_type = EXT_STACK_TRACE64 if info.pointer_size == 8 else EXT_STACK_TRACE32
@@ -240,20 +248,38 @@ class RecordBuilder:
             kind = self.kind(meta)
         header = event.header
         raw_stack = event.raw_stack
-        if header.related_activity_id == NULL_ACTIVITY and (raw_stack or not event.stack):
-            if raw_stack:
-                # STACK_TRACE64/32: a zero match id, then the trace's pointers as they are.
-                length = 8 + len(raw_stack)
-                padded = (length + 7) & ~7
-                ext = kind.linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
-            else:
-                ext = kind.encoded
+        plain = header.related_activity_id == NULL_ACTIVITY
+        if raw_stack and plain:
+            # STACK_TRACE64/32: a zero match id, then the trace's pointers as they are.
+            length = 8 + len(raw_stack)
+            padded = (length + 7) & ~7
+            ext = kind.linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
+        elif plain and not event.stack:
+            ext = kind.encoded
         else:
-            items = [*kind.items, ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id)]
+            items = [*kind.items]
+            if not plain:
+                items.append(ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id))
             if event.stack:
                 items.append(stack_trace_item(0, list(event.stack), self.info.pointer_size))
             ext = encode_extended_items(items)
         payload = event.payload
+        size = _HEADER_SIZE + len(ext) + len(payload)
+        if size > MAX_RECORD_SIZE:
+            ext, payload, size = self._cut(kind, ext, payload)
+        pid = header.process_id
+        fields = (
+            size, self._header_type, _MARKER_FLAGS_TYPED, self._ext_flags if ext else self._flags, 0,
+            header.thread_id & 0xFFFFFFFF, self._pid if pid < 0 else pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
+            kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
+        )  # fmt: skip
+        processor = header.processor
+        own_cpu = processor >= 0 and header.thread_id == header.capture_thread_id
+        return EventHeaderRecord(fields, _PACK(*fields) + ext + payload, 0, size, processor if own_cpu else 0, self.context)
+
+    def _cut(self, kind: _Kind, ext: bytes, payload: bytes) -> tuple[bytes, bytes, int]:
+        """A record past ETW's 64 KiB: the payload cut to fit, or (when the extended items alone
+        are too many) the items of the kind and no payload; counted in ``truncated``."""
         room = MAX_RECORD_SIZE - _HEADER_SIZE - len(ext)
         if len(payload) > room:
             payload = payload[: max(room, 0)]
@@ -263,23 +289,13 @@ class RecordBuilder:
             ext, payload = kind.encoded, b""
             size = _HEADER_SIZE + len(ext)
             self.truncated += 1
-        pid = self._pid if header.process_id < 0 else header.process_id
-        fields = (
-            size, self._header_type, _MARKER_FLAGS_TYPED, self._flags | _EXTENDED_INFO if ext else self._flags, 0,
-            header.thread_id & 0xFFFFFFFF, pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
-            kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
-        )  # fmt: skip
-        raw = _PACK(*fields) + ext + payload
-        processor = header.processor
-        own_cpu = processor >= 0 and header.thread_id == header.capture_thread_id
-        return EventHeaderRecord(fields, raw, 0, size, processor if own_cpu else 0, self.context)
+        return ext, payload, size
 
 
 _EXT_ITEM_HEADER = struct.Struct("<HHHH").pack
 _NO_MATCH_ID = bytes(8)
 _PADS = tuple(bytes(n) for n in range(8))
 _MARKER_FLAGS_TYPED = L.MARKER_FLAGS_TYPED
-_EXTENDED_INFO = L.EVENT_HEADER_FLAG_EXTENDED_INFO
 
 
 def _linked(items: tuple[ExtendedItem, ...]) -> bytes:
