@@ -143,7 +143,7 @@ def test_rows_of_version_2_keep_their_inline_stacks_and_errors() -> None:
     got, error = _outcome(lambda cur: iter_headers(cur, 2), good)
     assert error is None and [row[13] for row in got] == [b"", struct.pack("<2Q", 1, 2), struct.pack("<Q", 3) + b"xy"]
     assert [row[0] for row in got] == offsets and [row[12] for row in got] == [1, 2, 3]  # offsets, payload sizes
-    got, error = _outcome(lambda cur: iter_headers(cur, 2), good + struct.pack("<i", 1000) + bytes(60))
+    got, error = _outcome(lambda cur: iter_headers(cur, 2), good + struct.pack("<i", 1000) + bytes(56))
     assert len(got) == 3 and error is not None and error[0].endswith("event size 1000") and error[1] == 100 + len(good)
     got, error = _outcome(lambda cur: iter_headers(cur, 2), good + bytes(10))
-    assert len(got) == 3 and error is not None and "event header: 60 bytes needed, 10 left" in error[0]
+    assert len(got) == 3 and error is not None and "event header: 56 bytes needed, 10 left" in error[0]
