@@ -54,7 +54,7 @@ from openetw.etl.tracelogging import (
 )
 from openetw.guids import provider_guid_from_name
 from openetw.nettrace.container import TraceInfo
-from openetw.nettrace.events import NULL_ACTIVITY
+from openetw.nettrace.events import NULL_ACTIVITY, EventHeader
 from openetw.nettrace.metadata import EventMetadata, Field, TypeCode
 from openetw.nettrace.reader import NettraceEvent
 
@@ -249,11 +249,19 @@ class RecordBuilder:
         header = event.header
         raw_stack = event.raw_stack
         plain = header.related_activity_id == NULL_ACTIVITY
+        payload = event.payload
         if raw_stack and plain:
-            # STACK_TRACE64/32: a zero match id, then the trace's pointers as they are.
+            # STACK_TRACE64/32: a zero match id, then the trace's pointers as they are (one join below).
             length = 8 + len(raw_stack)
             padded = (length + 7) & ~7
-            ext = kind.linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
+            linked = kind.linked
+            size = _HEADER_SIZE + len(linked) + 8 + padded + len(payload)
+            if size <= MAX_RECORD_SIZE:
+                fields = self._fields(header, kind, size, True)
+                item = _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length)
+                raw = b"".join((_PACK(*fields), linked, item, _NO_MATCH_ID, raw_stack, _PADS[padded - length], payload))
+                return EventHeaderRecord(fields, raw, 0, size, self._cpu(header), self.context)
+            ext = linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
         elif plain and not event.stack:
             ext = kind.encoded
         else:
@@ -263,19 +271,25 @@ class RecordBuilder:
             if event.stack:
                 items.append(stack_trace_item(0, list(event.stack), self.info.pointer_size))
             ext = encode_extended_items(items)
-        payload = event.payload
         size = _HEADER_SIZE + len(ext) + len(payload)
         if size > MAX_RECORD_SIZE:
             ext, payload, size = self._cut(kind, ext, payload)
+        fields = self._fields(header, kind, size, bool(ext))
+        return EventHeaderRecord(fields, _PACK(*fields) + ext + payload, 0, size, self._cpu(header), self.context)
+
+    def _fields(self, header: EventHeader, kind: _Kind, size: int, extended: bool) -> tuple[Any, ...]:
         pid = header.process_id
-        fields = (
-            size, self._header_type, _MARKER_FLAGS_TYPED, self._ext_flags if ext else self._flags, 0,
+        return (
+            size, self._header_type, _MARKER_FLAGS_TYPED, self._ext_flags if extended else self._flags, 0,
             header.thread_id & 0xFFFFFFFF, self._pid if pid < 0 else pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
             kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
         )  # fmt: skip
+
+    @staticmethod
+    def _cpu(header: EventHeader) -> int:
+        """The event's processor when the thread that captured it is its own (else 0)."""
         processor = header.processor
-        own_cpu = processor >= 0 and header.thread_id == header.capture_thread_id
-        return EventHeaderRecord(fields, _PACK(*fields) + ext + payload, 0, size, processor if own_cpu else 0, self.context)
+        return processor if processor >= 0 and header.thread_id == header.capture_thread_id else 0
 
     def _cut(self, kind: _Kind, ext: bytes, payload: bytes) -> tuple[bytes, bytes, int]:
         """A record past ETW's 64 KiB: the payload cut to fit, or (when the extended items alone
