@@ -256,11 +256,17 @@ class RecordBuilder:
             padded = (length + 7) & ~7
             linked = kind.linked
             size = _HEADER_SIZE + len(linked) + 8 + padded + len(payload)
-            if size <= MAX_RECORD_SIZE:
-                fields = self._fields(header, kind, size, True)
+            if size <= MAX_RECORD_SIZE:  # ``_fields`` and ``_cpu`` in line: most events of the largest traces come this way
+                pid, processor = header.process_id, header.processor
+                fields = (
+                    size, self._header_type, _MARKER_FLAGS_TYPED, self._ext_flags, 0, header.thread_id & 0xFFFFFFFF,
+                    self._pid if pid < 0 else pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
+                    kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
+                )  # fmt: skip
                 item = _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length)
                 raw = b"".join((_PACK(*fields), linked, item, _NO_MATCH_ID, raw_stack, _PADS[padded - length], payload))
-                return EventHeaderRecord(fields, raw, 0, size, self._cpu(header), self.context)
+                cpu = processor if processor >= 0 and header.thread_id == header.capture_thread_id else 0
+                return EventHeaderRecord(fields, raw, 0, size, cpu, self.context)
             ext = linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
         elif plain and not event.stack:
             ext = kind.encoded
