@@ -6,7 +6,8 @@ shipped .NET layouts or the trace's own metadata), and its relog to ``.etl`` (th
 ``openetw relog``) is read by ``EtlReader`` and decoded the same way. Each path runs in a fresh
 process: the first read is cold (imports done, nothing else cached), the second warm (same
 process: schemas compiled, file in the page cache). Rates are events per CPU second of the read;
-the last column is the CPU time of the whole process (imports included).
+the last column is the CPU time of the whole process (imports included). The last lines give the
+ratio of the two paths' rates, cold and warm (1.00: as fast).
 Usage: python benchmarks/bench_nettrace.py [--trace NAME]
 """
 
@@ -91,6 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     name = args.trace or _largest()[0]
     rows = []
+    rates: dict[tuple[str, str], float] = {}
     with tempfile.TemporaryDirectory(prefix="openetw-bench-nettrace-") as tmp:
         with zipfile.ZipFile(CORPUS / "nettrace" / f"{name}.zip") as archive:
             archive.extract(name, tmp)
@@ -105,10 +107,14 @@ def main() -> None:
             result = _measure(kind, path)
             for one in result["passes"]:  # type: ignore[attr-defined]
                 rate = one["events"] / one["cpu"] if one["cpu"] else 0.0
+                rates[kind, one["pass"]] = rate
                 rows.append([f"{kind} ({os.path.getsize(path) / 1e6:.1f} MB)", one["pass"], f"{one['events']:,}", f"{one['fields']:,}",
                              f"{one['cpu']:.2f}", f"{rate:,.0f}", f"{result['process_cpu']:.2f}" if one["pass"] == "warm" else ""])  # fmt: skip
     print(f"trace: {name}; relog to .etl took {relog_seconds:.1f} s wall")
     print(table(["input", "pass", "events", "fields decoded", "CPU s", "events/s", "process CPU s"], rows))
+    for name in ("cold", "warm"):
+        slower = rates["etl", name] / rates["nettrace", name] if rates["nettrace", name] else 0.0
+        print(f"{name}: the .etl path reads {slower:.2f}x the events per CPU second of the .nettrace path")
     print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")
 
 

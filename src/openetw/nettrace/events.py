@@ -20,11 +20,12 @@ from typing import Any
 
 from openetw.nettrace.cursor import Cursor
 
-__all__ = ["EventHeader", "iter_headers", "read_sequence_point", "read_stacks"]
+__all__ = ["EventHeader", "iter_headers", "rows_v3", "read_sequence_point", "read_stacks"]
 
 NULL_ACTIVITY = bytes(16)
 _V3 = struct.Struct("<iiiq16s16si")
 _V4 = struct.Struct("<iIiqqiiq16s16si")
+_I32 = struct.Struct("<i")
 MAX_STACK_BYTES = 1 << 20
 MAX_STACKS_PER_BLOCK = 1 << 22
 
@@ -65,77 +66,147 @@ class EventHeader:
         )  # fmt: skip
 
 
-def _v3_rows(cur: Cursor) -> Iterator[EventHeader]:
-    data = cur.data
-    while cur.remaining > 0:
-        at = cur.offset
-        start = cur.pos
-        cur.need(_V3.size, "event header")
-        size, metadata_id, thread_id, timestamp, activity, related, payload_size = _V3.unpack_from(data, cur.pos)
-        if not _V3.size - 4 <= size <= cur.remaining - 4:
-            raise cur.error(f"event size {size}", at)
-        if not 0 <= payload_size <= size - (_V3.size - 4):
-            raise cur.error(f"payload size {payload_size} in an event of {size} bytes", at)
-        header = EventHeader(at, metadata_id, 0, thread_id & 0xFFFFFFFF, -1, -1, 0, timestamp, activity, related)
-        header.payload_start = start + _V3.size
-        header.payload_size = payload_size
-        end = start + 4 + size
-        rest = Cursor(data, header.payload_start + payload_size, end, base=cur.base, block=cur.block, structure="event stack")
-        if rest.remaining >= 4:
-            stack_size = rest.i32("stack size")
-            if 0 <= stack_size <= rest.remaining:
-                header.inline_stack = rest.take(stack_size)
-        cur.pos = end
+def rows_v3(cur: Cursor) -> Iterator[EventHeader]:
+    """The rows of versions 1-3 (``iter_headers`` of those versions: no block header)."""
+    # One row per turn with locals only (this runs once per event of the largest traces);
+    # ``cur.pos`` is kept current so an error names the row's offset as the Cursor reads would.
+    data, end, base = cur.data, cur.end, cur.base
+    unpack, fixed, stack_size_of = _V3.unpack_from, _V3.size, _I32.unpack_from
+    pos = cur.pos
+    while pos < end:
+        if fixed > end - pos:
+            cur.need(fixed, "event header")
+        size, metadata_id, thread_id, timestamp, activity, related, payload_size = unpack(data, pos)
+        if not fixed - 4 <= size <= end - pos - 4:
+            raise cur.error(f"event size {size}", base + pos)
+        if not 0 <= payload_size <= size - (fixed - 4):
+            raise cur.error(f"payload size {payload_size} in an event of {size} bytes", base + pos)
+        payload_start = pos + fixed
+        header = EventHeader(base + pos, metadata_id, 0, thread_id & 0xFFFFFFFF, -1, -1, 0, timestamp, activity, related, False, payload_start, payload_size)
+        stack_at = payload_start + payload_size
+        pos += 4 + size
+        if pos - stack_at >= 4:
+            stack_size = stack_size_of(data, stack_at)[0]
+            if 0 <= stack_size <= pos - stack_at - 4:
+                header.inline_stack = bytes(data[stack_at + 4 : stack_at + 4 + stack_size])
+        cur.pos = pos
         yield header
 
 
 def _v4_rows(cur: Cursor, compressed: bool) -> Iterator[EventHeader]:
+    if compressed:
+        yield from _compressed_rows(cur)
+        return
     data = cur.data
-    previous = EventHeader()
     while cur.remaining > 0:
         at = cur.offset
         start = cur.pos
-        if not compressed:
-            cur.need(_V4.size, "event header")
-            (size, metadata_id, sequence, thread_id, capture_thread, processor, stack_id, timestamp,
-             activity, related, payload_size) = _V4.unpack_from(data, cur.pos)  # fmt: skip
-            if not _V4.size - 4 <= size <= cur.remaining - 4 or not 0 <= payload_size <= size - (_V4.size - 4):
-                raise cur.error(f"event size {size}, payload size {payload_size}", at)
-            header = EventHeader(
-                at, metadata_id & 0x7FFFFFFF, sequence, thread_id, capture_thread, processor, stack_id, timestamp, activity, related,
-                not metadata_id & 0x80000000, start + _V4.size, payload_size,
-            )  # fmt: skip
-            cur.pos = start + 4 + size
-            if cur.remaining > 0:
-                cur.pos = min(cur.end, cur.pos + (-cur.offset % 4))
-            yield header
-            continue
-        header = previous.copy()
-        header.offset = at
-        flags = cur.u8("header flags")
+        cur.need(_V4.size, "event header")
+        (size, metadata_id, sequence, thread_id, capture_thread, processor, stack_id, timestamp,
+         activity, related, payload_size) = _V4.unpack_from(data, cur.pos)  # fmt: skip
+        if not _V4.size - 4 <= size <= cur.remaining - 4 or not 0 <= payload_size <= size - (_V4.size - 4):
+            raise cur.error(f"event size {size}, payload size {payload_size}", at)
+        header = EventHeader(
+            at, metadata_id & 0x7FFFFFFF, sequence, thread_id, capture_thread, processor, stack_id, timestamp, activity, related,
+            not metadata_id & 0x80000000, start + _V4.size, payload_size,
+        )  # fmt: skip
+        cur.pos = start + 4 + size
+        if cur.remaining > 0:
+            cur.pos = min(cur.end, cur.pos + (-cur.offset % 4))
+        yield header
+
+
+def _compressed_rows(cur: Cursor) -> Iterator[EventHeader]:
+    """Rows with header compression: each field the flags name follows as a varint, the rest
+    carry over from the previous row (the sequence number and timestamp as deltas).
+
+    The fields live in locals and a one-byte varint (most of them) is read in line; longer
+    ones, and every error, go through the Cursor with ``cur.pos`` brought up to date first."""
+    data, end, base = cur.data, cur.end, cur.base
+    varuint = cur.varuint
+    metadata_id = sequence = thread_id = stack_id = timestamp = payload_size = 0
+    capture_thread = processor = -1
+    activity = related = NULL_ACTIVITY
+    pos = cur.pos
+    while pos < end:
+        at = base + pos
+        flags = data[pos]
+        pos += 1
         if flags & FLAG_METADATA_ID:
-            header.metadata_id = cur.varuint("metadata id", 32)
+            if pos < end and data[pos] < 0x80:
+                metadata_id = data[pos]
+                pos += 1
+            else:
+                cur.pos = pos
+                metadata_id = varuint("metadata id", 32)
+                pos = cur.pos
         if flags & FLAG_CAPTURE_THREAD_AND_SEQUENCE:
-            header.sequence = (header.sequence + cur.varuint("sequence number", 32) + 1) & 0xFFFFFFFF
-            header.capture_thread_id = cur.varuint("capture thread id", 64)
-            header.processor = cur.varuint("processor number", 32)
-        elif header.metadata_id != 0:
-            header.sequence = (header.sequence + 1) & 0xFFFFFFFF
+            if pos < end and data[pos] < 0x80:
+                delta = data[pos]
+                pos += 1
+            else:
+                cur.pos = pos
+                delta = varuint("sequence number", 32)
+                pos = cur.pos
+            sequence = (sequence + delta + 1) & 0xFFFFFFFF
+            cur.pos = pos
+            capture_thread = varuint("capture thread id", 64)
+            if cur.pos < end and data[cur.pos] < 0x80:
+                processor = data[cur.pos]
+                pos = cur.pos + 1
+            else:
+                processor = varuint("processor number", 32)
+                pos = cur.pos
+        elif metadata_id != 0:
+            sequence = (sequence + 1) & 0xFFFFFFFF
         if flags & FLAG_THREAD_ID:
-            header.thread_id = cur.varuint("thread id", 64)
+            cur.pos = pos
+            thread_id = varuint("thread id", 64)
+            pos = cur.pos
         if flags & FLAG_STACK_ID:
-            header.stack_id = cur.varuint("stack id", 32)
-        header.timestamp = (header.timestamp + cur.varuint("timestamp delta", 64)) & 0xFFFFFFFFFFFFFFFF
+            if pos < end and data[pos] < 0x80:
+                stack_id = data[pos]
+                pos += 1
+            else:
+                cur.pos = pos
+                stack_id = varuint("stack id", 32)
+                pos = cur.pos
+        if pos < end and data[pos] < 0x80:
+            timestamp = (timestamp + data[pos]) & 0xFFFFFFFFFFFFFFFF
+            pos += 1
+        else:
+            cur.pos = pos
+            timestamp = (timestamp + varuint("timestamp delta", 64)) & 0xFFFFFFFFFFFFFFFF
+            pos = cur.pos
         if flags & FLAG_ACTIVITY_ID:
-            header.activity_id = cur.take(16, "activity id")
+            if end - pos < 16:
+                cur.pos = pos
+                cur.need(16, "activity id")
+            activity = bytes(data[pos : pos + 16])
+            pos += 16
         if flags & FLAG_RELATED_ACTIVITY_ID:
-            header.related_activity_id = cur.take(16, "related activity id")
-        header.sorted = bool(flags & FLAG_SORTED)
+            if end - pos < 16:
+                cur.pos = pos
+                cur.need(16, "related activity id")
+            related = bytes(data[pos : pos + 16])
+            pos += 16
         if flags & FLAG_DATA_LENGTH:
-            header.payload_size = cur.varuint("payload size", 32)
-        header.payload_start = cur.pos
-        cur.skip(header.payload_size, "event payload")
-        previous = header
+            if pos < end and data[pos] < 0x80:
+                payload_size = data[pos]
+                pos += 1
+            else:
+                cur.pos = pos
+                payload_size = varuint("payload size", 32)
+                pos = cur.pos
+        if payload_size > end - pos:
+            cur.pos = pos
+            cur.need(payload_size, "event payload")
+        header = EventHeader(
+            at, metadata_id, sequence, thread_id, capture_thread, processor, stack_id, timestamp, activity, related,
+            bool(flags & FLAG_SORTED), pos, payload_size,
+        )  # fmt: skip
+        pos += payload_size
+        cur.pos = pos
         yield header
 
 
@@ -145,7 +216,7 @@ def iter_headers(cur: Cursor, version: int) -> Iterator[EventHeader]:
     From version 4 the content starts with a header (size, flags, timestamps); the rows follow.
     A row that does not fit raises ``NettraceFormatError`` after the rows before it."""
     if version < 4:
-        yield from _v3_rows(cur)
+        yield from rows_v3(cur)
         return
     cur.structure = "block header"
     at = cur.offset

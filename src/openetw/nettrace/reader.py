@@ -22,7 +22,14 @@ from typing import Any
 from openetw.errors import NettraceFormatError
 from openetw.nettrace.container import Block, TraceInfo, iter_blocks, read_trace
 from openetw.nettrace.cursor import Cursor
-from openetw.nettrace.events import EventHeader, iter_headers, read_sequence_point, read_stacks, stack_addresses
+from openetw.nettrace.events import (
+    EventHeader,
+    iter_headers,
+    read_sequence_point,
+    read_stacks,
+    rows_v3,
+    stack_addresses,
+)
 from openetw.nettrace.metadata import EventMetadata, read_metadata
 from openetw.nettrace.v6 import (
     KIND_EVENT,
@@ -51,16 +58,31 @@ MAX_CACHED_STACKS = 1 << 22
 
 
 class NettraceEvent:
-    """One event: its header, the metadata describing it, its payload and its stack."""
+    """One event: its header, the metadata describing it, its payload and its stack.
 
-    __slots__ = ("header", "metadata", "payload", "stack", "block")
+    The stack is kept as the trace wrote it (``raw_stack``, whole pointers of ``pointer_size``
+    bytes) and made a tuple of addresses only when ``stack`` is read."""
 
-    def __init__(self, header: EventHeader, metadata: EventMetadata, payload: bytes, stack: tuple[int, ...], block: int) -> None:
+    __slots__ = ("header", "metadata", "payload", "_stack", "block", "raw_stack", "pointer_size")
+
+    def __init__(
+        self, header: EventHeader, metadata: EventMetadata, payload: bytes, stack: tuple[int, ...] | None = (), block: int = 0,
+        raw_stack: bytes = b"", pointer_size: int = 8,
+    ) -> None:  # fmt: skip
         self.header = header
         self.metadata = metadata
         self.payload = payload
-        self.stack = stack
+        self._stack = stack
         self.block = block
+        self.raw_stack = raw_stack
+        self.pointer_size = pointer_size
+
+    @property
+    def stack(self) -> tuple[int, ...]:
+        stack = self._stack
+        if stack is None:
+            stack = self._stack = stack_addresses(self.raw_stack, self.pointer_size)
+        return stack
 
     @property
     def timestamp(self) -> int:
@@ -136,7 +158,7 @@ class NettraceReader:
     def _legacy_events(self) -> Iterator[NettraceEvent]:
         info = self.info
         cur = Cursor(self.data, info.events_start, info.events_end, block=0, structure="event header")
-        yield from self._rows(cur, 0)
+        yield from self._inline_rows(cur, 0)
         if info.events_end < len(self.data) and self.data[info.events_end] != 6:
             self._lose(NettraceFormatError("the events do not end at the Trace object's forward reference", offset=info.events_end, block=0, structure="Trace"))
         if info.events_end >= len(self.data):
@@ -144,6 +166,9 @@ class NettraceReader:
 
     def _rows(self, cur: Cursor, block: int) -> Iterator[NettraceEvent]:
         version = self.info.version
+        if version < 4:
+            yield from self._inline_rows(cur, block)
+            return
         try:
             for header in iter_headers(cur, version):
                 if header.metadata_id == 0:
@@ -152,6 +177,33 @@ class NettraceReader:
                 event = self._event(header, block)
                 if event is not None:
                     yield event
+        except NettraceFormatError as exc:
+            self._lose(exc)
+
+    def _inline_rows(self, cur: Cursor, block: int) -> Iterator[NettraceEvent]:
+        """``_rows`` for versions 1-3 (metadata and stacks inline), ``_event`` made in the loop:
+        the largest traces are of these versions, and this runs once per event."""
+        metadata, data, stats, pointer_size = self.metadata, self.data, self.stats, self.info.pointer_size
+        try:
+            for header in rows_v3(cur):
+                metadata_id = header.metadata_id
+                if metadata_id == 0:
+                    self._learn(header, block)
+                    continue
+                meta = metadata.get(metadata_id)
+                if meta is None:
+                    stats.unknown_metadata += 1
+                    continue
+                start = header.payload_start
+                payload = bytes(data[start : start + header.payload_size])
+                stats.events += 1
+                raw = header.inline_stack
+                if raw:
+                    whole = len(raw) - len(raw) % pointer_size
+                    if whole:
+                        yield NettraceEvent(header, meta, payload, None, block, raw if whole == len(raw) else raw[:whole], pointer_size)
+                        continue
+                yield NettraceEvent(header, meta, payload, (), block)
         except NettraceFormatError as exc:
             self._lose(exc)
 
@@ -168,17 +220,21 @@ class NettraceReader:
         if meta is None:
             self.stats.unknown_metadata += 1
             return None
-        data = self.data
-        payload = bytes(data[header.payload_start : header.payload_start + header.payload_size])
+        start = header.payload_start
+        payload = bytes(self.data[start : start + header.payload_size])
         pointer_size = self.info.pointer_size
         if self.info.version < 4:
             raw = header.inline_stack
         else:
             raw = self._stacks.get(header.stack_id, b"") if header.stack_id else b""
             self._sequence(header)
-        stack = stack_addresses(raw, pointer_size) if raw else ()
         self.stats.events += 1
-        return NettraceEvent(header, meta, payload, stack, block)
+        if not raw:
+            return NettraceEvent(header, meta, payload, (), block)
+        whole = len(raw) - len(raw) % pointer_size
+        if whole != len(raw):
+            raw = raw[:whole]
+        return NettraceEvent(header, meta, payload, None if raw else (), block, raw, pointer_size)
 
     def _sequence(self, header: EventHeader) -> None:
         thread = header.capture_thread_id

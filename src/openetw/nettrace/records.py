@@ -24,6 +24,7 @@ counted in ``truncated``.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,14 @@ from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.build import MAX_RECORD_SIZE
 from openetw.etl.clock import TraceClock
-from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items, stack_trace_item
+from openetw.etl.extended import (
+    EXT_RELATED_ACTIVITYID,
+    EXT_STACK_TRACE32,
+    EXT_STACK_TRACE64,
+    ExtendedItem,
+    encode_extended_items,
+    stack_trace_item,
+)
 from openetw.etl.intypes import InType, OutType
 from openetw.etl.record import EventHeaderRecord, EventRecord, RecordContext
 from openetw.etl.schema import PropertyInfo
@@ -46,7 +54,7 @@ from openetw.etl.tracelogging import (
 )
 from openetw.guids import provider_guid_from_name
 from openetw.nettrace.container import TraceInfo
-from openetw.nettrace.events import NULL_ACTIVITY
+from openetw.nettrace.events import NULL_ACTIVITY, EventHeader
 from openetw.nettrace.metadata import EventMetadata, Field, TypeCode
 from openetw.nettrace.reader import NettraceEvent
 
@@ -166,6 +174,7 @@ class _Kind:
     items: tuple[ExtendedItem, ...]
     provider_bytes: bytes = b""
     encoded: bytes = b""  # ``items`` as they sit after the header
+    linked: bytes = b""  # the same with the last item's linkage bit set: another item follows
 
 
 def _implied_opcode(name: str) -> int:
@@ -191,8 +200,10 @@ class RecordBuilder:
         self.truncated = 0
         self._kinds: dict[int, _Kind] = {}
         self._flags = L.EVENT_HEADER_FLAG_64_BIT_HEADER if info.pointer_size == 8 else L.EVENT_HEADER_FLAG_32_BIT_HEADER
+        self._ext_flags = self._flags | L.EVENT_HEADER_FLAG_EXTENDED_INFO
         self._header_type = L.HEADER_TYPE_EVENT_HEADER64 if info.pointer_size == 8 else L.HEADER_TYPE_EVENT_HEADER32
         self._pid = info.process_id & 0xFFFFFFFF
+        self._stack_type = EXT_STACK_TRACE64 if info.pointer_size == 8 else EXT_STACK_TRACE32
 
     def kind(self, meta: EventMetadata) -> _Kind:
         key = id(meta)
@@ -221,7 +232,7 @@ class RecordBuilder:
             opcode = _implied_opcode(meta.event_name)
         found = _Kind(
             provider, meta.event_id & 0xFFFF, meta.version & 0xFF, meta.level & 0xFF, opcode & 0xFF, task & 0xFFFF, channel & 0xFF,
-            meta.keywords & 0xFFFFFFFFFFFFFFFF, items, provider.bytes_le, encode_extended_items(items) if items else b"",
+            meta.keywords & 0xFFFFFFFFFFFFFFFF, items, provider.bytes_le, encode_extended_items(items) if items else b"", _linked(items),
         )  # fmt: skip
         if len(self._kinds) > 1 << 20:
             self._kinds.clear()
@@ -231,18 +242,64 @@ class RecordBuilder:
     def record(self, event: NettraceEvent) -> EventRecord:
         """The EVENT_HEADER record of ``event`` (header tuple and bytes made directly: this runs
         once per event of the trace)."""
-        kind = self.kind(event.metadata)
+        meta = event.metadata
+        kind = self._kinds.get(id(meta))
+        if kind is None:
+            kind = self.kind(meta)
         header = event.header
-        if header.related_activity_id == NULL_ACTIVITY and not event.stack:
+        raw_stack = event.raw_stack
+        plain = header.related_activity_id == NULL_ACTIVITY
+        payload = event.payload
+        if raw_stack and plain:
+            # STACK_TRACE64/32: a zero match id, then the trace's pointers as they are (one join below).
+            length = 8 + len(raw_stack)
+            padded = (length + 7) & ~7
+            linked = kind.linked
+            size = _HEADER_SIZE + len(linked) + 8 + padded + len(payload)
+            if size <= MAX_RECORD_SIZE:  # ``_fields`` and ``_cpu`` in line: most events of the largest traces come this way
+                pid, processor = header.process_id, header.processor
+                fields = (
+                    size, self._header_type, _MARKER_FLAGS_TYPED, self._ext_flags, 0, header.thread_id & 0xFFFFFFFF,
+                    self._pid if pid < 0 else pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
+                    kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
+                )  # fmt: skip
+                item = _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length)
+                raw = b"".join((_PACK(*fields), linked, item, _NO_MATCH_ID, raw_stack, _PADS[padded - length], payload))
+                cpu = processor if processor >= 0 and header.thread_id == header.capture_thread_id else 0
+                return EventHeaderRecord(fields, raw, 0, size, cpu, self.context)
+            ext = linked + _EXT_ITEM_HEADER(8 + padded, self._stack_type, 0, length) + _NO_MATCH_ID + raw_stack + _PADS[padded - length]
+        elif plain and not event.stack:
             ext = kind.encoded
         else:
-            items = list(kind.items)
-            if header.related_activity_id != NULL_ACTIVITY:
+            items = [*kind.items]
+            if not plain:
                 items.append(ExtendedItem(EXT_RELATED_ACTIVITYID, header.related_activity_id))
             if event.stack:
                 items.append(stack_trace_item(0, list(event.stack), self.info.pointer_size))
             ext = encode_extended_items(items)
-        payload = event.payload
+        size = _HEADER_SIZE + len(ext) + len(payload)
+        if size > MAX_RECORD_SIZE:
+            ext, payload, size = self._cut(kind, ext, payload)
+        fields = self._fields(header, kind, size, bool(ext))
+        return EventHeaderRecord(fields, _PACK(*fields) + ext + payload, 0, size, self._cpu(header), self.context)
+
+    def _fields(self, header: EventHeader, kind: _Kind, size: int, extended: bool) -> tuple[Any, ...]:
+        pid = header.process_id
+        return (
+            size, self._header_type, _MARKER_FLAGS_TYPED, self._ext_flags if extended else self._flags, 0,
+            header.thread_id & 0xFFFFFFFF, self._pid if pid < 0 else pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
+            kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
+        )  # fmt: skip
+
+    @staticmethod
+    def _cpu(header: EventHeader) -> int:
+        """The event's processor when the thread that captured it is its own (else 0)."""
+        processor = header.processor
+        return processor if processor >= 0 and header.thread_id == header.capture_thread_id else 0
+
+    def _cut(self, kind: _Kind, ext: bytes, payload: bytes) -> tuple[bytes, bytes, int]:
+        """A record past ETW's 64 KiB: the payload cut to fit, or (when the extended items alone
+        are too many) the items of the kind and no payload; counted in ``truncated``."""
         room = MAX_RECORD_SIZE - _HEADER_SIZE - len(ext)
         if len(payload) > room:
             payload = payload[: max(room, 0)]
@@ -252,12 +309,15 @@ class RecordBuilder:
             ext, payload = kind.encoded, b""
             size = _HEADER_SIZE + len(ext)
             self.truncated += 1
-        pid = self._pid if header.process_id < 0 else header.process_id
-        fields = (
-            size, self._header_type, L.MARKER_FLAGS_TYPED, self._flags | (L.EVENT_HEADER_FLAG_EXTENDED_INFO if ext else 0), 0,
-            header.thread_id & 0xFFFFFFFF, pid, header.timestamp & 0x7FFFFFFFFFFFFFFF, kind.provider_bytes, kind.id,
-            kind.version, kind.channel, kind.level, kind.opcode, kind.task, kind.keyword, 0, header.activity_id,
-        )  # fmt: skip
-        raw = _PACK(*fields) + ext + payload
-        own_cpu = header.thread_id == header.capture_thread_id and header.processor >= 0
-        return EventHeaderRecord(fields, raw, 0, size, header.processor if own_cpu else 0, self.context)
+        return ext, payload, size
+
+
+_EXT_ITEM_HEADER = struct.Struct("<HHHH").pack
+_NO_MATCH_ID = bytes(8)
+_PADS = tuple(bytes(n) for n in range(8))
+_MARKER_FLAGS_TYPED = L.MARKER_FLAGS_TYPED
+
+
+def _linked(items: tuple[ExtendedItem, ...]) -> bytes:
+    """``items`` encoded as when another item follows them (an empty last item, cut off)."""
+    return encode_extended_items((*items, ExtendedItem(0, b"")))[:-8] if items else b""
