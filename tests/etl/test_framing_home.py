@@ -180,8 +180,20 @@ def modules() -> list[str]:
     return sorted(path.relative_to(SRC).as_posix() for path in SRC.rglob("*.py"))
 
 
+# C sources of other formats: ``_evtx.c`` reads the Event Log file format, whose offsets it takes
+# from ``evtx/layout.py`` through its own generated header (``gen_evtx.py``); ETL's framing rules
+# (marker bytes, record offsets) do not apply to BinXml's token bytes.
+OTHER_FORMATS = {"_native/_evtx.c"}
+
+# Lines whose number only looks like an ETL marker byte, each with what it is.
+NOT_FRAMING = {
+    ("_native/_read.c", "(uint8_t)(0xC0 | (c >> 6))"): "UTF-8's lead byte of a two-byte sequence",
+}
+
+
 def c_sources() -> list[str]:
-    return sorted(path.relative_to(SRC).as_posix() for path in (SRC / "_native").glob("*.c"))
+    found = (path.relative_to(SRC).as_posix() for path in (SRC / "_native").glob("*.c"))
+    return sorted(source for source in found if source not in OTHER_FORMATS)
 
 
 @pytest.mark.parametrize("module", [m for m in modules() if m not in HOME | PENDING])
@@ -192,7 +204,10 @@ def test_no_module_restates_record_framing(module: str) -> None:
 
 @pytest.mark.parametrize("source", c_sources())
 def test_no_c_source_types_in_a_layout(source: str) -> None:
-    found = c_patterns((SRC / source).read_text())
+    text = (SRC / source).read_text()
+    lines = text.splitlines()
+    allowed = {code for (where, code) in NOT_FRAMING if where == source}
+    found = [(line, what) for line, what in c_patterns(text) if not any(code in lines[line - 1] for code in allowed)]
     assert not found, "\n".join(f"{source}:{line}: {what}" for line, what in found)
 
 
