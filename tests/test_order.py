@@ -121,10 +121,13 @@ def _imports_in(module: str, path: Path, source: str) -> Iterator[Import]:
                     yield Import(module, node.lineno, submodule)
                 else:
                     yield Import(module, node.lineno, target, alias.name)
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _names_lazy_table(node):
             yield from _lazy_table(module, node.value)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "_LAZY" and node.value:
-            yield from _lazy_table(module, node.value)
+
+
+def _names_lazy_table(node: ast.Assign | ast.AnnAssign) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return any(isinstance(target, ast.Name) and target.id == "_LAZY" for target in targets)
 
 
 def _lazy_table(module: str, value: ast.expr) -> Iterator[Import]:
