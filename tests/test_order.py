@@ -212,7 +212,10 @@ def _report(imports: list[Import]) -> str:
     by_edge: dict[tuple[str, str], list[str]] = defaultdict(list)
     for rule, edge, where in violations(imports):
         by_edge[(rule, edge)].append(where)
-    lines = [f"{rule}: {edge} ({len(wheres)}) e.g. {', '.join(wheres[:3])}" for (rule, edge), wheres in sorted(by_edge.items())]
+    lines = [
+        f"{rule}: {edge} ({len(wheres)}) e.g. {', '.join(wheres[:3])}"
+        for (rule, edge), wheres in sorted(by_edge.items())
+    ]
     graph = package_graph(imports)
     for component in cycles(graph):
         members = set(component)
