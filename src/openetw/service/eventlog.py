@@ -9,8 +9,8 @@ channel, ``EventLog-Operational`` for every Operational channel, ``EventLog-<log
 enabled Analytic or Debug channel. Each enables its providers with their channels' keyword
 bits, so a provider's ``<event>_enabled`` is true while its channel listens.
 
-A channel session is a real-time session whose one consumer is in the service: a ``ChannelSink``
-that takes each buffer as the session hands it over, parses its records, sends each to the log
+A channel session is a real-time session whose one sink is in the service: a ``ChannelSink``
+that takes each buffer as the session offers it, parses its records, sends each to the log
 of its (provider, channel), refuses (and counts) the events of a writer the log's access does
 not let write (the producer's credentials from ``SO_PEERCRED``), renders fields and message
 from the manifests later, on a thread of their own. A drain's buffers are walked into rows on the
@@ -49,10 +49,11 @@ from openetw.eventlog.records import Route, Run, buffer_sequence, collect_rows
 from openetw.eventlog.store import LogStore
 from openetw.ipc.pool import TAKEN, BufferPool
 from openetw.ipc.protocol import Message
-from openetw.service.connection import Connection
+from openetw.service.connection import Connection, Delivery
 from openetw.service.eventlog_writer import StoreBatch, StoreWriter
 from openetw.service.screen import ThreadCheck
 from openetw.service.sessions import PoolEntry, SessionRuntime
+from openetw.service.sinks import LossKind
 from openetw.session import LogMode, SessionConfig, SessionState
 from openetw.session.model import Caller
 
@@ -64,7 +65,6 @@ __all__ = ["READERS_GROUP", "WRITERS_GROUP", "ChannelSink", "EventLogService", "
 
 READERS_GROUP = "openetw-log-readers"  # Windows' "Event Log Readers"
 WRITERS_GROUP = "openetw-log-writers"  # the service accounts that may write System
-_SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no connection has
 LEVEL_ALL = 255
 RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
 RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
@@ -176,29 +176,39 @@ class _Routes(dict[tuple[bytes, int], Route | None]):
 
 
 class ChannelSink:
-    """The in-process real-time consumer of one channel session (the face of a ``Connection``)."""
+    """The sink of one channel session (``openetw.service.sinks.Sink``): its buffers go to the
+    logs, a drain's together (``ChannelRuntime.drain``), any other at once."""
+
+    name = "channel"
+    kind: LossKind = "realtime"  # a channel session is a real-time session whose one consumer is the Event Log
 
     def __init__(self, hook: EventLogService, runtime: ChannelRuntime) -> None:
         self.hook = hook
         self.runtime = runtime
-        self.connection_id = next(_SINK_IDS)
-        self.closed = False
-        self.consuming: set[int] = set()
+        self.accepted = 0
+        self.lost = 0
         self._header: bytes | None = None
 
-    def send(
-        self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: Any = b"", is_buffer: bool = False, delivery: Any = None,
-    ) -> bool:  # fmt: skip
-        if not is_buffer:
-            return True
-        if delivery is not None:  # received here: the log's books count what the store cannot keep
-            delivery.waiting += 1
-            delivery.received_by_one()
+    def offer(self, buffer: Any, events: int, delivery: Delivery) -> bool:
+        delivery.kept = True  # the log's books count what the store cannot keep
         if self.runtime.batch is not None:
-            self.runtime.batch.append(bytes(payload))
+            self.runtime.batch.append(bytes(buffer))
         else:  # a buffer taken outside a drain (a closing pool's last): stored before it goes back
-            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)], wait=True, pool=self.runtime.closing)
+            self.hook.store_buffers(self.runtime, self.header(), [bytes(buffer)], wait=True, pool=self.runtime.closing)
+        self.accepted += 1
         return True
+
+    def note_lost(self, events: int) -> None:
+        pass  # counted in the session's first log by ``ChannelRuntime._count_losses``
+
+    def flush(self, *, wait: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, Any] | None:
+        return None
 
     def header(self) -> bytes:
         if self._header is None:
@@ -340,7 +350,7 @@ class EventLogService:
         runtime.on_rejected = self.service.note_rejected
         runtime.secured_guids = self.service.provider_security.guid_bytes
         sink = ChannelSink(self, runtime)
-        runtime.consumers[sink.connection_id] = sink  # type: ignore[assignment]
+        runtime.add_sink(sink)
         runtime.sink = sink
         self.service.runtimes[session.session_id] = runtime
         self.service.carry_out(table.start(session.session_id, now=now))

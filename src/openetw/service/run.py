@@ -36,6 +36,9 @@ def run_service(
     if boosted is not None:
         grouping += f"; {boosted}"
     service = TraceService(socket_path, system=system, quotas=quotas)
+    from openetw.service.stream import stream_sink
+
+    service.sink_factories["stream"] = stream_sink
     if host_name:
         service.host_name = host_name
     try:
