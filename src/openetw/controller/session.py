@@ -26,7 +26,7 @@ from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
 from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB, DEFAULT_MAXIMUM_BUFFERS
 
 if TYPE_CHECKING:
-    from openetw.fleet.connect import StreamOptions
+    from openetw.ipc.stream_options import StreamOptions
 
 __all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
 
@@ -156,7 +156,7 @@ class Session:
         only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
         (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
 
-        ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` with
+        ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` (``openetw.ipc.stream_options``) with
         credentials) streams the session's buffers to the fleet's JetStream stream, on ``subject``
         (default ``etw.{host}.{session}``), holding at most ``spool_size`` MB (default 64) while
         the cluster is unreachable. The session then delivers in real time (and to ``output``
@@ -165,7 +165,7 @@ class Session:
         output_text = os.fspath(output) if output is not None else None
         stream_body: dict[str, Any] | None = None
         if stream is not None:
-            from openetw.fleet.connect import StreamOptions as _Options
+            from openetw.ipc.stream_options import StreamOptions as _Options
 
             options = stream if isinstance(stream, _Options) else _Options.build(stream)
             stream_body = {"options": options.to_json(), "subject": subject}
