@@ -7,11 +7,15 @@ refuses at will shows how ``deliver`` counts a buffer written, lost per kind, an
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from openetw.errors import InvalidArgument
 from openetw.service.connection import Delivery
+from openetw.service.handlers import _sinks_for
+from openetw.service.server import TraceService
 from openetw.service.sessions import SessionRuntime
 from openetw.service.sinks import SINK_REQUEST_KEYS, ConsumerSink, LossKind, RingSink
 from openetw.session import Caller, LogMode, SessionConfig, SessionTable
@@ -140,3 +144,23 @@ def test_a_buffer_a_sink_kept_is_not_lost_when_its_consumers_leave(kept: bool) -
 
 def test_a_start_request_may_name_a_stream() -> None:
     assert SINK_REQUEST_KEYS == ("stream",)
+
+
+def test_a_service_without_a_stream_sink_refuses_a_streamed_session(tmp_path: Path) -> None:
+    service = TraceService(tmp_path / "control.sock")  # not listening, and nothing plugged in
+    config = SessionConfig("Streamed", mode=LogMode.REAL_TIME)
+    try:
+        with pytest.raises(InvalidArgument, match="'stream'"):
+            _sinks_for(service, config, {"stream": {"options": {"servers": ["nats://127.0.0.1:1"]}}})
+        seen: list[Any] = []
+
+        def factory(_service: Any, _config: Any, spec: Any) -> Any:
+            seen.append(spec)
+            return lambda runtime: ScriptedSink("stream", "realtime", True)
+
+        service.sink_factories["stream"] = factory
+        attachers = _sinks_for(service, config, {"stream": {"x": 1}, "providers": []})
+        assert seen == [{"x": 1}] and len(attachers) == 1
+        assert _sinks_for(service, config, {}) == []
+    finally:
+        service.close()

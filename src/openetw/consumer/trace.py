@@ -235,9 +235,7 @@ class UserTrace:
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         elif self.streams:
-            from openetw.fleet.source import StreamSource
-
-            sources = [item if isinstance(item, StreamSource) else StreamSource(item) for item in self.streams]
+            sources = [item if isinstance(item, Source) else _stream_at(item) for item in self.streams]
         else:
             name = self.name or private_session_name()
             sources = [LiveSessionSource(name, own=True, providers=self.providers, socket=self.socket, flush_timer=self.flush_timer)]
@@ -464,3 +462,9 @@ class UserTrace:
         what = ", ".join(self.files) if self.files else ", ".join(self.sessions) or "private real-time session"
         return f"<UserTrace {self.name or ''} [{what}] providers={len(self.providers)}>"
 
+
+def _stream_at(servers: Any) -> Source:
+    """The fleet's stream on ``servers`` (``nats://HOST:PORT[,...]``), read live from now on."""
+    from openetw.fleet.source import StreamSource  # opening a source by its address: the read model's, once it has it
+
+    return StreamSource(servers)

@@ -378,13 +378,13 @@ class EventLogService:
         held = pool.hold_all_after_service_death()
         indices = [index for index, _ in held]
         try:
-            buffers = [bytes(runtime._screen(entry, data)[0]) for _, data in held]
+            buffers = [bytes(runtime.screen(entry, data)[0]) for _, data in held]
             if buffers:
                 self.store_buffers(runtime, runtime.sink.header(), buffers, pool=pool, wait=True, skip=identity)
         finally:
             self._marked.pop(identity, None)  # handed over once stored: marks left to the pruning
             release_taken(pool, indices)
-        runtime._count_losses(entry)
+        runtime.count_pool_losses(entry)
         return len(buffers)
 
     def flush(self) -> None:
@@ -647,7 +647,7 @@ def install_event_log(service: TraceService) -> EventLogService:
     manifest_dirs = [system_dir / "manifests"] if service.system else [system_dir / "manifests", user_dir / "manifests"]
     hook = EventLogService(service, default_logs_dir(service.system), manifest_dirs, owner=0 if service.system else os.geteuid())
     service.event_log = hook  # type: ignore[attr-defined]
-    handlers = dict(service._handlers)
+    handlers = dict(service.handlers)
     handlers.update(EVENT_LOG_HANDLERS)
     start = handlers["start_session"]
 
@@ -659,7 +659,7 @@ def install_event_log(service: TraceService) -> EventLogService:
         return start(service, connection, message)
 
     handlers["start_session"] = start_session
-    service._handlers = handlers
+    service.handlers = handlers
     hook.load()
     hook.start_rendering()
     return hook

@@ -31,9 +31,9 @@ class ChannelRuntime(SessionRuntime):
     sink: ChannelSink | None = None
     closing: BufferPool | None = None  # while a pool closes: it, whose last buffers the sink stores
 
-    def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
+    def screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
         self.producer = entry.producer
-        return super()._screen(entry, data)
+        return super().screen(entry, data)
 
     def drain(self, pool_id: int) -> int:
         """Every FULL buffer of the pool, stored in one transaction per log (on the store
@@ -45,13 +45,13 @@ class ChannelRuntime(SessionRuntime):
         pool = entry.pool
         indices = pool.full_buffers()
         if not indices:
-            self._count_losses(entry)
+            self.count_pool_losses(entry)
             return 0
         self.batch = []
         submitted = False
         try:
             for index in indices:
-                screened, events = self._screen(entry, pool.take(index))
+                screened, events = self.screen(entry, pool.take(index))
                 self.deliver(screened, events=events)
             batch = self.batch
             if batch and self.sink is not None:
@@ -61,7 +61,7 @@ class ChannelRuntime(SessionRuntime):
             self.batch = None
             if not submitted:
                 release_taken(pool, indices)
-        self._count_losses(entry)
+        self.count_pool_losses(entry)
         return len(indices)
 
     def close_pool(self, pool_id: int) -> None:
@@ -81,11 +81,11 @@ class ChannelRuntime(SessionRuntime):
             self.closing = None
         self.sink.hook.pool_closed(identity)
 
-    def _count_losses(self, entry: PoolEntry) -> None:
+    def count_pool_losses(self, entry: PoolEntry) -> None:
         """The producer's losses go to the session's first log at once, and the pool remembers
         how many were counted (for a service that takes it over after this one died)."""
         seen = entry.losses_seen
-        super()._count_losses(entry)
+        super().count_pool_losses(entry)
         if entry.losses_seen != seen:
             if self.sink is not None:  # the log keeps what it counted of the pool with the count
                 self.sink.hook._count_losses(self, loss_mark=(entry.pool.identity, entry.losses_seen))
@@ -124,7 +124,7 @@ class ChannelSink:
         return True
 
     def note_lost(self, events: int) -> None:
-        pass  # counted in the session's first log by ``ChannelRuntime._count_losses``
+        pass  # counted in the session's first log by ``ChannelRuntime.count_pool_losses``
 
     def flush(self, *, wait: bool) -> None:
         pass

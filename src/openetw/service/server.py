@@ -114,7 +114,7 @@ class TraceService:
         self.sink_factories: dict[str, SinkFactory] = {}
         from openetw.service.handlers import HANDLERS
 
-        self._handlers = HANDLERS
+        self.handlers = dict(HANDLERS)  # op -> handler; a program plugging into the service may add its own
 
     # -- life cycle ----------------------------------------------------------------------------
     def listen(self) -> None:
@@ -393,7 +393,7 @@ class TraceService:
             message.close_fds()
             connection.send(error_reply(message.body.get("id"), exc))
             return
-        handler = self._handlers.get(op)
+        handler = self.handlers.get(op)
         if handler is None:
             message.close_fds()
             raise ProtocolError(f"unknown operation {op!r}")

@@ -187,17 +187,17 @@ class SessionRuntime:
                 # Straight into the file's write queue: one copy of the buffer, not two.
                 buffer = self.logfile.spare_buffer()
                 pool.take_release_into(index, buffer)
-                screened, events = self._screen(entry, buffer)
+                screened, events = self.screen(entry, buffer)
                 if screened is not buffer:
                     buffer[:] = screened
                 self.deliver(buffer, owned=True, events=events)
             else:
                 data = pool.take(index)
                 pool.release(index)
-                screened, events = self._screen(entry, data)
+                screened, events = self.screen(entry, data)
                 self.deliver(screened, events=events)
             moved += 1
-        self._count_losses(entry)
+        self.count_pool_losses(entry)
         return moved
 
     def drain_connection(self, connection_id: int) -> float:
@@ -223,15 +223,15 @@ class SessionRuntime:
             del self.active[entry.connection_id]
         pool = entry.pool
         for data in pool.take_filling_after_death():
-            screened, events = self._screen(entry, data)
+            screened, events = self.screen(entry, data)
             self.deliver(screened, events=events)
         for index, state in enumerate(pool.states.tolist()):
             if state == TAKEN:  # left so by take_filling_after_death
                 pool.release(index)
-        self._count_losses(entry)
+        self.count_pool_losses(entry)
         pool.close()
 
-    def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
+    def screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
         """(the buffer to deliver, its events) once a producer's records are checked; a
         trusted pool's buffer as it is, its events left to ``deliver`` to count."""
         producer = entry.producer
@@ -244,7 +244,7 @@ class SessionRuntime:
                 self.on_rejected(self, producer, result)
         return bytes(result.data) if result.rejected else result.data, result.kept
 
-    def _count_losses(self, entry: PoolEntry) -> None:
+    def count_pool_losses(self, entry: PoolEntry) -> None:
         total = entry.pool.events_lost + entry.pool.events_refused
         new = total - entry.losses_seen
         if new > 0:
