@@ -43,6 +43,8 @@ from openetw.session import LogMode, SessionConfig, SessionTable
 
 __all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
 
+_REALTIME, _FILE, _RING = 1, 2, 4
+_KIND_BIT: dict[LossKind, int] = {"realtime": _REALTIME, "file": _FILE, "ring": _RING}
 POOL_CLOSE_TIMEOUT = 2.0  # a producer that does not answer close_pool in time is drained anyway
 
 _u32 = struct.Struct("<I").unpack_from
@@ -268,20 +270,19 @@ class SessionRuntime:
         if events is None:
             events = self.count_records(data)  # type: ignore[arg-type]
         delivery = Delivery(self.session_id, events, owned=owned)
-        took: set[LossKind] = set()
-        refused: set[LossKind] = set()
+        took = refused = 0  # bits of the kinds of sink that took it, that refused it
         for sink in self.sinks:
             if sink.offer(data, events, delivery):
                 delivery.taken = True
-                took.add(sink.kind)
+                took |= _KIND_BIT[sink.kind]
             else:
-                refused.add(sink.kind)
+                refused |= _KIND_BIT[sink.kind]
         table, session_id = self.table, self.session_id
-        for kind in refused - took:
-            if kind == "realtime":
-                table.realtime_buffer_lost(session_id)
-            elif kind == "file":
-                table.log_buffer_lost(session_id)
+        lost = refused & ~took
+        if lost & _REALTIME:
+            table.realtime_buffer_lost(session_id)
+        if lost & _FILE:
+            table.log_buffer_lost(session_id)
         if delivery.taken:
             table.buffer_written(session_id, events)
         else:
