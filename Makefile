@@ -20,9 +20,10 @@ test: lint system-packages
 	$(BIN)/python -m pytest -q
 
 # Debian packages some tests need (a browser, a NATS server; the kernel headers' system call
-# names for the syscall probes): installed when missing and running as root, as CI does;
+# names for the syscall probes; llvm-pdbutil, the PDB reader the symbol tests compare with; gcc for
+# the programs the stack tests profile): installed when missing and running as root, as CI does;
 # otherwise named once, and the tests that need them skip saying why.
-SYSTEM_PACKAGES := chromium nats-server linux-libc-dev
+SYSTEM_PACKAGES := chromium nats-server linux-libc-dev llvm gcc
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \

@@ -53,16 +53,16 @@ def make_file(target: str, events: int) -> int:
 
 
 def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:
-    from openetw.probe.program import compile_script
-    from openetw.probing.adapter import Catalog, TraceFiles
+    from openetw.probe.lang.program import compile_script
+    from openetw.probe.run.adapter import Catalog, TraceFiles
 
     files = TraceFiles([path], manifests=[])
     scanned = Catalog.scan(files) if "args->" in text else None
     catalog = scanned.items() if scanned is not None else []
 
     def fields_of(specs: list[str]) -> Any:
-        from openetw.probe.descriptions import parse_description
-        from openetw.probe.schema_types import merge_fields
+        from openetw.probe.lang.descriptions import parse_description
+        from openetw.probe.lang.schema_types import merge_fields
 
         merged = None
         for identity, fields, _ in catalog:
@@ -74,7 +74,7 @@ def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:
 
 
 def run_probe(path: str, text: str, columnar: bool) -> Any:
-    from openetw.probing.runner import ProbeRun
+    from openetw.probe.run.runner import ProbeRun
 
     program, files, scanned = probe_run(path, text, columnar=columnar)
 
@@ -124,8 +124,8 @@ def callback_field(path: str) -> int:
 
 
 def compile_time() -> float:
-    from openetw.probe.output import Output
-    from openetw.probe.program import compile_script
+    from openetw.probe.lang.output import Output
+    from openetw.probe.lang.program import compile_script
 
     lines = ["#pragma D option quiet", "typedef struct { uint32_t a; uint64_t b; } pair;", "BEGIN { n = 0; }"]
     body = []

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 # Layers a program that only writes events has no use for.
-NOT_FOR_WRITERS = ("manifest", "tdh", "consumer", "report", "store")
+NOT_FOR_WRITERS = ("manifest", "tdh", "consumer", "report", "store")  # ("store": the old path of manifest/store)
 
 WRITE_EVENTS = """
 import openetw
@@ -29,7 +29,7 @@ handler = openetw.EtwLoggingHandler("Demo.Imports.Logging")
 def loaded_after(code: str) -> list[str]:
     script = code + "\nimport sys, json\nprint(json.dumps(sorted(m for m in sys.modules if m == 'openetw' or m.startswith('openetw.'))))\n"
     # No trace service on this socket: the providers stay disabled, as without a service.
-    env = {"OPENETW_SOCKET": "/nonexistent/openetw-test.sock", "PATH": "/usr/bin:/bin"}
+    env = {"OPENETW_SOCKET": "/nonexistent/openetw-test.sock", "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -54,7 +54,7 @@ def test_import_openetw_loads_only_the_errors_and_guids() -> None:
     [
         ("mc", {"cli", "errors", "guids", "provider_names"}),
         # (``_native``: the compiled twin of etl's read side, which comes with ``etl``)
-        ("manifest", {"cli", "errors", "guids", "provider_names", "manifest", "store", "etl", "_native", "session", "safeio", "hostinfo"}),
+        ("manifest", {"cli", "errors", "guids", "provider_names", "manifest", "etl", "_native", "session", "safeio", "hostinfo"}),
         ("kernel", {"cli", "errors", "guids", "provider_names"}),
     ],
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from openetw.ipc.paths import user_socket
-from openetw.store import default_data_dirs
+from openetw.manifest.store import default_data_dirs
 from tests import machine_service_guard as guard
 from tests.conftest import KEPT_SETTINGS, PRIVATE_DATA_DIR
 

@@ -37,17 +37,19 @@ ENGINE, READ_MODEL, APPLICATION, PROGRAM, TESTING, CLI = 1, 2, 3, 4, 5, 6
 BUILD_TOOLS = "openetw._native.gen"
 RANKS: dict[str, int] = {
     # pure layers and the engine
-    "etl": ENGINE, "manifest": ENGINE, "tdh": ENGINE, "evtx": ENGINE, "session": ENGINE,
+    "etl": ENGINE, "manifest": ENGINE, "tdh": ENGINE, "evtx": ENGINE, "session": ENGINE, "symbols": ENGINE,
     "ipc": ENGINE, "service": ENGINE, "provider": ENGINE, "consumer": ENGINE, "kernel": ENGINE,
-    "controller": ENGINE, "mc": ENGINE, "store": ENGINE, "_native": ENGINE,
+    "controller": ENGINE, "mc": ENGINE, "_native": ENGINE,
+    "store": ENGINE,  # the old path of manifest/store/, kept for one release
     # the top-level modules
-    "__init__": ENGINE, "_lazy": ENGINE, "errors": ENGINE, "guids": ENGINE, "hostinfo": ENGINE,
+    "__init__": ENGINE, "_lazy": ENGINE, "_moved": ENGINE, "errors": ENGINE, "guids": ENGINE, "hostinfo": ENGINE,
     "provider_names": ENGINE, "safeio": ENGINE,
     # the read model
     "events": READ_MODEL,
     # applications
     "eventlog": APPLICATION, "export": APPLICATION, "report": APPLICATION, "probe": APPLICATION,
-    "probing": APPLICATION, "fleet": APPLICATION,
+    "fleet": APPLICATION,
+    "probing": APPLICATION,  # the old path of probe/run/, kept for one release
     # programs
     "daemon": PROGRAM, "viewer": PROGRAM,
     "testing": TESTING, "_native.gen": TESTING,
@@ -56,9 +58,10 @@ RANKS: dict[str, int] = {
 CLI_ENTRY = "__main__"  # ``python -m openetw``: the one module that may import cli
 
 # Private (``_``-named) modules every package may import: they are shared infrastructure, not one
-# package's internals. ``_native`` is the compiled core's loader (``module``, ``engine``) and
-# ``_lazy`` the lazy-name helper every package's ``__getattr__`` delegates to.
-SHARED_PRIVATE = frozenset({"_native", "_lazy"})
+# package's internals. ``_native`` is the compiled core's loader (``module``, ``engine``), ``_lazy``
+# the lazy-name helper every package's ``__getattr__`` delegates to, and ``_moved`` what keeps a
+# moved module's old path importable.
+SHARED_PRIVATE = frozenset({"_native", "_lazy", "_moved"})
 
 # Modules that moved to another package, kept at their old path for one release as nothing but
 # re-exports of their new home (old path -> new homes). Their imports are no arrows of the package
@@ -78,8 +81,6 @@ KNOWN: dict[tuple[str, str], str] = {
     " report.sources.build_registry until the read model holds the one builder",
     ("upward", "consumer -> fleet"): "read model: UserTrace(streams=['nats://...']) opens a stream by its address;"
     " opening any source goes to the read model (a Source object, StreamSource included, needs no import)",
-    ("private", "probing -> consumer"): "probing is being moved (to probe/run); there its adapter imports"
-    " KIND_CODES from consumer.index, where the consumer makes it public",
 }
 # Packages that may import other packages' private modules, with the reason.
 PRIVATE_ACCESS: dict[str, str] = {

@@ -57,7 +57,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "openetw.ipc": (),
     "openetw.kernel": (
         "Capability", "EventDecoder", "FLAG_EVENTS", "KERNEL_FLAGS", "KernelCapabilities", "KernelEventMapper",
-        "KernelEventSource", "KernelSession", "PageParser", "RawEvent", "RawKernelEvent", "RecordSink",
+        "KernelEventSource", "KernelSession", "KernelSessionConfig", "PageParser", "RawEvent", "RawKernelEvent", "RecordSink",
         "SOURCE_CHOICES", "SubBuffer", "TracefsInstance", "TracefsSource", "find_tracefs", "parse_event_format",
         "parse_header_event", "parse_header_page", "probe", "remove_stale_instances", "tracepoints_for",
     ),
@@ -114,6 +114,8 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "schema_from_manifest_event", "schema_from_mof", "schema_from_record", "schema_from_tracelogging",
         "schemas_from_manifest", "tl_field",
     ),
+    "openetw.events": (),
+    "openetw.symbols": (),
     "openetw.viewer": (),
     "openetw.testing": (
         "EventRecordBuilder", "infer_field", "manifest_schema", "pack_template", "push_record", "push_records",

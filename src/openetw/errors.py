@@ -208,6 +208,30 @@ def _located(message: str, path: str | None, offset: int | None, *rest: tuple[st
     return f"{prefix}: {message}" if prefix else message
 
 
+class SymbolFormatError(OpenEtwError):
+    """A symbol file (PDB, ELF, a ``perf-PID.map`` or kallsyms text) does not follow its format.
+
+    ``offset`` is where in the file (or in the PDB stream ``stream``) the problem was found,
+    ``structure`` the layout being read (``MSF superblock``, ``DBI header``, ``section header``...).
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self, message: str, *, offset: int | None = None, structure: str | None = None, path: str | None = None,
+        stream: int | None = None,
+    ) -> None:  # fmt: skip
+        self.message = message
+        self.offset = offset
+        self.structure = structure
+        self.path = path
+        self.stream = stream
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return _located(self.message, self.path, self.offset, ("stream", self.stream), self.structure)
+
+
 class EventLogError(OpenEtwError):
     """An Event Log request failed: an unknown log, a damaged log database, a refused setting."""
 

@@ -37,6 +37,8 @@ TABLE: list[tuple[list[str], int, str]] = [
     (["relog", "-o", "/dev/full", ETL], 1, "No space left on device"),
     (["relog", "-o", ETL, ETL], 2, "must not be one of the inputs"),
     (["report", "-o", "{tmp}/no/dir/x.csv", ETL], 2, "cannot write"),
+    (["stacks", "{tmp}/missing.etl"], 2, "no such file"),
+    (["stacks", "--symbols", "{tmp}/none", ETL], 2, "is not a directory"),
     (["report", "-o", "/dev/full", "--format", "csv", ETL], 1, "No space left on device"),
     (["report", "--format", "xml", "--json", ETL], 2, "has no JSON form"),
     (["report", "--end", "-3", ETL], 2, "must be a finite number >= 0"),

@@ -12,7 +12,7 @@ import pytest
 from openetw.cli.main import main
 from openetw.manifest import load_manifest
 from tests.conftest import corpus_path
-from tests.store.sample_manifests import BILLION_LAUGHS, GUID_A, GUID_B, UNDEFINED_TEMPLATE, write_manifest
+from tests.manifest.store.sample_manifests import BILLION_LAUGHS, GUID_A, GUID_B, UNDEFINED_TEMPLATE, write_manifest
 
 EVENT_KEYS = {"id", "version", "symbol", "name", "level", "opcode", "task", "keywords", "channel", "message", "fields", "source"}
 MALFORMED = (

@@ -57,7 +57,7 @@ def test_info_reads_without_the_consumer_numpy_the_probes_or_the_decoders() -> N
     modules = command_loads("info", "--json", "--no-installed", str(path))
     assert "openetw.etl.reader" in modules  # it did read the file
     assert not found(modules, "numpy", "openetw.probe", "openetw.report.perfview", "openetw.tdh.format", "openetw.export")
-    assert found(modules, "openetw.consumer") == ["openetw.consumer", "openetw.consumer.evtx_files"]
+    assert found(modules, "openetw.consumer") == ["openetw.consumer", "openetw.consumer.evtx_files", "openetw.consumer.formats"]
     assert len(modules) <= INFO_BUDGET, f"openetw info loaded {len(modules)} modules"
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from openetw.consumer.trace import _registry
+from openetw.manifest.store import ManifestRegistry
 from openetw.report.sources import build_registry
-from openetw.store import ManifestRegistry
 from openetw.testing import EventRecordBuilder
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_driver" / "evntdrv.xml"

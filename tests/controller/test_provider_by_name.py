@@ -20,7 +20,7 @@ def test_a_guid_is_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 
 
 def test_an_installed_manifest_name_resolves_to_its_guid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from openetw.store import ManifestRegistry
+    from openetw.manifest.store import ManifestRegistry
 
     monkeypatch.setenv("OPENETW_DATA_DIR", str(tmp_path))
     manifest = corpus_path("manifests", "authored-samples", "general_tracing_evntdrv_Eventdrv_evntdrv.xml")

@@ -10,9 +10,9 @@ import pytest
 from openetw.cli.main import main
 from openetw.controller import Session
 from openetw.guids import format_guid, parse_guid, provider_guid_from_name
-from openetw.store import ManifestRegistry
+from openetw.manifest.store import ManifestRegistry
+from tests.manifest.store.sample_manifests import GUID_A, GUID_B, write_manifest
 from tests.service.harness import Producer, ServiceProcess
-from tests.store.sample_manifests import GUID_A, GUID_B, write_manifest
 
 TRACELOGGING = "Test.Listing"
 

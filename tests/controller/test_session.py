@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from openetw.controller import RealtimeConsumer, ServiceClient, Session, list_sessions, parse_mode, registered_providers
+from openetw.controller.session import session_config
 from openetw.errors import InvalidArgument
 from openetw.etl import EtlReader
-from openetw.session import InvalidSessionConfig, LogMode, SessionExists
+from openetw.session import EnableRule, InvalidSessionConfig, LogMode, ProviderEnable, SessionConfig, SessionExists
 from tests.service.harness import (
     Producer,
     ServiceProcess,
@@ -136,6 +137,42 @@ def test_update_switches_the_output_file(service: ServiceProcess, producers, tmp
         producer.write(PROVIDER, 5, start=5)
     assert sorted(indices(first)) == list(range(5))
     assert sorted(indices(second)) == list(range(5, 10))
+
+
+def test_the_keywords_describe_the_config_a_session_starts_with(tmp_path: Path) -> None:
+    config = session_config("K", tmp_path / "k.etl", realtime=True, buffer_size=128, min_buffers=8, max_buffers=4,
+                            providers=[PROVIDER, ("*Other", {"level": 4, "any": 0x10})])  # fmt: skip
+    assert (config.mode, config.file_name, config.buffer_size_kb) == (LogMode.FILE_AND_REAL_TIME, str(tmp_path / "k.etl"), 128)
+    assert (config.minimum_buffers, config.maximum_buffers) == (4, 4)  # the minimum never above the maximum
+    (by_name, hashed) = config.providers
+    assert (by_name.provider_name, by_name.by_name) == (PROVIDER, True)  # the service resolves it or keeps it pending
+    assert (hashed.provider_name, hashed.by_name, hashed.rule.level, hashed.rule.match_any) == ("Other", False, 4, 0x10)
+    with pytest.raises(InvalidArgument, match="need kernel_flags"):
+        session_config("K", kernel_source="tracefs")
+    with pytest.raises(InvalidArgument, match="needs an output file"):
+        session_config("K", mode="file")
+
+
+def test_a_session_starts_from_its_config(service: ServiceProcess, producers, tmp_path: Path) -> None:
+    producer: Producer = producers()
+    producer.register(PROVIDER)
+    config = SessionConfig("FromConfig", LogMode.SEQUENTIAL_FILE, file_name=str(tmp_path / "c.etl"), flush_timer=0,
+                           providers=(ProviderEnable.of(PROVIDER, EnableRule(level=5)),))  # fmt: skip
+    with Session.start(config) as session:
+        assert session.info_at_start["file_name"] == str(tmp_path / "c.etl")
+        assert producer.wait_enabled(PROVIDER)
+        producer.write(PROVIDER, 3)
+    assert sorted(indices(tmp_path / "c.etl")) == [0, 1, 2]
+    with pytest.raises(InvalidArgument, match="not both"):
+        Session.start(config, flush_timer=2)
+
+
+def test_a_name_kept_pending_is_announced_where_the_session_was_started(service: ServiceProcess) -> None:
+    from openetw.provider_names import ProviderNameWarning
+
+    with pytest.warns(ProviderNameWarning, match="Test.Nobody.Yet") as warned:
+        Session.start("Pending", providers=["Test.Nobody.Yet"]).stop()
+    assert [w.filename for w in warned] == [__file__]
 
 
 def test_session_errors_come_back_as_their_exceptions(service: ServiceProcess, tmp_path: Path) -> None:

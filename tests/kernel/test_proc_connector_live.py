@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from openetw.errors import OpenEtwError
+from openetw.kernel.capabilities import probe
 from openetw.kernel.classes import KernelEventMapper
 from openetw.kernel.classes_proc import install_proc_connector_handlers
-from openetw.kernel.probe import probe
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.procfs import ProcSource
 from openetw.tdh.decode import decode_properties
@@ -237,7 +237,7 @@ def test_overflow_is_counted_as_lost():
 
 _IN_USER_NAMESPACE = """
 import json, socket
-from openetw.kernel.probe import probe
+from openetw.kernel.capabilities import probe
 sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 11)
 sock.bind((0, 1))  # joining the group works here; only the subscription is ignored
 sock.close()

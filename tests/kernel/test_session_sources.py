@@ -16,9 +16,9 @@ import pytest
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError
 from openetw.etl.build import build_system_record
 from openetw.etl.record import EventRecord
-from openetw.kernel import KernelSession, tracepoints_for
+from openetw.kernel import KernelSession, KernelSessionConfig, tracepoints_for
+from openetw.kernel.capabilities import Capability, KernelCapabilities
 from openetw.kernel.perf import PerfSource
-from openetw.kernel.probe import Capability, KernelCapabilities
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.source import RawKernelEvent
 from openetw.kernel.tracefs_source import TracefsSource
@@ -199,6 +199,20 @@ def test_sources_follow_the_flags_and_the_source_choice(tmp_path):
     children = KernelSession({"profile"}, out, source="perf_children", target_pid=os.getpid())
     assert _kinds(children) == [PerfSource] and not children.needs_root and children.sources[0].target_pid == os.getpid()
     assert not out.exists()
+
+
+def test_a_session_is_made_from_its_config_as_from_the_keywords(tmp_path):
+    config = KernelSessionConfig(flags={"process", "image", "profile"}, output=tmp_path / "k.etl", source="auto", profile_rate_hz=250)
+    session = KernelSession(config)
+    assert session.config is config and (session.flags, session.output, session.profile_rate_hz) == (config.flags, config.output, 250)
+    assert _kinds(session) == _kinds(KernelSession({"process", "image", "profile"}, tmp_path / "k.etl", profile_rate_hz=250))
+    assert KernelSession(flags={"process"}, output=str(tmp_path / "k.etl"), name="n").config == KernelSessionConfig(
+        frozenset({"process"}), tmp_path / "k.etl", name="n"
+    )
+    with pytest.raises(InvalidArgument, match="not both"):
+        KernelSession(config, name="other")
+    with pytest.raises(InvalidArgument, match="needs the profile flag"):
+        KernelSessionConfig(flags={"process"}, profile_rate_hz=100)
 
 
 def test_the_tracefs_source_decodes_only_the_fields_the_mapper_reads(tmp_path):

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from openetw.probe.program import compile_script
-from openetw.probing.adapter import TraceFiles
-from openetw.probing.runner import ProbeRun
+from openetw.probe.lang.program import compile_script
+from openetw.probe.run.adapter import TraceFiles
+from openetw.probe.run.runner import ProbeRun
 from tests.conftest import corpus_path
 
 PROGRAMS = [
@@ -38,7 +38,7 @@ def test_column_wise_equals_record_by_record(text: str) -> None:
 
 
 def test_event_fields_at_fixed_places_read_column_wise() -> None:
-    from openetw.probing.adapter import Catalog
+    from openetw.probe.run.adapter import Catalog
 
     path = str(corpus_path("etl", "tx", "Process.etl"))
     manifest = str(corpus_path("manifests", "Win10-17134", "Microsoft-Windows-Kernel-Process.xml"))
@@ -51,7 +51,7 @@ def test_event_fields_at_fixed_places_read_column_wise() -> None:
         catalog = Catalog.scan(files)
 
         def fields_of(specs: list[str], catalog: Any = catalog) -> Any:
-            from openetw.probe.descriptions import parse_description
+            from openetw.probe.lang.descriptions import parse_description
 
             found = [f for identity, f, _ in catalog.items() if f and any(parse_description(s).match(identity) for s in specs)]
             return found[0] if found else None

@@ -135,7 +135,7 @@ def test_quantize_text_layout(capsys: Any, trace: Path) -> None:
 
 
 def test_aggregations_are_bounded_by_default_and_drops_counted(capsys: Any, trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from openetw.probe import program as program_module
+    from openetw.probe.lang import program as program_module
 
     compiled = program_module.compile_script("etw:::Thing { @[tid] = count(); }")
     assert compiled.options["aggsize"] == program_module.DEFAULT_AGGSIZE > 0  # bounded unless asked otherwise
@@ -151,9 +151,9 @@ def test_aggregations_are_bounded_by_default_and_drops_counted(capsys: Any, trac
 
 @pytest.mark.parametrize("fmt", ["%999999999d", "%.999999999d", "%-70000s", "%65536x"])
 def test_printf_widths_and_precisions_are_bounded_with_a_compile_error(fmt: str) -> None:
-    from openetw.probe.errors import ProbeCompileError
-    from openetw.probe.formatting import MAX_FORMAT_WIDTH
-    from openetw.probe.program import compile_script
+    from openetw.probe.lang.errors import ProbeCompileError
+    from openetw.probe.lang.formatting import MAX_FORMAT_WIDTH
+    from openetw.probe.lang.program import compile_script
 
     with pytest.raises(ProbeCompileError, match=f"above the largest, {MAX_FORMAT_WIDTH}"):
         compile_script(f'BEGIN {{ printf("{fmt}", 1); }}')

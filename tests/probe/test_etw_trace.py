@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from openetw.controller import Session
-from openetw.probe.errors import ProbeCompileError
-from openetw.probe.etw_types import ETW_TYPES
-from openetw.probe.program import compile_script
+from openetw.probe.lang.errors import ProbeCompileError
+from openetw.probe.lang.etw_types import ETW_TYPES
+from openetw.probe.lang.program import compile_script
 from openetw.tdh import schema_from_record
 from tests.conftest import corpus_path
 from tests.service.harness import ServiceProcess, decoded, read_events
@@ -96,7 +96,7 @@ def test_every_type_round_trips_through_a_session(service: ServiceProcess, tmp_p
 
 
 def test_nothing_is_written_without_a_listener(service: ServiceProcess, tmp_path: Path) -> None:
-    from openetw.probing.etw_writer import EtwTraceWriter
+    from openetw.probe.run.etw_writer import EtwTraceWriter
 
     warnings: list[str] = []
     writer = EtwTraceWriter(warn=warnings.append)

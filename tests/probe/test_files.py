@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from openetw.probe.aggregate import llquantize_bucket, lquantize_bucket, quantize_bucket
+from openetw.probe.lang.aggregate import llquantize_bucket, lquantize_bucket, quantize_bucket
 from tests.conftest import corpus_path
 from tests.probe.helpers import json_records, plain_events, run_probe
 
@@ -246,3 +246,21 @@ def test_no_index_writes_nothing_and_gives_the_same_output(capsys: Any, tmp_path
     assert [json_records(out) for _, out, _ in streamed] == [json_records(out) for _, out, _ in indexed]
     assert json_records(streamed[1][1])
     assert written() != ["trace/Process.etl"]  # the same runs with the index keep one
+
+
+def test_arg0_is_the_event_record_header_windows_lays_out() -> None:
+    from types import SimpleNamespace
+
+    from openetw.probe.run.runner import event_header_bytes
+
+    provider, activity = bytes(range(16)), bytes(range(16, 32))
+    record = SimpleNamespace(kind="event", user_data=b"\x01\x02\x03", kernel_time=7, user_time=9, flags=0x1,
+                             event_property=0x2, tid=11, pid=12, filetime=13, provider_guid_bytes=provider, id=14,
+                             version=15, channel=16, level=17, opcode=18, task=19, keyword=20,
+                             activity_guid_bytes=activity)  # fmt: skip
+    data = event_header_bytes(record)
+    # EVENT_RECORD.EventHeader as a consumer sees it: 80 bytes, HeaderType a reserved 0, then the user data
+    assert struct.unpack_from("<HHHHIIq", data) == (83, 0, 0x41, 2, 11, 12, 13)
+    assert data[24:40] == provider and data[64:80] == activity
+    assert struct.unpack_from("<HBBBBHQII", data, 40) == (14, 15, 16, 17, 18, 19, 20, 7, 9)
+    assert data[80:] == b"\x01\x02\x03"

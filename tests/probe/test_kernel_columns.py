@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from openetw.consumer._engine.index_build import KIND_CODES, RECORD_DTYPE
-from openetw.probe.program import compile_script
-from openetw.probing.kernel_probes import KernelProbes, syscall_names
-from openetw.probing.live import LiveSessions, etw_enables
-from openetw.probing.providers import PROBE_PROVIDERS
-from openetw.probing.runner import ProbeRun
+from openetw.probe.lang.program import compile_script
+from openetw.probe.run.kernel_probes import KernelProbes, syscall_names
+from openetw.probe.run.live import LiveSessions, etw_enables
+from openetw.probe.run.providers import PROBE_PROVIDERS
+from openetw.probe.run.runner import ProbeRun
 
 CSWITCH, ENTER, EXIT = 0x0524, 0x0F33, 0x0F34
 UNKNOWN = 0xFFFFFFFF
@@ -201,7 +201,7 @@ def test_counting_on_columns_names_a_process_as_it_was_named_before_and_after_it
 
 
 def test_etw_enables_take_the_union_of_the_descriptions() -> None:
-    from openetw.probe.descriptions import parse_description
+    from openetw.probe.lang.descriptions import parse_description
 
     guid = "d1d93ef7-e1f2-4f45-9943-03d245fe6c00"
     enables = etw_enables([parse_description(f"etw:{guid}:0x03_0x0000000000000001:12"), parse_description(f"etw:{guid}:0x05_0x0000000000000004:13")])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from openetw.probe.aggregate import llquantize_bucket, lquantize_bucket, quantize_bucket
-from openetw.probe.descriptions import EventIdentity, parse_description
-from openetw.probe.errors import ProbeCompileError
-from openetw.probe.formatting import Format
-from openetw.probe.program import compile_script
+from openetw.probe.lang.aggregate import llquantize_bucket, lquantize_bucket, quantize_bucket
+from openetw.probe.lang.descriptions import EventIdentity, parse_description
+from openetw.probe.lang.errors import ProbeCompileError
+from openetw.probe.lang.formatting import Format
+from openetw.probe.lang.program import compile_script
 
 BAD_SCRIPTS = [
     ("BEGIN { x = 1 }\nEND { y = ; }", 2, 11, "expected an expression, found ';'"),
@@ -45,7 +45,7 @@ def test_bad_scripts_name_line_column_and_what_was_expected(text: str, line: int
 
 
 def test_args_fields_are_typed_by_the_schema_at_compile_time() -> None:
-    from openetw.probe.types import STRING, IntType
+    from openetw.probe.lang.types import STRING, IntType
 
     fields = {"Count": IntType("uint32_t", 4, False), "Name": STRING, "S": {"Member": STRING}}
     compile_script("etw:::1 { @[args->Name, args->S.Member] = sum(args->Count); }", fields_of=lambda specs: fields)
@@ -67,7 +67,7 @@ def test_a_clause_compiles_to_one_function_with_its_predicate_inlined() -> None:
 
 
 def test_integer_casts_truncate_and_wrap_as_in_c() -> None:
-    from openetw.probe.output import Output
+    from openetw.probe.lang.output import Output
 
     out: list[str] = []
     program = compile_script(

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
-from openetw.probe.aggregate import wrap64
+from openetw.probe.lang.aggregate import wrap64
 from openetw.testing import EventRecordBuilder
 from tests.probe.helpers import json_records, run_probe
 
@@ -88,10 +88,10 @@ def _expected(in_type: str, values: list[int]) -> dict[str, Any]:
 
 def _answer(path: Path, manifest: Path, in_type: str, *, index: bool, columnar: bool, text: str = PROGRAM) -> dict[str, Any]:
     """The program's JSON maps over ``path`` through one path (asserting that it was taken)."""
-    from openetw.probe.descriptions import parse_description
-    from openetw.probe.program import compile_script
-    from openetw.probing.adapter import Catalog, TraceFiles, schema_registry
-    from openetw.probing.runner import ProbeRun
+    from openetw.probe.lang.descriptions import parse_description
+    from openetw.probe.lang.program import compile_script
+    from openetw.probe.run.adapter import Catalog, TraceFiles, schema_registry
+    from openetw.probe.run.runner import ProbeRun
 
     files = TraceFiles([path], manifests=schema_registry([str(manifest)]), index=index)
     catalog = Catalog.scan(files)

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-import openetw.probe
+import openetw.probe.lang
 
-PACKAGE = Path(openetw.probe.__file__).parent
+PACKAGE = Path(openetw.probe.lang.__file__).parent
 MODULES = sorted(PACKAGE.glob("*.py"))
 FORBIDDEN_MODULES = {
     "asyncio", "io", "os", "pathlib", "select", "selectors", "shutil", "signal", "socket", "subprocess", "sys",
     "tempfile", "threading", "time", "multiprocessing", "numpy",
 }  # fmt: skip
-FORBIDDEN_PACKAGES = ("openetw.probing", "openetw.consumer", "openetw.cli", "openetw.service", "openetw.controller")
+FORBIDDEN_PACKAGES = ("openetw.probe.run", "openetw.consumer", "openetw.cli", "openetw.service", "openetw.controller")
 FORBIDDEN_CALLS = {"open", "print", "input", "eval"}
 
 

@@ -19,7 +19,7 @@ from openetw.etl.build import build_system_record
 from openetw.etl.clock import TraceClock
 from openetw.etl.writer import EtlWriter, new_logfile_header
 from openetw.report.perfview import perfview_lines
-from openetw.report.perfview.state import TraceState
+from openetw.report.perfview.state import PerfViewState
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 
@@ -82,7 +82,7 @@ def test_the_first_read_moves_the_shared_index_the_printed_second_read_starts_ov
     with EtlReader(str(path)) as reader:
         records = list(reader.records(time_order=True))
     context = DecodeContext(SchemaRegistry())
-    state = TraceState(context)
+    state = PerfViewState(context)
     shown = []
     for record in records:
         context.observe(record)

@@ -93,7 +93,7 @@ def test_problems_are_collected_not_raised(tmp_path: Path) -> None:
 
 
 def test_installed_manifests_are_used_and_given_ones_win(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from openetw.store import ManifestRegistry
+    from openetw.manifest.store import ManifestRegistry
 
     store = tmp_path / "data"
     monkeypatch.setenv("OPENETW_DATA_DIR", str(store))

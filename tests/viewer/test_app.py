@@ -228,3 +228,14 @@ def test_full_text_search_over_an_etl_builds_its_text_index_once_with_progress(s
     status, found = _api(server, "/api/s/f1/rows?q=DD5EF90A&limit=500")
     assert found["total"] == len(matching) > 0
     assert [row["row"] for row in found["rows"]] == matching[:500]
+
+
+def test_stacks_of_an_etl_source_and_refused_for_an_evtx(serve: Any) -> None:
+    server = serve(corpus_path("etl", "perfview", "net.4.5.2.x64.etl"), corpus_path("evtx", "system.evtx"))
+    status, body = _api(server, "/api/s/f1/stacks?fold=5")
+    assert status == 200 and body["samples"] == 6318
+    assert body["by_name"][0]["name"] == "mscorlib!System.DateTime.GetDatePart"
+    assert body["tree"]["name"] == "ROOT" and body["tree"]["inclusive"] == 6318
+    assert 0.85 < body["naming"]["image_share"] <= 1
+    status, body = _api(server, "/api/s/f2/stacks")
+    assert status == 400 and "stacks come from .etl files" in json.dumps(body)

@@ -375,3 +375,23 @@ def test_the_page_without_the_token_is_forbidden(page: Any, serve: Any, token: s
     response = page.goto(url)
     assert response.status == 403
     assert page.evaluate("document.querySelectorAll('script').length") == 0
+
+
+def test_the_cpu_stacks_pane_draws_the_flame_graph_and_by_name(page: Any, serve: Any, artifacts: Path) -> None:
+    """What ``openetw stacks --json`` computes for the same file."""
+    net = corpus_path("etl", "perfview", "net.4.5.2.x64.etl")
+    expected = openetw_json("stacks", str(net), "--json", "--no-installed")[0]
+    server = serve(net)
+    _ready(page, server)
+    page.click("#stacks-button")
+    page.wait_for_selector("#stacks .flame .frame", timeout=120_000)
+    header = page.text_content("#stacks .group")
+    assert header is not None and f"{expected['samples']} samples" in header
+    frames = page.eval_on_selector_all("#stacks .flame .frame", "items => items.map(i => [i.textContent, i.style.width])")
+    names = {name for name, _ in frames}
+    assert "ROOT" in names and "Test.x64!Test.Program.Main" in names and "mscorlib!System.DateTime.get_Now" in names
+    assert dict(frames)["ROOT"] == "100%"
+    shown = page.eval_on_selector_all("#stacks table tr", "rows => rows.slice(1, 4).map(r => r.lastElementChild.textContent)")
+    assert shown == [row["name"] for row in expected["by_name"][:3]]
+    _shot(page, artifacts, "cpu-stacks")
+    assert not page.errors

@@ -116,7 +116,7 @@ static lz_status lz_inflate(const uint8_t *src, size_t n, size_t output_size, lz
                         size_t end = ip + 2;
                         if (!field) {
                             LZ_NEED(6);
-                            field = rd32(src + ip + 2);
+                            field = rd32(src + ip + sizeof(uint16_t));
                             end = ip + 6;
                         }
                         if (field < OE_LZ_SMALLEST_LENGTH_FIELD) LZ_FAIL(LZ_FIELD, ip, (long long)field, 0);
@@ -404,7 +404,7 @@ static PyObject *py_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         }
         marker = rd32(buf + pos);
         uint32_t flags = marker >> OE_MARKER_FLAGS_SHIFT;
-        header_type = (marker >> OE_MARKER_TYPE_SHIFT) & 0xFF;
+        header_type = (uint8_t)(marker >> OE_MARKER_TYPE_SHIFT); /* a byte of the marker */
         const kind_row *row;
         if (marker == OE_END_OF_DATA) {
             break;
@@ -604,7 +604,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
         const uint8_t *h = blob + p;
         uint8_t *row = out + i * row_size;
         uint32_t marker = rd32(h);
-        unsigned type = (marker >> OE_MARKER_TYPE_SHIFT) & 0xFF, flags = marker >> OE_MARKER_FLAGS_SHIFT;
+        unsigned type = (uint8_t)(marker >> OE_MARKER_TYPE_SHIFT), flags = marker >> OE_MARKER_FLAGS_SHIFT;
         int typed = (flags & OE_TYPED_FLAGS_MASK) == OE_TYPED_FLAGS_MASK;
         int kind = typed && typed_rows[type].fields ? typed_rows[type].kind : OE_MESSAGE_KIND;
         int64_t udo = typed_rows[type].fields ? typed_rows[type].header_size : OE_MESSAGE_HEADER_SIZE;
@@ -640,7 +640,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
             put4(row, at, C_PID, rd32(h + OE_CLASSIC_PROCESSID_AT));
             put8(row, at, C_TIMESTAMP, rd64(h + OE_CLASSIC_TIMESTAMP_AT));
             lo[i] = rd64(h + OE_CLASSIC_GUID_AT);
-            hi[i] = rd64(h + OE_CLASSIC_GUID_AT + 8);
+            hi[i] = rd64(h + OE_CLASSIC_GUID_AT + sizeof(uint64_t));
             has[i] = 1;
         } else if (kind == KIND_EVENT) {
             uint16_t event_flags = rd16(h + OE_EVENT_FLAGS_AT);
@@ -656,7 +656,7 @@ static PyObject *py_rows(PyObject *self, PyObject *args) {
             put2(row, at, C_TASK, rd16(h + OE_EVENT_TASK_AT));
             put8(row, at, C_KEYWORD, rd64(h + OE_EVENT_KEYWORD_AT));
             lo[i] = rd64(h + OE_EVENT_PROVIDERID_AT);
-            hi[i] = rd64(h + OE_EVENT_PROVIDERID_AT + 8);
+            hi[i] = rd64(h + OE_EVENT_PROVIDERID_AT + sizeof(uint64_t));
             has[i] = 1;
             if (event_flags & OE_EVENT_HEADER_FLAG_EXTENDED_INFO) {
                 /* extended items before the user data: each says its size and whether another follows */

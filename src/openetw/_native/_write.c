@@ -153,11 +153,15 @@ static Py_ssize_t complete(Writer *w) {
     return full;
 }
 
+/* Where the record after one of ``size`` bytes at ``at`` starts: records are OE_RECORD_ALIGNMENT aligned. */
+static inline Py_ssize_t record_end(Py_ssize_t at, Py_ssize_t size) {
+    return (at + size + OE_RECORD_ALIGNMENT - 1) & -(Py_ssize_t)OE_RECORD_ALIGNMENT;
+}
+
 static inline void copy_in(Writer *w, const void *record, Py_ssize_t size, int64_t timestamp) {
     uint8_t *map = w->map;
-    Py_ssize_t end = w->cursor + size;
     memcpy(map + w->cursor, record, (size_t)size); /* the padding after it is zero already */
-    Py_ssize_t aligned = (end + 7) & ~(Py_ssize_t)7;
+    Py_ssize_t aligned = record_end(w->cursor, size);
     st64(map + w->base + OE_BH_TIMESTAMP_AT, (uint64_t)timestamp);
     publish32(map + w->base + OE_BH_OFFSET_AT, (uint32_t)(aligned - w->base)); /* last: now the record is in */
     w->cursor = aligned;
@@ -309,7 +313,7 @@ static PyObject *Writer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         PyErr_SetString(PyExc_TypeError, "full must be callable or None");
         return NULL;
     }
-    if (buffer_size < OE_BUFFER_HEADER_SIZE + OE_POOL_MIN_RECORD || buffer_size % 8 || count < 1 ||
+    if (buffer_size < OE_BUFFER_HEADER_SIZE + OE_POOL_MIN_RECORD || buffer_size % OE_RECORD_ALIGNMENT || count < 1 ||
         OE_POOL_STATE_OFFSET + 4 * count > OE_POOL_HEADER_SIZE || logger_id < 0 || logger_id > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "not a buffer pool's shape");
         return NULL;
@@ -534,7 +538,7 @@ static uint8_t *put(char op, const Field *f, uint8_t *p) {
                 if (c > 0xFFFF) {
                     c -= 0x10000;
                     st16(p, (uint16_t)(0xD800 | (c >> 10)));
-                    st16(p + 2, (uint16_t)(0xDC00 | (c & 0x3FF)));
+                    st16(p + sizeof(uint16_t), (uint16_t)(0xDC00 | (c & 0x3FF)));
                     p += 4;
                 } else {
                     st16(p, (uint16_t)c);
@@ -550,13 +554,13 @@ static uint8_t *put(char op, const Field *f, uint8_t *p) {
 }
 
 static void encode(FastWrite *e, Field *fields, uint8_t *p, Py_ssize_t size, long tid, uint32_t pid, int64_t timestamp) {
-    st64(p, (uint64_t)size + e->bits);
-    st32(p + 8, (uint32_t)tid);
-    st32(p + 12, pid);
-    st64(p + 16, (uint64_t)timestamp);
+    st64(p + OE_EH_SIZE_AT, (uint64_t)size + e->bits);
+    st32(p + OE_EH_THREADID_AT, (uint32_t)tid);
+    st32(p + OE_EH_PROCESSID_AT, pid);
+    st64(p + OE_EH_TIMESTAMP_AT, (uint64_t)timestamp);
     Py_ssize_t cae = PyBytes_GET_SIZE(e->cae);
-    memcpy(p + 24, PyBytes_AS_STRING(e->cae), (size_t)cae);
-    p += 24 + cae;
+    memcpy(p + OE_EH_PROVIDERID_AT, PyBytes_AS_STRING(e->cae), (size_t)cae);
+    p += OE_EH_PROVIDERID_AT + cae;
     for (Py_ssize_t i = 0; i < e->count; i++)
         p = put(e->ops[i], &fields[i], p);
 }
@@ -580,7 +584,8 @@ static PyObject *write_values(FastWrite *e, PyObject **values, PyObject *write) 
     if (!outside)
         return NOT_HANDLED;
     Field fields[OE_MAX_FIELDS];
-    Py_ssize_t size = 24 + PyBytes_GET_SIZE(e->cae); /* the header (its last 40 + 16 bytes in cae) and the extended items */
+    /* the header up to its TimeStamp, then cae: the rest of the header and the extended items */
+    Py_ssize_t size = OE_EH_PROVIDERID_AT + PyBytes_GET_SIZE(e->cae);
     Py_ssize_t prepared = 0;
     PyObject *result = NULL;
     for (; prepared < e->count; prepared++) {
@@ -616,7 +621,7 @@ static PyObject *write_values(FastWrite *e, PyObject **values, PyObject *write) 
         }
         if (w->cursor + size <= w->limit) {
             encode(e, fields, w->map + w->cursor, size, tid, pid, timestamp);
-            Py_ssize_t aligned = (w->cursor + size + 7) & ~(Py_ssize_t)7;
+            Py_ssize_t aligned = record_end(w->cursor, size);
             st64(w->map + w->base + OE_BH_TIMESTAMP_AT, (uint64_t)timestamp);
             publish32(w->map + w->base + OE_BH_OFFSET_AT, (uint32_t)(aligned - w->base));
             w->cursor = aligned;
@@ -1062,18 +1067,19 @@ static PyTypeObject ProviderWriteType = {
  * 4 a process id (a), 5 an unregistered provider, 6 a secured GUID in a classic record, 7 a
  * thread id (a) of another process.
  */
-#define OE_SCREEN_HEAD (OE_EH_PROVIDERID_AT + 16)
+#define OE_SCREEN_HEAD (OE_EH_PROVIDERID_AT + OE_EH_PROVIDERID_SIZE)
+#define OE_SCREEN_TYPES 256 /* one least size per header type, a byte */
 
 static int guid_in(const uint8_t *guid, const uint8_t *set, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++)
-        if (memcmp(guid, set + 16 * i, 16) == 0)
+        if (memcmp(guid, set + OE_EH_PROVIDERID_SIZE * i, OE_EH_PROVIDERID_SIZE) == 0)
             return 1;
     return 0;
 }
 
 static uint8_t *flat_guids(PyObject *set, Py_ssize_t *n) {
     Py_ssize_t size = PySet_GET_SIZE(set), i = 0;
-    uint8_t *out = PyMem_Malloc(16 * (size_t)(size ? size : 1));
+    uint8_t *out = PyMem_Malloc(OE_EH_PROVIDERID_SIZE * (size_t)(size ? size : 1));
     PyObject *iterator = out != NULL ? PyObject_GetIter(set) : NULL, *key;
     if (iterator == NULL) {
         PyMem_Free(out);
@@ -1082,8 +1088,8 @@ static uint8_t *flat_guids(PyObject *set, Py_ssize_t *n) {
         return NULL;
     }
     while ((key = PyIter_Next(iterator)) != NULL) {
-        if (PyBytes_Check(key) && PyBytes_GET_SIZE(key) == 16 && i < size)
-            memcpy(out + 16 * i++, PyBytes_AS_STRING(key), 16);
+        if (PyBytes_Check(key) && PyBytes_GET_SIZE(key) == OE_EH_PROVIDERID_SIZE && i < size)
+            memcpy(out + OE_EH_PROVIDERID_SIZE * i++, PyBytes_AS_STRING(key), OE_EH_PROVIDERID_SIZE);
         Py_DECREF(key);
     }
     Py_DECREF(iterator);
@@ -1159,7 +1165,7 @@ static PyObject *screen(PyObject *self, PyObject *args) {
     spans_t spans = {NULL, 0, 0};
     uint8_t *mine = NULL, *theirs = NULL;
     Py_ssize_t n_mine = 0, n_theirs = 0;
-    if (least_len != 4 * 256 || (known != Py_None && !PyAnySet_Check(known))) {
+    if (least_len != 2 * OE_SCREEN_TYPES * (Py_ssize_t)sizeof(uint16_t) || (known != Py_None && !PyAnySet_Check(known))) {
         PyErr_SetString(PyExc_ValueError, "screen: least holds 2 x 256 u16 sizes; known is a set or None");
         goto out;
     }
@@ -1171,7 +1177,7 @@ static PyObject *screen(PyObject *self, PyObject *args) {
     const uint8_t *d = view.buf;
     Py_ssize_t total = view.len;
     Py_ssize_t used = OE_BUFFER_HEADER_SIZE;
-    if (total >= OE_BH_OFFSET_AT + 4) {
+    if (total >= OE_BH_OFFSET_AT + (Py_ssize_t)sizeof(uint32_t)) {
         uint32_t offset;
         memcpy(&offset, d + OE_BH_OFFSET_AT, 4);
         used = (Py_ssize_t)offset < total ? (Py_ssize_t)offset : total;
@@ -1184,7 +1190,7 @@ static PyObject *screen(PyObject *self, PyObject *args) {
         long long a = 0, b = 0;
         Py_ssize_t step = 0;
         const uint8_t *r = d + position;
-        if (position + 8 > used) {
+        if (position + OE_POOL_MIN_RECORD > used) {
             code = 0;
         } else if (position + OE_SCREEN_HEAD > used) {
             code = 1;
@@ -1196,15 +1202,15 @@ static PyObject *screen(PyObject *self, PyObject *args) {
             memcpy(&tid, r + OE_EH_THREADID_AT, 4);
             memcpy(&record_pid, r + OE_EH_PROCESSID_AT, 4);
             uint16_t event_least, classic_least;
-            memcpy(&event_least, least + 2 * header_type, 2);
-            memcpy(&classic_least, least + 512 + 2 * header_type, 2);
+            memcpy(&event_least, least + sizeof(uint16_t) * header_type, 2);
+            memcpy(&classic_least, least + sizeof(uint16_t) * (OE_SCREEN_TYPES + header_type), 2);
             least_size = event_least ? event_least : (classic ? classic_least : 0);
             if (least_size == 0 || marker != OE_TYPED_FLAGS) {
                 code = 2; a = header_type; b = marker;
             } else if (size < least_size || position + size > used) {
                 code = 3; a = size;
             } else {
-                step = ((Py_ssize_t)size + OE_RECORD_ALIGNMENT - 1) & -(Py_ssize_t)OE_RECORD_ALIGNMENT;
+                step = record_end(0, size);
                 const uint8_t *guid = r + OE_EH_PROVIDERID_AT;
                 if (record_pid != pid) {
                     code = 4; a = record_pid;
@@ -1294,7 +1300,7 @@ static PyObject *take_release_into(PyObject *self, PyObject *args) {
     uint16_t flags;
     memcpy(&used, header + OE_BH_OFFSET_AT, 4);
     memcpy(&flags, header + OE_BH_BUFFERFLAG_AT, 2);
-    int repaired = used < OE_BUFFER_HEADER_SIZE || used > (uint32_t)buffer_size || used % 8;
+    int repaired = used < OE_BUFFER_HEADER_SIZE || used > (uint32_t)buffer_size || used % OE_RECORD_ALIGNMENT;
     if (repaired)
         used = OE_BUFFER_HEADER_SIZE;
     flags = (uint16_t)((flags & OE_PRODUCER_FLAGS) | OE_BUFFER_FLAG_PROCESSOR_INDEX);

@@ -38,7 +38,8 @@ def header() -> str:
         define("OE_TYPED_FLAGS", F.TYPED_FLAGS),
         *(
             define(f"OE_EH_{name.upper()}_AT", L.EVENT_HEADER.offset(name))
-            for name in ("Size", "HeaderType", "MarkerFlags", "ThreadId", "ProcessId", "ProviderId")
+            for name in ("Size", "HeaderType", "MarkerFlags", "ThreadId", "ProcessId", "TimeStamp", "ProviderId")
         ),
+        define("OE_EH_PROVIDERID_SIZE", L.EVENT_HEADER.offset("Id") - L.EVENT_HEADER.offset("ProviderId")),
     ]
     return render("openetw/_native/gen_write.py", "OPENETW_WRITE_CONSTANTS_H", lines)

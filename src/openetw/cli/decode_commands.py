@@ -89,7 +89,12 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
     readers = open_readers(files)
     span = window.resolve(readers)
     registry = load_registry(manifests, installed=not no_installed)
-    context = DecodeContext(registry)
+    if fmt == "perfview":
+        from openetw.events.trace_state import TraceState
+
+        context: DecodeContext = TraceState(registry)  # the one trace-state tracker
+    else:
+        context = DecodeContext(registry)
     records = within(with_progress(records_of(readers, time_order=True), readers, show_progress(quiet, output_is_stdout=output is None)), span)
     with _output(output) as out:
         if fmt == "perfview":

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openetw._native import engine as native_engine
-from openetw.cli.evtx_commands import EvtxFileReader, evtx_summary, is_evtx_file, print_evtx_summary
+from openetw.cli.evtx_commands import evtx_summary, print_evtx_summary
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
+from openetw.consumer.formats import EVTX, SourceReader, open_reader
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
@@ -101,7 +102,7 @@ def open_readers(files: tuple[str, ...]) -> list[Any]:
             raise InvalidArgument(f"no such file: {path}")
         if os.path.isdir(path):
             raise InvalidArgument(f"{path} is a directory, not an .etl file")
-        readers.append(EvtxFileReader(path) if is_evtx_file(path) else EtlReader(path, strict=False))
+        readers.append(open_reader(path))
     return readers
 
 
@@ -154,7 +155,7 @@ def info(files: tuple[str, ...], as_json: bool, manifests: tuple[str, ...], no_i
     registry = load_registry(manifests, installed=not no_installed)
     summaries = []
     for reader in readers:
-        if isinstance(reader, EvtxFileReader):
+        if isinstance(reader, SourceReader) and reader.format is EVTX:
             summary = evtx_summary(reader.path)
             reader.stats.errors = [EvtxFormatError(e) for e in summary["errors"]]
             reader.stats.notices = [EvtxFormatError(e) for e in summary["notices"]]
@@ -433,7 +434,7 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
             click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
         raise_if_damaged(readers)
         return
-    if any(isinstance(reader, EvtxFileReader) for reader in readers):
+    if any(isinstance(reader, SourceReader) and reader.format is EVTX for reader in readers):
         raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
     from openetw.etl.relog import relog
 

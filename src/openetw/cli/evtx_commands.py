@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from openetw.consumer.evtx_files import is_evtx_file, map_file
-from openetw.errors import EvtxFormatError, InvalidArgument
+from openetw.consumer.formats import EVTX, SourceReader
+from openetw.errors import InvalidArgument
 from openetw.evtx.reader import EvtxReader
 
 if TYPE_CHECKING:
-    from openetw.evtx.record import EvtxRecord
     from openetw.export.evtx_relog import relog_to_evtx
 
 __all__ = ["EvtxFileReader", "evtx_summary", "is_evtx_file", "print_evtx_summary", "relog_to_evtx"]
@@ -38,43 +37,11 @@ def __getattr__(name: str) -> object:
     return load(__name__, _LAZY, globals(), name)
 
 
-@dataclass
-class _NothingLost:
-    events_lost: int = 0
-    buffers_lost: int = 0
-
-
-@dataclass
-class _Stats:
-    errors: list[EvtxFormatError] = field(default_factory=list)  # what was lost: the command fails
-    notices: list[EvtxFormatError] = field(default_factory=list)  # what was only counted: a warning
-
-
-class EvtxFileReader:
+class EvtxFileReader(SourceReader):
     """An ``.evtx`` file with the interface of the ``.etl`` reader the file commands use."""
 
     def __init__(self, path: str) -> None:
-        from openetw.consumer.evtx_source import EvtxFileSource  # (the consumer's sources: only for an .evtx given)
-
-        self.path = path
-        self.header = _NothingLost()
-        self.stats = _Stats()
-        self._source = EvtxFileSource(path)
-        self._source.open()
-
-    def records(self, time_order: bool = True) -> Iterator[EvtxRecord]:
-        """Every record, in record-id order (the order the log wrote them)."""
-        try:
-            yield from self._source.records()
-        finally:
-            self.stats.errors = self._source.losses()
-            self.stats.notices = self._source.notices()
-
-    def __iter__(self) -> Iterator[EvtxRecord]:
-        return self.records()
-
-    def close(self) -> None:
-        self._source.close()
+        super().__init__(path, EVTX)
 
 
 def evtx_summary(path: str) -> dict[str, Any]:

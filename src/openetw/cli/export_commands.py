@@ -21,11 +21,14 @@ from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.progress import quiet_option, show_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
+from openetw.consumer.formats import ETL, trace_format
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query
 from openetw.export.timeline import TIMELINE_FORMATS
 from openetw.safeio import umask_like
+
+FLAME_FORMATS = ("speedscope", "pprof", "folded")  # openetw.export.flame's (a test holds them equal); loaded when used
 
 
 def register(cli: click.Group) -> None:
@@ -57,7 +60,7 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
     """The providers and the time window (relative bounds count from the .etl inputs' earliest start)."""
     if not window.given:
         return Selection(providers=providers)
-    traces = [path for path in files if not path.lower().endswith(".evtx")]
+    traces = [path for path in files if trace_format(path) is ETL]
     readers = open_readers(tuple(traces)) if traces else []
     try:
         span = window.resolve(readers)
@@ -70,13 +73,17 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
 
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=str))
-@click.option("--to", "fmt", type=click.Choice(FORMATS + TIMELINE_FORMATS), default="parquet", show_default=True, help="Output format.")
+@click.option("--to", "fmt", type=click.Choice(FORMATS + TIMELINE_FORMATS + FLAME_FORMATS), default="parquet", show_default=True,
+              help="Output format.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(path_type=str),
-              help="Directory (parquet, csv) or file (jsonl, perfetto, chrome; - for stdout with jsonl and chrome).")  # fmt: skip
+              help="Directory (parquet, csv) or file (jsonl, perfetto, chrome, speedscope, pprof, folded; "
+                   "- for stdout with jsonl, chrome, speedscope and folded).")  # fmt: skip
 @click.option("--endpoint", metavar="URL", help="--to otlp: the OTLP/HTTP receiver (http://host:4318; /v1/logs and /v1/traces are added).")
 @click.option("--check", "check_path", metavar="FILE", type=click.Path(dir_okay=False, path_type=str),
               help="Check a Perfetto or Chrome trace file instead of exporting (exit 1 when it has problems).")  # fmt: skip
 @click.option("--provider", "providers", multiple=True, metavar="NAME_OR_GUID", help="Only records of this provider (repeatable).")
+@click.option("--symbols", "symbol_dirs", multiple=True, metavar="DIR",
+              help="speedscope, pprof, folded: a directory of PDBs naming native Windows frames (repeatable).")  # fmt: skip
 @manifest_option
 @no_installed_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
@@ -85,8 +92,8 @@ def _selection(files: tuple[str, ...], providers: tuple[str, ...], window: TimeS
 @streamed_no_index_option
 def export(
     files: tuple[str, ...], fmt: str, output: str | None, endpoint: str | None, check_path: str | None,
-    providers: tuple[str, ...], manifests: tuple[str, ...], no_installed: bool, as_json: bool, quiet: bool,
-    window: TimeSpec,
+    providers: tuple[str, ...], symbol_dirs: tuple[str, ...], manifests: tuple[str, ...], no_installed: bool,
+    as_json: bool, quiet: bool, window: TimeSpec,
 ) -> None:  # fmt: skip
     """Write the records of FILES (merged in time order) as tables, JSON lines or a timeline.
 
@@ -110,6 +117,13 @@ def export(
     --check FILE checks a Perfetto or Chrome file: interned ids defined, slices nested per
     track, flows paired, timestamps monotonic per sequence.
 
+    \b
+    speedscope  the SampledProfile stacks, frames named (see openetw stacks), as
+                speedscope's JSON: one sampled profile per thread
+    pprof       the same as a gzip-compressed pprof profile.proto (go tool pprof)
+    folded      the same as collapsed stacks (flamegraph.pl): one line per distinct
+                stack, "Process (pid);outer;...;inner count"
+
     Records no schema decodes are in the events table only and counted in the summary.
     Needs pyarrow for parquet and csv (pip install 'openetw[export]'); otlp needs
     pip install 'openetw[otlp]'.
@@ -121,6 +135,9 @@ def export(
         raise click.UsageError("give at least one FILE to export (or --check FILE)")
     if fmt in TIMELINE_FORMATS:
         _export_timeline(files, fmt, output, endpoint, providers, manifests, no_installed, as_json, quiet, window)
+        return
+    if fmt in FLAME_FORMATS:
+        _export_flame(files, fmt, output, symbol_dirs, manifests, no_installed, as_json, window)
         return
     if output is None:
         raise click.UsageError("--output is required")
@@ -180,6 +197,37 @@ def _export_timeline(
         click.echo(f"openetw: warning: {error}", err=True)
     if summary.delivery.get("refused"):
         raise ReportedFailure(f"the receiver refused {summary.delivery['refused']} records", exit_code=1)
+
+
+def _export_flame(
+    files: tuple[str, ...], fmt: str, output: str | None, symbol_dirs: tuple[str, ...], manifests: tuple[str, ...],
+    no_installed: bool, as_json: bool, window: TimeSpec,
+) -> None:  # fmt: skip
+    from openetw.cli.stacks_commands import load_file_profile
+    from openetw.export.flame import write_flame
+
+    if output is None:
+        raise click.UsageError("--output is required")
+    if output == "-" and fmt == "pprof":
+        raise click.BadParameter("a pprof profile is binary: give a file", param_hint="--output")
+    if output != "-" and os.path.isdir(output):
+        raise click.BadParameter(f"{output} is a directory", param_hint="--output")
+    started = time.monotonic()
+    profile = load_file_profile(files, window=window, manifests=manifests, no_installed=no_installed, symbol_dirs=symbol_dirs)
+    if output == "-":
+        written = write_flame(fmt, profile.samples, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    else:
+        with umask_like(*files), open(output, "wb") as out:
+            written = write_flame(fmt, profile.samples, out)
+    summary = {"inputs": list(files), "output": output, "format": fmt, "written": written,
+               "seconds": round(time.monotonic() - started, 3), **profile.as_json()}  # fmt: skip
+    naming = profile.naming
+    text = (
+        f"wrote {output} ({fmt}): {written:,} samples; {naming.frames} distinct frames, "
+        f"{naming.named / naming.frames if naming.frames else 0:.1%} named"
+    )
+    click.echo(json.dumps(summary) if as_json else text, err=output == "-")
 
 
 def _report(summary: ExportSummary, as_json: bool, *, to_stderr: bool = False) -> None:

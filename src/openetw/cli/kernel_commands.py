@@ -212,8 +212,8 @@ def kernel_query(name: str | None, as_json: bool) -> None:
 @_json_option
 def kernel_probe(as_json: bool) -> None:
     """Which kernel event sources this process may use, and why not; which flags record."""
+    from openetw.kernel.capabilities import probe
     from openetw.kernel.control import AVAILABLE_FLAGS, PLANNED_FLAGS, privilege_refusal
-    from openetw.kernel.probe import probe
 
     capabilities = probe()
     refusal = privilege_refusal(capabilities)

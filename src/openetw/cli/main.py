@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, str] = {
     "viewer": "viewer_commands",
     "collect": "fleet_commands", "fleet": "fleet_commands",
     "log": "log_commands",
+    "stacks": "stacks_commands",
 }  # fmt: skip
 
 
@@ -53,6 +54,7 @@ COMMAND_SUMMARIES: dict[str, str] = {
     "service": "Run, inspect and stop the trace service (the part of ETW that lives in the NT kernel).",
     "session": "Start, steer, query and stop trace sessions (logman / tracelog / xperf).",
     "sql": "Run a SQL QUERY (DuckDB) over traces or exported layouts.",
+    "stacks": "PerfView's CPU Stacks of FILES: functions by exclusive and inclusive samples (By Name).",
     "trace": "Print events as they arrive, decoded where possible; Ctrl-C stops.",
     "viewer": "Serve the Event Viewer on this machine and print its URL.",
 }

@@ -16,7 +16,7 @@ from openetw.errors import InvalidArgument, ManifestError
 from openetw.guids import format_guid
 from openetw.manifest import Diagnostic, Manifest, Provider, validate
 from openetw.manifest.loader import manifest_files
-from openetw.store import (
+from openetw.manifest.store import (
     InstalledProvider,
     ManifestRegistry,
     find_merged,

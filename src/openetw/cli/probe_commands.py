@@ -12,11 +12,11 @@ import click
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import index_beside_option
 from openetw.errors import InvalidArgument
-from openetw.probe.descriptions import parse_description
-from openetw.probe.errors import ProbeCompileError
-from openetw.probe.program import compile_script
-from openetw.probe.schema_types import merge_fields
-from openetw.probe.types import Type
+from openetw.probe.lang.descriptions import parse_description
+from openetw.probe.lang.errors import ProbeCompileError
+from openetw.probe.lang.program import compile_script
+from openetw.probe.lang.schema_types import merge_fields
+from openetw.probe.lang.types import Type
 
 _HELP = """Run a D program over trace files (clauses fire on the files' events in time order), or
 live without --file: etw probes over running providers, kernel probes (root) over the kernel trace.
@@ -72,8 +72,8 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
                   manifests: tuple[str, ...], output_path: str | None, quiet: bool, fmt: str,
                   settings: tuple[str, ...], json_flag: bool, no_index: bool, macros: tuple[str, ...],
                   target_pid: int | None, target_command: str | None, destructive: bool, index_beside: bool | None) -> None:  # fmt: skip
-    from openetw.probing.adapter import Catalog, TraceFiles, schema_registry
-    from openetw.probing.runner import ProbeRun
+    from openetw.probe.run.adapter import Catalog, TraceFiles, schema_registry
+    from openetw.probe.run.runner import ProbeRun
 
     json_mode = fmt == "json" or json_flag
     options = {}
@@ -105,7 +105,7 @@ def probe_command(programs: tuple[str, ...], script: str | None, list_pattern: s
         scanned = Catalog.scan(trace_files)
         catalog = scanned.items()
 
-    from openetw.probing.providers import PROBE_PROVIDERS
+    from openetw.probe.run.providers import PROBE_PROVIDERS
 
     program = compile_script(text, name=name, macros=list(macros), fields_of=_fields_from(catalog), options=options,
                              providers=frozenset(PROBE_PROVIDERS), destructive=destructive)  # fmt: skip
@@ -166,11 +166,11 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
     ``args->`` names the fields the installed manifests and ``manifests`` declare."""
     import signal
 
-    from openetw.probing.adapter import Catalog, schema_registry
-    from openetw.probing.kernel_probes import FAMILIES, kernel_flags_for, profile_rate, uses_call_arguments
-    from openetw.probing.live import LiveSessions, LiveTarget
-    from openetw.probing.providers import PROBE_PROVIDERS
-    from openetw.probing.runner import ProbeRun
+    from openetw.probe.run.adapter import Catalog, schema_registry
+    from openetw.probe.run.kernel_probes import FAMILIES, kernel_flags_for, profile_rate, uses_call_arguments
+    from openetw.probe.run.live import LiveSessions, LiveTarget
+    from openetw.probe.run.providers import PROBE_PROVIDERS
+    from openetw.probe.run.runner import ProbeRun
 
     text, name = _program_text(programs, script)
     if target_pid is not None and target_command is not None:
@@ -217,7 +217,7 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
 def _descriptions_of(text: str) -> list[str]:
     """The probe descriptions of a program's clauses (``-l -n PROGRAM``), or the text itself
     when it is a bare description (``-l -n 'etw:::12'``)."""
-    from openetw.probe.parser import parse
+    from openetw.probe.lang.parser import parse
 
     try:
         program = parse(text, name="<-n>")

@@ -438,7 +438,7 @@ def provider_listing(socket_path: str | None = None) -> tuple[list[dict[str, Any
     ``"manifest"``. Returns the rows and notes on what could not be listed."""
     from openetw.controller import provider_security, registered_providers
     from openetw.guids import format_guid
-    from openetw.store import ManifestRegistry
+    from openetw.manifest.store import ManifestRegistry
 
     notes: list[str] = []
     installed = []

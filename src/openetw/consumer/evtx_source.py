@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from openetw.consumer.evtx_files import is_evtx_file, map_file
-from openetw.consumer.sources import FileSource, Source
+from openetw.consumer.sources import Source
 from openetw.consumer.stats import SourceStatistics
 from openetw.errors import EvtxFormatError, InvalidArgument
 from openetw.evtx import layout as EL
@@ -26,10 +26,10 @@ __all__ = ["EvtxFileSource", "FileBytes", "chunk_order", "file_source", "is_evtx
 
 
 def file_source(path: str | os.PathLike[str], **options: Any) -> Source:
-    """The source for a trace file: ``.evtx`` or ``.etl``."""
-    if is_evtx_file(path):
-        return EvtxFileSource(path)
-    return FileSource(path, **options)
+    """The source for a trace file of any known format (``openetw.consumer.formats``)."""
+    from openetw.consumer.formats import open_source
+
+    return open_source(path, **options)
 
 
 class FileBytes:

@@ -113,7 +113,7 @@ def _as_guid(value: Any) -> uuid.UUID:
     name = getattr(value, "name", value)
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument(f"not a provider: {value!r}")
-    from openetw.store.lookup import resolve_provider
+    from openetw.manifest.store.lookup import resolve_provider
 
     resolved = resolve_provider(name)
     resolved.warn(stacklevel=5)

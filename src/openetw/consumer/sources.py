@@ -54,6 +54,14 @@ class Source:
         """What went wrong so far (damage that was skipped)."""
         return []
 
+    def losses(self) -> list[Any]:
+        """What cost records (a command reading the source fails on these after its output)."""
+        return list(self.errors())
+
+    def notices(self) -> list[Any]:
+        """What disagreed and was only counted, nothing lost (a command warns)."""
+        return []
+
     def stop(self) -> None:
         """Ask a live source to end its record stream (files end by themselves)."""
 

@@ -41,7 +41,7 @@ from openetw.consumer.batches import Batch, iter_batches
 from openetw.consumer.context import TraceContext
 from openetw.consumer.dispatch import Dispatcher, ErrorHandler
 from openetw.consumer.errors import TraceStateError
-from openetw.consumer.evtx_source import file_source
+from openetw.consumer.formats import open_source
 from openetw.consumer.index import EtlIndex
 from openetw.consumer.iteration import Event, HandOff, WhenFull
 from openetw.consumer.live import LiveSessionSource, private_session_name
@@ -61,7 +61,7 @@ def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegist
     if isinstance(manifests, SchemaRegistry):
         return manifests, {}
     if manifests is None:
-        from openetw.store import ManifestRegistry
+        from openetw.manifest.store import ManifestRegistry
 
         try:
             # Lowest precedence first, as for every registry: a later manifest wins, so the user's
@@ -209,7 +209,7 @@ class UserTrace:
     def _resolve(self, name: str) -> Any:
         """A provider name (``openetw.provider_names``): the trace's manifests, the installed
         ones, then ETW's name hash, announced with a ``ProviderNameWarning``."""
-        from openetw.store.lookup import resolve_provider
+        from openetw.manifest.store.lookup import resolve_provider
 
         resolved = resolve_provider(
             name, installed=self.manifests is None, manifests=lambda text: self._provider_names.get(text.lower())
@@ -219,9 +219,9 @@ class UserTrace:
         return resolved.guid
 
     def _reads_evtx(self) -> bool:
-        from openetw.consumer.evtx_source import is_evtx_file
+        from openetw.consumer.formats import trace_format
 
-        return any(is_evtx_file(path) for path in self.files)
+        return any(trace_format(path).names_providers for path in self.files)
 
     def open(self) -> UserTrace:
         """Open the sources: build or load file indexes; start or attach to live sessions
@@ -231,7 +231,7 @@ class UserTrace:
             return self
         dispatcher = self._prepare()
         if self.files:
-            sources: list[Source] = [file_source(path, index=self.use_index, index_dir=self.index_dir, index_beside=self.index_beside) for path in self.files]
+            sources: list[Source] = [open_source(path, index=self.use_index, index_dir=self.index_dir, index_beside=self.index_beside) for path in self.files]
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         elif self.streams:

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from openetw.controller.client import ServiceClient
 from openetw.errors import InvalidArgument
-from openetw.ipc.wire import config_from_json, filters_to_json
+from openetw.ipc.wire import config_from_json, config_to_json, filters_to_json, rule_from_json
 from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
-from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB, DEFAULT_MAXIMUM_BUFFERS
+from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB, DEFAULT_MAXIMUM_BUFFERS, ProviderEnable, SessionConfig
 
 if TYPE_CHECKING:
     from openetw.ipc.stream_options import StreamOptions
 
-__all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers"]
+__all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers", "session_config"]
 
 MODE_NAMES: dict[str, LogMode] = {
     "file": LogMode.SEQUENTIAL_FILE,
@@ -76,7 +76,7 @@ def _provider_text(provider: ProviderRef) -> str:
     an installed manifest's provider as its GUID (the caller's stores, read with the caller's
     rights), or ``*Name`` for the name hash on purpose; any other name is sent as it is, and the
     service resolves it against registered providers' names or keeps it pending by name."""
-    from openetw.store.lookup import resolve_provider
+    from openetw.manifest.store.lookup import resolve_provider
 
     resolved = resolve_provider(provider)
     if resolved.source == "explicit-hash":
@@ -117,118 +117,74 @@ class Session:
     @classmethod
     def start(
         cls,
-        name: str,
+        config: SessionConfig | str,
         output: str | os.PathLike[str] | None = None,
         *,
-        mode: LogMode | str | None = None,
-        buffer_size: int = 64,
-        flush_timer: int = 1,
-        realtime: bool = False,
-        max_size: int = 0,
-        min_buffers: int = 4,
-        max_buffers: int = DEFAULT_MAXIMUM_BUFFERS,
-        providers: Iterable[ProviderRef | tuple[ProviderRef, Mapping[str, Any]]] = (),
-        kernel_flags: Iterable[str] | str | None = None,
-        kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,
-        kernel_source: str = "auto",
-        kernel_profile_rate: int | None = None,
         socket: str | os.PathLike[str] | None = None,
         autostart: bool | None = None,
         stream: str | StreamOptions | None = None,
         subject: str | None = None,
         spool_size: float | None = None,
         end_with_connection: bool = False,
+        **settings: Any,
     ) -> Session:
-        """StartTrace. ``buffer_size`` in KB, ``max_size`` in MB, ``flush_timer`` in seconds.
+        """StartTrace: the session ``config`` describes (``openetw.session.SessionConfig``).
+
+        The file a file mode writes (``config.file_name``; a new-file session's name holds one
+        ``%d``) is opened here, with the caller's rights, and its descriptor handed to the
+        service; ``config.providers`` are enabled before the first event can flow.
 
         ``end_with_connection``: the service stops the session when this ``Session``'s
         connection closes (its process ended, killed or not), as a tool's private session should.
 
-        ``output`` is the file (a new-file session's name holds one ``%d``); the file is opened
-        here and its descriptor handed to the service. ``providers`` are enabled before the first
-        event can flow: names/GUIDs, or (provider, {"level": .., "any": .., "all": ..}) pairs.
-
-        ``kernel_flags`` (``["process", "thread"]`` or ``"process,thread"``; the names of
-        ``openetw kernel start --flags``) make it a kernel session: the service records those
-        kernel events into it, through a kernel ring buffer of ``kernel_buffer_size`` KB per CPU.
-        ``kernel_source`` is where those events come from (``auto``: tracefs, plus perf for
-        ``image`` and ``profile``; ``tracefs``; ``proc_connector``: ``process`` and ``thread``
-        only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
-        (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
-
-        ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` (``openetw.ipc.stream_options``) with
+        ``stream`` (``nats://HOST:PORT[,...]`` or ``openetw.fleet.StreamOptions`` with
         credentials) streams the session's buffers to the fleet's JetStream stream, on ``subject``
         (default ``etw.{host}.{session}``), holding at most ``spool_size`` MB (default 64) while
-        the cluster is unreachable. The session then delivers in real time (and to ``output``
-        too when one is given).
+        the cluster is unreachable. The session then delivers in real time (a file mode becomes
+        file + real time).
+
+        The keyword form, ``Session.start(name, output, mode=..., providers=..., ...)``, is kept
+        for one release: :func:`session_config` builds the config from those keywords.
         """
-        output_text = os.fspath(output) if output is not None else None
-        stream_body: dict[str, Any] | None = None
-        if stream is not None:
-            from openetw.ipc.stream_options import StreamOptions as _Options
+        stream_body = _stream_body(stream, subject, spool_size)
+        if isinstance(config, str):
+            if stream_body is not None:
+                settings["realtime"] = True
+            config = session_config(config, output, **settings)
+        elif settings or output is not None:
+            raise InvalidArgument("give the session's settings in its SessionConfig, or a name and keywords; not both")
+        else:
+            if stream_body is not None and not config.mode.real_time:
+                config = config.with_changes(mode=parse_mode(config.mode, output=config.file_name, realtime=True))
+            if config.file_name is not None:
+                config = config.with_changes(file_name=os.path.abspath(config.file_name))
+        enables = [_enable_body_of(enable) for enable in config.providers]
+        session = cls._start(config, enables, socket, autostart, stream_body, end_with_connection)
+        _announce_pending(session.info_at_start, [body["provider"] for body in enables])
+        return session
 
-            options = stream if isinstance(stream, _Options) else _Options.build(stream)
-            stream_body = {"options": options.to_json(), "subject": subject}
-            if spool_size is not None:
-                if spool_size <= 0:
-                    raise InvalidArgument("the spool size must be a positive number of MB")
-                stream_body["spool_mb"] = spool_size
-            realtime = True
-        elif subject is not None or spool_size is not None:
-            raise InvalidArgument("subject and spool_size need stream")
-        log_mode = parse_mode(mode, output=output_text, realtime=realtime)
-        config: dict[str, Any] = {
-            "name": name,
-            "mode": log_mode.value,
-            "file_name": None,
-            "max_file_mb": max_size,
-            "buffer_size_kb": buffer_size,
-            "minimum_buffers": min(min_buffers, max_buffers),
-            "maximum_buffers": max_buffers,
-            "flush_timer": flush_timer,
-        }
-        if kernel_flags is not None:
-            from openetw.kernel.control import parse_flags
-
-            config["kind"] = SessionKind.KERNEL.value
-            config["kernel_flags"] = parse_flags(kernel_flags)
-            config["kernel_buffer_kb"] = kernel_buffer_size
-            config["kernel_source"] = kernel_source
-            if kernel_profile_rate is not None:
-                config["kernel_profile_rate_hz"] = kernel_profile_rate
-        elif kernel_source != "auto" or kernel_profile_rate is not None:
-            raise InvalidArgument("kernel_source and kernel_profile_rate need kernel_flags (a kernel session)")
+    @classmethod
+    def _start(
+        cls, config: SessionConfig, enables: list[dict[str, Any]], socket: str | os.PathLike[str] | None,
+        autostart: bool | None, stream_body: dict[str, Any] | None, end_with_connection: bool,
+    ) -> Session:  # fmt: skip
         fds: tuple[int, ...] = ()
-        if log_mode.writes_file:
-            if not output_text:
-                raise InvalidArgument(f"{log_mode.value} mode needs an output file")
-            config["file_name"] = os.path.abspath(output_text)
-        elif output_text:
-            raise InvalidArgument(f"{log_mode.value} mode writes no file; drop the output")
-        # Settings are refused here, before a service is asked or started, and before the output
-        # file is made; the service checks the same again.
-        checked = config_from_json(config)
-        if kernel_flags is not None:
-            config["kernel_source"] = checked.kernel_source
-        if log_mode.writes_file:
-            assert output_text
-            first = output_text.replace("%d", "1") if log_mode is LogMode.NEW_FILE else output_text
+        if config.file_name is not None:
+            first = config.file_name.replace("%d", "1") if config.mode is LogMode.NEW_FILE else config.file_name
             fds = (_open_output(first),)
-        enables = [_enable_body(item) for item in providers]
         client = ServiceClient(socket, autostart=autostart)
         try:
             extra: dict[str, Any] = {"stream": stream_body} if stream_body is not None else {}
             if end_with_connection:
                 extra["end_with_connection"] = True
-            reply = client.call("start_session", fds, config=config, providers=enables, **extra)
+            reply = client.call("start_session", fds, config=config_to_json(config), providers=enables, **extra)
         except BaseException:
             client.close()
             raise
         finally:
             for fd in fds:
                 os.close(fd)
-        _announce_pending(reply.get("session"), [body["provider"] for body in enables])
-        return cls(name, client, reply.get("session"))
+        return cls(config.name, client, reply.get("session"))
 
     @classmethod
     def attach(cls, name: str, *, socket: str | os.PathLike[str] | None = None, autostart: bool | None = False) -> Session:
@@ -369,18 +325,133 @@ class Session:
         return f"Session({self.name!r}{', stopped' if self.final is not None else ''})"
 
 
-def _enable_body(item: ProviderRef | tuple[ProviderRef, Mapping[str, Any]]) -> dict[str, Any]:
-    if isinstance(item, tuple):
-        provider, options = item
-    else:
-        provider, options = item, {}
-    return {
-        "provider": _provider_text(provider),
+def session_config(
+    name: str,
+    output: str | os.PathLike[str] | None = None,
+    *,
+    mode: LogMode | str | None = None,
+    buffer_size: int = 64,
+    flush_timer: int = 1,
+    realtime: bool = False,
+    max_size: int = 0,
+    min_buffers: int = 4,
+    max_buffers: int = DEFAULT_MAXIMUM_BUFFERS,
+    providers: Iterable[ProviderRef | tuple[ProviderRef, Mapping[str, Any]]] = (),
+    kernel_flags: Iterable[str] | str | None = None,
+    kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,
+    kernel_source: str = "auto",
+    kernel_profile_rate: int | None = None,
+) -> SessionConfig:
+    """The ``SessionConfig`` of the friendly keywords (``Session.start``'s keyword form):
+    ``buffer_size`` in KB, ``max_size`` in MB, ``flush_timer`` in seconds.
+
+    ``output`` is the file (a new-file session's name holds one ``%d``); ``mode`` defaults to a
+    sequential file with an output, real time without; ``realtime`` adds real-time delivery to a
+    file mode. ``providers``: names/GUIDs, or (provider, {"level": .., "any": .., "all": ..,
+    "properties": .., "filters": ..}) pairs; a name of an installed manifest's provider is taken
+    as its GUID.
+
+    ``kernel_flags`` (``["process", "thread"]`` or ``"process,thread"``; the names of
+    ``openetw kernel start --flags``) make it a kernel session: the service records those
+    kernel events into it, through a kernel ring buffer of ``kernel_buffer_size`` KB per CPU.
+    ``kernel_source`` is where those events come from (``auto``: tracefs, plus perf for
+    ``image`` and ``profile``; ``tracefs``; ``proc_connector``: ``process`` and ``thread``
+    only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
+    (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
+
+    Settings are refused here (``InvalidArgument``, ``InvalidSessionConfig``), before a service
+    is asked or started and before the output file is made; the service checks them again.
+    """
+    output_text = os.fspath(output) if output is not None else None
+    log_mode = parse_mode(mode, output=output_text, realtime=realtime)
+    body: dict[str, Any] = {
+        "name": name,
+        "mode": log_mode.value,
+        "file_name": None,
+        "max_file_mb": max_size,
+        "buffer_size_kb": buffer_size,
+        "minimum_buffers": min(min_buffers, max_buffers),
+        "maximum_buffers": max_buffers,
+        "flush_timer": flush_timer,
+    }
+    if kernel_flags is not None:
+        from openetw.kernel.control import parse_flags
+
+        body["kind"] = SessionKind.KERNEL.value
+        body["kernel_flags"] = parse_flags(kernel_flags)
+        body["kernel_buffer_kb"] = kernel_buffer_size
+        body["kernel_source"] = kernel_source
+        if kernel_profile_rate is not None:
+            body["kernel_profile_rate_hz"] = kernel_profile_rate
+    elif kernel_source != "auto" or kernel_profile_rate is not None:
+        raise InvalidArgument("kernel_source and kernel_profile_rate need kernel_flags (a kernel session)")
+    if log_mode.writes_file:
+        if not output_text:
+            raise InvalidArgument(f"{log_mode.value} mode needs an output file")
+        body["file_name"] = os.path.abspath(output_text)
+    elif output_text:
+        raise InvalidArgument(f"{log_mode.value} mode writes no file; drop the output")
+    # the wire's reading of the settings: the same checks of types and ranges the service makes
+    config = config_from_json(body)
+    return config.with_changes(providers=tuple(_provider_enable(item) for item in providers))
+
+
+def _stream_body(stream: str | StreamOptions | None, subject: str | None, spool_size: float | None) -> dict[str, Any] | None:
+    if stream is None:
+        if subject is not None or spool_size is not None:
+            raise InvalidArgument("subject and spool_size need stream")
+        return None
+    from openetw.ipc.stream_options import StreamOptions as _Options
+
+    options = stream if isinstance(stream, _Options) else _Options.build(stream)
+    body: dict[str, Any] = {"options": options.to_json(), "subject": subject}
+    if spool_size is not None:
+        if spool_size <= 0:
+            raise InvalidArgument("the spool size must be a positive number of MB")
+        body["spool_mb"] = spool_size
+    return body
+
+
+def _provider_enable(item: ProviderRef | tuple[ProviderRef, Mapping[str, Any]]) -> ProviderEnable:
+    """One entry of the keywords' ``providers`` as the config holds it, resolved as
+    :func:`_provider_text` says (the name kept only where the service must see it)."""
+    from openetw.manifest.store.lookup import resolve_provider
+
+    provider, options = item if isinstance(item, tuple) else (item, {})
+    filters = options.get("filters")
+    rule = rule_from_json({
         "level": int(options.get("level", 0)),
         "match_any": int(options.get("any", options.get("match_any", 0))),
         "match_all": int(options.get("all", options.get("match_all", 0))),
         "properties": int(options.get("properties", 0)),
-        "filters": _filters_json(options.get("filters")),
+        "filters": filters_to_json(filters) if isinstance(filters, EventFilters) else filters,
+    })  # fmt: skip
+    resolved = resolve_provider(provider)
+    if resolved.name is None or resolved.source == "manifest":
+        return ProviderEnable(resolved.guid, rule)
+    return ProviderEnable(resolved.guid, rule, resolved.name, by_name=resolved.source != "explicit-hash")
+
+
+def _enable_body_of(enable: ProviderEnable) -> dict[str, Any]:
+    """What the service is sent to enable one provider: its GUID, its name when the service is to
+    resolve it (or keep it pending), ``*Name`` for the name hash on purpose; and the rule."""
+    name, guid = enable.provider_name, enable.provider_guid
+    if name is None:
+        text = str(guid)
+    elif enable.by_name:
+        text = name
+    else:
+        from openetw.guids import provider_guid_from_name
+
+        text = f"*{name}" if provider_guid_from_name(name) == guid else str(guid)
+    rule = enable.rule
+    return {
+        "provider": text,
+        "level": rule.level,
+        "match_any": rule.match_any,
+        "match_all": rule.match_all,
+        "properties": rule.properties,
+        "filters": None if rule.filters == EventFilters() else filters_to_json(rule.filters),
     }
 
 

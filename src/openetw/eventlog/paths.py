@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from openetw.store.manifests import default_data_dirs
+from openetw.manifest.store.manifests import default_data_dirs
 
 __all__ = ["LOGS_DIR_ENV", "default_logs_dir"]
 

@@ -131,7 +131,7 @@ class EventLogService:
     # -- channels ------------------------------------------------------------------------------
     def load(self) -> None:
         """Read the installed manifests, make missing logs, start and steer the channel sessions."""
-        from openetw.store.manifests import ManifestStore
+        from openetw.manifest.store.manifests import ManifestStore
         from openetw.tdh.registry import SchemaRegistry
 
         manifests = []
@@ -641,7 +641,7 @@ EVENT_LOG_HANDLERS: dict[str, Callable[[TraceService, Connection, Message], dict
 
 def install_event_log(service: TraceService) -> EventLogService:
     """Give ``service`` its Event Log (see the module's docstring) and start its channels."""
-    from openetw.store.manifests import default_data_dirs
+    from openetw.manifest.store.manifests import default_data_dirs
 
     user_dir, system_dir = default_data_dirs()
     manifest_dirs = [system_dir / "manifests"] if service.system else [system_dir / "manifests", user_dir / "manifests"]

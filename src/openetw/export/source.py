@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openetw.consumer.evtx_source import EvtxFileSource, is_evtx_file
+from openetw.consumer.formats import SourceReader, open_reader
 from openetw.errors import InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
@@ -23,30 +23,7 @@ from openetw.guids import format_guid, parse_guid
 
 __all__ = ["EvtxInput", "Selection", "open_inputs", "merged_records"]
 
-class _Stats:
-    def __init__(self, errors: list[Any]) -> None:
-        self.errors = errors
-
-
-class EvtxInput:
-    """An ``.evtx`` log read like an ``EtlReader``: ``records(time_order=True)``, ``stats.errors``."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._source = EvtxFileSource(path)
-        self._source.open()
-
-    @property
-    def stats(self) -> _Stats:
-        return _Stats(list(self._source.errors()))
-
-    def records(self, *, time_order: bool = True) -> Iterator[EventRecord]:
-        """The log's records in record-id order (the order the log wrote them: time order)."""
-        records: Iterator[EventRecord] = self._source.records()
-        return records
-
-    def close(self) -> None:
-        self._source.close()
+EvtxInput = SourceReader  # the name exports used for an .evtx input
 
 
 def open_inputs(paths: Sequence[str]) -> list[Any]:
@@ -58,7 +35,7 @@ def open_inputs(paths: Sequence[str]) -> list[Any]:
                 raise InvalidArgument(f"no such file: {path}")
             if os.path.isdir(path):
                 raise InvalidArgument(f"{path} is a directory, not a trace file")
-            readers.append(EvtxInput(path) if is_evtx_file(path) else EtlReader(path, strict=False))
+            readers.append(open_reader(path))
     except BaseException:
         for reader in readers:
             reader.close()

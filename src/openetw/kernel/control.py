@@ -34,8 +34,8 @@ from typing import Any
 from urllib.parse import quote
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError, TraceDataError
+from openetw.kernel.capabilities import KernelCapabilities, probe
 from openetw.kernel.classes import KERNEL_FLAGS
-from openetw.kernel.probe import KernelCapabilities, probe
 from openetw.kernel.session import SOURCE_CHOICES, KernelSession, normalize_source
 from openetw.kernel.session import privilege_refusal as privilege_refusal
 from openetw.kernel.tracefs import INSTANCE_PREFIX, TracefsInstance, find_tracefs, mount_tracefs

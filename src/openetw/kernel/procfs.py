@@ -8,6 +8,7 @@ skips the process.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 __all__ = ["MapEntry", "ProcessInfo", "ProcSource", "ThreadInfo", "parse_maps"]
@@ -190,6 +191,41 @@ class ProcSource:
             if address:
                 images.append((f"[{fields[0]}]", address, int(fields[1])))
         return images
+
+    @staticmethod
+    def build_id(path: str) -> str | None:
+        """The GNU build id of the ELF file at ``path`` (from its first 64 KiB), else None."""
+        from openetw.symbols.elf import build_id_of_head
+
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return build_id_of_head(os.pread(fd, 1 << 16, 0))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def kernel_symbols(self) -> list[tuple[int, str]]:
+        """``(address, name)`` of the kernel's text symbols (kallsyms types t, T, w, W), sorted;
+        ``[]`` when the addresses are hidden."""
+        symbols: list[tuple[int, str]] = []
+        try:
+            with open(os.path.join(self.root, "kallsyms"), "rb") as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 3 and parts[1] in (b"t", b"T", b"w", b"W"):
+                        address = int(parts[0], 16)
+                        if address:
+                            symbols.append((address, parts[2].decode("ascii", "replace")))
+        except (OSError, ValueError):
+            return []
+        symbols.sort()
+        return symbols
 
     def processes(self) -> list[ProcessInfo]:
         """Every live process, in pid order."""

@@ -30,6 +30,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -37,19 +38,22 @@ from typing import Any
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, SessionError
 from openetw.etl.writer import DEFAULT_BUFFER_SIZE, EtlWriter, linux_trace_clock, new_logfile_header
 from openetw.kernel.bpf_args import BpfArgsSource
+from openetw.kernel.capabilities import KernelCapabilities, probe
 from openetw.kernel.classes import FLAG_EVENTS, KERNEL_FLAGS, PERF_FLAGS, KernelEventMapper, tracepoints_for
 from openetw.kernel.classes_perf import PerfClassMapper, install_perf_handlers
 from openetw.kernel.classes_proc import ProcConnectorHandlers, install_proc_connector_handlers
 from openetw.kernel.perf import PerfSource
 from openetw.kernel.priority import boost_reader
-from openetw.kernel.probe import KernelCapabilities, probe
 from openetw.kernel.proc_connector import ProcConnectorSource
 from openetw.kernel.procfs import ProcSource
 from openetw.kernel.source import KernelEventSource, RawKernelEvent, RecordSink
 from openetw.kernel.tracefs import mount_tracefs
 from openetw.kernel.tracefs_source import TracefsSource
 
-__all__ = ["PERF_CHILDREN_FLAGS", "PROC_CONNECTOR_FLAGS", "SOURCE_CHOICES", "KernelSession", "normalize_source", "privilege_refusal"]
+__all__ = [
+    "PERF_CHILDREN_FLAGS", "PROC_CONNECTOR_FLAGS", "SOURCE_CHOICES", "KernelSession", "KernelSessionConfig", "normalize_source",
+    "privilege_refusal",
+]  # fmt: skip
 
 KERNEL_LOGGER_NAME = "NT Kernel Logger"
 SOURCE_CHOICES = ("auto", "tracefs", "proc_connector", "perf_children")
@@ -104,59 +108,99 @@ def privilege_refusal(capabilities: KernelCapabilities) -> OpenEtwError | None:
     return AccessDenied(f"kernel sessions need root ({reason}; euid {capabilities.euid}). Available to this account instead: {other}")
 
 
+@dataclass(frozen=True)
+class KernelSessionConfig:
+    """The settings of one kernel trace (what ``KernelSession`` records, how and where to).
+
+    ``flags`` name the kernel events (``KERNEL_FLAGS``); ``source`` where they come from
+    (:data:`SOURCE_CHOICES`); ``buffer_size_kb`` the kernel ring buffer per CPU; ``output`` the
+    ``.etl`` file (unless the session is given a sink) of ``etl_buffer_size`` buffers, written
+    circularly with ``circular``; ``flush_interval`` seconds between the reader's passes;
+    ``rundown`` the DCStart records of what runs at the start; ``profile_rate_hz`` the CPU samples
+    per second of the ``profile`` flag (``None``: 1000); ``target_pid`` the process whose tree
+    ``source="perf_children"`` records; ``raise_priority`` lets the reader ask for more CPU
+    (:func:`~openetw.kernel.priority.boost_reader`); ``tracefs_root`` a tracefs mount to use.
+    """
+
+    flags: frozenset[str] = frozenset({"process", "thread"})
+    output: Path = Path("kernel.etl")
+    name: str = "kernel"
+    source: str = "auto"
+    buffer_size_kb: int = 4096
+    circular: bool = False
+    flush_interval: float = 0.25
+    etl_buffer_size: int = DEFAULT_BUFFER_SIZE
+    rundown: bool = True
+    tracefs_root: Path | None = None
+    profile_rate_hz: int | None = None
+    target_pid: int | None = None
+    raise_priority: bool = True
+
+    def __post_init__(self) -> None:
+        flags = frozenset(self.flags)
+        object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "output", Path(self.output))
+        if not flags:
+            raise InvalidArgument("a kernel session needs at least one flag")
+        unknown = flags - KERNEL_FLAGS
+        if unknown:
+            raise InvalidArgument(f"unknown kernel flag(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(KERNEL_FLAGS))}")
+        if self.buffer_size_kb < 4 or self.flush_interval <= 0:
+            raise InvalidArgument("buffer_size_kb must be at least 4 and flush_interval positive")
+        if self.profile_rate_hz is not None and (self.profile_rate_hz <= 0 or "profile" not in flags):
+            raise InvalidArgument("profile_rate_hz is a positive rate and needs the profile flag")
+        object.__setattr__(self, "source", normalize_source(self.source))
+        if (self.target_pid is not None) != (self.source == "perf_children"):
+            raise InvalidArgument("target_pid goes with source perf_children, and perf_children needs target_pid")
+
+
 class KernelSession:
     """One kernel trace to one sink. Not restartable: make a new one for the next trace."""
 
     def __init__(
         self,
-        flags: Iterable[str] = ("process", "thread"),
-        output: str | os.PathLike[str] = "kernel.etl",
+        config: KernelSessionConfig | Iterable[str] | None = None,
+        output: str | os.PathLike[str] | None = None,
         *,
-        name: str = "kernel",
-        source: str = "auto",
-        buffer_size_kb: int = 4096,
-        circular: bool = False,
-        flush_interval: float = 0.25,
-        etl_buffer_size: int = DEFAULT_BUFFER_SIZE,
-        rundown: bool = True,
-        tracefs_root: Path | None = None,
-        proc: ProcSource | None = None,
         sink: RecordSink | None = None,
-        profile_rate_hz: int | None = None,
-        target_pid: int | None = None,
-        raise_priority: bool = True,
+        proc: ProcSource | None = None,
         sources: Sequence[KernelEventSource] | None = None,
         capabilities: KernelCapabilities | None = None,
+        **settings: Any,
     ) -> None:
-        """``sources`` replaces the choice made from ``flags`` and ``source`` (tests, embedders);
-        ``capabilities`` replaces :func:`~openetw.kernel.probe.probe` for the privilege check;
-        ``target_pid`` is the process whose tree ``source="perf_children"`` records;
-        ``raise_priority`` lets the reader ask for more CPU (:func:`~openetw.kernel.priority.boost_reader`)."""
-        self.flags = frozenset(flags)
-        if not self.flags:
-            raise InvalidArgument("a kernel session needs at least one flag")
-        unknown = self.flags - KERNEL_FLAGS
-        if unknown:
-            raise InvalidArgument(f"unknown kernel flag(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(KERNEL_FLAGS))}")
-        if buffer_size_kb < 4 or flush_interval <= 0:
-            raise InvalidArgument("buffer_size_kb must be at least 4 and flush_interval positive")
-        if profile_rate_hz is not None and (profile_rate_hz <= 0 or "profile" not in self.flags):
-            raise InvalidArgument("profile_rate_hz is a positive rate and needs the profile flag")
-        self.source = normalize_source(source)
+        """The trace ``config`` describes, written to ``sink`` (default: an ``.etl`` writer of
+        ``config.output``).
+
+        ``sources`` replaces the choice made from the flags and source (tests, embedders);
+        ``capabilities`` replaces :func:`~openetw.kernel.capabilities.probe` for the privilege check;
+        ``proc`` is where the rundown and the mapper read ``/proc``.
+
+        The keyword form, ``KernelSession(flags, output, name=..., source=..., ...)`` (the fields
+        of :class:`KernelSessionConfig`), is kept for one release."""
+        if isinstance(config, KernelSessionConfig):
+            if output is not None or settings:
+                raise InvalidArgument("give the kernel session's settings in its KernelSessionConfig, or as keywords; not both")
+        else:
+            if config is not None:
+                settings["flags"] = config
+            if output is not None:
+                settings["output"] = output
+            config = KernelSessionConfig(**settings)
+        self.config = config
+        self.flags = config.flags
+        self.source = config.source
         self.tracepoints = tracepoints_for(sorted(self.flags & FLAG_EVENTS.keys()))
-        self.output = Path(output)
-        self.name = name
-        self.buffer_size_kb = buffer_size_kb
-        self.circular = circular
-        self.flush_interval = flush_interval
-        self.etl_buffer_size = etl_buffer_size
-        self.do_rundown = rundown
-        self.tracefs_root = tracefs_root
-        self.profile_rate_hz = profile_rate_hz
-        if (target_pid is not None) != (self.source == "perf_children"):
-            raise InvalidArgument("target_pid goes with source perf_children, and perf_children needs target_pid")
-        self.target_pid = target_pid
-        self.raise_priority = raise_priority
+        self.output = config.output
+        self.name = config.name
+        self.buffer_size_kb = config.buffer_size_kb
+        self.circular = config.circular
+        self.flush_interval = config.flush_interval
+        self.etl_buffer_size = config.etl_buffer_size
+        self.do_rundown = config.rundown
+        self.tracefs_root = config.tracefs_root
+        self.profile_rate_hz = config.profile_rate_hz
+        self.target_pid = config.target_pid
+        self.raise_priority = config.raise_priority
         self.proc = proc or ProcSource()
         self.mapper = KernelEventMapper(self.flags, self.proc)
         self._capabilities = capabilities
@@ -164,23 +208,8 @@ class KernelSession:
         self._sources: list[KernelEventSource] = list(sources) if sources is not None else self._choose_sources()
         if not self._sources:
             raise InvalidArgument("a kernel session needs at least one event source")
-        self._perf_classes: PerfClassMapper | None = None
-        self._proc_handlers: ProcConnectorHandlers | None = None
-        for chosen in self._sources:
-            if isinstance(chosen, PerfSource) and self._perf_classes is None:
-                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns)
-            elif isinstance(chosen, ProcConnectorSource) and self._proc_handlers is None:
-                self._proc_handlers = install_proc_connector_handlers(self.mapper)
-        # After every handler is registered: a lean decoder reads only what the built-in handlers use.
-        fields_used = self.mapper.fields_used()
-        # A sink that takes blocks of records (a file) gets system calls column-wise, unmerged:
-        # they need no state, and each CPU's go to that CPU's own buffers in time order.
-        fixed = self.mapper.fixed_events() if sink is None or callable(getattr(sink, "write_block", None)) else {}
-        for chosen in self._sources:
-            if isinstance(chosen, TracefsSource) and chosen.fields is None:
-                chosen.fields = fields_used
-            if isinstance(chosen, TracefsSource) and chosen.fixed is None:
-                chosen.fixed = fixed
+        self._install_handlers()
+        self._plan_decoding(sink)
         self._sink = sink
         self._writer: RecordSink | None = None
         self._thread: threading.Thread | None = None
@@ -196,6 +225,29 @@ class KernelSession:
         self._counts: dict[str, Any] = {"events_read": 0, "records_written": 0, "rundown_records": 0}
         self._reader_priority: str | None = None
         self.state = "new"
+
+    def _install_handlers(self) -> None:
+        """The mapper's handlers for what perf and the proc connector deliver, once each."""
+        self._perf_classes: PerfClassMapper | None = None
+        self._proc_handlers: ProcConnectorHandlers | None = None
+        for chosen in self._sources:
+            if isinstance(chosen, PerfSource) and self._perf_classes is None:
+                build_id = getattr(self.proc, "build_id", None)
+                self._perf_classes = install_perf_handlers(self.mapper, self.flags & PERF_FLAGS, chosen.interval_ns, build_id)
+            elif isinstance(chosen, ProcConnectorSource) and self._proc_handlers is None:
+                self._proc_handlers = install_proc_connector_handlers(self.mapper)
+
+    def _plan_decoding(self, sink: RecordSink | None) -> None:
+        """After every handler is registered: a lean decoder reads only what the built-in handlers
+        use. A sink that takes blocks of records (a file) gets system calls column-wise, unmerged:
+        they need no state, and each CPU's go to that CPU's own buffers in time order."""
+        fields_used = self.mapper.fields_used()
+        fixed = self.mapper.fixed_events() if sink is None or callable(getattr(sink, "write_block", None)) else {}
+        for chosen in self._sources:
+            if isinstance(chosen, TracefsSource) and chosen.fields is None:
+                chosen.fields = fields_used
+            if isinstance(chosen, TracefsSource) and chosen.fixed is None:
+                chosen.fixed = fixed
 
     # -- choosing sources -----------------------------------------------------------------------
     def _choose_sources(self) -> list[KernelEventSource]:
@@ -372,6 +424,19 @@ class KernelSession:
             self._counts["rundown_records"] += len(records)
             self._counts["records_written"] += len(records)
 
+    def _symbol_rundown(self) -> None:
+        """At the end: the kernel symbols the samples' kernel frames fell in (names from the trace)."""
+        perf = self._perf_classes
+        if perf is None or not perf.kernel_addresses:
+            return
+        records = perf.symbol_rundown(self.proc.kernel_symbols(), time.monotonic_ns())
+        with self._lock:
+            assert self._writer is not None
+            for record in records:
+                self._writer.write(record)
+        self._counts["rundown_records"] += len(records)
+        self._counts["records_written"] += len(records)
+
     def _run(self) -> None:
         """The reader thread: every call on the sources happens here."""
         if self.raise_priority:
@@ -410,6 +475,7 @@ class KernelSession:
             self.mapper.on_arrival(rest)
             self._consume(rest, final=True)
             self._account_loss()
+            self._symbol_rundown()
         except BaseException as error:  # noqa: BLE001 - reported by stop()
             self._failure = error
 

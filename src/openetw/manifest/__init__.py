@@ -2,7 +2,9 @@
 
 ``parse_manifest`` (bytes or text in, ``ParseResult`` out) and ``validate`` are pure;
 ``load_manifest`` / ``load_manifests`` read files. winmeta's items and the TDH type numbers
-(``InType``, ``OutType``) live in ``openetw.manifest.winmeta``.
+(``InType``, ``OutType``) live in ``openetw.manifest.winmeta``. The installed manifests (the
+user's and the system's stores, files on disk) are ``openetw.manifest.store``, the package's
+I/O half, which nothing here imports.
 """
 
 from __future__ import annotations

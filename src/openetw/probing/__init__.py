@@ -1,9 +1,11 @@
-"""Running D programs (``openetw.probe``) over traces: the I/O shell of the probe language.
+"""Moved to ``openetw.probe.run`` (running D programs over traces): this package and its module
+paths (``openetw.probing.runner``, ...) are kept for one release."""
 
-``adapter`` is the one place that reads traces (through the consumer API); ``providers`` is the
-registry of probe providers (``etw`` over files now); ``runner`` drives a compiled program.
-"""
-
-from openetw.probing.runner import ProbeRun, run_probe_program
+from openetw._moved import keep_old_paths
+from openetw.probe.run import ProbeRun, run_probe_program
 
 __all__ = ["ProbeRun", "run_probe_program"]
+
+keep_old_paths(__name__, "openetw.probe.run", (
+    "adapter", "etw_writer", "kernel_columns", "kernel_probes", "kernel_symbols", "live", "providers", "runner",
+))  # fmt: skip

@@ -137,7 +137,7 @@ class LazyManifestRegistry(SchemaRegistry):
 def installed_manifests(errors: list[ManifestError] | None = None) -> list[Manifest]:
     """The manifests of the installed-manifest store, lowest precedence first ([] without one)."""
     try:
-        from openetw.store import ManifestRegistry
+        from openetw.manifest.store import ManifestRegistry
     except ImportError:  # an installation without the store
         return []
     try:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from openetw.errors import InvalidArgument
 from openetw.ipc.paths import SYSTEM_SOCKET, user_socket
+from openetw.manifest.store.files import write_atomically
 from openetw.session.security import ProviderSecurity
-from openetw.store.files import write_atomically
 
 __all__ = ["SECURITY_FILE", "load_provider_security", "save_provider_security", "security_table_path"]
 

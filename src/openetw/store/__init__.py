@@ -1,24 +1,28 @@
-"""Installed instrumentation manifests (the registry ``wevtutil im/um`` keeps on Windows).
-
-``ManifestRegistry`` is the user store and the system store on disk (an I/O shell);
-``merge_manifests`` (pure) combines several manifests that describe one provider, the later
-source and the newer event version winning; ``provider_view`` turns the result into plain data.
-"""
+"""Moved to ``openetw.manifest.store`` (installed instrumentation manifests): this package and its
+module paths (``openetw.store.lookup``, ...) are kept for one release."""
 
 from __future__ import annotations
 
-from openetw.store.describe import event_view, provider_view
-from openetw.store.manifests import (
+from openetw._moved import keep_old_paths
+from openetw.manifest.store import (
     DATA_DIR_ENV,
+    EventKey,
     InstalledProvider,
     ManifestRegistry,
     ManifestRejected,
     ManifestStore,
+    MergedProvider,
+    Override,
     Scope,
+    SourcedEvent,
     default_data_dirs,
+    event_view,
+    find_merged,
+    merge_manifests,
+    provider_view,
+    read_manifest,
+    read_manifests,
 )
-from openetw.store.merge import EventKey, MergedProvider, Override, SourcedEvent, find_merged, merge_manifests
-from openetw.store.reading import read_manifest, read_manifests
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -39,3 +43,5 @@ __all__ = [
     "read_manifest",
     "read_manifests",
 ]
+
+keep_old_paths(__name__, "openetw.manifest.store", ("describe", "files", "lookup", "manifests", "merge", "reading"))

@@ -292,4 +292,18 @@ WIN_SAT = MofClass(
     )),
 )
 
-CONFIG_CLASSES = (SYSTEM_CONFIG, SYS_CONFIG, IMAGE_ID, META_DATA, WIN_SAT)
+# --- openetw's own: the kernel symbols a Linux trace's samples hit, recorded when it stops --------
+
+KERNEL_SYMBOLS = MofClass(
+    uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6574"), "openetw", "KernelSymbols", None,
+    # One kallsyms text symbol a kernel frame fell in: its address and the bytes up to the next symbol.
+    versions((0,), {32: "Symbol"}, (F("Address", UINT64, HEXINT64), F("Size", UINT32), F("Name", ANSISTRING))),
+)
+
+IMAGE_BUILD_ID = MofClass(
+    uuid.UUID("0e6c4d7a-51b1-4c0e-9f3e-6f70656e6575"), "openetw", "ImageBuildId", None,
+    # After an Image DCStart or Load of an ELF file: the GNU build id its notes held then.
+    versions((0,), {32: "BuildId"}, (F("ImageBase", UINT64, HEXINT64), F("ProcessId", UINT32), F("BuildId", BINARY, length=REST))),
+)
+
+CONFIG_CLASSES = (SYSTEM_CONFIG, SYS_CONFIG, IMAGE_ID, META_DATA, WIN_SAT, KERNEL_SYMBOLS, IMAGE_BUILD_ID)

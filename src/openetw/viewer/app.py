@@ -23,7 +23,7 @@ import itertools
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,34 @@ class Viewer:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._masks: dict[tuple[Any, ...], np.ndarray] = {}
+        self._profiles: dict[tuple[str, str | None], Any] = {}  # the named stacks of a source, once asked for
         self.closing = threading.Event()  # set when the server stops: event streams end
+
+    def stacks(self, source: ViewerSource, process: str | None, fold: float) -> dict[str, Any]:
+        """The CPU stacks of an ``.etl`` source (``openetw stacks``): By Name (the first 50 rows)
+        and the call tree folded at ``fold`` percent, for the flame graph pane."""
+        path = getattr(source, "path", None)
+        if source.kind != "etl" or not isinstance(path, str):
+            raise InvalidArgument("stacks come from .etl files")
+        key = (source.id, process)
+        with self._lock:
+            profile = self._profiles.get(key)
+        if profile is None:
+            from openetw.etl.reader import EtlReader
+            from openetw.events.profile import load_profile
+
+            with EtlReader(path, strict=False) as reader:
+                profile = load_profile(reader.records(time_order=True), registry=self.registry, process=process)
+            with self._lock:
+                self._profiles[key] = profile
+        from openetw.report.stacks import by_name, call_tree
+
+        total = profile.total
+        return {
+            "samples": total, "naming": profile.naming.as_json(),
+            "by_name": [row.as_json(total) for row in by_name(profile.samples)[:50]],
+            "tree": call_tree(profile.samples).as_json(total, fold),
+        }  # fmt: skip
 
     @property
     def token(self) -> str:
@@ -314,83 +341,115 @@ def _cookies(scope: Scope) -> dict[str, str]:
     return out
 
 
-def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuard:
-    """The application of one viewer run on ``port``, behind its token (``viewer.auth``)."""
+def _static_endpoint(name: str) -> Callable[[Request], Awaitable[Response]]:
+    """One of the page's files, with the headers that keep event content from running as script."""
 
-    def static(name: str) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            data = resources.files("openetw.viewer").joinpath("static", name).read_bytes()
-            headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
-                       "Referrer-Policy": "no-referrer"}  # fmt: skip
-            return Response(data, media_type=_STATIC[name], headers=headers)
+    async def endpoint(request: Request) -> Response:
+        data = resources.files("openetw.viewer").joinpath("static", name).read_bytes()
+        headers = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
+                   "Referrer-Policy": "no-referrer"}  # fmt: skip
+        return Response(data, media_type=_STATIC[name], headers=headers)
 
-        return endpoint
+    return endpoint
 
-    def sources(request: Request) -> Any:
-        return {"sources": [source.info() for source in viewer.sources.values()]}
 
-    def open_path(request: Request) -> Any:
+def _body_endpoint(work: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
+    """``work`` as a JSON endpoint whose request carries a JSON object (``request.state.body``),
+    read up to ``MAX_BODY`` bytes."""
+    inner = _json_endpoint(work)
+
+    async def endpoint(request: Request) -> Response:
+        data = b""
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_BODY:
+                return _error(InvalidArgument(f"the body is larger than {MAX_BODY} bytes"))
+        try:
+            body = json.loads(data or b"{}")
+        except (ValueError, RecursionError):
+            return _error(InvalidArgument("the body must be JSON"))
+        if not isinstance(body, dict):
+            return _error(InvalidArgument("the body must be a JSON object"))
+        request.state.body = body
+        return await inner(request)
+
+    return endpoint
+
+
+class ViewerApi:
+    """The API's handlers over one ``Viewer``: the plain ones run in a worker thread and answer
+    JSON (``make_app`` wraps them); ``tail`` streams."""
+
+    def __init__(self, viewer: Viewer) -> None:
+        self.viewer = viewer
+
+    # -- what can be opened ------------------------------------------------------------------
+    def sources(self, request: Request) -> Any:
+        return {"sources": [source.info() for source in self.viewer.sources.values()]}
+
+    def open_path(self, request: Request) -> Any:
         path = str(request.state.body.get("path", "")).strip()
         if not path:
             raise InvalidArgument("give the path of an .etl or .evtx file")
-        return viewer.open(path).info()
+        return self.viewer.open(path).info()
 
-    def attach(request: Request) -> Any:
+    def attach(self, request: Request) -> Any:
         name = str(request.state.body.get("session", "")).strip()
         if not name:
             raise InvalidArgument("give a session name")
-        return viewer.attach(name).info()
+        return self.viewer.attach(name).info()
 
-    def sessions(request: Request) -> Any:
+    def sessions(self, request: Request) -> Any:
         from openetw.controller import list_sessions
 
         try:
-            listed = list_sessions(socket=viewer.socket)
+            listed = list_sessions(socket=self.viewer.socket)
         except (OpenEtwError, OSError) as error:
             return {"sessions": [], "error": str(error)}
         return {"sessions": [{"name": s.get("name"), "realtime": "realtime" in str(s.get("mode", "")) or bool(s.get("realtime"))}
                              for s in listed]}  # fmt: skip
 
-    def logs(request: Request) -> Any:
+    def logs(self, request: Request) -> Any:
         from openetw.viewer.logs import logs_tree
 
         return {"logs": logs_tree()}
 
-    def open_log(request: Request) -> Any:
+    def open_log(self, request: Request) -> Any:
         name = str(request.state.body.get("name", "")).strip()
         directory = request.state.body.get("directory")
         if not name:
             raise InvalidArgument("give a log name")
-        return viewer.open_log(name, str(directory) if directory else None).info()
+        return self.viewer.open_log(name, str(directory) if directory else None).info()
 
-    def info(request: Request) -> Any:
-        source = viewer.sources.get(request.path_params["sid"])
+    # -- one source ----------------------------------------------------------------------------
+    def info(self, request: Request) -> Any:
+        source = self.viewer.sources.get(request.path_params["sid"])
         if source is None:
             raise InvalidArgument(f"no source {request.path_params['sid']!r}")
         return source.info()
 
-    def close_source(request: Request) -> Any:
-        viewer.close_source(request.path_params["sid"])
+    def close_source(self, request: Request) -> Any:
+        self.viewer.close_source(request.path_params["sid"])
         return {"closed": request.path_params["sid"]}
 
-    def rows(request: Request) -> Any:
-        source = viewer.source(request.path_params["sid"])
+    def rows(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
         params = _params(request)
-        selected = viewer.selected(source, parse_query(params))
+        selected = self.viewer.selected(source, parse_query(params))
         offset = _int_param(params, "offset", 0, 0, 2**62)
         limit = _int_param(params, "limit", 100, 0, MAX_PAGE)
         page = selected[offset : offset + limit]
         return {"total": len(selected), "events": len(source.columns()), "offset": offset, "rows": source.render(page.tolist())}
 
-    def facets(request: Request) -> Any:
-        source = viewer.source(request.path_params["sid"])
+    def facets(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
         query = parse_query(_params(request))
         columns = source.columns()
-        total = len(viewer.selected(source, query))
+        total = len(self.viewer.selected(source, query))
         return {"total": total, "events": len(columns), "facets": facet_counts(columns, query, source.search, xpath=source.xpath)}
 
-    def timeline(request: Request) -> Any:
-        source = viewer.source(request.path_params["sid"])
+    def timeline(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
         params = _params(request)
         query = parse_query(params)
         columns = source.columns()
@@ -398,35 +457,45 @@ def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuar
         bins = _int_param(params, "bins", 200, 1, 2000)
         return histogram(columns, mask, bins, params.get("by", "level"))
 
-    def counts(request: Request) -> Any:
-        source = viewer.source(request.path_params["sid"])
+    def counts(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
         columns = source.columns()
         facet = facet_counts(columns, Query(), None, limit=100000)
         return {"providers": facet["provider"], "events": facet["event"], "total": len(columns)}
 
-    def event(request: Request) -> Any:
-        source = viewer.source(request.path_params["sid"])
+    def event(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
         return source.detail(int(request.path_params["row"]))
 
-    def export_rows(request: Request) -> Any:
+    def stacks(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
+        params = _params(request)
+        try:
+            fold = float(params.get("fold", "0.5"))
+        except ValueError:
+            raise InvalidArgument("fold must be a number (percent)") from None
+        return self.viewer.stacks(source, params.get("process") or None, min(max(fold, 0.0), 100.0))
+
+    def export_rows(self, request: Request) -> Any:
         from openetw.viewer.export import EXPORT_FORMATS, export
 
-        source = viewer.source(request.path_params["sid"])
+        source = self.viewer.source(request.path_params["sid"])
         params = _params(request)
         fmt = params.get("format", "csv")
-        data = export(source, viewer.selected(source, parse_query(params)), fmt)
+        data = export(source, self.viewer.selected(source, parse_query(params)), fmt)
         stem = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in source.name.rsplit(".", 1)[0]) or "events"
         headers = {"Content-Disposition": f'attachment; filename="{stem}-filtered.{fmt}"'}
         return Response(data, media_type=EXPORT_FORMATS[fmt], headers=headers)
 
-    def text_index(request: Request) -> Any:
-        source = viewer.source(request.path_params["sid"])
+    def text_index(self, request: Request) -> Any:
+        source = self.viewer.source(request.path_params["sid"])
         source.text_index()
         return source.info()["text_index"]
 
-    async def tail(request: Request) -> Response:
+    # -- a live source's tail (server-sent events) ------------------------------------------------
+    async def tail(self, request: Request) -> Response:
         try:
-            source = await run_in_threadpool(viewer.source, request.path_params["sid"])
+            source = await run_in_threadpool(self.viewer.source, request.path_params["sid"])
             if not source.live:
                 raise InvalidArgument(f"{source.name} is a file: only a live session or a log has a tail")
             params = _params(request)
@@ -435,73 +504,64 @@ def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuar
             cursor = _int_param({"cursor": resume} if resume else params, "cursor", 0, 0, 2**62)
         except (InvalidArgument, OpenEtwError, ValueError) as error:
             return _error(error)
+        stream = _tail_stream(self.viewer.closing, request, source, query, cursor)
+        return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-        def message(upto: int) -> str:
-            columns = source.columns()
-            part = columns.part(cursor, upto)
-            mask = matching_rows(part, query, lambda needle: source.search(needle)[cursor:upto], lambda text: source.xpath(text)[cursor:upto])
-            rendered = source.render((np.flatnonzero(mask) + cursor).tolist())
-            body = json.dumps({"cursor": upto, "events": len(columns), "rows": rendered, **source.lost()})
-            return f"id: {upto}\nevent: rows\ndata: {body}\n\n"
 
-        async def stream() -> Any:
-            nonlocal cursor
-            yield "retry: 1000\n\n"
-            try:
-                while not viewer.closing.is_set() and not await request.is_disconnected():
-                    count = await run_in_threadpool(source.wait_for_more, cursor, 1.0)
-                    if count <= cursor:
-                        yield ": idle\n\n"
-                        continue
-                    await asyncio.sleep(TAIL_GATHER_SECONDS)  # a busy source: one message for what comes meanwhile
-                    upto = min(len(source.columns()), cursor + MAX_PAGE)
-                    text = await run_in_threadpool(message, upto)
-                    cursor = upto
-                    yield text
-            except Exception as error:  # noqa: BLE001 - the stream ends with its reason, never a reset
-                reason = " ".join(f"{type(error).__name__}: {error}".split())
-                yield f"event: failed\ndata: {json.dumps({'error': reason})}\n\n"
+async def _tail_stream(
+    closing: threading.Event, request: Request, source: ViewerSource, query: Query, cursor: int
+) -> AsyncIterator[str]:
+    """The tail's messages from ``cursor`` on: the new rows that match, a page at most each time;
+    a comment while nothing comes; the reason if it fails."""
+    yield "retry: 1000\n\n"
+    try:
+        while not closing.is_set() and not await request.is_disconnected():
+            count = await run_in_threadpool(source.wait_for_more, cursor, 1.0)
+            if count <= cursor:
+                yield ": idle\n\n"
+                continue
+            await asyncio.sleep(TAIL_GATHER_SECONDS)  # a busy source: one message for what comes meanwhile
+            upto = min(len(source.columns()), cursor + MAX_PAGE)
+            text = await run_in_threadpool(_tail_message, source, query, cursor, upto)
+            cursor = upto
+            yield text
+    except Exception as error:  # noqa: BLE001 - the stream ends with its reason, never a reset
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
+        yield f"event: failed\ndata: {json.dumps({'error': reason})}\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    def with_body(work: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
-        inner = _json_endpoint(work)
+def _tail_message(source: ViewerSource, query: Query, cursor: int, upto: int) -> str:
+    """One tail message: the rows from ``cursor`` to ``upto`` that match ``query``."""
+    columns = source.columns()
+    part = columns.part(cursor, upto)
+    mask = matching_rows(part, query, lambda needle: source.search(needle)[cursor:upto], lambda text: source.xpath(text)[cursor:upto])
+    rendered = source.render((np.flatnonzero(mask) + cursor).tolist())
+    body = json.dumps({"cursor": upto, "events": len(columns), "rows": rendered, **source.lost()})
+    return f"id: {upto}\nevent: rows\ndata: {body}\n\n"
 
-        async def endpoint(request: Request) -> Response:
-            data = b""
-            async for chunk in request.stream():
-                data += chunk
-                if len(data) > MAX_BODY:
-                    return _error(InvalidArgument(f"the body is larger than {MAX_BODY} bytes"))
-            try:
-                body = json.loads(data or b"{}")
-            except (ValueError, RecursionError):
-                return _error(InvalidArgument("the body must be JSON"))
-            if not isinstance(body, dict):
-                return _error(InvalidArgument("the body must be a JSON object"))
-            request.state.body = body
-            return await inner(request)
 
-        return endpoint
-
+def make_app(viewer: Viewer, *, port: int, bind: str = "127.0.0.1") -> TokenGuard:
+    """The application of one viewer run on ``port``, behind its token (``viewer.auth``)."""
+    api = ViewerApi(viewer)
     routes = [
-        Route("/", static("index.html")),
-        *(Route(f"/static/{name}", static(name)) for name in _STATIC if name != "index.html"),
-        Route("/api/sources", _json_endpoint(sources)),
-        Route("/api/open", with_body(open_path), methods=["POST"]),
-        Route("/api/attach", with_body(attach), methods=["POST"]),
-        Route("/api/sessions", _json_endpoint(sessions)),
-        Route("/api/logs", _json_endpoint(logs)),
-        Route("/api/logs/open", with_body(open_log), methods=["POST"]),
-        Route("/api/s/{sid}", _json_endpoint(info)),
-        Route("/api/s/{sid}/rows", _json_endpoint(rows)),
-        Route("/api/s/{sid}/facets", _json_endpoint(facets)),
-        Route("/api/s/{sid}/timeline", _json_endpoint(timeline)),
-        Route("/api/s/{sid}/counts", _json_endpoint(counts)),
-        Route("/api/s/{sid}/event/{row:int}", _json_endpoint(event)),
-        Route("/api/s/{sid}/export", _json_endpoint(export_rows)),
-        Route("/api/s/{sid}/text-index", _json_endpoint(text_index), methods=["POST"]),
-        Route("/api/s/{sid}/tail", tail),
-        Route("/api/s/{sid}/close", with_body(close_source), methods=["POST"]),
+        Route("/", _static_endpoint("index.html")),
+        *(Route(f"/static/{name}", _static_endpoint(name)) for name in _STATIC if name != "index.html"),
+        Route("/api/sources", _json_endpoint(api.sources)),
+        Route("/api/open", _body_endpoint(api.open_path), methods=["POST"]),
+        Route("/api/attach", _body_endpoint(api.attach), methods=["POST"]),
+        Route("/api/sessions", _json_endpoint(api.sessions)),
+        Route("/api/logs", _json_endpoint(api.logs)),
+        Route("/api/logs/open", _body_endpoint(api.open_log), methods=["POST"]),
+        Route("/api/s/{sid}", _json_endpoint(api.info)),
+        Route("/api/s/{sid}/rows", _json_endpoint(api.rows)),
+        Route("/api/s/{sid}/facets", _json_endpoint(api.facets)),
+        Route("/api/s/{sid}/timeline", _json_endpoint(api.timeline)),
+        Route("/api/s/{sid}/counts", _json_endpoint(api.counts)),
+        Route("/api/s/{sid}/event/{row:int}", _json_endpoint(api.event)),
+        Route("/api/s/{sid}/stacks", _json_endpoint(api.stacks)),
+        Route("/api/s/{sid}/export", _json_endpoint(api.export_rows)),
+        Route("/api/s/{sid}/text-index", _json_endpoint(api.text_index), methods=["POST"]),
+        Route("/api/s/{sid}/tail", api.tail),
+        Route("/api/s/{sid}/close", _body_endpoint(api.close_source), methods=["POST"]),
     ]
     return TokenGuard(Starlette(routes=routes), viewer, port, bind)

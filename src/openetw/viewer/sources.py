@@ -29,7 +29,7 @@ from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.viewer.model import Columns, level_name
 
-__all__ = ["EtlSource", "EvtxSource", "LiveSource", "ViewerSource", "event_row", "open_file"]
+__all__ = ["EtlSource", "EvtxSource", "RecordFileSource", "LiveSource", "ViewerSource", "event_row", "open_file"]
 
 _KERNEL_KINDS = ("system", "compact", "perfinfo")
 
@@ -480,26 +480,31 @@ def _grown(columns: Columns, events: list[ReportEvent], tables: dict[str, dict[s
     return Columns(**merged, labels={name: list(table) for name, table in tables.items()})
 
 
-class EvtxSource(_RecordList):
-    """An ``.evtx`` file, read whole on open (an Event Log file is at most a few hundred MB)."""
+class RecordFileSource(_RecordList):
+    """A trace file other than ``.etl`` (an ``.evtx`` log, ...), read whole on open through the
+    consumer's table of formats (an Event Log file is at most a few hundred MB)."""
 
     kind = "evtx"
 
-    def __init__(self, source_id: str, path: str, registry: LazyManifestRegistry) -> None:
+    def __init__(self, source_id: str, path: str, registry: LazyManifestRegistry, trace_format: Any = None) -> None:
         super().__init__(source_id, os.path.basename(path), registry)
         self.path = path
-        threading.Thread(target=self._open, name=f"viewer-evtx-{source_id}", daemon=True).start()
+        if trace_format is None:
+            from openetw.consumer.formats import EVTX
+
+            trace_format = EVTX
+        self.format = trace_format
+        self.kind = trace_format.name
+        threading.Thread(target=self._open, name=f"viewer-{self.kind}-{source_id}", daemon=True).start()
 
     def _open(self) -> None:
-        from openetw.consumer.evtx_source import EvtxFileSource
-
         try:
-            source = EvtxFileSource(self.path)
+            source = self.format.open(self.path)
             source.open()
             events = [decode_record(record, self.registry) for record in source.records()]
             with self._lock:
                 self._events = events
-            losses = source.losses()  # the records the evtx damage policy could not keep
+            losses = source.losses()  # the records the source's damage policy could not keep
             if losses:
                 self.error = f"{losses[0]}" + (f" (and {len(losses) - 1} more)" if len(losses) > 1 else "")
         except OpenEtwError as error:
@@ -510,6 +515,9 @@ class EvtxSource(_RecordList):
             self.error = _failure(self.path, error)
         finally:
             self.ready.set()
+
+
+EvtxSource = RecordFileSource
 
 
 class LiveSource(_RecordList):
@@ -584,7 +592,7 @@ class LiveSource(_RecordList):
 
 def open_file(source_id: str, path: str, registry: LazyManifestRegistry, *, index_options: dict[str, Any] | None = None) -> ViewerSource:
     """An ``.etl`` or ``.evtx`` file as a source (checked readable by this user first)."""
-    from openetw.consumer.evtx_source import is_evtx_file
+    from openetw.consumer.formats import ETL, trace_format
 
     real = os.path.realpath(path)
     try:
@@ -597,8 +605,9 @@ def open_file(source_id: str, path: str, registry: LazyManifestRegistry, *, inde
         raise InvalidArgument(f"no such file: {path}")
     if not os.access(real, os.R_OK):
         raise InvalidArgument(f"{path}: permission denied")
-    if is_evtx_file(real):
-        return EvtxSource(source_id, real, registry)
+    found = trace_format(real)
+    if found is not ETL:
+        return RecordFileSource(source_id, real, registry, found)
     return EtlSource(source_id, real, registry, index_options)
 
 

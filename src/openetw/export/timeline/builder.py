@@ -11,7 +11,7 @@ record is an ``Instant`` with its decoded fields, and a ``Counter`` too when it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,58 +100,49 @@ def timeline(
 ) -> Iterator[Item]:  # fmt: skip
     """The timeline of ``records`` (in time order). ``messages`` renders each event's message
     (``Instant.message`` and ``Slice.message``: what OTLP sends as a log body)."""
-    stats = stats if stats is not None else TimelineStats()
     selection = selection if selection is not None else Selection()
-    # the context learns processes (names) and manifests; threads and images are learned here,
-    # from the fields decoded anyway
-    context = DecodeContext(registry, learn_threads=False, learn_images=False)
-    identity_of, observe, process_name = _Identities(registry, context).of, context.observe, _process_names(context)
-    thread_pids: dict[int, int] = {}
-    images: dict[int, list[tuple[int, int, str]]] = {}
+    stats = stats if stats is not None else TimelineStats()
+    yield from _Builder(registry, selection, stats, messages).items(records)
 
-    def thread_process(tid: int, filetime: int) -> int | None:
-        return thread_pids.get(tid)
 
-    def image_at(pid: int, address: int) -> tuple[int, int, str] | None:
-        for owner in (pid, 0) if pid else (0,):
-            for image in reversed(images.get(owner, ())):
-                if image[0] <= address < image[0] + image[1]:
-                    return image
-        return None
-    accept_provider = _provider_filter(selection)
-    start, end = selection.start, selection.end
-    windowed = start is not None or end is not None
-    out: list[Item] = []
-    emit = out.append
-    pairing = Pairing(emit)
-    push = pairing.push
-    compiled: dict[tuple[int, int], Any] = {}
-    named: dict[int, str] = {}
-    current: dict[int, str] = {}  # names looked up since the last process event
-    threads: set[tuple[int, int]] = set()
-    totals: dict[tuple[int, str], float] = {}
-    pending: dict[tuple[int, int], Sample] = {}  # samples waiting for their stack, oldest first
-    stacked: set[tuple[int, int]] = set()
-    categories: dict[bytes | None, str] = {}
-    known_frames: dict[tuple[int, int], Frame] = {}  # an image's frames as first seen (images rarely move)
+_Push = Callable[[tuple[int, int], Item], None]
+"""Pairing.push: an item at (ts, record position)."""
 
-    def name_of(pid: int, tid: int, ts: int, filetime: int, key: tuple[int, int]) -> None:
-        name = current.get(pid)
-        if name is None:
-            name = current[pid] = process_name(pid, filetime) or ("Idle" if pid == 0 else f"Process {pid}")
-            if named.get(pid) != name:
-                named[pid] = name
-                push(key, Process(pid, name, ts))
-        if (pid, tid) not in threads:
-            threads.add((pid, tid))
-            push(key, Thread(pid, tid, f"{name} {tid}", ts))
 
-    def frames_of(pid: int, addresses: Iterable[int], filetime: int) -> tuple[Frame, ...]:
+class _Threads:
+    """Which process each thread is in and which images each process loaded, learned from the
+    kernel's thread and image events (the fields decoded anyway); addresses resolved to frames."""
+
+    def __init__(self) -> None:
+        self.process: dict[int, int] = {}  # thread id -> process id
+        self._images: dict[int, list[tuple[int, int, str]]] = {}
+        self._frames: dict[tuple[int, int], Frame] = {}  # an image's frames as first seen (images rarely move)
+
+    def learn(self, group: int, opcode: int, args: dict[str, Any]) -> None:
+        """Take what a thread start/end or an image load/rundown says."""
+        if group == _THREAD_GROUP and opcode in _THREAD_LIFETIME and args:
+            learned = args.get("TThreadId", args.get("ThreadId"))
+            owner = args.get("ProcessId", args.get("ProcessID"))
+            if isinstance(learned, int) and isinstance(owner, int):
+                self.process[learned] = owner
+        elif (group == _IMAGE_GROUP or (group == _PROCESS_GROUP and opcode == _IMAGE_LOAD)) and opcode in _IMAGE_PRESENT:
+            base, size = args.get("ImageBase", args.get("BaseAddress")), args.get("ImageSize", args.get("ModuleSize"))
+            file_name = args.get("FileName", args.get("ImageFileName"))
+            owner = args.get("ProcessId", args.get("ProcessID"))
+            if isinstance(base, int) and isinstance(size, int) and isinstance(file_name, str) and isinstance(owner, int):
+                known = self._images.setdefault(owner, [])
+                if len(known) >= _KEPT_IMAGES:
+                    del known[: _KEPT_IMAGES // 2]
+                known.append((base, size, file_name))
+                self._frames.clear()
+
+    def frames_of(self, pid: int, addresses: Iterable[int]) -> tuple[Frame, ...]:
         frames = []
+        known_frames = self._frames
         for address in addresses:
             frame = known_frames.get((pid, address))
             if frame is None:
-                image = image_at(pid, address)
+                image = self._image_at(pid, address)
                 frame = ("", 0, address) if image is None else (image[2], image[0], address)
                 if len(known_frames) >= _KEPT_FRAMES:
                     known_frames.clear()
@@ -159,120 +150,254 @@ def timeline(
             frames.append(frame)
         return tuple(frames)
 
-    def release_samples(everything: bool = False) -> None:
-        """Samples are given out in their order: the oldest once its stack came (or when too many
-        wait: stacks that never come, compressed ones)."""
+    def _image_at(self, pid: int, address: int) -> tuple[int, int, str] | None:
+        for owner in (pid, 0) if pid else (0,):
+            for image in reversed(self._images.get(owner, ())):
+                if image[0] <= address < image[0] + image[1]:
+                    return image
+        return None
+
+
+class _Names:
+    """The ``Process`` and ``Thread`` items: a process each time its name changes, a thread once."""
+
+    def __init__(self, process_name: Callable[[int, int], str | None], push: _Push) -> None:
+        self._process_name = process_name
+        self._push = push
+        self._named: dict[int, str] = {}
+        self._current: dict[int, str] = {}  # names looked up since the last process event
+        self._threads: set[tuple[int, int]] = set()
+
+    def forget(self) -> None:
+        """A process began or ended: names are looked up again."""
+        self._current.clear()
+
+    def ensure(self, pid: int, tid: int, ts: int, filetime: int, key: tuple[int, int]) -> None:
+        """Name ``pid`` and ``tid`` before the first item that needs them."""
+        if pid in self._current and (pid, tid) in self._threads:
+            return
+        name = self._current.get(pid)
+        if name is None:
+            name = self._current[pid] = self._process_name(pid, filetime) or ("Idle" if pid == 0 else f"Process {pid}")
+            if self._named.get(pid) != name:
+                self._named[pid] = name
+                self._push(key, Process(pid, name, ts))
+        if (pid, tid) not in self._threads:
+            self._threads.add((pid, tid))
+            self._push(key, Thread(pid, tid, f"{name} {tid}", ts))
+
+
+class _Samples:
+    """Samples wait for the stack of their thread and time, and are given out in their order: the
+    oldest once its stack came (or when too many wait: stacks that never come, compressed ones)."""
+
+    def __init__(self, push: _Push) -> None:
+        self._push = push
+        self._pending: dict[tuple[int, int], Sample] = {}  # oldest first
+        self._stacked: set[tuple[int, int]] = set()
+
+    def add(self, key: tuple[int, int], sample: Sample) -> None:
+        if key in self._pending:  # the idle thread, sampled on two processors at once
+            self.release(everything=True)
+        self._pending[key] = sample
+        if self._stacked or len(self._pending) > _PENDING_SAMPLES:  # else the oldest still waits for its stack
+            self.release()
+
+    def waiting(self, key: tuple[int, int]) -> Sample | None:
+        """The sample ``key`` names if it still waits for its stack."""
+        return None if key in self._stacked else self._pending.get(key)
+
+    def stacked(self, key: tuple[int, int]) -> None:
+        self._stacked.add(key)
+        self.release()
+
+    def release(self, everything: bool = False) -> None:
+        pending, stacked = self._pending, self._stacked
         while pending:
             oldest = next(iter(pending))
             if not (everything or oldest in stacked or len(pending) > _PENDING_SAMPLES):
                 return
             stacked.discard(oldest)
             sample = pending.pop(oldest)
-            push((sample.ts, -1), sample)
+            self._push((sample.ts, -1), sample)
 
-    position = -1
-    for position, record in enumerate(records):
+
+class _Builder:
+    """One pass over the records: each record is filtered, decoded, then becomes scheduling or a
+    sample (kernel records), a slice's start or stop, or an instant (with its counters)."""
+
+    def __init__(self, registry: SchemaRegistry, selection: Selection, stats: TimelineStats, messages: bool) -> None:
+        self._registry = registry
+        self._stats = stats
+        self._messages = messages
+        # the context learns processes (names) and manifests; threads and images are learned
+        # here, from the fields decoded anyway
+        self._context = DecodeContext(registry, learn_threads=False, learn_images=False)
+        self._identity_of = _Identities(registry, self._context).of
+        self._accept_provider = _provider_filter(selection)
+        self._start, self._end = selection.start, selection.end
+        self._out: list[Item] = []
+        self._pairing = Pairing(self._out.append)
+        self._push = self._pairing.push
+        self._threads = _Threads()
+        self._names = _Names(_process_names(self._context), self._push)
+        self._samples = _Samples(self._push)
+        self._compiled: dict[tuple[int, int], Any] = {}
+        self._categories: dict[bytes | None, str] = {}
+        self._totals: dict[tuple[int, str], float] = {}
+
+    def items(self, records: Iterable[EventRecord]) -> Iterator[Item]:
+        out, stats, observe, names = self._out, self._stats, self._context.observe, self._names
+        identity_of, accept_provider = self._identity_of, self._accept_provider
+        decode, kernel, event_item = self._args, self._kernel, self._event
+        start, end = self._start, self._end
+        windowed = start is not None or end is not None
+        position = -1
+        for position, record in enumerate(records):
+            kind = record.kind
+            if kind == "unknown":
+                stats.unknown += 1
+                continue
+            observe(record)
+            if kind in _KERNEL:
+                if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
+                    names.forget()
+            elif record.provider_guid_bytes == _KERNEL_PROCESS:
+                names.forget()
+            filetime = record.filetime
+            if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
+                continue
+            schema, provider, event = identity_of(record)
+            if accept_provider is not None and not accept_provider(record, provider):
+                continue
+            ts = (filetime - FILETIME_UNIX_TICKS) * 100
+            key = (ts, position)
+            args = decode(record, schema)
+            if kind not in _KERNEL or not kernel(record, args, ts, key, filetime):
+                event_item(record, schema, provider, event, args, ts, key, filetime)
+            if out:
+                yield from out
+                out.clear()
+        self._samples.release(everything=True)
+        self._pairing.finish()
+        yield from out
+        out.clear()
+        self._finish(position + 1)
+
+    def _args(self, record: EventRecord, schema: Any) -> dict[str, Any]:
+        """The record's fields by its compiled decoder (none without a schema)."""
+        if schema is None:
+            self._stats.undecodable += 1
+            return {}
+        ckey = (id(schema), record.pointer_size)
+        decoder = self._compiled.get(ckey)
+        if decoder is None or decoder.schema is not schema:
+            decoder = self._compiled[ckey] = self._registry.compiled(schema, record.pointer_size)
+        fields: dict[str, Any] = decoder(record.user_data)[0]
+        return fields
+
+    # -- kernel records: what they teach, scheduling and samples --------------------------------
+    def _kernel(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> bool:
+        """Learn from a kernel record; True when it became a switch, a wakeup, a sample or a
+        sample's stack (else it is an ordinary event)."""
+        group, opcode = (record.hook_id or 0) >> 8, record.opcode
+        self._threads.learn(group, opcode, args)
+        if not args:
+            return False
+        if group == _THREAD_GROUP and opcode == _CSWITCH and _SWITCH_FIELDS <= args.keys():
+            self._switch(record, args, ts, key, filetime)
+            return True
+        if group == _THREAD_GROUP and opcode == _READY_THREAD and _READY_FIELDS <= args.keys():
+            self._wakeup(record, args, ts, key, filetime)
+            return True
+        if group == _PERFINFO_GROUP and opcode == _SAMPLE and _SAMPLE_FIELDS <= args.keys():
+            self._sample(record, args, ts, key, filetime)
+            return True
+        if group == _STACKWALK_GROUP and opcode == _STACK:
+            return self._stack(args)
+        return False
+
+    def _named_thread(self, tid: int, ts: int, filetime: int, key: tuple[int, int]) -> int:
+        """The process of ``tid`` (0 when unknown), both named."""
+        pid = self._threads.process.get(tid) or 0
+        self._names.ensure(pid, tid, ts, filetime, key)
+        return pid
+
+    def _switch(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
+        new_tid, old_tid = args["NewThreadID"], args["OldThreadID"]
+        new_pid = self._named_thread(new_tid, ts, filetime, key)
+        old_pid = self._named_thread(old_tid, ts, filetime, key)
+        self._push(key, Switch(
+            ts, record.cpu, old_tid, new_tid, old_pid, new_pid, args["NewThreadPriority"],
+            args["OldThreadPriority"], args["OldThreadWaitReason"], args["OldThreadWaitMode"],
+            args["OldThreadState"], args["NewThreadWaitTime"],
+        ))  # fmt: skip
+        self._stats.switches += 1
+
+    def _wakeup(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
+        woken = args["AwakenedThreadID"]
+        woken_pid = self._named_thread(woken, ts, filetime, key)
+        tid = record.tid
+        self._push(key, Wakeup(
+            ts, record.cpu, woken, woken_pid, tid if tid != _NO_ID else 0, args["AdjustReason"],
+            args["AdjustIncrement"], args["Flags"],
+        ))  # fmt: skip
+        self._stats.wakeups += 1
+
+    def _sample(self, record: EventRecord, args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:
+        sampled = args["ThreadId"]
+        sample_pid = self._named_thread(sampled, ts, filetime, key)
+        frames = self._threads.frames_of(sample_pid, (args["InstructionPointer"],))
+        self._samples.add((sampled, record.timestamp), Sample(ts, record.cpu, sample_pid, sampled, frames))
+        self._stats.samples += 1
+
+    def _stack(self, args: dict[str, Any]) -> bool:
+        """A StackWalk record gives its frames to the sample of its thread and time, if one waits."""
+        sample_key = (args["StackThread"], args["EventTimeStamp"])
+        sample = self._samples.waiting(sample_key)
+        if sample is None:
+            return False
+        sample.frames = self._threads.frames_of(args["StackProcess"] or sample.pid, args["Stack"])
+        self._stats.samples_with_stacks += 1
+        self._samples.stacked(sample_key)
+        return True
+
+    # -- events: slices, instants, counters -----------------------------------------------------
+    def _event(self, record: EventRecord, schema: Any, provider: str | None, event: str | None,
+               args: dict[str, Any], ts: int, key: tuple[int, int], filetime: int) -> None:  # fmt: skip
+        pid, tid = self._owner(record, args)
+        self._names.ensure(pid, tid, ts, filetime, key)
+        guid = record.provider_guid_bytes
+        category = self._categories.get(guid) if provider is None else provider
+        if category is None:
+            category = self._categories[guid] = provider_key(record)
         kind = record.kind
-        if kind == "unknown":
-            stats.unknown += 1
-            continue
-        observe(record)
-        if kind in _KERNEL:
-            if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
-                current.clear()  # a process began or ended: names are looked up again
-        elif record.provider_guid_bytes == _KERNEL_PROCESS:
-            current.clear()
-        filetime = record.filetime
-        if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
-            continue
-        schema, provider, event = identity_of(record)
-        if accept_provider is not None and not accept_provider(record, provider):
-            continue
-        ts = (filetime - FILETIME_UNIX_TICKS) * 100
-        key = (ts, position)
-        args: dict[str, Any]
-        if schema is not None:
-            ckey = (id(schema), record.pointer_size)
-            decoder = compiled.get(ckey)
-            if decoder is None or decoder.schema is not schema:
-                decoder = compiled[ckey] = registry.compiled(schema, record.pointer_size)
-            args = decoder(record.user_data)[0]
-        else:
-            args = {}
-            stats.undecodable += 1
+        name = event or (f"event {record.id}" if kind == "event" else f"{kind} {record.hook_id or record.opcode}")
+        message = None
+        if self._messages and schema is not None and schema.message is not None:
+            message = format_event_message(self._registry.decode(schema, record.user_data, record.pointer_size))
+        opcode = record.opcode
+        if kind == "event" and opcode in (1, 2):
+            activity = record.activity_guid_bytes
+            pair = pair_key(guid, record.task, pid, tid, activity)
+            if opcode == 1:
+                related = record.related_activity_id
+                self._pairing.start(key, pair, ts, pid, tid, category, _slice_name(name), args, activity,
+                                    None if related is None else related.bytes_le, record.level)  # fmt: skip
+                if message is not None:
+                    self._pairing.open_slice(pair).message = message
+                return
+            if self._pairing.stop(key, pair, ts, tid, args):
+                return
+        self._push(key, Instant(ts, pid, tid, category, name, args, record.level, None, message))
+        self._stats.instants += 1
+        if event is not None:
+            self._counters(name, args, pid, ts, key)
+
+    def _owner(self, record: EventRecord, args: dict[str, Any]) -> tuple[int, int]:
+        """The record's process and thread; a record without them (a kernel record of no thread)
+        is given the thread its fields name, and that thread's process."""
         pid, tid = record.pid, record.tid
-        if kind in _KERNEL:
-            hook = record.hook_id or 0
-            group, opcode = hook >> 8, record.opcode
-            if group == _THREAD_GROUP and opcode in _THREAD_LIFETIME and args:
-                learned = args.get("TThreadId", args.get("ThreadId"))
-                owner = args.get("ProcessId", args.get("ProcessID"))
-                if isinstance(learned, int) and isinstance(owner, int):
-                    thread_pids[learned] = owner
-            elif (group == _IMAGE_GROUP or (group == _PROCESS_GROUP and opcode == _IMAGE_LOAD)) and opcode in _IMAGE_PRESENT:
-                base, size = args.get("ImageBase", args.get("BaseAddress")), args.get("ImageSize", args.get("ModuleSize"))
-                file_name = args.get("FileName", args.get("ImageFileName"))
-                owner = args.get("ProcessId", args.get("ProcessID"))
-                if isinstance(base, int) and isinstance(size, int) and isinstance(file_name, str) and isinstance(owner, int):
-                    known = images.setdefault(owner, [])
-                    if len(known) >= _KEPT_IMAGES:
-                        del known[: _KEPT_IMAGES // 2]
-                    known.append((base, size, file_name))
-                    known_frames.clear()
-            if group == _THREAD_GROUP and opcode == _CSWITCH and args and _SWITCH_FIELDS <= args.keys():
-                new_tid, old_tid = args["NewThreadID"], args["OldThreadID"]
-                new_pid, old_pid = thread_pids.get(new_tid) or 0, thread_pids.get(old_tid) or 0
-                if new_pid not in current or (new_pid, new_tid) not in threads:
-                    name_of(new_pid, new_tid, ts, filetime, key)
-                if old_pid not in current or (old_pid, old_tid) not in threads:
-                    name_of(old_pid, old_tid, ts, filetime, key)
-                push(key, Switch(
-                    ts, record.cpu, old_tid, new_tid, old_pid, new_pid, args["NewThreadPriority"],
-                    args["OldThreadPriority"], args["OldThreadWaitReason"], args["OldThreadWaitMode"],
-                    args["OldThreadState"], args["NewThreadWaitTime"],
-                ))  # fmt: skip
-                stats.switches += 1
-                continue
-            if group == _THREAD_GROUP and opcode == _READY_THREAD and args and _READY_FIELDS <= args.keys():
-                woken = args["AwakenedThreadID"]
-                woken_pid = thread_pids.get(woken) or 0
-                if woken_pid not in current or (woken_pid, woken) not in threads:
-                    name_of(woken_pid, woken, ts, filetime, key)
-                push(key, Wakeup(
-                    ts, record.cpu, woken, woken_pid, tid if tid != _NO_ID else 0, args["AdjustReason"],
-                    args["AdjustIncrement"], args["Flags"],
-                ))  # fmt: skip
-                stats.wakeups += 1
-                continue
-            if group == _PERFINFO_GROUP and opcode == _SAMPLE and args and _SAMPLE_FIELDS <= args.keys():
-                sampled = args["ThreadId"]
-                sample_pid = thread_pids.get(sampled) or 0
-                if sample_pid not in current or (sample_pid, sampled) not in threads:
-                    name_of(sample_pid, sampled, ts, filetime, key)
-                ip = args["InstructionPointer"]
-                sample_key = (sampled, record.timestamp)
-                if sample_key in pending:  # the idle thread, sampled on two processors at once
-                    release_samples(everything=True)
-                frame = known_frames.get((sample_pid, ip))
-                pending[sample_key] = Sample(
-                    ts, record.cpu, sample_pid, sampled, (frame,) if frame is not None else frames_of(sample_pid, (ip,), filetime)
-                )  # fmt: skip
-                stats.samples += 1
-                if stacked or len(pending) > _PENDING_SAMPLES:  # else the oldest still waits for its stack
-                    release_samples()
-                continue
-            if group == _STACKWALK_GROUP and opcode == _STACK and args:
-                sample_key = (args["StackThread"], args["EventTimeStamp"])
-                sample = pending.get(sample_key)
-                if sample is not None and sample_key not in stacked:
-                    sample.frames = frames_of(args["StackProcess"] or sample.pid, args["Stack"], filetime)
-                    stats.samples_with_stacks += 1
-                    stacked.add(sample_key)
-                    release_samples()
-                    if out:
-                        yield from out
-                        out.clear()
-                    continue
         if pid == _NO_ID or tid == _NO_ID:
             tid = 0
             for field_name in _THREAD_FIELDS:
@@ -280,54 +405,26 @@ def timeline(
                 if isinstance(value, int):
                     tid = value
                     break
-            pid = (thread_process(tid, filetime) or 0) if tid else 0
-        if pid not in current or (pid, tid) not in threads:
-            name_of(pid, tid, ts, filetime, key)
-        guid = record.provider_guid_bytes
-        category = categories.get(guid) if provider is None else provider
-        if category is None:
-            category = categories[guid] = provider_key(record)
-        name = event or (f"event {record.id}" if kind == "event" else f"{kind} {record.hook_id or record.opcode}")
-        message = None
-        if messages and schema is not None and schema.message is not None:
-            message = format_event_message(registry.decode(schema, record.user_data, record.pointer_size))
-        opcode = record.opcode
-        if kind == "event" and opcode in (1, 2):
-            activity = record.activity_guid_bytes
-            pair = pair_key(guid, record.task, pid, tid, activity)
-            if opcode == 1:
-                related = record.related_activity_id
-                pairing.start(key, pair, ts, pid, tid, category, _slice_name(name), args, activity,
-                              None if related is None else related.bytes_le, record.level)  # fmt: skip
-                if message is not None:
-                    pairing.open_slice(pair).message = message
-                continue
-            if pairing.stop(key, pair, ts, tid, args):
-                if out:
-                    yield from out
-                    out.clear()
-                continue
-        push(key, Instant(ts, pid, tid, category, name, args, record.level, None, message))
-        stats.instants += 1
-        carried = _COUNTERS.get(name) if event is not None else None
-        if carried is not None:
-            for field_name, counter, cumulative in carried:
-                value = args.get(field_name)
-                if isinstance(value, (int, float)):
-                    counter_pid = 0 if cumulative else pid
-                    if cumulative:
-                        value = totals[(counter_pid, counter)] = totals.get((counter_pid, counter), 0) + value
-                    push(key, Counter(ts, counter_pid, counter, value))
-                    stats.counters += 1
-        if out:
-            yield from out
-            out.clear()
-    release_samples(everything=True)
-    pairing.finish()
-    yield from out
-    out.clear()
-    stats.records += position + 1
-    stats.slices += pairing.slices
-    stats.lost_starts += pairing.lost_starts
-    stats.lost_stops += pairing.lost_stops
-    stats.errors.extend(str(error) for error in context.manifest_errors)
+            pid = (self._threads.process.get(tid) or 0) if tid else 0
+        return pid, tid
+
+    def _counters(self, name: str, args: dict[str, Any], pid: int, ts: int, key: tuple[int, int]) -> None:
+        carried = _COUNTERS.get(name)
+        if carried is None:
+            return
+        for field_name, counter, cumulative in carried:
+            value = args.get(field_name)
+            if isinstance(value, (int, float)):
+                counter_pid = 0 if cumulative else pid
+                if cumulative:
+                    value = self._totals[(counter_pid, counter)] = self._totals.get((counter_pid, counter), 0) + value
+                self._push(key, Counter(ts, counter_pid, counter, value))
+                self._stats.counters += 1
+
+    def _finish(self, records: int) -> None:
+        stats, pairing = self._stats, self._pairing
+        stats.records += records
+        stats.slices += pairing.slices
+        stats.lost_starts += pairing.lost_starts
+        stats.lost_stops += pairing.lost_stops
+        stats.errors.extend(str(error) for error in self._context.manifest_errors)

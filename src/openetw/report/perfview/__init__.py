@@ -6,7 +6,8 @@ For each event TraceLog keeps (see ``tracelog``) and the test does not skip::
 
 for at most five events of each name, values cut to 20 characters; then one
 ``COUNT <Provider>/<Event>:<n>`` line per name, in ordinal order. Field lists and value
-formats are TraceEvent's (``views_*`` modules, ``render``); PName comes from a ``DecodeContext``
+formats are TraceEvent's (``views_*`` modules, ``render``); PName comes from the trace-state
+tracker (``openetw.events.trace_state.TraceState``, a ``DecodeContext``)
 that has learned the whole trace (PerfView names a process from anywhere in the trace).
 """
 
@@ -16,10 +17,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from openetw.errors import OpenEtwError
+from openetw.events.trace_state import TraceState
 from openetw.report.perfview import dotnet
 from openetw.report.perfview.catalog import view_for
 from openetw.report.perfview.render import render_property
-from openetw.report.perfview.state import TraceState, relative_msec
+from openetw.report.perfview.state import PerfViewState, relative_msec
 from openetw.report.perfview.tracelog import event_identity, removed_by_tracelog, skipped_by_test
 from openetw.report.perfview.views import EventInput
 from openetw.tdh.context import DecodeContext
@@ -41,7 +43,7 @@ class PerfViewReport:
         self.context = context
         self.max_per_name = max_per_name
         self.counts: dict[str, int] = {}
-        self.state = TraceState(context)
+        self.state = PerfViewState(context)
 
     def learn(self, records: Iterable[Any]) -> None:
         """A first pass over the whole trace: names the trace gives anywhere (processes, files,
@@ -141,7 +143,7 @@ class PerfViewReport:
 
 
 def _worth_learning(record: EventRecord) -> bool:
-    """File names, disk event times, .NET type names and volume mappings: what ``TraceState.learn`` reads."""
+    """File names, disk event times, .NET type names and volume mappings: what ``PerfViewState.learn`` reads."""
     if record.kind in ("system", "compact", "perfinfo"):
         group = (record.hook_id or 0) >> 8
         return group == 0x04 or (group == 0x01 and record.opcode in (10, 11, 14))
@@ -162,7 +164,7 @@ def perfview_lines(read: Callable[[], Iterable[Any]], registry: SchemaRegistry, 
     ``read`` returns the trace's records in time order each time it is called: once to learn
     the names the trace gives, once to show its events.
     """
-    report = PerfViewReport(registry, context if context is not None else DecodeContext(registry))
+    report = PerfViewReport(registry, context if context is not None else TraceState(registry))
     report.learn(read())
     yield from report.event_lines(read())
     yield from report.count_lines()

@@ -31,7 +31,7 @@ from typing import Any
 from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC
 from openetw.tdh.context import DecodeContext
 
-__all__ = ["TraceState", "relative_msec"]
+__all__ = ["PerfViewState", "relative_msec"]
 
 _DISK_GROUP, _FILE_GROUP, _THREAD_GROUP = 0x01, 0x04, 0x05
 _FILE_NAME_OPCODES = frozenset({0, 32, 35, 36})
@@ -75,7 +75,10 @@ class _History:
         return values[index - 1] if index else values[0]
 
 
-class TraceState:
+class PerfViewState:
+    """What PerfView's views look up beyond the trace's processes, threads and images, which
+    come from the trace-state tracker (``openetw.events.trace_state.TraceState``) given."""
+
     def __init__(self, context: DecodeContext) -> None:
         self.context = context
         self.file_names = _History()

@@ -33,7 +33,7 @@ from openetw.tdh.schema import Schema
 
 if TYPE_CHECKING:
     from openetw.etl.record import EventRecord
-    from openetw.report.perfview.state import TraceState
+    from openetw.report.perfview.state import PerfViewState
 
 __all__ = ["EventInput", "Field", "View", "fields"]
 
@@ -47,7 +47,7 @@ class EventInput:
     props: Mapping[str, Any]
     schema: Schema | None
     record: EventRecord
-    state: TraceState | None = None
+    state: PerfViewState | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.props.get(name, default)

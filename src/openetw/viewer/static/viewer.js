@@ -671,6 +671,43 @@
     box.hidden = false;
   }
 
+  async function showStacks() {
+    const box = $("stacks");
+    if (!box.hidden) { box.hidden = true; return; }
+    if (!state.source) return;
+    setStatus("Joining and naming stacks…");
+    let body;
+    try { body = await api(`/api/s/${state.source.id}/stacks`); } catch (error) { setStatus(String(error.message), true); return; }
+    setStatus("");
+    const total = Math.max(1, body.samples);
+    // The flame graph: the root at the top, each frame as wide as its inclusive samples.
+    const flame = el("div", {class: "flame"});
+    let depth = 0;
+    const place = (node, level, left) => {
+      const width = node.inclusive / total;
+      const name = node.name;
+      const kind = /!\+0x|^\?!/.test(name) ? "frame unnamed" : (/!.*\./.test(name) ? "frame managed" : "frame");
+      const box = el("div", {class: kind, text: name, title: `${name}\n${node.inclusive} samples (${node.inclusive_percent}%), ${node.exclusive} exclusive`});
+      box.style.left = `${left * 100}%`; box.style.width = `${width * 100}%`; box.style.top = `${level * 17}px`;
+      flame.append(box);
+      depth = Math.max(depth, level + 1);
+      let offset = left;
+      for (const child of node.children) { place(child, level + 1, offset); offset += child.inclusive / total; }
+    };
+    place(body.tree, 0, 0);
+    flame.style.height = `${depth * 17}px`;
+    const table = el("table", {class: "fields"}, el("tr", {}, el("th", {text: "Exc"}), el("th", {text: "Exc %"}),
+      el("th", {text: "Inc"}), el("th", {text: "Inc %"}), el("th", {text: "Name"})));
+    for (const row of body.by_name) {
+      table.append(el("tr", {}, el("td", {text: String(row.exclusive)}), el("td", {text: String(row.exclusive_percent)}),
+        el("td", {text: String(row.inclusive)}), el("td", {text: String(row.inclusive_percent)}), el("td", {text: row.name})));
+    }
+    const named = Math.round(body.naming.named_share * 1000) / 10;
+    box.replaceChildren(el("div", {class: "group", text: `CPU stacks: ${body.samples} samples, ${named}% of frames named`}), flame,
+      el("div", {class: "group", text: "By Name"}), table);
+    box.hidden = false;
+  }
+
   function exportFiltered() {
     if (!state.source) return;
     const link = el("a", {href: `/api/s/${state.source.id}/export?${params({format: $("export-format").value, csrf: CSRF})}`});
@@ -709,6 +746,7 @@
     }
     $("columns-button").addEventListener("click", () => { $("columns-menu").hidden = !$("columns-menu").hidden; });
     $("counts-button").addEventListener("click", showCounts);
+    $("stacks-button").addEventListener("click", showStacks);
     $("timeline-by").addEventListener("change", () => { state.by = $("timeline-by").value; loadTimeline(state.generation); });
     $("export").addEventListener("click", exportFiltered);
     $("pause").addEventListener("click", togglePause);

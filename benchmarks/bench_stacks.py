@@ -1,0 +1,168 @@
+"""Stacks resolved and named per second, next to ``perf report --stdio`` on the same workload.
+
+In one run: a ``gcc -g`` program burns CPU in known functions (``--seconds`` of CPU time) twice,
+once under an openetw kernel trace (``image`` + ``profile``, one process tree, 1000 Hz, user
+stacks) and once under ``perf record -g -F 1000``. Then, for the openetw trace and for PerfView's
+``net.4.5.2.x64.etl`` (compressed stacks, .NET methods):
+
+* **cold**: a fresh ``python`` process that reads the trace, joins and names every stack and
+  computes By Name (what ``openetw stacks FILE`` does), its CPU time (user + system, from the
+  kernel's accounting of the child);
+* **warm**: the same work again in this process (modules imported, the file in the page cache),
+  best of ``--repeat``; CPU time of this process.
+
+``perf report --stdio`` runs on the perf.data (a fresh process; its CPU time likewise). Rates
+count stacks (samples with a stack) and frames (return addresses named, with repeats); the last
+column is CPU per stack against perf report's on the same workload. The load average is printed:
+the machine is shared.
+
+Usage: python benchmarks/bench_stacks.py [--seconds 2] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import CORPUS, machine_note, table
+
+BURN_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+volatile unsigned long sink;
+__attribute__((noinline)) unsigned long spin_inner(unsigned long n) {
+    unsigned long s = 0; for (unsigned long i = 0; i < n; i++) s += i * i ^ (s >> 3); return s; }
+__attribute__((noinline)) unsigned long burn_alpha(unsigned long n) { return spin_inner(n) + 1; }
+__attribute__((noinline)) unsigned long burn_beta(unsigned long n) {
+    unsigned long s = 0; for (unsigned long i = 0; i < n; i++) s += (i % 7) * (s | 1); return s; }
+int main(int argc, char **argv) {
+    double seconds = argc > 1 ? atof(argv[1]) : 0.5;
+    struct timespec now;
+    do { sink += burn_alpha(3000000); sink += burn_beta(1000000); clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now); }
+    while (now.tv_sec + now.tv_nsec / 1e9 < seconds);
+    printf("%lu\n", sink);
+    return 0;
+}
+"""
+
+COLD = """
+import sys, time
+from openetw.etl.reader import EtlReader
+from openetw.events.profile import load_profile
+from openetw.report.stacks import by_name
+with EtlReader(sys.argv[1]) as reader:
+    profile = load_profile(reader.records(time_order=True))
+rows = by_name(profile.samples)
+print(len(profile.samples), sum(len(s.frames) for s in profile.samples), rows[0].name)
+"""
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+    before = children_cpu()
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
+    return children_cpu() - before, out
+
+
+def record_openetw(binary: Path, seconds: float, output: Path) -> float:
+    from openetw.kernel import KernelSession
+    from openetw.kernel.perf import HeldCommand
+
+    before = self_cpu() + children_cpu()
+    held = HeldCommand([str(binary), str(seconds)])
+    with KernelSession(flags={"image", "profile"}, output=str(output), source="perf_children", target_pid=held.pid, profile_rate_hz=1000):
+        held.release()
+        held.wait(timeout=600)
+    return self_cpu() + children_cpu() - before
+
+
+def warm(path: Path, repeat: int) -> tuple[float, int, int]:
+    from openetw.etl.reader import EtlReader
+    from openetw.events.profile import load_profile
+    from openetw.report.stacks import by_name
+
+    best = float("inf")
+    stacks = frames = 0
+    for _ in range(repeat):
+        started = self_cpu()
+        with EtlReader(str(path)) as reader:
+            profile = load_profile(reader.records(time_order=True))
+        by_name(profile.samples)
+        best = min(best, self_cpu() - started)
+        stacks, frames = len(profile.samples), sum(len(sample.frames) for sample in profile.samples)
+    return best, stacks, frames
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    gcc, perf = shutil.which("gcc"), shutil.which("perf")
+    if gcc is None:
+        sys.exit("needs gcc")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="openetw-bench-stacks-") as scratch:
+        directory = Path(scratch)
+        (directory / "burn.c").write_text(BURN_C)
+        binary = directory / "burn"
+        subprocess.run([gcc, "-g", "-O0", "-fno-omit-frame-pointer", "-o", str(binary), str(directory / "burn.c")], check=True)
+        trace = directory / "burn.etl"
+        record_cpu = record_openetw(binary, args.seconds, trace)
+        print(f"openetw kernel trace of {args.seconds} s of CPU: {trace.stat().st_size:,} bytes, CPU of every process {record_cpu:.2f} s (workload included)")
+        inputs = [("burn.etl (openetw kernel trace)", trace)]
+        net = CORPUS / "etl" / "perfview" / "net.4.5.2.x64.etl"
+        if net.exists():
+            inputs.append(("net.4.5.2.x64.etl (PerfView)", net))
+        for label, path in inputs:
+            cold_cpu, out = run_child([sys.executable, "-c", COLD, str(path)], env=env)
+            stacks, frames, top = out.split(maxsplit=2)
+            warm_cpu, _stacks, _frames = warm(path, args.repeat)
+            for kind, cpu in (("cold (new process)", cold_cpu), ("warm", warm_cpu)):
+                rows.append([label, f"openetw stacks, {kind}", stacks, frames, f"{cpu:.2f}",
+                             f"{int(stacks) / cpu:,.0f}", f"{int(frames) / cpu:,.0f}", top.strip() if kind.startswith("cold") else ""])  # fmt: skip
+        if perf is not None:
+            data = directory / "perf.data"
+            recorded, _ = run_child([perf, "record", "-q", "-g", "-F", "1000", "-o", str(data), "--", str(binary), str(args.seconds)])
+            # call chains printed (perf's default), the sample count per symbol shown (-n)
+            report_cpu, report = run_child([perf, "report", "--stdio", "-n", "-i", str(data), "--no-children", "--sort", "sym"])
+            counted = [re.match(r"\s+[\d.]+%\s+(\d+)\s+\[.\]\s+(\S+)", line) for line in report.splitlines()]
+            found = [match for match in counted if match]
+            samples = sum(int(match.group(1)) for match in found)
+            hottest = max(found, key=lambda match: int(match.group(1))).group(2) if found else "?"
+            rows.append(["perf.data (same workload)", "perf report --stdio", samples, "", f"{report_cpu:.2f}",
+                         f"{samples / report_cpu:,.0f}" if report_cpu else "", "", hottest])  # fmt: skip
+            print(f"perf record: CPU of every process {recorded:.2f} s (workload included), {data.stat().st_size:,} bytes")
+    # CPU per stack against perf report's on the same workload (the burn rows; net.4.5.2 has no perf.data)
+    perf_rate = next((float(str(row[5]).replace(",", "")) for row in rows if row[1] == "perf report --stdio" and row[5]), None)
+    for row in rows:
+        own = str(row[5]).replace(",", "")
+        row.append(f"{perf_rate / float(own):.1f}x" if perf_rate and own and row[0].startswith("burn") else "")
+    print(table(["input", "what", "stacks", "frames", "CPU s", "stacks/s", "frames/s", "hottest", "CPU/stack vs perf report"], rows))
+    print(f"load average {' '.join(f'{value:.2f}' for value in os.getloadavg())}; {machine_note()}")
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    main()
+    print(f"({time.monotonic() - started:.0f} s)")

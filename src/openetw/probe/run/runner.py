@@ -1,0 +1,667 @@
+"""Running a compiled D program over trace files: firing clauses, timers, errors, the exit dump."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from openetw.errors import OpenEtwError
+from openetw.etl import layouts as L
+from openetw.probe.lang.aggregate import add_count
+from openetw.probe.lang.descriptions import Description, EventIdentity
+from openetw.probe.lang.errors import ProbeRuntimeError
+from openetw.probe.lang.output import Output
+from openetw.probe.lang.program import ProbeProgram
+from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
+from openetw.probe.run.etw_writer import EtwTraceWriter
+from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
+from openetw.probe.run.live import LiveSessions
+
+__all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
+
+ARG0_BASE = 0x7FFE00000000
+"""The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
+_EPOCH_FILETIME = 116444736000000000
+_NO_GUID = bytes(16)
+_LINE = re.compile(r"# line (\d+)")
+
+
+def event_header_bytes(record: Any) -> bytes:
+    """The record as a consumer's EVENT_RECORD presents it: EVENT_HEADER (64-bit form) + user data.
+
+    A consumer's copy carries no header type or marker (both bytes zero); ProcessorTime is
+    KernelTime then UserTime, 32 bits each."""
+    data = record.user_data if record.kind != "evtx" else b""
+    kernel, user = (record.kernel_time, record.user_time) if record.kind == "event" else (0, 0)
+    header = L.EVENT_HEADER.pack(
+        min(0xFFFF, L.EVENT_HEADER.size + len(data)), 0, 0,
+        (record.flags | L.EVENT_HEADER_FLAG_64_BIT_HEADER) & 0xFFFF, record.event_property & 0xFFFF,
+        record.tid & 0xFFFFFFFF, record.pid & 0xFFFFFFFF, record.filetime, record.provider_guid_bytes or _NO_GUID,
+        record.id & 0xFFFF, record.version & 0xFF, record.channel & 0xFF, record.level & 0xFF, record.opcode & 0xFF,
+        record.task & 0xFFFF, record.keyword & 0xFFFFFFFFFFFFFFFF, (kernel & 0xFFFFFFFF) | (user & 0xFFFFFFFF) << 32,
+        record.activity_guid_bytes or _NO_GUID,
+    )  # fmt: skip
+    return header + bytes(data)
+
+
+class _NoRecord:
+    """What ``rec`` is in BEGIN, END and timer clauses."""
+
+    pid = tid = cpu = filetime = 0
+    kind = "none"
+
+
+class ProbeRun:
+    """One run of ``program`` over ``files``: ``run()`` returns the exit status."""
+
+    def __init__(self, program: ProbeProgram, files: TraceFiles | LiveSessions, *, write: Callable[[str], Any],
+                 json_mode: bool = False, quiet: bool = False, warn: Callable[[str], Any] | None = None,
+                 columnar: bool = True, catalog: Any = None, target_pid: int | None = None,
+                 destructive: bool = False) -> None:  # fmt: skip
+        options = program.options
+        self.program = program
+        self.files = files
+        self.output = Output(write, json_mode=json_mode, quiet=quiet or options["quiet"],
+                             sort_by_key=options["aggsortkey"], sort_reverse=options["aggsortrev"])  # fmt: skip
+        self.warn = warn or (lambda text: sys.stderr.write(text + "\n"))
+        self.strsize = options["strsize"]
+        self.runtime_errors = 0
+        self.context: Any = None
+        self.first_time: int | None = None
+        self._mem_record: Any = None
+        self._mem = b""
+        self.firings = 0
+        self.columnar = columnar
+        self.catalog = catalog
+        self.ran_columnar = False
+        self.target_pid = target_pid
+        self.exit_horizon: int | None = None  # live: the time exit() was called (FILETIME)
+        self.destructive = destructive
+        self.kernel_probes: KernelProbes | None = None
+        self.etw_writer = EtwTraceWriter(warn=self.warn)
+
+    # -- what compiled code calls -----------------------------------------------------------------
+    def _env(self) -> dict[str, Any]:
+        strsize = self.strsize - 1
+
+        def field(rec: Any, path: tuple[str, ...], as_string: bool) -> Any:
+            if rec.kind == "none":
+                raise ProbeRuntimeError(f"args->{'.'.join(path)} outside an event probe")
+            try:
+                if rec.kind == "evtx":
+                    values = rec.properties()
+                    if path[0] not in values:
+                        raise ProbeRuntimeError("no such field in this event")
+                    value = values[path[0]]
+                else:
+                    value = self.context.parser_for(rec).parse(path[0])
+            except OpenEtwError as error:
+                raise ProbeRuntimeError(f"args->{'.'.join(path)}: {error}") from None
+            for part in path[1:]:
+                if not isinstance(value, dict) or part not in value:
+                    raise ProbeRuntimeError(f"args->{'.'.join(path)}: no member {part!r} in this event")
+                value = value[part]
+            if as_string:
+                text = value if isinstance(value, str) else "" if value is None else str(value)
+                return text[:strsize]
+            if isinstance(value, int):
+                return int(value)
+            raise ProbeRuntimeError(f"args->{'.'.join(path)} is not an integer in this event ({value!r})")
+
+        def load(rec: Any, address: int, code: str, size: int) -> int:
+            if rec.kind == "kprobe":
+                raise ProbeRuntimeError(f"invalid address 0x{address:x} (a kernel probe has no event in memory)")
+            if rec is not self._mem_record:
+                self._mem = event_header_bytes(rec) if rec.kind != "none" else b""
+                self._mem_record = rec
+            offset = address - ARG0_BASE
+            if offset < 0 or offset + size > len(self._mem):
+                raise ProbeRuntimeError(f"invalid address 0x{address:x} (arg0 holds {len(self._mem)} bytes)")
+            value: int = struct.unpack_from("<" + code, self._mem, offset)[0]
+            return value
+
+        def execname(rec: Any) -> str:
+            if rec.kind == "none":
+                return "openetw"
+            if rec.kind == "kprobe":
+                return str(rec.execname)
+            return (self.context.executable_of(rec) or self.context.process_name_of(rec) or "")[:strsize]
+
+        def ppid(rec: Any) -> int:
+            if rec.kind == "none":
+                return 0
+            if rec.kind == "kprobe":
+                info = self.context.decode_context.process(rec.pid, rec.filetime) if self.context is not None else None
+                return (info.parent_pid or 0) if info is not None else 0
+            info = self.context.decode_context.process(rec.pid, rec.filetime)
+            return (info.parent_pid or 0) if info is not None else 0
+
+        def timestamp(rec: Any) -> int:
+            if rec.kind == "none":
+                return self._now_ns
+            if self.first_time is None:
+                self.first_time = int(rec.filetime)  # a kernel probe fired first: the run's time starts there
+            return int(rec.filetime - self.first_time) * 100
+
+        def walltime(rec: Any) -> int:
+            filetime = rec.filetime if rec.kind != "none" else (self._now_ns // 100 + (self.first_time or 0))
+            return max(0, (filetime - _EPOCH_FILETIME) * 100)
+
+        def system(command: str) -> None:
+            if not self.destructive:
+                raise ProbeRuntimeError("system() is a destructive action: allow destructive actions with -w")
+            sys.stdout.flush()
+            subprocess.run(command, shell=True, check=False)
+
+        def stop(rec: Any) -> None:
+            if not self.destructive:
+                raise ProbeRuntimeError("stop() is a destructive action: allow destructive actions with -w")
+            if rec.kind in ("none",) or not rec.pid:
+                raise ProbeRuntimeError("stop() needs a probe that fired in a process")
+            os.kill(rec.pid, signal.SIGSTOP)
+
+        return {"_field": field, "_ld": load, "_execname": execname, "_ppid": ppid, "_timestamp": timestamp,
+                "_walltime": walltime, "_ARG0": ARG0_BASE, "_etw_trace": self.etw_writer.write, "_system": system,
+                "_stop": stop, "_stack": self._stack, "_copyinstr": _copyinstr}  # fmt: skip
+
+    def _stack(self, rec: Any, user: bool, frames: int) -> str:
+        """``stack()``/``ustack()``: the sample's kernel or user frames, one a line (empty where
+        the firing has no stack: events, and kernel probes other than profile-N)."""
+        if rec.kind != "kprobe" or self.kernel_probes is None:
+            return ""
+        return self.kernel_probes.stack_text(rec, user, frames)
+
+    _now_ns = 0
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            close = getattr(self.files, "close", None)
+            if close is not None:
+                close()
+
+    def _run(self) -> int:
+        functions, namespace = self.program.load(self._env(), self.output)
+        self.namespace = namespace
+        exit_box = namespace["_EXIT"]
+        begin, end, errors, timers, events = [], [], [], [], []
+        live = bool(getattr(self.files, "live", False))
+        for clause in self.program.clauses:
+            fn = functions[clause.function]
+            for desc in clause.descriptions:
+                special = desc.special
+                if special == "BEGIN":
+                    begin.append((fn, ("dtrace", "", "", "BEGIN")))
+                elif special == "END":
+                    end.append((fn, ("dtrace", "", "", "END")))
+                elif special == "ERROR":
+                    errors.append((fn, ("dtrace", "", "", "ERROR")))
+                elif special == "timer" and not (live and desc.name.startswith("profile-")):
+                    timers.append([desc.period, fn, (desc.provider, "", "", desc.name), None])
+                else:
+                    events.append((desc, fn))
+        self.error_clauses = errors
+        kernel = [(d, fn) for d, fn in events if d.provider in FAMILIES or d.special == "timer"]
+        events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
+        if kernel:
+            self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
+            self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
+            self.kernel_probes.awaited_exit = self.target_pid
+            counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
+            if counting is not None:
+                self.kernel_probes.count_with(counting, self.output.aggregations, namespace["_DROPS"], namespace["_AGGSIZE"])
+        none = _NoRecord()
+        for fn, probe in begin:
+            self._fire(fn, none, probe)
+        stats: dict[str, Any] = {}
+        plan = self.program.columnar() if self.columnar and self.files.index and events else None
+        if plan is not None and (self.files.evtx or not self._fields_in_place(plan)):
+            plan = None
+        if exit_box[0] is None and plan is not None:
+            stats = self._replay_columns(plan)
+        elif exit_box[0] is None and live:
+            stats = self._run_live(events, timers, exit_box)
+        elif exit_box[0] is None:
+            stats = self._replay(events, timers, exit_box)
+        self._now_ns = self._last_ns
+        for fn, probe in end:
+            self._fire(fn, none, probe)
+        for name, (_spec, data, _normal) in self.output.aggregations.items():
+            if name not in self.output.printed and (data or self.output.json):
+                self.output.dump(name)
+        self.etw_writer.close()
+        self._report_losses(stats, namespace["_DROPS"][0])
+        failed = self._report_live_errors()
+        self.exited = exit_box[0] is not None
+        if exit_box[0] is not None:
+            return int(exit_box[0]) & 0xFF
+        return 1 if self.runtime_errors or failed else 0
+
+    _last_ns = 0
+
+    def _replay(self, events: list[tuple[Description, Any]], timers: list[list[Any]], exit_box: list[Any]) -> dict[str, Any]:
+        cache: dict[Any, list[tuple[Any, tuple[str, str, str, str]]]] = {}
+        by_name = any(_needs_names(desc) for desc, _ in events)
+        fire = self._fire
+        files = self.files
+        none = _NoRecord()
+        next_due = [None]
+
+        def resolve(record: Any, context: Any, key: Any) -> list[tuple[Any, tuple[str, str, str, str]]]:
+            identity, _ = identity_of(record, context) if by_name else (_plain_identity(record), None)
+            found = []
+            for desc, fn in events:
+                probe = desc.match(identity)
+                if probe is not None:
+                    found.append((fn, probe))
+            cache[key] = found
+            return found
+
+        def tick(now: int) -> None:
+            for timer in timers:
+                period, fn, probe, due = timer
+                if due is None:
+                    timer[3] = due = now + period
+                while due <= now and exit_box[0] is None:
+                    self._now_ns = due
+                    fire(fn, none, probe)
+                    due += period
+                timer[3] = due
+            next_due[0] = min(t[3] for t in timers)
+
+        def on_record(record: Any, context: Any) -> None:
+            raw = record.provider_guid_bytes
+            if exit_box[0] is not None:
+                horizon = self.exit_horizon
+                if horizon is None or record.filetime > horizon:
+                    return  # after exit(): a live run's sessions still deliver what came before it
+            if self.first_time is None:
+                self.first_time = record.filetime
+                self.context = context
+            if timers:
+                now = (record.filetime - self.first_time) * 100
+                self._last_ns = now
+                if next_due[0] is None or now >= next_due[0]:
+                    tick(now)
+            if raw is None:
+                return
+            key: tuple[Any, ...]
+            if by_name:
+                key = (raw, record.id, record.level, record.keyword, record.opcode, id(context.tdh_schema_for(record)))
+            else:
+                key = (raw, record.id, record.level, record.keyword, record.opcode)
+            found = cache.get(key)
+            if found is None:
+                found = resolve(record, context, key)
+            fired[0] += len(found)
+            for fn, probe in found:
+                try:
+                    fn(record, probe)
+                except BrokenPipeError as error:
+                    broken.append(error)  # the reader went away: stop, and say so after the trace closes
+                    files.stop()
+                    return
+                except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
+                    self.output.end_firing()
+                    self._runtime_error(error, record, probe)
+            if exit_box[0] is not None and self.exit_horizon is None:
+                self.exit_horizon = record.filetime
+                if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
+                    self.kernel_probes.stopped_at = record.filetime
+                files.stop()
+
+        fired = [0]
+        broken: list[BrokenPipeError] = []
+        try:
+            if self.kernel_probes is not None:
+                assert isinstance(files, LiveSessions)
+                stats = files.run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
+                self.kernel_probes.flush(self.kernel_probes.stopped_at)
+                self.firings += self.kernel_probes.firings
+            else:
+                stats = files.run(on_record)
+        finally:
+            self.firings += fired[0]
+        if broken:
+            raise broken[0]
+        if self.first_time is not None:
+            self._last_ns = max(self._last_ns, 0)
+        return stats
+
+    def _kernel_batch(self, index: Any) -> None:
+        kernel = self.kernel_probes
+        assert kernel is not None
+        kernel.on_batch(index)
+        if kernel.stopped_at is not None:
+            self.files.stop()
+
+    def _run_live(self, events: list[tuple[Description, Any]], timers: list[list[Any]], exit_box: list[Any]) -> dict[str, Any]:
+        """A live run: records as the sessions deliver them; ``tick-N`` and ``interval`` timers on
+        the wall clock, fired from a thread of their own under the sessions' delivery lock."""
+        import time
+
+        files = self.files
+        assert isinstance(files, LiveSessions)
+        done = threading.Event()
+        started = time.monotonic_ns()
+
+        def clock() -> None:
+            none = _NoRecord()
+            due = [started + timer[0] for timer in timers]
+            while not done.is_set():
+                wait = max(0, min(due) - time.monotonic_ns()) / 1e9
+                if done.wait(wait):
+                    return
+                with files.lock:
+                    now = time.monotonic_ns()
+                    for number, timer in enumerate(timers):
+                        if due[number] <= now and exit_box[0] is None:
+                            self._now_ns = now - started
+                            self._fire(timer[1], none, timer[2])
+                            due[number] += timer[0] * max(1, (now - due[number]) // timer[0] + 1)
+                    if exit_box[0] is not None:
+                        self.exit_horizon = _EPOCH_FILETIME + time.time_ns() // 100
+                        if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
+                            self.kernel_probes.stopped_at = self.exit_horizon
+                        files.stop()
+                        return
+
+        thread = threading.Thread(target=clock, daemon=True) if timers else None
+        if thread is not None:
+            thread.start()
+        try:
+            stats = self._replay(events, [], exit_box)
+        finally:
+            done.set()
+            if thread is not None:
+                thread.join()
+        self._last_ns = time.monotonic_ns() - started
+        return stats
+
+    def _fields_in_place(self, plan: list[Any]) -> bool:
+        """Whether every event the field-reading clauses match has its fields at fixed places
+        (known from the catalog) in uncompressed files: then they can be read column-wise."""
+        catalog = self.catalog
+        named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
+        if named and (catalog is None or any(key[-1] for key in catalog.entries)):
+            return False  # names come from the catalog; TraceLogging events share headers, not names
+        wanted = [(clause, agg.field[0]) for clause in plan for agg in clause.aggregations if agg.field is not None]
+        if not wanted:
+            return True
+        if catalog is None or not isinstance(self.files, TraceFiles) or self.files.compressed():
+            return False
+        for key, (identity, _fields, _count) in catalog.entries.items():
+            for clause, name in wanted:
+                if not any(d.match(identity) for d in clause.descriptions):
+                    continue
+                if key[-1] or catalog.field_place(identity.guid, identity.id, key[2], name) is None:
+                    return False
+        return True
+
+    def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
+        """Header-only aggregations over the index's columns (``openetw.probe.lang.columnar``)."""
+        import numpy as np
+
+        self.ran_columnar = True
+        aggregations = self.output.aggregations
+        drops = self.namespace["_DROPS"]
+        aggsize = self.namespace["_AGGSIZE"]
+        matched: dict[tuple[int, int, int, int], list[tuple[Any, tuple[str, str, str, str]]]] = {}
+        named = {(i.guid, i.id, i.level, i.keyword): i for i, _, _ in self.catalog.items()} if self.catalog is not None else {}
+        guids: list[str] = []
+        assert isinstance(self.files, TraceFiles)  # column-wise runs are over files
+        for batch in header_batches(self.files):
+            guids = batch.guids
+            valid = np.flatnonzero(batch.provider >= 0)
+            if not len(valid):
+                continue
+            combos_of, counts, row_code = _kinds_of_rows(batch, valid)
+            order = None
+            ends = np.cumsum(counts)
+            count_list = counts.tolist()
+            for number, combo in enumerate(combos_of):
+                found = matched.get(combo)
+                if found is None:
+                    identity = named.get((guids[combo[0]], combo[1], combo[2], combo[3])) or EventIdentity(
+                        guids[combo[0]], None, combo[2], combo[3], combo[1], None)  # fmt: skip
+                    found = matched[combo] = [(c, p) for c in plan for d in c.descriptions for p in [d.match(identity)] if p is not None][:]
+                    found = matched[combo] = _first_per_clause(found)
+                if not found:
+                    continue
+                size = count_list[number]
+                rows = None
+                for clause, probe in found:
+                    self.firings += size
+                    for agg in clause.aggregations:
+                        data = aggregations[agg.name][1]
+                        if agg.value is None and agg.field is None and all(kind == "probe" for kind, _ in agg.keys):
+                            _add_count(agg, probe, size, data, drops, aggsize)  # count() by probe names: no rows needed
+                            continue
+                        if rows is None:
+                            if order is None:
+                                order = valid[np.argsort(row_code, kind="stable")]
+                            rows = order[ends[number] - size : ends[number]]
+                        _column_aggregate(agg, probe, rows, batch, data, drops, aggsize, self.catalog)
+        stats = self.files.trace.query_stats() if self.files.trace is not None else {}
+        return stats
+
+    def _fire(self, fn: Any, record: Any, probe: tuple[str, str, str, str]) -> None:
+        try:
+            fn(record, probe)
+        except BrokenPipeError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the program's runtime error: reported, the run goes on
+            self.output.end_firing()
+            self._runtime_error(error, record, probe)
+
+    def _runtime_error(self, error: BaseException, record: Any, probe: tuple[str, str, str, str]) -> None:
+        self.runtime_errors += 1
+        line = getattr(error, "line", None) or self._d_line(error)
+        message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        where = f"{probe[0]}:{probe[1]}:{probe[2]}:{probe[3]}"
+        if self.output.json:
+            self.output.error({"probe": where, "line": line, "message": message})
+        elif self.runtime_errors <= 10:
+            self.warn(f"openetw probe: error on probe {where}" + (f" (line {line})" if line else "") + f": {message}")
+        if probe[3] != "ERROR":
+            for fn, error_probe in self.error_clauses:
+                self._fire(fn, record, error_probe)
+
+    def _d_line(self, error: BaseException) -> int | None:
+        source = self.program.python_source.splitlines()
+        for frame in reversed(traceback.extract_tb(error.__traceback__)):
+            if frame.filename.startswith("<probe ") and frame.lineno is not None and 0 < frame.lineno <= len(source):
+                for text in reversed(source[: frame.lineno]):  # the statement's first line names it
+                    match = _LINE.search(text)
+                    if match:
+                        return int(match.group(1))
+        return None
+
+    def _report_live_errors(self) -> bool:
+        """What ended a live run's sessions before the run did (the service's death, say): said
+        on stderr (an ``error`` record in JSON); whether there was any."""
+        if not getattr(self.files, "live", False):
+            return False
+        seen: list[str] = []
+        for error in self.files.errors:
+            text = str(error)
+            if text not in seen:
+                seen.append(text)
+        for text in seen[:5]:
+            if self.output.json:
+                self.output.error({"probe": "", "line": None, "message": text})
+            else:
+                self.warn(f"openetw probe: {text}")
+        return bool(seen)
+
+    def _report_losses(self, stats: dict[str, Any], drops: int) -> None:
+        counts = {
+            "events_lost": int(stats.get("events_lost", 0)),
+            "buffers_lost": int(stats.get("log_buffers_lost", 0)) + int(stats.get("realtime_buffers_lost", 0)),
+            "aggregation_drops": drops,
+            "runtime_errors": self.runtime_errors,
+            "decode_errors": int(stats.get("decode_errors", 0)),
+            "format_errors": int(stats.get("format_errors", 0)),
+        }
+        if self.kernel_probes is not None:
+            counts["syscalls_unattributed"] = self.kernel_probes.unattributed
+            counts["switches_inferred"] = self.kernel_probes.switches_inferred
+            if getattr(self.files, "kernel_behind", False):
+                # the kernel trace had not delivered everything up to the run's end (DRAIN_SECONDS)
+                counts["kernel_trace_unfinished"] = 1
+            if self.kernel_probes.recording_args:
+                counts["syscall_args_unrecorded"] = self.kernel_probes.args_unrecorded
+                counts["strings_unread"] = self.kernel_probes.strings_unread
+        messages: list[str] = []
+        self.output.lost(counts, messages)
+        for message in messages:
+            self.warn(f"openetw probe: {message}")
+
+
+def _copyinstr(rec: Any, address: int, limit: int | None = None) -> str:
+    """``copyinstr(addr)``: the string the kernel trace recorded for a system call's path
+    argument ``addr`` (the ``syscall_args`` record); other memory cannot be read."""
+    address = address - (1 << 64) if address >> 63 & 1 and address > 0 else address
+    strings = getattr(rec, "strings", None) or {}
+    if address not in strings:
+        raise ProbeRuntimeError(f"copyinstr(0x{address & (1 << 64) - 1:x}): no string recorded at this address (the kernel trace"
+                                " records the path arguments of the path-taking system calls at their entry)")  # fmt: skip
+    text: str | None = strings[address]
+    if text is None:
+        raise ProbeRuntimeError(f"copyinstr(0x{address & (1 << 64) - 1:x}): the path could not be read from the process's"
+                                " memory (it had exited or unmapped it)")  # fmt: skip
+    return text if limit is None or limit < 0 else text[:limit]
+
+
+def _first_per_clause(found: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    seen: set[int] = set()
+    out = []
+    for clause, probe in found:
+        if id(clause) not in seen:
+            seen.add(id(clause))
+            out.append((clause, probe))
+    return out
+
+
+def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, int]], Any, Any]:
+    """The kinds of event (provider, id, level, keyword) among ``valid`` rows, in the order of a
+    per-row code: (kinds, rows of each kind, the code of each row; sorting rows by it groups
+    them by kind). Counting by ``bincount`` when the codes are dense, else by sorting."""
+    import numpy as np
+
+    provider = batch.provider[valid]
+    ids = batch.id[valid].astype(np.int64)
+    level = batch.level[valid].astype(np.int64)
+    keyword = batch.keyword[valid]
+    first = keyword[0]
+    span = (int(ids.max()) + 1) << 8
+    size = (int(provider.max()) + 1) * span
+    if size <= 1 << 22 and bool((keyword == first).all()):
+        code = provider * span + (ids << 8) + level
+        every = np.bincount(code, minlength=size)
+        codes = np.flatnonzero(every)
+        kinds = [(c // span, (c % span) >> 8, c & 0xFF, int(first)) for c in codes.tolist()]
+        return kinds, every[codes], code
+    # One int64 per row: sorting plain integers is fast (structured arrays sort field by field).
+    keywords, rank = np.unique(keyword, return_inverse=True)
+    combined = ((provider << 24) | (ids << 8) | level) * len(keywords) + rank.reshape(-1)
+    codes, inverse, counts = np.unique(combined, return_inverse=True, return_counts=True)
+    listed = keywords.tolist()
+    kinds = []
+    for c in codes.tolist():
+        head, r = divmod(c, len(listed))
+        kinds.append((head >> 24, (head >> 8) & 0xFFFF, head & 0xFF, listed[r]))
+    return kinds, counts, inverse.reshape(-1)
+
+
+def _add_count(agg: Any, probe: tuple[str, str, str, str], size: int, data: dict[Any, Any], drops: list[int], aggsize: int) -> None:
+    parts = [probe[name] for _, name in agg.keys]
+    add_count(data, parts[0] if len(parts) == 1 else tuple(parts), size, drops, aggsize)
+
+
+def _field_column(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
+    """The event field ``agg`` aggregates, for ``rows`` (one kind of event, maybe several versions)."""
+    import numpy as np
+
+    name, size, signed = agg.field
+    versions = batch.version[rows]
+    out = np.empty(len(rows), dtype=np.int64 if signed or size < 8 else np.uint64)
+    event_id = int(batch.id[rows[0]])
+    for version in np.unique(versions).tolist():
+        mine = versions == version
+        place = catalog.field_place(probe[1], event_id, version, name)
+        values = None if place is None or place[1] != size else batch.field_values(rows[mine], place[0], size, signed)
+        if values is None:
+            raise ProbeRuntimeError(f"args->{name}: not at a fixed place in event {event_id} version {version}")
+        out[mine] = values
+    return out
+
+
+def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], rows: Any, batch: Any, data: dict[Any, Any], drops: list[int],
+                      aggsize: int, catalog: Any = None) -> None:  # fmt: skip
+    """One aggregation over the rows of one event kind: the dict updates the clause would make."""
+    import numpy as np
+
+    columns = [getattr(batch, name)[rows] for kind, name in agg.keys if kind == "column"]
+    if agg.field is not None:
+        values = _field_column(agg, probe, rows, batch, catalog)
+    else:
+        values = getattr(batch, agg.value)[rows].astype(np.int64) if agg.value is not None else None
+    if columns:
+        stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
+        groups, inverse, counts = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        if values is None:
+            results = counts.tolist()
+        else:
+            ordered = values[order]
+            reduce = {"sum": np.add, "min": np.minimum, "max": np.maximum}[agg.func]
+            results = reduce.reduceat(ordered, starts).tolist()
+        group_rows = groups.tolist()
+        sizes = counts.tolist()
+    else:
+        group_rows = [[]]
+        sizes = [len(rows)]
+        results = [len(rows)] if values is None else [int({"sum": values.sum, "min": values.min, "max": values.max}[agg.func]())]
+    for group, result, size in zip(group_rows, results, sizes, strict=False):
+        parts = []
+        columns_left = iter(group)
+        for kind, name in agg.keys:
+            parts.append(probe[name] if kind == "probe" else next(columns_left))
+        key: Any = parts[0] if len(parts) == 1 else tuple(parts)
+        old = data.get(key)
+        if old is not None:
+            data[key] = old + result if agg.func in ("count", "sum") else (min(old, result) if agg.func == "min" else max(old, result))
+        elif len(data) < aggsize:
+            data[key] = result
+        else:
+            drops[0] += size
+
+
+def _plain_identity(record: Any) -> EventIdentity:
+    event_id = record.id if record.kind in ("event", "evtx") else record.opcode
+    return EventIdentity(str(record.provider_id), None, record.level, record.keyword, event_id, None)
+
+
+def _needs_names(desc: Description) -> bool:
+    module = desc.module
+    guid_like = not module or module == "*" or re.fullmatch(r"[0-9a-fA-F*?\-]+", module) is not None
+    name = desc.name
+    numeric = re.fullmatch(r"[0-9*?\[\]!-]*", name) is not None  # ids and wildcards over ids
+    return not guid_like or not (name == "generic_event" or numeric)
+
+
+def run_probe_program(program: ProbeProgram, files: TraceFiles, **options: Any) -> int:
+    return ProbeRun(program, files, **options).run()
