@@ -11,13 +11,10 @@ its top-level folder under ``openetw/``, or is a package of its own when it is a
 from __future__ import annotations
 
 import ast
-import importlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "openetw"
 
@@ -62,17 +59,6 @@ CLI_ENTRY = "__main__"  # ``python -m openetw``: the one module that may import 
 # the lazy-name helper every package's ``__getattr__`` delegates to, and ``_moved`` what keeps a
 # moved module's old path importable.
 SHARED_PRIVATE = frozenset({"_native", "_lazy", "_moved"})
-
-# Modules that moved to another package, kept at their old path for one release as nothing but
-# re-exports of their new home (old path -> new homes). Their imports are no arrows of the package
-# they sit in (the old path is a forwarding address, not that package's code); nothing in src may
-# import them, and each must hold nothing but those imports.
-MOVED: dict[str, tuple[str, ...]] = {
-    "openetw.service.stream": ("openetw.fleet.publisher",),
-    "openetw.service.eventlog": ("openetw.eventlog.service", "openetw.eventlog.sink"),
-    "openetw.service.eventlog_writer": ("openetw.eventlog.writer",),
-    "openetw.consumer.stream_source": ("openetw.fleet.source",),
-}
 
 # Edges that break a rule today and are being removed by work under way elsewhere, each with the
 # reason. Keep this short: a new edge that breaks a rule is fixed, not listed.
@@ -167,7 +153,7 @@ def _lazy_table(module: str, value: ast.expr) -> Iterator[Import]:
 
 
 def all_imports() -> list[Import]:
-    return [found for module, path in MODULES.items() if module not in MOVED for found in imports_of(module, path)]
+    return [found for module, path in MODULES.items() for found in imports_of(module, path)]
 
 
 def _is_private(name: str) -> bool:
@@ -179,8 +165,6 @@ def violations(imports: list[Import]) -> list[tuple[str, str, str]]:
     found = []
     for imp in imports:
         source, target = package_of(imp.module), package_of(imp.target)
-        if imp.target in MOVED:
-            found.append(("imports a moved module", f"{source} -> {imp.target}", imp.where))
         if source == target:
             continue
         edge = f"{source} -> {target}"
@@ -290,29 +274,6 @@ def test_the_finder_sees_imports_inside_functions_and_lazy_tables() -> None:
     assert {(imp.target, imp.name) for imp in found} == {("openetw.cli.main", "main"), ("openetw.report.events", "X")}
     rules = {rule for rule, _, _ in violations(found)}
     assert rules == {"nothing imports cli", "upward"}
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_a_moved_module_only_forwards_to_its_new_home(old: str) -> None:
-    tree = ast.parse(MODULES[old].read_text())
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            assert node.module in (*MOVED[old], "__future__"), f"{old} imports {node.module}, not its new home"
-        elif isinstance(node, ast.Assign):
-            assert [getattr(target, "id", None) for target in node.targets] == ["__all__"], (
-                f"{old} holds code: line {node.lineno}"
-            )
-        else:
-            is_docstring = (
-                isinstance(node, ast.Expr)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            )
-            assert is_docstring, f"{old} holds code: line {node.lineno}"
-    module = importlib.import_module(old)
-    for name in module.__all__:
-        homes = [importlib.import_module(home) for home in MOVED[old]]
-        assert any(getattr(home, name, None) is getattr(module, name) for home in homes), f"{old}.{name}"
 
 
 def test_cycles_are_found() -> None:
