@@ -264,7 +264,8 @@ def duckdb_questions(path: Path, workdir: Path, answers: dict[str, Any], repeat:
     sql = ("SELECT * FROM events WHERE provider_name = ? AND coalesce(event_name, '') = ? AND pid = ? ORDER BY record "
            "LIMIT 100 OFFSET ?")  # fmt: skip
     times["filtered page (middle, 100 rows)"], rows = best(lambda: timed(sql, provider, name, answers["pid"], answers["middle"]), repeat)
-    times["jump to row 999,999"], _ = best(lambda: timed(f"SELECT * FROM events ORDER BY record LIMIT 100 OFFSET {answers['last']}"), repeat)
+    # the row's number is its record (every record of the trace is a row): DuckDB's idiomatic seek
+    times["jump to row 999,999"], _ = best(lambda: timed("SELECT * FROM events WHERE record >= ? ORDER BY record LIMIT 100", answers["last"]), repeat)
     times["(filtered rows found)"] = float(len(rows))
     return times
 
@@ -346,9 +347,10 @@ def main() -> int:
                 duck = duck_times.get(name)
                 once = "(once)" in name
                 goal = "" if once else ("ok" if seconds * 1000 <= GOAL_MS else f"over {GOAL_MS} ms")
-                rows.append([name, f"{seconds * 1000:.1f} ms", "" if duck is None else f"{duck * 1000:.1f} ms", goal])
-            rows.append(["export to Parquet (once)", "", f"{duck_times['export to Parquet (once)']:.1f} s", ""])
-            print(table(["question (1M events)", "viewer server", "DuckDB/Parquet", f"goal ≤ {GOAL_MS} ms"], rows))
+                ratio = f"{duck / seconds:.2f}x" if duck and seconds and not once else ""
+                rows.append([name, f"{seconds * 1000:.1f} ms", "" if duck is None else f"{duck * 1000:.1f} ms", ratio, goal])
+            rows.append(["export to Parquet (once)", "", f"{duck_times['export to Parquet (once)']:.1f} s", "", ""])
+            print(table(["question (1M events)", "viewer server", "DuckDB/Parquet", "DuckDB time / viewer time", f"goal ≤ {GOAL_MS} ms"], rows))
             print(f"filtered set: {answers['event']} in pid {answers['pid']}: {answers['filtered']} events "
                   f"(DuckDB page found {int(duck_times['(filtered rows found)'])} rows)")  # fmt: skip
             if not args.no_log:

@@ -528,3 +528,26 @@ def test_the_kernel_trace_example_prints_its_children_with_their_exit_codes(kern
     assert done.returncode == 0, done.stderr
     stops = [line for line in done.stdout.splitlines() if "Process/Stop" in line]
     assert sorted(line.split(" exit ")[1].split()[0] for line in stops) == ["0", "3", "7"], done.stdout
+
+
+def test_a_kernel_session_records_the_arguments_of_the_calls_processes_and_names_asked_for(kernel_service: ServiceProcess, tmp_path: Path) -> None:
+    from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args
+
+    output = tmp_path / "args.etl"
+    # The shell waits for a line, then becomes dd (same process, named dd from then on).
+    child = subprocess.Popen(["/bin/sh", "-c", "read _; exec dd if=/dev/zero of=/dev/null bs=1 count=300 status=none"], stdin=subprocess.PIPE)
+    session = Session.start("KArgs", str(output), kernel_flags="syscall,syscall_args", kernel_syscall_args=["read", "no_such_call"],
+                            kernel_syscall_args_pids=[child.pid], kernel_syscall_args_execnames=["dd"])  # fmt: skip
+    try:
+        assert session.info_at_start["kernel_syscall_args"] == ["no_such_call", "read"]
+        assert (session.info_at_start["kernel_syscall_args_pids"], session.info_at_start["kernel_syscall_args_execnames"]) == ([child.pid], ["dd"])
+        child.communicate(b"go\n")
+    finally:
+        session.stop()
+    bpf = session.info()["kernel"]["sources"]["bpf"]
+    assert (bpf["syscall_args_tracepoints"], bpf["syscall_args_missing"]) == (1, ["syscalls/sys_enter_no_such_call"])
+    recorded = [(record.pid, parse_syscall_args(record.user_data)) for _, record, _ in _file_events(output)[:-1]
+                if record is not None and record.hook_id == SYSCALL_ARGS_HOOK]  # fmt: skip
+    # dd's reads only: not the shell's (another name), not another process's, not another call's.
+    assert {pid for pid, _ in recorded} == {child.pid} and {number for _, (number, _, _) in recorded} == {0}
+    assert sum(1 for _, (_, args, _) in recorded if args[2] == 1) == 300

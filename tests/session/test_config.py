@@ -112,3 +112,32 @@ def test_only_kernel_sessions_take_kernel_settings() -> None:
     with pytest.raises(InvalidSessionConfig, match="only kernel sessions take a profile rate"):
         SessionConfig("U", kernel_profile_rate_hz=500)
     assert SessionConfig("U").kernel_source == "auto"
+
+
+def test_a_kernel_session_says_whose_system_call_arguments_it_records() -> None:
+    from openetw.ipc.wire import config_from_json, config_to_json
+
+    config = _kernel(kernel_flags=("syscall", "syscall_args"), kernel_syscall_args=("read", "open*"), kernel_syscall_args_pids=(7, 3),
+                     kernel_syscall_args_execnames=("dd",))  # fmt: skip
+    assert (config.kernel_syscall_args, config.kernel_syscall_args_pids, config.kernel_syscall_args_execnames) == (("open*", "read"), (3, 7), ("dd",))
+    assert config_from_json(config_to_json(config)) == config
+    # Unset (the path-taking calls of every process): a peer that knows nothing of them reads the same.
+    plain = config_to_json(_kernel(kernel_flags=("syscall_args",)))
+    assert not any(key.startswith("kernel_syscall_args") for key in plain)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"kernel_flags": ("syscall",), "kernel_syscall_args": ("read",)}, "need the syscall_args kernel flag"),
+        ({"kernel_flags": ("syscall",), "kernel_syscall_args_pids": (5,)}, "need the syscall_args kernel flag"),
+        ({"kernel_flags": ("syscall_args",), "kernel_syscall_args_pids": (0,)}, "kernel_syscall_args_pids are process ids"),
+        ({"kernel_flags": ("syscall_args",), "kernel_syscall_args_pids": (True,)}, "kernel_syscall_args_pids are process ids"),
+        ({"kernel_flags": ("syscall_args",), "kernel_syscall_args_execnames": ("",)}, "kernel_syscall_args_execnames are process names"),
+        ({"kernel_flags": ("syscall_args",), "kernel_syscall_args": (3,)}, "kernel_syscall_args are system call names or patterns"),
+    ],
+)
+def test_bad_system_call_argument_settings_are_refused(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidSessionConfig) as refused:
+        _kernel(**settings)
+    assert message in str(refused.value)

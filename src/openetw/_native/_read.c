@@ -6,6 +6,7 @@
  *   chains(blob, bases, ends)              every buffer's record chain, as index_walk.walk_chains
  *   rows(blob, offsets, ...)               the index's header columns, as index_build._framed_rows
  *   field(index, doc)                      a header field descriptor, as record._tuple_field's property
+ *   columns(blob, starts, lengths, plan)   a schema's payloads as field columns, as tdh/columns.py plans them
  *
  * Every constant comes from _read_constants.h, generated from etl/layouts.py and etl/framing.py
  * (python -m openetw._native.gen). The pure-Python code is the reference: the C reproduces its
@@ -692,6 +693,290 @@ done:
 
 
 /* ---------------------------------------------------------------------------------------------
+ * Field columns: columns(blob, starts, lengths, plan) decodes the payloads of one schema (payload i
+ * is blob[starts[i] : starts[i] + lengths[i]]) into one column per property, as tdh/columns.py's
+ * plan describes them (two bytes per property: the step and the width it reads). A payload the
+ * plan cannot read as the compiled reader would (too short, a string that would start at its end,
+ * text that is not plain ASCII or well-formed UTF-16) is marked in the mask and left to the Python
+ * decoder; its slots in the columns hold zeros / empty strings.
+ *
+ * Fixed columns are bytes of n values of the output width; string columns are (offsets, data):
+ * n + 1 int32 offsets into UTF-8 data, Arrow's layout.
+ */
+enum { COL_COPY = OE_COL_COPY, COL_WIDEN = OE_COL_WIDEN, COL_BOOL = OE_COL_BOOL, COL_BE16 = OE_COL_BE16, COL_GUID = OE_COL_GUID,
+       COL_FILETIME = OE_COL_FILETIME, COL_UTF16Z = OE_COL_UTF16Z, COL_ANSIZ = OE_COL_ANSIZ, COL_COUNTED_UTF16 = OE_COL_COUNTED_UTF16 };
+#define COL_FILETIME_TO_UNIX_MICROS OE_COL_FILETIME_TO_UNIX_MICROS
+
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} col_bytes;
+
+static int col_room(col_bytes *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    uint8_t *p = PyMem_RawRealloc(b->p, cap);
+    if (p == NULL) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline void col_put_utf8(uint8_t *out, size_t *n, uint32_t c) {
+    if (c < 0x80) {
+        out[(*n)++] = (uint8_t)c;
+    } else if (c < 0x800) {
+        out[(*n)++] = (uint8_t)(0xC0 | (c >> 6));
+        out[(*n)++] = (uint8_t)(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        out[(*n)++] = (uint8_t)(0xE0 | (c >> 12));
+        out[(*n)++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+        out[(*n)++] = (uint8_t)(0x80 | (c & 0x3F));
+    } else {
+        out[(*n)++] = (uint8_t)(0xF0 | (c >> 18));
+        out[(*n)++] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+        out[(*n)++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+        out[(*n)++] = (uint8_t)(0x80 | (c & 0x3F));
+    }
+}
+
+/* UTF-16LE code units p[0..units) as UTF-8 appended to b: 1 done, 0 not well-formed (a lone
+ * surrogate: the Python decoder's replacement decides), -1 out of memory. */
+static int col_utf16(col_bytes *b, const uint8_t *p, size_t units) {
+    if (col_room(b, units * 3) < 0) return -1;
+    size_t n = b->len;
+    for (size_t i = 0; i < units; i++) {
+        uint32_t c = rd16(p + 2 * i);
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            if (c >= 0xDC00 || i + 1 >= units) return 0;
+            uint32_t low = rd16(p + 2 * (i + 1));
+            if (low < 0xDC00 || low > 0xDFFF) return 0;
+            c = 0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00);
+            i++;
+        }
+        col_put_utf8(b->p, &n, c);
+    }
+    b->len = n;
+    return 1;
+}
+
+static const char col_hex[] = "0123456789abcdef";
+
+static PyObject *py_columns(PyObject *self, PyObject *args) {
+    Py_buffer blob, starts_view, lengths_view, plan_view;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*:columns", &blob, &starts_view, &lengths_view, &plan_view)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts_view.len / 8, steps = plan_view.len / 2;
+    col_bytes *fixed = NULL, *data = NULL, *offsets = NULL;
+    uint8_t *bad = NULL;
+    size_t *marks = NULL;
+    const int64_t *starts = starts_view.buf, *lengths = lengths_view.buf;
+    const uint8_t *plan = plan_view.buf, *base = blob.buf;
+    if (lengths_view.len != starts_view.len || plan_view.len % 2) {
+        PyErr_SetString(PyExc_ValueError, "columns: starts and lengths differ, or the plan is cut");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < steps; k++) {
+        int op = plan[2 * k], width = plan[2 * k + 1];
+        int ok = (op == COL_COPY && (width == 1 || width == 2 || width == 4 || width == 8)) || (op == COL_WIDEN && width == 4) ||
+                 (op == COL_BOOL && (width == 1 || width == 2 || width == 4 || width == 8)) || (op == COL_BE16 && width == 2) ||
+                 (op == COL_GUID && width == 16) || (op == COL_FILETIME && width == 8) ||
+                 ((op == COL_UTF16Z || op == COL_ANSIZ || op == COL_COUNTED_UTF16) && width == 0);
+        if (!ok) {
+            PyErr_Format(PyExc_ValueError, "columns: step %zd of the plan (%d, %d) is not one this module reads", k, op, width);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (starts[i] < 0 || lengths[i] < 0 || starts[i] + lengths[i] > (int64_t)blob.len) {
+            PyErr_SetString(PyExc_ValueError, "columns: a payload lies outside the blob");
+            goto done;
+        }
+    fixed = PyMem_RawCalloc(steps ? steps : 1, sizeof(col_bytes));
+    data = PyMem_RawCalloc(steps ? steps : 1, sizeof(col_bytes));
+    offsets = PyMem_RawCalloc(steps ? steps : 1, sizeof(col_bytes));
+    bad = PyMem_RawCalloc(n ? n : 1, 1);
+    marks = PyMem_RawCalloc(steps ? steps : 1, sizeof(size_t));
+    if (!fixed || !data || !offsets || !bad || !marks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int nomem = 0, too_big = 0;
+    for (Py_ssize_t k = 0; k < steps && !nomem; k++) {
+        int op = plan[2 * k], width = plan[2 * k + 1];
+        size_t out = op == COL_COPY || op == COL_BE16 ? (size_t)width : op == COL_BOOL ? 1 : op == COL_WIDEN || op == COL_FILETIME ? 8 : 0;
+        if (op == COL_GUID || op == COL_UTF16Z || op == COL_ANSIZ || op == COL_COUNTED_UTF16) {
+            if (col_room(&offsets[k], ((size_t)n + 1) * 4) < 0) nomem = 1;
+            else memset(offsets[k].p, 0, ((size_t)n + 1) * 4);
+            offsets[k].len = ((size_t)n + 1) * 4;
+        } else {
+            if (col_room(&fixed[k], (size_t)n * out + 1) < 0) nomem = 1;
+            else memset(fixed[k].p, 0, (size_t)n * out + 1);
+            fixed[k].len = (size_t)n * out;
+        }
+    }
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !nomem && !too_big; i++) {
+        const uint8_t *p = base + starts[i];
+        size_t len = (size_t)lengths[i], pos = 0;
+        int failed = 0;
+        for (Py_ssize_t k = 0; k < steps; k++) marks[k] = data[k].len;
+        for (Py_ssize_t k = 0; k < steps && !failed; k++) {
+            int op = plan[2 * k], width = plan[2 * k + 1];
+            if (op == COL_UTF16Z || op == COL_ANSIZ || op == COL_COUNTED_UTF16 || op == COL_GUID) {
+                col_bytes *d = &data[k];
+                if (op == COL_GUID) {
+                    if (pos + 16 > len) { failed = 1; break; }
+                    if (col_room(d, 36) < 0) { nomem = 1; break; }
+                    const uint8_t *g = p + pos;
+                    static const int order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+                    uint8_t *o = d->p + d->len;
+                    for (int j = 0, w = 0; j < 16; j++) {
+                        if (j == 4 || j == 6 || j == 8 || j == 10) o[w++] = '-';
+                        o[w++] = (uint8_t)col_hex[g[order[j]] >> 4];
+                        o[w++] = (uint8_t)col_hex[g[order[j]] & 15];
+                    }
+                    d->len += 36;
+                    pos += 16;
+                } else if (op == COL_UTF16Z) {
+                    size_t end = pos;
+                    while (end + 1 < len && (p[end] | p[end + 1])) end += 2;
+                    size_t next;
+                    if (end + 1 < len) {
+                        next = end + 2;
+                    } else if (pos < len) {
+                        end = len - ((len - pos) & 1);
+                        next = len;
+                    } else {
+                        failed = 1;
+                        break;
+                    }
+                    int r = col_utf16(d, p + pos, (end - pos) / 2);
+                    if (r < 0) { nomem = 1; break; }
+                    if (r == 0) { failed = 1; break; }
+                    pos = next;
+                } else if (op == COL_COUNTED_UTF16) {
+                    if (pos + 2 > len) { failed = 1; break; }
+                    size_t bytes = rd16(p + pos), start = pos + 2;
+                    if (start + bytes > len || (bytes & 1)) { failed = 1; break; }
+                    int r = col_utf16(d, p + start, bytes / 2);
+                    if (r < 0) { nomem = 1; break; }
+                    if (r == 0) { failed = 1; break; }
+                    pos = start + bytes;
+                } else {
+                    const uint8_t *nul = pos < len ? memchr(p + pos, 0, len - pos) : NULL;
+                    size_t end, next;
+                    if (nul != NULL) {
+                        end = (size_t)(nul - p);
+                        next = end + 1;
+                    } else if (pos < len) {
+                        end = len;
+                        next = len;
+                    } else {
+                        failed = 1;
+                        break;
+                    }
+                    for (size_t j = pos; j < end; j++)
+                        if (p[j] & 0x80) { failed = 1; break; }
+                    if (failed) break;
+                    if (col_room(d, end - pos) < 0) { nomem = 1; break; }
+                    memcpy(d->p + d->len, p + pos, end - pos);
+                    d->len += end - pos;
+                    pos = next;
+                }
+                if (d->len > 0x7FFFFFFF) { too_big = 1; break; }
+                continue;
+            }
+            if (pos + (size_t)width > len) { failed = 1; break; }
+            const uint8_t *v = p + pos;
+            uint8_t *o = fixed[k].p;
+            switch (op) {
+            case COL_COPY: memcpy(o + (size_t)i * width, v, width); break;
+            case COL_WIDEN: { uint64_t x = rd32(v); memcpy(o + (size_t)i * 8, &x, 8); break; }
+            case COL_BOOL: {
+                uint8_t any = 0;
+                for (int j = 0; j < width; j++) any |= v[j];
+                o[i] = any != 0;
+                break;
+            }
+            case COL_BE16: { uint16_t x = (uint16_t)(v[0] << 8 | v[1]); memcpy(o + (size_t)i * 2, &x, 2); break; }
+            case COL_FILETIME: {
+                int64_t ticks = (int64_t)rd64(v);
+                int64_t q = ticks / 10;
+                if (ticks % 10 < 0) q -= 1; /* floor, as Python's // */
+                q -= COL_FILETIME_TO_UNIX_MICROS;
+                memcpy(o + (size_t)i * 8, &q, 8);
+                break;
+            }
+            }
+            pos += (size_t)width;
+        }
+        if (failed) {
+            bad[i] = 1;
+            /* undo this payload's text: its strings are empty, the Python decoder's values replace them */
+            for (Py_ssize_t k = 0; k < steps; k++) data[k].len = marks[k];
+            for (Py_ssize_t k = 0; k < steps; k++) {
+                int op = plan[2 * k], width = plan[2 * k + 1];
+                if (op == COL_COPY || op == COL_BE16) memset(fixed[k].p + (size_t)i * width, 0, width);
+                else if (op == COL_WIDEN || op == COL_FILETIME) memset(fixed[k].p + (size_t)i * 8, 0, 8);
+                else if (op == COL_BOOL) fixed[k].p[i] = 0;
+            }
+        }
+        for (Py_ssize_t k = 0; k < steps; k++)
+            if (offsets[k].p != NULL) {
+                int32_t at = (int32_t)data[k].len;
+                memcpy(offsets[k].p + ((size_t)i + 1) * 4, &at, 4);
+            }
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (too_big) {
+        PyErr_SetString(PyExc_ValueError, "columns: a text column passes 2 GiB; give fewer payloads at a time");
+        goto done;
+    }
+    PyObject *list = PyList_New(steps);
+    if (list == NULL) goto done;
+    for (Py_ssize_t k = 0; k < steps; k++) {
+        PyObject *item;
+        if (offsets[k].p != NULL)
+            item = Py_BuildValue("(y#y#)", (const char *)offsets[k].p, (Py_ssize_t)offsets[k].len,
+                                 data[k].p ? (const char *)data[k].p : "", (Py_ssize_t)data[k].len);
+        else
+            item = PyBytes_FromStringAndSize((const char *)fixed[k].p, (Py_ssize_t)fixed[k].len);
+        if (item == NULL) {
+            Py_DECREF(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, k, item);
+    }
+    result = Py_BuildValue("(Ny#)", list, (const char *)bad, n);
+done:
+    for (Py_ssize_t k = 0; k < steps; k++) {
+        if (fixed) PyMem_RawFree(fixed[k].p);
+        if (data) PyMem_RawFree(data[k].p);
+        if (offsets) PyMem_RawFree(offsets[k].p);
+    }
+    PyMem_RawFree(fixed);
+    PyMem_RawFree(data);
+    PyMem_RawFree(offsets);
+    PyMem_RawFree(bad);
+    PyMem_RawFree(marks);
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&starts_view);
+    PyBuffer_Release(&lengths_view);
+    PyBuffer_Release(&plan_view);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Header fields: field(index, doc) is the descriptor etl/record.py's _tuple_field makes, read
  * in C (record._h[index]; on a configured record class straight from the slot).
  */
@@ -778,8 +1063,12 @@ static PyObject *py_constants(PyObject *self, PyObject *unused) {
     if (put_row(rows, type, Py_BuildValue("(iiiss)", kind, size, size_at, fields, structure)) < 0) goto fail;
     OE_HEADER_KINDS(OE_ROW)
 #undef OE_ROW
+    PyObject *steps = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "copy", COL_COPY, "widen", COL_WIDEN, "bool", COL_BOOL,
+                                    "be16", COL_BE16, "guid", COL_GUID, "filetime", COL_FILETIME, "utf16z", COL_UTF16Z, "ansiz",
+                                    COL_ANSIZ, "counted_utf16", COL_COUNTED_UTF16);
+    if (steps == NULL) goto fail;
     return Py_BuildValue(
-        "{s:N,s:(iiiss),s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:i,s:i,s:i,s:i}", "header_kinds", rows, "message",
+        "{s:N,s:N,s:(iiiss),s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:i,s:i,s:i,s:i}", "column_steps", steps, "header_kinds", rows, "message",
         OE_MESSAGE_KIND, OE_MESSAGE_HEADER_SIZE, OE_MESSAGE_SIZE_AT, OE_MESSAGE_FIELDS, OE_MESSAGE_STRUCTURE,
         "records_start", OE_RECORDS_START, "typed_flags_mask", OE_TYPED_FLAGS_MASK, "message_flags_mask",
         OE_MESSAGE_FLAGS_MASK, "message_flags", OE_MESSAGE_FLAGS, "marker_flags_shift", OE_MARKER_FLAGS_SHIFT,
@@ -800,6 +1089,7 @@ static PyMethodDef methods[] = {
     {"rows", py_rows, METH_VARARGS,
      "rows(blob, offsets, sizes, positions, bases, cpus, indices, groups, aliases, extension, column_at, out, row_size, lo, hi, has)"},
     {"field", py_field, METH_VARARGS, "field(index, doc) -> a read-only descriptor of record._h[index]"},
+    {"columns", py_columns, METH_VARARGS, "columns(blob, starts, lengths, plan) -> (columns, bad): a schema's field columns"},
     {"constants", py_constants, METH_NOARGS, "what the module was compiled with"},
     {NULL, NULL, 0, NULL},
 };

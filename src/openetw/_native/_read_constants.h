@@ -83,4 +83,16 @@
 #define OE_LZ_MAX_DISTANCE 0x2000
 #define OE_LZ_SMALLEST_LENGTH_FIELD 0x16
 
+/* the steps of a schema's column plan (tdh/columns.py) */
+#define OE_COL_COPY 1
+#define OE_COL_WIDEN 2
+#define OE_COL_BOOL 3
+#define OE_COL_BE16 4
+#define OE_COL_GUID 5
+#define OE_COL_FILETIME 6
+#define OE_COL_UTF16Z 7
+#define OE_COL_ANSIZ 8
+#define OE_COL_COUNTED_UTF16 9
+#define OE_COL_FILETIME_TO_UNIX_MICROS 11644473600000000LL
+
 #endif

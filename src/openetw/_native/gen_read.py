@@ -7,6 +7,7 @@ from openetw._native.gen import define, layout_fields, render
 from openetw.etl import framing as F
 from openetw.etl import layouts as L
 from openetw.etl import lzxpress as Z
+from openetw.tdh import columns as C
 
 __all__ = ["KIND_NUMBERS", "header"]
 
@@ -74,5 +75,9 @@ def header() -> str:
         define("OE_LZ_MIN_MATCH", Z.MIN_MATCH),
         define("OE_LZ_MAX_DISTANCE", Z.MAX_DISTANCE),
         define("OE_LZ_SMALLEST_LENGTH_FIELD", Z._SMALLEST_LENGTH_FIELD),
+        "",
+        "/* the steps of a schema's column plan (tdh/columns.py) */",
+        *(define(f"OE_COL_{name.upper()}", code) for name, code in C.STEPS.items()),
+        f"#define OE_COL_FILETIME_TO_UNIX_MICROS {C.FILETIME_TO_UNIX_MICROS}LL",
     ]
     return render("openetw/_native/gen_read.py", "OPENETW_READ_CONSTANTS_H", lines)

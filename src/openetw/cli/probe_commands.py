@@ -167,7 +167,14 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
     import signal
 
     from openetw.probe.run.adapter import Catalog, schema_registry
-    from openetw.probe.run.kernel_probes import FAMILIES, kernel_flags_for, profile_rate, uses_call_arguments
+    from openetw.probe.run.kernel_probes import (
+        FAMILIES,
+        kernel_flags_for,
+        profile_rate,
+        syscall_args_calls,
+        syscall_args_execnames,
+        uses_call_arguments,
+    )
     from openetw.probe.run.live import LiveSessions, LiveTarget
     from openetw.probe.run.providers import PROBE_PROVIDERS
     from openetw.probe.run.runner import ProbeRun
@@ -189,6 +196,9 @@ def _run_live(programs: tuple[str, ...], script: str | None, macros: tuple[str, 
         families = [f for f in FAMILIES if f != "profile" and any(d.provider == f for d in descriptions)] + (["profile"] if sampling else [])
         flags = kernel_flags_for(families, syscall_args=uses_call_arguments(text))
         sessions = LiveSessions(etw, kernel_flags=flags, profile_rate=profile_rate(sampling), target=target,
+                                kernel_syscall_args=syscall_args_calls(descriptions) if "syscall_args" in flags else None,
+                                kernel_syscall_args_execnames=syscall_args_execnames(program.tree, program.clauses)
+                                if "syscall_args" in flags and program.tree is not None else None,
                                 manifests=schema_registry(list(manifests)),
                                 kernel_buffer_kb=max(1024, program.options["bufsize"] // 1024),
                                 ready=lambda text: click.echo(f"openetw probe: {text}; Ctrl-C ends the run", err=True))  # fmt: skip

@@ -341,6 +341,9 @@ def session_config(
     kernel_buffer_size: int = DEFAULT_KERNEL_BUFFER_KB,
     kernel_source: str = "auto",
     kernel_profile_rate: int | None = None,
+    kernel_syscall_args: Iterable[str] | None = None,
+    kernel_syscall_args_pids: Iterable[int] | None = None,
+    kernel_syscall_args_execnames: Iterable[str] | None = None,
 ) -> SessionConfig:
     """The ``SessionConfig`` of the friendly keywords (``Session.start``'s keyword form):
     ``buffer_size`` in KB, ``max_size`` in MB, ``flush_timer`` in seconds.
@@ -357,7 +360,12 @@ def session_config(
     ``kernel_source`` is where those events come from (``auto``: tracefs, plus perf for
     ``image`` and ``profile``; ``tracefs``; ``proc_connector``: ``process`` and ``thread``
     only) and ``kernel_profile_rate`` the CPU samples per second of the ``profile`` flag
-    (1..100000; default 1000). Only root may start one (``AccessDenied`` otherwise).
+    (1..100000; default 1000). ``kernel_syscall_args`` names the system calls whose arguments
+    the ``syscall_args`` flag records (names or patterns of ``syscalls/sys_enter_<name>``,
+    ``"*"`` every call; default: the path-taking calls), ``kernel_syscall_args_pids`` of which
+    processes (and the processes they start; default: every process's) and
+    ``kernel_syscall_args_execnames`` of which thread names (default: any). Only root may start
+    one (``AccessDenied`` otherwise).
 
     Settings are refused here (``InvalidArgument``, ``InvalidSessionConfig``), before a service
     is asked or started and before the output file is made; the service checks them again.
@@ -383,8 +391,16 @@ def session_config(
         body["kernel_source"] = kernel_source
         if kernel_profile_rate is not None:
             body["kernel_profile_rate_hz"] = kernel_profile_rate
+        if kernel_syscall_args is not None:
+            body["kernel_syscall_args"] = list(kernel_syscall_args)
+        if kernel_syscall_args_pids is not None:
+            body["kernel_syscall_args_pids"] = list(kernel_syscall_args_pids)
+        if kernel_syscall_args_execnames is not None:
+            body["kernel_syscall_args_execnames"] = list(kernel_syscall_args_execnames)
     elif kernel_source != "auto" or kernel_profile_rate is not None:
         raise InvalidArgument("kernel_source and kernel_profile_rate need kernel_flags (a kernel session)")
+    elif (kernel_syscall_args, kernel_syscall_args_pids, kernel_syscall_args_execnames) != (None, None, None):
+        raise InvalidArgument("kernel_syscall_args, kernel_syscall_args_pids and kernel_syscall_args_execnames need kernel_flags with syscall_args")
     if log_mode.writes_file:
         if not output_text:
             raise InvalidArgument(f"{log_mode.value} mode needs an output file")

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import IO
 
+from openetw.etl.reader import EtlReader
 from openetw.export._deps import MissingDependency
 from openetw.export.pipeline import ExportSummary, Progress, TableWriter, export_tables
 from openetw.export.source import Selection, merged_records, open_inputs
@@ -83,6 +84,11 @@ def export_files(
             with _text_output(output) as out:
                 return export_jsonl(readers, records, registry, out, summary, selection=selection, progress=progress)
         writer = _table_writer(fmt, output)
+        if len(readers) == 1 and isinstance(readers[0], EtlReader):
+            from openetw.export.from_columns import export_from_columns
+
+            if export_from_columns(readers[0], registry, writer, summary, selection=selection, progress=progress):
+                return summary
         return export_tables(readers, records, registry, writer, summary, selection=selection, progress=progress)
     finally:
         for reader in readers:

@@ -2,9 +2,12 @@
 
 Every schema gets a ``SchemaTable``: its name (``"<Provider>/<Event>"``, the SQL table), its
 file (``<Provider>/<Event>_v<version>.parquet`` in the layout), its column types and its
-pending records. A batch of same-schema payloads is decoded together: column-wise with numpy
-when the schema has a fixed layout (``openetw.export.columnar``), otherwise with the schema's
-compiled reader once per payload and then turned into columns, one Arrow call per column.
+pending records. A batch of same-schema payloads is decoded together: by the compiled core from
+the schema's column plan when it has one (``openetw.tdh.columns``: typed Arrow columns without a
+Python object per value, payloads the plan cannot read decoded by the schema's decoder), else
+column-wise with numpy when the schema has a fixed layout (``openetw.export.columnar``),
+otherwise with the schema's compiled reader once per payload and then turned into columns, one
+Arrow call per column.
 Schemas that give the same table name, version and columns share one file; a schema of the
 same name and version with other columns gets a file of its own (``..._v<version>-2``).
 """
@@ -16,8 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from openetw.errors import InvalidArgument
 from openetw.export.columnar import fixed_layout
 from openetw.export.types import ColumnType, column_type
+from openetw.tdh.columns import column_plan, core_columns, decode_columns, merge_rows, plan_type
+from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.schema import Schema
 
 __all__ = ["DecodedBatch", "SchemaTable", "TableCatalog", "prepare_directory", "safe_part"]
@@ -78,6 +86,12 @@ class SchemaTable:
         """The pending records decoded into an Arrow table (pending is emptied)."""
         pending, self.pending = self.pending, []
         positions = [item[0] for item in pending]
+        planned = self._decode_planned(pending, positions, pa)
+        if planned is not None:
+            self.rows += len(pending)
+            self.property_errors += planned.property_errors
+            self.untyped_values += planned.untyped_values
+            return planned
         fast = self._decode_columns(pending, positions, pa)
         if fast is not None:
             self.rows += len(pending)
@@ -97,6 +111,66 @@ class SchemaTable:
         self.property_errors += errors
         self.untyped_values += untyped
         return DecodedBatch(table, errors, untyped)
+
+    def decode_places(self, pa: Any, blob: Any, positions: np.ndarray, starts: np.ndarray, lengths: np.ndarray, decoder: Decoder) -> DecodedBatch:
+        """Records of this table given as places of their payloads in ``blob`` decoded into an Arrow
+        table (by the schema's column plan in the compiled core when it can, else as ``decode``)."""
+        if self.pending:
+            raise InvalidArgument("decode_places with records pending: decode them first")
+        planned = self._decode_planned_places(pa, blob, positions.tolist(), starts, lengths, decoder)
+        if planned is not None:
+            self.rows += len(positions)
+            self.property_errors += planned.property_errors
+            self.untyped_values += planned.untyped_values
+            return planned
+        view = memoryview(blob)
+        self.pending = [(position, bytes(view[start : start + length]), decoder)
+                        for position, start, length in zip(positions.tolist(), starts.tolist(), lengths.tolist(), strict=True)]  # fmt: skip
+        return self.decode(pa)
+
+    def _decode_planned(self, pending: list[tuple[int, bytes, Decoder]], positions: list[int], pa: Any) -> DecodedBatch | None:
+        """The batch decoded by the compiled core from the schema's column plan (``openetw.tdh.columns``),
+        payloads it hands back decoded by the schema's decoder (``None`` when there is no plan, the
+        core is not running, or a column's type is not the plan's)."""
+        if not pending or not core_columns():
+            return None
+        decoder = pending[0][2]
+        if not isinstance(decoder, CompiledSchema) or column_plan(decoder.schema, decoder.pointer_size, decoder.ansi_encoding) is None:
+            return None
+        if any(item[2] is not decoder for item in pending):
+            return None
+        datas = [item[1] for item in pending]
+        lengths = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
+        starts = np.zeros(len(datas), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        return self._decode_planned_places(pa, b"".join(datas), positions, starts, lengths, decoder)
+
+    def _decode_planned_places(self, pa: Any, blob: Any, positions: list[int], starts: np.ndarray, lengths: np.ndarray, decoder: Any) -> DecodedBatch | None:
+        if not len(positions) or not core_columns():
+            return None
+        if not isinstance(decoder, CompiledSchema) or not decoder.fast:
+            return None
+        plan = column_plan(decoder.schema, decoder.pointer_size, decoder.ansi_encoding)
+        if plan is None:
+            return None
+        where = {name: k for k, name in enumerate(plan.names)}
+        if any(prop not in where or plan_type(plan.types[where[prop]], pa) != kind.arrow for _, prop, kind in self.columns):
+            return None
+        fields = decode_columns(decoder, blob, starts, lengths)
+        core = fields.core_arrays(pa)
+        if core is None:
+            return None
+        arrays = [pa.array(positions, type=pa.int64())]
+        untyped = 0
+        for _, prop, kind in self.columns:
+            array = core[where[prop]]
+            if len(fields.fallback):
+                theirs, lost = _build(kind, [found.get(prop) for found in fields.values], pa)
+                untyped += lost
+                array = merge_rows(pa, array, theirs, fields.fallback)
+            arrays.append(array)
+        table = pa.Table.from_arrays(arrays, schema=self.arrow_schema)
+        return DecodedBatch(table, fields.rows_with_errors, untyped)
 
     def _decode_columns(self, pending: list[tuple[int, bytes, Decoder]], positions: list[int], pa: Any) -> Any:
         """The batch read column-wise when its records share a fixed-layout schema (else ``None``)."""

@@ -58,6 +58,12 @@ def config_to_json(config: SessionConfig) -> dict[str, Any]:
     body["mode"] = config.mode.value
     body["kind"] = config.kind.value
     body["kernel_flags"] = list(config.kernel_flags)
+    if config.kernel_syscall_args:
+        body["kernel_syscall_args"] = list(config.kernel_syscall_args)
+    if config.kernel_syscall_args_pids:
+        body["kernel_syscall_args_pids"] = list(config.kernel_syscall_args_pids)
+    if config.kernel_syscall_args_execnames:
+        body["kernel_syscall_args_execnames"] = list(config.kernel_syscall_args_execnames)
     return body
 
 
@@ -97,6 +103,14 @@ def config_changes_from_json(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(flags, list) or any(not isinstance(flag, str) for flag in flags):
             raise InvalidSessionConfig("kernel_flags must be a list of strings")
         changes["kernel_flags"] = tuple(flags)
+    for key in ("kernel_syscall_args", "kernel_syscall_args_execnames"):
+        if body.get(key) is not None:
+            names = body[key]
+            if not isinstance(names, list) or any(not isinstance(name, str) for name in names):
+                raise InvalidSessionConfig(f"{key} must be a list of strings")
+            changes[key] = tuple(names)
+    if body.get("kernel_syscall_args_pids") is not None:
+        changes["kernel_syscall_args_pids"] = tuple(_int_list(body, "kernel_syscall_args_pids"))
     return changes
 
 

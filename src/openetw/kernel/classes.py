@@ -114,6 +114,7 @@ class KernelEventMapper(ProcessEvents, CpuEvents, DiskEvents, NetworkEvents, Fil
             "sys_enter": self._sys_enter_raw,
             "sys_exit": self._sys_exit_raw,
             "sched_switch": self._switch_raw,
+            "syscall_args": self._syscall_args_raw,
         }
         self._handlers: dict[str, Callable[[int, int, Mapping[str, Any]], list[EventRecord]]] = {
             "sched_process_fork": self._on_fork,

@@ -19,16 +19,20 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from openetw.etl import framing as F
+from openetw.etl import layouts as L
 from openetw.etl.record import EventRecord
 from openetw.kernel.classes_base import PERFINFO_GROUP, MapperState
 
-__all__ = ["PATH_SYSCALLS", "SYSCALL_ARGS", "SYSCALL_ARGS_HOOK", "SyscallArgEvents", "parse_syscall_args"]
+__all__ = ["PATH_SYSCALLS", "SYSCALL_ARGS", "SYSCALL_ARGS_HOOK", "SyscallArgEvents", "parse_syscall_args", "same_call"]
 
 SYSCALL_ARGS = 0x78
 """PerfInfo opcode of the arguments record (unused by Windows' PerfInfo events)."""
 SYSCALL_ARGS_HOOK = PERFINFO_GROUP << 8 | SYSCALL_ARGS
 _VERSION = 0
 _HEAD = struct.Struct("<IBBH6Q")
+_SYSTEM_HEADER = L.SYSTEM_TRACE_HEADER.struct
+_SYSTEM64, _TYPED = L.HEADER_TYPE_SYSTEM64, F.TYPED_FLAGS
 
 PATH_SYSCALLS: Mapping[str, tuple[int, ...]] = {
     "open": (0,), "openat": (1,), "openat2": (1,), "creat": (0,), "execve": (0,), "execveat": (1,),
@@ -59,13 +63,35 @@ def parse_syscall_args(user_data: bytes) -> tuple[int, tuple[int, ...], dict[int
     return number, tuple(args), strings
 
 
+Parsed = tuple[int, tuple[int, ...], dict[int, str | None]]
+
+
+def same_call(first: Parsed, second: Parsed) -> bool:
+    """Whether two records of one thread, one right after the other (:func:`parse_syscall_args`),
+    are of one call: with every call recorded, a path-taking call has the record of
+    ``raw_syscalls/sys_enter`` (no paths) and its own (with its paths), of the same call number
+    and path pointers. (Their other arguments may differ: the call's own tracepoint has only the
+    call's arguments and sign-extends an ``int``, ``raw_syscalls`` gives six registers as they were.)"""
+    if first[0] != second[0] or bool(first[2]) == bool(second[2]):
+        return False
+    paths = first[2] or second[2]
+    return all(first[1][index] == second[1][index] for index in paths)
+
+
 class SyscallArgEvents(MapperState):
     """Maps the ``syscall_args`` events (:class:`~openetw.kernel.bpf_args.BpfArgsSource`) to the arguments record."""
 
     strings_unread = 0
 
-    def _on_syscall_args(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+    def _syscall_args_parts(self, v: Mapping[str, Any]) -> tuple[int, int | None, bytes]:
+        """(thread, process or None, payload) of a ``syscall_args`` event."""
         tid = int(v["tid"])
+        pid = int(v.get("pid") or 0) or None
+        if pid is not None:
+            self._tgid.setdefault(tid, pid)
+        payload = v.get("payload")
+        if payload is not None:
+            return tid, pid, payload
         paths: Mapping[int, str | None] = v["paths"]
         path_mask = unread = 0
         texts = []
@@ -79,8 +105,16 @@ class SyscallArgEvents(MapperState):
                 texts.append(text.encode("utf-8", errors="replace").replace(b"\0", b"") + b"\0")
         args = [int(a) & 0xFFFFFFFFFFFFFFFF for a in v["args"]][:6]
         args += [0] * (6 - len(args))
-        payload = _HEAD.pack(int(v["nr"]) & 0xFFFFFFFF, path_mask, unread, 0, *args) + b"".join(texts)
-        pid = int(v.get("pid") or 0) or None
-        if pid is not None:
-            self._tgid.setdefault(tid, pid)
+        return tid, pid, _HEAD.pack(int(v["nr"]) & 0xFFFFFFFF, path_mask, unread, 0, *args) + b"".join(texts)
+
+    def _on_syscall_args(self, ts: int, cpu: int, v: Mapping[str, Any]) -> list[EventRecord]:
+        tid, pid, payload = self._syscall_args_parts(v)
         return [self._record(PERFINFO_GROUP, SYSCALL_ARGS, _VERSION, tid, ts, cpu, payload, pid=pid)]
+
+    def _syscall_args_raw(self, ts: int, v: Mapping[str, Any]) -> bytes:
+        """The bytes of :meth:`_on_syscall_args`'s record (a sink's fast path)."""
+        tid, pid, payload = self._syscall_args_parts(v)
+        size = _SYSTEM_HEADER.size + len(payload)
+        header = _SYSTEM_HEADER.pack(_VERSION, _SYSTEM64, _TYPED, size, SYSCALL_ARGS_HOOK, tid,
+                                     self.process_of(tid) if pid is None else pid, ts, 0, 0)  # fmt: skip
+        return header + payload

@@ -119,7 +119,12 @@ class KernelSessionConfig:
     ``rundown`` the DCStart records of what runs at the start; ``profile_rate_hz`` the CPU samples
     per second of the ``profile`` flag (``None``: 1000); ``target_pid`` the process whose tree
     ``source="perf_children"`` records; ``raise_priority`` lets the reader ask for more CPU
-    (:func:`~openetw.kernel.priority.boost_reader`); ``tracefs_root`` a tracefs mount to use.
+    (:func:`~openetw.kernel.priority.boost_reader`); ``tracefs_root`` a tracefs mount to use;
+    ``syscall_args`` the system calls whose arguments the ``syscall_args`` flag records (names or
+    patterns, ``"*"`` every call; ``None``: the path-taking calls, see
+    :class:`~openetw.kernel.bpf_args.BpfArgsSource`), ``syscall_args_pids`` the processes whose calls
+    it records (and their children; ``None``: every process's), ``syscall_args_execnames`` the
+    thread names (``None``: any).
     """
 
     flags: frozenset[str] = frozenset({"process", "thread"})
@@ -135,6 +140,9 @@ class KernelSessionConfig:
     profile_rate_hz: int | None = None
     target_pid: int | None = None
     raise_priority: bool = True
+    syscall_args: tuple[str, ...] | None = None
+    syscall_args_pids: tuple[int, ...] | None = None
+    syscall_args_execnames: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         flags = frozenset(self.flags)
@@ -152,6 +160,13 @@ class KernelSessionConfig:
         object.__setattr__(self, "source", normalize_source(self.source))
         if (self.target_pid is not None) != (self.source == "perf_children"):
             raise InvalidArgument("target_pid goes with source perf_children, and perf_children needs target_pid")
+        chosen = (self.syscall_args, self.syscall_args_pids, self.syscall_args_execnames)
+        if chosen != (None, None, None) and "syscall_args" not in flags:
+            raise InvalidArgument("syscall_args, syscall_args_pids and syscall_args_execnames (whose arguments are recorded) need the syscall_args flag")
+        for name in ("syscall_args", "syscall_args_pids", "syscall_args_execnames"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(value))
 
 
 class KernelSession:
@@ -201,6 +216,9 @@ class KernelSession:
         self.profile_rate_hz = config.profile_rate_hz
         self.target_pid = config.target_pid
         self.raise_priority = config.raise_priority
+        self.syscall_args = config.syscall_args
+        self.syscall_args_pids = config.syscall_args_pids
+        self.syscall_args_execnames = config.syscall_args_execnames
         self.proc = proc or ProcSource()
         self.mapper = KernelEventMapper(self.flags, self.proc)
         self._capabilities = capabilities
@@ -273,7 +291,7 @@ class KernelSession:
         if perf_flags:
             chosen.append(self._perf_source(perf_flags))
         if "syscall_args" in self.flags:
-            chosen.append(BpfArgsSource(self.tracefs_root))
+            chosen.append(BpfArgsSource(self.tracefs_root, calls=self.syscall_args, pids=self.syscall_args_pids, execnames=self.syscall_args_execnames))
         return chosen
 
     def _proc_connector_source(self) -> KernelEventSource:
@@ -452,11 +470,13 @@ class KernelSession:
         self._ready.set()
         try:
             last_loss_check = time.monotonic()
+            wait = self.flush_interval
             while not self._stop.is_set():
                 events: list[RawKernelEvent] = []
                 for index, source in enumerate(self._sources):
-                    # The first source waits for data; the others give what they have.
-                    events.extend(source.read(self.flush_interval if index == 0 else 0.0))
+                    # The first source waits for data (not while another has more to give); the others give what they have.
+                    events.extend(source.read(wait if index == 0 else 0.0))
+                wait = 0.0 if any(getattr(source, "behind", False) for source in self._sources) else self.flush_interval
                 self._write_fixed()
                 self.mapper.on_arrival(events)
                 self._consume(events, final=False)
@@ -552,6 +572,8 @@ def _source_statistics(source: KernelEventSource) -> dict[str, Any]:
         return dict(source.stats)
     if isinstance(source, PerfSource):
         return dict(source.counts)
+    if isinstance(source, BpfArgsSource):
+        return source.statistics()
     return {}
 
 

@@ -200,6 +200,8 @@ class Recorder:
                 flags=settings["flags"], name=settings["instance"], buffer_size_kb=settings["buffer_size_kb"],
                 flush_interval=settings.get("flush_interval", 0.25), sink=self.sink,
                 source=settings.get("source", "auto"), profile_rate_hz=settings.get("profile_rate_hz"),
+                syscall_args=settings.get("syscall_args") or None, syscall_args_pids=settings.get("syscall_args_pids") or None,
+                syscall_args_execnames=settings.get("syscall_args_execnames") or None,
             )  # fmt: skip
             self.session.start()
         except BaseException as error:  # noqa: BLE001 - reported to the service, which answers the controller
@@ -261,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket-fd", type=int, required=True)
     parser.add_argument("--pool", action="append", default=[], metavar="POOL_ID:FD",
                         help="one per CPU, in CPU order (then one per CPU for system-call blocks, named by settings' block_pools)")
-    parser.add_argument("--settings", required=True, help="JSON: flags, instance, buffer_size_kb, source, profile_rate_hz, block_pools")
+    parser.add_argument("--settings", required=True,
+                        help="JSON: flags, instance, buffer_size_kb, source, profile_rate_hz, syscall_args(_pids, _execnames), block_pools")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service's terminal's Ctrl-C is the service's to handle
     channel = Channel(socket.socket(fileno=args.socket_fd))

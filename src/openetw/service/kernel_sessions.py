@@ -4,7 +4,9 @@ A kernel session is an ordinary session of the table (kind ``KERNEL``: root only
 on the machine, two of them kept for the reserved names, see :meth:`KernelRecorders.check_machine_capacity`)
 whose events come from the kernel instead of from registered providers. Its settings name the
 kernel flags, the event source (``kernel_source``) and the CPU sampling rate of the ``profile``
-flag (``kernel_profile_rate_hz``); the recorder gets them as its own settings. Before the session
+flag (``kernel_profile_rate_hz``) and the system calls whose arguments the ``syscall_args`` flag
+records, and of which processes (``kernel_syscall_args``, ``kernel_syscall_args_pids``,
+``kernel_syscall_args_execnames``); the recorder gets them as its own settings. Before the session
 is made, the machine-wide limit is checked (:meth:`KernelRecorders.check_machine_capacity`), so a
 refused start leaves nothing behind. When one starts, the service
 
@@ -142,6 +144,9 @@ class KernelRecorders:
                 "buffer_size_kb": config.kernel_buffer_kb,
                 "source": config.kernel_source,
                 "profile_rate_hz": config.kernel_profile_rate_hz,
+                "syscall_args": list(config.kernel_syscall_args),
+                "syscall_args_pids": list(config.kernel_syscall_args_pids),
+                "syscall_args_execnames": list(config.kernel_syscall_args_execnames),
                 "block_pools": pool_ids[cpus:],
             }
             argv = [sys.executable, "-m", "openetw.service.kernel_recorder", "--socket-fd", str(theirs.fileno()),

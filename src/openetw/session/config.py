@@ -156,7 +156,12 @@ class SessionConfig:
     ``kernel_buffer_kb`` per CPU (the trace service starts one only with at least one flag); an
     ordinary session has no kernel flags. ``kernel_source`` is where its kernel events come from
     (one of :data:`KERNEL_SOURCES`) and ``kernel_profile_rate_hz`` the CPU samples per second of
-    the ``profile`` flag (``None``: the recorder's default, 1000).
+    the ``profile`` flag (``None``: the recorder's default, 1000). ``kernel_syscall_args`` names the
+    system calls whose arguments the ``syscall_args`` flag records (names or shell patterns of
+    the ``syscalls/sys_enter_<name>`` tracepoints, ``"*"`` every call; empty: the path-taking
+    calls, see :class:`~openetw.kernel.bpf_args.BpfArgsSource`), and ``kernel_syscall_args_pids``
+    of which processes (and the processes they start; empty: every process's) and
+    ``kernel_syscall_args_execnames`` of which thread names (empty: any).
     """
 
     name: str
@@ -173,10 +178,16 @@ class SessionConfig:
     kernel_buffer_kb: int = DEFAULT_KERNEL_BUFFER_KB
     kernel_source: str = "auto"
     kernel_profile_rate_hz: int | None = None
+    kernel_syscall_args: tuple[str, ...] = ()
+    kernel_syscall_args_pids: tuple[int, ...] = ()
+    kernel_syscall_args_execnames: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "providers", tuple(self.providers))
         object.__setattr__(self, "kernel_flags", tuple(sorted(set(self.kernel_flags))))
+        object.__setattr__(self, "kernel_syscall_args", tuple(sorted(set(self.kernel_syscall_args))))
+        object.__setattr__(self, "kernel_syscall_args_pids", tuple(sorted(set(self.kernel_syscall_args_pids))))
+        object.__setattr__(self, "kernel_syscall_args_execnames", tuple(sorted(set(self.kernel_syscall_args_execnames))))
         object.__setattr__(self, "kernel_source", _kernel_source(self.kernel_source))
         self._check_kernel()
         _check_name(self.name)
@@ -207,6 +218,14 @@ class SessionConfig:
         if self.kernel_source == "proc_connector" and not set(self.kernel_flags) <= PROC_CONNECTOR_KERNEL_FLAGS:
             others = ", ".join(sorted(set(self.kernel_flags) - PROC_CONNECTOR_KERNEL_FLAGS))
             raise InvalidSessionConfig(f"the proc_connector source records only the process and thread flags, not {others}")
+        if any(not isinstance(call, str) or len(call) > 64 for call in self.kernel_syscall_args):
+            raise InvalidSessionConfig("kernel_syscall_args are system call names or patterns")
+        if any(isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 1 << 31 for pid in self.kernel_syscall_args_pids):
+            raise InvalidSessionConfig("kernel_syscall_args_pids are process ids")
+        if any(not isinstance(name, str) or not name for name in self.kernel_syscall_args_execnames):
+            raise InvalidSessionConfig("kernel_syscall_args_execnames are process names")
+        if (self.kernel_syscall_args or self.kernel_syscall_args_pids or self.kernel_syscall_args_execnames) and "syscall_args" not in self.kernel_flags:
+            raise InvalidSessionConfig("kernel_syscall_args(_pids, _execnames) (whose arguments are recorded) need the syscall_args kernel flag")
         rate = self.kernel_profile_rate_hz
         if rate is None:
             return

@@ -45,6 +45,12 @@ def describe_session(session: Session, pools: tuple[int, ...] = ()) -> SessionIn
         info["kernel_buffer_kb"] = config.kernel_buffer_kb
         info["kernel_source"] = config.kernel_source
         info["kernel_profile_rate_hz"] = config.kernel_profile_rate_hz
+        if config.kernel_syscall_args:
+            info["kernel_syscall_args"] = list(config.kernel_syscall_args)
+        if config.kernel_syscall_args_pids:
+            info["kernel_syscall_args_pids"] = list(config.kernel_syscall_args_pids)
+        if config.kernel_syscall_args_execnames:
+            info["kernel_syscall_args_execnames"] = list(config.kernel_syscall_args_execnames)
     info.update(session.statistics.as_dict())
     return info
 

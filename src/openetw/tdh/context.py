@@ -339,6 +339,10 @@ class DecodeContext:
             return spans[-1]
         return _covering(spans, when)
 
+    def lifetimes(self, pid: int) -> list[ProcessInfo]:
+        """Every lifetime of ``pid`` known so far, by start (``process`` picks the latest holding a time)."""
+        return list(self._processes.get(pid, ()))
+
     def process_name(self, pid: int, when: int | None = None) -> str | None:
         """The image name without extension (``svchost``), as PerfView's ``PName`` shows it."""
         info = self.process(pid, when)

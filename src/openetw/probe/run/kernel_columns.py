@@ -22,10 +22,11 @@ calls on a CPU whose thread is not yet known wait for that CPU's next switch.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args
+from openetw.kernel.classes_args import SYSCALL_ARGS_HOOK, parse_syscall_args, same_call
 from openetw.probe.lang.aggregate import add_count
 
 __all__ = ["CATCH_UP_SLACK", "REORDER_WINDOW", "ColumnStage", "KernelFiring", "count_plan"]
@@ -45,6 +46,7 @@ HELD_LIMIT = 20_000_000  # system call and switch records held back at most (abo
 IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
 ARGS_SLACK = 1_000  # 100 µs of FILETIME: how far a call's arguments record is from its entry
 WAIT_LIMIT = 50_000_000  # 5 s of FILETIME: how long system calls wait for the switch that names their thread
+ARGS_HELD_LIMIT = 2_000_000  # system call argument records held for their entries at most
 
 Clause = Callable[[Any, tuple[str, str, str, str]], Any]
 Found = list[tuple[Clause, tuple[str, str, str, str]]]
@@ -90,12 +92,16 @@ class ColumnStage:
     def __init__(self) -> None:
         self.awaited_exit: int | None = None  # the -c/-p target: the run ends once its exit came
         self.exit_delivered = False
-        self.call_args: dict[int, list[Any]] = {}  # tid -> its system calls' argument records, in time order
+        self.call_args: dict[int, deque[tuple[int, int, bytes]]] = {}  # tid -> its calls' (filetime, tid, payload) records, in time order
+        self.args_held = 0  # records in call_args
+        self._args_purged_to = 0  # FILETIME: call_args holds no record older than this (but ARGS_SLACK)
         self.recording_args = False  # the kernel trace records arguments (syscall_args)
-        self.args_unrecorded = 0  # entries fired without their arguments (not a path-taking call, or lost)
+        self.args_unrecorded = 0  # entries fired without their arguments (a record lost, or no tracepoint for the call)
         self.strings_unread = 0  # path arguments of fired entries the kernel trace could not read
+        self.args_execnames: set[str] | None = None  # the process names whose arguments are recorded (None: all)
         self._pending_blocks: list[Any] = []
         self._pending_records: list[Any] = []
+        self._pending_args: list[tuple[int, int, bytes]] = []  # (filetime, tid, payload) of argument records not taken yet
         self._latest = 0
         self._cpu_latest: dict[int, int] = {}
         self._cpu_heard: dict[int, float] = {}
@@ -129,7 +135,10 @@ class ColumnStage:
             return
         hooks = rows["hook_id"]
         bulk = np.isin(hooks, _BULK_HOOKS) & (rows["kind"] != _EVENT_KIND)
-        others = np.flatnonzero(~bulk & (hooks != 0) & (rows["kind"] != _EVENT_KIND))
+        arguments = (hooks == SYSCALL_ARGS_HOOK) & (rows["kind"] != _EVENT_KIND)
+        others = np.flatnonzero(~bulk & ~arguments & (hooks != 0) & (rows["kind"] != _EVENT_KIND))
+        if arguments.any():
+            self._take_argument_rows(index, rows[arguments])
         if len(others):
             records = list(index.loader().records(others))
             if self.awaited_exit is not None:
@@ -141,6 +150,19 @@ class ColumnStage:
         if len(picked):
             self._take_bulk(index, rows, picked)
         self._release(self._watermark(rows))
+
+    def _take_argument_rows(self, index: Any, chosen: Any) -> None:
+        """The system call argument records of a batch, kept as ``(filetime, tid, payload)``
+        (no record objects: with every call recorded they are as many as the calls)."""
+        import numpy as np
+
+        data = index.data
+        starts = (chosen["offset"].astype(np.int64) + chosen["user_data_offset"]).tolist()
+        ends = (np.asarray(starts, dtype=np.int64) + chosen["user_data_length"]).tolist()
+        pending = self._pending_args
+        for filetime, tid, number, start, end in zip(chosen["filetime"].tolist(), chosen["tid"].tolist(), chosen["buffer"].tolist(),
+                                                     starts, ends, strict=True):  # fmt: skip
+            pending.append((filetime, tid, bytes(data[number][start:end])))
 
     def seen_through(self) -> int:
         """The time (FILETIME) every CPU's records have reached (0 before any came)."""
@@ -214,19 +236,24 @@ class ColumnStage:
         self._release(1 << 62 if until is None else until + 1, final=True)
         self._pending_blocks = []
         self._pending_records = []
+        self._pending_args = []
         self.flush_samples()
 
     def _release(self, before: int, final: bool = False) -> None:
         """Handle the held system calls and switches older than ``before``, in time order
         (``final``: nothing more will come, so no system call waits for its CPU's next switch)."""
+        if self.call_args and not final:
+            self._purge_args(before)
 
-        if self._pending_records:
+        if self._pending_args:
             # A system call's arguments first (they come just after its entry), a little past ``before``.
-            arguments = [r for r in self._pending_records if r.hook_id == SYSCALL_ARGS_HOOK and r.filetime < before + ARGS_SLACK]
-            if arguments:
-                self._pending_records = [r for r in self._pending_records if not (r.hook_id == SYSCALL_ARGS_HOOK and r.filetime < before + ARGS_SLACK)]
-                for record in sorted(arguments, key=_filetime):
-                    self._take_args(record)
+            until = before + ARGS_SLACK
+            taken = [a for a in self._pending_args if a[0] < until]
+            if taken:
+                self._pending_args = [a for a in self._pending_args if a[0] >= until]
+                taken.sort(key=_first)
+                for arguments in taken:
+                    self._take_args(arguments)
         if self._pending_records:
             # Process events first: they say which processes are traced and whose threads are whose.
             ready = sorted((r for r in self._pending_records if r.filetime < before), key=_filetime)
@@ -244,34 +271,73 @@ class ColumnStage:
                 return
         self._run_held(before, final)
 
-    def _take_args(self, record: Any) -> None:
-        """Keep a system call's arguments record (``syscall_args``) for its entry, by thread."""
-        waiting = self.call_args.setdefault(record.tid, [])
-        if len(waiting) >= 256:
-            del waiting[:128]  # entries that never came (lost, or another process's thread)
-        if len(self.call_args) > 100_000:
-            self.call_args.clear()
-            self.call_args[record.tid] = waiting
-        waiting.append(record)
+    def _take_args(self, arguments: tuple[int, int, bytes]) -> None:
+        """Keep a system call's arguments record (``syscall_args``: filetime, thread, payload) for
+        its entry, by thread (until the entry takes it, or its time is long past: :meth:`_purge_args`)."""
+        tid = arguments[1]
+        waiting = self.call_args.get(tid)
+        if waiting is None:
+            waiting = self.call_args[tid] = deque()
+        if self.args_held >= ARGS_HELD_LIMIT:
+            self.call_args.clear()  # a safety valve: their entries find nothing, counted unrecorded
+            self.args_held = 0
+            waiting = self.call_args[tid] = deque()
+        waiting.append(arguments)
+        self.args_held += 1
+
+    def _purge_args(self, before: int) -> None:
+        """Forget the arguments records of calls whose entry can no longer come: older than the
+        calls released (``before``) by more than a call may wait for its thread (``WAIT_LIMIT``)."""
+        limit = before - WAIT_LIMIT - ARGS_SLACK
+        if limit < self._args_purged_to + REORDER_WINDOW // 2:
+            return  # at most every second of trace time
+        self._args_purged_to = limit
+        for tid in list(self.call_args):
+            waiting = self.call_args[tid]
+            while waiting and waiting[0][0] < limit:
+                waiting.popleft()
+                self.args_held -= 1
+            if not waiting:
+                del self.call_args[tid]
 
     def _args_of(self, tid: int, number: int, filetime: int) -> tuple[tuple[int, ...], dict[int, str | None]] | None:
-        """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at ``filetime``."""
+        """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at
+        ``filetime``: the thread's first record of that call near that time (a thread's calls
+        come one after the other; records before it are of calls no probe asked about, or of
+        entries not fired)."""
         waiting = self.call_args.get(tid)
-        while waiting:
-            record = waiting[0]
-            if record.filetime < filetime - ARGS_SLACK:
-                waiting.pop(0)  # an older call's, whose entry is gone
+        if not waiting:
+            return None
+        while waiting and waiting[0][0] < filetime - ARGS_SLACK:
+            waiting.popleft()  # an older call's, whose entry is gone
+            self.args_held -= 1
+        for at, (when, _tid, payload) in enumerate(waiting):
+            if when > filetime + ARGS_SLACK:
+                return None
+            parsed = parse_syscall_args(payload)
+            if parsed[0] != number:
                 continue
-            if record.filetime > filetime + ARGS_SLACK:
-                return None
-            recorded, args, strings = parse_syscall_args(record.user_data)
-            if recorded != number:
-                return None
-            waiting.pop(0)
+            used = at + 1
+            if used < len(waiting) and waiting[used][0] <= filetime + ARGS_SLACK:
+                following = parse_syscall_args(waiting[used][2])
+                if same_call(parsed, following):  # every call recorded: a path-taking one twice, once with its paths
+                    parsed = parsed if parsed[2] else following
+                    used += 1
+            for _ in range(used):
+                waiting.popleft()
+            self.args_held -= used
+            _number, args, strings = parsed
             signed = tuple(a - (1 << 64) if a >> 63 else a for a in args)
             self.strings_unread += sum(1 for text in strings.values() if text is None)
             return signed, {signed[index]: text for index, text in strings.items()}
         return None
+
+    def _args_wanted(self, pid: int, filetime: int) -> bool:
+        """Whether the kernel trace records the arguments of this process's calls: with
+        ``args_execnames``, of the processes of those names only (every clause's predicate
+        requires one, so no clause reads the others' arguments)."""
+        names = self.args_execnames
+        return names is None or self.execname(pid, filetime)[:15] in names
 
     def _run_held(self, before: int, final: bool = False) -> None:
         import numpy as np
@@ -542,7 +608,7 @@ class ColumnStage:
             if hooks[n] == _SYS_ENTER_HOOK:
                 recorded = self._args_of(row_tids[n], number, filetimes[n]) if self.recording_args else None
                 if recorded is None:
-                    if self.recording_args and self.matching("syscall", name, "entry"):
+                    if self.recording_args and self.matching("syscall", name, "entry") and self._args_wanted(row_pids[n], filetimes[n]):
                         self.args_unrecorded += 1
                     emit("syscall", name, "entry", row_pids[n], row_tids[n], cpus[n], filetimes[n], (0,) * 6)
                 else:
@@ -570,6 +636,10 @@ class ColumnStage:
 
 def _filetime(record: Any) -> int:
     return int(record.filetime)
+
+
+def _first(item: tuple[int, int, bytes]) -> int:
+    return item[0]
 
 
 def _group_key(columns: list[Any]) -> Any:

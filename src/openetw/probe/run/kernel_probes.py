@@ -14,8 +14,10 @@ kernel record keeps, sign-extended (``arg0``), and ``errno`` is set when that is
 A probe fires with a ``KernelFiring`` as the clause's record (kind ``kprobe``): ``pid``,
 ``tid``, ``cpu``, ``filetime``, ``args`` (``arg0``..``arg9``), ``errno``, ``execname``, and
 ``strings`` (a path argument's value → its string, for ``copyinstr``). An entry's ``arg0``..``arg5``
-are the call's arguments where the kernel trace recorded them (the ``syscall_args`` flag: the
-path-taking calls, ``openetw.kernel.classes_args``), else 0 (counted in ``syscall_args_unrecorded``).
+are the call's arguments where the kernel trace recorded them (the ``syscall_args`` flag, for
+exactly the calls the program's ``syscall`` probes name, :func:`syscall_args_calls`; their path
+strings for the path-taking ones, ``openetw.kernel.classes_args``), else 0, counted in
+``syscall_args_unrecorded`` (an arguments record lost, or a call whose tracepoint is missing).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from openetw.probe.lang.descriptions import Description
 from openetw.probe.run.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, KernelFiring, count_plan
 from openetw.probe.run.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
 
-__all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_names", "uses_call_arguments"]
+__all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_args_calls",
+           "syscall_args_execnames", "syscall_names", "uses_call_arguments"]
 
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # family -> (probe names, kernel flags the session needs)
@@ -71,6 +74,47 @@ def kernel_flags_for(families: Iterable[str], *, syscall_args: bool = False) -> 
 def uses_call_arguments(text: str) -> bool:
     """Whether a D program reads system call arguments (``argN``, ``args[N]``) or ``copyinstr``."""
     return re.search(r"\b(arg[0-9]|args\s*\[|copyinstr)\b", text) is not None
+
+
+def syscall_args_calls(descriptions: Iterable[Description]) -> list[str]:
+    """The system calls whose arguments the kernel trace records for these probes: the calls the
+    ``syscall`` descriptions name (patterns kept), or ``["*"]`` when one names every call."""
+    calls: list[str] = []
+    for desc in descriptions:
+        if desc.provider != "syscall":
+            continue
+        if desc.function in ("", "*"):
+            return ["*"]
+        if desc.function not in calls:
+            calls.append(desc.function)
+    return calls
+
+
+def syscall_args_execnames(tree: Any, clauses: list[Any]) -> list[str] | None:
+    """The process names every ``syscall`` clause's predicate requires (``execname == "dd"``, one
+    of the conditions it joins with ``&&``): the only threads whose arguments the kernel trace
+    need record. ``None`` when a ``syscall`` clause fires for any name."""
+    from openetw.probe.lang import ast as A
+
+    names: list[str] = []
+    for clause, info in zip(tree.clauses, clauses, strict=True):
+        if not any(d.provider == "syscall" for d in info.descriptions):
+            continue
+        required = _names_required(clause.predicate, A) if clause.predicate is not None else []
+        if not required:
+            return None
+        names += [name for name in required[:1] if name not in names]
+    return names or None
+
+
+def _names_required(expr: Any, A: Any) -> list[str]:
+    if isinstance(expr, A.Binary) and expr.op == "&&":
+        return _names_required(expr.left, A) + _names_required(expr.right, A)
+    if isinstance(expr, A.Binary) and expr.op == "==":
+        for one, other in ((expr.left, expr.right), (expr.right, expr.left)):
+            if isinstance(one, A.Ident) and one.name == "execname" and not one.scope and isinstance(other, A.StrLit):
+                return [other.value]
+    return []
 
 
 

@@ -186,7 +186,11 @@ class LiveSessions:
     def __init__(self, etw: Sequence[Description], *, kernel_flags: Sequence[str] = (), profile_rate: int | None = None,
                  target: LiveTarget | None = None, resolve: Callable[[str], uuid.UUID] | None = None,
                  buffer_size_kb: int = 64, kernel_buffer_kb: int = 4096, ready: Callable[[str], Any] | None = None,
-                 manifests: Any = None) -> None:  # fmt: skip
+                 manifests: Any = None, kernel_syscall_args: Sequence[str] | None = None,
+                 kernel_syscall_args_execnames: Sequence[str] | None = None) -> None:  # fmt: skip
+        """``kernel_syscall_args``, ``kernel_syscall_args_execnames``: the system calls whose
+        arguments the ``syscall_args`` kernel flag records, of threads of these names (see
+        ``Session.start``; the target's processes only when there is a target)."""
         self.ready = ready
         self.paths: list[str] = []
         self.evtx: list[str] = []
@@ -196,6 +200,8 @@ class LiveSessions:
         self.target = target
         self.enables = etw_enables(etw, resolve=resolve or _resolve_name) if etw else {}
         self.kernel_flags = list(kernel_flags)
+        self.kernel_syscall_args = list(kernel_syscall_args) if kernel_syscall_args is not None else None
+        self.kernel_syscall_args_execnames = list(kernel_syscall_args_execnames) if kernel_syscall_args_execnames is not None else None
         self.profile_rate = profile_rate
         self.buffer_size_kb = buffer_size_kb
         self.kernel_buffer_kb = kernel_buffer_kb
@@ -232,6 +238,10 @@ class LiveSessions:
                 buffer_size=max(256, self.buffer_size_kb),
                 max_buffers=max(64, self.kernel_buffer_kb // 256),
                 kernel_flags=self.kernel_flags, kernel_buffer_size=self.kernel_buffer_kb, kernel_profile_rate=self.profile_rate,
+                kernel_syscall_args=self.kernel_syscall_args if "syscall_args" in self.kernel_flags else None,
+                # The probes fire for the target and its children only: so are the arguments recorded.
+                kernel_syscall_args_pids=[pid] if pid is not None and "syscall_args" in self.kernel_flags else None,
+                kernel_syscall_args_execnames=self.kernel_syscall_args_execnames if "syscall_args" in self.kernel_flags else None,
             ))  # fmt: skip
 
     def run(self, callback: Callable[[Any, Any], None], kernel_batch: Callable[[Any], None] | None = None,

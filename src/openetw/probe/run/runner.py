@@ -216,6 +216,8 @@ class ProbeRun:
         if kernel:
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
             self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
+            execnames = getattr(self.files, "kernel_syscall_args_execnames", None)
+            self.kernel_probes.args_execnames = {name[:15] for name in execnames} if execnames else None
             self.kernel_probes.awaited_exit = self.target_pid
             counting = count_plan(self.program.tree, self.program.clauses, self.program.declared) if self.columnar else None
             if counting is not None:

@@ -1,0 +1,616 @@
+"""The table form of one ``.etl`` written from columns: the same tables as ``pipeline``, without a
+Python object per event.
+
+The file's index (``build_index_data``: every record's header columns, in the time order
+``EtlReader.records(time_order=True)`` gives) is taken a window of ``events_rows`` rows at a time.
+The ``events`` table is built from the header columns; names (provider, event) and schemas are
+looked up once per record identity, process names once per process and stretch of time, and only
+these records are built as ``EventRecord``s:
+
+* the records that teach the decode context something (kernel process events, EventSource
+  manifest chunks, TDH metadata, the Kernel-Process provider's start and stop), observed in
+  order, so that every record is named with what the trace said before it, as ``pipeline`` does;
+* one record per identity (kind, header type, provider, id, hook, version, opcode, flags), and
+  the records whose schema or columns are their own (events with extended data: TraceLogging
+  schemas, related activity ids; EventSource manifest chunks).
+
+Each schema's payloads go to its table as places in the mapped file and are decoded by the
+compiled core from the schema's column plan (``SchemaTable.decode_places``).
+
+The values are the ones ``pipeline`` writes, row for row (a test exports every corpus trace both
+ways). ``export_from_columns`` gives ``False`` without writing anything for the traces it leaves to
+``pipeline``: damage (unknown records, problems found reading), WPP messages, files over
+``COLUMNS_MAX_BYTES``. Compressed buffers are inflated into memory first (the mapped file holds
+no payload in place).
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES, build_index_data
+from openetw.errors import OpenEtwError
+from openetw.etl import layouts as L
+from openetw.etl.reader import EtlReader
+from openetw.etl.record import RECORD_CLASSES, EventRecord
+from openetw.export._deps import require
+from openetw.export.events import events_schema
+from openetw.export.pipeline import ExportSummary, Progress, TableWriter, _Identities, _layout, _young_collections
+from openetw.export.source import Selection
+from openetw.export.tables import SchemaTable, TableCatalog
+from openetw.guids import format_guid
+from openetw.tdh.columns import numeric_array
+from openetw.tdh.context import DecodeContext, process_name_from_image
+from openetw.tdh.registry import SchemaRegistry
+from openetw.tdh.schema import Schema
+
+__all__ = ["COLUMNS_MAX_BYTES", "export_from_columns"]
+
+COLUMNS_MAX_BYTES = 512 << 20
+"""Files up to this size are written from columns: the whole file's header columns are held at once
+(about 100 bytes a record while the index is built), where the pipeline's memory stays flat."""
+
+_SYSTEM, _COMPACT, _PERFINFO, _CLASSIC, _INSTANCE, _EVENT, _WPP, _UNKNOWN = (KIND_CODES[name] for name in KIND_NAMES)
+_PROCESS_GROUP, _IMAGE_LOAD = 3, 10
+_EXTENDED_INFO = 0x0001
+_MANIFEST_DATA_ID, _MANIFEST_OPCODE = 0xFFFE, 254
+_KERNEL_PROCESS_PROVIDER = "22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716"
+_METADATA_CLASS = "bbccf6c1-6cd1-48c4-80ff-839482e37671"
+_ACTIVITY_AT = L.EVENT_HEADER.offset("ActivityId")
+_FILETIME_UNIX_TICKS = 116_444_736_000_000_000
+_MIN_TICKS = _FILETIME_UNIX_TICKS - (1 << 63) // 100 + 1
+_MAX_TICKS = _FILETIME_UNIX_TICKS + ((1 << 63) - 1) // 100
+_ZERO_GUID = "00000000-0000-0000-0000-000000000000"
+_ROW_BY_ROW = 24  # runs between teaching records this short are named record by record (cheaper than a pass of numpy)
+
+
+class _Trace:
+    """The index of one file and its buffers' bytes (the file mapped, or the buffers inflated into
+    memory when they are compressed): records built on demand."""
+
+    def __init__(self, reader: EtlReader, path: str) -> None:
+        self.built = built = build_index_data(path)
+        self.rows = built.records
+        self.context = built.context
+        buffers = built.buffers
+        count = int(buffers["index"].max()) + 1 if len(buffers) else 0
+        self.buffer_at = np.full(count, -1, dtype=np.int64)
+        self.buffer_length = np.zeros(count, dtype=np.int64)
+        self._file = None
+        self.map: Any = b""
+        if reader.header.compressed:
+            parts: list[bytes] = []
+            total = 0
+            with EtlReader(path, strict=False) as again:
+                for info, data in again.buffers():
+                    if info.index < count:
+                        self.buffer_at[info.index], self.buffer_length[info.index] = total, len(data)
+                    parts.append(data)
+                    total += len(data)
+            self.map = b"".join(parts)
+        elif len(buffers):
+            self.buffer_at[buffers["index"]] = buffers["file_offset"]
+            self.buffer_length[buffers["index"]] = buffers["buffer_size"]
+            self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+            self.map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self._buffers: dict[
+            int, bytes
+        ] = {}  # the last few buffers records were built from (time order interleaves processors)
+        rows = self.rows
+        self.at = (
+            self.buffer_at[rows["buffer"]] + rows["offset"].astype(np.int64)
+            if len(rows)
+            else np.zeros(0, dtype=np.int64)
+        )
+
+    def usable(self) -> bool:
+        built, rows = self.built, self.rows
+        return (
+            not built.errors and not built.unknown_reasons and int(built.read_stats.get("skipped_bytes", 0)) == 0
+            and not bool(np.any((rows["kind"] == _WPP) | (rows["kind"] == _UNKNOWN)))
+            and not bool(np.any(self.buffer_at[rows["buffer"]] < 0))
+        )  # fmt: skip
+
+    def record(self, row: int) -> EventRecord:
+        entry = self.rows[row]
+        buffer = int(entry["buffer"])
+        data = self._buffers.get(buffer)
+        if data is None:
+            if len(self._buffers) >= 64:
+                self._buffers.clear()
+            start = int(self.buffer_at[buffer])
+            data = self._buffers[buffer] = bytes(self.map[start : start + int(self.buffer_length[buffer])])
+        cls = RECORD_CLASSES[int(entry["header_type"])]
+        offset = int(entry["offset"])
+        header = cls.layout.unpack_from(data, offset)  # type: ignore[union-attr]
+        return cls(header, data, offset, int(entry["size"]), int(entry["cpu"]), self.context, buffer)
+
+    def close(self) -> None:
+        if isinstance(self.map, mmap.mmap):
+            self.map.close()
+        if self._file is not None:
+            self._file.close()
+
+
+def export_from_columns(
+    reader: EtlReader, registry: SchemaRegistry, writer: TableWriter, summary: ExportSummary, *, selection: Selection | None = None,
+    progress: Progress | None = None, events_rows: int = 1 << 16, pending_limit: int = 1 << 17, flush_rows: int = 1 << 16,
+) -> bool:  # fmt: skip
+    """Writes the table form of ``reader``'s file through ``writer`` from its columns; ``False``
+    (nothing written) when the file is one to read record by record (see the module doc)."""
+    if reader.path is None or os.path.getsize(reader.path) > COLUMNS_MAX_BYTES:
+        return False
+    try:
+        trace = _Trace(reader, reader.path)
+    except OpenEtwError:
+        return False  # damage the index pass stops at: the pipeline reads what it can, record by record
+    try:
+        if not trace.usable():
+            return False
+        with _young_collections():
+            chosen = selection if selection is not None else Selection()
+            _export(trace, reader, registry, writer, summary, chosen, progress, events_rows, pending_limit, flush_rows)
+        return True
+    finally:
+        trace.close()
+
+
+class _Names:
+    """Short process names (``svchost``) per image, made once."""
+
+    def __init__(self) -> None:
+        self.short: dict[str, str] = {}
+
+    def of(self, image: str | None) -> str | None:
+        if not image:
+            return None
+        name = self.short.get(image)
+        if name is None:
+            name = self.short[image] = process_name_from_image(image)
+        return name
+
+
+class _Labels:
+    """Strings numbered once (process names), the row columns hold their numbers."""
+
+    def __init__(self) -> None:
+        self.texts: list[str | None] = [None]
+        self._codes: dict[str | None, int] = {None: 0}
+
+    def code(self, text: str | None) -> int:
+        found = self._codes.get(text)
+        if found is None:
+            found = self._codes[text] = len(self.texts)
+            self.texts.append(text)
+        return found
+
+
+def _process_codes(
+    context: DecodeContext, names: _Names, labels: _Labels, pids: np.ndarray, when: np.ndarray
+) -> np.ndarray:
+    """The number of ``process_name(pid, when)`` of each row, with the context as it is now."""
+    if not len(pids):
+        return np.zeros(0, dtype=np.int64)
+    unique, inverse = np.unique(pids, return_inverse=True)
+    earliest, latest = int(when.min()), int(when.max())
+    codes = np.zeros(len(unique), dtype=np.int64)
+    varying: list[tuple[int, list[Any]]] = []
+    for k, pid in enumerate(unique.tolist()):
+        spans = context.lifetimes(pid)
+        holding = [span for span in spans if span.start <= latest and earliest <= span.end]
+        if not holding:
+            continue
+        if len(holding) == 1 and holding[0].start <= earliest and latest <= holding[0].end:
+            codes[k] = labels.code(names.of(holding[0].image))
+        else:
+            varying.append((k, spans))
+    out: np.ndarray = codes[inverse]
+    for k, spans in varying:  # a lifetime begins or ends inside the run: row by row
+        mine = np.flatnonzero(inverse == k)
+        times = when[mine]
+        chosen = np.full(len(mine), -1, dtype=np.int64)
+        for number, span in enumerate(spans):  # the latest lifetime holding the time wins, as process() picks
+            chosen[(times >= span.start) & (times <= span.end)] = number
+        texts = np.asarray([labels.code(names.of(span.image)) for span in spans] + [0], dtype=np.int64)
+        out[mine] = texts[chosen]
+    return out
+
+
+class _IdentityTable:
+    """(schema, provider name, event name, pointer size) numbered once; rows hold the numbers."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Schema | None, str | None, str | None, int]] = []
+        self._codes: dict[tuple[int, str | None, str | None, int], int] = {}
+
+    def code(self, schema: Schema | None, provider: str | None, event: str | None, pointer_size: int) -> int:
+        key = (id(schema), provider, event, pointer_size)
+        found = self._codes.get(key)
+        if found is None:
+            found = self._codes[key] = len(self.items)
+            self.items.append((schema, provider, event, pointer_size))  # (keeps the schema, so its id stays its own)
+        return found
+
+
+def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
+    """Rows ``DecodeContext.observe`` learns from (a superset: the others teach it nothing)."""
+    kind, hook, provider = rows["kind"], rows["hook_id"], rows["provider"]
+
+    def provider_is(text: str) -> np.ndarray:
+        result: np.ndarray = provider == providers.index(text) if text in providers else np.zeros(len(rows), dtype=bool)
+        return result
+
+    kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
+    process = kernel & ((hook >> 8) == _PROCESS_GROUP) & ((hook & 0xFF) != _IMAGE_LOAD)
+    manifest = (kind == _EVENT) & (
+        ((rows["id"] == _MANIFEST_DATA_ID) & (rows["opcode"] == _MANIFEST_OPCODE))
+        | provider_is(_KERNEL_PROCESS_PROVIDER)
+    )
+    metadata = ((kind == _CLASSIC) | (kind == _INSTANCE)) & provider_is(_METADATA_CLASS)
+    teaching: np.ndarray = process | manifest | metadata
+    return teaching
+
+
+def _identity_keys(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's identity as two 64-bit words, and the two mixed into one (to sort on)."""
+
+    def column(name: str) -> np.ndarray:
+        values: np.ndarray = rows[name].astype(np.uint64)
+        return values
+
+    provider = (rows["provider"].astype(np.int64) + 1).astype(np.uint64)
+    high = (
+        column("kind") << np.uint64(56)
+        | column("header_type") << np.uint64(48)
+        | provider << np.uint64(16)
+        | column("flags")
+    )
+    low = (
+        column("id") << np.uint64(40)
+        | column("hook_id") << np.uint64(24)
+        | column("version") << np.uint64(8)
+        | column("opcode")
+    )
+    return high, low, high ^ (low * np.uint64(0x9E3779B97F4A7C15))
+
+
+def _unique_identities(
+    keys: tuple[np.ndarray, np.ndarray, np.ndarray], chosen: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(identities of rows chosen, return_index, return_inverse)[1:]``, exactly."""
+    high, low, mixed = (part[chosen] for part in keys)
+    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    if np.array_equal(high, high[first][inverse]) and np.array_equal(low, low[first][inverse]):
+        return first, inverse
+    pairs = np.zeros(len(chosen), dtype=[("high", np.uint64), ("low", np.uint64)])  # two identities mixed to one word
+    pairs["high"], pairs["low"] = high, low
+    _, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+    return first, inverse
+
+
+def _export(
+    trace: _Trace, reader: EtlReader, registry: SchemaRegistry, writer: TableWriter, summary: ExportSummary, selection: Selection, progress: Progress | None,
+    events_rows: int, pending_limit: int, flush_rows: int,
+) -> None:  # fmt: skip
+    pa = require("pyarrow", "exporting tables")
+    started = time.perf_counter()
+    context = DecodeContext(registry, learn_threads=False, learn_images=False)
+    catalog = TableCatalog(pa, registry.source_of, writer.suffix)
+    schema_of_events = events_schema(pa)
+    identities = _Identities(registry, context)
+    names = _Names()
+    rows, built = trace.rows, trace.built
+    providers = [format_guid(guid) for guid in built.providers]
+    teaching = _teaching(rows, providers)
+    own = (rows["kind"] == _EVENT) & (((rows["flags"] & _EXTENDED_INFO) != 0) | (rows["id"] == _MANIFEST_DATA_ID))
+    accept = _provider_filter(selection, providers)
+    queues: dict[int, _Queue] = {}
+    groups: dict[tuple[int, int], tuple[Schema, SchemaTable, Any]] = {}
+    groups_seen: dict[tuple[int, int], int] = {}
+    pending = decoded = undecodable = 0
+    n = len(rows)
+    table_of = _IdentityTable()
+    labels = _Labels()
+    for first in range(0, n, events_rows):
+        last = min(n, first + events_rows)
+        window = rows[first:last]
+        size = last - first
+        ident = np.zeros(size, dtype=np.int64)
+        process = np.zeros(size, dtype=np.int64)
+        extras: dict[int, tuple[str | None, list[str] | None]] = {}  # related activity id and extended item names
+        keys = _identity_keys(window)
+        mine = own[first:last]
+        cuts = np.flatnonzero(teaching[first:last]).tolist()
+        bounds = [0, *cuts, size] if not cuts or cuts[0] != 0 else [*cuts, size]
+        for a, b in itertools.pairwise(bounds):
+            if b <= a:
+                continue
+            if b - a <= _ROW_BY_ROW or teaching[first + a]:
+                # the teaching record first (observed, then named with what it taught), then the
+                # rows up to the next one, a short run row by row
+                stop = b if b - a <= _ROW_BY_ROW else a + 1
+                for i in range(a, stop):
+                    record = trace.record(first + i)
+                    if teaching[first + i]:
+                        context.observe(record)
+                    info = context.process(record.pid, record.filetime)
+                    process[i] = labels.code(names.of(None if info is None else info.image))
+                    ident[i] = _one(record, identities, table_of, i, extras)
+                a = stop
+            if b > a:
+                process[a:b] = _process_codes(context, names, labels, window["pid"][a:b], window["filetime"][a:b])
+                _identify(trace, identities, table_of, keys, mine, a, b, first, ident, extras)
+        items = table_of.items
+        provider_texts = [item[1] or None for item in items]
+        kept = np.ones(size, dtype=bool)
+        if selection.start is not None:
+            kept &= window["filetime"] >= selection.start
+        if selection.end is not None:
+            kept &= window["filetime"] <= selection.end
+        if accept is not None:
+            kept &= accept(window["provider"], provider_texts, ident)
+        chosen = np.flatnonzero(kept)
+        if not len(chosen):
+            continue
+        positions = np.arange(first, last, dtype=np.int64)
+        event_texts = [item[2] or None for item in items]
+        sizes = np.asarray([item[3] for item in items], dtype=np.uint8)
+        table = _events_table(pa, schema_of_events, trace, window, positions, chosen, providers, provider_texts, event_texts, ident,
+                              labels.texts, process, sizes, extras)  # fmt: skip
+        summary.rows += table.num_rows
+        writer.write_events(table)
+        # each schema's rows, tables made in order of first appearance
+        group_of = np.asarray(
+            [
+                -1 if item[0] is None else groups_seen.setdefault((id(item[0]), item[3]), len(groups_seen))
+                for item in items
+            ],
+            dtype=np.int64,
+        )
+        row_groups = group_of[ident[chosen]]
+        undecodable += int(np.count_nonzero(row_groups < 0))
+        with_schema = chosen[row_groups >= 0]
+        if not len(with_schema):
+            continue
+        codes, firsts, inverse = np.unique(group_of[ident[with_schema]], return_index=True, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds_of = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
+        # a table's records in record order, whatever schema objects (at whatever pointer size) lead to it
+        per_table: dict[int, tuple[_Queue, list[tuple[np.ndarray, Any]]]] = {}
+        for g in np.argsort(firsts, kind="stable").tolist():
+            picked = with_schema[order[bounds_of[g] : bounds_of[g + 1]]]
+            schema, provider_name, event_name, pointer_size = items[int(ident[picked[0]])]
+            assert schema is not None
+            key = (id(schema), pointer_size)
+            entry = groups.get(key)
+            if entry is None or entry[0] is not schema:
+                made = catalog.table_for(schema, provider_name, event_name)
+                entry = groups[key] = (schema, made, registry.compiled(schema, pointer_size))
+            decoded += len(picked)
+            queue = queues.get(id(entry[1]))
+            if queue is None or queue.table is not entry[1]:
+                queue = queues[id(entry[1])] = _Queue(entry[1])
+            per_table.setdefault(id(queue), (queue, []))[1].append((picked, entry[2]))
+        for queue, parts in per_table.values():
+            for picked, decoder in _in_record_order(parts):
+                queue.add(
+                    positions[picked],
+                    trace.at[first + picked] + window["user_data_offset"][picked],
+                    window["user_data_length"][picked],
+                    decoder,
+                )
+                pending += len(picked)
+            if len(queue) >= flush_rows:
+                pending -= len(queue)
+                queue.flush(pa, trace.map, writer)
+            elif pending >= pending_limit:
+                for other in sorted(queues.values(), key=len, reverse=True):
+                    if pending < pending_limit // 2:
+                        break
+                    pending -= len(other)
+                    other.flush(pa, trace.map, writer)
+        if progress is not None:
+            progress(last, time.perf_counter() - started)
+    for queue in queues.values():
+        queue.flush(pa, trace.map, writer)
+    if summary.rows == 0:
+        writer.write_events(
+            pa.Table.from_arrays([pa.array([], type=field.type) for field in schema_of_events], schema=schema_of_events)
+        )
+    summary.records += n
+    summary.decoded += decoded
+    summary.undecodable += undecodable
+    summary.property_errors += sum(table.property_errors for table in catalog.tables)
+    summary.untyped_values += sum(table.untyped_values for table in catalog.tables)
+    summary.tables += len(catalog.tables)
+    summary.errors.extend(str(error) for error in reader.stats.errors)  # as the pipeline lists them: the reader's first
+    summary.errors.extend(str(error) for error in context.manifest_errors)
+    summary.seconds += time.perf_counter() - started
+    if progress is not None:
+        progress(n, summary.seconds)
+    writer.finish(_layout(summary, catalog, events_schema=schema_of_events))
+
+
+def _in_record_order(parts: list[tuple[np.ndarray, Any]]) -> list[tuple[np.ndarray, Any]]:
+    """Rows of one table from several decoders, as runs of one decoder in row order."""
+    if len(parts) == 1:
+        return parts
+    rows = np.concatenate([picked for picked, _ in parts])
+    which = np.concatenate([np.full(len(picked), k, dtype=np.int64) for k, (picked, _) in enumerate(parts)])
+    order = np.argsort(rows, kind="stable")
+    rows, which = rows[order], which[order]
+    cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
+    return [
+        (run, parts[int(kinds[0])][1]) for run, kinds in zip(np.split(rows, cuts), np.split(which, cuts), strict=True)
+    ]
+
+
+class _Queue:
+    """A table's records waiting to be decoded: positions and places of their payloads."""
+
+    __slots__ = ("table", "parts", "count")
+
+    def __init__(self, table: SchemaTable) -> None:
+        self.table = table
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, Any]] = []
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, positions: np.ndarray, starts: np.ndarray, lengths: np.ndarray, decoder: Any) -> None:
+        self.parts.append((positions, starts, lengths, decoder))
+        self.count += len(positions)
+
+    def flush(self, pa: Any, blob: Any, writer: TableWriter) -> None:
+        parts, self.parts, self.count = self.parts, [], 0
+        if not parts:
+            return
+        start = 0
+        while start < len(parts):  # one decode per run of parts with the same decoder (a schema at one pointer size)
+            stop = start + 1
+            while stop < len(parts) and parts[stop][3] is parts[start][3]:
+                stop += 1
+            run = parts[start:stop]
+            batch = self.table.decode_places(
+                pa, blob, np.concatenate([p[0] for p in run]), np.concatenate([p[1] for p in run]).astype(np.int64),
+                np.concatenate([p[2] for p in run]).astype(np.int64), run[0][3],
+            )  # fmt: skip
+            writer.write_table(self.table, batch.table)
+            start = stop
+
+
+def _one(
+    record: EventRecord,
+    identities: _Identities,
+    table_of: _IdentityTable,
+    i: int,
+    extras: dict[int, tuple[str | None, list[str] | None]],
+) -> int:
+    """The identity number of row ``i`` from its record (and its extended columns into ``extras``)."""
+    if record.kind == "event" and record.flags & _EXTENDED_INFO:
+        other = record.related_activity_id
+        items = record.extended
+        extras[i] = (
+            None if other is None else format_guid(other),
+            [item.type_name for item in items] if items else None,
+        )
+    return table_of.code(*identities.of(record), record.pointer_size)
+
+
+def _identify(
+    trace: _Trace, identities: _Identities, table_of: _IdentityTable, keys: tuple[np.ndarray, np.ndarray, np.ndarray], own: np.ndarray,
+    a: int, b: int, first: int, ident: np.ndarray, extras: dict[int, tuple[str | None, list[str] | None]],
+) -> None:  # fmt: skip
+    """Identity numbers of rows ``a:b`` of the window (with the context as it is now)."""
+    mine = own[a:b]
+    for i in (a + np.flatnonzero(mine)).tolist():
+        ident[i] = _one(trace.record(first + i), identities, table_of, i, extras)
+    shared = a + np.flatnonzero(~mine)
+    if not len(shared):
+        return
+    lead, inverse = _unique_identities(keys, shared)
+    codes = np.asarray(
+        [_one(trace.record(first + row), identities, table_of, row, extras) for row in shared[lead].tolist()],
+        dtype=np.int64,
+    )
+    ident[shared] = codes[inverse]
+
+
+def _provider_filter(
+    selection: Selection, providers: list[str]
+) -> Callable[[np.ndarray, list[str | None], np.ndarray], np.ndarray] | None:
+    """Which rows a provider selection keeps (by GUID, or by the provider name they were given)."""
+    if not selection.providers:
+        return None
+    guids, wanted = selection.provider_sets()
+    by_guid = np.asarray([text in guids for text in providers] + [False], dtype=bool)
+
+    def accept(provider: np.ndarray, names: list[str | None], ident: np.ndarray) -> np.ndarray:
+        by_name = np.asarray([name is not None and name.lower() in wanted for name in names] + [False], dtype=np.bool_)
+        result: np.ndarray = by_guid[provider] | by_name[ident]
+        return result
+
+    return accept
+
+
+def _events_table(
+    pa: Any, schema: Any, trace: _Trace, window: np.ndarray, positions: np.ndarray, chosen: np.ndarray, providers: list[str],
+    provider_texts: list[str | None], event_texts: list[str | None], ident: np.ndarray, process_texts: list[str | None], process: np.ndarray,
+    sizes: np.ndarray, extras: dict[int, tuple[str | None, list[str] | None]],
+) -> Any:  # fmt: skip
+    rows = window if len(chosen) == len(window) else window[chosen]
+    kind = rows["kind"]
+    is_event = kind == _EVENT
+    kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
+    guid_text = pa.array(providers + [None], type=pa.string())
+    provider = rows["provider"].astype(np.int64)
+    provider = np.where(kernel | (provider < 0), len(providers), provider)  # kernel records carry no provider GUID
+    filetime = rows["filetime"]
+    in_range = (filetime >= _MIN_TICKS) & (filetime <= _MAX_TICKS)
+    nanos = np.where(in_range, (filetime - _FILETIME_UNIX_TICKS) * 100, 0)
+    mine = ident[chosen]
+    related: list[str | None] = [None] * len(chosen)
+    extended: list[list[str] | None] = [None] * len(chosen)
+    if extras:
+        for k, i in enumerate(chosen.tolist()):
+            found = extras.get(i)
+            if found is not None:
+                related[k], extended[k] = found
+    columns: dict[str, Any] = {
+        "record": numeric_array(pa, positions[chosen], pa.int64()),
+        "kind": pa.array(list(KIND_NAMES), type=pa.string()).take(numeric_array(pa, kind, pa.int64())),
+        "provider_id": guid_text.take(numeric_array(pa, provider, pa.int64())),
+        "provider_name": pa.array(provider_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
+        "event_name": pa.array(event_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
+        "id": numeric_array(pa, rows["id"], pa.uint16()),
+        "version": numeric_array(pa, rows["version"], pa.uint16()),
+        "channel": numeric_array(pa, rows["channel"], pa.uint8()),
+        "level": numeric_array(pa, rows["level"], pa.uint8()),
+        "opcode": numeric_array(pa, rows["opcode"], pa.uint8()),
+        "task": numeric_array(pa, rows["task"], pa.uint16()),
+        "keyword": numeric_array(pa, rows["keyword"], pa.uint64()),
+        "hook_id": numeric_array(pa, rows["hook_id"], pa.uint16(), kernel),
+        "pid": numeric_array(pa, rows["pid"], pa.uint32()),
+        "tid": numeric_array(pa, rows["tid"], pa.uint32()),
+        "cpu": numeric_array(pa, rows["cpu"], pa.uint32()),
+        "timestamp": numeric_array(pa, rows["timestamp"], pa.int64()),
+        "time": numeric_array(pa, nanos, pa.timestamp("ns", tz="UTC"), in_range),
+        "size": numeric_array(pa, rows["size"], pa.uint32()),
+        "activity_id": _activities(pa, trace, positions[chosen], is_event),
+        "related_activity_id": pa.array(related, type=pa.string()),
+        "extended": pa.array(extended, type=pa.list_(pa.string())),
+        "pointer_size": numeric_array(pa, sizes[mine], pa.uint8()),
+        "user_data_length": numeric_array(pa, rows["user_data_length"], pa.uint32()),
+        "process_name": pa.array(process_texts, type=pa.string()).take(numeric_array(pa, process[chosen], pa.int64())),
+        "reason": pa.nulls(len(chosen), type=pa.string()),
+    }
+    return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)
+
+
+def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) -> Any:
+    """The activity id text of each of ``rows`` (EVENT_HEADER records; null for the others)."""
+    out: list[str | None] = [None] * len(rows)
+    events = np.flatnonzero(is_event)
+    if len(events):
+        at = trace.at[rows[events]] + _ACTIVITY_AT
+        u8 = np.frombuffer(trace.map, dtype=np.uint8)
+        raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
+        unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
+        texts = [_guid_text(bytes(item)) for item in unique.tolist()]
+        for i, k in zip(events.tolist(), inverse.tolist(), strict=True):
+            out[i] = texts[k]
+    return pa.array(out, type=pa.string())
+
+
+def _guid_text(raw: bytes) -> str:
+    value = uuid.UUID(bytes_le=raw)
+    return _ZERO_GUID if value.int == 0 else format_guid(value)
