@@ -50,6 +50,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",
     ),
+    "openetw.nettrace": ("EventMetadata", "Field", "NettraceEvent", "NettraceReader", "NettraceStats", "TraceInfo"),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",
     ),

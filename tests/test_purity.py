@@ -18,7 +18,7 @@ import pytest
 import openetw
 
 SRC = Path(openetw.__file__).parent
-PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang")
+PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "nettrace")
 # Shells that live in a pure layer's package, beside its pure modules: the stores of installed
 # manifests (files, locks) are the manifest package's I/O half.
 SHELLS_WITHIN = ("manifest/store/",)

@@ -208,6 +208,37 @@ def _located(message: str, path: str | None, offset: int | None, *rest: tuple[st
     return f"{prefix}: {message}" if prefix else message
 
 
+class NettraceFormatError(OpenEtwError):
+    """An EventPipe trace (``.nettrace``, ``.netperf``) does not follow the format.
+
+    ``offset`` is the absolute file offset of the problem, ``block`` the index of the
+    FastSerialization object (or V6 block) being read, counting the Trace object as 0 (``None``
+    in the stream header), ``structure`` the layout being read (``stream header``,
+    ``Trace``, ``EventBlock``, ``event header``, ``metadata``, ``StackBlock``, ``SPBlock``, ...).
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        block: int | None = None,
+        structure: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.message = message
+        self.offset = offset
+        self.block = block
+        self.structure = structure
+        self.path = path
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return _located(self.message, self.path, self.offset, ("block", self.block), self.structure)
+
+
 class SymbolFormatError(OpenEtwError):
     """A symbol file (PDB, ELF, a ``perf-PID.map`` or kallsyms text) does not follow its format.
 

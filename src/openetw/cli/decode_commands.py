@@ -65,11 +65,12 @@ def _output(path: str | None) -> Iterator[TextIO]:
 @manifest_option
 @no_installed_option
 @click.option("--json", "as_json", is_flag=True, help="The summary as one JSON document; with --format json, JSON lines (other formats refuse it).")
+@click.option("--first-per-type", is_flag=True, help="With --format perfview: one line per event name, its count and its first event as XML.")
 @quiet_option
 @time_window_options
 @streamed_no_index_option
 def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tuple[str, ...], no_installed: bool, as_json: bool,
-           quiet: bool, window: TimeSpec) -> None:  # fmt: skip
+           first_per_type: bool, quiet: bool, window: TimeSpec) -> None:  # fmt: skip
     """Decode every event of each FILE (merged in time order) and write a report.
 
     \b
@@ -77,13 +78,17 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
     csv       one row per event: time, provider, event, descriptor, pid/tid, process, cpu, fields
     xml       tracerpt's <Events> document (System, EventData, RenderingInfo per event)
     json      one JSON object per event (dump --json's keys plus "properties")
-    perfview  the text of PerfView's TraceEvent parsing tests (EVENT and COUNT lines)
+    perfview  the text of PerfView's TraceEvent parsing tests (EVENT and COUNT lines); with
+              --first-per-type the text of its EventPipe parsing tests: "Provider/Event, count,
+              <Event .../>", the first event of each name as TraceEvent's XML
 
     Events are decoded with installed manifests, --manifest files, TraceLogging metadata,
     the kernel's classic layouts, and what the trace itself carries (EventSource manifests,
     TDH metadata). Process names come from the trace's kernel and Kernel-Process events,
     learnt from the whole trace also when --start/--end keep only a part of it.
     """
+    if first_per_type and fmt != "perfview":
+        raise click.BadParameter("--first-per-type is a form of --format perfview", param_hint="--first-per-type")
     if as_json and fmt not in ("summary", "json"):
         raise click.BadParameter(f"--format {fmt} has no JSON form (use --format json or summary)", param_hint="--json")
     readers = open_readers(files)
@@ -97,7 +102,12 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
         context = DecodeContext(registry)
     records = within(with_progress(records_of(readers, time_order=True), readers, show_progress(quiet, output_is_stdout=output is None)), span)
     with _output(output) as out:
-        if fmt == "perfview":
+        if fmt == "perfview" and first_per_type:
+            from openetw.report.perfview.first_events import first_event_lines
+
+            for line in first_event_lines(records, registry, context):
+                out.write(line + "\n")
+        elif fmt == "perfview":
             perfview = PerfViewReport(registry, context)
             perfview.learn(_first_pass(files))
             for line in perfview.event_lines(records):

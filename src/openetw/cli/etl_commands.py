@@ -179,8 +179,12 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     providers: Counter[str] = Counter()
     names: dict[str, str] = {}
     records = 0
+    first = last = None
     for record in with_progress(reader, [reader], progress):
         records += 1
+        last = record
+        if first is None:
+            first = record
         kinds[record.kind] += 1
         key = _provider_key(record)
         providers[key] += 1
@@ -188,6 +192,16 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
             name = namer.provider_name(record)
             if name:
                 names[key] = name
+    if isinstance(reader, SourceReader):
+        return {
+            "path": reader.path, **_source_facts(reader, first, last), "records": records, "kinds": dict(kinds.most_common()),
+            "providers": [
+                {"provider": key, **({"name": names[key]} if key in names else {}), "records": count}
+                for key, count in providers.most_common()
+            ],
+            "unknown_records": 0, "skipped_bytes": 0,
+            "errors": [str(err) for err in [*reader.source.losses(), *reader.source.notices()]],
+        }  # fmt: skip
     h = reader.header
     stats = reader.stats
     return {
@@ -224,6 +238,22 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
     }
 
 
+def _source_facts(reader: SourceReader, first: EventRecord | None, last: EventRecord | None) -> dict[str, Any]:
+    """The header facts of a trace that is no ``.etl``: what its source says (``facts()``), the
+    times of its first and last records; what it does not say is ``None``."""
+    facts: dict[str, Any] = {
+        "logger_name": reader.format.description, "logfile_name": None, "os_version": None, "os_build": None, "version": None,
+        "pointer_size": None, "number_of_processors": None, "clock": None, "clock_type": None, "perf_freq": None,
+        "start_time": first.time_iso if first is not None else None, "end_time": last.time_iso if last is not None else None,
+        "buffer_size": None, "buffers": None, "buffers_read": reader.source.statistics().buffers, "compressed": False,
+        "compressed_buffers": 0, "log_file_mode": None, "events_lost": reader.source.statistics().events_lost, "buffers_lost": 0,
+    }  # fmt: skip
+    described = getattr(reader.source, "facts", None)
+    if described is not None:
+        facts.update(described())
+    return facts
+
+
 def _provider_key(record: EventRecord) -> str:
     if record.provider_guid_bytes is not None:
         return format_guid(record.provider_id)
@@ -236,11 +266,17 @@ def _print_summary(s: dict[str, Any]) -> None:
     echo = click.echo
     echo(f"{s['path']}")
     echo(f"  logger         {s['logger_name'] or '-'}   file {s['logfile_name'] or '-'}")
-    echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    if s["os_version"] is not None:
+        echo(f"  OS             {s['os_version']} build {s['os_build']}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
+    else:  # a trace that is no .etl: its format and version
+        echo(f"  format         {s['version'] or '-'}   pointer size {s['pointer_size']}   processors {s['number_of_processors']}")
     echo(f"  clock          {s['clock']} (PerfFreq {s['perf_freq']})")
     echo(f"  time           {s['start_time']} .. {s['end_time']}")
     compressed = f"compressed ({s['compressed_buffers']} buffers)" if s["compressed"] else "uncompressed"
-    echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    if s["buffer_size"] is not None:
+        echo(f"  buffers        {s['buffers']} of {s['buffer_size']} bytes, {s['buffers_read']} read, {compressed}")
+    else:
+        echo(f"  blocks         {s['buffers_read']} read")
     echo(f"  lost           {s['events_lost']} events, {s['buffers_lost']} buffers")
     echo(f"  records        {s['records']}   " + ", ".join(f"{k} {v}" for k, v in s["kinds"].items()))
     if s["unknown_records"] or s["skipped_bytes"]:
@@ -418,7 +454,8 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
 
     An OUTPUT ending in .evtx is a Windows Event Log file instead: .etl events are decoded (with
     the installed manifests) and written with their properties as EventData, .evtx records keep
-    their content; record ids are numbered from 1. FILES may be .etl and .evtx files.
+    their content; record ids are numbered from 1. FILES may be .etl and .evtx files, and
+    .NET EventPipe traces (.nettrace, .netperf), whose events relog to either as ETW events.
     """
     readers = open_readers(files)
     if any(os.path.abspath(output) == os.path.abspath(path) for path in files):
@@ -434,8 +471,9 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
             click.echo(f"wrote {output}: {written.records_written} records, {written.chunks_written} chunks")
         raise_if_damaged(readers)
         return
-    if any(isinstance(reader, SourceReader) and reader.format is EVTX for reader in readers):
-        raise click.BadParameter(".evtx files relog to an .evtx output only", param_hint="--output")
+    refused = [reader for reader in readers if isinstance(reader, SourceReader) and not reader.format.etw_records]
+    if refused:
+        raise click.BadParameter(f"{refused[0].format.description} files relog to an .evtx output only", param_hint="--output")
     from openetw.etl.relog import relog
 
     result = relog(readers, output, buffer_size=buffer_size * 1024 if buffer_size else None, file_mode=private)

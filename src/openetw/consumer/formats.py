@@ -42,6 +42,7 @@ class TraceFormat:
     suffixes: tuple[str, ...] = ()
     indexed: bool = False
     names_providers: bool = False  # records carry their provider's name (matched by it, not by a hashed GUID)
+    etw_records: bool = True  # its records are EVENT_RECORDs an .etl file can hold (relog copies them)
 
     def matches(self, head: bytes) -> bool:
         return any(head[offset : offset + len(magic)] == magic for offset, magic in self.magics)
@@ -74,9 +75,18 @@ EVTX = TraceFormat(
     magics=((0, b"ElfFile\x00"),),
     suffixes=(".evtx",),
     names_providers=True,
+    etw_records=False,
 )
 
-_FORMATS: list[TraceFormat] = [EVTX]
+NETTRACE = TraceFormat(
+    name="nettrace",
+    description=".NET EventPipe trace (.nettrace, .netperf)",
+    source="openetw.consumer.nettrace_source:NettraceFileSource",
+    magics=((0, b"Nettrace"), (0, b"\x14\x00\x00\x00!FastSerialization.1")),
+    suffixes=(".nettrace", ".netperf"),
+)
+
+_FORMATS: list[TraceFormat] = [EVTX, NETTRACE]
 
 
 def register_format(trace_format: TraceFormat) -> None:
@@ -153,6 +163,11 @@ class SourceReader:
 
     def __iter__(self) -> Iterator[Any]:
         return self.records()
+
+    @property
+    def context(self) -> Any:
+        """The ``RecordContext`` of the source's records (their clock, pointer size), if it has one."""
+        return getattr(self.source, "context", None)
 
     def close(self) -> None:
         self.source.close()

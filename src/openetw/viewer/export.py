@@ -39,6 +39,12 @@ class _Selected:
     def records(self, time_order: bool = True) -> Iterator[EventRecord]:
         yield from self.source.records(self.rows)
 
+    @property
+    def context(self) -> Any:
+        """The records' context (their clock), for a source with no logfile header of its own."""
+        first = next(iter(self.source.records(self.rows[:1])), None)
+        return first.context if first is not None else None
+
 
 def export(source: Any, rows: np.ndarray, fmt: str) -> bytes:
     """The rows of ``source`` in format ``fmt`` (see the module doc), as bytes."""
@@ -66,11 +72,11 @@ def export(source: Any, rows: np.ndarray, fmt: str) -> bytes:
 
             relog_to_evtx([source.name], path, registry=source.registry, readers=[selected])
         else:
-            if selected.header is None:
+            if selected.header is None and not getattr(getattr(source, "format", None), "etw_records", False):
                 raise InvalidArgument(f"{source.name} holds Event Log records: export it as .evtx, XML, JSON or CSV")
             from openetw.etl.relog import relog
 
-            relog([selected], path)  # type: ignore[list-item]  # a reader's interface, over chosen records
+            relog([selected], path)  # a reader's interface, over chosen records
         with open(path, "rb") as f:
             return f.read()
     finally:
