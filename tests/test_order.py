@@ -34,7 +34,8 @@ ENGINE, READ_MODEL, APPLICATION, PROGRAM, TESTING, CLI = 1, 2, 3, 4, 5, 6
 BUILD_TOOLS = "openetw._native.gen"
 RANKS: dict[str, int] = {
     # pure layers and the engine
-    "etl": ENGINE, "manifest": ENGINE, "tdh": ENGINE, "evtx": ENGINE, "session": ENGINE, "symbols": ENGINE,
+    "etl": ENGINE, "manifest": ENGINE, "tdh": ENGINE, "evtx": ENGINE, "session": ENGINE,
+    "symbols": ENGINE, "nettrace": ENGINE,
     "ipc": ENGINE, "service": ENGINE, "provider": ENGINE, "consumer": ENGINE, "kernel": ENGINE,
     "controller": ENGINE, "mc": ENGINE, "_native": ENGINE,
     "store": ENGINE,  # the old path of manifest/store/, kept for one release

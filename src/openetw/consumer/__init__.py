@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from openetw._moved import keep_old_paths
+from openetw._moved import keep_old_paths as _keep_old_paths
 
 if TYPE_CHECKING:
     from openetw.consumer import predicates
@@ -104,7 +104,7 @@ _LAZY: dict[str, str] = {
 
 
 # ``openetw.consumer.stream_source``, the old path of ``openetw.fleet.source``, kept for one release.
-keep_old_paths(__name__, "", {"stream_source": "openetw.fleet.source"})
+_keep_old_paths(__name__, "", {"stream_source": "openetw.fleet.source"})
 
 
 def __getattr__(name: str) -> object:

@@ -5,11 +5,11 @@ old module paths (``openetw.service.eventlog``, ``.eventlog_writer``, ``.stream`
 one release and import the moved modules themselves.
 """
 
-from openetw._moved import keep_old_paths
+from openetw._moved import keep_old_paths as _keep_old_paths
 
 __all__: list[str] = []
 
-keep_old_paths(__name__, "", {
+_keep_old_paths(__name__, "", {
     "eventlog": "openetw.eventlog.service",
     "eventlog_writer": "openetw.eventlog.writer",
     "stream": "openetw.fleet.publisher",
