@@ -32,7 +32,7 @@ from common import CORPUS, best_of, machine_note, table  # noqa: E402
 from dissect.etl import ETL  # noqa: E402
 
 from openetw.etl import EtlReader  # noqa: E402
-from openetw.report.sources import build_registry  # noqa: E402
+from openetw.events.registry import build_registry  # noqa: E402
 from openetw.tdh.registry import SchemaRegistry  # noqa: E402
 
 FILES = [

@@ -48,7 +48,7 @@ _CHILD = """
 import json, resource, sys, time
 wall, cpu = time.perf_counter(), time.process_time()
 from openetw.export import export_files
-from openetw.report.sources import build_registry
+from openetw.events.registry import build_registry
 source, output, manifests = sys.argv[1], sys.argv[2], sys.argv[3:]
 summary = export_files([source], output, "parquet", registry=build_registry(manifests, installed=False))
 print(json.dumps({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,

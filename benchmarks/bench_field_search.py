@@ -55,7 +55,7 @@ def measure(store: LogStore, source: Any, word: str, repeat: int) -> list[object
 
 
 def search_part(directory: Path, stored: int, repeat: int) -> tuple[list[list[object]], float]:
-    from openetw.report.sources import LazyManifestRegistry
+    from openetw.events.registry import LazyManifestRegistry
     from openetw.viewer.logs import LogSource
 
     store = LogStore(directory)

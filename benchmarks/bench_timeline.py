@@ -38,7 +38,7 @@ _CHILD = """
 import json, resource, sys, time
 wall, cpu = time.perf_counter(), time.process_time()
 from openetw.export.timeline import export_timeline
-from openetw.report.sources import build_registry
+from openetw.events.registry import build_registry
 source, output, fmt, manifests = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 summary = export_timeline([source], output, fmt, registry=build_registry(manifests, installed=False))
 print(json.dumps({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,

@@ -50,6 +50,10 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "ChunkInfo", "EvtxFormatError", "EvtxHeader", "EvtxReader", "EvtxRecord", "EvtxWriter", "FileHeader",
         "ReadStatistics", "read_file_header",
     ),
+    "openetw.perfdata": (
+        "EhEvent", "EhField", "EventAttr", "PerfData", "Sample", "TracepointName", "decode_fields", "is_perf_data",
+        "parse_event", "parse_tracepoint_name",
+    ),
     "openetw.nettrace": ("EventMetadata", "Field", "NettraceEvent", "NettraceReader", "NettraceStats", "TraceInfo"),
     "openetw.export": (
         "ExportSummary", "FORMATS", "MissingDependency", "Progress", "Selection", "TableWriter", "export_files",

@@ -1,8 +1,10 @@
 """The pure layers do no I/O behind the caller's back.
 
-``etl/``, ``manifest/``, ``tdh/``, ``session/``, ``evtx/``, ``symbols/`` and ``probe/lang/`` (and
-every pure layer added later: list it in ``PURE_LAYERS``) take bytes and objects and give bytes
-and objects. None of their modules imports what does I/O or concurrency (sockets, processes, threads, signals, memory maps, locks on files),
+``etl/``, ``manifest/``, ``tdh/``, ``session/``, ``evtx/``, ``symbols/``, ``probe/lang/``,
+``nettrace/``, ``perfdata/`` and the read model's XPath (``events/xpath/``; the rest of
+``events/`` opens sources and manifests for applications) (and every pure layer added later:
+list it in ``PURE_LAYERS``) take bytes and objects and give bytes and objects. None of their modules imports what does I/O or concurrency
+(sockets, processes, threads, signals, memory maps, locks on files),
 and only the functions listed in ``EDGES`` touch the file system: each takes a path from its
 caller, says so in its name or signature, and is where a program that holds a path meets the
 layer. Adding one is a decision: add it here with the reason.
@@ -18,7 +20,7 @@ import pytest
 import openetw
 
 SRC = Path(openetw.__file__).parent
-PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "nettrace")
+PURE_LAYERS = ("etl", "manifest", "tdh", "session", "evtx", "symbols", "probe/lang", "nettrace", "perfdata", "events/xpath")
 # Shells that live in a pure layer's package, beside its pure modules: the stores of installed
 # manifests (files, locks) are the manifest package's I/O half.
 SHELLS_WITHIN = ("manifest/store/",)
@@ -43,6 +45,7 @@ EDGES = {
     ("manifest/parser.py", "load_manifest"): "reads the manifest file the caller named",
     ("tdh/wpp.py", "read_tmf_path"): "reads the TMF file or directory the caller named",
     ("tdh/mof_file.py", "schemas_from_mof_file"): "reads the MOF file the caller named",
+    ("tdh/from_files.py", "LazyManifestRegistry.add_files"): "reads the manifest files the caller named (scanned for their providers)",
 }
 
 

@@ -192,6 +192,41 @@ class EvtxFormatError(OpenEtwError):
         )
 
 
+class PerfDataFormatError(OpenEtwError):
+    """A ``perf.data`` file (or an EventHeader event in it) does not follow the format.
+
+    ``offset`` is the absolute file offset of the problem, ``structure`` the layout being read
+    (``perf_file_header``, ``perf_event_header``, ``PERF_RECORD_SAMPLE``, ``HEADER_TRACING_DATA``,
+    ``eventheader``, ...), ``record_index`` the data record being read (counted from 0).
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        structure: str | None = None,
+        record_index: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.message = message
+        self.offset = offset
+        self.structure = structure
+        self.record_index = record_index
+        self.path = path
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return _located(self.message, self.path, self.offset, ("record", self.record_index), self.structure)
+
+
+class UserEventsUnavailable(OpenEtwError):
+    """This kernel cannot take ``user_events`` (no ``user_events_data`` in tracefs, or it refused
+    the registration): EventHeader events cannot be published here."""
+
+
 def _located(message: str, path: str | None, offset: int | None, *rest: tuple[str, int | None] | str | None) -> str:
     """``message`` after where it was found: the path, ``offset 0x…``, then each numbered place
     (``("buffer", 3)`` reads ``buffer 3``) and the structure, leaving out what is unknown."""

@@ -20,7 +20,7 @@ from openetw.errors import InvalidArgument
 from openetw.etl import EtlReader
 from openetw.etl.build import build_event_record
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
-from openetw.report.sources import build_registry
+from openetw.events.registry import build_registry
 from tests.conftest import corpus_path
 
 PRIMITIVE = str(corpus_path("etl", "perfview", "primitive-types.etl"))  # starts 14:59:32.857851; events at +2.94 .. +4.63 s

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from openetw.consumer import Provider, Schema, UserTrace
+from openetw.events.registry import build_registry
 from openetw.manifest.builtin import BUILTIN_FILES, builtin_providers
-from openetw.report.sources import build_registry
 from openetw.tdh.registry import SchemaRegistry
 from openetw.testing import EventRecordBuilder
 from tests.conftest import corpus_path

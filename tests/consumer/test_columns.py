@@ -55,8 +55,13 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 def same(a: Any, b: Any) -> bool:
+    """Equal values of one type, NaN equal to NaN (inside arrays and structs too)."""
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b) and type(a) is type(b)
 
 

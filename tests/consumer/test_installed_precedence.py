@@ -1,5 +1,5 @@
 """Installed manifests in a trace's registry: the user's own store wins over the system's, for
-schemas and for provider names, as in every other registry (``report.sources.build_registry``)."""
+schemas and for provider names, as in every other registry (``events.registry.build_registry``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from openetw.consumer.trace import _registry
+from openetw.events.registry import build_registry
 from openetw.manifest.store import ManifestRegistry
-from openetw.report.sources import build_registry
 from openetw.testing import EventRecordBuilder
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_driver" / "evntdrv.xml"

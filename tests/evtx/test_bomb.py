@@ -80,7 +80,7 @@ def test_usertrace_and_the_viewer_keep_the_rest(bomb: Path, tmp_path: Path) -> N
     script = textwrap.dedent(f"""
         import json
         from openetw.consumer import UserTrace
-        from openetw.report.sources import build_registry
+        from openetw.events.registry import build_registry
         from openetw.viewer.sources import EvtxSource
 
         seen, errors = [], []

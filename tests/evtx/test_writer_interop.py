@@ -19,11 +19,11 @@ import pytest
 
 from openetw.errors import InvalidArgument
 from openetw.etl.reader import EtlReader
+from openetw.events.decoded import decode_records
+from openetw.events.registry import build_registry
 from openetw.evtx import EvtxReader
 from openetw.evtx.events import event_header
 from openetw.evtx.writer import EvtxWriter
-from openetw.report.events import decode_records
-from openetw.report.sources import build_registry
 from openetw.tdh.context import DecodeContext
 from tests.conftest import corpus_path
 from tests.evtx.readers import crate_records, libevtx_records, python_evtx_records, python_evtx_xml

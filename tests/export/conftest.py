@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from openetw.events.registry import build_registry
 from openetw.export import export_files
-from openetw.report.sources import build_registry
 from tests.conftest import CORPUS, corpus_path
 
 ETL_FILES = sorted(str(path.relative_to(CORPUS / "etl")) for path in (CORPUS / "etl").rglob("*.etl")) if (CORPUS / "etl").exists() else []

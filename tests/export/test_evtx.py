@@ -13,8 +13,8 @@ import pytest
 
 from openetw.cli.main import main
 from openetw.consumer.evtx_source import EvtxFileSource
+from openetw.events.text import json_value
 from openetw.export import export_files
-from openetw.report.values import json_value
 from tests.conftest import corpus_path
 from tests.export.compare import expected, same
 

@@ -12,8 +12,8 @@ import pytest
 
 from openetw.cli.naming import RecordNamer
 from openetw.etl.reader import EtlReader
-from openetw.report.events import decode_record
-from openetw.report.json_format import event_to_json
+from openetw.events.as_json import event_to_json
+from openetw.events.decoded import decode_record
 from openetw.tdh.context import DecodeContext
 from tests.conftest import corpus_path
 from tests.export.compare import expected, same

@@ -12,8 +12,8 @@ import pytest
 from openetw.cli.main import main
 from openetw.cli.naming import RecordNamer
 from openetw.etl.reader import EtlReader
-from openetw.report.events import decode_records
-from openetw.report.sources import build_registry
+from openetw.events.decoded import decode_records
+from openetw.events.registry import build_registry
 from openetw.tdh.context import DecodeContext
 from tests.export.synthetic import kernel_trace
 

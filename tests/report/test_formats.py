@@ -16,6 +16,7 @@ import pytest
 from openetw.etl import EtlReader
 from openetw.etl.build import build_event_record
 from openetw.etl.extended import ExtendedItem
+from openetw.events.registry import build_registry
 from openetw.manifest.winmeta import InType
 from openetw.report import (
     CSV_COLUMNS,
@@ -29,7 +30,6 @@ from openetw.report import (
     write_json,
     write_xml,
 )
-from openetw.report.sources import build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import PropertyInfo, Schema

@@ -13,8 +13,8 @@ import pytest
 
 from openetw.etl import EtlReader
 from openetw.etl.record import EventRecord
+from openetw.events.registry import build_registry
 from openetw.report.perfview import PerfViewReport, perfview_lines
-from openetw.report.sources import build_registry
 from openetw.tdh.context import DecodeContext
 from tests.conftest import corpus_path
 

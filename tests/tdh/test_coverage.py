@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from openetw.etl import EtlReader
-from openetw.report.events import decode_records
-from openetw.report.sources import LazyManifestRegistry, build_registry
+from openetw.events.decoded import decode_records
+from openetw.events.registry import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from tests.conftest import corpus_path
 

@@ -19,8 +19,8 @@ from openetw.errors import ManifestError, PropertyDecodeError
 from openetw.etl import EtlReader
 from openetw.etl.build import build_message_record
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
+from openetw.events.decoded import decode_record
 from openetw.manifest.winmeta import InType, OutType
-from openetw.report.events import decode_record
 from openetw.tdh import decode_all, decode_properties, format_event_message
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.wpp import (

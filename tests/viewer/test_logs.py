@@ -24,8 +24,8 @@ from openetw.etl.clock import filetime_to_iso
 from openetw.etl.reader import EtlReader
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
 from openetw.eventlog import LogConfig, LogStore, event_xml, from_etw_record, from_evtx_record
-from openetw.report.events import decode_record
-from openetw.report.sources import build_registry
+from openetw.events.decoded import decode_record
+from openetw.events.registry import build_registry
 from tests.conftest import corpus_path
 from tests.evtx.readers import crate_records
 from tests.viewer.conftest import openetw_json

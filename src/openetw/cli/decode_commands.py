@@ -24,7 +24,11 @@ from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options, within
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
-from openetw.report import PerfViewReport, ReportEvent, Summary, decode_records, write_csv, write_json, write_xml
+from openetw.events.as_csv import write_csv
+from openetw.events.as_json import write_json
+from openetw.events.as_xml import write_xml
+from openetw.events.decoded import DecodedRecord, decode_records
+from openetw.report import PerfViewReport, Summary
 from openetw.tdh.context import DecodeContext
 
 FORMATS = ("summary", "csv", "xml", "json", "perfview")
@@ -120,13 +124,13 @@ def report(files: tuple[str, ...], fmt: str, output: str | None, manifests: tupl
             if fmt == "summary":
                 _write_summary(out, events, readers, as_json)
             else:
-                writer: Callable[[Iterable[ReportEvent], TextIO], int] = {"csv": write_csv, "xml": write_xml, "json": write_json}[fmt]
+                writer: Callable[[Iterable[DecodedRecord], TextIO], int] = {"csv": write_csv, "xml": write_xml, "json": write_json}[fmt]
                 writer(events, out)
     warn_about(registry)
     raise_if_damaged(readers)
 
 
-def _write_summary(out: TextIO, events: Iterable[ReportEvent], readers: list[EtlReader], as_json: bool) -> None:
+def _write_summary(out: TextIO, events: Iterable[DecodedRecord], readers: list[EtlReader], as_json: bool) -> None:
     summary = Summary(
         events_lost=sum(reader.header.events_lost for reader in readers),
         buffers_lost=sum(reader.header.buffers_lost for reader in readers),

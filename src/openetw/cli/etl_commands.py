@@ -18,16 +18,16 @@ from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
 from openetw.cli.progress import quiet_option, show_progress, with_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw.consumer.formats import EVTX, SourceReader, open_reader
 from openetw.errors import EtlFormatError, EvtxFormatError, InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
+from openetw.events.sources import EVTX, SourceReader, open_reader
 from openetw.guids import format_guid
 from openetw.safeio import mode_like
 
 if TYPE_CHECKING:
-    from openetw.report.events import ReportEvent
-    from openetw.report.sources import LazyManifestRegistry
+    from openetw.events.decoded import DecodedRecord
+    from openetw.events.registry import LazyManifestRegistry
 
 _file_argument = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
 _manifest_files_option = click.option(
@@ -110,7 +110,7 @@ def load_registry(manifests: tuple[str, ...], *, installed: bool = True) -> Lazy
     """The registry ``--manifest`` (and ``--mof``, ``--tmf``) describe, warning on stderr about what did not load."""
     context = click.get_current_context(silent=True)
     meta = context.meta if context is not None else {}
-    from openetw.report.sources import build_registry  # (the manifest and schema layers: loaded when a command reads)
+    from openetw.events.registry import build_registry  # (the manifest and schema layers: loaded when a command reads)
 
     registry = build_registry(manifests, installed=installed, mof=meta.get(_MOF_FILES, ()), tmf=meta.get(_TMF_FILES, ()))
     warn_about(registry)
@@ -186,7 +186,7 @@ def _summarize(reader: EtlReader, namer: RecordNamer, progress: bool = False) ->
         if first is None:
             first = record
         kinds[record.kind] += 1
-        key = _provider_key(record)
+        key = _source_label(record)
         providers[key] += 1
         if key not in names:
             name = namer.provider_name(record)
@@ -254,7 +254,8 @@ def _source_facts(reader: SourceReader, first: EventRecord | None, last: EventRe
     return facts
 
 
-def _provider_key(record: EventRecord) -> str:
+def _source_label(record: EventRecord) -> str:
+    """The summary's name for a record's source (its text predates ``events.decoded.provider_key``'s and is kept)."""
     if record.provider_guid_bytes is not None:
         return format_guid(record.provider_id)
     if record.hook_id is not None:
@@ -313,8 +314,8 @@ def dump(
     With several files and --time-order the files are merged into one time order.
     Every record is one line: newlines and other control characters in values are escaped.
     """
-    from openetw.report.events import decode_record
-    from openetw.report.json_format import event_to_json
+    from openetw.events.as_json import event_to_json
+    from openetw.events.decoded import decode_record
     from openetw.tdh.context import DecodeContext
     from openetw.tdh.format import one_line
 
@@ -357,7 +358,7 @@ def dump(
 
 
 
-def _decoded_text(event: ReportEvent) -> str:
+def _decoded_text(event: DecodedRecord) -> str:
     """`` {name=value; ...}`` and `` "message"`` for a decoded record (empty otherwise)."""
     if event.decoded is None and event.record.kind != "evtx":
         return ""
@@ -417,7 +418,7 @@ def _provider_filter(providers: tuple[str, ...], namer: RecordNamer) -> tuple[An
 
 def record_to_json(record: EventRecord, namer: RecordNamer) -> dict[str, Any]:
     """The record's header facts as ``dump --json`` prints them (without decoded properties)."""
-    from openetw.report.json_format import record_fields
+    from openetw.events.as_json import record_fields
 
     return record_fields(record, namer.provider_name(record), namer.event_name(record))
 

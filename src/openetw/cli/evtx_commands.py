@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openetw.consumer.evtx_files import is_evtx_file, map_file
-from openetw.consumer.formats import EVTX, SourceReader
 from openetw.errors import InvalidArgument
+from openetw.events.sources import EVTX, SourceReader
 from openetw.evtx.reader import EvtxReader
 
 if TYPE_CHECKING:
@@ -91,9 +91,9 @@ def evtx_summary(path: str) -> dict[str, Any]:
 
 
 def _time(filetime: int | None) -> str | None:
-    from openetw.cli.json_time import filetime_iso
+    from openetw.events.text import filetime_text
 
-    return None if filetime is None else filetime_iso(filetime)
+    return None if filetime is None else filetime_text(filetime)
 
 
 def print_evtx_summary(s: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.progress import quiet_option, show_progress
 from openetw.cli.time_options import TimeSpec, time_window_options
-from openetw.consumer.formats import ETL, trace_format
+from openetw.events.sources import ETL, trace_format
 from openetw.export import FORMATS, Selection, export_files
 from openetw.export.pipeline import ExportSummary
 from openetw.export.sql import layout_for, list_tables, open_database, run_query

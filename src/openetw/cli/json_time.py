@@ -19,12 +19,9 @@ _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def filetime_iso(filetime: int) -> str:
     """``2020-07-29T00:07:10.6912345Z``; a FILETIME no calendar date holds is ``FILETIME(n)``."""
-    from openetw.etl.clock import filetime_to_iso
+    from openetw.events.text import filetime_text
 
-    try:
-        return filetime_to_iso(filetime)
-    except (OverflowError, ValueError):
-        return f"FILETIME({filetime})"
+    return filetime_text(filetime)
 
 
 def posix_time_iso(seconds: float) -> str:

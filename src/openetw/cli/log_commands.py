@@ -238,12 +238,9 @@ def set_command(name: str, enabled: bool | None, retention: str | None, max_size
 
 # -- qe ------------------------------------------------------------------------------------------
 def _text_line(event: Any) -> str:
-    from openetw.evtx.values import filetime_text
+    from openetw.events.text import filetime_text
 
-    try:
-        when = filetime_text(event.time_created)
-    except ValueError:
-        when = str(event.time_created)
+    when = filetime_text(event.time_created, 9, undated=str(event.time_created))
     message = event.message
     if message is None and event.fields:
         message = " ".join(f"{key}={value}" for key, value in event.fields.items())
@@ -287,16 +284,16 @@ def _etl_events(path: str) -> Iterator[Any]:
     from openetw.etl import EtlReader
     from openetw.etl.relog import is_logfile_header_record
     from openetw.eventlog import StoredEvent, from_etw_record
-    from openetw.report.events import decode_record
-    from openetw.report.sources import build_registry
+    from openetw.events.decoded import decode_record
+    from openetw.events.registry import build_registry
 
     registry = build_registry()
     with EtlReader(path) as reader:
-        number = 0
-        for record in reader.records(time_order=True):
+        # An .etl record's EventRecordID is its position among the file's records (its header
+        # record is the first), as the viewer numbers them, so one query selects the same events.
+        for number, record in enumerate(reader.records(time_order=True), 1):
             if is_logfile_header_record(record) or record.kind == "unknown":
                 continue
-            number += 1
             decoded = decode_record(record, registry)
             new = from_etw_record(record, provider_name=decoded.provider_label, channel="",
                                   fields=decoded.text_properties() or None, message=decoded.message)  # fmt: skip

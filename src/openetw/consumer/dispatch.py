@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openetw.consumer.context import TraceContext
-from openetw.consumer.provider import EventCallback, Provider, provider_key
+from openetw.consumer.provider import EventCallback, Provider, match_guid
 from openetw.consumer.state import is_state_record
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow
@@ -129,7 +129,7 @@ class Dispatcher:
                 return
         if self.learn_state and is_state_record(record):
             self.observe(record)
-        providers = self.by_key.get(provider_key(record)) if self.by_key else None  # type: ignore[arg-type]
+        providers = self.by_key.get(match_guid(record)) if self.by_key else None  # type: ignore[arg-type]
         if providers is None and record.kind == "evtx" and self.by_name:
             # An Event Log record names its provider (classic sources have no GUID at all).
             providers = self.by_name.get(record.provider_name.casefold())

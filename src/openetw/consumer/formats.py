@@ -78,6 +78,15 @@ EVTX = TraceFormat(
     etw_records=False,
 )
 
+PERFDATA = TraceFormat(
+    name="perfdata",
+    description="Linux perf.data (perf record; EventHeader user_events as TraceLogging)",
+    source="openetw.consumer.perfdata_source:PerfDataSource",
+    magics=((0, b"PERFILE2"), (0, b"2ELIFREP")),  # file and pipe mode share the magic; the other byte order
+    suffixes=(".data",),
+    names_providers=True,
+)
+
 NETTRACE = TraceFormat(
     name="nettrace",
     description=".NET EventPipe trace (.nettrace, .netperf)",
@@ -86,7 +95,7 @@ NETTRACE = TraceFormat(
     suffixes=(".nettrace", ".netperf"),
 )
 
-_FORMATS: list[TraceFormat] = [EVTX, NETTRACE]
+_FORMATS: list[TraceFormat] = [EVTX, NETTRACE, PERFDATA]
 
 
 def register_format(trace_format: TraceFormat) -> None:
@@ -138,20 +147,25 @@ class _Lost:
 class _ReaderStats:
     errors: list[OpenEtwError] = field(default_factory=list)  # what was lost: a command fails
     notices: list[OpenEtwError] = field(default_factory=list)  # what was only counted: a warning
+    buffers: int = 0
+    compressed_buffers: int = 0
+    unknown_records: int = 0
+    skipped_bytes: int = 0
 
 
 class SourceReader:
     """A non-``.etl`` source with the interface of the ``.etl`` reader the file commands use:
     ``records(time_order=True)``, ``stats.errors`` (what was lost) and ``stats.notices`` (what was
-    counted and kept), ``header`` lost counts, ``close()``."""
+    counted and kept), ``header`` (the source's ``LogfileHeader`` when it gives one, else just the
+    lost counts), ``close()``."""
 
     def __init__(self, path: str, trace_format: TraceFormat | None = None) -> None:
         self.path = path
         self.format = trace_format or globals()["trace_format"](path)
-        self.header = _Lost()
         self.stats = _ReaderStats()
         self.source = self.format.open(path)
         self.source.open()
+        self.header: Any = self.source.header or _Lost()
 
     def records(self, time_order: bool = True) -> Iterator[Any]:
         """Every record, in the source's order (time order, or the order the log wrote them)."""
@@ -160,6 +174,7 @@ class SourceReader:
         finally:
             self.stats.errors = list(self.source.losses())
             self.stats.notices = list(self.source.notices())
+            self.header = self.source.header or self.header
 
     def __iter__(self) -> Iterator[Any]:
         return self.records()

@@ -23,7 +23,7 @@ from openetw.provider_names import parse_provider_guid
 from openetw.session.enable import EnableProperty, EnableRule, EventFilters
 from openetw.tdh.mof_kernel import GROUP_GUIDS, HOOK_ALIASES
 
-__all__ = ["EventCallback", "EventFilter", "Provider", "kernel_group_guid", "provider_key"]
+__all__ = ["EventCallback", "EventFilter", "Provider", "kernel_group_guid", "match_guid"]
 
 EventCallback = Callable[[Any, Any], Any]
 """``callback(record, context)``; what it returns is ignored."""
@@ -39,8 +39,8 @@ def kernel_group_guid(hook_id: int) -> uuid.UUID | None:
     return GROUP_GUIDS.get(group)
 
 
-def provider_key(record: Any) -> bytes | None:
-    """The GUID (Windows byte order) a record is matched to providers by."""
+def match_guid(record: Any) -> bytes | None:
+    """The GUID (Windows byte order) a record is matched to providers by (not ``events.decoded.provider_key``, the record's source as text)."""
     if record.kind in _KERNEL_KINDS:
         hook = record.hook_id or 0
         group = hook >> 8

@@ -49,7 +49,7 @@ from openetw.consumer.provider import EventCallback, Provider
 from openetw.consumer.sources import Source
 from openetw.consumer.stats import TraceStatistics
 from openetw.consumer.window import TimeWindow
-from openetw.errors import EtlFormatError, InvalidArgument, ManifestError, OpenEtwError
+from openetw.errors import EtlFormatError, InvalidArgument, ManifestError
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 
@@ -57,42 +57,31 @@ __all__ = ["UserTrace"]
 
 
 def _registry(manifests: Any, errors: list[ManifestError]) -> tuple[SchemaRegistry, dict[str, Any]]:
-    """The schema registry of a trace and the provider names it knows (lower-cased)."""
+    """The schema registry of a trace and the provider names it knows (lower-cased): the
+    installed manifests when ``manifests`` is ``None``, else the manifests and manifest paths
+    given (a later one wins), through the one registry builder, every file parsed now."""
     if isinstance(manifests, SchemaRegistry):
         return manifests, {}
-    if manifests is None:
-        from openetw.manifest.store import ManifestRegistry
-
-        try:
-            # Lowest precedence first, as for every registry: a later manifest wins, so the user's
-            # own store overrides the system's.
-            loaded = [manifest for _, manifest in ManifestRegistry().sources(errors)]
-        except OpenEtwError as error:
-            errors.append(error if isinstance(error, ManifestError) else ManifestError(str(error)))
-            loaded = []
-    else:
-        loaded = []
-        paths: list[str | Path] = []
-        for item in manifests:
-            if isinstance(item, (str, os.PathLike)):
-                paths.append(os.fspath(item))
-            else:
-                loaded.append(item)
-        if paths:
-            from openetw.manifest import load_manifests
-
-            found, problems = load_manifests(paths)
-            loaded.extend(found)
-            errors.extend(problems)
     from openetw.manifest.builtin import builtin_providers
+    from openetw.tdh.from_files import build_registry
 
+    loaded: list[Any] = []
+    paths: list[str | Path] = []
+    for item in manifests or ():
+        if isinstance(item, (str, os.PathLike)):
+            paths.append(os.fspath(item))
+        else:
+            loaded.append(item)
+    if manifests is None:
+        from openetw.manifest.store.manifests import installed_manifests
+
+        loaded = installed_manifests(errors)
+    registry = build_registry(paths, manifests=loaded, empty_is_error=True)
     # the shipped layouts' providers first: any manifest given or installed wins for a name
     names: dict[str, Any] = {name.lower(): guid for guid, (name, _) in builtin_providers().items()}
-    for manifest in loaded:
-        for provider in getattr(manifest, "providers", ()):
-            if provider.name and provider.guid is not None:
-                names[provider.name.lower()] = provider.guid  # a later manifest wins, as for schemas
-    return SchemaRegistry(loaded), names
+    names.update(registry.provider_guids_by_name())
+    errors.extend(registry.errors)
+    return registry, names
 
 
 class UserTrace:

@@ -25,9 +25,10 @@ __all__ = ["LiveFormatter", "default_registry"]
 def default_registry() -> SchemaRegistry:
     """The installed manifests when the store can be read, else TraceLogging (and kernel) only."""
     try:
-        from openetw.report.sources import build_registry
+        from openetw.manifest.store.manifests import installed_manifests
+        from openetw.tdh.from_files import build_registry
 
-        return build_registry((), installed=True)
+        return build_registry(manifests=installed_manifests())
     except (ImportError, OpenEtwError, OSError):
         return SchemaRegistry()
 

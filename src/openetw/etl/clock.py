@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
-from openetw.etl.intypes import FILETIME_EPOCH, datetime_to_filetime, filetime_to_datetime
+from openetw.etl.intypes import (
+    FILETIME_EPOCH,
+    UNIX_EPOCH_FILETIME,
+    datetime_to_filetime,
+    filetime_iso,
+    filetime_to_datetime,
+)
 from openetw.etl.layouts import CLOCK_CPU_CYCLE, CLOCK_QPC, CLOCK_SYSTEM_TIME
 
 __all__ = ["FILETIME_EPOCH", "SYSTEM_TIME_CLOCK", "TraceClock", "datetime_to_filetime", "filetime_to_datetime", "filetime_to_iso", "unix_ns_to_filetime"]
 
-_UNIX_EPOCH_AS_FILETIME = datetime_to_filetime(datetime(1970, 1, 1, tzinfo=UTC))
 
 
 def unix_ns_to_filetime(ns: int) -> int:
-    return ns // 100 + _UNIX_EPOCH_AS_FILETIME
+    return ns // 100 + UNIX_EPOCH_FILETIME
 
 
 def filetime_to_iso(filetime: int) -> str:
     """ISO 8601 UTC with the file's full 100 ns precision: ``2020-07-29T00:07:10.6912345Z``."""
-    seconds, ticks = divmod(filetime, 10_000_000)
-    base = FILETIME_EPOCH + timedelta(seconds=seconds)
-    return f"{base:%Y-%m-%dT%H:%M:%S}.{ticks:07d}Z"
+    return filetime_iso(filetime)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "FILETIME_EPOCH",
+    "UNIX_EPOCH_FILETIME",
     "FIXED_SIZES",
     "FLOAT_CODES",
     "INTEGER_CODES",
@@ -34,6 +35,7 @@ __all__ = [
     "OutType",
     "TypeRow",
     "datetime_to_filetime",
+    "filetime_iso",
     "datetime_to_systemtime",
     "filetime_to_datetime",
     "filetime_value",
@@ -137,6 +139,22 @@ _TICK = timedelta(microseconds=1)
 MAX_FILETIME = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - FILETIME_EPOCH) // _TICK * 10
 """The last FILETIME a ``datetime`` can hold."""
 SYSTEMTIME = struct.Struct("<8H")
+UNIX_EPOCH_FILETIME = 116444736000000000
+"""1970-01-01 as a FILETIME (100 ns ticks since 1601-01-01): the one copy of this number."""
+_FRACTION_DIGITS = {7: 1, 9: 100, 3: 1}  # digits -> factor on the ticks (3: ticks // 10_000)
+
+
+def filetime_iso(ticks: int, digits: int = 7) -> str:
+    """A FILETIME as ISO 8601 UTC: ``digits`` 7 is its full 100 ns precision
+    (``2026-11-29T08:00:00.1234567Z``, as ETW's tools print), 9 the nanosecond form of the Event
+    Log's XML (``...123456700Z``), 3 SYSTEMTIME's milliseconds (``...123Z``). Raises
+    ``OverflowError`` for a FILETIME outside the years 1 to 9999."""
+    if digits not in _FRACTION_DIGITS:
+        raise ValueError(f"a FILETIME is written with 3, 7 or 9 fractional digits, not {digits}")
+    seconds, rest = divmod(ticks, 10_000_000)
+    base = FILETIME_EPOCH + timedelta(seconds=seconds)
+    fraction = rest // 10_000 if digits == 3 else rest * _FRACTION_DIGITS[digits]
+    return f"{base:%Y-%m-%dT%H:%M:%S}.{fraction:0{digits}d}Z"
 
 
 def filetime_to_datetime(ticks: int) -> datetime:

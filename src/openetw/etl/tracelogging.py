@@ -20,15 +20,7 @@ from typing import Any, Literal
 
 from openetw.errors import InvalidArgument
 from openetw.etl.extended import EXT_EVENT_SCHEMA_TL, EXT_PROV_TRAITS
-from openetw.etl.intypes import (
-    FLOAT_CODES,
-    INTEGER_CODES,
-    InType,
-    OutType,
-    datetime_to_filetime,
-    datetime_to_systemtime,
-    struct_code,
-)
+from openetw.etl.intypes import InType, OutType
 from openetw.etl.schema import PropertyInfo
 
 __all__ = [
@@ -111,7 +103,6 @@ _TDH_TO_TLG_OUT.update({int(out): TLG_HEX for out in (OutType.HEXINT8, OutType.H
 _TDH_TO_TLG_OUT.update({int(out): TLG_SIGNED for out in _SIGNED_BY_IN_TYPE.values()})
 _TDH_TO_TLG_OUT.update({int(out): TLG_UNSIGNED for out in _UNSIGNED_BY_IN_TYPE.values()})
 _ENCODABLE_IN_TYPES = frozenset(range(1, 26)) - {TLG_POINTER, TLG_STRUCT}
-_UTF8_OUT = frozenset({OutType.UTF8, OutType.XML, OutType.JSON})
 MAX_METADATA_SIZE = 32767
 
 
@@ -251,123 +242,20 @@ def encode_provider_traits(name: str, group: uuid.UUID | None = None, *, decode_
 
 # -- packing values ----------------------------------------------------------------------------
 
-_INT_FORMATS = {in_type: "<" + code for in_type, code in {**INTEGER_CODES, **FLOAT_CODES, InType.BOOLEAN: struct_code(InType.BOOLEAN)}.items()}
 
+def pack_values(fields: Sequence[PropertyInfo | tuple[Any, ...]], values: Mapping[str, Any] | Sequence[Any]) -> bytes:
+    """The user data of a TraceLogging event: ``values`` (by name or in order) packed per
+    ``fields`` by the one payload packer (``etl.payload.PayloadPacker``), as a 64-bit producer
+    writes it; names in ``values`` that are no field are left out."""
+    from openetw.etl.payload import PayloadPacker  # (it imports this module)
 
-def _counted(raw: bytes, what: str) -> bytes:
-    if len(raw) > 0xFFFF:
-        raise InvalidArgument(f"{what} of {len(raw)} bytes exceeds the u16 size")
-    return _U16.pack(len(raw)) + raw
-
-
-def _ansi_bytes(prop: PropertyInfo, value: Any) -> bytes:
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value)
-    return str(value).encode("utf-8" if prop.out_type in _UTF8_OUT else "cp1252")
-
-
-def _filetime_ticks(value: Any) -> int:
-    return value if isinstance(value, int) else datetime_to_filetime(value)
-
-
-_systemtime = datetime_to_systemtime
-
-
-def _sid_bytes(value: Any) -> bytes:
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value)
-    parts = str(value).split("-")
-    if len(parts) < 3 or parts[0].upper() != "S":
-        raise InvalidArgument(f"not a SID: {value!r}")
-    revision, authority, subs = int(parts[1]), int(parts[2], 0), [int(p) for p in parts[3:]]
-    return bytes((revision, len(subs))) + authority.to_bytes(6, "big") + b"".join(struct.pack("<I", s) for s in subs)
-
-
-def _pack_scalar(prop: PropertyInfo, value: Any) -> bytes:
-    code = int(prop.in_type)
-    if code in _INT_FORMATS:
-        if code == InType.UINT16 and prop.out_type == OutType.PORT:
-            return struct.pack(">H", value)
-        if code == InType.UINT32 and is_ip_address(value, "IPv4Address"):
-            return bytes(value.packed)
-        return struct.pack(_INT_FORMATS[code], value)
-    if code == InType.UNICODESTRING:
-        if "\0" in value:
-            raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
-        encoded: bytes = value.encode("utf-16-le")
-        return encoded + b"\0\0"
-    if code == InType.ANSISTRING:
-        raw = _ansi_bytes(prop, value)
-        if b"\0" in raw:
-            raise InvalidArgument(f"field {prop.name!r}: NUL inside a NUL-terminated string")
-        return raw + b"\0"
-    if code == InType.MANIFEST_COUNTEDSTRING:
-        return _counted(value.encode("utf-16-le"), f"field {prop.name!r}")
-    if code == InType.MANIFEST_COUNTEDANSISTRING:
-        return _counted(_ansi_bytes(prop, value), f"field {prop.name!r}")
-    if code in (InType.BINARY, InType.MANIFEST_COUNTEDBINARY):
-        raw = value.packed if is_ip_address(value, "IPv6Address") else bytes(value)
-        return _counted(raw, f"field {prop.name!r}")
-    if code == InType.GUID:
-        return (value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))).bytes_le
-    if code == InType.FILETIME:
-        return struct.pack("<q", _filetime_ticks(value))
-    if code == InType.SYSTEMTIME:
-        return _systemtime(value)
-    if code == InType.SID:
-        return _sid_bytes(value)
-    raise InvalidArgument(f"field {prop.name!r}: in-type {prop.in_type!r} cannot be packed")
-
-
-def _pack_element(out: bytearray, prop: PropertyInfo, value: Any) -> None:
-    if prop.members is not None:
-        _pack_fields(out, _normalize(prop.members), value)
-    else:
-        out += _pack_scalar(prop, value)
-
-
-def _pack_field(out: bytearray, prop: PropertyInfo, value: Any) -> None:
-    arity = _arity(prop)
-    if arity == ARITY_CUSTOM:
-        out += _counted(bytes(value), f"field {prop.name!r}")
-    elif arity == ARITY_SCALAR:
-        _pack_element(out, prop, value)
-    else:
-        items = list(value)
-        if arity == ARITY_CONST and len(items) != prop.count:
-            raise InvalidArgument(f"field {prop.name!r} takes {prop.count} values, got {len(items)}")
-        if arity == ARITY_VARIABLE:
-            if len(items) > 0xFFFF:
-                raise InvalidArgument(f"field {prop.name!r}: {len(items)} values exceed the u16 count")
-            out += _U16.pack(len(items))
-        for item in items:
-            _pack_element(out, prop, item)
-
-
-def _pack_fields(out: bytearray, props: list[PropertyInfo], values: Mapping[str, Any] | Sequence[Any]) -> None:
+    props = _normalize(fields)
     if isinstance(values, Mapping):
         missing = [prop.name for prop in props if prop.name not in values]
         if missing:
             raise InvalidArgument(f"no value for field(s) {missing}")
-        ordered = [values[prop.name] for prop in props]
-    else:
-        ordered = list(values)
-        if len(ordered) != len(props):
-            raise InvalidArgument(f"{len(props)} fields but {len(ordered)} values")
-    for prop, value in zip(props, ordered, strict=True):
-        try:
-            _pack_field(out, prop, value)
-        except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            if isinstance(exc, InvalidArgument):
-                raise
-            raise InvalidArgument(f"field {prop.name!r}: cannot pack {value!r}: {exc}") from exc
-
-
-def pack_values(fields: Sequence[PropertyInfo | tuple[Any, ...]], values: Mapping[str, Any] | Sequence[Any]) -> bytes:
-    """The user data of a TraceLogging event: ``values`` (by name or in order) packed per ``fields``."""
-    out = bytearray()
-    _pack_fields(out, _normalize(fields), values)
-    return bytes(out)
+        values = {prop.name: values[prop.name] for prop in props}
+    return PayloadPacker(props, pointer_size=8, tracelogging=True).pack(values)
 
 
 def is_ip_address(value: object, kind: str) -> bool:

@@ -12,7 +12,7 @@ Public API (stable; the web viewer and the fleet collector code against it):
   (the whole EVENT_RECORD bytes, or the ``.evtx`` record's when ``format == "evtx"``), ``fields``,
   ``message``; ``StoredEvent.record_id``; ``event_xml(event)`` renders it (``render``);
 * ``LogConfig``, ``LogInfo``, ``AppendResult`` (``model``);
-* ``parse_query`` / ``parse_query_list`` / ``parse_filter`` (``xpath``): the Event Log's XPath subset;
+* ``parse_query`` / ``parse_query_list`` / ``parse_filter``: the Event Log's XPath subset (the read model's, ``openetw.events.xpath``);
 * ``default_logs_dir(system)`` (``paths``): where a service keeps its logs.
 
 Pure modules: ``model``, ``xpath``, ``retention``, ``access``, ``channels``, ``render``; shells:
@@ -25,7 +25,7 @@ from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, S
 from openetw.eventlog.paths import default_logs_dir
 from openetw.eventlog.render import event_node, event_xml, from_etw_record, from_evtx_record
 from openetw.eventlog.store import LogStore
-from openetw.eventlog.xpath import Query, QueryList, parse_filter, parse_query, parse_query_list
+from openetw.events.xpath import Query, QueryList, parse_filter, parse_query, parse_query_list
 
 __all__ = [
     "AppendResult",

@@ -1,9 +1,10 @@
 """Queries over files rather than logs: an ``.evtx`` file read in place (``log query FILE.evtx``).
 
 The events come out as ``StoredEvent``s (``format == "evtx"``, ``record_id`` the file's
-EventRecordID), tested with the same XPath evaluator the logs use. The evtx package's damage
-policy decides which records are kept: what it skipped is reported in ``errors``, what it only
-counted (CRC32 mismatches, stale chunk headers) in ``notices``.
+EventRecordID), tested with the same XPath evaluator the logs use. The file is opened as every
+source is (``openetw.events.sources``), so the read model's damage policy decides which records
+are kept: what cost records is reported in ``errors``, what was only counted (CRC32 mismatches,
+stale chunk headers) in ``notices``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from openetw.errors import EvtxFormatError
 from openetw.eventlog.model import StoredEvent
 from openetw.eventlog.render import evtx_node, from_evtx_record
 from openetw.eventlog.store import now_filetime
-from openetw.eventlog.xpath import Query, QueryList, parse_filter
-from openetw.evtx.reader import EvtxReader
+from openetw.events.sources import EVTX, damage_of, open_source
+from openetw.events.xpath import Query, QueryList, parse_filter
 
 __all__ = ["EvtxQuery"]
 
@@ -26,12 +27,15 @@ class EvtxQuery:
     """The events of one ``.evtx`` file that a query selects, in record-id order."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        from openetw.consumer.evtx_source import map_file
-
         self.path = os.fspath(path)
-        self._data = map_file(self.path)
+        self._source: Any = self._open()  # a file that cannot be read fails here
         self.errors: list[EvtxFormatError] = []
         self.notices: list[EvtxFormatError] = []
+
+    def _open(self) -> Any:
+        source = open_source(self.path, as_format=EVTX)  # named .evtx: read as one, whatever its bytes
+        source.open()
+        return source
 
     def events(
         self, *, xpath: str | Query | QueryList | None = None, count: int | None = None, reverse: bool = False,
@@ -39,8 +43,8 @@ class EvtxQuery:
     ) -> Iterator[StoredEvent]:  # fmt: skip
         query = parse_filter(xpath) if isinstance(xpath, str) else xpath
         now = now_filetime() if now is None else now
-        reader = EvtxReader(self._data, path=self.path)
-        records: Any = sorted(reader.records(), key=lambda r: r.record_id, reverse=reverse)
+        source, self._source = self._source or self._open(), None  # each reading counts its own damage
+        records: Any = sorted(source.records(), key=lambda r: r.record_id, reverse=reverse)
         taken = 0
         for record in records:
             if after_record_id is not None and (record.record_id <= after_record_id if not reverse else record.record_id >= after_record_id):
@@ -59,5 +63,6 @@ class EvtxQuery:
             taken += 1
             if count is not None and taken >= count:
                 break
-        self.errors.extend(reader.losses)
-        self.notices.extend(reader.notices)
+        damage = damage_of(source)
+        self.errors.extend(damage.losses)
+        self.notices.extend(damage.notices)

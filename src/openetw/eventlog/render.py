@@ -16,10 +16,10 @@ from typing import Any
 
 from openetw.etl.record import EventRecord
 from openetw.eventlog.model import NewEvent, StoredEvent
-from openetw.eventlog.xpath import XmlElement
+from openetw.events.text import filetime_text
+from openetw.events.xpath import XmlElement
 from openetw.evtx.record import EvtxRecord, event_element
 from openetw.evtx.render import XmlNode, escape_attribute, escape_text, leaf_text
-from openetw.evtx.values import filetime_text
 
 __all__ = ["event_node", "event_xml", "evtx_node", "from_etw_record", "from_evtx_record", "value_text"]
 
@@ -42,10 +42,7 @@ def value_text(value: Any) -> str:
 
 
 def _time_text(filetime: int) -> str:
-    try:
-        return filetime_text(filetime)
-    except ValueError:
-        return "1601-01-01T00:00:00.000000000Z"
+    return filetime_text(filetime, 9, undated="1601-01-01T00:00:00.000000000Z")
 
 
 def event_node(event: StoredEvent) -> XmlElement:

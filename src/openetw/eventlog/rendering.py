@@ -21,7 +21,7 @@ Renderer = Callable[[StoredEvent], tuple[dict[str, Any] | None, str | None]]
 def etw_renderer(registry: SchemaRegistry) -> Renderer:
     """(fields as text, message) of a stored ETW event, decoded with ``registry``'s schemas;
     ``(None, None)`` when no schema knows it or its record is not an EVENT_HEADER one."""
-    from openetw.report.events import decode_record
+    from openetw.events.decoded import decode_record
 
     def render(event: StoredEvent) -> tuple[dict[str, Any] | None, str | None]:
         raw = event.record
@@ -41,6 +41,6 @@ def etw_renderer(registry: SchemaRegistry) -> Renderer:
 
 def installed_renderer() -> Renderer:
     """A renderer over the installed manifests (both stores), as ``openetw log query`` reads."""
-    from openetw.report.sources import build_registry
+    from openetw.events.registry import build_registry
 
     return etw_renderer(build_registry())

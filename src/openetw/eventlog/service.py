@@ -132,7 +132,7 @@ class EventLogService:
     def load(self) -> None:
         """Read the installed manifests, make missing logs, start and steer the channel sessions."""
         from openetw.manifest.store.manifests import ManifestStore
-        from openetw.tdh.registry import SchemaRegistry
+        from openetw.tdh.from_files import build_registry
 
         manifests = []
         for directory in self.manifest_dirs:
@@ -143,12 +143,9 @@ class EventLogService:
                 _log(f"event log: cannot read the manifests in {directory}: {exc}")
             for error in errors:
                 _log(f"event log: {error}")
-        # The service's own stores (the machine service reads the system store only), so not
-        # build_registry's: an empty registry given their manifests, the system store's first so
-        # that the user's win (as in build_registry).
-        registry = SchemaRegistry()
-        for manifest in manifests:
-            registry.add_manifest(manifest)
+        # The service's own stores (the machine service reads the system store only), not the
+        # caller's installed ones: the system store's first so that the user's win.
+        registry = build_registry(manifests=manifests)
         catalog = _Catalog(registry=registry)
         for manifest in manifests:
             for provider in manifest.providers:

@@ -49,7 +49,8 @@ from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, S
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, event_cost, wal_pages, writer_share
-from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, condition_sql, parse_filter
+from openetw.events.text import UNIX_EPOCH_FILETIME
+from openetw.events.xpath import Query, QueryList, condition_sql, parse_filter
 
 __all__ = ["FILE_MODE", "RECORD_COLUMNS", "SCHEMA", "SOURCE_COLUMNS", "VARYING_COLUMNS", "LogStore", "RecordSource", "Row", "now_filetime", "row_of"]
 
@@ -252,7 +253,7 @@ def _source_statements(source: RecordSource) -> _Statements:
 
 
 def now_filetime() -> int:
-    return int(time.time() * 10_000_000) + FILETIME_EPOCH_OFFSET
+    return int(time.time() * 10_000_000) + UNIX_EPOCH_FILETIME
 
 
 def _signed(value: int) -> int:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from openetw.etl.clock import FILETIME_EPOCH, datetime_to_filetime
+from openetw.etl.intypes import filetime_iso
 
 NULL = 0x00
 STRING = 0x01
@@ -82,14 +83,10 @@ def _ansi(data: bytes) -> str:
 
 def filetime_text(ticks: int) -> str:
     """``YYYY-MM-DDTHH:MM:SS.fffffffffZ`` (100 ns precision, nanosecond digits) as wevtutil prints."""
-    seconds, rest = divmod(ticks, 10_000_000)
     try:
-        base = FILETIME_EPOCH + timedelta(seconds=seconds)
+        return filetime_iso(ticks, 9)
     except OverflowError:
         raise ValueError_(f"FILETIME {ticks} is outside the years 1601 to 9999") from None
-    if base.year > 9999:
-        raise ValueError_(f"FILETIME {ticks} is outside the years 1601 to 9999")
-    return f"{base:%Y-%m-%dT%H:%M:%S}.{rest * 100:09d}Z"
 
 
 def filetime_datetime(ticks: int) -> datetime:

@@ -11,9 +11,9 @@ import json
 import os
 from typing import Any
 
+from openetw.events.text import json_value
 from openetw.export._deps import require
 from openetw.export.tables import SchemaTable, prepare_directory
-from openetw.report.values import json_value
 
 __all__ = ["CsvWriter"]
 

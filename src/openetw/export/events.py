@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from openetw.etl.record import EventRecord
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.guids import format_guid
 
 __all__ = ["EVENT_COLUMNS", "EventColumns", "events_schema"]
 
-_FILETIME_UNIX_TICKS = 116_444_736_000_000_000
+_FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME
 # nanoseconds since 1970 fit an int64 from 1677 to 2262; other times are damage and become null
 _MIN_TICKS = _FILETIME_UNIX_TICKS - (1 << 63) // 100 + 1
 _MAX_TICKS = _FILETIME_UNIX_TICKS + ((1 << 63) - 1) // 100

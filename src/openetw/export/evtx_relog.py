@@ -26,9 +26,9 @@ def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: 
     written with their properties as ``EventData``. Chunks are written as they fill; the file
     header last. ``output`` is created with ``file_mode`` at most (``safeio.create_output``).
     """
+    from openetw.events.decoded import decode_record
     from openetw.evtx.events import event_header
     from openetw.evtx.writer import EvtxWriter
-    from openetw.report.events import decode_record
     from openetw.tdh.context import DecodeContext
 
     context = DecodeContext(registry)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, cast
 
+from openetw.events.text import json_value
 from openetw.manifest.winmeta import InType
-from openetw.report.values import json_value
 from openetw.tdh.schema import REST, PropertyInfo, Schema
 
 __all__ = ["evtx_identity", "evtx_values"]

@@ -22,12 +22,13 @@ from typing import IO, Any
 
 from openetw.errors import InvalidArgument
 from openetw.events.profile import StackSample
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.export.timeline.protowire import bytes_field, string_field, varint, varint_field
 
 __all__ = ["FLAME_FORMATS", "write_flame", "write_folded", "write_pprof", "write_speedscope"]
 
 FLAME_FORMATS = ("speedscope", "pprof", "folded")
-_FILETIME_UNIX_TICKS = 116_444_736_000_000_000
+_FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME
 
 # profile.proto (github.com/google/pprof/proto/profile.proto), the fields written
 _PROFILE_SAMPLE_TYPE, _PROFILE_SAMPLE, _PROFILE_MAPPING, _PROFILE_LOCATION = 1, 2, 3, 4

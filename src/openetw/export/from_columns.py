@@ -41,6 +41,7 @@ from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RECORD_CLASSES, EventRecord
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.export._deps import require
 from openetw.export.events import events_schema
 from openetw.export.pipeline import ExportSummary, Progress, TableWriter, _Identities, _layout, _young_collections
@@ -65,7 +66,7 @@ _MANIFEST_DATA_ID, _MANIFEST_OPCODE = 0xFFFE, 254
 _KERNEL_PROCESS_PROVIDER = "22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716"
 _METADATA_CLASS = "bbccf6c1-6cd1-48c4-80ff-839482e37671"
 _ACTIVITY_AT = L.EVENT_HEADER.offset("ActivityId")
-_FILETIME_UNIX_TICKS = 116_444_736_000_000_000
+_FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME
 _MIN_TICKS = _FILETIME_UNIX_TICKS - (1 << 63) // 100 + 1
 _MAX_TICKS = _FILETIME_UNIX_TICKS + ((1 << 63) - 1) // 100
 _ZERO_GUID = "00000000-0000-0000-0000-000000000000"

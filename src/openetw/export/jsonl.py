@@ -14,11 +14,11 @@ from typing import IO
 
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
+from openetw.events.as_json import event_to_json
+from openetw.events.decoded import decode_record
 from openetw.export.pipeline import ExportSummary, Progress
 from openetw.export.source import Selection
 from openetw.guids import format_guid
-from openetw.report.events import decode_record
-from openetw.report.json_format import event_to_json
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
 

@@ -19,13 +19,13 @@ from typing import Any, Protocol
 
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import EventRecord
+from openetw.events.decoded import decode_record
 from openetw.export._deps import require
 from openetw.export.events import EventColumns, events_schema
 from openetw.export.evtx_tables import evtx_identity
 from openetw.export.source import Selection
 from openetw.export.tables import SchemaTable, TableCatalog
 from openetw.guids import format_guid
-from openetw.report.events import decode_record
 from openetw.tdh.context import DecodeContext, process_name_from_image
 from openetw.tdh.registry import SchemaRegistry
 from openetw.tdh.schema import Schema

@@ -15,10 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openetw.consumer.formats import SourceReader, open_reader
 from openetw.errors import InvalidArgument
 from openetw.etl.reader import EtlReader, merge_records
 from openetw.etl.record import EventRecord
+from openetw.events.sources import SourceReader, open_reader
 from openetw.guids import format_guid, parse_guid
 
 __all__ = ["EvtxInput", "Selection", "open_inputs", "merged_records"]

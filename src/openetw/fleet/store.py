@@ -347,7 +347,7 @@ class FleetStore:
         shutil.rmtree(target, ignore_errors=True)
         if etl.buffers:
             if self._registry is None:
-                from openetw.report.sources import build_registry
+                from openetw.events.registry import build_registry
 
                 self._registry = build_registry()  # the installed manifests, as openetw export uses them
             (self.directory / "parquet").mkdir(mode=0o700, exist_ok=True)

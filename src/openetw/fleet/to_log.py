@@ -42,10 +42,10 @@ class LogOutput:
         from openetw.etl import EtlReader
         from openetw.etl.relog import is_logfile_header_record
         from openetw.eventlog import from_etw_record
-        from openetw.report.events import decode_record
+        from openetw.events.decoded import decode_record
 
         if self._registry is None:
-            from openetw.report.sources import build_registry
+            from openetw.events.registry import build_registry
 
             self._registry = build_registry()
         events = []

@@ -234,6 +234,15 @@ LEVELS: dict[str, StandardItem] = {
         StandardItem("win:Verbose", 5, "WINEVENT_LEVEL_VERBOSE", 0x50000005),
     )
 }
+# winmeta's message strings where they differ from the item's name without ``win:``.
+MESSAGE_TEXT: dict[str, str] = {
+    "win:LogAlways": "Log Always",
+    "win:Informational": "Information",
+    "win:DC_Start": "DCStart",
+    "win:DC_Stop": "DCStop",
+}
+# The standard levels' text by value (Event Viewer's Level column).
+LEVEL_TEXT: dict[int, str] = {item.value: MESSAGE_TEXT.get(name, name.removeprefix("win:")) for name, item in LEVELS.items()}
 # Level names real manifests use that winmeta does not define.
 LEVEL_ALIASES: dict[str, str] = {"win:Always": "win:LogAlways"}
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from openetw.errors import InvalidArgument
 from openetw.etl.intypes import InType, OutType
+from openetw.etl.payload import PayloadPacker
 from openetw.guids import provider_guid_from_name
 from openetw.manifest.model import Event, Manifest, Provider
 from openetw.mc.naming import Names, class_name, constant_name, identifier, snake_case
 from openetw.mc.runtime import ManifestProvider, field_literal
-from openetw.provider.fields import PayloadPacker
 from openetw.tdh.from_manifest import schema_from_manifest_event
 from openetw.tdh.schema import PropertyInfo
 

@@ -22,10 +22,10 @@ from typing import Any, ClassVar, NamedTuple
 
 from openetw.errors import InvalidArgument
 from openetw.etl.intypes import InType, OutType
+from openetw.etl.payload import InvalidFieldValue
 from openetw.ipc.pool import PoolWriter
 from openetw.manifest.parser import parse_manifest
 from openetw.provider.encode import EventDescriptor, ManifestEventEncoder
-from openetw.provider.fields import InvalidFieldValue
 from openetw.provider.runtime import EnableCallback, Provider, WriteFn, positional_writer, write_route
 from openetw.tdh.from_manifest import schema_from_manifest_event
 from openetw.tdh.schema import PropertyInfo, Schema

@@ -42,10 +42,10 @@ from typing import Any
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.intypes import InType, OutType
+from openetw.etl.payload import InvalidFieldValue, PayloadPacker
 from openetw.etl.schema import PropertyInfo
 from openetw.guids import parse_guid
 from openetw.ipc.pool import PoolWriter
-from openetw.provider.fields import InvalidFieldValue, PayloadPacker
 from openetw.provider.link import link
 from openetw.provider.runtime import _ProviderBase, _write_all
 from openetw.session import EnableState

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
+from openetw.etl.payload import FieldSpec, InvalidFieldValue, PayloadPacker, manifest_fields
 from openetw.etl.schema import PropertyInfo, Schema
 from openetw.etl.tracelogging import (
     EXT_EVENT_SCHEMA_TL,
@@ -63,7 +64,6 @@ from openetw.provider.encode_source import (
 from openetw.provider.encode_source import (
     head_bits as _head_bits,
 )
-from openetw.provider.fields import FieldSpec, InvalidFieldValue, PayloadPacker, manifest_fields
 from openetw.provider.inference import field_for_value, infer_fields
 from openetw.provider.inference import fields_of as _fields_of
 
@@ -281,7 +281,7 @@ class ManifestEventEncoder(_RecordEncoder):
 
     ``descriptor`` is an ``EventDescriptor`` or ``(id, version, channel, level, opcode, task,
     keyword)``; ``fields`` are the template's fields (``PropertyInfo`` or tuples, see
-    ``openetw.provider.fields.manifest_fields``). ``ansi_encoding`` is the code page of
+    ``openetw.etl.payload.manifest_fields``). ``ansi_encoding`` is the code page of
     ANSISTRING fields without a UTF-8 out-type.
     """
 

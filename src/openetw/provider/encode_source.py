@@ -3,7 +3,7 @@ event and pointer size (see ``openetw.provider.encode`` for what the encoders pr
 
 The header and the first run of fixed-size fields are ONE ``struct.Struct.pack`` call, each
 later run of fixed-size fields another, plain strings are encoded inline, and anything else
-calls the field's packer from ``openetw.provider.fields``. The generated function checks
+calls the field's packer from ``openetw.etl.payload``. The generated function checks
 nothing itself: when it fails for any reason the general path encodes the event again.
 The EVENT_HEADER's packing (``HEAD``) is derived from ``etl.layouts.EVENT_HEADER``.
 """
@@ -21,9 +21,9 @@ from openetw.errors import InvalidArgument
 from openetw.etl import layouts as L
 from openetw.etl.extended import EXT_RELATED_ACTIVITYID
 from openetw.etl.intypes import InType, OutType
+from openetw.etl.payload import PayloadPacker, fixed_code, inline_text_encoding, is_integer_field
 from openetw.etl.schema import PropertyInfo
 from openetw.guids import NULL_GUID
-from openetw.provider.fields import PayloadPacker, fixed_code, inline_text_encoding, is_integer_field
 
 __all__ = [
     "HEADER_SIZE",

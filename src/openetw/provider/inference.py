@@ -17,9 +17,9 @@ from typing import Any
 
 from openetw.errors import InvalidArgument
 from openetw.etl.intypes import InType, OutType
+from openetw.etl.payload import InvalidFieldValue
 from openetw.etl.schema import PropertyInfo
 from openetw.etl.tracelogging import is_ip_address, tl_field
-from openetw.provider.fields import InvalidFieldValue
 
 __all__ = ["field_for_value", "fields_of", "infer_fields"]
 

@@ -53,6 +53,7 @@ from openetw.provider.link import REGISTER_WAIT, link
 if TYPE_CHECKING:
     from openetw.etl.extended import EXT_RELATED_ACTIVITYID, ExtendedItem, encode_extended_items
     from openetw.etl.intypes import InType
+    from openetw.etl.payload import FieldSpec
     from openetw.etl.schema import PropertyInfo
     from openetw.ipc.pool import PoolWriter
     from openetw.provider.encode import (
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
         TraceLoggingEncoderCache,
         TraceLoggingEventEncoder,
     )
-    from openetw.provider.fields import FieldSpec
     from openetw.session.enable import EnableState, SessionEnable
 
 __all__ = ["EnableCallback", "Provider", "TraceLoggingEvent", "TraceLoggingProvider"]
@@ -400,6 +400,13 @@ class TraceLoggingProvider(_ProviderBase):
             if written is not None:
                 return written
         return self._write(event_name, fields, level, keyword, opcode, 0)
+
+    def user_events(self, *, roots: Sequence[str] | None = None) -> Any:
+        """This provider's events published to Linux ``user_events`` as EventHeader events
+        (``openetw.provider.user_events``); ``UserEventsUnavailable`` on a kernel without them."""
+        from openetw.provider.user_events import TRACEFS_ROOTS, UserEventsProvider
+
+        return UserEventsProvider(self.name or "", roots=TRACEFS_ROOTS if roots is None else roots)
 
     def event(
         self, event_name: str, *, level: int = 5, keyword: int = 0, opcode: int = 0, tags: int = 0, fields: Sequence[FieldSpec | tuple[str, str]] = ()

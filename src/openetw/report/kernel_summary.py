@@ -2,7 +2,7 @@
 and system calls per process (the start of what WPA's "Processes", "Disk Usage" and "CPU Usage
 (Precise)" tables show).
 
-``KernelSummary`` takes decoded events (``ReportEvent``) of the NT Kernel Logger's classic
+``KernelSummary`` takes decoded events (``DecodedRecord``) of the NT Kernel Logger's classic
 classes in time order, from Linux (``openetw.kernel``) or Windows files alike:
 
 * Process Start/DCStart/Stop/DCStop: one lifetime per process instance. A second Start of a live
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.etl.clock import filetime_to_iso
-from openetw.report.events import ReportEvent
+from openetw.events.decoded import DecodedRecord
+from openetw.events.text import filetime_text
 
 __all__ = ["KernelSummary"]
 
@@ -39,10 +39,7 @@ _TOP = 10
 def _iso(filetime: int | None) -> str | None:
     if filetime is None:
         return None
-    try:
-        return filetime_to_iso(filetime)
-    except OverflowError:
-        return f"FILETIME({filetime})"
+    return filetime_text(filetime)
 
 
 def _exit_text(code: int | None) -> str:
@@ -99,7 +96,7 @@ class KernelSummary:
         self._network: dict[int | None, list[int]] = {}  # pid → [sent, received, sends, receives]
         self._switches: Counter[int | None] = Counter()
         self._syscalls: Counter[int | None] = Counter()
-        self._handlers: dict[str, Callable[[ReportEvent], None]] = {
+        self._handlers: dict[str, Callable[[DecodedRecord], None]] = {
             "Process/Start": self._on_process_start, "Process/DCStart": self._on_process_rundown,
             "Process/Stop": self._on_process_stop, "Process/DCStop": self._on_process_end_rundown,
             "Thread/Start": self._on_thread, "Thread/DCStart": self._on_thread,
@@ -114,13 +111,13 @@ class KernelSummary:
         """The trace held kernel Process events (the section is worth showing)."""
         return self.process_events > 0
 
-    def add(self, event: ReportEvent) -> None:
+    def add(self, event: DecodedRecord) -> None:
         handler = self._handlers.get(event.event_name or "")
         if handler is not None and event.provider_name in _KERNEL_PROVIDERS and event.decoded is not None:
             handler(event)
 
     # -- processes and threads ------------------------------------------------------------------
-    def _process_fields(self, event: ReportEvent) -> tuple[int, int, str, str]:
+    def _process_fields(self, event: DecodedRecord) -> tuple[int, int, str, str]:
         values = event.properties
         return (
             int(values.get("ProcessID") or 0), int(values.get("ParentID") or 0),
@@ -133,7 +130,7 @@ class KernelSummary:
         self._current[pid] = life
         return life
 
-    def _on_process_start(self, event: ReportEvent) -> None:
+    def _on_process_start(self, event: DecodedRecord) -> None:
         self.process_events += 1
         pid, parent, image, command_line = self._process_fields(event)
         life = self._current.get(pid)
@@ -141,7 +138,7 @@ class KernelSummary:
             life = self._new(pid, parent, event.record.filetime)
         life.learn(image, command_line, parent)  # a second Start of a live process: an exec
 
-    def _on_process_rundown(self, event: ReportEvent) -> None:
+    def _on_process_rundown(self, event: DecodedRecord) -> None:
         self.process_events += 1
         pid, parent, image, command_line = self._process_fields(event)
         life = self._current.get(pid)
@@ -149,7 +146,7 @@ class KernelSummary:
             life = self._new(pid, parent, None)
         life.learn(image, command_line, parent)
 
-    def _on_process_stop(self, event: ReportEvent) -> None:
+    def _on_process_stop(self, event: DecodedRecord) -> None:
         self.process_events += 1
         pid, parent, image, command_line = self._process_fields(event)
         life = self._current.get(pid)
@@ -160,7 +157,7 @@ class KernelSummary:
         status = event.properties.get("ExitStatus")
         life.exit_code = int(status) if status is not None else None
 
-    def _on_process_end_rundown(self, event: ReportEvent) -> None:
+    def _on_process_end_rundown(self, event: DecodedRecord) -> None:
         self.process_events += 1
         pid, parent, image, command_line = self._process_fields(event)
         life = self._current.get(pid)
@@ -169,7 +166,7 @@ class KernelSummary:
             life.learn(image, command_line, parent)
         life.running_at_end = True
 
-    def _on_thread(self, event: ReportEvent) -> None:
+    def _on_thread(self, event: DecodedRecord) -> None:
         values = event.properties
         tid, pid = values.get("TThreadId"), values.get("ProcessId")
         if tid is not None and pid is not None:
@@ -186,7 +183,7 @@ class KernelSummary:
         return pid
 
     # -- CPU ------------------------------------------------------------------------------------
-    def _on_cswitch(self, event: ReportEvent) -> None:
+    def _on_cswitch(self, event: DecodedRecord) -> None:
         record = event.record
         if record.tid not in (0, _NO_ID) and record.pid != _NO_ID:
             self._thread_process.setdefault(record.tid, record.pid)
@@ -208,7 +205,7 @@ class KernelSummary:
         self._running_on[cpu] = int(new)
         self._switches[self._process_of(int(new))] += 1
 
-    def _on_syscall(self, event: ReportEvent) -> None:
+    def _on_syscall(self, event: DecodedRecord) -> None:
         cpu = event.record.cpu
         tid = self._running_on.get(cpu)
         if not tid:  # idle makes no system calls: the CPU's next switch says whose they are
@@ -217,7 +214,7 @@ class KernelSummary:
         self._syscalls[self._process_of(tid)] += 1
 
     # -- I/O ------------------------------------------------------------------------------------
-    def _on_disk(self, event: ReportEvent) -> None:
+    def _on_disk(self, event: DecodedRecord) -> None:
         values = event.properties
         issuer = values.get("IssuingThreadId")
         pid = self._thread_process.get(int(issuer)) if issuer else None
@@ -228,7 +225,7 @@ class KernelSummary:
         row[1 if write else 0] += int(values.get("TransferSize") or 0)
         row[3 if write else 2] += 1
 
-    def _on_network(self, event: ReportEvent) -> None:
+    def _on_network(self, event: DecodedRecord) -> None:
         values = event.properties
         pid, size = values.get("PID"), values.get("size")
         if pid is None or size is None:

@@ -12,16 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from openetw.etl.clock import filetime_to_iso
-from openetw.report.events import ReportEvent
+from openetw.events.decoded import DecodedRecord
+from openetw.events.text import filetime_text
 from openetw.report.kernel_summary import KernelSummary
 
 
 def _iso(filetime: int) -> str:
-    try:
-        return filetime_to_iso(filetime)
-    except OverflowError:  # a damaged timestamp no calendar date holds
-        return f"FILETIME({filetime})"
+    return filetime_text(filetime)  # a damaged timestamp no calendar date holds: FILETIME(n)
 
 __all__ = ["Summary", "summarize"]
 
@@ -59,7 +56,7 @@ class _ProviderTally:
 
 
 class Summary:
-    """Accumulates the summary of a stream of ``ReportEvent``s."""
+    """Accumulates the summary of a stream of ``DecodedRecord``s."""
 
     def __init__(self, events_lost: int = 0, buffers_lost: int = 0) -> None:
         self.events_lost = events_lost
@@ -70,7 +67,7 @@ class Summary:
         self._time = _Tally()
         self.kernel = KernelSummary()
 
-    def add(self, event: ReportEvent) -> None:
+    def add(self, event: DecodedRecord) -> None:
         record = event.record
         self.records += 1
         self.kernel.add(event)
@@ -95,7 +92,7 @@ class Summary:
             for prop in event.errors:
                 tally.failures[f"property {prop!r} not decoded"] += 1
 
-    def add_all(self, events: Iterable[ReportEvent]) -> Summary:
+    def add_all(self, events: Iterable[DecodedRecord]) -> Summary:
         for event in events:
             self.add(event)
         return self
@@ -156,7 +153,7 @@ class Summary:
         return out
 
 
-def _fallback_event_name(event: ReportEvent) -> str:
+def _fallback_event_name(event: DecodedRecord) -> str:
     record = event.record
     if record.kind in ("system", "compact", "perfinfo"):
         return f"hook 0x{record.hook_id or 0:04x} v{record.version}"
@@ -167,5 +164,5 @@ def _fallback_event_name(event: ReportEvent) -> str:
     return f"EventID({record.id}) v{record.version}"
 
 
-def summarize(events: Iterable[ReportEvent], events_lost: int = 0, buffers_lost: int = 0) -> Summary:
+def summarize(events: Iterable[DecodedRecord], events_lost: int = 0, buffers_lost: int = 0) -> Summary:
     return Summary(events_lost, buffers_lost).add_all(events)

@@ -18,19 +18,13 @@ from collections.abc import Iterator
 
 from openetw.etl.intypes import InType, OutType
 from openetw.guids import provider_guid_from_name
+from openetw.manifest import winmeta
 from openetw.manifest.model import Event, Field, Keyword, Level, Manifest, Map, MapKind, Opcode, Provider, Task
 from openetw.tdh.schema import EventMap, MapEntry, PropertyInfo, Schema
 from openetw.tdh.schema import MapKind as SchemaMapKind
 
 __all__ = ["schema_from_manifest_event", "schemas_from_manifest"]
 
-# winmeta's message strings, which differ from the item names.
-_WINMETA_TEXT = {
-    "win:LogAlways": "Log Always",
-    "win:Informational": "Information",
-    "win:DC_Start": "DCStart",
-    "win:DC_Stop": "DCStop",
-}
 
 # In-types whose decoded value is an integer a count or length can refer to.
 _INTEGER_IN_TYPES = frozenset({
@@ -46,7 +40,7 @@ def _display(item: Level | Task | Opcode | Keyword) -> str:
     """The text TDH shows for a level, task, opcode, keyword: its message, else its name."""
     name = item.name
     if getattr(item, "standard", False):  # (a task is never a standard one)
-        return _WINMETA_TEXT.get(name, name.removeprefix("win:"))
+        return winmeta.MESSAGE_TEXT.get(name, name.removeprefix("win:"))
     message = item.message
     return message.strip() if message and message.strip() else name
 

@@ -65,6 +65,11 @@ class SchemaRegistry:
         self._cache.clear()
         return added
 
+    def known_provider_names(self) -> dict[uuid.UUID, str]:
+        """Provider GUID -> name, for every provider the added sources name (the shipped layouts
+        only once a record of theirs was looked up)."""
+        return dict(self._provider_names)
+
     def schemas(self) -> Iterator[Schema]:
         """Every schema the registry holds by provider and id (manifest events and classic
         classes, not WPP messages): for each (provider, id), its versions in order."""

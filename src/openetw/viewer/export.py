@@ -55,9 +55,9 @@ def export(source: Any, rows: np.ndarray, fmt: str) -> bytes:
         data: bytes = own(rows, fmt)
         return data
     if fmt in ("csv", "json", "xml"):
-        from openetw.report.csv_format import write_csv
-        from openetw.report.json_format import write_json
-        from openetw.report.xml_format import write_xml
+        from openetw.events.as_csv import write_csv
+        from openetw.events.as_json import write_json
+        from openetw.events.as_xml import write_xml
 
         writer = {"csv": write_csv, "json": write_json, "xml": write_xml}[fmt]
         out = io.StringIO()

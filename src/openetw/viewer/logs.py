@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.report.sources import LazyManifestRegistry
+from openetw.events.registry import LazyManifestRegistry
+from openetw.events.text import filetime_text
 from openetw.viewer.model import Columns, level_name
-from openetw.viewer.sources import ViewerSource, _iso
+from openetw.viewer.sources import ViewerSource
 
 __all__ = ["WINDOWS_LOGS", "LogSource", "log_dirs", "logs_tree"]
 
@@ -208,7 +209,7 @@ class LogSource(ViewerSource):
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["Level", "Date and Time", "Source", "Event ID", "Task Category", "Log", "Record", "Message"])
         for event in chosen:
-            writer.writerow([level_name(event.level), _iso(event.time_created), event.provider, event.event_id, event.task,
+            writer.writerow([level_name(event.level), filetime_text(event.time_created), event.provider, event.event_id, event.task,
                              self.name, event.record_id, event.message or ""])  # fmt: skip
         return out.getvalue().encode()
 
@@ -252,7 +253,7 @@ class LogSource(ViewerSource):
         import sqlite3
 
         from openetw.eventlog.store import now_filetime
-        from openetw.eventlog.xpath import QueryList, condition_sql
+        from openetw.events.xpath import QueryList, condition_sql
         from openetw.viewer.xpath import parse_viewer_filter
 
         query = parse_viewer_filter(text)
@@ -300,7 +301,7 @@ def log_row(event: Any, row: int) -> dict[str, Any]:
     fields = {name: "" if value is None else str(value) for name, value in (event.fields or {}).items()}
     message = " ".join((event.message or "").split()) or "; ".join(f"{name}: {value}" for name, value in fields.items())
     return {
-        "row": row, "level": int(event.level), "levelName": level_name(event.level), "time": _iso(event.time_created),
+        "row": row, "level": int(event.level), "levelName": level_name(event.level), "time": filetime_text(event.time_created),
         "filetime": str(event.time_created), "provider": event.provider, "event": "", "id": int(event.event_id),
         "task": int(event.task), "opcode": int(event.opcode), "keywords": f"0x{int(event.keywords):x}", "pid": int(event.pid),
         "tid": int(event.tid), "cpu": 0, "channel": event.channel or event.log, "user": event.user_sid or "",

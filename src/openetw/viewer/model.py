@@ -16,20 +16,17 @@ from typing import Any
 import numpy as np
 
 from openetw.errors import InvalidArgument
+from openetw.events.text import LEVEL_TEXT as LEVEL_NAMES
+from openetw.events.text import level_name
 
 __all__ = [
     "FACETS", "LEVEL_NAMES", "Columns", "Query", "facet_counts", "histogram", "level_name", "matching_rows", "parse_query",
 ]  # fmt: skip
 
-LEVEL_NAMES = {0: "Log Always", 1: "Critical", 2: "Error", 3: "Warning", 4: "Information", 5: "Verbose"}
 FACETS = ("level", "provider", "event", "task", "opcode", "keyword", "process", "channel", "user")
 """The facets the page shows, each a column of ``Columns`` (``keyword`` counts each bit)."""
 _CODED = ("provider", "event", "channel", "user")  # columns of codes into a label table
 _ARRAYS = ("time", "level", "provider", "event", "id", "task", "opcode", "keyword", "process", "thread", "cpu", "channel", "user")
-
-
-def level_name(level: int) -> str:
-    return LEVEL_NAMES.get(int(level), f"Level {int(level)}")
 
 
 @dataclass

@@ -21,24 +21,17 @@ from typing import Any
 import numpy as np
 
 from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.etl.clock import filetime_to_iso
 from openetw.etl.record import EventRecord
+from openetw.events.decoded import DecodedRecord, decode_record
+from openetw.events.registry import LazyManifestRegistry, build_registry
+from openetw.events.text import filetime_text
 from openetw.guids import format_guid
-from openetw.report.events import ReportEvent, decode_record
-from openetw.report.sources import LazyManifestRegistry, build_registry
 from openetw.tdh.context import DecodeContext
 from openetw.viewer.model import Columns, level_name
 
 __all__ = ["EtlSource", "EvtxSource", "RecordFileSource", "LiveSource", "ViewerSource", "event_row", "open_file"]
 
 _KERNEL_KINDS = ("system", "compact", "perfinfo")
-
-
-def _iso(filetime: int) -> str:
-    try:
-        return filetime_to_iso(int(filetime))
-    except (OverflowError, ValueError):
-        return f"FILETIME({int(filetime)})"
 
 
 def _value_text(value: Any) -> str:
@@ -53,7 +46,7 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
-def event_fields(event: ReportEvent) -> dict[str, str]:
+def event_fields(event: DecodedRecord) -> dict[str, str]:
     """The event's fields as text (empty when it has no schema or did not decode)."""
     try:
         if event.record.kind == "evtx":
@@ -63,11 +56,11 @@ def event_fields(event: ReportEvent) -> dict[str, str]:
         return {}
 
 
-def _schemaless(event: ReportEvent) -> bool:
+def _schemaless(event: DecodedRecord) -> bool:
     return event.record.kind not in ("evtx", "unknown") and event.schema is None and event.decoded is None
 
 
-def missing_description(event: ReportEvent) -> str:
+def missing_description(event: DecodedRecord) -> str:
     """What Event Viewer says of an event whose provider's description is not installed."""
     return (f"The description for Event ID {int(event.record.id)} from source {event.provider_label} cannot be found. "
             "Either the component that raises this event is not installed on your local computer or the installation is "
@@ -78,7 +71,7 @@ def _failure(path: str, error: Exception) -> str:
     return f"{path}: cannot be read ({type(error).__name__}: {error})"
 
 
-def event_text(event: ReportEvent) -> str:
+def event_text(event: DecodedRecord) -> str:
     """Everything searchable about an event, lowercased: names, message and each field."""
     parts = [event.provider_label, event.event_name or ""]
     try:
@@ -89,7 +82,7 @@ def event_text(event: ReportEvent) -> str:
     return " ".join(parts).lower()
 
 
-def event_message(event: ReportEvent) -> str:
+def event_message(event: DecodedRecord) -> str:
     """The rendered message; for an event without a known schema Event Viewer's "description
     cannot be found" line; else the fields as ``name: value`` (what Event Viewer falls back to)."""
     try:
@@ -104,7 +97,7 @@ def event_message(event: ReportEvent) -> str:
     return fields
 
 
-def event_row(event: ReportEvent, row: int) -> dict[str, Any]:
+def event_row(event: DecodedRecord, row: int) -> dict[str, Any]:
     """One event as the table shows it (text only: the page escapes every value)."""
     record = event.record
     evtx = record.kind == "evtx"
@@ -114,7 +107,7 @@ def event_row(event: ReportEvent, row: int) -> dict[str, Any]:
         "row": row,
         "level": int(record.level),
         "levelName": level_name(record.level),
-        "time": _iso(record.filetime) if record.kind != "unknown" else "",
+        "time": filetime_text(record.filetime) if record.kind != "unknown" else "",
         "filetime": str(record.filetime) if record.kind != "unknown" else "",
         "provider": event.provider_label,
         "event": event.event_name or "",
@@ -156,7 +149,7 @@ class ViewerSource:
     def columns(self) -> Columns:
         raise NotImplementedError
 
-    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+    def events(self, rows: Iterable[int]) -> Iterator[DecodedRecord]:
         """The decoded events of ``rows`` (in the order given)."""
         raise NotImplementedError
 
@@ -189,7 +182,7 @@ class ViewerSource:
         return [event_row(event, row) for event, row in zip(self.events(wanted), wanted, strict=True)]
 
     def detail(self, row: int) -> dict[str, Any]:
-        from openetw.report.xml_format import event_xml
+        from openetw.events.as_xml import event_xml
 
         if not 0 <= row < len(self.columns()):
             raise InvalidArgument(f"no event {row} in {self.name}")
@@ -324,7 +317,7 @@ class EtlSource(ViewerSource):
             return 1.0
         return min(0.99, self._progress_at * self._buffer_size / self._size)
 
-    def _sample_event(self, row: int) -> ReportEvent:
+    def _sample_event(self, row: int) -> DecodedRecord:
         record = next(self._loader.records(np.asarray([row])))
         return decode_record(record, self.registry, self._context)
 
@@ -387,12 +380,12 @@ class EtlSource(ViewerSource):
     def columns(self) -> Columns:
         return self._columns
 
-    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+    def events(self, rows: Iterable[int]) -> Iterator[DecodedRecord]:
         wanted = np.asarray(list(rows), dtype=np.int64)
         if not len(wanted):
             return
         order = np.argsort(wanted, kind="stable")
-        built: dict[int, ReportEvent] = {}
+        built: dict[int, DecodedRecord] = {}
         for row, record in zip(wanted[order].tolist(), self._loader.records(wanted[order]), strict=True):
             built[row] = decode_record(record, self.registry, self._context)
         for row in wanted.tolist():
@@ -423,7 +416,7 @@ class _RecordList(ViewerSource):
 
     def __init__(self, source_id: str, name: str, registry: LazyManifestRegistry) -> None:
         super().__init__(source_id, name, registry)
-        self._events: list[ReportEvent] = []
+        self._events: list[DecodedRecord] = []
         self._columns = Columns.empty()
         self._tables: dict[str, dict[str, int]] = {name: {} for name in ("provider", "event", "channel", "user")}
 
@@ -435,7 +428,7 @@ class _RecordList(ViewerSource):
                 self._columns = _grown(self._columns, self._events[done:count], self._tables)
             return self._columns
 
-    def events(self, rows: Iterable[int]) -> Iterator[ReportEvent]:
+    def events(self, rows: Iterable[int]) -> Iterator[DecodedRecord]:
         events = self._events
         for row in rows:
             yield events[row]
@@ -452,7 +445,7 @@ class _RecordList(ViewerSource):
             yield event_text(event)
 
 
-def _grown(columns: Columns, events: list[ReportEvent], tables: dict[str, dict[str, int]]) -> Columns:
+def _grown(columns: Columns, events: list[DecodedRecord], tables: dict[str, dict[str, int]]) -> Columns:
     """``columns`` with ``events`` added at the end (their labels coded through ``tables``)."""
     records = [event.record for event in events]
     evtx = [record.header if record.kind == "evtx" else None for record in records]  # type: ignore[attr-defined]
@@ -490,7 +483,7 @@ class RecordFileSource(_RecordList):
         super().__init__(source_id, os.path.basename(path), registry)
         self.path = path
         if trace_format is None:
-            from openetw.consumer.formats import EVTX
+            from openetw.events.sources import EVTX
 
             trace_format = EVTX
         self.format = trace_format
@@ -499,14 +492,16 @@ class RecordFileSource(_RecordList):
 
     def _open(self) -> None:
         try:
-            source = self.format.open(self.path)
+            from openetw.events.sources import damage_of, open_source
+
+            source = open_source(self.path, as_format=self.format)
             source.open()
             events = [decode_record(record, self.registry) for record in source.records()]
             with self._lock:
                 self._events = events
-            losses = source.losses()  # the records the source's damage policy could not keep
-            if losses:
-                self.error = f"{losses[0]}" + (f" (and {len(losses) - 1} more)" if len(losses) > 1 else "")
+            lost = damage_of(source).summary()  # the records the read model's damage policy could not keep
+            if lost is not None:
+                self.error = lost
         except OpenEtwError as error:
             self.error = str(error)
         except OSError as error:
@@ -527,14 +522,14 @@ class LiveSource(_RecordList):
     live = True
 
     def __init__(self, source_id: str, session_name: str, registry: LazyManifestRegistry, socket: str | None = None) -> None:
-        from openetw.consumer.live import LiveSessionSource
+        from openetw.events.sources import open_session
 
         super().__init__(source_id, session_name, registry)
         self._more = threading.Condition(self._lock)
         self._socket = socket
         self._lost = {"events_lost": 0, "buffers_lost": 0}
         self._lost_at = -10.0
-        self._live = LiveSessionSource(session_name, socket=socket)
+        self._live: Any = open_session(session_name, socket=socket)
         self._live.open()  # a session that is not there fails here, for the page to say so
         self.ready.set()
         self._started = time.monotonic()
@@ -592,7 +587,7 @@ class LiveSource(_RecordList):
 
 def open_file(source_id: str, path: str, registry: LazyManifestRegistry, *, index_options: dict[str, Any] | None = None) -> ViewerSource:
     """An ``.etl`` or ``.evtx`` file as a source (checked readable by this user first)."""
-    from openetw.consumer.formats import ETL, trace_format
+    from openetw.events.sources import ETL, trace_format
 
     real = os.path.realpath(path)
     try:

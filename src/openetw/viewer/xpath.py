@@ -1,5 +1,6 @@
-"""The Event Log's XPath in the viewer: the one parser of ``eventlog.xpath``, answered on a source's
-``Columns`` where they hold the facts, and event by event where they do not.
+"""The Event Log's XPath in the viewer: a thin adapter from the viewer's ``Columns`` and events to
+the read model's XPath (``events.xpath``), answered on the columns where they hold the facts,
+and event by event where they do not.
 
 A query on the header facts (``*[System[Level<=3 and band(Keywords,16)]]``, the filters Event
 Viewer writes) is one vectorised pass over the columns. A query on what the columns lack
@@ -11,23 +12,20 @@ builds the ``Event`` tree of each remaining row and tests it, as ``log query`` d
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from openetw.errors import InvalidArgument, OpenEtwError
-from openetw.eventlog.xpath import FILETIME_EPOCH_OFFSET, Query, QueryList, XmlElement, parse_filter
-from openetw.eventlog.xpath_columns import EventColumns, select_rows
+from openetw.errors import InvalidArgument, OpenEtwError, XPathError
+from openetw.events.text import UNIX_EPOCH_FILETIME
+from openetw.events.xpath import Query, QueryList, XmlElement, parse_filter
+from openetw.events.xpath.columns import EventColumns, EventNodes, select_events
 from openetw.viewer.model import Columns
 
 if TYPE_CHECKING:
-    from openetw.report.events import ReportEvent
+    from openetw.events.decoded import DecodedRecord
 
 __all__ = ["event_columns", "parse_viewer_filter", "report_event_node", "xpath_mask", "xpath_rows"]
-
-EventNodes = Callable[[np.ndarray], Iterable[XmlElement | None]]
-"""The ``Event`` trees of some rows (``None`` for a row that has none), in the rows' order."""
 
 
 def event_columns(columns: Columns) -> EventColumns:
@@ -42,7 +40,7 @@ def event_columns(columns: Columns) -> EventColumns:
     )  # fmt: skip
 
 
-def report_event_node(event: ReportEvent, row: int, columns: Columns) -> XmlElement | None:
+def report_event_node(event: DecodedRecord, row: int, columns: Columns) -> XmlElement | None:
     """The ``Event`` tree of a row: an ``.evtx`` record's own; an ETW record's as the Event Log
     renders it, named as the row's columns name it (so a query sees one provider name)."""
     from openetw.eventlog.model import StoredEvent
@@ -73,24 +71,18 @@ def parse_viewer_filter(text: str) -> Query | QueryList:
 
 
 def _now(now: int | None) -> int:
-    return time.time_ns() // 100 + FILETIME_EPOCH_OFFSET if now is None else now
+    return time.time_ns() // 100 + UNIX_EPOCH_FILETIME if now is None else now
 
 
 def xpath_rows(text: str, columns: Columns, nodes: EventNodes | None, now: int | None = None) -> np.ndarray:
-    """The rows an Event Log XPath query (or ``<QueryList>``) selects: on the columns, then, for a
-    query the columns cannot answer whole, each remaining row's ``Event`` tree from ``nodes``;
-    ``now`` (FILETIME, default the clock) is what ``timediff`` measures from."""
+    """The rows an Event Log XPath query (or ``<QueryList>``) selects (``events.xpath.select_events``):
+    on the columns, then each remaining row's ``Event`` tree from ``nodes``; ``now`` (FILETIME,
+    default the clock) is what ``timediff`` measures from."""
     query = parse_viewer_filter(text)
-    moment = _now(now)
-    mask, exact = select_rows(query, event_columns(columns), moment)
-    if exact:
-        return mask
-    if nodes is None:
-        raise InvalidArgument("XPath: this query tests event fields, and this source cannot build its events")
-    rows = np.flatnonzero(mask)
-    kept = np.fromiter((node is not None and query.matches(node, moment) for node in nodes(rows)), dtype=bool, count=len(rows))
-    mask[rows] = kept
-    return mask
+    try:
+        return select_events(query, event_columns(columns), nodes, _now(now))
+    except XPathError as error:
+        raise InvalidArgument(f"XPath: {error}") from None
 
 
 def xpath_mask(text: str, columns: Columns, now: int | None = None) -> np.ndarray:

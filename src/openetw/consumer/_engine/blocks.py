@@ -37,7 +37,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS
+from openetw._native import module as native_module
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS, take
 
 __all__ = [
     "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",
@@ -56,6 +57,10 @@ _LEVEL = 1  # zlib level: the first pass must stay as fast as a plain walk
 
 _STORED = tuple(name for name in RECORD_COLUMNS if name != "filetime")
 _WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
+# The compiled twin of the plane split and join (None: numpy), and where each stored column
+# sits in a row: (offset, width) pairs in the stored order.
+_NATIVE = native_module("_index")
+_PLACES = np.asarray([(RECORD_DTYPE.fields[name][1], _WIDTH[name]) for name in _STORED], dtype=np.int64)  # type: ignore[index]
 
 
 def block_rows_setting() -> int:
@@ -102,6 +107,12 @@ def _offsets_back(rows: np.ndarray, residual: np.ndarray) -> np.ndarray:
 def encode_block(rows: np.ndarray) -> bytes:
     """The compressed columns of ``rows`` (see the module doc)."""
     n = len(rows)
+    if _NATIVE is not None:
+        coded = take(rows, np.arange(n)) if n else np.zeros(0, dtype=RECORD_DTYPE)  # a packed copy to code in place
+        coded["timestamp"] = np.diff(rows["timestamp"], prepend=np.int64(0))
+        coded["user_data_length"] = (rows["size"].astype(np.uint32) - rows["user_data_offset"] - rows["user_data_length"]).astype(np.uint32)
+        coded["offset"] = _offset_residuals(rows)
+        return zlib.compress(_NATIVE.rows_to_planes(np.ascontiguousarray(coded), RECORD_DTYPE.itemsize, _PLACES), _LEVEL)
     planes: list[bytes] = []
     for name in _STORED:
         column = rows[name]
@@ -130,14 +141,19 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
     if n < 0:
         raise ValueError("a negative row count")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
-    at = 0
-    for name in _STORED:
-        width = _WIDTH[name]
-        plane = np.frombuffer(raw, dtype=np.uint8, count=n * width, offset=at).reshape(width, n).T
-        at += n * width
-        rows[name] = np.ascontiguousarray(plane).view(RECORD_FIELDS[name]).reshape(n)
-    if at != len(raw):
-        raise ValueError("block size does not match its row count")
+    if _NATIVE is not None:
+        _NATIVE.planes_to_rows(raw, rows, RECORD_DTYPE.itemsize, _PLACES)  # ValueError when the sizes disagree
+    else:
+        at = 0
+        for name in _STORED:
+            width = _WIDTH[name]
+            if at + n * width > len(raw):
+                raise ValueError("block size does not match its row count")
+            plane = np.frombuffer(raw, dtype=np.uint8, count=n * width, offset=at).reshape(width, n).T
+            at += n * width
+            rows[name] = np.ascontiguousarray(plane).view(RECORD_FIELDS[name]).reshape(n)
+        if at != len(raw):
+            raise ValueError("block size does not match its row count")
     rows["timestamp"] = np.cumsum(rows["timestamp"])
     rows["user_data_length"] = rows["size"] - rows["user_data_offset"] - rows["user_data_length"]
     rows["offset"] = _offsets_back(rows, rows["offset"])

@@ -4,7 +4,7 @@
 offsets of each header kind, provider GUIDs go to a table, and the rows are put in the order
 ``EtlReader.records(time_order=True)`` gives. One row per record, the same fields as the
 ``EventRecord`` the reader would build (a kernel record's provider is the event class GUID of
-its group, as ``openetw.consumer.provider.provider_key`` matches it).
+its group, as ``openetw.consumer.provider.match_guid`` matches it).
 """
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ record is counted from the columns. The result is the same as streaming every re
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import count as count_from
-from itertools import islice
 from typing import Any
 
 import numpy as np
 
+from openetw._native import module as native_module
 from openetw.consumer._engine.lazy import LAZY_CLASSES, lazy_record, reuse_lazy_record
 from openetw.consumer._engine.loader import RowLoader
 from openetw.consumer._engine.segments import merge_windows
@@ -37,6 +37,7 @@ _KIND_CLASSIC, _KIND_EVENT, _KIND_WPP = 3, 5, 6  # index kind codes
 _EXTENDED_INFO = 0x0001
 _EVENT_HEADER_SIZE = L.EVENT_HEADER.size
 _EXTENDED_KEYS = 4096  # bounded, whatever a hostile trace carries
+_NATIVE = native_module("_dispatch")  # the compiled twin of the delivery loop's first branch (None: pure)
 
 
 def merged_order(indexes: list[EtlIndex]) -> tuple[np.ndarray, np.ndarray]:
@@ -462,7 +463,16 @@ class IndexedPlan:
             run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
             strict=True,
         )
-        columns = zip(count_from(), lane_of.tolist(), column("offset").tolist(), column("size").tolist(), column("user_data_offset").tolist())
+        lane_array = np.ascontiguousarray(lane_of, dtype=np.int64)
+        offsets, sizes = column("offset").astype(np.int64), column("size").astype(np.int64)
+        user_data_offsets = column("user_data_offset").astype(np.int64)
+        lane_list, offset_list, size_list, user_data_offset_list = lane_array.tolist(), offsets.tolist(), sizes.tolist(), user_data_offsets.tolist()
+        # The compiled loop takes the rows of lanes with a single direct callback (the first
+        # branch below) and hands back the first row it leaves to this loop.
+        native = _NATIVE
+        compiled = [callback is not None for callback, _, _, _ in lanes]
+        reuse = references_of is sys.getrefcount
+        progress = np.zeros(1, dtype=np.int64)
         done = 0
         buffer = -1
         data = b""
@@ -476,9 +486,26 @@ class IndexedPlan:
                         data = loaders[file].buffer_data(buffer)
                 record_context = record_contexts[file]
                 spare = None
-                for done, lane, offset, size, user_data_offset in islice(columns, run_stop - run_start):
+                row = run_start
+                while row < run_stop:
+                    done = row
+                    lane = lane_list[done]
+                    if native is not None and compiled[lane]:
+                        try:
+                            done, spare = native.deliver(
+                                lanes, entries, lane_array, offsets, sizes, user_data_offsets, done, run_stop, data, cpu, record_context,
+                                buffer, context, d, callback_failed, generation, reuse, spare, progress,
+                            )  # fmt: skip
+                        except BaseException:
+                            done = int(progress[0])
+                            raise
+                        if done >= run_stop:
+                            break
+                        lane = lane_list[done]
+                    row = done + 1
                     if d.stopping:
                         return int(positions[done])
+                    offset, size, user_data_offset = offset_list[done], size_list[done], user_data_offset_list[done]
                     callback, group, schema_kind, record_class = lanes[lane]
                     if callback is not None:
                         record = spare

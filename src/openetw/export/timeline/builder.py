@@ -16,18 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.etl.record import EventRecord
+from openetw.events.decoded import provider_key
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.export.pipeline import _Identities, _process_names, _provider_filter
 from openetw.export.source import Selection
 from openetw.export.timeline.model import Counter, Frame, Instant, Item, Process, Sample, Switch, Thread, Wakeup
 from openetw.export.timeline.slices import Pairing, pair_key
-from openetw.report.events import provider_key
 from openetw.tdh.context import KERNEL_PROCESS_PROVIDER, DecodeContext
 from openetw.tdh.format import format_event_message
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["TimelineStats", "timeline", "FILETIME_UNIX_TICKS"]
 
-FILETIME_UNIX_TICKS = 116_444_736_000_000_000
+FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME  # its former name
 _KERNEL = frozenset({"system", "compact", "perfinfo"})
 _THREAD_GROUP, _PERFINFO_GROUP, _STACKWALK_GROUP = 0x05, 0x0F, 0x18
 _CSWITCH, _READY_THREAD, _SAMPLE, _STACK = 36, 50, 46, 32

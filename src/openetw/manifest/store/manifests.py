@@ -32,12 +32,12 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any, Literal
 
-from openetw.errors import AccessDenied, InvalidArgument, ManifestError
+from openetw.errors import AccessDenied, InvalidArgument, ManifestError, OpenEtwError
 from openetw.guids import parse_guid
 from openetw.manifest import Diagnostic, Manifest, parse_manifest, validate
 from openetw.manifest.loader import expand_manifest_paths
 from openetw.manifest.store.files import exclusive_lock, write_atomically
-from openetw.manifest.store.merge import provider_key
+from openetw.manifest.store.merge import merge_guid
 from openetw.manifest.store.reading import read_manifest, read_manifest_bytes
 from openetw.manifest.xmlread import MAX_INPUT_BYTES
 from openetw.safeio import read_regular_file
@@ -215,7 +215,7 @@ class ManifestStore:
             except ManifestError as error:
                 problems.append(error)
                 continue
-            kept = tuple(p for p in manifest.providers if provider_key(p) in guids)
+            kept = tuple(p for p in manifest.providers if merge_guid(p) in guids)
             manifests.append(manifest if len(kept) == len(manifest.providers) else replace(manifest, providers=kept))
         return manifests, vanished
 
@@ -247,7 +247,7 @@ class ManifestStore:
                 target = self.files_directory / item.stored_name
                 source = str(item.source.resolve())
                 for provider in item.manifest.providers:
-                    guid = provider_key(provider)
+                    guid = merge_guid(provider)
                     entry = InstalledProvider(
                         guid, provider.name, target, source, now, len(provider.events), self.scope, item.warnings
                     )
@@ -303,7 +303,7 @@ class ManifestStore:
         if path.resolve() == stored.resolve():
             return [entry for entry in index.values() if entry.file == stored]
         try:
-            guids = {provider_key(p) for p in read_manifest(path).manifest.providers}
+            guids = {merge_guid(p) for p in read_manifest(path).manifest.providers}
         except ManifestError:
             if installed_from:
                 return installed_from
@@ -485,9 +485,22 @@ class ManifestRegistry:
         return [entry for store in self.stores for entry in store.entries()]
 
 
+def installed_manifests(errors: list[ManifestError] | None = None) -> list[Manifest]:
+    """The manifests of the installed-manifest store (the system's, then the user's: lowest
+    precedence first, so the user's win), or ``[]`` when the store cannot be read (the reason
+    joins ``errors``)."""
+    try:
+        return [manifest for _, manifest in ManifestRegistry().sources(errors)]
+    except (OSError, OpenEtwError) as error:
+        if errors is not None:
+            errors.append(ManifestError(f"cannot read the installed manifests: {error}"))
+        return []
+
+
 __all__ = [
     "DATA_DIR_ENV",
     "InstalledProvider",
+    "installed_manifests",
     "ManifestRegistry",
     "ManifestRejected",
     "ManifestStore",

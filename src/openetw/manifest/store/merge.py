@@ -75,7 +75,7 @@ class MergedProvider:
         return self.events[max(versions)] if versions else None
 
 
-def provider_key(provider: Provider) -> uuid.UUID:
+def merge_guid(provider: Provider) -> uuid.UUID:
     """The GUID a provider is merged under (its own, else the name hash of its name)."""
     return provider.guid if provider.guid is not None else provider_guid_from_name(provider.name)
 
@@ -154,7 +154,7 @@ def merge_manifests(sources: Iterable[tuple[str, Manifest]]) -> dict[uuid.UUID, 
     builders: dict[uuid.UUID, _Builder] = {}
     for source, manifest in sources:
         for provider in manifest.providers:
-            guid = provider_key(provider)
+            guid = merge_guid(provider)
             builder = builders.get(guid)
             if builder is None:
                 builder = builders[guid] = _Builder(guid)
@@ -177,4 +177,4 @@ def find_merged(merged: Mapping[uuid.UUID, MergedProvider], key: str | uuid.UUID
     return [item for item in merged.values() if item.name.casefold() == wanted]
 
 
-__all__ = ["EventKey", "MergedProvider", "Override", "SourcedEvent", "find_merged", "merge_manifests", "provider_key"]
+__all__ = ["EventKey", "MergedProvider", "Override", "SourcedEvent", "find_merged", "merge_manifests", "merge_guid"]

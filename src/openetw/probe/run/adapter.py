@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openetw.consumer import UserTrace
-from openetw.consumer.formats import ETL, trace_format
 from openetw.errors import InvalidArgument
+from openetw.events.sources import ETL, trace_format
 from openetw.probe.lang.descriptions import EventIdentity
 from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.lang.types import STRING
@@ -168,7 +168,7 @@ class Catalog:
         """The events manifests declare, for live probes (nothing is counted: ``count`` is 0):
         the installed manifests (``openetw manifest install``) and ``paths`` (files or
         directories), a later one winning for the same (provider, id, version)."""
-        from openetw.report.sources import build_registry
+        from openetw.events.registry import build_registry
 
         registry = build_registry([os.fspath(p) for p in paths], installed=installed)
         if paths and registry.errors:
@@ -191,7 +191,7 @@ def schema_registry(paths: Sequence[str]) -> Any:
     ``paths`` (which win); ``None`` when none are named (the consumer's default: the installed)."""
     if not paths:
         return None
-    from openetw.report.sources import build_registry
+    from openetw.events.registry import build_registry
 
     registry = build_registry(list(paths))
     if registry.errors:

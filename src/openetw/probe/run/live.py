@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openetw.errors import AccessDenied, InvalidArgument, OpenEtwError, ServiceError
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.probe.lang.descriptions import Description
 
 __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
@@ -37,11 +38,10 @@ __all__ = ["EtwEnable", "LiveSessions", "LiveTarget", "etw_enables"]
 _LEVEL_KEYWORD_ALL = (0xFF, 0xFFFFFFFFFFFFFFFF)
 KERNEL_START_SECONDS = 10.0  # longest wait, before a -c command runs, for the kernel trace's first buffers
 DRAIN_SECONDS = 60.0  # longest wait, at the end, for the kernel trace to deliver what it holds
-_EPOCH_FILETIME = 116444736000000000
 
 
 def _now_filetime() -> int:
-    return _EPOCH_FILETIME + time.time_ns() // 100
+    return UNIX_EPOCH_FILETIME + time.time_ns() // 100
 
 
 @dataclass
@@ -252,7 +252,7 @@ class LiveSessions:
         batches reached that time, and with a target that exited, its exit (the run waits for it, at most ``DRAIN_SECONDS``, before it
         stops the kernel session)."""
         from openetw.consumer import UserTrace
-        from openetw.consumer.live import LiveSessionSource
+        from openetw.events.sources import open_session
 
         lock = self._lock
 
@@ -274,7 +274,7 @@ class LiveSessions:
                 if "kernel" in session.name:
                     if kernel_batch is None:
                         raise InvalidArgument("kernel probes need a runner that takes kernel batches")
-                    source = LiveSessionSource(session.name)
+                    source = open_session(session.name)
                     source.open()
                     self.traces.append(source)
                     threads.append(threading.Thread(target=self._consume_kernel, args=(source, deliver_kernel), daemon=True))

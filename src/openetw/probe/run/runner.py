@@ -15,6 +15,7 @@ from typing import Any
 
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
+from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.probe.lang.aggregate import add_count
 from openetw.probe.lang.descriptions import Description, EventIdentity
 from openetw.probe.lang.errors import ProbeRuntimeError
@@ -29,7 +30,6 @@ __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
 ARG0_BASE = 0x7FFE00000000
 """The address ``arg0`` holds: the record's EVENT_HEADER, its user data right after."""
-_EPOCH_FILETIME = 116444736000000000
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
 
@@ -153,7 +153,7 @@ class ProbeRun:
 
         def walltime(rec: Any) -> int:
             filetime = rec.filetime if rec.kind != "none" else (self._now_ns // 100 + (self.first_time or 0))
-            return max(0, (filetime - _EPOCH_FILETIME) * 100)
+            return max(0, (filetime - UNIX_EPOCH_FILETIME) * 100)
 
         def system(command: str) -> None:
             if not self.destructive:
@@ -372,7 +372,7 @@ class ProbeRun:
                             self._fire(timer[1], none, timer[2])
                             due[number] += timer[0] * max(1, (now - due[number]) // timer[0] + 1)
                     if exit_box[0] is not None:
-                        self.exit_horizon = _EPOCH_FILETIME + time.time_ns() // 100
+                        self.exit_horizon = UNIX_EPOCH_FILETIME + time.time_ns() // 100
                         if self.kernel_probes is not None and self.kernel_probes.stopped_at is None:
                             self.kernel_probes.stopped_at = self.exit_horizon
                         files.stop()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from openetw.etl.build import build_event_record
-from openetw.report.sources import build_registry
+from openetw.events.registry import build_registry
 
 GUID = uuid.UUID("0badf00d-1111-2222-3333-444455556666")
 OTHER = uuid.UUID("0badf00d-9999-2222-3333-444455556666")
@@ -148,27 +148,35 @@ def test_mof_and_tmf_files_join_the_registry_and_their_problems_its_errors(tmp_p
 
 
 def test_the_registry_is_built_in_one_place() -> None:
-    """Schema registries filled from files or the store are built by ``build_registry`` only:
-    a registry made anywhere else in ``src`` starts empty (and is given schemas by its caller)."""
+    """Schema registries filled from files, the store or loaded manifests are built by
+    ``build_registry`` only (``UserTrace`` and the Event Log's channels included): a registry
+    made anywhere else in ``src`` starts with no manifest (the shipped layouts, the kernel
+    classes when told) and is given none."""
     import ast
 
     import openetw
 
     src = Path(openetw.__file__).parent
-    home = "report/sources.py"
-    readers = {"LazyManifestRegistry", "schemas_from_mof_file", "read_tmf_path", "installed_manifests"}
-    # Known exception: UserTrace loads the manifests it is given (objects or paths) eagerly, in its own order.
-    allowed = {"consumer/trace.py"}
+    home = "tdh/from_files.py"
+    readers = {"LazyManifestRegistry", "schemas_from_mof_file", "read_tmf_path", "add_manifest", "load_manifests"}
     found = []
     for path in sorted(src.rglob("*.py")):
         where = path.relative_to(src).as_posix()
-        if where == home or where in allowed or where.startswith("tdh/"):
+        if where == home or where.startswith("tdh/"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name in readers or (name == "SchemaRegistry" and (node.args or node.keywords)):
+            if name in readers or (name == "SchemaRegistry" and (node.args or any(k.arg in (None, "manifests") for k in node.keywords))):
                 found.append(f"{where}:{node.lineno}: {name}")
     assert found == []
+
+
+def test_the_former_names_are_the_read_models() -> None:
+    import openetw.report.sources as former
+    from openetw.events import registry
+
+    for name in registry.__all__:
+        assert getattr(former, name) is getattr(registry, name)

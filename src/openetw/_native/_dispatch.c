@@ -1,0 +1,362 @@
+/* openetw._native._dispatch: the consumer's usual delivery, compiled.
+ *
+ * The twin of the first branch of ``consumer/_engine/plan.py``'s delivery loop (the pure code
+ * stays the reference): over a run of rows of one buffer, each row of a lane with a single
+ * direct callback and a schema entry already found gets its lazy record (made, or the record
+ * before taken over when nothing else holds it), the context primed with the entry, and the
+ * callback called. The loop hands back the first row it does not handle itself (another lane,
+ * an entry to look up, the trace stopping), and the Python loop goes on from there.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <structmember.h>
+
+static PyObject *s_stopping, *s_generation, *s_primed_record, *s_primed, *s_pos, *s_size, *s_user_data_offset, *s_header;
+static PyObject *s_raw, *s_cpu, *s_ctx, *s_buffer_index, *s_record, *s_parser;
+
+typedef struct {
+    const int64_t *p;
+    Py_ssize_t n;
+    Py_buffer view;
+} Column;
+
+static int column_of(PyObject *obj, Column *column, const char *name, int writable) {
+    if (PyObject_GetBuffer(obj, &column->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (column->view.itemsize != 8 || (column->view.format && strcmp(column->view.format, "l") != 0 && strcmp(column->view.format, "q") != 0 &&
+                                       strcmp(column->view.format, "<q") != 0 && strcmp(column->view.format, "<l") != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s: int64 array expected", name);
+        PyBuffer_Release(&column->view);
+        return -1;
+    }
+    column->p = (const int64_t *)column->view.buf;
+    column->n = column->view.len / 8;
+    return 0;
+}
+
+/* Whether the trace is stopping (``dispatcher.stopping``): 1, 0, or -1 with an error set. */
+static int stopping(PyObject *dispatcher) {
+    PyObject *value = PyObject_GetAttr(dispatcher, s_stopping);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+static int generation_is(PyObject *context, long long expected) {
+    PyObject *value = PyObject_GetAttr(context, s_generation);
+    if (value == NULL)
+        return -1;
+    long long now = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    if (now == -1 && PyErr_Occurred())
+        return -1;
+    return now == expected;
+}
+
+static int set_int(PyObject *obj, PyObject *name, int64_t value) {
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL)
+        return -1;
+    int failed = PyObject_SetAttr(obj, name, number);
+    Py_DECREF(number);
+    return failed;
+}
+
+/* Where a lazy record class keeps its slots (offsets into the object), found once per class:
+ * writing a slot is then a store, as ``PyMember_SetOne`` does it, without looking the name up. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t raw, pos, size, cpu, ctx, buffer_index, user_data_offset, header;
+} Slots;
+
+#define SLOT_CLASSES 32
+static Slots slot_cache[SLOT_CLASSES];
+static int slot_classes;
+
+static Py_ssize_t slot_at(PyTypeObject *type, PyObject *name) {
+    PyObject *descr = _PyType_Lookup(type, name);
+    if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type)
+        return -1;
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY))
+        return -1;
+    return member->offset;
+}
+
+/* The slots of ``type``, or NULL when it does not keep them all as plain slots (set by name then). */
+static const Slots *slots_of(PyTypeObject *type) {
+    for (int i = 0; i < slot_classes; i++)
+        if (slot_cache[i].type == type)
+            return &slot_cache[i];
+    if (slot_classes == SLOT_CLASSES)
+        return NULL;
+    Slots found = {type, slot_at(type, s_raw), slot_at(type, s_pos), slot_at(type, s_size), slot_at(type, s_cpu), slot_at(type, s_ctx),
+                   slot_at(type, s_buffer_index), slot_at(type, s_user_data_offset), slot_at(type, s_header)};
+    if (found.raw < 0 || found.pos < 0 || found.size < 0 || found.cpu < 0 || found.ctx < 0 || found.buffer_index < 0 || found.user_data_offset < 0 ||
+        found.header < 0)
+        return NULL;
+    Py_INCREF(type);  /* kept for good: the address stays that class's */
+    slot_cache[slot_classes] = found;
+    return &slot_cache[slot_classes++];
+}
+
+/* Store ``value`` (a new reference, taken over) in the slot at ``at``. */
+static inline void put(PyObject *obj, Py_ssize_t at, PyObject *value) {
+    PyObject **slot = (PyObject **)((char *)obj + at);
+    PyObject *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+}
+
+static int put_int(PyObject *obj, Py_ssize_t at, int64_t value) {
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL)
+        return -1;
+    put(obj, at, number);
+    return 0;
+}
+
+/* A new lazy record of ``cls`` (``lazy.lazy_record``). */
+static PyObject *make_record(PyObject *cls, PyObject *data, int64_t pos, int64_t size, PyObject *cpu, PyObject *record_context, PyObject *buffer,
+                             int64_t user_data_offset) {
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *record = type->tp_alloc(type, 0);
+    if (record == NULL)
+        return NULL;
+    const Slots *slots = slots_of(type);
+    if (slots != NULL) {
+        Py_INCREF(data);
+        put(record, slots->raw, data);
+        Py_INCREF(cpu);
+        put(record, slots->cpu, cpu);
+        Py_INCREF(record_context);
+        put(record, slots->ctx, record_context);
+        Py_INCREF(buffer);
+        put(record, slots->buffer_index, buffer);
+        if (put_int(record, slots->pos, pos) == 0 && put_int(record, slots->size, size) == 0 && put_int(record, slots->user_data_offset, user_data_offset) == 0)
+            return record;
+        Py_DECREF(record);
+        return NULL;
+    }
+    if (PyObject_SetAttr(record, s_raw, data) < 0 || set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 ||
+        PyObject_SetAttr(record, s_cpu, cpu) < 0 || PyObject_SetAttr(record, s_ctx, record_context) < 0 ||
+        PyObject_SetAttr(record, s_buffer_index, buffer) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0) {
+        Py_DECREF(record);
+        return NULL;
+    }
+    return record;
+}
+
+/* ``lazy.reuse_lazy_record`` */
+static int reuse_record(PyObject *record, int64_t pos, int64_t size, int64_t user_data_offset) {
+    const Slots *slots = slots_of(Py_TYPE(record));
+    if (slots != NULL) {
+        if (put_int(record, slots->pos, pos) < 0 || put_int(record, slots->size, size) < 0 || put_int(record, slots->user_data_offset, user_data_offset) < 0)
+            return -1;
+        Py_INCREF(Py_None);
+        put(record, slots->header, Py_None);
+        return 0;
+    }
+    if (set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0)
+        return -1;
+    return PyObject_SetAttr(record, s_header, Py_None);
+}
+
+/* ``TraceContext.let_go``: forget ``record`` when the context alone holds it and the parser made
+ * for it (that parser held by the context alone); 1 when it did, 0 when not, -1 on an error. */
+static int let_go(PyObject *context, PyObject *record) {
+    PyObject *held = PyObject_GetAttr(context, s_record);
+    if (held == NULL)
+        return -1;
+    int same = held == record;
+    Py_DECREF(held);
+    if (!same)
+        return 0;
+    PyObject *parser = PyObject_GetAttr(context, s_parser);
+    if (parser == NULL)
+        return -1;
+    int alone = Py_REFCNT(parser) == 2;  /* the context's and ours */
+    Py_DECREF(parser);
+    if (!alone)
+        return 0;
+    return PyObject_SetAttr(context, s_record, Py_None) < 0 ? -1 : 1;
+}
+
+/* deliver(lanes, entries, lane, offset, size, user_data_offset, start, stop, data, cpu, record_context, buffer,
+ *         context, dispatcher, callback_failed, generation, reuse, spare, progress) -> (row, spare)
+ *
+ * ``lanes[k]`` is (callback or None, group, schema kind, record class) as the Python loop has them;
+ * ``progress`` (an int64 array of one) is kept at the row being delivered, for an exception that leaves. */
+static PyObject *deliver(PyObject *self, PyObject *args) {
+    PyObject *lanes, *entries, *lane_obj, *offset_obj, *size_obj, *udo_obj, *data, *cpu, *record_context, *buffer, *context, *dispatcher;
+    PyObject *callback_failed, *spare, *progress_obj;
+    Py_ssize_t start, stop;
+    long long generation;
+    int reuse;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOnnOOOOOOOLpOO", &PyList_Type, &lanes, &PyList_Type, &entries, &lane_obj, &offset_obj, &size_obj, &udo_obj,
+                          &start, &stop, &data, &cpu, &record_context, &buffer, &context, &dispatcher, &callback_failed, &generation, &reuse, &spare,
+                          &progress_obj))
+        return NULL;
+    Column lane = {0}, offset = {0}, size = {0}, udo = {0}, progress = {0};
+    PyObject *result = NULL;
+    if (column_of(lane_obj, &lane, "lane", 0) < 0)
+        return NULL;
+    if (column_of(offset_obj, &offset, "offset", 0) < 0)
+        goto release_lane;
+    if (column_of(size_obj, &size, "size", 0) < 0)
+        goto release_offset;
+    if (column_of(udo_obj, &udo, "user_data_offset", 0) < 0)
+        goto release_size;
+    if (column_of(progress_obj, &progress, "progress", 1) < 0)
+        goto release_udo;
+    if (start < 0 || stop > lane.n || stop > offset.n || stop > size.n || stop > udo.n || progress.n < 1) {
+        PyErr_SetString(PyExc_IndexError, "deliver: rows out of range");
+        goto release;
+    }
+    int64_t *at = (int64_t *)progress.p;
+    Py_ssize_t lane_count = PyList_GET_SIZE(lanes);
+    Py_INCREF(spare);
+    Py_ssize_t row = start;
+    for (; row < stop; row++) {
+        *at = row;
+        int64_t k = lane.p[row];
+        if (k < 0 || k >= lane_count)
+            break;
+        PyObject *lane_tuple = PyList_GET_ITEM(lanes, k);
+        if (!PyTuple_Check(lane_tuple) || PyTuple_GET_SIZE(lane_tuple) < 4)
+            break;
+        PyObject *callback = PyTuple_GET_ITEM(lane_tuple, 0);
+        if (callback == Py_None)
+            break;
+        int is_stopping = stopping(dispatcher);
+        if (is_stopping != 0) {
+            if (is_stopping < 0)
+                goto fail;
+            break;
+        }
+        Py_ssize_t kind = PyLong_AsSsize_t(PyTuple_GET_ITEM(lane_tuple, 2));
+        if (kind == -1 && PyErr_Occurred())
+            goto fail;
+        if (kind < 0 || kind >= PyList_GET_SIZE(entries))
+            break;
+        PyObject *entry = PyList_GET_ITEM(entries, kind);
+        if (entry == Py_None)
+            break;
+        int same = generation_is(context, generation);
+        if (same <= 0) {
+            if (same < 0)
+                goto fail;
+            break;
+        }
+        PyObject *record_class = PyTuple_GET_ITEM(lane_tuple, 3);
+        if (!PyType_Check(record_class))
+            break;
+        PyObject *record;
+        if (spare != Py_None && (PyObject *)Py_TYPE(spare) == record_class) {
+            record = spare;  /* the reference the spare held */
+            spare = Py_None;
+            Py_INCREF(Py_None);
+            if (reuse_record(record, offset.p[row], size.p[row], udo.p[row]) < 0) {
+                Py_DECREF(record);
+                goto fail;
+            }
+        } else {
+            record = make_record(record_class, data, offset.p[row], size.p[row], cpu, record_context, buffer, udo.p[row]);
+            if (record == NULL)
+                goto fail;
+        }
+        Py_INCREF(entry);  /* held across the priming, as the list may change under the callback */
+        int primed = PyObject_SetAttr(context, s_primed_record, record) < 0 || PyObject_SetAttr(context, s_primed, entry) < 0;
+        Py_DECREF(entry);
+        if (primed) {
+            Py_DECREF(record);
+            goto fail;
+        }
+        PyObject *call_args[2] = {record, context};
+        PyObject *returned = PyObject_Vectorcall(callback, call_args, 2, NULL);
+        if (returned == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                Py_DECREF(record);
+                goto fail;
+            }
+            PyObject *error_type, *error, *traceback;
+            PyErr_Fetch(&error_type, &error, &traceback);
+            PyErr_NormalizeException(&error_type, &error, &traceback);
+            if (traceback != NULL)
+                PyException_SetTraceback(error, traceback);
+            Py_XDECREF(error_type);
+            Py_XDECREF(traceback);
+            PyObject *reported = PyObject_CallFunctionObjArgs(callback_failed, error, record, NULL);
+            Py_DECREF(error);
+            Py_DECREF(record);
+            if (reported == NULL)
+                goto fail;
+            Py_DECREF(reported);
+            continue;
+        }
+        Py_DECREF(returned);
+        /* Held by this loop and ``context._primed_record`` alone (the Python loop's 3, with
+         * ``sys.getrefcount``'s own argument), or also by the context's parser (5): the next row
+         * of this buffer takes the record over. */
+        if (reuse) {
+            Py_ssize_t references = Py_REFCNT(record);
+            int take = references == 2;
+            if (references == 4) {
+                take = let_go(context, record);
+                if (take < 0) {
+                    Py_DECREF(record);
+                    goto fail;
+                }
+            }
+            if (take) {
+                Py_DECREF(spare);
+                spare = record;
+                continue;
+            }
+        }
+        Py_DECREF(record);
+    }
+    *at = row;
+    result = Py_BuildValue("(nN)", row, spare);
+    goto release;
+fail:
+    Py_DECREF(spare);
+release:
+    PyBuffer_Release(&progress.view);
+release_udo:
+    PyBuffer_Release(&udo.view);
+release_size:
+    PyBuffer_Release(&size.view);
+release_offset:
+    PyBuffer_Release(&offset.view);
+release_lane:
+    PyBuffer_Release(&lane.view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"deliver", deliver, METH_VARARGS, "Deliver the usual rows of one buffer's run to their lanes' callbacks; returns (first row not handled, spare record)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dispatch", "The consumer's usual delivery, compiled.", -1, methods};
+
+PyMODINIT_FUNC PyInit__dispatch(void) {
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {
+        {&s_stopping, "stopping"}, {&s_generation, "generation"}, {&s_primed_record, "_primed_record"}, {&s_primed, "_primed"},
+        {&s_pos, "_pos"}, {&s_size, "_size"}, {&s_user_data_offset, "user_data_offset"}, {&s_header, "_header"},
+        {&s_raw, "_raw"}, {&s_cpu, "cpu"}, {&s_ctx, "_ctx"}, {&s_buffer_index, "buffer_index"}, {&s_record, "_record"}, {&s_parser, "_parser"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].text);
+        if (*names[i].slot == NULL)
+            return NULL;
+    }
+    return PyModule_Create(&module);
+}
