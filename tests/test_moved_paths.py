@@ -1,5 +1,6 @@
 """Module paths kept for one release after their modules moved (``openetw.probe.<module>``,
-``openetw.probing.<module>``, ``openetw.store.<module>``, ``openetw.kernel.probe``): each old
+``openetw.probing.<module>``, ``openetw.store.<module>``, ``openetw.kernel.probe``, the service's
+Event Log and stream modules, ``openetw.consumer.stream_source``): each old
 path imports the moved module itself (one module object, its own spec), and nothing stands at
 the old path."""
 
@@ -27,6 +28,11 @@ MOVED = {
         "describe", "files", "lookup", "manifests", "merge", "reading",
     )},
     "openetw.kernel.probe": "openetw.kernel.capabilities",
+    # the Event Log's and the fleet's parts of the trace service, and the stream's live view
+    "openetw.service.eventlog": "openetw.eventlog.service",
+    "openetw.service.eventlog_writer": "openetw.eventlog.writer",
+    "openetw.service.stream": "openetw.fleet.publisher",
+    "openetw.consumer.stream_source": "openetw.fleet.source",
 }  # fmt: skip
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from openetw.cli.main import main
 from openetw.eventlog import LogStore
-from openetw.service.eventlog_writer import PAUSE_AFTER_COMMIT_ENV, PAUSE_BEFORE_COMMIT_ENV
+from openetw.eventlog.writer import PAUSE_AFTER_COMMIT_ENV, PAUSE_BEFORE_COMMIT_ENV
 from tests.eventlog.test_service_logs import DRIVER, machine, services  # noqa: F401 - fixtures
 from tests.service.harness import ServiceProcess, start_service
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from openetw.consumer import Provider, UserTrace
-from openetw.consumer.stream_source import StreamSource
+from openetw.fleet.source import StreamSource
 from openetw.tdh import decode_all, schema_from_record
 from tests.fleet.harness import Host, NatsCluster, make_cluster, written_by
 

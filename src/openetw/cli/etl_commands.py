@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from openetw._native import engine as native_engine
-from openetw.cli.evtx_commands import evtx_summary, print_evtx_summary, relog_to_evtx
+from openetw.cli.evtx_commands import evtx_summary, print_evtx_summary
 from openetw.cli.failure import ReportedFailure
 from openetw.cli.index_options import streamed_no_index_option
 from openetw.cli.naming import RecordNamer
@@ -463,6 +463,8 @@ def relog_command(files: tuple[str, ...], output: str, buffer_size: int | None, 
         raise click.BadParameter("the output must not be one of the inputs", param_hint="--output")
     private = mode_like(*files)  # the output is at most as open as the most private input
     if output.lower().endswith(".evtx"):
+        from openetw.export.evtx_relog import relog_to_evtx
+
         written = relog_to_evtx(files, output, registry=load_registry((), installed=True), readers=readers, file_mode=private)
         if as_json:
             click.echo(json.dumps({"output": output, "records": written.records_written, "chunks": written.chunks_written}))

@@ -557,7 +557,7 @@ def import_command(source: str, name: str, logs_dir: Path | None, system: bool |
                 raise
             from openetw.consumer.evtx_source import FileBytes
             from openetw.eventlog import LogConfig
-            from openetw.service.eventlog import import_evtx
+            from openetw.eventlog.service import import_evtx
 
             store = _store(logs_dir, system, name)
             store.ensure(name, LogConfig(owner=os.geteuid(), group=os.getegid(), mode=0o640, isolation="Custom", type="Operational"))

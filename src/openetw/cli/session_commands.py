@@ -70,9 +70,9 @@ def service_run(scope: str | None, socket_path: str | None, autologger: Path | N
     Sessions an autologger file describes start with it; their output files are created with the
     identity of the file's owner, and a file others may write is refused.
     """
+    from openetw.daemon import run_service
     from openetw.ipc.paths import default_socket
     from openetw.service.autologger import default_autologger
-    from openetw.service.run import run_service
 
     system = scope == "system" or (scope is None and socket_path is None and os.geteuid() == 0 and not os.environ.get("OPENETW_SOCKET"))
     if socket_path is not None:
@@ -155,9 +155,9 @@ def _trace_stream(servers: str, hosts: tuple[str, ...], start: str, provider_spe
                   stream_user: str | None, password_file: str | None, as_json: bool) -> None:  # fmt: skip
     """``openetw trace --stream``: the fleet's stream through ``UserTrace(streams=[...])``."""
     from openetw.consumer import Provider, UserTrace
-    from openetw.consumer.stream_source import StreamSource
     from openetw.controller.live import LiveFormatter
     from openetw.fleet.connect import StreamOptions
+    from openetw.fleet.source import StreamSource
 
     options = StreamOptions.build(servers, creds_file=creds_file, user=stream_user, password_file=password_file)
     trace = UserTrace(streams=[StreamSource(options, hosts=hosts, start=start)])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from openetw._moved import keep_old_paths as _keep_old_paths
+
 if TYPE_CHECKING:
     from openetw.consumer import predicates
     from openetw.consumer.batches import Batch
@@ -99,6 +101,10 @@ _LAZY: dict[str, str] = {
     "UserTrace": "openetw.consumer.trace",
     "EnableProperty": "openetw.session.enable",
 }
+
+
+# ``openetw.consumer.stream_source``, the old path of ``openetw.fleet.source``, kept for one release.
+_keep_old_paths(__name__, "", {"stream_source": "openetw.fleet.source"})
 
 
 def __getattr__(name: str) -> object:

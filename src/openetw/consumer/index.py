@@ -43,6 +43,8 @@ from openetw.consumer._engine.index_build import (
     RECORD_COLUMNS,
     RECORD_DTYPE,
     RECORD_FIELDS,
+    BuiltIndex,
+    build_index_data,
     concat,
     filetimes,
 )
@@ -70,7 +72,10 @@ from openetw.etl.logfile import LogfileHeader
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RecordContext
 
-__all__ = ["BESIDE_ENV", "INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "KIND_CODES", "KIND_NAMES", "EtlIndex", "default_cache_dir", "index_locations"]
+__all__ = [
+    "BESIDE_ENV", "INDEX_DIR_ENV", "INDEX_FORMAT", "INDEX_SUFFIX", "KIND_CODES", "KIND_NAMES", "BuiltIndex", "EtlIndex",
+    "build_index_data", "default_cache_dir", "index_locations",
+]  # fmt: skip
 
 INDEX_FORMAT = FORMAT
 _DIGEST_LIMIT = 1 << 20

@@ -17,7 +17,7 @@ first pass, which delivers events as it indexes; see ``EtlIndex``), kept in the 
 over records and parsers nothing else holds (the path of Python 3.14 and later).
 
 ``UserTrace(sessions=["Name"])`` consumes running real-time sessions;
-``UserTrace(streams=["nats://HOST:PORT"])`` the fleet's stream (``openetw.consumer.stream_source``); ``UserTrace()`` (or
+``UserTrace(streams=["nats://HOST:PORT"])`` the fleet's stream (``openetw.fleet.source``); ``UserTrace()`` (or
 ``UserTrace("Name")``) starts a private real-time session with the enabled providers and stops it
 when the trace closes. Both need the trace service (``LiveSessionUnavailable`` when it cannot be
 reached; it is started on first use unless ``OPENETW_NO_AUTOSTART=1``). ``KernelTrace`` (in
@@ -224,9 +224,7 @@ class UserTrace:
         elif self.sessions:
             sources = [LiveSessionSource(name, socket=self.socket) for name in self.sessions]
         elif self.streams:
-            from openetw.consumer.stream_source import StreamSource
-
-            sources = [item if isinstance(item, StreamSource) else StreamSource(item) for item in self.streams]
+            sources = [item if isinstance(item, Source) else _stream_at(item) for item in self.streams]
         else:
             name = self.name or private_session_name()
             sources = [LiveSessionSource(name, own=True, providers=self.providers, socket=self.socket, flush_timer=self.flush_timer)]
@@ -453,3 +451,9 @@ class UserTrace:
         what = ", ".join(self.files) if self.files else ", ".join(self.sessions) or "private real-time session"
         return f"<UserTrace {self.name or ''} [{what}] providers={len(self.providers)}>"
 
+
+def _stream_at(servers: Any) -> Source:
+    """The fleet's stream on ``servers`` (``nats://HOST:PORT[,...]``), read live from now on."""
+    from openetw.fleet.source import StreamSource  # opening a source by its address: the read model's, once it has it
+
+    return StreamSource(servers)

@@ -26,7 +26,7 @@ from openetw.session import STATISTICS_KEYS, EventFilters, LogMode, SessionKind
 from openetw.session.config import DEFAULT_KERNEL_BUFFER_KB, DEFAULT_MAXIMUM_BUFFERS, ProviderEnable, SessionConfig
 
 if TYPE_CHECKING:
-    from openetw.fleet.connect import StreamOptions
+    from openetw.ipc.stream_options import StreamOptions
 
 __all__ = ["MODE_NAMES", "Session", "list_sessions", "parse_mode", "registered_providers", "session_config"]
 
@@ -417,7 +417,7 @@ def _stream_body(stream: str | StreamOptions | None, subject: str | None, spool_
         if subject is not None or spool_size is not None:
             raise InvalidArgument("subject and spool_size need stream")
         return None
-    from openetw.fleet.connect import StreamOptions as _Options
+    from openetw.ipc.stream_options import StreamOptions as _Options
 
     options = stream if isinstance(stream, _Options) else _Options.build(stream)
     body: dict[str, Any] = {"options": options.to_json(), "subject": subject}

@@ -566,7 +566,7 @@ class EtlReader:
         last_first = 0
         for index, offset, frame in self._frames():
             info = frame.info
-            first = _first_timestamp(frame.data, info.data_end) if info is not None else None
+            first = first_timestamp(frame.data, info.data_end) if info is not None else None
             if first is None:
                 first = last_first  # no readable first record: keep the buffer near its file position
             last_first = first
@@ -768,7 +768,7 @@ def _compressed_header_candidates(piece: bytes, signatures: set[tuple[int, int]]
     return [int(p) for p in positions[keep]]
 
 
-def _first_timestamp(data: bytes, data_end: int) -> int | None:
+def first_timestamp(data: bytes, data_end: int) -> int | None:
     """The timestamp of a buffer's first record, or ``None`` when it has no readable one."""
     end = min(data_end, len(data))
     if _BH_SIZE + 4 > end:

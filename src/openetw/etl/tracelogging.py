@@ -30,6 +30,7 @@ __all__ = [
     "TRACELOGGING_CHANNEL",
     "encode_event_metadata",
     "encode_provider_traits",
+    "in_type_of",
     "is_ip_address",
     "pack_values",
     "tdh_out_type",
@@ -87,7 +88,8 @@ def tdh_out_type(tlg_out: int, in_type: InType | int) -> OutType | None:
 
 
 
-def _in_type(code: int) -> InType | int:
+def in_type_of(code: int) -> InType | int:
+    """The in-type a metadata field's code names (``TLG_STRUCT`` and unknown codes as the number)."""
     if code == TLG_STRUCT:
         return code
     try:
@@ -117,7 +119,7 @@ def tl_field(
     variable = count == "variable"
     return PropertyInfo(
         name,
-        _in_type(int(in_type)),
+        in_type_of(int(in_type)),
         out_type=OutType(out_type) if out_type is not None else None,
         count=None if variable else count,
         members=tuple(members) if members is not None else None,

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES, build_index_data
+from openetw.consumer.index import KIND_CODES, KIND_NAMES, build_index_data
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
 from openetw.etl.reader import EtlReader

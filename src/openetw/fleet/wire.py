@@ -12,11 +12,11 @@ This module only builds and reads names and headers: no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from openetw.errors import InvalidArgument
+from openetw.ipc.stream_options import DEFAULT_STREAM, subject_token  # declared with the settings that name them
 
 __all__ = [
     "DEFAULT_STREAM",
@@ -41,7 +41,6 @@ __all__ = [
     "subject_token",
 ]
 
-DEFAULT_STREAM = "ETW"
 STREAM_SUBJECTS = "etw.>"
 DEFAULT_SUBJECT = "etw.{host}.{session}"
 
@@ -57,13 +56,6 @@ H_GAP = "Openetw-Gap"
 
 KIND_HEADER, KIND_BUFFER, KIND_END = "header", "buffer", "end"
 _KINDS = frozenset({KIND_HEADER, KIND_BUFFER, KIND_END})
-_TOKEN_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def subject_token(text: str) -> str:
-    """``text`` as one subject token: NATS tokens hold no dots, spaces or wildcards."""
-    token = _TOKEN_UNSAFE.sub("_", text)
-    return token or "_"
 
 
 def subject_for(template: str, host: str, session: str) -> str:

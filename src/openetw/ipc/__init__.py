@@ -5,6 +5,8 @@
 * ``protocol`` — the control protocol: frames, the one-byte FULL notice, descriptors passed with
   messages, ``Channel``;
 * ``wire`` — session settings, enable rules and enable states as JSON, checked on the way in;
+* ``stream_options`` — where and as whom a session streams: the ``"stream"`` settings a start
+  request carries;
 * ``paths`` — where the control socket lives and who is on the other end of a connection.
   ``places`` says where as text, so a producer finds the service without ``pathlib``.
 

@@ -16,7 +16,7 @@ from openetw.service.schema import check_request, request_id_problem
 from openetw.service.screen import ProducerIdentity
 from openetw.session import Caller
 
-__all__ = ["Connection", "OutgoingFrame", "RealtimeDelivery"]
+__all__ = ["Connection", "Delivery", "OutgoingFrame", "RealtimeDelivery"]
 
 # A real-time consumer that falls this far behind loses buffers rather than the service's memory.
 MAX_QUEUED_BYTES = 64 << 20
@@ -34,14 +34,16 @@ MAX_UNACKNOWLEDGED = 1 << 16
 
 
 @dataclass(eq=False)
-class RealtimeDelivery:
-    """One buffer sent to a session's real-time consumers, until one of them received it.
+class Delivery:
+    """One buffer on its way to a session's sinks, and to its real-time consumers until one of them received it.
 
-    ``waiting``: the consumers it was sent to that have not received it yet; ``kept``: it also
-    went to the file, the buffering ring or the fleet's stream. A consumer that attached with
-    ``acks`` says which buffers it took (``realtime_received``); for one that did not, a buffer
-    counts received once the service handed it to the socket. When the last consumer waiting
-    for a buffer nobody received and nothing kept goes away, its events are lost.
+    ``taken``: a sink took it already (it counts written); ``kept``: a sink that cannot lose it
+    later took it (the file, the buffering ring, a stream, a channel's log); ``owned``: it is the
+    log file's own spare buffer (a file-only session's straight path), handed to the file as it is.
+    ``waiting``: the consumers it was sent to that have not received it yet. A consumer that
+    attached with ``acks`` says which buffers it took (``realtime_received``); for one that did
+    not, a buffer counts received once the service handed it to the socket. When the last consumer
+    waiting for a buffer nobody received and nothing kept goes away, its events are lost.
     """
 
     session_id: int
@@ -49,6 +51,8 @@ class RealtimeDelivery:
     waiting: int = 0
     received: bool = False
     kept: bool = False
+    taken: bool = False
+    owned: bool = False
 
     def received_by_one(self) -> None:
         self.received = True
@@ -60,13 +64,16 @@ class RealtimeDelivery:
         return self.waiting <= 0 and not self.received and not self.kept
 
 
+RealtimeDelivery = Delivery  # its name before it went to every sink
+
+
 @dataclass
 class OutgoingFrame:
     data: bytes
     fds: list[int] = field(default_factory=list)  # ours: duplicated into the peer, closed once sent
     sent: int = 0
     is_buffer: bool = False  # a real-time buffer (may be dropped when the consumer lags)
-    delivery: RealtimeDelivery | None = None  # a buffer to a consumer that does not acknowledge
+    delivery: Delivery | None = None  # a buffer to a consumer that does not acknowledge
 
 
 class Connection:
@@ -86,7 +93,7 @@ class Connection:
         self.closed = False
         # Per session this connection consumes with acknowledgements: the buffers sent to it
         # that it has not said it received, in the order they were sent.
-        self.unreceived: dict[int, deque[RealtimeDelivery]] = {}
+        self.unreceived: dict[int, deque[Delivery]] = {}
         self.registrations: set[int] = set()
         # Every provider GUID this connection ever registered (records written before an
         # unregister may still be in its pools), as the bytes a record holds.
@@ -143,7 +150,7 @@ class Connection:
 
     def send(
         self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: bytes | mmap.mmap = b"", is_buffer: bool = False,
-        delivery: RealtimeDelivery | None = None,
+        delivery: Delivery | None = None,
     ) -> bool:  # fmt: skip
         """Queue a frame. ``fds`` are duplicated now (the caller keeps its own). A real-time
         buffer is refused (False) when the peer is too far behind; one that is queued waits for
@@ -187,7 +194,7 @@ class Connection:
             waiting.popleft().received_by_one()
             buffers -= 1
 
-    def take_unreceived(self) -> list[RealtimeDelivery]:
+    def take_unreceived(self) -> list[Delivery]:
         """The buffers sent to this consumer that it never received (it went away)."""
         gone = [delivery for waiting in self.unreceived.values() for delivery in waiting]
         gone += [frame.delivery for frame in self.outgoing if frame.delivery is not None]

@@ -22,6 +22,7 @@ from openetw.ipc.wire import config_changes_from_json, config_from_json, enable_
 from openetw.service.connection import Connection
 from openetw.service.logfile import LogFile
 from openetw.service.sessions import PendingFlush, SessionRuntime
+from openetw.service.sinks import SINK_REQUEST_KEYS, Sink
 from openetw.session import Caller, EnableRule, InvalidSessionConfig, LogMode, SessionConfig, SessionKind, SessionState
 from openetw.session.config import resolve_provider
 from openetw.session.security import Principal
@@ -84,7 +85,7 @@ def start_session(service: TraceService, connection: Connection, message: Messag
         if not isinstance(item, dict):
             raise InvalidSessionConfig("each provider to enable must be an object")
         enables.append((_provider(item), rule_from_json(item)))
-    stream = _stream_for(service, config, message.body.get("stream"))
+    attachers = _sinks_for(service, config, message.body)
     ends_with_connection = message.body.get("end_with_connection", False)
     if not isinstance(ends_with_connection, bool):
         raise InvalidSessionConfig("end_with_connection must be true or false")
@@ -92,10 +93,9 @@ def start_session(service: TraceService, connection: Connection, message: Messag
     session_id = begin_session(service, config, connection.caller, fd, enables)
     if ends_with_connection:
         service.owned_sessions.setdefault(connection.connection_id, set()).add(session_id)
-    if stream is not None:
-        from openetw.service.stream import attach_stream
-
-        attach_stream(service.runtimes[session_id], stream)
+    for attach in attachers:
+        runtime = service.runtimes[session_id]
+        runtime.add_sink(attach(runtime))
     if config.kind is SessionKind.KERNEL:
         try:
             service.kernel.start(service.runtimes[session_id], connection, message.body.get("id"))
@@ -106,16 +106,18 @@ def start_session(service: TraceService, connection: Connection, message: Messag
     return {"session": service.table.query(session_id)}
 
 
-def _stream_for(service: TraceService, config: SessionConfig, spec: Any) -> Any:
-    """The publisher of a session started with ``--stream`` (checked before the session starts)."""
-    if spec is None:
-        return None
-    if not config.mode.real_time:
-        raise InvalidArgument(f"a streamed session delivers in real time; {config.mode.value} mode does not")
-    from openetw.service.server import log
-    from openetw.service.stream import prepare_stream
-
-    return prepare_stream(config.name, spec, host=service.host_name, spool_dir=service.socket_path.parent / "spool", log=log)
+def _sinks_for(service: TraceService, config: SessionConfig, body: dict[str, Any]) -> list[Callable[[SessionRuntime], Sink]]:
+    """The sinks a start request names beside the log mode's (a ``"stream"``), each checked by its
+    factory before the session starts; a destination no factory takes is refused."""
+    attachers = []
+    for key in SINK_REQUEST_KEYS:
+        if body.get(key) is None:
+            continue
+        factory = service.sink_factories.get(key)
+        if factory is None:
+            raise InvalidArgument(f"this trace service takes no {key!r} (it runs without that sink)")
+        attachers.append(factory(service, config, body[key]))
+    return attachers
 
 
 def _discard_started(service: TraceService, session_id: int) -> None:
@@ -348,8 +350,10 @@ def query(service: TraceService, connection: Connection, message: Message) -> Re
         info["kernel"] = kernel
     if runtime is not None and runtime.write_error:
         info["failure"] = runtime.write_error
-    if runtime is not None and runtime.stream is not None:
-        info["stream"] = runtime.stream.describe()
+    for sink in runtime.sinks if runtime is not None else ():
+        described = sink.describe()
+        if described is not None:
+            info[sink.name] = described
     return {"session": info}
 
 

@@ -232,9 +232,7 @@ class KernelRecorders:
         new, recorder.lost_seen = total - recorder.lost_seen, total
         runtime = self.service.runtimes.get(recorder.session_id)
         if new and runtime is not None:
-            self.service.table.events_lost(recorder.session_id, new)
-            if runtime.logfile is not None:
-                runtime.logfile.note_lost(events=new)
+            runtime.note_lost(new)  # counted, and told to the file's header and any other sink
 
     def on_stats(self, connection: Connection, stats: Any) -> None:
         recorder = self.recorder_of(connection)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from openetw.errors import OpenEtwError, ServiceError
 from openetw.kernel.priority import boost_reader
 from openetw.service.autologger import start_autologger_file
 from openetw.service.server import TraceService, log
+from openetw.service.sinks import SinkFactory
 from openetw.session.quotas import UserQuotas
 
 __all__ = ["own_scheduling_group", "run_service"]
@@ -18,13 +20,19 @@ __all__ = ["own_scheduling_group", "run_service"]
 
 def run_service(
     socket_path: Path, *, system: bool = False, ready_fd: int | None = None, autologger: Path | None = None, autologger_required: bool = False,
-    host_name: str | None = None,
+    host_name: str | None = None, sink_factories: Mapping[str, SinkFactory] | None = None,
+    before_ready: Sequence[Callable[[TraceService], None]] = (),
 ) -> int:
     """Run until SIGTERM/SIGINT or a shutdown request; returns the exit status.
 
     ``autologger`` names a configuration file whose sessions start before the service says it
     is ready. When it cannot be used (unreadable, writable by others, does not parse) the
     service logs why and runs without it, unless ``autologger_required``: then it exits with 1.
+
+    What the program running the service plugs in (``openetw.daemon``): ``sink_factories``, the
+    destinations a start request may name (``TraceService.sink_factories``), and ``before_ready``,
+    called with the listening service once the autologger's sessions started and before it
+    says it is ready (the Event Log's channels listen before any provider is accepted).
     """
     try:
         quotas = _quotas_from_environment()
@@ -36,6 +44,7 @@ def run_service(
     if boosted is not None:
         grouping += f"; {boosted}"
     service = TraceService(socket_path, system=system, quotas=quotas)
+    service.sink_factories.update(sink_factories or {})
     if host_name:
         service.host_name = host_name
     try:
@@ -46,12 +55,8 @@ def run_service(
     if autologger is not None and not start_autologger_file(service, autologger, log=log) and autologger_required:
         service.close()
         return 1
-    try:  # the Event Log's channels listen before any provider is accepted
-        from openetw.service.eventlog import install_event_log
-
-        install_event_log(service)
-    except (OpenEtwError, OSError) as exc:
-        log(f"the Event Log could not start: {exc}")
+    for plug_in in before_ready:
+        plug_in(service)
     signal.signal(signal.SIGTERM, lambda *_: service.request_stop())
     signal.signal(signal.SIGINT, lambda *_: service.request_stop())
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

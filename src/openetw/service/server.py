@@ -33,6 +33,7 @@ from openetw.service.schema import InvalidRequest
 from openetw.service.screen import ScreenResult
 from openetw.service.security_store import load_provider_security, save_provider_security, security_table_path
 from openetw.service.sessions import PendingFlush, SessionRuntime
+from openetw.service.sinks import SinkFactory, wait_for_lingering
 from openetw.session import (
     Action,
     CaptureState,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TraceService", "log"]
 
+LINGER_WAIT = 5.0  # at the service's exit, what sinks still deliver gets this long in all
 TICK = 0.25  # the loop wakes at least this often (deadlines, flush timer)
 # After taking a producer's FULL buffers, the loop waits this long before it looks again, so
 # that one wakeup takes several buffers: a wakeup per buffer was most of the service's CPU time
@@ -107,9 +109,12 @@ class TraceService:
         self.autologger: AutologgerReport | None = None
         self.kernel = KernelRecorders(self)
         self.host_name = socket.gethostname()  # what streamed sessions say they come from (--host-name)
+        # Destinations a start request may name (``"stream": {...}``), plugged in by the program
+        # that runs the service (``openetw.daemon``); see ``openetw.service.sinks``.
+        self.sink_factories: dict[str, SinkFactory] = {}
         from openetw.service.handlers import HANDLERS
 
-        self._handlers = HANDLERS
+        self.handlers = dict(HANDLERS)  # op -> handler; a program plugging into the service may add its own
 
     # -- life cycle ----------------------------------------------------------------------------
     def listen(self) -> None:
@@ -258,9 +263,7 @@ class TraceService:
             except Exception as exc:  # noqa: BLE001 - never leave the other files unfinished
                 log(f"finishing session {runtime.name!r}: {exc}")
         self.runtimes.clear()
-        streams = sys.modules.get("openetw.service.stream")  # imported once a session streamed
-        if streams is not None:
-            streams.wait_for_streams()  # their last buffers get a few seconds to leave
+        wait_for_lingering(LINGER_WAIT)  # a stream's last buffers get a few seconds to leave
         for connection in list(self.connections.values()):
             self._drop_connection(connection, notify_table=False)
         self.kernel.close()
@@ -390,7 +393,7 @@ class TraceService:
             message.close_fds()
             connection.send(error_reply(message.body.get("id"), exc))
             return
-        handler = self._handlers.get(op)
+        handler = self.handlers.get(op)
         if handler is None:
             message.close_fds()
             raise ProtocolError(f"unknown operation {op!r}")

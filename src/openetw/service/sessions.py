@@ -1,23 +1,25 @@
-"""What the service keeps for one running session: its pools, its file, its real-time consumers.
+"""What the service keeps for one running session: its pools, its sinks, its real-time consumers.
 
-Buffers leave a pool whole. ``deliver`` sends one to every destination the log mode names and
-keeps the books in the session table's statistics:
+Buffers leave a pool whole. ``deliver`` offers one to every sink of the session (``service.sinks``:
+the buffering ring, the real-time consumers, a stream or a channel's log plugged in by the program
+that runs the service, the file) and keeps the books once, in the session table's statistics:
 
-* written to the file, delivered to a consumer or kept in the buffering ring: ``buffers_written``
-  and ``events_written``;
-* a full sequential file refuses it: ``log_buffers_lost``, and its events count as lost;
+* taken by any sink (written to the file, delivered to a consumer, kept in the buffering ring,
+  accepted by a stream or a channel): ``buffers_written`` and ``events_written``;
+* taken by none: its events count as lost;
+* refused by every real-time sink (no consumer attached, or one too far behind; a stream's spool
+  full): ``realtime_buffers_lost``; refused by the file (a full sequential file, a failed file):
+  ``log_buffers_lost``;
 * a queued file write fails after the buffer was counted written: it moves from
   ``buffers_written`` / ``events_written`` to ``log_buffers_lost`` / ``events_lost``, as the
   file's header counts it (unless a real-time consumer got it too);
-* a real-time session with no consumer attached (or one too far behind): ``realtime_buffers_lost``
-  (and, with no file to fall back on, its events count as lost);
 * a buffer sent to real-time consumers that all went away (killed, or detached) before receiving
   it, that went nowhere else: it moves from ``buffers_written`` / ``events_written`` to
-  ``realtime_buffers_lost`` / ``events_lost`` (``abandoned``; see ``RealtimeDelivery``).
+  ``realtime_buffers_lost`` / ``events_lost`` (``abandoned``; see ``Delivery``).
 
 So for every session ``events written by producers = events_written + events_lost``: a
 producer's own drops and refusals (records over 64 KB or over the buffer size) are read from its
-pool header and added to ``events_lost`` too.
+pool header and added to ``events_lost`` too (and told to every sink: ``note_lost``).
 """
 
 from __future__ import annotations
@@ -27,22 +29,22 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openetw.etl import framing as F
 from openetw.etl.clock import TraceClock
 from openetw.etl.writer import linux_trace_clock, new_logfile_header
 from openetw.ipc.pool import TAKEN, BufferPool
-from openetw.service.connection import Connection, RealtimeDelivery
+from openetw.service.connection import Connection, Delivery
 from openetw.service.logfile import LogFile, count_records, header_buffer
 from openetw.service.screen import ScreenResult, ThreadCheck, screen_buffer
+from openetw.service.sinks import ConsumerSink, FileSink, LossKind, RingSink, Sink
 from openetw.session import LogMode, SessionConfig, SessionTable
-
-if TYPE_CHECKING:
-    from openetw.service.stream import StreamPublisher
 
 __all__ = ["PendingFlush", "PoolEntry", "SessionRuntime", "count_typed_records"]
 
+_REALTIME, _FILE, _RING = 1, 2, 4
+_KIND_BIT: dict[LossKind, int] = {"realtime": _REALTIME, "file": _FILE, "ring": _RING}
 POOL_CLOSE_TIMEOUT = 2.0  # a producer that does not answer close_pool in time is drained anyway
 
 _u32 = struct.Struct("<I").unpack_from
@@ -121,7 +123,28 @@ class SessionRuntime:
     # The GUIDs of providers secured for others (from the service's provider security table).
     secured_guids: Callable[[], frozenset[bytes]] = frozenset
     on_rejected: Callable[[SessionRuntime, Connection, ScreenResult], None] | None = None
-    stream: StreamPublisher | None = None  # a session streamed to the fleet (openetw.service.stream)
+    # Where its buffers go, in the order they are offered: the service's own by the log mode
+    # (ring, consumers, file), and those ``add_sink`` plugs in before the file.
+    sinks: list[Sink] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        mode = self.config.mode
+        own: list[Sink] = []
+        if mode is LogMode.BUFFERING:
+            own.append(RingSink(self))
+        if mode.real_time:
+            own.append(ConsumerSink(self))
+        if mode.writes_file:
+            own.append(FileSink(self))
+        self.sinks = own
+
+    def add_sink(self, sink: Sink) -> None:
+        """Offer the session's buffers to ``sink`` too (after the consumers, before the file)."""
+        at = len(self.sinks) - 1 if self.sinks and isinstance(self.sinks[-1], FileSink) else len(self.sinks)
+        self.sinks.insert(at, sink)
+
+    def find_sink(self, name: str) -> Sink | None:
+        return next((sink for sink in self.sinks if sink.name == name), None)
 
     @property
     def name(self) -> str:
@@ -166,17 +189,17 @@ class SessionRuntime:
                 # Straight into the file's write queue: one copy of the buffer, not two.
                 buffer = self.logfile.spare_buffer()
                 pool.take_release_into(index, buffer)
-                screened, events = self._screen(entry, buffer)
+                screened, events = self.screen(entry, buffer)
                 if screened is not buffer:
                     buffer[:] = screened
                 self.deliver(buffer, owned=True, events=events)
             else:
                 data = pool.take(index)
                 pool.release(index)
-                screened, events = self._screen(entry, data)
+                screened, events = self.screen(entry, data)
                 self.deliver(screened, events=events)
             moved += 1
-        self._count_losses(entry)
+        self.count_pool_losses(entry)
         return moved
 
     def drain_connection(self, connection_id: int) -> float:
@@ -202,15 +225,15 @@ class SessionRuntime:
             del self.active[entry.connection_id]
         pool = entry.pool
         for data in pool.take_filling_after_death():
-            screened, events = self._screen(entry, data)
+            screened, events = self.screen(entry, data)
             self.deliver(screened, events=events)
         for index, state in enumerate(pool.states.tolist()):
             if state == TAKEN:  # left so by take_filling_after_death
                 pool.release(index)
-        self._count_losses(entry)
+        self.count_pool_losses(entry)
         pool.close()
 
-    def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
+    def screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
         """(the buffer to deliver, its events) once a producer's records are checked; a
         trusted pool's buffer as it is, its events left to ``deliver`` to count."""
         producer = entry.producer
@@ -223,76 +246,52 @@ class SessionRuntime:
                 self.on_rejected(self, producer, result)
         return bytes(result.data) if result.rejected else result.data, result.kept
 
-    def _count_losses(self, entry: PoolEntry) -> None:
+    def count_pool_losses(self, entry: PoolEntry) -> None:
         total = entry.pool.events_lost + entry.pool.events_refused
         new = total - entry.losses_seen
         if new > 0:
             entry.losses_seen = total
-            self.table.events_lost(self.session_id, new)
-            if self.stream is not None:
-                self.stream.note_lost(new)
-            if self.logfile is not None:
-                self.logfile.note_lost(events=new)
+            self.note_lost(new)
+
+    def note_lost(self, events: int) -> None:
+        """Events the producers (or the kernel's ring) lost before their buffers reached the
+        session: counted lost, and told to every sink (a file's header, a stream's messages)."""
+        self.table.events_lost(self.session_id, events)
+        for sink in self.sinks:
+            sink.note_lost(events)
 
     def _file_only(self) -> bool:
         return self.write_error is None and self.mode.writes_file and not self.mode.real_time and self.mode is not LogMode.BUFFERING
 
     def deliver(self, data: bytes | mmap.mmap, *, owned: bool = False, events: int | None = None) -> None:
-        """Send one taken buffer to its destinations and count it. ``owned``: ``data`` came
+        """Offer one taken buffer to every sink and count it once. ``owned``: ``data`` came
         from the log file's ``spare_buffer`` (a file-only session) and goes to it as it is.
         ``events``: how many records it holds, when the caller already counted them."""
         if events is None:
             events = self.count_records(data)  # type: ignore[arg-type]
-        mode = self.mode
+        delivery = Delivery(self.session_id, events, owned=owned)
+        took = refused = 0  # bits of the kinds of sink that took it, that refused it
+        for sink in self.sinks:
+            if sink.offer(data, events, delivery):
+                delivery.taken = True
+                took |= _KIND_BIT[sink.kind]
+            else:
+                refused |= _KIND_BIT[sink.kind]
         table, session_id = self.table, self.session_id
-        delivered = False
-        if mode is LogMode.BUFFERING:
-            self.ring.append((data, events))
-            while len(self.ring) > self.config.maximum_buffers:
-                self.ring.popleft()
-            delivered = True
-        delivery: RealtimeDelivery | None = None
-        if mode.real_time:
-            delivery = RealtimeDelivery(session_id, events, kept=delivered)
-            sent = self._send_realtime(data, delivery)
-            if self.stream is not None and self.stream.offer(data, events):
-                sent = delivery.kept = True
-            if not sent:
-                table.realtime_buffer_lost(session_id)
-                if mode is LogMode.REAL_TIME:
-                    table.events_lost(session_id, events)
-            delivered = delivered or sent
-        if mode.writes_file and self.logfile is not None:
-            written = False
-            if self.write_error is None:
-                try:
-                    written = self.logfile.write(data, events, counted_written=delivered, owned=owned).written
-                except OSError as exc:
-                    self._file_failed(f"cannot write {self.logfile.file_name}: {exc.strerror or exc}")
-            if not written:
-                table.log_buffer_lost(session_id)
-                if not delivered:
-                    table.events_lost(session_id, events)
-                self.logfile.note_lost(events=events, buffers=1)
-            if delivery is not None and written:
-                delivery.kept = True
-            delivered = delivered or written
-        if delivered:
+        lost = refused & ~took
+        if lost & _REALTIME:
+            table.realtime_buffer_lost(session_id)
+        if lost & _FILE:
+            table.log_buffer_lost(session_id)
+        if delivery.taken:
             table.buffer_written(session_id, events)
+        else:
+            table.events_lost(session_id, events)
 
-    def _send_realtime(self, data: bytes | mmap.mmap, delivery: RealtimeDelivery) -> bool:
-        sent = False
-        for consumer in list(self.consumers.values()):
-            if consumer.closed:
-                del self.consumers[consumer.connection_id]
-                continue
-            sent |= consumer.send({"event": "buffer", "session_id": self.session_id}, payload=data, is_buffer=True, delivery=delivery)
-        return sent
-
-    def abandoned(self, delivery: RealtimeDelivery) -> None:
+    def abandoned(self, delivery: Delivery) -> None:
         """A buffer counted written reached no consumer and nothing else: its events are lost."""
         statistics = self.table.session(self.session_id).statistics
-        statistics.buffers_written -= 1  # the statistics have no "unwrite" (as in _file_failed)
+        statistics.buffers_written -= 1  # the statistics have no "unwrite" (as in file_failed)
         statistics.events_written -= delivery.events
         self.table.realtime_buffer_lost(self.session_id)
         self.table.events_lost(self.session_id, delivery.events)
@@ -309,16 +308,12 @@ class SessionRuntime:
         return header_buffer(header, self.logger_id)
 
     def flush_file(self, *, wait: bool = True) -> None:
-        """Rewrite the file's header; with ``wait`` (a controller's FLUSH) once everything
-        taken so far is in the file, without (the flush timer) queued behind it."""
-        if self.logfile is None or self.write_error is not None:
-            return
-        try:
-            self.logfile.flush(wait=wait)
-        except OSError as exc:
-            self._file_failed(f"cannot write {self.logfile.file_name}: {exc.strerror or exc}")
+        """Every sink made current: the file's header rewritten, with ``wait`` (a controller's
+        FLUSH) once everything taken so far is in the file, without (the flush timer) queued behind it."""
+        for sink in self.sinks:
+            sink.flush(wait=wait)
 
-    def _file_failed(self, error: str) -> None:
+    def file_failed(self, error: str) -> None:
         """A write of the file failed: the session fails, and the buffers it had counted written
         that a queued write then lost count as lost, as the file's header counts them, so that
         ``events_written`` stays what the file holds (plus what consumers got)."""
@@ -354,22 +349,12 @@ class SessionRuntime:
         return snapshot.buffers_written
 
     def finish(self) -> None:
-        """Close every pool, then the file with its final header; tell consumers the session ended."""
+        """Close every pool, then every sink: the file with its final header, consumers told the session ended."""
         for pool_id in list(self.pools):
             self.close_pool(pool_id)
         self.update_buffer_gauges()
-        if self.logfile is not None:
-            try:
-                self.logfile.close()
-            except OSError as exc:
-                self._file_failed(f"cannot finish {self.logfile.file_name}: {exc}")
-        for consumer in self.consumers.values():
-            consumer.send({"event": "end", "session_id": self.session_id})
-            consumer.consuming.discard(self.session_id)
-        self.consumers.clear()
-        self.ring.clear()
-        if self.stream is not None:
-            self.stream.finish()
+        for sink in reversed(self.sinks):  # the file's final header first, as before any sink came in
+            sink.close()
 
     def update_buffer_gauges(self) -> None:
         buffers = free = 0

@@ -39,9 +39,9 @@ from openetw.etl.tracelogging import (
     TRACELOGGING_CHANNEL,
     TRAIT_DECODE_GUID,
     TRAIT_GROUP,
-    _in_type,
     encode_event_metadata,
     encode_provider_traits,
+    in_type_of,
     pack_values,
     tdh_out_type,
     tl_field,
@@ -204,7 +204,7 @@ def _build(fields: list[_RawField], index: int, depth: int = 0) -> tuple[list[Pr
             members.extend(built)
         prop = PropertyInfo(raw.name, TLG_STRUCT, count=count, members=tuple(members), tags=raw.tags, count_in_data=variable)
         return [prop], index
-    in_type = _in_type(code)
+    in_type = in_type_of(code)
     out_type = tdh_out_type(tlg_out, in_type) if tlg_out else None
     source_out = tlg_out or None
     problem: str | None = None

@@ -68,7 +68,7 @@ def export(source: Any, rows: np.ndarray, fmt: str) -> bytes:
     os.close(fd)
     try:
         if fmt == "evtx":
-            from openetw.cli.evtx_commands import relog_to_evtx
+            from openetw.export.evtx_relog import relog_to_evtx
 
             relog_to_evtx([source.name], path, registry=source.registry, readers=[selected])
         else:

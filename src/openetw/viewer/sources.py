@@ -329,7 +329,7 @@ class EtlSource(ViewerSource):
         return decode_record(record, self.registry, self._context)
 
     def _build_columns(self, index: Any, table: np.ndarray) -> Columns:
-        from openetw.consumer._engine.index_build import KIND_CODES, KIND_NAMES
+        from openetw.consumer.index import KIND_CODES, KIND_NAMES
 
         count = len(table)
         if not count:

@@ -44,7 +44,7 @@ from openetw.consumer._engine.index_build import (
 from openetw.consumer._engine.index_walk import BH, Buffers, _file_chunks, buffer_info, read_buffers, walk_chains
 from openetw.consumer._engine.spill import RowMerge
 from openetw.etl import layouts as L
-from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader, _first_timestamp
+from openetw.etl.reader import MAX_BUFFER_SIZE, BufferInfo, EtlReader, first_timestamp
 
 __all__ = ["CHUNK_ENV", "DEFAULT_CHUNK_MB", "StreamingBuild", "working_set_bytes"]
 
@@ -114,7 +114,7 @@ def _plain_headers(path: str, stride: int) -> tuple[_Headers, dict[str, int], np
             if info.flags & L.BUFFER_FLAG_COMPRESSED or (stride and info.buffer_size != stride):
                 return None
             end = min(info.data_end, info.buffer_size, len(head))
-            first = _first_timestamp(head[:end], end)
+            first = first_timestamp(head[:end], end)
             last = last if first is None else first
             if len(infos) == len(firsts):
                 firsts = np.concatenate([firsts, np.zeros(len(firsts), dtype=np.int64)])

@@ -392,7 +392,7 @@ def header_batches(files: TraceFiles) -> Any:
     the trace is left in ``files.trace`` for its statistics."""
     import numpy as np
 
-    from openetw.consumer._engine.index_build import KIND_CODES
+    from openetw.consumer.index import KIND_CODES
 
     trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
     trace.on_error(lambda error, record: files.errors.append(error))

@@ -1,6 +1,6 @@
 """The Event Log inside the trace service: channel sessions that always listen, stored in logs.
 
-``install_event_log(service)`` (called by ``run_service`` before the service says it is ready,
+``install_event_log(service)`` (called by ``openetw.daemon`` before the service says it is ready,
 so channels listen before any provider registers) reads the installed manifests (the machine
 service: the system store; a per-user service: the system store and the user's), makes a log
 for every channel, and starts the channel sessions in the session table like any other session
@@ -9,12 +9,12 @@ channel, ``EventLog-Operational`` for every Operational channel, ``EventLog-<log
 enabled Analytic or Debug channel. Each enables its providers with their channels' keyword
 bits, so a provider's ``<event>_enabled`` is true while its channel listens.
 
-A channel session is a real-time session whose one consumer is in the service: a ``ChannelSink``
-that takes each buffer as the session hands it over, parses its records, sends each to the log
+A channel session is a real-time session whose one sink is in the service: a ``ChannelSink``
+that takes each buffer as the session offers it, parses its records, sends each to the log
 of its (provider, channel), refuses (and counts) the events of a writer the log's access does
 not let write (the producer's credentials from ``SO_PEERCRED``), renders fields and message
 from the manifests later, on a thread of their own. A drain's buffers are walked into rows on the
-loop and stored on the store thread (``eventlog_writer``: one transaction per log, overlapped with
+loop and stored on the store thread (``eventlog.writer``: one transaction per log, overlapped with
 the next walk); the pool gets them back only once they are committed: a service killed before
 loses none of them (the producer hands them to the next service), and each log records, in the
 same transaction, the pool and the last buffer it stored, so that the next service skips those
@@ -46,11 +46,12 @@ from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs
 from openetw.eventlog.model import LogConfig
 from openetw.eventlog.paths import default_logs_dir
 from openetw.eventlog.records import Route, Run, buffer_sequence, collect_rows
+from openetw.eventlog.sink import ChannelRuntime, ChannelSink, release_taken
 from openetw.eventlog.store import LogStore
-from openetw.ipc.pool import TAKEN, BufferPool
+from openetw.eventlog.writer import StoreBatch, StoreWriter
+from openetw.ipc.pool import BufferPool
 from openetw.ipc.protocol import Message
 from openetw.service.connection import Connection
-from openetw.service.eventlog_writer import StoreBatch, StoreWriter
 from openetw.service.screen import ThreadCheck
 from openetw.service.sessions import PoolEntry, SessionRuntime
 from openetw.session import LogMode, SessionConfig, SessionState
@@ -60,11 +61,10 @@ if TYPE_CHECKING:
     from openetw.service.server import TraceService
     from openetw.tdh.registry import SchemaRegistry
 
-__all__ = ["READERS_GROUP", "WRITERS_GROUP", "ChannelSink", "EventLogService", "install_event_log"]
+__all__ = ["READERS_GROUP", "WRITERS_GROUP", "ChannelSink", "EventLogService", "import_evtx", "install_event_log"]
 
 READERS_GROUP = "openetw-log-readers"  # Windows' "Event Log Readers"
 WRITERS_GROUP = "openetw-log-writers"  # the service accounts that may write System
-_SINK_IDS = iter(range(-1, -(1 << 30), -1))  # in-process consumers: ids no connection has
 LEVEL_ALL = 255
 RENDER_QUIET = 0.2  # seconds without a stored buffer before the render thread takes the interpreter
 RENDER_WAIT = 2.0  # ... but it renders a batch at least this often
@@ -77,84 +77,6 @@ def _gid(name: str) -> int | None:
         return grp.getgrnam(name).gr_gid
     except KeyError:
         return None
-
-
-class ChannelRuntime(SessionRuntime):
-    """A channel session's runtime: remembers whose pool each buffer comes from, and stores
-    the buffers one drain of a pool takes together (one transaction per log)."""
-
-    producer: Connection | None = None
-    batch: list[bytes] | None = None  # while a drain runs: the buffers its sink took
-    sink: ChannelSink | None = None
-    closing: BufferPool | None = None  # while a pool closes: it, whose last buffers the sink stores
-
-    def _screen(self, entry: PoolEntry, data: Any) -> tuple[Any, int | None]:
-        self.producer = entry.producer
-        return super()._screen(entry, data)
-
-    def drain(self, pool_id: int) -> int:
-        """Every FULL buffer of the pool, stored in one transaction per log (on the store
-        thread) before the pool gets them back: a service killed meanwhile leaves them TAKEN,
-        and the producer hands them to the next service (``log_orphans``)."""
-        entry = self.pools.get(pool_id)
-        if entry is None:
-            return 0
-        pool = entry.pool
-        indices = pool.full_buffers()
-        if not indices:
-            self._count_losses(entry)
-            return 0
-        self.batch = []
-        submitted = False
-        try:
-            for index in indices:
-                screened, events = self._screen(entry, pool.take(index))
-                self.deliver(screened, events=events)
-            batch = self.batch
-            if batch and self.sink is not None:
-                self.sink.hook.store_buffers(self, self.sink.header(), batch, pool=pool, release=lambda: _release(pool, indices))
-                submitted = True
-        finally:
-            self.batch = None
-            if not submitted:
-                _release(pool, indices)
-        self._count_losses(entry)
-        return len(indices)
-
-    def close_pool(self, pool_id: int) -> None:
-        """The buffers on their way to the store are stored and given back first; the pool's
-        marks go once it is closed (nobody hands it over any more)."""
-        entry = self.pools.get(pool_id)
-        if entry is None or self.sink is None:
-            super().close_pool(pool_id)
-            return
-        identity = entry.pool.identity
-        self.drain(pool_id)
-        self.sink.hook.writer.wait()
-        self.closing = entry.pool
-        try:
-            super().close_pool(pool_id)
-        finally:
-            self.closing = None
-        self.sink.hook.pool_closed(identity)
-
-    def _count_losses(self, entry: PoolEntry) -> None:
-        """The producer's losses go to the session's first log at once, and the pool remembers
-        how many were counted (for a service that takes it over after this one died)."""
-        seen = entry.losses_seen
-        super()._count_losses(entry)
-        if entry.losses_seen != seen:
-            if self.sink is not None:  # the log keeps what it counted of the pool with the count
-                self.sink.hook._count_losses(self, loss_mark=(entry.pool.identity, entry.losses_seen))
-            entry.pool.losses_counted = entry.losses_seen
-
-
-def _release(pool: BufferPool, indices: list[int]) -> None:
-    """Give the buffers a drain took back to the pool (those still TAKEN)."""
-    states = pool.states
-    for index in indices:
-        if states[index] == TAKEN:
-            pool.release(index)
 
 
 class _Routes(dict[tuple[bytes, int], Route | None]):
@@ -173,37 +95,6 @@ class _Routes(dict[tuple[bytes, int], Route | None]):
             route = Route(spec.log, spec.provider_name, spec.provider_guid, config.level, config.keywords, may_write(config, self.caller))
         self[key] = route
         return route
-
-
-class ChannelSink:
-    """The in-process real-time consumer of one channel session (the face of a ``Connection``)."""
-
-    def __init__(self, hook: EventLogService, runtime: ChannelRuntime) -> None:
-        self.hook = hook
-        self.runtime = runtime
-        self.connection_id = next(_SINK_IDS)
-        self.closed = False
-        self.consuming: set[int] = set()
-        self._header: bytes | None = None
-
-    def send(
-        self, body: dict[str, Any], *, fds: tuple[int, ...] = (), payload: Any = b"", is_buffer: bool = False, delivery: Any = None,
-    ) -> bool:  # fmt: skip
-        if not is_buffer:
-            return True
-        if delivery is not None:  # received here: the log's books count what the store cannot keep
-            delivery.waiting += 1
-            delivery.received_by_one()
-        if self.runtime.batch is not None:
-            self.runtime.batch.append(bytes(payload))
-        else:  # a buffer taken outside a drain (a closing pool's last): stored before it goes back
-            self.hook.store_buffers(self.runtime, self.header(), [bytes(payload)], wait=True, pool=self.runtime.closing)
-        return True
-
-    def header(self) -> bytes:
-        if self._header is None:
-            self._header = self.runtime.header_for_consumers()
-        return self._header
 
 
 @dataclass
@@ -337,7 +228,7 @@ class EventLogService:
         runtime.on_rejected = self.service.note_rejected
         runtime.secured_guids = self.service.provider_security.guid_bytes
         sink = ChannelSink(self, runtime)
-        runtime.consumers[sink.connection_id] = sink  # type: ignore[assignment]
+        runtime.add_sink(sink)
         runtime.sink = sink
         self.service.runtimes[session.session_id] = runtime
         self.service.carry_out(table.start(session.session_id, now=now))
@@ -484,13 +375,13 @@ class EventLogService:
         held = pool.hold_all_after_service_death()
         indices = [index for index, _ in held]
         try:
-            buffers = [bytes(runtime._screen(entry, data)[0]) for _, data in held]
+            buffers = [bytes(runtime.screen(entry, data)[0]) for _, data in held]
             if buffers:
                 self.store_buffers(runtime, runtime.sink.header(), buffers, pool=pool, wait=True, skip=identity)
         finally:
             self._marked.pop(identity, None)  # handed over once stored: marks left to the pruning
-            _release(pool, indices)
-        runtime._count_losses(entry)
+            release_taken(pool, indices)
+        runtime.count_pool_losses(entry)
         return len(buffers)
 
     def flush(self) -> None:
@@ -753,7 +644,7 @@ def install_event_log(service: TraceService) -> EventLogService:
     manifest_dirs = [system_dir / "manifests"] if service.system else [system_dir / "manifests", user_dir / "manifests"]
     hook = EventLogService(service, default_logs_dir(service.system), manifest_dirs, owner=0 if service.system else os.geteuid())
     service.event_log = hook  # type: ignore[attr-defined]
-    handlers = dict(service._handlers)
+    handlers = dict(service.handlers)
     handlers.update(EVENT_LOG_HANDLERS)
     start = handlers["start_session"]
 
@@ -765,7 +656,7 @@ def install_event_log(service: TraceService) -> EventLogService:
         return start(service, connection, message)
 
     handlers["start_session"] = start_session
-    service._handlers = handlers
+    service.handlers = handlers
     hook.load()
     hook.start_rendering()
     return hook

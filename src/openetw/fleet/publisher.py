@@ -24,14 +24,21 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream, require_nats
 from openetw.fleet.spool import Item, Spool
 from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers
+from openetw.service.sinks import LossKind, linger
 
-__all__ = ["StreamPublisher"]
+if TYPE_CHECKING:
+    from openetw.service.server import TraceService
+    from openetw.service.sessions import SessionRuntime
+    from openetw.session import SessionConfig
+
+__all__ = ["StreamPublisher", "stream_sink"]
 
 WINDOW = 32  # publishes waiting for their acknowledgement at once
 # What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
@@ -42,6 +49,11 @@ RETRY_PAUSE = 0.25
 
 
 class StreamPublisher:
+    """A streamed session's sink (``openetw.service.sinks.Sink``): see the module's docstring."""
+
+    name = "stream"
+    kind: LossKind = "realtime"  # a buffer the spool has no room for is lost for real-time delivery, as one no consumer takes
+
     def __init__(
         self, options: StreamOptions, *, host: str, session: str, subject: str, start: int, spool_path: Path, spool_bytes: int,
         log: Any = None,
@@ -56,6 +68,7 @@ class StreamPublisher:
         self._held_bytes = 0  # accepted, not acknowledged yet
         self._next_sequence = 0
         self._gap_first: int | None = None
+        self.accepted = 0
         self.buffers_lost = 0
         self.events_lost = 0  # the stream's own losses plus what the producers lost
         self.buffers_acknowledged = 0
@@ -77,7 +90,11 @@ class StreamPublisher:
             self._accept(KIND_HEADER, header, 0)
         self._thread.start()
 
-    def offer(self, data: Any, events: int) -> bool:
+    @property
+    def lost(self) -> int:
+        return self.buffers_lost
+
+    def offer(self, data: Any, events: int, delivery: Any = None) -> bool:
         """Take one completed buffer (copied); False when the spool has no room: it is lost."""
         size = len(data)
         with self._lock:
@@ -90,6 +107,9 @@ class StreamPublisher:
                 self.events_lost += events
                 return False
             self._accept(KIND_BUFFER, bytes(data), events)
+            self.accepted += 1
+        if delivery is not None:
+            delivery.kept = True  # held for the stream, or spooled: no consumer's leaving loses it
         self._wake()
         return True
 
@@ -107,7 +127,15 @@ class StreamPublisher:
             self._finishing = True
         self._wake()
 
-    def close(self, timeout: float) -> bool:
+    def flush(self, *, wait: bool) -> None:
+        """Nothing to do: every buffer is published as soon as the stream takes it."""
+
+    def close(self) -> None:
+        """The session ended: the end message goes last, and the service waits for it at its exit."""
+        self.finish()
+        linger(self)
+
+    def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the stream to take everything; True when it did."""
         self.finish()
         done = self._done.wait(timeout) if self._thread.is_alive() else True
@@ -288,9 +316,24 @@ def session_start_stamp() -> int:
     return time.time_ns() // 1000
 
 
-_LIVE: set[StreamPublisher] = set()
 DEFAULT_SPOOL_MB = 64.0
-SHUTDOWN_WAIT = 5.0
+
+
+def stream_sink(service: TraceService, config: SessionConfig, spec: Any) -> Callable[[SessionRuntime], StreamPublisher]:
+    """The trace service's factory for a start request's ``"stream"`` (``TraceService.sink_factories``):
+    the publisher checked before the session starts, and what starts it once the session runs."""
+    from openetw.errors import InvalidArgument
+    from openetw.service.server import log
+
+    if not config.mode.real_time:
+        raise InvalidArgument(f"a streamed session delivers in real time; {config.mode.value} mode does not")
+    publisher = prepare_stream(config.name, spec, host=service.host_name, spool_dir=service.socket_path.parent / "spool", log=log)
+
+    def attach(runtime: SessionRuntime) -> StreamPublisher:
+        attach_stream(runtime, publisher)
+        return publisher
+
+    return attach
 
 
 def prepare_stream(name: str, spec: Any, *, host: str, spool_dir: Path, log: Any = None) -> StreamPublisher:
@@ -318,16 +361,6 @@ def prepare_stream(name: str, spec: Any, *, host: str, spool_dir: Path, log: Any
     )  # fmt: skip
 
 
-def attach_stream(runtime: Any, publisher: StreamPublisher) -> None:
-    """The session's buffers go to ``publisher`` from now on, its logfile header first."""
-    runtime.stream = publisher
+def attach_stream(runtime: SessionRuntime, publisher: StreamPublisher) -> None:
+    """Start ``publisher`` with the session's logfile header; the caller adds it to the session's sinks."""
     publisher.begin(runtime.header_for_consumers())
-    _LIVE.add(publisher)
-
-
-def wait_for_streams(timeout: float = SHUTDOWN_WAIT) -> None:
-    """At the service's exit: give every stream up to ``timeout`` seconds (in all) to deliver."""
-    deadline = time.monotonic() + timeout
-    for publisher in list(_LIVE):
-        publisher.close(max(0.0, deadline - time.monotonic()))
-        _LIVE.discard(publisher)
