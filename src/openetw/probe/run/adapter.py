@@ -168,7 +168,7 @@ class Catalog:
         """Count ``index``'s rows in, block by block; ``False`` when only a pass gives the answer."""
         import numpy as np
 
-        from openetw.consumer._engine.index_build import KIND_CODES
+        from openetw.consumer.index import KIND_CODES
 
         entries = self.entries
         met: dict[tuple[int, ...], list[Any]] = {}  # index identity -> its catalog entry
