@@ -42,7 +42,7 @@ from openetw.tdh.columns import FieldColumns, decode_columns
 from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.schema import Schema
 
-__all__ = ["ColumnBatch", "SchemaColumns", "column_batches"]
+__all__ = ["ColumnBatch", "SchemaColumns", "column_batches", "identity_keys"]
 
 SchemaOf = Callable[[EventRecord], "Schema | None"]
 
@@ -156,15 +156,15 @@ def _batch(
     return ColumnBatch(rows, providers, activity, schemas, np.sort(np.concatenate(undecoded)))
 
 
-def _identities(rows: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(identity of rows[chosen], return_index, return_inverse)[1:]`` (identities in
-    some order): two 64-bit words per identity, mixed into one to sort, checked exactly."""
+def identity_keys(rows: np.ndarray, chosen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's identity (kind, header type, provider, flags, id, hook id, version, opcode) as
+    two 64-bit words, and the two mixed into one to sort on (of ``rows[chosen]`` when given)."""
 
     def column(name: str) -> np.ndarray:
-        values: np.ndarray = rows[name][chosen].astype(np.uint64)
+        values: np.ndarray = (rows[name] if chosen is None else rows[name][chosen]).astype(np.uint64)
         return values
 
-    provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
+    provider = (column("provider").astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
     high = (
         column("kind") << np.uint64(56)
         | column("header_type") << np.uint64(48)
@@ -177,7 +177,13 @@ def _identities(rows: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.nd
         | column("version") << np.uint64(8)
         | column("opcode")
     )
-    mixed = high ^ (low * np.uint64(0x9E3779B97F4A7C15))
+    return high, low, high ^ (low * np.uint64(0x9E3779B97F4A7C15))
+
+
+def _identities(rows: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(identity of rows[chosen], return_index, return_inverse)[1:]`` (identities in
+    some order): two 64-bit words per identity, mixed into one to sort, checked exactly."""
+    high, low, mixed = identity_keys(rows, chosen)
     _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
     if np.array_equal(high, high[first][inverse]) and np.array_equal(low, low[first][inverse]):
         return first, inverse

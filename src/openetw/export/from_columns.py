@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from openetw.consumer.columns import identity_keys
 from openetw.consumer.index import KIND_CODES, KIND_NAMES, build_index_data
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
@@ -260,29 +261,6 @@ def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
     return teaching
 
 
-def _identity_keys(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's identity as two 64-bit words, and the two mixed into one (to sort on)."""
-
-    def column(name: str) -> np.ndarray:
-        values: np.ndarray = rows[name].astype(np.uint64)
-        return values
-
-    provider = (rows["provider"].astype(np.int64) + 1).astype(np.uint64)
-    high = (
-        column("kind") << np.uint64(56)
-        | column("header_type") << np.uint64(48)
-        | provider << np.uint64(16)
-        | column("flags")
-    )
-    low = (
-        column("id") << np.uint64(40)
-        | column("hook_id") << np.uint64(24)
-        | column("version") << np.uint64(8)
-        | column("opcode")
-    )
-    return high, low, high ^ (low * np.uint64(0x9E3779B97F4A7C15))
-
-
 def _unique_identities(
     keys: tuple[np.ndarray, np.ndarray, np.ndarray], chosen: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -327,7 +305,7 @@ def _export(
         ident = np.zeros(size, dtype=np.int64)
         process = np.zeros(size, dtype=np.int64)
         extras: dict[int, tuple[str | None, list[str] | None]] = {}  # related activity id and extended item names
-        keys = _identity_keys(window)
+        keys = identity_keys(window)
         mine = own[first:last]
         cuts = np.flatnonzero(teaching[first:last]).tolist()
         bounds = [0, *cuts, size] if not cuts or cuts[0] != 0 else [*cuts, size]
