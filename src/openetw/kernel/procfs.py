@@ -159,20 +159,25 @@ class ProcSource:
         return None if raw is None else parse_maps(raw.decode("utf-8", "surrogateescape"))
 
     def kernel_images(self) -> list[tuple[str, int, int]]:
-        """``(name, base, size)`` of the kernel's text and of each loaded module; ``[]`` when
-        the addresses are hidden (``kptr_restrict``, not root)."""
+        """``(name, base, size)`` of the kernel's text (its init text included: the idle tasks'
+        stacks end there) and of each loaded module; ``[]`` when the addresses are hidden
+        (``kptr_restrict``, not root)."""
         images: list[tuple[str, int, int]] = []
         start = end = 0
         try:
             with open(os.path.join(self.root, "kallsyms"), "rb") as f:
-                for line in f:  # core kernel symbols come first, in address order
+                for line in f:  # core kernel symbols come first, in address order, then the modules'
                     parts = line.split()
-                    if len(parts) < 3:
+                    if len(parts) != 3:
+                        if len(parts) > 3:  # a module's symbol: the core kernel's are all read
+                            break
                         continue
                     if parts[2] in (b"_text", b"_stext") and not start:
                         start = int(parts[0], 16)
-                    elif parts[2] == b"_etext":
+                    elif parts[2] == b"_etext" and not end:
                         end = int(parts[0], 16)
+                    elif parts[2] == b"_einittext":  # the init text (start_kernel, under the idle tasks' stacks)
+                        end = max(end, int(parts[0], 16))
                         break
         except (OSError, ValueError):
             return []
