@@ -16,6 +16,7 @@ from openetw.events.sources import ETL, trace_format
 from openetw.probe.lang.descriptions import EventIdentity
 from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.lang.types import STRING
+from openetw.probe.run.fields import ColumnsUnreadable, FieldReader, field_reader
 
 __all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
@@ -109,27 +110,13 @@ class Catalog:
         self.entries: dict[Any, list[Any]] = {}  # key -> [identity, fields or None, count]
         self.schemas: dict[tuple[str, int, int], tuple[Any, int]] = {}  # (guid, id, version) -> (schema, pointer size)
 
-    def field_place(self, guid: str, event_id: int, version: int, name: str) -> tuple[int, int] | None:
-        """(offset, size) of a field every event of this kind has at a fixed place, else ``None``."""
-        from openetw.consumer.parser import fixed_offset_plan
-
+    def field_reader(self, guid: str, event_id: int, version: int, name: str) -> FieldReader | None:
+        """How integer field ``name`` of this kind of event is read column-wise, else ``None``."""
         found = self.schemas.get((guid, event_id, version))
         if found is None:
             return None
         schema, pointer_size = found
-        plan = fixed_offset_plan(schema, pointer_size)
-        if name not in plan:
-            return None
-        end = plan[name][0]
-        offset = 0
-        for prop in schema.properties:
-            if prop.name == name:
-                return offset, end - offset
-            size = plan.get(prop.name, (None,))[0]
-            if size is None:
-                return None
-            offset = size
-        return None
+        return field_reader(schema, pointer_size, name)
 
     @classmethod
     def scan(cls, files: TraceFiles) -> Catalog:
@@ -354,37 +341,58 @@ class HeaderColumns:
     """One batch of header columns: ``provider`` indexes ``guids`` (-1: none), ``id`` is the
     event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
 
-    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files")
+    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files", "_buffer_tables")
     provider: Any
 
-    def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None) -> None:
+    def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None,
+                 buffer_tables: list[Any] | None = None) -> None:  # fmt: skip
         self.guids = guids
         self._batch = batch
         self._files = files
+        self._buffer_tables = buffer_tables or []
         for name, value in columns.items():
             setattr(self, name, value)
 
     def __len__(self) -> int:
         return len(self.provider)
 
-    def field_values(self, rows: Any, offset: int, size: int, signed: bool) -> Any:
-        """The integer at ``offset`` in the user data of each of ``rows`` (``None`` when some row
-        cannot be read so: a compressed buffer or user data shorter than the field)."""
+    def field_values(self, rows: Any, reader: FieldReader) -> Any:
+        """The field ``reader`` reads, of each of ``rows`` (the plan's type; ``ColumnsUnreadable``
+        when some row is in a compressed buffer or its payload does not give the value)."""
         import numpy as np
 
+        rows = np.asarray(rows, dtype=np.int64)
         batch = self._batch
-        starts = batch.data_offset[rows]
-        if (starts < 0).any() or (batch.data_length[rows] < offset + size).any():
-            return None
-        out = np.empty(len(rows), dtype=np.dtype(f"<{'i' if signed else 'u'}{size}"))
-        files = batch.file[rows]
-        for number in np.unique(files).tolist():
-            mine = files == number
-            data = self._files.mapped(batch.paths[number])
-            places = starts[mine] + offset
-            gathered = data[places[:, None] + np.arange(size)]
-            out[mine] = gathered.reshape(-1).view(out.dtype)
-        return out.astype(np.int64) if not (size == 8 and not signed) else out
+        header = batch.rows
+        files = batch.file[rows] if len(self._buffer_tables) > 1 else None
+        out = np.empty(len(rows), dtype=reader.dtype)
+        for number, table in enumerate(self._buffer_tables):
+            mine = rows if files is None else rows[files == number]
+            if not len(mine):
+                continue
+            starts = table[header["buffer"][mine]]
+            if len(starts) and int(starts.min()) < 0:
+                raise ColumnsUnreadable("an event's payload is in a compressed buffer")
+            starts += header["offset"][mine]
+            starts += header["user_data_offset"][mine]
+            values = reader.read(self._files.mapped(batch.paths[number]), starts, header["user_data_length"][mine].astype(np.int64))
+            if files is None:
+                return values
+            out[files == number] = values
+        return out
+
+
+def _buffer_table(index: Any) -> Any:
+    """The file offset of each buffer's data by buffer number; -1 for compressed buffers."""
+    import numpy as np
+
+    from openetw.etl import layouts as L
+
+    buffers = index.buffers
+    table = np.full(int(buffers["index"].max()) + 1 if len(buffers) else 0, -1, dtype=np.int64)
+    plain = (buffers["flags"] & L.BUFFER_FLAG_COMPRESSED) == 0
+    table[buffers["index"][plain]] = buffers["file_offset"][plain]
+    return table
 
 
 def header_batches(files: TraceFiles) -> Any:
@@ -405,7 +413,9 @@ def header_batches(files: TraceFiles) -> Any:
         maps.append(table)
     guids = [str(guid) for guid in where]
     event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
-    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
+    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version", "buffer", "offset",
+              "user_data_offset", "user_data_length"]  # fmt: skip
+    tables = [_buffer_table(index) for index in indexes]
     for batch in _batches(trace, indexes, wanted):
         rows = batch.rows
         provider = rows["provider"].astype(np.int64)
@@ -424,4 +434,4 @@ def header_batches(files: TraceFiles) -> Any:
             "level": rows["level"], "keyword": rows["keyword"], "pid": rows["pid"], "tid": rows["tid"], "cpu": rows["cpu"],
             "version": rows["version"],
         }  # fmt: skip
-        yield HeaderColumns(guids, columns, batch, files)
+        yield HeaderColumns(guids, columns, batch, files, tables)

@@ -24,6 +24,7 @@ from openetw.probe.lang.output import Output
 from openetw.probe.lang.program import ProbeProgram
 from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
 from openetw.probe.run.etw_writer import EtwTraceWriter
+from openetw.probe.run.fields import ColumnsUnreadable
 from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
 from openetw.probe.run.live import LiveSessions
 
@@ -34,6 +35,7 @@ ARG0_BASE = 0x7FFE00000000
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
 _MASK64 = (1 << 64) - 1
+_INT64_MAX = (1 << 63) - 1
 
 
 def event_header_bytes(record: Any) -> bytes:
@@ -232,7 +234,7 @@ class ProbeRun:
         if plan is not None and (self.files.evtx or not self._fields_in_place(plan)):
             plan = None
         if exit_box[0] is None and plan is not None:
-            stats = self._replay_columns(plan)
+            stats = self._columns_else_records(plan, events, exit_box)
         elif exit_box[0] is None and live:
             stats = self._run_live(events, timers, exit_box)
         elif exit_box[0] is None:
@@ -408,9 +410,31 @@ class ProbeRun:
             for clause, name in wanted:
                 if not any(d.match(identity) for d in clause.descriptions):
                     continue
-                if key[-1] or catalog.field_place(identity.guid, identity.id, key[2], name) is None:
+                if key[-1] or catalog.field_reader(identity.guid, identity.id, key[2], name) is None:
                     return False
         return True
+
+    def _columns_else_records(self, plan: list[Any], events: list[tuple[Description, Any]], exit_box: list[Any]) -> dict[str, Any]:
+        """The run column-wise; when some event's field cannot be read so exactly as record by
+        record (``ColumnsUnreadable``), the aggregations are put back as BEGIN left them and the
+        events are read record by record."""
+        import copy
+
+        aggregations = self.output.aggregations
+        kept = {name: copy.deepcopy(entry[1]) for name, entry in aggregations.items()}
+        drops = self.namespace["_DROPS"]
+        kept_drops, kept_firings = drops[0], self.firings
+        try:
+            return self._replay_columns(plan)
+        except ColumnsUnreadable:
+            for name, data in kept.items():
+                aggregations[name][1].clear()
+                aggregations[name][1].update(data)
+            drops[0], self.firings, self.ran_columnar = kept_drops, kept_firings, False
+            trace = getattr(self.files, "trace", None)
+            if trace is not None:
+                trace.close()
+            return self._replay(events, [], exit_box)
 
     def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
         """Header-only aggregations over the index's columns (``openetw.probe.lang.columnar``)."""
@@ -630,26 +654,35 @@ class _Rows:
         """An event field as a value of its declared type: int64, or uint64 for 64-bit unsigned."""
         found = self.read.get(field)
         if found is None:
-            found = self.read[field] = _field_column(field, self.probe, self.rows, self.batch, self.catalog)
+            found = self.read[field] = _field_column(field, self.rows, self.batch, self.catalog)
         return found
 
 
-def _field_column(field: tuple[str, int, bool], probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
-    """The event field ``field`` (name, size, signed) for ``rows`` (one kind of event, maybe several versions)."""
+def _field_column(field: tuple[str, int, bool], rows: Any, batch: Any, catalog: Any) -> Any:
+    """The event field ``field`` (name, size, signed) for ``rows`` (one kind of event, maybe several
+    versions), decoded column-wise (``openetw.probe.run.fields``), as a value of its declared
+    type: int64, or uint64 for 64-bit unsigned."""
     import numpy as np
 
     name, size, signed = field
-    versions = batch.version[rows]
-    out = np.empty(len(rows), dtype=np.int64 if signed or size < 8 else np.uint64)
+    unsigned64 = not signed and size >= 8
+    out = np.empty(len(rows), dtype=np.uint64 if unsigned64 else np.int64)
     if not len(rows):
         return out
-    event_id = int(batch.id[rows[0]])
-    for version in np.unique(versions).tolist():
-        mine = versions == version
-        place = catalog.field_place(probe[1], event_id, version, name)
-        values = None if place is None or place[1] != size else batch.field_values(rows[mine], place[0], size, signed)
-        if values is None:
-            raise ProbeRuntimeError(f"args->{name}: not at a fixed place in event {event_id} version {version}")
+    versions = batch.version[rows]
+    guid, event_id = batch.guids[int(batch.provider[rows[0]])], int(batch.id[rows[0]])
+    first = int(versions[0])
+    single = bool((versions == first).all())
+    for version in [first] if single else np.unique(versions).tolist():
+        reader = catalog.field_reader(guid, event_id, version, name)
+        if reader is None:
+            raise ColumnsUnreadable(f"args->{name}: not read column-wise in event {event_id} version {version}")
+        mine = None if single else versions == version
+        values = batch.field_values(rows if mine is None else rows[mine], reader)
+        if values.dtype == np.uint64 and not unsigned64 and len(values) and int(values.max()) > _INT64_MAX:
+            raise ColumnsUnreadable(f"args->{name}: a 64-bit unsigned value past the signed range")
+        if mine is None:
+            return values.astype(out.dtype, copy=False)
         out[mine] = values
     return out
 
