@@ -135,6 +135,7 @@ def test_the_reader_gives_one_answer_with_and_without_the_compiled_core(tmp_path
         reader = field_reader(schemas[event_id], 8, name)
         assert reader is not None and reader.dtype == np.dtype(expected)
         assert (reader.offset is None) == (event_id == 1)  # after strings: no fixed place
+        assert reader.pointer_dependent == (name == "Base")
         mine = [p for e, p in payloads if e == event_id]
         blob = b"".join(mine)
         starts = np.cumsum([0] + [len(p) for p in mine[:-1]])

@@ -370,6 +370,8 @@ class HeaderColumns:
             mine = rows if files is None else rows[files == number]
             if not len(mine):
                 continue
+            if reader.pointer_dependent and _pointer_sizes_differ(header["header_type"][mine], reader.pointer_size):
+                raise ColumnsUnreadable("events of one kind with pointers of both sizes")
             starts = table[header["buffer"][mine]]
             if len(starts) and int(starts.min()) < 0:
                 raise ColumnsUnreadable("an event's payload is in a compressed buffer")
@@ -380,6 +382,17 @@ class HeaderColumns:
                 return values
             out[files == number] = values
         return out
+
+
+def _pointer_sizes_differ(header_types: Any, pointer_size: int) -> bool:
+    """Whether some record of these header types has pointers of another size than ``pointer_size``."""
+    import numpy as np
+
+    from openetw.etl import layouts as L
+
+    narrow = np.isin(header_types, [L.HEADER_TYPE_EVENT_HEADER32, L.HEADER_TYPE_FULL_HEADER32, L.HEADER_TYPE_INSTANCE32,
+                                    L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_COMPACT32, L.HEADER_TYPE_PERFINFO32])  # fmt: skip
+    return bool(narrow.any()) if pointer_size == 8 else not bool(narrow.all())
 
 
 def _buffer_table(index: Any) -> Any:
@@ -414,7 +427,7 @@ def header_batches(files: TraceFiles) -> Any:
     guids = [str(guid) for guid in where]
     event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
     wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version", "buffer", "offset",
-              "user_data_offset", "user_data_length"]  # fmt: skip
+              "user_data_offset", "user_data_length", "header_type"]  # fmt: skip
     tables = [_buffer_table(index) for index in indexes]
     for batch in _batches(trace, indexes, wanted):
         rows = batch.rows

@@ -7,6 +7,9 @@ included, and gives the field as a column of the plan's type. Payloads the core 
 Python decoder (a string it would read differently, a payload too short) are decoded by the
 schema's ``CompiledSchema``, as the per-record path decodes them.
 
+A reader is made for one pointer size: ``pointer_dependent`` says whether payloads of the other
+size would read differently (the caller checks the records' header types then).
+
 Only fields the per-record path reads as plain integers are planned: integer and hex integer
 properties, pointers and sizes (booleans, ports, FILETIMEs and everything else are read record
 by record). Where a value cannot be given exactly as the per-record path would give it (the
@@ -28,12 +31,14 @@ import numpy as np
 
 from openetw._native import module as native_module
 from openetw.errors import OpenEtwError
+from openetw.etl.intypes import InType
 from openetw.tdh.columns import STEPS, column_plan_upto
 from openetw.tdh.compiled import CompiledSchema
 
 __all__ = ["ColumnsUnreadable", "FieldReader", "field_reader"]
 
 _NATIVE = native_module("_read")
+_POINTER_TYPES = frozenset({InType.POINTER, InType.SIZET})
 _INTEGER_STEPS = frozenset({STEPS["copy"], STEPS["widen"]})
 _FIXED_WIDTH_STEPS = frozenset({STEPS["copy"], STEPS["widen"], STEPS["bool"], STEPS["be16"], STEPS["guid"], STEPS["filetime"]})
 _DTYPES = {name: np.dtype(name).newbyteorder("<") for name in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")}
@@ -54,6 +59,7 @@ class FieldReader:
     dtype: np.dtype[Any]  # the column's values (little-endian)
     width: int  # bytes the field has in the payload
     offset: int | None  # where it starts when every property before it has a fixed width
+    pointer_dependent: bool = False  # whether a pointer or size before it (or it) sets where or what it is
 
     def read(self, blob: Any, starts: np.ndarray, lengths: np.ndarray, *, pure: bool = False) -> np.ndarray:
         """The field of the payloads ``blob[starts[i]:starts[i] + lengths[i]]`` in the plan's type
@@ -114,7 +120,8 @@ def field_reader(schema: Any, pointer_size: int, name: str) -> FieldReader | Non
                 offset = None
                 break
             offset += width
-        reader = FieldReader(schema, pointer_size, name, plan.steps, _DTYPES[plan.types[-1]], plan.steps[-1], offset)
+        dependent = any(prop.in_type in _POINTER_TYPES for prop in schema.properties[: len(plan.names)])
+        reader = FieldReader(schema, pointer_size, name, plan.steps, _DTYPES[plan.types[-1]], plan.steps[-1], offset, dependent)
     if len(_readers) >= 4096:
         _readers.clear()
     _readers[key] = (schema, reader)
