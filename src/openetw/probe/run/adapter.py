@@ -6,6 +6,7 @@ indexes or streams files touches this module only.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -341,7 +342,8 @@ class HeaderColumns:
     """One batch of header columns: ``provider`` indexes ``guids`` (-1: none), ``id`` is the
     event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
 
-    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files", "_buffer_tables")
+    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files", "_buffer_tables",
+                 "_places")
     provider: Any
 
     def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None,
@@ -350,6 +352,7 @@ class HeaderColumns:
         self._batch = batch
         self._files = files
         self._buffer_tables = buffer_tables or []
+        self._places: tuple[Any, Any, Any] | None = None
         for name, value in columns.items():
             setattr(self, name, value)
 
@@ -361,38 +364,58 @@ class HeaderColumns:
         when some row is in a compressed buffer or its payload does not give the value)."""
         import numpy as np
 
-        rows = np.asarray(rows, dtype=np.int64)
-        batch = self._batch
-        header = batch.rows
-        files = batch.file[rows] if len(self._buffer_tables) > 1 else None
-        out = np.empty(len(rows), dtype=reader.dtype)
-        for number, table in enumerate(self._buffer_tables):
-            mine = rows if files is None else rows[files == number]
-            if not len(mine):
-                continue
-            if reader.pointer_dependent and _pointer_sizes_differ(header["header_type"][mine], reader.pointer_size):
+        starts_all, lengths_all, narrow_all = self._payload_places()
+        if reader.pointer_dependent:
+            narrow = narrow_all[rows]
+            if bool(narrow.any()) if reader.pointer_size == 8 else not bool(narrow.all()):
                 raise ColumnsUnreadable("events of one kind with pointers of both sizes")
-            starts = table[header["buffer"][mine]]
-            if len(starts) and int(starts.min()) < 0:
-                raise ColumnsUnreadable("an event's payload is in a compressed buffer")
-            starts += header["offset"][mine]
-            starts += header["user_data_offset"][mine]
-            values = reader.read(self._files.mapped(batch.paths[number]), starts, header["user_data_length"][mine].astype(np.int64))
-            if files is None:
-                return values
-            out[files == number] = values
+        starts, lengths = starts_all[rows], lengths_all[rows]
+        if len(starts) and int(starts.min()) < 0:
+            raise ColumnsUnreadable("an event's payload is in a compressed buffer")
+        batch = self._batch
+        if len(self._buffer_tables) == 1:
+            return reader.read(self._files.mapped(batch.paths[0]), starts, lengths)
+        files = batch.file[rows]
+        out = np.empty(len(rows), dtype=reader.dtype)
+        for number in np.unique(files).tolist():
+            mine = files == number
+            out[mine] = reader.read(self._files.mapped(batch.paths[number]), starts[mine], lengths[mine])
         return out
 
+    def _payload_places(self) -> tuple[Any, Any, Any]:
+        """Of every row: where its payload starts in its file (-1: in a compressed buffer), its
+        length, and whether its header has 32-bit pointers; made once per batch."""
+        import numpy as np
 
-def _pointer_sizes_differ(header_types: Any, pointer_size: int) -> bool:
-    """Whether some record of these header types has pointers of another size than ``pointer_size``."""
+        if self._places is None:
+            header = self._batch.rows
+            tables = self._buffer_tables
+            if len(tables) == 1:
+                starts = tables[0][header["buffer"]]
+            else:
+                starts = np.empty(len(header), dtype=np.int64)
+                files = self._batch.file
+                for number, table in enumerate(tables):
+                    mine = files == number
+                    starts[mine] = table[header["buffer"][mine]]
+            starts = np.where(starts >= 0, starts + header["offset"] + header["user_data_offset"], -1)
+            self._places = (starts, header["user_data_length"].astype(np.int64), _NARROW_HEADERS()[header["header_type"]])
+        return self._places
+
+
+def _narrow_headers() -> Any:
+    """A table by header type: whether its records have 32-bit pointers."""
     import numpy as np
 
     from openetw.etl import layouts as L
 
-    narrow = np.isin(header_types, [L.HEADER_TYPE_EVENT_HEADER32, L.HEADER_TYPE_FULL_HEADER32, L.HEADER_TYPE_INSTANCE32,
-                                    L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_COMPACT32, L.HEADER_TYPE_PERFINFO32])  # fmt: skip
-    return bool(narrow.any()) if pointer_size == 8 else not bool(narrow.all())
+    table = np.zeros(256, dtype=bool)
+    table[[L.HEADER_TYPE_EVENT_HEADER32, L.HEADER_TYPE_FULL_HEADER32, L.HEADER_TYPE_INSTANCE32, L.HEADER_TYPE_SYSTEM32,
+           L.HEADER_TYPE_COMPACT32, L.HEADER_TYPE_PERFINFO32]] = True  # fmt: skip
+    return table
+
+
+_NARROW_HEADERS = functools.cache(_narrow_headers)
 
 
 def _buffer_table(index: Any) -> Any:

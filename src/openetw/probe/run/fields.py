@@ -69,8 +69,10 @@ class FieldReader:
         lengths = np.ascontiguousarray(lengths, dtype=np.int64)
         if native is not None:
             raw, bad = native.columns(blob, starts, lengths, self.steps)
-            values = np.frombuffer(raw[-1], dtype=self.dtype).copy()
             fallback = np.flatnonzero(np.frombuffer(bad, dtype=np.uint8))
+            values = np.frombuffer(raw[-1], dtype=self.dtype)
+            if len(fallback):
+                values = values.copy()  # (the core's bytes are read-only)
         elif self.offset is not None:
             values = np.zeros(len(starts), dtype=self.dtype)
             fits = lengths >= self.offset + self.width
