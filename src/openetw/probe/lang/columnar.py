@@ -3,7 +3,8 @@
 A program qualifies when every event clause has only aggregating statements, each one of
 ``count``, ``sum``, ``min``, ``max``, ``avg``, ``quantize`` or ``lquantize``, whose value is a
 header column (``pid``, ``tid``, ``cpu``) or an integer event field (``args->Field``; the runner
-also needs the field at a fixed place in every event it reads), keyed by header columns, event
+also needs every event it reads to have the field where the compiled core's field columns reach
+it: ``openetw.probe.run.fields``), keyed by header columns, event
 fields and probe names; a clause's predicate may compare such values with each other and with
 constants, joined by ``&&``, ``||`` and ``!``. The program must have no timer or ERROR clause
 (their order relative to events would matter). Such a program gives the same aggregations

@@ -70,7 +70,7 @@ class TraceFiles:
         return found
 
     def compressed(self) -> bool:
-        """Whether some file keeps its events in compressed buffers (no fixed places to read)."""
+        """Whether some file keeps its events in compressed buffers (no places in the file to read payloads at)."""
         from openetw.etl import EtlReader
 
         for path in self.paths:

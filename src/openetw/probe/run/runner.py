@@ -395,8 +395,9 @@ class ProbeRun:
         return stats
 
     def _fields_in_place(self, plan: list[Any]) -> bool:
-        """Whether every event the field-reading clauses match has its fields at fixed places
-        (known from the catalog) in uncompressed files: then they can be read column-wise."""
+        """Whether every event the field-reading clauses match has a schema (known from the
+        catalog) whose fields the field columns read (``openetw.probe.run.fields``), in
+        uncompressed files: then they can be read column-wise."""
         catalog = self.catalog
         named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
         if named and (catalog is None or any(key[-1] for key in catalog.entries)):
