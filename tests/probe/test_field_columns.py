@@ -160,3 +160,29 @@ def test_a_corpus_field_after_a_string_is_read_column_wise() -> None:
     by_records = _answer(path, [], text, columnar=False)
     assert by_columns[3]
     assert by_columns[:3] == by_records[:3] and by_columns[0]["c"] and by_columns[1] == 12
+
+
+@pytest.mark.parametrize("strsize", [None, 6])
+def test_string_keys_are_read_column_wise_with_the_text_record_by_record_gives(tmp_path: Path, strsize: int | None) -> None:
+    """Text of every kind (non-ASCII, a lone surrogate: the Python decoder's rows), cut to
+    ``strsize`` as the compiled clause cuts it (texts that differ past it are one key)."""
+    path, manifest = _write(tmp_path)
+    text = ("etw:Test-Field-Columns::1 /args->Size != 3/ { @n[args->Name] = count(); @t[args->Tag, tid] = sum(args->Size);"
+            " @m[args->Name, args->Delta] = max(args->Base); }")  # fmt: skip
+    if strsize is not None:
+        text = f"#pragma D option strsize={strsize}\n" + text
+    by_columns = _answer(path, _registry(manifest), text, columnar=True)
+    by_records = _answer(path, _registry(manifest), text, columnar=False)
+    assert by_columns[3] and not by_records[3]
+    assert by_columns[:3] == by_records[:3]
+    names = set(by_columns[0]["n"])
+    assert len(names) >= 5 and (strsize is None or max(len(n) for n in names) == strsize - 1)
+
+
+def test_a_corpus_string_key_is_read_column_wise() -> None:
+    path = corpus_path("etl", "perfview", "gcevents.etl")
+    text = "etw:Microsoft-Windows-DotNETRuntime::10 { @c[args->TypeName] = count(); @s[args->TypeName, args->HeapIndex] = sum(args->AllocationAmount); }"
+    by_columns = _answer(path, [], text, columnar=True)
+    by_records = _answer(path, [], text, columnar=False)
+    assert by_columns[3]
+    assert by_columns[:3] == by_records[:3] and len(by_columns[0]["c"]) > 1

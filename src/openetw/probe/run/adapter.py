@@ -17,7 +17,7 @@ from openetw.events.sources import ETL, trace_format
 from openetw.probe.lang.descriptions import EventIdentity
 from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.lang.types import STRING
-from openetw.probe.run.fields import ColumnsUnreadable, FieldReader, field_reader
+from openetw.probe.run.fields import ColumnsUnreadable, FieldReader, TextReader, field_reader, text_reader
 
 __all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
@@ -118,6 +118,11 @@ class Catalog:
             return None
         schema, pointer_size = found
         return field_reader(schema, pointer_size, name)
+
+    def text_reader(self, guid: str, event_id: int, version: int, name: str) -> TextReader | None:
+        """How string field ``name`` of this kind of event is read column-wise, else ``None``."""
+        found = self.schemas.get((guid, event_id, version))
+        return None if found is None else text_reader(found[0], found[1], name)
 
     @classmethod
     def scan(cls, files: TraceFiles) -> Catalog:
@@ -359,7 +364,7 @@ class HeaderColumns:
     def __len__(self) -> int:
         return len(self.provider)
 
-    def field_values(self, rows: Any, reader: FieldReader) -> Any:
+    def field_values(self, rows: Any, reader: FieldReader | TextReader) -> Any:
         """The field ``reader`` reads, of each of ``rows`` (the plan's type; ``ColumnsUnreadable``
         when some row is in a compressed buffer or its payload does not give the value)."""
         import numpy as np

@@ -24,6 +24,7 @@ Pure: the caller hands in the bytes (a file's mapping) and the payloads' places.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +36,12 @@ from openetw.etl.intypes import InType
 from openetw.tdh.columns import STEPS, column_plan_upto
 from openetw.tdh.compiled import CompiledSchema
 
-__all__ = ["ColumnsUnreadable", "FieldReader", "field_reader"]
+__all__ = ["ColumnsUnreadable", "FieldReader", "TextReader", "field_reader", "text_reader"]
 
 _NATIVE = native_module("_read")
 _POINTER_TYPES = frozenset({InType.POINTER, InType.SIZET})
+_OBJECT = np.dtype(object)
+_TEXT_STEPS = frozenset({STEPS["utf16z"], STEPS["ansiz"], STEPS["counted_utf16"]})
 _INTEGER_STEPS = frozenset({STEPS["copy"], STEPS["widen"]})
 _FIXED_WIDTH_STEPS = frozenset({STEPS["copy"], STEPS["widen"], STEPS["bool"], STEPS["be16"], STEPS["guid"], STEPS["filetime"]})
 _DTYPES = {name: np.dtype(name).newbyteorder("<") for name in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")}
@@ -128,3 +131,56 @@ def field_reader(schema: Any, pointer_size: int, name: str) -> FieldReader | Non
         _readers.clear()
     _readers[key] = (schema, reader)
     return reader
+
+
+@dataclass(frozen=True)
+class TextReader:
+    """How to read string property ``name`` of ``schema``'s payloads (at ``pointer_size``): the
+    text the per-record path gives (``""`` where the property decoded to nothing)."""
+
+    schema: Any
+    pointer_size: int
+    name: str
+    steps: bytes
+    pointer_dependent: bool = False
+    dtype: np.dtype[Any] = _OBJECT
+
+    def read(self, blob: Any, starts: np.ndarray, lengths: np.ndarray, *, pure: bool = False) -> np.ndarray:
+        """The text of each payload, as an array of ``str``."""
+        starts = np.ascontiguousarray(starts, dtype=np.int64)
+        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        out = np.empty(len(starts), dtype=object)
+        native = None if pure else _NATIVE
+        if native is not None:
+            raw, bad = native.columns(blob, starts, lengths, self.steps)
+            offsets, data = raw[-1]
+            bounds = np.frombuffer(offsets, dtype="<i4").tolist()
+            if data.isascii():  # byte offsets are character offsets
+                text = data.decode("ascii")
+                out[:] = [text[a:b] for a, b in itertools.pairwise(bounds)]
+            else:
+                out[:] = [data[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
+            fallback = np.flatnonzero(np.frombuffer(bad, dtype=np.uint8))
+        else:
+            fallback = np.arange(len(starts))
+        if len(fallback):
+            decoder = CompiledSchema(self.schema, self.pointer_size)
+            view = memoryview(blob).cast("B")
+            for row in fallback.tolist():
+                start = int(starts[row])
+                found, problems = decoder(bytes(view[start : start + int(lengths[row])]))
+                value = found.get(self.name)
+                if self.name in problems or not (value is None or isinstance(value, str)):
+                    raise ColumnsUnreadable(f"args->{self.name}: a payload's value is not text the columns hold")
+                out[row] = "" if value is None else value
+        return out
+
+
+def text_reader(schema: Any, pointer_size: int, name: str) -> TextReader | None:
+    """The reader of string property ``name`` (UTF-16 or ANSI text, NUL-terminated or counted)
+    of ``schema``, or ``None``."""
+    plan = column_plan_upto(schema, pointer_size, name)
+    if plan is None or plan.steps[-2] not in _TEXT_STEPS:
+        return None
+    dependent = any(prop.in_type in _POINTER_TYPES for prop in schema.properties[: len(plan.names)])
+    return TextReader(schema, pointer_size, name, plan.steps, dependent)

@@ -402,16 +402,18 @@ class ProbeRun:
         named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
         if named and (catalog is None or any(key[-1] for key in catalog.entries)):
             return False  # names come from the catalog; TraceLogging events share headers, not names
-        wanted = [(clause, name) for clause in plan for name in sorted(clause.fields())]
+        wanted = [(clause, name, False) for clause in plan for name in sorted(clause.fields())]
+        wanted += [(clause, name, True) for clause in plan for name in sorted(clause.text_fields())]
         if not wanted:
             return True
         if catalog is None or not isinstance(self.files, TraceFiles) or self.files.compressed():
             return False
         for key, (identity, _fields, _count) in catalog.entries.items():
-            for clause, name in wanted:
+            for clause, name, text in wanted:
                 if not any(d.match(identity) for d in clause.descriptions):
                     continue
-                if key[-1] or catalog.field_reader(identity.guid, identity.id, key[2], name) is None:
+                reader = (catalog.text_reader if text else catalog.field_reader)(identity.guid, identity.id, key[2], name)
+                if key[-1] or reader is None:
                     return False
         return True
 
@@ -484,6 +486,7 @@ class ProbeRun:
                             rows = order[ends[number] - size : ends[number]]
                         if chosen is None:
                             chosen = _Rows(rows, batch, probe, self.catalog)
+                            chosen.strsize = self.strsize - 1  # what the compiled clause cuts text to
                             if clause.predicate is not None:
                                 chosen = chosen.where(_evaluate(clause.predicate, chosen))
                         if simple and len(chosen.rows):
@@ -639,8 +642,26 @@ class _Rows:
 
     def where(self, mask: Any) -> _Rows:
         chosen = _Rows(self.rows[mask], self.batch, self.probe, self.catalog)
-        chosen.read = {name: values[mask] for name, values in self.read.items()}
+        chosen.read = {name: values if isinstance(values, _Table) else values[mask] for name, values in self.read.items()}
+        chosen.strsize = self.strsize
         return chosen
+
+    strsize = 255
+
+    def text(self, name: str) -> tuple[Any, list[str]]:
+        """A string event field as (int64 code of each row, the text of each code), cut to
+        ``strsize`` characters as the compiled clause cuts it."""
+        import numpy as np
+
+        found = self.read.get(("text", name))
+        if found is None:
+            values = _field_column((name, 0, False), self.rows, self.batch, self.catalog, text=True)
+            table: dict[str, int] = {}
+            size = self.strsize
+            codes = np.fromiter((table.setdefault(v[:size], len(table)) for v in values.tolist()), dtype=np.int64, count=len(values))
+            found = self.read[("text", name)] = codes
+            self.read[("table", name)] = _Table(table)
+        return found, self.read[("table", name)].texts
 
     def column(self, name: str) -> Any:
         """A header column (uint32 in D) as int64."""
@@ -659,7 +680,14 @@ class _Rows:
         return found
 
 
-def _field_column(field: tuple[str, int, bool], rows: Any, batch: Any, catalog: Any) -> Any:
+class _Table:
+    """The texts of a string field's codes (``_Rows.text``)."""
+
+    def __init__(self, codes: dict[str, int]) -> None:
+        self.texts = list(codes)
+
+
+def _field_column(field: tuple[str, int, bool], rows: Any, batch: Any, catalog: Any, *, text: bool = False) -> Any:
     """The event field ``field`` (name, size, signed) for ``rows`` (one kind of event, maybe several
     versions), decoded column-wise (``openetw.probe.run.fields``), as a value of its declared
     type: int64, or uint64 for 64-bit unsigned."""
@@ -667,7 +695,7 @@ def _field_column(field: tuple[str, int, bool], rows: Any, batch: Any, catalog: 
 
     name, size, signed = field
     unsigned64 = not signed and size >= 8
-    out = np.empty(len(rows), dtype=np.uint64 if unsigned64 else np.int64)
+    out = np.empty(len(rows), dtype=object if text else np.uint64 if unsigned64 else np.int64)
     if not len(rows):
         return out
     versions = batch.version[rows]
@@ -675,12 +703,12 @@ def _field_column(field: tuple[str, int, bool], rows: Any, batch: Any, catalog: 
     first = int(versions[0])
     single = bool((versions == first).all())
     for version in [first] if single else np.unique(versions).tolist():
-        reader = catalog.field_reader(guid, event_id, version, name)
+        reader = (catalog.text_reader if text else catalog.field_reader)(guid, event_id, version, name)
         if reader is None:
             raise ColumnsUnreadable(f"args->{name}: not read column-wise in event {event_id} version {version}")
         mine = None if single else versions == version
         values = batch.field_values(rows if mine is None else rows[mine], reader)
-        if values.dtype == np.uint64 and not unsigned64 and len(values) and int(values.max()) > _INT64_MAX:
+        if not text and values.dtype == np.uint64 and not unsigned64 and len(values) and int(values.max()) > _INT64_MAX:
             raise ColumnsUnreadable(f"args->{name}: a 64-bit unsigned value past the signed range")
         if mine is None:
             return values.astype(out.dtype, copy=False)
@@ -762,13 +790,15 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
     """One aggregation over the rows of one event kind: the dict updates the clause would make."""
     import numpy as np
 
-    columns: list[tuple[Any, bool]] = []  # (int64 column, whether it holds uint64 values)
+    columns: list[tuple[Any, Any]] = []  # (int64 column, whether it holds uint64 values, or the texts of its codes)
     for kind, what in agg.keys:
         if kind == "column":
             columns.append((chosen.column(what), False))
         elif kind == "field":
             values = chosen.field(what)
             columns.append((values.view(np.int64), values.dtype == np.uint64))
+        elif kind == "text":
+            columns.append(chosen.text(what))
     if agg.field is not None:
         values = chosen.field(agg.field)
     else:
@@ -810,7 +840,7 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
                 parts.append(probe[name])
             else:
                 value, is_unsigned = next(columns_left)
-                parts.append(value & _MASK64 if is_unsigned else value)
+                parts.append(is_unsigned[value] if isinstance(is_unsigned, list) else value & _MASK64 if is_unsigned else value)
         key: Any = parts[0] if len(parts) == 1 else tuple(parts) if parts else ()
         if distribution:
             bucket = group[-1]
