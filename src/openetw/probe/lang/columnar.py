@@ -59,10 +59,10 @@ class ColumnClause:
     predicate: ColumnExpr | None = None
 
     def fields(self) -> set[str]:
-        """The event fields the clause reads (predicate, keys, values)."""
+        """The event fields the clause reads (predicate, keys, values), strings included."""
         found = {agg.field[0] for agg in self.aggregations if agg.field is not None}
         found |= {key[1][0] for agg in self.aggregations for key in agg.keys if key[0] == "field"}
-        return found | _expr_fields(self.predicate)
+        return found | _expr_fields(self.predicate) | self.text_fields()
 
     def text_fields(self) -> set[str]:
         """The string event fields the clause's keys read."""

@@ -402,8 +402,7 @@ class ProbeRun:
         named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
         if named and (catalog is None or any(key[-1] for key in catalog.entries)):
             return False  # names come from the catalog; TraceLogging events share headers, not names
-        wanted = [(clause, name, False) for clause in plan for name in sorted(clause.fields())]
-        wanted += [(clause, name, True) for clause in plan for name in sorted(clause.text_fields())]
+        wanted = [(clause, name, name in clause.text_fields()) for clause in plan for name in sorted(clause.fields())]
         if not wanted:
             return True
         if catalog is None or not isinstance(self.files, TraceFiles) or self.files.compressed():
