@@ -316,10 +316,12 @@ def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
     (sorting plain integers is fast), the grouping then checked field by field."""
     import numpy as np
 
-    def column(name: str) -> Any:
-        return rows[name][chosen].astype(np.uint64)
+    every = len(chosen) == len(rows)  # (chosen ascending and unique: every row, in order; no gathering then)
 
-    provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
+    def column(name: str) -> Any:
+        return (rows[name] if every else rows[name][chosen]).astype(np.uint64)
+
+    provider = ((rows["provider"] if every else rows["provider"][chosen]).astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
     high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
     low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
     level, keyword = column("level"), column("keyword")
