@@ -186,3 +186,14 @@ def test_a_corpus_string_key_is_read_column_wise() -> None:
     by_records = _answer(path, [], text, columnar=False)
     assert by_columns[3]
     assert by_columns[:3] == by_records[:3] and len(by_columns[0]["c"]) > 1
+
+
+def test_payloads_outside_the_bytes_are_unreadable_not_a_crash() -> None:
+    from openetw.probe.run.fields import ColumnsUnreadable, FieldReader
+
+    reader = FieldReader(None, 8, "F", bytes([1, 4]), np.dtype("<u4"), 4, 0)
+    assert reader.read(b"\1\0\0\0\2\0\0\0", np.array([0, 4]), np.array([4, 4])).tolist() == [1, 2]
+    for starts, lengths in (([6], [4]), ([-1], [4]), ([0], [-4])):
+        for pure in (False, True):
+            with pytest.raises(ColumnsUnreadable):
+                reader.read(b"\1\0\0\0\2\0\0\0", np.array(starts), np.array(lengths), pure=pure)

@@ -68,8 +68,7 @@ class FieldReader:
         """The field of the payloads ``blob[starts[i]:starts[i] + lengths[i]]`` in the plan's type
         (``pure``: without the compiled core, as on the pure engine)."""
         native = None if pure else _NATIVE
-        starts = np.ascontiguousarray(starts, dtype=np.int64)
-        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        starts, lengths = _places(blob, starts, lengths)
         if native is not None:
             raw, bad = native.columns(blob, starts, lengths, self.steps)
             fallback = np.flatnonzero(np.frombuffer(bad, dtype=np.uint8))
@@ -103,6 +102,15 @@ class FieldReader:
             if self.name in problems or type(value) is not int or not info.min <= value <= info.max:
                 raise ColumnsUnreadable(f"args->{self.name}: a payload's value is not an integer the columns hold")
             values[row] = value
+
+
+def _places(blob: Any, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``starts`` and ``lengths`` as int64; ``ColumnsUnreadable`` when a payload lies outside ``blob``."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    if len(starts) and (int(starts.min()) < 0 or int(lengths.min()) < 0 or int((starts + lengths).max()) > len(memoryview(blob).cast("B"))):
+        raise ColumnsUnreadable("an event's payload lies outside its file (the file changed since it was indexed?)")
+    return starts, lengths
 
 
 _readers: dict[tuple[int, int, str], tuple[Any, FieldReader | None]] = {}
@@ -147,8 +155,7 @@ class TextReader:
 
     def read(self, blob: Any, starts: np.ndarray, lengths: np.ndarray, *, pure: bool = False) -> np.ndarray:
         """The text of each payload, as an array of ``str``."""
-        starts = np.ascontiguousarray(starts, dtype=np.int64)
-        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        starts, lengths = _places(blob, starts, lengths)
         out = np.empty(len(starts), dtype=object)
         native = None if pure else _NATIVE
         if native is not None:
