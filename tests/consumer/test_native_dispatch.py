@@ -125,6 +125,6 @@ def test_the_compiled_loop_checks_its_columns() -> None:
     assert _dispatch is not None
     ints = np.zeros(4, dtype=np.int64)
     with pytest.raises(TypeError):
-        _dispatch.deliver([], [], np.zeros(4, dtype=np.int32), ints, ints, ints, 0, 4, b"", 0, None, 0, None, None, None, 0, True, None, ints[:1].copy())
+        _dispatch.deliver([], [], np.zeros(4, dtype=np.int32), ints, ints, ints, ints, ints, 0, 4, None, None, None, None, 0, True, None, -1, ints[:1].copy())
     with pytest.raises(IndexError):
-        _dispatch.deliver([], [], ints, ints, ints, ints, 0, 5, b"", 0, None, 0, None, None, None, 0, True, None, ints[:1].copy())
+        _dispatch.deliver([], [], ints, ints, ints, ints, ints, ints, 0, 5, None, None, None, None, 0, True, None, -1, ints[:1].copy())
