@@ -448,7 +448,7 @@ class IndexedPlan:
         # buffer, of a kind whose schema entry is shared, for a provider with a single direct
         # callback: its lane's callback (None: every other row).
         lane_of, lane_keys = _lanes(route, dense, column("header_type").astype(np.int64))
-        lanes = [
+        lanes: list[tuple[Any, int, int, Any]] = [
             (only_callback[lane_route] if lane_route >= 0 and kind >= 0 else None, lane_route, kind, lazy.get(header_type))
             for lane_route, kind, header_type in lane_keys
         ]  # fmt: skip
@@ -460,8 +460,19 @@ class IndexedPlan:
         offsets, sizes = column("offset").astype(np.int64), column("size").astype(np.int64)
         user_data_offsets = column("user_data_offset").astype(np.int64)
         cpus = column("cpu").astype(np.int64)
-        lane_list, offset_list, size_list, user_data_offset_list = lane_array.tolist(), offsets.tolist(), sizes.tolist(), user_data_offsets.tolist()
-        place_list, cpu_list = places.tolist(), cpus.tolist()
+        # The compiled loop takes the rows of lanes with a single direct callback (the first
+        # branch below) and hands back the first row it leaves to this loop: with it, the few
+        # rows left here read the arrays; without it, every row does, from lists.
+        native = _NATIVE
+        lane_list: Any = lane_array
+        offset_list: Any = offsets
+        size_list: Any = sizes
+        user_data_offset_list: Any = user_data_offsets
+        place_list: Any = places
+        cpu_list: Any = cpus
+        if native is None:
+            lane_list, offset_list, size_list, user_data_offset_list = lane_array.tolist(), offsets.tolist(), sizes.tolist(), user_data_offsets.tolist()
+            place_list, cpu_list = places.tolist(), cpus.tolist()
 
         def buffer_of(place: int) -> tuple[bytes, Any]:
             file, buffer = place >> 32, place & 0xFFFFFFFF
@@ -470,9 +481,6 @@ class IndexedPlan:
                 data = loaders[file].buffer_data(buffer)
             return data, record_contexts[file]
 
-        # The compiled loop takes the rows of lanes with a single direct callback (the first
-        # branch below) and hands back the first row it leaves to this loop.
-        native = _NATIVE
         compiled = [callback is not None for callback, _, _, _ in lanes]
         reuse = references_of is sys.getrefcount
         progress = np.zeros(1, dtype=np.int64)
@@ -485,7 +493,7 @@ class IndexedPlan:
             row = 0
             while row < count:
                 done = row
-                lane = lane_list[done]
+                lane = int(lane_list[done])
                 if native is not None and compiled[lane]:
                     try:
                         done, spare, spare_place = native.deliver(
@@ -497,15 +505,15 @@ class IndexedPlan:
                         raise
                     if done >= count:
                         break
-                    lane = lane_list[done]
+                    lane = int(lane_list[done])
                 row = done + 1
                 if d.stopping:
                     return int(positions[done])
-                offset, size, user_data_offset = offset_list[done], size_list[done], user_data_offset_list[done]
+                offset, size, user_data_offset = int(offset_list[done]), int(size_list[done]), int(user_data_offset_list[done])
                 callback, group, schema_kind, record_class = lanes[lane]
-                place = place_list[done]
+                place = int(place_list[done])
                 if place != current and group != -2:
-                    current, buffer, cpu = place, place & 0xFFFFFFFF, cpu_list[done]
+                    current, buffer, cpu = place, place & 0xFFFFFFFF, int(cpu_list[done])
                     data, record_context = buffer_of(place)
                 if callback is not None:
                     record = spare
@@ -565,7 +573,7 @@ class IndexedPlan:
                         except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
                             callback_failed(error, record)
                     else:
-                        for callback in direct[group]:
+                        for callback in direct[group] or ():
                             try:
                                 callback(record, context)
                             except Exception as error:  # noqa: BLE001
