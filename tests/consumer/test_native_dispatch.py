@@ -128,3 +128,39 @@ def test_the_compiled_loop_checks_its_columns() -> None:
         _dispatch.deliver([], [], np.zeros(4, dtype=np.int32), ints, ints, ints, ints, ints, 0, 4, None, None, None, None, 0, True, None, -1, ints[:1].copy())
     with pytest.raises(IndexError):
         _dispatch.deliver([], [], ints, ints, ints, ints, ints, ints, 0, 5, None, None, None, None, 0, True, None, -1, ints[:1].copy())
+
+
+NET = cases.CORPUS / "perfview" / "net.4.5.2.x64.etl"
+SAMPLES = "ce1dbfb4-137e-4da6-87b0-3f59aa102cbc"  # the kernel's samples: every processor's buffers take turns
+
+
+def test_the_compiled_loop_goes_on_across_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _dispatch is not None
+    entered = 0
+
+    def deliver(*args: Any) -> Any:
+        nonlocal entered
+        entered += 1
+        return _dispatch.deliver(*args)
+
+    class Counting:
+        pass
+
+    counting = Counting()
+    counting.deliver = deliver  # type: ignore[attr-defined]
+    monkeypatch.setattr(plan, "_NATIVE", counting)
+    calls = 0
+
+    def on_event(record: Any, context: Any) -> None:
+        nonlocal calls
+        calls += 1
+
+    trace = UserTrace(files=[NET], manifests=None)
+    provider = Provider(SAMPLES)
+    provider.add_on_event_callback(on_event)
+    trace.enable(provider)
+    trace.start()
+    # The rows alternate between buffers: a loop that stopped at each buffer's end would be
+    # entered about once per callback.
+    assert calls > 50_000
+    assert entered * 50 < calls
