@@ -183,6 +183,10 @@ class _Columns:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def copied(self, name: str) -> np.ndarray | None:
+        """Column ``name`` if it was copied out already."""
+        return self._copies.get(name)
+
     def __getitem__(self, name: str) -> np.ndarray:
         found = self._copies.get(name)
         if found is None:
@@ -346,7 +350,12 @@ class IndexedPlan:
             def one_file_column(name: str) -> np.ndarray:
                 found = gathered.get(name)
                 if found is None:
-                    found = gathered[name] = records[name] if everything else records[name][rows]
+                    if everything:
+                        found = records[name]
+                    else:  # from the column copied out already, else straight from the packed rows
+                        copied = records.copied(name)
+                        found = (copied if copied is not None else records.rows[name]).take(rows)
+                    gathered[name] = found
                 return found
 
             return one_file_column, one_file_column("provider").astype(np.int64)
