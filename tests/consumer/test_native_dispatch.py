@@ -164,3 +164,26 @@ def test_the_compiled_loop_goes_on_across_buffers(monkeypatch: pytest.MonkeyPatc
     # entered about once per callback.
     assert calls > 50_000
     assert entered * 50 < calls
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+def test_the_state_a_trace_learns_is_what_its_records_say(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # State records are observed with the schema the plan found for their kind: the processes
+    # and images learned are those of observing every record of the file in order.
+    from openetw.etl import EtlReader
+
+    monkeypatch.setattr(plan, "_NATIVE", _dispatch if compiled else None)
+    trace = UserTrace(files=[NET], manifests=None)
+    provider = Provider(SAMPLES)
+    provider.add_on_event_callback(lambda record, context: None)
+    trace.enable(provider)
+    trace.start()
+    learned = trace.context.decode_context
+    reference = UserTrace(files=[NET], manifests=None).context.decode_context
+    with EtlReader(NET) as reader:
+        reference.learn(reader.records(time_order=True))
+    assert learned.processes == reference.processes
+    pids = {info.pid for info in reference.processes} | {0}
+    assert sum(len(reference.images(pid)) for pid in pids) > 100
+    for pid in pids:
+        assert learned.images(pid) == reference.images(pid)

@@ -604,7 +604,8 @@ class IndexedPlan:
                 d.deliver_admitted(record, providers)
                 return
         if action & OBSERVE:
-            d.observe(record)
+            entry = d.context.primed_entry(record)  # the schema found for this kind of record, if any
+            d.observe(record, None if entry is None else entry[0])
             d.context.refresh()
         if action & RUNDOWN:
             self._rundown(record)
