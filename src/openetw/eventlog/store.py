@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -49,6 +49,7 @@ from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, S
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, event_cost, wal_pages, writer_share
+from openetw.eventlog.rows import ColumnRows
 from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.events.xpath import Query, QueryList, condition_sql, parse_filter
 
@@ -536,7 +537,7 @@ class LogStore:
         (see ``marks``); ``loss_mark``: (pool, its losses counted so far, these included)."""
         return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark, loss_mark=loss_mark)
 
-    def append_records(self, log: str, runs: list[tuple[RecordSource, list[Row]]], *, refused: int = 0,
+    def append_records(self, log: str, runs: list[tuple[RecordSource, Sequence[Row]]], *, refused: int = 0,
                        mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
         """``append_rows`` of ETW records stored unrendered, in runs that share their
         ``SOURCE_COLUMNS`` (written in the statement, not bound per event): each row holds
@@ -545,7 +546,7 @@ class LogStore:
         return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
                             refused=refused, mark=mark, writers=[source.uid for source, _ in runs])  # fmt: skip
 
-    def _append(self, log: str, runs: list[tuple[_Statements, list[Row]]], *, lost: int = 0, refused: int = 0,
+    def _append(self, log: str, runs: list[tuple[_Statements, Sequence[Row]]], *, lost: int = 0, refused: int = 0,
                 mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None,
                 writers: list[int | None] | None = None) -> AppendResult:  # fmt: skip
         """``writers``: the uid whose events each run holds (``VARYING_COLUMNS`` rows), held to
@@ -680,7 +681,7 @@ class LogStore:
             return False
         return True
 
-    def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: list[Row], result: AppendResult) -> list[Row]:
+    def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: Sequence[Row], result: AppendResult) -> Sequence[Row]:
         """The rows of ``batch`` (``VARYING_COLUMNS``) a writer other than root and the owner may
         store within its share of the log: in a circular log its newest, its own oldest events
         dropped to make room (``overwritten``); else what fits, the rest refused. Both counted
@@ -834,7 +835,7 @@ class LogStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return int(pages * page)
 
-    def _insert(self, db: sqlite3.Connection, rows: list[Row], statements: _Statements = _FULL) -> None:
+    def _insert(self, db: sqlite3.Connection, rows: Sequence[Row], statements: _Statements = _FULL) -> None:
         """Insert with the next record ids (ids never go back, even after a clear): the first
         row with its id when it is past SQLite's next, the others take max + 1 from SQLite."""
         if not rows:
@@ -848,7 +849,10 @@ class LogStore:
             rest = rows[1:]
         if multi and len(rest) >= _MULTI_ROWS:
             whole = len(rest) // _MULTI_ROWS * _MULTI_ROWS
-            db.executemany(multi, (tuple(chain.from_iterable(rest[i : i + _MULTI_ROWS])) for i in range(0, whole, _MULTI_ROWS)))
+            if isinstance(rest, ColumnRows):  # the parameters laid out column by column, no tuple per row
+                db.executemany(multi, (rest.flat(i, i + _MULTI_ROWS) for i in range(0, whole, _MULTI_ROWS)))
+            else:
+                db.executemany(multi, (tuple(chain.from_iterable(rest[i : i + _MULTI_ROWS])) for i in range(0, whole, _MULTI_ROWS)))
             rest = rest[whole:]
         db.executemany(insert_next, rest)
         if statements.index_text and any(row[_MESSAGE] is not None for row in rows):
@@ -857,7 +861,7 @@ class LogStore:
             fieldtext.index_after(db, first - 1)
         self._set_meta(db, "next_record_id", str(first + len(rows)))
 
-    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult,
+    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: Sequence[Row], start: int, result: AppendResult,
                     statements: _Statements = _FULL) -> int:  # fmt: skip
         """Store from ``batch[start:]``; returns where it stopped (the end, or where an auto-backup
         log is full)."""
