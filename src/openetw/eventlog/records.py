@@ -197,6 +197,8 @@ def collect_batch(
             mine, columns = np.arange(len(kept)), values
         else:
             mine = np.flatnonzero(np.isin(route_of, np.asarray(members, dtype=route_of.dtype)))
+            if not len(mine):
+                continue  # its events all filtered out
             chosen_rows = mine.tolist()
             columns = [[column[i] for i in chosen_rows] for column in values]
         theirs = route_of[mine]

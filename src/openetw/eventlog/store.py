@@ -253,6 +253,9 @@ def _source_statements(source: RecordSource) -> _Statements:
     return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next))
 
 
+_json = json.JSONEncoder(default=str).encode  # what json.dumps(value, default=str) gives, one encoder for all
+
+
 def now_filetime() -> int:
     return int(time.time() * 10_000_000) + UNIX_EPOCH_FILETIME
 
@@ -1008,15 +1011,10 @@ class LogStore:
         db = self.open(log)
         try:
             start = int(self._meta(db, "render_from") or 0)
-            rows = [_stored(row, log) for row in db.execute(
-                "SELECT * FROM events WHERE record_id >= ? AND rendered = 0 ORDER BY record_id LIMIT ?", (start, limit))]  # fmt: skip
-            if not rows:
+            updates = self._rendered(db, log, renderer, start, limit)
+            if not updates:
                 self._note_rendered(db, start)
                 return 0
-            updates = []
-            for event in rows:
-                fields, message = renderer(event)
-                updates.append((json.dumps(fields, default=str) if fields is not None else None, message, event.record_id))
             config = self._config_of(db)
             room = budget(config.max_size, db.execute("PRAGMA page_size").fetchone()[0])
             db.execute("BEGIN IMMEDIATE")
@@ -1035,14 +1033,35 @@ class LogStore:
                             db.execute("RELEASE one")
                             break
                         db.execute("RELEASE one")
-            self._set_meta(db, "render_from", str(rows[-1].record_id + 1))
+            self._set_meta(db, "render_from", str(updates[-1][2] + 1))
             db.execute("COMMIT")
             self._fit(db, self.path(log), config)
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
         finally:
             self._release(db)
-        return len(rows)
+        return len(updates)
+
+    @staticmethod
+    def _rendered(db: sqlite3.Connection, log: str, renderer: Renderer, start: int, limit: int) -> list[tuple[str | None, str | None, int]]:
+        """(fields as JSON, message, record id) of up to ``limit`` unrendered events from
+        ``start`` on. A renderer that renders many ETW records at once (``records``, as
+        ``rendering.EtwRenderer``) is given their records alone when every one is an ETW
+        record; otherwise each event is read whole and rendered by itself."""
+        select = "SELECT {} FROM events WHERE record_id >= ? AND rendered = 0 ORDER BY record_id LIMIT ?"
+        many = getattr(renderer, "records", None)
+        if many is not None:
+            found = db.execute(select.format("record_id, format, record"), (start, limit)).fetchall()
+            if all(form == "etw" and isinstance(record, bytes) for _, form, record in found):
+                rendered = many([record for _, _, record in found])
+                return [(_json(fields) if fields is not None else None, message, record_id)
+                        for (record_id, _, _), (fields, message) in zip(found, rendered, strict=True)]  # fmt: skip
+        updates = []
+        for row in db.execute(select.format("*"), (start, limit)).fetchall():
+            event = _stored(row, log)
+            fields, message = renderer(event)
+            updates.append((_json(fields) if fields is not None else None, message, event.record_id))
+        return updates
 
     @staticmethod
     def _save_rendered(db: sqlite3.Connection, updates: list[tuple[str | None, str | None, int]]) -> None:
