@@ -20,7 +20,7 @@ from openetw.etl.build import build_event_record
 from openetw.etl.clock import TraceClock
 from openetw.etl.layouts import CLOCK_QPC, HEADER_TYPE_EVENT_HEADER32, HEADER_TYPE_EVENT_HEADER64
 from openetw.etl.reader import EtlReader
-from openetw.eventlog import LogConfig
+from openetw.eventlog import LogConfig, fieldtext
 from openetw.eventlog.model import StoredEvent
 from openetw.eventlog.records import Route, collect_batch, collect_rows
 from openetw.eventlog.rendering import etw_renderer
@@ -186,6 +186,14 @@ def rendered_log(directory: Path, records: list[bytes], renderer: Any) -> tuple[
         db.close()
 
 
+def field_tokens(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tokens USING fts5vocab(main, field_text, instance)")
+    try:
+        return db.execute("SELECT term, doc, col, offset FROM temp.tokens ORDER BY doc, offset").fetchall()
+    finally:
+        db.execute("DROP TABLE temp.tokens")
+
+
 def check_render(records: list[bytes], registry: Any, tmp_path: Path) -> None:
     batch = etw_renderer(registry)
     assert hasattr(batch, "records")
@@ -196,6 +204,15 @@ def check_render(records: list[bytes], registry: Any, tmp_path: Path) -> None:
     by_batch = rendered_log(tmp_path / "batch", records, batch)
     by_event = rendered_log(tmp_path / "each", records, each)
     assert by_batch == by_event
+    # the field values' text given to the index is what SQLite makes of the stored fields
+    db = sqlite3.connect(tmp_path / "batch" / "L.db")
+    try:
+        given = field_tokens(db)
+        db.execute("DROP TABLE field_text")
+        assert fieldtext.ensure(db)  # made and filled by SQLite from the stored column
+        assert field_tokens(db) == given and len(given) > len(records)
+    finally:
+        db.close()
     assert sum(1 for row in by_batch[0] if row[-4] is not None) > len(records) // 2  # most have fields
 
 

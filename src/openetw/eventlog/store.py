@@ -254,6 +254,13 @@ def _source_statements(source: RecordSource) -> _Statements:
 
 
 _json = json.JSONEncoder(default=str).encode  # what json.dumps(value, default=str) gives, one encoder for all
+_Rendered = tuple[str | None, str | None, int, tuple[bool, str | None]]  # (fields JSON, message, record id, fieldtext.text_of)
+
+
+def _rendered_row(record_id: int, fields: dict[str, Any] | None, message: str | None) -> _Rendered:
+    if fields is None:
+        return (None, message, record_id, (False, None))
+    return (_json(fields), message, record_id, fieldtext.text_of(fields))
 
 
 def now_filetime() -> int:
@@ -1043,31 +1050,32 @@ class LogStore:
         return len(updates)
 
     @staticmethod
-    def _rendered(db: sqlite3.Connection, log: str, renderer: Renderer, start: int, limit: int) -> list[tuple[str | None, str | None, int]]:
-        """(fields as JSON, message, record id) of up to ``limit`` unrendered events from
-        ``start`` on. A renderer that renders many ETW records at once (``records``, as
-        ``rendering.EtwRenderer``) is given their records alone when every one is an ETW
-        record; otherwise each event is read whole and rendered by itself."""
+    def _rendered(db: sqlite3.Connection, log: str, renderer: Renderer, start: int, limit: int) -> list[_Rendered]:
+        """(fields as JSON, message, record id, their fields' text: ``fieldtext.text_of``) of up
+        to ``limit`` unrendered events from ``start`` on. A renderer that renders many ETW
+        records at once (``records``, as ``rendering.EtwRenderer``) is given their records
+        alone when every one is an ETW record; otherwise each event is read whole and rendered
+        by itself."""
         select = "SELECT {} FROM events WHERE record_id >= ? AND rendered = 0 ORDER BY record_id LIMIT ?"
         many = getattr(renderer, "records", None)
         if many is not None:
             found = db.execute(select.format("record_id, format, record"), (start, limit)).fetchall()
             if all(form == "etw" and isinstance(record, bytes) for _, form, record in found):
                 rendered = many([record for _, _, record in found])
-                return [(_json(fields) if fields is not None else None, message, record_id)
-                        for (record_id, _, _), (fields, message) in zip(found, rendered, strict=True)]  # fmt: skip
+                return [_rendered_row(record_id, fields, message) for (record_id, _, _), (fields, message) in zip(found, rendered, strict=True)]
         updates = []
         for row in db.execute(select.format("*"), (start, limit)).fetchall():
             event = _stored(row, log)
             fields, message = renderer(event)
-            updates.append((_json(fields) if fields is not None else None, message, event.record_id))
+            updates.append(_rendered_row(event.record_id, fields, message))
         return updates
 
     @staticmethod
-    def _save_rendered(db: sqlite3.Connection, updates: list[tuple[str | None, str | None, int]]) -> None:
-        db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
-        db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
-        fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
+    def _save_rendered(db: sqlite3.Connection, updates: list[_Rendered]) -> None:
+        db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0",
+                       [(fields, message, rid) for fields, message, rid, _ in updates])  # fmt: skip
+        db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid, _ in updates if message is not None])
+        fieldtext.index_rendered(db, [(rid, text) for fields, _, rid, text in updates if fields is not None])
 
     def _note_rendered(self, db: sqlite3.Connection, start: int) -> None:
         """Nothing unrendered from ``start`` on: the next render begins at the end."""
