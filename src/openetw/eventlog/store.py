@@ -927,17 +927,28 @@ class LogStore:
 
     def _estimate(self, db: sqlite3.Connection, events: int) -> int:
         """Bytes ``events`` more events will take, by the log's average so far."""
-        count = db.execute("SELECT count(*) FROM events").fetchone()[0]
+        count = self._count(db)
         if count < 64:
             return events * 1024
         return int(self._used(db) / count * events * 1.25)
+
+    @staticmethod
+    def _count(db: sqlite3.Connection) -> int:
+        """The events in the log. Their record ids run without a gap (appends take the next id,
+        drops take the oldest, a clear takes all) unless a writer's own oldest were dropped
+        (``_drop_writer_oldest``, only where the ``writers`` table is): then they are counted,
+        which reads a whole index; else the first and last ids say it at once."""
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is not None:
+            return int(db.execute("SELECT count(*) FROM events").fetchone()[0])
+        first, last = db.execute("SELECT (SELECT min(record_id) FROM events), (SELECT max(record_id) FROM events)").fetchone()
+        return 0 if first is None else int(last - first + 1)
 
     def _drop_oldest(self, db: sqlite3.Connection, limit: int) -> int:
         """Circular: drop the oldest events until the log fits ``limit``; returns how many."""
         dropped = 0
         merged = False
         while self._used(db) > limit:
-            total, _bytes_used = db.execute("SELECT count(*), sum(length(record)) FROM events").fetchone()
+            total = self._count(db)
             if not total:
                 break
             share = max(1, min(total, int(total * (1 - limit / max(self._used(db), 1))) + 16))
