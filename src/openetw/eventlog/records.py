@@ -14,8 +14,8 @@ buffer was framed with.
 ``collect_batch`` gives the same runs for a drain's buffers at once from their header columns
 (``consumer.columns.buffer_headers``: the records framed and their headers gathered by the
 compiled core), routed, filtered and refused per distinct (provider, channel) rather than per
-event; its runs hold their rows as columns (``rows.ColumnRows``), no tuple per event. ``collect_rows`` is its per-event reference: tests
-hold the two to identical rows.
+event; its runs hold their rows as columns (``rows.ColumnRows``), no tuple per event.
+``collect_rows`` is its per-event reference: tests hold the two to identical rows.
 """
 
 from __future__ import annotations
@@ -164,6 +164,8 @@ def collect_batch(
 ) -> None:  # fmt: skip
     """``collect_rows`` over every buffer of ``buffers`` in order, from their header columns: the
     same runs and refused counts (see there)."""
+    if not buffers:
+        return
     headers = buffer_headers(buffers, clock)
     rows = headers.rows
     chosen = np.flatnonzero((rows["kind"] == _EVENT_KIND) & np.isin(rows["header_type"], _EVENT_TYPE_CODES) & (rows["size"] >= _HEADER.size))
@@ -242,8 +244,12 @@ def _row_columns(headers: BufferHeaders, places: np.ndarray, rows: np.ndarray) -
     if isinstance(blob, bytearray):
         blob = bytes(blob)
     activity: list[str | None] = [None] * len(rows)
-    words = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)  # records start 8-aligned in the blob
-    named = np.flatnonzero((words[(at + _ACTIVITY_AT) // 8] | words[(at + _ACTIVITY_AT + 8) // 8]) != 0)
+    if not (at % 8).any():  # records start 8-aligned (framing.RECORD_ALIGNMENT): the id is two words
+        words = np.frombuffer(blob, dtype="<u8", count=len(blob) // 8)
+        named = np.flatnonzero((words[(at + _ACTIVITY_AT) // 8] | words[(at + _ACTIVITY_AT + 8) // 8]) != 0)
+    else:
+        octets = np.frombuffer(blob, dtype=np.uint8)
+        named = np.flatnonzero(octets[(at + _ACTIVITY_AT)[:, None] + np.arange(16)].any(axis=1))
     for index, start in zip(named.tolist(), (at[named] + _ACTIVITY_AT).tolist(), strict=True):
         activity[index] = str(uuid.UUID(bytes_le=blob[start : start + 16]))
     records = [blob[start:end] for start, end in zip(at.tolist(), (at + rows["size"]).tolist(), strict=True)]
