@@ -17,7 +17,10 @@ import json
 import sqlite3
 from typing import Any
 
-__all__ = ["TABLE", "create", "drop_all", "drop_ids", "drop_upto", "ensure", "index_after", "index_ids", "index_rendered", "matching", "optimize", "present", "text_of"]
+__all__ = [
+    "TABLE", "create", "drop_all", "drop_ids", "drop_upto", "ensure", "index_after", "index_ids", "index_rendered", "matching", "optimize",
+    "present", "text_of",
+]
 
 TABLE = "field_text"
 _CREATE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(text, content='')"
