@@ -163,6 +163,8 @@ def test_one_route_takes_the_single_key_path(tmp_path: Path) -> None:
     collect_batch(buffers, routes, batched, refused, CLOCK)
     assert plain(batched) == plain(per_event) and len(batched["Only"]) == 1
     assert len(batched["Only"][0][1]) == len([n for n in range(2000) if n % 6 <= 3])
+    # one run of 1,334 rows: stored by 256-row inserts laid out column by column, and the rest
+    assert stored_rows(tmp_path / "batch", batched, {}) == stored_rows(tmp_path / "each", per_event, {})
 
 
 # -- rendering ---------------------------------------------------------------------------------------
