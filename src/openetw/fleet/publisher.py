@@ -20,7 +20,9 @@ deadline, when what is left is given up: the spool file goes with the process).
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import select
 import threading
 import time
 from collections import deque
@@ -28,9 +30,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream, require_nats
+from openetw.fleet.connect import StreamOptions, connect, ensure_stream, require_nats
+from openetw.fleet.natsconn import ConnectionLost, PublishConnection, encode_headers
 from openetw.fleet.spool import Item, Spool
-from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers
+from openetw.fleet.wire import (
+    H_BUFFERS_LOST,
+    H_EVENTS,
+    H_EVENTS_LOST,
+    H_GAP,
+    H_HOST,
+    H_KIND,
+    H_SEQUENCE,
+    H_SESSION,
+    H_START,
+    KIND_BUFFER,
+    KIND_END,
+    KIND_HEADER,
+    message_id,
+)
 from openetw.service.sinks import LossKind, linger
 
 if TYPE_CHECKING:
@@ -40,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamPublisher", "stream_sink"]
 
+EXPECTED_STREAM = "Nats-Expected-Stream"  # JetStream refuses the message when another stream has its subject
 WINDOW = 32  # publishes waiting for their acknowledgement at once
 # What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
@@ -77,8 +95,10 @@ class StreamPublisher:
         self.last_error: str | None = None
         self._finishing = False
         self._done = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._signalled = False  # a byte waits in the wake pipe
+        self._fixed_headers = encode_headers({H_HOST: host, H_SESSION: session, H_START: str(start), EXPECTED_STREAM: options.stream})[:-2]
+        self._discovered: list[str] = []  # the cluster's other servers, as the last connection learnt them
         self._abandon = False
         self._spool = Spool(spool_path)
         self._thread = threading.Thread(target=self._run, name=f"openetw-stream-{session}", daemon=True)
@@ -175,38 +195,42 @@ class StreamPublisher:
         self._held_bytes += len(payload)
 
     def _wake(self) -> None:
-        loop, wakeup = self._loop, self._wakeup
-        if loop is not None and wakeup is not None:
-            try:
-                loop.call_soon_threadsafe(wakeup.set)
-            except RuntimeError:
-                pass  # the loop has ended
+        with self._lock:
+            if self._signalled or self._wake_write < 0:
+                return
+            self._signalled = True
+        try:
+            os.write(self._wake_write, b"!")
+        except OSError:
+            pass  # the thread has ended (its pipe closed), or the pipe is full: it wakes anyway
 
     # -- the publishing thread -----------------------------------------------------------------
     def _run(self) -> None:
         try:
-            asyncio.run(self._main())
+            self._main()
         except Exception as exc:  # noqa: BLE001 - reported, never raised into the service
             self.last_error = f"{type(exc).__name__}: {exc}"
             if self._log is not None:
                 self._log(f"streaming {self.session!r} stopped: {self.last_error}")
         finally:
+            with self._lock:
+                wake_write, self._wake_write = self._wake_write, -1
+            for fd in (self._wake_read, wake_write):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             self._spool.close()
             self._done.set()
 
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wakeup = asyncio.Event()
+    def _main(self) -> None:
         retry: deque[Item] = deque()
-        in_flight: dict[asyncio.Task[Any], Item] = {}
-        finished: list[asyncio.Task[Any]] = []
-
-        def wake(_task: Any) -> None:
-            assert self._wakeup is not None
-            self._wakeup.set()
-        client = None
-        js = None
+        in_flight: dict[int, tuple[Item, float]] = {}  # sequence -> (item, when its answer is late), in send order
+        connection: PublishConnection | None = None
+        ensured = False
         healthy = False
+        server_index = 0
+        next_connect = 0.0
         try:
             while not self._abandon:
                 with self._lock:
@@ -215,50 +239,88 @@ class StreamPublisher:
                     finishing = self._finishing
                 if finishing and not in_flight and not retry and not len(self._spool):
                     return
-                if client is None:
+                if connection is None and time.monotonic() >= next_connect:
+                    next_connect = time.monotonic() + RETRY_PAUSE
                     try:
-                        client = await connect(self.options, name=f"openetw {self.host} {self.session}")
-                        js = client.jetstream(timeout=PUBLISH_TIMEOUT)
-                        await ensure_stream(js, self.options.stream)
+                        if not ensured:
+                            asyncio.run(self._ensure_stream())
+                            ensured = True
+                        connection = PublishConnection(self.options, name=f"openetw {self.host} {self.session}", timeout=PUBLISH_TIMEOUT,
+                                                       start=server_index, extra_servers=self._discovered)  # fmt: skip
                         healthy = True
                         self._set_reachable(True)
-                    except (FleetError, Exception) as exc:  # noqa: BLE001 - every failure means: not yet
+                    except Exception as exc:  # noqa: BLE001 - every failure means: not yet
                         self._note_error(exc)
-                        if client is not None:
-                            await _close_quietly(client)
-                        client = js = None
-                if js is not None:
+                        self._set_reachable(False)
+                        server_index += 1
+                if connection is not None:
                     limit = WINDOW if healthy else (0 if in_flight else 1)  # unhealthy: one probe at a time
-                    while len(in_flight) < limit and (retry or len(self._spool)):
+                    batch: list[Item] = []
+                    while len(in_flight) + len(batch) < limit and (retry or len(self._spool)):
                         item = retry.popleft() if retry else self._spool.pop()
                         assert item is not None
-                        task = asyncio.ensure_future(self._publish(js, item, PUBLISH_TIMEOUT if healthy else PROBE_TIMEOUT))
-                        task.add_done_callback(finished.append)
-                        task.add_done_callback(wake)
-                        in_flight[task] = item
-                if not healthy or client is None:
+                        batch.append(item)
+                    if batch:
+                        late = time.monotonic() + (PUBLISH_TIMEOUT if healthy else PROBE_TIMEOUT)
+                        for item in batch:
+                            in_flight[item.sequence] = (item, late)
+                        try:
+                            connection.publish([(self.subject, item.sequence, self._headers(item), item.payload) for item in batch])
+                        except ConnectionLost as exc:
+                            server_index = self._lost(connection, exc)
+                            connection = None
+                if not healthy or connection is None:
                     self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 8))
-                if not finished:  # a finished publish or a new buffer wakes the loop (one event, not a wait on every task)
-                    pause = RETRY_PAUSE if (client is None or not healthy) and not in_flight else 1.0
-                    try:
-                        async with asyncio.timeout(pause):
-                            await self._wakeup.wait()
-                    except TimeoutError:
-                        pass
-                self._wakeup.clear()
+                # Sleep until the server answers, a new buffer comes, or the first answer is late.
+                now = time.monotonic()
+                pause = RETRY_PAUSE if (connection is None or not healthy) and not in_flight else 1.0
+                if in_flight:
+                    pause = min(pause, next(iter(in_flight.values()))[1] - now)
+                with self._lock:
+                    woken = self._signalled or bool(self._incoming) or self._finishing != finishing
+                if connection is not None:
+                    readable = connection.wait(0.0 if woken else pause, self._wake_read)
+                else:
+                    readable = False
+                    if not woken:
+                        select.select([self._wake_read], [], [], max(pause, 0.0))
+                self._drain_wake()
                 failed: list[Item] = []
-                done, finished[:] = finished[:], []
-                for task in done:
-                    item = in_flight.pop(task)
-                    error = task.exception()
-                    if error is None:
-                        self._acknowledged(item)
-                        if not healthy:
-                            healthy = True
-                            self._set_reachable(True)
-                    else:
-                        self._note_error(error)
-                        failed.append(item)
+                if connection is not None and readable:
+                    try:
+                        acks = connection.read()
+                    except ConnectionLost as exc:
+                        acks = []
+                        server_index = self._lost(connection, exc)
+                        connection = None
+                    for sequence, error in acks:
+                        entry = in_flight.pop(sequence, None)
+                        if entry is None:
+                            continue  # an answer to a publish given up on and sent again: the new one answers too
+                        if error is None:
+                            self._acknowledged(entry[0])
+                            if not healthy:
+                                healthy = True
+                                self._set_reachable(True)
+                        else:
+                            self.last_error = error
+                            failed.append(entry[0])
+                now = time.monotonic()
+                while in_flight:
+                    sequence, (item, late) = next(iter(in_flight.items()))
+                    if late > now:
+                        break
+                    del in_flight[sequence]
+                    self._note_error(TimeoutError("no acknowledgement in time"))
+                    failed.append(item)
+                    if connection is not None and not connection.received_any:
+                        server_index = self._lost(connection, ConnectionLost("the server says nothing"))
+                        connection = None
+                if connection is None and in_flight:  # the connection went: nothing in flight will be answered
+                    failed += [item for item, _ in in_flight.values()]
+                    in_flight.clear()
+                if connection is not None and failed:
+                    connection.received_any = False
                 if failed:
                     healthy = False
                     self._set_reachable(False)
@@ -266,26 +328,46 @@ class StreamPublisher:
                     retry = deque(sorted([*retry, *failed], key=lambda i: i.sequence))
                     if in_flight:
                         continue
-                    await asyncio.sleep(RETRY_PAUSE)
+                    time.sleep(RETRY_PAUSE)
         finally:
-            for task in in_flight:
-                task.remove_done_callback(finished.append)
-                task.cancel()
-            if client is not None:
-                await _close_quietly(client)
+            if connection is not None:
+                connection.close()
 
-    async def _publish(self, js: Any, item: Item, timeout: float) -> None:
-        headers = message_headers(
-            host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=item.events,
-            events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap, nonce=self.nonce,
-        )  # fmt: skip
+    def _lost(self, connection: PublishConnection, error: Exception) -> int:
+        """Close a broken connection; the index of the server to try next."""
+        self._note_error(error)
+        connection.close()
+        self._discovered = connection.discovered
+        return connection.server_index + 1
+
+    def _drain_wake(self) -> None:
+        with self._lock:
+            self._signalled = False
+        try:
+            os.read(self._wake_read, 4096)
+        except BlockingIOError:
+            pass
+
+    async def _ensure_stream(self) -> None:
+        client = await connect(self.options, name=f"openetw {self.host} {self.session}", reconnect=False)
+        try:
+            await ensure_stream(client.jetstream(timeout=PUBLISH_TIMEOUT), self.options.stream)
+        finally:
+            await _close_quietly(client)
+
+    def _headers(self, item: Item) -> bytes:
+        """The message's header block: ``wire.message_headers`` plus the expected stream, the
+        fields that never change encoded once (``_fixed_headers``)."""
+        events_lost, buffers_lost = item.events_lost, item.buffers_lost
         if item.kind == KIND_END:
             with self._lock:  # the end message carries the counts as they are when it leaves
-                headers = message_headers(
-                    host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=0,
-                    events_lost=self.events_lost, buffers_lost=self.buffers_lost, gap=item.gap, nonce=self.nonce,
-                )  # fmt: skip
-        await js.publish(self.subject, item.payload, timeout=timeout, stream=self.options.stream, headers=headers)
+                events_lost, buffers_lost = self.events_lost, self.buffers_lost
+        gap = f"{H_GAP}: {item.gap[0]}-{item.gap[1]}\r\n" if item.gap is not None else ""
+        return self._fixed_headers + (
+            f"Nats-Msg-Id: {message_id(self.host, self.session, self.start, item.sequence, self.nonce)}\r\n"
+            f"{H_SEQUENCE}: {item.sequence}\r\n{H_KIND}: {item.kind}\r\n{H_EVENTS}: {item.events}\r\n"
+            f"{H_EVENTS_LOST}: {events_lost}\r\n{H_BUFFERS_LOST}: {buffers_lost}\r\n{gap}\r\n"
+        ).encode()
 
     def _acknowledged(self, item: Item) -> None:
         with self._lock:
