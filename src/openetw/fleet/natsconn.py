@@ -10,8 +10,9 @@ on one subscription, read as they arrive: ``<inbox>.<token>`` names the publish 
 What it speaks (the NATS client protocol): ``INFO`` / ``CONNECT`` (user and password, or a
 credentials file's JWT with the server's nonce signed by its seed through ``nkeys``; ``tls://``
 servers and servers that require TLS wrapped in TLS), ``SUB``, ``HPUB``, ``PING``/``PONG``, and
-it reads ``MSG``/``HMSG`` (acknowledgements), ``-ERR`` and ``INFO`` (other servers of the
-cluster, tried when the one in use goes). Making the stream stays nats-py's (``ensure_stream``).
+it reads ``MSG``/``HMSG`` (acknowledgements, API answers), ``-ERR`` and ``INFO`` (other servers
+of the cluster, tried when the one in use goes). The stream is made as ``connect.ensure_stream``
+makes it, by the same JetStream API calls: so the trace service never loads nats-py.
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ import secrets
 import select
 import socket
 import ssl
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from openetw.fleet.connect import FleetError, StreamOptions
+from openetw.fleet.wire import STREAM_SUBJECTS
 
 __all__ = ["Ack", "ConnectionLost", "PublishConnection", "encode_headers"]
 
 _CRLF = b"\r\n"
 _MAX_LINE = 1 << 16  # a protocol line longer than this is not NATS talking
 _IOV_MAX = 1024
+_STREAM_NOT_FOUND, _STREAM_NAME_IN_USE = 10059, 10058  # JetStream's err_code values
 
 
 class ConnectionLost(FleetError):
@@ -72,7 +76,8 @@ class PublishConnection:
             prefix = inbox_prefix(options.user)
         self.inbox = f"{prefix}.{secrets.token_hex(11)}"
         self._inbox_bytes = self.inbox.encode() + b"."
-        self.received_any = False  # anything at all read since the last ``mark_idle``
+        self.received_any = False  # anything at all read since the publisher last looked
+        self._request_token = 1 << 62  # above every sequence number (those are below 2^48)
         self._connect_all()
 
     # -- connecting ------------------------------------------------------------------------------
@@ -216,6 +221,46 @@ class PublishConnection:
     def read(self) -> list[Ack]:
         """What the server has sent so far (never waits): the acknowledgements among it. A
         ``-ERR`` is kept in ``errors``; the server closing the connection is ``ConnectionLost``."""
+        return [(token, _ack_error(header, payload)) for token, header, payload in self._read_replies()]
+
+    def request(self, subject: str, payload: bytes = b"") -> tuple[bytes, bytes]:
+        """One request (a JetStream API call) answered within the connection's timeout:
+        ``(header block, payload)`` of the answer; ``FleetError`` when none comes."""
+        self._request_token += 1
+        token = self._request_token
+        self._send(f"PUB {subject} {self.inbox}.{token} {len(payload)}\r\n".encode() + payload + _CRLF)
+        deadline = time.monotonic() + self.timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if self.wait(left):
+                for answered, header, body in self._read_replies():
+                    if answered == token:
+                        return header, body
+        raise FleetError(f"no answer to {subject} in {self.timeout:g} s")
+
+    def ensure_stream(self, name: str) -> None:
+        """The stream ``name`` as ``connect.ensure_stream`` makes it (subjects ``etw.>``, file
+        storage, min(3, cluster size) replicas, a two-minute duplicate window), through the
+        JetStream API on this connection; an existing one is used as it is."""
+        error = _api_error(*self.request(f"$JS.API.STREAM.INFO.{name}"))
+        if error is None:
+            return
+        if error[0] != _STREAM_NOT_FOUND:
+            raise FleetError(f"the stream {name}: {error[1]}")
+        for replicas in (3, 2, 1):
+            config = {
+                "name": name, "subjects": [STREAM_SUBJECTS], "discard": "old", "discard_new_per_subject": False, "max_msgs_per_subject": -1,
+                "max_msg_size": -1, "storage": "file", "num_replicas": replicas, "no_ack": False, "duplicate_window": 120_000_000_000,
+                "sealed": False, "deny_delete": False, "deny_purge": False, "allow_rollup_hdrs": False, "max_age": 0,
+            }  # fmt: skip - what nats-py's StreamConfig sends for connect.ensure_stream's stream
+            error = _api_error(*self.request(f"$JS.API.STREAM.CREATE.{name}", json.dumps(config).encode()))
+            if error is None:
+                return
+            if error[0] == _STREAM_NAME_IN_USE:  # made meanwhile by another host
+                return
+        assert error is not None
+        raise FleetError(f"cannot create the stream {name}: {error[1]}")
+
+    def _read_replies(self) -> list[tuple[int, bytes, bytes]]:
         sock = self._sock
         if sock is None:
             raise ConnectionLost("not connected")
@@ -237,8 +282,8 @@ class PublishConnection:
                 self._sock.settimeout(self.timeout)
         return self._parse()
 
-    def _parse(self) -> list[Ack]:
-        acks: list[Ack] = []
+    def _parse(self) -> list[tuple[int, bytes, bytes]]:
+        acks: list[tuple[int, bytes, bytes]] = []
         buffer, pos = self._buffer, self._pos
         while True:
             end = buffer.find(_CRLF, pos)
@@ -265,7 +310,7 @@ class PublishConnection:
                         token = int(subject[len(self._inbox_bytes) :])
                     except ValueError:
                         continue
-                    acks.append((token, _ack_error(body[:header_length], body[header_length:])))
+                    acks.append((token, body[:header_length], body[header_length:]))
                 continue
             pos = end + 2
             if line == b"PING":
@@ -287,8 +332,8 @@ class PublishConnection:
     def wait(self, timeout: float, *others: int) -> bool:
         """Wait until the server sent something (or one of ``others`` is readable), at most
         ``timeout`` s; True when the connection has something to read."""
-        if self._pos < len(self._buffer) and self._buffer.find(_CRLF, self._pos) >= 0:
-            return True
+        if self._tls and isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return True  # decrypted already: the socket shows nothing more to read
         fds = [fd for fd in (self.fileno(), *others) if fd >= 0]
         readable, _, _ = select.select(fds, [], [], max(timeout, 0.0))
         return self.fileno() in readable
@@ -300,6 +345,21 @@ class PublishConnection:
             except OSError:
                 pass
             self._sock = None
+
+
+def _api_error(header: bytes, payload: bytes) -> tuple[int, str] | None:
+    """None for a JetStream API answer without an error; else (err_code, text)."""
+    status = header.split(b"\r\n", 1)[0].split() if header else []
+    if len(status) >= 2 and status[1] != b"200":
+        raise FleetError("JetStream does not answer (no meta leader, or not enabled)" if status[1] == b"503" else f"status {status[1]!r}")
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        raise FleetError("an answer that is not JetStream's") from None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not error:
+        return None
+    return int(error.get("err_code") or error.get("code") or 0), f"{error.get('description', 'error')} ({error.get('err_code', '?')})"
 
 
 def _ack_error(header: bytes, payload: bytes) -> str | None:

@@ -19,7 +19,6 @@ deadline, when what is left is given up: the spool file goes with the process).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import select
@@ -30,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openetw.fleet.connect import StreamOptions, connect, ensure_stream, require_nats
+from openetw.fleet.connect import StreamOptions, require_stream_extra
 from openetw.fleet.natsconn import ConnectionLost, PublishConnection, encode_headers
 from openetw.fleet.spool import Item, Spool
 from openetw.fleet.wire import (
@@ -58,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["StreamPublisher", "stream_sink"]
 
 EXPECTED_STREAM = "Nats-Expected-Stream"  # JetStream refuses the message when another stream has its subject
+WAKE_BATCH = 8  # new buffers that wake a thread waiting for acknowledgements, or end a linger
+LINGER = 0.005  # how long a buffer may wait for others to leave with it when nothing is in flight
 WINDOW = 32  # publishes waiting for their acknowledgement at once
 # What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
@@ -97,6 +98,7 @@ class StreamPublisher:
         self._done = threading.Event()
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._signalled = False  # a byte waits in the wake pipe
+        self._idle = True  # the thread waits with nothing in flight
         self._fixed_headers = encode_headers({H_HOST: host, H_SESSION: session, H_START: str(start), EXPECTED_STREAM: options.stream})[:-2]
         self._discovered: list[str] = []  # the cluster's other servers, as the last connection learnt them
         self._abandon = False
@@ -128,9 +130,13 @@ class StreamPublisher:
                 return False
             self._accept(KIND_BUFFER, bytes(data), events)
             self.accepted += 1
+            # A thread waiting for acknowledgements takes new buffers when the next one comes:
+            # it is woken only when nothing else would wake it, or when a batch waits.
+            wake = self._idle or len(self._incoming) >= WAKE_BATCH
         if delivery is not None:
             delivery.kept = True  # held for the stream, or spooled: no consumer's leaving loses it
-        self._wake()
+        if wake:
+            self._wake()
         return True
 
     def note_lost(self, events: int) -> None:
@@ -231,6 +237,7 @@ class StreamPublisher:
         healthy = False
         server_index = 0
         next_connect = 0.0
+        linger_until: float | None = None
         try:
             while not self._abandon:
                 with self._lock:
@@ -242,18 +249,30 @@ class StreamPublisher:
                 if connection is None and time.monotonic() >= next_connect:
                     next_connect = time.monotonic() + RETRY_PAUSE
                     try:
-                        if not ensured:
-                            asyncio.run(self._ensure_stream())
-                            ensured = True
                         connection = PublishConnection(self.options, name=f"openetw {self.host} {self.session}", timeout=PUBLISH_TIMEOUT,
                                                        start=server_index, extra_servers=self._discovered)  # fmt: skip
+                        if not ensured:
+                            connection.ensure_stream(self.options.stream)
+                            ensured = True
                         healthy = True
                         self._set_reachable(True)
                     except Exception as exc:  # noqa: BLE001 - every failure means: not yet
                         self._note_error(exc)
                         self._set_reachable(False)
                         server_index += 1
-                if connection is not None:
+                        if connection is not None:
+                            connection.close()
+                            connection = None
+                # With nothing in flight, a few new buffers wait up to LINGER for more: one send
+                # and one wake for several buffers, not one each (what a session at a modest rate costs).
+                holding = False
+                if connection is not None and healthy and not in_flight and not finishing and 0 < len(retry) + len(self._spool) < WAKE_BATCH:
+                    if linger_until is None:
+                        linger_until = time.monotonic() + LINGER
+                    holding = time.monotonic() < linger_until
+                if not holding:
+                    linger_until = None
+                if connection is not None and not holding:
                     limit = WINDOW if healthy else (0 if in_flight else 1)  # unhealthy: one probe at a time
                     batch: list[Item] = []
                     while len(in_flight) + len(batch) < limit and (retry or len(self._spool)):
@@ -276,8 +295,12 @@ class StreamPublisher:
                 pause = RETRY_PAUSE if (connection is None or not healthy) and not in_flight else 1.0
                 if in_flight:
                     pause = min(pause, next(iter(in_flight.values()))[1] - now)
+                if linger_until is not None:
+                    pause = min(pause, linger_until - now)
+                room = connection is not None and len(in_flight) < (WINDOW if healthy else 1) and not holding
                 with self._lock:
-                    woken = self._signalled or bool(self._incoming) or self._finishing != finishing
+                    woken = self._signalled or (room and bool(self._incoming)) or self._finishing != finishing
+                    self._idle = not in_flight and not holding  # no answer will come to wake the thread: a new buffer must
                 if connection is not None:
                     readable = connection.wait(0.0 if woken else pause, self._wake_read)
                 else:
@@ -342,18 +365,11 @@ class StreamPublisher:
 
     def _drain_wake(self) -> None:
         with self._lock:
-            self._signalled = False
+            self._signalled = self._idle = False
         try:
             os.read(self._wake_read, 4096)
         except BlockingIOError:
             pass
-
-    async def _ensure_stream(self) -> None:
-        client = await connect(self.options, name=f"openetw {self.host} {self.session}", reconnect=False)
-        try:
-            await ensure_stream(client.jetstream(timeout=PUBLISH_TIMEOUT), self.options.stream)
-        finally:
-            await _close_quietly(client)
 
     def _headers(self, item: Item) -> bytes:
         """The message's header block: ``wire.message_headers`` plus the expected stream, the
@@ -384,13 +400,6 @@ class StreamPublisher:
 
     def _note_error(self, error: BaseException) -> None:
         self.last_error = f"{type(error).__name__}: {error}".rstrip(": ")
-
-
-async def _close_quietly(client: Any) -> None:
-    try:
-        await asyncio.wait_for(client.close(), 2.0)
-    except Exception:  # noqa: BLE001 - closing a broken connection
-        pass
 
 
 def session_start_stamp() -> int:
@@ -427,7 +436,7 @@ def prepare_stream(name: str, spec: Any, *, host: str, spool_dir: Path, log: Any
 
     if not isinstance(spec, dict):
         raise InvalidArgument("'stream' must be an object")
-    require_nats()  # the service's own installation must have nats-py: said to the controller now
+    require_stream_extra()  # the service's own installation must have the stream extra: said to the controller now
     options = StreamOptions.from_json(spec.get("options"))
     template = spec.get("subject") or DEFAULT_SUBJECT
     if not isinstance(template, str):
