@@ -164,26 +164,28 @@ def _full_rate(urls: str, service_pid: int, servers: list[int], socket: Path, wo
     collector = _collector(urls, out)
     try:
         results: dict[str, Any] = {}
-        for streamed in (False, True):
-            label = "stream" if streamed else "file"
+        # Cold: the service's first session of each kind (its first stream loads the publisher); warm: the same again.
+        for temperature, streamed in itertools.product(("cold", "warm"), (False, True)):
+            label = ("stream" if streamed else "file") + ("" if temperature == "warm" else "-cold")
+            events = count if temperature == "warm" else max(count // 5, 1)
             extra: dict[str, Any] = {"stream": urls, "spool_size": 256} if streamed else {}
             before = process_cpu_seconds(service_pid)
             servers_before, collector_before, producer_before = _cpu_of(servers), process_cpu_seconds(collector.pid), _children_cpu()
             session = Session.start(f"Full-{label}", str(work / f"full-{label}.etl"), providers=["*Bench.Fleet"], buffer_size=BUFFER_KB,
                                     max_buffers=256, socket=socket, **extra)  # fmt: skip
             kernel_session = None
-            if streamed and kernel:
+            if streamed and kernel and temperature == "warm":
                 kernel_session = Session.start("Kernel-stream", kernel_flags="cswitch,process,thread", buffer_size=BUFFER_KB, stream=urls,
                                                spool_size=256, socket=socket)  # fmt: skip
             began = time.time()
-            report = _written(_producer("Bench.Fleet", count, 0))
+            report = _written(_producer("Bench.Fleet", events, 0))
             final = session.stop()
             kernel_final = kernel_session.stop() if kernel_session is not None else None
             producer_cpu = _children_cpu() - producer_before
             if streamed:
-                books = _wait_ended(out, "Full-stream")
+                books = _wait_ended(out, f"Full-{label}")
                 books["began"] = began
-                results["collected"] = books
+                results["collected" if temperature == "warm" else "collected-cold"] = books
                 if kernel_final is not None:
                     results["kernel"] = {"final": kernel_final, "books": _wait_ended(out, "Kernel-stream")}
             # Every process's CPU over the same work: the stream's side counted until the collector holds the session.
@@ -399,7 +401,7 @@ def main() -> int:
     books = full["collected"]
     span = max(books["last_received"] - books["began"], 1e-9)  # from the producer's start to the last buffer collected
     buffers_per_second = books["buffers"] / span
-    streamed, filed = full["stream"], full["file"]
+    streamed = full["stream"]
     print(f"Fleet streaming ({machine_note()}); 3-node JetStream cluster on loopback, replicas 3, {BUFFER_KB} KB buffers")
     rows = [
         ["raw nats-py publish, R3, window 32", f"{raw:,.0f} msg/s", f"{raw * BUFFER_KB / 1024:,.1f} MB/s",
@@ -415,20 +417,24 @@ def main() -> int:
                      f"{kernel_books['events'] / kernel_span:,.0f} events/s", "", f"{kernel_books['events']:,} collected",
                      f"{kernel_books['events_lost']:,} counted lost"])  # fmt: skip
     print(table(["path", "rate", "", "vs ceiling", "events", "loss"], rows))
-    buffers = max(books["buffers"], 1)
     print()
-    cpu_rows = []
-    for label, run in (("file", filed), ("file + stream", streamed)):
+    cpu_rows: list[list[object]] = []
+    for label in ("file-cold", "stream-cold", "file", "stream"):
+        run = full[label]
         events = max(run["written"], 1)
         parts = [run["producer_cpu"], run["service_cpu"], run["servers_cpu"], run["collector_cpu"]]
-        cpu_rows.append([label, *(f"{part / events * 1e6:.2f}" for part in parts), f"{sum(parts) / events * 1e6:.2f}",
-                         f"{run['service_cpu'] / buffers * 1e6:.0f}"])  # fmt: skip
-    service_ratio = streamed["service_cpu"] / max(filed["service_cpu"], 1e-9)
-    print(table(["CPU, us/event", "producer", "service", "3 nats-servers", "collector", "all", "service us/buffer"], cpu_rows))
-    print(f"streaming adds {100 * (service_ratio - 1):+.0f}% to the service's CPU (goal <= +25%);"
-          f" the stream's share of the service: {(streamed['service_cpu'] - filed['service_cpu']) / buffers * 1e6:.0f} us per buffer,"
-          f" nats-py's own publish {raw_cpu * 1e6:.0f} us per message; rate {100 * buffers_per_second / raw:.0f}% of nats-py's ceiling"
-          " (goal >= 80%)")  # fmt: skip
+        name = ("file + stream" if label.startswith("stream") else "file") + (", cold" if label.endswith("-cold") else ", warm")
+        cpu_rows.append([name, f"{events:,}", *(f"{part / events * 1e6:.2f}" for part in parts), f"{sum(parts) / events * 1e6:.2f}"])
+    print(table(["CPU, us/event", "events", "producer", "service", "3 nats-servers", "collector", "all"], cpu_rows))
+    buffers = max(books["buffers"], 1)
+    for temperature, suffix in (("cold", "-cold"), ("warm", "")):
+        service_ratio = (full["stream" + suffix]["service_cpu"] / max(full["stream" + suffix]["written"], 1)) / max(
+            full["file" + suffix]["service_cpu"] / max(full["file" + suffix]["written"], 1), 1e-12)
+        print(f"{temperature}: streaming adds {100 * (service_ratio - 1):+.0f}% to the service's CPU per event (goal <= +25%)")
+    per_event = {label: full[label]["service_cpu"] / max(full[label]["written"], 1) for label in ("file", "stream")}
+    print(f"warm: the stream's share of the service {(per_event['stream'] - per_event['file']) * books['events'] / buffers * 1e6:.0f} us"
+          f" per buffer ({books['events'] / buffers:.0f} events), nats-py's own publish {raw_cpu * 1e6:.0f} us per message;"
+          f" rate {100 * buffers_per_second / raw:.0f}% of nats-py's ceiling (goal >= 80%)")  # fmt: skip
     latency = paced["latency"]
     print()
     print(table(["paced run", "value"], [
