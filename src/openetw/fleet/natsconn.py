@@ -184,10 +184,10 @@ class PublishConnection:
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
 
-    def publish(self, messages: Iterable[tuple[str, int, bytes, bytes]]) -> None:
+    def publish(self, messages: Iterable[tuple[str, int, bytes, bytes | bytearray]]) -> None:
         """Send each ``(subject, token, header block, payload)`` at once, in order; their
         acknowledgements come back through ``read``."""
-        parts: list[bytes] = []
+        parts: list[bytes | bytearray] = []
         for subject, token, header, payload in messages:
             parts.append(f"HPUB {subject} {self.inbox}.{token} {len(header)} {len(header) + len(payload)}\r\n".encode())
             parts.append(header)
@@ -199,7 +199,7 @@ class PublishConnection:
     def _send(self, data: bytes) -> None:
         self._send_parts([data])
 
-    def _send_parts(self, parts: list[bytes]) -> None:
+    def _send_parts(self, parts: list[bytes | bytearray]) -> None:
         sock = self._sock
         if sock is None:
             raise ConnectionLost("not connected")
