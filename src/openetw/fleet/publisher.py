@@ -6,8 +6,12 @@ the bytes held for the stream stay within the spool size; past that the buffer i
 stream (ETW's BuffersLost: ``offer`` returns False and the session counts it) and its sequence
 number becomes a gap the next message names.
 
-The publishing thread runs an asyncio loop with one NATS connection. It publishes in sequence
-order with at most ``WINDOW`` acknowledgements outstanding; each message carries the id
+The publishing thread holds one NATS connection of its own (``natsconn.PublishConnection``: no
+event loop, no nats-py) and publishes in sequence order with at most ``WINDOW``
+acknowledgements outstanding. Buffers leave in batches: whatever waits when the thread wakes
+goes in one ``sendmsg``, and the acknowledgements that came are read together. The thread is
+woken by a new buffer only when no acknowledgement would wake it (or ``WAKE_BATCH`` wait), and
+with nothing in flight a few buffers wait up to ``LINGER`` for more. Each message carries the id
 ``<host>:<session>:<start>:<sequence>``, so a publish repeated after a lost acknowledgement is
 dropped by JetStream. When a publish fails (the cluster unreachable, no leader) the thread stops
 sending, keeps the failed buffers to send again first, and moves what waits in memory beyond
