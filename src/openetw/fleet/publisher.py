@@ -130,8 +130,11 @@ class StreamPublisher:
         # Into the memory of a buffer the stream already acknowledged: a new 64 KB object for
         # each buffer held until its acknowledgement costs the service more in page faults
         # than this copy.
-        copy = recycled if recycled is not None else bytearray(size)
-        copy[:] = data
+        if recycled is not None:
+            recycled[:] = data
+            copy = recycled
+        else:
+            copy = bytearray(data)
         with self._lock:
             if self._held_bytes + size > self.spool_bytes:
                 sequence = self._next_sequence
