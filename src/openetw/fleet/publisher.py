@@ -76,6 +76,7 @@ class StreamPublisher:
     """A streamed session's sink (``openetw.service.sinks.Sink``): see the module's docstring."""
 
     name = "stream"
+    copies_offered = True  # ``offer`` keeps a copy, never the buffer: the service may hand it the file's own
     kind: LossKind = "realtime"  # a buffer the spool has no room for is lost for real-time delivery, as one no consumer takes
 
     def __init__(
