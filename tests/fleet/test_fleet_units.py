@@ -153,23 +153,18 @@ def test_event_log_batch_appended_once_across_a_crash(tmp_path: Path) -> None:
 def test_the_publishers_header_block_says_what_wire_says(tmp_path: Path) -> None:
     """The header block the publisher encodes (fixed fields once, numbers per message) reads
     back as ``wire.message_headers`` plus the expected stream, gap and all."""
-    import os
 
     from openetw.fleet.publisher import EXPECTED_STREAM, StreamPublisher
 
     publisher = StreamPublisher(StreamOptions.build("nats://127.0.0.1:1"), host="web 01", session="S.1", subject="etw.web_01.S_1",
                                 start=17, spool_path=tmp_path / "s.spool", spool_bytes=1 << 20)  # fmt: skip
-    try:
-        for item in (Item(5, KIND_BUFFER, b"x", 9, 3, 2, (3, 4)), Item(0, KIND_HEADER, b"h", 0, 0, 0, None)):
-            block = publisher._headers(item).decode()
-            assert block.startswith("NATS/1.0\r\n") and block.endswith("\r\n\r\n")
-            fields = dict(line.split(": ", 1) for line in block.split("\r\n")[1:] if line)
-            expected = message_headers(host="web 01", session="S.1", start=17, sequence=item.sequence, kind=item.kind, events=item.events,
-                                       events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap, nonce=publisher.nonce)
-            assert fields == {**expected, EXPECTED_STREAM: "ETW"}  # fmt: skip
-    finally:
-        os.close(publisher._wake_read)
-        os.close(publisher._wake_write)
+    for item in (Item(5, KIND_BUFFER, b"x", 9, 3, 2, (3, 4)), Item(0, KIND_HEADER, b"h", 0, 0, 0, None)):
+        block = publisher._headers(item).decode()
+        assert block.startswith("NATS/1.0\r\n") and block.endswith("\r\n\r\n")
+        fields = dict(line.split(": ", 1) for line in block.split("\r\n")[1:] if line)
+        expected = message_headers(host="web 01", session="S.1", start=17, sequence=item.sequence, kind=item.kind, events=item.events,
+                                   events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap, nonce=publisher.nonce)
+        assert fields == {**expected, EXPECTED_STREAM: "ETW"}  # fmt: skip
 
 
 def test_the_publishing_connection_reads_answers_however_they_arrive() -> None:

@@ -102,7 +102,7 @@ class StreamPublisher:
         self.last_error: str | None = None
         self._finishing = False
         self._done = threading.Event()
-        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._wake_read = self._wake_write = -1  # the thread's wake-up pipe, made when it starts
         self._signalled = False  # a byte waits in the wake pipe
         self._idle = True  # the thread waits with nothing in flight
         self._fixed_headers = encode_headers({H_HOST: host, H_SESSION: session, H_START: str(start), EXPECTED_STREAM: options.stream})[:-2]
@@ -117,6 +117,7 @@ class StreamPublisher:
         """Start publishing, the logfile header buffer first."""
         with self._lock:
             self._accept(KIND_HEADER, header, 0)
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread.start()
 
     @property
