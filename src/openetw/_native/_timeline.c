@@ -1,0 +1,337 @@
+/* openetw._native._timeline: the compiled twin of the timeline encoders' hot loops.
+ *
+ *   perfetto_annotations(args, limit, prefixes, arg_prefix, new, other) -> bytes
+ *       the TrackEvent.debug_annotations of an event's arguments, as the loop of
+ *       export/timeline/perfetto.py's PerfettoWriter._track_event writes them: the first ``limit``
+ *       items of the dict ``args``, each a DebugAnnotation {name_iid, value}. ``prefixes`` maps an
+ *       argument name to its encoded name_iid; a name not in it is interned by
+ *       ``arg_prefix(name, new)`` (which returns the prefix). An unsigned integer below 2**64 and
+ *       a str of at most 4,096 characters that is valid UTF-8 are encoded here; any other value
+ *       is handed to ``other(name, value, new)``, the Python path, which returns the whole
+ *       annotation (tag, length and all): the bytes are the pure writer's in every case.
+ *
+ *   chrome_args(args) -> str | None
+ *       the JSON text of ``chrome._args(args)`` as the writer's compact encoder gives it
+ *       (``ensure_ascii=False``, ``separators=(",", ":")``), or None when a key or value is one
+ *       it leaves to the Python encoder (a key that is not a str, an integer beyond 2**53, a
+ *       text longer than 4,096 characters or not valid UTF-8, a float that is not finite, a
+ *       list, a dict, a memoryview, any other type).
+ *
+ * The Python code is the reference (tests compare the two on generated values and on exported
+ * corpus traces). Nothing here reads a record: no layout constants are needed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_TEXT 4096
+#define ANNOTATION_TAG 0x22  /* TrackEvent.debug_annotations = 4, length-delimited */
+#define UINT_TAG 0x18        /* DebugAnnotation.uint_value = 3, varint */
+#define STRING_TAG 0x32      /* DebugAnnotation.string_value = 6, length-delimited */
+#define VARINT_MORE 0x80     /* a varint byte with more to come */
+#define VARINT_BITS 0x7F
+
+typedef struct {
+    char *data;
+    Py_ssize_t size;
+    Py_ssize_t cap;
+} Out;
+
+static int out_reserve(Out *out, Py_ssize_t more) {
+    if (out->size + more <= out->cap) return 0;
+    Py_ssize_t cap = out->cap ? out->cap : 256;
+    while (cap < out->size + more) cap *= 2;
+    char *grown = PyMem_Realloc(out->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->data = grown;
+    out->cap = cap;
+    return 0;
+}
+
+static int out_put(Out *out, const void *data, Py_ssize_t size) {
+    if (out_reserve(out, size) < 0) return -1;
+    memcpy(out->data + out->size, data, (size_t)size);
+    out->size += size;
+    return 0;
+}
+
+static int out_byte(Out *out, unsigned char byte) {
+    if (out_reserve(out, 1) < 0) return -1;
+    out->data[out->size++] = (char)byte;
+    return 0;
+}
+
+static Py_ssize_t varint_into(unsigned char *at, uint64_t value) {
+    Py_ssize_t n = 0;
+    while (value >= VARINT_MORE) {
+        at[n++] = (unsigned char)((value & VARINT_BITS) | VARINT_MORE);
+        value >>= 7;
+    }
+    at[n++] = (unsigned char)value;
+    return n;
+}
+
+static int out_varint(Out *out, uint64_t value) {
+    unsigned char tmp[10];
+    return out_put(out, tmp, varint_into(tmp, value));
+}
+
+/* -- Perfetto ------------------------------------------------------------------------------ */
+
+static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    (void)self;
+    if (argc != 6) {
+        PyErr_SetString(PyExc_TypeError, "perfetto_annotations takes 6 arguments");
+        return NULL;
+    }
+    PyObject *args = argv[0], *prefixes = argv[2], *arg_prefix = argv[3], *new_list = argv[4], *other = argv[5];
+    if (!PyDict_Check(args) || !PyDict_Check(prefixes)) {
+        PyErr_SetString(PyExc_TypeError, "perfetto_annotations: args and prefixes must be dicts");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(argv[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    Out out = {NULL, 0, 0};
+    Py_ssize_t pos = 0, done = 0;
+    PyObject *key, *value;
+    while (done < limit && PyDict_Next(args, &pos, &key, &value)) {
+        done++;
+        Py_INCREF(key);
+        Py_INCREF(value);
+        PyObject *whole = NULL;  /* the annotation from the Python path */
+        const char *text = NULL;
+        Py_ssize_t text_size = 0;
+        uint64_t number = 0;
+        int kind = 0;  /* 1: unsigned integer, 2: text, 0: the Python path */
+        if (PyLong_CheckExact(value)) {
+            int overflow = 0;
+            long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (small == -1 && PyErr_Occurred()) goto fail;
+            if (!overflow && small >= 0) {
+                number = (uint64_t)small;
+                kind = 1;
+            } else if (overflow > 0) {
+                unsigned long long big = PyLong_AsUnsignedLongLong(value);
+                if (big == (unsigned long long)-1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                } else {
+                    number = big;
+                    kind = 1;
+                }
+            }
+        } else if (PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) <= MAX_TEXT) {
+            text = PyUnicode_AsUTF8AndSize(value, &text_size);
+            if (text == NULL) {
+                PyErr_Clear();  /* a lone surrogate: the Python path replaces it */
+            } else {
+                kind = 2;
+            }
+        }
+        if (kind == 0) {
+            whole = PyObject_CallFunctionObjArgs(other, key, value, new_list, NULL);
+            if (whole == NULL) goto fail;
+            if (!PyBytes_Check(whole)) {
+                PyErr_SetString(PyExc_TypeError, "perfetto_annotations: other() must return bytes");
+                Py_DECREF(whole);
+                goto fail;
+            }
+            int bad = out_put(&out, PyBytes_AS_STRING(whole), PyBytes_GET_SIZE(whole));
+            Py_DECREF(whole);
+            if (bad < 0) goto fail;
+        } else {
+            PyObject *prefix = PyDict_GetItemWithError(prefixes, key);
+            if (prefix != NULL) {
+                Py_INCREF(prefix);
+            } else {
+                if (PyErr_Occurred()) goto fail;
+                prefix = PyObject_CallFunctionObjArgs(arg_prefix, key, new_list, NULL);
+                if (prefix == NULL) goto fail;
+            }
+            if (!PyBytes_Check(prefix)) {
+                PyErr_SetString(PyExc_TypeError, "perfetto_annotations: a prefix must be bytes");
+                Py_DECREF(prefix);
+                goto fail;
+            }
+            unsigned char head[24];
+            Py_ssize_t head_size = 0;
+            Py_ssize_t prefix_size = PyBytes_GET_SIZE(prefix);
+            Py_ssize_t inner;
+            if (kind == 1) {
+                head[0] = UINT_TAG;
+                head_size = 1 + varint_into(head + 1, number);
+                inner = prefix_size + head_size;
+            } else {
+                head[0] = STRING_TAG;
+                head_size = 1 + varint_into(head + 1, (uint64_t)text_size);
+                inner = prefix_size + head_size + text_size;
+            }
+            int bad = out_byte(&out, ANNOTATION_TAG) < 0 || out_varint(&out, (uint64_t)inner) < 0 ||
+                      out_put(&out, PyBytes_AS_STRING(prefix), prefix_size) < 0 || out_put(&out, head, head_size) < 0 ||
+                      (kind == 2 && out_put(&out, text, text_size) < 0);
+            Py_DECREF(prefix);
+            if (bad) goto fail;
+        }
+        Py_DECREF(key);
+        Py_DECREF(value);
+        continue;
+    fail:
+        Py_DECREF(key);
+        Py_DECREF(value);
+        PyMem_Free(out.data);
+        return NULL;
+    }
+    PyObject *result = PyBytes_FromStringAndSize(out.data, out.size);
+    PyMem_Free(out.data);
+    return result;
+}
+
+/* -- Chrome JSON --------------------------------------------------------------------------- */
+
+static const char HEX[] = "0123456789abcdef";
+
+/* A JSON string of UTF-8 ``text`` as json's encode_basestring writes it (non-ASCII kept). */
+static int json_text(Out *out, const char *text, Py_ssize_t size) {
+    if (out_reserve(out, size + 2) < 0 || out_byte(out, '"') < 0) return -1;
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = (unsigned char)text[i];
+        const char *escape = NULL;
+        char unicode[7];
+        switch (c) {
+            case '"': escape = "\\\""; break;
+            case '\\': escape = "\\\\"; break;
+            case '\n': escape = "\\n"; break;
+            case '\r': escape = "\\r"; break;
+            case '\t': escape = "\\t"; break;
+            case '\b': escape = "\\b"; break;
+            case '\f': escape = "\\f"; break;
+            default:
+                if (c < ' ') {
+                    unicode[0] = '\\';
+                    unicode[1] = 'u';
+                    unicode[2] = '0';
+                    unicode[3] = '0';
+                    unicode[4] = HEX[c >> 4];
+                    unicode[5] = HEX[c & 15];
+                    unicode[6] = 0;
+                    escape = unicode;
+                }
+        }
+        if (escape == NULL) continue;
+        if (out_put(out, text + run, i - run) < 0 || out_put(out, escape, (Py_ssize_t)strlen(escape)) < 0) return -1;
+        run = i + 1;
+    }
+    if (out_put(out, text + run, size - run) < 0) return -1;
+    return out_byte(out, '"');
+}
+
+/* 1: written; 0: a value left to the Python encoder; -1: an error. */
+static int json_value(Out *out, PyObject *value) {
+    if (value == Py_None) return out_put(out, "null", 4) < 0 ? -1 : 1;
+    if (value == Py_True) return out_put(out, "true", 4) < 0 ? -1 : 1;
+    if (value == Py_False) return out_put(out, "false", 5) < 0 ? -1 : 1;
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (number == -1 && PyErr_Occurred()) return -1;
+        const long long bound = (long long)1 << 53;
+        if (overflow || number < -bound || number > bound) return 0;
+        char digits[32];
+        int size = snprintf(digits, sizeof digits, "%lld", number);
+        return out_put(out, digits, size) < 0 ? -1 : 1;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        if (PyUnicode_GET_LENGTH(value) > MAX_TEXT) return 0;
+        Py_ssize_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(value, &size);
+        if (text == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        return json_text(out, text, size) < 0 ? -1 : 1;
+    }
+    if (PyFloat_CheckExact(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        if (!isfinite(number)) return 0;
+        char *text = PyOS_double_to_string(number, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (text == NULL) return -1;
+        int bad = out_put(out, text, (Py_ssize_t)strlen(text));
+        PyMem_Free(text);
+        return bad < 0 ? -1 : 1;
+    }
+    if (PyBytes_CheckExact(value) || PyByteArray_CheckExact(value)) {
+        const unsigned char *data = (const unsigned char *)(PyBytes_CheckExact(value) ? PyBytes_AS_STRING(value)
+                                                                                      : PyByteArray_AS_STRING(value));
+        Py_ssize_t size = PyBytes_CheckExact(value) ? PyBytes_GET_SIZE(value) : PyByteArray_GET_SIZE(value);
+        if (size > MAX_TEXT / 2) size = MAX_TEXT / 2;
+        if (out_reserve(out, 2 * size + 2) < 0) return -1;
+        out->data[out->size++] = '"';
+        for (Py_ssize_t i = 0; i < size; i++) {
+            out->data[out->size++] = HEX[data[i] >> 4];
+            out->data[out->size++] = HEX[data[i] & 15];
+        }
+        out->data[out->size++] = '"';
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *chrome_args(PyObject *self, PyObject *args) {
+    (void)self;
+    if (!PyDict_Check(args)) Py_RETURN_NONE;
+    Out out = {NULL, 0, 0};
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int first = 1, status = 1;
+    if (out_byte(&out, '{') < 0) return NULL;
+    while (PyDict_Next(args, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            status = 0;
+            break;
+        }
+        Py_ssize_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(key, &size);
+        if (text == NULL) {
+            PyErr_Clear();
+            status = 0;
+            break;
+        }
+        Py_INCREF(value);
+        if ((!first && out_byte(&out, ',') < 0) || json_text(&out, text, size) < 0 || out_byte(&out, ':') < 0) {
+            status = -1;
+        } else {
+            status = json_value(&out, value);
+        }
+        Py_DECREF(value);
+        if (status != 1) break;
+        first = 0;
+    }
+    if (status == 1 && out_byte(&out, '}') < 0) status = -1;
+    PyObject *result = NULL;
+    if (status == 1) {
+        result = PyUnicode_DecodeUTF8(out.data, out.size, "strict");
+    } else if (status == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    PyMem_Free(out.data);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"perfetto_annotations", (PyCFunction)(void (*)(void))perfetto_annotations, METH_FASTCALL,
+     "The TrackEvent.debug_annotations of a dict of arguments (see the module doc)."},
+    {"chrome_args", chrome_args, METH_O, "The JSON text of a Chrome event's args, or None (see the module doc)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "openetw._native._timeline",
+    "The compiled twin of the timeline encoders' hot loops (export/timeline/perfetto.py, chrome.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__timeline(void) { return PyModule_Create(&module); }
