@@ -6,7 +6,7 @@
  *       items of the dict ``args``, each a DebugAnnotation {name_iid, value}. ``prefixes`` maps an
  *       argument name to its encoded name_iid; a name not in it is interned by
  *       ``arg_prefix(name, new)`` (which returns the prefix). An unsigned integer below 2**64 and
- *       a str of at most 4,096 characters that is valid UTF-8 are encoded here; any other value
+ *       a str of at most 4,096 characters that is valid UTF-8, and a list or tuple (its text) are encoded here; any other value
  *       is handed to ``other(name, value, new)``, the Python path, which returns the whole
  *       annotation (tag, length and all): the bytes are the pure writer's in every case.
  *
@@ -15,7 +15,7 @@
  *       (``ensure_ascii=False``, ``separators=(",", ":")``), or None when a key or value is one
  *       it leaves to the Python encoder (a key that is not a str, an integer beyond 2**53, a
  *       text longer than 4,096 characters or not valid UTF-8, a float that is not finite, a
- *       list, a dict, a memoryview, any other type).
+ *       dict, a memoryview, any other type, or a list or tuple holding one).
  *
  * The Python code is the reference (tests compare the two on generated values and on exported
  * corpus traces). Nothing here reads a record: no layout constants are needed.
@@ -27,6 +27,7 @@
 #include <string.h>
 
 #define MAX_TEXT 4096
+#define MAX_ITEMS 256     /* the items of a list a Chrome argument keeps */
 #define ANNOTATION_TAG 0x22  /* TrackEvent.debug_annotations = 4, length-delimited */
 #define UINT_TAG 0x18        /* DebugAnnotation.uint_value = 3, varint */
 #define STRING_TAG 0x32      /* DebugAnnotation.string_value = 6, length-delimited */
@@ -104,6 +105,7 @@ static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_
         Py_INCREF(key);
         Py_INCREF(value);
         PyObject *whole = NULL;  /* the annotation from the Python path */
+        PyObject *listed = NULL;  /* the text of a list or tuple */
         const char *text = NULL;
         Py_ssize_t text_size = 0;
         uint64_t number = 0;
@@ -128,6 +130,23 @@ static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_
             text = PyUnicode_AsUTF8AndSize(value, &text_size);
             if (text == NULL) {
                 PyErr_Clear();  /* a lone surrogate: the Python path replaces it */
+            } else {
+                kind = 2;
+            }
+        } else if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+            /* str(value)[:4096], as the Python path writes a sequence (never remembered: unhashable) */
+            listed = PyObject_Str(value);
+            if (listed == NULL) goto fail;
+            if (PyUnicode_GET_LENGTH(listed) > MAX_TEXT) {
+                PyObject *cut = PyUnicode_Substring(listed, 0, MAX_TEXT);
+                Py_DECREF(listed);
+                listed = cut;
+                if (listed == NULL) goto fail;
+            }
+            text = PyUnicode_AsUTF8AndSize(listed, &text_size);
+            if (text == NULL) {
+                PyErr_Clear();
+                Py_CLEAR(listed);
             } else {
                 kind = 2;
             }
@@ -174,12 +193,14 @@ static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_
                       out_put(&out, PyBytes_AS_STRING(prefix), prefix_size) < 0 || out_put(&out, head, head_size) < 0 ||
                       (kind == 2 && out_put(&out, text, text_size) < 0);
             Py_DECREF(prefix);
+            Py_CLEAR(listed);
             if (bad) goto fail;
         }
         Py_DECREF(key);
         Py_DECREF(value);
         continue;
     fail:
+        Py_XDECREF(listed);
         Py_DECREF(key);
         Py_DECREF(value);
         PyMem_Free(out.data);
@@ -277,6 +298,20 @@ static int json_value(Out *out, PyObject *value) {
         }
         out->data[out->size++] = '"';
         return 1;
+    }
+    if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {  /* its first 256 items */
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(value);
+        if (size > MAX_ITEMS) size = MAX_ITEMS;
+        if (out_byte(out, '[') < 0) return -1;
+        for (Py_ssize_t i = 0; i < size; i++) {
+            if (i && out_byte(out, ',') < 0) return -1;
+            PyObject *item = PySequence_Fast_GET_ITEM(value, i);
+            Py_INCREF(item);
+            int status = json_value(out, item);
+            Py_DECREF(item);
+            if (status != 1) return status;
+        }
+        return out_byte(out, ']') < 0 ? -1 : 1;
     }
     return 0;
 }
