@@ -110,3 +110,35 @@ def test_chrome_args_take_the_common_values(args: dict[str, Any]) -> None:
 def test_chrome_args_leave_the_rest_to_python(value: Any) -> None:
     assert NATIVE is not None
     assert NATIVE.chrome_args({"a": value}) is None
+
+
+def _items() -> list[Any]:
+    from openetw.export.timeline.model import Counter, Instant, Process, Slice, SliceBegin, SliceEnd, Thread
+
+    items: list[Any] = [Process(7, "app", 0), Thread(7, 8, "app 8", 0)]
+    ts = 1_700_000_000_000_000_000
+    for index, value in enumerate(VALUES * 3):
+        ts += 1000
+        items.append(Instant(ts, 7, 8, "cat", f"event {index % 40}", {"value": value, "n": index, "text": f"t{index % 7}"}, 4))
+    for index in range(_LOTS):  # past the interned tables' bound: they start over
+        ts += 1000
+        items.append(Instant(ts, 7, 8, f"cat {index % 3}", f"name {index}", {f"arg {index}": index}, 4))
+    span = Slice(1, ts + 1, 7, 8, "cat", "work", {"a": 1}, None, None, (ts + 1, 0))
+    span.end, span.end_args = ts + 5, {"b": "done"}
+    items += [SliceBegin(span), Counter(ts + 2, 7, "bytes", 12), Counter(ts + 3, 7, "ratio", 0.5), SliceEnd(span)]
+    items.append(Instant(-5, 7, 8, "cat", "before 1970", {}, 4))  # a negative timestamp (late: dropped alike)
+    return items
+
+
+_LOTS = 40_000
+
+
+def test_perfetto_files_are_the_pure_writers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.export.timeline import perfetto
+
+    native = io.BytesIO()
+    perfetto.write_perfetto(_items(), native)
+    monkeypatch.setattr(perfetto, "_NATIVE", None)
+    pure = io.BytesIO()
+    perfetto.write_perfetto(_items(), pure)
+    assert native.getvalue() == pure.getvalue()

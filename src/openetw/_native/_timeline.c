@@ -10,6 +10,14 @@
  *       is handed to ``other(name, value, new)``, the Python path, which returns the whole
  *       annotation (tag, length and all): the bytes are the pure writer's in every case.
  *
+ *   perfetto_track_event(ts, state, head, args, limit, prefixes, arg_prefix, new, other, extra) -> bytes | None
+ *       the whole framed packet of one track event on a sequence whose state is set, as
+ *       PerfettoWriter._track_event and _track_packet write it: Trace.packet {timestamp ``ts``,
+ *       ``state`` (the sequence id and flags, encoded), track_event {``head``, the annotations of
+ *       ``args`` (None or a dict) as perfetto_annotations writes them, ``extra``}, interned_data
+ *       (the entries of ``new``, names the head and the arguments interned) when there are any}.
+ *       None, with nothing interned, when ``ts`` does not fit in 64 bits (the Python path takes it).
+ *
  *   chrome_args(args) -> str | None
  *       the JSON text of ``chrome._args(args)`` as the writer's compact encoder gives it
  *       (``ensure_ascii=False``, ``separators=(",", ":")``), or None when a key or value is one
@@ -31,6 +39,10 @@
 #define ANNOTATION_TAG 0x22  /* TrackEvent.debug_annotations = 4, length-delimited */
 #define UINT_TAG 0x18        /* DebugAnnotation.uint_value = 3, varint */
 #define STRING_TAG 0x32      /* DebugAnnotation.string_value = 6, length-delimited */
+#define PACKET_TAG 0x0A      /* Trace.packet = 1, length-delimited */
+#define TIMESTAMP_TAG 0x40   /* TracePacket.timestamp = 8, varint */
+#define TRACK_EVENT_TAG 0x5A /* TracePacket.track_event = 11, length-delimited */
+#define INTERNED_TAG 0x62    /* TracePacket.interned_data = 12, length-delimited */
 #define VARINT_MORE 0x80     /* a varint byte with more to come */
 #define VARINT_BITS 0x7F
 
@@ -84,20 +96,16 @@ static int out_varint(Out *out, uint64_t value) {
 
 /* -- Perfetto ------------------------------------------------------------------------------ */
 
-static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
-    (void)self;
-    if (argc != 6) {
-        PyErr_SetString(PyExc_TypeError, "perfetto_annotations takes 6 arguments");
-        return NULL;
-    }
-    PyObject *args = argv[0], *prefixes = argv[2], *arg_prefix = argv[3], *new_list = argv[4], *other = argv[5];
+/* The annotations of ``args`` appended to ``out`` (0), or -1 with an exception set. */
+static int annotations_into(Out *out_, PyObject *args, PyObject *limit_object, PyObject *prefixes, PyObject *arg_prefix,
+                            PyObject *new_list, PyObject *other) {
     if (!PyDict_Check(args) || !PyDict_Check(prefixes)) {
-        PyErr_SetString(PyExc_TypeError, "perfetto_annotations: args and prefixes must be dicts");
-        return NULL;
+        PyErr_SetString(PyExc_TypeError, "perfetto annotations: args and prefixes must be dicts");
+        return -1;
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(argv[1]);
-    if (limit == -1 && PyErr_Occurred()) return NULL;
-    Out out = {NULL, 0, 0};
+    Py_ssize_t limit = PyLong_AsSsize_t(limit_object);
+    if (limit == -1 && PyErr_Occurred()) return -1;
+    Out out = *out_;
     Py_ssize_t pos = 0, done = 0;
     PyObject *key, *value;
     while (done < limit && PyDict_Next(args, &pos, &key, &value)) {
@@ -203,6 +211,21 @@ static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_
         Py_XDECREF(listed);
         Py_DECREF(key);
         Py_DECREF(value);
+        *out_ = out;
+        return -1;
+    }
+    *out_ = out;
+    return 0;
+}
+
+static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    (void)self;
+    if (argc != 6) {
+        PyErr_SetString(PyExc_TypeError, "perfetto_annotations takes 6 arguments");
+        return NULL;
+    }
+    Out out = {NULL, 0, 0};
+    if (annotations_into(&out, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5]) < 0) {
         PyMem_Free(out.data);
         return NULL;
     }
@@ -210,6 +233,69 @@ static PyObject *perfetto_annotations(PyObject *self, PyObject *const *argv, Py_
     PyMem_Free(out.data);
     return result;
 }
+
+static int put_bytes(Out *out, PyObject *data) {
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "perfetto_track_event: bytes expected");
+        return -1;
+    }
+    return out_put(out, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+}
+
+static PyObject *perfetto_track_event(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    (void)self;
+    if (argc != 10) {
+        PyErr_SetString(PyExc_TypeError, "perfetto_track_event takes 10 arguments");
+        return NULL;
+    }
+    PyObject *state = argv[1], *head = argv[2], *args = argv[3], *new_list = argv[7], *extra = argv[9];
+    int overflow = 0;
+    long long ts = PyLong_AsLongLongAndOverflow(argv[0], &overflow);
+    if (ts == -1 && PyErr_Occurred()) return NULL;
+    if (overflow) Py_RETURN_NONE;  /* beyond 64 bits: the Python path, before anything is interned */
+    if (!PyList_Check(new_list)) {
+        PyErr_SetString(PyExc_TypeError, "perfetto_track_event: new must be a list");
+        return NULL;
+    }
+    Out event = {NULL, 0, 0}, packet = {NULL, 0, 0}, framed = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (put_bytes(&event, head) < 0) goto done;
+    if (args != Py_None && PyDict_GET_SIZE(args) > 0 &&
+        annotations_into(&event, args, argv[4], argv[5], argv[6], new_list, argv[8]) < 0)
+        goto done;
+    if (put_bytes(&event, extra) < 0) goto done;
+    if (out_byte(&packet, TIMESTAMP_TAG) < 0 || out_varint(&packet, (uint64_t)ts) < 0 || put_bytes(&packet, state) < 0 ||
+        out_byte(&packet, TRACK_EVENT_TAG) < 0 || out_varint(&packet, (uint64_t)event.size) < 0 ||
+        out_put(&packet, event.data, event.size) < 0)
+        goto done;
+    Py_ssize_t count = PyList_GET_SIZE(new_list);
+    if (count) {
+        Py_ssize_t interned = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            PyObject *item = PyList_GET_ITEM(new_list, i);
+            if (!PyBytes_Check(item)) {
+                PyErr_SetString(PyExc_TypeError, "perfetto_track_event: interned entries must be bytes");
+                goto done;
+            }
+            interned += PyBytes_GET_SIZE(item);
+        }
+        if (out_byte(&packet, INTERNED_TAG) < 0 || out_varint(&packet, (uint64_t)interned) < 0) goto done;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            if (put_bytes(&packet, PyList_GET_ITEM(new_list, i)) < 0) goto done;
+        }
+    }
+    if (out_byte(&framed, PACKET_TAG) < 0 || out_varint(&framed, (uint64_t)packet.size) < 0) goto done;
+    result = PyBytes_FromStringAndSize(NULL, framed.size + packet.size);
+    if (result == NULL) goto done;
+    memcpy(PyBytes_AS_STRING(result), framed.data, (size_t)framed.size);
+    memcpy(PyBytes_AS_STRING(result) + framed.size, packet.data, (size_t)packet.size);
+done:
+    PyMem_Free(event.data);
+    PyMem_Free(packet.data);
+    PyMem_Free(framed.data);
+    return result;
+}
+
 
 /* -- Chrome JSON --------------------------------------------------------------------------- */
 
@@ -360,6 +446,8 @@ static PyObject *chrome_args(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"perfetto_annotations", (PyCFunction)(void (*)(void))perfetto_annotations, METH_FASTCALL,
      "The TrackEvent.debug_annotations of a dict of arguments (see the module doc)."},
+    {"perfetto_track_event", (PyCFunction)(void (*)(void))perfetto_track_event, METH_FASTCALL,
+     "A whole TracePacket of a TrackEvent on the track sequence, framed (see the module doc)."},
     {"chrome_args", chrome_args, METH_O, "The JSON text of a Chrome event's args, or None (see the module doc)."},
     {NULL, NULL, 0, NULL},
 };

@@ -14,4 +14,17 @@ def perfetto_annotations(
     other: Callable[[str, Any, list[bytes]], bytes],
     /,
 ) -> bytes: ...
+def perfetto_track_event(
+    ts: int,
+    state: bytes,
+    head: bytes,
+    args: dict[str, Any] | None,
+    limit: int,
+    prefixes: dict[str, bytes],
+    arg_prefix: Callable[[str, list[bytes]], bytes],
+    new: list[bytes],
+    other: Callable[[str, Any, list[bytes]], bytes],
+    extra: bytes,
+    /,
+) -> bytes | None: ...
 def chrome_args(args: dict[str, Any], /) -> str | None: ...

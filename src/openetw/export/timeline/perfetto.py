@@ -298,6 +298,16 @@ class PerfettoWriter:
             if len(heads) >= _HEADS:
                 heads.clear()
             heads[head_key] = head
+        if self._track_cleared and _NATIVE is not None:  # the whole packet in one call
+            data = _NATIVE.perfetto_track_event(ts, _TRACK_STATE[_NEEDS_STATE], head, args, _MAX_ARGS, self._arg_prefixes,
+                                                self._arg_prefix, new, self._annotation, extra)  # fmt: skip
+            if data is not None:
+                self._buffer.append(data)
+                self._buffered += len(data)
+                self.packets += 1
+                if self._buffered >= 1 << 20:
+                    self._drain()
+                return
         parts = [head]
         if args:
             if _NATIVE is not None:
