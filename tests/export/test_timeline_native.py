@@ -142,3 +142,17 @@ def test_perfetto_files_are_the_pure_writers(monkeypatch: pytest.MonkeyPatch) ->
     pure = io.BytesIO()
     perfetto.write_perfetto(_items(), pure)
     assert native.getvalue() == pure.getvalue()
+
+
+def test_the_compiled_encoders_were_built_from_the_current_constants() -> None:
+    from openetw.export.timeline import chrome, perfetto
+
+    assert NATIVE is not None
+    built = NATIVE.constants()
+    tags = (perfetto._PACKET, perfetto._TIMESTAMP, perfetto._TRACK_EVENT, perfetto._INTERNED_DATA, perfetto._ANNOTATION,
+            perfetto._UINT, perfetto._STRING_VALUE)  # fmt: skip
+    names = ("packet_tag", "timestamp_tag", "track_event_tag", "interned_tag", "annotation_tag", "uint_tag", "string_tag")
+    assert [bytes([built[name]]) for name in names] == list(tags)
+    assert (built["perfetto_max_text"], built["chrome_max_text"], built["chrome_max_items"]) == (
+        perfetto._MAX_TEXT, chrome._MAX_TEXT, chrome._MAX_ITEMS,
+    )  # fmt: skip

@@ -25,8 +25,12 @@
  *       text longer than 4,096 characters or not valid UTF-8, a float that is not finite, a
  *       dict, a memoryview, any other type, or a list or tuple holding one).
  *
+ *   constants() -> dict
+ *       what this module was compiled with (a test compares it with the Python).
+ *
  * The Python code is the reference (tests compare the two on generated values and on exported
- * corpus traces). Nothing here reads a record: no layout constants are needed.
+ * corpus traces). Nothing here reads a record; the tags and bounds come from
+ * _timeline_constants.h, generated from the writers (python -m openetw._native.gen).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,15 +38,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_TEXT 4096
-#define MAX_ITEMS 256     /* the items of a list a Chrome argument keeps */
-#define ANNOTATION_TAG 0x22  /* TrackEvent.debug_annotations = 4, length-delimited */
-#define UINT_TAG 0x18        /* DebugAnnotation.uint_value = 3, varint */
-#define STRING_TAG 0x32      /* DebugAnnotation.string_value = 6, length-delimited */
-#define PACKET_TAG 0x0A      /* Trace.packet = 1, length-delimited */
-#define TIMESTAMP_TAG 0x40   /* TracePacket.timestamp = 8, varint */
-#define TRACK_EVENT_TAG 0x5A /* TracePacket.track_event = 11, length-delimited */
-#define INTERNED_TAG 0x62    /* TracePacket.interned_data = 12, length-delimited */
+#include "_timeline_constants.h"
+
 #define VARINT_MORE 0x80     /* a varint byte with more to come */
 #define VARINT_BITS 0x7F
 
@@ -134,7 +131,7 @@ static int annotations_into(Out *out_, PyObject *args, PyObject *limit_object, P
                     kind = 1;
                 }
             }
-        } else if (PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) <= MAX_TEXT) {
+        } else if (PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) <= OE_PERFETTO_MAX_TEXT) {
             text = PyUnicode_AsUTF8AndSize(value, &text_size);
             if (text == NULL) {
                 PyErr_Clear();  /* a lone surrogate: the Python path replaces it */
@@ -145,8 +142,8 @@ static int annotations_into(Out *out_, PyObject *args, PyObject *limit_object, P
             /* str(value)[:4096], as the Python path writes a sequence (never remembered: unhashable) */
             listed = PyObject_Str(value);
             if (listed == NULL) goto fail;
-            if (PyUnicode_GET_LENGTH(listed) > MAX_TEXT) {
-                PyObject *cut = PyUnicode_Substring(listed, 0, MAX_TEXT);
+            if (PyUnicode_GET_LENGTH(listed) > OE_PERFETTO_MAX_TEXT) {
+                PyObject *cut = PyUnicode_Substring(listed, 0, OE_PERFETTO_MAX_TEXT);
                 Py_DECREF(listed);
                 listed = cut;
                 if (listed == NULL) goto fail;
@@ -189,15 +186,15 @@ static int annotations_into(Out *out_, PyObject *args, PyObject *limit_object, P
             Py_ssize_t prefix_size = PyBytes_GET_SIZE(prefix);
             Py_ssize_t inner;
             if (kind == 1) {
-                head[0] = UINT_TAG;
+                head[0] = OE_UINT_TAG;
                 head_size = 1 + varint_into(head + 1, number);
                 inner = prefix_size + head_size;
             } else {
-                head[0] = STRING_TAG;
+                head[0] = OE_STRING_TAG;
                 head_size = 1 + varint_into(head + 1, (uint64_t)text_size);
                 inner = prefix_size + head_size + text_size;
             }
-            int bad = out_byte(&out, ANNOTATION_TAG) < 0 || out_varint(&out, (uint64_t)inner) < 0 ||
+            int bad = out_byte(&out, OE_ANNOTATION_TAG) < 0 || out_varint(&out, (uint64_t)inner) < 0 ||
                       out_put(&out, PyBytes_AS_STRING(prefix), prefix_size) < 0 || out_put(&out, head, head_size) < 0 ||
                       (kind == 2 && out_put(&out, text, text_size) < 0);
             Py_DECREF(prefix);
@@ -264,8 +261,8 @@ static PyObject *perfetto_track_event(PyObject *self, PyObject *const *argv, Py_
         annotations_into(&event, args, argv[4], argv[5], argv[6], new_list, argv[8]) < 0)
         goto done;
     if (put_bytes(&event, extra) < 0) goto done;
-    if (out_byte(&packet, TIMESTAMP_TAG) < 0 || out_varint(&packet, (uint64_t)ts) < 0 || put_bytes(&packet, state) < 0 ||
-        out_byte(&packet, TRACK_EVENT_TAG) < 0 || out_varint(&packet, (uint64_t)event.size) < 0 ||
+    if (out_byte(&packet, OE_TIMESTAMP_TAG) < 0 || out_varint(&packet, (uint64_t)ts) < 0 || put_bytes(&packet, state) < 0 ||
+        out_byte(&packet, OE_TRACK_EVENT_TAG) < 0 || out_varint(&packet, (uint64_t)event.size) < 0 ||
         out_put(&packet, event.data, event.size) < 0)
         goto done;
     Py_ssize_t count = PyList_GET_SIZE(new_list);
@@ -279,12 +276,12 @@ static PyObject *perfetto_track_event(PyObject *self, PyObject *const *argv, Py_
             }
             interned += PyBytes_GET_SIZE(item);
         }
-        if (out_byte(&packet, INTERNED_TAG) < 0 || out_varint(&packet, (uint64_t)interned) < 0) goto done;
+        if (out_byte(&packet, OE_INTERNED_TAG) < 0 || out_varint(&packet, (uint64_t)interned) < 0) goto done;
         for (Py_ssize_t i = 0; i < count; i++) {
             if (put_bytes(&packet, PyList_GET_ITEM(new_list, i)) < 0) goto done;
         }
     }
-    if (out_byte(&framed, PACKET_TAG) < 0 || out_varint(&framed, (uint64_t)packet.size) < 0) goto done;
+    if (out_byte(&framed, OE_PACKET_TAG) < 0 || out_varint(&framed, (uint64_t)packet.size) < 0) goto done;
     result = PyBytes_FromStringAndSize(NULL, framed.size + packet.size);
     if (result == NULL) goto done;
     memcpy(PyBytes_AS_STRING(result), framed.data, (size_t)framed.size);
@@ -353,7 +350,7 @@ static int json_value(Out *out, PyObject *value) {
         return out_put(out, digits, size) < 0 ? -1 : 1;
     }
     if (PyUnicode_CheckExact(value)) {
-        if (PyUnicode_GET_LENGTH(value) > MAX_TEXT) return 0;
+        if (PyUnicode_GET_LENGTH(value) > OE_CHROME_MAX_TEXT) return 0;
         Py_ssize_t size;
         const char *text = PyUnicode_AsUTF8AndSize(value, &size);
         if (text == NULL) {
@@ -375,7 +372,7 @@ static int json_value(Out *out, PyObject *value) {
         const unsigned char *data = (const unsigned char *)(PyBytes_CheckExact(value) ? PyBytes_AS_STRING(value)
                                                                                       : PyByteArray_AS_STRING(value));
         Py_ssize_t size = PyBytes_CheckExact(value) ? PyBytes_GET_SIZE(value) : PyByteArray_GET_SIZE(value);
-        if (size > MAX_TEXT / 2) size = MAX_TEXT / 2;
+        if (size > OE_CHROME_MAX_TEXT / 2) size = OE_CHROME_MAX_TEXT / 2;
         if (out_reserve(out, 2 * size + 2) < 0) return -1;
         out->data[out->size++] = '"';
         for (Py_ssize_t i = 0; i < size; i++) {
@@ -387,7 +384,7 @@ static int json_value(Out *out, PyObject *value) {
     }
     if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {  /* its first 256 items */
         Py_ssize_t size = PySequence_Fast_GET_SIZE(value);
-        if (size > MAX_ITEMS) size = MAX_ITEMS;
+        if (size > OE_CHROME_MAX_ITEMS) size = OE_CHROME_MAX_ITEMS;
         if (out_byte(out, '[') < 0) return -1;
         for (Py_ssize_t i = 0; i < size; i++) {
             if (i && out_byte(out, ',') < 0) return -1;
@@ -443,7 +440,18 @@ static PyObject *chrome_args(PyObject *self, PyObject *args) {
     return result;
 }
 
+static PyObject *constants(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return Py_BuildValue(
+        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "packet_tag", OE_PACKET_TAG, "timestamp_tag", OE_TIMESTAMP_TAG,
+        "track_event_tag", OE_TRACK_EVENT_TAG, "interned_tag", OE_INTERNED_TAG, "annotation_tag", OE_ANNOTATION_TAG,
+        "uint_tag", OE_UINT_TAG, "string_tag", OE_STRING_TAG, "perfetto_max_text", OE_PERFETTO_MAX_TEXT,
+        "chrome_max_text", OE_CHROME_MAX_TEXT, "chrome_max_items", OE_CHROME_MAX_ITEMS);
+}
+
 static PyMethodDef methods[] = {
+    {"constants", constants, METH_NOARGS, "What this module was compiled with."},
     {"perfetto_annotations", (PyCFunction)(void (*)(void))perfetto_annotations, METH_FASTCALL,
      "The TrackEvent.debug_annotations of a dict of arguments (see the module doc)."},
     {"perfetto_track_event", (PyCFunction)(void (*)(void))perfetto_track_event, METH_FASTCALL,

@@ -38,6 +38,7 @@ CPU_PID = 0x7FFFFFFF
 """The pid of the "CPUs" process (one thread per processor)."""
 _MAX_FRAMES = 1 << 20
 _MAX_TEXT = 4096
+_MAX_ITEMS = 256  # of a list
 _NATIVE = native_module("_timeline")
 
 
@@ -56,7 +57,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value[: _MAX_TEXT // 2]).hex()
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value[:256]]
+        return [_plain(item) for item in value[:_MAX_ITEMS]]
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     return str(value)[:_MAX_TEXT]

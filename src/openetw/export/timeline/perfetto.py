@@ -51,6 +51,7 @@ from openetw.export.timeline.protowire import (
     fixed64_field,
     sint_field,
     string_field,
+    tag,
     varint,
     varint_field,
 )
@@ -77,6 +78,8 @@ _UINT = b"\x18"  # DebugAnnotation.uint_value = 3, varint
 _LENGTHS = [varint(size) for size in range(128)]
 _ANNOTATION = b"\x22"  # TrackEvent.debug_annotations = 4, length-delimited
 _TRACK_EVENT = b"\x5a"  # TracePacket.track_event = 11, length-delimited
+_INTERNED_DATA = tag(12, 2)  # TracePacket.interned_data, length-delimited
+_STRING_VALUE = tag(6, 2)  # DebugAnnotation.string_value, length-delimited
 _HEADS = 1 << 14  # encoded (type, track, category, name) of track events, per interning generation
 
 
