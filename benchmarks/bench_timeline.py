@@ -147,11 +147,8 @@ def child_export(tool: str, source: Path, output: Path, fmt: str, manifests: lis
     rusage), peak RSS and the output's size."""
     output.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = dict(os.environ)
-    if tool == "perfetto lib" and os.environ.get("PERFETTO_SITE"):
-        env["PYTHONPATH"] = os.environ["PERFETTO_SITE"] + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run([sys.executable, "-c", _CHILD, tool, str(source), str(output), fmt, str(runs), *manifests],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+                          capture_output=True, text=True)  # fmt: skip
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{tool} on {source.name} failed:\n{done.stderr[-2000:]}")
@@ -165,8 +162,7 @@ def child_export(tool: str, source: Path, output: Path, fmt: str, manifests: lis
 def _tools(fmt: str) -> list[str]:
     if fmt == "chrome":
         return ["openetw", "stdlib json"]
-    perfetto = importlib.util.find_spec("perfetto") is not None or bool(os.environ.get("PERFETTO_SITE"))
-    return ["openetw", "perfetto lib"] if perfetto else ["openetw"]
+    return ["openetw", "perfetto lib"] if importlib.util.find_spec("perfetto") is not None else ["openetw"]
 
 
 def main() -> None:
