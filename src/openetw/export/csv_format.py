@@ -21,7 +21,6 @@ from openetw.export.tables import SchemaTable, prepare_directory
 __all__ = ["CsvWriter"]
 
 
-
 def _utc_text(pa: Any, pc: Any, column: Any, unit: str) -> Any:
     """A UTC time column as the text Arrow's CSV writer gives it (``... 22:49:57.211809100Z``)."""
     text = column.cast(pa.timestamp(unit)).cast(pa.string())
