@@ -20,7 +20,9 @@ compiled core from the schema's column plan (``SchemaTable.decode_places``).
 The values are the ones ``pipeline`` writes, row for row (a test exports every corpus trace both
 ways). ``export_from_columns`` gives ``False`` without writing anything for the traces it leaves to
 ``pipeline``: damage (unknown records, problems found reading), WPP messages, files over
-``COLUMNS_MAX_BYTES``. Compressed buffers are inflated into memory first (the mapped file holds
+``COLUMNS_MAX_BYTES``. A writer with ``write_window(table, filetimes)`` and ``decoded(info, batch,
+decoder, blob, starts, lengths)`` is handed each window's ``events`` rows with their FILETIMEs and
+each decoded batch with its decoder and payloads instead (``jsonl_columns``: the JSON lines). Compressed buffers are inflated into memory first (the mapped file holds
 no payload in place).
 """
 
@@ -297,6 +299,7 @@ def _export(
     pending = decoded = undecodable = 0
     n = len(rows)
     table_of = _IdentityTable()
+    write_window = getattr(writer, "write_window", None)  # a writer of rows (JSON lines) takes their FILETIMEs too
     labels = _Labels()
     for first in range(0, n, events_rows):
         last = min(n, first + events_rows)
@@ -345,7 +348,10 @@ def _export(
         table = _events_table(pa, schema_of_events, trace, window, positions, chosen, providers, provider_texts, event_texts, ident,
                               labels.texts, process, sizes, extras)  # fmt: skip
         summary.rows += table.num_rows
-        writer.write_events(table)
+        if write_window is not None:
+            write_window(table, window["filetime"][chosen])
+        else:
+            writer.write_events(table)
         # each schema's rows, tables made in order of first appearance
         group_of = np.asarray(
             [
@@ -459,11 +465,14 @@ class _Queue:
             while stop < len(parts) and parts[stop][3] is parts[start][3]:
                 stop += 1
             run = parts[start:stop]
-            batch = self.table.decode_places(
-                pa, blob, np.concatenate([p[0] for p in run]), np.concatenate([p[1] for p in run]).astype(np.int64),
-                np.concatenate([p[2] for p in run]).astype(np.int64), run[0][3],
-            )  # fmt: skip
-            writer.write_table(self.table, batch.table)
+            starts = np.concatenate([p[1] for p in run]).astype(np.int64)
+            lengths = np.concatenate([p[2] for p in run]).astype(np.int64)
+            batch = self.table.decode_places(pa, blob, np.concatenate([p[0] for p in run]), starts, lengths, run[0][3])
+            decoded = getattr(writer, "decoded", None)  # a writer of rows takes the decoder and payloads too
+            if decoded is not None:
+                decoded(self.table, batch, run[0][3], blob, starts, lengths)
+            else:
+                writer.write_table(self.table, batch.table)
             start = stop
 
 
