@@ -31,6 +31,7 @@ from openetw.export.from_columns import export_from_columns
 from openetw.export.pipeline import ExportSummary, Progress
 from openetw.export.source import Selection
 from openetw.export.tables import DecodedBatch, SchemaTable
+from openetw.export.types import json_equivalent
 from openetw.manifest.messages import TruncatedMessage
 from openetw.tdh.format import format_event_message
 from openetw.tdh.registry import SchemaRegistry
@@ -172,7 +173,7 @@ class _LinesWriter:
         if pieces is not None:
             for k, (column, prop, kind) in enumerate(info.columns):
                 key = (b", " if k else b"") + json.dumps(prop).encode("ascii") + b": "
-                piece = None if kind.convert is not None or kind.timestamp else self._value(table.column(column), key)
+                piece = self._value(table.column(column), key) if json_equivalent(kind) else None
                 if piece is None:
                     pieces = None
                     break
