@@ -11,7 +11,8 @@
  *   2 uint64        a: uint64 values, in decimal
  *   3 text          a, b: int64 start and end of each row's bytes in c
  *   4 code          a: int64 codes into a table whose entry k is c[b[k]:b[k+1]] (b: int64 offsets)
- *   5 filetime      a: int64 FILETIMEs as ISO 8601 UTC with 7 fractional digits
+ *   5 filetime      a: int64 FILETIMEs as ISO 8601 UTC with 7 fractional digits, as Python's
+ *                   strftime writes them on glibc (years before 1000 unpadded)
  *                   (``2020-09-14T22:49:57.2118091Z``), ``FILETIME(<n>)`` outside the years 1-9999
  *
  * Every index is checked against the buffer it reads (a bad one raises ValueError). Returns the
@@ -68,14 +69,22 @@ static int out_reserve(Out *out, Py_ssize_t more) {
     return 0;
 }
 
-static int out_put(Out *out, const char *data, Py_ssize_t len) {
+static inline int out_put(Out *out, const char *data, Py_ssize_t len) {
     if (len <= 0)
         return 0;
-    if (out_reserve(out, len) < 0)
+    if (out->len + len > out->cap && out_reserve(out, len) < 0)
         return -1;
     memcpy(out->p + out->len, data, (size_t)len);
     out->len += len;
     return 0;
+}
+
+/* ``value`` as ``width`` decimal digits (zero-padded) at ``at``. */
+static inline void put_digits(char *at, unsigned value, int width) {
+    for (int k = width - 1; k >= 0; k--) {
+        at[k] = (char)('0' + value % 10);
+        value /= 10;
+    }
 }
 
 static int out_u64(Out *out, uint64_t value, int negative) {
@@ -125,10 +134,27 @@ static int out_filetime(Out *out, int64_t ticks) {
     unsigned month, day;
     civil_from_days(days, &year, &month, &day);
     if (year >= 1 && year <= 9999) {
-        char text[40];
-        int written = snprintf(text, sizeof text, "%04d-%02u-%02uT%02d:%02d:%02d.%07dZ", (int)year, month, day,
-                               (int)(in_day / 3600), (int)(in_day / 60 % 60), (int)(in_day % 60), (int)rest);
-        return out_put(out, text, written);
+        if (year < 1000) { /* before 1000 only from a negative FILETIME: the year unpadded, as glibc's %Y */
+            if (out_u64(out, (uint64_t)year, 0) < 0)
+                return -1;
+            char tail[24] = "-00-00T00:00:00.0000000Z";
+            put_digits(tail + 1, month, 2);
+            put_digits(tail + 4, day, 2);
+            put_digits(tail + 7, (unsigned)(in_day / 3600), 2);
+            put_digits(tail + 10, (unsigned)(in_day / 60 % 60), 2);
+            put_digits(tail + 13, (unsigned)(in_day % 60), 2);
+            put_digits(tail + 16, (unsigned)rest, 7);
+            return out_put(out, tail, 24);
+        }
+        char text[28] = "0000-00-00T00:00:00.0000000Z";
+        put_digits(text, (unsigned)year, 4);
+        put_digits(text + 5, month, 2);
+        put_digits(text + 8, day, 2);
+        put_digits(text + 11, (unsigned)(in_day / 3600), 2);
+        put_digits(text + 14, (unsigned)(in_day / 60 % 60), 2);
+        put_digits(text + 17, (unsigned)(in_day % 60), 2);
+        put_digits(text + 20, (unsigned)rest, 7);
+        return out_put(out, text, 28);
     }
     if (out_put(out, "FILETIME(", 9) < 0 || out_i64(out, ticks) < 0)
         return -1;

@@ -38,7 +38,7 @@ from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["export_jsonl_from_columns"]
 
-_ASCII_PLAIN = r'^[\x20\x21\x23-\x5b\x5d-\x7e]*$'  # no escape needed: printable ASCII but " and \
+_ASCII_PLAIN = r"^[\x20\x21\x23-\x5b\x5d-\x7e]*$"  # no escape needed: printable ASCII but " and \
 
 
 def export_jsonl_from_columns(
@@ -69,7 +69,7 @@ class _LinesWriter:
         self.pc = require("pyarrow.compute", "exporting JSON lines from columns")
         self.out = out
         self._window: tuple[Any, np.ndarray] | None = None
-        self._batches: list[tuple[np.ndarray, bytes, np.ndarray]] = []
+        self._batches: list[tuple[np.ndarray, bytes, np.ndarray, np.ndarray]] = []
 
     # -- the TableWriter protocol, and the two calls from_columns makes when a writer has them ----
     def write_events(self, table: Any) -> None:  # pragma: no cover - from_columns calls write_window
@@ -82,10 +82,11 @@ class _LinesWriter:
         self._flush()
         self._window = (table, np.ascontiguousarray(filetime, dtype=np.int64))
 
-    def decoded(self, info: SchemaTable, batch: DecodedBatch, decoder: Any, blob: Any, starts: np.ndarray, lengths: np.ndarray) -> None:
+    def decoded(
+        self, info: SchemaTable, batch: DecodedBatch, decoder: Any, blob: Any, starts: np.ndarray, lengths: np.ndarray
+    ) -> None:
         records = np.asarray(batch.table.column("record").to_numpy(), dtype=np.int64)
-        text, offsets = self._properties(info, batch, decoder, blob, starts, lengths)
-        self._batches.append((records, text, offsets))
+        self._batches.append((records, *self._properties(info, batch, decoder, blob, starts, lengths)))
 
     def finish(self, layout: dict[str, Any]) -> None:
         self._flush()
@@ -118,7 +119,13 @@ class _LinesWriter:
         pieces.append(self._named(table, "process_name", b', "process_name": ', skip_empty=True))
         pieces.append(self._placed(records, batches))
         pieces.append(T.constant(b"}"))
-        self.out.write(T.rows(n, pieces, b"\n").decode("ascii"))
+        text = T.rows(n, pieces, b"\n")
+        binary = getattr(self.out, "buffer", None)
+        if binary is not None:  # the lines are ASCII (json.dumps' escapes): the bytes go as they are
+            self.out.flush()
+            binary.write(text)
+        else:
+            self.out.write(text.decode("ascii"))
 
     def _named(self, table: Any, name: str, key: bytes, *, skip_empty: bool = False) -> T.Piece:
         """A text column as ``key`` + its JSON text, texts made once per distinct value (null, and
@@ -142,27 +149,29 @@ class _LinesWriter:
                 entries.append(b', "extended": ' + json.dumps(value).encode("ascii"))
         return T.codes(numbers, entries)
 
-    def _placed(self, records: np.ndarray, batches: list[tuple[np.ndarray, bytes, np.ndarray]]) -> T.Piece:
+    def _placed(self, records: np.ndarray, batches: list[tuple[np.ndarray, bytes, np.ndarray, np.ndarray]]) -> T.Piece:
         """Each row's properties text (from the batches of its window; nothing without a schema)."""
         n = len(records)
         starts = np.zeros(n, dtype=np.int64)
         ends = np.zeros(n, dtype=np.int64)
         valid = np.zeros(n, dtype=np.uint8)
         base = 0
-        for rows_of, _text, offsets in batches:
+        for rows_of, data, begin, end in batches:
             where = np.searchsorted(records, rows_of)
-            starts[where] = base + offsets[:-1]
-            ends[where] = base + offsets[1:]
+            starts[where] = base + begin
+            ends[where] = base + end
             valid[where] = 1
-            base += len(_text)
-        return T.texts(starts, ends, b"".join(text for _, text, _ in batches), valid=valid, null=b"")
+            base += len(data)
+        return T.texts(starts, ends, b"".join(batch[1] for batch in batches), valid=valid, null=b"")
 
     # -- properties ----------------------------------------------------------------------------
     def _properties(
         self, info: SchemaTable, batch: DecodedBatch, decoder: Any, blob: Any, starts: np.ndarray, lengths: np.ndarray
-    ) -> tuple[bytes, np.ndarray]:
-        """Each row's ``, "properties": {...}`` (and ``errors``, ``message``) as JSON text."""
+    ) -> tuple[bytes, np.ndarray, np.ndarray]:
+        """Each row's ``, "properties": {...}`` (and ``errors``, ``message``) as JSON text: (the
+        texts, where each row's starts and ends in them)."""
         table = batch.table
+        n = table.num_rows
         schema = decoder.schema
         names = [prop.name for prop in schema.properties]
         columnar = (
@@ -170,25 +179,37 @@ class _LinesWriter:
             and [prop for _, prop, _ in info.columns] == names and len(set(names)) == len(names)
         )  # fmt: skip
         pieces: list[T.Piece] | None = [T.constant(b', "properties": {')] if columnar else None
+        missing = np.zeros(n, dtype=bool)  # a null may be a property the payload ended before (no key at all)
         if pieces is not None:
             for k, (column, prop, kind) in enumerate(info.columns):
                 key = (b", " if k else b"") + json.dumps(prop).encode("ascii") + b": "
-                piece = self._value(table.column(column), key) if json_equivalent(kind) else None
+                values = table.column(column)
+                piece = self._value(values, key) if json_equivalent(kind) else None
                 if piece is None:
                     pieces = None
                     break
                 pieces.append(piece)
-        if pieces is not None:
+                if values.null_count:
+                    missing |= values.is_null().to_numpy(zero_copy_only=False)
+        if pieces is None:
+            missing[:] = True
+            data, offsets = b"", np.zeros(n + 1, dtype=np.int64)
+        else:
             pieces.append(T.constant(b"}"))
-            return T.rows_with_offsets(table.num_rows, pieces, b"")
-        view = memoryview(blob)
-        lines = [
-            _record_properties(decoder.decode(bytes(view[start : start + length])))
-            for start, length in zip(starts.tolist(), lengths.tolist(), strict=True)
-        ]
-        offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-        np.cumsum([len(line) for line in lines], out=offsets[1:])
-        return b"".join(lines), offsets
+            data, offsets = T.rows_with_offsets(n, pieces, b"")
+        begin, end = offsets[:-1].copy(), offsets[1:].copy()
+        if missing.any():  # these rows decoded record by record, their texts after the others
+            view = memoryview(blob)
+            size = len(data)
+            parts = [data]
+            for i in np.flatnonzero(missing).tolist():
+                start, length = int(starts[i]), int(lengths[i])
+                text = _record_properties(decoder.decode(bytes(view[start : start + length])))
+                begin[i], end[i] = size, size + len(text)
+                parts.append(text)
+                size += len(text)
+            data = b"".join(parts)
+        return data, begin, end
 
     def _value(self, column: Any, key: bytes) -> T.Piece | None:
         """One property column as ``key`` + JSON value per row, or ``None`` for a type left to the decoder."""

@@ -35,7 +35,11 @@ def constant(text: bytes) -> Piece:
 
 
 def integers(
-    values: np.ndarray, prefix: bytes = b"", suffix: bytes = b"", valid: np.ndarray | None = None, null: bytes | None = None
+    values: np.ndarray,
+    prefix: bytes = b"",
+    suffix: bytes = b"",
+    valid: np.ndarray | None = None,
+    null: bytes | None = None,
 ) -> Piece:
     """Decimal integers (signed or unsigned 64-bit once widened)."""
     unsigned = values.dtype.kind == "u"
@@ -71,7 +75,11 @@ def codes(
 
 
 def filetimes(
-    ticks: np.ndarray, prefix: bytes = b"", suffix: bytes = b"", valid: np.ndarray | None = None, null: bytes | None = None
+    ticks: np.ndarray,
+    prefix: bytes = b"",
+    suffix: bytes = b"",
+    valid: np.ndarray | None = None,
+    null: bytes | None = None,
 ) -> Piece:
     """FILETIMEs as ``EventRecord.time_iso`` writes them (``FILETIME(<n>)`` outside the years 1-9999)."""
     return (_FILETIME, prefix, suffix, np.ascontiguousarray(ticks, dtype=np.int64), None, None, _valid(valid), null)

@@ -96,7 +96,9 @@ def _aware(value: Any) -> Any:
 
 # conversions that leave values of these types as they are (a column of them skips converting)
 _AS_THEY_ARE: dict[Callable[[Any], Any], frozenset[type]] = {
-    _text: frozenset({str, type(None)}), _guid: frozenset({str, type(None)}), _binary: frozenset({bytes, type(None)}),
+    _text: frozenset({str, type(None)}),
+    _guid: frozenset({str, type(None)}),
+    _binary: frozenset({bytes, type(None)}),
 }
 
 
