@@ -20,10 +20,13 @@ compiled core from the schema's column plan (``SchemaTable.decode_places``).
 The values are the ones ``pipeline`` writes, row for row (a test exports every corpus trace both
 ways). ``export_from_columns`` gives ``False`` without writing anything for the traces it leaves to
 ``pipeline``: damage (unknown records, problems found reading), WPP messages, files over
-``COLUMNS_MAX_BYTES``. A writer with ``write_window(table, filetimes)`` and ``decoded(info, batch,
-decoder, blob, starts, lengths)`` is handed each window's ``events`` rows with their FILETIMEs and
-each decoded batch with its decoder and payloads instead (``jsonl_columns``: the JSON lines). Compressed buffers are inflated into memory first (the mapped file holds
+``COLUMNS_MAX_BYTES``. Compressed buffers are inflated into memory first (the mapped file holds
 no payload in place).
+
+A writer with ``write_window(table, filetimes)`` and ``decoded(info, batch, decoder, blob, starts,
+lengths)`` is handed each window's ``events`` rows with their FILETIMEs, and each decoded batch
+with its decoder and payloads, instead of ``write_events`` and ``write_table``
+(``jsonl_columns``: the JSON lines).
 """
 
 from __future__ import annotations
@@ -585,18 +588,19 @@ def _events_table(
 
 
 def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) -> Any:
-    """The activity id text of each of ``rows`` (EVENT_HEADER records; null for the others)."""
-    out: list[str | None] = [None] * len(rows)
+    """The activity id text of each of ``rows`` (EVENT_HEADER records; null for the others), each
+    distinct id made into text once."""
     events = np.flatnonzero(is_event)
-    if len(events):
-        at = trace.at[rows[events]] + _ACTIVITY_AT
-        u8 = np.frombuffer(trace.map, dtype=np.uint8)
-        raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
-        unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
-        texts = [_guid_text(bytes(item)) for item in unique.tolist()]
-        for i, k in zip(events.tolist(), inverse.tolist(), strict=True):
-            out[i] = texts[k]
-    return pa.array(out, type=pa.string())
+    if not len(events):
+        return pa.nulls(len(rows), type=pa.string())
+    at = trace.at[rows[events]] + _ACTIVITY_AT
+    u8 = np.frombuffer(trace.map, dtype=np.uint8)
+    raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
+    unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
+    texts = pa.array([_guid_text(bytes(item)) for item in unique.tolist()] + [None], type=pa.string())
+    index = np.full(len(rows), len(unique), dtype=np.int64)
+    index[events] = inverse.ravel()
+    return texts.take(pa.array(index))
 
 
 def _guid_text(raw: bytes) -> str:

@@ -50,7 +50,7 @@ def export_jsonl_from_columns(
     pa = require("pyarrow", "exporting JSON lines from columns")
     writer = _LinesWriter(pa, out)
     errors_before = len(summary.errors)
-    done = export_from_columns(reader, registry, writer, summary, selection=selection, progress=progress, flush_rows=1)  # type: ignore[arg-type]
+    done = export_from_columns(reader, registry, writer, summary, selection=selection, progress=progress, flush_rows=1)
     if done:
         # what export_jsonl counts: no tables, no untyped values, the readers' errors only
         summary.tables = 0
@@ -213,7 +213,7 @@ class _LinesWriter:
 
     def _value(self, column: Any, key: bytes) -> T.Piece | None:
         """One property column as ``key`` + JSON value per row, or ``None`` for a type left to the decoder."""
-        pa, pc = self.pa, self.pc
+        pa = self.pa
         array = column.combine_chunks()
         kind = array.type
         null = key + b"null"

@@ -69,7 +69,7 @@ _GROWING = ("record", "timestamp", "time")  # in row order these grow: small del
 def _encodings(schema: Any) -> dict[str, Any]:
     """``ParquetWriter`` options: a dictionary for text columns (and lists of text), deltas for
     the 64-bit columns that grow row by row, the default for the rest."""
-    import pyarrow as pa
+    pa = require("pyarrow", "exporting to Parquet")
 
     def text(kind: Any) -> bool:
         if pa.types.is_list(kind) or pa.types.is_large_list(kind):
