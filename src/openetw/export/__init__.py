@@ -92,9 +92,7 @@ def export_files(
                 if len(readers) == 1 and isinstance(readers[0], EtlReader) and _has_pyarrow():
                     from openetw.export.jsonl_columns import export_jsonl_from_columns
 
-                    if export_jsonl_from_columns(
-                        readers[0], registry, out, summary, selection=selection, progress=progress
-                    ):
+                    if export_jsonl_from_columns(readers[0], registry, out, summary, selection=selection, progress=progress):
                         return summary
                 return export_jsonl(readers, records, registry, out, summary, selection=selection, progress=progress)
         writer = _table_writer(fmt, output)

@@ -79,12 +79,10 @@ class FixedLayout:
     def __init__(self, fields: Sequence[_Field], strings: Sequence[str] = ()) -> None:
         self.fields = tuple(fields)
         self.strings = tuple(strings)  # names of the trailing NUL-terminated UTF-16 strings
-        self.dtype = np.dtype(
-            {
-                "names": [f"f{index}" for index in range(len(fields))],
-                "formats": [item.dtype for item in fields],
-            }
-        )  # packed: each field right after the previous one, as the payload lays them out
+        self.dtype = np.dtype({
+            "names": [f"f{index}" for index in range(len(fields))],
+            "formats": [item.dtype for item in fields],
+        })  # packed: each field right after the previous one, as the payload lays them out
         self.size = self.dtype.itemsize
 
     def read(self, payloads: Sequence[bytes]) -> dict[str, Any] | None:
@@ -92,9 +90,7 @@ class FixedLayout:
         ``None`` if a payload is too short for the layout."""
         size = self.size
         if not payloads:
-            return {item.name: np.zeros(0, dtype=item.dtype) for item in self.fields} | {
-                name: [] for name in self.strings
-            }
+            return {item.name: np.zeros(0, dtype=item.dtype) for item in self.fields} | {name: [] for name in self.strings}
         lengths = set(map(len, payloads))
         if min(lengths) < size:
             return None

@@ -56,6 +56,7 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
 """Name and Arrow type of every column, in order."""
 
 
+
 def events_schema(pa: Any) -> Any:
     fields = []
     for name, text in EVENT_COLUMNS:
@@ -92,15 +93,7 @@ class EventColumns:
                 self._guids[raw] = text
         return text
 
-    def add(
-        self,
-        position: int,
-        record: EventRecord,
-        filetime: int | None,
-        provider: str | None,
-        event: str | None,
-        process: str | None,
-    ) -> None:
+    def add(self, position: int, record: EventRecord, filetime: int | None, provider: str | None, event: str | None, process: str | None) -> None:
         """One record (with the names ``dump --json`` gives it; ``filetime`` None for unknown records)."""
         kind = record.kind
         guid = record.provider_guid_bytes
@@ -109,11 +102,7 @@ class EventColumns:
             activity_text = None if activity is None else _ZERO_GUID if activity.int == 0 else format_guid(activity)
             related = record.related_activity_id
             ext = record.extended
-            tail: tuple[Any, ...] = (
-                activity_text,
-                None if related is None else format_guid(related),
-                [item.type_name for item in ext] if ext else None,
-            )
+            tail: tuple[Any, ...] = (activity_text, None if related is None else format_guid(related), [item.type_name for item in ext] if ext else None)
         else:
             tail = (None, None, None)
         in_range = filetime is not None and _MIN_TICKS <= filetime <= _MAX_TICKS
@@ -136,3 +125,4 @@ class EventColumns:
             else:
                 arrays.append(pa.array(values, type=field.type))
         return pa.Table.from_arrays(arrays, schema=schema)
+

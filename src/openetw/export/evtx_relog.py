@@ -19,9 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["relog_to_evtx"]
 
 
-def relog_to_evtx(
-    files: Iterable[str], output: str, *, registry: Any, readers: list[Any], file_mode: int = 0o666
-) -> EvtxWriter:
+def relog_to_evtx(files: Iterable[str], output: str, *, registry: Any, readers: list[Any], file_mode: int = 0o666) -> EvtxWriter:
     """Write the events of ``readers`` (``.etl`` and ``.evtx``), merged in time order, as ``output``.
 
     ``.evtx`` records keep their content; ``.etl`` events are decoded with ``registry`` and

@@ -81,9 +81,7 @@ def write_folded(samples: Sequence[StackSample], out: IO[bytes]) -> int:
     """Collapsed stacks, one line per distinct stack, heaviest first. Returns the sample count."""
     counts: dict[str, int] = {}
     for sample in samples:
-        line = ";".join(
-            [sample.process.replace(";", ":"), *(frame.label.replace(";", ":") for frame in reversed(sample.frames))]
-        )
+        line = ";".join([sample.process.replace(";", ":"), *(frame.label.replace(";", ":") for frame in reversed(sample.frames))])
         counts[line] = counts.get(line, 0) + sample.weight
     for line, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         out.write(f"{line} {count}\n".encode())
@@ -116,10 +114,7 @@ def write_pprof(samples: Sequence[StackSample], out: IO[bytes]) -> int:
     functions: dict[str, int] = {}
     locations: dict[tuple[int, int], tuple[int, int, int]] = {}  # (pid, address) → id, mapping, function
     body = bytearray()
-    body += bytes_field(
-        _PROFILE_SAMPLE_TYPE,
-        varint_field(_VALUE_TYPE_TYPE, strings("samples")) + varint_field(_VALUE_TYPE_UNIT, strings("count")),
-    )
+    body += bytes_field(_PROFILE_SAMPLE_TYPE, varint_field(_VALUE_TYPE_TYPE, strings("samples")) + varint_field(_VALUE_TYPE_UNIT, strings("count")))
     process_key, thread_key, pid_key = strings("process"), strings("thread"), strings("pid")
     first = min((sample.filetime for sample in samples), default=_FILETIME_UNIX_TICKS)
     last = max((sample.filetime for sample in samples), default=first)
@@ -139,18 +134,11 @@ def write_pprof(samples: Sequence[StackSample], out: IO[bytes]) -> int:
                 found = locations[key] = (len(locations) + 1, mapping, function)
             ids.append(found[0])
         labels = (
-            bytes_field(
-                _SAMPLE_LABEL, varint_field(_LABEL_KEY, process_key) + varint_field(_LABEL_STR, strings(sample.process))
-            )
+            bytes_field(_SAMPLE_LABEL, varint_field(_LABEL_KEY, process_key) + varint_field(_LABEL_STR, strings(sample.process)))
             + bytes_field(_SAMPLE_LABEL, varint_field(_LABEL_KEY, thread_key) + varint_field(_LABEL_NUM, sample.tid))
             + bytes_field(_SAMPLE_LABEL, varint_field(_LABEL_KEY, pid_key) + varint_field(_LABEL_NUM, sample.pid))
         )
-        body += bytes_field(
-            _PROFILE_SAMPLE,
-            bytes_field(_SAMPLE_LOCATION_ID, _packed(ids))
-            + bytes_field(_SAMPLE_VALUE, _packed([sample.weight]))
-            + labels,
-        )
+        body += bytes_field(_PROFILE_SAMPLE, bytes_field(_SAMPLE_LOCATION_ID, _packed(ids)) + bytes_field(_SAMPLE_VALUE, _packed([sample.weight])) + labels)
     for module, mapping in mappings.items():
         body += bytes_field(_PROFILE_MAPPING, _message(
             varint_field(_MAPPING_ID, mapping), varint_field(_MAPPING_FILENAME, strings(module)), varint_field(_MAPPING_HAS_FUNCTIONS, 1),
@@ -169,10 +157,7 @@ def write_pprof(samples: Sequence[StackSample], out: IO[bytes]) -> int:
         body += string_field(_PROFILE_STRING_TABLE, text)
     body += varint_field(_PROFILE_TIME_NANOS, max(0, (first - _FILETIME_UNIX_TICKS) * 100))
     body += varint_field(_PROFILE_DURATION_NANOS, max(0, (last - first) * 100))
-    body += bytes_field(
-        _PROFILE_PERIOD_TYPE,
-        varint_field(_VALUE_TYPE_TYPE, strings("samples")) + varint_field(_VALUE_TYPE_UNIT, strings("count")),
-    )
+    body += bytes_field(_PROFILE_PERIOD_TYPE, varint_field(_VALUE_TYPE_TYPE, strings("samples")) + varint_field(_VALUE_TYPE_UNIT, strings("count")))
     body += varint_field(_PROFILE_PERIOD, 1)
     out.write(gzip.compress(bytes(body), mtime=0))
     return len(samples)

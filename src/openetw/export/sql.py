@@ -53,11 +53,7 @@ def _cache_key(files: Sequence[str], extra: Sequence[str]) -> str:
 
 
 def layout_for(
-    files: Sequence[str],
-    export: Callable[[list[str], str], Any],
-    *,
-    cache_dir: str | None = None,
-    extra: Sequence[str] = (),
+    files: Sequence[str], export: Callable[[list[str], str], Any], *, cache_dir: str | None = None, extra: Sequence[str] = (),
 ) -> tuple[str, bool]:
     """The layout directory of trace ``files`` (exported by ``export(files, directory)`` when not
     cached) and whether it was exported now. ``extra`` names what else changes the export."""
@@ -110,13 +106,9 @@ def open_database(directories: Sequence[str]) -> Any:
     # A partitioned tree of layouts (a fleet collector's host=/date=/ folders): the partitions are columns.
     hive = ", hive_partitioning = true" if any(_PARTITION.search(path) for path in events) else ""
     connection = duckdb.connect(":memory:")
-    connection.execute(
-        f"CREATE VIEW events AS SELECT * FROM read_parquet({_files(events)}, union_by_name = true{hive})"
-    )
+    connection.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet({_files(events)}, union_by_name = true{hive})")
     for name, files in tables.items():
-        connection.execute(
-            f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_files(files)}, union_by_name = true{hive})"
-        )
+        connection.execute(f"CREATE VIEW {_quote(name)} AS SELECT * FROM read_parquet({_files(files)}, union_by_name = true{hive})")
     return connection
 
 
@@ -128,11 +120,7 @@ def _layouts_in(directory: str) -> list[str]:
     layouts, as the fleet's collector writes), in name order."""
     if is_layout(directory):
         return [directory]
-    found = (
-        sorted(root for root, _, files in os.walk(directory) if SCHEMAS_FILE in files)
-        if os.path.isdir(directory)
-        else []
-    )
+    found = sorted(root for root, _, files in os.walk(directory) if SCHEMAS_FILE in files) if os.path.isdir(directory) else []
     if not found:
         raise InvalidArgument(f"{directory} is not an exported layout (no {SCHEMAS_FILE}, here or below)")
     return found

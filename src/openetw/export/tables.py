@@ -101,11 +101,7 @@ class SchemaTable:
         arrays = [pa.array(positions, type=pa.int64())]
         untyped = 0
         props = [prop for _, prop, _ in self.columns]
-        by_column = (
-            list(zip(*[tuple(map(found.get, props)) for found, _ in results], strict=True))
-            if props and results
-            else [() for _ in props]
-        )
+        by_column = list(zip(*[tuple(map(found.get, props)) for found, _ in results], strict=True)) if props and results else [() for _ in props]
         for (_column, _prop, kind), values in zip(self.columns, by_column, strict=True):
             array, lost = _build(kind, values, pa)
             arrays.append(array)
@@ -116,9 +112,7 @@ class SchemaTable:
         self.untyped_values += untyped
         return DecodedBatch(table, errors, untyped)
 
-    def decode_places(
-        self, pa: Any, blob: Any, positions: np.ndarray, starts: np.ndarray, lengths: np.ndarray, decoder: Decoder
-    ) -> DecodedBatch:
+    def decode_places(self, pa: Any, blob: Any, positions: np.ndarray, starts: np.ndarray, lengths: np.ndarray, decoder: Decoder) -> DecodedBatch:
         """Records of this table given as places of their payloads in ``blob`` decoded into an Arrow
         table (by the schema's column plan in the compiled core when it can, else as ``decode``)."""
         if self.pending:
@@ -134,19 +128,14 @@ class SchemaTable:
                         for position, start, length in zip(positions.tolist(), starts.tolist(), lengths.tolist(), strict=True)]  # fmt: skip
         return self.decode(pa)
 
-    def _decode_planned(
-        self, pending: list[tuple[int, bytes, Decoder]], positions: list[int], pa: Any
-    ) -> DecodedBatch | None:
+    def _decode_planned(self, pending: list[tuple[int, bytes, Decoder]], positions: list[int], pa: Any) -> DecodedBatch | None:
         """The batch decoded by the compiled core from the schema's column plan (``openetw.tdh.columns``),
         payloads it hands back decoded by the schema's decoder (``None`` when there is no plan, the
         core is not running, or a column's type is not the plan's)."""
         if not pending or not core_columns():
             return None
         decoder = pending[0][2]
-        if (
-            not isinstance(decoder, CompiledSchema)
-            or column_plan(decoder.schema, decoder.pointer_size, decoder.ansi_encoding) is None
-        ):
+        if not isinstance(decoder, CompiledSchema) or column_plan(decoder.schema, decoder.pointer_size, decoder.ansi_encoding) is None:
             return None
         if any(item[2] is not decoder for item in pending):
             return None
@@ -156,9 +145,7 @@ class SchemaTable:
         np.cumsum(lengths[:-1], out=starts[1:])
         return self._decode_planned_places(pa, b"".join(datas), positions, starts, lengths, decoder)
 
-    def _decode_planned_places(
-        self, pa: Any, blob: Any, positions: list[int], starts: np.ndarray, lengths: np.ndarray, decoder: Any
-    ) -> DecodedBatch | None:
+    def _decode_planned_places(self, pa: Any, blob: Any, positions: list[int], starts: np.ndarray, lengths: np.ndarray, decoder: Any) -> DecodedBatch | None:
         if not len(positions) or not core_columns():
             return None
         if not isinstance(decoder, CompiledSchema) or not decoder.fast:
@@ -167,9 +154,7 @@ class SchemaTable:
         if plan is None:
             return None
         where = {name: k for k, name in enumerate(plan.names)}
-        if any(
-            prop not in where or plan_type(plan.types[where[prop]], pa) != kind.arrow for _, prop, kind in self.columns
-        ):
+        if any(prop not in where or plan_type(plan.types[where[prop]], pa) != kind.arrow for _, prop, kind in self.columns):
             return None
         fields = decode_columns(decoder, blob, starts, lengths)
         core = fields.core_arrays(pa)
@@ -205,9 +190,7 @@ class SchemaTable:
         arrays = [pa.array(positions, type=pa.int64())]
         for _, prop, kind in self.columns:
             values = columns[prop]
-            arrays.append(
-                pa.array(values, type=kind.arrow) if prop in strings else layout.arrow(values, kind.arrow, pa)
-            )
+            arrays.append(pa.array(values, type=kind.arrow) if prop in strings else layout.arrow(values, kind.arrow, pa))
         return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
 
     def describe(self) -> dict[str, Any]:
@@ -290,9 +273,7 @@ class TableCatalog:
             column = name if name not in seen else f"{name}_{number}"
             seen.add(column)
             columns.append((column, prop.name, column_type(prop, pa)))
-        arrow_schema = pa.schema(
-            [pa.field("record", pa.int64(), nullable=False)] + [pa.field(c, k.arrow) for c, _, k in columns]
-        )
+        arrow_schema = pa.schema([pa.field("record", pa.int64(), nullable=False)] + [pa.field(c, k.arrow) for c, _, k in columns])
         table_name = f"{safe_part(provider_label)}/{_event_path(event_label)}"
         key = (table_name, schema.version, arrow_schema.to_string())
         found = self._by_key.get(key)
@@ -305,14 +286,8 @@ class TableCatalog:
             path = f"{base}-{number}{self.suffix}"
         self._used_paths.add(path)
         found = SchemaTable(
-            name=table_name,
-            path=path,
-            schema=schema,
-            provider_name=provider_label,
-            event_name=event_label,
-            source=self._source_of(schema),
-            columns=columns,
-            arrow_schema=arrow_schema,
+            name=table_name, path=path, schema=schema, provider_name=provider_label, event_name=event_label,
+            source=self._source_of(schema), columns=columns, arrow_schema=arrow_schema,
         )
         self._by_key[key] = found
         self.tables.append(found)

@@ -28,7 +28,7 @@ from typing import Any
 from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import PropertyInfo
 
-__all__ = ["json_equivalent", "ColumnType", "column_type", "filetime_micros"]
+__all__ = ["ColumnType", "column_type", "filetime_micros", "json_equivalent"]
 
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FILETIME_TO_UNIX_MICROS = 11_644_473_600_000_000  # microseconds from 1601-01-01 to 1970-01-01
@@ -96,9 +96,7 @@ def _aware(value: Any) -> Any:
 
 # conversions that leave values of these types as they are (a column of them skips converting)
 _AS_THEY_ARE: dict[Callable[[Any], Any], frozenset[type]] = {
-    _text: frozenset({str, type(None)}),
-    _guid: frozenset({str, type(None)}),
-    _binary: frozenset({bytes, type(None)}),
+    _text: frozenset({str, type(None)}), _guid: frozenset({str, type(None)}), _binary: frozenset({bytes, type(None)}),
 }
 
 

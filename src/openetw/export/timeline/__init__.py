@@ -111,9 +111,7 @@ def export_timeline(
                 writer = write_perfetto(items, out)
             summary.written, summary.bytes = writer.packets, writer.bytes
             if writer.late:
-                summary.errors.append(
-                    f"{writer.late} samples or scheduling events came more than 1 s after newer ones: not written"
-                )
+                summary.errors.append(f"{writer.late} samples or scheduling events came more than 1 s after newer ones: not written")
         elif fmt == "chrome":
             from openetw.export.timeline.chrome import write_chrome
 

@@ -335,9 +335,7 @@ class _Builder:
         self._messages = messages
         # processes and threads as the pass meets them (the names and thread owners of items);
         # frames are named on the whole trace's state when a first pass gave it (``Naming.state``)
-        self._context: DecodeContext = (
-            TraceState(registry) if naming.state is None else DecodeContext(registry, learn_images=False)
-        )
+        self._context: DecodeContext = TraceState(registry) if naming.state is None else DecodeContext(registry, learn_images=False)
         self._identity_of = _Identities(registry, self._context).of
         self._accept_provider = _provider_filter(selection)
         self._start, self._end = selection.start, selection.end

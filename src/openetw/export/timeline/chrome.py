@@ -159,10 +159,7 @@ class ChromeWriter:
         if kind is Instant:
             assert isinstance(item, Instant)
             text = self._texts
-            name, category = (
-                text.get(item.name) or self._text(item.name),
-                text.get(item.category) or self._text(item.category),
-            )
+            name, category = text.get(item.name) or self._text(item.name), text.get(item.category) or self._text(item.category)
             self._event_text(
                 f'{{"ph":"i","s":"t","name":{name},"cat":{category},"ts":{self._us(item.ts)!r},"pid":{item.pid:d},'
                 f'"tid":{item.tid:d},"args":{self._dumps(_args(item.args))}}}'
@@ -173,15 +170,7 @@ class ChromeWriter:
             ts = self._us(span.ts)
             if span.parent is not None:
                 parent = span.parent
-                flow: dict[str, Any] = {
-                    "ph": "s",
-                    "name": span.name,
-                    "cat": "flow",
-                    "id": span.id,
-                    "ts": ts,
-                    "pid": parent.pid,
-                    "tid": parent.tid,
-                }
+                flow: dict[str, Any] = {"ph": "s", "name": span.name, "cat": "flow", "id": span.id, "ts": ts, "pid": parent.pid, "tid": parent.tid}
                 self._event(flow)
                 self._event({"ph": "f", "bp": "e", "name": span.name, "cat": "flow", "id": span.id, "ts": ts,
                              "pid": span.pid, "tid": span.tid})  # fmt: skip
@@ -202,9 +191,7 @@ class ChromeWriter:
                              "pid": span.pid, "tid": span.end_tid, "args": _args(span.end_args)})  # fmt: skip
         elif kind is Counter:
             assert isinstance(item, Counter)
-            self._event(
-                {"ph": "C", "name": item.name, "ts": self._us(item.ts), "pid": item.pid, "args": {"value": item.value}}
-            )
+            self._event({"ph": "C", "name": item.name, "ts": self._us(item.ts), "pid": item.pid, "args": {"value": item.value}})
         elif kind is Switch:
             assert isinstance(item, Switch)
             ts = self._us(item.ts)
@@ -212,15 +199,7 @@ class ChromeWriter:
                 self._cpus.add(item.cpu)
                 if len(self._cpus) == 1:
                     self._event({"ph": "M", "name": "process_name", "pid": CPU_PID, "tid": 0, "args": {"name": "CPUs"}})
-                self._event(
-                    {
-                        "ph": "M",
-                        "name": "thread_name",
-                        "pid": CPU_PID,
-                        "tid": item.cpu,
-                        "args": {"name": f"CPU {item.cpu}"},
-                    }
-                )
+                self._event({"ph": "M", "name": "thread_name", "pid": CPU_PID, "tid": item.cpu, "args": {"name": f"CPU {item.cpu}"}})
             previous = self._running.get(item.cpu)
             if previous is not None and previous[1] != 0:
                 started, tid, pid = previous
@@ -246,9 +225,7 @@ class ChromeWriter:
             self._event({"ph": "M", "name": "process_name", "pid": item.pid, "tid": 0, "args": {"name": item.name}})
         elif kind is Thread:
             assert isinstance(item, Thread)
-            self._event(
-                {"ph": "M", "name": "thread_name", "pid": item.pid, "tid": item.tid, "args": {"name": item.name}}
-            )
+            self._event({"ph": "M", "name": "thread_name", "pid": item.pid, "tid": item.tid, "args": {"name": item.name}})
 
     def close(self) -> None:
         for cpu, (started, tid, pid) in sorted(self._running.items()):

@@ -133,12 +133,8 @@ class _Sender:
             sent = 0
 
         self._sessions = (CountingSession(), CountingSession())
-        self._logs = log_module.OTLPLogExporter(
-            endpoint=_signal_url(endpoint, "logs"), timeout=timeout, session=self._sessions[0]
-        )
-        self._spans = trace_module.OTLPSpanExporter(
-            endpoint=_signal_url(endpoint, "traces"), timeout=timeout, session=self._sessions[1]
-        )
+        self._logs = log_module.OTLPLogExporter(endpoint=_signal_url(endpoint, "logs"), timeout=timeout, session=self._sessions[0])
+        self._spans = trace_module.OTLPSpanExporter(endpoint=_signal_url(endpoint, "traces"), timeout=timeout, session=self._sessions[1])
         self._resource = Resource.create(resource)
         self._scope = InstrumentationScope("openetw")
         self._LogRecord, self._ReadableLogRecord, self._Severity = LogRecord, ReadableLogRecord, SeverityNumber
@@ -168,12 +164,7 @@ class _Sender:
         parent = None
         if span.parent is not None:
             parent = self._SpanContext(trace_id, ids.span_id(span.parent), is_remote=False, trace_flags=self._flags)
-        attributes: dict[str, Any] = {
-            "etw.provider": span.category,
-            "etw.pid": span.pid,
-            "etw.tid": span.tid,
-            "etw.level": span.level,
-        }
+        attributes: dict[str, Any] = {"etw.provider": span.category, "etw.pid": span.pid, "etw.tid": span.tid, "etw.level": span.level}
         attributes.update({f"etw.start.{key}": _value(value) for key, value in span.args.items()})
         attributes.update({f"etw.stop.{key}": _value(value) for key, value in span.end_args.items()})
         self._pending_spans.append(self._ReadableSpan(
@@ -248,12 +239,7 @@ def send_otlp(items: Iterable[Item], endpoint: str, *, batch_size: int = 512, ti
                                                   "etw.field.OldThreadId": item.old_tid, "etw.field.OldThreadWaitReason": item.wait_reason})  # fmt: skip
             elif kind is Wakeup:
                 assert isinstance(item, Wakeup)
-                sender.log(
-                    item.ts,
-                    0,
-                    "ReadyThread",
-                    {"etw.event": "Thread/ReadyThread", "etw.cpu": item.cpu, "etw.field.AwakenedThreadId": item.tid},
-                )
+                sender.log(item.ts, 0, "ReadyThread", {"etw.event": "Thread/ReadyThread", "etw.cpu": item.cpu, "etw.field.AwakenedThreadId": item.tid})
             elif kind is Sample:
                 assert isinstance(item, Sample)
                 frames = [frame.name for frame in item.frames]

@@ -69,14 +69,8 @@ _MAX_TEXT = 4096
 _PACKET = b"\x0a"  # Trace.packet = 1, length-delimited
 _SMALL_UINTS: list[bytes] = [varint_field(3, value) for value in range(16384)]  # DebugAnnotation.uint_value
 _TIMESTAMP = b"\x40"  # TracePacket.timestamp = 8, varint
-_TRACK_STATE = {
-    flags: varint_field(10, TRACK_SEQUENCE) + varint_field(13, flags)
-    for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)
-}
-_SAMPLE_STATE = {
-    flags: varint_field(10, SAMPLE_SEQUENCE) + varint_field(13, flags)
-    for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)
-}
+_TRACK_STATE = {flags: varint_field(10, TRACK_SEQUENCE) + varint_field(13, flags) for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)}
+_SAMPLE_STATE = {flags: varint_field(10, SAMPLE_SEQUENCE) + varint_field(13, flags) for flags in (_NEEDS_STATE, _NEEDS_STATE | _CLEARED)}
 _UINT = b"\x18"  # DebugAnnotation.uint_value = 3, varint
 _LENGTHS = [varint(size) for size in range(128)]
 _ANNOTATION = b"\x22"  # TrackEvent.debug_annotations = 4, length-delimited
@@ -105,7 +99,7 @@ def _annotation_value(value: Any) -> bytes:
     if isinstance(value, str):
         return string_field(6, value[:_MAX_TEXT])
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return string_field(6, bytes(value[: _MAX_TEXT // 2]).hex())
+        return string_field(6, bytes(value[:_MAX_TEXT // 2]).hex())
     return string_field(6, str(value)[:_MAX_TEXT])
 
 
@@ -307,9 +301,7 @@ class PerfettoWriter:
             cache, prefixes, append = self._arg_cache, self._arg_prefixes, parts.append
             for key, value in args.items() if len(args) <= _MAX_ARGS else itertools.islice(args.items(), _MAX_ARGS):
                 value_type = type(value)
-                if (
-                    value_type is int and 0 <= value < 1 << 64
-                ):  # DebugAnnotation {name_iid, uint_value}, made as it comes
+                if value_type is int and 0 <= value < 1 << 64:  # DebugAnnotation {name_iid, uint_value}, made as it comes
                     prefix = prefixes.get(key)
                     if prefix is None:
                         prefix = self._arg_prefix(key, new)
@@ -368,12 +360,7 @@ class PerfettoWriter:
                 "callstacks", stack, 7, lambda iid: varint_field(1, iid) + b"".join(varint_field(2, f) for f in stack)
             )
             self._sample_entries += 1
-        body = (
-            varint_field(1, sample.cpu)
-            + varint_field(2, sample.pid)
-            + varint_field(3, sample.tid)
-            + varint_field(4, stack_id)
-        )
+        body = varint_field(1, sample.cpu) + varint_field(2, sample.pid) + varint_field(3, sample.tid) + varint_field(4, stack_id)
         packet = _TIMESTAMP + varint(sample.ts) + _SAMPLE_STATE[flags] + bytes_field(66, body)
         if new:
             packet += bytes_field(12, b"".join(b"".join(new[field]) for field in sorted(new)))
@@ -386,20 +373,8 @@ class PerfettoWriter:
         name, module, path, base, address, build_id = frame
         path = path or module
         path_id = intern("mapping_paths", path, 17, lambda iid: varint_field(1, iid) + bytes_field(2, path.encode()))
-        build = (
-            varint_field(
-                2,
-                intern("build_ids", build_id, 16, lambda iid: varint_field(1, iid) + bytes_field(2, build_id.encode())),
-            )
-            if build_id
-            else b""
-        )
-        mapping = intern(
-            "mappings",
-            (path, base, build_id),
-            19,
-            lambda iid: varint_field(1, iid) + build + varint_field(4, base) + varint_field(7, path_id),
-        )
+        build = varint_field(2, intern("build_ids", build_id, 16, lambda iid: varint_field(1, iid) + bytes_field(2, build_id.encode()))) if build_id else b""
+        mapping = intern("mappings", (path, base, build_id), 19, lambda iid: varint_field(1, iid) + build + varint_field(4, base) + varint_field(7, path_id))
         name_id = intern("function_names", name, 5, lambda iid: varint_field(1, iid) + bytes_field(2, name.encode()))
         return intern("frames", frame, 6, lambda iid: (
             varint_field(1, iid) + varint_field(2, name_id) + varint_field(3, mapping) + varint_field(4, address - base)
@@ -420,9 +395,7 @@ class PerfettoWriter:
             return
         body = varint_field(1, cpu) + b"".join(bundle)
         bundle.clear()
-        self._packet(
-            varint_field(8, self._bundle_start[cpu]) + varint_field(10, ETW_SEQUENCE_BASE + cpu) + bytes_field(95, body)
-        )
+        self._packet(varint_field(8, self._bundle_start[cpu]) + varint_field(10, ETW_SEQUENCE_BASE + cpu) + bytes_field(95, body))
 
     # -- items ----------------------------------------------------------------------------------
     def _hold(self, ts: int, item: Item) -> None:
@@ -473,9 +446,7 @@ class PerfettoWriter:
                 self._track_event(span.ts, _INSTANT, self._flow_track(parent), f"{span.name} (child)", parent.category,
                                   None, fixed64_field(47, span.id))  # fmt: skip
                 extra = fixed64_field(48, span.id)
-            self._track_event(
-                span.ts, _SLICE_BEGIN, self._begin_track(span), span.name, span.category, span.args, extra
-            )
+            self._track_event(span.ts, _SLICE_BEGIN, self._begin_track(span), span.name, span.category, span.args, extra)
         elif kind is SliceEnd:
             assert isinstance(item, SliceEnd)
             span = item.span
@@ -501,12 +472,7 @@ class PerfettoWriter:
                 varint_field(1, item.tid) + varint_field(5, item.adjust_reason & 0xFFFFFFFF)
                 + sint_field(3, item.adjust_increment) + varint_field(6, item.flags & 0xFFFFFFFF)
             )  # fmt: skip
-            event = (
-                varint_field(1, item.ts)
-                + varint_field(4, item.cpu)
-                + varint_field(5, item.waker_tid)
-                + bytes_field(3, ready)
-            )
+            event = varint_field(1, item.ts) + varint_field(4, item.cpu) + varint_field(5, item.waker_tid) + bytes_field(3, ready)
             self._etw(item.cpu, item.ts, event)
         elif kind is Sample:
             assert isinstance(item, Sample)
@@ -537,8 +503,6 @@ def _timestamp(item: Item) -> int | None:
     if isinstance(item, Instant | Counter | Switch | Wakeup | Sample):
         return item.ts
     return None
-
-
 """How long samples and scheduling events wait for older ones before they are written."""
 
 

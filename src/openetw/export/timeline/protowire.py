@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = [
-    "bytes_field",
-    "double_field",
-    "fixed64_field",
-    "sint_field",
-    "string_field",
-    "tag",
-    "varint",
-    "varint_field",
-]
+__all__ = ["bytes_field", "double_field", "fixed64_field", "sint_field", "string_field", "tag", "varint", "varint_field"]
 
 _DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
@@ -49,7 +40,6 @@ def _encode(value: int) -> bytes:
         + _SMALL[value >> 56]
     )  # fmt: skip
 
-
 _VARINT_TAGS = [_plain(n << 3) for n in range(128)]
 _BYTES_TAGS = [_plain(n << 3 | 2) for n in range(128)]
 
@@ -66,9 +56,7 @@ def tag(number: int, wire: int) -> bytes:
 
 
 def varint_field(number: int, value: int) -> bytes:
-    return (_VARINT_TAGS[number] if number < 128 else _encode(number << 3)) + (
-        _SMALL[value] if 0 <= value < 16384 else _encode(value)
-    )
+    return (_VARINT_TAGS[number] if number < 128 else _encode(number << 3)) + (_SMALL[value] if 0 <= value < 16384 else _encode(value))
 
 
 def sint_field(number: int, value: int) -> bytes:
@@ -78,11 +66,7 @@ def sint_field(number: int, value: int) -> bytes:
 
 def bytes_field(number: int, data: bytes) -> bytes:
     size = len(data)
-    return (
-        (_BYTES_TAGS[number] if number < 128 else _encode(number << 3 | 2))
-        + (_SMALL[size] if size < 16384 else _encode(size))
-        + data
-    )
+    return (_BYTES_TAGS[number] if number < 128 else _encode(number << 3 | 2)) + (_SMALL[size] if size < 16384 else _encode(size)) + data
 
 
 def string_field(number: int, text: str) -> bytes:
