@@ -18,6 +18,7 @@ from openetw.export.pipeline import ExportSummary
 from openetw.export.source import Selection, merged_records, open_inputs
 from tests.conftest import corpus_path
 from tests.export.conftest import ETL_FILES, registry
+from tests.native import cases
 
 
 def _lines(source: Path, way: str, selection: Selection) -> tuple[str, dict[str, Any], bool]:
@@ -71,5 +72,19 @@ def test_a_selection_keeps_the_same_lines(selection: Selection) -> None:
     got, got_facts, used = _lines(source, "columns", selection)
     expected, expected_facts, _ = _lines(source, "records", selection)
     assert used and 0 < expected_facts["rows"] < expected_facts["records_read"]
+    assert got == expected
+    assert got_facts == expected_facts
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_damaged_traces_give_the_same_lines_or_are_left_to_the_record_writer(seed: int, tmp_path: Path) -> None:
+    name = ("tx/HTTP_Server.etl", "tx/Process.etl")[seed % 2]
+    source = tmp_path / "damaged.etl"
+    source.write_bytes(cases.mutated(corpus_path("etl", name).read_bytes(), seed, flips=24, keep=0x2000))
+    got, got_facts, used = _lines(source, "columns", _selection(source))
+    if not used:
+        assert got == "" and got_facts["rows"] == 0
+        return
+    expected, expected_facts, _ = _lines(source, "records", _selection(source))
     assert got == expected
     assert got_facts == expected_facts
