@@ -1,6 +1,7 @@
 /* openetw._native._evtx: the compiled twin of the .evtx record parser and XML renderer.
  *
  *   Chunk(data)                      one 64 KiB chunk's bytes, its template definitions cached
+ *   Chunk.walk(pos, free, ...)       the records Chunk.record accepts from pos on, as columns
  *   Chunk.record(start, end)         a record's BinXml parsed as evtx/binxml.ChunkParser.parse
  *                                    and checked as render.check_expansion: (end of the BinXml,
  *                                    the XML of render.Renderer.xml or None) or None
@@ -1379,7 +1380,17 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
 /* The common records of a chunk from pos, as EvtxReader._walk takes them: framed, before the
  * free-space offset or continuing the ids, their size repeated at their end, accepted. It stops
  * at the first other one (the caller's own walk takes it): "rejected" says the twin was asked
- * and left that record to the pure parser. */
+ * and left that record to the pure parser. The records come back as columns: their positions
+ * and sizes (u32), ids and written times (u64) packed in bytes, their XML texts in a list, and
+ * the ids the chunk header's first_id..last_id range does not cover. */
+static int grow_bytes(PyObject **b, Py_ssize_t need) {
+    Py_ssize_t have = PyBytes_GET_SIZE(*b);
+    if (need <= have) return 0;
+    Py_ssize_t size = have;
+    while (size < need) size *= 2;
+    return _PyBytes_Resize(b, size);
+}
+
 static PyObject *chunk_walk(Chunk *c, PyObject *args) {
     unsigned long pos, free_;
     unsigned long long first_id, last_id;
@@ -1391,11 +1402,15 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         previous_id = PyLong_AsUnsignedLongLong(previous);
         if (previous_id == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     }
-    PyObject *rows = PyList_New(0);
-    if (!rows) return NULL;
+    PyObject *xmls = PyList_New(0), *outside = PyList_New(0);
+    /* never the shared empty bytes: only a bytes of its own may be resized */
+    PyObject *col[4] = {PyBytes_FromStringAndSize(NULL, 4 * 256), PyBytes_FromStringAndSize(NULL, 4 * 256),
+                        PyBytes_FromStringAndSize(NULL, 8 * 256), PyBytes_FromStringAndSize(NULL, 8 * 256)};
+    Py_ssize_t n = 0;
     int rejected = 0;
     const uint8_t *data = c->data;
     uint64_t limit = c->limit;
+    if (!xmls || !outside || !col[0] || !col[1] || !col[2] || !col[3]) goto fail;
     while ((uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= OE_EVTX_CHUNK_SIZE && (uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= limit) {
         if (memcmp(data + pos, OE_EVTX_RECORD_MAGIC, 4) != 0) break;
         uint32_t size = rd32(data + pos + 4);
@@ -1408,30 +1423,50 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         unsigned long after;
         PyObject *xml;
         int rc = record_core(c, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
-        if (rc < 0) { Py_DECREF(rows); return NULL; }
+        if (rc < 0) goto fail;
         if (rc == 0) {
             rejected = 1;
             break;
         }
-        int outside = !(first_id <= record_id && record_id <= last_id);
-        PyObject *row = Py_BuildValue("(kkKKNi)", pos, (unsigned long)size, (unsigned long long)record_id,
-                                      (unsigned long long)written, xml, outside);
-        if (!row || PyList_Append(rows, row) < 0) {
-            Py_XDECREF(row);
-            Py_DECREF(rows);
-            return NULL;
+        rc = PyList_Append(xmls, xml);
+        Py_DECREF(xml);
+        if (rc < 0) goto fail;
+        if (!(first_id <= record_id && record_id <= last_id)) {
+            PyObject *id = PyLong_FromUnsignedLongLong(record_id);
+            if (!id || PyList_Append(outside, id) < 0) {
+                Py_XDECREF(id);
+                goto fail;
+            }
+            Py_DECREF(id);
         }
-        Py_DECREF(row);
+        if (grow_bytes(&col[0], 4 * (n + 1)) < 0 || grow_bytes(&col[1], 4 * (n + 1)) < 0 ||
+            grow_bytes(&col[2], 8 * (n + 1)) < 0 || grow_bytes(&col[3], 8 * (n + 1)) < 0)
+            goto fail;
+        uint32_t pos32 = (uint32_t)pos;
+        memcpy(PyBytes_AS_STRING(col[0]) + 4 * n, &pos32, 4);
+        memcpy(PyBytes_AS_STRING(col[1]) + 4 * n, &size, 4);
+        memcpy(PyBytes_AS_STRING(col[2]) + 8 * n, &record_id, 8);
+        memcpy(PyBytes_AS_STRING(col[3]) + 8 * n, &written, 8);
+        n++;
         have_previous = 1;
         previous_id = record_id;
         pos += size;
     }
-    return Py_BuildValue("(Nki)", rows, pos, rejected);
+    if (_PyBytes_Resize(&col[0], 4 * n) < 0 || _PyBytes_Resize(&col[1], 4 * n) < 0 ||
+        _PyBytes_Resize(&col[2], 8 * n) < 0 || _PyBytes_Resize(&col[3], 8 * n) < 0)
+        goto fail;
+    return Py_BuildValue("(NNNNNNki)", col[0], col[1], col[2], col[3], xmls, outside, pos, rejected);
+fail:
+    Py_XDECREF(xmls);
+    Py_XDECREF(outside);
+    for (int i = 0; i < 4; i++) Py_XDECREF(col[i]);
+    return NULL;
 }
 
 static PyMethodDef chunk_methods[] = {
     {"walk", (PyCFunction)chunk_walk, METH_VARARGS,
-     "walk(pos, free, first_id, last_id, previous_id) -> (rows, pos, rejected): the common records from pos"},
+     "walk(pos, free, first_id, last_id, previous_id) -> (positions, sizes, ids, written, xml, outside, pos, rejected):\n"
+     "the common records from pos as columns"},
     {"record", (PyCFunction)chunk_record, METH_VARARGS,
      "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},
     {NULL, NULL, 0, NULL},
