@@ -1,4 +1,5 @@
-"""Reading and rendering .evtx records to XML: openetw (compiled core and pure-Python path) vs
+"""Reading and rendering .evtx records to XML: openetw (compiled core's record batches, its
+EvtxRecord-per-record path, and the pure-Python path) vs
 libevtx-python, the Rust evtx reader (its Python binding, and its ``evtx_dump`` CLI when on PATH)
 and python-evtx, same run; and openetw's write rate.
 
@@ -28,13 +29,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CORPUS, machine_note, table
 
-READERS = ["openetw", "openetw (pure)", "libevtx-python", "evtx (Rust)", "python-evtx"]
-WARM = {"openetw", "openetw (pure)", "libevtx-python", "evtx (Rust)"}
+READERS = ["openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)", "python-evtx"]
+WARM = {"openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)"}
 
 
 def _child(reader: str, paths: list[str], limit: int | None) -> None:
     """In a fresh process: import the reader, then time reading and rendering every record (twice)."""
-    if reader.startswith("openetw"):
+    if reader == "openetw (records)":
         from openetw.evtx import EvtxReader
 
         def run(path: str) -> int:
@@ -44,6 +45,19 @@ def _child(reader: str, paths: list[str], limit: int | None) -> None:
             for record in EvtxReader(data, path=path).records():
                 record.xml()
                 n += 1
+                if limit and n >= limit:
+                    break
+            return n
+    elif reader.startswith("openetw"):
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for batch in EvtxReader(data, path=path).batches():
+                for _text in batch.xml_texts():
+                    n += 1
                 if limit and n >= limit:
                     break
             return n

@@ -504,14 +504,24 @@ static void put_char(Buf *b, uint32_t cp, int esc) {
 }
 
 /* ``data[0:n].decode("utf-16-le", "replace")`` (with ``.rstrip("\0")`` when strip), escaped. */
+static uint8_t PLAIN[2][128]; /* [escaped?][unit]: an ASCII unit written as it is */
+
+static void init_plain(void) {
+    for (int u = 0; u < 128; u++) {
+        PLAIN[0][u] = 1;
+        PLAIN[1][u] = u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"';
+    }
+}
+
 static void put_utf16(Buf *b, const uint8_t *d, size_t n, int esc, int strip) {
+    const uint8_t *plain = PLAIN[esc != ESC_NONE];
     if (strip && n % 2 == 0) {
         while (n >= 2 && d[n - 1] == 0 && d[n - 2] == 0) n -= 2;
     }
     size_t i = 0;
     while (i + 1 < n) {
         uint32_t u = rd16(d + i);
-        if (u < 0x80 && (esc == ESC_NONE || (u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"'))) {
+        if (u < 0x80 && plain[u]) {
             /* a run of characters written as they are */
             size_t room = (n - i) / 2;
             if (grow(b, room) < 0) return;
@@ -521,7 +531,7 @@ static void put_utf16(Buf *b, const uint8_t *d, size_t n, int esc, int strip) {
                 i += 2;
                 if (i + 1 >= n) break;
                 u = rd16(d + i);
-            } while (u < 0x80 && (esc == ESC_NONE || (u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"')));
+            } while (u < 0x80 && plain[u]);
             b->len = (size_t)(o - b->p);
             continue;
         }
@@ -1342,7 +1352,7 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 /* 1 and *after, *xml (a new reference: the text, or None) when accepted; 0 when left to the pure
  * parser; -1 with an exception set. */
-static int record_core(Chunk *c, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml) {
+static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml) {
     if (start > c->limit || end > 0xFFFFFFFFul) return 0;
     c->arena[1].n = 0;
     c->arena[1].nv = 0;
@@ -1353,15 +1363,15 @@ static int record_core(Chunk *c, unsigned long start, unsigned long end, unsigne
     if (rc == 0) rc = check_expansion(c, nodes);
     if (c->failed) { PyErr_NoMemory(); return -1; }
     if (rc < 0) return 0;
-    Buf b = {0};
-    R r = {c, &b};
-    if (nodes_generic(&r, nodes, NULL, 0, 0) < 0 || b.failed) {
+    b->len = 0; /* the caller's buffer, kept from record to record */
+    b->failed = 0;
+    R r = {c, b};
+    if (nodes_generic(&r, nodes, NULL, 0, 0) < 0 || b->failed) {
         *xml = Py_None;
         Py_INCREF(Py_None);
     } else {
-        *xml = PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.len, "strict");
+        *xml = PyUnicode_DecodeUTF8(b->p ? b->p : "", (Py_ssize_t)b->len, "strict");
     }
-    PyMem_Free(b.p);
     if (!*xml) return -1;
     *after_ = after;
     return 1;
@@ -1371,7 +1381,9 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
     unsigned long start, end, after;
     PyObject *xml;
     if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
-    int rc = record_core(c, start, end, &after, &xml);
+    Buf b = {0};
+    int rc = record_core(c, &b, start, end, &after, &xml);
+    PyMem_Free(b.p);
     if (rc < 0) return NULL;
     if (rc == 0) Py_RETURN_NONE;
     return Py_BuildValue("(kN)", after, xml);
@@ -1408,6 +1420,7 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
                         PyBytes_FromStringAndSize(NULL, 8 * 256), PyBytes_FromStringAndSize(NULL, 8 * 256)};
     Py_ssize_t n = 0;
     int rejected = 0;
+    Buf b = {0};
     const uint8_t *data = c->data;
     uint64_t limit = c->limit;
     if (!xmls || !outside || !col[0] || !col[1] || !col[2] || !col[3]) goto fail;
@@ -1422,7 +1435,7 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         if (rd32(data + pos + size - 4) != size) break; /* torn: the caller's walk decides */
         unsigned long after;
         PyObject *xml;
-        int rc = record_core(c, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
+        int rc = record_core(c, &b, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
         if (rc < 0) goto fail;
         if (rc == 0) {
             rejected = 1;
@@ -1455,8 +1468,10 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
     if (_PyBytes_Resize(&col[0], 4 * n) < 0 || _PyBytes_Resize(&col[1], 4 * n) < 0 ||
         _PyBytes_Resize(&col[2], 8 * n) < 0 || _PyBytes_Resize(&col[3], 8 * n) < 0)
         goto fail;
+    PyMem_Free(b.p);
     return Py_BuildValue("(NNNNNNki)", col[0], col[1], col[2], col[3], xmls, outside, pos, rejected);
 fail:
+    PyMem_Free(b.p);
     Py_XDECREF(xmls);
     Py_XDECREF(outside);
     for (int i = 0; i < 4; i++) Py_XDECREF(col[i]);
@@ -1511,6 +1526,7 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__evtx(void) {
+    init_plain();
     if (PyType_Ready(&ChunkType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
