@@ -53,6 +53,7 @@ typedef struct {
     uint32_t attrs, attrs_last;            /* element attributes */
     uint32_t next;
     int32_t chars; /* characters of the name (or text) once decoded, -1 until counted */
+    uint32_t u8off, u8len; /* the name as UTF-8 in the chunk's name text, u8len NIL until written */
 } Node;
 
 typedef struct {
@@ -95,6 +96,8 @@ typedef struct {
     uint32_t work;
     uint32_t gen;
     int failed; /* out of memory */
+    char *names;  /* element and attribute names written once as UTF-8 (Node.u8off, u8len) */
+    size_t names_len, names_cap;
 } Chunk;
 
 static inline Arena *arena_of(Chunk *c, uint32_t ref) { return &c->arena[ref & REC ? 1 : 0]; }
@@ -116,6 +119,7 @@ static uint32_t new_node(Chunk *c, int rec, uint8_t kind) {
     n->kind = kind;
     n->first = n->last = n->attrs = n->attrs_last = n->next = NIL;
     n->chars = -1;
+    n->u8len = NIL;
     return i | (rec ? REC : 0);
 }
 
@@ -873,7 +877,30 @@ static inline Val *lookup(Chunk *c, Node *sub, Node *inst) {
     return v->type == OE_VT_NULL || v->size == 0 ? NULL : v;
 }
 
-static void put_name(R *r, Node *n) { put_utf16(r->b, r->c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0); }
+/* A name as put_utf16 writes it, decoded once per node and then copied (up to NAMES_LIMIT bytes
+ * of names per chunk: a chunk's own names take far less). */
+#define NAMES_LIMIT (1u << 20)
+static void put_name(R *r, Node *n) {
+    Chunk *c = r->c;
+    if (n->u8len == NIL) {
+        if (c->names_len + 6 * (size_t)n->b > NAMES_LIMIT) { /* hostile names: written, not kept */
+            put_utf16(r->b, c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+            return;
+        }
+        Buf once = {c->names, c->names_len, c->names_cap, 0};
+        put_utf16(&once, c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+        c->names = once.p;
+        c->names_cap = once.cap;
+        if (once.failed) {
+            put_utf16(r->b, c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+            return;
+        }
+        n->u8off = (uint32_t)c->names_len;
+        n->u8len = (uint32_t)(once.len - c->names_len);
+        c->names_len = once.len;
+    }
+    if (n->u8len) put(r->b, c->names + n->u8off, n->u8len);
+}
 
 static int nodes_generic(R *r, uint32_t list, Node *inst, int depth, int single_only);
 static int run_template(R *r, Node *inst, int depth);
@@ -1323,6 +1350,7 @@ static void chunk_dealloc(Chunk *c) {
     PyMem_Free(c->templates);
     PyMem_Free(c->slot_key);
     PyMem_Free(c->slot_value);
+    PyMem_Free(c->names);
     Py_XDECREF(c->bytes);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
