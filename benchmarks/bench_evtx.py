@@ -1,4 +1,5 @@
-"""Reading and rendering .evtx records to XML: openetw (compiled core and pure-Python path) vs
+"""Reading and rendering .evtx records to XML: openetw (compiled core's record batches, its
+EvtxRecord-per-record path, and the pure-Python path) vs
 libevtx-python, the Rust evtx reader (its Python binding, and its ``evtx_dump`` CLI when on PATH)
 and python-evtx, same run; and openetw's write rate.
 
@@ -8,7 +9,8 @@ second of that pass (on a shared machine, time waiting for a CPU is left out); "
 all the CPU the process used, imports and both passes included. python-evtx renders tens of
 records per second: on the generated file it renders the first --python-evtx-limit records only,
 and gets no warm pass.
-Usage: python benchmarks/bench_evtx.py [--records 1000000] [--python-evtx-limit 2000]
+Each number is the median of --repeat fresh processes (python-evtx: one).
+Usage: python benchmarks/bench_evtx.py [--records 1000000] [--python-evtx-limit 2000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,13 +31,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CORPUS, machine_note, table
 
-READERS = ["openetw", "openetw (pure)", "libevtx-python", "evtx (Rust)", "python-evtx"]
-WARM = {"openetw", "openetw (pure)", "libevtx-python", "evtx (Rust)"}
+READERS = ["openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)", "python-evtx"]
+WARM = {"openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)"}
 
 
 def _child(reader: str, paths: list[str], limit: int | None) -> None:
     """In a fresh process: import the reader, then time reading and rendering every record (twice)."""
-    if reader.startswith("openetw"):
+    if reader == "openetw (records)":
         from openetw.evtx import EvtxReader
 
         def run(path: str) -> int:
@@ -44,6 +47,19 @@ def _child(reader: str, paths: list[str], limit: int | None) -> None:
             for record in EvtxReader(data, path=path).records():
                 record.xml()
                 n += 1
+                if limit and n >= limit:
+                    break
+            return n
+    elif reader.startswith("openetw"):
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for batch in EvtxReader(data, path=path).batches():
+                for _text in batch.xml_texts():
+                    n += 1
                 if limit and n >= limit:
                     break
             return n
@@ -105,14 +121,21 @@ def _child(reader: str, paths: list[str], limit: int | None) -> None:
     print(json.dumps({"records": records, "cpu": cold, "warm": warm, "process": time.process_time()}))
 
 
-def measure(reader: str, paths: list[str], limit: int | None = None) -> dict[str, float]:
-    """records, cold and warm CPU seconds, and the process's CPU seconds of one reader."""
+def measure(reader: str, paths: list[str], limit: int | None = None, repeat: int = 1) -> dict[str, float]:
+    """records, cold and warm CPU seconds, and the process's CPU seconds of one reader: the
+    median of ``repeat`` fresh processes (each value on its own)."""
     args = [sys.executable, __file__, "--child", reader, *(["--limit", str(limit)] if limit else []), *paths]
     env = {**os.environ, "OPENETW_PURE": "1" if reader == "openetw (pure)" else "0"}
-    done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{reader} failed: {done.stderr[-2000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    runs = []
+    for _ in range(repeat):
+        done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"{reader} failed: {done.stderr[-2000:]}")
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    result: dict[str, float] = {}
+    for key in runs[0]:
+        values = [run[key] for run in runs]
+        result[key] = None if values[0] is None else statistics.median(values)  # type: ignore[assignment]
     return result
 
 
@@ -176,6 +199,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000, help="records in the generated file")
     parser.add_argument("--python-evtx-limit", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=3, help="fresh processes per reader (medians; python-evtx runs once)")
     args = parser.parse_args()
     corpus = sorted(str(p) for p in (CORPUS / "evtx").glob("*.evtx"))
     rows = []
@@ -191,7 +215,8 @@ def main() -> None:
             rates = {}
             readers = READERS + (["evtx_dump (Rust CLI)"] if cli else [])
             for reader in readers:
-                result = measure_cli(cli, paths) if reader == "evtx_dump (Rust CLI)" and cli else measure(reader, paths, limits.get(reader))
+                repeat = 1 if reader == "python-evtx" else args.repeat
+                result = measure_cli(cli, paths) if reader == "evtx_dump (Rust CLI)" and cli else measure(reader, paths, limits.get(reader), repeat)
                 assert result is not None
                 records, cold, warm = result["records"], result["cpu"], result["warm"]
                 rates[reader] = records / cold if cold else 0.0

@@ -97,3 +97,27 @@ def test_a_provider_name_found_in_the_file_resolves() -> None:
         warnings.simplefilter("error")  # no "the name was hashed" warning: the file knows the name
         trace.start()
     assert got == expected
+
+
+def test_the_file_source_gives_its_records_as_batches() -> None:
+    # A wrapped, damaged log: the batches hold what records() yields, in the same (chunk) order,
+    # with the same losses and notices.
+    from openetw.events.sources import EVTX, open_source
+
+    path = corpus_path("evtx", "2-vss_0-Microsoft-Windows-RemoteDesktopServices-RdpCoreTS%4Operational.evtx")
+    by_record, by_batch = open_source(path, as_format=EVTX), open_source(path, as_format=EVTX)
+    by_record.open()
+    by_batch.open()
+    try:
+        expected = [(record.record_id, record.file_offset, record.xml()) for record in by_record.records()]
+        got = [
+            (batch.record_ids[i], offset, batch.xml_text(i))
+            for batch in by_batch.batches()  # type: ignore[attr-defined]
+            for i, offset in enumerate(batch.file_offsets())
+        ]
+        assert len(got) == len(expected) > 1900 and got == expected
+        assert [str(e) for e in by_batch.losses()] == [str(e) for e in by_record.losses()] != []
+        assert [str(e) for e in by_batch.notices()] == [str(e) for e in by_record.notices()]
+    finally:
+        by_record.close()
+        by_batch.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +40,31 @@ def _try(call: Any) -> Any:
         return ("error", _error(error))
 
 
-def read(data: bytes, *, decode_every: int = 1) -> Any:
+def read(data: bytes, *, decode_every: int = 1, batches: bool = False) -> Any:
     """Everything a reader of ``data`` gives: every record (its id, place, XML or error), and for
     every ``decode_every``-th one its header and properties (asked for in the middle of the walk),
-    then the errors, notices, counts and chunk facts."""
+    then the errors, notices, counts and chunk facts. ``batches``: read through
+    ``EvtxReader.batches`` (columns, a record made only for the header and properties)."""
     try:
         reader = EvtxReader(data, path="case.evtx")
     except EvtxFormatError as error:
         return ("file header", _error(error))
     records = []
-    for number, record in enumerate(reader.records(damaged=True)):
-        row: list[Any] = [record.record_id, record.file_offset, record.torn, _error(record.damage), _try(record.xml)]
+    if batches:
+        number = 0
+        for batch in reader.batches(damaged=True):
+            offsets = batch.file_offsets()
+            for i in range(len(batch)):
+                record = batch.record(i)
+                assert (record.record_id, record.written_time) == (batch.record_ids[i], batch.written_times[i])
+                row: list[Any] = [batch.record_ids[i], offsets[i], record.torn, _error(record.damage), _try(partial(batch.xml_text, i))]
+                if number % decode_every == 0:
+                    row.append(_try(record.header_fields))
+                    row.append(_try(record.properties))
+                records.append(row)
+                number += 1
+    for number, record in enumerate(() if batches else reader.records(damaged=True)):
+        row = [record.record_id, record.file_offset, record.torn, _error(record.damage), _try(record.xml)]
         if number % decode_every == 0:
             row.append(_try(record.header_fields))
             row.append(_try(record.properties))
@@ -94,3 +109,50 @@ def binxml_cases(seed: int, count: int) -> list[tuple[str, bytes]]:
 
 def bomb_cases() -> list[tuple[str, bytes]]:
     return [(f"template bomb depth {depth}", hostile.template_bomb_file(depth)) for depth in (3, 14, 24)]
+
+
+def generated_file(count: int = 400) -> bytes:
+    """A dirty ``.evtx`` of ``count`` events by openetw's writer (several chunks, EventData of
+    strings, integers, booleans and hex-printed sizes)."""
+    import uuid
+
+    from openetw.evtx.record import EvtxHeader
+    from openetw.evtx.writer import EvtxWriter
+
+    header = EvtxHeader()
+    header.provider_name, header.provider_guid = "Generated-Provider", uuid.UUID("3c0e1f0a-4b59-4e4e-9d0b-1f0d6c0a2b77")
+    header.channel, header.computer, header.user_id = "Application", "gen-host", "S-1-5-18"
+    header.level, header.process_id, header.thread_id, header.keywords = 4, 4321, 8765, 0x8000000000000000
+    header.time_created = 133_000_000_000_000_000
+    writer = EvtxWriter()
+    chunks = []
+    for i in range(count):
+        header.event_id = 200 + i % 5
+        header.time_created += 10_000
+        writer.add_event(header, {"Index": i, "Message": f"event <{i}> & more", "Ok": i % 2 == 0, "Mask": 0xFF00 + i})
+        chunks.extend(writer.take_chunks())
+    chunks.extend(writer.finish())
+    return writer.file_header(dirty=True) + b"".join(chunks)
+
+
+def generated_cases(seed: int, count: int) -> list[tuple[str, bytes]]:
+    """(label, bytes): a generated file as written, with a stale chunk header (ids outside its
+    range, CRC32s that disagree, a torn record), and ``count`` mutations of it."""
+    data = generated_file()
+    stale = bytearray(data)
+    base = 0x1000
+    struct_q = int.to_bytes
+    stale[base + 24 : base + 32] = struct_q(5, 8, "little")  # first id: records 1..4 fall outside
+    stale[base + 32 : base + 40] = struct_q(50, 8, "little")  # last id: the rest of the chunk too
+    stale[base + 124] ^= 0xFF  # header CRC32
+    records = fuzzing._records(stale, base + 0x10000)
+    if len(records) > 3:
+        pos = records[2]
+        size = int.from_bytes(stale[pos + 4 : pos + 8], "little")
+        stale[pos + size - 4] ^= 0x01  # the copy of its size at its end: a torn record
+    rng = random.Random(f"{seed}:generated")
+    out = [("generated", data), ("generated, stale chunk header", bytes(stale))]
+    for i in range(count):
+        mutation, damaged = fuzzing.mutate(bytes(stale), rng)
+        out.append((f"generated #{i} {mutation}", damaged))
+    return out

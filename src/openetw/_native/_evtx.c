@@ -1,6 +1,7 @@
 /* openetw._native._evtx: the compiled twin of the .evtx record parser and XML renderer.
  *
  *   Chunk(data)                      one 64 KiB chunk's bytes, its template definitions cached
+ *   Chunk.walk(pos, free, ...)       the records Chunk.record accepts from pos on, as columns
  *   Chunk.record(start, end)         a record's BinXml parsed as evtx/binxml.ChunkParser.parse
  *                                    and checked as render.check_expansion: (end of the BinXml,
  *                                    the XML of render.Renderer.xml or None) or None
@@ -52,6 +53,7 @@ typedef struct {
     uint32_t attrs, attrs_last;            /* element attributes */
     uint32_t next;
     int32_t chars; /* characters of the name (or text) once decoded, -1 until counted */
+    uint32_t u8off, u8len; /* the name as UTF-8 in the chunk's name text, u8len NIL until written */
 } Node;
 
 typedef struct {
@@ -94,6 +96,8 @@ typedef struct {
     uint32_t work;
     uint32_t gen;
     int failed; /* out of memory */
+    char *names;  /* element and attribute names written once as UTF-8 (Node.u8off, u8len) */
+    size_t names_len, names_cap;
 } Chunk;
 
 static inline Arena *arena_of(Chunk *c, uint32_t ref) { return &c->arena[ref & REC ? 1 : 0]; }
@@ -115,6 +119,7 @@ static uint32_t new_node(Chunk *c, int rec, uint8_t kind) {
     n->kind = kind;
     n->first = n->last = n->attrs = n->attrs_last = n->next = NIL;
     n->chars = -1;
+    n->u8len = NIL;
     return i | (rec ? REC : 0);
 }
 
@@ -503,14 +508,24 @@ static void put_char(Buf *b, uint32_t cp, int esc) {
 }
 
 /* ``data[0:n].decode("utf-16-le", "replace")`` (with ``.rstrip("\0")`` when strip), escaped. */
+static uint8_t PLAIN[2][128]; /* [escaped?][unit]: an ASCII unit written as it is */
+
+static void init_plain(void) {
+    for (int u = 0; u < 128; u++) {
+        PLAIN[0][u] = 1;
+        PLAIN[1][u] = u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"';
+    }
+}
+
 static void put_utf16(Buf *b, const uint8_t *d, size_t n, int esc, int strip) {
+    const uint8_t *plain = PLAIN[esc != ESC_NONE];
     if (strip && n % 2 == 0) {
         while (n >= 2 && d[n - 1] == 0 && d[n - 2] == 0) n -= 2;
     }
     size_t i = 0;
     while (i + 1 < n) {
         uint32_t u = rd16(d + i);
-        if (u < 0x80 && (esc == ESC_NONE || (u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"'))) {
+        if (u < 0x80 && plain[u]) {
             /* a run of characters written as they are */
             size_t room = (n - i) / 2;
             if (grow(b, room) < 0) return;
@@ -520,7 +535,7 @@ static void put_utf16(Buf *b, const uint8_t *d, size_t n, int esc, int strip) {
                 i += 2;
                 if (i + 1 >= n) break;
                 u = rd16(d + i);
-            } while (u < 0x80 && (esc == ESC_NONE || (u >= 0x20 && u != '&' && u != '<' && u != '>' && u != '\'' && u != '"')));
+            } while (u < 0x80 && plain[u]);
             b->len = (size_t)(o - b->p);
             continue;
         }
@@ -862,7 +877,30 @@ static inline Val *lookup(Chunk *c, Node *sub, Node *inst) {
     return v->type == OE_VT_NULL || v->size == 0 ? NULL : v;
 }
 
-static void put_name(R *r, Node *n) { put_utf16(r->b, r->c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0); }
+/* A name as put_utf16 writes it, decoded once per node and then copied (up to NAMES_LIMIT bytes
+ * of names per chunk: a chunk's own names take far less). */
+#define NAMES_LIMIT (1u << 20)
+static void put_name(R *r, Node *n) {
+    Chunk *c = r->c;
+    if (n->u8len == NIL) {
+        if (c->names_len + 6 * (size_t)n->b > NAMES_LIMIT) { /* hostile names: written, not kept */
+            put_utf16(r->b, c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+            return;
+        }
+        Buf once = {c->names, c->names_len, c->names_cap, 0};
+        put_utf16(&once, c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+        c->names = once.p;
+        c->names_cap = once.cap;
+        if (once.failed) {
+            put_utf16(r->b, c->data + n->a, 2 * (size_t)n->b, ESC_NONE, 0);
+            return;
+        }
+        n->u8off = (uint32_t)c->names_len;
+        n->u8len = (uint32_t)(once.len - c->names_len);
+        c->names_len = once.len;
+    }
+    if (n->u8len) put(r->b, c->names + n->u8off, n->u8len);
+}
 
 static int nodes_generic(R *r, uint32_t list, Node *inst, int depth, int single_only);
 static int run_template(R *r, Node *inst, int depth);
@@ -1312,6 +1350,7 @@ static void chunk_dealloc(Chunk *c) {
     PyMem_Free(c->templates);
     PyMem_Free(c->slot_key);
     PyMem_Free(c->slot_value);
+    PyMem_Free(c->names);
     Py_XDECREF(c->bytes);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -1341,7 +1380,7 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 /* 1 and *after, *xml (a new reference: the text, or None) when accepted; 0 when left to the pure
  * parser; -1 with an exception set. */
-static int record_core(Chunk *c, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml) {
+static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml) {
     if (start > c->limit || end > 0xFFFFFFFFul) return 0;
     c->arena[1].n = 0;
     c->arena[1].nv = 0;
@@ -1352,15 +1391,15 @@ static int record_core(Chunk *c, unsigned long start, unsigned long end, unsigne
     if (rc == 0) rc = check_expansion(c, nodes);
     if (c->failed) { PyErr_NoMemory(); return -1; }
     if (rc < 0) return 0;
-    Buf b = {0};
-    R r = {c, &b};
-    if (nodes_generic(&r, nodes, NULL, 0, 0) < 0 || b.failed) {
+    b->len = 0; /* the caller's buffer, kept from record to record */
+    b->failed = 0;
+    R r = {c, b};
+    if (nodes_generic(&r, nodes, NULL, 0, 0) < 0 || b->failed) {
         *xml = Py_None;
         Py_INCREF(Py_None);
     } else {
-        *xml = PyUnicode_DecodeUTF8(b.p ? b.p : "", (Py_ssize_t)b.len, "strict");
+        *xml = PyUnicode_DecodeUTF8(b->p ? b->p : "", (Py_ssize_t)b->len, "strict");
     }
-    PyMem_Free(b.p);
     if (!*xml) return -1;
     *after_ = after;
     return 1;
@@ -1370,7 +1409,9 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
     unsigned long start, end, after;
     PyObject *xml;
     if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
-    int rc = record_core(c, start, end, &after, &xml);
+    Buf b = {0};
+    int rc = record_core(c, &b, start, end, &after, &xml);
+    PyMem_Free(b.p);
     if (rc < 0) return NULL;
     if (rc == 0) Py_RETURN_NONE;
     return Py_BuildValue("(kN)", after, xml);
@@ -1379,7 +1420,17 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
 /* The common records of a chunk from pos, as EvtxReader._walk takes them: framed, before the
  * free-space offset or continuing the ids, their size repeated at their end, accepted. It stops
  * at the first other one (the caller's own walk takes it): "rejected" says the twin was asked
- * and left that record to the pure parser. */
+ * and left that record to the pure parser. The records come back as columns: their positions
+ * and sizes (u32), ids and written times (u64) packed in bytes, their XML texts in a list, and
+ * the ids the chunk header's first_id..last_id range does not cover. */
+static int grow_bytes(PyObject **b, Py_ssize_t need) {
+    Py_ssize_t have = PyBytes_GET_SIZE(*b);
+    if (need <= have) return 0;
+    Py_ssize_t size = have;
+    while (size < need) size *= 2;
+    return _PyBytes_Resize(b, size);
+}
+
 static PyObject *chunk_walk(Chunk *c, PyObject *args) {
     unsigned long pos, free_;
     unsigned long long first_id, last_id;
@@ -1391,11 +1442,16 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         previous_id = PyLong_AsUnsignedLongLong(previous);
         if (previous_id == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     }
-    PyObject *rows = PyList_New(0);
-    if (!rows) return NULL;
+    PyObject *xmls = PyList_New(0), *outside = PyList_New(0);
+    /* never the shared empty bytes: only a bytes of its own may be resized */
+    PyObject *col[4] = {PyBytes_FromStringAndSize(NULL, 4 * 256), PyBytes_FromStringAndSize(NULL, 4 * 256),
+                        PyBytes_FromStringAndSize(NULL, 8 * 256), PyBytes_FromStringAndSize(NULL, 8 * 256)};
+    Py_ssize_t n = 0;
     int rejected = 0;
+    Buf b = {0};
     const uint8_t *data = c->data;
     uint64_t limit = c->limit;
+    if (!xmls || !outside || !col[0] || !col[1] || !col[2] || !col[3]) goto fail;
     while ((uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= OE_EVTX_CHUNK_SIZE && (uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= limit) {
         if (memcmp(data + pos, OE_EVTX_RECORD_MAGIC, 4) != 0) break;
         uint32_t size = rd32(data + pos + 4);
@@ -1407,31 +1463,53 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         if (rd32(data + pos + size - 4) != size) break; /* torn: the caller's walk decides */
         unsigned long after;
         PyObject *xml;
-        int rc = record_core(c, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
-        if (rc < 0) { Py_DECREF(rows); return NULL; }
+        int rc = record_core(c, &b, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
+        if (rc < 0) goto fail;
         if (rc == 0) {
             rejected = 1;
             break;
         }
-        int outside = !(first_id <= record_id && record_id <= last_id);
-        PyObject *row = Py_BuildValue("(kkKKNi)", pos, (unsigned long)size, (unsigned long long)record_id,
-                                      (unsigned long long)written, xml, outside);
-        if (!row || PyList_Append(rows, row) < 0) {
-            Py_XDECREF(row);
-            Py_DECREF(rows);
-            return NULL;
+        rc = PyList_Append(xmls, xml);
+        Py_DECREF(xml);
+        if (rc < 0) goto fail;
+        if (!(first_id <= record_id && record_id <= last_id)) {
+            PyObject *id = PyLong_FromUnsignedLongLong(record_id);
+            if (!id || PyList_Append(outside, id) < 0) {
+                Py_XDECREF(id);
+                goto fail;
+            }
+            Py_DECREF(id);
         }
-        Py_DECREF(row);
+        if (grow_bytes(&col[0], 4 * (n + 1)) < 0 || grow_bytes(&col[1], 4 * (n + 1)) < 0 ||
+            grow_bytes(&col[2], 8 * (n + 1)) < 0 || grow_bytes(&col[3], 8 * (n + 1)) < 0)
+            goto fail;
+        uint32_t pos32 = (uint32_t)pos;
+        memcpy(PyBytes_AS_STRING(col[0]) + 4 * n, &pos32, 4);
+        memcpy(PyBytes_AS_STRING(col[1]) + 4 * n, &size, 4);
+        memcpy(PyBytes_AS_STRING(col[2]) + 8 * n, &record_id, 8);
+        memcpy(PyBytes_AS_STRING(col[3]) + 8 * n, &written, 8);
+        n++;
         have_previous = 1;
         previous_id = record_id;
         pos += size;
     }
-    return Py_BuildValue("(Nki)", rows, pos, rejected);
+    if (_PyBytes_Resize(&col[0], 4 * n) < 0 || _PyBytes_Resize(&col[1], 4 * n) < 0 ||
+        _PyBytes_Resize(&col[2], 8 * n) < 0 || _PyBytes_Resize(&col[3], 8 * n) < 0)
+        goto fail;
+    PyMem_Free(b.p);
+    return Py_BuildValue("(NNNNNNki)", col[0], col[1], col[2], col[3], xmls, outside, pos, rejected);
+fail:
+    PyMem_Free(b.p);
+    Py_XDECREF(xmls);
+    Py_XDECREF(outside);
+    for (int i = 0; i < 4; i++) Py_XDECREF(col[i]);
+    return NULL;
 }
 
 static PyMethodDef chunk_methods[] = {
     {"walk", (PyCFunction)chunk_walk, METH_VARARGS,
-     "walk(pos, free, first_id, last_id, previous_id) -> (rows, pos, rejected): the common records from pos"},
+     "walk(pos, free, first_id, last_id, previous_id) -> (positions, sizes, ids, written, xml, outside, pos, rejected):\n"
+     "the common records from pos as columns"},
     {"record", (PyCFunction)chunk_record, METH_VARARGS,
      "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},
     {NULL, NULL, 0, NULL},
@@ -1476,6 +1554,7 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__evtx(void) {
+    init_plain();
     if (PyType_Ready(&ChunkType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;

@@ -606,8 +606,11 @@ def import_evtx(store: LogStore, log: str, data: Any, *, batch: int = 1000) -> i
     stored = 0
     events = []
     for index in chunk_order(reader):
-        for record in sorted(reader.chunk_records(index), key=lambda r: r.record_id):
-            events.append(from_evtx_record(record))
+        rows = reader.chunk_batch(index)
+        if rows is None:
+            continue
+        for row in sorted(range(len(rows)), key=rows.record_ids.__getitem__):  # record-id order, as the log wrote them
+            events.append(from_evtx_record(rows.record(row)))
         if len(events) >= batch:
             stored += store.append(log, events).stored
             events = []

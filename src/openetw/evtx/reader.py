@@ -24,6 +24,7 @@ first record the twin leaves to it (damage included), so results, errors and cou
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from openetw._native import module as native_module
 from openetw.errors import EvtxFormatError
 from openetw.evtx import layout as L
+from openetw.evtx.batch import RecordBatch
 from openetw.evtx.binxml import BinXmlError, ChunkParser
 from openetw.evtx.record import NATIVE_PARSED, EvtxRecord
 from openetw.evtx.render import Renderer, check_expansion
@@ -39,8 +41,9 @@ _u32 = struct.Struct("<I").unpack_from
 _u64 = struct.Struct("<Q").unpack_from
 _RECORD = L.RECORD_HEADER.struct.unpack_from
 _NATIVE = native_module("_evtx")
+_ZERO_CHUNK = bytes(L.CHUNK_SIZE)
 
-__all__ = ["ChunkInfo", "EvtxReader", "FileHeader", "ReadStatistics", "read_file_header"]
+__all__ = ["ChunkInfo", "EvtxReader", "FileHeader", "ReadStatistics", "RecordBatch", "read_file_header"]
 
 
 @dataclass(frozen=True)
@@ -131,11 +134,13 @@ def read_file_header(data: Any, path: str | None = None) -> FileHeader:
 class ChunkState:
     """One chunk's bytes with its BinXml parser and renderer (records keep a reference).
 
-    ``native`` is the compiled twin's chunk while it decides; ``pending`` lists the records it
-    accepted (position and size first) in walk order, which ``nodes_at`` parses with the
-    pure parser, in that order, when a record's nodes are needed."""
+    ``native`` is the compiled twin's chunk while it decides; ``pending_positions`` and
+    ``pending_sizes`` list the records it accepted in walk order, which ``nodes_at`` parses with
+    the pure parser, in that order, when a record's nodes are needed."""
 
-    __slots__ = ("index", "offset", "data", "parser", "renderer", "native", "pending", "caught", "parsed")
+    __slots__ = (
+        "index", "offset", "data", "parser", "renderer", "native", "pending_positions", "pending_sizes", "caught", "parsed",
+    )  # fmt: skip
 
     def __init__(self, index: int, offset: int, data: bytes) -> None:
         self.index = index
@@ -144,15 +149,16 @@ class ChunkState:
         self.parser = ChunkParser(data)
         self.renderer = Renderer(self.parser)
         self.native: Any = _NATIVE.Chunk(data) if _NATIVE is not None else None
-        self.pending: list[tuple[Any, ...]] = []
+        self.pending_positions = array("I")
+        self.pending_sizes = array("I")
         self.caught = 0
         self.parsed: dict[int, list[Any]] = {}
 
     def catch_up(self, upto: int | None = None) -> None:
         """Parse the records the twin accepted (up to the one at ``upto``), as the walk would have."""
-        parser, pending = self.parser, self.pending
-        while self.caught < len(pending):
-            pos, size = pending[self.caught][:2]
+        parser, positions, sizes = self.parser, self.pending_positions, self.pending_sizes
+        while self.caught < len(positions):
+            pos, size = positions[self.caught], sizes[self.caught]
             self.caught += 1
             parser.work = 0
             try:
@@ -226,6 +232,14 @@ class EvtxReader:
         for index in range(self.block_count):
             yield from self.chunk_records(index, damaged=damaged)
 
+    def batches(self, *, damaged: bool = False) -> Iterator[RecordBatch]:
+        """Every chunk's records as columns (``RecordBatch``), the same records ``records()``
+        yields, with the same counts and errors; a block without records yields nothing."""
+        for index in range(self.block_count):
+            batch = self.chunk_batch(index, damaged=damaged)
+            if batch is not None and len(batch):
+                yield batch
+
     def chunk(self, index: int) -> ChunkState | None:
         """Block ``index`` checked and ready to parse, or ``None`` when it holds no chunk."""
         offset = L.FILE_HEADER_SIZE + index * L.CHUNK_SIZE
@@ -239,7 +253,7 @@ class EvtxReader:
             self._error(f"chunk of {len(data)} bytes (the file ends inside it)", offset, index, "chunk header")
             return None
         if data[:8] != L.CHUNK_MAGIC:
-            if not data.strip(b"\x00"):
+            if data == _ZERO_CHUNK:
                 info.state = "unused"
                 self.stats.chunks_unused += 1
                 return None
@@ -265,6 +279,33 @@ class EvtxReader:
         state = self.chunk(index)
         if state is None:
             return
+        path = self.path
+        for item in self._chunk_walk(state, damaged):
+            if isinstance(item, EvtxRecord):
+                yield item
+                continue
+            positions, sizes, ids, written, xmls = item
+            for pos, size, record_id, when, xml in zip(
+                memoryview(positions).cast("I"), memoryview(sizes).cast("I"),
+                memoryview(ids).cast("Q"), memoryview(written).cast("Q"), xmls, strict=True,
+            ):  # fmt: skip
+                yield EvtxRecord(state, pos, size, record_id, when, NATIVE_PARSED, path, None, xml)
+
+    def chunk_batch(self, index: int, *, damaged: bool = False) -> RecordBatch | None:
+        """Block ``index``'s records as columns (``None`` when it holds no chunk); what
+        ``chunk_records`` yields, walked to the end, counted and reported the same."""
+        state = self.chunk(index)
+        if state is None:
+            return None
+        batch = RecordBatch(state, self.path)
+        for item in self._chunk_walk(state, damaged):
+            if isinstance(item, EvtxRecord):
+                batch.append_record(item)
+            else:
+                batch.extend_columns(*item)
+        return batch
+
+    def _chunk_walk(self, state: ChunkState, damaged: bool) -> Iterator[EvtxRecord | tuple[Any, ...]]:
         info = self.chunk_infos[-1]
         free = min(max(info.free_space_offset, L.CHUNK_HEADER_SIZE), L.CHUNK_SIZE)
         outside: list[int] = []  # ids the stale chunk header does not cover (kept when framed)
@@ -276,27 +317,32 @@ class EvtxReader:
                 self._notice(
                     f"{len(outside)} records (ids {min(outside)}..{max(outside)}) are outside the chunk header's "
                     f"{info.first_record_id}..{info.last_record_id} (a stale header; their framing decided)",
-                    state.offset, index, "chunk header",
+                    state.offset, state.index, "chunk header",
                 )
 
-    def _walk(self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int]) -> Iterator[EvtxRecord]:
+    def _walk(
+        self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int]
+    ) -> Iterator[EvtxRecord | tuple[Any, ...]]:
+        """The chunk's records: the twin's runs as columns (positions, sizes, ids, written
+        times, XML texts), the others one ``EvtxRecord`` at a time."""
         data, base, index = state.data, state.offset, state.index
         pos = L.CHUNK_HEADER_SIZE
         previous_id: int | None = None
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
             if state.native is not None:
                 # The twin takes the common records in one call; it stops at any other.
-                rows, pos, rejected = state.native.walk(pos, free, info.first_record_id, info.last_record_id, previous_id)
-                if rows:
-                    state.pending.extend(rows)
-                    stats = self.stats
-                    for row_pos, size, record_id, written, xml, outside_header in rows:
-                        info.records += 1
-                        stats.records += 1
-                        if outside_header:
-                            outside.append(record_id)
-                        yield EvtxRecord(state, row_pos, size, record_id, written, NATIVE_PARSED, self.path, None, xml)
-                    previous_id = rows[-1][2]
+                positions, sizes, ids, written, xmls, outside_ids, pos, rejected = state.native.walk(
+                    pos, free, info.first_record_id, info.last_record_id, previous_id
+                )
+                if xmls:
+                    state.pending_positions.frombytes(positions)
+                    state.pending_sizes.frombytes(sizes)
+                    count = len(xmls)
+                    info.records += count
+                    self.stats.records += count
+                    outside.extend(outside_ids)
+                    previous_id = memoryview(ids).cast("Q")[-1]
+                    yield positions, sizes, ids, written, xmls
                 if rejected:
                     state.go_pure()
                 if pos + L.MIN_RECORD_SIZE > L.CHUNK_SIZE:
@@ -323,7 +369,8 @@ class EvtxReader:
             accepted = state.native.record(pos + L.RECORD_HEADER_SIZE, end) if state.native is not None else None
             if accepted is not None:
                 parsed_end, xml = accepted
-                state.pending.append((pos, size))
+                state.pending_positions.append(pos)
+                state.pending_sizes.append(size)
                 info.records += 1
                 self.stats.records += 1
                 if torn:
