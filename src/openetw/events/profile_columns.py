@@ -1,0 +1,410 @@
+"""A trace file's CPU samples with named stacks, from the index's columns: ``load_profile``'s
+result without a Python object per record.
+
+``load_file_profile(path)`` reads the file's index (``consumer.index.EtlIndex``) and works on
+its columns with numpy:
+
+* the records that tell processes, threads, images, .NET methods and symbols (anything but
+  samples, StackWalk records, CSwitch and ReadyThread) feed the ``TraceState`` one by one;
+* ``SampledProfile`` records and ``StackWalk`` ``Stack``/``StackKeyKernel``/``StackKeyUser``
+  records are read from the file's bytes as arrays; a stack record joins the sample with its
+  ``EventTimeStamp`` and ``StackThread`` (kernel part before user part, parts in file order),
+  a key resolves to the first ``KeyDelete``/``KeyRundown`` definition of that key at or after
+  the reference, else the last one (``events.stacks``'s rules);
+* frames are one address array with offsets per sample; each distinct (process, address) is
+  named once by ``FrameNamer`` (at the time of the first sample that holds it, as the
+  per-record path names it) and mapped back;
+* ``SampleTable`` gives the samples as ``StackSample``s when asked (lazily) and computes By Name
+  by counting on arrays.
+
+What it does not take the fast way (other events than ``SampledProfile``, a process asked by
+name) goes through ``events.profile.load_profile`` over the file's records.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+
+from openetw.events.frames import Frame, FrameNamer
+from openetw.events.profile import Profile, StackSample, load_profile, process_label
+from openetw.events.stacks import StackStats
+from openetw.events.trace_state import TraceState
+from openetw.tdh.registry import SchemaRegistry
+
+__all__ = ["SampleTable", "load_file_profile"]
+
+_STACKWALK, _PERFINFO, _THREAD, _PROCESS, _IMAGE = 0x18, 0x0F, 0x05, 0x03, 0x14
+_STACK, _KEY_DELETE, _KEY_RUNDOWN, _KEY_KERNEL, _KEY_USER = 32, 35, 36, 37, 38
+_SAMPLE, _CSWITCH, _READY_THREAD = 46, 36, 50
+_NO_ID = 0xFFFFFFFF
+_POINTER32_TYPES = (0x01, 0x03, 0x10)  # HEADER_TYPE_SYSTEM32, _COMPACT32, _PERFINFO32
+_BUFFER_COMPRESSED = 0x0040
+_KERNEL_PART, _USER_PART = 0, 1
+
+
+class SampleTable(Sequence[StackSample]):
+    """Samples as columns: ``pid``, ``tid``, ``filetime`` per sample, ``offsets`` into
+    ``frame_ids`` (indexes into ``frames``), innermost frame first. Indexing gives
+    ``StackSample``s, built when asked."""
+
+    def __init__(self, state: TraceState, pid: np.ndarray, tid: np.ndarray, filetime: np.ndarray, offsets: np.ndarray,
+                 frame_ids: np.ndarray, frames: list[Frame]) -> None:  # fmt: skip
+        self.state = state
+        self.pid, self.tid, self.filetime = pid, tid, filetime
+        self.offsets, self.frame_ids, self.frames = offsets, frame_ids, frames
+        self._labels: dict[tuple[int, int], str] = {}
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+    def _sample(self, at: int) -> StackSample:
+        pid, when = int(self.pid[at]), int(self.filetime[at])
+        label = self._labels.get((pid, when))
+        if label is None:
+            label = self._labels[(pid, when)] = process_label(self.state, pid, when)
+        frames = self.frames
+        ids = self.frame_ids[int(self.offsets[at]) : int(self.offsets[at + 1])].tolist()
+        return StackSample(pid, int(self.tid[at]), label, when, "SampledProfile", tuple(frames[i] for i in ids))
+
+    @overload
+    def __getitem__(self, at: int) -> StackSample: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[StackSample]: ...
+    def __getitem__(self, at: int | slice) -> StackSample | list[StackSample]:
+        if isinstance(at, slice):
+            return [self._sample(i) for i in range(*at.indices(len(self)))]
+        if at < 0:
+            at += len(self)
+        if not 0 <= at < len(self):
+            raise IndexError(at)
+        return self._sample(at)
+
+    def __iter__(self) -> Iterator[StackSample]:
+        for at in range(len(self)):
+            yield self._sample(at)
+
+    def name_counts(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """By Name's counts: (names, exclusive, inclusive), one entry per name."""
+        names: dict[str, int] = {}
+        label_of = np.asarray([names.setdefault(frame.label, len(names)) for frame in self.frames], dtype=np.int64)
+        count = len(names)
+        lengths = np.diff(self.offsets)
+        full = np.flatnonzero(lengths > 0)
+        labels = label_of[self.frame_ids] if len(self.frame_ids) else np.zeros(0, dtype=np.int64)
+        exclusive = np.bincount(labels[self.offsets[full]], minlength=count) if len(full) else np.zeros(count, dtype=np.int64)
+        inclusive = np.zeros(count, dtype=np.int64)
+        if len(full):
+            representative, weights = _distinct_stacks(self.frame_ids, self.offsets, full)
+            for sample, weight in zip(representative.tolist(), weights.tolist(), strict=True):
+                seen = np.unique(labels[self.offsets[sample] : self.offsets[sample + 1]])
+                inclusive[seen] += weight
+        return list(names), exclusive, inclusive
+
+
+def _distinct_stacks(frame_ids: np.ndarray, offsets: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One sample for each distinct stack among samples ``full`` and how many samples have it."""
+    starts, lengths = offsets[full], np.diff(offsets)[full]
+    position = np.arange(len(frame_ids), dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
+    rng = np.random.default_rng(0x0E7B)
+    mix = rng.integers(1, 1 << 62, size=(2, int(lengths.max()) + 1), dtype=np.int64).astype(np.uint64) | np.uint64(1)
+    ids = frame_ids.astype(np.uint64) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        first = np.add.reduceat(ids * mix[0][position], starts)
+        second = np.add.reduceat((ids ^ np.uint64(0x9E3779B97F4A7C15)) * mix[1][position], starts)
+    keys = np.stack([first, second, lengths.astype(np.uint64)], axis=1)
+    _unique, first_at, inverse, counts = np.unique(keys, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    chosen = full[first_at]
+    # a hash that joined two different stacks would count wrong: check every frame against its stack's representative
+    rep_starts = np.repeat(offsets[chosen][inverse], lengths)
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    mine = frame_ids[np.repeat(starts, lengths) + within]
+    if not np.array_equal(mine, frame_ids[rep_starts + within]):
+        return full, np.ones(len(full), dtype=np.int64)
+    return chosen, counts
+
+
+def _file_bytes(index: Any, path: str, buffer_numbers: np.ndarray) -> tuple[Any, np.ndarray, Any]:
+    """The bytes that hold buffers ``buffer_numbers`` and where each buffer's data starts in
+    them (by buffer number); the mapping to close."""
+    table = index.buffers
+    base = np.zeros(int(table["index"].max()) + 1 if len(table) else 1, dtype=np.int64)
+    if len(table) and not np.any(table["flags"] & _BUFFER_COMPRESSED) and os.path.getsize(path) > 0:
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        base[table["index"]] = table["file_offset"]
+        return np.frombuffer(mapped, dtype=np.uint8), base, mapped
+    parts: list[bytes] = []
+    at = 0
+    for number in np.unique(buffer_numbers).tolist():
+        data = index.file_buffers.buffer_data(number)
+        base[number] = at
+        parts.append(data)
+        at += len(data)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), base, None
+
+
+def _read_u(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian unsigned integers of ``width`` bytes at positions ``at``."""
+    if not len(at):
+        return np.zeros(0, dtype=np.uint64)
+    gathered = data[at[:, None] + np.arange(width, dtype=np.int64)]
+    return gathered.view("<u8" if width == 8 else "<u4").reshape(-1).astype(np.uint64)
+
+
+def _addresses(data: np.ndarray, start: np.ndarray, count: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The addresses of many records (``count`` of ``width`` bytes from ``start``) as one array
+    and the offsets of each record's run."""
+    offsets = np.zeros(len(count) + 1, dtype=np.int64)
+    np.cumsum(count, out=offsets[1:])
+    out = np.zeros(int(offsets[-1]), dtype=np.uint64)
+    each_width = np.repeat(width, count)
+    within = np.arange(len(out), dtype=np.int64) - np.repeat(offsets[:-1], count)
+    positions = np.repeat(start, count) + within * each_width
+    for size in (4, 8):
+        chosen = np.flatnonzero(each_width == size)
+        if len(chosen):
+            out[chosen] = _read_u(data, positions[chosen], size)
+    return out, offsets
+
+
+def _fallback(path: str, **options: Any) -> Profile:
+    from openetw.etl.reader import EtlReader
+
+    with EtlReader(path) as reader:
+        return load_profile(reader.records(time_order=True), **options)
+
+
+def load_file_profile(
+    path: str | os.PathLike[str], *, registry: SchemaRegistry | None = None, event: str | None = "SampledProfile",
+    process: str | None = None, thread: int | None = None, start: int | None = None, end: int | None = None,
+    symbol_dirs: Iterable[str | os.PathLike[str]] = (), kallsyms: str | None = None,
+    perf_map_dir: str | os.PathLike[str] | None = None, elf: bool = True, index: Any = None,
+) -> Profile:  # fmt: skip
+    """``load_profile`` of the records of the file ``path`` (same arguments), from its index
+    (``index``: an ``EtlIndex`` of it already open, else opened, kept in the user's cache)."""
+    source = os.fspath(path)
+    options: dict[str, Any] = {
+        "registry": registry, "event": event, "process": process, "thread": thread, "start": start, "end": end,
+        "symbol_dirs": symbol_dirs, "kallsyms": kallsyms, "perf_map_dir": perf_map_dir, "elf": elf,
+    }  # fmt: skip
+    if event is None or event.lower() not in ("sampledprofile", "perfinfo/sampledprofile") or (process is not None and not process.isdigit()):
+        return _fallback(source, **options)
+    if index is None:
+        from openetw.consumer.index import EtlIndex
+
+        index = EtlIndex.open(source)
+    rows = index.records
+    kind, hook = rows["kind"], rows["hook_id"].astype(np.int64)
+    group, opcode = hook >> 8, hook & 0xFF
+    kernel = kind <= 2
+    is_sample = kernel & (group == _PERFINFO) & (opcode == _SAMPLE)
+    walk = kernel & (group == _STACKWALK)
+    is_stack = walk & np.isin(opcode, (_STACK, _KEY_KERNEL, _KEY_USER))
+    is_key = walk & np.isin(opcode, (_KEY_DELETE, _KEY_RUNDOWN))
+    quiet = kernel & (((group == _THREAD) & np.isin(opcode, (_CSWITCH, _READY_THREAD))) | ~np.isin(group, (_PROCESS, _THREAD, _IMAGE)))
+    state = TraceState(registry)
+    told = np.flatnonzero(~(quiet | (kind == 7)))  # KIND "unknown" says nothing either
+    loader = index.loader()
+    for record in loader.records(told):
+        state.observe(record)
+
+    needed = np.flatnonzero(is_sample | is_stack | is_key)
+    data, base, mapped = _file_bytes(index, source, rows["buffer"][needed])
+    try:
+        width_of = np.where(np.isin(rows["header_type"], _POINTER32_TYPES), 4, 8).astype(np.int64)
+        begin = base[rows["buffer"].astype(np.int64)] + rows["offset"].astype(np.int64) + rows["user_data_offset"].astype(np.int64)
+        length = rows["user_data_length"].astype(np.int64)
+        profile = _join(state, rows, data, begin, length, width_of, is_sample, is_stack, is_key, opcode)
+        del data
+    finally:
+        if mapped is not None:
+            mapped.close()
+    stats, s_pid, s_tid, s_filetime, s_order, frame_addresses, frame_offsets = profile
+    keep = np.ones(len(s_pid), dtype=bool)
+    if start is not None:
+        keep &= s_filetime >= start
+    if end is not None:
+        keep &= s_filetime <= end
+    if thread is not None:
+        keep &= s_tid == thread
+    if process is not None:
+        keep &= s_pid == int(process)
+    with_stack = len(s_pid)
+    chosen = np.flatnonzero(keep)
+    lengths = np.diff(frame_offsets)[chosen]
+    offsets = np.zeros(len(chosen) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    take = np.repeat(frame_offsets[chosen], lengths) + (np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths))
+    addresses = frame_addresses[take]
+    pids = s_pid[chosen]
+    # name each distinct (process, address) once, at the first sample that holds it
+    namer = FrameNamer(state, symbol_dirs=symbol_dirs, kallsyms=kallsyms, perf_map_dir=perf_map_dir, elf=elf)
+    frame_pid = np.repeat(pids.astype(np.uint64), lengths)
+    pairs = np.stack([frame_pid, addresses], axis=1) if len(addresses) else np.zeros((0, 2), dtype=np.uint64)
+    frames: list[Frame] = []
+    frame_ids = np.zeros(0, dtype=np.int64)
+    if len(pairs):
+        distinct, first_at, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(first_at, kind="stable")
+        sample_of = np.repeat(np.arange(len(chosen), dtype=np.int64), lengths)
+        whens = s_filetime[chosen][sample_of[first_at[order]]]
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order), dtype=np.int64)
+        for (pid, address), when in zip(distinct[order].tolist(), whens.tolist(), strict=True):
+            frames.append(namer.name(int(pid), int(address), int(when)))
+        frame_ids = rank[inverse]
+    samples = SampleTable(state, pids.astype(np.int64), s_tid[chosen].astype(np.int64), s_filetime[chosen], offsets, frame_ids, frames)
+    return Profile(samples, state, stats, namer.stats, {"SampledProfile": with_stack} if with_stack else {})  # type: ignore[arg-type]
+
+
+def _join(
+    state: TraceState, rows: np.ndarray, data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
+    is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray,
+) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Samples joined to their stack records (module doc): stats; per sample with a stack its
+    pid, tid, filetime and row; the addresses and their offsets per sample."""
+    stats = StackStats(records=len(rows))
+    # samples: the sampled thread is in the payload (after the instruction pointer)
+    sample_rows = np.flatnonzero(is_sample)
+    stats.samples = len(sample_rows)
+    s_width = width_of[sample_rows]
+    s_tid = rows["tid"][sample_rows].astype(np.int64)
+    has_tid = length[sample_rows] >= s_width + 4
+    if np.any(has_tid):
+        at = sample_rows[has_tid]
+        s_tid[has_tid] = _read_u(data, begin[at] + width_of[at], 4).astype(np.int64)
+    s_tid[s_tid == _NO_ID] = -1
+    s_time = rows["timestamp"][sample_rows]
+    s_pid = rows["pid"][sample_rows].astype(np.int64)
+    s_pid[s_pid == _NO_ID] = -1
+
+    # stack records: EventTimeStamp, StackProcess, StackThread, then addresses or a key
+    stack_rows = np.flatnonzero(is_stack & (length >= 16))
+    stats.stack_records = len(stack_rows)
+    w = width_of[stack_rows]
+    head = begin[stack_rows]
+    when = _read_u(data, head, 8).astype(np.int64)
+    part_pid = _read_u(data, head + 8, 4).astype(np.int64)
+    part_tid = _read_u(data, head + 12, 4).astype(np.int64)
+    op = opcode[stack_rows]
+    count = np.where(op == _STACK, (length[stack_rows] - 16) // w, 0)
+    is_ref = (op != _STACK) & (length[stack_rows] >= 16 + w)
+    present = (count > 0) | is_ref
+    stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref = (
+        array[present] for array in (stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref)
+    )
+    stats.key_references = int(is_ref.sum())
+    direct, direct_offsets = _addresses(data, head + 16, count, w)
+    first_address = direct[direct_offsets[:-1][count > 0]]
+    rank = np.where(op == _KEY_USER, _USER_PART, _KERNEL_PART)
+    kernel_bit = np.where(w == 8, np.uint64(1) << np.uint64(63), np.uint64(1) << np.uint64(31))
+    rank[count > 0] = np.where((first_address & kernel_bit[count > 0]) != 0, _KERNEL_PART, _USER_PART)
+
+    # join: the sample of the same timestamp and thread (the first such sample)
+    sample_key = np.stack([s_time, s_tid], axis=1)
+    order = np.lexsort((np.arange(len(sample_rows)), s_tid, s_time))
+    sorted_time, sorted_tid = s_time[order], s_tid[order]
+    left = np.searchsorted(sorted_time, when, side="left")
+    right = np.searchsorted(sorted_time, when, side="right")
+    target = np.full(len(stack_rows), -1, dtype=np.int64)
+    # within the run of one timestamp, the first sample of the thread
+    for at in np.flatnonzero(right - left == 1).tolist():
+        if sorted_tid[left[at]] == part_tid[at]:
+            target[at] = order[left[at]]
+    for at in np.flatnonzero(right - left > 1).tolist():
+        run = np.flatnonzero(sorted_tid[left[at] : right[at]] == part_tid[at])
+        if len(run):
+            target[at] = order[left[at] + run[0]]
+    del sample_key
+    matched = target >= 0
+    stats.unmatched_stacks = 0  # parts of other events are not counted here
+
+    # keys: each reference resolves to the first definition at or after it, else the last
+    key_rows = np.flatnonzero(is_key)
+    kw = width_of[key_rows]
+    enough = length[key_rows] >= kw
+    key_rows, kw = key_rows[enough], kw[enough]
+    stats.keys_defined = len(key_rows)
+    key_value = np.zeros(len(key_rows), dtype=np.uint64)
+    for size in (4, 8):
+        pick = np.flatnonzero(kw == size)
+        key_value[pick] = _read_u(data, begin[key_rows[pick]], size)
+    key_count = (length[key_rows] - kw) // kw
+    defined, defined_offsets = _addresses(data, begin[key_rows] + kw, key_count, kw)
+    ref_key = np.zeros(len(stack_rows), dtype=np.uint64)
+    for size in (4, 8):
+        pick = np.flatnonzero(is_ref & (w == size))
+        ref_key[pick] = _read_u(data, head[pick] + 16, size)
+    resolved = np.full(len(stack_rows), -1, dtype=np.int64)  # the definition a reference uses
+    references = np.flatnonzero(is_ref & matched)
+    if len(references) and len(key_rows):
+        def_time = rows["timestamp"][key_rows]
+        by_key = np.lexsort((np.arange(len(key_rows)), def_time, key_value))
+        keys_sorted, times_sorted = key_value[by_key], def_time[by_key]
+        ref_time = s_time[target[references]]
+        lo = np.searchsorted(keys_sorted, ref_key[references], side="left")
+        hi = np.searchsorted(keys_sorted, ref_key[references], side="right")
+        for at, first, last, moment in zip(references.tolist(), lo.tolist(), hi.tolist(), ref_time.tolist(), strict=True):
+            if first == last:
+                continue
+            found = first + int(np.searchsorted(times_sorted[first:last], moment, side="left"))
+            resolved[at] = by_key[found if found < last else last - 1]
+    unresolved = is_ref & matched & (resolved < 0)
+    stats.unresolved_keys = int(unresolved.sum())
+
+    # each part's addresses: direct, or its key's definition
+    part_count = np.where(is_ref, np.where(resolved >= 0, key_count[np.maximum(resolved, 0)] if len(key_count) else 0, 0), count)
+    part_start = np.where(is_ref, np.where(resolved >= 0, defined_offsets[:-1][np.maximum(resolved, 0)] if len(key_count) else 0, 0),
+                          direct_offsets[:-1])  # fmt: skip
+    source_is_key = is_ref
+    used = np.flatnonzero(matched)
+    # a sample's parts: kernel before user, each rank in file order
+    by_sample = used[np.lexsort((stack_rows[used], rank[used], target[used]))]
+    joined_sample = target[by_sample]
+    n = part_count[by_sample]
+    total = np.zeros(len(sample_rows), dtype=np.int64)
+    np.add.at(total, joined_sample, n)
+    # the sample's process: the first attached part's StackProcess, else the sample's, else the thread's
+    first_part = np.full(len(sample_rows), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_part, target[used], stack_rows[used])
+    attached = first_part < np.iinfo(np.int64).max
+    with_frames = np.flatnonzero(total > 0)
+    stats.events_with_stacks = stats.samples_with_stacks = len(with_frames)
+    # in the order the per-record path joins them: when the first part met its sample
+    order_key = np.maximum(sample_rows[with_frames], first_part[with_frames])
+    with_frames = with_frames[np.argsort(order_key, kind="stable")]
+    pid_row = {int(row): i for i, row in enumerate(stack_rows.tolist())}
+    pids = np.empty(len(with_frames), dtype=np.int64)
+    for i, sample in enumerate(with_frames.tolist()):
+        pid = int(part_pid[pid_row[int(first_part[sample])]]) if attached[sample] else _NO_ID
+        if pid == _NO_ID:
+            pid = int(s_pid[sample]) if s_pid[sample] != -1 else state.thread_process(max(int(s_tid[sample]), 0), int(rows["filetime"][sample_rows[sample]])) or 0
+        pids[i] = pid
+    # the addresses, sample by sample
+    slot = np.full(len(sample_rows), -1, dtype=np.int64)
+    slot[with_frames] = np.arange(len(with_frames), dtype=np.int64)
+    keep_parts = np.flatnonzero((slot[joined_sample] >= 0) & (n > 0))
+    parts = by_sample[keep_parts]
+    part_slot = slot[target[parts]]
+    order2 = np.argsort(part_slot, kind="stable")
+    parts, part_slot = parts[order2], part_slot[order2]
+    counts = part_count[parts]
+    offsets = np.zeros(len(with_frames) + 1, dtype=np.int64)
+    np.add.at(offsets, part_slot + 1, counts)
+    np.cumsum(offsets, out=offsets)
+    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    from_key = np.repeat(source_is_key[parts], counts)
+    position = np.repeat(part_start[parts], counts) + within
+    addresses = np.where(from_key, defined[np.where(from_key, position, 0)] if len(defined) else 0,
+                         direct[np.where(from_key, 0, position)] if len(direct) else 0).astype(np.uint64)  # fmt: skip
+    tids = s_tid[with_frames]
+    tids[tids == -1] = 0
+    filetimes = rows["filetime"][sample_rows[with_frames]]
+    return stats, pids, tids, filetimes, sample_rows[with_frames], addresses, offsets
