@@ -11,6 +11,13 @@ stacks) and once under ``perf record -g -F 1000``. Then, for the openetw trace a
 * **warm**: the same work again in this process (modules imported, the file in the page cache),
   best of ``--repeat``; CPU time of this process.
 
+The burn trace holds a few thousand samples; to measure at scale, ``repeated_trace`` relogs it
+with its ``SampledProfile`` and ``StackWalk`` records repeated after it (``--copies`` copies in
+all, each shifted in time by the span of the samples: a sample's timestamp and its stack
+record's ``EventTimeStamp`` move together): a >= 1 M-sample trace of the
+same workload. ``perf report`` is measured on the perf.data of the recorded workload (its rate
+per stack is what compares).
+
 ``perf report --stdio`` runs on the perf.data (a fresh process; its CPU time likewise). Rates
 count stacks (samples with a stack) and frames (return addresses named, with repeats); the last
 column is CPU per stack against perf report's on the same workload. The load average is printed:
@@ -57,6 +64,15 @@ int main(int argc, char **argv) {
 
 COLD = """
 import sys, time
+from openetw.events.profile_columns import load_file_profile
+from openetw.report.stacks import by_name
+profile = load_file_profile(sys.argv[1])
+rows = by_name(profile.samples)
+print(len(profile.samples), len(profile.samples.frame_ids), rows[0].name)
+"""
+# the per-record path (events.profile.load_profile over every record), for the small inputs
+COLD_PER_RECORD = """
+import sys
 from openetw.etl.reader import EtlReader
 from openetw.events.profile import load_profile
 from openetw.report.stacks import by_name
@@ -65,6 +81,46 @@ with EtlReader(sys.argv[1]) as reader:
 rows = by_name(profile.samples)
 print(len(profile.samples), sum(len(s.frames) for s in profile.samples), rows[0].name)
 """
+_SAMPLE_HOOK, _STACKWALK_GROUP = 0x0F2E, 0x18
+
+
+def repeated_trace(source: Path, target: Path, copies: int) -> int:
+    """``source`` relogged to ``target`` with its samples and stack records repeated ``copies``
+    times (module doc); the samples written."""
+    import struct
+
+    from openetw.etl.reader import EtlReader
+    from openetw.etl.relog import is_logfile_header_record
+    from openetw.etl.writer import EtlWriter, relog_header
+
+    with EtlReader(str(source)) as reader:
+        header = reader.header
+        records = [record for record in reader.records(time_order=True) if not is_logfile_header_record(record)]
+    kernel = ("system", "compact", "perfinfo")
+    repeated = [r for r in records if r.kind in kernel and (r.hook_id == _SAMPLE_HOOK or (r.hook_id or 0) >> 8 == _STACKWALK_GROUP)]
+    first, last = repeated[0].timestamp, repeated[-1].timestamp
+    span = last - first + 1
+    size = max(header.buffer_size, 1 << 20)
+    out = relog_header(header, buffer_size=size, events_lost=0, buffers_lost=0, clock=header.clock, logfile_name=str(target))
+    samples = 0
+    with EtlWriter(str(target), header=out) as writer:
+        for record in records:  # the first copy: the trace as it is
+            writer.write(record)
+            samples += record.kind in kernel and record.hook_id == _SAMPLE_HOOK
+        for copy in range(1, copies):
+            shift = copy * span
+            for record in repeated:
+                moved = record.with_timestamp(record.timestamp + shift)
+                raw = moved.raw
+                if record.hook_id != _SAMPLE_HOOK and (record.hook_id & 0xFF) in (32, 37, 38):  # Stack, StackKey*: EventTimeStamp
+                    at = record.user_data_offset
+                    raw = bytearray(raw)
+                    struct.pack_into("<q", raw, at, struct.unpack_from("<q", raw, at)[0] + shift)
+                    raw = bytes(raw)
+                else:
+                    samples += record.hook_id == _SAMPLE_HOOK
+                writer.write_raw(raw, record.cpu, moved.timestamp)
+    return samples
 
 
 def children_cpu() -> float:

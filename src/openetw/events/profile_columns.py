@@ -173,6 +173,35 @@ def _addresses(data: np.ndarray, start: np.ndarray, count: np.ndarray, width: np
     return out, offsets
 
 
+_TELLING_CLASSES = (
+    "b3e675d7-2554-4f18-830b-2762732560de",  # KernelTraceControl ImageID (DbgID_RSDS)
+    "0e6c4d7a-51b1-4c0e-9f3e-6f70656e6574",  # openetw's KernelSymbols
+    "0e6c4d7a-51b1-4c0e-9f3e-6f70656e6575",  # openetw's ImageBuildId
+    "bbccf6c1-6cd1-48c4-80ff-839482e37671",  # TDH metadata of the trace's events
+)
+_CLR = ("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4", "a669021c-c450-4609-a035-5af59af4df18")  # runtime, rundown
+_CLR_IDS = (143, 144, 151, 152, 153, 154)  # method load/unload (verbose), module and domain-module events
+_KERNEL_PROCESS = "22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716"
+_MANIFEST_DATA_ID = 0xFFFE
+
+
+def _telling(index: Any, rows: np.ndarray) -> np.ndarray:
+    """Which records other than kernel ones ``TraceState`` learns from (its ``observe``): .NET
+    method and module events, the kernel process provider's, manifests the trace carries,
+    image identities, kernel symbols, build ids and TDH metadata."""
+    providers = [str(guid) for guid in index.providers]
+
+    def rows_of(wanted: Iterable[str]) -> np.ndarray:
+        numbers = [at for at, guid in enumerate(providers) if guid in wanted]
+        return np.isin(rows["provider"], numbers)
+
+    kind = rows["kind"]
+    event = kind == 5
+    clr = event & rows_of(_CLR) & np.isin(rows["id"], _CLR_IDS)
+    told = clr | (event & rows_of((_KERNEL_PROCESS,))) | (event & (rows["id"] == _MANIFEST_DATA_ID))
+    return told | (np.isin(kind, (3, 4)) & rows_of(_TELLING_CLASSES))
+
+
 def _fallback(path: str, **options: Any) -> Profile:
     from openetw.etl.reader import EtlReader
 
@@ -209,7 +238,7 @@ def load_file_profile(
     is_key = walk & np.isin(opcode, (_KEY_DELETE, _KEY_RUNDOWN))
     quiet = kernel & (((group == _THREAD) & np.isin(opcode, (_CSWITCH, _READY_THREAD))) | ~np.isin(group, (_PROCESS, _THREAD, _IMAGE)))
     state = TraceState(registry)
-    told = np.flatnonzero(~(quiet | (kind == 7)))  # KIND "unknown" says nothing either
+    told = np.flatnonzero((~kernel & _telling(index, rows)) | (kernel & ~quiet))
     loader = index.loader()
     for record in loader.records(told):
         state.observe(record)
