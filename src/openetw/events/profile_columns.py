@@ -116,8 +116,8 @@ def _distinct_stacks(frame_ids: np.ndarray, offsets: np.ndarray, full: np.ndarra
     with np.errstate(over="ignore"):
         first = np.add.reduceat(ids * mix[0][position], starts)
         second = np.add.reduceat((ids ^ np.uint64(0x9E3779B97F4A7C15)) * mix[1][position], starts)
-    keys = np.stack([first, second, lengths.astype(np.uint64)], axis=1)
-    _unique, first_at, inverse, counts = np.unique(keys, axis=0, return_index=True, return_inverse=True, return_counts=True)
+        keys = first ^ (second >> np.uint64(7)) ^ (lengths.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
+    _unique, first_at, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     chosen = full[first_at]
     # a hash that joined two different stacks would count wrong: check every frame against its stack's representative
@@ -153,8 +153,12 @@ def _read_u(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """Little-endian unsigned integers of ``width`` bytes at positions ``at``."""
     if not len(at):
         return np.zeros(0, dtype=np.uint64)
+    dtype = "<u8" if width == 8 else "<u4"
+    if not np.any(at & (width - 1)):  # aligned (records are): one gather through a wider view
+        whole = data[: len(data) - len(data) % width].view(dtype)
+        return whole[at // width].astype(np.uint64)
     gathered = data[at[:, None] + np.arange(width, dtype=np.int64)]
-    return gathered.view("<u8" if width == 8 else "<u4").reshape(-1).astype(np.uint64)
+    return gathered.view(dtype).reshape(-1).astype(np.uint64)
 
 
 def _addresses(data: np.ndarray, start: np.ndarray, count: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -275,12 +279,15 @@ def load_file_profile(
     # name each distinct (process, address) once, at the first sample that holds it
     namer = FrameNamer(state, symbol_dirs=symbol_dirs, kallsyms=kallsyms, perf_map_dir=perf_map_dir, elf=elf)
     frame_pid = np.repeat(pids.astype(np.uint64), lengths)
-    pairs = np.stack([frame_pid, addresses], axis=1) if len(addresses) else np.zeros((0, 2), dtype=np.uint64)
     frames: list[Frame] = []
     frame_ids = np.zeros(0, dtype=np.int64)
-    if len(pairs):
-        distinct, first_at, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+    if len(addresses):
+        address_values, address_ids = np.unique(addresses, return_inverse=True)
+        pid_values, pid_ids = np.unique(frame_pid, return_inverse=True)
+        pair_keys = pid_ids.reshape(-1).astype(np.int64) * len(address_values) + address_ids.reshape(-1)
+        pair_values, first_at, inverse = np.unique(pair_keys, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
+        distinct = np.stack([pid_values[pair_values // len(address_values)], address_values[pair_values % len(address_values)]], axis=1)
         order = np.argsort(first_at, kind="stable")
         sample_of = np.repeat(np.arange(len(chosen), dtype=np.int64), lengths)
         whens = s_filetime[chosen][sample_of[first_at[order]]]
@@ -337,21 +344,19 @@ def _join(
     rank[count > 0] = np.where((first_address & kernel_bit[count > 0]) != 0, _KERNEL_PART, _USER_PART)
 
     # join: the sample of the same timestamp and thread (the first such sample)
-    sample_key = np.stack([s_time, s_tid], axis=1)
     order = np.lexsort((np.arange(len(sample_rows)), s_tid, s_time))
     sorted_time, sorted_tid = s_time[order], s_tid[order]
     left = np.searchsorted(sorted_time, when, side="left")
     right = np.searchsorted(sorted_time, when, side="right")
     target = np.full(len(stack_rows), -1, dtype=np.int64)
     # within the run of one timestamp, the first sample of the thread
-    for at in np.flatnonzero(right - left == 1).tolist():
-        if sorted_tid[left[at]] == part_tid[at]:
-            target[at] = order[left[at]]
+    single = np.flatnonzero(right - left == 1)
+    hit = sorted_tid[left[single]] == part_tid[single]
+    target[single[hit]] = order[left[single[hit]]]
     for at in np.flatnonzero(right - left > 1).tolist():
         run = np.flatnonzero(sorted_tid[left[at] : right[at]] == part_tid[at])
         if len(run):
             target[at] = order[left[at] + run[0]]
-    del sample_key
     matched = target >= 0
     stats.unmatched_stacks = 0  # parts of other events are not counted here
 
@@ -409,13 +414,13 @@ def _join(
     # in the order the per-record path joins them: when the first part met its sample
     order_key = np.maximum(sample_rows[with_frames], first_part[with_frames])
     with_frames = with_frames[np.argsort(order_key, kind="stable")]
-    pid_row = {int(row): i for i, row in enumerate(stack_rows.tolist())}
-    pids = np.empty(len(with_frames), dtype=np.int64)
-    for i, sample in enumerate(with_frames.tolist()):
-        pid = int(part_pid[pid_row[int(first_part[sample])]]) if attached[sample] else _NO_ID
-        if pid == _NO_ID:
-            pid = int(s_pid[sample]) if s_pid[sample] != -1 else state.thread_process(max(int(s_tid[sample]), 0), int(rows["filetime"][sample_rows[sample]])) or 0
-        pids[i] = pid
+    pids = np.full(len(with_frames), _NO_ID, dtype=np.int64)
+    has_part = attached[with_frames]
+    pids[has_part] = part_pid[np.searchsorted(stack_rows, first_part[with_frames[has_part]])]
+    for i in np.flatnonzero(pids == _NO_ID).tolist():
+        sample = int(with_frames[i])
+        pid = int(s_pid[sample])
+        pids[i] = pid if pid != -1 else state.thread_process(max(int(s_tid[sample]), 0), int(rows["filetime"][sample_rows[sample]])) or 0
     # the addresses, sample by sample
     slot = np.full(len(sample_rows), -1, dtype=np.int64)
     slot[with_frames] = np.arange(len(with_frames), dtype=np.int64)
