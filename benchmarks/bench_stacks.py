@@ -68,7 +68,7 @@ from openetw.events.profile_columns import load_file_profile
 from openetw.report.stacks import by_name
 profile = load_file_profile(sys.argv[1])
 rows = by_name(profile.samples)
-print(len(profile.samples), len(profile.samples.frame_ids), rows[0].name)
+print(len(profile.samples), profile.samples.frame_count, rows[0].name)
 """
 # the per-record path (events.profile.load_profile over every record), for the small inputs
 COLD_PER_RECORD = """

@@ -48,28 +48,40 @@ _KERNEL_PART, _USER_PART = 0, 1
 
 
 class SampleTable(Sequence[StackSample]):
-    """Samples as columns: ``pid``, ``tid``, ``filetime`` per sample, ``offsets`` into
-    ``frame_ids`` (indexes into ``frames``), innermost frame first. Indexing gives
+    """Samples as columns: ``pid``, ``tid``, ``filetime`` and the stack (``stack_of``) per
+    sample; stack ``k``'s frames are ``frames[i]`` for ``i`` in
+    ``stack_frames[stack_offsets[k]:stack_offsets[k + 1]]``, innermost first. Indexing gives
     ``StackSample``s, built when asked."""
 
-    def __init__(self, state: TraceState, pid: np.ndarray, tid: np.ndarray, filetime: np.ndarray, offsets: np.ndarray,
-                 frame_ids: np.ndarray, frames: list[Frame]) -> None:  # fmt: skip
+    def __init__(self, state: TraceState, pid: np.ndarray, tid: np.ndarray, filetime: np.ndarray, stack_of: np.ndarray,
+                 stack_offsets: np.ndarray, stack_frames: np.ndarray, frames: list[Frame]) -> None:  # fmt: skip
         self.state = state
-        self.pid, self.tid, self.filetime = pid, tid, filetime
-        self.offsets, self.frame_ids, self.frames = offsets, frame_ids, frames
+        self.pid, self.tid, self.filetime, self.stack_of = pid, tid, filetime, stack_of
+        self.stack_offsets, self.stack_frames, self.frames = stack_offsets, stack_frames, frames
         self._labels: dict[tuple[int, int], str] = {}
+        self._stacks: dict[int, tuple[Frame, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.pid)
+
+    @property
+    def frame_count(self) -> int:
+        """Frames over all samples (with repeats)."""
+        return int(np.diff(self.stack_offsets)[self.stack_of].sum()) if len(self.stack_of) else 0
+
+    def _stack(self, number: int) -> tuple[Frame, ...]:
+        found = self._stacks.get(number)
+        if found is None:
+            ids = self.stack_frames[int(self.stack_offsets[number]) : int(self.stack_offsets[number + 1])].tolist()
+            found = self._stacks[number] = tuple(self.frames[i] for i in ids)
+        return found
 
     def _sample(self, at: int) -> StackSample:
         pid, when = int(self.pid[at]), int(self.filetime[at])
         label = self._labels.get((pid, when))
         if label is None:
             label = self._labels[(pid, when)] = process_label(self.state, pid, when)
-        frames = self.frames
-        ids = self.frame_ids[int(self.offsets[at]) : int(self.offsets[at + 1])].tolist()
-        return StackSample(pid, int(self.tid[at]), label, when, "SampledProfile", tuple(frames[i] for i in ids))
+        return StackSample(pid, int(self.tid[at]), label, when, "SampledProfile", self._stack(int(self.stack_of[at])))
 
     @overload
     def __getitem__(self, at: int) -> StackSample: ...
@@ -93,40 +105,19 @@ class SampleTable(Sequence[StackSample]):
         names: dict[str, int] = {}
         label_of = np.asarray([names.setdefault(frame.label, len(names)) for frame in self.frames], dtype=np.int64)
         count = len(names)
-        lengths = np.diff(self.offsets)
-        full = np.flatnonzero(lengths > 0)
-        labels = label_of[self.frame_ids] if len(self.frame_ids) else np.zeros(0, dtype=np.int64)
-        exclusive = np.bincount(labels[self.offsets[full]], minlength=count) if len(full) else np.zeros(count, dtype=np.int64)
+        weights = np.bincount(self.stack_of, minlength=len(self.stack_offsets) - 1)
+        lengths = np.diff(self.stack_offsets)
+        exclusive = np.zeros(count, dtype=np.int64)
         inclusive = np.zeros(count, dtype=np.int64)
+        full = np.flatnonzero(lengths > 0)
         if len(full):
-            representative, weights = _distinct_stacks(self.frame_ids, self.offsets, full)
-            for sample, weight in zip(representative.tolist(), weights.tolist(), strict=True):
-                seen = np.unique(labels[self.offsets[sample] : self.offsets[sample + 1]])
-                inclusive[seen] += weight
+            labels = label_of[self.stack_frames]
+            np.add.at(exclusive, labels[self.stack_offsets[full]], weights[full])
+            # a name counts once per stack: distinct (stack, name) pairs
+            stack_at = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+            pairs = np.unique(stack_at * count + labels)
+            np.add.at(inclusive, pairs % count, weights[pairs // count])
         return list(names), exclusive, inclusive
-
-
-def _distinct_stacks(frame_ids: np.ndarray, offsets: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One sample for each distinct stack among samples ``full`` and how many samples have it."""
-    starts, lengths = offsets[full], np.diff(offsets)[full]
-    position = np.arange(len(frame_ids), dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
-    rng = np.random.default_rng(0x0E7B)
-    mix = rng.integers(1, 1 << 62, size=(2, int(lengths.max()) + 1), dtype=np.int64).astype(np.uint64) | np.uint64(1)
-    ids = frame_ids.astype(np.uint64) + np.uint64(1)
-    with np.errstate(over="ignore"):
-        first = np.add.reduceat(ids * mix[0][position], starts)
-        second = np.add.reduceat((ids ^ np.uint64(0x9E3779B97F4A7C15)) * mix[1][position], starts)
-        keys = first ^ (second >> np.uint64(7)) ^ (lengths.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
-    _unique, first_at, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    chosen = full[first_at]
-    # a hash that joined two different stacks would count wrong: check every frame against its stack's representative
-    rep_starts = np.repeat(offsets[chosen][inverse], lengths)
-    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    mine = frame_ids[np.repeat(starts, lengths) + within]
-    if not np.array_equal(mine, frame_ids[rep_starts + within]):
-        return full, np.ones(len(full), dtype=np.int64)
-    return chosen, counts
 
 
 def _file_bytes(index: Any, path: str, buffer_numbers: np.ndarray) -> tuple[Any, np.ndarray, Any]:
@@ -270,34 +261,84 @@ def load_file_profile(
         keep &= s_pid == int(process)
     with_stack = len(s_pid)
     chosen = np.flatnonzero(keep)
+    pids = s_pid[chosen].astype(np.int64)
     lengths = np.diff(frame_offsets)[chosen]
-    offsets = np.zeros(len(chosen) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    take = np.repeat(frame_offsets[chosen], lengths) + (np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths))
-    addresses = frame_addresses[take]
-    pids = s_pid[chosen]
+    starts = frame_offsets[:-1][chosen]
+    # one representative sample per distinct stack (process and addresses)
+    stack_of, representatives = _distinct_stacks(frame_addresses, starts, lengths, pids)
+    rep_lengths = lengths[representatives]
+    stack_offsets = np.zeros(len(representatives) + 1, dtype=np.int64)
+    np.cumsum(rep_lengths, out=stack_offsets[1:])
+    addresses = frame_addresses[_runs(starts[representatives], rep_lengths, stack_offsets)]
     # name each distinct (process, address) once, at the first sample that holds it
     namer = FrameNamer(state, symbol_dirs=symbol_dirs, kallsyms=kallsyms, perf_map_dir=perf_map_dir, elf=elf)
-    frame_pid = np.repeat(pids.astype(np.uint64), lengths)
     frames: list[Frame] = []
     frame_ids = np.zeros(0, dtype=np.int64)
     if len(addresses):
+        frame_pid = np.repeat(pids[representatives], rep_lengths)
         address_values, address_ids = np.unique(addresses, return_inverse=True)
         pid_values, pid_ids = np.unique(frame_pid, return_inverse=True)
         pair_keys = pid_ids.reshape(-1).astype(np.int64) * len(address_values) + address_ids.reshape(-1)
         pair_values, first_at, inverse = np.unique(pair_keys, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        distinct = np.stack([pid_values[pair_values // len(address_values)], address_values[pair_values % len(address_values)]], axis=1)
         order = np.argsort(first_at, kind="stable")
-        sample_of = np.repeat(np.arange(len(chosen), dtype=np.int64), lengths)
-        whens = s_filetime[chosen][sample_of[first_at[order]]]
+        stack_at = np.repeat(np.arange(len(representatives), dtype=np.int64), rep_lengths)
+        whens = s_filetime[chosen][representatives[stack_at[first_at[order]]]]
+        distinct_pid = pid_values[pair_values // len(address_values)][order]
+        distinct_address = address_values[pair_values % len(address_values)][order]
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order), dtype=np.int64)
-        for (pid, address), when in zip(distinct[order].tolist(), whens.tolist(), strict=True):
-            frames.append(namer.name(int(pid), int(address), int(when)))
-        frame_ids = rank[inverse]
-    samples = SampleTable(state, pids.astype(np.int64), s_tid[chosen].astype(np.int64), s_filetime[chosen], offsets, frame_ids, frames)
+        for pid, address, when in zip(distinct_pid.tolist(), distinct_address.tolist(), whens.tolist(), strict=True):
+            frames.append(namer.name(pid, address, when))
+        frame_ids = rank[inverse.reshape(-1)]
+    samples = SampleTable(
+        state, pids, s_tid[chosen].astype(np.int64), s_filetime[chosen], stack_of, stack_offsets, frame_ids, frames,
+    )  # fmt: skip
     return Profile(samples, state, stats, namer.stats, {"SampledProfile": with_stack} if with_stack else {})  # type: ignore[arg-type]
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i]`` of every run, one after another
+    (``offsets``: the runs' cumulative lengths, from 0)."""
+    total = int(offsets[-1])
+    return np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
+
+
+def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's stack (a number, in order of first appearance) and the first sample of
+    each stack. Stacks are told apart by a hash of process and addresses, every frame then
+    checked against its stack's first sample (a sample whose hash met another stack's keeps a
+    stack of its own)."""
+    count = len(starts)
+    if not count:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    positions = _runs(starts, lengths, offsets)
+    values = addresses[positions]
+    depth = np.arange(len(values), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+    rng = np.random.default_rng(0x0E7B)
+    mix = rng.integers(1, 1 << 62, size=int(lengths.max()) + 1, dtype=np.int64).astype(np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        hashed = (values ^ (values >> np.uint64(29))) * mix[depth]
+        summed = np.zeros(count, dtype=np.uint64)
+        full = lengths > 0
+        summed[full] = np.add.reduceat(hashed, offsets[:-1][full]) if len(hashed) else 0
+        keys = summed ^ (pids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ (lengths.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9))
+    _unique, first_at, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    by_first = np.argsort(first_at, kind="stable")
+    renumber = np.empty(len(by_first), dtype=np.int64)
+    renumber[by_first] = np.arange(len(by_first), dtype=np.int64)
+    stack_of = renumber[inverse]
+    representatives = first_at[by_first]
+    rep = representatives[stack_of]
+    same = (lengths[rep] == lengths) & (pids[rep] == pids)
+    if np.all(same):
+        mine = values
+        theirs = addresses[np.repeat(starts[rep], lengths) + depth]
+        if np.array_equal(mine, theirs):
+            return stack_of, representatives
+    return np.arange(count, dtype=np.int64), np.arange(count, dtype=np.int64)
 
 
 def _join(
