@@ -32,7 +32,7 @@ import numpy as np
 
 from openetw.events.frames import Frame, FrameNamer
 from openetw.events.profile import Profile, StackSample, load_profile, process_label
-from openetw.events.stacks import StackStats
+from openetw.events.stacks import StackCollector, StackStats
 from openetw.events.trace_state import TraceState
 from openetw.tdh.registry import SchemaRegistry
 
@@ -249,7 +249,8 @@ def load_file_profile(
     finally:
         if mapped is not None:
             mapped.close()
-    stats, s_pid, s_tid, s_filetime, s_order, frame_addresses, frame_offsets = profile
+    stats, s_pid, s_tid, s_filetime, unmatched, frame_addresses, frame_offsets, first_sample = profile
+    events = _other_events(index, rows, state, unmatched, is_sample | walk, is_key, stats, first_sample)
     keep = np.ones(len(s_pid), dtype=bool)
     if start is not None:
         keep &= s_filetime >= start
@@ -293,7 +294,54 @@ def load_file_profile(
     samples = SampleTable(
         state, pids, s_tid[chosen].astype(np.int64), s_filetime[chosen], stack_of, stack_offsets, frame_ids, frames,
     )  # fmt: skip
-    return Profile(samples, state, stats, namer.stats, {"SampledProfile": with_stack} if with_stack else {})  # type: ignore[arg-type]
+    if with_stack:
+        events["SampledProfile"] = with_stack
+    else:
+        events.pop("SampledProfile", None)
+    return Profile(samples, state, stats, namer.stats, events)  # type: ignore[arg-type]
+
+
+class _Learned:
+    """A ``TraceState`` that has seen the trace already: a second look at a record teaches nothing."""
+
+    def __init__(self, state: TraceState) -> None:
+        self._state = state
+
+    def observe(self, record: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+
+def _other_events(index: Any, rows: np.ndarray, state: TraceState, unmatched: np.ndarray, sampled: np.ndarray,
+                  is_key: np.ndarray, stats: StackStats, first_sample: int | None) -> dict[str, int]:  # fmt: skip
+    """The events other than samples that have stacks, counted by name (``Profile.events``), by
+    the per-record ``StackCollector`` over the few records that may have them: the stack
+    records no sample took, the events at their timestamps, events with extended items; and
+    the stats that adds to."""
+    unmatched, stamps = unmatched[0], np.unique(unmatched[1])
+    candidates = ~sampled & np.isin(rows["timestamp"], stamps)
+    candidates |= (rows["kind"] == 5) & ((rows["flags"] & 0x0001) != 0)  # EVENT_HEADER_FLAG_EXTENDED_INFO
+    chosen = np.flatnonzero(candidates)
+    if not len(chosen) and not len(unmatched):
+        return {}
+    collector = StackCollector(_Learned(state))  # type: ignore[arg-type]
+    for record in index.loader().records(np.union1d(np.union1d(chosen, unmatched), np.flatnonzero(is_key))):
+        collector.observe(record)
+    joined = collector.finish()
+    events: dict[str, int] = {}
+    for stack in joined:
+        if first_sample is not None and stack.timestamp > first_sample and "SampledProfile" not in events:
+            events["SampledProfile"] = 0  # where the samples come in the per-record path's order
+        events[stack.event] = events.get(stack.event, 0) + 1
+    found = collector.stats
+    stats.events_with_stacks += found.events_with_stacks
+    stats.extended_stacks += found.extended_stacks
+    stats.unmatched_stacks += found.unmatched_stacks
+    stats.unresolved_keys += found.unresolved_keys
+    stats.key_references += found.key_references
+    return events
 
 
 def _runs(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -344,9 +392,10 @@ def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndar
 def _join(
     state: TraceState, rows: np.ndarray, data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
     is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray,
-) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None]:  # fmt: skip
     """Samples joined to their stack records (module doc): stats; per sample with a stack its
-    pid, tid, filetime and row; the addresses and their offsets per sample."""
+    pid, tid and filetime; the rows of the stack records no sample took; the addresses and
+    their offsets per sample; the timestamp of the first sample with a stack."""
     stats = StackStats(records=len(rows))
     # samples: the sampled thread is in the payload (after the instruction pointer)
     sample_rows = np.flatnonzero(is_sample)
@@ -377,7 +426,6 @@ def _join(
     stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref = (
         array[present] for array in (stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref)
     )
-    stats.key_references = int(is_ref.sum())
     direct, direct_offsets = _addresses(data, head + 16, count, w)
     first_address = direct[direct_offsets[:-1][count > 0]]
     rank = np.where(op == _KEY_USER, _USER_PART, _KERNEL_PART)
@@ -399,6 +447,7 @@ def _join(
         if len(run):
             target[at] = order[left[at] + run[0]]
     matched = target >= 0
+    stats.key_references = int((is_ref & matched).sum())  # the others: counted with the events they join
     stats.unmatched_stacks = 0  # parts of other events are not counted here
 
     # keys: each reference resolves to the first definition at or after it, else the last
@@ -482,4 +531,6 @@ def _join(
     tids = s_tid[with_frames]
     tids[tids == -1] = 0
     filetimes = rows["filetime"][sample_rows[with_frames]]
-    return stats, pids, tids, filetimes, sample_rows[with_frames], addresses, offsets
+    unmatched = np.stack([stack_rows[target < 0], when[target < 0]])
+    first_sample = int(s_time[with_frames[0]]) if len(with_frames) else None
+    return stats, pids, tids, filetimes, unmatched, addresses, offsets, first_sample
