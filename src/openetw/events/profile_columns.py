@@ -32,7 +32,7 @@ import numpy as np
 
 from openetw.events.frames import Frame, FrameNamer
 from openetw.events.profile import Profile, StackSample, load_profile, process_label
-from openetw.events.stacks import StackCollector, StackStats
+from openetw.events.stacks import EventStack, StackCollector, StackStats
 from openetw.events.trace_state import TraceState
 from openetw.tdh.registry import SchemaRegistry
 
@@ -244,13 +244,29 @@ def load_file_profile(
         width_of = np.where(np.isin(rows["header_type"], _POINTER32_TYPES), 4, 8).astype(np.int64)
         begin = base[rows["buffer"].astype(np.int64)] + rows["offset"].astype(np.int64) + rows["user_data_offset"].astype(np.int64)
         length = rows["user_data_length"].astype(np.int64)
-        profile = _join(state, rows, data, begin, length, width_of, is_sample, is_stack, is_key, opcode)
+        # a sample that shares its timestamp with another event may lose a stack to it: those go the per-record way
+        own = ~(is_sample | walk) & (kind != 7)
+        contested = np.intersect1d(rows["timestamp"][is_sample], rows["timestamp"][own])
+        profile = _join(state, rows, data, begin, length, width_of, is_sample, is_stack, is_key, opcode, contested)
         del data
     finally:
         if mapped is not None:
             mapped.close()
-    stats, s_pid, s_tid, s_filetime, unmatched, frame_addresses, frame_offsets, first_sample = profile
-    events = _other_events(index, rows, state, unmatched, is_sample | walk, is_key, stats, first_sample)
+    stats, s_pid, s_tid, s_filetime, unmatched, frame_addresses, frame_offsets, first_sample, s_keys = profile
+    events, extra = _other_events(index, rows, state, unmatched, is_sample | walk, is_sample & np.isin(rows["timestamp"], contested),
+                                  is_key, stats, first_sample)  # fmt: skip
+    frame_starts, frame_lengths = frame_offsets[:-1], np.diff(frame_offsets)
+    if extra:
+        s_keys = np.concatenate([s_keys, np.asarray([key for key, _ in extra], dtype=np.int64)])
+        joined = [found for _, found in extra]
+        s_pid = np.concatenate([s_pid, np.asarray([found.pid for found in joined], dtype=np.int64)])
+        s_tid = np.concatenate([s_tid, np.asarray([found.tid for found in joined], dtype=np.int64)])
+        s_filetime = np.concatenate([s_filetime, np.asarray([found.filetime for found in joined], dtype=np.int64)])
+        frame_starts = np.concatenate([frame_starts, len(frame_addresses) + np.cumsum([0] + [len(found.addresses) for found in joined[:-1]])])
+        frame_lengths = np.concatenate([frame_lengths, np.asarray([len(found.addresses) for found in joined], dtype=np.int64)])
+        frame_addresses = np.concatenate([frame_addresses, np.asarray([a for found in joined for a in found.addresses], dtype=np.uint64)])
+        by_key = np.argsort(s_keys, kind="stable")
+        s_pid, s_tid, s_filetime, frame_starts, frame_lengths = (array[by_key] for array in (s_pid, s_tid, s_filetime, frame_starts, frame_lengths))
     keep = np.ones(len(s_pid), dtype=bool)
     if start is not None:
         keep &= s_filetime >= start
@@ -263,8 +279,8 @@ def load_file_profile(
     with_stack = len(s_pid)
     chosen = np.flatnonzero(keep)
     pids = s_pid[chosen].astype(np.int64)
-    lengths = np.diff(frame_offsets)[chosen]
-    starts = frame_offsets[:-1][chosen]
+    lengths = frame_lengths[chosen]
+    starts = frame_starts[chosen]
     # one representative sample per distinct stack (process and addresses)
     stack_of, representatives = _distinct_stacks(frame_addresses, starts, lengths, pids)
     rep_lengths = lengths[representatives]
@@ -314,34 +330,54 @@ class _Learned:
         return getattr(self._state, name)
 
 
-def _other_events(index: Any, rows: np.ndarray, state: TraceState, unmatched: np.ndarray, sampled: np.ndarray,
-                  is_key: np.ndarray, stats: StackStats, first_sample: int | None) -> dict[str, int]:  # fmt: skip
+def _other_events(
+    index: Any, rows: np.ndarray, state: TraceState, unmatched: np.ndarray, sampled: np.ndarray, contested: np.ndarray,
+    is_key: np.ndarray, stats: StackStats, first_sample: int | None,
+) -> tuple[dict[str, int], list[tuple[int, EventStack]]]:  # fmt: skip
     """The events other than samples that have stacks, counted by name (``Profile.events``), by
     the per-record ``StackCollector`` over the few records that may have them: the stack
     records no sample took, the events at their timestamps, events with extended items; and
-    the stats that adds to."""
-    unmatched, stamps = unmatched[0], np.unique(unmatched[1])
-    candidates = ~sampled & np.isin(rows["timestamp"], stamps)
+    the stats that adds to. The samples ``contested`` (sharing their timestamp with another
+    event) are joined there too: they come back with their place in the order of samples."""
+    part_rows, part_when, part_tid = unmatched
+    stamps = np.unique(part_when)
+    candidates = (~sampled & np.isin(rows["timestamp"], stamps)) | contested
     candidates |= (rows["kind"] == 5) & ((rows["flags"] & 0x0001) != 0)  # EVENT_HEADER_FLAG_EXTENDED_INFO
     chosen = np.flatnonzero(candidates)
-    if not len(chosen) and not len(unmatched):
-        return {}
+    if not len(chosen) and not len(part_rows):
+        return {}, []
     collector = StackCollector(_Learned(state))  # type: ignore[arg-type]
-    for record in index.loader().records(np.union1d(np.union1d(chosen, unmatched), np.flatnonzero(is_key))):
+    fed = np.union1d(np.union1d(chosen, part_rows), np.flatnonzero(is_key))
+    sample_row: dict[tuple[int, int], int] = {}
+    for row, record in zip(fed.tolist(), index.loader().records(fed), strict=True):
+        if contested[row]:
+            data, width = record.user_data, record.pointer_size
+            tid = int.from_bytes(data[width : width + 4], "little") if len(data) >= width + 4 else record.tid
+            sample_row.setdefault((record.timestamp, tid), row)
         collector.observe(record)
     joined = collector.finish()
+    first_part: dict[tuple[int, int], int] = {}
+    for row, when, tid in zip(part_rows.tolist(), part_when.tolist(), part_tid.tolist(), strict=True):
+        first_part.setdefault((when, tid), row)
     events: dict[str, int] = {}
+    extra: list[tuple[int, EventStack]] = []
     for stack in joined:
+        if stack.event == "SampledProfile":
+            events.setdefault("SampledProfile", 0)
+            row = sample_row.get((stack.timestamp, stack.tid), 0)
+            extra.append((max(row, first_part.get((stack.timestamp, stack.tid), row)), stack))
+            continue
         if first_sample is not None and stack.timestamp > first_sample and "SampledProfile" not in events:
             events["SampledProfile"] = 0  # where the samples come in the per-record path's order
         events[stack.event] = events.get(stack.event, 0) + 1
     found = collector.stats
     stats.events_with_stacks += found.events_with_stacks
+    stats.samples_with_stacks += found.samples_with_stacks
     stats.extended_stacks += found.extended_stacks
     stats.unmatched_stacks += found.unmatched_stacks
     stats.unresolved_keys += found.unresolved_keys
     stats.key_references += found.key_references
-    return events
+    return events, extra
 
 
 def _runs(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -391,8 +427,8 @@ def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndar
 
 def _join(
     state: TraceState, rows: np.ndarray, data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
-    is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray,
-) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None]:  # fmt: skip
+    is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray, contested: np.ndarray,
+) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None, np.ndarray]:  # fmt: skip
     """Samples joined to their stack records (module doc): stats; per sample with a stack its
     pid, tid and filetime; the rows of the stack records no sample took; the addresses and
     their offsets per sample; the timestamp of the first sample with a stack."""
@@ -433,7 +469,8 @@ def _join(
     rank[count > 0] = np.where((first_address & kernel_bit[count > 0]) != 0, _KERNEL_PART, _USER_PART)
 
     # join: the sample of the same timestamp and thread (the first such sample)
-    order = np.lexsort((np.arange(len(sample_rows)), s_tid, s_time))
+    free = np.flatnonzero(~np.isin(s_time, contested)) if len(contested) else np.arange(len(sample_rows), dtype=np.int64)
+    order = free[np.lexsort((s_tid[free], s_time[free]))]
     sorted_time, sorted_tid = s_time[order], s_tid[order]
     left = np.searchsorted(sorted_time, when, side="left")
     right = np.searchsorted(sorted_time, when, side="right")
@@ -503,7 +540,8 @@ def _join(
     stats.events_with_stacks = stats.samples_with_stacks = len(with_frames)
     # in the order the per-record path joins them: when the first part met its sample
     order_key = np.maximum(sample_rows[with_frames], first_part[with_frames])
-    with_frames = with_frames[np.argsort(order_key, kind="stable")]
+    by_key = np.argsort(order_key, kind="stable")
+    with_frames, order_key = with_frames[by_key], order_key[by_key]
     pids = np.full(len(with_frames), _NO_ID, dtype=np.int64)
     has_part = attached[with_frames]
     pids[has_part] = part_pid[np.searchsorted(stack_rows, first_part[with_frames[has_part]])]
@@ -531,6 +569,6 @@ def _join(
     tids = s_tid[with_frames]
     tids[tids == -1] = 0
     filetimes = rows["filetime"][sample_rows[with_frames]]
-    unmatched = np.stack([stack_rows[target < 0], when[target < 0]])
+    unmatched = np.stack([stack_rows[target < 0], when[target < 0], part_tid[target < 0]])
     first_sample = int(s_time[with_frames[0]]) if len(with_frames) else None
-    return stats, pids, tids, filetimes, unmatched, addresses, offsets, first_sample
+    return stats, pids, tids, filetimes, unmatched, addresses, offsets, first_sample, order_key
