@@ -147,7 +147,8 @@ def _read_u(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     dtype = "<u8" if width == 8 else "<u4"
     if not np.any(at & (width - 1)):  # aligned (records are): one gather through a wider view
         whole = data[: len(data) - len(data) % width].view(dtype)
-        return whole[at // width].astype(np.uint64)
+        values: np.ndarray = whole[at // width].astype(np.uint64)
+        return values
     gathered = data[at[:, None] + np.arange(width, dtype=np.int64)]
     return gathered.view(dtype).reshape(-1).astype(np.uint64)
 
@@ -194,7 +195,8 @@ def _telling(index: Any, rows: np.ndarray) -> np.ndarray:
     event = kind == 5
     clr = event & rows_of(_CLR) & np.isin(rows["id"], _CLR_IDS)
     told = clr | (event & rows_of((_KERNEL_PROCESS,))) | (event & (rows["id"] == _MANIFEST_DATA_ID))
-    return told | (np.isin(kind, (3, 4)) & rows_of(_TELLING_CLASSES))
+    wanted: np.ndarray = told | (np.isin(kind, (3, 4)) & rows_of(_TELLING_CLASSES))
+    return wanted
 
 
 def _fallback(path: str, **options: Any) -> Profile:
@@ -479,10 +481,10 @@ def _join(
     single = np.flatnonzero(right - left == 1)
     hit = sorted_tid[left[single]] == part_tid[single]
     target[single[hit]] = order[left[single[hit]]]
-    for at in np.flatnonzero(right - left > 1).tolist():
-        run = np.flatnonzero(sorted_tid[left[at] : right[at]] == part_tid[at])
+    for place in np.flatnonzero(right - left > 1).tolist():
+        run = np.flatnonzero(sorted_tid[left[place] : right[place]] == part_tid[place])
         if len(run):
-            target[at] = order[left[at] + run[0]]
+            target[place] = order[left[place] + run[0]]
     matched = target >= 0
     stats.key_references = int((is_ref & matched).sum())  # the others: counted with the events they join
     stats.unmatched_stacks = 0  # parts of other events are not counted here
@@ -512,11 +514,11 @@ def _join(
         ref_time = s_time[target[references]]
         lo = np.searchsorted(keys_sorted, ref_key[references], side="left")
         hi = np.searchsorted(keys_sorted, ref_key[references], side="right")
-        for at, first, last, moment in zip(references.tolist(), lo.tolist(), hi.tolist(), ref_time.tolist(), strict=True):
+        for place, first, last, moment in zip(references.tolist(), lo.tolist(), hi.tolist(), ref_time.tolist(), strict=True):
             if first == last:
                 continue
             found = first + int(np.searchsorted(times_sorted[first:last], moment, side="left"))
-            resolved[at] = by_key[found if found < last else last - 1]
+            resolved[place] = by_key[found if found < last else last - 1]
     unresolved = is_ref & matched & (resolved < 0)
     stats.unresolved_keys = int(unresolved.sum())
 
