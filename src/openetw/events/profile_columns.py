@@ -158,7 +158,11 @@ def _addresses(data: np.ndarray, start: np.ndarray, count: np.ndarray, width: np
     and the offsets of each record's run."""
     offsets = np.zeros(len(count) + 1, dtype=np.int64)
     np.cumsum(count, out=offsets[1:])
-    out = np.zeros(int(offsets[-1]), dtype=np.uint64)
+    total = int(offsets[-1])
+    if len(width) and np.all(width == width[0]):  # one pointer size (a trace's usual case)
+        size = int(width[0])
+        return _read_u(data, np.repeat(start - offsets[:-1] * size, count) + np.arange(total, dtype=np.int64) * size, size), offsets
+    out = np.zeros(total, dtype=np.uint64)
     each_width = np.repeat(width, count)
     within = np.arange(len(out), dtype=np.int64) - np.repeat(offsets[:-1], count)
     positions = np.repeat(start, count) + within * each_width
@@ -248,14 +252,14 @@ def load_file_profile(
         length = rows["user_data_length"].astype(np.int64)
         # a sample that shares its timestamp with another event may lose a stack to it: those go the per-record way
         own = ~(is_sample | walk) & (kind != 7)
-        contested = np.intersect1d(rows["timestamp"][is_sample], rows["timestamp"][own])
+        contested = _shared(rows["timestamp"][is_sample], rows["timestamp"][own])
         profile = _join(state, rows, data, begin, length, width_of, is_sample, is_stack, is_key, opcode, contested)
         del data
     finally:
         if mapped is not None:
             mapped.close()
     stats, s_pid, s_tid, s_filetime, unmatched, frame_addresses, frame_offsets, first_sample, s_keys = profile
-    events, extra = _other_events(index, rows, state, unmatched, is_sample | walk, is_sample & np.isin(rows["timestamp"], contested),
+    events, extra = _other_events(index, rows, state, unmatched, is_sample | walk, is_sample & _within(rows["timestamp"], contested),
                                   is_key, stats, first_sample)  # fmt: skip
     frame_starts, frame_lengths = frame_offsets[:-1], np.diff(frame_offsets)
     if extra:
@@ -382,6 +386,21 @@ def _other_events(
     return events, extra
 
 
+def _within(values: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is one of ``chosen`` (sorted, distinct, few)."""
+    if not len(chosen):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(chosen, values), len(chosen) - 1)
+    found: np.ndarray = chosen[at] == values
+    return found
+
+
+def _shared(many: np.ndarray, few: np.ndarray) -> np.ndarray:
+    """The values of ``many`` that ``few`` has too, sorted, once each."""
+    few = np.unique(few)
+    return np.unique(many[_within(many, few)])
+
+
 def _runs(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """The positions ``starts[i] .. starts[i] + lengths[i]`` of every run, one after another
     (``offsets``: the runs' cumulative lengths, from 0)."""
@@ -471,7 +490,7 @@ def _join(
     rank[count > 0] = np.where((first_address & kernel_bit[count > 0]) != 0, _KERNEL_PART, _USER_PART)
 
     # join: the sample of the same timestamp and thread (the first such sample)
-    free = np.flatnonzero(~np.isin(s_time, contested)) if len(contested) else np.arange(len(sample_rows), dtype=np.int64)
+    free = np.flatnonzero(~_within(s_time, contested)) if len(contested) else np.arange(len(sample_rows), dtype=np.int64)
     order = free[np.lexsort((s_tid[free], s_time[free]))]
     sorted_time, sorted_tid = s_time[order], s_tid[order]
     left = np.searchsorted(sorted_time, when, side="left")
@@ -563,11 +582,14 @@ def _join(
     offsets = np.zeros(len(with_frames) + 1, dtype=np.int64)
     np.add.at(offsets, part_slot + 1, counts)
     np.cumsum(offsets, out=offsets)
-    within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    from_key = np.repeat(source_is_key[parts], counts)
-    position = np.repeat(part_start[parts], counts) + within
-    addresses = np.where(from_key, defined[np.where(from_key, position, 0)] if len(defined) else 0,
-                         direct[np.where(from_key, 0, position)] if len(direct) else 0).astype(np.uint64)  # fmt: skip
+    ends = np.cumsum(counts)
+    position = np.repeat(part_start[parts] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+    if not np.any(source_is_key[parts]):
+        addresses = direct[position]
+    else:
+        from_key = np.repeat(source_is_key[parts], counts)
+        addresses = np.where(from_key, defined[np.where(from_key, position, 0)] if len(defined) else 0,
+                             direct[np.where(from_key, 0, position)] if len(direct) else 0).astype(np.uint64)  # fmt: skip
     tids = s_tid[with_frames]
     tids[tids == -1] = 0
     filetimes = rows["filetime"][sample_rows[with_frames]]
