@@ -418,8 +418,7 @@ def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndar
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    positions = _runs(starts, lengths, offsets)
-    values = addresses[positions]
+    values = addresses[_runs(starts, lengths, offsets)] if not np.array_equal(starts, offsets[:-1]) else addresses[: int(offsets[-1])]
     depth = np.arange(len(values), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
     rng = np.random.default_rng(0x0E7B)
     mix = rng.integers(1, 1 << 62, size=int(lengths.max()) + 1, dtype=np.int64).astype(np.uint64) | np.uint64(1)
@@ -583,10 +582,13 @@ def _join(
     np.add.at(offsets, part_slot + 1, counts)
     np.cumsum(offsets, out=offsets)
     ends = np.cumsum(counts)
-    position = np.repeat(part_start[parts] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
-    if not np.any(source_is_key[parts]):
-        addresses = direct[position]
+    keyed = np.any(source_is_key[parts])
+    if not keyed and np.array_equal(part_start[parts], ends - counts):  # the direct stacks in order, nothing between
+        addresses = direct[: int(ends[-1]) if len(ends) else 0]
+    elif not keyed:
+        addresses = direct[np.repeat(part_start[parts] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)]
     else:
+        position = np.repeat(part_start[parts] - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
         from_key = np.repeat(source_is_key[parts], counts)
         addresses = np.where(from_key, defined[np.where(from_key, position, 0)] if len(defined) else 0,
                              direct[np.where(from_key, 0, position)] if len(direct) else 0).astype(np.uint64)  # fmt: skip
