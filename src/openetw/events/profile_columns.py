@@ -30,6 +30,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from openetw.etl import layouts as L
 from openetw.events.frames import Frame, FrameNamer
 from openetw.events.profile import Profile, StackSample, load_profile, process_label
 from openetw.events.stacks import EventStack, StackCollector, StackStats
@@ -42,8 +43,10 @@ _STACKWALK, _PERFINFO, _THREAD, _PROCESS, _IMAGE = 0x18, 0x0F, 0x05, 0x03, 0x14
 _STACK, _KEY_DELETE, _KEY_RUNDOWN, _KEY_KERNEL, _KEY_USER = 32, 35, 36, 37, 38
 _SAMPLE, _CSWITCH, _READY_THREAD = 46, 36, 50
 _NO_ID = 0xFFFFFFFF
-_POINTER32_TYPES = (0x01, 0x03, 0x10)  # HEADER_TYPE_SYSTEM32, _COMPACT32, _PERFINFO32
-_BUFFER_COMPRESSED = 0x0040
+_POINTER32_TYPES = (L.HEADER_TYPE_SYSTEM32, L.HEADER_TYPE_COMPACT32, L.HEADER_TYPE_PERFINFO32)
+_POINTER_SIZES = np.full(256, 8, dtype=np.int64)
+_POINTER_SIZES[list(_POINTER32_TYPES)] = 4
+_BUFFER_COMPRESSED = L.BUFFER_FLAG_COMPRESSED
 _KERNEL_PART, _USER_PART = 0, 1
 
 
@@ -239,7 +242,8 @@ def load_file_profile(
     is_key = walk & np.isin(opcode, (_KEY_DELETE, _KEY_RUNDOWN))
     quiet = kernel & (((group == _THREAD) & np.isin(opcode, (_CSWITCH, _READY_THREAD))) | ~np.isin(group, (_PROCESS, _THREAD, _IMAGE)))
     state = TraceState(registry)
-    told = np.flatnonzero((~kernel & _telling(index, rows)) | (kernel & ~quiet))
+    not_kernel = np.flatnonzero(~kernel)
+    told = np.union1d(not_kernel[_telling(index, rows[not_kernel])], np.flatnonzero(kernel & ~quiet))
     loader = index.loader()
     for record in loader.records(told):
         state.observe(record)
@@ -247,7 +251,7 @@ def load_file_profile(
     needed = np.flatnonzero(is_sample | is_stack | is_key)
     data, base, mapped = _file_bytes(index, source, rows["buffer"][needed])
     try:
-        width_of = np.where(np.isin(rows["header_type"], _POINTER32_TYPES), 4, 8).astype(np.int64)
+        width_of = _POINTER_SIZES[rows["header_type"]]
         begin = base[rows["buffer"].astype(np.int64)] + rows["offset"].astype(np.int64) + rows["user_data_offset"].astype(np.int64)
         length = rows["user_data_length"].astype(np.int64)
         # a sample that shares its timestamp with another event may lose a stack to it: those go the per-record way
@@ -347,9 +351,12 @@ def _other_events(
     event) are joined there too: they come back with their place in the order of samples."""
     part_rows, part_when, part_tid = unmatched
     stamps = np.unique(part_when)
-    candidates = (~sampled & np.isin(rows["timestamp"], stamps)) | contested
-    candidates |= (rows["kind"] == 5) & ((rows["flags"] & 0x0001) != 0)  # EVENT_HEADER_FLAG_EXTENDED_INFO
-    chosen = np.flatnonzero(candidates)
+    events_of_their_own = np.flatnonzero(rows["kind"] == 5)
+    extended = events_of_their_own[(rows["flags"][events_of_their_own] & 0x0001) != 0]  # EVENT_HEADER_FLAG_EXTENDED_INFO
+    chosen = np.flatnonzero(contested)
+    if len(stamps):
+        chosen = np.union1d(chosen, np.flatnonzero(~sampled & _within(rows["timestamp"], stamps)))
+    chosen = np.union1d(chosen, extended)
     if not len(chosen) and not len(part_rows):
         return {}, []
     collector = StackCollector(_Learned(state))  # type: ignore[arg-type]
