@@ -254,6 +254,9 @@ def load_file_profile(
         width_of = _POINTER_SIZES[rows["header_type"]]
         begin = base[rows["buffer"].astype(np.int64)] + rows["offset"].astype(np.int64) + rows["user_data_offset"].astype(np.int64)
         length = rows["user_data_length"].astype(np.int64)
+        inside = begin + length <= len(data)  # a record the bytes at hand do not hold (a damaged index) is read as empty
+        if not np.all(inside):
+            length = np.where(inside, length, 0)
         # a sample that shares its timestamp with another event may lose a stack to it: those go the per-record way
         own = ~(is_sample | walk) & (kind != 7)
         contested = _shared(rows["timestamp"][is_sample], rows["timestamp"][own])
