@@ -68,6 +68,11 @@ class SampleTable(Sequence[StackSample]):
         return len(self.pid)
 
     @property
+    def total(self) -> int:
+        """The samples' weight (each weighs 1)."""
+        return len(self.pid)
+
+    @property
     def frame_count(self) -> int:
         """Frames over all samples (with repeats)."""
         return int(np.diff(self.stack_offsets)[self.stack_of].sum()) if len(self.stack_of) else 0
