@@ -48,6 +48,15 @@ def load_file_profile(
         if not os.path.isdir(directory):
             raise click.BadParameter(f"{directory} is not a directory", param_hint="--symbols")
     registry = load_registry(manifests, installed=not no_installed)
+    fast = event == "SampledProfile" and (process is None or process.isdigit())
+    if fast and len(files) == 1 and files[0].lower().endswith(".etl") and not window.given and os.path.isfile(files[0]):
+        # one ETL file's CPU samples: from the file's index, on arrays (events.profile_columns)
+        from openetw.events.profile_columns import load_file_profile as load_from_index
+
+        return load_from_index(
+            files[0], registry=registry, event=event, process=process, thread=thread,
+            symbol_dirs=symbol_dirs, kallsyms=_kallsyms_text(kallsyms), perf_map_dir=_PERF_MAPS,
+        )  # fmt: skip
     readers = open_readers(files)
     try:
         span = window.resolve(readers) if window.given else None

@@ -43,7 +43,8 @@ class Profile:
 
     @property
     def total(self) -> int:
-        return sum(sample.weight for sample in self.samples)
+        counted = getattr(self.samples, "total", None)  # samples kept as columns count themselves
+        return int(counted) if counted is not None else sum(sample.weight for sample in self.samples)
 
     def as_json(self) -> dict[str, Any]:
         return {"samples": self.total, "stacks": self.stacks.as_json(), "naming": self.naming.as_json(), "events": dict(self.events)}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from openetw.events.profile import StackSample
+from openetw.events.profile_columns import SampleTable
 
 __all__ = [
     "CallerCallee", "NameRow", "TreeNode", "by_name", "call_tree", "caller_callee", "render_by_name",
@@ -100,6 +101,10 @@ def _stacks(samples: Sequence[StackSample], group_modules: bool, fold: float) ->
 
 def by_name(samples: Sequence[StackSample], *, group_modules: bool = False, fold: float = 0.0) -> list[NameRow]:
     """PerfView's By Name view (module doc)."""
+    if isinstance(samples, SampleTable) and not group_modules and fold <= 0:
+        names, exclusive, inclusive = samples.name_counts()
+        counted = [NameRow(name, int(exc), int(inc)) for name, exc, inc in zip(names, exclusive.tolist(), inclusive.tolist(), strict=True) if inc]
+        return sorted(counted, key=lambda row: (-row.exclusive, -row.inclusive, row.name))
     rows: dict[str, NameRow] = {}
     for weight, names in _stacks(samples, group_modules, fold):
         if not names:
