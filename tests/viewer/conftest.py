@@ -29,9 +29,10 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def viewer_index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Indexes of corpus files (a read-only folder) go to a private cache for the whole run."""
+    """Indexes of corpus files (a read-only folder) go to a private cache while the viewer's tests run
+    (and no longer: the tests after them see no setting of theirs)."""
     path = tmp_path_factory.mktemp("viewer-index")
     old = os.environ.get("OPENETW_INDEX_DIR")
     os.environ["OPENETW_INDEX_DIR"] = str(path)
