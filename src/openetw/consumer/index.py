@@ -65,7 +65,7 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
-from openetw.consumer.index_trust import index_problem, may_keep_index_in
+from openetw.consumer.index_trust import HEADER_COLUMNS, columns_problem, index_problem, may_keep_index_in
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
@@ -375,6 +375,48 @@ class EtlIndex:
                 return
             yield Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
                           self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
+
+    def column_blocks(self, names: Iterable[str]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Columns ``names`` of every row, a block at a time in time order: (first row, columns).
+        Header columns (``index_trust.HEADER_COLUMNS``) of a stored index are read alone, the
+        other columns of each block never inflated; during the first pass they are the rows
+        being indexed (one pass: the file is read once). ``provider`` codes index ``providers``
+        as it stands when the block is given (the table only grows)."""
+        wanted = list(dict.fromkeys(names))
+        if self._stored is None or not set(wanted) <= HEADER_COLUMNS:
+            for segment in self.segments():
+                rows = segment.records
+                yield segment.first_row, {name: rows[name] for name in wanted}
+            return
+        stored = self._stored
+        for number, entry in enumerate(stored.blocks):
+            first = int(entry["first_row"])
+            try:
+                columns = self._block_columns(number, wanted)
+            except EtlFormatError:
+                for segment in self._rebuilt_from(first):
+                    rows = segment.records
+                    yield segment.first_row, {name: rows[name] for name in wanted}
+                return
+            yield first, columns
+
+    def _block_columns(self, number: int, names: list[str]) -> dict[str, np.ndarray]:
+        assert self._stored is not None
+        stored_names = [name for name in names if name != "filetime"]
+        if "filetime" in names and "timestamp" not in stored_names:
+            stored_names.append("timestamp")
+        try:
+            columns = self._stored.columns(number, stored_names)
+        except (ValueError, KeyError, TypeError, OSError) as error:
+            raise EtlFormatError(f"the index {self._index_path} is damaged (block {number}: {error})", path=self.path) from None
+        problem = columns_problem(columns, len(self.providers))
+        if problem is None and any(len(values) != int(self._stored.blocks[number]["rows"]) for values in columns.values()):
+            problem = "a block's columns differ from its row count"
+        if problem is not None:
+            raise EtlFormatError(f"the index {self._index_path} is damaged ({problem}): delete it to index the file again", path=self.path)
+        if "filetime" in names:
+            columns["filetime"] = filetimes(columns["timestamp"], self.context.clock)
+        return {name: columns[name] for name in names}
 
     def segment_at(self, number: int) -> Segment:
         """Block ``number``'s rows as a ``Segment`` (only that block is read)."""

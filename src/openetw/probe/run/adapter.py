@@ -387,15 +387,19 @@ class HeaderColumns:
         return out.astype(np.int64) if not (size == 8 and not signed) else out
 
 
-def header_batches(files: TraceFiles) -> Any:
+def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
     """The files' header columns batch by batch, in time order (through ``UserTrace.batches``);
-    the trace is left in ``files.trace`` for its statistics."""
+    the trace is left in ``files.trace`` for its statistics. ``header_only``: no event field will
+    be read (``field_values``), so one file's columns come alone from its index's blocks."""
     import numpy as np
 
     from openetw.consumer.index import KIND_CODES
 
     trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
     trace.on_error(lambda error, record: files.errors.append(error))
+    if header_only and len(files.paths) == 1:
+        yield from _header_columns_alone(trace.indexes(built=False)[0], files)
+        return
     indexes = trace.indexes()
     guids: list[str] = []
     where: dict[Any, int] = {}
@@ -425,3 +429,27 @@ def header_batches(files: TraceFiles) -> Any:
             "version": rows["version"],
         }  # fmt: skip
         yield HeaderColumns(guids, columns, batch, files)
+
+
+def _header_columns_alone(index: Any, files: TraceFiles) -> Any:
+    """One file's header columns a block at a time from its index (``EtlIndex.column_blocks``:
+    only these columns are read; on the first pass, the rows as they are indexed)."""
+    import numpy as np
+
+    from openetw.consumer.index import KIND_CODES
+
+    event, kernel = KIND_CODES["event"], np.asarray([KIND_CODES[k] for k in ("system", "compact", "perfinfo")])
+    guids: list[str] = []
+    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
+    for _first, columns in index.column_blocks(wanted):
+        if len(guids) != len(index.providers):
+            guids = [str(guid) for guid in index.providers]  # the table only grows: codes keep their meaning
+        kind = columns["kind"]
+        provider = columns["provider"].astype(np.int64)
+        provider[np.isin(kind, kernel)] = -1
+        named = {
+            "provider": provider, "id": np.where(kind == event, columns["id"], columns["opcode"]).astype(np.int64),
+            "level": columns["level"], "keyword": columns["keyword"], "pid": columns["pid"], "tid": columns["tid"], "cpu": columns["cpu"],
+            "version": columns["version"],
+        }  # fmt: skip
+        yield HeaderColumns(guids, named, None, files)

@@ -424,7 +424,7 @@ class ProbeRun:
         named = {(i.guid, i.id, i.level, i.keyword): i for i, _, _ in self.catalog.items()} if self.catalog is not None else {}
         guids: list[str] = []
         assert isinstance(self.files, TraceFiles)  # column-wise runs are over files
-        for batch in header_batches(self.files):
+        for batch in header_batches(self.files, header_only=not any(clause.fields() for clause in plan)):
             guids = batch.guids
             valid = np.flatnonzero(batch.provider >= 0)
             if not len(valid):
