@@ -379,24 +379,23 @@ class EtlIndex:
     def column_blocks(self, names: Iterable[str]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """Columns ``names`` of every row, a block at a time in time order: (first row, columns).
         Header columns (``index_trust.HEADER_COLUMNS``) of a stored index are read alone, the
-        other columns of each block never inflated; during the first pass they are the rows
+        other columns of each block never inflated (another header column asked of ``columns``
+        is read then: ``EtlFormatError`` if that part is damaged); during the first pass they are the rows
         being indexed (one pass: the file is read once). ``provider`` codes index ``providers``
         as it stands when the block is given (the table only grows)."""
         wanted = list(dict.fromkeys(names))
         if self._stored is None or not set(wanted) <= HEADER_COLUMNS:
             for segment in self.segments():
-                rows = segment.records
-                yield segment.first_row, {name: rows[name] for name in wanted}
+                yield segment.first_row, _BlockColumns.of_rows(segment.records, wanted)
             return
         stored = self._stored
         for number, entry in enumerate(stored.blocks):
             first = int(entry["first_row"])
             try:
-                columns = self._block_columns(number, wanted)
+                columns = _BlockColumns(self, number, self._block_columns(number, wanted))
             except EtlFormatError:
                 for segment in self._rebuilt_from(first):
-                    rows = segment.records
-                    yield segment.first_row, {name: rows[name] for name in wanted}
+                    yield segment.first_row, _BlockColumns.of_rows(segment.records, wanted)
                 return
             yield first, columns
 
@@ -776,3 +775,28 @@ def _is_open(fd: int) -> bool:
         return True
     except OSError:
         return False
+
+
+class _BlockColumns(dict):  # type: ignore[type-arg]
+    """A block's columns; a header column not read yet is read when first asked for (from the
+    stored block, or from the block's rows in memory)."""
+
+    def __init__(self, index: EtlIndex | None, number: int, columns: dict[str, np.ndarray], rows: np.ndarray | None = None) -> None:
+        super().__init__(columns)
+        self._index = index
+        self._number = number
+        self._rows = rows
+
+    @classmethod
+    def of_rows(cls, rows: np.ndarray, names: list[str]) -> _BlockColumns:
+        return cls(None, 0, {name: rows[name] for name in names}, rows)
+
+    def __missing__(self, name: str) -> np.ndarray:
+        if self._rows is not None:
+            value: np.ndarray = self._rows[name]
+        elif name in HEADER_COLUMNS and self._index is not None and self._index._stored is not None:
+            value = self._index._block_columns(self._number, [name])[name]
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value

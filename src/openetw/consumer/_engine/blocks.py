@@ -4,8 +4,9 @@ Layout (format 5)::
 
     MAGIC (16 bytes: "OPENETW-INDEX\\0\\0" and the format byte)
     block 0, block 1, ...        each: a head (the column count, u32; then per stored column its
-                                 compressed length, u32, and digest, 8 bytes of BLAKE2b), then
-                                 each column's byte planes, zlib over each column on its own
+                                 stored length, u32, coding, u8, and digest, 8 bytes of
+                                 BLAKE2b), then each column: zlib over its byte planes, or
+                                 its one value when every row has the same
     buffer table                 zlib over BUFFER_DTYPE rows
     footer                       UTF-8 JSON: the caller's facts, the block table with summaries,
                                  the provider table, where the buffer table is
@@ -66,7 +67,8 @@ _WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
 # sits in a row: (offset, width) pairs in the stored order.
 _NATIVE = native_module("_index")
 _HEAD = struct.Struct("<I")
-_ENTRY = struct.Struct("<I8s")
+_ENTRY = struct.Struct("<IB8s")
+_PLANES, _ONE_VALUE = 0, 1  # a column's coding: zlib over its byte planes; one value every row has
 HEAD_BYTES = _HEAD.size + len(_STORED) * _ENTRY.size
 _ONE_FIELD = {width: np.asarray([(0, width)], dtype=np.int64) for width in (2, 4, 8)}
 _PLACES = np.asarray([(RECORD_DTYPE.fields[name][1], _WIDTH[name]) for name in _STORED], dtype=np.int64)  # type: ignore[index]
@@ -128,13 +130,20 @@ def encode_block(rows: np.ndarray) -> bytes:
     n = len(rows)
     coded = _coded(rows)
     parts: list[bytes] = []
+    codings: list[int] = []
     for number, name in enumerate(_STORED):
+        column = coded[name]
+        if n > 1 and bool((column == column[0]).all()):
+            parts.append(column[:1].tobytes())
+            codings.append(_ONE_VALUE)
+            continue
         if _NATIVE is not None:
             planes = _NATIVE.rows_to_planes(coded, RECORD_DTYPE.itemsize, _PLACES[number : number + 1])
         else:
-            planes = np.ascontiguousarray(coded[name]).view(np.uint8).reshape(n, _WIDTH[name]).T.tobytes()
+            planes = np.ascontiguousarray(column).view(np.uint8).reshape(n, _WIDTH[name]).T.tobytes()
         parts.append(zlib.compress(planes, _LEVEL))
-    head = _HEAD.pack(len(parts)) + b"".join(_ENTRY.pack(len(part), _digest(part)) for part in parts)
+        codings.append(_PLANES)
+    head = _HEAD.pack(len(parts)) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
     return head + b"".join(parts)
 
 
@@ -142,23 +151,30 @@ def _digest(data: bytes, size: int = 8) -> bytes:
     return hashlib.blake2b(data, digest_size=size).digest()
 
 
-def column_spans(head: bytes) -> list[tuple[int, int, bytes]]:
-    """Each stored column's (place in the block, compressed length, digest) from a block's head;
-    ``ValueError`` when the head is not one of this format's."""
+def column_spans(head: bytes) -> list[tuple[int, int, int, bytes]]:
+    """Each stored column's (place in the block, stored length, coding, digest) from a block's
+    head; ``ValueError`` when the head is not one of this format's."""
     if len(head) < HEAD_BYTES or _HEAD.unpack_from(head)[0] != len(_STORED):
         raise ValueError("a block head of another shape")
     spans = []
     at = HEAD_BYTES
     for number in range(len(_STORED)):
-        length, digest = _ENTRY.unpack_from(head, _HEAD.size + number * _ENTRY.size)
-        spans.append((at, length, digest))
+        length, coding, digest = _ENTRY.unpack_from(head, _HEAD.size + number * _ENTRY.size)
+        spans.append((at, length, coding, digest))
         at += length
     return spans
 
 
-def _inflate(part: bytes, digest: bytes, n: int, name: str) -> bytes:
+def _inflate(part: bytes, coding: int, digest: bytes, n: int, name: str) -> bytes:
+    """A column's byte planes (one value: that value's bytes, a plane of one row each)."""
     if _digest(part) != digest:
         raise ValueError(f"column {name!r} does not match its digest")
+    if coding == _ONE_VALUE:
+        if len(part) != _WIDTH[name] or n < 2:
+            raise ValueError(f"column {name!r}: one value of another size")
+        return b"".join(bytes([byte]) * n for byte in part)
+    if coding != _PLANES:
+        raise ValueError(f"column {name!r}: an unknown coding")
     try:
         raw = zlib.decompress(part)
     except zlib.error as error:
@@ -196,11 +212,14 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
     raw: dict[str, np.ndarray] = {}
     for name in wanted:
         number = _STORED.index(name)
-        at, length, digest = spans[number]
+        at, length, coding, digest = spans[number]
         part = read(at, length)
         if len(part) != length:
             raise ValueError("the block is cut short")
-        raw[name] = _column_of(_inflate(part, digest, n, name), n, name)
+        if coding == _ONE_VALUE and _digest(part) == digest and len(part) == _WIDTH[name] and n > 1:
+            raw[name] = np.full(n, np.frombuffer(part, dtype=RECORD_FIELDS[name])[0])
+            continue
+        raw[name] = _column_of(_inflate(part, coding, digest, n, name), n, name)
     if "timestamp" in raw:
         raw["timestamp"] = np.cumsum(raw["timestamp"])
     if "user_data_length" in raw:
@@ -219,8 +238,8 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
     if spans and spans[-1][0] + spans[-1][1] != len(payload):
         raise ValueError("block size does not match its columns")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
-    for number, (name, (at, length, digest)) in enumerate(zip(_STORED, spans, strict=True)):
-        raw = _inflate(payload[at : at + length], digest, n, name)
+    for number, (name, (at, length, coding, digest)) in enumerate(zip(_STORED, spans, strict=True)):
+        raw = _inflate(payload[at : at + length], coding, digest, n, name)
         if _NATIVE is not None:
             _NATIVE.planes_to_rows(raw, rows, RECORD_DTYPE.itemsize, _PLACES[number : number + 1])
         else:

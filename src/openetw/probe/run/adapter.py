@@ -440,16 +440,26 @@ def _header_columns_alone(index: Any, files: TraceFiles) -> Any:
 
     event, kernel = KIND_CODES["event"], np.asarray([KIND_CODES[k] for k in ("system", "compact", "perfinfo")])
     guids: list[str] = []
-    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
-    for _first, columns in index.column_blocks(wanted):
+    for _first, columns in index.column_blocks(["provider", "id", "opcode", "level", "keyword", "kind"]):
         if len(guids) != len(index.providers):
             guids = [str(guid) for guid in index.providers]  # the table only grows: codes keep their meaning
         kind = columns["kind"]
         provider = columns["provider"].astype(np.int64)
         provider[np.isin(kind, kernel)] = -1
-        named = {
-            "provider": provider, "id": np.where(kind == event, columns["id"], columns["opcode"]).astype(np.int64),
-            "level": columns["level"], "keyword": columns["keyword"], "pid": columns["pid"], "tid": columns["tid"], "cpu": columns["cpu"],
-            "version": columns["version"],
-        }  # fmt: skip
-        yield HeaderColumns(guids, named, None, files)
+        named = {"provider": provider, "id": np.where(kind == event, columns["id"], columns["opcode"]).astype(np.int64),
+                 "level": columns["level"], "keyword": columns["keyword"]}  # fmt: skip
+        yield _LazyHeaderColumns(guids, named, columns, files)
+
+
+class _LazyHeaderColumns(HeaderColumns):
+    """Header columns whose ``pid``, ``tid``, ``cpu`` and ``version`` are read from the index when
+    first used (a count by probe names never reads them)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("pid", "tid", "cpu", "version"):
+            raise AttributeError(name)
+        value = self._batch[name]
+        setattr(self, name, value)
+        return value
