@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from openetw._native import module as native_module
-from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS, take
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS
 
 __all__ = [
     "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",
@@ -115,32 +115,40 @@ def _offsets_back(rows: np.ndarray, residual: np.ndarray) -> np.ndarray:
     return out
 
 
-def _coded(rows: np.ndarray) -> np.ndarray:
-    """A packed copy of ``rows`` with the columns coded to compress (see the module doc)."""
-    coded = take(rows, np.arange(len(rows))) if len(rows) else np.zeros(0, dtype=RECORD_DTYPE)
-    coded["timestamp"] = np.diff(rows["timestamp"], prepend=np.int64(0))
-    coded["user_data_length"] = (rows["size"].astype(np.uint32) - rows["user_data_offset"] - rows["user_data_length"]).astype(np.uint32)
-    coded["offset"] = _offset_residuals(rows)
-    return np.ascontiguousarray(coded)
+def _coded_columns(rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The columns stored otherwise than they are (see the module doc), coded to compress."""
+    return {
+        "timestamp": np.diff(rows["timestamp"], prepend=np.int64(0)),
+        "user_data_length": (rows["size"].astype(np.uint32) - rows["user_data_offset"] - rows["user_data_length"]).astype(np.uint32),
+        "offset": _offset_residuals(rows),
+    }  # fmt: skip
 
 
 def encode_block(rows: np.ndarray) -> bytes:
-    """The block of ``rows``: its head (each column's compressed length and digest), then each
-    column's byte planes compressed on their own (a reader may inflate only the columns it needs)."""
+    """The block of ``rows``: its head (each column's stored length, coding and digest), then
+    each column on its own (a reader may inflate only the columns it needs): its one value when
+    every row has the same, else zlib over its byte planes."""
     n = len(rows)
-    coded = _coded(rows)
+    packed = np.ascontiguousarray(rows, dtype=RECORD_DTYPE)
+    coded = _coded_columns(packed)
     parts: list[bytes] = []
     codings: list[int] = []
     for number, name in enumerate(_STORED):
-        column = coded[name]
-        if n > 1 and bool((column == column[0]).all()):
-            parts.append(column[:1].tobytes())
+        column = coded.get(name)
+        values = packed[name] if column is None else column
+        if n > 1 and bool((values == values[0]).all()):
+            parts.append(values[:1].tobytes())
             codings.append(_ONE_VALUE)
             continue
-        if _NATIVE is not None:
-            planes = _NATIVE.rows_to_planes(coded, RECORD_DTYPE.itemsize, _PLACES[number : number + 1])
+        width = _WIDTH[name]
+        if width == 1:
+            planes = values.tobytes()
+        elif _NATIVE is None:
+            planes = np.ascontiguousarray(values).view(np.uint8).reshape(n, width).T.tobytes()
+        elif column is None:
+            planes = _NATIVE.rows_to_planes(packed, RECORD_DTYPE.itemsize, _PLACES[number : number + 1])
         else:
-            planes = np.ascontiguousarray(column).view(np.uint8).reshape(n, _WIDTH[name]).T.tobytes()
+            planes = _NATIVE.rows_to_planes(np.ascontiguousarray(column), width, _ONE_FIELD[width])
         parts.append(zlib.compress(planes, _LEVEL))
         codings.append(_PLANES)
     head = _HEAD.pack(len(parts)) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
