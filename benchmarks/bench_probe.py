@@ -5,7 +5,9 @@ asked for (default 1 M; ``--full`` for 5 M). Rows, each measured in this process
 (the file's index built), CPU time deciding (the machine is shared):
 
 - ``etw:::generic_event { @[probemod] = count(); }`` — header only: column-wise over the index,
-  and record by record (the compiled clause called per event);
+  and record by record (the compiled clause called per event); column-wise also with no index
+  (cold: a fresh index directory each time, the index built in the same pass);
+- ``etw::: { @[pid] = count(); }`` — header only, by a header column (pid), column-wise;
 - ``etw:<ImageID>::<ids> { @[probemod] = sum(args->ImageBase); }`` — one decoded field, both ways
   too (column-wise reads the field at its fixed place in each event's user data);
 - the same work as hand-written openetw consumer callbacks (``UserTrace`` default callback).
@@ -17,9 +19,10 @@ Then whole processes, CPU time of each (``getrusage`` of the child: every thread
 start and imports included), beside DuckDB over the Parquet export of the same file:
 
 - ``openetw probe --file`` warm (the index built by an earlier run) and cold (a fresh index
-  directory: the index is built in that run), both programs;
+  directory: the index is built in that run), the three programs;
 - ``openetw export --to parquet`` once (its CPU time reported), then a fresh ``python`` running
-  DuckDB's ``SELECT provider_id, count(*) ... GROUP BY`` over ``events.parquet`` and
+  DuckDB's ``SELECT provider_id, count(*) ... GROUP BY`` and ``SELECT pid, count(*) ... GROUP BY``
+  over ``events.parquet``, and
   ``SELECT sum(ImageBase) ...`` over the ImageID tables (one provider: the group is one row);
 - ratios: the probe's CPU time over DuckDB's (above 1: DuckDB is faster), and over DuckDB's with
   the export counted (a probe reads the ``.etl`` itself).
@@ -48,11 +51,12 @@ from openetw.consumer import UserTrace
 SOURCE = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
 IMAGE_ID = "b3e675d7-2554-4f18-830b-2762732560de"
 HEADER_ONLY = "etw:::generic_event { @[probemod] = count(); }"
+BY_PID = "etw::: { @[pid] = count(); }"
 # The ImageID events that carry ImageBase (all but FileVersion, 64): 96% of the file.
 ONE_FIELD = f"etw:{IMAGE_ID}::0, etw:{IMAGE_ID}::3?, etw:{IMAGE_ID}::40 {{ @[probemod] = sum(args->ImageBase); }}"
 IMAGE_BASE_OPCODES = frozenset({0, 32, 36, 37, 38, 40})
-GOALS = {"header only, column-wise": 20e6, "header only, per record": 2e6, "one decoded field, column-wise": 5e6,
-         "one decoded field, per record": 1e6}
+GOALS = {"header only, column-wise": 20e6, "header only, column-wise, cold": 5e6, "count by pid, column-wise": 20e6,
+         "header only, per record": 2e6, "one decoded field, column-wise": 5e6, "one decoded field, per record": 1e6}
 
 
 def make_file(target: str, events: int) -> int:
@@ -86,12 +90,15 @@ def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:
     return compile_script(text, fields_of=fields_of), files, scanned
 
 
-def run_probe(path: str, text: str, columnar: bool) -> Any:
+def run_probe(path: str, text: str, columnar: bool, cold_in: str | None = None) -> Any:
+    """A run of ``text`` over ``path``; ``cold_in``: each run with a fresh index directory under it."""
     from openetw.probe.run.runner import ProbeRun
 
     program, files, scanned = probe_run(path, text, columnar=columnar)
 
     def run() -> int:
+        if cold_in is not None:
+            os.environ["OPENETW_INDEX_DIR"] = tempfile.mkdtemp(dir=cold_in)
         out: list[str] = []
         runner = ProbeRun(program, files, write=out.append, quiet=True, columnar=columnar, catalog=scanned)
         status = runner.run()
@@ -185,8 +192,10 @@ def processes(path: str, scratch: str, repeat: int, firings: dict[str, int]) -> 
     header_sql = f"SELECT provider_id, count(*) FROM read_parquet('{out}/events.parquet') GROUP BY provider_id"
     field_sql = f"SELECT count(*), sum(ImageBase) FROM read_parquet({tables!r}, union_by_name=true) WHERE ImageBase IS NOT NULL"
     duck = [sys.executable, "-c", "import duckdb, sys; print(duckdb.sql(sys.argv[1]).fetchall())"]
+    pid_sql = f"SELECT pid, count(*) FROM read_parquet('{out}/events.parquet') GROUP BY pid"
     rows: list[list[object]] = []
-    for name, text, sql in (("header only", HEADER_ONLY, header_sql), ("one decoded field", ONE_FIELD, field_sql)):
+    for name, text, sql in (("header only", HEADER_ONLY, header_sql), ("count by pid", BY_PID, pid_sql),
+                            ("one decoded field", ONE_FIELD, field_sql)):  # fmt: skip
         best: dict[str, float] = {}
         for label in ("warm", "cold"):
             best[label] = min(
@@ -225,8 +234,21 @@ def main() -> None:
         field_run = run_probe(path, ONE_FIELD, columnar=False)
         print(f"catalog typing args-> (index and schemas) and compile: {time.process_time() - started:.2f} s of CPU (reported apart)")
         rows = []
+        cold_dirs = os.path.join(scratch, "cold")
+        os.makedirs(cold_dirs)
+        warm_index = os.environ["OPENETW_INDEX_DIR"]
+        cold_run = run_probe(path, HEADER_ONLY, columnar=True, cold_in=cold_dirs)
+
+        def cold() -> int:
+            try:
+                return int(cold_run())
+            finally:
+                os.environ["OPENETW_INDEX_DIR"] = warm_index
+
         runs = [
             ("header only, column-wise", run_probe(path, HEADER_ONLY, columnar=True)),
+            ("header only, column-wise, cold", cold),
+            ("count by pid, column-wise", run_probe(path, BY_PID, columnar=True)),
             ("header only, per record", run_probe(path, HEADER_ONLY, columnar=False)),
             ("hand-written callback, header only", lambda: callback_header(path)),
             ("one decoded field, column-wise", run_probe(path, ONE_FIELD, columnar=True)),
@@ -241,7 +263,7 @@ def main() -> None:
             rows.append([name, count, f"{seconds:.2f} s", f"{rate / 1e6:.2f} M/s", verdict])
         print(table(["run", "firings", "CPU time", "firings/s", "goal"], rows))
         if not args.no_processes:
-            counts = {"header only": int(str(rows[0][1])), "one decoded field": int(str(rows[3][1]))}
+            counts = {"header only": int(str(rows[0][1])), "count by pid": int(str(rows[2][1])), "one decoded field": int(str(rows[5][1]))}
             processes(path, scratch, args.repeat, counts)
         print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

@@ -55,7 +55,7 @@ def test_only_the_asked_columns_are_inflated() -> None:
     rows["timestamp"] = np.arange(50) * 7
     payload = blocks.encode_block(rows)
     head = payload[: blocks.HEAD_BYTES]
-    spans = {name: span for name, span in zip(blocks._STORED, blocks.column_spans(head), strict=True)}
+    spans = dict(zip(blocks._STORED, blocks.column_spans(head), strict=True))
     places: list[int] = []
 
     def read(at: int, length: int) -> bytes:
@@ -72,7 +72,7 @@ def test_a_column_every_row_shares_is_one_value_and_checked_like_the_others() ->
     rows["keyword"] = 0x8000_0000_0000_0010
     rows["pid"] = np.arange(1000) % 7
     payload = blocks.encode_block(rows)
-    spans = {name: span for name, span in zip(blocks._STORED, blocks.column_spans(payload[: blocks.HEAD_BYTES]), strict=True)}
+    spans = dict(zip(blocks._STORED, blocks.column_spans(payload[: blocks.HEAD_BYTES]), strict=True))
     at, length, coding, _ = spans["keyword"]
     assert (length, coding) == (8, blocks._ONE_VALUE)
     assert spans["pid"][2] == blocks._PLANES

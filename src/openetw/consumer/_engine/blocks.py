@@ -98,7 +98,7 @@ def _offset_residuals(rows: np.ndarray) -> np.ndarray:
     return out.astype(np.uint32)
 
 
-def _offsets_back(rows: np.ndarray, residual: np.ndarray) -> np.ndarray:
+def _offsets_back(rows: Any, residual: np.ndarray) -> np.ndarray:
     buffers = rows["buffer"]
     order = np.argsort(buffers, kind="stable")
     r = residual[order].astype(np.int64)

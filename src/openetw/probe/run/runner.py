@@ -670,7 +670,8 @@ def _first_per_clause(found: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
 
 def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, int]], Any, Any]:
     """The kinds of event (provider, id, level, keyword) among ``valid`` rows: (kinds, rows of
-    each kind, each row's kind as its place in the kinds; sorting rows by it groups them by kind). Counting by ``bincount`` when the codes are dense, else by sorting."""
+    each kind, each row's kind as its place in the kinds; sorting rows by it groups them by
+    kind). Counting by ``bincount`` when the codes are dense, else by sorting."""
     import numpy as np
 
     every_row = len(valid) == len(batch.provider)  # no fancy indexing then (the usual case)
@@ -840,8 +841,8 @@ def _groups(columns: list[Any], *, inverse: bool = True) -> tuple[list[list[int]
     for span in spans:
         total *= span
     if total >= 1 << 62:
-        groups, inverse, counts = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True, return_counts=True)
-        return groups.tolist(), inverse.reshape(-1), counts
+        groups, group_of_row, counts = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True, return_counts=True)
+        return groups.tolist(), group_of_row.reshape(-1), counts
     code = np.zeros(n, dtype=np.int64)
     for column, low, span in zip(columns, lows, spans, strict=True):
         code *= span
@@ -907,7 +908,7 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
             results = [int({"sum": values.sum, "min": values.min, "max": values.max}[func]())]
     unsigned = [u for _, u in columns]
     for group, result, size in zip(group_rows, results, sizes, strict=True):
-        parts = []
+        parts: list[Any] = []
         columns_left = iter(zip(group, unsigned, strict=False))
         for kind, name in agg.keys:
             if kind == "probe":
