@@ -85,7 +85,7 @@ def test_a_column_every_row_shares_is_one_value_and_checked_like_the_others() ->
         blocks.decode_columns(lambda a, n: bytes(damaged[a : a + n]), bytes(damaged[: blocks.HEAD_BYTES]), 1000, ["keyword"])
 
 
-def test_a_damaged_column_is_found_when_read_and_the_file_indexed_again(trace: Path) -> None:
+def test_a_damaged_column_is_found_when_read_and_the_file_indexed_again(trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     whole = EtlIndex.build(trace).records
     location = EtlIndex.open(trace).index_path
     assert location is not None
@@ -99,8 +99,12 @@ def test_a_damaged_column_is_found_when_read_and_the_file_indexed_again(trace: P
     data = bytearray(location.read_bytes())
     data[entry["at"] + pid_at] ^= 0x01
     location.write_bytes(bytes(data))
-    index = EtlIndex.open(trace)
-    assert not index.built  # the footer is sound: the damage shows when the column is read
-    got = _joined(list(index.column_blocks(["provider", "pid"])), ["provider", "pid"])
-    assert np.array_equal(got["pid"], whole["pid"]) and np.array_equal(got["provider"], whole["provider"])
-    assert location.read_bytes() != bytes(data)  # built again
+    for asked, rows in ((["provider", "pid"], "37"), (["provider"], "37"), (["provider"], "50")):
+        # pid read with the block, or later when first used; the index built again in blocks cut elsewhere
+        monkeypatch.setenv(SMALL_BLOCKS, rows)
+        location.write_bytes(bytes(data))
+        index = EtlIndex.open(trace)
+        assert not index.built  # the footer is sound: the damage shows when the column is read
+        got = _joined(list(index.column_blocks(asked)), ["provider", "pid"])
+        assert np.array_equal(got["pid"], whole["pid"]) and np.array_equal(got["provider"], whole["provider"])
+        assert location.read_bytes() != bytes(data)  # built again

@@ -392,7 +392,7 @@ class EtlIndex:
         for number, entry in enumerate(stored.blocks):
             first = int(entry["first_row"])
             try:
-                columns = _BlockColumns(self, number, self._block_columns(number, wanted))
+                columns = _BlockColumns(self, number, self._block_columns(number, wanted), first=first)
             except EtlFormatError:
                 for segment in self._rebuilt_from(first):
                     yield segment.first_row, _BlockColumns.of_rows(segment.records, wanted)
@@ -416,6 +416,24 @@ class EtlIndex:
         if "filetime" in names:
             columns["filetime"] = filetimes(columns["timestamp"], self.context.clock)
         return {name: columns[name] for name in names}
+
+    def _column_again(self, first_row: int, count: int, name: str) -> np.ndarray:
+        """Column ``name`` of rows ``first_row`` on (``count`` of them) after a damaged part of
+        the index was found: the file is indexed again (the same rows), then read from that."""
+        self._rebuild_now()
+        return self._column_range(first_row, count, name)
+
+    def _column_range(self, first_row: int, count: int, name: str) -> np.ndarray:
+        """Column ``name`` of rows ``first_row`` on (``count`` of them), from the stored blocks that hold them."""
+        assert self._stored is not None
+        parts = []
+        for number, entry in enumerate(self._stored.blocks):
+            start, rows = int(entry["first_row"]), int(entry["rows"])
+            if start + rows <= first_row or start >= first_row + count:
+                continue
+            values = self._block_columns(number, [name])[name]
+            parts.append(values[max(0, first_row - start) : first_row + count - start])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE[name])
 
     def segment_at(self, number: int) -> Segment:
         """Block ``number``'s rows as a ``Segment`` (only that block is read)."""
@@ -781,11 +799,15 @@ class _BlockColumns(dict):  # type: ignore[type-arg]
     """A block's columns; a header column not read yet is read when first asked for (from the
     stored block, or from the block's rows in memory)."""
 
-    def __init__(self, index: EtlIndex | None, number: int, columns: dict[str, np.ndarray], rows: np.ndarray | None = None) -> None:
+    def __init__(self, index: EtlIndex | None, number: int, columns: dict[str, np.ndarray], rows: np.ndarray | None = None,
+                 first: int = 0) -> None:  # fmt: skip
         super().__init__(columns)
         self._index = index
         self._number = number
         self._rows = rows
+        self._first = first
+        self._stored = index._stored if index is not None else None  # the index its block number is of
+        self._count = len(next(iter(columns.values()))) if columns else len(rows) if rows is not None else 0
 
     @classmethod
     def of_rows(cls, rows: np.ndarray, names: list[str]) -> _BlockColumns:
@@ -795,7 +817,13 @@ class _BlockColumns(dict):  # type: ignore[type-arg]
         if self._rows is not None:
             value: np.ndarray = self._rows[name]
         elif name in HEADER_COLUMNS and self._index is not None and self._index._stored is not None:
-            value = self._index._block_columns(self._number, [name])[name]
+            try:
+                if self._index._stored is self._stored:
+                    value = self._index._block_columns(self._number, [name])[name]
+                else:  # indexed again since (its blocks may be cut elsewhere): the same rows
+                    value = self._index._column_range(self._first, self._count, name)
+            except EtlFormatError:  # a damaged column: the file is indexed again, the same rows
+                value = self._index._column_again(self._first, self._count, name)
         else:
             raise KeyError(name)
         self[name] = value
