@@ -687,7 +687,9 @@ def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, in
         every = np.bincount(code, minlength=size)
         codes = np.flatnonzero(every)
         kinds = [(c // span, (c % span) >> 8, c & 0xFF, int(first)) for c in codes.tolist()]
-        return kinds, every[codes], np.searchsorted(codes, code)
+        counts = every[codes]
+        every[codes] = np.arange(len(codes))  # now each code's place among the kinds
+        return kinds, counts, every[code]
     # One int64 per row: sorting plain integers is fast (structured arrays sort field by field).
     keywords, rank = np.unique(keyword, return_inverse=True)
     combined = ((provider << 24) | (ids << 8) | level) * len(keywords) + rank.reshape(-1)
