@@ -1,12 +1,15 @@
-"""Parquet export from columns: events/s, cold and warm, next to the record-by-record path and DuckDB.
+"""Export from columns (Parquet, CSV, JSON lines): events/s, cold and warm, next to the record-by-record
+path and DuckDB.
 
 For each trace, in fresh processes (CPU time of every process, from ``getrusage`` of the children:
 user + system, all threads):
 
-* ``columns``: ``export_files(..., "parquet")`` -- one .etl is written from its columns
-  (``openetw.export.from_columns``); cold = the first export in a fresh process (nothing imported,
-  no index), warm = the best of the next ``--repeat`` exports in that process;
-* ``records``: the record-by-record pipeline (``export_tables``) on the same trace, same way;
+* ``columns``: ``export_files(..., FORMAT)`` for each of ``--formats`` -- one .etl is written from
+  its columns (``openetw.export.from_columns``; JSON lines by ``openetw.export.jsonl_columns``);
+  cold = the first export in a fresh process (nothing imported, no index), warm = the best of the
+  next ``--repeat`` exports in that process;
+* ``records``: the record-by-record path on the same trace, same way (``export_tables`` for
+  Parquet; with ``--records-jsonl`` also ``export_jsonl``, slow: tens of thousands of events/s);
 * ``DuckDB from JSONL``: DuckDB reading the same events from ``openetw export --to jsonl``'s file
   (made beforehand, not timed) and writing them to Parquet, ``COPY (SELECT * FROM read_json(...,
   sample_size = -1, union_by_name = true)) TO ... (FORMAT parquet)`` -- what a user with the JSON
@@ -16,7 +19,7 @@ Traces: diaghub.etl's buffers repeated to about ``--events`` events (``openetw.t
 .NET and CLR user-mode trace), and the relogged kernel trace of ``bench_export.py`` at
 ``--size-mb`` (kernel events with many process lifetimes). Goal: 1 M events/s.
 
-Usage: python benchmarks/bench_columnar.py [--events 1000000] [--size-mb 64] [--repeat 2]
+Usage: python benchmarks/bench_columnar.py [--events 1000000] [--size-mb 64] [--repeat 2] [--formats parquet,csv,jsonl]
 """
 
 from __future__ import annotations
@@ -38,22 +41,29 @@ DIAGHUB = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsessi
 
 _CHILD = r"""
 import json, shutil, sys, time
-way, source, output, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+way, fmt, source, output, repeat = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 times, rows = [], 0
 for run in range(1 + repeat):
     started = time.process_time()
     if way == "columns":
         from openetw.export import export_files
         from openetw.report.sources import build_registry
-        summary = export_files([source], output, "parquet", registry=build_registry([], installed=False))
+        summary = export_files([source], output, fmt, registry=build_registry([], installed=False))
     else:
-        from openetw.export.parquet import ParquetWriter
         from openetw.export.pipeline import ExportSummary, export_tables
         from openetw.export.source import merged_records, open_inputs
         from openetw.report.sources import build_registry
         readers = open_inputs([source])
-        summary = ExportSummary(inputs=[source], output=output, format="parquet")
-        export_tables(readers, merged_records(readers), build_registry([], installed=False), ParquetWriter(output), summary)
+        summary = ExportSummary(inputs=[source], output=output, format=fmt)
+        if fmt == "jsonl":
+            from openetw.export.jsonl import export_jsonl
+            with open(output, "w", encoding="utf-8") as out:
+                export_jsonl(readers, merged_records(readers), build_registry([], installed=False), out, summary)
+        else:
+            from openetw.export.csv_format import CsvWriter
+            from openetw.export.parquet import ParquetWriter
+            writer = ParquetWriter(output) if fmt == "parquet" else CsvWriter(output)
+            export_tables(readers, merged_records(readers), build_registry([], installed=False), writer, summary)
         for reader in readers:
             reader.close()
     times.append(time.process_time() - started)
@@ -83,10 +93,12 @@ def run_child(args: list[str]) -> tuple[float, str]:
     return _children_cpu() - before, done.stdout
 
 
-def export_way(way: str, source: Path, work: Path, repeat: int) -> dict[str, float]:
-    output = work / f"out-{way}"
+def export_way(way: str, fmt: str, source: Path, work: Path, repeat: int) -> dict[str, float]:
+    output = work / f"out-{way}.{fmt}"
     shutil.rmtree(output, ignore_errors=True)
-    cpu, out = run_child(["-c", _CHILD, way, str(source), str(output), str(repeat)])
+    cpu, out = run_child(["-c", _CHILD, way, fmt, str(source), str(output), str(repeat)])
+    if output.is_file():
+        output.unlink()
     result = json.loads(out.strip().splitlines()[-1])
     result["process_cpu"] = cpu  # the whole child: imports, the cold run and the warm runs
     return result  # type: ignore[no-any-return]
@@ -112,6 +124,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="events of the repeated diaghub.etl")
     parser.add_argument("--size-mb", type=int, default=64, help="size of the relogged kernel trace (0: skip it)")
     parser.add_argument("--repeat", type=int, default=2, help="warm runs after the cold one")
+    parser.add_argument("--formats", default="parquet,csv,jsonl", help="export formats, comma-separated")
+    parser.add_argument("--records-jsonl", action="store_true", help="also the record-by-record JSON lines (slow)")
     parser.add_argument("--no-duckdb", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -130,29 +144,37 @@ def main() -> None:
             from bench_export import make_large_trace
 
             traces.append((f"relogged kernel, {args.size_mb} MB", make_large_trace(work, args.size_mb)))
+        headers = ["trace", "events", "way", "cold events/s", "warm events/s", "process CPU s (all runs)"]
         rows = []
         for label, source in traces:
-            results = {way: export_way(way, source, work, args.repeat) for way in ("columns", "records")}
-            events = int(results["columns"]["rows"])
-            base = results["records"]
-            for way, result in results.items():
-                cells = []
-                for which in ("cold", "warm"):
-                    seconds = result[which]
-                    rate = events / seconds if seconds else 0.0
-                    ratio = f" ({base[which] / seconds:.1f}x records)" if way == "columns" and seconds else ""
-                    cells.append(f"{rate:,.0f}{ratio}")
-                rows.append([label, f"{events:,}", f"openetw {way}", *cells, f"{result['process_cpu']:.1f}"])
+            first = len(rows)
+            for fmt in args.formats.split(","):
+                ways = ["columns"] + (["records"] if fmt != "jsonl" or args.records_jsonl else [])
+                results = {way: export_way(way, fmt, source, work, args.repeat) for way in ways}
+                events = int(results["columns"]["rows"])
+                base = results.get("records")
+                for way, result in results.items():
+                    cells = []
+                    for which in ("cold", "warm"):
+                        seconds = result[which]
+                        rate = events / seconds if seconds else 0.0
+                        ratio = (
+                            f" ({base[which] / seconds:.1f}x records)" if way == "columns" and base and seconds else ""
+                        )
+                        cells.append(f"{rate:,.0f}{ratio}")
+                    rows.append([label, f"{events:,}", f"openetw {fmt}, {way}", *cells, f"{result['process_cpu']:.1f}"])
             if not args.no_duckdb:
                 try:
                     cpu, found = duckdb_from_jsonl(source, work)
-                    rows.append([label, f"{found:,}", "DuckDB from JSONL", f"{found / cpu:,.0f}", "", f"{cpu:.1f}"])
+                    rows.append(
+                        [label, f"{found:,}", "DuckDB JSONL -> Parquet", f"{found / cpu:,.0f}", "", f"{cpu:.1f}"]
+                    )
                 except RuntimeError as error:
-                    rows.append([label, "", "DuckDB from JSONL", f"failed: {str(error)[:80]}", "", ""])
-            print(table(["trace", "events", "way", "cold events/s", "warm events/s", "process CPU s (all runs)"], rows[-3:]), flush=True)
+                    rows.append([label, "", "DuckDB JSONL -> Parquet", f"failed: {str(error)[:80]}", "", ""])
+            print(table(headers, rows[first:]), flush=True)
         print()
-        print("Export to Parquet, events/s of CPU time (cold: first export in a fresh process; warm: best of the next runs)")
-        print(table(["trace", "events", "way", "cold events/s", "warm events/s", "process CPU s (all runs)"], rows))
+        print("Export, events/s of CPU time (cold: first export in a fresh process; warm: best of the next runs)")
+        print(table(headers, rows))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

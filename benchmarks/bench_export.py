@@ -17,6 +17,9 @@ Process/Stop). Each is asked as SQL (DuckDB over the exported layout, best of ``
 computed by a Python loop over the consumer (``UserTrace`` with a default callback: one pass
 answers all four, timed once); the answers must be equal.
 
+Exports from columns in every format (Parquet, CSV, JSON lines), cold and warm, beside the
+record-by-record path and DuckDB reading the same events from JSON lines: ``bench_columnar.py``.
+
 Usage: python benchmarks/bench_export.py [--size-mb 256] [--repeat 3] [--workdir DIR]
 """
 

@@ -86,7 +86,7 @@ def cost_part(directory: Path, count: int) -> list[list[object]]:
     for event in made(1000, 0, 1):
         values = dict(zip(names, row_of(event)[: len(names)], strict=True))
         batch.append(tuple(values[name] for name in RECORD_COLUMNS))
-    kept = {name: getattr(fieldtext, name) for name in ("index_ids", "index_after", "drop_upto")}
+    kept = {name: getattr(fieldtext, name) for name in ("index_ids", "index_rendered", "index_after", "drop_upto")}
     out: list[list[object]] = []
     for label, indexed in (("without the field index", False), ("with the field index", True)):
         for name, function in kept.items():

@@ -10,7 +10,8 @@ asked for (default 1 M; ``--full`` for 5 M). Rows, each measured in this process
 - ``etw::: { @[pid] = count(); }`` — header only, by a header column (pid), column-wise;
 - ``etw:<ImageID>::<ids> { @[probemod] = sum(args->ImageBase); }`` — one decoded field, both ways
   too (column-wise reads the field at its fixed place in each event's user data);
-- the same work as hand-written openetw consumer callbacks (``UserTrace`` default callback).
+- the same work as hand-written openetw consumer callbacks (``UserTrace`` default callback);
+- ``etw:<ImageID>::36 { @[args->PDBFileName] = count(); }`` — a string field as the key, both ways.
 
 Compile time (parse, check, generate, load) of a 100-line script is reported apart, as is the
 catalog that types ``args->`` (from the index's kinds of event and schema lookups).
@@ -55,6 +56,8 @@ BY_PID = "etw::: { @[pid] = count(); }"
 # The ImageID events that carry ImageBase (all but FileVersion, 64): 96% of the file.
 ONE_FIELD = f"etw:{IMAGE_ID}::0, etw:{IMAGE_ID}::3?, etw:{IMAGE_ID}::40 {{ @[probemod] = sum(args->ImageBase); }}"
 IMAGE_BASE_OPCODES = frozenset({0, 32, 36, 37, 38, 40})
+# A string field as the key: the PDB file names of the DbgID_RSDS events (opcode 36, after a GUID).
+STRING_KEY = f"etw:{IMAGE_ID}::36 {{ @[args->PDBFileName] = count(); }}"
 GOALS = {"header only, column-wise": 20e6, "header only, column-wise, cold": 5e6, "count by pid, column-wise": 20e6,
          "header only, per record": 2e6, "one decoded field, column-wise": 5e6, "one decoded field, per record": 1e6}
 
@@ -255,6 +258,8 @@ def main() -> None:
             ("one decoded field, column-wise", run_probe(path, ONE_FIELD, columnar=True)),
             ("one decoded field, per record", field_run),
             ("hand-written callback, one decoded field", lambda: callback_field(path)),
+            ("string field as key, column-wise", run_probe(path, STRING_KEY, columnar=True)),
+            ("string field as key, per record", run_probe(path, STRING_KEY, columnar=False)),
         ]
         for name, run in runs:
             if args.no_records and ("per record" in name or "callback" in name):

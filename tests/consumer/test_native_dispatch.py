@@ -125,6 +125,65 @@ def test_the_compiled_loop_checks_its_columns() -> None:
     assert _dispatch is not None
     ints = np.zeros(4, dtype=np.int64)
     with pytest.raises(TypeError):
-        _dispatch.deliver([], [], np.zeros(4, dtype=np.int32), ints, ints, ints, 0, 4, b"", 0, None, 0, None, None, None, 0, True, None, ints[:1].copy())
+        _dispatch.deliver([], [], np.zeros(4, dtype=np.int32), ints, ints, ints, ints, ints, 0, 4, None, None, None, None, 0, True, None, -1, ints[:1].copy())
     with pytest.raises(IndexError):
-        _dispatch.deliver([], [], ints, ints, ints, ints, 0, 5, b"", 0, None, 0, None, None, None, 0, True, None, ints[:1].copy())
+        _dispatch.deliver([], [], ints, ints, ints, ints, ints, ints, 0, 5, None, None, None, None, 0, True, None, -1, ints[:1].copy())
+
+
+NET = cases.CORPUS / "perfview" / "net.4.5.2.x64.etl"
+SAMPLES = "ce1dbfb4-137e-4da6-87b0-3f59aa102cbc"  # the kernel's samples: every processor's buffers take turns
+
+
+def test_the_compiled_loop_goes_on_across_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _dispatch is not None
+    entered = 0
+
+    def deliver(*args: Any) -> Any:
+        nonlocal entered
+        entered += 1
+        return _dispatch.deliver(*args)
+
+    class Counting:
+        pass
+
+    counting = Counting()
+    counting.deliver = deliver  # type: ignore[attr-defined]
+    monkeypatch.setattr(plan, "_NATIVE", counting)
+    calls = 0
+
+    def on_event(record: Any, context: Any) -> None:
+        nonlocal calls
+        calls += 1
+
+    trace = UserTrace(files=[NET], manifests=None)
+    provider = Provider(SAMPLES)
+    provider.add_on_event_callback(on_event)
+    trace.enable(provider)
+    trace.start()
+    # The rows alternate between buffers: a loop that stopped at each buffer's end would be
+    # entered about once per callback.
+    assert calls > 50_000
+    assert entered * 50 < calls
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+def test_the_state_a_trace_learns_is_what_its_records_say(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # State records are observed with the schema the plan found for their kind: the processes
+    # and images learned are those of observing every record of the file in order.
+    from openetw.etl import EtlReader
+
+    monkeypatch.setattr(plan, "_NATIVE", _dispatch if compiled else None)
+    trace = UserTrace(files=[NET], manifests=None)
+    provider = Provider(SAMPLES)
+    provider.add_on_event_callback(lambda record, context: None)
+    trace.enable(provider)
+    trace.start()
+    learned = trace.context.decode_context
+    reference = UserTrace(files=[NET], manifests=None).context.decode_context
+    with EtlReader(NET) as reader:
+        reference.learn(reader.records(time_order=True))
+    assert learned.processes == reference.processes
+    pids = {info.pid for info in reference.processes} | {0}
+    assert sum(len(reference.images(pid)) for pid in pids) > 100
+    for pid in pids:
+        assert learned.images(pid) == reference.images(pid)

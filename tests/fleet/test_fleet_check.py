@@ -133,11 +133,12 @@ def test_fuzzed_messages_are_counted_and_good_sessions_kept(tmp_path: Path) -> N
 
 
 def test_the_collectors_walk_frames_as_the_reference_walk() -> None:
-    """``check.frame`` against ``framing.walk`` on buffers damaged at random."""
+    """``check.frame`` (the compiled walk where it is built) and its pure twin against
+    ``framing.walk`` on buffers damaged at random."""
     import random
 
     from openetw.etl import framing as F
-    from openetw.fleet.check import frame
+    from openetw.fleet.check import frame, frame_python
 
     rng = random.Random(11)
     _, buffer = _buffers()
@@ -148,11 +149,36 @@ def test_the_collectors_walk_frames_as_the_reference_walk() -> None:
             data[at] = rng.randrange(256) if rng.random() < 0.5 else data[at] ^ (1 << rng.randrange(8))
         used = rng.choice((struct.unpack_from("<I", buffer, 0x30)[0], rng.randrange(0x48, len(data) + 1)))
         records, end, damage = frame(bytes(data), used)
+        assert frame_python(bytes(data), used) == (records, end, damage)
         framed = [item for item in F.walk(bytes(data), data_end=used, buffer_size=len(data)) if isinstance(item, F.Framed)]
         stopped = any(not isinstance(item, F.Framed) for item in F.walk(bytes(data), data_end=used, buffer_size=len(data)))
         assert records == len(framed) and (damage is not None) == stopped
         if framed:
             assert end == framed[-1].pos + F.aligned(framed[-1].size)
+
+
+def test_the_compiled_walk_frames_every_marker_as_the_pure_walk() -> None:
+    """One record behind every marker key there is (header type and flags): the compiled walk
+    frames exactly the records the pure one does, and stops where it stops."""
+    from openetw import _native
+    from openetw.etl import framing as F
+    from openetw.fleet.check import frame, frame_python
+
+    if _native.module("_read") is None:
+        pytest.skip("the compiled core is not built here")
+    framed = 0
+    base = bytearray(b"\xff" * 512)
+    struct.pack_into("<II", base, 0, len(base), 0)
+    for key in range(1 << 16):
+        data = bytearray(base)
+        struct.pack_into("<HH", data, F.RECORDS_START, 0x58, key)  # Size first (producer records), then the key
+        for at in (4, 6, 8):  # where other kinds keep their Size
+            struct.pack_into("<H", data, F.RECORDS_START + at, 0x58)
+        used = F.RECORDS_START + 0x58 + 8
+        result = frame(bytes(data), used)
+        assert result == frame_python(bytes(data), used), hex(key)
+        framed += result[0] > 0
+    assert framed > 1000  # the shapes framed: the comparison covered records, not only refusals
 
 
 def test_buffers_waiting_for_a_header_are_bounded_per_host(tmp_path: Path) -> None:

@@ -27,7 +27,11 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
     out = tmp_path / "fleet"
     collector = CollectorProcess(nats_cluster.urls, out, "--to", "etl,parquet,log")
     try:
-        sessions = [host.start_session("Fleet", "*Fleet.App", nats_cluster.urls, buffer_size=16) for host in hosts]
+        own = tmp_path / "own" / "alpha"  # alpha writes its own file too: the file's memory holds each buffer first
+        own.mkdir(parents=True)
+        files_too = {"alpha": {"output": str(own / "alpha.etl")}}
+        sessions = [host.start_session("Fleet", "*Fleet.App", nats_cluster.urls, buffer_size=16, **files_too.get(host.name, {}))
+                    for host in hosts]  # fmt: skip
         producers = [host.producer("Fleet.App", COUNT, RATE) for host in hosts]
         written = {host.name: written_by(process) for host, process in zip(hosts, producers, strict=True)}
         finals = {host.name: session.stop() for host, session in zip(hosts, sessions, strict=True)}
@@ -44,6 +48,7 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
             assert sorted(index for _, index in events) == list(range(COUNT))
             files = sorted((out / host.name).rglob("*.etl"))
             assert sum(dissect_count(path) for path in files) == written[host.name]
+        assert sorted(events_in(tmp_path / "own", "alpha")) == sorted(events_in(out, "alpha"))  # the host's file = what was collected
         _fleet_status_shows(nats_cluster.urls, out, written)
         final = collector.stop()
         assert set(final["hosts"]) == {"alpha", "beta", "gamma"}

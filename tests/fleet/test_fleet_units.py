@@ -148,3 +148,70 @@ def test_event_log_batch_appended_once_across_a_crash(tmp_path: Path) -> None:
     again.close()
     assert FleetStore(tmp_path, outputs=frozenset({"etl", "log"})).log.written() == 12  # and never again
     assert sum(1 for _ in again.log.store.query(FORWARDED_LOG)) == 12
+
+
+def test_the_publishers_header_block_says_what_wire_says(tmp_path: Path) -> None:
+    """The header block the publisher encodes (fixed fields once, numbers per message) reads
+    back as ``wire.message_headers`` plus the expected stream, gap and all."""
+
+    from openetw.fleet.publisher import EXPECTED_STREAM, StreamPublisher
+
+    publisher = StreamPublisher(StreamOptions.build("nats://127.0.0.1:1"), host="web 01", session="S.1", subject="etw.web_01.S_1",
+                                start=17, spool_path=tmp_path / "s.spool", spool_bytes=1 << 20)  # fmt: skip
+    for item in (Item(5, KIND_BUFFER, b"x", 9, 3, 2, (3, 4)), Item(0, KIND_HEADER, b"h", 0, 0, 0, None)):
+        block = publisher._headers(item).decode()
+        assert block.startswith("NATS/1.0\r\n") and block.endswith("\r\n\r\n")
+        fields = dict(line.split(": ", 1) for line in block.split("\r\n")[1:] if line)
+        expected = message_headers(host="web 01", session="S.1", start=17, sequence=item.sequence, kind=item.kind, events=item.events,
+                                   events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap, nonce=publisher.nonce)
+        assert fields == {**expected, EXPECTED_STREAM: "ETW"}  # fmt: skip
+
+
+def test_the_publishing_connection_reads_answers_however_they_arrive() -> None:
+    """Against a scripted server: the handshake, two publishes in one send, then answers cut at
+    awkward places among a PING (answered), an -ERR (kept) and a 503 (a refusal)."""
+    import socket
+    import threading
+
+    from openetw.fleet.natsconn import PublishConnection
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = bytearray()
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            peer.sendall(b'INFO {"server_id":"test","headers":true,"max_payload":1048576}\r\n')
+            while b"PING\r\n" not in received:
+                received.extend(peer.recv(4096))
+            inbox = received.split(b"SUB ", 1)[1].split(b".* 1", 1)[0]
+            peer.sendall(b"PONG\r\n")
+            while received.count(b"HPUB") < 2:
+                received.extend(peer.recv(1 << 16))
+            ack = b'{"stream":"ETW","seq":41}'
+            script = (b"PING\r\nMSG " + inbox + b".1 1 " + str(len(ack)).encode() + b"\r\n" + ack + b"\r\n-ERR 'Permissions Violation'\r\n"
+                      + b"HMSG " + inbox + b".2 1 30 30\r\nNATS/1.0 503 No Responders\r\n\r\n\r\n")  # fmt: skip
+            for cut in (3, 30, 47, len(script)):
+                peer.sendall(script[:cut])
+                script = script[cut:]
+                threading.Event().wait(0.05)
+            while b"PONG" not in received[received.find(b"HPUB"):]:
+                received.extend(peer.recv(4096))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    connection = PublishConnection(StreamOptions.build(f"nats://127.0.0.1:{listener.getsockname()[1]}"), name="t", timeout=5.0)
+    try:
+        connection.publish([("etw.h.s", 1, b"NATS/1.0\r\nA: b\r\n\r\n", b"payload one"), ("etw.h.s", 2, b"NATS/1.0\r\n\r\n", bytearray(b"two"))])
+        answers: list[tuple[int, str | None]] = []
+        while len(answers) < 2 and connection.wait(5.0):
+            answers += connection.read()
+        assert answers == [(1, None), (2, "no stream leader answers (503)")]
+        assert connection.errors == ["Permissions Violation"]
+        server.join(5.0)
+        assert not server.is_alive()  # it saw the PONG that answered its PING
+        sent = bytes(received)
+        assert b"HPUB etw.h.s " in sent and b"NATS/1.0\r\nA: b\r\n\r\npayload one\r\n" in sent and b"NATS/1.0\r\n\r\ntwo\r\n" in sent
+    finally:
+        connection.close()
+        listener.close()

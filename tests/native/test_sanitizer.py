@@ -1,10 +1,12 @@
 """The C parses hostile files: the fuzz cases run again against a build of it under AddressSanitizer.
 
-The read side's C (and the ``.evtx`` parser's, ``_evtx.c``) is compiled with ``-fsanitize=address`` into a temporary directory and loaded,
+The read side's C (and the ``.evtx`` parser's, ``_evtx.c``, and the timeline encoders',
+``_timeline.c``) is compiled with ``-fsanitize=address`` into a temporary directory and loaded,
 in a child interpreter with the sanitizer's runtime preloaded, in place of the installed build;
 the child then reads every corpus file, mutated copies and generated LZXPRESS streams, through
 ``EtlReader``, the index pass and ``inflate`` (for ``_evtx.c``: every corpus ``.evtx``, the evtx
-fuzz's mutations, BinXml damage and template bombs, through ``EvtxReader``). Any out-of-bounds
+fuzz's mutations, BinXml damage and template bombs, through ``EvtxReader``; for ``_timeline.c``:
+the generated argument values of ``tests/export/test_timeline_native.py``). Any out-of-bounds
 access aborts the child.
 """
 
@@ -24,6 +26,7 @@ import openetw._native as native
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(native.__file__).parent / "_read.c"
 EVTX_SOURCE = Path(native.__file__).parent / "_evtx.c"
+TIMELINE_SOURCE = Path(native.__file__).parent / "_timeline.c"
 
 CHILD = r"""
 import importlib.util, sys
@@ -83,6 +86,28 @@ print("checked", checked)
 """
 
 
+TIMELINE_CHILD = r"""
+import importlib.util, io, sys
+spec = importlib.util.spec_from_file_location("openetw._native._timeline", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["openetw._native._timeline"] = module
+spec.loader.exec_module(module)
+from openetw.export.timeline import perfetto
+assert perfetto._NATIVE is module
+from tests.export import test_timeline_native as cases
+assert cases.NATIVE is module
+cases.test_perfetto_annotations_are_the_pure_writers()
+cases.test_chrome_args_are_the_json_encoders()
+cases._LOTS = 2000
+native_file, pure_file = io.BytesIO(), io.BytesIO()
+perfetto.write_perfetto(cases._items(), native_file)
+perfetto._NATIVE = None
+perfetto.write_perfetto(cases._items(), pure_file)
+assert native_file.getvalue() == pure_file.getvalue()
+print("checked", len(cases.VALUES) * 3 + cases._LOTS)
+"""
+
+
 def _sanitized_run(tmp_path: Path, source: Path, name: str, child: str) -> str:
     runtime = _asan_runtime()
     if runtime is None:
@@ -116,4 +141,9 @@ def test_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
 
 def test_evtx_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
     stdout = _sanitized_run(tmp_path, EVTX_SOURCE, "_evtx", EVTX_CHILD)
+    assert int(stdout.split()[-1]) > 100
+
+
+def test_timeline_encoders_under_address_sanitizer(tmp_path: Path) -> None:
+    stdout = _sanitized_run(tmp_path, TIMELINE_SOURCE, "_timeline", TIMELINE_CHILD)
     assert int(stdout.split()[-1]) > 100

@@ -108,7 +108,7 @@ def test_two_records_are_one_call_only_with_one_path_pointer_and_paths_on_one_of
 def test_argument_records_are_forgotten_once_their_entry_cannot_come() -> None:
     stage = ColumnStage()
     for n in range(5):
-        stage._take_args((BASE + n, 7, payload(0, (n, 0, 0, 0, 0, 0))))
+        stage._take_args((BASE + n, 7, payload(0, (n, 0, 0, 0, 0, 0)), 0))
     assert stage.args_held == 5
     stage._purge_args(BASE + 100_000_000)  # 10 s later: past WAIT_LIMIT
     assert (stage.call_args, stage.args_held) == ({}, 0)
@@ -147,3 +147,46 @@ def test_the_calls_a_program_probes_are_those_whose_arguments_are_recorded(text:
 def test_the_names_every_syscall_predicate_requires_are_those_whose_arguments_are_recorded(text: str, names: list[str] | None) -> None:
     program = _program(text)
     assert syscall_args_execnames(program.tree, program.clauses) == names
+
+
+class TwoThreadsLive(ArgsLive):
+    """ArgsLive with thread 202 of process 200 (beta) beside 101 of 100 (alpha)."""
+
+    def run(self, callback: Any, kernel_batch: Any = None, caught_up: Any = None) -> dict[str, Any]:
+        probes: KernelProbes = kernel_batch.__self__.kernel_probes
+        probes.thread_pid.update({202: 200})
+        probes.comm.update({200: "beta"})
+        return super().run(callback, kernel_batch, caught_up)
+
+
+def test_a_record_stamped_late_is_its_calls_until_the_threads_next_entry() -> None:
+    # The thread was preempted between the call's two tracepoints: its openat's record comes half
+    # a millisecond after the entry. Of two reads, the record after the second is the second's.
+    calls = [(1, 0, CSWITCH, 101, UNKNOWN), (2, 0, ENTER, 257, UNKNOWN), (3, 0, EXIT, 3, UNKNOWN),
+             (5, 0, ENTER, 0, UNKNOWN), (6, 0, ENTER, 0, UNKNOWN)]  # fmt: skip
+    records = [(at(2) + 5_000, 101, payload(257, (AT_FDCWD, 0x2000, 0x80000, 0, 0, 0), {1: "/late"})),
+               (at(6) + 1, 101, payload(0, (4, 64, 9, 0, 0, 0)))]  # fmt: skip
+    text, runner = run(PROGRAM, live=ArgsLive(calls, records))
+    fired = [line.split() for line in text.split("|") if line.strip()]
+    assert fired == [["openat", "-100", "80000", "/late"], ["read", "0", "0", "0"], ["read", "4", "64", "9"]]
+    assert runner.kernel_probes is not None and runner.kernel_probes.args_unrecorded == 1
+
+
+def test_argument_records_say_which_thread_ran_around_a_missed_switch() -> None:
+    # CPU 0 runs 202 (beta), and the next recorded switch takes 101 (alpha) off: the switch between
+    # was missed. beta's read record says beta still ran at 2, alpha's openat record that alpha
+    # ran from its entry at 4: only the return at 3 is either's.
+    calls = [(1, 0, CSWITCH, 202, UNKNOWN), (2, 0, ENTER, 0, UNKNOWN), (3, 0, EXIT, 5, UNKNOWN),
+             (4, 0, ENTER, 257, UNKNOWN), (5, 0, EXIT, 3, UNKNOWN), (6, 0, CSWITCH, 0 | (101 << 32), 100)]  # fmt: skip
+    records = [(at(2) + 1, 202, payload(0, (3, 64, 5, 0, 0, 0))),
+               (at(4) + 1, 101, payload(257, (AT_FDCWD, 0x2000, 0x80000, 0, 0, 0), {1: "/etc/y"}))]  # fmt: skip
+    program = 'syscall:::entry, syscall:::return { printf("%s %s %s|", probename, probefunc, execname); }' \
+              'syscall::openat:entry { printf("%s|", copyinstr(arg1)); }'  # fmt: skip
+    text, runner = run(program, live=TwoThreadsLive(calls, records))
+    fired = [line.split() for line in text.split("|") if line.strip()]
+    assert fired == [["entry", "read", "beta"], ["entry", "openat", "alpha"], ["/etc/y"], ["return", "openat", "alpha"]]
+    assert runner.kernel_probes is not None
+    assert (runner.kernel_probes.unattributed, runner.kernel_probes.args_unrecorded) == (1, 0)
+    # Without the records, all four calls are either thread's.
+    text, runner = run(program, live=TwoThreadsLive(calls, []))
+    assert text == "" and runner.kernel_probes is not None and runner.kernel_probes.unattributed == 4

@@ -1,11 +1,12 @@
 /* openetw._native._dispatch: the consumer's usual delivery, compiled.
  *
  * The twin of the first branch of ``consumer/_engine/plan.py``'s delivery loop (the pure code
- * stays the reference): over a run of rows of one buffer, each row of a lane with a single
- * direct callback and a schema entry already found gets its lazy record (made, or the record
- * before taken over when nothing else holds it), the context primed with the entry, and the
- * callback called. The loop hands back the first row it does not handle itself (another lane,
- * an entry to look up, the trace stopping), and the Python loop goes on from there.
+ * stays the reference): over rows in merged order (the buffers of every processor taking
+ * turns), each row of a lane with a single direct callback and a schema entry already found
+ * gets its lazy record (made, or the record before taken over when nothing else holds it), the
+ * context primed with the entry, and the callback called. The loop hands back the first row it
+ * does not handle itself (another lane, an entry to look up, the trace stopping), and the Python
+ * loop goes on from there.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -150,19 +151,90 @@ static PyObject *make_record(PyObject *cls, PyObject *data, int64_t pos, int64_t
     return record;
 }
 
-/* ``lazy.reuse_lazy_record`` */
-static int reuse_record(PyObject *record, int64_t pos, int64_t size, int64_t user_data_offset) {
+/* ``lazy.reuse_lazy_record``, and the record moved to ``data`` when it was of another buffer. */
+static int reuse_record(PyObject *record, int64_t pos, int64_t size, int64_t user_data_offset, int moved, PyObject *data, PyObject *cpu,
+                        PyObject *record_context, PyObject *buffer) {
     const Slots *slots = slots_of(Py_TYPE(record));
     if (slots != NULL) {
         if (put_int(record, slots->pos, pos) < 0 || put_int(record, slots->size, size) < 0 || put_int(record, slots->user_data_offset, user_data_offset) < 0)
             return -1;
         Py_INCREF(Py_None);
         put(record, slots->header, Py_None);
+        if (moved) {
+            Py_INCREF(data);
+            put(record, slots->raw, data);
+            Py_INCREF(cpu);
+            put(record, slots->cpu, cpu);
+            Py_INCREF(record_context);
+            put(record, slots->ctx, record_context);
+            Py_INCREF(buffer);
+            put(record, slots->buffer_index, buffer);
+        }
         return 0;
     }
     if (set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0)
         return -1;
+    if (moved && (PyObject_SetAttr(record, s_raw, data) < 0 || PyObject_SetAttr(record, s_cpu, cpu) < 0 ||
+                  PyObject_SetAttr(record, s_ctx, record_context) < 0 || PyObject_SetAttr(record, s_buffer_index, buffer) < 0))
+        return -1;
     return PyObject_SetAttr(record, s_header, Py_None);
+}
+
+/* The buffers a delivery has met lately (rows of a file come in time order, so the buffers of
+ * every processor take turns): each one's bytes, record context, processor and number, looked
+ * up once through ``buffer_of(place)`` while it stays here. */
+#define RECENT_BUFFERS 16
+typedef struct {
+    int64_t place;
+    PyObject *data, *record_context, *cpu, *buffer;
+} Recent;
+
+static void forget_recent(Recent *recent, int count) {
+    for (int i = 0; i < count; i++) {
+        Py_XDECREF(recent[i].data);
+        Py_XDECREF(recent[i].record_context);
+        Py_XDECREF(recent[i].cpu);
+        Py_XDECREF(recent[i].buffer);
+    }
+}
+
+/* The buffer at ``place`` (file << 32 | buffer), its processor ``cpu``; NULL with an error set. */
+static Recent *recent_buffer(Recent *recent, int *count, int *next, int64_t place, int64_t cpu, PyObject *buffer_of) {
+    for (int i = 0; i < *count; i++)
+        if (recent[i].place == place)
+            return &recent[i];
+    PyObject *found = PyObject_CallFunction(buffer_of, "L", (long long)place);
+    if (found == NULL)
+        return NULL;
+    if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2) {
+        Py_DECREF(found);
+        PyErr_SetString(PyExc_TypeError, "buffer_of must return (data, record_context)");
+        return NULL;
+    }
+    PyObject *cpu_number = PyLong_FromLongLong(cpu), *buffer_number = PyLong_FromLongLong(place & 0xFFFFFFFF);
+    if (cpu_number == NULL || buffer_number == NULL) {
+        Py_XDECREF(cpu_number);
+        Py_XDECREF(buffer_number);
+        Py_DECREF(found);
+        return NULL;
+    }
+    Recent *slot;
+    if (*count < RECENT_BUFFERS) {
+        slot = &recent[(*count)++];
+    } else {
+        slot = &recent[*next];
+        *next = (*next + 1) % RECENT_BUFFERS;
+        forget_recent(slot, 1);
+    }
+    slot->place = place;
+    slot->data = PyTuple_GET_ITEM(found, 0);
+    slot->record_context = PyTuple_GET_ITEM(found, 1);
+    Py_INCREF(slot->data);
+    Py_INCREF(slot->record_context);
+    slot->cpu = cpu_number;
+    slot->buffer = buffer_number;
+    Py_DECREF(found);
+    return slot;
 }
 
 /* ``TraceContext.let_go``: forget ``record`` when the context alone holds it and the parser made
@@ -185,34 +257,36 @@ static int let_go(PyObject *context, PyObject *record) {
     return PyObject_SetAttr(context, s_record, Py_None) < 0 ? -1 : 1;
 }
 
-/* deliver(lanes, entries, lane, offset, size, user_data_offset, start, stop, data, cpu, record_context, buffer,
- *         context, dispatcher, callback_failed, generation, reuse, spare, progress) -> (row, spare)
+/* deliver(lanes, entries, lane, offset, size, user_data_offset, place, cpu, start, stop, buffer_of, context, dispatcher,
+ *         callback_failed, generation, reuse, spare, spare_place, progress) -> (row, spare, spare_place)
  *
  * ``lanes[k]`` is (callback or None, group, schema kind, record class) as the Python loop has them;
- * ``progress`` (an int64 array of one) is kept at the row being delivered, for an exception that leaves. */
+ * ``place`` is each row's file << 32 | buffer, ``cpu`` its processor; ``buffer_of(place)`` gives
+ * (bytes, record context) of a buffer. ``spare`` is a record nothing else holds (of the buffer
+ * at ``spare_place``) that the next row may take over. ``progress`` (an int64 array of one) is
+ * kept at the row being delivered, for an exception that leaves. */
 static PyObject *deliver(PyObject *self, PyObject *args) {
-    PyObject *lanes, *entries, *lane_obj, *offset_obj, *size_obj, *udo_obj, *data, *cpu, *record_context, *buffer, *context, *dispatcher;
+    PyObject *lanes, *entries, *lane_obj, *offset_obj, *size_obj, *udo_obj, *place_obj, *cpu_obj, *buffer_of, *context, *dispatcher;
     PyObject *callback_failed, *spare, *progress_obj;
     Py_ssize_t start, stop;
-    long long generation;
+    long long generation, spare_place;
     int reuse;
-    if (!PyArg_ParseTuple(args, "O!O!OOOOnnOOOOOOOLpOO", &PyList_Type, &lanes, &PyList_Type, &entries, &lane_obj, &offset_obj, &size_obj, &udo_obj,
-                          &start, &stop, &data, &cpu, &record_context, &buffer, &context, &dispatcher, &callback_failed, &generation, &reuse, &spare,
-                          &progress_obj))
+    if (!PyArg_ParseTuple(args, "O!O!OOOOOOnnOOOOLpOLO", &PyList_Type, &lanes, &PyList_Type, &entries, &lane_obj, &offset_obj, &size_obj, &udo_obj,
+                          &place_obj, &cpu_obj, &start, &stop, &buffer_of, &context, &dispatcher, &callback_failed, &generation, &reuse, &spare,
+                          &spare_place, &progress_obj))
         return NULL;
-    Column lane = {0}, offset = {0}, size = {0}, udo = {0}, progress = {0};
+    Column lane = {0}, offset = {0}, size = {0}, udo = {0}, place = {0}, cpu = {0}, progress = {0};
+    Column *columns[] = {&lane, &offset, &size, &udo, &place, &cpu, &progress};
+    PyObject *objects[] = {lane_obj, offset_obj, size_obj, udo_obj, place_obj, cpu_obj, progress_obj};
+    const char *names[] = {"lane", "offset", "size", "user_data_offset", "place", "cpu", "progress"};
+    int held = 0;
     PyObject *result = NULL;
-    if (column_of(lane_obj, &lane, "lane", 0) < 0)
-        return NULL;
-    if (column_of(offset_obj, &offset, "offset", 0) < 0)
-        goto release_lane;
-    if (column_of(size_obj, &size, "size", 0) < 0)
-        goto release_offset;
-    if (column_of(udo_obj, &udo, "user_data_offset", 0) < 0)
-        goto release_size;
-    if (column_of(progress_obj, &progress, "progress", 1) < 0)
-        goto release_udo;
-    if (start < 0 || stop > lane.n || stop > offset.n || stop > size.n || stop > udo.n || progress.n < 1) {
+    Recent recent[RECENT_BUFFERS];
+    int recent_count = 0, recent_next = 0;
+    for (; held < 7; held++)
+        if (column_of(objects[held], columns[held], names[held], held == 6) < 0)
+            goto release;
+    if (start < 0 || stop > lane.n || stop > offset.n || stop > size.n || stop > udo.n || stop > place.n || stop > cpu.n || progress.n < 1) {
         PyErr_SetString(PyExc_IndexError, "deliver: rows out of range");
         goto release;
     }
@@ -254,17 +328,22 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
         PyObject *record_class = PyTuple_GET_ITEM(lane_tuple, 3);
         if (!PyType_Check(record_class))
             break;
+        Recent *buffer = recent_buffer(recent, &recent_count, &recent_next, place.p[row], cpu.p[row], buffer_of);
+        if (buffer == NULL)
+            goto fail;
         PyObject *record;
         if (spare != Py_None && (PyObject *)Py_TYPE(spare) == record_class) {
             record = spare;  /* the reference the spare held */
             spare = Py_None;
             Py_INCREF(Py_None);
-            if (reuse_record(record, offset.p[row], size.p[row], udo.p[row]) < 0) {
+            if (reuse_record(record, offset.p[row], size.p[row], udo.p[row], spare_place != place.p[row], buffer->data, buffer->cpu,
+                             buffer->record_context, buffer->buffer) < 0) {
                 Py_DECREF(record);
                 goto fail;
             }
         } else {
-            record = make_record(record_class, data, offset.p[row], size.p[row], cpu, record_context, buffer, udo.p[row]);
+            record = make_record(record_class, buffer->data, offset.p[row], size.p[row], buffer->cpu, buffer->record_context, buffer->buffer,
+                                 udo.p[row]);
             if (record == NULL)
                 goto fail;
         }
@@ -300,7 +379,7 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
         Py_DECREF(returned);
         /* Held by this loop and ``context._primed_record`` alone (the Python loop's 3, with
          * ``sys.getrefcount``'s own argument), or also by the context's parser (5): the next row
-         * of this buffer takes the record over. */
+         * takes the record over. */
         if (reuse) {
             Py_ssize_t references = Py_REFCNT(record);
             int take = references == 2;
@@ -314,31 +393,26 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
             if (take) {
                 Py_DECREF(spare);
                 spare = record;
+                spare_place = place.p[row];
                 continue;
             }
         }
         Py_DECREF(record);
     }
     *at = row;
-    result = Py_BuildValue("(nN)", row, spare);
+    result = Py_BuildValue("(nNL)", row, spare, spare_place);
     goto release;
 fail:
     Py_DECREF(spare);
 release:
-    PyBuffer_Release(&progress.view);
-release_udo:
-    PyBuffer_Release(&udo.view);
-release_size:
-    PyBuffer_Release(&size.view);
-release_offset:
-    PyBuffer_Release(&offset.view);
-release_lane:
-    PyBuffer_Release(&lane.view);
+    forget_recent(recent, recent_count);
+    for (int i = 0; i < held; i++)
+        PyBuffer_Release(&columns[i]->view);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"deliver", deliver, METH_VARARGS, "Deliver the usual rows of one buffer's run to their lanes' callbacks; returns (first row not handled, spare record)."},
+    {"deliver", deliver, METH_VARARGS, "Deliver the usual rows to their lanes' callbacks; returns (first row not handled, spare record, its place)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,7 @@
 """Stub of the compiled delivery loop (``_dispatch.c``): the first branch of
-``consumer/_engine/plan.py``'s loop, over a run of rows of one buffer."""
+``consumer/_engine/plan.py``'s loop, over rows in merged order."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,17 +13,17 @@ def deliver(
     offset: np.ndarray,
     size: np.ndarray,
     user_data_offset: np.ndarray,
+    place: np.ndarray,
+    cpu: np.ndarray,
     start: int,
     stop: int,
-    data: bytes | bytearray,
-    cpu: int,
-    record_context: Any,
-    buffer: int,
+    buffer_of: Callable[[int], tuple[bytes | bytearray, Any]],
     context: Any,
     dispatcher: Any,
     callback_failed: Any,
     generation: int,
     reuse: bool,
     spare: Any,
+    spare_place: int,
     progress: np.ndarray,
-) -> tuple[int, Any]: ...
+) -> tuple[int, Any, int]: ...

@@ -22,6 +22,10 @@ EventSource manifest chunks). The read model above passes its registry's lookup.
 This sits in the engine, beside the index, because it is the index pass's framing and header
 gathering with the decoding added: the buffers are read once and nothing is built per record but
 the few records ``schema_of`` is asked about.
+
+``buffer_headers(buffers)`` is the header half alone for buffers held in memory (a real-time
+consumer's deliveries, a producer's pool buffers): the same framing and header gathering, no
+schema, each record's place in the blob and its provider GUID's two halves.
 """
 
 from __future__ import annotations
@@ -34,15 +38,16 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer._engine.index_build import KIND_CODES, file_order_rows, filetimes, provider_table
-from openetw.consumer._engine.index_walk import CHUNK_BYTES, Buffers, read_buffers, walk_chains
+from openetw.consumer._engine.index_walk import CHUNK_BYTES, Buffers, memory_buffers, read_buffers, walk_chains
 from openetw.etl import layouts as L
+from openetw.etl.clock import TraceClock
 from openetw.etl.reader import EtlReader
 from openetw.etl.record import RECORD_CLASSES, EventRecord, MessageRecord, RecordContext
 from openetw.tdh.columns import FieldColumns, decode_columns
 from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.schema import Schema
 
-__all__ = ["ColumnBatch", "SchemaColumns", "column_batches", "identity_keys"]
+__all__ = ["BufferHeaders", "ColumnBatch", "SchemaColumns", "buffer_headers", "column_batches", "identity_keys"]
 
 SchemaOf = Callable[[EventRecord], "Schema | None"]
 
@@ -74,6 +79,33 @@ class ColumnBatch:
 
     def __len__(self) -> int:
         return len(self.header)
+
+
+@dataclass(slots=True)
+class BufferHeaders:
+    """The header columns of in-memory buffers' records (buffer order, then record order):
+    ``rows`` (the index's columns, ``provider`` left 0, ``filetime`` too without a clock), the provider GUID as two
+    little-endian 64-bit halves (``guid_lo``, ``guid_hi``: the record's 16 GUID bytes), and
+    where each record starts in ``blob`` (``at``)."""
+
+    rows: np.ndarray
+    guid_lo: np.ndarray
+    guid_hi: np.ndarray
+    at: np.ndarray
+    blob: bytes | bytearray
+
+
+def buffer_headers(buffers: list[bytes], clock: TraceClock | None = None) -> BufferHeaders:
+    """Every record of ``buffers`` (uncompressed, each beginning with its WMI_BUFFER_HEADER) as
+    header columns, framed as the index pass frames a file's buffers (see the module doc);
+    ``clock``: their timestamps' clock, for the ``filetime`` column."""
+    bufs = memory_buffers(list(enumerate(buffers)))
+    chains = walk_chains(bufs)
+    rows, lo, hi, _, _ = file_order_rows(bufs, chains)
+    if clock is not None:
+        rows["filetime"] = filetimes(rows["timestamp"], clock)
+    at = bufs.bases[rows["buffer"]] + rows["offset"].astype(np.int64) if len(rows) else np.zeros(0, dtype=np.int64)
+    return BufferHeaders(rows, lo, hi, at, bufs.blob)
 
 
 def column_batches(source: Any, schema_of: SchemaOf, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[ColumnBatch]:

@@ -142,9 +142,11 @@ class Dispatcher:
             return
         self.deliver_admitted(record, admitted)
 
-    def observe(self, record: Any) -> None:
+    def observe(self, record: Any, schema: Any = None) -> None:
+        """Teach the decode context what ``record`` says (``schema``: its decoding schema, when
+        found already)."""
         try:
-            self.context.decode_context.observe(record)
+            self.context.decode_context.observe(record, schema=schema)
         except OpenEtwError as error:
             self.report(error, record)
 

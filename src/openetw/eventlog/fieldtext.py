@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
-__all__ = ["TABLE", "create", "drop_all", "drop_ids", "drop_upto", "ensure", "index_after", "index_ids", "matching", "optimize", "present"]
+__all__ = [
+    "TABLE", "create", "drop_all", "drop_ids", "drop_upto", "ensure", "index_after", "index_ids", "index_rendered", "matching", "optimize",
+    "present", "text_of",
+]
 
 TABLE = "field_text"
 _CREATE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(text, content='')"
@@ -73,6 +77,37 @@ def index_after(db: sqlite3.Connection, record_id: int) -> None:
         return
     db.execute(f"INSERT INTO {TABLE}(rowid, text) SELECT record_id, {_TEXT} FROM events WHERE record_id > ? AND fields IS NOT NULL",
                (record_id,))  # fmt: skip
+
+
+def text_of(fields: Any) -> tuple[bool, str | None]:
+    """(known, text): the text SQLite makes of these fields once stored as JSON (``_TEXT``), made
+    here when it surely is the same: a dict of strings without NUL that UTF-8 can encode,
+    joined by spaces (``None`` for no fields, as ``group_concat`` of nothing). Otherwise
+    ``(False, None)``: SQLite makes it from the stored column."""
+    if not isinstance(fields, dict):
+        return False, None
+    values = list(fields.values())
+    if not all(type(value) is str for value in values):
+        return False, None
+    if not values:
+        return True, None
+    text = " ".join(values)
+    if "\0" in text:
+        return False, None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON escapes it, SQLite reads it otherwise
+        return False, None
+    return True, text
+
+
+def index_rendered(db: sqlite3.Connection, items: list[tuple[int, tuple[bool, str | None]]]) -> None:
+    """Index the fields of these events (just rendered): (record id, ``text_of`` their fields)
+    each; the text given where it is known, made by SQLite from the stored column elsewhere."""
+    if _made(db) or not items:
+        return
+    db.executemany(f"INSERT INTO {TABLE}(rowid, text) VALUES (?, ?)", [(record_id, text) for record_id, (known, text) in items if known])
+    index_ids(db, [record_id for record_id, (known, _) in items if not known])
 
 
 def index_ids(db: sqlite3.Connection, record_ids: list[int]) -> None:

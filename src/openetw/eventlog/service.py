@@ -45,7 +45,7 @@ from openetw.eventlog.access import ReadAccess, may_configure, may_write, read_a
 from openetw.eventlog.channels import SESSION_PREFIX, ChannelSpec, channel_specs, default_config, session_name
 from openetw.eventlog.model import LogConfig
 from openetw.eventlog.paths import default_logs_dir
-from openetw.eventlog.records import Route, Run, buffer_sequence, collect_rows
+from openetw.eventlog.records import Route, Run, buffer_sequence, collect_batch
 from openetw.eventlog.sink import ChannelRuntime, ChannelSink, release_taken
 from openetw.eventlog.store import LogStore
 from openetw.eventlog.writer import StoreBatch, StoreWriter
@@ -253,7 +253,8 @@ class EventLogService:
                       release: Callable[[], None] | None = None, wait: bool = False, skip: str | None = None) -> None:  # fmt: skip
         """Store the events of buffers from one producer in their logs, unrendered (the render
         thread renders them): walked into rows here, appended on the store thread in one
-        transaction per log, each event one tuple (``store.Row``). ``pool``: the pool they come
+        transaction per log, the rows built from the buffers' header columns
+        (``records.collect_batch``: no object per event). ``pool``: the pool they come
         from, whose mark the logs keep with them; ``release`` is called once they are stored;
         ``wait``: return once they are. ``skip``: a pool taken over from a dead service: the
         buffers each log's mark for it says it holds are left out."""
@@ -263,14 +264,13 @@ class EventLogService:
         batch = StoreBatch(rows=defaultdict(list), refused=defaultdict(int), release=release, computer=_hostname(), uid=caller.uid)
         clock = runtime.clock
         if skip is None:
-            for data in buffers:
-                collect_rows(data, routes, batch.rows, batch.refused, clock)
+            collect_batch(buffers, routes, batch.rows, batch.refused, clock)
         else:
             marks: dict[str, int] = {}
             for data in buffers:
                 rows: dict[str, list[Run]] = defaultdict(list)
                 refused: dict[str, int] = defaultdict(int)
-                collect_rows(data, routes, rows, refused, clock)
+                collect_batch([data], routes, rows, refused, clock)
                 sequence = buffer_sequence(data)
                 for log in set(rows) | set(refused):
                     if log not in marks:

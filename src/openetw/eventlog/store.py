@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -49,6 +49,7 @@ from openetw.eventlog.model import AppendResult, LogConfig, LogInfo, NewEvent, S
 from openetw.eventlog.render import event_node
 from openetw.eventlog.rendering import Renderer
 from openetw.eventlog.retention import ROW_OVERHEAD, Decision, budget, decide, event_cost, wal_pages, writer_share
+from openetw.eventlog.rows import ColumnRows
 from openetw.events.text import UNIX_EPOCH_FILETIME
 from openetw.events.xpath import Query, QueryList, condition_sql, parse_filter
 
@@ -250,6 +251,16 @@ def _source_statements(source: RecordSource) -> _Statements:
     )  # fmt: skip
     insert_next = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({values})"
     return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next))
+
+
+_json = json.JSONEncoder(default=str).encode  # what json.dumps(value, default=str) gives, one encoder for all
+_Rendered = tuple[str | None, str | None, int, tuple[bool, str | None]]  # (fields JSON, message, record id, fieldtext.text_of)
+
+
+def _rendered_row(record_id: int, fields: dict[str, Any] | None, message: str | None) -> _Rendered:
+    if fields is None:
+        return (None, message, record_id, (False, None))
+    return (_json(fields), message, record_id, fieldtext.text_of(fields))
 
 
 def now_filetime() -> int:
@@ -536,7 +547,7 @@ class LogStore:
         (see ``marks``); ``loss_mark``: (pool, its losses counted so far, these included)."""
         return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark, loss_mark=loss_mark)
 
-    def append_records(self, log: str, runs: list[tuple[RecordSource, list[Row]]], *, refused: int = 0,
+    def append_records(self, log: str, runs: list[tuple[RecordSource, Sequence[Row]]], *, refused: int = 0,
                        mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
         """``append_rows`` of ETW records stored unrendered, in runs that share their
         ``SOURCE_COLUMNS`` (written in the statement, not bound per event): each row holds
@@ -545,7 +556,7 @@ class LogStore:
         return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
                             refused=refused, mark=mark, writers=[source.uid for source, _ in runs])  # fmt: skip
 
-    def _append(self, log: str, runs: list[tuple[_Statements, list[Row]]], *, lost: int = 0, refused: int = 0,
+    def _append(self, log: str, runs: list[tuple[_Statements, Sequence[Row]]], *, lost: int = 0, refused: int = 0,
                 mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None,
                 writers: list[int | None] | None = None) -> AppendResult:  # fmt: skip
         """``writers``: the uid whose events each run holds (``VARYING_COLUMNS`` rows), held to
@@ -680,7 +691,7 @@ class LogStore:
             return False
         return True
 
-    def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: list[Row], result: AppendResult) -> list[Row]:
+    def _within_share(self, db: sqlite3.Connection, config: LogConfig, uid: int, batch: Sequence[Row], result: AppendResult) -> Sequence[Row]:
         """The rows of ``batch`` (``VARYING_COLUMNS``) a writer other than root and the owner may
         store within its share of the log: in a circular log its newest, its own oldest events
         dropped to make room (``overwritten``); else what fits, the rest refused. Both counted
@@ -834,7 +845,7 @@ class LogStore:
         pages = db.execute("PRAGMA page_count").fetchone()[0] - db.execute("PRAGMA freelist_count").fetchone()[0]
         return int(pages * page)
 
-    def _insert(self, db: sqlite3.Connection, rows: list[Row], statements: _Statements = _FULL) -> None:
+    def _insert(self, db: sqlite3.Connection, rows: Sequence[Row], statements: _Statements = _FULL) -> None:
         """Insert with the next record ids (ids never go back, even after a clear): the first
         row with its id when it is past SQLite's next, the others take max + 1 from SQLite."""
         if not rows:
@@ -848,7 +859,10 @@ class LogStore:
             rest = rows[1:]
         if multi and len(rest) >= _MULTI_ROWS:
             whole = len(rest) // _MULTI_ROWS * _MULTI_ROWS
-            db.executemany(multi, (tuple(chain.from_iterable(rest[i : i + _MULTI_ROWS])) for i in range(0, whole, _MULTI_ROWS)))
+            if isinstance(rest, ColumnRows):  # the parameters laid out column by column, no tuple per row
+                db.executemany(multi, (rest.flat(i, i + _MULTI_ROWS) for i in range(0, whole, _MULTI_ROWS)))
+            else:
+                db.executemany(multi, (tuple(chain.from_iterable(rest[i : i + _MULTI_ROWS])) for i in range(0, whole, _MULTI_ROWS)))
             rest = rest[whole:]
         db.executemany(insert_next, rest)
         if statements.index_text and any(row[_MESSAGE] is not None for row in rows):
@@ -857,7 +871,7 @@ class LogStore:
             fieldtext.index_after(db, first - 1)
         self._set_meta(db, "next_record_id", str(first + len(rows)))
 
-    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: list[Row], start: int, result: AppendResult,
+    def _store_from(self, db: sqlite3.Connection, log: str, config: LogConfig, batch: Sequence[Row], start: int, result: AppendResult,
                     statements: _Statements = _FULL) -> int:  # fmt: skip
         """Store from ``batch[start:]``; returns where it stopped (the end, or where an auto-backup
         log is full)."""
@@ -913,17 +927,28 @@ class LogStore:
 
     def _estimate(self, db: sqlite3.Connection, events: int) -> int:
         """Bytes ``events`` more events will take, by the log's average so far."""
-        count = db.execute("SELECT count(*) FROM events").fetchone()[0]
+        count = self._count(db)
         if count < 64:
             return events * 1024
         return int(self._used(db) / count * events * 1.25)
+
+    @staticmethod
+    def _count(db: sqlite3.Connection) -> int:
+        """The events in the log. Their record ids run without a gap (appends take the next id,
+        drops take the oldest, a clear takes all) unless a writer's own oldest were dropped
+        (``_drop_writer_oldest``, only where the ``writers`` table is): then they are counted,
+        which reads a whole index; else the first and last ids say it at once."""
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'writers'").fetchone() is not None:
+            return int(db.execute("SELECT count(*) FROM events").fetchone()[0])
+        first, last = db.execute("SELECT (SELECT min(record_id) FROM events), (SELECT max(record_id) FROM events)").fetchone()
+        return 0 if first is None else int(last - first + 1)
 
     def _drop_oldest(self, db: sqlite3.Connection, limit: int) -> int:
         """Circular: drop the oldest events until the log fits ``limit``; returns how many."""
         dropped = 0
         merged = False
         while self._used(db) > limit:
-            total, _bytes_used = db.execute("SELECT count(*), sum(length(record)) FROM events").fetchone()
+            total = self._count(db)
             if not total:
                 break
             share = max(1, min(total, int(total * (1 - limit / max(self._used(db), 1))) + 16))
@@ -1004,15 +1029,10 @@ class LogStore:
         db = self.open(log)
         try:
             start = int(self._meta(db, "render_from") or 0)
-            rows = [_stored(row, log) for row in db.execute(
-                "SELECT * FROM events WHERE record_id >= ? AND rendered = 0 ORDER BY record_id LIMIT ?", (start, limit))]  # fmt: skip
-            if not rows:
+            updates = self._rendered(db, log, renderer, start, limit)
+            if not updates:
                 self._note_rendered(db, start)
                 return 0
-            updates = []
-            for event in rows:
-                fields, message = renderer(event)
-                updates.append((json.dumps(fields, default=str) if fields is not None else None, message, event.record_id))
             config = self._config_of(db)
             room = budget(config.max_size, db.execute("PRAGMA page_size").fetchone()[0])
             db.execute("BEGIN IMMEDIATE")
@@ -1031,20 +1051,42 @@ class LogStore:
                             db.execute("RELEASE one")
                             break
                         db.execute("RELEASE one")
-            self._set_meta(db, "render_from", str(rows[-1].record_id + 1))
+            self._set_meta(db, "render_from", str(updates[-1][2] + 1))
             db.execute("COMMIT")
             self._fit(db, self.path(log), config)
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot render in the log {log!r}: {exc}") from None
         finally:
             self._release(db)
-        return len(rows)
+        return len(updates)
 
     @staticmethod
-    def _save_rendered(db: sqlite3.Connection, updates: list[tuple[str | None, str | None, int]]) -> None:
-        db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0", updates)
-        db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid in updates if message is not None])
-        fieldtext.index_ids(db, [rid for fields, _, rid in updates if fields is not None])
+    def _rendered(db: sqlite3.Connection, log: str, renderer: Renderer, start: int, limit: int) -> list[_Rendered]:
+        """(fields as JSON, message, record id, their fields' text: ``fieldtext.text_of``) of up
+        to ``limit`` unrendered events from ``start`` on. A renderer that renders many ETW
+        records at once (``records``, as ``rendering.EtwRenderer``) is given their records
+        alone when every one is an ETW record; otherwise each event is read whole and rendered
+        by itself."""
+        select = "SELECT {} FROM events WHERE record_id >= ? AND rendered = 0 ORDER BY record_id LIMIT ?"
+        many = getattr(renderer, "records", None)
+        if many is not None:
+            found = db.execute(select.format("record_id, format, record"), (start, limit)).fetchall()
+            if all(form == "etw" and isinstance(record, bytes) for _, form, record in found):
+                rendered = many([record for _, _, record in found])
+                return [_rendered_row(record_id, fields, message) for (record_id, _, _), (fields, message) in zip(found, rendered, strict=True)]
+        updates = []
+        for row in db.execute(select.format("*"), (start, limit)).fetchall():
+            event = _stored(row, log)
+            fields, message = renderer(event)
+            updates.append(_rendered_row(event.record_id, fields, message))
+        return updates
+
+    @staticmethod
+    def _save_rendered(db: sqlite3.Connection, updates: list[_Rendered]) -> None:
+        db.executemany("UPDATE events SET fields = ?, message = ?, rendered = 1 WHERE record_id = ? AND rendered = 0",
+                       [(fields, message, rid) for fields, message, rid, _ in updates])  # fmt: skip
+        db.executemany("INSERT INTO messages(rowid, message) VALUES (?, ?)", [(rid, message) for _, message, rid, _ in updates if message is not None])
+        fieldtext.index_rendered(db, [(rid, text) for fields, _, rid, text in updates if fields is not None])
 
     def _note_rendered(self, db: sqlite3.Connection, start: int) -> None:
         """Nothing unrendered from ``start`` on: the next render begins at the end."""

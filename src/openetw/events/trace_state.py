@@ -32,6 +32,7 @@ from typing import Any
 from openetw.symbols.table import SymbolTable
 from openetw.tdh.context import DecodeContext, ImageInfo
 from openetw.tdh.registry import SchemaRegistry
+from openetw.tdh.schema import Schema
 
 __all__ = ["ImageIdentity", "ManagedMethod", "TraceState", "module_name", "names_frames"]
 
@@ -188,8 +189,8 @@ class TraceState(DecodeContext):
             self.observe(record)
         return self
 
-    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None) -> None:
-        super().observe(record, decoded)
+    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None, *, schema: Schema | None = None) -> None:
+        super().observe(record, decoded, schema=schema)
         kind = record.kind
         if kind == "event":
             guid = record.provider_guid_bytes

@@ -45,6 +45,13 @@ def _table_writer(fmt: str, output: str) -> TableWriter:
     return CsvWriter(output)
 
 
+def _has_pyarrow() -> bool:
+    """Whether the optional table libraries are here (JSON lines are written without them, record by record)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 @contextlib.contextmanager
 def _text_output(path: str) -> Iterator[IO[str]]:
     if path == "-":
@@ -82,6 +89,11 @@ def export_files(
             from openetw.export.jsonl import export_jsonl
 
             with _text_output(output) as out:
+                if len(readers) == 1 and isinstance(readers[0], EtlReader) and _has_pyarrow():
+                    from openetw.export.jsonl_columns import export_jsonl_from_columns
+
+                    if export_jsonl_from_columns(readers[0], registry, out, summary, selection=selection, progress=progress):
+                        return summary
                 return export_jsonl(readers, records, registry, out, summary, selection=selection, progress=progress)
         writer = _table_writer(fmt, output)
         if len(readers) == 1 and isinstance(readers[0], EtlReader):

@@ -22,6 +22,11 @@ ways). ``export_from_columns`` gives ``False`` without writing anything for the 
 ``pipeline``: damage (unknown records, problems found reading), WPP messages, files over
 ``COLUMNS_MAX_BYTES``. Compressed buffers are inflated into memory first (the mapped file holds
 no payload in place).
+
+A writer with ``write_window(table, filetimes)`` and ``decoded(info, batch, decoder, blob, starts,
+lengths)`` is handed each window's ``events`` rows with their FILETIMEs, and each decoded batch
+with its decoder and payloads, instead of ``write_events`` and ``write_table``
+(``jsonl_columns``: the JSON lines).
 """
 
 from __future__ import annotations
@@ -297,6 +302,7 @@ def _export(
     pending = decoded = undecodable = 0
     n = len(rows)
     table_of = _IdentityTable()
+    write_window = getattr(writer, "write_window", None)  # a writer of rows (JSON lines) takes their FILETIMEs too
     labels = _Labels()
     for first in range(0, n, events_rows):
         last = min(n, first + events_rows)
@@ -345,7 +351,10 @@ def _export(
         table = _events_table(pa, schema_of_events, trace, window, positions, chosen, providers, provider_texts, event_texts, ident,
                               labels.texts, process, sizes, extras)  # fmt: skip
         summary.rows += table.num_rows
-        writer.write_events(table)
+        if write_window is not None:
+            write_window(table, window["filetime"][chosen])
+        else:
+            writer.write_events(table)
         # each schema's rows, tables made in order of first appearance
         group_of = np.asarray(
             [
@@ -459,11 +468,14 @@ class _Queue:
             while stop < len(parts) and parts[stop][3] is parts[start][3]:
                 stop += 1
             run = parts[start:stop]
-            batch = self.table.decode_places(
-                pa, blob, np.concatenate([p[0] for p in run]), np.concatenate([p[1] for p in run]).astype(np.int64),
-                np.concatenate([p[2] for p in run]).astype(np.int64), run[0][3],
-            )  # fmt: skip
-            writer.write_table(self.table, batch.table)
+            starts = np.concatenate([p[1] for p in run]).astype(np.int64)
+            lengths = np.concatenate([p[2] for p in run]).astype(np.int64)
+            batch = self.table.decode_places(pa, blob, np.concatenate([p[0] for p in run]), starts, lengths, run[0][3])
+            decoded = getattr(writer, "decoded", None)  # a writer of rows takes the decoder and payloads too
+            if decoded is not None:
+                decoded(self.table, batch, run[0][3], blob, starts, lengths)
+            else:
+                writer.write_table(self.table, batch.table)
             start = stop
 
 
@@ -576,18 +588,19 @@ def _events_table(
 
 
 def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) -> Any:
-    """The activity id text of each of ``rows`` (EVENT_HEADER records; null for the others)."""
-    out: list[str | None] = [None] * len(rows)
+    """The activity id text of each of ``rows`` (EVENT_HEADER records; null for the others), each
+    distinct id made into text once."""
     events = np.flatnonzero(is_event)
-    if len(events):
-        at = trace.at[rows[events]] + _ACTIVITY_AT
-        u8 = np.frombuffer(trace.map, dtype=np.uint8)
-        raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
-        unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
-        texts = [_guid_text(bytes(item)) for item in unique.tolist()]
-        for i, k in zip(events.tolist(), inverse.tolist(), strict=True):
-            out[i] = texts[k]
-    return pa.array(out, type=pa.string())
+    if not len(events):
+        return pa.nulls(len(rows), type=pa.string())
+    at = trace.at[rows[events]] + _ACTIVITY_AT
+    u8 = np.frombuffer(trace.map, dtype=np.uint8)
+    raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
+    unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
+    texts = pa.array([_guid_text(bytes(item)) for item in unique.tolist()] + [None], type=pa.string())
+    index = np.full(len(rows), len(unique), dtype=np.int64)
+    index[events] = inverse.ravel()
+    return texts.take(pa.array(index))
 
 
 def _guid_text(raw: bytes) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 from openetw.manifest.winmeta import InType, OutType
 from openetw.tdh.schema import PropertyInfo
 
-__all__ = ["ColumnType", "column_type", "filetime_micros"]
+__all__ = ["ColumnType", "column_type", "filetime_micros", "json_equivalent"]
 
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FILETIME_TO_UNIX_MICROS = 11_644_473_600_000_000  # microseconds from 1601-01-01 to 1970-01-01
@@ -126,6 +126,13 @@ class ColumnType:
         if self.timestamp:
             return pa.array(values, type=pa.int64()).cast(self.arrow)
         return pa.array(values, type=self.arrow)
+
+
+def json_equivalent(kind: ColumnType) -> bool:
+    """Whether a column of ``kind`` holds what ``json_value`` writes for the decoded value: numbers and
+    booleans as they are, text (strings, GUIDs, SIDs, addresses: ``str`` of the value), binary data
+    (hex in JSON, its bytes here); not times, lists or structs."""
+    return not kind.timestamp and kind.convert in (None, _text, _guid, _binary)
 
 
 def column_type(prop: PropertyInfo, pa: Any) -> ColumnType:

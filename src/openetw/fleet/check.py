@@ -25,10 +25,12 @@ the text for people). Nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from openetw import _native
 from openetw.errors import InvalidArgument
 from openetw.etl import framing as F
 from openetw.etl import layouts as L
@@ -172,9 +174,10 @@ def check_buffer(payload: bytes) -> tuple[bytes, int, str | None]:
     return bytes(out), records, damage
 
 
+@functools.cache
 def _framing_rows() -> dict[int, tuple[int, int]]:
     """Marker key (``marker >> 16``) -> (where Size sits, the header's size), for every key
-    ``framing.kind_of_marker`` frames."""
+    ``framing.kind_of_marker`` frames (made when the pure walk first runs)."""
     rows = {}
     for key in range(1 << 16):
         row = F.kind_of_marker(key << F.MARKER_KEY_SHIFT)
@@ -183,17 +186,30 @@ def _framing_rows() -> dict[int, tuple[int, int]]:
     return rows
 
 
-_ROWS = _framing_rows()
+_ONE_BUFFER_AT = struct.pack("<q", 0)
 
 
 def frame(payload: bytes, used: int) -> tuple[int, int, str | None]:
     """``(records, end, damage)``: how many records are framed one after the other from the
     buffer header up to ``used``, where the last one ends (aligned), and what stopped the walk
-    short (None: nothing). ``framing.walk`` is the reference; this is the same walk with one
-    table lookup and two reads per record, as the collector runs it for every buffer."""
+    short (None: nothing). ``framing.walk`` is the reference; the compiled core's walk
+    (``_read.chains``) runs it for every buffer the collector takes, ``frame_python`` is its
+    pure twin (and says what the damage is, when there is some)."""
+    native = _native.module("_read")
+    if native is None or not 0 <= used <= len(payload):
+        return frame_python(payload, used)
+    _, sizes, _, stops = native.chains(payload, _ONE_BUFFER_AT, struct.pack("<q", used))
+    stop = struct.unpack("<q", stops)[0]
+    if stop + 4 <= used and _u32(payload, stop)[0] != F.END_OF_DATA:
+        return frame_python(payload, used)  # damaged (rare): the reference walk says how
+    return len(sizes) // 8, stop, None
+
+
+def frame_python(payload: bytes, used: int) -> tuple[int, int, str | None]:
+    """``frame`` in pure Python: one table lookup and two reads per record."""
     length = len(payload)
     with memoryview(payload) as view, view[: length & ~3].cast("I") as words, view[: length & ~1].cast("H") as halves:
-        rows, position, records = _ROWS, F.RECORDS_START, 0
+        rows, position, records = _framing_rows(), F.RECORDS_START, 0
         while position + 4 <= used:
             marker = words[position >> 2]
             if marker == F.END_OF_DATA:

@@ -7,6 +7,7 @@ connection is made, and its absence is a ``MissingDependency`` saying how to ins
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 from typing import Any
 
@@ -14,7 +15,10 @@ from openetw.errors import OpenEtwError
 from openetw.fleet.wire import DEFAULT_STREAM, STREAM_SUBJECTS
 from openetw.ipc.stream_options import StreamOptions, inbox_prefix, parse_servers  # here before they moved down
 
-__all__ = ["FleetError", "MissingDependency", "StreamOptions", "connect", "ensure_stream", "inbox_prefix", "parse_servers", "require_nats"]
+__all__ = [
+    "FleetError", "MissingDependency", "StreamOptions", "connect", "ensure_stream", "inbox_prefix", "parse_servers", "require_nats",
+    "require_stream_extra",
+]
 
 
 class FleetError(OpenEtwError):
@@ -27,15 +31,22 @@ class MissingDependency(OpenEtwError):
     exit_code = 2
 
 
+_MISSING = "streaming to NATS JetStream needs the Python package 'nats-py', which is not installed: pip install 'openetw[stream]' (or pip install nats-py)"
+
+
 def require_nats() -> ModuleType:
     """``nats`` (nats-py), or ``MissingDependency`` saying ``pip install 'openetw[stream]'``."""
     try:
         return importlib.import_module("nats")
     except ImportError as error:
-        raise MissingDependency(
-            "streaming to NATS JetStream needs the Python package 'nats-py', which is not installed:"
-            " pip install 'openetw[stream]' (or pip install nats-py)"
-        ) from error
+        raise MissingDependency(_MISSING) from error
+
+
+def require_stream_extra() -> None:
+    """``MissingDependency`` as ``require_nats`` says it, without the cost of importing nats-py
+    (the trace service's publisher speaks NATS itself, but a host installs the stream extra)."""
+    if importlib.util.find_spec("nats") is None:
+        raise MissingDependency(_MISSING)
 
 
 async def connect(options: StreamOptions, *, name: str, reconnect: bool = True, connect_timeout: float = 2.0, **extra: Any) -> Any:

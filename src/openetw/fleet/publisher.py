@@ -6,8 +6,12 @@ the bytes held for the stream stay within the spool size; past that the buffer i
 stream (ETW's BuffersLost: ``offer`` returns False and the session counts it) and its sequence
 number becomes a gap the next message names.
 
-The publishing thread runs an asyncio loop with one NATS connection. It publishes in sequence
-order with at most ``WINDOW`` acknowledgements outstanding; each message carries the id
+The publishing thread holds one NATS connection of its own (``natsconn.PublishConnection``: no
+event loop, no nats-py) and publishes in sequence order with at most ``WINDOW``
+acknowledgements outstanding. Buffers leave in batches: whatever waits when the thread wakes
+goes in one ``sendmsg``, and the acknowledgements that came are read together. The thread is
+woken by a new buffer only when no acknowledgement would wake it (or ``WAKE_BATCH`` wait), and
+with nothing in flight a few buffers wait up to ``LINGER`` for more. Each message carries the id
 ``<host>:<session>:<start>:<sequence>``, so a publish repeated after a lost acknowledgement is
 dropped by JetStream. When a publish fails (the cluster unreachable, no leader) the thread stops
 sending, keeps the failed buffers to send again first, and moves what waits in memory beyond
@@ -19,8 +23,9 @@ deadline, when what is left is given up: the spool file goes with the process).
 
 from __future__ import annotations
 
-import asyncio
+import os
 import secrets
+import select
 import threading
 import time
 from collections import deque
@@ -28,9 +33,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openetw.fleet.connect import FleetError, StreamOptions, connect, ensure_stream, require_nats
+from openetw.fleet.connect import StreamOptions, require_stream_extra
+from openetw.fleet.natsconn import ConnectionLost, PublishConnection, encode_headers
 from openetw.fleet.spool import Item, Spool
-from openetw.fleet.wire import KIND_BUFFER, KIND_END, KIND_HEADER, message_headers
+from openetw.fleet.wire import (
+    H_BUFFERS_LOST,
+    H_EVENTS,
+    H_EVENTS_LOST,
+    H_GAP,
+    H_HOST,
+    H_KIND,
+    H_SEQUENCE,
+    H_SESSION,
+    H_START,
+    KIND_BUFFER,
+    KIND_END,
+    KIND_HEADER,
+    message_id,
+)
 from openetw.service.sinks import LossKind, linger
 
 if TYPE_CHECKING:
@@ -40,6 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = ["StreamPublisher", "stream_sink"]
 
+EXPECTED_STREAM = "Nats-Expected-Stream"  # JetStream refuses the message when another stream has its subject
+WAKE_BATCH = 8  # new buffers that wake a thread waiting for acknowledgements, or end a linger
+RECYCLE_BYTES = 4 << 20  # acknowledged buffers' memory kept for new ones (at least two buffers)
+LINGER = 0.005  # how long a buffer may wait for others to leave with it when nothing is in flight
 WINDOW = 32  # publishes waiting for their acknowledgement at once
 # What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
@@ -52,6 +76,7 @@ class StreamPublisher:
     """A streamed session's sink (``openetw.service.sinks.Sink``): see the module's docstring."""
 
     name = "stream"
+    copies_offered = True  # ``offer`` keeps a copy, never the buffer: the service may hand it the file's own
     kind: LossKind = "realtime"  # a buffer the spool has no room for is lost for real-time delivery, as one no consumer takes
 
     def __init__(
@@ -77,8 +102,12 @@ class StreamPublisher:
         self.last_error: str | None = None
         self._finishing = False
         self._done = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
+        self._wake_read = self._wake_write = -1  # the thread's wake-up pipe, made when it starts
+        self._signalled = False  # a byte waits in the wake pipe
+        self._idle = True  # the thread waits with nothing in flight
+        self._fixed_headers = encode_headers({H_HOST: host, H_SESSION: session, H_START: str(start), EXPECTED_STREAM: options.stream})[:-2]
+        self._recycled: list[bytearray] = []  # acknowledged buffers' memory, for the next ones
+        self._discovered: list[str] = []  # the cluster's other servers, as the last connection learnt them
         self._abandon = False
         self._spool = Spool(spool_path)
         self._thread = threading.Thread(target=self._run, name=f"openetw-stream-{session}", daemon=True)
@@ -88,6 +117,7 @@ class StreamPublisher:
         """Start publishing, the logfile header buffer first."""
         with self._lock:
             self._accept(KIND_HEADER, header, 0)
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread.start()
 
     @property
@@ -98,6 +128,16 @@ class StreamPublisher:
         """Take one completed buffer (copied); False when the spool has no room: it is lost."""
         size = len(data)
         with self._lock:
+            recycled = self._recycled.pop() if self._recycled and len(self._recycled[-1]) == size else None
+        # Into the memory of a buffer the stream already acknowledged: a new 64 KB object for
+        # each buffer held until its acknowledgement costs the service more in page faults
+        # than this copy.
+        if recycled is not None:
+            recycled[:] = data
+            copy = recycled
+        else:
+            copy = bytearray(data)
+        with self._lock:
             if self._held_bytes + size > self.spool_bytes:
                 sequence = self._next_sequence
                 self._next_sequence += 1
@@ -106,11 +146,15 @@ class StreamPublisher:
                 self.buffers_lost += 1
                 self.events_lost += events
                 return False
-            self._accept(KIND_BUFFER, bytes(data), events)
+            self._accept(KIND_BUFFER, copy, events)
             self.accepted += 1
+            # A thread waiting for acknowledgements takes new buffers when the next one comes:
+            # it is woken only when nothing else would wake it, or when a batch waits.
+            wake = self._idle or len(self._incoming) >= WAKE_BATCH
         if delivery is not None:
             delivery.kept = True  # held for the stream, or spooled: no consumer's leaving loses it
-        self._wake()
+        if wake:
+            self._wake()
         return True
 
     def note_lost(self, events: int) -> None:
@@ -163,7 +207,7 @@ class StreamPublisher:
                 "last_error": self.last_error,
             }
 
-    def _accept(self, kind: str, payload: bytes, events: int) -> None:
+    def _accept(self, kind: str, payload: bytes | bytearray, events: int) -> None:
         """(under the lock) number the message, note a gap that ends here, hold it."""
         sequence = self._next_sequence
         self._next_sequence += 1
@@ -175,38 +219,43 @@ class StreamPublisher:
         self._held_bytes += len(payload)
 
     def _wake(self) -> None:
-        loop, wakeup = self._loop, self._wakeup
-        if loop is not None and wakeup is not None:
-            try:
-                loop.call_soon_threadsafe(wakeup.set)
-            except RuntimeError:
-                pass  # the loop has ended
+        with self._lock:
+            if self._signalled or self._wake_write < 0:
+                return
+            self._signalled = True
+        try:
+            os.write(self._wake_write, b"!")
+        except OSError:
+            pass  # the thread has ended (its pipe closed), or the pipe is full: it wakes anyway
 
     # -- the publishing thread -----------------------------------------------------------------
     def _run(self) -> None:
         try:
-            asyncio.run(self._main())
+            self._main()
         except Exception as exc:  # noqa: BLE001 - reported, never raised into the service
             self.last_error = f"{type(exc).__name__}: {exc}"
             if self._log is not None:
                 self._log(f"streaming {self.session!r} stopped: {self.last_error}")
         finally:
+            with self._lock:
+                wake_write, self._wake_write = self._wake_write, -1
+            for fd in (self._wake_read, wake_write):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             self._spool.close()
             self._done.set()
 
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wakeup = asyncio.Event()
+    def _main(self) -> None:
         retry: deque[Item] = deque()
-        in_flight: dict[asyncio.Task[Any], Item] = {}
-        finished: list[asyncio.Task[Any]] = []
-
-        def wake(_task: Any) -> None:
-            assert self._wakeup is not None
-            self._wakeup.set()
-        client = None
-        js = None
+        in_flight: dict[int, tuple[Item, float]] = {}  # sequence -> (item, when its answer is late), in send order
+        connection: PublishConnection | None = None
+        ensured = False
         healthy = False
+        server_index = 0
+        next_connect = 0.0
+        linger_until: float | None = None
         try:
             while not self._abandon:
                 with self._lock:
@@ -215,50 +264,104 @@ class StreamPublisher:
                     finishing = self._finishing
                 if finishing and not in_flight and not retry and not len(self._spool):
                     return
-                if client is None:
+                if connection is None and time.monotonic() >= next_connect:
+                    next_connect = time.monotonic() + RETRY_PAUSE
                     try:
-                        client = await connect(self.options, name=f"openetw {self.host} {self.session}")
-                        js = client.jetstream(timeout=PUBLISH_TIMEOUT)
-                        await ensure_stream(js, self.options.stream)
+                        connection = PublishConnection(self.options, name=f"openetw {self.host} {self.session}", timeout=PUBLISH_TIMEOUT,
+                                                       start=server_index, extra_servers=self._discovered)  # fmt: skip
+                        if not ensured:
+                            connection.ensure_stream(self.options.stream)
+                            ensured = True
                         healthy = True
                         self._set_reachable(True)
-                    except (FleetError, Exception) as exc:  # noqa: BLE001 - every failure means: not yet
+                    except Exception as exc:  # noqa: BLE001 - every failure means: not yet
                         self._note_error(exc)
-                        if client is not None:
-                            await _close_quietly(client)
-                        client = js = None
-                if js is not None:
+                        self._set_reachable(False)
+                        server_index += 1
+                        if connection is not None:
+                            connection.close()
+                            connection = None
+                # With nothing in flight, a few new buffers wait up to LINGER for more: one send
+                # and one wake for several buffers, not one each (what a session at a modest rate costs).
+                holding = False
+                if connection is not None and healthy and not in_flight and not finishing and 0 < len(retry) + len(self._spool) < WAKE_BATCH:
+                    if linger_until is None:
+                        linger_until = time.monotonic() + LINGER
+                    holding = time.monotonic() < linger_until
+                if not holding:
+                    linger_until = None
+                if connection is not None and not holding:
                     limit = WINDOW if healthy else (0 if in_flight else 1)  # unhealthy: one probe at a time
-                    while len(in_flight) < limit and (retry or len(self._spool)):
+                    batch: list[Item] = []
+                    while len(in_flight) + len(batch) < limit and (retry or len(self._spool)):
                         item = retry.popleft() if retry else self._spool.pop()
                         assert item is not None
-                        task = asyncio.ensure_future(self._publish(js, item, PUBLISH_TIMEOUT if healthy else PROBE_TIMEOUT))
-                        task.add_done_callback(finished.append)
-                        task.add_done_callback(wake)
-                        in_flight[task] = item
-                if not healthy or client is None:
+                        batch.append(item)
+                    if batch:
+                        late = time.monotonic() + (PUBLISH_TIMEOUT if healthy else PROBE_TIMEOUT)
+                        for item in batch:
+                            in_flight[item.sequence] = (item, late)
+                        try:
+                            connection.publish([(self.subject, item.sequence, self._headers(item), item.payload) for item in batch])
+                        except ConnectionLost as exc:
+                            server_index = self._lost(connection, exc)
+                            connection = None
+                if not healthy or connection is None:
                     self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 8))
-                if not finished:  # a finished publish or a new buffer wakes the loop (one event, not a wait on every task)
-                    pause = RETRY_PAUSE if (client is None or not healthy) and not in_flight else 1.0
-                    try:
-                        async with asyncio.timeout(pause):
-                            await self._wakeup.wait()
-                    except TimeoutError:
-                        pass
-                self._wakeup.clear()
+                # Sleep until the server answers, a new buffer comes, or the first answer is late.
+                now = time.monotonic()
+                pause = RETRY_PAUSE if (connection is None or not healthy) and not in_flight else 1.0
+                if in_flight:
+                    pause = min(pause, next(iter(in_flight.values()))[1] - now)
+                if linger_until is not None:
+                    pause = min(pause, linger_until - now)
+                room = connection is not None and len(in_flight) < (WINDOW if healthy else 1) and not holding
+                with self._lock:
+                    woken = self._signalled or (room and bool(self._incoming)) or self._finishing != finishing
+                    self._idle = not in_flight and not holding  # no answer will come to wake the thread: a new buffer must
+                if connection is not None:
+                    readable = connection.wait(0.0 if woken else pause, self._wake_read)
+                else:
+                    readable = False
+                    if not woken:
+                        select.select([self._wake_read], [], [], max(pause, 0.0))
+                self._drain_wake()
                 failed: list[Item] = []
-                done, finished[:] = finished[:], []
-                for task in done:
-                    item = in_flight.pop(task)
-                    error = task.exception()
-                    if error is None:
-                        self._acknowledged(item)
-                        if not healthy:
-                            healthy = True
-                            self._set_reachable(True)
-                    else:
-                        self._note_error(error)
-                        failed.append(item)
+                if connection is not None and readable:
+                    try:
+                        acks = connection.read()
+                    except ConnectionLost as exc:
+                        acks = []
+                        server_index = self._lost(connection, exc)
+                        connection = None
+                    for sequence, error in acks:
+                        entry = in_flight.pop(sequence, None)
+                        if entry is None:
+                            continue  # an answer to a publish given up on and sent again: the new one answers too
+                        if error is None:
+                            self._acknowledged(entry[0])
+                            if not healthy:
+                                healthy = True
+                                self._set_reachable(True)
+                        else:
+                            self.last_error = error
+                            failed.append(entry[0])
+                now = time.monotonic()
+                while in_flight:
+                    sequence, (item, late) = next(iter(in_flight.items()))
+                    if late > now:
+                        break
+                    del in_flight[sequence]
+                    self._note_error(TimeoutError("no acknowledgement in time"))
+                    failed.append(item)
+                    if connection is not None and not connection.received_any:
+                        server_index = self._lost(connection, ConnectionLost("the server says nothing"))
+                        connection = None
+                if connection is None and in_flight:  # the connection went: nothing in flight will be answered
+                    failed += [item for item, _ in in_flight.values()]
+                    in_flight.clear()
+                if connection is not None and failed:
+                    connection.received_any = False
                 if failed:
                     healthy = False
                     self._set_reachable(False)
@@ -266,26 +369,39 @@ class StreamPublisher:
                     retry = deque(sorted([*retry, *failed], key=lambda i: i.sequence))
                     if in_flight:
                         continue
-                    await asyncio.sleep(RETRY_PAUSE)
+                    time.sleep(RETRY_PAUSE)
         finally:
-            for task in in_flight:
-                task.remove_done_callback(finished.append)
-                task.cancel()
-            if client is not None:
-                await _close_quietly(client)
+            if connection is not None:
+                connection.close()
 
-    async def _publish(self, js: Any, item: Item, timeout: float) -> None:
-        headers = message_headers(
-            host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=item.events,
-            events_lost=item.events_lost, buffers_lost=item.buffers_lost, gap=item.gap, nonce=self.nonce,
-        )  # fmt: skip
+    def _lost(self, connection: PublishConnection, error: Exception) -> int:
+        """Close a broken connection; the index of the server to try next."""
+        self._note_error(error)
+        connection.close()
+        self._discovered = connection.discovered
+        return connection.server_index + 1
+
+    def _drain_wake(self) -> None:
+        with self._lock:
+            self._signalled = self._idle = False
+        try:
+            os.read(self._wake_read, 4096)
+        except BlockingIOError:
+            pass
+
+    def _headers(self, item: Item) -> bytes:
+        """The message's header block: ``wire.message_headers`` plus the expected stream, the
+        fields that never change encoded once (``_fixed_headers``)."""
+        events_lost, buffers_lost = item.events_lost, item.buffers_lost
         if item.kind == KIND_END:
             with self._lock:  # the end message carries the counts as they are when it leaves
-                headers = message_headers(
-                    host=self.host, session=self.session, start=self.start, sequence=item.sequence, kind=item.kind, events=0,
-                    events_lost=self.events_lost, buffers_lost=self.buffers_lost, gap=item.gap, nonce=self.nonce,
-                )  # fmt: skip
-        await js.publish(self.subject, item.payload, timeout=timeout, stream=self.options.stream, headers=headers)
+                events_lost, buffers_lost = self.events_lost, self.buffers_lost
+        gap = f"{H_GAP}: {item.gap[0]}-{item.gap[1]}\r\n" if item.gap is not None else ""
+        return self._fixed_headers + (
+            f"Nats-Msg-Id: {message_id(self.host, self.session, self.start, item.sequence, self.nonce)}\r\n"
+            f"{H_SEQUENCE}: {item.sequence}\r\n{H_KIND}: {item.kind}\r\n{H_EVENTS}: {item.events}\r\n"
+            f"{H_EVENTS_LOST}: {events_lost}\r\n{H_BUFFERS_LOST}: {buffers_lost}\r\n{gap}\r\n"
+        ).encode()
 
     def _acknowledged(self, item: Item) -> None:
         with self._lock:
@@ -293,6 +409,8 @@ class StreamPublisher:
             if item.kind == KIND_BUFFER:
                 self.buffers_acknowledged += 1
                 self.events_acknowledged += item.events
+                if isinstance(item.payload, bytearray) and (len(self._recycled) + 1) * item.size <= max(RECYCLE_BYTES, 2 * item.size):
+                    self._recycled.append(item.payload)
 
     def _set_reachable(self, value: bool) -> None:
         if value != self.reachable and self._log is not None:
@@ -302,13 +420,6 @@ class StreamPublisher:
 
     def _note_error(self, error: BaseException) -> None:
         self.last_error = f"{type(error).__name__}: {error}".rstrip(": ")
-
-
-async def _close_quietly(client: Any) -> None:
-    try:
-        await asyncio.wait_for(client.close(), 2.0)
-    except Exception:  # noqa: BLE001 - closing a broken connection
-        pass
 
 
 def session_start_stamp() -> int:
@@ -345,7 +456,7 @@ def prepare_stream(name: str, spec: Any, *, host: str, spool_dir: Path, log: Any
 
     if not isinstance(spec, dict):
         raise InvalidArgument("'stream' must be an object")
-    require_nats()  # the service's own installation must have nats-py: said to the controller now
+    require_stream_extra()  # the service's own installation must have the stream extra: said to the controller now
     options = StreamOptions.from_json(spec.get("options"))
     template = spec.get("subject") or DEFAULT_SUBJECT
     if not isinstance(template, str):

@@ -25,7 +25,7 @@ _KIND_NAMES = {code: kind for kind, code in _KIND_CODES.items()}
 class Item:
     sequence: int
     kind: str
-    payload: bytes
+    payload: bytes | bytearray
     events: int
     events_lost: int
     buffers_lost: int

@@ -183,7 +183,7 @@ class SessionRuntime:
             return 0
         pool = entry.pool
         moved = 0
-        straight = self._file_only() and self.logfile is not None and pool.buffer_size == self.logfile.buffer_size
+        straight = (self._file_only() or self._file_keeps_it()) and self.logfile is not None and pool.buffer_size == self.logfile.buffer_size
         for index in pool.full_buffers():
             if straight and self.write_error is None and self.logfile is not None:
                 # Straight into the file's write queue: one copy of the buffer, not two.
@@ -259,6 +259,14 @@ class SessionRuntime:
         self.table.events_lost(self.session_id, events)
         for sink in self.sinks:
             sink.note_lost(events)
+
+    def _file_keeps_it(self) -> bool:
+        """The file is the only sink that keeps a buffer as it is: no consumer attached, and
+        every other sink copies what it keeps (``copies_offered``, as a stream does). The
+        buffer can then be the file's own, as in a file-only session."""
+        if self.write_error is not None or not self.mode.writes_file or self.mode is LogMode.BUFFERING or self.consumers:
+            return False
+        return all(isinstance(sink, (FileSink, ConsumerSink)) or getattr(sink, "copies_offered", False) for sink in self.sinks)
 
     def _file_only(self) -> bool:
         return self.write_error is None and self.mode.writes_file and not self.mode.real_time and self.mode is not LogMode.BUFFERING

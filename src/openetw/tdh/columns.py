@@ -46,7 +46,8 @@ from openetw.tdh.decode import _ascii_compatible
 from openetw.tdh.schema import PropertyInfo, Schema
 
 __all__ = [
-    "FILETIME_TO_UNIX_MICROS", "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "core_columns", "decode_columns",
+    "FILETIME_TO_UNIX_MICROS", "STEPS", "ColumnPlan", "FieldColumns", "column_plan", "column_plan_upto", "core_columns",
+    "decode_columns",
     "filetime_micros", "merge_rows",
     "numeric_array", "plan_type",
 ]  # fmt: skip
@@ -157,6 +158,23 @@ def column_plan(schema: Schema, pointer_size: int, ansi_encoding: str = "cp1252"
         _plans.clear()
     _plans[key] = (schema, plan)
     return plan
+
+
+def column_plan_upto(schema: Schema, pointer_size: int, name: str, ansi_encoding: str = "cp1252") -> ColumnPlan | None:
+    """The plan of ``schema``'s properties up to and including the top-level property ``name`` (what
+    the core must walk to reach it; the properties after it may be of any kind), or ``None``
+    when there is no such property or the plan cannot read one of those."""
+    names = [prop.name for prop in schema.properties]
+    if name not in names or names.count(name) != 1:
+        return None
+    properties = schema.properties[: names.index(name) + 1]
+    steps = [_step(prop, pointer_size, ansi_encoding) for prop in properties]
+    if any(step is None for step in steps):
+        return None
+    return ColumnPlan(
+        schema, pointer_size, tuple(prop.name for prop in properties), tuple(step[0] for step in steps if step is not None),
+        bytes(code for step in steps if step is not None for code in step[1:]),
+    )  # fmt: skip
 
 
 def filetime_micros(value: datetime | int) -> int:

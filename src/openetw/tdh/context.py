@@ -173,6 +173,7 @@ class DecodeContext:
         self._metadata = TraceMetadata()
         self._envelopes: dict[uuid.UUID, Schema] = {}
         self._decoded: tuple[Any, Mapping[str, Any]] | None = None
+        self._schema_given: tuple[Any, Schema] | None = None
 
     # -- feeding -----------------------------------------------------------------------------
     def learn(self, records: Iterable[Any]) -> DecodeContext:
@@ -181,11 +182,13 @@ class DecodeContext:
             self.observe(record)
         return self
 
-    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None) -> None:
+    def observe(self, record: Any, decoded: Mapping[str, Any] | None = None, *, schema: Schema | None = None) -> None:
         """Learn what ``record`` says about processes, threads, images or manifests.
         ``decoded`` is the record's properties when the caller decoded them already (by the
-        schema ``schema_for`` gives): they are not decoded again."""
+        schema ``schema_for`` gives): they are not decoded again. ``schema`` is what
+        ``schema_for(record)`` gives, when the caller found it already: it is not looked up again."""
         self._decoded = (record, decoded) if decoded is not None else None
+        self._schema_given = (record, schema) if schema is not None else None
         kind = record.kind
         if kind in ("system", "compact", "perfinfo"):
             group = (record.hook_id or 0) >> 8
@@ -263,7 +266,8 @@ class DecodeContext:
         given = self._decoded
         if given is not None and given[0] is record:
             return given[1]
-        schema = self.schema_for(record)
+        found = self._schema_given
+        schema = found[1] if found is not None and found[0] is record else self.schema_for(record)
         if schema is None:
             return None
         if record.pointer_size in (4, 8):  # every property is asked for: decode them at once

@@ -289,12 +289,16 @@ def _fill(message: str, values: Sequence[Any], text: Callable[[int], str], param
     return out.text()
 
 
-def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = None) -> str | None:
-    """The schema's message with this event's properties inserted (``None`` without a message)."""
+def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = None, texts: Sequence[str] | None = None) -> str | None:
+    """The schema's message with this event's properties inserted (``None`` without a message);
+    ``texts``: the properties already rendered (``format_value`` of each, in schema order), used
+    rather than rendered again."""
     schema: Schema = decoded.schema
     if schema.message is None:
         return None
     values = decoded.values_in_order()
+    if texts is not None and len(texts) == len(values):
+        return _fill(schema.message, values, texts.__getitem__, parameters)
     properties, maps = schema.properties, schema.maps
     return _fill(schema.message, values, lambda index: format_value(values[index], properties[index], maps), parameters)
 

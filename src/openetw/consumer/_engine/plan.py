@@ -183,6 +183,10 @@ class _Columns:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def copied(self, name: str) -> np.ndarray | None:
+        """Column ``name`` if it was copied out already."""
+        return self._copies.get(name)
+
     def __getitem__(self, name: str) -> np.ndarray:
         found = self._copies.get(name)
         if found is None:
@@ -346,7 +350,12 @@ class IndexedPlan:
             def one_file_column(name: str) -> np.ndarray:
                 found = gathered.get(name)
                 if found is None:
-                    found = gathered[name] = records[name] if everything else records[name][rows]
+                    if everything:
+                        found = records[name]
+                    else:  # from the column copied out already, else straight from the packed rows
+                        copied = records.copied(name)
+                        found = (copied if copied is not None else records.rows[name]).take(rows)
+                    gathered[name] = found
                 return found
 
             return one_file_column, one_file_column("provider").astype(np.int64)
@@ -376,9 +385,9 @@ class IndexedPlan:
         and no extended items) share one schema lookup, done for the first of them. This loop
         runs once per delivered event: it is written for speed (only the index columns it reads
         are gathered and turned into Python objects; kinds of event are numbered densely, so
-        that their schema entries sit in a list; rows go by runs of one buffer; locals; one
-        branch for the usual record: built from its buffer, handed to the single callback of a
-        single provider).
+        that their schema entries sit in a list; a buffer's bytes looked up when the buffer
+        changes; locals; one branch for the usual record: built from its buffer, handed to the
+        single callback of a single provider).
         """
         d = self.dispatcher
         stats = d.stats
@@ -448,130 +457,138 @@ class IndexedPlan:
         # buffer, of a kind whose schema entry is shared, for a provider with a single direct
         # callback: its lane's callback (None: every other row).
         lane_of, lane_keys = _lanes(route, dense, column("header_type").astype(np.int64))
-        lanes = [
+        lanes: list[tuple[Any, int, int, Any]] = [
             (only_callback[lane_route] if lane_route >= 0 and kind >= 0 else None, lane_route, kind, lazy.get(header_type))
             for lane_route, kind, header_type in lane_keys
         ]  # fmt: skip
-        # Rows come in runs from one buffer (of one file): its bytes and facts are looked up once
-        # per run. A buffer's rows all have the buffer's processor number.
+        # Rows of one file come in time order, the buffers of every processor taking turns: a
+        # buffer's bytes are looked up when a row of another buffer comes (a buffer's rows all
+        # have the buffer's processor number).
         count = len(positions)
-        run_starts = np.flatnonzero(np.concatenate(([True], places[1:] != places[:-1]))) if count else np.zeros(0, dtype=np.int64)
-        run_stops = np.append(run_starts[1:], count) if count else np.zeros(0, dtype=np.int64)
-        # Whether a run has a row built from the buffer's bytes (not the long way).
-        run_needs_data = np.logical_or.reduceat(route != -2, run_starts) if count else np.zeros(0, dtype=bool)
-        runs = zip(
-            run_starts.tolist(), run_stops.tolist(), places[run_starts].tolist(), column("cpu")[run_starts].tolist(), run_needs_data.tolist(),
-            strict=True,
-        )
         lane_array = np.ascontiguousarray(lane_of, dtype=np.int64)
         offsets, sizes = column("offset").astype(np.int64), column("size").astype(np.int64)
         user_data_offsets = column("user_data_offset").astype(np.int64)
-        lane_list, offset_list, size_list, user_data_offset_list = lane_array.tolist(), offsets.tolist(), sizes.tolist(), user_data_offsets.tolist()
+        cpus = column("cpu").astype(np.int64)
         # The compiled loop takes the rows of lanes with a single direct callback (the first
-        # branch below) and hands back the first row it leaves to this loop.
+        # branch below) and hands back the first row it leaves to this loop: with it, the few
+        # rows left here read the arrays; without it, every row does, from lists.
         native = _NATIVE
+        lane_list: Any = lane_array
+        offset_list: Any = offsets
+        size_list: Any = sizes
+        user_data_offset_list: Any = user_data_offsets
+        place_list: Any = places
+        cpu_list: Any = cpus
+        if native is None:
+            lane_list, offset_list, size_list, user_data_offset_list = lane_array.tolist(), offsets.tolist(), sizes.tolist(), user_data_offsets.tolist()
+            place_list, cpu_list = places.tolist(), cpus.tolist()
+
+        def buffer_of(place: int) -> tuple[bytes, Any]:
+            file, buffer = place >> 32, place & 0xFFFFFFFF
+            data = caches[file].get(buffer)
+            if data is None:
+                data = loaders[file].buffer_data(buffer)
+            return data, record_contexts[file]
+
         compiled = [callback is not None for callback, _, _, _ in lanes]
         reuse = references_of is sys.getrefcount
         progress = np.zeros(1, dtype=np.int64)
         done = 0
-        buffer = -1
+        current = -1  # the place of the buffer whose bytes are at hand
+        buffer = cpu = -1
         data = b""
+        spare, spare_place = None, -1  # a record nothing holds, of the buffer at spare_place
         try:
-            for run_start, run_stop, place, cpu, needs_data in runs:
-                done = run_start
-                file, buffer = place >> 32, place & 0xFFFFFFFF
-                if needs_data:
-                    data = caches[file].get(buffer)
-                    if data is None:
-                        data = loaders[file].buffer_data(buffer)
-                record_context = record_contexts[file]
-                spare = None
-                row = run_start
-                while row < run_stop:
-                    done = row
-                    lane = lane_list[done]
-                    if native is not None and compiled[lane]:
-                        try:
-                            done, spare = native.deliver(
-                                lanes, entries, lane_array, offsets, sizes, user_data_offsets, done, run_stop, data, cpu, record_context,
-                                buffer, context, d, callback_failed, generation, reuse, spare, progress,
-                            )  # fmt: skip
-                        except BaseException:
-                            done = int(progress[0])
-                            raise
-                        if done >= run_stop:
-                            break
-                        lane = lane_list[done]
-                    row = done + 1
-                    if d.stopping:
-                        return int(positions[done])
-                    offset, size, user_data_offset = offset_list[done], size_list[done], user_data_offset_list[done]
-                    callback, group, schema_kind, record_class = lanes[lane]
+            row = 0
+            while row < count:
+                done = row
+                lane = int(lane_list[done])
+                if native is not None and compiled[lane]:
+                    try:
+                        done, spare, spare_place = native.deliver(
+                            lanes, entries, lane_array, offsets, sizes, user_data_offsets, places, cpus, done, count, buffer_of, context, d,
+                            callback_failed, generation, reuse, spare, spare_place, progress,
+                        )  # fmt: skip
+                    except BaseException:
+                        done = int(progress[0])
+                        raise
+                    if done >= count:
+                        break
+                    lane = int(lane_list[done])
+                row = done + 1
+                if d.stopping:
+                    return int(positions[done])
+                offset, size, user_data_offset = int(offset_list[done]), int(size_list[done]), int(user_data_offset_list[done])
+                callback, group, schema_kind, record_class = lanes[lane]
+                place = int(place_list[done])
+                if place != current and group != -2:
+                    current, buffer, cpu = place, place & 0xFFFFFFFF, int(cpu_list[done])
+                    data, record_context = buffer_of(place)
+                if callback is not None:
+                    record = spare
+                    if record is not None and record.__class__ is record_class and spare_place == place:
+                        # The record before, of this buffer, that nobody kept: only where it
+                        # is changes (and its header is to be unpacked again).
+                        spare = None
+                        reuse_record(record, offset, size, user_data_offset)
+                    else:
+                        record = make_record(record_class, data, offset, size, cpu, record_context, buffer, user_data_offset)
+                    entry = entries[schema_kind]
+                    if entry is None or context.generation != generation:
+                        entry, generation = entry_for(record, schema_kind, generation)
+                    prime(record, entry)
+                    try:
+                        callback(record, context)
+                    except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
+                        callback_failed(error, record)
+                        continue
+                    # Nothing but this loop and the context holds the record any more (the
+                    # references: ``record``, the argument, ``context._primed_record``, and
+                    # after ``parser_for(record)`` the context's record and its parser's,
+                    # that parser held by the context alone): the next record of this
+                    # buffer takes it over, as making and freeing an object costs more.
+                    references = references_of(record)
+                    if references == 3 or (references == 5 and let_go(record)):
+                        spare, spare_place = record, place
+                    continue
+                if group != -2:
+                    record = make_record(record_class, data, offset, size, cpu, record_context, buffer, user_data_offset)
+                else:
+                    record = loaders[place >> 32].record(int(self.rows[positions[done]]))
+                if schema_kind >= 0:
+                    entry = entries[schema_kind]
+                    if entry is None or context.generation != generation:
+                        entry, generation = entry_for(record, schema_kind, generation)
+                    prime(record, entry)
+                elif schema_kind != -1:  # an event with extended items: its kind and their bytes
+                    if context.generation != generation:
+                        entries[:] = [None] * kind_count
+                        extended_entries.clear()
+                        generation = context.generation
+                    pos = record._pos
+                    key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
+                    entry = extended_entries.get(key)
+                    if entry is None:
+                        if len(extended_entries) >= _EXTENDED_KEYS:
+                            extended_entries.clear()
+                        entry, generation = entry_for(record, -1, generation)
+                        extended_entries[key] = entry
+                    prime(record, entry)
+                if group >= 0:
+                    callback = only_callback[group]
                     if callback is not None:
-                        record = spare
-                        if record is not None and record.__class__ is record_class:
-                            # The record before, of this buffer, that nobody kept: only where it
-                            # is changes (and its header is to be unpacked again).
-                            spare = None
-                            reuse_record(record, offset, size, user_data_offset)
-                        else:
-                            record = make_record(record_class, data, offset, size, cpu, record_context, buffer, user_data_offset)
-                        entry = entries[schema_kind]
-                        if entry is None or context.generation != generation:
-                            entry, generation = entry_for(record, schema_kind, generation)
-                        prime(record, entry)
                         try:
                             callback(record, context)
                         except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
                             callback_failed(error, record)
-                            continue
-                        # Nothing but this loop and the context holds the record any more (the
-                        # references: ``record``, the argument, ``context._primed_record``, and
-                        # after ``parser_for(record)`` the context's record and its parser's,
-                        # that parser held by the context alone): the next record of this
-                        # buffer takes it over, as making and freeing an object costs more.
-                        references = references_of(record)
-                        if references == 3 or (references == 5 and let_go(record)):
-                            spare = record
-                        continue
-                    if group != -2:
-                        record = make_record(record_class, data, offset, size, cpu, record_context, buffer, user_data_offset)
                     else:
-                        record = loaders[place >> 32].record(int(self.rows[positions[done]]))
-                    if schema_kind >= 0:
-                        entry = entries[schema_kind]
-                        if entry is None or context.generation != generation:
-                            entry, generation = entry_for(record, schema_kind, generation)
-                        prime(record, entry)
-                    elif schema_kind != -1:  # an event with extended items: its kind and their bytes
-                        if context.generation != generation:
-                            entries[:] = [None] * kind_count
-                            extended_entries.clear()
-                            generation = context.generation
-                        pos = record._pos
-                        key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
-                        entry = extended_entries.get(key)
-                        if entry is None:
-                            if len(extended_entries) >= _EXTENDED_KEYS:
-                                extended_entries.clear()
-                            entry, generation = entry_for(record, -1, generation)
-                            extended_entries[key] = entry
-                        prime(record, entry)
-                    if group >= 0:
-                        callback = only_callback[group]
-                        if callback is not None:
+                        for callback in direct[group] or ():
                             try:
                                 callback(record, context)
-                            except Exception as error:  # noqa: BLE001 - user code: reported, processing goes on
+                            except Exception as error:  # noqa: BLE001
                                 callback_failed(error, record)
-                        else:
-                            for callback in direct[group]:
-                                try:
-                                    callback(record, context)
-                                except Exception as error:  # noqa: BLE001
-                                    callback_failed(error, record)
-                    else:
-                        self._deliver_one(record, int(actions[done]), int(self.group[positions[done]]), simple)
+                else:
+                    self._deliver_one(record, int(actions[done]), int(self.group[positions[done]]), simple)
             done = count
         finally:
             # The records handed to direct callbacks, counted once (the rest count themselves).
@@ -587,7 +604,8 @@ class IndexedPlan:
                 d.deliver_admitted(record, providers)
                 return
         if action & OBSERVE:
-            d.observe(record)
+            entry = d.context.primed_entry(record)  # the schema found for this kind of record, if any
+            d.observe(record, None if entry is None else entry[0])
             d.context.refresh()
         if action & RUNDOWN:
             self._rundown(record)

@@ -17,6 +17,7 @@ import json.encoder
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
+from openetw._native import module as native_module
 from openetw.export.timeline.model import (
     Counter,
     Frame,
@@ -37,6 +38,8 @@ CPU_PID = 0x7FFFFFFF
 """The pid of the "CPUs" process (one thread per processor)."""
 _MAX_FRAMES = 1 << 20
 _MAX_TEXT = 4096
+_MAX_ITEMS = 256  # of a list
+_NATIVE = native_module("_timeline")
 
 
 def _plain(value: Any) -> Any:
@@ -54,7 +57,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value[: _MAX_TEXT // 2]).hex()
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value[:256]]
+        return [_plain(item) for item in value[:_MAX_ITEMS]]
     if isinstance(value, dict):
         return {str(key): _plain(item) for key, item in value.items()}
     return str(value)[:_MAX_TEXT]
@@ -135,6 +138,14 @@ class ChromeWriter:
             self._out.write("".join(self._chunks))
             self._chunks.clear()
 
+    def _args_text(self, args: dict[str, Any]) -> str:
+        """The JSON text of ``_args(args)``: by the compiled core when it takes them all."""
+        if _NATIVE is not None:
+            text: str | None = _NATIVE.chrome_args(args)
+            if text is not None:
+                return text
+        return self._dumps(_args(args))
+
     def _frame_node(self, frames: tuple[Frame, ...]) -> int | None:
         """The ``stackFrames`` node of the innermost frame (nodes made as needed, the outermost
         first): a node is a frame's name under its caller's node, its category the module."""
@@ -162,7 +173,7 @@ class ChromeWriter:
             name, category = text.get(item.name) or self._text(item.name), text.get(item.category) or self._text(item.category)
             self._event_text(
                 f'{{"ph":"i","s":"t","name":{name},"cat":{category},"ts":{self._us(item.ts)!r},"pid":{item.pid:d},'
-                f'"tid":{item.tid:d},"args":{self._dumps(_args(item.args))}}}'
+                f'"tid":{item.tid:d},"args":{self._args_text(item.args)}}}'
             )  # fmt: skip
         elif kind is SliceBegin:
             assert isinstance(item, SliceBegin)

@@ -30,6 +30,7 @@ import itertools
 from collections.abc import Iterable
 from typing import IO, Any
 
+from openetw._native import module as native_module
 from openetw.export.timeline.model import (
     Counter,
     Frame,
@@ -50,6 +51,7 @@ from openetw.export.timeline.protowire import (
     fixed64_field,
     sint_field,
     string_field,
+    tag,
     varint,
     varint_field,
 )
@@ -57,6 +59,7 @@ from openetw.export.timeline.protowire import (
 __all__ = ["PerfettoWriter", "write_perfetto"]
 
 TRACK_SEQUENCE, SAMPLE_SEQUENCE, ETW_SEQUENCE_BASE = 1, 2, 16
+_NATIVE = native_module("_timeline")
 _CLEARED, _NEEDS_STATE = 1, 2
 _SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
 _PROCESS_UUID, _THREAD_UUID, _ASYNC_UUID, _COUNTER_UUID = 1 << 60, 2 << 60, 3 << 60, 4 << 60
@@ -75,6 +78,8 @@ _UINT = b"\x18"  # DebugAnnotation.uint_value = 3, varint
 _LENGTHS = [varint(size) for size in range(128)]
 _ANNOTATION = b"\x22"  # TrackEvent.debug_annotations = 4, length-delimited
 _TRACK_EVENT = b"\x5a"  # TracePacket.track_event = 11, length-delimited
+_INTERNED_DATA = tag(12, 2)  # TracePacket.interned_data, length-delimited
+_STRING_VALUE = tag(6, 2)  # DebugAnnotation.string_value, length-delimited
 _HEADS = 1 << 14  # encoded (type, track, category, name) of track events, per interning generation
 
 
@@ -296,34 +301,59 @@ class PerfettoWriter:
             if len(heads) >= _HEADS:
                 heads.clear()
             heads[head_key] = head
+        if self._track_cleared and _NATIVE is not None:  # the whole packet in one call
+            data = _NATIVE.perfetto_track_event(ts, _TRACK_STATE[_NEEDS_STATE], head, args, _MAX_ARGS, self._arg_prefixes,
+                                                self._arg_prefix, new, self._annotation, extra)  # fmt: skip
+            if data is not None:
+                self._buffer.append(data)
+                self._buffered += len(data)
+                self.packets += 1
+                if self._buffered >= 1 << 20:
+                    self._drain()
+                return
         parts = [head]
         if args:
-            cache, prefixes, append = self._arg_cache, self._arg_prefixes, parts.append
-            for key, value in args.items() if len(args) <= _MAX_ARGS else itertools.islice(args.items(), _MAX_ARGS):
-                value_type = type(value)
-                if value_type is int and 0 <= value < 1 << 64:  # DebugAnnotation {name_iid, uint_value}, made as it comes
-                    prefix = prefixes.get(key)
-                    if prefix is None:
-                        prefix = self._arg_prefix(key, new)
-                    inner = prefix + (_SMALL_UINTS[value] if value < 16384 else _UINT + varint(value))
-                    append(_ANNOTATION + _LENGTHS[len(inner)] + inner)  # a few bytes long
-                    continue
-                try:
-                    found = cache.get((key, value, value_type))
-                except TypeError:  # a list or dict value
-                    found = None
-                if found is None:
-                    prefix = prefixes.get(key)
-                    if prefix is None:
-                        prefix = self._arg_prefix(key, new)
-                    inner = prefix + _annotation_value(value)
-                    found = _ANNOTATION + varint(len(inner)) + inner
-                    if len(cache) < _ARG_CACHE and (value is None or value_type in _HASHABLE):
-                        cache[(key, value, value_type)] = found
-                append(found)
+            if _NATIVE is not None:
+                parts.append(_NATIVE.perfetto_annotations(args, _MAX_ARGS, self._arg_prefixes, self._arg_prefix, new,
+                                                          self._annotation))  # fmt: skip
+            else:
+                self._annotations(args, parts, new)
         parts.append(extra)
         event = b"".join(parts)
         self._track_packet(_TRACK_EVENT + varint(len(event)) + event, b"".join(new) if new else b"", ts)
+
+    def _annotations(self, args: dict[str, Any], parts: list[bytes], new: list[bytes]) -> None:
+        """The DebugAnnotations of ``args`` (the first ``_MAX_ARGS``) appended to ``parts``: the
+        reference of ``_timeline.c``'s ``perfetto_annotations``."""
+        prefixes, append = self._arg_prefixes, parts.append
+        for key, value in args.items() if len(args) <= _MAX_ARGS else itertools.islice(args.items(), _MAX_ARGS):
+            if type(value) is int and 0 <= value < 1 << 64:  # DebugAnnotation {name_iid, uint_value}, made as it comes
+                prefix = prefixes.get(key)
+                if prefix is None:
+                    prefix = self._arg_prefix(key, new)
+                inner = prefix + (_SMALL_UINTS[value] if value < 16384 else _UINT + varint(value))
+                append(_ANNOTATION + _LENGTHS[len(inner)] + inner)  # a few bytes long
+                continue
+            append(self._annotation(key, value, new))
+
+    def _annotation(self, key: str, value: Any, new: list[bytes]) -> bytes:
+        """The DebugAnnotation of argument ``key`` with any value but an unsigned integer
+        (remembered: the same values come again and again)."""
+        value_type = type(value)
+        cache = self._arg_cache
+        try:
+            found = cache.get((key, value, value_type))
+        except TypeError:  # a list or dict value
+            found = None
+        if found is None:
+            prefix = self._arg_prefixes.get(key)
+            if prefix is None:
+                prefix = self._arg_prefix(key, new)
+            inner = prefix + _annotation_value(value)
+            found = _ANNOTATION + varint(len(inner)) + inner
+            if len(cache) < _ARG_CACHE and (value is None or value_type in _HASHABLE):
+                cache[(key, value, value_type)] = found
+        return found
 
     # -- sequence 2: samples --------------------------------------------------------------------
     def _sample(self, sample: Sample) -> None:

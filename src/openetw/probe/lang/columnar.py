@@ -3,9 +3,11 @@
 A program qualifies when every event clause has only aggregating statements, each one of
 ``count``, ``sum``, ``min``, ``max``, ``avg``, ``quantize`` or ``lquantize``, whose value is a
 header column (``pid``, ``tid``, ``cpu``) or an integer event field (``args->Field``; the runner
-also needs the field at a fixed place in every event it reads), keyed by header columns, event
+also needs every event it reads to have the field where the compiled core's field columns reach
+it: ``openetw.probe.run.fields``), keyed by header columns, event
 fields and probe names; a clause's predicate may compare such values with each other and with
-constants, joined by ``&&``, ``||`` and ``!``. The program must have no timer or ERROR clause
+constants, joined by ``&&``, ``||`` and ``!``. A key may also be a string event field (the runner
+needs it to be text the field columns read). The program must have no timer or ERROR clause
 (their order relative to events would matter). Such a program gives the same aggregations
 whether its clauses run record by record or over columns; the runner picks the column-wise path
 then.
@@ -23,7 +25,7 @@ from typing import Any
 
 from openetw.probe.lang import ast as A
 from openetw.probe.lang.aggregate import value_is_unsigned
-from openetw.probe.lang.types import IntType
+from openetw.probe.lang.types import IntType, StringType
 
 __all__ = ["COLUMN_KEYS", "ColumnAgg", "ColumnClause", "ColumnExpr", "columnar_plan", "compare_values"]
 
@@ -43,7 +45,7 @@ in that common type), ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``."""
 class ColumnAgg:
     name: str
     func: str
-    keys: tuple[tuple[str, Any], ...]  # ("probe", field number), ("column", name) or ("field", (name, size, signed))
+    keys: tuple[tuple[str, Any], ...]  # ("probe", field number), ("column", name), ("field", (name, size, signed)) or ("text", name)
     value: str | None  # a header column, None for count() or a field
     field: tuple[str, int, bool] | None = None  # or an event field: (name, size, signed)
     params: tuple[int, ...] = ()  # lquantize's low, high, step
@@ -57,10 +59,14 @@ class ColumnClause:
     predicate: ColumnExpr | None = None
 
     def fields(self) -> set[str]:
-        """The event fields the clause reads (predicate, keys, values)."""
+        """The event fields the clause reads (predicate, keys, values), strings included."""
         found = {agg.field[0] for agg in self.aggregations if agg.field is not None}
         found |= {key[1][0] for agg in self.aggregations for key in agg.keys if key[0] == "field"}
-        return found | _expr_fields(self.predicate)
+        return found | _expr_fields(self.predicate) | self.text_fields()
+
+    def text_fields(self) -> set[str]:
+        """The string event fields the clause's keys read."""
+        return {key[1] for agg in self.aggregations for key in agg.keys if key[0] == "text"}
 
 
 def compare_values(op: str, left: Any, right: Any) -> Any:
@@ -84,6 +90,13 @@ def _field_of(arg: A.Expr) -> tuple[str, int, bool] | None:
     path = getattr(arg, "path", None)
     if isinstance(arg, A.Member) and path is not None and len(path) == 1 and isinstance(arg.ty, IntType):
         return (path[0], arg.ty.size, arg.ty.signed)
+    return None
+
+
+def _text_field_of(arg: A.Expr) -> str | None:
+    path = getattr(arg, "path", None)
+    if isinstance(arg, A.Member) and path is not None and len(path) == 1 and isinstance(arg.ty, StringType):
+        return str(path[0])
     return None
 
 
@@ -158,6 +171,10 @@ def _aggregation(call: A.AggCall, globals_declared: set[str]) -> ColumnAgg | Non
         field = _field_of(key)
         if field is not None:
             keys.append(("field", field))
+            continue
+        text = _text_field_of(key)
+        if text is not None:
+            keys.append(("text", text))
             continue
         if not isinstance(key, A.Ident) or key.scope or key.name not in COLUMN_KEYS or key.name in globals_declared:
             return None

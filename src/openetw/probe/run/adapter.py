@@ -6,6 +6,7 @@ indexes or streams files touches this module only.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from openetw.events.sources import ETL, trace_format
 from openetw.probe.lang.descriptions import EventIdentity
 from openetw.probe.lang.schema_types import fields_of_properties, fields_of_values, merge_fields
 from openetw.probe.lang.types import STRING
+from openetw.probe.run.fields import ColumnsUnreadable, FieldReader, TextReader, field_reader, text_reader
 
 __all__ = ["Catalog", "TraceFiles", "identity_of", "schema_registry"]
 
@@ -68,7 +70,7 @@ class TraceFiles:
         return found
 
     def compressed(self) -> bool:
-        """Whether some file keeps its events in compressed buffers (no fixed places to read)."""
+        """Whether some file keeps its events in compressed buffers (no places in the file to read payloads at)."""
         from openetw.etl import EtlReader
 
         for path in self.paths:
@@ -109,27 +111,18 @@ class Catalog:
         self.entries: dict[Any, list[Any]] = {}  # key -> [identity, fields or None, count]
         self.schemas: dict[tuple[str, int, int], tuple[Any, int]] = {}  # (guid, id, version) -> (schema, pointer size)
 
-    def field_place(self, guid: str, event_id: int, version: int, name: str) -> tuple[int, int] | None:
-        """(offset, size) of a field every event of this kind has at a fixed place, else ``None``."""
-        from openetw.consumer.parser import fixed_offset_plan
-
+    def field_reader(self, guid: str, event_id: int, version: int, name: str) -> FieldReader | None:
+        """How integer field ``name`` of this kind of event is read column-wise, else ``None``."""
         found = self.schemas.get((guid, event_id, version))
         if found is None:
             return None
         schema, pointer_size = found
-        plan = fixed_offset_plan(schema, pointer_size)
-        if name not in plan:
-            return None
-        end = plan[name][0]
-        offset = 0
-        for prop in schema.properties:
-            if prop.name == name:
-                return offset, end - offset
-            size = plan.get(prop.name, (None,))[0]
-            if size is None:
-                return None
-            offset = size
-        return None
+        return field_reader(schema, pointer_size, name)
+
+    def text_reader(self, guid: str, event_id: int, version: int, name: str) -> TextReader | None:
+        """How string field ``name`` of this kind of event is read column-wise, else ``None``."""
+        found = self.schemas.get((guid, event_id, version))
+        return None if found is None else text_reader(found[0], found[1], name)
 
     @classmethod
     def scan(cls, files: TraceFiles) -> Catalog:
@@ -323,10 +316,12 @@ def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
     (sorting plain integers is fast), the grouping then checked field by field."""
     import numpy as np
 
-    def column(name: str) -> Any:
-        return rows[name][chosen].astype(np.uint64)
+    every = len(chosen) == len(rows)  # (chosen ascending and unique: every row, in order; no gathering then)
 
-    provider = (rows["provider"][chosen].astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
+    def column(name: str) -> Any:
+        return (rows[name] if every else rows[name][chosen]).astype(np.uint64)
+
+    provider = ((rows["provider"] if every else rows["provider"][chosen]).astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
     high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
     low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
     level, keyword = column("level"), column("keyword")
@@ -354,37 +349,93 @@ class HeaderColumns:
     """One batch of header columns: ``provider`` indexes ``guids`` (-1: none), ``id`` is the
     event id (a classic event's opcode), then ``level``, ``keyword``, ``pid``, ``tid``, ``cpu``."""
 
-    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files")
+    __slots__ = ("guids", "provider", "id", "level", "keyword", "pid", "tid", "cpu", "version", "_batch", "_files", "_buffer_tables",
+                 "_places")
     provider: Any
 
-    def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None) -> None:
+    def __init__(self, guids: list[str], columns: dict[str, Any], batch: Any = None, files: Any = None,
+                 buffer_tables: list[Any] | None = None) -> None:  # fmt: skip
         self.guids = guids
         self._batch = batch
         self._files = files
+        self._buffer_tables = buffer_tables or []
+        self._places: tuple[Any, Any, Any] | None = None
         for name, value in columns.items():
             setattr(self, name, value)
 
     def __len__(self) -> int:
         return len(self.provider)
 
-    def field_values(self, rows: Any, offset: int, size: int, signed: bool) -> Any:
-        """The integer at ``offset`` in the user data of each of ``rows`` (``None`` when some row
-        cannot be read so: a compressed buffer or user data shorter than the field)."""
+    def field_values(self, rows: Any, reader: FieldReader | TextReader) -> Any:
+        """The field ``reader`` reads, of each of ``rows`` (the plan's type; ``ColumnsUnreadable``
+        when some row is in a compressed buffer or its payload does not give the value)."""
         import numpy as np
 
+        starts_all, lengths_all, narrow_all = self._payload_places()
+        if reader.pointer_dependent:
+            narrow = narrow_all[rows]
+            if bool(narrow.any()) if reader.pointer_size == 8 else not bool(narrow.all()):
+                raise ColumnsUnreadable("events of one kind with pointers of both sizes")
+        starts, lengths = starts_all[rows], lengths_all[rows]
+        if len(starts) and int(starts.min()) < 0:
+            raise ColumnsUnreadable("an event's payload is in a compressed buffer")
         batch = self._batch
-        starts = batch.data_offset[rows]
-        if (starts < 0).any() or (batch.data_length[rows] < offset + size).any():
-            return None
-        out = np.empty(len(rows), dtype=np.dtype(f"<{'i' if signed else 'u'}{size}"))
+        if len(self._buffer_tables) == 1:
+            return reader.read(self._files.mapped(batch.paths[0]), starts, lengths)
         files = batch.file[rows]
+        out = np.empty(len(rows), dtype=reader.dtype)
         for number in np.unique(files).tolist():
             mine = files == number
-            data = self._files.mapped(batch.paths[number])
-            places = starts[mine] + offset
-            gathered = data[places[:, None] + np.arange(size)]
-            out[mine] = gathered.reshape(-1).view(out.dtype)
-        return out.astype(np.int64) if not (size == 8 and not signed) else out
+            out[mine] = reader.read(self._files.mapped(batch.paths[number]), starts[mine], lengths[mine])
+        return out
+
+    def _payload_places(self) -> tuple[Any, Any, Any]:
+        """Of every row: where its payload starts in its file (-1: in a compressed buffer), its
+        length, and whether its header has 32-bit pointers; made once per batch."""
+        import numpy as np
+
+        if self._places is None:
+            header = self._batch.rows
+            tables = self._buffer_tables
+            if len(tables) == 1:
+                starts = tables[0][header["buffer"]]
+            else:
+                starts = np.empty(len(header), dtype=np.int64)
+                files = self._batch.file
+                for number, table in enumerate(tables):
+                    mine = files == number
+                    starts[mine] = table[header["buffer"][mine]]
+            starts = np.where(starts >= 0, starts + header["offset"] + header["user_data_offset"], -1)
+            self._places = (starts, header["user_data_length"].astype(np.int64), _NARROW_HEADERS()[header["header_type"]])
+        return self._places
+
+
+def _narrow_headers() -> Any:
+    """A table by header type: whether its records have 32-bit pointers."""
+    import numpy as np
+
+    from openetw.etl import layouts as L
+
+    table = np.zeros(256, dtype=bool)
+    table[[L.HEADER_TYPE_EVENT_HEADER32, L.HEADER_TYPE_FULL_HEADER32, L.HEADER_TYPE_INSTANCE32, L.HEADER_TYPE_SYSTEM32,
+           L.HEADER_TYPE_COMPACT32, L.HEADER_TYPE_PERFINFO32]] = True  # fmt: skip
+    return table
+
+
+_NARROW_HEADERS = functools.cache(_narrow_headers)
+
+
+def _buffer_table(index: Any) -> Any:
+    """The file offset of each buffer's data by buffer number; -1 for compressed buffers."""
+    import numpy as np
+
+    from openetw.etl import layouts as L
+
+    buffers = index.buffers
+    table = np.full(int(buffers["index"].max()) + 1 if len(buffers) else 0, -1, dtype=np.int64)
+    plain = (buffers["flags"] & L.BUFFER_FLAG_COMPRESSED) == 0
+    table[buffers["index"][plain]] = buffers["file_offset"][plain]
+    return table
 
 
 def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
@@ -409,7 +460,9 @@ def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
         maps.append(table)
     guids = [str(guid) for guid in where]
     event, kernel = KIND_CODES["event"], [KIND_CODES[k] for k in ("system", "compact", "perfinfo")]
-    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version"]
+    wanted = ["provider", "id", "opcode", "level", "keyword", "pid", "tid", "cpu", "kind", "version", "buffer", "offset",
+              "user_data_offset", "user_data_length", "header_type"]  # fmt: skip
+    tables = [_buffer_table(index) for index in indexes]
     for batch in _batches(trace, indexes, wanted):
         rows = batch.rows
         provider = rows["provider"].astype(np.int64)
@@ -428,7 +481,7 @@ def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
             "level": rows["level"], "keyword": rows["keyword"], "pid": rows["pid"], "tid": rows["tid"], "cpu": rows["cpu"],
             "version": rows["version"],
         }  # fmt: skip
-        yield HeaderColumns(guids, columns, batch, files)
+        yield HeaderColumns(guids, columns, batch, files, tables)
 
 
 def _header_columns_alone(index: Any, files: TraceFiles) -> Any:

@@ -17,10 +17,13 @@ thread ran from the CPU's first record after idle (idle makes no system calls), 
 switch goes there; between two other threads it goes just before the recorded one. An inferred
 switch fires ``sched`` probes like a recorded one and is counted in ``switches_inferred``. System
 calls on a CPU whose thread is not yet known wait for that CPU's next switch.
+Argument records (``syscall_args``) carry their thread: besides giving an entry its arguments,
+they narrow the calls a switch missed between two threads leaves to either thread.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import deque
 from collections.abc import Callable
@@ -44,7 +47,8 @@ REORDER_WINDOW = 20_000_000  # 2 s of FILETIME: how far a CPU's own records may 
 CATCH_UP_SLACK = 10_000_000  # 1 s: how far past the end every CPU's records must come before the end
 HELD_LIMIT = 20_000_000  # system call and switch records held back at most (about 600 MB)
 IDLE_SECONDS = 3.0  # a CPU silent this long does not hold back the others
-ARGS_SLACK = 1_000  # 100 µs of FILETIME: how far a call's arguments record is from its entry
+ARGS_SLACK = 1_000  # 100 µs of FILETIME: how far before its entry a call's arguments record may be stamped
+ARGS_LATE = 500_000  # 50 ms: how far after its entry it may come (the thread preempted between the two tracepoints)
 WAIT_LIMIT = 50_000_000  # 5 s of FILETIME: how long system calls wait for the switch that names their thread
 ARGS_HELD_LIMIT = 2_000_000  # system call argument records held for their entries at most
 
@@ -92,7 +96,7 @@ class ColumnStage:
     def __init__(self) -> None:
         self.awaited_exit: int | None = None  # the -c/-p target: the run ends once its exit came
         self.exit_delivered = False
-        self.call_args: dict[int, deque[tuple[int, int, bytes]]] = {}  # tid -> its calls' (filetime, tid, payload) records, in time order
+        self.call_args: dict[int, deque[tuple[int, int, bytes, int]]] = {}  # tid -> its calls' (filetime, tid, payload, cpu) records, in time order
         self.args_held = 0  # records in call_args
         self._args_purged_to = 0  # FILETIME: call_args holds no record older than this (but ARGS_SLACK)
         self.recording_args = False  # the kernel trace records arguments (syscall_args)
@@ -101,7 +105,8 @@ class ColumnStage:
         self.args_execnames: set[str] | None = None  # the process names whose arguments are recorded (None: all)
         self._pending_blocks: list[Any] = []
         self._pending_records: list[Any] = []
-        self._pending_args: list[tuple[int, int, bytes]] = []  # (filetime, tid, payload) of argument records not taken yet
+        self._pending_args: list[tuple[int, int, bytes, int]] = []  # (filetime, tid, payload, cpu) of argument records not taken yet
+        self.args_by_cpu: dict[int, list[tuple[int, int, int]]] = {}  # cpu -> (filetime, tid, call) of the argument records taken, in time order
         self._latest = 0
         self._cpu_latest: dict[int, int] = {}
         self._cpu_heard: dict[int, float] = {}
@@ -160,9 +165,9 @@ class ColumnStage:
         starts = (chosen["offset"].astype(np.int64) + chosen["user_data_offset"]).tolist()
         ends = (np.asarray(starts, dtype=np.int64) + chosen["user_data_length"]).tolist()
         pending = self._pending_args
-        for filetime, tid, number, start, end in zip(chosen["filetime"].tolist(), chosen["tid"].tolist(), chosen["buffer"].tolist(),
-                                                     starts, ends, strict=True):  # fmt: skip
-            pending.append((filetime, tid, bytes(data[number][start:end])))
+        for filetime, tid, number, start, end, cpu in zip(chosen["filetime"].tolist(), chosen["tid"].tolist(), chosen["buffer"].tolist(),
+                                                          starts, ends, chosen["cpu"].tolist(), strict=True):  # fmt: skip
+            pending.append((filetime, tid, bytes(data[number][start:end]), cpu))
 
     def seen_through(self) -> int:
         """The time (FILETIME) every CPU's records have reached (0 before any came)."""
@@ -246,8 +251,8 @@ class ColumnStage:
             self._purge_args(before)
 
         if self._pending_args:
-            # A system call's arguments first (they come just after its entry), a little past ``before``.
-            until = before + ARGS_SLACK
+            # A system call's arguments first (they come after its entry: up to ARGS_LATE past ``before``).
+            until = before + ARGS_LATE
             taken = [a for a in self._pending_args if a[0] < until]
             if taken:
                 self._pending_args = [a for a in self._pending_args if a[0] >= until]
@@ -271,10 +276,21 @@ class ColumnStage:
                 return
         self._run_held(before, final)
 
-    def _take_args(self, arguments: tuple[int, int, bytes]) -> None:
-        """Keep a system call's arguments record (``syscall_args``: filetime, thread, payload) for
-        its entry, by thread (until the entry takes it, or its time is long past: :meth:`_purge_args`)."""
+    def _take_args(self, arguments: tuple[int, int, bytes, int]) -> None:
+        """Keep a system call's arguments record (``syscall_args``: filetime, thread, payload, cpu)
+        for its entry, by thread (until the entry takes it, or its time is long past:
+        :meth:`_purge_args`), and as a sign of which thread ran on its CPU then (:meth:`_threads_seen`)."""
         tid = arguments[1]
+        seen = self.args_by_cpu.get(arguments[3])
+        if seen is None:
+            seen = self.args_by_cpu[arguments[3]] = []
+        if len(seen) >= ARGS_HELD_LIMIT:
+            del seen[: len(seen) // 2]
+        sign = (arguments[0], tid, int.from_bytes(arguments[2][:4], "little"))
+        if seen and seen[-1][0] > sign[0]:
+            bisect.insort(seen, sign)
+        else:
+            seen.append(sign)
         waiting = self.call_args.get(tid)
         if waiting is None:
             waiting = self.call_args[tid] = deque()
@@ -299,26 +315,29 @@ class ColumnStage:
                 self.args_held -= 1
             if not waiting:
                 del self.call_args[tid]
+        for seen in self.args_by_cpu.values():
+            del seen[: bisect.bisect_left(seen, limit, key=_first)]
 
-    def _args_of(self, tid: int, number: int, filetime: int) -> tuple[tuple[int, ...], dict[int, str | None]] | None:
+    def _args_of(self, tid: int, number: int, filetime: int, until: int) -> tuple[tuple[int, ...], dict[int, str | None]] | None:
         """The arguments and path strings recorded for ``tid``'s entry to call ``number`` at
-        ``filetime``: the thread's first record of that call near that time (a thread's calls
-        come one after the other; records before it are of calls no probe asked about, or of
-        entries not fired)."""
+        ``filetime``: the thread's first record of that call from then until its next entry
+        (``until``; a thread's calls come one after the other, and its records of one call
+        may be stamped apart when it was preempted between them; records before it are of
+        calls no probe asked about, or of entries not fired)."""
         waiting = self.call_args.get(tid)
         if not waiting:
             return None
         while waiting and waiting[0][0] < filetime - ARGS_SLACK:
             waiting.popleft()  # an older call's, whose entry is gone
             self.args_held -= 1
-        for at, (when, _tid, payload) in enumerate(waiting):
-            if when > filetime + ARGS_SLACK:
+        for at, (when, _tid, payload, _cpu) in enumerate(waiting):
+            if when >= until:
                 return None
             parsed = parse_syscall_args(payload)
             if parsed[0] != number:
                 continue
             used = at + 1
-            if used < len(waiting) and waiting[used][0] <= filetime + ARGS_SLACK:
+            if used < len(waiting) and waiting[used][0] < until:
                 following = parse_syscall_args(waiting[used][2])
                 if same_call(parsed, following):  # every call recorded: a path-taking one twice, once with its paths
                     parsed = parsed if parsed[2] else following
@@ -412,12 +431,14 @@ class ColumnStage:
         """``block`` with a switch inserted wherever one was missed (see the module doc), and a
         mask of its rows whose thread is not known: between two other threads a missed switch
         happened somewhere after the CPU's previous switch, so the calls between are either
-        thread's (counted unattributed, never given to a guess)."""
+        thread's (counted unattributed, never given to a guess), but where the argument records of
+        either thread on that CPU say which ran then (:meth:`_split_by_arguments`)."""
         import numpy as np
 
         ambiguous = np.zeros(len(block), dtype=bool)
         cpus = block["cpu"]
-        is_switch = block["hook"] == _CSWITCH_HOOK
+        hooks = block["hook"]
+        is_switch = hooks == _CSWITCH_HOOK
         value = block["value"]
         times = block["filetime"]
         low = np.uint64(0xFFFFFFFF)
@@ -435,8 +456,14 @@ class ColumnStage:
                 first_after = np.concatenate(([0], places[:-1] + 1))[missed]
                 out_of_idle = (before_each[missed] <= 0) & (first_after < places[missed])
                 at = np.where(out_of_idle, first_after, places[missed])
-                for begin, end in zip(first_after[~out_of_idle].tolist(), places[missed][~out_of_idle].tolist(), strict=True):
-                    ambiguous[mine[begin:end]] = True
+                for k in np.flatnonzero(~out_of_idle).tolist():
+                    begin, end = int(first_after[k]), int(places[missed][k])
+                    window = mine[begin:end]
+                    entries = np.where(hooks[window] == _SYS_ENTER_HOOK, value[window].astype(np.int64), -1)
+                    surely_before, surely_after = self._split_by_arguments(cpu, times[window], entries, int(before_each[missed][k]),
+                                                                           int(old[missed][k]))  # fmt: skip
+                    ambiguous[window[surely_before:surely_after]] = True
+                    at[k] = begin + surely_after
                 origins = np.where(before_each[missed] < 0, ATTRIBUTION_ONLY, INFERRED)
                 inserted.append((times[mine[at]], old[missed], np.maximum(before_each[missed], 0), origins, cpu))
             final = int(new[-1]) if len(places) else state
@@ -462,6 +489,37 @@ class ColumnStage:
         joined = np.concatenate((extra, block))  # an inserted switch goes before the rows of its time
         order = np.argsort(joined["filetime"], kind="stable")
         return joined[order], np.concatenate((np.zeros(len(extra), dtype=bool), ambiguous))[order]
+
+    def _split_by_arguments(self, cpu: int, times: Any, entries: Any, earlier: int, later: int) -> tuple[int, int]:
+        """A CPU's rows (``times``; ``entries``: each row's call number if it is an entry, else -1)
+        in which a switch from thread ``earlier`` to thread ``later`` was missed: how many of the
+        first rows are surely ``earlier``'s, and from which row on they are surely ``later``'s
+        (``len(times)`` when none), by the argument records those threads left on this CPU then.
+        A thread's record says it ran at its time; the entry just before the first record of
+        ``later`` is the call that record belongs to."""
+        import numpy as np
+
+        count = len(times)
+        seen = self.args_by_cpu.get(cpu)
+        if not count or not seen:
+            return 0, count
+        low, high = int(times[0]), int(times[-1])
+        first = bisect.bisect_left(seen, low, key=_first)
+        last_earlier, first_later = None, None
+        for when, tid, number in seen[first : bisect.bisect_right(seen, high, key=_first)]:
+            if tid == earlier:
+                last_earlier = when
+            elif tid == later and first_later is None:
+                first_later = (when, number)
+        surely_before = int(np.searchsorted(times, last_earlier, side="right")) if last_earlier is not None else 0
+        surely_after = count
+        if first_later is not None:
+            surely_after = int(np.searchsorted(times, first_later[0], side="left"))
+            if surely_after and entries[surely_after - 1] == first_later[1] and first_later[0] - int(times[surely_after - 1]) <= ARGS_LATE:
+                surely_after -= 1  # the call whose record that is
+        if surely_before > surely_after:
+            return 0, count  # the records disagree: nothing is sure
+        return surely_before, surely_after
 
     def _run_bulk(self, block: Any, lookahead: dict[int, int] | None = None) -> None:
         import numpy as np
@@ -591,6 +649,13 @@ class ColumnStage:
         headers = block["pid"][rows].tolist()
         origins = block["origin"][rows].tolist()
         emit = self._emit_at
+        next_entry = [0] * len(filetimes)  # each entry's thread's next entry (its arguments come before it)
+        if self.recording_args:
+            coming: dict[int, int] = {}
+            for n in range(len(filetimes) - 1, -1, -1):
+                if hooks[n] == _SYS_ENTER_HOOK and not switch[n]:
+                    next_entry[n] = min(coming.get(row_tids[n], 1 << 62), filetimes[n] + ARGS_LATE)
+                    coming[row_tids[n]] = filetimes[n]
         for n in range(len(filetimes)):
             if self.stopped_at is not None and filetimes[n] > self.stopped_at:
                 return
@@ -606,7 +671,7 @@ class ColumnStage:
             number = row_numbers[n]
             name = names.get(number) or (f"sys_{number}" if number >= 0 else "unknown")
             if hooks[n] == _SYS_ENTER_HOOK:
-                recorded = self._args_of(row_tids[n], number, filetimes[n]) if self.recording_args else None
+                recorded = self._args_of(row_tids[n], number, filetimes[n], next_entry[n]) if self.recording_args else None
                 if recorded is None:
                     if self.recording_args and self.matching("syscall", name, "entry") and self._args_wanted(row_pids[n], filetimes[n]):
                         self.args_unrecorded += 1
@@ -638,8 +703,8 @@ def _filetime(record: Any) -> int:
     return int(record.filetime)
 
 
-def _first(item: tuple[int, int, bytes]) -> int:
-    return item[0]
+def _first(item: tuple[Any, ...]) -> int:
+    return int(item[0])
 
 
 def _group_key(columns: list[Any]) -> Any:

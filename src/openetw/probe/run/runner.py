@@ -24,6 +24,7 @@ from openetw.probe.lang.output import Output
 from openetw.probe.lang.program import ProbeProgram
 from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
 from openetw.probe.run.etw_writer import EtwTraceWriter
+from openetw.probe.run.fields import ColumnsUnreadable
 from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
 from openetw.probe.run.live import LiveSessions
 
@@ -34,6 +35,7 @@ ARG0_BASE = 0x7FFE00000000
 _NO_GUID = bytes(16)
 _LINE = re.compile(r"# line (\d+)")
 _MASK64 = (1 << 64) - 1
+_INT64_MAX = (1 << 63) - 1
 
 
 def event_header_bytes(record: Any) -> bytes:
@@ -232,7 +234,7 @@ class ProbeRun:
         if plan is not None and (self.files.evtx or not self._fields_in_place(plan)):
             plan = None
         if exit_box[0] is None and plan is not None:
-            stats = self._replay_columns(plan)
+            stats = self._columns_else_records(plan, events, exit_box)
         elif exit_box[0] is None and live:
             stats = self._run_live(events, timers, exit_box)
         elif exit_box[0] is None:
@@ -393,24 +395,48 @@ class ProbeRun:
         return stats
 
     def _fields_in_place(self, plan: list[Any]) -> bool:
-        """Whether every event the field-reading clauses match has its fields at fixed places
-        (known from the catalog) in uncompressed files: then they can be read column-wise."""
+        """Whether every event the field-reading clauses match has a schema (known from the
+        catalog) whose fields the field columns read (``openetw.probe.run.fields``), in
+        uncompressed files: then they can be read column-wise."""
         catalog = self.catalog
         named = any(_needs_names(d) for clause in plan for d in clause.descriptions)
         if named and (catalog is None or any(key[-1] for key in catalog.entries)):
             return False  # names come from the catalog; TraceLogging events share headers, not names
-        wanted = [(clause, name) for clause in plan for name in sorted(clause.fields())]
+        wanted = [(clause, name, name in clause.text_fields()) for clause in plan for name in sorted(clause.fields())]
         if not wanted:
             return True
         if catalog is None or not isinstance(self.files, TraceFiles) or self.files.compressed():
             return False
         for key, (identity, _fields, _count) in catalog.entries.items():
-            for clause, name in wanted:
+            for clause, name, text in wanted:
                 if not any(d.match(identity) for d in clause.descriptions):
                     continue
-                if key[-1] or catalog.field_place(identity.guid, identity.id, key[2], name) is None:
+                reader = (catalog.text_reader if text else catalog.field_reader)(identity.guid, identity.id, key[2], name)
+                if key[-1] or reader is None:
                     return False
         return True
+
+    def _columns_else_records(self, plan: list[Any], events: list[tuple[Description, Any]], exit_box: list[Any]) -> dict[str, Any]:
+        """The run column-wise; when some event's field cannot be read so exactly as record by
+        record (``ColumnsUnreadable``), the aggregations are put back as BEGIN left them and the
+        events are read record by record."""
+        import copy
+
+        aggregations = self.output.aggregations
+        kept = {name: copy.deepcopy(entry[1]) for name, entry in aggregations.items()}
+        drops = self.namespace["_DROPS"]
+        kept_drops, kept_firings = drops[0], self.firings
+        try:
+            return self._replay_columns(plan)
+        except ColumnsUnreadable:
+            for name, data in kept.items():
+                aggregations[name][1].clear()
+                aggregations[name][1].update(data)
+            drops[0], self.firings, self.ran_columnar = kept_drops, kept_firings, False
+            trace = getattr(self.files, "trace", None)
+            if trace is not None:
+                trace.close()
+            return self._replay(events, [], exit_box)
 
     def _replay_columns(self, plan: list[Any]) -> dict[str, Any]:
         """Header-only aggregations over the index's columns (``openetw.probe.lang.columnar``)."""
@@ -468,6 +494,7 @@ class ProbeRun:
                             rows = order[ends[number] - size : ends[number]]
                         if chosen is None:
                             chosen = _Rows(rows, batch, probe, self.catalog)
+                            chosen.strsize = self.strsize - 1  # what the compiled clause cuts text to
                             if clause.predicate is not None:
                                 chosen = chosen.where(_evaluate(clause.predicate, chosen))
                         if simple and len(chosen.rows):
@@ -719,8 +746,26 @@ class _Rows:
 
     def where(self, mask: Any) -> _Rows:
         chosen = _Rows(self.rows[mask], self.batch, self.probe, self.catalog)
-        chosen.read = {name: values[mask] for name, values in self.read.items()}
+        chosen.read = {name: values if isinstance(values, _Table) else values[mask] for name, values in self.read.items()}
+        chosen.strsize = self.strsize
         return chosen
+
+    strsize = 255
+
+    def text(self, name: str) -> tuple[Any, list[str]]:
+        """A string event field as (int64 code of each row, the text of each code), cut to
+        ``strsize`` characters as the compiled clause cuts it."""
+        import numpy as np
+
+        found = self.read.get(("text", name))
+        if found is None:
+            values = _field_column((name, 0, False), self.rows, self.batch, self.catalog, text=True)
+            table: dict[str, int] = {}
+            size = self.strsize
+            codes = np.fromiter((table.setdefault(v[:size], len(table)) for v in values.tolist()), dtype=np.int64, count=len(values))
+            found = self.read[("text", name)] = codes
+            self.read[("table", name)] = _Table(table)
+        return found, self.read[("table", name)].texts
 
     def column(self, name: str) -> Any:
         """A header column (uint32 in D) as int64."""
@@ -735,26 +780,42 @@ class _Rows:
         """An event field as a value of its declared type: int64, or uint64 for 64-bit unsigned."""
         found = self.read.get(field)
         if found is None:
-            found = self.read[field] = _field_column(field, self.probe, self.rows, self.batch, self.catalog)
+            found = self.read[field] = _field_column(field, self.rows, self.batch, self.catalog)
         return found
 
 
-def _field_column(field: tuple[str, int, bool], probe: tuple[str, str, str, str], rows: Any, batch: Any, catalog: Any) -> Any:
-    """The event field ``field`` (name, size, signed) for ``rows`` (one kind of event, maybe several versions)."""
+class _Table:
+    """The texts of a string field's codes (``_Rows.text``)."""
+
+    def __init__(self, codes: dict[str, int]) -> None:
+        self.texts = list(codes)
+
+
+def _field_column(field: tuple[str, int, bool], rows: Any, batch: Any, catalog: Any, *, text: bool = False) -> Any:
+    """The event field ``field`` (name, size, signed) for ``rows`` (one kind of event, maybe several
+    versions), decoded column-wise (``openetw.probe.run.fields``), as a value of its declared
+    type: int64, or uint64 for 64-bit unsigned."""
     import numpy as np
 
     name, size, signed = field
-    versions = batch.version[rows]
-    out = np.empty(len(rows), dtype=np.int64 if signed or size < 8 else np.uint64)
+    unsigned64 = not signed and size >= 8
+    out = np.empty(len(rows), dtype=object if text else np.uint64 if unsigned64 else np.int64)
     if not len(rows):
         return out
-    event_id = int(batch.id[rows[0]])
-    for version in np.unique(versions).tolist():
-        mine = versions == version
-        place = catalog.field_place(probe[1], event_id, version, name)
-        values = None if place is None or place[1] != size else batch.field_values(rows[mine], place[0], size, signed)
-        if values is None:
-            raise ProbeRuntimeError(f"args->{name}: not at a fixed place in event {event_id} version {version}")
+    versions = batch.version[rows]
+    guid, event_id = batch.guids[int(batch.provider[rows[0]])], int(batch.id[rows[0]])
+    first = int(versions[0])
+    single = bool((versions == first).all())
+    for version in [first] if single else np.unique(versions).tolist():
+        reader = (catalog.text_reader if text else catalog.field_reader)(guid, event_id, version, name)
+        if reader is None:
+            raise ColumnsUnreadable(f"args->{name}: not read column-wise in event {event_id} version {version}")
+        mine = None if single else versions == version
+        values = batch.field_values(rows if mine is None else rows[mine], reader)
+        if not text and values.dtype == np.uint64 and not unsigned64 and len(values) and int(values.max()) > _INT64_MAX:
+            raise ColumnsUnreadable(f"args->{name}: a 64-bit unsigned value past the signed range")
+        if mine is None:
+            return values.astype(out.dtype, copy=False)
         out[mine] = values
     return out
 
@@ -872,13 +933,15 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
     """One aggregation over the rows of one event kind: the dict updates the clause would make."""
     import numpy as np
 
-    columns: list[tuple[Any, bool]] = []  # (int64 column, whether it holds uint64 values)
+    columns: list[tuple[Any, Any]] = []  # (int64 column, whether it holds uint64 values, or the texts of its codes)
     for kind, what in agg.keys:
         if kind == "column":
             columns.append((chosen.column(what), False))
         elif kind == "field":
             values = chosen.field(what)
             columns.append((values.view(np.int64), values.dtype == np.uint64))
+        elif kind == "text":
+            columns.append(chosen.text(what))
     if agg.field is not None:
         values = chosen.field(agg.field)
     else:
@@ -917,7 +980,7 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
                 parts.append(probe[name])
             else:
                 value, is_unsigned = next(columns_left)
-                parts.append(value & _MASK64 if is_unsigned else value)
+                parts.append(is_unsigned[value] if isinstance(is_unsigned, list) else value & _MASK64 if is_unsigned else value)
         key: Any = parts[0] if len(parts) == 1 else tuple(parts) if parts else ()
         if distribution:
             bucket = group[-1]
