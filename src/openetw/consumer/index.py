@@ -15,7 +15,8 @@ modification time and a digest of its header buffer; if any differs, or the inde
 another format (an older one), it is built again.
 
 Rows are in the order ``EtlReader.records(time_order=True)`` gives (see ``RECORD_DTYPE`` for the
-columns); ``segments()`` gives them a block at a time; ``select`` and ``count_by`` filter and
+columns); ``segments()`` gives them a block at a time, ``column_blocks()`` chosen header columns
+a block at a time (only those read from a stored index); ``select`` and ``count_by`` filter and
 count on the columns without reading the file; ``loader()`` builds the ``EventRecord``s of
 chosen rows. ``records`` is the whole row table at once (small files, tests).
 """
