@@ -8,6 +8,8 @@ all in the same run:
 - ``index build, cold``: ``EtlIndex.open`` + the first pass with no index anywhere (the index is
   written beside the file);
 - ``index read, warm``: every block of the stored index read back;
+- ``header columns read, warm``: provider, id, level and pid of every row from the stored index
+  (``EtlIndex.column_blocks``: only those columns read and inflated);
 - ``callbacks, cold``: ``UserTrace`` with the busiest provider and a callback parsing one
   property, no index yet (events delivered while the index is built);
 - ``callbacks, warm``: the same with the index stored;
@@ -82,6 +84,10 @@ elif what == "read":
     index = EtlIndex.open(path)
     assert not index.built
     n = sum(len(segment.records) for segment in index.segments())
+elif what == "columns":
+    index = EtlIndex.open(path)
+    assert not index.built
+    n = sum(len(columns["pid"]) for _, columns in index.column_blocks(["provider", "id", "level", "pid"]))
 elif what == "dissect":
     from dissect.etl import ETL
     n = 0
@@ -165,6 +171,7 @@ def measure(name: str, path: Path, busiest: tuple[str, str], work: Path) -> list
     per_record = (index_file if index_file.exists() else next((work / "cache").glob("*.idx"))).stat().st_size / built["records"]
     row("index build, cold", built, walk, f"{per_record:.2f}")
     row("index read, warm", child("read", path, env=env), walk)
+    row("header columns read, warm", child("columns", path, env=env), walk)
     loop = row("empty callback loop", child("loop", path, *busiest, env=env), walk)
     clean()
     row("callbacks, cold", child("callbacks", path, *busiest, env=env), walk, loop_rate=loop)

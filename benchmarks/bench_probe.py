@@ -5,7 +5,9 @@ asked for (default 1 M; ``--full`` for 5 M). Rows, each measured in this process
 (the file's index built), CPU time deciding (the machine is shared):
 
 - ``etw:::generic_event { @[probemod] = count(); }`` — header only: column-wise over the index,
-  and record by record (the compiled clause called per event);
+  and record by record (the compiled clause called per event); column-wise also with no index
+  (cold: a fresh index directory each time, the index built in the same pass);
+- ``etw::: { @[pid] = count(); }`` — header only, by a header column (pid), column-wise;
 - ``etw:<ImageID>::<ids> { @[probemod] = sum(args->ImageBase); }`` — one decoded field, both ways
   too (column-wise reads the field at its fixed place in each event's user data);
 - the same work as hand-written openetw consumer callbacks (``UserTrace`` default callback);
@@ -18,9 +20,10 @@ Then whole processes, CPU time of each (``getrusage`` of the child: every thread
 start and imports included), beside DuckDB over the Parquet export of the same file:
 
 - ``openetw probe --file`` warm (the index built by an earlier run) and cold (a fresh index
-  directory: the index is built in that run), both programs;
+  directory: the index is built in that run), the three programs;
 - ``openetw export --to parquet`` once (its CPU time reported), then a fresh ``python`` running
-  DuckDB's ``SELECT provider_id, count(*) ... GROUP BY`` over ``events.parquet`` and
+  DuckDB's ``SELECT provider_id, count(*) ... GROUP BY`` and ``SELECT pid, count(*) ... GROUP BY``
+  over ``events.parquet``, and
   ``SELECT sum(ImageBase) ...`` over the ImageID tables (one provider: the group is one row);
 - ratios: the probe's CPU time over DuckDB's (above 1: DuckDB is faster), and over DuckDB's with
   the export counted (a probe reads the ``.etl`` itself).
@@ -44,18 +47,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import CORPUS, best_of, machine_note, table
 
-from openetw.consumer import UserTrace
+from openetw.consumer import EtlIndex, UserTrace
 
 SOURCE = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
 IMAGE_ID = "b3e675d7-2554-4f18-830b-2762732560de"
 HEADER_ONLY = "etw:::generic_event { @[probemod] = count(); }"
+BY_PID = "etw::: { @[pid] = count(); }"
 # The ImageID events that carry ImageBase (all but FileVersion, 64): 96% of the file.
 ONE_FIELD = f"etw:{IMAGE_ID}::0, etw:{IMAGE_ID}::3?, etw:{IMAGE_ID}::40 {{ @[probemod] = sum(args->ImageBase); }}"
 IMAGE_BASE_OPCODES = frozenset({0, 32, 36, 37, 38, 40})
 # A string field as the key: the PDB file names of the DbgID_RSDS events (opcode 36, after a GUID).
 STRING_KEY = f"etw:{IMAGE_ID}::36 {{ @[args->PDBFileName] = count(); }}"
-GOALS = {"header only, column-wise": 20e6, "header only, per record": 2e6, "one decoded field, column-wise": 5e6,
-         "one decoded field, per record": 1e6}
+GOALS = {"header only, column-wise": 20e6, "header only, column-wise, cold": 5e6, "count by pid, column-wise": 20e6,
+         "header only, per record": 2e6, "one decoded field, column-wise": 5e6, "one decoded field, per record": 1e6}
 
 
 def make_file(target: str, events: int) -> int:
@@ -89,12 +93,15 @@ def probe_run(path: str, text: str, *, columnar: bool) -> tuple[Any, Any, Any]:
     return compile_script(text, fields_of=fields_of), files, scanned
 
 
-def run_probe(path: str, text: str, columnar: bool) -> Any:
+def run_probe(path: str, text: str, columnar: bool, cold_in: str | None = None) -> Any:
+    """A run of ``text`` over ``path``; ``cold_in``: each run with a fresh index directory under it."""
     from openetw.probe.run.runner import ProbeRun
 
     program, files, scanned = probe_run(path, text, columnar=columnar)
 
     def run() -> int:
+        if cold_in is not None:
+            os.environ["OPENETW_INDEX_DIR"] = tempfile.mkdtemp(dir=cold_in)
         out: list[str] = []
         runner = ProbeRun(program, files, write=out.append, quiet=True, columnar=columnar, catalog=scanned)
         status = runner.run()
@@ -188,8 +195,10 @@ def processes(path: str, scratch: str, repeat: int, firings: dict[str, int]) -> 
     header_sql = f"SELECT provider_id, count(*) FROM read_parquet('{out}/events.parquet') GROUP BY provider_id"
     field_sql = f"SELECT count(*), sum(ImageBase) FROM read_parquet({tables!r}, union_by_name=true) WHERE ImageBase IS NOT NULL"
     duck = [sys.executable, "-c", "import duckdb, sys; print(duckdb.sql(sys.argv[1]).fetchall())"]
+    pid_sql = f"SELECT pid, count(*) FROM read_parquet('{out}/events.parquet') GROUP BY pid"
     rows: list[list[object]] = []
-    for name, text, sql in (("header only", HEADER_ONLY, header_sql), ("one decoded field", ONE_FIELD, field_sql)):
+    for name, text, sql in (("header only", HEADER_ONLY, header_sql), ("count by pid", BY_PID, pid_sql),
+                            ("one decoded field", ONE_FIELD, field_sql)):  # fmt: skip
         best: dict[str, float] = {}
         for label in ("warm", "cold"):
             best[label] = min(
@@ -211,6 +220,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="5 M events, the size the goals are stated for")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-processes", action="store_true", help="skip the whole-process rows (probe CLI, DuckDB)")
+    parser.add_argument("--no-records", action="store_true", help="skip the record-by-record and callback rows (the slow ones)")
     args = parser.parse_args()
     events = 5_000_000 if args.full else args.events
     print(machine_note())
@@ -223,13 +233,26 @@ def main() -> None:
         path = os.path.join(scratch, "big.etl")
         total = make_file(path, events)
         print(f"file: {total} events, {os.path.getsize(path) / 2**20:.0f} MiB")
-        callback_header(path)  # builds the index: every row after this loads it
+        EtlIndex.open(path).ensure_built()  # every row after this loads the index
         started = time.process_time()
         field_run = run_probe(path, ONE_FIELD, columnar=False)
         print(f"catalog typing args-> (index and schemas) and compile: {time.process_time() - started:.2f} s of CPU (reported apart)")
         rows = []
+        cold_dirs = os.path.join(scratch, "cold")
+        os.makedirs(cold_dirs)
+        warm_index = os.environ["OPENETW_INDEX_DIR"]
+        cold_run = run_probe(path, HEADER_ONLY, columnar=True, cold_in=cold_dirs)
+
+        def cold() -> int:
+            try:
+                return int(cold_run())
+            finally:
+                os.environ["OPENETW_INDEX_DIR"] = warm_index
+
         runs = [
             ("header only, column-wise", run_probe(path, HEADER_ONLY, columnar=True)),
+            ("header only, column-wise, cold", cold),
+            ("count by pid, column-wise", run_probe(path, BY_PID, columnar=True)),
             ("header only, per record", run_probe(path, HEADER_ONLY, columnar=False)),
             ("hand-written callback, header only", lambda: callback_header(path)),
             ("one decoded field, column-wise", run_probe(path, ONE_FIELD, columnar=True)),
@@ -239,6 +262,8 @@ def main() -> None:
             ("string field as key, per record", run_probe(path, STRING_KEY, columnar=False)),
         ]
         for name, run in runs:
+            if args.no_records and ("per record" in name or "callback" in name):
+                continue
             seconds, count = best_of(run, args.repeat, clock=time.process_time)
             rate = count / seconds
             goal = GOALS.get(name)
@@ -246,7 +271,9 @@ def main() -> None:
             rows.append([name, count, f"{seconds:.2f} s", f"{rate / 1e6:.2f} M/s", verdict])
         print(table(["run", "firings", "CPU time", "firings/s", "goal"], rows))
         if not args.no_processes:
-            counts = {"header only": int(str(rows[0][1])), "one decoded field": int(str(rows[3][1]))}
+            fired = {str(row[0]): int(str(row[1])) for row in rows}
+            counts = {"header only": fired["header only, column-wise"], "count by pid": fired["count by pid, column-wise"],
+                      "one decoded field": fired["one decoded field, column-wise"]}  # fmt: skip
             processes(path, scratch, args.repeat, counts)
         print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

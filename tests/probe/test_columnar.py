@@ -19,6 +19,7 @@ PROGRAMS = [
     "etw::: /pid != 4 && (cpu == 0 || tid > 100)/ { @a[probemod] = count(); @b[cpu] = avg(tid); @c = avg(pid); }",
     "etw::: /!(pid < 1000)/ { @q = quantize(tid); @l[probename] = lquantize(pid, 0, 10000, 500); @n = count(); }",
     "etw::: /pid >= -1/ { @m[pid] = min(tid); } etw:::1 /tid < 0x7fffffff/ { @x[probename, cpu] = max(pid); }",
+    "etw::: { @a[pid] = count(); @b[tid, cpu] = count(); @c[probename, pid] = count(); } etw:::1 { @d[probeprov, cpu] = count(); }",
 ]
 
 
@@ -38,6 +39,22 @@ def test_column_wise_equals_record_by_record(text: str) -> None:
     by_records = _run(text, path, False)
     assert by_columns == by_records
     assert by_columns[1] > 0
+
+
+@pytest.mark.parametrize("parts", [("tx", "Process.etl"), ("perfview", "gcevents.etl")])
+def test_header_only_counts_equal_record_by_record_on_the_first_pass_and_after(parts: tuple[str, ...], tmp_path: Any,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Column-wise with no index yet (the index is built in the same pass) and with the stored
+    index (its header columns read alone), in blocks of a few hundred rows."""
+    path = str(corpus_path("etl", *parts))
+    monkeypatch.setenv("OPENETW_INDEX_BLOCK_ROWS", "300")
+    monkeypatch.setenv("OPENETW_INDEX_DIR", str(tmp_path / "cold"))
+    text = PROGRAMS[-1] + " etw::: { @e[pid, tid] = count(); @f[probefunc] = count(); }"
+    cold = _run(text, path, True)
+    warm = _run(text, path, True)
+    monkeypatch.setenv("OPENETW_INDEX_DIR", str(tmp_path / "records"))
+    assert cold == warm == _run(text, path, False)
+    assert cold[1] > 0 and len(cold[0]["e"]) > 1
 
 
 def test_event_fields_at_fixed_places_read_column_wise() -> None:

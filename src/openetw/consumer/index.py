@@ -15,7 +15,8 @@ modification time and a digest of its header buffer; if any differs, or the inde
 another format (an older one), it is built again.
 
 Rows are in the order ``EtlReader.records(time_order=True)`` gives (see ``RECORD_DTYPE`` for the
-columns); ``segments()`` gives them a block at a time; ``select`` and ``count_by`` filter and
+columns); ``segments()`` gives them a block at a time, ``column_blocks()`` chosen header columns
+a block at a time (only those read from a stored index); ``select`` and ``count_by`` filter and
 count on the columns without reading the file; ``loader()`` builds the ``EventRecord``s of
 chosen rows. ``records`` is the whole row table at once (small files, tests).
 """
@@ -65,7 +66,7 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
-from openetw.consumer.index_trust import index_problem, may_keep_index_in
+from openetw.consumer.index_trust import HEADER_COLUMNS, columns_problem, index_problem, may_keep_index_in
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
@@ -375,6 +376,65 @@ class EtlIndex:
                 return
             yield Segment(rows, int(entry["first_row"]), int(entry["rows"]), self.providers,
                           self._reasons_by_block[number], self.context, self.file_buffers, entry)  # fmt: skip
+
+    def column_blocks(self, names: Iterable[str]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Columns ``names`` of every row, a block at a time in time order: (first row, columns).
+        Header columns (``index_trust.HEADER_COLUMNS``) of a stored index are read alone, the
+        other columns of each block never inflated (another header column asked of ``columns``
+        is read then: ``EtlFormatError`` if that part is damaged); during the first pass they are the rows
+        being indexed (one pass: the file is read once). ``provider`` codes index ``providers``
+        as it stands when the block is given (the table only grows)."""
+        wanted = list(dict.fromkeys(names))
+        if self._stored is None or not set(wanted) <= HEADER_COLUMNS:
+            for segment in self.segments():
+                yield segment.first_row, _BlockColumns.of_rows(segment.records, wanted)
+            return
+        stored = self._stored
+        for number, entry in enumerate(stored.blocks):
+            first = int(entry["first_row"])
+            try:
+                columns = _BlockColumns(self, number, self._block_columns(number, wanted), first=first)
+            except EtlFormatError:
+                for segment in self._rebuilt_from(first):
+                    yield segment.first_row, _BlockColumns.of_rows(segment.records, wanted)
+                return
+            yield first, columns
+
+    def _block_columns(self, number: int, names: list[str]) -> dict[str, np.ndarray]:
+        assert self._stored is not None
+        stored_names = [name for name in names if name != "filetime"]
+        if "filetime" in names and "timestamp" not in stored_names:
+            stored_names.append("timestamp")
+        try:
+            columns = self._stored.columns(number, stored_names)
+        except (ValueError, KeyError, TypeError, OSError) as error:
+            raise EtlFormatError(f"the index {self._index_path} is damaged (block {number}: {error})", path=self.path) from None
+        problem = columns_problem(columns, len(self.providers))
+        if problem is None and any(len(values) != int(self._stored.blocks[number]["rows"]) for values in columns.values()):
+            problem = "a block's columns differ from its row count"
+        if problem is not None:
+            raise EtlFormatError(f"the index {self._index_path} is damaged ({problem}): delete it to index the file again", path=self.path)
+        if "filetime" in names:
+            columns["filetime"] = filetimes(columns["timestamp"], self.context.clock)
+        return {name: columns[name] for name in names}
+
+    def _column_again(self, first_row: int, count: int, name: str) -> np.ndarray:
+        """Column ``name`` of rows ``first_row`` on (``count`` of them) after a damaged part of
+        the index was found: the file is indexed again (the same rows), then read from that."""
+        self._rebuild_now()
+        return self._column_range(first_row, count, name)
+
+    def _column_range(self, first_row: int, count: int, name: str) -> np.ndarray:
+        """Column ``name`` of rows ``first_row`` on (``count`` of them), from the stored blocks that hold them."""
+        assert self._stored is not None
+        parts = []
+        for number, entry in enumerate(self._stored.blocks):
+            start, rows = int(entry["first_row"]), int(entry["rows"])
+            if start + rows <= first_row or start >= first_row + count:
+                continue
+            values = self._block_columns(number, [name])[name]
+            parts.append(values[max(0, first_row - start) : first_row + count - start])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE[name])
 
     def segment_at(self, number: int) -> Segment:
         """Block ``number``'s rows as a ``Segment`` (only that block is read)."""
@@ -734,3 +794,38 @@ def _is_open(fd: int) -> bool:
         return True
     except OSError:
         return False
+
+
+class _BlockColumns(dict):  # type: ignore[type-arg]
+    """A block's columns; a header column not read yet is read when first asked for (from the
+    stored block, or from the block's rows in memory)."""
+
+    def __init__(self, index: EtlIndex | None, number: int, columns: dict[str, np.ndarray], rows: np.ndarray | None = None,
+                 first: int = 0) -> None:  # fmt: skip
+        super().__init__(columns)
+        self._index = index
+        self._number = number
+        self._rows = rows
+        self._first = first
+        self._stored = index._stored if index is not None else None  # the index its block number is of
+        self._count = len(next(iter(columns.values()))) if columns else len(rows) if rows is not None else 0
+
+    @classmethod
+    def of_rows(cls, rows: np.ndarray, names: list[str]) -> _BlockColumns:
+        return cls(None, 0, {name: rows[name] for name in names}, rows)
+
+    def __missing__(self, name: str) -> np.ndarray:
+        if self._rows is not None:
+            value: np.ndarray = self._rows[name]
+        elif name in HEADER_COLUMNS and self._index is not None and self._index._stored is not None:
+            try:
+                if self._index._stored is self._stored:
+                    value = self._index._block_columns(self._number, [name])[name]
+                else:  # indexed again since (its blocks may be cut elsewhere): the same rows
+                    value = self._index._column_range(self._first, self._count, name)
+            except EtlFormatError:  # a damaged column: the file is indexed again, the same rows
+                value = self._index._column_again(self._first, self._count, name)
+        else:
+            raise KeyError(name)
+        self[name] = value
+        return value

@@ -21,7 +21,7 @@ from openetw.consumer._engine.index_build import KIND_CODES
 from openetw.etl import layouts as L
 from openetw.etl.record import RECORD_CLASSES
 
-__all__ = ["index_problem", "may_keep_index_in", "untrusted_reason"]
+__all__ = ["HEADER_COLUMNS", "columns_problem", "index_problem", "may_keep_index_in", "untrusted_reason"]
 
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
@@ -133,4 +133,28 @@ def index_problem(records: np.ndarray, buffers: np.ndarray, providers: np.ndarra
             return "a row's user data ends past its record"
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         return f"it cannot be checked: {exc}"
+    return None
+
+
+HEADER_COLUMNS = frozenset({
+    "timestamp", "filetime", "keyword", "provider", "pid", "tid", "cpu", "id", "version", "task", "hook_id", "flags", "kind", "level", "opcode",
+    "channel",
+})  # fmt: skip
+"""The columns that say what a record is, not where it is: read alone, they point into nothing
+but the provider table, so ``columns_problem`` is all they need checked."""
+
+
+def columns_problem(columns: dict[str, np.ndarray], providers: int) -> str | None:
+    """What is wrong with header columns (``HEADER_COLUMNS``) read from an index whose provider
+    table has ``providers`` rows, or ``None``: each column as long as the others, every
+    provider code in the table (or -1), every kind a kind."""
+    lengths = {len(values) for values in columns.values()}
+    if len(lengths) > 1:
+        return "its columns differ in length"
+    provider = columns.get("provider")
+    if provider is not None and len(provider) and (int(provider.min()) < -1 or int(provider.max()) >= providers):
+        return "a row names a provider the table does not have"
+    kind = columns.get("kind")
+    if kind is not None and len(kind) and int(kind.max()) > _UNKNOWN:
+        return "a row has an unknown kind"
     return None

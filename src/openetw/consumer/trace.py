@@ -404,8 +404,9 @@ class UserTrace:
             handoff.close()  # what the processing thread still put in while it was stopping
 
     # -- batches --------------------------------------------------------------------------------
-    def indexes(self) -> list[EtlIndex]:
-        """The index of every file (built on the first pass over a file)."""
+    def indexes(self, *, built: bool = True) -> list[EtlIndex]:
+        """The index of every file, each built now if it is not yet (``built=False``: as it
+        is; one not built yet is built by its first pass, ``segments()`` or ``column_blocks()``)."""
         if not self.files:
             raise TraceStateError("batches and indexes need files")
         if not self._opened:
@@ -415,7 +416,7 @@ class UserTrace:
         found = [source.index for source in self.sources]
         if any(index is None for index in found):
             raise TraceStateError("this trace was made with index=False")
-        for index in found:
+        for index in found if built else ():
             index.ensure_built()  # type: ignore[union-attr]
         return found  # type: ignore[return-value]
 

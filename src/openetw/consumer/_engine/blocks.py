@@ -1,24 +1,29 @@
 """The index file: rows in fixed-size blocks of compressed columns, a summary per block.
 
-Layout (format 4)::
+Layout (format 5)::
 
     MAGIC (16 bytes: "OPENETW-INDEX\\0\\0" and the format byte)
-    block 0, block 1, ...        each: zlib over the block's columns, byte planes one after another
+    block 0, block 1, ...        each: a head (the column count, u32; then per stored column its
+                                 stored length, u32, coding, u8, and digest, 8 bytes of
+                                 BLAKE2b), then each column: zlib over its byte planes, or
+                                 its one value when every row has the same
     buffer table                 zlib over BUFFER_DTYPE rows
     footer                       UTF-8 JSON: the caller's facts, the block table with summaries,
                                  the provider table, where the buffer table is
     trailer (40 bytes)           footer offset (u64), footer length (u64), the footer's digest
                                  (16 bytes of BLAKE2b), TRAILER_MAGIC
 
-Every part is checked before it is believed: the footer against the trailer's digest, each block
-and the buffer table against the digest the footer keeps of it (8 bytes of BLAKE2b), so a flipped
-bit anywhere reads as a damaged index (rebuilt), never as other rows.
+Every part is checked before it is believed: the footer against the trailer's digest, each block's
+head and the buffer table against the digest the footer keeps of it (8 bytes of BLAKE2b), each
+column against the digest its block's head keeps, so a flipped bit anywhere reads as a damaged
+index (rebuilt), never as other rows. A reader that needs a few columns (``decode_columns``: a
+count by provider and event id needs no timestamps or places) reads and inflates only those.
 
 A block holds ``BLOCK_ROWS`` rows (the last one fewer). Its columns are encoded to compress:
 timestamps as deltas from the row before, the user data's length as what ``size`` and the
 user data offset do not already say, each record's offset as its distance from the end of the
 record before it in the same buffer (0 for back-to-back records); then every column is split
-into byte planes (all first bytes, all second bytes, ...), which zlib packs well. ``filetime``
+into byte planes (all first bytes, all second bytes, ...), which zlib packs well, a column at a time. ``filetime``
 is not stored: it follows from the timestamp and the trace's clock.
 
 A block's summary (rows, first row, filetime range, provider codes and event ids present)
@@ -33,22 +38,23 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from openetw._native import module as native_module
-from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS, take
+from openetw.consumer._engine.index_build import BUFFER_DTYPE, RECORD_COLUMNS, RECORD_DTYPE, RECORD_FIELDS
 
 __all__ = [
     "BLOCK_ROWS", "BLOCK_ROWS_ENV", "FORMAT", "MAGIC", "BlockWriter", "StoredIndex", "block_rows_setting", "decode_block", "encode_block",
     "read_stored", "summary_of",
 ]  # fmt: skip
 
-FORMAT = 4
+FORMAT = 5
 MAGIC = b"OPENETW-INDEX\0\0" + bytes([FORMAT])
 MAGIC_PREFIX = MAGIC[:-1]
-TRAILER_MAGIC = b"OETWIDX\x04"
+TRAILER_MAGIC = b"OETWIDX\x05"
 _TRAILER = struct.Struct("<QQ16s8s")
 BLOCK_ROWS = 1 << 16
 BLOCK_ROWS_ENV = "OPENETW_INDEX_BLOCK_ROWS"
@@ -60,6 +66,11 @@ _WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
 # The compiled twin of the plane split and join (None: numpy), and where each stored column
 # sits in a row: (offset, width) pairs in the stored order.
 _NATIVE = native_module("_index")
+_HEAD = struct.Struct("<I")
+_ENTRY = struct.Struct("<IB8s")
+_PLANES, _ONE_VALUE = 0, 1  # a column's coding: zlib over its byte planes; one value every row has
+HEAD_BYTES = _HEAD.size + len(_STORED) * _ENTRY.size
+_ONE_FIELD = {width: np.asarray([(0, width)], dtype=np.int64) for width in (2, 4, 8)}
 _PLACES = np.asarray([(RECORD_DTYPE.fields[name][1], _WIDTH[name]) for name in _STORED], dtype=np.int64)  # type: ignore[index]
 
 
@@ -87,7 +98,7 @@ def _offset_residuals(rows: np.ndarray) -> np.ndarray:
     return out.astype(np.uint32)
 
 
-def _offsets_back(rows: np.ndarray, residual: np.ndarray) -> np.ndarray:
+def _offsets_back(rows: Any, residual: np.ndarray) -> np.ndarray:
     buffers = rows["buffer"]
     order = np.argsort(buffers, kind="stable")
     r = residual[order].astype(np.int64)
@@ -104,56 +115,143 @@ def _offsets_back(rows: np.ndarray, residual: np.ndarray) -> np.ndarray:
     return out
 
 
+def _coded_columns(rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The columns stored otherwise than they are (see the module doc), coded to compress."""
+    return {
+        "timestamp": np.diff(rows["timestamp"], prepend=np.int64(0)),
+        "user_data_length": (rows["size"].astype(np.uint32) - rows["user_data_offset"] - rows["user_data_length"]).astype(np.uint32),
+        "offset": _offset_residuals(rows),
+    }  # fmt: skip
+
+
 def encode_block(rows: np.ndarray) -> bytes:
-    """The compressed columns of ``rows`` (see the module doc)."""
+    """The block of ``rows``: its head (each column's stored length, coding and digest), then
+    each column on its own (a reader may inflate only the columns it needs): its one value when
+    every row has the same, else zlib over its byte planes."""
     n = len(rows)
-    if _NATIVE is not None:
-        coded = take(rows, np.arange(n)) if n else np.zeros(0, dtype=RECORD_DTYPE)  # a packed copy to code in place
-        coded["timestamp"] = np.diff(rows["timestamp"], prepend=np.int64(0))
-        coded["user_data_length"] = (rows["size"].astype(np.uint32) - rows["user_data_offset"] - rows["user_data_length"]).astype(np.uint32)
-        coded["offset"] = _offset_residuals(rows)
-        return zlib.compress(_NATIVE.rows_to_planes(np.ascontiguousarray(coded), RECORD_DTYPE.itemsize, _PLACES), _LEVEL)
-    planes: list[bytes] = []
-    for name in _STORED:
-        column = rows[name]
-        if name == "timestamp":
-            column = np.diff(column, prepend=np.int64(0))
-        elif name == "user_data_length":
-            column = (rows["size"].astype(np.uint32) - rows["user_data_offset"] - column).astype(np.uint32)
-        elif name == "offset":
-            column = _offset_residuals(rows)
+    packed = np.ascontiguousarray(rows, dtype=RECORD_DTYPE)
+    coded = _coded_columns(packed)
+    parts: list[bytes] = []
+    codings: list[int] = []
+    for number, name in enumerate(_STORED):
+        column = coded.get(name)
+        values = packed[name] if column is None else column
+        if n > 1 and bool((values == values[0]).all()):
+            parts.append(values[:1].tobytes())
+            codings.append(_ONE_VALUE)
+            continue
         width = _WIDTH[name]
-        planes.append(np.ascontiguousarray(column).view(np.uint8).reshape(n, width).T.tobytes())
-    return zlib.compress(b"".join(planes), _LEVEL)
+        if width == 1:
+            planes = values.tobytes()
+        elif _NATIVE is None:
+            planes = np.ascontiguousarray(values).view(np.uint8).reshape(n, width).T.tobytes()
+        elif column is None:
+            planes = _NATIVE.rows_to_planes(packed, RECORD_DTYPE.itemsize, _PLACES[number : number + 1])
+        else:
+            planes = _NATIVE.rows_to_planes(np.ascontiguousarray(column), width, _ONE_FIELD[width])
+        parts.append(zlib.compress(planes, _LEVEL))
+        codings.append(_PLANES)
+    head = _HEAD.pack(len(parts)) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
+    return head + b"".join(parts)
 
 
 def _digest(data: bytes, size: int = 8) -> bytes:
     return hashlib.blake2b(data, digest_size=size).digest()
 
 
+def column_spans(head: bytes) -> list[tuple[int, int, int, bytes]]:
+    """Each stored column's (place in the block, stored length, coding, digest) from a block's
+    head; ``ValueError`` when the head is not one of this format's."""
+    if len(head) < HEAD_BYTES or _HEAD.unpack_from(head)[0] != len(_STORED):
+        raise ValueError("a block head of another shape")
+    spans = []
+    at = HEAD_BYTES
+    for number in range(len(_STORED)):
+        length, coding, digest = _ENTRY.unpack_from(head, _HEAD.size + number * _ENTRY.size)
+        spans.append((at, length, coding, digest))
+        at += length
+    return spans
+
+
+def _inflate(part: bytes, coding: int, digest: bytes, n: int, name: str) -> bytes:
+    """A column's byte planes (one value: that value's bytes, a plane of one row each)."""
+    if _digest(part) != digest:
+        raise ValueError(f"column {name!r} does not match its digest")
+    if coding == _ONE_VALUE:
+        if len(part) != _WIDTH[name] or n < 2:
+            raise ValueError(f"column {name!r}: one value of another size")
+        return b"".join(bytes([byte]) * n for byte in part)
+    if coding != _PLANES:
+        raise ValueError(f"column {name!r}: an unknown coding")
+    try:
+        raw = zlib.decompress(part)
+    except zlib.error as error:
+        raise ValueError(f"column {name!r} does not decompress: {error}") from None
+    if len(raw) != n * _WIDTH[name]:
+        raise ValueError("block size does not match its row count")
+    return raw
+
+
+def _column_of(raw: bytes, n: int, name: str) -> np.ndarray:
+    """A stored column's values (still coded) from its byte planes."""
+    width, dtype = _WIDTH[name], RECORD_FIELDS[name]
+    if width == 1:
+        return np.frombuffer(raw, dtype=dtype).copy()
+    out = np.empty(n, dtype=dtype)
+    if _NATIVE is not None:
+        _NATIVE.planes_to_rows(raw, out, width, _ONE_FIELD[width])
+    else:
+        out.view(np.uint8).reshape(n, width)[:] = np.frombuffer(raw, dtype=np.uint8).reshape(width, n).T
+    return out
+
+
+# The stored columns another one is decoded with (the coding of the module doc).
+_NEEDS = {"timestamp": (), "user_data_length": ("size", "user_data_offset"), "offset": ("buffer", "size")}
+
+
+def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """Columns ``names`` (stored ones; not ``filetime``) of a block of ``n`` rows, inflating only
+    those (and what they are decoded with): ``read(at, length)`` gives the block's bytes at ``at``.
+    ``ValueError`` when a part is damaged."""
+    if n < 0:
+        raise ValueError("a negative row count")
+    spans = column_spans(head)
+    wanted = list(dict.fromkeys(name for asked in names for name in (*_NEEDS.get(asked, ()), asked)))
+    raw: dict[str, np.ndarray] = {}
+    for name in wanted:
+        number = _STORED.index(name)
+        at, length, coding, digest = spans[number]
+        part = read(at, length)
+        if len(part) != length:
+            raise ValueError("the block is cut short")
+        if coding == _ONE_VALUE and _digest(part) == digest and len(part) == _WIDTH[name] and n > 1:
+            raw[name] = np.full(n, np.frombuffer(part, dtype=RECORD_FIELDS[name])[0])
+            continue
+        raw[name] = _column_of(_inflate(part, coding, digest, n, name), n, name)
+    if "timestamp" in raw:
+        raw["timestamp"] = np.cumsum(raw["timestamp"])
+    if "user_data_length" in raw:
+        raw["user_data_length"] = raw["size"] - raw["user_data_offset"] - raw["user_data_length"]
+    if "offset" in raw:
+        raw["offset"] = _offsets_back(raw, raw["offset"])
+    return raw
+
+
 def decode_block(payload: bytes, n: int) -> np.ndarray:
     """The rows of a block (``filetime`` left at 0 for the caller to fill); ``ValueError`` when
     the payload does not decode to ``n`` rows."""
-    try:
-        raw = zlib.decompress(payload)
-    except zlib.error as error:
-        raise ValueError(f"the block does not decompress: {error}") from None
     if n < 0:
         raise ValueError("a negative row count")
+    spans = column_spans(payload[:HEAD_BYTES])
+    if spans and spans[-1][0] + spans[-1][1] != len(payload):
+        raise ValueError("block size does not match its columns")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
-    if _NATIVE is not None:
-        _NATIVE.planes_to_rows(raw, rows, RECORD_DTYPE.itemsize, _PLACES)  # ValueError when the sizes disagree
-    else:
-        at = 0
-        for name in _STORED:
-            width = _WIDTH[name]
-            if at + n * width > len(raw):
-                raise ValueError("block size does not match its row count")
-            plane = np.frombuffer(raw, dtype=np.uint8, count=n * width, offset=at).reshape(width, n).T
-            at += n * width
-            rows[name] = np.ascontiguousarray(plane).view(RECORD_FIELDS[name]).reshape(n)
-        if at != len(raw):
-            raise ValueError("block size does not match its row count")
+    for number, (name, (at, length, coding, digest)) in enumerate(zip(_STORED, spans, strict=True)):
+        raw = _inflate(payload[at : at + length], coding, digest, n, name)
+        if _NATIVE is not None:
+            _NATIVE.planes_to_rows(raw, rows, RECORD_DTYPE.itemsize, _PLACES[number : number + 1])
+        else:
+            rows[name] = _column_of(raw, n, name)
     rows["timestamp"] = np.cumsum(rows["timestamp"])
     rows["user_data_length"] = rows["size"] - rows["user_data_offset"] - rows["user_data_length"]
     rows["offset"] = _offsets_back(rows, rows["offset"])
@@ -183,7 +281,7 @@ class BlockWriter:
 
     def add(self, rows: np.ndarray, first_row: int) -> dict[str, Any]:
         payload = encode_block(rows)
-        summary = dict(summary_of(rows, first_row), at=self.position, length=len(payload), digest=_digest(payload).hex())
+        summary = dict(summary_of(rows, first_row), at=self.position, length=len(payload), digest=_digest(payload[:HEAD_BYTES]).hex())
         self.out.write(payload)
         self.position += len(payload)
         self.blocks.append(summary)
@@ -221,7 +319,30 @@ class StoredIndex:
     def block(self, number: int) -> np.ndarray:
         """Block ``number``'s rows; ``ValueError`` when it is damaged."""
         entry = self.blocks[number]
-        return decode_block(self._part(entry["at"], entry["length"], entry.get("digest")), int(entry["rows"]))
+        payload = os.pread(self.fd, int(entry["length"]), int(entry["at"]))
+        self._check_head(payload[:HEAD_BYTES], entry)
+        return decode_block(payload, int(entry["rows"]))
+
+    def columns(self, number: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Columns ``names`` of block ``number`` (only those read and inflated); ``ValueError``
+        when what is read of it is damaged."""
+        entry = self.blocks[number]
+        at, length = int(entry["at"]), int(entry["length"])
+        head = os.pread(self.fd, min(HEAD_BYTES, length), at)
+        self._check_head(head, entry)
+
+        def read(offset: int, size: int) -> bytes:
+            if offset + size > length:
+                raise ValueError("a column past its block")
+            return os.pread(self.fd, size, at + offset)
+
+        return decode_columns(read, head, int(entry["rows"]), names)
+
+    @staticmethod
+    def _check_head(head: bytes, entry: dict[str, Any]) -> None:
+        digest = entry.get("digest")
+        if len(head) != HEAD_BYTES or not isinstance(digest, str) or _digest(head).hex() != digest:
+            raise ValueError("its digest does not match")
 
     def buffers(self) -> np.ndarray:
         """The buffer table; ``ValueError`` when it is damaged."""

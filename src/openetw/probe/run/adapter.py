@@ -438,15 +438,19 @@ def _buffer_table(index: Any) -> Any:
     return table
 
 
-def header_batches(files: TraceFiles) -> Any:
+def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
     """The files' header columns batch by batch, in time order (through ``UserTrace.batches``);
-    the trace is left in ``files.trace`` for its statistics."""
+    the trace is left in ``files.trace`` for its statistics. ``header_only``: no event field will
+    be read (``field_values``), so one file's columns come alone from its index's blocks."""
     import numpy as np
 
     from openetw.consumer.index import KIND_CODES
 
     trace = files.trace = UserTrace(files=files.paths, manifests=files.manifests, index_beside=files.index_beside)
     trace.on_error(lambda error, record: files.errors.append(error))
+    if header_only and len(files.paths) == 1:
+        yield from _header_columns_alone(trace.indexes(built=False)[0], files)
+        return
     indexes = trace.indexes()
     guids: list[str] = []
     where: dict[Any, int] = {}
@@ -478,3 +482,37 @@ def header_batches(files: TraceFiles) -> Any:
             "version": rows["version"],
         }  # fmt: skip
         yield HeaderColumns(guids, columns, batch, files, tables)
+
+
+def _header_columns_alone(index: Any, files: TraceFiles) -> Any:
+    """One file's header columns a block at a time from its index (``EtlIndex.column_blocks``:
+    only these columns are read; on the first pass, the rows as they are indexed)."""
+    import numpy as np
+
+    from openetw.consumer.index import KIND_CODES
+
+    event, kernel = KIND_CODES["event"], np.asarray([KIND_CODES[k] for k in ("system", "compact", "perfinfo")])
+    guids: list[str] = []
+    for _first, columns in index.column_blocks(["provider", "id", "opcode", "level", "keyword", "kind"]):
+        if len(guids) != len(index.providers):
+            guids = [str(guid) for guid in index.providers]  # the table only grows: codes keep their meaning
+        kind = columns["kind"]
+        provider = columns["provider"].astype(np.int64)
+        provider[np.isin(kind, kernel)] = -1
+        named = {"provider": provider, "id": np.where(kind == event, columns["id"], columns["opcode"]).astype(np.int64),
+                 "level": columns["level"], "keyword": columns["keyword"]}  # fmt: skip
+        yield _LazyHeaderColumns(guids, named, columns, files)
+
+
+class _LazyHeaderColumns(HeaderColumns):
+    """Header columns whose ``pid``, ``tid``, ``cpu`` and ``version`` are read from the index when
+    first used (a count by probe names never reads them)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("pid", "tid", "cpu", "version"):
+            raise AttributeError(name)
+        value = self._batch[name]
+        setattr(self, name, value)
+        return value

@@ -450,22 +450,29 @@ class ProbeRun:
         named = {(i.guid, i.id, i.level, i.keyword): i for i, _, _ in self.catalog.items()} if self.catalog is not None else {}
         guids: list[str] = []
         assert isinstance(self.files, TraceFiles)  # column-wise runs are over files
-        for batch in header_batches(self.files):
+
+        def matched_kind(combo: tuple[int, int, int, int]) -> list[tuple[Any, tuple[str, str, str, str]]]:
+            found = matched.get(combo)
+            if found is None:
+                identity = named.get((guids[combo[0]], combo[1], combo[2], combo[3])) or EventIdentity(
+                    guids[combo[0]], None, combo[2], combo[3], combo[1], None)  # fmt: skip
+                found = matched[combo] = _first_per_clause([(c, p) for c in plan for d in c.descriptions for p in [d.match(identity)] if p is not None])
+            return found
+
+        whole = _BlockCounts.of(plan, aggregations, drops, aggsize)
+        for batch in header_batches(self.files, header_only=not any(clause.fields() for clause in plan)):
             guids = batch.guids
             valid = np.flatnonzero(batch.provider >= 0)
             if not len(valid):
                 continue
             combos_of, counts, row_code = _kinds_of_rows(batch, valid)
+            if whole is not None:
+                whole.add_block(batch, valid, row_code, [matched_kind(combo) for combo in combos_of])
             order = None
             ends = np.cumsum(counts)
             count_list = counts.tolist()
             for number, combo in enumerate(combos_of):
-                found = matched.get(combo)
-                if found is None:
-                    identity = named.get((guids[combo[0]], combo[1], combo[2], combo[3])) or EventIdentity(
-                        guids[combo[0]], None, combo[2], combo[3], combo[1], None)  # fmt: skip
-                    found = matched[combo] = [(c, p) for c in plan for d in c.descriptions for p in [d.match(identity)] if p is not None][:]
-                    found = matched[combo] = _first_per_clause(found)
+                found = matched_kind(combo)
                 if not found:
                     continue
                 size = count_list[number]
@@ -474,6 +481,8 @@ class ProbeRun:
                     self.firings += size
                     chosen = None
                     for agg in clause.aggregations:
+                        if whole is not None and whole.takes(clause):
+                            break  # counted a block at a time
                         data = aggregations[agg.name][1]
                         simple = agg.func == "count" and all(kind == "probe" for kind, _ in agg.keys)
                         if simple and clause.predicate is None:
@@ -492,6 +501,8 @@ class ProbeRun:
                             _add_count(agg, probe, len(chosen.rows), data, drops, aggsize)
                         elif len(chosen.rows):
                             _column_aggregate(agg, probe, chosen, data, drops, aggsize)
+        if whole is not None:
+            whole.flush()
         stats = self.files.trace.query_stats() if self.files.trace is not None else {}
         return stats
 
@@ -583,6 +594,97 @@ def _copyinstr(rec: Any, address: int, limit: int | None = None) -> str:
     return text if limit is None or limit < 0 else text[:limit]
 
 
+class _BlockCounts:
+    """``count()`` by probe names and header columns (pid, tid, cpu) for clauses with no
+    predicate, counted over a whole block at once (the kind of event's probe as one more key
+    column) and the counts of several blocks summed in numpy before the aggregations' dicts are
+    updated (a bounded number of groups at a time; at once, in block order, when the
+    aggregation could reach its size limit, where the order decides which keys are dropped)."""
+
+    _PENDING_GROUPS = 1 << 16
+
+    def __init__(self, clauses: list[Any], aggregations: dict[str, Any], drops: list[int], aggsize: int) -> None:
+        self.clauses = {id(clause): clause for clause in clauses}
+        self.aggregations = aggregations
+        self.drops = drops
+        self.aggsize = aggsize
+        self.probe_parts: dict[int, dict[tuple[str, ...], int]] = {}  # id(agg) -> probe parts -> number
+        self.pending: dict[int, tuple[Any, list[Any], list[Any], int]] = {}  # id(agg) -> (agg, groups, counts, how many)
+
+    @classmethod
+    def of(cls, plan: list[Any], aggregations: dict[str, Any], drops: list[int], aggsize: int) -> _BlockCounts | None:
+        def counted(agg: Any) -> bool:
+            return agg.func == "count" and agg.field is None and agg.value is None and all(k in ("probe", "column") for k, _ in agg.keys)
+
+        chosen = [c for c in plan if c.predicate is None and c.aggregations and all(counted(a) for a in c.aggregations)
+                  and any(k == "column" for a in c.aggregations for k, _ in a.keys)]  # fmt: skip
+        return cls(chosen, aggregations, drops, aggsize) if chosen else None
+
+    def takes(self, clause: Any) -> bool:
+        return id(clause) in self.clauses
+
+    def add_block(self, batch: Any, valid: Any, kind_of_row: Any, found: list[list[tuple[Any, tuple[str, str, str, str]]]]) -> None:
+        """Count ``batch``'s ``valid`` rows, of kinds ``kind_of_row`` (``_kinds_of_rows``);
+        ``found[k]``: the clauses (and probes) kind ``k`` fires."""
+        import numpy as np
+
+        for clause in self.clauses.values():
+            probes = {number: probe for number, pairs in enumerate(found) for c, probe in pairs if c is clause}
+            if not probes:
+                continue
+            for agg in clause.aggregations:
+                numbers = self.probe_parts.setdefault(id(agg), {})
+                table = np.full(len(found), -1, dtype=np.int64)
+                for number, probe in probes.items():
+                    parts = tuple(probe[what] for kind, what in agg.keys if kind == "probe")
+                    table[number] = numbers.setdefault(parts, len(numbers))
+                key = table[kind_of_row]
+                rows = valid if bool((key >= 0).all()) else valid[key >= 0]
+                if len(rows) != len(valid):
+                    key = key[key >= 0]
+                columns = [key] + [getattr(batch, what)[rows].astype(np.int64) for kind, what in agg.keys if kind == "column"]
+                groups, _, counts = _groups(columns, inverse=False)
+                self._add(agg, np.asarray(groups, dtype=np.int64).reshape(len(counts), len(columns)), counts.astype(np.int64))
+
+    def _add(self, agg: Any, groups: Any, counts: Any) -> None:
+        held = self.pending.get(id(agg))
+        if held is None:
+            held = self.pending[id(agg)] = (agg, [], [], 0)
+        _, group_list, count_list, size = held
+        group_list.append(groups)
+        count_list.append(counts)
+        size += len(counts)
+        self.pending[id(agg)] = (agg, group_list, count_list, size)
+        data = self.aggregations[agg.name][1]
+        if size >= self._PENDING_GROUPS or len(data) + size >= self.aggsize:
+            self._flush(id(agg))
+
+    def flush(self) -> None:
+        for key in list(self.pending):
+            self._flush(key)
+
+    def _flush(self, key: int) -> None:
+        import numpy as np
+
+        agg, group_list, count_list, _ = self.pending.pop(key)
+        groups = np.concatenate(group_list)
+        counts = np.concatenate(count_list)
+        if len(group_list) > 1:
+            merged, inverse, _ = _groups([groups[:, i] for i in range(groups.shape[1])])
+            sums = np.zeros(len(merged), dtype=np.int64)
+            np.add.at(sums, inverse, counts)
+            rows, counts_out = merged, sums.tolist()
+        else:
+            rows, counts_out = groups.tolist(), counts.tolist()
+        parts_of = {number: parts for parts, number in self.probe_parts[key].items()}
+        data = self.aggregations[agg.name][1]
+        for group, size in zip(rows, counts_out, strict=True):
+            probe_parts = iter(parts_of[group[0]])
+            values = iter(group[1:])
+            parts = [next(probe_parts) if kind == "probe" else next(values) for kind, _ in agg.keys]
+            add_count(data, parts[0] if len(parts) == 1 else tuple(parts), size, self.drops, self.aggsize)
+
+
 def _first_per_clause(found: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     seen: set[int] = set()
     out = []
@@ -594,15 +696,16 @@ def _first_per_clause(found: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
 
 
 def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, int]], Any, Any]:
-    """The kinds of event (provider, id, level, keyword) among ``valid`` rows, in the order of a
-    per-row code: (kinds, rows of each kind, the code of each row; sorting rows by it groups
-    them by kind). Counting by ``bincount`` when the codes are dense, else by sorting."""
+    """The kinds of event (provider, id, level, keyword) among ``valid`` rows: (kinds, rows of
+    each kind, each row's kind as its place in the kinds; sorting rows by it groups them by
+    kind). Counting by ``bincount`` when the codes are dense, else by sorting."""
     import numpy as np
 
-    provider = batch.provider[valid]
-    ids = batch.id[valid].astype(np.int64)
-    level = batch.level[valid].astype(np.int64)
-    keyword = batch.keyword[valid]
+    every_row = len(valid) == len(batch.provider)  # no fancy indexing then (the usual case)
+    provider = batch.provider if every_row else batch.provider[valid]
+    ids = (batch.id if every_row else batch.id[valid]).astype(np.int64)
+    level = (batch.level if every_row else batch.level[valid]).astype(np.int64)
+    keyword = batch.keyword if every_row else batch.keyword[valid]
     first = keyword[0]
     span = (int(ids.max()) + 1) << 8
     size = (int(provider.max()) + 1) * span
@@ -611,7 +714,9 @@ def _kinds_of_rows(batch: Any, valid: Any) -> tuple[list[tuple[int, int, int, in
         every = np.bincount(code, minlength=size)
         codes = np.flatnonzero(every)
         kinds = [(c // span, (c % span) >> 8, c & 0xFF, int(first)) for c in codes.tolist()]
-        return kinds, every[codes], code
+        counts = every[codes]
+        every[codes] = np.arange(len(codes))  # now each code's place among the kinds
+        return kinds, counts, every[code]
     # One int64 per row: sorting plain integers is fast (structured arrays sort field by field).
     keywords, rank = np.unique(keyword, return_inverse=True)
     combined = ((provider << 24) | (ids << 8) | level) * len(keywords) + rank.reshape(-1)
@@ -784,6 +889,45 @@ def _buckets(func: str, values: Any, params: tuple[int, ...]) -> Any:
     return np.where(values < low, low - 1, np.where(values >= high, high, stepped))
 
 
+def _groups(columns: list[Any], *, inverse: bool = True) -> tuple[list[list[int]], Any, Any]:
+    """The distinct rows of int64 ``columns`` in ascending order (the first column first), each
+    row's group (``None`` unless ``inverse``) and each group's size, as ``np.unique(axis=0)``
+    gives them: by one code per row
+    (the columns' offsets from their least values, mixed) counted by ``bincount`` when the codes
+    are few, else sorted; by ``np.unique(axis=0)`` when the code would not fit 62 bits."""
+    import numpy as np
+
+    n = len(columns[0])
+    lows = [int(c.min()) for c in columns]
+    spans = [int(c.max()) - low + 1 for c, low in zip(columns, lows, strict=True)]
+    total = 1
+    for span in spans:
+        total *= span
+    if total >= 1 << 62:
+        groups, group_of_row, counts = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True, return_counts=True)
+        return groups.tolist(), group_of_row.reshape(-1), counts
+    code = np.zeros(n, dtype=np.int64)
+    for column, low, span in zip(columns, lows, spans, strict=True):
+        code *= span
+        code += column - low
+    rows: Any = None
+    if total <= max(1 << 16, 4 * n):
+        every = np.bincount(code, minlength=total)
+        codes = np.flatnonzero(every)
+        counts = every[codes]
+        if inverse:
+            rows = np.cumsum(every > 0)[code] - 1
+    else:
+        codes, rows, counts = np.unique(code, return_inverse=True, return_counts=True)
+        rows = rows.reshape(-1)
+    parts = []
+    left = codes
+    for low, span in zip(reversed(lows), reversed(spans), strict=True):
+        parts.append(left % span + low)
+        left = left // span
+    return np.stack(parts[::-1], axis=1).tolist(), rows, counts
+
+
 def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows, data: dict[Any, Any], drops: list[int],
                       aggsize: int) -> None:  # fmt: skip
     """One aggregation over the rows of one event kind: the dict updates the clause would make."""
@@ -808,11 +952,8 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
         columns.append((_buckets(func, values, agg.params), False))
     total = len(chosen.rows)
     if columns:
-        stacked = np.stack([c for c, _ in columns], axis=1)
-        groups, inverse, counts = np.unique(stacked, axis=0, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
+        group_rows, inverse, counts = _groups([c for c, _ in columns])
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        group_rows = groups.tolist()
         sizes = counts.tolist()
         if values is None or distribution:
             results: list[Any] = sizes
@@ -832,7 +973,7 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
             results = [int({"sum": values.sum, "min": values.min, "max": values.max}[func]())]
     unsigned = [u for _, u in columns]
     for group, result, size in zip(group_rows, results, sizes, strict=True):
-        parts = []
+        parts: list[Any] = []
         columns_left = iter(zip(group, unsigned, strict=False))
         for kind, name in agg.keys:
             if kind == "probe":
