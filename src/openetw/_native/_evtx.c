@@ -1159,6 +1159,290 @@ static int nodes_generic(R *r, uint32_t list, Node *inst, int depth, int single_
 }
 
 /* ------------------------------------------------------------------------------------------
+ * The <System> facts: record.header_from_tree over the parsed nodes, for the common shape (each
+ * fact one substitution of its usual type). Any other shape clears SYS_OK: the caller takes that
+ * record's facts from the pure tree, so a fact here is always the value the pure code gives.
+ */
+enum { SI_EVENT_ID, SI_QUALIFIERS, SI_VERSION, SI_LEVEL, SI_TASK, SI_OPCODE, SI_KEYWORDS, SI_TIME,
+       SI_RECORD_ID, SI_PID, SI_TID, SYS_INTS };
+enum { SS_PROVIDER, SS_SOURCE, SS_CHANNEL, SS_COMPUTER, SS_USER, SYS_STRS };
+enum { SG_PROVIDER, SG_ACTIVITY, SG_RELATED, SYS_GUIDS };
+#define SYS_OK 1u
+#define SYS_QUALIFIERS 2u /* the Qualifiers attribute is present */
+#define SYS_GUID_BIT(g) (4u << (g))
+
+typedef struct {
+    uint32_t flags;
+    uint64_t ints[SYS_INTS];
+    const uint8_t *guids[SYS_GUIDS];
+    Val *strs[SYS_STRS]; /* NULL: absent */
+    Val lit[8];          /* literal text taken as a string value (type LITERAL, no NULs stripped) */
+    int nlit;
+} Sys;
+#define LITERAL 0xFE
+static Sys *sys_now; /* the facts being read (the walk holds the GIL) */
+
+static int name_is(Chunk *c, Node *n, const char *ascii) {
+    size_t len = strlen(ascii);
+    if (n->b != len || (uint64_t)n->a + 2 * (uint64_t)len > c->limit) return 0;
+    const uint8_t *d = c->data + n->a;
+    for (size_t i = 0; i < len; i++)
+        if (d[2 * i] != (uint8_t)ascii[i] || d[2 * i + 1] != 0) return 0;
+    return 1;
+}
+
+/* The one value of a parts list that is a single substitution: 1 with *v (NULL: null value), 0
+ * for an empty list, -1 for any other shape. */
+static int single_value(Chunk *c, uint32_t list, Node *inst, Val **v) {
+    *v = NULL;
+    if (list == NIL) return 0;
+    Node *only = N(c, list);
+    if (only->kind == N_TEXT && only->next == NIL && sys_now->nlit < 8) {
+        if ((uint64_t)only->a + 2 * (uint64_t)only->b > c->limit) return -1;
+        Val *lit = &sys_now->lit[sys_now->nlit++];
+        memset(lit, 0, sizeof *lit);
+        lit->type = LITERAL;
+        lit->off = only->a;
+        lit->size = 2 * only->b;
+        *v = lit;
+        return 1;
+    }
+    if (!only_subst(c, list)) return -1;
+    *v = lookup(c, N(c, list), inst);
+    if (*v && ((*v)->type == OE_VT_BINXML || (*v)->type & OE_VT_ARRAY)) return -1;
+    if (*v && (uint64_t)(*v)->off + (*v)->size > c->limit) return -1;
+    return 1;
+}
+
+/* _int of a typed value: unsigned integers of their exact size, booleans; -1 for the rest. */
+static int sys_int(Chunk *c, Val *v, uint64_t *out) {
+    if (!v) { *out = 0; return 0; }
+    const uint8_t *d = c->data + v->off;
+    switch (v->type) {
+    case OE_VT_UINT8: if (v->size != 1) return -1; *out = d[0]; return 0;
+    case OE_VT_UINT16: if (v->size != 2) return -1; *out = rd16(d); return 0;
+    case OE_VT_UINT32: case OE_VT_HEX_INT32: if (v->size != 4) return -1; *out = rd32(d); return 0;
+    case OE_VT_UINT64: case OE_VT_HEX_INT64: if (v->size != 8) return -1; *out = rd64(d); return 0;
+    case OE_VT_BOOL: if (v->size != 4) return -1; *out = rd32(d) != 0; return 0;
+    default: return -1;
+    }
+}
+
+static Node *attr_named(Chunk *c, Node *el, const char *name) {
+    Node *found = NULL; /* a later attribute of the same name wins, as in the dict */
+    for (uint32_t ref = el->attrs; ref != NIL; ref = N(c, ref)->next)
+        if (name_is(c, N(c, ref), name)) found = N(c, ref);
+    return found;
+}
+
+/* An attribute's value: 1 with *v present, 0 absent, -1 another shape. */
+static int attr_value(Chunk *c, Node *el, Node *inst, const char *name, Val **v) {
+    *v = NULL;
+    Node *attr = attr_named(c, el, name);
+    if (!attr) return 0;
+    int rc = single_value(c, attr->first, inst, v);
+    if (rc < 0) return -1;
+    return *v ? 1 : 0;
+}
+
+static int attr_int(Chunk *c, Node *el, Node *inst, const char *name, uint64_t *out) {
+    Val *v;
+    if (attr_value(c, el, inst, name, &v) < 0) return -1;
+    return sys_int(c, v, out);
+}
+
+static int content_int(Chunk *c, Node *el, Node *inst, uint64_t *out) {
+    Val *v;
+    if (single_value(c, el->first, inst, &v) < 0) return -1;
+    return sys_int(c, v, out);
+}
+
+static int attr_guid(Chunk *c, Node *el, Node *inst, const char *name, Sys *s, int g) {
+    Val *v;
+    int rc = attr_value(c, el, inst, name, &v);
+    if (rc < 0) return -1;
+    s->guids[g] = NULL;
+    s->flags &= ~SYS_GUID_BIT(g);
+    if (rc == 0) return 0;
+    if (v->type != OE_VT_GUID || v->size != 16) return -1;
+    s->guids[g] = c->data + v->off;
+    s->flags |= SYS_GUID_BIT(g);
+    return 0;
+}
+
+static int string_val(Val *v) { return (v->type == OE_VT_STRING && v->size % 2 == 0) || v->type == LITERAL; }
+
+static int system_child(Chunk *c, Node *el, Node *inst, Sys *s) {
+    Val *v;
+    int rc;
+    static const char *known[] = {"Provider", "EventID", "Version", "Level", "Task", "Opcode", "Keywords",
+                                  "TimeCreated", "EventRecordID", "Correlation", "Execution", "Channel",
+                                  "Computer", "Security"};
+    int is_known = 0;
+    for (size_t k = 0; k < sizeof known / sizeof *known; k++) is_known |= name_is(c, el, known[k]);
+    if (!is_known) return 0;
+    if (el->first != NIL && N(c, el->first)->next != NIL) return -1; /* mixed content, child elements */
+    if (el->first != NIL && N(c, el->first)->kind != N_SUBST && N(c, el->first)->kind != N_TEXT) return -1;
+    if (name_is(c, el, "Provider")) {
+        if ((rc = attr_value(c, el, inst, "Name", &v)) < 0 || (rc && !string_val(v))) return -1;
+        s->strs[SS_PROVIDER] = v;
+        if (attr_guid(c, el, inst, "Guid", s, SG_PROVIDER) < 0) return -1;
+        if ((rc = attr_value(c, el, inst, "EventSourceName", &v)) < 0 || (rc && !string_val(v))) return -1;
+        s->strs[SS_SOURCE] = v;
+    } else if (name_is(c, el, "EventID")) {
+        if (content_int(c, el, inst, &s->ints[SI_EVENT_ID]) < 0) return -1;
+        if ((rc = attr_value(c, el, inst, "Qualifiers", &v)) < 0) return -1;
+        s->flags &= ~SYS_QUALIFIERS;
+        s->ints[SI_QUALIFIERS] = 0;
+        if (rc) {
+            if (sys_int(c, v, &s->ints[SI_QUALIFIERS]) < 0) return -1;
+            s->flags |= SYS_QUALIFIERS;
+        }
+    } else if (name_is(c, el, "Version")) {
+        return content_int(c, el, inst, &s->ints[SI_VERSION]);
+    } else if (name_is(c, el, "Level")) {
+        return content_int(c, el, inst, &s->ints[SI_LEVEL]);
+    } else if (name_is(c, el, "Task")) {
+        return content_int(c, el, inst, &s->ints[SI_TASK]);
+    } else if (name_is(c, el, "Opcode")) {
+        return content_int(c, el, inst, &s->ints[SI_OPCODE]);
+    } else if (name_is(c, el, "Keywords")) {
+        return content_int(c, el, inst, &s->ints[SI_KEYWORDS]);
+    } else if (name_is(c, el, "TimeCreated")) {
+        if ((rc = attr_value(c, el, inst, "SystemTime", &v)) < 0) return -1;
+        s->ints[SI_TIME] = 0;
+        if (rc) {
+            if (v->type != OE_VT_FILETIME || v->size != 8) return -1;
+            s->ints[SI_TIME] = rd64(c->data + v->off);
+        }
+    } else if (name_is(c, el, "EventRecordID")) {
+        return content_int(c, el, inst, &s->ints[SI_RECORD_ID]);
+    } else if (name_is(c, el, "Correlation")) {
+        if (attr_guid(c, el, inst, "ActivityID", s, SG_ACTIVITY) < 0) return -1;
+        if (attr_guid(c, el, inst, "RelatedActivityID", s, SG_RELATED) < 0) return -1;
+    } else if (name_is(c, el, "Execution")) {
+        if (attr_int(c, el, inst, "ProcessID", &s->ints[SI_PID]) < 0) return -1;
+        if (attr_int(c, el, inst, "ThreadID", &s->ints[SI_TID]) < 0) return -1;
+    } else if (name_is(c, el, "Channel") || name_is(c, el, "Computer")) {
+        if (single_value(c, el->first, inst, &v) < 0 || (v && !string_val(v))) return -1;
+        s->strs[name_is(c, el, "Channel") ? SS_CHANNEL : SS_COMPUTER] = v;
+    } else if (name_is(c, el, "Security")) {
+        if ((rc = attr_value(c, el, inst, "UserID", &v)) < 0) return -1;
+        if (rc && v->type != OE_VT_SID) return -1;
+        if (rc) {
+            /* sid_text's checks: a SID that does not fit is bytes in Python */
+            if (v->size < 8 || v->size < 8 + 4 * (uint32_t)c->data[v->off + 1]) return -1;
+        }
+        s->strs[SS_USER] = v;
+    }
+    return 0;
+}
+
+/* A list's first element as resolve makes it, in *el with its instance; -1 another shape. */
+static int first_element(Chunk *c, uint32_t list, Node *inst, const char *name, Node **el) {
+    *el = NULL;
+    for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
+        Node *n = N(c, ref);
+        if (n->kind == N_ELEMENT) {
+            if (only_subst(c, n->first)) { /* an array's items would be elements of their own */
+                Val *v = lookup(c, N(c, n->first), inst);
+                if (v && v->type & OE_VT_ARRAY) return -1;
+            }
+            if (!name || name_is(c, n, name)) { *el = n; return 0; }
+        } else if (n->kind == N_INSTANCE) {
+            return -1;
+        } else if (n->kind == N_SUBST) {
+            Val *v = lookup(c, n, inst);
+            if (v && v->type == OE_VT_BINXML) return -1;
+        }
+    }
+    return 0;
+}
+
+static void system_facts(Chunk *c, uint32_t nodes, Sys *s) {
+    memset(s, 0, sizeof *s);
+    sys_now = s;
+    Node *inst = NULL;
+    uint32_t list = nodes;
+    if (nodes != NIL && N(c, nodes)->kind == N_INSTANCE) {
+        inst = N(c, nodes);
+        list = c->templates[inst->index].nodes;
+    }
+    Node *event, *system;
+    if (first_element(c, list, inst, NULL, &event) < 0) return;
+    if (!event && inst) return; /* the element would come after the instance */
+    if (event && first_element(c, event->first, inst, "System", &system) < 0) return;
+    if (event && system) {
+        for (uint32_t ref = system->first; ref != NIL; ref = N(c, ref)->next) {
+            Node *n = N(c, ref);
+            if (n->kind == N_ELEMENT) {
+                if (only_subst(c, n->first)) {
+                    Val *v = lookup(c, N(c, n->first), inst);
+                    if (v && v->type & OE_VT_ARRAY) return;
+                }
+                if (system_child(c, n, inst, s) < 0) return;
+            } else if (n->kind == N_INSTANCE) {
+                return;
+            } else if (n->kind == N_SUBST) {
+                Val *v = lookup(c, n, inst);
+                if (v && v->type == OE_VT_BINXML) return;
+            }
+        }
+    }
+    s->flags |= SYS_OK;
+}
+
+/* The facts' Python strings: _utf16 (decoded with replacement, trailing NULs stripped). */
+static PyObject *sys_string(Chunk *c, Val *v, PyObject *absent) {
+    if (!v) { Py_INCREF(absent); return absent; }
+    const uint8_t *d = c->data + v->off;
+    uint32_t n = v->size;
+    if (v->type != LITERAL)
+        while (n >= 2 && d[n - 2] == 0 && d[n - 1] == 0) n -= 2;
+    int order = -1;
+    return PyUnicode_DecodeUTF16((const char *)d, n, "replace", &order);
+}
+
+static PyObject *sid_string(Chunk *c, Val *v) {
+    if (!v) Py_RETURN_NONE;
+    const uint8_t *d = c->data + v->off;
+    char text[16 + 21 + 255 * 11];
+    uint64_t authority = 0;
+    for (int i = 2; i < 8; i++) authority = authority << 8 | d[i];
+    int len = snprintf(text, sizeof text, "S-%u-%llu", d[0], (unsigned long long)authority);
+    for (uint32_t i = 0; i < d[1]; i++)
+        len += snprintf(text + len, sizeof text - len, "-%u", rd32(d + 8 + 4 * i));
+    return PyUnicode_FromStringAndSize(text, len);
+}
+
+/* A column of strings that reuses the previous row's object when its bytes repeat. */
+typedef struct { const uint8_t *d; uint32_t n; int set, type; PyObject *obj; } Last;
+
+static int append_string(PyObject *list, Chunk *c, Val *v, int kind, Last *last) {
+    const uint8_t *d = v ? c->data + v->off : NULL;
+    uint32_t n = v ? v->size : 0;
+    PyObject *obj;
+    int type = v ? v->type : -1;
+    if (last->set && last->type == type && last->n == n && (n == 0 || memcmp(last->d, d, n) == 0)) {
+        obj = last->obj;
+        Py_INCREF(obj);
+    } else {
+        if (kind == 2) obj = sid_string(c, v);
+        else if (v || kind == 1) obj = sys_string(c, v, Py_None);
+        else obj = PyUnicode_FromStringAndSize("", 0);
+        if (!obj) return -1;
+        last->d = d;
+        last->n = n;
+        last->set = 1;
+        last->type = type;
+        last->obj = obj; /* borrowed: the list keeps it */
+    }
+    int rc = PyList_Append(list, obj);
+    Py_DECREF(obj);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------
  * The expansion bound: render.check_expansion. -1 when the pure code raises (or may).
  */
 typedef struct {
@@ -1380,7 +1664,7 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 /* 1 and *after, *xml (a new reference: the text, or None) when accepted; 0 when left to the pure
  * parser; -1 with an exception set. */
-static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml) {
+static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml, Sys *sys) {
     if (start > c->limit || end > 0xFFFFFFFFul) return 0;
     c->arena[1].n = 0;
     c->arena[1].nv = 0;
@@ -1401,6 +1685,10 @@ static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end,
         *xml = PyUnicode_DecodeUTF8(b->p ? b->p : "", (Py_ssize_t)b->len, "strict");
     }
     if (!*xml) return -1;
+    if (sys) {
+        if (*xml != Py_None) system_facts(c, nodes, sys);
+        else memset(sys, 0, sizeof *sys);
+    }
     *after_ = after;
     return 1;
 }
@@ -1410,7 +1698,7 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
     PyObject *xml;
     if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
     Buf b = {0};
-    int rc = record_core(c, &b, start, end, &after, &xml);
+    int rc = record_core(c, &b, start, end, &after, &xml, NULL);
     PyMem_Free(b.p);
     if (rc < 0) return NULL;
     if (rc == 0) Py_RETURN_NONE;
@@ -1446,12 +1734,21 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
     /* never the shared empty bytes: only a bytes of its own may be resized */
     PyObject *col[4] = {PyBytes_FromStringAndSize(NULL, 4 * 256), PyBytes_FromStringAndSize(NULL, 4 * 256),
                         PyBytes_FromStringAndSize(NULL, 8 * 256), PyBytes_FromStringAndSize(NULL, 8 * 256)};
+    PyObject *scol[3] = {PyBytes_FromStringAndSize(NULL, 8 * SYS_INTS * 256), PyBytes_FromStringAndSize(NULL, 4 * 256),
+                         PyBytes_FromStringAndSize(NULL, 16 * SYS_GUIDS * 256)};
+    PyObject *slist[SYS_STRS] = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
+    static const int skind[SYS_STRS] = {0, 1, 0, 0, 2};
+    Last last[SYS_STRS];
+    memset(last, 0, sizeof last);
     Py_ssize_t n = 0;
     int rejected = 0;
     Buf b = {0};
+    Sys sys;
     const uint8_t *data = c->data;
     uint64_t limit = c->limit;
-    if (!xmls || !outside || !col[0] || !col[1] || !col[2] || !col[3]) goto fail;
+    if (!xmls || !outside || !col[0] || !col[1] || !col[2] || !col[3] || !scol[0] || !scol[1] || !scol[2]) goto fail;
+    for (int i = 0; i < SYS_STRS; i++)
+        if (!slist[i]) goto fail;
     while ((uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= OE_EVTX_CHUNK_SIZE && (uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= limit) {
         if (memcmp(data + pos, OE_EVTX_RECORD_MAGIC, 4) != 0) break;
         uint32_t size = rd32(data + pos + 4);
@@ -1463,7 +1760,7 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         if (rd32(data + pos + size - 4) != size) break; /* torn: the caller's walk decides */
         unsigned long after;
         PyObject *xml;
-        int rc = record_core(c, &b, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml);
+        int rc = record_core(c, &b, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml, &sys);
         if (rc < 0) goto fail;
         if (rc == 0) {
             rejected = 1;
@@ -1488,6 +1785,23 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         memcpy(PyBytes_AS_STRING(col[1]) + 4 * n, &size, 4);
         memcpy(PyBytes_AS_STRING(col[2]) + 8 * n, &record_id, 8);
         memcpy(PyBytes_AS_STRING(col[3]) + 8 * n, &written, 8);
+        if (grow_bytes(&scol[0], 8 * SYS_INTS * (n + 1)) < 0 || grow_bytes(&scol[1], 4 * (n + 1)) < 0 ||
+            grow_bytes(&scol[2], 16 * SYS_GUIDS * (n + 1)) < 0)
+            goto fail;
+        memcpy(PyBytes_AS_STRING(scol[0]) + 8 * SYS_INTS * n, sys.ints, 8 * SYS_INTS);
+        memcpy(PyBytes_AS_STRING(scol[1]) + 4 * n, &sys.flags, 4);
+        for (int g = 0; g < SYS_GUIDS; g++) {
+            char *at = PyBytes_AS_STRING(scol[2]) + 16 * (SYS_GUIDS * n + g);
+            if (sys.guids[g]) memcpy(at, sys.guids[g], 16);
+            else memset(at, 0, 16);
+        }
+        for (int i = 0; i < SYS_STRS; i++) {
+            if (sys.flags & SYS_OK) {
+                if (append_string(slist[i], c, sys.strs[i], skind[i], &last[i]) < 0) goto fail;
+            } else if (PyList_Append(slist[i], Py_None) < 0) {
+                goto fail;
+            }
+        }
         n++;
         have_previous = 1;
         previous_id = record_id;
@@ -1496,10 +1810,16 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
     if (_PyBytes_Resize(&col[0], 4 * n) < 0 || _PyBytes_Resize(&col[1], 4 * n) < 0 ||
         _PyBytes_Resize(&col[2], 8 * n) < 0 || _PyBytes_Resize(&col[3], 8 * n) < 0)
         goto fail;
+    if (_PyBytes_Resize(&scol[0], 8 * SYS_INTS * n) < 0 || _PyBytes_Resize(&scol[1], 4 * n) < 0 ||
+        _PyBytes_Resize(&scol[2], 16 * SYS_GUIDS * n) < 0)
+        goto fail;
     PyMem_Free(b.p);
-    return Py_BuildValue("(NNNNNNki)", col[0], col[1], col[2], col[3], xmls, outside, pos, rejected);
+    return Py_BuildValue("(NNNNNNki(NNNNNNNN))", col[0], col[1], col[2], col[3], xmls, outside, pos, rejected,
+                         scol[0], scol[1], scol[2], slist[0], slist[1], slist[2], slist[3], slist[4]);
 fail:
     PyMem_Free(b.p);
+    for (int i = 0; i < 3; i++) Py_XDECREF(scol[i]);
+    for (int i = 0; i < SYS_STRS; i++) Py_XDECREF(slist[i]);
     Py_XDECREF(xmls);
     Py_XDECREF(outside);
     for (int i = 0; i < 4; i++) Py_XDECREF(col[i]);
@@ -1508,7 +1828,7 @@ fail:
 
 static PyMethodDef chunk_methods[] = {
     {"walk", (PyCFunction)chunk_walk, METH_VARARGS,
-     "walk(pos, free, first_id, last_id, previous_id) -> (positions, sizes, ids, written, xml, outside, pos, rejected):\n"
+     "walk(pos, free, first_id, last_id, previous_id) -> (positions, sizes, ids, written, xml, outside, pos, rejected, system):\n"
      "the common records from pos as columns"},
     {"record", (PyCFunction)chunk_record, METH_VARARGS,
      "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},

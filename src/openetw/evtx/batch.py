@@ -12,20 +12,36 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from openetw.evtx.record import NATIVE_PARSED, EvtxRecord
+import uuid
+
+from openetw.evtx.record import NATIVE_PARSED, EvtxHeader, EvtxRecord
 
 if TYPE_CHECKING:
     from openetw.evtx.reader import ChunkState
 
-__all__ = ["RecordBatch"]
+__all__ = ["INT_FACTS", "RecordBatch"]
+
+INT_FACTS = (
+    "event_id", "qualifiers", "version", "level", "task", "opcode", "keywords", "time_created",
+    "record_id", "process_id", "thread_id",
+)  # fmt: skip
+"""The integer facts, in the order of a row of ``system_ints``."""
+_WIDTH = len(INT_FACTS)
+_SYS_OK, _SYS_QUALIFIERS = 1, 2
+_GUID_FACTS = ("provider_guid", "activity_id", "related_activity_id")
+_NO_GUID = bytes(16)
 
 
 class RecordBatch:
     """The records of one chunk, in walk order (record-id order inside the chunk)."""
 
-    __slots__ = ("_chunk", "path", "positions", "sizes", "record_ids", "written_times", "xml", "_records")
+    __slots__ = (
+        "_chunk", "path", "positions", "sizes", "record_ids", "written_times", "xml", "_records",
+        "system_flags", "system_ints", "system_guids", "provider_names", "event_source_names",
+        "channels", "computers", "user_ids",
+    )  # fmt: skip
 
     def __init__(self, chunk: ChunkState, path: str | None = None) -> None:
         self._chunk = chunk
@@ -36,14 +52,46 @@ class RecordBatch:
         self.written_times = array("Q")
         self.xml: list[str | None] = []  # None: ``xml_text`` renders it (or says why it cannot)
         self._records: dict[int, EvtxRecord] = {}
+        # <System> facts as the compiled walk read them; a row whose flag lacks bit 0 was not read
+        self.system_flags = array("I")  # bit 0: read; bit 1: Qualifiers present; bits 2-4: GUIDs present
+        self.system_ints = array("Q")  # INT_FACTS per row
+        self.system_guids = bytearray()  # three GUIDs per row (bytes_le), zero when absent
+        self.provider_names: list[str | None] = []
+        self.event_source_names: list[str | None] = []
+        self.channels: list[str | None] = []
+        self.computers: list[str | None] = []
+        self.user_ids: list[str | None] = []
 
-    def extend_columns(self, positions: bytes, sizes: bytes, ids: bytes, written: bytes, xml: list[str | None]) -> None:
-        """Adds a run of records: packed u32 positions and sizes, u64 ids and written times."""
+    def extend_columns(
+        self, positions: bytes, sizes: bytes, ids: bytes, written: bytes, xml: list[str | None], system: tuple[Any, ...] | None = None
+    ) -> None:
+        """Adds a run of records: packed u32 positions and sizes, u64 ids and written times, and
+        the walk's ``<System>`` columns (none: the rows are left to the pure tree)."""
         self.positions.frombytes(positions)
         self.sizes.frombytes(sizes)
         self.record_ids.frombytes(ids)
         self.written_times.frombytes(written)
         self.xml.extend(xml)
+        count = len(xml)
+        if system is None:
+            self._unread(count)
+            return
+        ints, flags, guids, providers, sources, channels, computers, users = system
+        self.system_ints.frombytes(ints)
+        self.system_flags.frombytes(flags)
+        self.system_guids += guids
+        self.provider_names.extend(providers)
+        self.event_source_names.extend(sources)
+        self.channels.extend(channels)
+        self.computers.extend(computers)
+        self.user_ids.extend(users)
+
+    def _unread(self, count: int) -> None:
+        self.system_flags.extend([0] * count)
+        self.system_ints.extend([0] * (_WIDTH * count))
+        self.system_guids += bytes(48 * count)
+        for column in (self.provider_names, self.event_source_names, self.channels, self.computers, self.user_ids):
+            column.extend([None] * count)
 
     def append_record(self, record: EvtxRecord) -> None:
         """Adds a record the reader made one at a time (kept as it is)."""
@@ -53,6 +101,7 @@ class RecordBatch:
         self.record_ids.append(record.record_id)
         self.written_times.append(record.written_time)
         self.xml.append(record._xml)
+        self._unread(1)
 
     def __len__(self) -> int:
         return len(self.xml)
@@ -94,6 +143,38 @@ class RecordBatch:
         """Every row's XML in order (``EvtxFormatError`` at the first whose values are damaged)."""
         for i, text in enumerate(self.xml):
             yield text if text is not None else self.record(i).xml()
+
+    def header(self, i: int) -> EvtxHeader:
+        """Row ``i``'s ``<System>`` facts, the values ``record(i).header`` gives."""
+        if not self.system_flags[i] & _SYS_OK:
+            return self.record(i).header
+        header = EvtxHeader()
+        flags = self.system_flags[i]
+        row = self.system_ints[_WIDTH * i : _WIDTH * (i + 1)]
+        (header.event_id, qualifiers, header.version, header.level, header.task, header.opcode, header.keywords,
+         time_created, record_id, header.process_id, header.thread_id) = row  # fmt: skip
+        header.qualifiers = qualifiers if flags & _SYS_QUALIFIERS else None
+        header.time_created = time_created or self.written_times[i]
+        header.record_id = record_id or self.record_ids[i]
+        guids = self.system_guids
+        for g, name in enumerate(_GUID_FACTS):
+            if flags & (4 << g):
+                at = 16 * (3 * i + g)
+                setattr(header, name, uuid.UUID(bytes_le=bytes(guids[at : at + 16])))
+        header.provider_name = self.provider_names[i] or ""
+        header.event_source_name = self.event_source_names[i]
+        header.channel = self.channels[i] or ""
+        header.computer = self.computers[i] or ""
+        header.user_id = self.user_ids[i]
+        return header
+
+    def headers(self) -> Iterator[EvtxHeader]:
+        for i in range(len(self.xml)):
+            yield self.header(i)
+
+    def unread_rows(self) -> list[int]:
+        """The rows whose facts the walk left to the pure tree."""
+        return [i for i, flags in enumerate(self.system_flags) if not flags & _SYS_OK]
 
     def __repr__(self) -> str:
         return f"<RecordBatch chunk={self._chunk.index} records={len(self.xml)}>"

@@ -284,7 +284,7 @@ class EvtxReader:
             if isinstance(item, EvtxRecord):
                 yield item
                 continue
-            positions, sizes, ids, written, xmls = item
+            positions, sizes, ids, written, xmls, _ = item
             for pos, size, record_id, when, xml in zip(
                 memoryview(positions).cast("I"), memoryview(sizes).cast("I"),
                 memoryview(ids).cast("Q"), memoryview(written).cast("Q"), xmls, strict=True,
@@ -331,7 +331,7 @@ class EvtxReader:
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
             if state.native is not None:
                 # The twin takes the common records in one call; it stops at any other.
-                positions, sizes, ids, written, xmls, outside_ids, pos, rejected = state.native.walk(
+                positions, sizes, ids, written, xmls, outside_ids, pos, rejected, system = state.native.walk(
                     pos, free, info.first_record_id, info.last_record_id, previous_id
                 )
                 if xmls:
@@ -342,7 +342,7 @@ class EvtxReader:
                     self.stats.records += count
                     outside.extend(outside_ids)
                     previous_id = memoryview(ids).cast("Q")[-1]
-                    yield positions, sizes, ids, written, xmls
+                    yield positions, sizes, ids, written, xmls, system
                 if rejected:
                     state.go_pure()
                 if pos + L.MIN_RECORD_SIZE > L.CHUNK_SIZE:
