@@ -1176,6 +1176,7 @@ typedef struct {
     uint64_t ints[SYS_INTS];
     const uint8_t *guids[SYS_GUIDS];
     Val *strs[SYS_STRS]; /* NULL: absent */
+    uint8_t guid_text[SYS_GUIDS][16]; /* GUIDs written as text */
     Val lit[8];          /* literal text taken as a string value (type LITERAL, no NULs stripped) */
     int nlit;
 } Sys;
@@ -1257,6 +1258,39 @@ static int content_int(Chunk *c, Node *el, Node *inst, uint64_t *out) {
     return sys_int(c, v, out);
 }
 
+/* uuid.UUID of literal text in the canonical form ({} optional, 8-4-4-4-12 hex digits) as
+ * bytes_le; -1 for any other text (the pure tree decides it). */
+static int hexval(uint8_t lo, uint8_t hi) {
+    if (hi) return -1;
+    if (lo >= '0' && lo <= '9') return lo - '0';
+    if (lo >= 'a' && lo <= 'f') return lo - 'a' + 10;
+    if (lo >= 'A' && lo <= 'F') return lo - 'A' + 10;
+    return -1;
+}
+
+static int literal_guid(const uint8_t *d, uint32_t units, uint8_t out[16]) {
+    uint32_t start = 0, end = units;
+    if (units == 38 && d[0] == '{' && !d[1] && d[74] == '}' && !d[75]) { start = 1; end = 37; }
+    if (end - start != 36) return -1;
+    uint8_t be[16];
+    int k = 0;
+    for (uint32_t i = start; i < end; i++) {
+        uint32_t at = i - start;
+        if (at == 8 || at == 13 || at == 18 || at == 23) {
+            if (d[2 * i] != '-' || d[2 * i + 1]) return -1;
+            continue;
+        }
+        int h = hexval(d[2 * i], d[2 * i + 1]);
+        if (h < 0) return -1;
+        if (k % 2 == 0) be[k / 2] = (uint8_t)(h << 4);
+        else be[k / 2] |= (uint8_t)h;
+        k++;
+    }
+    static const int order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    for (int i = 0; i < 16; i++) out[i] = be[order[i]];
+    return 0;
+}
+
 static int attr_guid(Chunk *c, Node *el, Node *inst, const char *name, Sys *s, int g) {
     Val *v;
     int rc = attr_value(c, el, inst, name, &v);
@@ -1264,6 +1298,12 @@ static int attr_guid(Chunk *c, Node *el, Node *inst, const char *name, Sys *s, i
     s->guids[g] = NULL;
     s->flags &= ~SYS_GUID_BIT(g);
     if (rc == 0) return 0;
+    if (v->type == LITERAL) {
+        if (literal_guid(c->data + v->off, v->size / 2, s->guid_text[g]) < 0) return -1;
+        s->guids[g] = s->guid_text[g];
+        s->flags |= SYS_GUID_BIT(g);
+        return 0;
+    }
     if (v->type != OE_VT_GUID || v->size != 16) return -1;
     s->guids[g] = c->data + v->off;
     s->flags |= SYS_GUID_BIT(g);
