@@ -156,3 +156,45 @@ def generated_cases(seed: int, count: int) -> list[tuple[str, bytes]]:
         mutation, damaged = fuzzing.mutate(bytes(stale), rng)
         out.append((f"generated #{i} {mutation}", damaged))
     return out
+
+
+def varied_headers_file(count: int = 120) -> bytes:
+    """A generated ``.evtx`` whose ``<System>`` facts vary from event to event: qualifiers,
+    event source names, activity ids, user SIDs present or not, names beyond ASCII."""
+    import uuid
+
+    from openetw.evtx.record import EvtxHeader
+    from openetw.evtx.writer import EvtxWriter
+
+    writer = EvtxWriter()
+    chunks = []
+    for i in range(count):
+        header = EvtxHeader()
+        header.provider_name = ("Généré-Provider", "Other", "")[i % 3]
+        header.provider_guid = uuid.UUID(int=i * 0x1234567890ABCDEF) if i % 4 else None
+        header.event_source_name = "Source" if i % 5 == 0 else None
+        header.event_id, header.version, header.level, header.task, header.opcode = i, i % 3, i % 6, i * 7, i % 11
+        header.qualifiers = 16384 + i if i % 2 else None
+        header.keywords = (1 << 63) | i if i % 3 else 0
+        header.time_created = 133_000_000_000_000_000 + i * 10_000 if i % 7 else 0
+        header.activity_id = uuid.UUID(int=i + 1) if i % 2 else None
+        header.related_activity_id = uuid.UUID(int=(i + 1) << 64) if i % 3 == 0 else None
+        header.process_id, header.thread_id = 4 * i, 4 * i + 1
+        header.channel, header.computer = ("Application", "Système")[i % 2], f"host-{i % 4}"
+        header.user_id = ("S-1-5-18", None, "S-1-5-21-1-2-3-1001")[i % 3]
+        writer.add_event(header, {"Index": i})
+        chunks.extend(writer.take_chunks())
+    chunks.extend(writer.finish())
+    return writer.file_header() + b"".join(chunks)
+
+
+def headers(data: bytes, *, batches: bool = False) -> Any:
+    """Every record's ``<System>`` facts: from ``RecordBatch.header`` (the walk's columns, no
+    record made first) or from each ``EvtxRecord``'s tree."""
+    try:
+        reader = EvtxReader(data, path="case.evtx")
+    except EvtxFormatError as error:
+        return ("file header", _error(error))
+    if batches:
+        return [batch.header(i).as_dict() for batch in reader.batches(damaged=True) for i in range(len(batch))]
+    return [record.header.as_dict() for record in reader.records(damaged=True)]

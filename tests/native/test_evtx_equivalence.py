@@ -138,3 +138,36 @@ def test_the_batch_path_renders_in_the_compiled_core() -> None:
     assert len(rows) == 400 and dirty.stats.records_torn == 1
     assert dirty.stats.records_outside_header > 0 and dirty.stats.crc_mismatches >= 1
     assert not dirty.losses
+
+
+def test_the_walks_system_columns_are_the_pure_headers() -> None:
+    # RecordBatch.header (the compiled walk's <System> columns) against the pure tree's header:
+    # every corpus file, generated files (facts that vary, a stale chunk header, mutations), mutated
+    # small corpus files and BinXml damage; and on the pure engine, whose batches leave every row
+    # to the tree.
+    cases = [(path.name, path.read_bytes()) for path in evtx_cases.corpus_files()]
+    cases += [("varied headers", evtx_cases.varied_headers_file())]
+    cases += evtx_cases.generated_cases(seed=17, count=8) + evtx_cases.mutated_cases(seed=19, per_file=4)
+    cases += evtx_cases.binxml_cases(seed=23, count=4)
+    for number, (label, data) in enumerate(cases):
+        with pure():
+            reference = evtx_cases.headers(data)
+        assert evtx_cases.headers(data, batches=True) == reference, label
+        if number % 5 == 0:
+            with pure():
+                assert evtx_cases.headers(data, batches=True) == reference, label
+
+
+def test_the_walk_reads_the_system_facts_itself() -> None:
+    # Not a vacuous comparison: the corpus's clean files and the generated ones are read from the
+    # columns, no record made; a record whose facts are text the walk does not parse is left to the tree.
+    for data in ((evtx_cases.CORPUS / "security.evtx").read_bytes(), (evtx_cases.CORPUS / "system.evtx").read_bytes(),
+                 evtx_cases.varied_headers_file()):  # fmt: skip
+        batches = list(reader.EvtxReader(data).batches())
+        assert sum(len(batch) for batch in batches) > 100
+        for batch in batches:
+            assert batch.unread_rows() == []
+            assert [batch.header(i).event_id for i in range(len(batch))]
+            assert not batch._records
+    unread = [row for batch in reader.EvtxReader((evtx_cases.CORPUS / "issue_201.evtx").read_bytes()).batches() for row in batch.unread_rows()]
+    assert len(unread) == 1
