@@ -52,17 +52,17 @@ def evtx_summary(path: str) -> dict[str, Any]:
     first = last = None
     first_time = last_time = None
     records = 0
-    for record in reader.records():
-        records += 1
-        header = record.header
-        providers[header.provider_name or "-"] += 1
-        if first is None or record.record_id < first:
-            first = record.record_id
-        if last is None or record.record_id > last:
-            last = record.record_id
-        when = header.time_created
-        first_time = when if first_time is None else min(first_time, when)
-        last_time = when if last_time is None else max(last_time, when)
+    for batch in reader.batches():  # the compiled walk's <System> columns: no record object per event
+        if not len(batch):
+            continue
+        records += len(batch)
+        providers.update(name or "-" for name in batch.fact("provider_name"))
+        low, high = min(batch.record_ids), max(batch.record_ids)
+        first = low if first is None else min(first, low)
+        last = high if last is None else max(last, high)
+        times = batch.fact("time_created")
+        first_time = min(times) if first_time is None else min(first_time, *times)
+        last_time = max(times) if last_time is None else max(last_time, *times)
     chunks = reader.chunk_infos
     return {
         "path": path,

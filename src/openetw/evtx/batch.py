@@ -127,6 +127,8 @@ class RecordBatch:
                 self._chunk, self.positions[i], self.sizes[i], self.record_ids[i], self.written_times[i],
                 NATIVE_PARSED, self.path, None, self.xml[i],
             )  # fmt: skip
+            if self.system_flags[i] & _SYS_OK:
+                record._header = self.header(i)  # the walk's facts: the tree is built only for properties
             self._records[i] = record
         return record
 
@@ -167,6 +169,28 @@ class RecordBatch:
         header.computer = self.computers[i] or ""
         header.user_id = self.user_ids[i]
         return header
+
+    def fact(self, name: str) -> list[Any]:
+        """One ``EvtxHeader`` fact of every row (``"provider_name"``, ``"time_created"``...), as
+        ``header(i)`` gives it, without a header object per row the walk read."""
+        if name in INT_FACTS:
+            k = INT_FACTS.index(name)
+            values: list[Any] = self.system_ints[k::_WIDTH].tolist()
+            if name == "time_created":
+                values = [value or written for value, written in zip(values, self.written_times, strict=True)]
+            elif name == "record_id":
+                values = [value or record_id for value, record_id in zip(values, self.record_ids, strict=True)]
+            elif name == "qualifiers":
+                values = [value if flags & _SYS_QUALIFIERS else None for value, flags in zip(values, self.system_flags, strict=True)]
+        elif name in ("provider_name", "channel", "computer"):
+            values = [text or "" for text in getattr(self, name + "s")]
+        elif name in ("event_source_name", "user_id"):
+            values = list(getattr(self, name + "s"))
+        else:
+            values = [getattr(self.header(i), name) if flags & _SYS_OK else None for i, flags in enumerate(self.system_flags)]
+        for i in self.unread_rows():
+            values[i] = getattr(self.header(i), name)
+        return values
 
     def headers(self) -> Iterator[EvtxHeader]:
         for i in range(len(self.xml)):
