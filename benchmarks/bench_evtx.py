@@ -10,6 +10,12 @@ all the CPU the process used, imports and both passes included. python-evtx rend
 records per second: on the generated file it renders the first --python-evtx-limit records only,
 and gets no warm pass.
 Each number is the median of --repeat fresh processes (python-evtx: one).
+
+A second table reads each record's <System> facts instead (provider name and GUID, event id,
+level, keywords, time created, record id, process and thread ids, channel, computer, user SID):
+openetw's column path (``RecordBatch.fact``), its ``EvtxRecord.header`` path and the pure one,
+against libevtx-python's record getters and the Rust binding's JSON records (``System`` read
+back); and ``openetw info`` (the command that reads them), CPU of its processes, per file set.
 Usage: python benchmarks/bench_evtx.py [--records 1000000] [--python-evtx-limit 2000] [--repeat 3]
 """
 
@@ -35,9 +41,81 @@ READERS = ["openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "
 WARM = {"openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)"}
 
 
+SYSTEM_READERS = ["openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)"]
+FACTS = ("provider_name", "provider_guid", "event_id", "level", "keywords", "time_created", "record_id",
+         "process_id", "thread_id", "channel", "computer", "user_id")  # fmt: skip
+
+
+def _system_run(reader: str) -> object:
+    """A function reading every record's <System> facts of one file; returns the record count."""
+    if reader == "openetw (records)" or reader == "openetw (pure)":
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for record in EvtxReader(data, path=path).records():
+                header = record.header
+                for name in FACTS:
+                    getattr(header, name)
+                n += 1
+            return n
+    elif reader == "openetw":
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for batch in EvtxReader(data, path=path).batches():
+                for name in FACTS:
+                    batch.fact(name)
+                n += len(batch)
+            return n
+    elif reader == "libevtx-python":
+        import pyevtx
+
+        def run(path: str) -> int:
+            log = pyevtx.file()
+            log.open(path)
+            n = 0
+            for index in range(log.number_of_records):
+                try:
+                    record = log.get_record(index)
+                    (record.get_source_name(), record.get_provider_identifier(), record.get_event_identifier(),
+                     record.get_event_level(), record.get_creation_time_as_integer(), record.get_identifier(),
+                     record.get_computer_name(), record.get_user_security_identifier())  # fmt: skip
+                except OSError:
+                    continue
+                n += 1
+            log.close()
+            return n
+    else:
+        from evtx import PyEvtxParser
+
+        def run(path: str) -> int:
+            n = 0
+            iterator = PyEvtxParser(path).records_json()
+            while True:
+                try:
+                    record = next(iterator)
+                except StopIteration:
+                    return n
+                except Exception:  # noqa: BLE001 - a record it cannot read
+                    continue
+                system = json.loads(record["data"])["Event"]["System"]
+                for name in ("Provider", "EventID", "Level", "Keywords", "TimeCreated", "EventRecordID", "Execution", "Channel", "Computer", "Security"):
+                    system.get(name)
+                n += 1
+    return run
+
+
 def _child(reader: str, paths: list[str], limit: int | None) -> None:
     """In a fresh process: import the reader, then time reading and rendering every record (twice)."""
-    if reader == "openetw (records)":
+    if reader.endswith(" system"):
+        run = _system_run(reader[: -len(" system")])
+    elif reader == "openetw (records)":
         from openetw.evtx import EvtxReader
 
         def run(path: str) -> int:
@@ -114,7 +192,7 @@ def _child(reader: str, paths: list[str], limit: int | None) -> None:
     records = sum(run(path) for path in paths)
     cold = time.process_time() - start
     warm = None
-    if reader in WARM:
+    if reader in WARM or reader.endswith(" system"):
         start = time.process_time()
         sum(run(path) for path in paths)
         warm = time.process_time() - start
@@ -125,7 +203,7 @@ def measure(reader: str, paths: list[str], limit: int | None = None, repeat: int
     """records, cold and warm CPU seconds, and the process's CPU seconds of one reader: the
     median of ``repeat`` fresh processes (each value on its own)."""
     args = [sys.executable, __file__, "--child", reader, *(["--limit", str(limit)] if limit else []), *paths]
-    env = {**os.environ, "OPENETW_PURE": "1" if reader == "openetw (pure)" else "0"}
+    env = {**os.environ, "OPENETW_PURE": "1" if reader.startswith("openetw (pure)") else "0"}
     runs = []
     for _ in range(repeat):
         done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
@@ -146,6 +224,22 @@ def measure_cli(tool: str, paths: list[str]) -> dict[str, float] | None:
     for path in paths:
         done = subprocess.run([tool, "-o", "xml", path], capture_output=True, check=False)
         records += done.stdout.count(b"<Event ")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"records": records, "cpu": cpu, "warm": None, "process": cpu}
+
+
+def measure_info(paths: list[str], python_path: str | None = None) -> dict[str, float]:
+    """``openetw info FILE`` per file (fresh processes, imports included): records and the CPU
+    seconds of those processes; ``python_path`` runs another openetw tree (a before/after row)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENETW_")}
+    if python_path:
+        env["PYTHONPATH"] = python_path
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    records = 0
+    for path in paths:
+        done = subprocess.run([sys.executable, "-m", "openetw", "info", "--json", path], capture_output=True, text=True, check=False, env=env)
+        records += json.loads(done.stdout)["records"]
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"records": records, "cpu": cpu, "warm": None, "process": cpu}
@@ -200,6 +294,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="records in the generated file")
     parser.add_argument("--python-evtx-limit", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per reader (medians; python-evtx runs once)")
+    parser.add_argument("--before", help="the src folder of another openetw tree: its `openetw info` row too")
+    parser.add_argument("--system-only", action="store_true", help="only the <System> facts table")
     args = parser.parse_args()
     corpus = sorted(str(p) for p in (CORPUS / "evtx").glob("*.evtx"))
     rows = []
@@ -211,7 +307,25 @@ def main() -> None:
             (f"corpus ({len(corpus)} files)", corpus, {}),
             (f"generated ({args.records:,})", [generated], {"python-evtx": args.python_evtx_limit}),
         )
-        for label, paths, limits in sets:
+        system_rows = []
+        for label, paths, _limits in sets:
+            rates = {}
+            for reader in SYSTEM_READERS:
+                result = measure(reader + " system", paths, None, args.repeat)
+                records, cold, warm = result["records"], result["cpu"], result["warm"]
+                rates[reader] = records / cold if cold else 0.0
+                warm_rate = f"{records / warm:,.0f}" if warm else "-"
+                system_rows.append([label, reader, f"{records:,}", f"{cold:.2f}", f"{rates[reader]:,.0f}", warm_rate, f"{result['process']:.2f}", ""])
+            infos = [("openetw info", None)] + ([("openetw info (before)", args.before)] if args.before else [])
+            for name, tree in infos:
+                result = measure_info(paths, tree)
+                rates[name] = result["records"] / result["cpu"]
+                system_rows.append([label, name, f"{result['records']:,}", f"{result['cpu']:.2f}", f"{rates[name]:,.0f}", "-", f"{result['cpu']:.2f}", ""])
+            count = len(SYSTEM_READERS) + len(infos)
+            for row in system_rows[-count:]:
+                base = "openetw info" if row[1].startswith("openetw info") else "openetw"
+                row[7] = f"{rates[base] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
+        for label, paths, limits in sets if not args.system_only else ():
             rates = {}
             readers = READERS + (["evtx_dump (Rust CLI)"] if cli else [])
             for reader in readers:
@@ -224,8 +338,15 @@ def main() -> None:
                 rows.append([label, reader, f"{records:,}", f"{cold:.2f}", f"{rates[reader]:,.0f}", warm_rate, f"{result['process']:.2f}", ""])
             for row in rows[-len(readers) :]:
                 row[7] = f"{rates['openetw'] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
-        rewrite = rewrite_rate(corpus)
+        rewrite = rewrite_rate(corpus) if not args.system_only else 0.0
     headers = ["file set", "reader", "records", "cold CPU s", "cold records/s", "warm records/s", "process CPU s", "openetw / this (cold)"]
+    print("<System> facts of every record")
+    print(table(headers, system_rows))
+    print()
+    if args.system_only:
+        print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")
+        return
+    print("records rendered to XML")
     print(table(headers, rows))
     print()
     print(f"write: {write_rate:,.0f} events/s (generated events, EventData from Python values)")
