@@ -128,7 +128,7 @@ class RecordBatch:
                 NATIVE_PARSED, self.path, None, self.xml[i],
             )  # fmt: skip
             if self.system_flags[i] & _SYS_OK:
-                record._header = self.header(i)  # the walk's facts: the tree is built only for properties
+                record._facts = (self, i)  # its header from the walk's columns: the tree only for properties
             self._records[i] = record
         return record
 

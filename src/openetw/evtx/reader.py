@@ -284,12 +284,9 @@ class EvtxReader:
             if isinstance(item, EvtxRecord):
                 yield item
                 continue
-            positions, sizes, ids, written, xmls, _ = item
-            for pos, size, record_id, when, xml in zip(
-                memoryview(positions).cast("I"), memoryview(sizes).cast("I"),
-                memoryview(ids).cast("Q"), memoryview(written).cast("Q"), xmls, strict=True,
-            ):  # fmt: skip
-                yield EvtxRecord(state, pos, size, record_id, when, NATIVE_PARSED, path, None, xml)
+            run = RecordBatch(state, path)  # the walk's columns, <System> facts included
+            run.extend_columns(*item)
+            yield from run.records()
 
     def chunk_batch(self, index: int, *, damaged: bool = False) -> RecordBatch | None:
         """Block ``index``'s records as columns (``None`` when it holds no chunk); what

@@ -232,7 +232,7 @@ def _element_dict(node: XmlNode, content: Any = XmlNode.value) -> dict[str, Any]
 class EvtxRecord(EventRecord):
     """One event record of an ``.evtx`` file (kind ``evtx``)."""
 
-    __slots__ = ("_chunk", "_parsed", "_xml", "record_id", "written_time", "_tree", "_header", "_path", "damage")
+    __slots__ = ("_chunk", "_parsed", "_xml", "record_id", "written_time", "_tree", "_header", "_path", "damage", "_facts")
 
     kind = "evtx"
     has_user_data = False
@@ -259,6 +259,7 @@ class EvtxRecord(EventRecord):
         self._header: EvtxHeader | None = None
         self._path = path
         self.damage = damage  # set on a record whose BinXml could not be parsed
+        self._facts: Any = None  # (RecordBatch, row) whose <System> columns the compiled walk read
 
     # -- content -------------------------------------------------------------------------------
     @property
@@ -319,6 +320,9 @@ class EvtxRecord(EventRecord):
     @property
     def header(self) -> EvtxHeader:
         """The ``<System>`` facts (an event whose content is damaged has an empty header)."""
+        if self._header is None and self._facts is not None:
+            batch, row = self._facts
+            self._header = batch.header(row)
         if self._header is None:
             try:
                 self._header = header_from_tree(self.tree())
