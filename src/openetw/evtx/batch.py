@@ -10,11 +10,10 @@ parser made (its ``xml`` entry is ``None``: ``xml_text(i)`` renders it, or raise
 
 from __future__ import annotations
 
+import uuid
 from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-
-import uuid
 
 from openetw.evtx.record import NATIVE_PARSED, EvtxHeader, EvtxRecord
 
