@@ -1,7 +1,8 @@
 /* openetw._native._evtx: the compiled twin of the .evtx record parser and XML renderer.
  *
  *   Chunk(data)                      one 64 KiB chunk's bytes, its template definitions cached
- *   Chunk.walk(pos, free, ...)       the records Chunk.record accepts from pos on, as columns
+ *   Chunk.walk(pos, free, ...)       the records Chunk.record accepts from pos on, as columns,
+ *                                    their <System> facts too (record.header_from_tree's values)
  *   Chunk.record(start, end)         a record's BinXml parsed as evtx/binxml.ChunkParser.parse
  *                                    and checked as render.check_expansion: (end of the BinXml,
  *                                    the XML of render.Renderer.xml or None) or None
@@ -46,6 +47,7 @@ enum { N_ELEMENT, N_ATTRIBUTE, N_TEXT, N_SUBST, N_CHARREF, N_ENTREF, N_CDATA, N_
 
 typedef struct {
     uint8_t kind, vtype, optional, single; /* single: an element whose whole content is one substitution */
+    uint8_t fact;                          /* system_facts' name code + 1 (0: not yet looked up) */
     uint32_t index;                        /* substitution index, character code, template number */
     uint32_t a, b;                         /* name or text: chunk offset of its UTF-16 units and their count */
     uint32_t c, d;                         /* PI data; instance: first value, value count */
@@ -98,6 +100,7 @@ typedef struct {
     int failed; /* out of memory */
     char *names;  /* element and attribute names written once as UTF-8 (Node.u8off, u8len) */
     size_t names_len, names_cap;
+    struct Sys_ *sys; /* the <System> facts being read, during system_facts */
 } Chunk;
 
 static inline Arena *arena_of(Chunk *c, uint32_t ref) { return &c->arena[ref & REC ? 1 : 0]; }
@@ -1171,7 +1174,7 @@ enum { SG_PROVIDER, SG_ACTIVITY, SG_RELATED, SYS_GUIDS };
 #define SYS_QUALIFIERS 2u /* the Qualifiers attribute is present */
 #define SYS_GUID_BIT(g) (4u << (g))
 
-typedef struct {
+typedef struct Sys_ {
     uint32_t flags;
     uint64_t ints[SYS_INTS];
     const uint8_t *guids[SYS_GUIDS];
@@ -1181,9 +1184,16 @@ typedef struct {
     int nlit;
 } Sys;
 #define LITERAL 0xFE
-static Sys *sys_now; /* the facts being read (the walk holds the GIL) */
 
-static int name_is(Chunk *c, Node *n, const char *ascii) {
+static const char *const FACT_NAMES[] = {
+    "Provider", "EventID", "Version", "Level", "Task", "Opcode", "Keywords", "TimeCreated", "EventRecordID",
+    "Correlation", "Execution", "Channel", "Computer", "Security", /* System's children, then attributes */
+    "Name", "Guid", "EventSourceName", "Qualifiers", "SystemTime", "ActivityID", "RelatedActivityID",
+    "ProcessID", "ThreadID", "UserID", "System"};
+#define N_FACT_NAMES (sizeof FACT_NAMES / sizeof *FACT_NAMES)
+#define N_SYSTEM_CHILDREN 14
+
+static int name_matches(Chunk *c, Node *n, const char *ascii) {
     size_t len = strlen(ascii);
     if (n->b != len || (uint64_t)n->a + 2 * (uint64_t)len > c->limit) return 0;
     const uint8_t *d = c->data + n->a;
@@ -1192,15 +1202,30 @@ static int name_is(Chunk *c, Node *n, const char *ascii) {
     return 1;
 }
 
+/* The node's name as an index of FACT_NAMES (-1: none), looked up once per node. */
+static int name_code(Chunk *c, Node *n) {
+    if (!n->fact) {
+        n->fact = 0xFF;
+        for (size_t k = 0; k < N_FACT_NAMES; k++)
+            if (name_matches(c, n, FACT_NAMES[k])) { n->fact = (uint8_t)(k + 1); break; }
+    }
+    return n->fact == 0xFF ? -1 : n->fact - 1;
+}
+
+static int name_is(Chunk *c, Node *n, const char *ascii) {
+    int code = name_code(c, n);
+    return code >= 0 && strcmp(FACT_NAMES[code], ascii) == 0;
+}
+
 /* The one value of a parts list that is a single substitution: 1 with *v (NULL: null value), 0
  * for an empty list, -1 for any other shape. */
 static int single_value(Chunk *c, uint32_t list, Node *inst, Val **v) {
     *v = NULL;
     if (list == NIL) return 0;
     Node *only = N(c, list);
-    if (only->kind == N_TEXT && only->next == NIL && sys_now->nlit < 8) {
+    if (only->kind == N_TEXT && only->next == NIL && c->sys && c->sys->nlit < 8) {
         if ((uint64_t)only->a + 2 * (uint64_t)only->b > c->limit) return -1;
-        Val *lit = &sys_now->lit[sys_now->nlit++];
+        Val *lit = &c->sys->lit[c->sys->nlit++];
         memset(lit, 0, sizeof *lit);
         lit->type = LITERAL;
         lit->off = only->a;
@@ -1315,12 +1340,8 @@ static int string_val(Val *v) { return (v->type == OE_VT_STRING && v->size % 2 =
 static int system_child(Chunk *c, Node *el, Node *inst, Sys *s) {
     Val *v;
     int rc;
-    static const char *known[] = {"Provider", "EventID", "Version", "Level", "Task", "Opcode", "Keywords",
-                                  "TimeCreated", "EventRecordID", "Correlation", "Execution", "Channel",
-                                  "Computer", "Security"};
-    int is_known = 0;
-    for (size_t k = 0; k < sizeof known / sizeof *known; k++) is_known |= name_is(c, el, known[k]);
-    if (!is_known) return 0;
+    int code = name_code(c, el);
+    if (code < 0 || code >= N_SYSTEM_CHILDREN) return 0;
     if (el->first != NIL && N(c, el->first)->next != NIL) return -1; /* mixed content, child elements */
     if (el->first != NIL && N(c, el->first)->kind != N_SUBST && N(c, el->first)->kind != N_TEXT) return -1;
     if (name_is(c, el, "Provider")) {
@@ -1401,7 +1422,7 @@ static int first_element(Chunk *c, uint32_t list, Node *inst, const char *name, 
 
 static void system_facts(Chunk *c, uint32_t nodes, Sys *s) {
     memset(s, 0, sizeof *s);
-    sys_now = s;
+    c->sys = s;
     Node *inst = NULL;
     uint32_t list = nodes;
     if (nodes != NIL && N(c, nodes)->kind == N_INSTANCE) {
@@ -1728,6 +1749,7 @@ static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end,
     if (sys) {
         if (*xml != Py_None) system_facts(c, nodes, sys);
         else memset(sys, 0, sizeof *sys);
+        c->sys = NULL;
     }
     *after_ = after;
     return 1;
@@ -1750,7 +1772,9 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
  * at the first other one (the caller's own walk takes it): "rejected" says the twin was asked
  * and left that record to the pure parser. The records come back as columns: their positions
  * and sizes (u32), ids and written times (u64) packed in bytes, their XML texts in a list, and
- * the ids the chunk header's first_id..last_id range does not cover. */
+ * the ids the chunk header's first_id..last_id range does not cover; and the <System> facts
+ * (system_facts): SYS_INTS u64 per record, u32 flags (SYS_OK clear: the caller asks the pure
+ * tree), three 16-byte GUIDs, and five lists of strings (None on a row without SYS_OK). */
 static int grow_bytes(PyObject **b, Py_ssize_t need) {
     Py_ssize_t have = PyBytes_GET_SIZE(*b);
     if (need <= have) return 0;
@@ -1869,7 +1893,7 @@ fail:
 static PyMethodDef chunk_methods[] = {
     {"walk", (PyCFunction)chunk_walk, METH_VARARGS,
      "walk(pos, free, first_id, last_id, previous_id) -> (positions, sizes, ids, written, xml, outside, pos, rejected, system):\n"
-     "the common records from pos as columns"},
+     "the common records from pos as columns; system: (ints, flags, guids, providers, sources, channels, computers, users)"},
     {"record", (PyCFunction)chunk_record, METH_VARARGS,
      "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},
     {NULL, NULL, 0, NULL},
