@@ -1,4 +1,5 @@
-"""The compiled row walk (``_native/_nettrace.c walk``) gives what the pure walk gives.
+"""The compiled row walk (``_native/_nettrace.c walk``) gives what the pure walk gives, and the
+records the trace source makes from its columns are the per-event path's.
 
 Every corpus trace (rows of versions 2-5, compressed and uncompressed headers; the large ones cut
 to their first 4 MiB), generated compressed rows, and mutated copies of the small traces are read
@@ -144,3 +145,34 @@ def test_compiled_walk_equals_pure_on_generated_rows(mode: int, monkeypatch: pyt
                 rows.append((str(exc), exc.offset))
             outcomes.append(rows)
         assert outcomes[0] == outcomes[1], case
+
+
+def _records(path: Path, columns: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    from openetw.consumer.nettrace_source import NettraceFileSource
+
+    monkeypatch.setattr(NettraceReader, "has_row_columns", property(lambda self: columns and self.info.version < 4))
+    source = NettraceFileSource(path)
+    source.open()
+    try:
+        made = [(bytes(r._raw[r._pos : r._pos + r._size]), r._h, r.cpu) for r in source.records()]
+        return made, [(str(e), e.offset, e.block) for e in source.errors()], source.statistics()
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize("name", ["eventpipe-dotnetcore2.1-linux-x64-objver3.netperf", "eventpipe-dotnetcore2.1-linux-x64-tracelogging.netperf", "eventpipe-dotnetcore2.0-linux-objver2.netperf"])
+def test_records_from_columns_are_the_per_event_records(name: str, trace_file: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = trace_file(name).read_bytes()[: 3 << 20]
+    rng = random.Random(name)
+    for index, variant in enumerate([data, *(mutate(data[: 64 << 10], rng) for _ in range(6))]):
+        path = tmp_path / f"{index}.netperf"
+        path.write_bytes(variant)
+        try:
+            from_columns = _records(path, True, monkeypatch)
+        except NettraceFormatError:  # the Trace object itself (shared code)
+            with pytest.raises(NettraceFormatError):
+                _records(path, False, monkeypatch)
+            continue
+        assert from_columns == _records(path, False, monkeypatch), (name, index)
+        if index == 0:
+            assert len(from_columns[0]) >= 10

@@ -26,7 +26,7 @@ from typing import Any
 from openetw._native import module as native_module
 from openetw.nettrace.cursor import Cursor
 
-__all__ = ["EventHeader", "iter_headers", "rows_v3", "read_sequence_point", "read_stacks"]
+__all__ = ["EventHeader", "columns_v3", "has_compiled_walk", "iter_headers", "rows_v3", "read_sequence_point", "read_stacks"]
 
 NULL_ACTIVITY = bytes(16)
 _V3 = struct.Struct("<iiiq16s16si")
@@ -110,6 +110,28 @@ def _compiled_rows(cur: Cursor, mode: int) -> Iterator[EventHeader]:
     else:
         cur.pos = start
         yield from islice(_compressed_rows(cur), done, None)
+
+
+def has_compiled_walk() -> bool:
+    """Whether the compiled walk runs here (native engine, ``_nettrace`` built)."""
+    return _NATIVE is not None
+
+
+def columns_v3(cur: Cursor) -> Iterator[tuple[list[Any], ...]]:
+    """The rows of versions 1-3 as the compiled walk's columns (``EventHeader``'s positional
+    fields in order), up to ``WALK_CHUNK`` rows at a time; ``cur.pos`` follows. The first row
+    that does not parse raises the pure walk's ``NettraceFormatError`` after the rows before it."""
+    data, end, base, walk = cur.data, cur.end, cur.base, _NATIVE.walk  # type: ignore[union-attr]
+    pos = cur.pos
+    while pos < end:
+        columns, pos, failed = walk(data, pos, end, base, WALK_V3, WALK_CHUNK, NULL_ACTIVITY)
+        cur.pos = pos
+        if columns[0]:
+            yield columns
+        if failed:
+            for _ in _rows_v3(cur):  # raises the row's error
+                pass
+            return
 
 
 def _rows_v3(cur: Cursor) -> Iterator[EventHeader]:
