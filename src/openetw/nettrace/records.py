@@ -293,7 +293,7 @@ class RecordBuilder:
         kinds, kind_of, record, context = self._kinds, self.kind, self.record, self.context
         header_type, ext_flags, flags, pid, stack_type = self._header_type, self._ext_flags, self._flags, self._pid, self._stack_type
         for columns, block in reader.row_columns():
-            for offset, metadata_id, _, thread_id, _, _, _, timestamp, activity, related, _, start, payload_size, raw in zip(*columns):
+            for offset, metadata_id, _, thread_id, _, _, _, timestamp, activity, related, _, start, payload_size, raw in zip(*columns, strict=True):
                 if metadata_id == 0:
                     try:
                         reader.learn(EventHeader(offset, 0, 0, thread_id, -1, -1, 0, timestamp, activity, related, False, start, payload_size), block)
