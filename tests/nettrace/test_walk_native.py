@@ -29,6 +29,7 @@ NATIVE = module("_nettrace")
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the compiled core is not built (or OPENETW_PURE=1)")
 
 CUT = 4 << 20
+GENERATED = 60  # cases per mode (the sanitizer run takes fewer)
 
 
 def _read(data: bytes, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], list[Any]]:
@@ -133,7 +134,7 @@ def _fixed_rows(rng: random.Random, mode: int, count: int) -> bytes:
 def test_compiled_walk_equals_pure_on_generated_rows(mode: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(mode)
     block = struct.pack("<hh", 4, 1 if mode == events.WALK_V4_COMPRESSED else 0)
-    for case in range(60):
+    for case in range(GENERATED):
         if mode == events.WALK_V4_COMPRESSED:
             body = _compressed_rows(rng, 40)
         else:
