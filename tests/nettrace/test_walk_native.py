@@ -185,3 +185,10 @@ def test_records_from_columns_are_the_per_event_records(name: str, trace_file: A
         assert from_columns == _records(path, False, monkeypatch), (name, index)
         if index == 0:
             assert len(from_columns[0]) >= 10
+
+
+def test_the_compiled_constants_are_the_pythons() -> None:
+    assert NATIVE is not None
+    expected = {name: getattr(events, name) for name in NATIVE.constants() if hasattr(events, name)}
+    expected.update(V3_ROW=events._V3.size, V4_ROW=events._V4.size, ACTIVITY=len(events.NULL_ACTIVITY))
+    assert NATIVE.constants() == expected
