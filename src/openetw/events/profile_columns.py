@@ -48,6 +48,8 @@ _POINTER_SIZES = np.full(256, 8, dtype=np.int64)
 _POINTER_SIZES[list(_POINTER32_TYPES)] = 4
 _BUFFER_COMPRESSED = L.BUFFER_FLAG_COMPRESSED
 _KERNEL_PART, _USER_PART = 0, 1
+_COLUMNS = ("timestamp", "filetime", "provider", "pid", "tid", "buffer", "offset", "user_data_offset", "user_data_length", "id",
+            "hook_id", "flags", "kind", "header_type")  # fmt: skip
 
 
 class SampleTable(Sequence[StackSample]):
@@ -193,20 +195,21 @@ _KERNEL_PROCESS = "22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716"
 _MANIFEST_DATA_ID = 0xFFFE
 
 
-def _telling(index: Any, rows: np.ndarray) -> np.ndarray:
+def _telling(index: Any, rows: dict[str, np.ndarray], chosen: np.ndarray) -> np.ndarray:
     """Which records other than kernel ones ``TraceState`` learns from (its ``observe``): .NET
     method and module events, the kernel process provider's, manifests the trace carries,
-    image identities, kernel symbols, build ids and TDH metadata."""
+    image identities, kernel symbols, build ids and TDH metadata: of the rows ``chosen``."""
     providers = [str(guid) for guid in index.providers]
+    provider, event_id = rows["provider"][chosen], rows["id"][chosen]
 
     def rows_of(wanted: Iterable[str]) -> np.ndarray:
         numbers = [at for at, guid in enumerate(providers) if guid in wanted]
-        return np.isin(rows["provider"], numbers)
+        return np.isin(provider, numbers)
 
-    kind = rows["kind"]
+    kind = rows["kind"][chosen]
     event = kind == 5
-    clr = event & rows_of(_CLR) & np.isin(rows["id"], _CLR_IDS)
-    told = clr | (event & rows_of((_KERNEL_PROCESS,))) | (event & (rows["id"] == _MANIFEST_DATA_ID))
+    clr = event & rows_of(_CLR) & np.isin(event_id, _CLR_IDS)
+    told = clr | (event & rows_of((_KERNEL_PROCESS,))) | (event & (event_id == _MANIFEST_DATA_ID))
     wanted: np.ndarray = told | (np.isin(kind, (3, 4)) & rows_of(_TELLING_CLASSES))
     return wanted
 
@@ -237,7 +240,7 @@ def load_file_profile(
         from openetw.consumer.index import EtlIndex
 
         index = EtlIndex.open(source)
-    rows = index.records
+    rows = index.columns(_COLUMNS)
     kind, hook = rows["kind"], rows["hook_id"].astype(np.int64)
     group, opcode = hook >> 8, hook & 0xFF
     kernel = kind <= 2
@@ -248,7 +251,7 @@ def load_file_profile(
     quiet = kernel & (((group == _THREAD) & np.isin(opcode, (_CSWITCH, _READY_THREAD))) | ~np.isin(group, (_PROCESS, _THREAD, _IMAGE)))
     state = TraceState(registry)
     not_kernel = np.flatnonzero(~kernel)
-    told = np.union1d(not_kernel[_telling(index, rows[not_kernel])], np.flatnonzero(kernel & ~quiet))
+    told = np.union1d(not_kernel[_telling(index, rows, not_kernel)], np.flatnonzero(kernel & ~quiet))
     loader = index.loader()
     for record in loader.records(told):
         state.observe(record)
@@ -349,7 +352,7 @@ class _Learned:
 
 
 def _other_events(
-    index: Any, rows: np.ndarray, state: TraceState, unmatched: np.ndarray, sampled: np.ndarray, contested: np.ndarray,
+    index: Any, rows: dict[str, np.ndarray], state: TraceState, unmatched: np.ndarray, sampled: np.ndarray, contested: np.ndarray,
     is_key: np.ndarray, stats: StackStats, first_sample: int | None,
 ) -> tuple[dict[str, int], list[tuple[int, EventStack]]]:  # fmt: skip
     """The events other than samples that have stacks, counted by name (``Profile.events``), by
@@ -461,13 +464,13 @@ def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndar
 
 
 def _join(
-    state: TraceState, rows: np.ndarray, data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
+    state: TraceState, rows: dict[str, np.ndarray], data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
     is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray, contested: np.ndarray,
 ) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None, np.ndarray]:  # fmt: skip
     """Samples joined to their stack records (module doc): stats; per sample with a stack its
     pid, tid and filetime; the rows of the stack records no sample took; the addresses and
     their offsets per sample; the timestamp of the first sample with a stack."""
-    stats = StackStats(records=len(rows))
+    stats = StackStats(records=len(rows["kind"]))
     # samples: the sampled thread is in the payload (after the instruction pointer)
     sample_rows = np.flatnonzero(is_sample)
     stats.samples = len(sample_rows)
