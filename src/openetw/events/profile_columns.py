@@ -30,6 +30,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from openetw._native import module as native_module
 from openetw.etl import layouts as L
 from openetw.events.frames import Frame, FrameNamer
 from openetw.events.profile import Profile, StackSample, load_profile, process_label
@@ -48,6 +49,7 @@ _POINTER_SIZES = np.full(256, 8, dtype=np.int64)
 _POINTER_SIZES[list(_POINTER32_TYPES)] = 4
 _BUFFER_COMPRESSED = L.BUFFER_FLAG_COMPRESSED
 _KERNEL_PART, _USER_PART = 0, 1
+_NATIVE = native_module("_stacks")
 _COLUMNS = ("timestamp", "filetime", "provider", "pid", "tid", "buffer", "offset", "user_data_offset", "user_data_length", "id",
             "hook_id", "flags", "kind", "header_type")  # fmt: skip
 
@@ -463,6 +465,47 @@ def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndar
     return np.arange(count, dtype=np.int64), np.arange(count, dtype=np.int64)
 
 
+def _join_compiled(
+    state: TraceState, rows: dict[str, np.ndarray], data: np.ndarray, stats: StackStats, parts: tuple[np.ndarray, ...],
+    opcode: np.ndarray, length: np.ndarray, width_of: np.ndarray, is_key: np.ndarray, contested: np.ndarray,
+) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None, np.ndarray]:  # fmt: skip
+    """``_join``'s result by the compiled join (``_native/_stacks.c``) when no stack part is a
+    key reference: the same values, the sample-to-part join and the gathering of addresses in
+    one pass over the parts."""
+    assert _NATIVE is not None
+    sample_rows, s_time, s_tid, s_pid, stack_rows, when, part_pid, part_tid, head, count, w = parts
+    key_rows = np.flatnonzero(is_key)
+    stats.keys_defined = int((length[key_rows] >= width_of[key_rows]).sum())
+    first_address = np.zeros(len(stack_rows), dtype=np.uint64)
+    for size in (4, 8):
+        pick = np.flatnonzero(w == size)
+        first_address[pick] = _read_u(data, head[pick] + 16, size)
+    kernel_bit = np.where(w == 8, np.uint64(1) << np.uint64(63), np.uint64(1) << np.uint64(31))
+    rank = np.where((first_address & kernel_bit) != 0, _KERNEL_PART, _USER_PART).astype(np.int64)
+    free = ~_within(s_time, contested) if len(contested) else np.ones(len(sample_rows), dtype=bool)
+    pieces = _NATIVE.join_gather(
+        data, sample_rows.astype(np.int64), np.ascontiguousarray(s_time, dtype=np.int64), s_tid, free.view(np.uint8),
+        stack_rows.astype(np.int64), when, part_tid, rank, np.ascontiguousarray(head + 16, dtype=np.int64), count.astype(np.int64),
+        w.astype(np.int64), len(rows["kind"]),
+    )  # fmt: skip
+    target, with_frames, order_key, first_part = (np.frombuffer(piece, dtype=np.int64) for piece in pieces[:4])
+    offsets = np.frombuffer(pieces[4], dtype=np.int64)
+    addresses = np.frombuffer(pieces[5], dtype=np.uint64)
+    stats.key_references = stats.unresolved_keys = stats.unmatched_stacks = 0
+    stats.events_with_stacks = stats.samples_with_stacks = len(with_frames)
+    pids = part_pid[first_part].astype(np.int64)
+    for i in np.flatnonzero(pids == _NO_ID).tolist():
+        sample = int(with_frames[i])
+        pid = int(s_pid[sample])
+        pids[i] = pid if pid != -1 else state.thread_process(max(int(s_tid[sample]), 0), int(rows["filetime"][sample_rows[sample]])) or 0
+    tids = s_tid[with_frames]
+    tids[tids == -1] = 0
+    filetimes = rows["filetime"][sample_rows[with_frames]]
+    unmatched = np.stack([stack_rows[target < 0], when[target < 0], part_tid[target < 0]])
+    first_sample = int(s_time[with_frames[0]]) if len(with_frames) else None
+    return stats, pids, tids, filetimes, unmatched, addresses, offsets, first_sample, order_key
+
+
 def _join(
     state: TraceState, rows: dict[str, np.ndarray], data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
     is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray, contested: np.ndarray,
@@ -500,6 +543,9 @@ def _join(
     stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref = (
         array[present] for array in (stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref)
     )
+    if _NATIVE is not None and not np.any(is_ref):
+        compiled = (sample_rows, s_time, s_tid, s_pid, stack_rows, when, part_pid, part_tid, head, count, w)
+        return _join_compiled(state, rows, data, stats, compiled, opcode, length, width_of, is_key, contested)
     direct, direct_offsets = _addresses(data, head + 16, count, w)
     first_address = direct[direct_offsets[:-1][count > 0]]
     rank = np.where(op == _KEY_USER, _USER_PART, _KERNEL_PART)
