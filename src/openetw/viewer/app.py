@@ -105,7 +105,8 @@ class Viewer:
             if index is None:
                 from openetw.consumer.index import EtlIndex
 
-                index = EtlIndex.open(path, **self.index_options)
+                options: dict[str, Any] = dict(self.index_options)
+                index = EtlIndex.open(path, **options)
             return load_file_profile(path, registry=self.registry, process=process, index=index)
         from openetw.etl.reader import EtlReader
         from openetw.events.profile import load_profile
