@@ -170,3 +170,36 @@ def test_the_compiled_join_equals_the_numpy_join_and_the_per_record_path(tmp_pat
     for name in ("pid", "tid", "filetime", "stack_of", "stack_offsets", "stack_frames"):
         assert np.array_equal(getattr(fast.samples, name), getattr(reference.samples, name)), name
     assert fast.samples.frames == reference.samples.frames  # type: ignore[attr-defined]
+
+
+def test_the_compiled_join_keeps_to_the_numpy_join_on_damaged_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes of a whole-stack trace changed at random: both joins give the same samples and
+    counts, or the same project error."""
+    from openetw.errors import OpenEtwError
+    from openetw.events import profile_columns
+
+    compiled = profile_columns._NATIVE
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    path = tmp_path / "whole.etl"
+    _generated(path, keys=False)
+    genuine = path.read_bytes()
+    rng = random.Random(11)
+    read = 0
+    for number in range(12):
+        damaged = bytearray(genuine)
+        for _ in range(rng.randrange(1, 30)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        target = tmp_path / f"damaged{number}.etl"
+        target.write_bytes(bytes(damaged))
+        outcomes = []
+        for engine in (compiled, None):
+            monkeypatch.setattr(profile_columns, "_NATIVE", engine)
+            try:
+                found = load_file_profile(target, index=EtlIndex.open(target, save=False))
+                outcomes.append(([(s.pid, s.tid, s.filetime, s.frames) for s in found.samples], found.stacks.as_json(), found.events))
+            except OpenEtwError as error:
+                outcomes.append(type(error))
+        assert outcomes[0] == outcomes[1], number
+        read += isinstance(outcomes[0], tuple) and len(outcomes[0][0]) > 0
+    assert read  # some damaged files still have samples to join
