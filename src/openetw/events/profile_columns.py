@@ -139,7 +139,7 @@ def _file_bytes(index: Any, path: str, buffer_numbers: np.ndarray) -> tuple[Any,
     base = np.zeros(int(table["index"].max()) + 1 if len(table) else 1, dtype=np.int64)
     if len(table) and not np.any(table["flags"] & _BUFFER_COMPRESSED) and os.path.getsize(path) > 0:
         with open(path, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mapped = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
         base[table["index"]] = table["file_offset"]
         return np.frombuffer(mapped, dtype=np.uint8), base, mapped
     parts: list[bytes] = []
