@@ -66,7 +66,16 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
-from openetw.consumer.index_trust import HEADER_COLUMNS, PLACE_CHECKED, PLACE_COLUMNS, columns_problem, index_problem, may_keep_index_in, rows_problem, buffer_positions
+from openetw.consumer.index_trust import (
+    HEADER_COLUMNS,
+    PLACE_CHECKED,
+    PLACE_COLUMNS,
+    buffer_positions,
+    columns_problem,
+    index_problem,
+    may_keep_index_in,
+    rows_problem,
+)
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader

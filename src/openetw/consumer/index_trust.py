@@ -21,7 +21,10 @@ from openetw.consumer._engine.index_build import KIND_CODES
 from openetw.etl import layouts as L
 from openetw.etl.record import RECORD_CLASSES
 
-__all__ = ["HEADER_COLUMNS", "PLACE_CHECKED", "PLACE_COLUMNS", "columns_problem", "index_problem", "buffer_positions", "may_keep_index_in", "rows_problem", "untrusted_reason"]
+__all__ = [
+    "HEADER_COLUMNS", "PLACE_CHECKED", "PLACE_COLUMNS", "buffer_positions", "columns_problem", "index_problem", "may_keep_index_in", "rows_problem",
+    "untrusted_reason",
+]  # fmt: skip
 
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 

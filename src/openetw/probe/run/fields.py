@@ -98,7 +98,7 @@ class FieldReader:
             return np.zeros(len(starts), dtype=self.dtype)
         windows = np.lib.stride_tricks.as_strided(data, shape=(len(data) - width + 1, width), strides=(data.strides[0], data.strides[0]), writeable=False)
         read = windows[places].view(f"<{'u' if self.dtype.kind == 'u' else 'i'}{width}").reshape(-1)
-        values = read.astype(self.dtype, copy=False)  # (a fresh array: the gathered bytes)
+        values: np.ndarray = read.astype(self.dtype, copy=False)  # (a fresh array: the gathered bytes)
         if short.any():
             values[short] = 0
         return values
