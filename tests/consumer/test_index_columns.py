@@ -152,3 +152,33 @@ def test_a_damaged_column_is_found_when_read_and_the_file_indexed_again(trace: P
         got = _joined(list(index.column_blocks(asked)), ["provider", "pid"])
         assert np.array_equal(got["pid"], whole["pid"]) and np.array_equal(got["provider"], whole["provider"])
         assert location.read_bytes() != bytes(data)  # built again
+
+
+WHOLE_FILE = ["timestamp", "filetime", "provider", "pid", "tid", "buffer", "offset", "user_data_offset", "user_data_length", "hook_id", "kind"]
+
+
+def test_whole_file_columns_equal_the_records_fields(trace: Path) -> None:
+    whole = EtlIndex.build(trace).records
+    for index in (EtlIndex.open(trace), EtlIndex.open(trace)):  # the first pass, then the stored index
+        got = index.columns(WHOLE_FILE)
+        assert list(got) == WHOLE_FILE
+        for name in WHOLE_FILE:
+            assert got[name].dtype == whole[name].dtype and np.array_equal(got[name], whole[name]), name
+
+
+def test_whole_file_columns_of_a_damaged_index_are_read_again(trace: Path) -> None:
+    whole = EtlIndex.build(trace).records
+    location = EtlIndex.open(trace).index_path
+    assert location is not None
+    stored = blocks.read_stored(location)
+    assert stored is not None
+    entry = stored.blocks[1]
+    head = location.read_bytes()[entry["at"] : entry["at"] + blocks.HEAD_BYTES]
+    offset_at = blocks.column_spans(head)[blocks._STORED.index("offset")][0]
+    stored.close()
+    data = bytearray(location.read_bytes())
+    data[entry["at"] + offset_at] ^= 0x01
+    location.write_bytes(bytes(data))
+    got = EtlIndex.open(trace).columns(["offset", "buffer"])
+    assert np.array_equal(got["offset"], whole["offset"]) and np.array_equal(got["buffer"], whole["buffer"])
+    assert location.read_bytes() != bytes(data)  # built again
