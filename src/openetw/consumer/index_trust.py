@@ -5,7 +5,9 @@ planted beside a file (``FILE.etl.idx``) could make a reader see fewer events, o
 So an index is read only when it is a regular file (not a link) owned by the reading user or
 root that nobody else can write, in a folder nobody else can write to (or one with the sticky
 bit, where others cannot replace it); otherwise it is built again and kept in the user's cache.
-An index that passes is still checked for structure before use (``index_problem``).
+An index that passes is still checked for structure before use (``index_problem``; columns
+read alone: ``columns_problem``, and the ones that say where records are, ``PLACE_COLUMNS``,
+with the others ``rows_problem`` needs).
 """
 
 from __future__ import annotations
