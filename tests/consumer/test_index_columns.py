@@ -182,3 +182,27 @@ def test_whole_file_columns_of_a_damaged_index_are_read_again(trace: Path) -> No
     got = EtlIndex.open(trace).columns(["offset", "buffer"])
     assert np.array_equal(got["offset"], whole["offset"]) and np.array_equal(got["buffer"], whole["buffer"])
     assert location.read_bytes() != bytes(data)  # built again
+
+
+def test_place_columns_pointing_past_their_buffer_are_not_believed(trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.consumer._engine.blocks import StoredIndex
+
+    whole = EtlIndex.build(trace).records
+    EtlIndex.open(trace).ensure_built()
+    columns = StoredIndex.columns
+    lied: list[int] = []
+
+    def lying(self: Any, number: int, names: Any) -> Any:
+        got = columns(self, number, names)
+        if "offset" in got and number == 1 and not lied:
+            lied.append(number)
+            got["offset"] = got["offset"] + np.uint32(1 << 20)  # digests sound, places outside every buffer
+        return got
+
+    monkeypatch.setattr(StoredIndex, "columns", lying)
+    for asked in (["provider", "offset"], ["provider"]):  # read with the block, or when first used
+        lied.clear()
+        index = EtlIndex.open(trace)
+        assert not index.built
+        got = _joined(list(index.column_blocks(asked)), ["offset", "buffer"])
+        assert lied and np.array_equal(got["offset"], whole["offset"]) and np.array_equal(got["buffer"], whole["buffer"])
