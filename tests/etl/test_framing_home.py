@@ -182,8 +182,9 @@ def modules() -> list[str]:
 
 # C sources of other formats: ``_evtx.c`` reads the Event Log file format, whose offsets it takes
 # from ``evtx/layout.py`` through its own generated header (``gen_evtx.py``); ETL's framing rules
-# (marker bytes, record offsets) do not apply to BinXml's token bytes.
-OTHER_FORMATS = {"_native/_evtx.c"}
+# (marker bytes, record offsets) do not apply to BinXml's token bytes. ``_nettrace.c`` walks the rows
+# of EventPipe traces, whose flags and row sizes come from ``nettrace/events.py`` (``gen_nettrace.py``).
+OTHER_FORMATS = {"_native/_evtx.c", "_native/_nettrace.c"}
 
 # Lines whose number only looks like an ETL marker byte, each with what it is.
 NOT_FRAMING = {

@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from openetw.consumer.index import EtlIndex
@@ -35,10 +36,12 @@ from tests.events.kernel_records import (
 APP, OTHER = 0x7FF6_0000_0000, 0x7FF7_0000_0000
 
 
-def _generated(path: Path) -> None:
+def _generated(path: Path, *, keys: bool = True) -> None:
     """Three threads sampled, stacks whole or compressed (kernel and user keys, a key deleted
     and reused, the rest defined at rundown), a context switch and a user event with stacks of
-    their own, a user stack logged before its sample, a damaged stack record."""
+    their own, a user stack logged before its sample, a damaged stack record. ``keys=False``:
+    every stack whole (no key references: the compiled join's case), a sample taken twice at one
+    timestamp on one thread."""
     clock = linux_trace_clock()
     base = clock.reference_timestamp
     rng = random.Random(7)
@@ -54,11 +57,13 @@ def _generated(path: Path) -> None:
     for n in range(240):
         when += rng.randrange(2, 9)
         tid, pid = rng.choice(((7, 40), (8, 40), (9, 41)))
-        shape = n % 6
+        shape = n % 6 if keys else (0, 1, 2)[n % 3]
         if shape == 5:  # the user stack comes first (a merged trace)
             records.append(key_reference(False, when, pid, tid, 0xA0 + n % 3, at=when - 1))
             definitions[0xA0 + n % 3] = rng.choice(user_stacks)
         records.append(sample(when, tid, APP, cpu=n % 2))
+        if not keys and n == 70:
+            records.append(sample(when, tid, APP + 0x10, cpu=1))  # the same thread and time: the first sample takes the stack
         if shape in (0, 1):
             records.append(stack(when, pid, tid, rng.choice(kernel_stacks) + rng.choice(user_stacks)))
         elif shape == 2:
@@ -138,3 +143,63 @@ def test_perfview_net_trace(tmp_path: Path) -> None:
     path = corpus_path("etl", "perfview", "net.4.5.2.x64.etl")
     fast = _same(path, tmp_path)
     assert fast.total == 6318 and fast.stacks.key_references > 0
+
+
+def test_the_compiled_join_equals_the_numpy_join_and_the_per_record_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stacks without key references go through ``_native/_stacks.c``: the same values as the
+    numpy join (the reference) and as the per-record path."""
+    from openetw.events import profile_columns
+
+    if profile_columns._NATIVE is None:
+        pytest.skip("the compiled core is not built")
+    path = tmp_path / "whole.etl"
+    _generated(path, keys=False)
+    calls: list[int] = []
+    compiled = profile_columns._NATIVE
+
+    class Counted:
+        def join_gather(self, *args: Any) -> Any:
+            calls.append(1)
+            return compiled.join_gather(*args)
+
+    monkeypatch.setattr(profile_columns, "_NATIVE", Counted())
+    fast = _same(path, tmp_path / "cache")
+    assert calls and fast.stacks.samples_with_stacks == 240 and fast.stacks.key_references == 0
+    monkeypatch.setattr(profile_columns, "_NATIVE", None)
+    reference = _same(path, tmp_path / "cache")
+    for name in ("pid", "tid", "filetime", "stack_of", "stack_offsets", "stack_frames"):
+        assert np.array_equal(getattr(fast.samples, name), getattr(reference.samples, name)), name
+    assert fast.samples.frames == reference.samples.frames  # type: ignore[attr-defined]
+
+
+def test_the_compiled_join_keeps_to_the_numpy_join_on_damaged_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes of a whole-stack trace changed at random: both joins give the same samples and
+    counts, or the same project error."""
+    from openetw.errors import OpenEtwError
+    from openetw.events import profile_columns
+
+    compiled = profile_columns._NATIVE
+    if compiled is None:
+        pytest.skip("the compiled core is not built")
+    path = tmp_path / "whole.etl"
+    _generated(path, keys=False)
+    genuine = path.read_bytes()
+    rng = random.Random(11)
+    read = 0
+    for number in range(12):
+        damaged = bytearray(genuine)
+        for _ in range(rng.randrange(1, 30)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        target = tmp_path / f"damaged{number}.etl"
+        target.write_bytes(bytes(damaged))
+        outcomes = []
+        for engine in (compiled, None):
+            monkeypatch.setattr(profile_columns, "_NATIVE", engine)
+            try:
+                found = load_file_profile(target, index=EtlIndex.open(target, save=False))
+                outcomes.append(([(s.pid, s.tid, s.filetime, s.frames) for s in found.samples], found.stacks.as_json(), found.events))
+            except OpenEtwError as error:
+                outcomes.append(type(error))
+        assert outcomes[0] == outcomes[1], number
+        read += isinstance(outcomes[0], tuple) and len(outcomes[0][0]) > 0
+    assert read  # some damaged files still have samples to join

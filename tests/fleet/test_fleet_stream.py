@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.fleet.harness import (
@@ -36,6 +37,9 @@ def test_three_hosts_streamed_and_collected_exactly(tmp_path: Path, nats_cluster
         written = {host.name: written_by(process) for host, process in zip(hosts, producers, strict=True)}
         finals = {host.name: session.stop() for host, session in zip(hosts, sessions, strict=True)}
         report = wait_until_ended(out, 3)
+        deadline = time.monotonic() + 20
+        while nats_cluster.stream_leader() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # a busy cluster may let one request time out
         assert nats_cluster.stream_leader() is not None
         info = _stream_info(nats_cluster)
         assert info["replicas"] == 3

@@ -1,12 +1,16 @@
 """The C parses hostile files: the fuzz cases run again against a build of it under AddressSanitizer.
 
-The read side's C (and the ``.evtx`` parser's, ``_evtx.c``, and the timeline encoders',
-``_timeline.c``) is compiled with ``-fsanitize=address`` into a temporary directory and loaded,
+The read side's C (and the ``.evtx`` parser's, ``_evtx.c``, the timeline encoders',
+``_timeline.c``, the stacks join, ``_stacks.c``, and the EventPipe row walk's, ``_nettrace.c``) is
+compiled with ``-fsanitize=address`` into a temporary directory and loaded,
 in a child interpreter with the sanitizer's runtime preloaded, in place of the installed build;
 the child then reads every corpus file, mutated copies and generated LZXPRESS streams, through
 ``EtlReader``, the index pass and ``inflate`` (for ``_evtx.c``: every corpus ``.evtx``, the evtx
 fuzz's mutations, BinXml damage and template bombs, through ``EvtxReader``; for ``_timeline.c``:
-the generated argument values of ``tests/export/test_timeline_native.py``). Any out-of-bounds
+the generated argument values of ``tests/export/test_timeline_native.py``; for ``_stacks.c``:
+damaged copies of a generated whole-stack trace, held to the numpy join; for ``_nettrace.c``: the
+generated rows of ``tests/nettrace/test_walk_native.py`` and mutated heads of every corpus trace,
+through ``NettraceReader``). Any out-of-bounds
 access aborts the child.
 """
 
@@ -27,6 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(native.__file__).parent / "_read.c"
 EVTX_SOURCE = Path(native.__file__).parent / "_evtx.c"
 TIMELINE_SOURCE = Path(native.__file__).parent / "_timeline.c"
+STACKS_SOURCE = Path(native.__file__).parent / "_stacks.c"
+NETTRACE_SOURCE = Path(native.__file__).parent / "_nettrace.c"
 
 CHILD = r"""
 import importlib.util, sys
@@ -109,6 +115,74 @@ assert native_file.getvalue() == pure_file.getvalue()
 print("checked", len(cases.VALUES) * 3 + cases._LOTS)
 """
 
+STACKS_CHILD = r"""
+import importlib.util, random, sys, tempfile
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("openetw._native._stacks", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["openetw._native._stacks"] = module
+spec.loader.exec_module(module)
+from openetw.consumer.index import EtlIndex
+from openetw.errors import OpenEtwError
+from openetw.events import profile_columns
+from tests.events.test_profile_columns import _generated
+folder = Path(tempfile.mkdtemp())
+path = folder / "whole.etl"
+_generated(path, keys=False)
+genuine = path.read_bytes()
+rng = random.Random(5)
+checked = 0
+for number in range(40):
+    damaged = bytearray(genuine)
+    for _ in range(rng.randrange(0, 40)):
+        damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+    target = folder / f"{number}.etl"
+    target.write_bytes(bytes(damaged))
+    outcomes = []
+    for engine in (module, None):
+        profile_columns._NATIVE = engine
+        try:
+            found = profile_columns.load_file_profile(target, index=EtlIndex.open(target, save=False))
+            outcomes.append([(s.pid, s.tid, s.filetime, s.frames) for s in found.samples])
+        except OpenEtwError as error:
+            outcomes.append(type(error))
+    assert outcomes[0] == outcomes[1], number
+    checked += isinstance(outcomes[0], list) and len(outcomes[0])
+print("checked", checked)
+"""
+
+
+NETTRACE_CHILD = r"""
+import importlib.util, random, sys, zipfile
+spec = importlib.util.spec_from_file_location("openetw._native._nettrace", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["openetw._native._nettrace"] = module
+spec.loader.exec_module(module)
+from openetw.nettrace import events
+from openetw.testing.fuzz_nettrace import mutate
+from tests.conftest import corpus_path
+from tests.nettrace import test_walk_native as cases
+cases.NATIVE = module
+cases.GENERATED = 25
+class Patch:
+    def setattr(self, target, name, value):
+        setattr(target, name, value)
+checked = 0
+for mode in (events.WALK_V3, events.WALK_V4, events.WALK_V4_COMPRESSED):
+    cases.test_compiled_walk_equals_pure_on_generated_rows(mode, Patch())
+    checked += cases.GENERATED
+rng = random.Random(29)
+for name in cases._names():
+    with zipfile.ZipFile(corpus_path("nettrace", name + ".zip")) as archive:
+        data = archive.read(name)[: 32 << 10]
+    assert cases._read(data, True, Patch())[0]
+    for _ in range(5):
+        damaged = mutate(data, rng)
+        assert cases._read(damaged, True, Patch()) == cases._read(damaged, False, Patch())
+        checked += 1
+print("checked", checked)
+"""
+
 
 def _sanitized_run(tmp_path: Path, source: Path, name: str, child: str) -> str:
     runtime = _asan_runtime()
@@ -148,4 +222,14 @@ def test_evtx_fuzz_cases_under_address_sanitizer(tmp_path: Path) -> None:
 
 def test_timeline_encoders_under_address_sanitizer(tmp_path: Path) -> None:
     stdout = _sanitized_run(tmp_path, TIMELINE_SOURCE, "_timeline", TIMELINE_CHILD)
+    assert int(stdout.split()[-1]) > 100
+
+
+def test_stacks_join_under_address_sanitizer(tmp_path: Path) -> None:
+    stdout = _sanitized_run(tmp_path, STACKS_SOURCE, "_stacks", STACKS_CHILD)
+    assert int(stdout.split()[-1]) > 100
+
+
+def test_nettrace_walk_under_address_sanitizer(tmp_path: Path) -> None:
+    stdout = _sanitized_run(tmp_path, NETTRACE_SOURCE, "_nettrace", NETTRACE_CHILD)
     assert int(stdout.split()[-1]) > 100

@@ -72,7 +72,7 @@ def _write(directory: Path, *, short: bool = False, count: int = 60) -> tuple[Pa
     return path, manifest
 
 
-def _answer(path: Path, manifests: Any, text: str, *, columnar: bool) -> tuple[dict[str, Any], int, int, bool]:
+def _answer(path: Path, manifests: Any, text: str, *, columnar: bool, before_run: Any = None) -> tuple[dict[str, Any], int, int, bool]:
     from openetw.probe.lang.descriptions import parse_description
     from openetw.probe.lang.program import compile_script
     from openetw.probe.lang.schema_types import merge_fields
@@ -91,6 +91,8 @@ def _answer(path: Path, manifests: Any, text: str, *, columnar: bool) -> tuple[d
 
     run = ProbeRun(compile_script(text, fields_of=fields_of), files, write=lambda s: None, quiet=True, columnar=columnar,
                    catalog=catalog, warn=lambda s: None)  # fmt: skip
+    if before_run is not None:
+        before_run()
     run.run()
     answer = {name: dict(entry[1]) for name, entry in run.output.aggregations.items()}
     return answer, run.firings, run.runtime_errors, run.ran_columnar
@@ -109,6 +111,31 @@ def test_fields_after_strings_are_read_column_wise_with_the_values_record_by_rec
     assert by_columns[3] and not by_records[3]
     assert by_columns[:3] == by_records[:3]
     assert by_columns[0]["s"] and by_columns[0]["c"] and by_columns[2] == 0
+
+
+def test_fields_are_read_through_only_the_index_columns_they_need(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openetw.consumer._engine.blocks import StoredIndex
+    from openetw.consumer.index_trust import HEADER_COLUMNS, PLACE_CHECKED
+
+    path, manifest = _write(tmp_path)
+    monkeypatch.setenv("OPENETW_INDEX_BLOCK_ROWS", "37")
+    expected = _answer(path, _registry(manifest), PROGRAM, columnar=False)
+    asked: set[str] = set()
+    columns = StoredIndex.columns
+
+    def spy(self: Any, number: int, names: Any) -> Any:
+        asked.update(names)
+        return columns(self, number, names)
+
+    def watch() -> None:  # (the catalog, made before, reads whole blocks)
+        monkeypatch.setattr(StoredIndex, "columns", spy)
+        monkeypatch.setattr(StoredIndex, "block", lambda self, number: pytest.fail("a whole block read"))
+
+    got = _answer(path, _registry(manifest), PROGRAM, columnar=True, before_run=watch)
+    assert got[3] and got[:3] == expected[:3]
+    needed = {"provider", "id", "opcode", "level", "keyword", "kind", "version", "tid", "cpu", *PLACE_CHECKED}  # @s[tid], @n[cpu]
+    assert asked == needed
+    assert HEADER_COLUMNS - asked >= {"timestamp", "pid", "task", "channel", "flags", "hook_id"}  # never inflated
 
 
 def test_a_payload_without_the_field_sends_the_run_record_by_record(tmp_path: Path) -> None:

@@ -239,3 +239,17 @@ def test_stacks_of_an_etl_source_and_refused_for_an_evtx(serve: Any) -> None:
     assert 0.85 < body["naming"]["image_share"] <= 1
     status, body = _api(server, "/api/s/f2/stacks")
     assert status == 400 and "stacks come from .etl files" in json.dumps(body)
+
+
+def test_stacks_of_an_etl_source_come_from_its_index(serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flame pane takes a single .etl's CPU samples the way ``openetw stacks`` does: from
+    the file's index, on arrays, never record by record."""
+
+    def per_record(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the per-record path was taken")
+
+    monkeypatch.setattr("openetw.events.profile.load_profile", per_record)
+    server = serve(corpus_path("etl", "perfview", "net.4.5.2.x64.etl"))
+    status, body = _api(server, "/api/s/f1/stacks?fold=5")
+    assert status == 200 and body["samples"] == 6318
+    assert body["by_name"][0]["name"] == "mscorlib!System.DateTime.GetDatePart"

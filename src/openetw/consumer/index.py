@@ -66,7 +66,16 @@ from openetw.consumer._engine.location import (
 )
 from openetw.consumer._engine.segments import FileBuffers, Segment
 from openetw.consumer._engine.streaming import StreamingBuild
-from openetw.consumer.index_trust import HEADER_COLUMNS, columns_problem, index_problem, may_keep_index_in
+from openetw.consumer.index_trust import (
+    HEADER_COLUMNS,
+    PLACE_CHECKED,
+    PLACE_COLUMNS,
+    buffer_positions,
+    columns_problem,
+    index_problem,
+    may_keep_index_in,
+    rows_problem,
+)
 from openetw.consumer.window import to_filetime
 from openetw.errors import EtlFormatError, InvalidArgument
 from openetw.etl.logfile import LogfileHeader
@@ -146,6 +155,7 @@ class EtlIndex:
         self._reasons_by_block: list[dict[int, str]] = []
         self._decoded: tuple[int, np.ndarray] | None = None
         self._buffer_table = np.zeros(0, dtype=BUFFER_DTYPE)
+        self._positions: tuple[np.ndarray, np.ndarray] | None = None  # (buffer table, buffer_positions of it)
 
     # -- making and keeping ---------------------------------------------------------------------
     @classmethod
@@ -382,10 +392,12 @@ class EtlIndex:
         Header columns (``index_trust.HEADER_COLUMNS``) of a stored index are read alone, the
         other columns of each block never inflated (another header column asked of ``columns``
         is read then: ``EtlFormatError`` if that part is damaged); during the first pass they are the rows
-        being indexed (one pass: the file is read once). ``provider`` codes index ``providers``
+        being indexed (one pass: the file is read once). The columns that say where a record is
+        (``index_trust.PLACE_COLUMNS``) may be asked too, now or of ``columns`` later: they are read
+        with the others ``rows_problem`` checks them against, and checked, as whole blocks are. ``provider`` codes index ``providers``
         as it stands when the block is given (the table only grows)."""
         wanted = list(dict.fromkeys(names))
-        if self._stored is None or not set(wanted) <= HEADER_COLUMNS:
+        if self._stored is None or not set(wanted) <= _READ_ALONE:
             for segment in self.segments():
                 yield segment.first_row, _BlockColumns.of_rows(segment.records, wanted)
             return
@@ -400,23 +412,35 @@ class EtlIndex:
                 return
             yield first, columns
 
-    def _block_columns(self, number: int, names: list[str]) -> dict[str, np.ndarray]:
+    def _block_columns(self, number: int, names: list[str], held: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Columns ``names`` of stored block ``number``, checked (``held``: columns of the block
+        read and checked before, not read again)."""
         assert self._stored is not None
+        held = held or {}
         stored_names = [name for name in names if name != "filetime"]
         if "filetime" in names and "timestamp" not in stored_names:
             stored_names.append("timestamp")
+        places = not PLACE_COLUMNS.isdisjoint(names)
+        if places:  # where records are: read with what they are checked against
+            stored_names = list(dict.fromkeys([*stored_names, *PLACE_CHECKED]))
         try:
-            columns = self._stored.columns(number, stored_names)
+            columns = self._stored.columns(number, [name for name in stored_names if name not in held])
+            columns.update((name, held[name]) for name in stored_names if name in held)
         except (ValueError, KeyError, TypeError, OSError) as error:
             raise EtlFormatError(f"the index {self._index_path} is damaged (block {number}: {error})", path=self.path) from None
         problem = columns_problem(columns, len(self.providers))
         if problem is None and any(len(values) != int(self._stored.blocks[number]["rows"]) for values in columns.values()):
             problem = "a block's columns differ from its row count"
+        if problem is None and places and len(columns["provider"]):
+            positions = self._positions
+            if positions is None or positions[0] is not self.buffers:
+                positions = self._positions = (self.buffers, buffer_positions(self.buffers))
+            problem = rows_problem(columns, self.buffers, len(self.providers), positions[1])
         if problem is not None:
             raise EtlFormatError(f"the index {self._index_path} is damaged ({problem}): delete it to index the file again", path=self.path)
         if "filetime" in names:
             columns["filetime"] = filetimes(columns["timestamp"], self.context.clock)
-        return {name: columns[name] for name in names}
+        return {name: columns[name] for name in (names if not places else dict.fromkeys([*names, *PLACE_CHECKED]))}
 
     def _column_again(self, first_row: int, count: int, name: str) -> np.ndarray:
         """Column ``name`` of rows ``first_row`` on (``count`` of them) after a damaged part of
@@ -530,6 +554,34 @@ class EtlIndex:
         if self._stored is not None and not parts and len(self._stored.blocks):
             parts = [segment.records for segment in self.segments()]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
+
+    _CHECKED = ("provider", "kind", "buffer", "header_type", "size", "offset", "user_data_offset", "user_data_length")
+
+    def columns(self, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Columns ``names`` of every row as whole arrays (``records``' fields without the
+        rest): from a stored index only those are inflated, with the columns that say where a
+        row lies checked as ``records`` checks them; a damaged index is read as ``records``."""
+        wanted = list(dict.fromkeys(names))
+        self.ensure_built()
+        stored = self._stored
+        if stored is not None:
+            asked = list(dict.fromkeys([*wanted, *self._CHECKED]))
+            parts: list[dict[str, np.ndarray]] = []
+            try:
+                for number in range(len(stored.blocks)):
+                    parts.append(self._block_columns(number, asked))
+            except EtlFormatError:
+                parts = []
+            if parts or not len(stored.blocks):
+                joined = {name: np.concatenate([part[name] for part in parts]) if parts else np.zeros(0, dtype=RECORD_DTYPE[name])
+                          for name in asked}  # fmt: skip
+                checked = np.empty(len(joined["kind"]), dtype=[(name, RECORD_DTYPE[name]) for name in self._CHECKED])
+                for name in self._CHECKED:
+                    checked[name] = joined[name]
+                if index_problem(checked, self.buffers, self._provider_table(), self.meta, int(self.meta.get("size", 0))) is None:
+                    return {name: joined[name] for name in wanted}
+        rows = self.records
+        return {name: np.ascontiguousarray(rows[name]) for name in wanted}
 
     @property
     def buffers(self) -> np.ndarray:
@@ -796,6 +848,9 @@ def _is_open(fd: int) -> bool:
         return False
 
 
+_READ_ALONE = HEADER_COLUMNS | PLACE_COLUMNS
+
+
 class _BlockColumns(dict):  # type: ignore[type-arg]
     """A block's columns; a header column not read yet is read when first asked for (from the
     stored block, or from the block's rows in memory)."""
@@ -817,10 +872,13 @@ class _BlockColumns(dict):  # type: ignore[type-arg]
     def __missing__(self, name: str) -> np.ndarray:
         if self._rows is not None:
             value: np.ndarray = self._rows[name]
-        elif name in HEADER_COLUMNS and self._index is not None and self._index._stored is not None:
+        elif name in _READ_ALONE and self._index is not None and self._index._stored is not None:
             try:
                 if self._index._stored is self._stored:
-                    value = self._index._block_columns(self._number, [name])[name]
+                    read = self._index._block_columns(self._number, [name], held=self)
+                    for other, values in read.items():
+                        self.setdefault(other, values)  # (the checked place columns come together)
+                    value = read[name]
                 else:  # indexed again since (its blocks may be cut elsewhere): the same rows
                     value = self._index._column_range(self._first, self._count, name)
             except EtlFormatError:  # a damaged column: the file is indexed again, the same rows

@@ -5,7 +5,9 @@ planted beside a file (``FILE.etl.idx``) could make a reader see fewer events, o
 So an index is read only when it is a regular file (not a link) owned by the reading user or
 root that nobody else can write, in a folder nobody else can write to (or one with the sticky
 bit, where others cannot replace it); otherwise it is built again and kept in the user's cache.
-An index that passes is still checked for structure before use (``index_problem``).
+An index that passes is still checked for structure before use (``index_problem``; columns
+read alone: ``columns_problem``, and the ones that say where records are, ``PLACE_COLUMNS``,
+with the others ``rows_problem`` needs).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from openetw.consumer._engine.index_build import KIND_CODES
 from openetw.etl import layouts as L
 from openetw.etl.record import RECORD_CLASSES
 
-__all__ = ["HEADER_COLUMNS", "columns_problem", "index_problem", "may_keep_index_in", "untrusted_reason"]
+__all__ = [
+    "HEADER_COLUMNS", "PLACE_CHECKED", "PLACE_COLUMNS", "buffer_positions", "columns_problem", "index_problem", "may_keep_index_in", "rows_problem",
+    "untrusted_reason",
+]  # fmt: skip
 
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
@@ -105,35 +110,9 @@ def index_problem(records: np.ndarray, buffers: np.ndarray, providers: np.ndarra
             return "a buffer is larger than any buffer can be"
         if len(np.unique(buffers["index"])) != len(buffers):
             return "two buffers have one number"
-        if not len(records):
-            return None
-        provider = records["provider"].astype(np.int64)
-        if (provider < -1).any() or (provider >= len(providers)).any():
-            return "a row names a provider the table does not have"
-        kind = records["kind"].astype(np.int64)
-        if (kind > _UNKNOWN).any():
-            return "a row has an unknown kind"
-        order = np.argsort(buffers["index"])
-        position = np.searchsorted(buffers["index"], records["buffer"], sorter=order)
-        position = np.minimum(position, len(buffers) - 1)
-        position = order[position] if len(buffers) else position
-        if not len(buffers) or (buffers["index"][position] != records["buffer"]).any():
-            return "a row names a buffer the table does not have"
-        header_type = records["header_type"].astype(np.int64)
-        typed = kind < _WPP
-        if (typed & (_KIND_OF_TYPE[header_type] != kind)).any():
-            return "a row's kind does not match its header type"
-        least = np.where(typed, _HEADER_SIZE[header_type], np.where(kind == _WPP, L.MESSAGE_TRACE_HEADER.size, 0))
-        size = records["size"].astype(np.int64)
-        if (size < least).any():
-            return "a row's record is shorter than its header"
-        if (records["offset"].astype(np.int64) + size > lengths[position]).any():
-            return "a row's record ends past its buffer"
-        if (records["user_data_offset"].astype(np.int64) + records["user_data_length"].astype(np.int64) > size).any():
-            return "a row's user data ends past its record"
+        return rows_problem(records, buffers, len(providers)) if len(records) else None
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         return f"it cannot be checked: {exc}"
-    return None
 
 
 HEADER_COLUMNS = frozenset({
@@ -157,4 +136,56 @@ def columns_problem(columns: dict[str, np.ndarray], providers: int) -> str | Non
     kind = columns.get("kind")
     if kind is not None and len(kind) and int(kind.max()) > _UNKNOWN:
         return "a row has an unknown kind"
+    return None
+
+
+PLACE_COLUMNS = frozenset({"buffer", "offset", "size", "user_data_offset", "user_data_length", "header_type"})
+"""The columns that say where a record is in its file: read from an index, they are checked
+together with ``PLACE_CHECKED`` (``rows_problem``) before anything reads the file at them."""
+PLACE_CHECKED = ("provider", "kind", *sorted(PLACE_COLUMNS))
+
+
+def buffer_positions(buffers: np.ndarray) -> np.ndarray:
+    """Each buffer number's row in the buffer table ``buffers`` (numbers unique), -1 for none."""
+    numbers = buffers["index"].astype(np.int64)
+    positions = np.full(int(numbers.max()) + 1 if len(numbers) else 0, -1, dtype=np.int64)
+    positions[numbers] = np.arange(len(numbers))
+    return positions
+
+
+def rows_problem(records: Any, buffers: np.ndarray, providers: int, positions: np.ndarray | None = None) -> str | None:
+    """What is wrong with rows (a structured array, or a mapping of the ``PLACE_CHECKED``
+    columns) of an index whose buffer table is ``buffers`` (checked already) and whose provider
+    table has ``providers`` rows, or ``None``: every row points into the provider table, to a
+    buffer the table has, and holds a record of its kind that ends inside that buffer.
+    ``positions``: ``buffer_positions(buffers)``, when the caller keeps it."""
+    try:
+        provider = records["provider"].astype(np.int64)
+        if (provider < -1).any() or (provider >= providers).any():
+            return "a row names a provider the table does not have"
+        kind = records["kind"].astype(np.int64)
+        if (kind > _UNKNOWN).any():
+            return "a row has an unknown kind"
+        if positions is None:
+            positions = buffer_positions(buffers)
+        number = records["buffer"].astype(np.int64)
+        if not len(positions) or int(number.max()) >= len(positions):
+            return "a row names a buffer the table does not have"
+        position = positions[number]
+        if int(position.min()) < 0:
+            return "a row names a buffer the table does not have"
+        header_type = records["header_type"].astype(np.int64)
+        typed = kind < _WPP
+        if (typed & (_KIND_OF_TYPE[header_type] != kind)).any():
+            return "a row's kind does not match its header type"
+        least = np.where(typed, _HEADER_SIZE[header_type], np.where(kind == _WPP, L.MESSAGE_TRACE_HEADER.size, 0))
+        size = records["size"].astype(np.int64)
+        if (size < least).any():
+            return "a row's record is shorter than its header"
+        if (records["offset"].astype(np.int64) + size > buffers["length"].astype(np.int64)[position]).any():
+            return "a row's record ends past its buffer"
+        if (records["user_data_offset"].astype(np.int64) + records["user_data_length"].astype(np.int64) > size).any():
+            return "a row's user data ends past its record"
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return f"it cannot be checked: {exc}"
     return None

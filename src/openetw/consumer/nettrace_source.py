@@ -1,7 +1,9 @@
 """EventPipe traces (``.nettrace``, ``.netperf``) as a trace source: their events as ETW ``EventRecord``s.
 
 The file is mapped, not read whole; ``openetw.nettrace`` reads the container and turns each
-event into an EVENT_HEADER record (see ``openetw.nettrace.records``), in time order. The
+event into an EVENT_HEADER record (see ``openetw.nettrace.records``), in time order. On the
+compiled core the rows of versions 1-3 come from the compiled walk as columns and the records
+are made from those (``RecordBuilder.column_records``); the per-event path is the reference. The
 runtime's events get their header's task and opcode from the .NET layouts openetw ships, so
 they read as the same events on ETW would. Damage: what cost events is in ``losses()`` (every
 good event before it was kept), what was only counted (events the runtime dropped, payloads
@@ -87,6 +89,11 @@ class NettraceFileSource(Source):
             raise InvalidArgument("open() the source before reading its records")
         record = builder.record
         try:
+            if reader.has_row_columns:  # versions 1-3 on the compiled walk: records made from its columns
+                for made in builder.column_records(reader):
+                    self._records += 1
+                    yield made
+                return
             for event in reader.events():
                 self._records += 1
                 yield record(event)

@@ -30,6 +30,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from openetw._native import module as native_module
 from openetw.etl import layouts as L
 from openetw.events.frames import Frame, FrameNamer
 from openetw.events.profile import Profile, StackSample, load_profile, process_label
@@ -48,6 +49,9 @@ _POINTER_SIZES = np.full(256, 8, dtype=np.int64)
 _POINTER_SIZES[list(_POINTER32_TYPES)] = 4
 _BUFFER_COMPRESSED = L.BUFFER_FLAG_COMPRESSED
 _KERNEL_PART, _USER_PART = 0, 1
+_NATIVE = native_module("_stacks")
+_COLUMNS = ("timestamp", "filetime", "provider", "pid", "tid", "buffer", "offset", "user_data_offset", "user_data_length", "id",
+            "hook_id", "flags", "kind", "header_type")  # fmt: skip
 
 
 class SampleTable(Sequence[StackSample]):
@@ -135,7 +139,7 @@ def _file_bytes(index: Any, path: str, buffer_numbers: np.ndarray) -> tuple[Any,
     base = np.zeros(int(table["index"].max()) + 1 if len(table) else 1, dtype=np.int64)
     if len(table) and not np.any(table["flags"] & _BUFFER_COMPRESSED) and os.path.getsize(path) > 0:
         with open(path, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mapped = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
         base[table["index"]] = table["file_offset"]
         return np.frombuffer(mapped, dtype=np.uint8), base, mapped
     parts: list[bytes] = []
@@ -193,20 +197,21 @@ _KERNEL_PROCESS = "22fb2cd6-0e7b-422b-a0c7-2fad1fd0e716"
 _MANIFEST_DATA_ID = 0xFFFE
 
 
-def _telling(index: Any, rows: np.ndarray) -> np.ndarray:
+def _telling(index: Any, rows: dict[str, np.ndarray], chosen: np.ndarray) -> np.ndarray:
     """Which records other than kernel ones ``TraceState`` learns from (its ``observe``): .NET
     method and module events, the kernel process provider's, manifests the trace carries,
-    image identities, kernel symbols, build ids and TDH metadata."""
+    image identities, kernel symbols, build ids and TDH metadata: of the rows ``chosen``."""
     providers = [str(guid) for guid in index.providers]
+    provider, event_id = rows["provider"][chosen], rows["id"][chosen]
 
     def rows_of(wanted: Iterable[str]) -> np.ndarray:
         numbers = [at for at, guid in enumerate(providers) if guid in wanted]
-        return np.isin(rows["provider"], numbers)
+        return np.isin(provider, numbers)
 
-    kind = rows["kind"]
+    kind = rows["kind"][chosen]
     event = kind == 5
-    clr = event & rows_of(_CLR) & np.isin(rows["id"], _CLR_IDS)
-    told = clr | (event & rows_of((_KERNEL_PROCESS,))) | (event & (rows["id"] == _MANIFEST_DATA_ID))
+    clr = event & rows_of(_CLR) & np.isin(event_id, _CLR_IDS)
+    told = clr | (event & rows_of((_KERNEL_PROCESS,))) | (event & (event_id == _MANIFEST_DATA_ID))
     wanted: np.ndarray = told | (np.isin(kind, (3, 4)) & rows_of(_TELLING_CLASSES))
     return wanted
 
@@ -237,7 +242,7 @@ def load_file_profile(
         from openetw.consumer.index import EtlIndex
 
         index = EtlIndex.open(source)
-    rows = index.records
+    rows = index.columns(_COLUMNS)
     kind, hook = rows["kind"], rows["hook_id"].astype(np.int64)
     group, opcode = hook >> 8, hook & 0xFF
     kernel = kind <= 2
@@ -248,7 +253,7 @@ def load_file_profile(
     quiet = kernel & (((group == _THREAD) & np.isin(opcode, (_CSWITCH, _READY_THREAD))) | ~np.isin(group, (_PROCESS, _THREAD, _IMAGE)))
     state = TraceState(registry)
     not_kernel = np.flatnonzero(~kernel)
-    told = np.union1d(not_kernel[_telling(index, rows[not_kernel])], np.flatnonzero(kernel & ~quiet))
+    told = np.union1d(not_kernel[_telling(index, rows, not_kernel)], np.flatnonzero(kernel & ~quiet))
     loader = index.loader()
     for record in loader.records(told):
         state.observe(record)
@@ -349,7 +354,7 @@ class _Learned:
 
 
 def _other_events(
-    index: Any, rows: np.ndarray, state: TraceState, unmatched: np.ndarray, sampled: np.ndarray, contested: np.ndarray,
+    index: Any, rows: dict[str, np.ndarray], state: TraceState, unmatched: np.ndarray, sampled: np.ndarray, contested: np.ndarray,
     is_key: np.ndarray, stats: StackStats, first_sample: int | None,
 ) -> tuple[dict[str, int], list[tuple[int, EventStack]]]:  # fmt: skip
     """The events other than samples that have stacks, counted by name (``Profile.events``), by
@@ -460,14 +465,55 @@ def _distinct_stacks(addresses: np.ndarray, starts: np.ndarray, lengths: np.ndar
     return np.arange(count, dtype=np.int64), np.arange(count, dtype=np.int64)
 
 
+def _join_compiled(
+    state: TraceState, rows: dict[str, np.ndarray], data: np.ndarray, stats: StackStats, parts: tuple[np.ndarray, ...],
+    opcode: np.ndarray, length: np.ndarray, width_of: np.ndarray, is_key: np.ndarray, contested: np.ndarray,
+) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None, np.ndarray]:  # fmt: skip
+    """``_join``'s result by the compiled join (``_native/_stacks.c``) when no stack part is a
+    key reference: the same values, the sample-to-part join and the gathering of addresses in
+    one pass over the parts."""
+    assert _NATIVE is not None
+    sample_rows, s_time, s_tid, s_pid, stack_rows, when, part_pid, part_tid, head, count, w = parts
+    key_rows = np.flatnonzero(is_key)
+    stats.keys_defined = int((length[key_rows] >= width_of[key_rows]).sum())
+    first_address = np.zeros(len(stack_rows), dtype=np.uint64)
+    for size in (4, 8):
+        pick = np.flatnonzero(w == size)
+        first_address[pick] = _read_u(data, head[pick] + 16, size)
+    kernel_bit = np.where(w == 8, np.uint64(1) << np.uint64(63), np.uint64(1) << np.uint64(31))
+    rank = np.where((first_address & kernel_bit) != 0, _KERNEL_PART, _USER_PART).astype(np.int64)
+    free = ~_within(s_time, contested) if len(contested) else np.ones(len(sample_rows), dtype=bool)
+    pieces = _NATIVE.join_gather(
+        data, sample_rows.astype(np.int64), np.ascontiguousarray(s_time, dtype=np.int64), s_tid, free.view(np.uint8),
+        stack_rows.astype(np.int64), when, part_tid, rank, np.ascontiguousarray(head + 16, dtype=np.int64), count.astype(np.int64),
+        w.astype(np.int64), len(rows["kind"]),
+    )  # fmt: skip
+    target, with_frames, order_key, first_part = (np.frombuffer(piece, dtype=np.int64) for piece in pieces[:4])
+    offsets = np.frombuffer(pieces[4], dtype=np.int64)
+    addresses = np.frombuffer(pieces[5], dtype=np.uint64)
+    stats.key_references = stats.unresolved_keys = stats.unmatched_stacks = 0
+    stats.events_with_stacks = stats.samples_with_stacks = len(with_frames)
+    pids = part_pid[first_part].astype(np.int64)
+    for i in np.flatnonzero(pids == _NO_ID).tolist():
+        sample = int(with_frames[i])
+        pid = int(s_pid[sample])
+        pids[i] = pid if pid != -1 else state.thread_process(max(int(s_tid[sample]), 0), int(rows["filetime"][sample_rows[sample]])) or 0
+    tids = s_tid[with_frames]
+    tids[tids == -1] = 0
+    filetimes = rows["filetime"][sample_rows[with_frames]]
+    unmatched = np.stack([stack_rows[target < 0], when[target < 0], part_tid[target < 0]])
+    first_sample = int(s_time[with_frames[0]]) if len(with_frames) else None
+    return stats, pids, tids, filetimes, unmatched, addresses, offsets, first_sample, order_key
+
+
 def _join(
-    state: TraceState, rows: np.ndarray, data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
+    state: TraceState, rows: dict[str, np.ndarray], data: np.ndarray, begin: np.ndarray, length: np.ndarray, width_of: np.ndarray,
     is_sample: np.ndarray, is_stack: np.ndarray, is_key: np.ndarray, opcode: np.ndarray, contested: np.ndarray,
 ) -> tuple[StackStats, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int | None, np.ndarray]:  # fmt: skip
     """Samples joined to their stack records (module doc): stats; per sample with a stack its
     pid, tid and filetime; the rows of the stack records no sample took; the addresses and
     their offsets per sample; the timestamp of the first sample with a stack."""
-    stats = StackStats(records=len(rows))
+    stats = StackStats(records=len(rows["kind"]))
     # samples: the sampled thread is in the payload (after the instruction pointer)
     sample_rows = np.flatnonzero(is_sample)
     stats.samples = len(sample_rows)
@@ -497,6 +543,9 @@ def _join(
     stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref = (
         array[present] for array in (stack_rows, w, head, when, part_pid, part_tid, op, count, is_ref)
     )
+    if _NATIVE is not None and not np.any(is_ref):
+        compiled = (sample_rows, s_time, s_tid, s_pid, stack_rows, when, part_pid, part_tid, head, count, w)
+        return _join_compiled(state, rows, data, stats, compiled, opcode, length, width_of, is_key, contested)
     direct, direct_offsets = _addresses(data, head + 16, count, w)
     first_address = direct[direct_offsets[:-1][count > 0]]
     rank = np.where(op == _KEY_USER, _USER_PART, _KERNEL_PART)

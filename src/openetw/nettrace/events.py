@@ -9,6 +9,10 @@ Header layouts by Trace object version:
   PayloadSize`` then the payload, padded to 4 bytes;
 * 4-5, header compression (block flag 1): a flags byte says which fields follow (varints,
   some as deltas from the previous header of the same block).
+
+On the native engine the rows of versions 1-5 are read by the compiled twin
+(``_native/_nettrace.c walk``) as columns, many rows per call; the pure walks here stay the
+reference, and name the error of the first row the compiled walk stops at.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
+from openetw._native import module as native_module
 from openetw.nettrace.cursor import Cursor
 
-__all__ = ["EventHeader", "iter_headers", "rows_v3", "read_sequence_point", "read_stacks"]
+__all__ = ["EventHeader", "columns_v3", "has_compiled_walk", "iter_headers", "rows_v3", "read_sequence_point", "read_stacks"]
 
 NULL_ACTIVITY = bytes(16)
 _V3 = struct.Struct("<iiiq16s16si")
@@ -37,6 +43,14 @@ FLAG_ACTIVITY_ID = 16
 FLAG_RELATED_ACTIVITY_ID = 32
 FLAG_SORTED = 64
 FLAG_DATA_LENGTH = 128
+
+# The modes of the compiled walk (``_native/_nettrace.c walk``): rows of versions 1-3, of 4-5, of 4-5 compressed.
+WALK_V3 = 0
+WALK_V4 = 1
+WALK_V4_COMPRESSED = 2
+WALK_CHUNK = 4096  # rows of versions 1-3 per call of the compiled walk (their events region is one span)
+
+_NATIVE = native_module("_nettrace")
 
 
 @dataclass(slots=True)
@@ -68,6 +82,59 @@ class EventHeader:
 
 def rows_v3(cur: Cursor) -> Iterator[EventHeader]:
     """The rows of versions 1-3 (``iter_headers`` of those versions: no block header)."""
+    if _NATIVE is not None:
+        return _compiled_rows(cur, WALK_V3)
+    return _rows_v3(cur)
+
+
+def _compiled_rows(cur: Cursor, mode: int) -> Iterator[EventHeader]:
+    """The rows as the compiled walk reads them, in columns; from the first row it stops at, the
+    pure walk (which raises that row's error, or for compressed headers replays the block)."""
+    data, end, base, walk = cur.data, cur.end, cur.base, _NATIVE.walk  # type: ignore[union-attr]
+    start = pos = cur.pos
+    limit = WALK_CHUNK if mode == WALK_V3 else 0
+    done = 0
+    while True:
+        columns, pos, failed = walk(data, pos, end, base, mode, limit, NULL_ACTIVITY)
+        done += len(columns[0])
+        yield from map(EventHeader, *columns)
+        cur.pos = pos
+        if failed or pos >= end:
+            break
+    if not failed:
+        return
+    if mode == WALK_V3:
+        yield from _rows_v3(cur)
+    elif mode == WALK_V4:
+        yield from _v4_rows(cur, False)
+    else:
+        cur.pos = start
+        yield from islice(_compressed_rows(cur), done, None)
+
+
+def has_compiled_walk() -> bool:
+    """Whether the compiled walk runs here (native engine, ``_nettrace`` built)."""
+    return _NATIVE is not None
+
+
+def columns_v3(cur: Cursor) -> Iterator[tuple[list[Any], ...]]:
+    """The rows of versions 1-3 as the compiled walk's columns (``EventHeader``'s positional
+    fields in order), up to ``WALK_CHUNK`` rows at a time; ``cur.pos`` follows. The first row
+    that does not parse raises the pure walk's ``NettraceFormatError`` after the rows before it."""
+    data, end, base, walk = cur.data, cur.end, cur.base, _NATIVE.walk  # type: ignore[union-attr]
+    pos = cur.pos
+    while pos < end:
+        columns, pos, failed = walk(data, pos, end, base, WALK_V3, WALK_CHUNK, NULL_ACTIVITY)
+        cur.pos = pos
+        if columns[0]:
+            yield columns
+        if failed:
+            for _ in _rows_v3(cur):  # raises the row's error
+                pass
+            return
+
+
+def _rows_v3(cur: Cursor) -> Iterator[EventHeader]:
     # One row per turn with locals only (this runs once per event of the largest traces);
     # ``cur.pos`` is kept current so an error names the row's offset as the Cursor reads would.
     data, end, base = cur.data, cur.end, cur.base
@@ -226,7 +293,10 @@ def iter_headers(cur: Cursor, version: int) -> Iterator[EventHeader]:
     flags = cur.i16("block flags")
     cur.skip(header_size - 4, "block header")
     cur.structure = "event header"
-    yield from _v4_rows(cur, bool(flags & 1))
+    if _NATIVE is not None:
+        yield from _compiled_rows(cur, WALK_V4_COMPRESSED if flags & 1 else WALK_V4)
+    else:
+        yield from _v4_rows(cur, bool(flags & 1))
 
 
 def read_stacks(cur: Cursor, stacks: dict[int, bytes]) -> None:

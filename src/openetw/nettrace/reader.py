@@ -24,6 +24,8 @@ from openetw.nettrace.container import Block, TraceInfo, iter_blocks, read_trace
 from openetw.nettrace.cursor import Cursor
 from openetw.nettrace.events import (
     EventHeader,
+    columns_v3,
+    has_compiled_walk,
     iter_headers,
     read_sequence_point,
     read_stacks,
@@ -122,6 +124,7 @@ class NettraceReader:
         self.notices: list[NettraceFormatError] = []
         self._stacks: dict[int, bytes] = {}
         self._sequences: dict[int, int] = {}
+        self._stop_span = False
 
     @property
     def version(self) -> int:
@@ -159,6 +162,10 @@ class NettraceReader:
         info = self.info
         cur = Cursor(self.data, info.events_start, info.events_end, block=0, structure="event header")
         yield from self._inline_rows(cur, 0)
+        self._legacy_end()
+
+    def _legacy_end(self) -> None:
+        info = self.info
         if info.events_end < len(self.data) and self.data[info.events_end] != 6:
             self._lose(NettraceFormatError("the events do not end at the Trace object's forward reference", offset=info.events_end, block=0, structure="Trace"))
         if info.events_end >= len(self.data):
@@ -206,6 +213,58 @@ class NettraceReader:
                 yield NettraceEvent(header, meta, payload, (), block)
         except NettraceFormatError as exc:
             self._lose(exc)
+
+    # -- versions 1-3 as columns (the compiled walk) -----------------------------------------
+    @property
+    def has_row_columns(self) -> bool:
+        """Whether ``row_columns`` serves this trace (versions 1-3, the compiled walk built)."""
+        return self.info.version < 4 and has_compiled_walk()
+
+    def row_columns(self) -> Iterator[tuple[tuple[list[Any], ...], int]]:
+        """``events`` before it becomes events, for versions 1-3: each run of rows as the compiled
+        walk's columns (``EventHeader``'s positional fields) with its block index, metadata rows
+        included. The caller learns metadata rows (``learn``), resolves the rest against
+        ``metadata`` and counts them in ``stats``; an error it meets in a span is handed to
+        ``stop_span``, which costs the rest of that span as the per-event walk would."""
+        try:
+            if self.info.version < 3:
+                info = self.info
+                yield from self._column_span(Cursor(self.data, info.events_start, info.events_end, block=0, structure="event header"), 0)
+                self._legacy_end()
+                return
+            blocks = iter_blocks(self.data, self.info)
+            while True:
+                try:
+                    block = next(blocks, None)
+                except NettraceFormatError as exc:
+                    self._lose(exc)
+                    block = None
+                if block is None:
+                    break
+                self.stats.blocks += 1
+                self.stats.bytes_read = block.end
+                yield from self._column_span(self._cursor(block), block.index)
+        finally:
+            self._finish()
+
+    def _column_span(self, cur: Cursor, block: int) -> Iterator[tuple[tuple[list[Any], ...], int]]:
+        self._stop_span = False
+        try:
+            for columns in columns_v3(cur):
+                yield columns, block
+                if self._stop_span:
+                    return
+        except NettraceFormatError as exc:
+            self._lose(exc)
+
+    def stop_span(self, exc: NettraceFormatError) -> None:
+        """``exc`` cost the rest of the span ``row_columns`` is in (a loss)."""
+        self._lose(exc)
+        self._stop_span = True
+
+    def learn(self, header: EventHeader, block: int) -> None:
+        """A metadata row: its record read and kept (``NettraceFormatError`` if it does not parse)."""
+        self._learn(header, block)
 
     def _learn(self, header: EventHeader, block: int) -> None:
         cur = Cursor(self.data, header.payload_start, header.payload_start + header.payload_size, block=block, structure="metadata")

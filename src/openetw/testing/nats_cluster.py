@@ -120,6 +120,8 @@ class NatsCluster:
         asyncio.run(_wait_ready(self.urls, timeout, connect))
 
     def stream_leader(self, stream: str = "ETW", **connect: Any) -> str | None:
+        """The node that leads ``stream``; None while the stream does not exist or the cluster
+        does not answer (a busy or electing cluster lets a request time out: ask again)."""
         return asyncio.run(_stream_leader(self.urls, stream, connect))
 
 
@@ -144,13 +146,15 @@ async def _wait_ready(urls: str, timeout: float, connect: dict[str, Any]) -> Non
 
 async def _stream_leader(urls: str, stream: str, connect: dict[str, Any]) -> str | None:
     import nats
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as RequestTimeout
     from nats.js.errors import NotFoundError
 
     client = await nats.connect(urls.split(","), connect_timeout=1, allow_reconnect=False, **connect)
     try:
         try:
             info = await client.jetstream().stream_info(stream)
-        except NotFoundError:
+        except (NotFoundError, RequestTimeout, NoRespondersError):
             return None
         return info.cluster.leader if info.cluster else None
     finally:

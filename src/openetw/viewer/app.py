@@ -83,11 +83,7 @@ class Viewer:
         with self._lock:
             profile = self._profiles.get(key)
         if profile is None:
-            from openetw.etl.reader import EtlReader
-            from openetw.events.profile import load_profile
-
-            with EtlReader(path, strict=False) as reader:
-                profile = load_profile(reader.records(time_order=True), registry=self.registry, process=process)
+            profile = self._load_profile(source, path, process)
             with self._lock:
                 self._profiles[key] = profile
         from openetw.report.stacks import by_name, call_tree
@@ -98,6 +94,25 @@ class Viewer:
             "by_name": [row.as_json(total) for row in by_name(profile.samples)[:50]],
             "tree": call_tree(profile.samples).as_json(total, fold),
         }  # fmt: skip
+
+    def _load_profile(self, source: ViewerSource, path: str, process: str | None) -> Any:
+        """The named stacks of ``path``: CPU samples of one .etl from its index, on arrays
+        (``events.profile_columns``, as ``openetw stacks`` takes them), else record by record."""
+        if (process is None or process.isdigit()) and path.lower().endswith(".etl") and os.path.isfile(path):
+            from openetw.events.profile_columns import load_file_profile
+
+            index = getattr(source, "index", None)
+            if index is None:
+                from openetw.consumer.index import EtlIndex
+
+                options: dict[str, Any] = dict(self.index_options)
+                index = EtlIndex.open(path, **options)
+            return load_file_profile(path, registry=self.registry, process=process, index=index)
+        from openetw.etl.reader import EtlReader
+        from openetw.events.profile import load_profile
+
+        with EtlReader(path, strict=False) as reader:
+            return load_profile(reader.records(time_order=True), registry=self.registry, process=process)
 
     @property
     def token(self) -> str:

@@ -318,6 +318,11 @@ class EtlSource(ViewerSource):
     _progress_at = 0
     _buffer_size = 65536
 
+    @property
+    def index(self) -> Any:
+        """The file's ``EtlIndex`` once the first pass is done, else None."""
+        return self._index if self.ready.is_set() else None
+
     def progress(self) -> float:
         """How far the first pass is: the last buffer indexed, as a share of the file."""
         if self.ready.is_set():

@@ -381,7 +381,7 @@ class HeaderColumns:
             raise ColumnsUnreadable("an event's payload is in a compressed buffer")
         batch = self._batch
         if len(self._buffer_tables) == 1:
-            return reader.read(self._files.mapped(batch.paths[0]), starts, lengths)
+            return reader.read(self._files.mapped(self._files.paths[0]), starts, lengths)
         files = batch.file[rows]
         out = np.empty(len(rows), dtype=reader.dtype)
         for number in np.unique(files).tolist():
@@ -395,7 +395,7 @@ class HeaderColumns:
         import numpy as np
 
         if self._places is None:
-            header = self._batch.rows
+            header = self._place_columns()
             tables = self._buffer_tables
             if len(tables) == 1:
                 starts = tables[0][header["buffer"]]
@@ -408,6 +408,10 @@ class HeaderColumns:
             starts = np.where(starts >= 0, starts + header["offset"] + header["user_data_offset"], -1)
             self._places = (starts, header["user_data_length"].astype(np.int64), _NARROW_HEADERS()[header["header_type"]])
         return self._places
+
+    def _place_columns(self) -> Any:
+        """The columns that say where each row's record is (``buffer``, ``offset``, ...)."""
+        return self._batch.rows
 
 
 def _narrow_headers() -> Any:
@@ -451,6 +455,10 @@ def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
     if header_only and len(files.paths) == 1:
         yield from _header_columns_alone(trace.indexes(built=False)[0], files)
         return
+    if len(files.paths) == 1 and not files.evtx:  # built first: the table of buffers payloads are found through is whole
+        index = trace.indexes()[0]
+        yield from _header_columns_alone(index, files, [_buffer_table(index)])
+        return
     indexes = trace.indexes()
     guids: list[str] = []
     where: dict[Any, int] = {}
@@ -484,16 +492,19 @@ def header_batches(files: TraceFiles, *, header_only: bool = False) -> Any:
         yield HeaderColumns(guids, columns, batch, files, tables)
 
 
-def _header_columns_alone(index: Any, files: TraceFiles) -> Any:
+def _header_columns_alone(index: Any, files: TraceFiles, buffer_tables: list[Any] | None = None) -> Any:
     """One file's header columns a block at a time from its index (``EtlIndex.column_blocks``:
-    only these columns are read; on the first pass, the rows as they are indexed)."""
+    only these columns are read; on the first pass, the rows as they are indexed). With
+    ``buffer_tables`` (the index built), event fields may be read: the columns that say where
+    each payload is are read, and checked, when the first field is."""
     import numpy as np
 
     from openetw.consumer.index import KIND_CODES
 
     event, kernel = KIND_CODES["event"], np.asarray([KIND_CODES[k] for k in ("system", "compact", "perfinfo")])
     guids: list[str] = []
-    for _first, columns in index.column_blocks(["provider", "id", "opcode", "level", "keyword", "kind"]):
+    wanted = ["provider", "id", "opcode", "level", "keyword", "kind"] + (["version"] if buffer_tables else [])  # (fields: by version)
+    for _first, columns in index.column_blocks(wanted):
         if len(guids) != len(index.providers):
             guids = [str(guid) for guid in index.providers]  # the table only grows: codes keep their meaning
         kind = columns["kind"]
@@ -501,14 +512,21 @@ def _header_columns_alone(index: Any, files: TraceFiles) -> Any:
         provider[np.isin(kind, kernel)] = -1
         named = {"provider": provider, "id": np.where(kind == event, columns["id"], columns["opcode"]).astype(np.int64),
                  "level": columns["level"], "keyword": columns["keyword"]}  # fmt: skip
-        yield _LazyHeaderColumns(guids, named, columns, files)
+        yield _LazyHeaderColumns(guids, named, columns, files, buffer_tables)
 
 
 class _LazyHeaderColumns(HeaderColumns):
     """Header columns whose ``pid``, ``tid``, ``cpu`` and ``version`` are read from the index when
-    first used (a count by probe names never reads them)."""
+    first used (a count by probe names never reads them), as are the columns that say where the
+    payloads are (``EtlIndex.column_blocks``: read with, and checked against, the others that
+    ``index_trust.rows_problem`` needs) when a field is first read."""
 
     __slots__ = ()
+
+    def _place_columns(self) -> Any:
+        if not self._buffer_tables:
+            raise ColumnsUnreadable("the index is still being built: no buffer table to find payloads through")
+        return self._batch
 
     def __getattr__(self, name: str) -> Any:
         if name not in ("pid", "tid", "cpu", "version"):

@@ -490,7 +490,8 @@ class ProbeRun:
                             continue
                         if rows is None:
                             if order is None:
-                                order = valid[np.argsort(row_code, kind="stable")]
+                                small = row_code.astype(np.uint16) if len(combos_of) <= 1 << 16 else row_code  # (radix sorted)
+                                order = valid[np.argsort(small, kind="stable")]
                             rows = order[ends[number] - size : ends[number]]
                         if chosen is None:
                             chosen = _Rows(rows, batch, probe, self.catalog)
