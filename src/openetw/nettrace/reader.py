@@ -232,17 +232,7 @@ class NettraceReader:
                 yield from self._column_span(Cursor(self.data, info.events_start, info.events_end, block=0, structure="event header"), 0)
                 self._legacy_end()
                 return
-            blocks = iter_blocks(self.data, self.info)
-            while True:
-                try:
-                    block = next(blocks, None)
-                except NettraceFormatError as exc:
-                    self._lose(exc)
-                    block = None
-                if block is None:
-                    break
-                self.stats.blocks += 1
-                self.stats.bytes_read = block.end
+            for block in self._counted_blocks(iter_blocks(self.data, self.info)):
                 yield from self._column_span(self._cursor(block), block.index)
         finally:
             self._finish()
@@ -305,19 +295,24 @@ class NettraceReader:
         self._sequences[thread] = header.sequence
 
     # -- versions 4-5: blocks -----------------------------------------------------------------
-    def _block_events(self) -> Iterator[NettraceEvent]:
-        window: list[NettraceEvent] = []
-        blocks = iter_blocks(self.data, self.info)
+    def _counted_blocks(self, blocks: Iterator[Any]) -> Iterator[Any]:
+        """``blocks`` in file order, each counted; a block that cannot be read ends the walk, its
+        damage recorded (every event before it is kept)."""
         while True:
             try:
                 block = next(blocks, None)
             except NettraceFormatError as exc:
                 self._lose(exc)
-                block = None
+                return
             if block is None:
-                break
+                return
             self.stats.blocks += 1
             self.stats.bytes_read = block.end
+            yield block
+
+    def _block_events(self) -> Iterator[NettraceEvent]:
+        window: list[NettraceEvent] = []
+        for block in self._counted_blocks(iter_blocks(self.data, self.info)):
             if self.info.version < 4:
                 yield from self._rows(self._cursor(block), block.index)
             elif block.kind == "EventBlock":
@@ -339,17 +334,7 @@ class NettraceReader:
         window: list[NettraceEvent] = []
         threads: dict[int, Thread6] = {}
         labels: dict[int, tuple[bytes, bytes]] = {}
-        blocks = iter_blocks_v6(self.data, self.info)
-        while True:
-            try:
-                block = next(blocks, None)
-            except NettraceFormatError as exc:
-                self._lose(exc)
-                block = None
-            if block is None:
-                break
-            self.stats.blocks += 1
-            self.stats.bytes_read = block.end
+        for block in self._counted_blocks(iter_blocks_v6(self.data, self.info)):
             cur = Cursor(self.data, block.start, block.end, block=block.index, structure=block.name)
             try:
                 if block.kind == KIND_EVENT:
