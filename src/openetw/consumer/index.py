@@ -555,17 +555,16 @@ class EtlIndex:
             parts = [segment.records for segment in self.segments()]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD_DTYPE)
 
-    _CHECKED = ("provider", "kind", "buffer", "header_type", "size", "offset", "user_data_offset", "user_data_length")
-
     def columns(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """Columns ``names`` of every row as whole arrays (``records``' fields without the
         rest): from a stored index only those are inflated, with the columns that say where a
-        row lies checked as ``records`` checks them; a damaged index is read as ``records``."""
+        row lies checked as ``records`` checks them (the place columns are read with the set they are
+        checked with, block by block: ``_block_columns``); a damaged index is read as ``records``."""
         wanted = list(dict.fromkeys(names))
         self.ensure_built()
         stored = self._stored
         if stored is not None:
-            asked = list(dict.fromkeys([*wanted, *self._CHECKED]))
+            asked = list(dict.fromkeys([*wanted, *PLACE_CHECKED]))
             parts: list[dict[str, np.ndarray]] = []
             try:
                 for number in range(len(stored.blocks)):
@@ -573,13 +572,8 @@ class EtlIndex:
             except EtlFormatError:
                 parts = []
             if parts or not len(stored.blocks):
-                joined = {name: np.concatenate([part[name] for part in parts]) if parts else np.zeros(0, dtype=RECORD_DTYPE[name])
-                          for name in asked}  # fmt: skip
-                checked = np.empty(len(joined["kind"]), dtype=[(name, RECORD_DTYPE[name]) for name in self._CHECKED])
-                for name in self._CHECKED:
-                    checked[name] = joined[name]
-                if index_problem(checked, self.buffers, self._provider_table(), self.meta, int(self.meta.get("size", 0))) is None:
-                    return {name: joined[name] for name in wanted}
+                return {name: np.concatenate([part[name] for part in parts]) if parts else np.zeros(0, dtype=RECORD_DTYPE[name])
+                        for name in wanted}  # fmt: skip
         rows = self.records
         return {name: np.ascontiguousarray(rows[name]) for name in wanted}
 
