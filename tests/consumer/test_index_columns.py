@@ -119,7 +119,7 @@ def test_a_column_every_row_shares_is_one_value_and_checked_like_the_others() ->
     spans = dict(zip(blocks._STORED, blocks.column_spans(payload[: blocks.HEAD_BYTES]), strict=True))
     at, length, coding, _ = spans["keyword"]
     assert (length, coding) == (8, blocks._ONE_VALUE)
-    assert spans["pid"][2] == blocks._PLANES
+    assert spans["pid"][2] == blocks._PACKED
     assert np.array_equal(blocks.decode_block(payload, 1000), rows)
     damaged = bytearray(payload)
     damaged[at] ^= 0x10
