@@ -174,18 +174,42 @@ static void pack_u16(uint8_t *dst, const uint16_t *vals, Py_ssize_t m, int bits)
 
 static Py_ssize_t packed_bytes(Py_ssize_t m, int bits) { return (m * bits + 7) / 8; }
 
-/* The coded column of the n values of a field (``stride`` bytes apart from src), as bytes. */
-static PyObject *encode_one(const uint8_t *src, Py_ssize_t n, Py_ssize_t stride, Py_ssize_t width) {
-    PyObject *result = NULL;
-    uint64_t *vals = NULL, *keys = NULL, *values = NULL;
-    int16_t *slot_code = NULL;
-    uint16_t *codes = NULL;
-    Py_ssize_t m = n > 0 ? n - 1 : 0;
-    vals = PyMem_Malloc(sizeof(uint64_t) * (n ? n : 1));
-    if (vals == NULL) {
+/* Working memory of ``encode_one`` for columns of up to n values, made once for many columns. */
+typedef struct {
+    uint64_t *vals, *keys, *values;
+    int16_t *slot_code;
+    uint16_t *codes;
+} Scratch;
+
+static void scratch_free(Scratch *s) {
+    PyMem_Free(s->vals);
+    PyMem_Free(s->keys);
+    PyMem_Free(s->values);
+    PyMem_Free(s->slot_code);
+    PyMem_Free(s->codes);
+    *s = (Scratch){NULL, NULL, NULL, NULL, NULL};
+}
+
+static int scratch_init(Scratch *s, Py_ssize_t n) {
+    s->vals = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    s->keys = PyMem_Malloc(sizeof(uint64_t) * TABLE_SLOTS);
+    s->values = PyMem_Malloc(sizeof(uint64_t) * DICT_LIMIT);
+    s->slot_code = PyMem_Malloc(sizeof(int16_t) * TABLE_SLOTS);
+    s->codes = PyMem_Malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
+    if (s->vals == NULL || s->keys == NULL || s->values == NULL || s->slot_code == NULL || s->codes == NULL) {
+        scratch_free(s);
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
+    return 0;
+}
+
+/* The coded column of the n values of a field (``stride`` bytes apart from src), as bytes. */
+static PyObject *encode_one(const uint8_t *src, Py_ssize_t n, Py_ssize_t stride, Py_ssize_t width, Scratch *scratch) {
+    PyObject *result = NULL;
+    uint64_t *vals = scratch->vals, *values = scratch->values;
+    uint16_t *codes = scratch->codes;
+    Py_ssize_t m = n > 0 ? n - 1 : 0;
     gather(src, n, stride, width, vals);
     Py_ssize_t raw_size = 1 + n * width;
     uint64_t low = ~0ULL, high = 0;
@@ -201,17 +225,9 @@ static PyObject *encode_one(const uint8_t *src, Py_ssize_t n, Py_ssize_t stride,
     int count = -1, dict_bits = 0;
     Py_ssize_t dict_size = raw_size + 1;
     if (n > 0 && for_bits > 0) {
-        keys = PyMem_Malloc(sizeof(uint64_t) * TABLE_SLOTS);
-        slot_code = PyMem_Malloc(sizeof(int16_t) * TABLE_SLOTS);
-        values = PyMem_Malloc(sizeof(uint64_t) * DICT_LIMIT);
-        codes = PyMem_Malloc(sizeof(uint16_t) * (m ? m : 1));
-        if (keys == NULL || slot_code == NULL || values == NULL || codes == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
         /* numbers of as many bits as FOR's would make DICT the larger: stop counting there */
         int limit = for_bits > 13 ? DICT_LIMIT : (1 << (for_bits - 1)) < DICT_LIMIT ? (1 << (for_bits - 1)) : DICT_LIMIT;
-        count = dictionary(vals + 1, m, limit, keys, slot_code, values, codes);
+        count = dictionary(vals + 1, m, limit, scratch->keys, scratch->slot_code, values, codes);
         if (count > 0) {
             dict_bits = bits_of((uint64_t)(count - 1));
             dict_size = 2 + width + 2 + count * width + packed_bytes(m, dict_bits);
@@ -225,7 +241,7 @@ static PyObject *encode_one(const uint8_t *src, Py_ssize_t n, Py_ssize_t stride,
     }
     result = PyBytes_FromStringAndSize(NULL, size);
     if (result == NULL)
-        goto done;
+        return NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
     memset(out, 0, (size_t)size);
     out[0] = (uint8_t)coding;
@@ -248,12 +264,6 @@ static PyObject *encode_one(const uint8_t *src, Py_ssize_t n, Py_ssize_t stride,
         if (dict_bits > 0)
             pack_u16(out + 4 + width + count * width, codes, m, dict_bits);
     }
-done:
-    PyMem_Free(vals);
-    PyMem_Free(keys);
-    PyMem_Free(slot_code);
-    PyMem_Free(values);
-    PyMem_Free(codes);
     return result;
 }
 
@@ -264,8 +274,11 @@ static PyObject *encode_column(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnn", &rows, &itemsize, &at, &width))
         return NULL;
     PyObject *result = NULL;
-    if (check_field(itemsize, at, width, rows.len) == 0)
-        result = encode_one((const uint8_t *)rows.buf + at, rows.len / itemsize, itemsize, width);
+    Scratch scratch;
+    if (check_field(itemsize, at, width, rows.len) == 0 && scratch_init(&scratch, rows.len / itemsize) == 0) {
+        result = encode_one((const uint8_t *)rows.buf + at, rows.len / itemsize, itemsize, width, &scratch);
+        scratch_free(&scratch);
+    }
     PyBuffer_Release(&rows);
     return result;
 }
@@ -282,6 +295,7 @@ static PyObject *encode_columns(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     uint8_t *columns = NULL;
+    Scratch scratch = {NULL, NULL, NULL, NULL, NULL};
     Py_ssize_t count = fields.len / 16, total = 0;
     const int64_t *pairs = (const int64_t *)fields.buf;
     if (fields.len % 16 != 0 || itemsize <= 0) {
@@ -299,6 +313,8 @@ static PyObject *encode_columns(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    if (scratch_init(&scratch, n) < 0)
+        goto done;
     const uint8_t *in = (const uint8_t *)rows.buf;
     for (Py_ssize_t first = 0; first < n; first += TILE_ROWS) {
         Py_ssize_t last = first + TILE_ROWS < n ? first + TILE_ROWS : n;
@@ -316,7 +332,7 @@ static PyObject *encode_columns(PyObject *self, PyObject *args) {
     uint8_t *column = columns;
     for (Py_ssize_t f = 0; f < count; f++) {
         Py_ssize_t width = (Py_ssize_t)pairs[2 * f + 1];
-        PyObject *coded = encode_one(column, n, width, width);
+        PyObject *coded = encode_one(column, n, width, width, &scratch);
         if (coded == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -325,6 +341,7 @@ static PyObject *encode_columns(PyObject *self, PyObject *args) {
         column += n * width;
     }
 done:
+    scratch_free(&scratch);
     PyMem_Free(columns);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&fields);
