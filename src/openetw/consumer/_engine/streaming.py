@@ -168,23 +168,20 @@ class StreamingBuild:
         return self._tables[0] if self._tables else np.zeros(0, dtype=BUFFER_DTYPE)
 
     def _code(self, lo: np.ndarray, hi: np.ndarray, has: np.ndarray) -> np.ndarray:
-        """Provider codes of the file's table for a piece's GUID halves."""
+        """Provider codes of the GUIDs met so far (``_met``) for a piece's GUID halves (in no
+        particular order: ``_renumber`` gives the table's order as the rows go out)."""
         column, table = provider_table(lo, hi, has)
         remap = np.empty(len(table) + 1, dtype=np.int32)
         remap[-1] = -1
-        present = column[column >= 0]
-        _, first = np.unique(present, return_index=True)
-        by_appearance = np.unique(present)[np.argsort(first, kind="stable")]  # codes follow file order
-        for local in by_appearance.tolist():
-            guid = table[local]
+        for local, guid in enumerate(table):
             key = struct.unpack("<QQ", guid.bytes_le)
             code = self._codes.get(key)
             if code is None:
                 code = self._codes[key] = len(self._met)
                 self._met.append(guid)
             remap[local] = code
-        codes: np.ndarray = remap[column]
-        return codes
+        coded: np.ndarray = remap[column]
+        return coded
 
     def pieces(self) -> Iterator[tuple[np.ndarray, dict[int, str]]]:
         merge = RowMerge(RECORD_DTYPE, self.chunk_bytes)
@@ -269,12 +266,15 @@ class StreamingBuild:
         met = rows["provider"]
         if len(self._final) < len(self._met):
             self._final = np.concatenate([self._final, np.full(len(self._met) - len(self._final), -1, dtype=np.int32)])
-        codes, first = np.unique(met[met >= 0], return_index=True)
-        new = self._final[codes] < 0
-        for code in codes[new][np.argsort(first[new], kind="stable")].tolist():
-            self._final[code] = len(self.providers)
-            self.providers.append(self._met[code])
-        rows["provider"] = np.append(self._final, np.int32(-1))[met]  # (-1, no provider, takes the last)
+        final = np.append(self._final, np.int32(-1)).take(met)  # (-1, no provider, takes the last)
+        unnamed = np.flatnonzero((final < 0) & (met >= 0))
+        if len(unnamed):  # providers met for the first time in the rows going out
+            codes, first = np.unique(met[unnamed], return_index=True)
+            for code in codes[np.argsort(first, kind="stable")].tolist():
+                self._final[code] = len(self.providers)
+                self.providers.append(self._met[code])
+            final = np.append(self._final, np.int32(-1)).take(met)
+        rows["provider"] = final
 
     def _finish(self, rows: np.ndarray, seqs: np.ndarray, reasons: dict[int, str], clock: Any) -> tuple[np.ndarray, dict[int, str]]:
         self._renumber(rows)
