@@ -17,7 +17,7 @@ LZXPRESS >= 300 MB/s; index pass >= 20 M records/s cold; callbacks with a provid
 one property into a dict >= 3 M events/s cold on diaghub.etl's busiest provider (the callback
 uses ``try_parse``: ``parse`` that gives None for the provider's events without the property).
 Events/s of the callbacks row counts every record of the file, as bench_consumer.py does.
-Usage: python benchmarks/bench_native.py [--repeat 3]
+Usage: python benchmarks/bench_native.py [--repeat 3] [--tasks read,lzx,index,callbacks]
 """
 
 from __future__ import annotations
@@ -133,13 +133,17 @@ def human(value: float, unit: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tasks", default="read,lzx,index,callbacks", help="the rows to run (comma-separated tasks)")
     args = parser.parse_args()
+    tasks = set(args.tasks.split(","))
     rows: list[list[object]] = []
     plan = [
         ("read", DIAGHUB, ()), ("read", NET, ()), ("lzx", NET, ()), ("index", DIAGHUB, ()), ("index", NET, ()),
         ("callbacks", DIAGHUB, BUSIEST),
     ]  # fmt: skip
     for task, path, extra in plan:
+        if task not in tasks:
+            continue
         results = {engine: measure(task, "openetw", path, args.repeat, engine, *extra) for engine in ("native", "python")}
         if task == "read":
             results["dissect.etl"] = measure(task, "dissect", path, args.repeat, "native")

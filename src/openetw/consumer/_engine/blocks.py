@@ -3,7 +3,7 @@
 Layout (format 6)::
 
     MAGIC (16 bytes: "OPENETW-INDEX\\0\\0" and the format byte)
-    block 0, block 1, ...        each: a head (the column count, u32; then per stored column its
+    block 0, block 1, ...        each: a head (the column count and row count, u32 each; then per stored column its
                                  stored length, u32, coding, u8, and digest, 8 bytes of
                                  BLAKE2b), then each column: packed (see below), or its one
                                  value when every row has the same
@@ -70,7 +70,7 @@ _WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
 # The compiled twin of the column coding (None: numpy), and where each stored column sits in a
 # row: (offset, width) pairs in the stored order.
 _NATIVE = native_module("_index")
-_HEAD = struct.Struct("<I")
+_HEAD = struct.Struct("<II")  # the column count, the row count
 _ENTRY = struct.Struct("<IB8s")
 _ONE_VALUE, _PACKED = 1, 2  # a column's coding: one value every row has; packed (``encode_column``)
 _RAW, _FOR, _DICT = 0, 1, 2  # how a packed column is packed (its first byte)
@@ -266,7 +266,7 @@ def encode_block(rows: np.ndarray) -> bytes:
             continue
         parts.append(part)
         codings.append(_PACKED)
-    head = _HEAD.pack(len(parts)) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
+    head = _HEAD.pack(len(parts), n) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
     return head + b"".join(parts)
 
 
@@ -274,11 +274,14 @@ def _digest(data: bytes, size: int = 8) -> bytes:
     return hashlib.blake2b(data, digest_size=size).digest()
 
 
-def column_spans(head: bytes) -> list[tuple[int, int, int, bytes]]:
-    """Each stored column's (place in the block, stored length, coding, digest) from a block's
-    head; ``ValueError`` when the head is not one of this format's."""
+def column_spans(head: bytes, n: int) -> list[tuple[int, int, int, bytes]]:
+    """Each stored column's (place in the block, stored length, coding, digest) from the head of
+    a block of ``n`` rows; ``ValueError`` when the head is not one of this format's, or of
+    another number of rows."""
     if len(head) < HEAD_BYTES or _HEAD.unpack_from(head)[0] != len(_STORED):
         raise ValueError("a block head of another shape")
+    if _HEAD.unpack_from(head)[1] != n:
+        raise ValueError("block size does not match its row count")
     spans = []
     at = HEAD_BYTES
     for number in range(len(_STORED)):
@@ -315,7 +318,7 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
     ``ValueError`` when a part is damaged."""
     if n < 0:
         raise ValueError("a negative row count")
-    spans = column_spans(head)
+    spans = column_spans(head, n)
     wanted = list(dict.fromkeys(name for asked in names for name in (*_NEEDS.get(asked, ()), asked)))
     raw: dict[str, np.ndarray] = {}
     for name in wanted:
@@ -339,7 +342,7 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
     the payload does not decode to ``n`` rows."""
     if n < 0:
         raise ValueError("a negative row count")
-    spans = column_spans(payload[:HEAD_BYTES])
+    spans = column_spans(payload[:HEAD_BYTES], n)
     if spans and spans[-1][0] + spans[-1][1] != len(payload):
         raise ValueError("block size does not match its columns")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
