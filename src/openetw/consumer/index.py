@@ -3,7 +3,7 @@
 The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
 a trace consuming a file for the first time gets its events as the index is written, with no
 separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows (``$OPENETW_INDEX_BLOCK_ROWS``)
-(``_engine.blocks``: compressed columns, a summary per block) into the user's cache, or beside
+(``_engine.blocks``: packed columns, a summary per block) into the user's cache, or beside
 the file when asked to (``beside=True``, ``$OPENETW_INDEX_BESIDE``; ``_engine.location``: where,
 the cache's size cap, which stored indexes may be trusted). A stored index that is damaged is
 never trusted: it is built again. Later opens read the footer only; blocks are read

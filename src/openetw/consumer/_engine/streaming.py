@@ -5,10 +5,12 @@ default ``DEFAULT_CHUNK_MB``) and their rows gathered as ``index_build`` gathers
 out in the order ``EtlReader.records(time_order=True)`` gives, without holding the file's rows:
 
 - For an uncompressed file whose buffer headers are sound, a first look at every buffer header
-  gives each buffer's first timestamp. When each buffer's records are in time order (every real
-  file seen), the reader's merge is a stable sort by time, and a row can be handed out as soon as
-  no buffer still unread starts before it: after each piece, the rows up to the earliest first
-  timestamp of the buffers to come go out.
+  gives each buffer's first timestamp, and the buffers are read in the order of those times (a
+  buffer far on in the file that starts early, as the last buffers flushed at a trace's end do,
+  is read with its time's neighbours). When each buffer's records are in time order (every real
+  file seen), the reader's merge is a stable sort by time (ties in file order), and a row can be
+  handed out as soon as no buffer still unread starts at or before it: after each piece, the rows
+  before the first time of the next buffer to read go out.
 - The rows that wait (all of them for compressed or damaged files, framed by the reader, whose
   buffers' first times are known only once read) wait in a ``RowMerge``, which writes them to a
   temporary file past the chunk setting's worth: a trace going back in time or repeating its
