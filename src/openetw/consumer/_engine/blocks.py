@@ -17,7 +17,7 @@ Every part is checked before it is believed: the footer against the trailer's di
 head and the buffer table against the digest the footer keeps of it (8 bytes of BLAKE2b), each
 column against the digest its block's head keeps, so a flipped bit anywhere reads as a damaged
 index (rebuilt), never as other rows. A reader that needs a few columns (``decode_columns``: a
-count by provider and event id needs no timestamps or places) reads and inflates only those.
+count by provider and event id needs no timestamps or places) reads and unpacks only those.
 
 A block holds ``BLOCK_ROWS`` rows (the last one fewer). Its columns are encoded to compress:
 timestamps as deltas from the row before, the user data's length as what ``size`` and the
@@ -313,7 +313,7 @@ _NEEDS = {"timestamp": (), "user_data_length": ("size", "user_data_offset"), "of
 
 
 def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names: Iterable[str]) -> dict[str, np.ndarray]:
-    """Columns ``names`` (stored ones; not ``filetime``) of a block of ``n`` rows, inflating only
+    """Columns ``names`` (stored ones; not ``filetime``) of a block of ``n`` rows, unpacking only
     those (and what they are decoded with): ``read(at, length)`` gives the block's bytes at ``at``.
     ``ValueError`` when a part is damaged."""
     if n < 0:
@@ -428,7 +428,7 @@ class StoredIndex:
         return decode_block(payload, int(entry["rows"]))
 
     def columns(self, number: int, names: Iterable[str]) -> dict[str, np.ndarray]:
-        """Columns ``names`` of block ``number`` (only those read and inflated); ``ValueError``
+        """Columns ``names`` of block ``number`` (only those read and unpacked); ``ValueError``
         when what is read of it is damaged."""
         entry = self.blocks[number]
         at, length = int(entry["at"]), int(entry["length"])
