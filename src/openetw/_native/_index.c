@@ -21,6 +21,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "openetw._native._index reads and writes little-endian data with native loads"
+#endif
+
 #define CODE_RAW 0
 #define CODE_FOR 1
 #define CODE_DICT 2
@@ -29,7 +33,7 @@
 #define TABLE_SLOTS 8192
 #define TABLE_SHIFT 51 /* 64 - log2(TABLE_SLOTS) */
 
-/* The n values of a field as u64 (little-endian hosts only: setup.py builds for those). */
+/* The n values of a field as u64. */
 static void gather(const uint8_t *src, Py_ssize_t n, Py_ssize_t itemsize, Py_ssize_t width, uint64_t *out) {
     switch (width) {
     case 1:

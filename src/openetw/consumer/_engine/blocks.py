@@ -67,8 +67,8 @@ _LEVEL = 1  # zlib level of the buffer table
 
 _STORED = tuple(name for name in RECORD_COLUMNS if name != "filetime")
 _WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
-# The compiled twin of the column coding (None: numpy), and where each stored column sits in a
-# row: (offset, width) pairs in the stored order.
+# The compiled twin of the column coding (None: numpy); where each stored column sits in a row
+# (``_PLACES``), and the (offset, width) pairs of those stored as they are (``_PLAIN_FIELDS``).
 _NATIVE = native_module("_index")
 _HEAD = struct.Struct("<II")  # the column count, the row count
 _ENTRY = struct.Struct("<IB8s")
