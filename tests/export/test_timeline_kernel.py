@@ -7,8 +7,9 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from openetw.export.timeline import export_timeline
+from openetw.export.timeline import export_timeline, perfetto
 from openetw.export.timeline.model import Frame, Sample, Switch
 from openetw.export.timeline.perfetto import REORDER_WINDOW_NS, PerfettoWriter
 from openetw.export.trace_check import check_file
@@ -57,6 +58,26 @@ def test_the_window_costs_nothing_when_items_come_in_order() -> None:
     writer = PerfettoWriter(io.BytesIO())
     for ts in range(0, 10 * REORDER_WINDOW_NS, REORDER_WINDOW_NS // 4):
         writer.write(_sample(ts))
-    assert len(writer._held) <= 5  # about one window's worth waits
+    assert writer.held <= 5  # about one window's worth waits
     writer.close()
-    assert writer.late == 0 and not writer._held
+    assert writer.late == 0 and writer.held == 0
+
+
+def test_a_dense_trace_holds_at_most_the_limit_and_keeps_each_sequence_in_order(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(perfetto, "HELD_LIMIT", 8)
+    target = tmp_path / "dense.perfetto-trace"
+    with open(target, "wb") as out:
+        writer = PerfettoWriter(out)
+        most = 0
+        for ts in range(1_000, 41_000, 1_000):  # 40 items within one window
+            writer.write(_sample(ts))
+            writer.write(Switch(ts, 1, 8, 9, 7, 7, 8, 8, 0, 0, 0, 0))
+            most = max(most, writer.held)
+        assert most == 8
+        writer.write(_sample(35_500))  # older than samples written already: late
+        writer.write(_sample(40_500))  # newer than every sample written: in its place
+        writer.close()
+    assert writer.late == 1 and writer.held == 0
+    result = check_file(str(target))
+    assert result.ok, result.errors
+    assert result.counts["perf_samples"] == 41 and result.counts["etw_events"] == 40
