@@ -9,10 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openetw.export.timeline import export_timeline, perfetto
 from openetw.export.timeline.model import Frame, Sample, Switch
 from openetw.export.timeline.perfetto import REORDER_WINDOW_NS, PerfettoWriter
 from openetw.export.trace_check import check_file
+from tests.conftest import corpus_path
+from tests.export.perfetto_values import perfetto_values
+from tests.export.timeline_traces import kernel_sched_trace
 from tests.service.harness import need_tracefs
 
 BUSY = "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass"
@@ -81,3 +86,33 @@ def test_a_dense_trace_holds_at_most_the_limit_and_keeps_each_sequence_in_order(
     result = check_file(str(target))
     assert result.ok, result.errors
     assert result.counts["perf_samples"] == 41 and result.counts["etw_events"] == 40
+
+
+def test_the_naming_pass_runs_only_over_inputs_with_samples(tmp_path: Path, monkeypatch: Any) -> None:
+    import openetw.export.timeline as timeline_package
+
+    passes: list[int] = []
+    learn = timeline_package.learn_naming
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        passes.append(1)
+        learn(*args, **kwargs)
+
+    monkeypatch.setattr(timeline_package, "learn_naming", counted)
+    plain = export_timeline([str(corpus_path("etl", "tx", "Process.etl"))], str(tmp_path / "plain.json"), "chrome")
+    assert passes == [] and plain.stats.records == 10_344  # no sample: nothing to name, no first pass
+    sampled = export_timeline([str(kernel_sched_trace(tmp_path / "sched.etl", steps=200))], str(tmp_path / "s.json"), "chrome")
+    assert passes == [1] and sampled.stats.samples > 0
+
+
+def test_a_trace_denser_than_the_limit_is_written_with_the_same_values(tmp_path: Path, monkeypatch: Any) -> None:
+    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    source = str(corpus_path("etl", "tx", "Process.etl"))  # up to 451 items wait for the window
+    whole, limited = tmp_path / "whole.perfetto-trace", tmp_path / "limited.perfetto-trace"
+    export_timeline([source], str(whole), "perfetto")
+    monkeypatch.setattr(perfetto, "HELD_LIMIT", 64)
+    summary = export_timeline([source], str(limited), "perfetto")
+    assert summary.errors == []
+    assert whole.read_bytes() != limited.read_bytes()  # the sequences interleave otherwise...
+    assert perfetto_values(whole) == perfetto_values(limited)  # ...each in the same order, the same values
+    assert check_file(str(limited)).ok
