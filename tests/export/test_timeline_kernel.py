@@ -16,6 +16,7 @@ from openetw.export.timeline.model import Frame, Sample, Switch
 from openetw.export.timeline.perfetto import REORDER_WINDOW_NS, PerfettoWriter
 from openetw.export.trace_check import check_file
 from tests.conftest import corpus_path
+from tests.export.conftest import registry
 from tests.export.perfetto_values import perfetto_values
 from tests.export.timeline_traces import kernel_sched_trace
 from tests.service.harness import need_tracefs
@@ -107,12 +108,14 @@ def test_the_naming_pass_runs_only_over_inputs_with_samples(tmp_path: Path, monk
 
 def test_a_trace_denser_than_the_limit_is_written_with_the_same_values(tmp_path: Path, monkeypatch: Any) -> None:
     pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    source = str(corpus_path("etl", "tx", "Process.etl"))  # up to 451 items wait for the window
+    source = str(corpus_path("etl", "etl-parser", "ShutdownPerfDiagLogger.etl"))  # up to 11,068 items wait for the window
     whole, limited = tmp_path / "whole.perfetto-trace", tmp_path / "limited.perfetto-trace"
-    export_timeline([source], str(whole), "perfetto")
+    export_timeline([source], str(whole), "perfetto", registry=registry())
     monkeypatch.setattr(perfetto, "HELD_LIMIT", 64)
-    summary = export_timeline([source], str(limited), "perfetto")
+    summary = export_timeline([source], str(limited), "perfetto", registry=registry())
     assert summary.errors == []
-    assert whole.read_bytes() != limited.read_bytes()  # the sequences interleave otherwise...
-    assert perfetto_values(whole) == perfetto_values(limited)  # ...each in the same order, the same values
+    assert whole.read_bytes() != limited.read_bytes()  # the descriptors interleave otherwise...
+    values = perfetto_values(whole)
+    assert sum(1 for value in values[0][1] if isinstance(value, tuple) and value[5]) > 10_000  # decoded arguments
+    assert values == perfetto_values(limited)  # ...every sequence in the same order, the same values
     assert check_file(str(limited)).ok
