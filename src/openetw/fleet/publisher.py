@@ -72,6 +72,7 @@ WINDOW = 32  # publishes waiting for their acknowledgement at once
 # With the window (nearly) full and buffers waiting, an acknowledgement that comes waits for the
 # next few, up to this long: one wake, one read and one send for several buffers, not each.
 ACK_GATHER = 0.01
+ACK_DELAY = 0.05  # how long acknowledgements may wait to be read while the window has room
 # What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
 PUBLISH_TIMEOUT = 2.0
@@ -330,12 +331,23 @@ class StreamPublisher:
                     pause = min(pause, next(iter(in_flight.values()))[1] - now)
                 if linger_until is not None:
                     pause = min(pause, linger_until - now)
+                # With room in the window, acknowledgements need not wake the thread: what came is
+                # read when the next buffer wakes it, or ACK_DELAY later (at a modest rate, one
+                # wake a buffer instead of one for the buffer and one for its acknowledgement).
+                lazy = connection is not None and healthy and bool(in_flight) and not finishing and len(in_flight) <= WINDOW - WAKE_BATCH
+                if lazy:
+                    pause = min(pause, ACK_DELAY)
                 room = connection is not None and len(in_flight) < (WINDOW if healthy else 1) and not holding
                 with self._lock:
                     woken = self._signalled or (room and bool(self._incoming)) or self._finishing != finishing
-                    self._idle = not in_flight and not holding  # no answer will come to wake the thread: a new buffer must
+                    # Nothing else wakes the thread soon (no answer it waits for): a new buffer must.
+                    self._idle = (not in_flight or lazy) and not holding
                     self._room = room or holding  # a linger ends early when a batch comes
-                if connection is not None:
+                if connection is not None and lazy:
+                    if not woken:
+                        select.select([self._wake_read], [], [], max(pause, 0.0))
+                    readable = True  # whatever answers came, read without waiting for more
+                elif connection is not None:
                     readable = connection.wait(0.0 if woken else pause, self._wake_read)
                     if readable and not woken and healthy and len(in_flight) > WINDOW - WAKE_BATCH and (retry or len(self._spool)):
                         # Buffers wait for room in the window: let more acknowledgements come first.
