@@ -9,9 +9,14 @@ number becomes a gap the next message names.
 The publishing thread holds one NATS connection of its own (``natsconn.PublishConnection``: no
 event loop, no nats-py) and publishes in sequence order with at most ``WINDOW``
 acknowledgements outstanding. Buffers leave in batches: whatever waits when the thread wakes
-goes in one ``sendmsg``, and the acknowledgements that came are read together. The thread is
-woken by a new buffer only when no acknowledgement would wake it (or ``WAKE_BATCH`` wait), and
-with nothing in flight a few buffers wait up to ``LINGER`` for more. Each message carries the id
+goes in one ``sendmsg``, and the acknowledgements that came are read together. The thread wakes
+as rarely as the stream allows, since each wake costs the service more than the Python it runs:
+while the window has room, acknowledgements do not wake it (they are read when the next buffer
+does, or ``ACK_DELAY`` later); when the window is full and buffers wait, an acknowledgement that
+comes waits up to ``ACK_GATHER`` for the next few; a new buffer wakes it only when nothing else
+would (or ``WAKE_BATCH`` wait), and with nothing in flight a few buffers wait up to ``LINGER``
+for more. The memory of acknowledged buffers takes the next ones (up to the spool size, given
+back after ``IDLE_TRIM`` seconds with nothing waiting). Each message carries the id
 ``<host>:<session>:<start>:<sequence>``, so a publish repeated after a lost acknowledgement is
 dropped by JetStream. When a publish fails (the cluster unreachable, no leader) the thread stops
 sending, keeps the failed buffers to send again first, and moves what waits in memory beyond
