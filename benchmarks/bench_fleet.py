@@ -8,7 +8,9 @@ temporary store) and a private trace service are started and removed at the end.
 (b) one host at full rate: a user provider writing as fast as it can into a streamed session
     (64 KB buffers), the collector (``openetw collect``, its own process) writing .etl files:
     buffers/s and events/s from the first to the last buffer the collector made durable, next
-    to (a); events written, collected and counted lost. With ``--kernel`` (root, tracefs) a
+    to (a); also the rate at which the stream acknowledged them (the publisher's own, without
+    the collector: the session's stream state polled every 0.1 s); events written, collected and
+    counted lost. With ``--kernel`` (root, tracefs) a
     kernel session (cswitch, process, thread) streamed alongside. Goal: >= 80% of (a), none lost;
 (c) CPU of every process (the producer, the service, the three nats-servers, the collector) per
     event for the same full-rate workload into a file session and into a file session that also
@@ -155,6 +157,22 @@ def _wait_ended(directory: Path, name: str, timeout: float = 300.0) -> dict[str,
     raise RuntimeError(f"session {name} did not reach the collector")
 
 
+def _acknowledged(session: Any, began: float) -> dict[str, float]:
+    """Polled (every 0.1 s, little of the service's CPU) until the stream holds nothing of the
+    session's: buffers acknowledged, and the time from ``began`` to the last acknowledgement seen."""
+    count, changed = -1, time.time()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        state = session.stream_state() or {}
+        now_count = int(state.get("buffers_acknowledged", 0))
+        if now_count != count:
+            count, changed = now_count, time.time()
+        elif int(state.get("held_bytes", 1)) == 0:
+            break
+        time.sleep(0.1)
+    return {"buffers": count, "seconds": max(changed - began, 1e-9)}
+
+
 def _collector(urls: str, directory: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "openetw", "collect", urls, "-o", str(directory)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -186,6 +204,8 @@ def _full_rate(urls: str, service_pid: int, servers: list[int], socket: Path, wo
                                                spool_size=256, socket=socket)  # fmt: skip
             began = time.time()
             report = _written(_producer("Bench.Fleet", events, rate))
+            if streamed and temperature == "warm":  # the publisher's own rate: to the stream's acknowledgement, not the collector
+                results["acknowledged"] = _acknowledged(session, began)
             final = session.stop()
             kernel_final = kernel_session.stop() if kernel_session is not None else None
             producer_cpu = _children_cpu() - producer_before
@@ -411,10 +431,13 @@ def main() -> int:
     span = max(books["last_received"] - books["began"], 1e-9)  # from the producer's start to the last buffer collected
     buffers_per_second = books["buffers"] / span
     streamed = full["stream"]
+    acked = full["acknowledged"]
     print(f"Fleet streaming ({machine_note()}); 3-node JetStream cluster on loopback, replicas 3, {BUFFER_KB} KB buffers")
     rows = [
         ["raw nats-py publish, R3, window 32", f"{raw:,.0f} msg/s", f"{raw * BUFFER_KB / 1024:,.1f} MB/s",
          f"{raw_cpu * 1e6:,.0f} us CPU/msg", f"nats-servers {raw_servers_cpu * 1e6:,.0f} us CPU/msg", ""],
+        ["openetw host -> stream acknowledged (user, full rate)", f"{acked['buffers'] / acked['seconds']:,.0f} buffers/s", "",
+         f"{100 * acked['buffers'] / acked['seconds'] / raw:.0f}% of raw", "", ""],
         ["openetw host -> collector (user, full rate)", f"{buffers_per_second:,.0f} buffers/s", f"{books['events'] / span:,.0f} events/s",
          f"{100 * buffers_per_second / raw:.0f}% of raw", f"{streamed['written']:,} written / {books['events']:,} collected",
          f"{books['events_lost']:,} counted lost, {_gaps(books)} gaps"],
