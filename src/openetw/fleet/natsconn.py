@@ -1,5 +1,6 @@
 """A publishing connection to NATS for a streamed session's buffers: the protocol's few commands
-on one socket (non-blocking once connected: a send waits for room itself), driven by the publishing thread without an event loop.
+on one socket (non-blocking once connected: a send waits for room itself), driven by the
+publishing thread without an event loop.
 
 Why not nats-py's ``js.publish``: it costs a task, a future, a timer, a header dictionary
 checked key by key and two copies of the payload per message, about as much CPU as the whole
