@@ -120,7 +120,7 @@ def callbacks():
     trace = trace_of(lambda record, context: records.append(record))
     trace.start()
     context = trace._prepare().context
-    pairs = [(record, context.entry_of(record)) for record in records]
+    pairs = [(record, context.delivery_entry(record)) for record in records]
     read = int(trace.query_stats()["events_read"])
     prime = context.prime
     def run():
