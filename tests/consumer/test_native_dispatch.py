@@ -187,3 +187,150 @@ def test_the_state_a_trace_learns_is_what_its_records_say(compiled: bool, monkey
     assert sum(len(reference.images(pid)) for pid in pids) > 100
     for pid in pids:
         assert learned.images(pid) == reference.images(pid)
+
+
+_PARSED_RECORDS = 4000  # per run: enough rows of every kind after the first
+
+
+def _parse_all(path: Path, guids: list[str], compiled: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Seen, int]:
+    """The first records' properties (up to 8 each) through ``try_parse`` and ``parse``, an
+    absent name too; and how many records had values the compiled loop read from their rows."""
+    monkeypatch.setattr(plan, "_NATIVE", _dispatch if compiled else None)
+    seen: Seen = []
+    read_from_rows = 0
+    trace = UserTrace(files=[path], manifests=None)
+
+    def parse_all(record: Any, context: Any) -> None:
+        nonlocal read_from_rows
+        tdh = context.tdh_schema_for(record)
+        names = [prop.name for prop in tdh.properties][:8] if tdh is not None else []
+        parser = context.parser_for(record)
+        read_from_rows += bool(parser._values)
+        values: list[Any] = [repr(parser.try_parse(name, "absent")) for name in [*names, "NoSuchProperty"]]
+        for name in names[:2]:
+            try:
+                values.append(repr(parser.parse(name)))
+            except Exception as error:  # noqa: BLE001 - the error is what is compared
+                values.append(type(error).__name__)
+        values.append(repr(parser.try_parse(names[0], type=int)) if names else None)
+        seen.append((zlib.crc32(record.raw), *values))
+        if len(seen) == _PARSED_RECORDS:
+            trace.stop()
+
+    for guid in guids:
+        provider = Provider(guid)
+        provider.add_on_event_callback(parse_all)
+        trace.enable(provider)
+    trace.start()
+    return seen, read_from_rows
+
+
+@pytest.mark.parametrize("path", [DIAGHUB, NET, *[path for path in cases.corpus_files()[:4] if path.name != DIAGHUB.name]], ids=lambda path: path.name)
+def test_properties_read_from_the_rows_are_what_the_parser_reads(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compiled loop reads the properties asked of a kind of event from each later row of
+    # that kind into the parser it makes ready: the values are the pure loop's.
+    guids = _busiest(path)
+    if not guids:
+        pytest.skip("no provider in this file")
+    compiled, read_from_rows = _parse_all(path, guids, True, monkeypatch)
+    pure, none_read = _parse_all(path, guids, False, monkeypatch)
+    assert compiled == pure
+    assert none_read == 0
+    if path in (DIAGHUB, NET):
+        assert read_from_rows > len(compiled) // 2
+
+
+@pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no-reuse"])
+def test_a_kept_parser_keeps_its_records_values(reuse: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(plan, "_NATIVE", _dispatch)
+    trace = UserTrace(files=[DIAGHUB], manifests=None, reuse_objects=reuse)
+
+    def keep_parsers(record: Any, context: Any) -> None:
+        parser = context.parser_for(record)
+        value = parser.try_parse("ImageSize")
+        if len(kept) < 500 and record.timestamp % 5 == 0:
+            kept.append((parser, value))
+        if len(kept) == 500:
+            trace.stop()
+
+    provider = Provider(BUSIEST)
+    provider.add_on_event_callback(keep_parsers)
+    trace.enable(provider)
+    trace.start()
+    assert len(kept) == 500
+    assert len({id(parser) for parser, _ in kept}) == len(kept)
+    assert all(parser.try_parse("ImageSize") == value for parser, value in kept)
+    assert sum(value is not None for _, value in kept) > 50
+
+
+def test_every_scalar_type_read_from_the_rows_is_what_the_parser_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Events of one provider, a schema of every fixed-size scalar (each number width and sign,
+    # FLOAT and DOUBLE, pointers at both sizes, the types whose values are not plain numbers)
+    # per event id, with payloads of random bytes, some of them too short: the compiled loop's
+    # values, and what it leaves to ``parse``, are the pure loop's.
+    import random
+
+    from openetw.etl.build import build_event_record
+    from openetw.etl.intypes import InType, OutType
+    from openetw.tdh.schema import PropertyInfo
+    from openetw.tdh.schema import Schema as TdhSchema
+    from tests.consumer.helpers import PROVIDER_A, REFERENCE, write_etl
+
+    scalars = [
+        (InType.INT8, None), (InType.UINT8, None), (InType.INT16, None), (InType.UINT16, OutType.PORT), (InType.INT32, None),
+        (InType.UINT32, None), (InType.HEXINT32, None), (InType.INT64, None), (InType.UINT64, None), (InType.FLOAT, None),
+        (InType.DOUBLE, None), (InType.POINTER, None), (InType.SIZET, None), (InType.BOOLEAN, None), (InType.GUID, None),
+        (InType.FILETIME, None), (InType.UINT8, OutType.BOOLEAN), (InType.UINT32, OutType.IPV4), (InType.UNICODESTRING, None),
+        (InType.UINT32, None),
+    ]  # fmt: skip
+    rng = random.Random(7)
+    schemas = {}
+    for event_id in range(4):
+        chosen = rng.sample(scalars, 12) if event_id else scalars
+        props = tuple(PropertyInfo(f"p{n}", in_type, out_type) for n, (in_type, out_type) in enumerate(chosen))
+        schemas[event_id] = TdhSchema(PROVIDER_A, event_id=event_id, properties=props)
+
+    records = []
+    for n in range(2400):
+        event_id = n % 4
+        length = rng.choice([0, 3, 17, 40, 90, 120, 200])
+        records.append(build_event_record(
+            provider_id=PROVIDER_A, id=event_id, timestamp=REFERENCE + (n + 1) * 100, cpu=n % 2, pointer_size=4 if n % 3 == 0 else 8,
+            user_data=rng.randbytes(length),
+        ))  # fmt: skip
+    path = write_etl(tmp_path / "scalars.etl", records)
+    compiled_seen, read_from_rows = _parse_with(path, PROVIDER_A, schemas, True, monkeypatch)
+    pure_seen, none_read = _parse_with(path, PROVIDER_A, schemas, False, monkeypatch)
+    assert len(compiled_seen) == 2400
+    assert compiled_seen == pure_seen
+    assert none_read == 0 and read_from_rows > 2000
+
+
+def _parse_with(path: Path, provider_id: Any, schemas: dict[int, Any], compiled: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Seen, int]:
+    """Every property of every record of ``path`` through ``parse`` and ``try_parse``, the schemas
+    by event id being ``schemas``; and how many records had values read from their rows."""
+    monkeypatch.setattr(plan, "_NATIVE", _dispatch if compiled else None)
+    seen: Seen = []
+    read_from_rows = 0
+    trace = UserTrace(files=[path], manifests=[])
+    trace.context._lookup = lambda record: schemas.get(record.id)  # type: ignore[method-assign]
+
+    def parse_all(record: Any, context: Any) -> None:
+        nonlocal read_from_rows
+        parser = context.parser_for(record)
+        read_from_rows += bool(parser._values)
+        values: list[Any] = []
+        for prop in schemas[record.id].properties:
+            try:
+                values.append(repr(parser.parse(prop.name)))
+            except Exception as error:  # noqa: BLE001 - the error is what is compared
+                values.append(type(error).__name__)
+            values.append(repr(parser.try_parse(prop.name, "absent")))
+        seen.append((record.id, len(record.user_data), *values))
+
+    provider = Provider(str(provider_id))
+    provider.add_on_event_callback(parse_all)
+    trace.enable(provider)
+    trace.start()
+    return seen, read_from_rows
