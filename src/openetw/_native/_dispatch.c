@@ -274,65 +274,113 @@ static PyObject *read_number(Py_UCS4 code, const unsigned char *p, int *width) {
     }
 }
 
-/* ``name`` in ``values`` left to ``Parser.parse`` for this row (``...``, ``parser._READ_HERE``). */
-static int leave_to_parse(PyObject *values, PyObject *name) {
-    return PyDict_SetItem(values, name, Py_Ellipsis);
-}
+/* The properties of one ``asked`` list as the loop reads them, parsed from its tuples once (the
+ * list only grows: parsed again when its length changed). ``code`` 0: left to ``parse``. */
+#define ASKED_MAX 16
+typedef struct {
+    PyObject *list;  /* borrowed: ``asked`` outlives the call */
+    Py_ssize_t length;
+    int count;
+    struct {
+        PyObject *name;  /* borrowed from the list's tuples */
+        int64_t offset, end;
+        Py_UCS4 code;
+        int width;
+    } specs[ASKED_MAX];
+} Asked;
 
-/* Into ``values``, each property of ``asked`` (``(name, offset, struct code, end offset)`` each, as
- * ``Parser.ask`` notes them) read from the row: the record at ``pos`` in ``buffer``, ``size`` bytes,
- * its user data ``user_data_offset`` bytes in. A property the row does not hold whole (the check
- * ``Parser.parse`` makes, and the buffer's own end), or not a plain number at a fixed offset, is
- * left to ``parse`` (``...`` in ``values``: it reads it the Python way, and does not ask again). */
-static int read_asked(PyObject *values, PyObject *asked, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(buffer->data, &view, PyBUF_SIMPLE) < 0)
-        return -1;
-    int failed = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(asked) && !failed; i++) {
+static int parse_asked(Asked *parsed, PyObject *asked) {
+    parsed->list = NULL;
+    parsed->count = 0;
+    Py_ssize_t length = PyList_GET_SIZE(asked);
+    for (Py_ssize_t i = 0; i < length && parsed->count < ASKED_MAX; i++) {
         PyObject *spec = PyList_GET_ITEM(asked, i);
         if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4 || !PyUnicode_Check(PyTuple_GET_ITEM(spec, 0)))
             continue;
-        PyObject *name = PyTuple_GET_ITEM(spec, 0), *code = PyTuple_GET_ITEM(spec, 2);
-        if (!PyUnicode_Check(code) || PyUnicode_GET_LENGTH(code) != 1) {
-            failed = leave_to_parse(values, name) < 0;  /* not a plain number at a fixed offset */
-            continue;
-        }
+        PyObject *code = PyTuple_GET_ITEM(spec, 2);
         long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 1)), end = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 3));
-        if ((offset == -1 || end == -1) && PyErr_Occurred()) {
-            failed = 1;
-            break;
-        }
+        if ((offset == -1 || end == -1) && PyErr_Occurred())
+            return -1;
         int width = 0;
-        read_number(PyUnicode_READ_CHAR(code, 0), NULL, &width);
-        int64_t start = pos + user_data_offset + offset;
-        if (width == 0 || offset < 0 || end != offset + width || user_data_offset < 0 || size < 0 || pos < 0 ||
-            pos + user_data_offset + end > pos + size || start + width > (int64_t)view.len) {
-            failed = leave_to_parse(values, name) < 0;
-            continue;
-        }
-        PyObject *value = read_number(PyUnicode_READ_CHAR(code, 0), (const unsigned char *)view.buf + start, &width);
-        if (value == NULL) {
-            failed = 1;
-            break;
+        Py_UCS4 letter = PyUnicode_Check(code) && PyUnicode_GET_LENGTH(code) == 1 ? PyUnicode_READ_CHAR(code, 0) : 0;
+        if (letter != 0)
+            read_number(letter, NULL, &width);
+        if (width == 0 || offset < 0 || end != offset + width)
+            letter = 0;  /* not a plain number at a fixed offset */
+        int k = parsed->count++;
+        parsed->specs[k].name = PyTuple_GET_ITEM(spec, 0);
+        parsed->specs[k].offset = offset;
+        parsed->specs[k].end = end;
+        parsed->specs[k].code = letter;
+        parsed->specs[k].width = width;
+    }
+    parsed->list = asked;
+    parsed->length = length;
+    return 0;
+}
+
+/* Into ``values``, each property of ``asked`` (``(name, offset, struct code, end offset)`` each, as
+ * ``Parser._ask`` notes them) read from the row: the record at ``pos`` in ``buffer``, ``size`` bytes,
+ * its user data ``user_data_offset`` bytes in. A property the row does not hold whole (the check
+ * ``Parser.parse`` makes, and the buffer's own end), or not a plain number at a fixed offset, is
+ * left to ``parse`` (``...`` in ``values``: it reads it the Python way, and does not ask again). */
+static int read_asked(PyObject *values, PyObject *asked, Asked *parsed, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
+    if ((parsed->list != asked || parsed->length != PyList_GET_SIZE(asked)) && parse_asked(parsed, asked) < 0)
+        return -1;
+    const unsigned char *bytes;
+    Py_ssize_t length;
+    Py_buffer view = {0};
+    if (PyBytes_CheckExact(buffer->data)) {
+        bytes = (const unsigned char *)PyBytes_AS_STRING(buffer->data);
+        length = PyBytes_GET_SIZE(buffer->data);
+    } else {
+        if (PyObject_GetBuffer(buffer->data, &view, PyBUF_SIMPLE) < 0)
+            return -1;
+        bytes = (const unsigned char *)view.buf;
+        length = view.len;
+    }
+    int failed = 0;
+    for (int i = 0; i < parsed->count && !failed; i++) {
+        PyObject *name = parsed->specs[i].name, *value = Py_Ellipsis;
+        int64_t start = pos + user_data_offset + parsed->specs[i].offset;
+        int width = parsed->specs[i].width;
+        if (parsed->specs[i].code != 0 && pos >= 0 && size >= 0 && user_data_offset >= 0 && user_data_offset + parsed->specs[i].end <= size &&
+            start + width <= (int64_t)length) {
+            value = read_number(parsed->specs[i].code, bytes + start, &width);
+            if (value == NULL) {
+                failed = 1;
+                break;
+            }
+        } else {
+            Py_INCREF(value);
         }
         failed = PyDict_SetItem(values, name, value) < 0;
         Py_DECREF(value);
     }
-    PyBuffer_Release(&view);
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
     return failed ? -1 : 0;
 }
 
 /* ``TraceContext.parser_for(record)`` done before the callback asks for it: the context's parser
  * taken over when nothing else holds it and it only read at fixed offsets (and ``reuse``), else a
- * new one; its ``_values`` the properties ``asked`` of this kind of event, read from the row. */
-static int prepare_parser(PyObject *context, const ParserSlots *slots, PyObject *record, PyObject *entry, PyObject *asked, int reuse,
-                          const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
+ * new one; its ``_values`` the properties ``asked`` of this kind of event, read from the row. A
+ * kind nothing was asked of yet gets it once: while its callback parses nothing (the context's
+ * parser is still the one made ready for the kind), its rows go without. */
+static int prepare_parser(PyObject *context, const ParserSlots *slots, PyObject *record, PyObject *entry, PyObject *asked, Asked *parsed,
+                          int reuse, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
     PyObject *parser = PyObject_GetAttr(context, s_parser);
     if (parser == NULL)
         return -1;
+    int ours = Py_TYPE(parser) == slots->type;
+    if (PyList_GET_SIZE(asked) == 0 && ours && slot_value(parser, slots->asked) == asked) {
+        if (Py_REFCNT(parser) == 2)  /* nobody else holds it: it lets go of its record, which the next row may take over */
+            put(parser, slots->record, Py_NewRef(Py_None));
+        Py_DECREF(parser);
+        return 0;
+    }
     /* Held by the context and this reference alone, as ``parser_for`` checks it. */
-    int taken = reuse && Py_TYPE(parser) == slots->type && Py_REFCNT(parser) == 2 && slot_value(parser, slots->plain) == Py_True;
+    int taken = reuse && ours && Py_REFCNT(parser) == 2 && slot_value(parser, slots->plain) == Py_True;
     if (!taken) {
         Py_DECREF(parser);
         parser = slots->type->tp_alloc(slots->type, 0);
@@ -363,7 +411,7 @@ static int prepare_parser(PyObject *context, const ParserSlots *slots, PyObject 
         PyDict_Clear(values);
         put(parser, slots->asked, Py_NewRef(asked));
     }
-    int failed = read_asked(values, asked, buffer, pos, size, user_data_offset) < 0 || PyObject_SetAttr(context, s_record, record) < 0;
+    int failed = read_asked(values, asked, parsed, buffer, pos, size, user_data_offset) < 0 || PyObject_SetAttr(context, s_record, record) < 0;
     Py_DECREF(parser);
     return failed ? -1 : 0;
 }
@@ -407,6 +455,7 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
                           &spare_place, &progress_obj, &parser_class, &asked_all))
         return NULL;
     const ParserSlots *parser_slots_found = PyList_Check(asked_all) ? parser_slots_of(parser_class) : NULL;
+    Asked parsed_asked = {0};
     Column lane = {0}, offset = {0}, size = {0}, udo = {0}, place = {0}, cpu = {0}, progress = {0};
     Column *columns[] = {&lane, &offset, &size, &udo, &place, &cpu, &progress};
     PyObject *objects[] = {lane_obj, offset_obj, size_obj, udo_obj, place_obj, cpu_obj, progress_obj};
@@ -488,7 +537,8 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
             PyObject *asked = PyList_GET_ITEM(asked_all, kind);
             Py_INCREF(asked);
             Py_INCREF(entry);
-            int prepared = prepare_parser(context, parser_slots_found, record, entry, asked, reuse, buffer, offset.p[row], size.p[row], udo.p[row]);
+            int prepared = prepare_parser(context, parser_slots_found, record, entry, asked, &parsed_asked, reuse, buffer, offset.p[row], size.p[row],
+                                          udo.p[row]);
             Py_DECREF(entry);
             Py_DECREF(asked);
             if (prepared < 0) {
