@@ -15,7 +15,6 @@
 
 static PyObject *s_stopping, *s_generation, *s_primed_record, *s_primed, *s_pos, *s_size, *s_user_data_offset, *s_header;
 static PyObject *s_raw, *s_cpu, *s_ctx, *s_buffer_index, *s_record, *s_parser;
-static PyObject *s_parser_record, *s_entry, *s_context, *s_plain, *s_values, *s_asked;
 
 typedef struct {
     const int64_t *p;
@@ -210,212 +209,6 @@ static Recent *recent_buffer(Recent *recent, int *count, int *next, int64_t plac
     return slot;
 }
 
-/* Where the parser class (``consumer/parser.Parser``) keeps its slots, found once. */
-typedef struct {
-    PyTypeObject *type;
-    Py_ssize_t record, entry, context, plain, values, asked;
-} ParserSlots;
-static ParserSlots parser_slots;
-
-static const ParserSlots *parser_slots_of(PyObject *cls) {
-    if (cls == Py_None || !PyType_Check(cls))
-        return NULL;
-    PyTypeObject *type = (PyTypeObject *)cls;
-    if (parser_slots.type == type)
-        return &parser_slots;
-    ParserSlots found = {type, slot_at(type, s_parser_record), slot_at(type, s_entry), slot_at(type, s_context), slot_at(type, s_plain),
-                         slot_at(type, s_values), slot_at(type, s_asked)};
-    if (found.record < 0 || found.entry < 0 || found.context < 0 || found.plain < 0 || found.values < 0 || found.asked < 0)
-        return NULL;
-    Py_INCREF(type);
-    Py_XDECREF((PyObject *)parser_slots.type);
-    parser_slots = found;
-    return &parser_slots;
-}
-
-static inline PyObject *slot_value(PyObject *obj, Py_ssize_t at) {
-    return *(PyObject **)((char *)obj + at);  /* borrowed; NULL when unset */
-}
-
-static uint64_t little_endian(const unsigned char *p, int width) {
-    uint64_t value = 0;
-    for (int i = width - 1; i >= 0; i--)
-        value = value << 8 | p[i];
-    return value;
-}
-
-/* The number a struct code (``<b``, ``<B``, ... ``<d``) reads at ``p``; its width in ``*width``
- * (0: a code not read here). */
-static PyObject *read_number(Py_UCS4 code, const unsigned char *p, int *width) {
-    switch (code) {
-    case 'b': *width = 1; return p == NULL ? NULL : PyLong_FromLong((int8_t)p[0]);
-    case 'B': *width = 1; return p == NULL ? NULL : PyLong_FromLong(p[0]);
-    case 'h': *width = 2; return p == NULL ? NULL : PyLong_FromLong((int16_t)little_endian(p, 2));
-    case 'H': *width = 2; return p == NULL ? NULL : PyLong_FromLong((long)little_endian(p, 2));
-    case 'i': *width = 4; return p == NULL ? NULL : PyLong_FromLong((int32_t)little_endian(p, 4));
-    case 'I': *width = 4; return p == NULL ? NULL : PyLong_FromUnsignedLong((unsigned long)little_endian(p, 4));
-    case 'q': *width = 8; return p == NULL ? NULL : PyLong_FromLongLong((long long)little_endian(p, 8));
-    case 'Q': *width = 8; return p == NULL ? NULL : PyLong_FromUnsignedLongLong(little_endian(p, 8));
-    case 'f': {
-        *width = 4;
-        if (p == NULL)
-            return NULL;
-        double value = PyFloat_Unpack4((const char *)p, 1);
-        return value == -1.0 && PyErr_Occurred() ? NULL : PyFloat_FromDouble(value);
-    }
-    case 'd': {
-        *width = 8;
-        if (p == NULL)
-            return NULL;
-        double value = PyFloat_Unpack8((const char *)p, 1);
-        return value == -1.0 && PyErr_Occurred() ? NULL : PyFloat_FromDouble(value);
-    }
-    default: *width = 0; return NULL;
-    }
-}
-
-/* The properties of one ``asked`` list as the loop reads them, parsed from its tuples once (the
- * list only grows: parsed again when its length changed). ``code`` 0: left to ``parse``. */
-#define ASKED_MAX 16
-typedef struct {
-    PyObject *list;  /* borrowed: ``asked`` outlives the call */
-    Py_ssize_t length;
-    int count;
-    struct {
-        PyObject *name;  /* borrowed from the list's tuples */
-        int64_t offset, end;
-        Py_UCS4 code;
-        int width;
-    } specs[ASKED_MAX];
-} Asked;
-
-static int parse_asked(Asked *parsed, PyObject *asked) {
-    parsed->list = NULL;
-    parsed->count = 0;
-    Py_ssize_t length = PyList_GET_SIZE(asked);
-    for (Py_ssize_t i = 0; i < length && parsed->count < ASKED_MAX; i++) {
-        PyObject *spec = PyList_GET_ITEM(asked, i);
-        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4 || !PyUnicode_Check(PyTuple_GET_ITEM(spec, 0)))
-            continue;
-        PyObject *code = PyTuple_GET_ITEM(spec, 2);
-        long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 1)), end = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 3));
-        if ((offset == -1 || end == -1) && PyErr_Occurred())
-            return -1;
-        int width = 0;
-        Py_UCS4 letter = PyUnicode_Check(code) && PyUnicode_GET_LENGTH(code) == 1 ? PyUnicode_READ_CHAR(code, 0) : 0;
-        if (letter != 0)
-            read_number(letter, NULL, &width);
-        if (width == 0 || offset < 0 || end != offset + width)
-            letter = 0;  /* not a plain number at a fixed offset */
-        int k = parsed->count++;
-        parsed->specs[k].name = PyTuple_GET_ITEM(spec, 0);
-        parsed->specs[k].offset = offset;
-        parsed->specs[k].end = end;
-        parsed->specs[k].code = letter;
-        parsed->specs[k].width = width;
-    }
-    parsed->list = asked;
-    parsed->length = length;
-    return 0;
-}
-
-/* Into ``values``, each property of ``asked`` (``(name, offset, struct code, end offset)`` each, as
- * ``Parser._ask`` notes them) read from the row: the record at ``pos`` in ``buffer``, ``size`` bytes,
- * its user data ``user_data_offset`` bytes in. A property the row does not hold whole (the check
- * ``Parser.parse`` makes, and the buffer's own end), or not a plain number at a fixed offset, is
- * left to ``parse`` (``...`` in ``values``: it reads it the Python way, and does not ask again). */
-static int read_asked(PyObject *values, PyObject *asked, Asked *parsed, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
-    if ((parsed->list != asked || parsed->length != PyList_GET_SIZE(asked)) && parse_asked(parsed, asked) < 0)
-        return -1;
-    const unsigned char *bytes;
-    Py_ssize_t length;
-    Py_buffer view = {0};
-    if (PyBytes_CheckExact(buffer->data)) {
-        bytes = (const unsigned char *)PyBytes_AS_STRING(buffer->data);
-        length = PyBytes_GET_SIZE(buffer->data);
-    } else {
-        if (PyObject_GetBuffer(buffer->data, &view, PyBUF_SIMPLE) < 0)
-            return -1;
-        bytes = (const unsigned char *)view.buf;
-        length = view.len;
-    }
-    int failed = 0;
-    for (int i = 0; i < parsed->count && !failed; i++) {
-        PyObject *name = parsed->specs[i].name, *value = Py_Ellipsis;
-        int64_t start = pos + user_data_offset + parsed->specs[i].offset;
-        int width = parsed->specs[i].width;
-        if (parsed->specs[i].code != 0 && pos >= 0 && size >= 0 && user_data_offset >= 0 && user_data_offset + parsed->specs[i].end <= size &&
-            start + width <= (int64_t)length) {
-            value = read_number(parsed->specs[i].code, bytes + start, &width);
-            if (value == NULL) {
-                failed = 1;
-                break;
-            }
-        } else {
-            Py_INCREF(value);
-        }
-        failed = PyDict_SetItem(values, name, value) < 0;
-        Py_DECREF(value);
-    }
-    if (view.obj != NULL)
-        PyBuffer_Release(&view);
-    return failed ? -1 : 0;
-}
-
-/* ``TraceContext.parser_for(record)`` done before the callback asks for it: the context's parser
- * taken over when nothing else holds it and it only read at fixed offsets (and ``reuse``), else a
- * new one; its ``_values`` the properties ``asked`` of this kind of event, read from the row. A
- * kind nothing was asked of yet gets it once: while its callback parses nothing (the context's
- * parser is still the one made ready for the kind), its rows go without. */
-static int prepare_parser(PyObject *context, const ParserSlots *slots, PyObject *record, PyObject *entry, PyObject *asked, Asked *parsed,
-                          int reuse, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
-    PyObject *parser = PyObject_GetAttr(context, s_parser);
-    if (parser == NULL)
-        return -1;
-    int ours = Py_TYPE(parser) == slots->type;
-    if (PyList_GET_SIZE(asked) == 0 && ours && slot_value(parser, slots->asked) == asked) {
-        if (Py_REFCNT(parser) == 2)  /* nobody else holds it: it lets go of its record, which the next row may take over */
-            put(parser, slots->record, Py_NewRef(Py_None));
-        Py_DECREF(parser);
-        return 0;
-    }
-    /* Held by the context and this reference alone, as ``parser_for`` checks it. */
-    int taken = reuse && ours && Py_REFCNT(parser) == 2 && slot_value(parser, slots->plain) == Py_True;
-    if (!taken) {
-        Py_DECREF(parser);
-        parser = slots->type->tp_alloc(slots->type, 0);
-        if (parser == NULL)
-            return -1;
-        put(parser, slots->context, Py_NewRef(context));
-        put(parser, slots->plain, Py_NewRef(Py_True));
-        put(parser, slots->asked, Py_NewRef(Py_None));
-        put(parser, slots->values, Py_NewRef(Py_None));
-        if (PyObject_SetAttr(context, s_parser, parser) < 0) {
-            Py_DECREF(parser);
-            return -1;
-        }
-    }
-    put(parser, slots->record, Py_NewRef(record));
-    put(parser, slots->entry, Py_NewRef(entry));
-    PyObject *values = slot_value(parser, slots->values);
-    if (values == NULL || !PyDict_CheckExact(values)) {
-        values = PyDict_New();
-        if (values == NULL) {
-            Py_DECREF(parser);
-            return -1;
-        }
-        put(parser, slots->values, values);
-        put(parser, slots->asked, Py_NewRef(Py_None));
-    }
-    if (slot_value(parser, slots->asked) != asked) {  /* another kind of event: its own properties */
-        PyDict_Clear(values);
-        put(parser, slots->asked, Py_NewRef(asked));
-    }
-    int failed = read_asked(values, asked, parsed, buffer, pos, size, user_data_offset) < 0 || PyObject_SetAttr(context, s_record, record) < 0;
-    Py_DECREF(parser);
-    return failed ? -1 : 0;
-}
-
 /* ``TraceContext.let_go``: forget ``record`` when the context alone holds it and the parser made
  * for it (that parser held by the context alone); 1 when it did, 0 when not, -1 on an error. */
 static int let_go(PyObject *context, PyObject *record) {
@@ -446,16 +239,14 @@ static int let_go(PyObject *context, PyObject *record) {
  * kept at the row being delivered, for an exception that leaves. */
 static PyObject *deliver(PyObject *self, PyObject *args) {
     PyObject *lanes, *entries, *lane_obj, *offset_obj, *size_obj, *udo_obj, *place_obj, *cpu_obj, *buffer_of, *context, *dispatcher;
-    PyObject *callback_failed, *spare, *progress_obj, *parser_class = Py_None, *asked_all = Py_None;
+    PyObject *callback_failed, *spare, *progress_obj;
     Py_ssize_t start, stop;
     long long generation, spare_place;
     int reuse;
-    if (!PyArg_ParseTuple(args, "O!O!OOOOOOnnOOOOLpOLO|OO", &PyList_Type, &lanes, &PyList_Type, &entries, &lane_obj, &offset_obj, &size_obj, &udo_obj,
+    if (!PyArg_ParseTuple(args, "O!O!OOOOOOnnOOOOLpOLO", &PyList_Type, &lanes, &PyList_Type, &entries, &lane_obj, &offset_obj, &size_obj, &udo_obj,
                           &place_obj, &cpu_obj, &start, &stop, &buffer_of, &context, &dispatcher, &callback_failed, &generation, &reuse, &spare,
-                          &spare_place, &progress_obj, &parser_class, &asked_all))
+                          &spare_place, &progress_obj))
         return NULL;
-    const ParserSlots *parser_slots_found = PyList_Check(asked_all) ? parser_slots_of(parser_class) : NULL;
-    Asked parsed_asked = {0};
     Column lane = {0}, offset = {0}, size = {0}, udo = {0}, place = {0}, cpu = {0}, progress = {0};
     Column *columns[] = {&lane, &offset, &size, &udo, &place, &cpu, &progress};
     PyObject *objects[] = {lane_obj, offset_obj, size_obj, udo_obj, place_obj, cpu_obj, progress_obj};
@@ -533,19 +324,6 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
             Py_DECREF(record);
             goto fail;
         }
-        if (parser_slots_found != NULL && kind < PyList_GET_SIZE(asked_all) && PyList_Check(PyList_GET_ITEM(asked_all, kind))) {
-            PyObject *asked = PyList_GET_ITEM(asked_all, kind);
-            Py_INCREF(asked);
-            Py_INCREF(entry);
-            int prepared = prepare_parser(context, parser_slots_found, record, entry, asked, &parsed_asked, reuse, buffer, offset.p[row], size.p[row],
-                                          udo.p[row]);
-            Py_DECREF(entry);
-            Py_DECREF(asked);
-            if (prepared < 0) {
-                Py_DECREF(record);
-                goto fail;
-            }
-        }
         PyObject *call_args[2] = {record, context};
         PyObject *returned = PyObject_Vectorcall(callback, call_args, 2, NULL);
         if (returned == NULL) {
@@ -618,8 +396,6 @@ PyMODINIT_FUNC PyInit__dispatch(void) {
         {&s_stopping, "stopping"}, {&s_generation, "generation"}, {&s_primed_record, "_primed_record"}, {&s_primed, "_primed"},
         {&s_pos, "_pos"}, {&s_size, "_size"}, {&s_user_data_offset, "user_data_offset"}, {&s_header, "_header"},
         {&s_raw, "_raw"}, {&s_cpu, "cpu"}, {&s_ctx, "_ctx"}, {&s_buffer_index, "buffer_index"}, {&s_record, "_record"}, {&s_parser, "_parser"},
-        {&s_parser_record, "record"}, {&s_entry, "_entry"}, {&s_context, "_context"}, {&s_plain, "_plain"}, {&s_values, "_values"},
-        {&s_asked, "_asked"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].text);

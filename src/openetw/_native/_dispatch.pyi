@@ -26,6 +26,4 @@ def deliver(
     spare: Any,
     spare_place: int,
     progress: np.ndarray,
-    parser_class: type | None = None,
-    asked: list[list[Any]] | None = None,
 ) -> tuple[int, Any, int]: ...

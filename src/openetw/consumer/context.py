@@ -177,14 +177,12 @@ class TraceContext:
         if parser is not None and parser._plain and self.references(parser) == 3:
             parser.record = record
             parser._entry = entry
-            parser._values = None  # (values the delivery loop read are another record's)
         else:  # Parser.of(record, *entry, self), inlined
             parser = self._parser = _new_parser(Parser)
             parser.record = record
             parser._entry = entry
             parser._context = self
             parser._plain = True
-            parser._values = parser._asked = None
         self._record = record
         return parser
 

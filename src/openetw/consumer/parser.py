@@ -26,7 +26,6 @@ __all__ = ["Parser", "Property", "Schema"]
 
 _MISSING: Any = object()
 _ABSENT: Any = object()
-_READ_HERE: Any = ...  # in ``Parser._values``: a property the delivery loop leaves to ``parse`` (no value is ``...``)
 
 
 class Property(NamedTuple):
@@ -152,18 +151,14 @@ _Reader = Callable[[bytes, int], tuple[Any]]
 """``reader(buffer, start)`` reads one value from user data that begins ``start`` bytes into
 ``buffer`` (the record's buffer: no copy of the user data), as a 1-tuple (an integer's reader is
 ``unpack_from``)."""
-Fixed = tuple[int, _Reader, int, "str | None"]
-"""A property at a fixed offset: (end offset, reader, offset, struct code when the value is the
-plain number it reads, else ``None``)."""
 _INTEGER_CODES = {**INTEGER_CODES, **FLOAT_CODES}
 # Out-types under which the general decoder turns an integer into something else.
 _TRANSFORMING_OUT_TYPES = frozenset({OutType.BOOLEAN, OutType.PORT, OutType.IPV4})
 _FIXED_SIZES = FIXED_SIZES
 
 
-def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[int, _Reader | None, str | None] | None:
-    """(size, reader or None when only the size is known, the struct code when the value is the
-    plain number that code reads) of a fixed-size scalar; ``None`` otherwise."""
+def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[int, _Reader | None] | None:
+    """(size, reader or None when only the size is known) of a fixed-size scalar; ``None`` otherwise."""
     if prop.members is not None or prop.count is not None or prop.count_in_data or prop.length is not None:
         return None
     if prop.custom_schema is not None or prop.problem is not None or prop.optional:
@@ -175,33 +170,32 @@ def _fixed_reader(prop: PropertyInfo, offset: int, pointer_size: int) -> tuple[i
     if code is not None:
         size = struct.calcsize("<" + code)
         if prop.out_type in _TRANSFORMING_OUT_TYPES:
-            return size, None, None
-        return size, struct.Struct(f"<{offset}x{code}").unpack_from, code  # skips to the value: no Python frame
+            return size, None
+        return size, struct.Struct(f"<{offset}x{code}").unpack_from  # skips to the value: no Python frame
     if in_type == InType.BOOLEAN:
         unpack = struct.Struct("<I").unpack_from
-        return 4, lambda data, start=0: (unpack(data, start + offset)[0] != 0,), None
+        return 4, lambda data, start=0: (unpack(data, start + offset)[0] != 0,)
     if in_type == InType.GUID:
-        return 16, lambda data, start=0: (uuid.UUID(bytes_le=bytes(data[start + offset : start + offset + 16])),), None
+        return 16, lambda data, start=0: (uuid.UUID(bytes_le=bytes(data[start + offset : start + offset + 16])),)
     if in_type == InType.FILETIME:
         unpack = struct.Struct("<q").unpack_from
-        return 8, lambda data, start=0: (filetime_value(unpack(data, start + offset)[0]),), None
+        return 8, lambda data, start=0: (filetime_value(unpack(data, start + offset)[0]),)
     fixed = _FIXED_SIZES.get(in_type)
-    return None if fixed is None else (fixed, None, None)
+    return None if fixed is None else (fixed, None)
 
 
-def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, Fixed]:
-    """name -> (end offset, reader, offset, struct code or None) for every property readable at a
-    fixed offset (the code when the value is the number it reads: the delivery loop reads those)."""
-    plan: dict[str, Fixed] = {}
+def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:
+    """name -> (end offset, reader) for every property readable at a fixed offset."""
+    plan: dict[str, tuple[int, _Reader]] = {}
     offset = 0
     seen: set[str] = set()
     for prop in schema.properties:
         found = _fixed_reader(prop, offset, pointer_size)
         if found is None:
             break
-        size, reader, code = found
+        size, reader = found
         if reader is not None and prop.name not in seen:
-            plan[prop.name] = (offset + size, reader, offset, code)
+            plan[prop.name] = (offset + size, reader)
         seen.add(prop.name)
         offset += size
     return plan
@@ -210,7 +204,7 @@ def _plan(schema: TdhSchema, pointer_size: int) -> dict[str, Fixed]:
 _POINTER_TYPES = frozenset({InType.POINTER, InType.SIZET})
 # id(schema) -> (schema, plan for 8-byte pointers, plan for 4-byte pointers, whether they are the
 # same, the names of the schema's top-level properties)
-Plans = tuple[TdhSchema, dict[str, Fixed], dict[str, Fixed], bool, frozenset[str]]
+Plans = tuple[TdhSchema, dict[str, tuple[int, _Reader]], dict[str, tuple[int, _Reader]], bool, frozenset[str]]
 _plans: dict[int, Plans] = {}
 _PLAN_LIMIT = 8192
 
@@ -236,7 +230,7 @@ def plans_for_pointer_size(plans: Plans, pointer_size: int) -> Plans:
     return (plans[0], chosen, chosen, True, plans[4])
 
 
-def fixed_offset_plan(schema: TdhSchema, pointer_size: int) -> dict[str, Fixed]:
+def fixed_offset_plan(schema: TdhSchema, pointer_size: int) -> dict[str, tuple[int, _Reader]]:
     """The fixed-offset readers of ``schema`` for this pointer size."""
     entry = plans_of(schema)
     return entry[1] if pointer_size == 8 else entry[2]
@@ -257,23 +251,16 @@ class Parser:
     # (decoding schema, fixed-offset readers) pair the trace context shares between the records
     # of one kind); ``_schema``, ``_decoded`` and ``_data`` are set when first asked for, and
     # ``_plain`` (set by the trace context on the parsers it makes) turns false then.
-    # ``_values`` (``None`` but on a parser the compiled delivery loop made ready) holds the values
-    # of this record's properties that were asked of its kind of event before, which that loop
-    # read from the row, and ``_asked`` the list of those properties, ``(name, offset, struct
-    # code, end offset)`` each, that the loop reads for every row of the kind (``ask`` adds one).
-    __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data", "_plain", "_values", "_asked")
+    __slots__ = ("record", "_entry", "_context", "_schema", "_decoded", "_data", "_plain")
     _decoded: DecodedEvent | None
     _data: bytes
     _plain: bool
-    _values: dict[str, Any] | None
-    _asked: list[tuple[str, int, str | None, int]] | None
 
     def __init__(self, schema: Schema, plans: Plans | None = None) -> None:
         self._schema: Schema = schema
         self.record = schema.record
         self._entry: tuple[TdhSchema | None, Plans | None] = (schema.tdh, plans)
         self._context = schema._context
-        self._values = self._asked = None
 
     @classmethod
     def of(cls, record: Any, tdh: TdhSchema | None, plans: Plans | None, context: Any) -> Parser:
@@ -282,21 +269,7 @@ class Parser:
         parser.record = record
         parser._entry = (tdh, plans)
         parser._context = context
-        parser._values = parser._asked = None
         return parser
-
-    def _ask(self, name: str) -> None:
-        """Have the delivery loop read ``name`` for the next rows of this kind of event (when it
-        is a plain number at a fixed offset: else it is noted as not read there)."""
-        asked = self._asked
-        if asked is None:
-            return
-        for spec in asked:
-            if spec[0] == name:
-                return
-        plans = self._entry[1]
-        fast = plans[1].get(name) if plans is not None and plans[3] else None
-        asked.append((name, fast[2], fast[3], fast[0]) if fast is not None else (name, -1, None, 0))
 
     @property
     def _tdh(self) -> TdhSchema | None:
@@ -379,13 +352,6 @@ class Parser:
             raise PropertyNotFound(f"the event has no property {name!r}", property_name=name) from None
 
     def parse(self, name: str, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002 - krabsetw's name
-        values = self._values
-        if values is not None and type is None:  # read from the row by the delivery loop
-            value = values.get(name, _ABSENT)
-            if value is not _ABSENT and value is not _READ_HERE:
-                return value
-            if value is _ABSENT:
-                self._ask(name)
         plans = self._entry[1]
         if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
             fast = plans[1].get(name)
@@ -401,13 +367,6 @@ class Parser:
         return value
 
     def try_parse(self, name: str, default: Any = None, type: type | tuple[type, ...] | None = None) -> Any:  # noqa: A002
-        values = self._values
-        if values is not None and type is None:  # read from the row by the delivery loop
-            value = values.get(name, _ABSENT)
-            if value is not _ABSENT and value is not _READ_HERE:
-                return value
-            if value is _ABSENT:
-                self._ask(name)
         plans = self._entry[1]
         if plans is not None and plans[3] and type is None:  # the common case: a fixed-offset property
             fast = plans[1].get(name)

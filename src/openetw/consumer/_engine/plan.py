@@ -22,7 +22,6 @@ from openetw.consumer._engine.loader import RowLoader
 from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.parser import Parser
 from openetw.consumer.provider import Provider
 from openetw.consumer.state import state_mask
 from openetw.etl import layouts as L
@@ -404,25 +403,19 @@ class IndexedPlan:
             dense = kind_of.copy()
             dense[shared] = numbers
         entries: list[Any] = [None] * kind_count
-        # Per kind of event, the properties callbacks asked of it (``Parser.ask``), which the
-        # compiled loop reads from each row into the parser it makes ready.
-        asked: list[list[Any]] = [[] for _ in range(kind_count)]
         extended_entries: dict[tuple[int, bytes], Any] = {}
         generation = context.generation
-
-        def forget_entries() -> None:
-            entries[:] = [None] * kind_count
-            asked[:] = [[] for _ in range(kind_count)]
-            extended_entries.clear()
 
         def entry_for(record: Any, schema_kind: int, generation: int) -> tuple[Any, int]:
             """The schema entry of ``record`` (and the context's generation it is valid for),
             found now; every entry found before is dropped when the schemas may be stale."""
             if context.generation != generation:
-                forget_entries()
+                entries[:] = [None] * kind_count
+                extended_entries.clear()
             entry = context.delivery_entry(record)
             if context.generation != generation:
-                forget_entries()
+                entries[:] = [None] * kind_count
+                extended_entries.clear()
             if schema_kind >= 0:
                 entries[schema_kind] = entry
             return entry, context.generation
@@ -512,7 +505,7 @@ class IndexedPlan:
                     try:
                         done, spare, spare_place = native.deliver(
                             lanes, entries, lane_array, offsets, sizes, user_data_offsets, places, cpus, done, count, buffer_of, context, d,
-                            callback_failed, generation, reuse, spare, spare_place, progress, Parser, asked,
+                            callback_failed, generation, reuse, spare, spare_place, progress,
                         )  # fmt: skip
                     except BaseException:
                         done = int(progress[0])
@@ -567,7 +560,8 @@ class IndexedPlan:
                     prime(record, entry)
                 elif schema_kind != -1:  # an event with extended items: its kind and their bytes
                     if context.generation != generation:
-                        forget_entries()
+                        entries[:] = [None] * kind_count
+                        extended_entries.clear()
                         generation = context.generation
                     pos = record._pos
                     key = (schema_kind, record._raw[pos + _EVENT_HEADER_SIZE : pos + record.user_data_offset])
