@@ -87,12 +87,14 @@ def _counted(items: Iterator[Item], progress: Progress | None, started: float) -
 def export_timeline(
     paths: Sequence[str], output: str, fmt: str, *, registry: SchemaRegistry | None = None,
     selection: Selection | None = None, progress: Progress | None = None, endpoint: str | None = None,
-    otlp_options: dict[str, Any] | None = None, naming: Naming | None = None,
+    otlp_options: dict[str, Any] | None = None, naming: Naming | None = None, columns: bool = True,
 ) -> TimelineSummary:  # fmt: skip
     """Export ``paths`` (merged in time order) as ``fmt``: a Perfetto trace or Chrome JSON
     written to ``output`` (``-`` is stdout for chrome), or OTLP sent to ``endpoint``. Samples'
     frames are named as ``naming`` says (no symbol files by default), on what a first pass over
-    the inputs learned (``learn_naming``)."""
+    the inputs learned (``learn_naming``). With ``columns``, Chrome JSON of one ``.etl`` without
+    samples and with no selection is written from the file's index (``chrome_columns``: the same
+    file)."""
     if fmt not in TIMELINE_FORMATS:
         raise InvalidArgument(f"unknown timeline format {fmt!r}; formats are {', '.join(TIMELINE_FORMATS)}")
     if fmt == "otlp" and not endpoint:
@@ -101,11 +103,22 @@ def export_timeline(
     summary = TimelineSummary(inputs=list(paths), output=(endpoint or "") if fmt == "otlp" else output, format=fmt)
     naming = replace(naming) if naming is not None else Naming()
     started = time.perf_counter()
+    sampled = True
     if naming.state is None or naming.keys is None:
         if _without_samples(paths):  # no frame to name: the first pass would learn for nothing
             naming.state, naming.keys = TraceState(registry, learn_manifests=False, learn_threads=False), StackKeys()
+            sampled = False
         else:
             _first_pass(paths, registry, naming)
+    if columns and fmt == "chrome" and not sampled and len(paths) == 1 and output != "-" and _unselected(selection):
+        from openetw.export.timeline.chrome_columns import write_chrome_from_columns
+
+        with _text_output(output) as text, _young_collections():
+            written = write_chrome_from_columns(paths[0], registry, text, summary.stats, naming)
+        if written is not None:
+            summary.written = written.events
+            summary.seconds = time.perf_counter() - started
+            return summary
     readers = open_inputs(paths)
     try:
         items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp",
@@ -138,6 +151,10 @@ def export_timeline(
             reader.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _unselected(selection: Selection | None) -> bool:
+    return selection is None or selection.everything
 
 
 def _without_samples(paths: Sequence[str]) -> bool:
