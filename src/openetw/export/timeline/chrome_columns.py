@@ -32,9 +32,17 @@ from openetw.etl.reader import EtlReader
 from openetw.export import row_text as T
 from openetw.export.from_columns import COLUMNS_MAX_BYTES, _teaching, _Trace, _unique_identities
 from openetw.export.source import Selection
-from openetw.export.timeline.builder import _COUNTERS, FILETIME_UNIX_TICKS, Naming, TimelineStats, _Builder
+from openetw.export.timeline.builder import (
+    _COUNTERS,
+    _THREAD_FIELDS,
+    FILETIME_UNIX_TICKS,
+    Naming,
+    TimelineStats,
+    _Builder,
+)
 from openetw.export.timeline.chrome import ChromeWriter
 from openetw.guids import format_guid
+from openetw.tdh.columns import STEPS, FieldColumns, decode_columns
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["write_chrome_from_columns"]
@@ -46,6 +54,11 @@ _MANIFEST_DATA_ID = 0xFFFE
 _RUN = 16  # shorter runs of plain rows are stepped through the pass (cheaper than numpy's calls)
 _WINDOW = 1 << 16
 _EXACT_TS = 10**15  # |ts - origin| in ns below which "k/1000" with its digits is repr's text
+_INTEGER_KINDS = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"})
+_TEXT_STEPS = frozenset({STEPS["guid"], STEPS["utf16z"], STEPS["ansiz"], STEPS["counted_utf16"]})
+_JSON_INT = 1 << 53  # chrome._plain: integers beyond are written as strings
+_INF = float("inf")
+_MAX_TEXT = 4096  # chrome._plain: text cut to this many characters
 _FRACTIONS = [b".0"] + [("." + f"{k:03d}".rstrip("0")).encode() for k in range(1, 1000)]
 
 
@@ -226,34 +239,149 @@ class _Pass:
     def _args(self, a: int, rows: np.ndarray, identities: list[Any], codes: np.ndarray) -> tuple[
         tuple[np.ndarray, np.ndarray, bytes], np.ndarray, np.ndarray
     ]:  # fmt: skip
-        """Each row's arguments as JSON text (its payload decoded by its schema's decoder), and its
-        process and thread (those its fields name when the header has none)."""
-        trace, args_text, stats, owner = self.trace, self.writer.args_text, self.stats, self.builder.owner
+        """Each row's arguments as JSON text, and its process and thread (those its fields name when
+        the header has none): each identity's rows decoded together into columns by its schema's
+        column plan (``decode_columns``), the rows without one by its decoder, one by one."""
+        trace, stats, owner = self.trace, self.stats, self.builder.owner
         blob = trace.map
-        starts = trace.at[a : a + len(rows)] + rows["user_data_offset"]
-        ends = starts + rows["user_data_length"]
+        count = len(rows)
+        starts = trace.at[a : a + count] + rows["user_data_offset"]
+        lengths = rows["user_data_length"].astype(np.int64)
         pids, tids = rows["pid"].astype(np.int64), rows["tid"].astype(np.int64)
-        decoders = [entry[1] for entry in identities]
+        orphans = (pids == _NO_ID) | (tids == _NO_ID)
+        begin = np.zeros(count, dtype=np.int64)
+        end = np.zeros(count, dtype=np.int64)
         parts: list[bytes] = []
-        empty = b"{}"
-        for i, (code, start, end, pid, tid) in enumerate(
-            zip(codes.tolist(), starts.tolist(), ends.tolist(), pids.tolist(), tids.tolist(), strict=True)
-        ):
-            decoder = decoders[code]
+        size = 0
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(identities) + 1))
+        for code, (_, decoder, _) in enumerate(identities):
+            mine = order[bounds[code] : bounds[code + 1]]
+            if not len(mine):
+                continue
             if decoder is None:
-                stats.undecodable += 1
-                parts.append(empty)
-                fields: dict[str, Any] = {}
+                stats.undecodable += len(mine)
+                parts.append(b"{}")
+                begin[mine], end[mine] = size, size + 2
+                size += 2
+                threads: list[int | None] = [None] * len(mine)
             else:
-                fields = decoder(blob[start:end])[0]
-                parts.append(args_text(fields).encode("utf-8"))
-            if pid == _NO_ID or tid == _NO_ID:
-                pids[i], tids[i] = owner(pid, tid, fields)
-        offsets, data = T.table(parts)
-        return (offsets[:-1], offsets[1:], data), pids, tids
+                data, first, last, threads = _columns_text(self.writer, decoder, blob, starts[mine], lengths[mine])
+                parts.append(data)
+                begin[mine], end[mine] = size + first, size + last
+                size += len(data)
+            lost = np.flatnonzero(orphans[mine])
+            for k in lost.tolist():
+                row, tid = int(mine[k]), threads[k]
+                pids[row], tids[row] = owner(int(pids[row]), int(tids[row]), {} if tid is None else {"ThreadId": tid})
+        return (begin, end, b"".join(parts)), pids, tids
 
     def _json(self, text: str) -> bytes:
         found = self.texts.get(text)
         if found is None:
             found = self.texts[text] = json.dumps(text, ensure_ascii=False).encode("utf-8")
         return found
+
+
+def _columns_text(writer: ChromeWriter, decoder: Any, blob: Any, starts: np.ndarray, lengths: np.ndarray) -> tuple[
+    bytes, np.ndarray, np.ndarray, list[int | None]
+]:  # fmt: skip
+    """The ``args`` JSON text of one schema's payloads (what ``ChromeWriter.args_text`` gives of
+    each decoded dict): (the texts, where each row's starts and ends in them, the thread each
+    row's fields name (the first integer of ``_THREAD_FIELDS``)."""
+    columns = decode_columns(decoder, blob, starts, lengths)
+    n = len(columns)
+    texts = _core_texts(columns)
+    redo = np.ones(n, dtype=bool) if texts is None else np.zeros(n, dtype=bool)
+    redo[columns.fallback] = True
+    if texts is None:
+        data, offsets = b"", np.zeros(n + 1, dtype=np.int64)
+    else:
+        data, offsets = T.rows_with_offsets(n, texts, b"")
+    begin, end = offsets[:-1].copy(), offsets[1:].copy()
+    threads: list[int | None] = [None] * n
+    if texts is not None:  # the first of the fields that is an integer, as the pass picks it
+        named = [k for k, (name, kind) in enumerate(zip(columns.names, columns.types, strict=True))
+                 if kind in _INTEGER_KINDS and name in _THREAD_FIELDS]  # fmt: skip
+        if named:
+            k = min(named, key=lambda k: _THREAD_FIELDS.index(columns.names[k]))
+            threads = np.frombuffer(columns.raw[k], dtype=np.dtype(columns.types[k])).tolist()  # type: ignore[index]
+    if redo.any():  # these rows' dicts, their texts after the others
+        values = dict(zip(columns.fallback.tolist(), columns.values, strict=True))
+        extra: list[bytes] = []
+        size = len(data)
+        decoded_rows = np.flatnonzero(redo).tolist()
+        for row in decoded_rows:
+            fields = values.get(row)
+            if fields is None:
+                start = int(starts[row])
+                fields = decoder(bytes(blob[start : start + int(lengths[row])]))[0]
+            text = writer.args_text(fields).encode("utf-8")
+            begin[row], end[row] = size, size + len(text)
+            extra.append(text)
+            size += len(text)
+            threads[row] = next((fields[name] for name in _THREAD_FIELDS if isinstance(fields.get(name), int)), None)
+        data = data + b"".join(extra)
+    return data, begin, end, threads
+
+
+def _core_texts(columns: FieldColumns) -> list[T.Piece] | None:
+    """The pieces of each row's ``{"name":value,...}`` from the core's columns, or ``None`` when a
+    column is of a kind written here by the decoded values (FILETIMEs: their text is a date's)."""
+    if columns.raw is None or columns.plan is None or len(set(columns.names)) != len(columns.names):
+        return None
+    pieces: list[T.Piece] = []
+    steps = columns.plan.steps
+    for k, (name, kind, raw) in enumerate(zip(columns.names, columns.types, columns.raw, strict=True)):
+        key = ("{" if k == 0 else ",").encode() + json.dumps(name, ensure_ascii=False).encode("utf-8") + b":"
+        piece = _column_pieces(kind, steps[2 * k], raw, len(columns), key)
+        if piece is None:
+            return None
+        pieces.extend(piece)
+    pieces.append(T.constant(b"}" if pieces else b"{}"))
+    return pieces
+
+
+def _column_pieces(kind: str | None, step: int, raw: Any, n: int, key: bytes) -> list[T.Piece] | None:
+    """One column as ``key`` + the JSON value ``chrome._plain`` gives, per row."""
+    if kind in _INTEGER_KINDS:
+        values = np.frombuffer(raw, dtype=np.dtype(kind))
+        if kind in ("int64", "uint64"):
+            inside = (values <= _JSON_INT) if kind == "uint64" else ((values <= _JSON_INT) & (values >= -_JSON_INT))
+            if not inside.all():  # beyond a double's integers: a string
+                return [
+                    T.integers(values, key, valid=inside, null=b""),
+                    T.integers(values, key + b'"', b'"', valid=~inside, null=b""),
+                ]
+        return [T.integers(values, key)]
+    if kind == "bool":
+        return [T.codes(np.frombuffer(raw, dtype=np.uint8).astype(np.int64) != 0, [b"false", b"true"], key)]
+    if kind in ("float32", "float64"):
+        values = np.frombuffer(raw, dtype=np.dtype(kind)).tolist()
+        entries = [
+            repr(value).encode() if value == value and value not in (_INF, -_INF) else b'"' + str(value).encode() + b'"'
+            for value in values
+        ]  # fmt: skip
+        offsets, data = T.table(entries)
+        return [T.texts(offsets[:-1], offsets[1:], data, key)]
+    if step in _TEXT_STEPS:
+        offsets32, data = raw
+        offsets = np.frombuffer(offsets32, dtype=np.int32).astype(np.int64)
+        starts, ends = offsets[:-1].copy(), offsets[1:].copy()
+        raw_bytes = np.frombuffer(data, dtype=np.uint8)
+        special = (raw_bytes < 0x20) | (raw_bytes == 0x22) | (raw_bytes == 0x5C)
+        counts = np.concatenate(([0], np.cumsum(special, dtype=np.int64)))
+        plain = ((counts[ends] - counts[starts]) == 0) & (ends - starts <= _MAX_TEXT)
+        if plain.all():
+            return [T.texts(starts, ends, data, key + b'"', b'"')]
+        escaped: list[bytes] = []
+        size = len(data)
+        view = bytes(data)
+        for i in np.flatnonzero(~plain).tolist():
+            text = view[int(starts[i]) : int(ends[i])].decode("utf-8")[:_MAX_TEXT]
+            encoded = json.dumps(text, ensure_ascii=False).encode("utf-8")[1:-1]
+            starts[i], ends[i] = size, size + len(encoded)
+            escaped.append(encoded)
+            size += len(encoded)
+        return [T.texts(starts, ends, view + b"".join(escaped), key + b'"', b'"')]
+    return None
