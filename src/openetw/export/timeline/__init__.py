@@ -103,22 +103,22 @@ def export_timeline(
     summary = TimelineSummary(inputs=list(paths), output=(endpoint or "") if fmt == "otlp" else output, format=fmt)
     naming = replace(naming) if naming is not None else Naming()
     started = time.perf_counter()
-    sampled = True
-    if naming.state is None or naming.keys is None:
-        if _without_samples(paths):  # no frame to name: the first pass would learn for nothing
-            naming.state, naming.keys = TraceState(registry, learn_manifests=False, learn_threads=False), StackKeys()
-            sampled = False
-        else:
-            _first_pass(paths, registry, naming)
-    if columns and fmt == "chrome" and not sampled and len(paths) == 1 and output != "-" and _unselected(selection):
+    if columns and fmt == "chrome" and len(paths) == 1 and output != "-" and _unselected(selection) and (
+        naming.state is None or naming.keys is None
+    ):  # fmt: skip
         from openetw.export.timeline.chrome_columns import write_chrome_from_columns
 
-        with _text_output(output) as text, _young_collections():
-            written = write_chrome_from_columns(paths[0], registry, text, summary.stats, naming)
+        with _young_collections():
+            written = write_chrome_from_columns(paths[0], registry, lambda: _text_output(output), summary.stats, naming)
         if written is not None:
             summary.written = written.events
             summary.seconds = time.perf_counter() - started
             return summary
+    if naming.state is None or naming.keys is None:
+        if _without_samples(paths):  # no frame to name: the first pass would learn for nothing
+            naming.state, naming.keys = TraceState(registry, learn_manifests=False, learn_threads=False), StackKeys()
+        else:
+            _first_pass(paths, registry, naming)
     readers = open_inputs(paths)
     try:
         items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp",

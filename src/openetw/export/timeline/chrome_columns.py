@@ -21,6 +21,10 @@ is byte-identical (a test compares both on every corpus trace).
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import replace
 from typing import IO, Any
 
 import numpy as np
@@ -29,6 +33,8 @@ from openetw.consumer.columns import identity_keys
 from openetw.consumer.index import KIND_CODES
 from openetw.errors import OpenEtwError
 from openetw.etl.reader import EtlReader
+from openetw.events.stacks import StackKeys
+from openetw.events.trace_state import TraceState
 from openetw.export import row_text as T
 from openetw.export.from_columns import COLUMNS_MAX_BYTES, _teaching, _Trace, _unique_identities
 from openetw.export.source import Selection
@@ -48,6 +54,8 @@ from openetw.tdh.registry import SchemaRegistry
 __all__ = ["write_chrome_from_columns"]
 
 _CLASSIC, _INSTANCE, _EVENT = KIND_CODES["classic"], KIND_CODES["instance"], KIND_CODES["event"]
+_SYSTEM, _COMPACT, _PERFINFO = KIND_CODES["system"], KIND_CODES["compact"], KIND_CODES["perfinfo"]
+_PERFINFO_GROUP, _SAMPLE = 0x0F, 46  # SampledProfile
 _NO_ID = 0xFFFFFFFF
 _EXTENDED_INFO = 0x0001
 _MANIFEST_DATA_ID = 0xFFFE
@@ -63,13 +71,13 @@ _FRACTIONS = [b".0"] + [("." + f"{k:03d}".rstrip("0")).encode() for k in range(1
 
 
 def write_chrome_from_columns(
-    path: str, registry: SchemaRegistry, out: IO[str], stats: TimelineStats, naming: Naming
-) -> ChromeWriter | None:
-    """Writes ``path``'s timeline to ``out`` as Chrome JSON (what ``write_chrome`` of ``timeline``
-    writes); ``None``, nothing written, for a file to read record by record (damage, WPP,
-    unknown records, files over ``COLUMNS_MAX_BYTES``)."""
-    import os
-
+    path: str, registry: SchemaRegistry, output: Callable[[], ContextManager[IO[str]]], stats: TimelineStats,
+    naming: Naming,
+) -> ChromeWriter | None:  # fmt: skip
+    """Writes ``path``'s timeline as Chrome JSON (what ``write_chrome`` of ``timeline`` writes) to
+    the stream ``output`` opens; ``None``, nothing opened, for a file to read record by record
+    (damage, WPP, unknown records, files over ``COLUMNS_MAX_BYTES``) or with kernel CPU samples
+    (whose frames a first pass names)."""
     if os.path.getsize(path) > COLUMNS_MAX_BYTES:
         return None
     with EtlReader(path, strict=False) as reader:
@@ -78,14 +86,25 @@ def write_chrome_from_columns(
         except OpenEtwError:
             return None
         try:
-            if not trace.usable():
+            if not trace.usable() or _sampled(trace.rows):
                 return None
-            writer = ChromeWriter(out)
-            _Pass(trace, registry, writer, stats, naming).run()
-            writer.close()
+            naming = replace(
+                naming, state=TraceState(registry, learn_manifests=False, learn_threads=False), keys=StackKeys()
+            )
+            with output() as out:
+                writer = ChromeWriter(out)
+                _Pass(trace, registry, writer, stats, naming).run()
+                writer.close()
             return writer
         finally:
             trace.close()
+
+
+def _sampled(rows: np.ndarray) -> bool:
+    """Whether a kernel SampledProfile record is among ``rows``."""
+    kind = rows["kind"]
+    kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
+    return bool(np.any(kernel & (rows["hook_id"] >> 8 == _PERFINFO_GROUP) & (rows["opcode"] == _SAMPLE)))
 
 
 class _Pass:
@@ -270,10 +289,13 @@ class _Pass:
                 parts.append(data)
                 begin[mine], end[mine] = size + first, size + last
                 size += len(data)
-            lost = np.flatnonzero(orphans[mine])
-            for k in lost.tolist():
+            owners: dict[int | None, tuple[int, int]] = {}  # a header without them: by the thread the fields name
+            for k in np.flatnonzero(orphans[mine]).tolist():
                 row, tid = int(mine[k]), threads[k]
-                pids[row], tids[row] = owner(int(pids[row]), int(tids[row]), {} if tid is None else {"ThreadId": tid})
+                found = owners.get(tid)
+                if found is None:
+                    found = owners[tid] = owner(_NO_ID, _NO_ID, {} if tid is None else {"ThreadId": tid})
+                pids[row], tids[row] = found
         return (begin, end, b"".join(parts)), pids, tids
 
     def _json(self, text: str) -> bytes:
