@@ -109,7 +109,8 @@ def export_timeline(
         from openetw.export.timeline.chrome_columns import write_chrome_from_columns
 
         with _young_collections():
-            written = write_chrome_from_columns(paths[0], registry, lambda: _text_output(output), summary.stats, naming)
+            written = write_chrome_from_columns(paths[0], registry, lambda: _text_output(output), summary.stats, naming,
+                                                progress)  # fmt: skip
         if written is not None:
             summary.written = written.events
             summary.seconds = time.perf_counter() - started

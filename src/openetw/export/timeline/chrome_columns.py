@@ -20,8 +20,10 @@ is byte-identical (a test compares both on every corpus trace).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import replace
@@ -72,12 +74,13 @@ _FRACTIONS = [b".0"] + [("." + f"{k:03d}".rstrip("0")).encode() for k in range(1
 
 def write_chrome_from_columns(
     path: str, registry: SchemaRegistry, output: Callable[[], ContextManager[IO[str]]], stats: TimelineStats,
-    naming: Naming,
+    naming: Naming, progress: Callable[[int, float], None] | None = None,
 ) -> ChromeWriter | None:  # fmt: skip
     """Writes ``path``'s timeline as Chrome JSON (what ``write_chrome`` of ``timeline`` writes) to
     the stream ``output`` opens; ``None``, nothing opened, for a file to read record by record
     (damage, WPP, unknown records, files over ``COLUMNS_MAX_BYTES``) or with kernel CPU samples
-    (whose frames a first pass names)."""
+    (whose frames a first pass names). ``progress`` is told the rows done and the seconds spent
+    after each window of rows; the young generations are collected then."""
     if os.path.getsize(path) > COLUMNS_MAX_BYTES:
         return None
     with EtlReader(path, strict=False) as reader:
@@ -93,7 +96,7 @@ def write_chrome_from_columns(
             )
             with output() as out:
                 writer = ChromeWriter(out)
-                _Pass(trace, registry, writer, stats, naming).run()
+                _Pass(trace, registry, writer, stats, naming).run(progress)
                 writer.close()
             return writer
         finally:
@@ -123,10 +126,14 @@ class _Pass:
         self.plain = plain
         self.texts: dict[str, bytes] = {}
 
-    def run(self) -> None:
+    def run(self, progress: Callable[[int, float], None] | None) -> None:
         rows, plain = self.trace.rows, self.plain
         n = len(rows)
+        started = time.perf_counter()
         for first in range(0, n, _WINDOW):
+            gc.collect(1)
+            if progress is not None:
+                progress(first, time.perf_counter() - started)
             last = min(n, first + _WINDOW)
             # runs of plain rows: [starts[k], ends[k])
             flags = np.concatenate(([False], plain[first:last], [False])).astype(np.int8)
