@@ -144,19 +144,29 @@ class ChromeWriter:
             self._origin = ts
         return self._origin
 
-    def write_joined(self, text: str, count: int, latest: int) -> None:
-        """``count`` events already in JSON, joined by ``",\n"`` (the latest at ``latest`` ns):
-        what ``write`` makes of the items one by one."""
+    def write_joined(self, data: bytes, count: int, latest: int) -> None:
+        """``count`` events already in JSON (UTF-8), joined by ``",\n"`` (the latest at ``latest``
+        ns): what ``write`` makes of the items one by one. A text stream over a binary one is
+        given the bytes as they are."""
         if not count:
             return
-        self._chunks.append(text if self._first else ",\n" + text)
+        separator = b"" if self._first else b",\n"
         self._first = False
         self.events += count
         if latest > self._last:
             self._last = latest
-        if len(self._chunks) >= 4096:
-            self._out.write("".join(self._chunks))
-            self._chunks.clear()
+        binary = getattr(self._out, "buffer", None)
+        if binary is None:
+            self._chunks.append((separator + data).decode("utf-8"))
+            if len(self._chunks) >= 4096:
+                self._out.write("".join(self._chunks))
+                self._chunks.clear()
+            return
+        self._out.write("".join(self._chunks))
+        self._chunks.clear()
+        self._out.flush()
+        binary.write(separator)
+        binary.write(data)
 
     def args_text(self, args: dict[str, Any]) -> str:
         """The JSON text of ``_args(args)``: by the compiled core when it takes them all."""

@@ -257,8 +257,7 @@ class _Pass:
             T.integers(tids[at : at + count], b',"tid":'),
             T.texts(starts[at : at + count], ends[at : at + count], data, b',"args":', b"}"),
         ]
-        text = T.rows(count, pieces, b",\n")[:-2]
-        writer.write_joined(text.decode("utf-8"), count, int(ts.max()))
+        writer.write_joined(T.rows(count, pieces, b",\n")[:-2], count, int(ts.max()))
         self.stats.instants += count
         self.builder.pairing.passed((int(ts[-1]), b - 1))
 
@@ -290,19 +289,24 @@ class _Pass:
                 parts.append(b"{}")
                 begin[mine], end[mine] = size, size + 2
                 size += 2
-                threads: list[int | None] = [None] * len(mine)
+                threads, named = np.zeros(len(mine), dtype=np.int64), np.zeros(len(mine), dtype=bool)
             else:
-                data, first, last, threads = _columns_text(self.writer, decoder, blob, starts[mine], lengths[mine])
+                data, first, last, (threads, named) = _columns_text(
+                    self.writer, decoder, blob, starts[mine], lengths[mine]
+                )
                 parts.append(data)
                 begin[mine], end[mine] = size + first, size + last
                 size += len(data)
-            owners: dict[int | None, tuple[int, int]] = {}  # a header without them: by the thread the fields name
-            for k in np.flatnonzero(orphans[mine]).tolist():
-                row, tid = int(mine[k]), threads[k]
-                found = owners.get(tid)
-                if found is None:
-                    found = owners[tid] = owner(_NO_ID, _NO_ID, {} if tid is None else {"ThreadId": tid})
-                pids[row], tids[row] = found
+            lost = np.flatnonzero(orphans[mine])
+            if len(lost):  # a header without them: the thread the fields name, and its process
+                rows_lost, named_lost = mine[lost], named[lost]
+                pids[rows_lost], tids[rows_lost] = 0, 0
+                distinct, inverse = np.unique(threads[lost][named_lost], return_inverse=True)
+                if len(distinct):
+                    found = np.asarray(
+                        [owner(_NO_ID, _NO_ID, {"ThreadId": tid}) for tid in distinct.tolist()], dtype=np.int64
+                    )
+                    pids[rows_lost[named_lost]], tids[rows_lost[named_lost]] = found[inverse, 0], found[inverse, 1]
         return (begin, end, b"".join(parts)), pids, tids
 
     def _json(self, text: str) -> bytes:
@@ -313,11 +317,11 @@ class _Pass:
 
 
 def _columns_text(writer: ChromeWriter, decoder: Any, blob: Any, starts: np.ndarray, lengths: np.ndarray) -> tuple[
-    bytes, np.ndarray, np.ndarray, list[int | None]
+    bytes, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]
 ]:  # fmt: skip
     """The ``args`` JSON text of one schema's payloads (what ``ChromeWriter.args_text`` gives of
     each decoded dict): (the texts, where each row's starts and ends in them, the thread each
-    row's fields name (the first integer of ``_THREAD_FIELDS``)."""
+    row's fields name (the first integer of ``_THREAD_FIELDS``) and whether one does)."""
     columns = decode_columns(decoder, blob, starts, lengths)
     n = len(columns)
     texts = _core_texts(columns)
@@ -328,19 +332,19 @@ def _columns_text(writer: ChromeWriter, decoder: Any, blob: Any, starts: np.ndar
     else:
         data, offsets = T.rows_with_offsets(n, texts, b"")
     begin, end = offsets[:-1].copy(), offsets[1:].copy()
-    threads: list[int | None] = [None] * n
+    threads, named = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
     if texts is not None:  # the first of the fields that is an integer, as the pass picks it
-        named = [k for k, (name, kind) in enumerate(zip(columns.names, columns.types, strict=True))
+        found = [k for k, (name, kind) in enumerate(zip(columns.names, columns.types, strict=True))
                  if kind in _INTEGER_KINDS and name in _THREAD_FIELDS]  # fmt: skip
-        if named:
-            k = min(named, key=lambda k: _THREAD_FIELDS.index(columns.names[k]))
-            threads = np.frombuffer(columns.raw[k], dtype=np.dtype(columns.types[k])).tolist()  # type: ignore[index]
+        if found:
+            k = min(found, key=lambda k: _THREAD_FIELDS.index(columns.names[k]))
+            threads[:] = np.frombuffer(columns.raw[k], dtype=np.dtype(columns.types[k]))  # type: ignore[index]
+            named[:] = True
     if redo.any():  # these rows' dicts, their texts after the others
         values = dict(zip(columns.fallback.tolist(), columns.values, strict=True))
         extra: list[bytes] = []
         size = len(data)
-        decoded_rows = np.flatnonzero(redo).tolist()
-        for row in decoded_rows:
+        for row in np.flatnonzero(redo).tolist():
             fields = values.get(row)
             if fields is None:
                 start = int(starts[row])
@@ -349,9 +353,10 @@ def _columns_text(writer: ChromeWriter, decoder: Any, blob: Any, starts: np.ndar
             begin[row], end[row] = size, size + len(text)
             extra.append(text)
             size += len(text)
-            threads[row] = next((fields[name] for name in _THREAD_FIELDS if isinstance(fields.get(name), int)), None)
+            tid = next((fields[name] for name in _THREAD_FIELDS if isinstance(fields.get(name), int)), None)
+            threads[row], named[row] = (0, False) if tid is None else (tid, True)
         data = data + b"".join(extra)
-    return data, begin, end, threads
+    return data, begin, end, (threads, named)
 
 
 def _core_texts(columns: FieldColumns) -> list[T.Piece] | None:
