@@ -25,6 +25,7 @@ from openetw.tdh.schema import PropertyInfo, Schema
 from openetw.testing import EventRecordBuilder
 from tests.conftest import corpus_path
 from tests.export.conftest import ETL_FILES, registry
+from tests.native import cases
 
 PROVIDER = uuid.UUID("6f0a3c7e-2b1d-4e55-9a10-3c1f2d4e5a6b")
 ORPHAN = 0xFFFFFFFF
@@ -167,3 +168,17 @@ def test_made_traces_give_the_record_writers_bytes(seed: int, tmp_path: Path, mo
     assert by_columns == by_records
     assert by_records.slices and by_records.counters and by_records.undecodable  # the shapes are there
     assert 0 < from_columns < by_records.records  # runs written from columns, other records stepped
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_damaged_traces_give_the_same_bytes_or_are_left_to_the_records(seed: int, tmp_path: Path) -> None:
+    name = ("tx/HTTP_Server.etl", "perfview/gcevents.etl")[seed % 2]
+    source = tmp_path / "damaged.etl"
+    source.write_bytes(cases.mutated(corpus_path("etl", *name.split("/")).read_bytes(), seed, flips=24, keep=0x2000))
+    target = tmp_path / "columns.json"
+    columns = _columns(source, target, registry(), TimelineStats())
+    if columns is None:
+        assert not target.exists()  # nothing opened: the record-by-record export writes it
+        return
+    export_timeline([str(source)], str(tmp_path / "records.json"), "chrome", registry=registry(), columns=False)
+    assert columns == (tmp_path / "records.json").read_bytes()
