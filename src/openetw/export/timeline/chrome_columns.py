@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 
 from openetw.consumer.columns import identity_keys
-from openetw.consumer.index import KIND_CODES
+from openetw.consumer.index import KIND_CODES, build_index_data
 from openetw.errors import OpenEtwError
 from openetw.etl.reader import EtlReader
 from openetw.events.stacks import StackKeys
@@ -85,11 +85,14 @@ def write_chrome_from_columns(
         return None
     with EtlReader(path, strict=False) as reader:
         try:
-            trace = _Trace(reader, path)
+            built = build_index_data(path)
+            if _sampled(built.records):  # (before compressed buffers are inflated)
+                return None
+            trace = _Trace(reader, path, built)
         except OpenEtwError:
             return None
         try:
-            if not trace.usable() or _sampled(trace.rows):
+            if not trace.usable():
                 return None
             naming = replace(
                 naming, state=TraceState(registry, learn_manifests=False, learn_threads=False), keys=StackKeys()
