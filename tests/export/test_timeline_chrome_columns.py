@@ -67,6 +67,9 @@ def test_each_corpus_trace_gives_the_record_writers_bytes(
     if name.endswith("net.4.5.2.x64.etl"):  # CPU samples: their frames are named by a first pass, record by record
         assert _columns(source, tmp_path / "out.json", registry(), TimelineStats()) is None
         return
+    monkeypatch.setattr(
+        chrome_columns, "_mostly_kernel", lambda rows: False
+    )  # the kernel traces too: the pass's records
     expected, columns, by_records, by_columns, _ = _both(source, tmp_path / "out.json", registry(), monkeypatch)
     assert columns is not None
     assert columns == expected
@@ -182,3 +185,9 @@ def test_damaged_traces_give_the_same_bytes_or_are_left_to_the_records(seed: int
         return
     export_timeline([str(source)], str(tmp_path / "records.json"), "chrome", registry=registry(), columns=False)
     assert columns == (tmp_path / "records.json").read_bytes()
+
+
+def test_kernel_traces_are_left_to_the_records(tmp_path: Path) -> None:
+    source = corpus_path("etl", "perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.kernel.1.etl")
+    assert _columns(source, tmp_path / "out.json", registry(), TimelineStats()) is None
+    assert not (tmp_path / "out.json").exists()

@@ -78,15 +78,15 @@ def write_chrome_from_columns(
 ) -> ChromeWriter | None:  # fmt: skip
     """Writes ``path``'s timeline as Chrome JSON (what ``write_chrome`` of ``timeline`` writes) to
     the stream ``output`` opens; ``None``, nothing opened, for a file to read record by record
-    (damage, WPP, unknown records, files over ``COLUMNS_MAX_BYTES``) or with kernel CPU samples
-    (whose frames a first pass names). ``progress`` is told the rows done and the seconds spent
+    (damage, WPP, unknown records, files over ``COLUMNS_MAX_BYTES``), with kernel CPU samples
+    (whose frames a first pass names) or mostly kernel records. ``progress`` is told the rows done and the seconds spent
     after each window of rows; the young generations are collected then."""
     if os.path.getsize(path) > COLUMNS_MAX_BYTES:
         return None
     with EtlReader(path, strict=False) as reader:
         try:
             built = build_index_data(path)
-            if _sampled(built.records):  # (before compressed buffers are inflated)
+            if _sampled(built.records) or _mostly_kernel(built.records):  # (before buffers are inflated)
                 return None
             trace = _Trace(reader, path, built)
         except OpenEtwError:
@@ -104,6 +104,14 @@ def write_chrome_from_columns(
             return writer
         finally:
             trace.close()
+
+
+def _mostly_kernel(rows: np.ndarray) -> bool:
+    """Whether most of ``rows`` are kernel records: records built from the index one by one for
+    the pass cost more than the reader's, and the runs between them would be few."""
+    kind = rows["kind"]
+    kernel = np.count_nonzero((kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO))
+    return bool(kernel * 2 > len(rows))
 
 
 def _sampled(rows: np.ndarray) -> bool:
