@@ -17,6 +17,7 @@ import pytest
 
 from openetw.etl.intypes import InType
 from openetw.etl.writer import EtlWriter, linux_trace_clock, new_logfile_header
+from openetw.export import timeline as timeline_export
 from openetw.export.timeline import chrome_columns, export_timeline
 from openetw.export.timeline.builder import Naming, TimelineStats
 from openetw.export.timeline.chrome_columns import write_chrome_from_columns
@@ -191,3 +192,10 @@ def test_kernel_traces_are_left_to_the_records(tmp_path: Path) -> None:
     source = corpus_path("etl", "perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.kernel.1.etl")
     assert _columns(source, tmp_path / "out.json", registry(), TimelineStats()) is None
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_look_at_the_first_records_leaves_sampled_and_kernel_traces_to_the_records() -> None:
+    perfview = ("perfview",)
+    assert timeline_export._mostly_plain(str(corpus_path("etl", *perfview, "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl")))
+    assert not timeline_export._mostly_plain(str(corpus_path("etl", *perfview, "net.4.5.2.x64.etl")))  # CPU samples
+    assert not timeline_export._mostly_plain(str(corpus_path("etl", "etl-parser", "ShutdownPerfDiagLogger.etl")))  # kernel records

@@ -105,7 +105,7 @@ def export_timeline(
     started = time.perf_counter()
     if columns and fmt == "chrome" and len(paths) == 1 and output != "-" and _unselected(selection) and (
         naming.state is None or naming.keys is None
-    ):  # fmt: skip
+    ) and _mostly_plain(paths[0]):  # fmt: skip
         from openetw.export.timeline.chrome_columns import write_chrome_from_columns
 
         with _young_collections():
@@ -156,6 +156,34 @@ def export_timeline(
 
 def _unselected(selection: Selection | None) -> bool:
     return selection is None or selection.everything
+
+
+_PREFIX_RECORDS = 4096
+
+
+def _mostly_plain(path: str) -> bool:
+    """Whether the first ``_PREFIX_RECORDS`` records of ``path`` (an ``.etl``, in file order, no
+    payload decoded) are mostly not kernel records and hold no CPU sample: a trace worth building
+    the index of for the Chrome column path (which looks at every record's header again)."""
+    from openetw.errors import OpenEtwError
+    from openetw.etl.reader import EtlReader
+
+    if not path.lower().endswith(".etl"):
+        return False
+    kernel = seen = 0
+    try:
+        with EtlReader(path, strict=False) as reader:
+            for record in reader.records():
+                if record.kind in _KERNEL_KINDS:
+                    if (record.hook_id or 0) >> 8 == _PERFINFO_GROUP and record.opcode == _SAMPLE:
+                        return False
+                    kernel += 1
+                seen += 1
+                if seen >= _PREFIX_RECORDS:
+                    break
+    except OpenEtwError:
+        return False
+    return kernel * 2 <= seen
 
 
 def _without_samples(paths: Sequence[str]) -> bool:
