@@ -196,6 +196,10 @@ def test_kernel_traces_are_left_to_the_records(tmp_path: Path) -> None:
 
 def test_a_look_at_the_first_records_leaves_sampled_and_kernel_traces_to_the_records() -> None:
     perfview = ("perfview",)
-    assert timeline_export._mostly_plain(str(corpus_path("etl", *perfview, "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl")))
+    assert timeline_export._mostly_plain(
+        str(corpus_path("etl", *perfview, "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl"))
+    )
     assert not timeline_export._mostly_plain(str(corpus_path("etl", *perfview, "net.4.5.2.x64.etl")))  # CPU samples
-    assert not timeline_export._mostly_plain(str(corpus_path("etl", "etl-parser", "ShutdownPerfDiagLogger.etl")))  # kernel records
+    assert not timeline_export._mostly_plain(
+        str(corpus_path("etl", "etl-parser", "ShutdownPerfDiagLogger.etl"))
+    )  # kernel records
