@@ -10,12 +10,15 @@ at least ``_RUN`` plain rows, met while the pass's pairing is idle (no slice ope
 waiting: an instant is given out at once), are written here: names and categories made once per
 record identity (as the pass names it at the run's start: only the records the pass steps
 teach the context), process and thread names given by the pass's own ``_Names`` where a
-(process, thread) is new, each row's arguments decoded by the schema's compiled decoder and
-written by ``ChromeWriter.args_text``, the ``ts`` text made from the integer nanoseconds
+(process, thread) is new (a row without them in its header is given the thread its fields name
+and that thread's process, looked up once per distinct thread), each schema's payloads of the run
+decoded into columns by its column plan (``tdh.columns.decode_columns``) and their ``args`` text
+composed from the columns (the rows the plan cannot read, and schemas with a FILETIME, by the
+decoded dicts and ``ChromeWriter.args_text``), the ``ts`` text made from the integer nanoseconds
 (``(ts - origin) / 1000`` as ``repr`` writes it), the rows composed by ``row_text``. Every other
 row is built as a record (``from_columns._Trace.record``) and stepped through the pass. The
 events come in the order the record-by-record export writes them, with the same text: the file
-is byte-identical (a test compares both on every corpus trace).
+is byte-identical (a test compares both on every corpus trace and on made traces).
 """
 
 from __future__ import annotations
@@ -79,8 +82,9 @@ def write_chrome_from_columns(
     """Writes ``path``'s timeline as Chrome JSON (what ``write_chrome`` of ``timeline`` writes) to
     the stream ``output`` opens; ``None``, nothing opened, for a file to read record by record
     (damage, WPP, unknown records, files over ``COLUMNS_MAX_BYTES``), with kernel CPU samples
-    (whose frames a first pass names) or mostly kernel records. ``progress`` is told the rows done and the seconds spent
-    after each window of rows; the young generations are collected then."""
+    (whose frames a first pass names) or mostly kernel records. ``progress`` is told the rows
+    done and the seconds spent after each window of rows; the young generations are collected
+    then."""
     if os.path.getsize(path) > COLUMNS_MAX_BYTES:
         return None
     with EtlReader(path, strict=False) as reader:
