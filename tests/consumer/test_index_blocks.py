@@ -31,6 +31,7 @@ from openetw.consumer._engine.location import evict, index_locations, may_trust
 from openetw.etl import EtlReader
 from openetw.etl import framing as F
 from tests.consumer.helpers import PROCESS_ETL, corpus_etl, diaghub_files, every_kind, write_etl
+from tests.native.cases import CORPUS
 
 SMALL_BLOCKS = "OPENETW_INDEX_BLOCK_ROWS"
 
@@ -136,6 +137,14 @@ def test_corpus_indexes_are_small_and_equal_to_the_whole_file_build(name: str, m
     assert len(small.blocks) > 1 and all(block["rows"] == 777 for block in small.blocks[:-1])
     assert np.array_equal(whole.records, small.records) and whole.providers == small.providers
     assert os.fstat(whole._stored.fd).st_size / len(whole) < 12  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.rglob("*.etl")), ids=lambda p: p.name)
+def test_every_corpus_index_of_a_thousand_records_or_more_takes_under_12_bytes_a_record(path: Path) -> None:
+    index = EtlIndex.build(path)
+    if len(index) < 1000:
+        pytest.skip("fewer than 1,000 records: the footer weighs more than the rows")
+    assert os.fstat(index._stored.fd).st_size / len(index) < 12  # type: ignore[union-attr]
 
 
 def test_blocks_ruled_out_by_their_summaries_are_not_read(monkeypatch: pytest.MonkeyPatch) -> None:

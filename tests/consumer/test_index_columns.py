@@ -99,7 +99,7 @@ def test_only_the_asked_columns_are_inflated() -> None:
     rows["timestamp"] = np.arange(50) * 7
     payload = blocks.encode_block(rows)
     head = payload[: blocks.HEAD_BYTES]
-    spans = dict(zip(blocks._STORED, blocks.column_spans(head, 50), strict=True))
+    spans = dict(zip(blocks._PARTS, blocks.column_spans(head, 50)[0], strict=True))
     places: list[int] = []
 
     def read(at: int, length: int) -> bytes:
@@ -109,14 +109,24 @@ def test_only_the_asked_columns_are_inflated() -> None:
     got = blocks.decode_columns(read, head, 50, ["pid", "offset"])
     assert sorted(places) == sorted(spans[name][0] for name in ("pid", "offset", "buffer", "size"))  # offset is coded by buffer and size
     assert set(got) >= {"pid", "offset"} and np.array_equal(got["pid"], rows["pid"]) and np.array_equal(got["offset"], rows["offset"])
+    places.clear()
+    rows["id"] = np.arange(50) % 3
+    rows["level"] = 4
+    payload = blocks.encode_block(rows)
+    head = payload[: blocks.HEAD_BYTES]
+    spans = dict(zip(blocks._PARTS, blocks.column_spans(head, 50)[0], strict=True))
+    got = blocks.decode_columns(read, head, 50, ["id", "level"])
+    assert sorted(places) == sorted(spans[name][0] for name in ("id", "level", "descriptor"))  # a descriptor column: its table and the rows' numbers
+    assert set(got) == {"id", "level"} and np.array_equal(got["id"], rows["id"]) and np.array_equal(got["level"], rows["level"])
 
 
 def test_a_column_every_row_shares_is_one_value_and_checked_like_the_others() -> None:
     rows = np.zeros(1000, dtype=RECORD_DTYPE)
     rows["keyword"] = 0x8000_0000_0000_0010
+    rows["id"] = np.arange(1000) % 5  # five descriptors, all with that keyword
     rows["pid"] = np.arange(1000) % 7
     payload = blocks.encode_block(rows)
-    spans = dict(zip(blocks._STORED, blocks.column_spans(payload[: blocks.HEAD_BYTES], 1000), strict=True))
+    spans = dict(zip(blocks._PARTS, blocks.column_spans(payload[: blocks.HEAD_BYTES], 1000)[0], strict=True))
     at, length, coding, _ = spans["keyword"]
     assert (length, coding) == (8, blocks._ONE_VALUE)
     assert spans["pid"][2] == blocks._PACKED
@@ -138,7 +148,7 @@ def test_a_damaged_column_is_found_when_read_and_the_file_indexed_again(trace: P
     assert stored is not None
     entry = stored.blocks[2]
     head = location.read_bytes()[entry["at"] : entry["at"] + blocks.HEAD_BYTES]
-    pid_at = blocks.column_spans(head, entry["rows"])[blocks._STORED.index("pid")][0]
+    pid_at = blocks.column_spans(head, entry["rows"])[0][blocks._PARTS.index("pid")][0]
     stored.close()
     data = bytearray(location.read_bytes())
     data[entry["at"] + pid_at] ^= 0x01
@@ -174,7 +184,7 @@ def test_whole_file_columns_of_a_damaged_index_are_read_again(trace: Path) -> No
     assert stored is not None
     entry = stored.blocks[1]
     head = location.read_bytes()[entry["at"] : entry["at"] + blocks.HEAD_BYTES]
-    offset_at = blocks.column_spans(head, entry["rows"])[blocks._STORED.index("offset")][0]
+    offset_at = blocks.column_spans(head, entry["rows"])[0][blocks._PARTS.index("offset")][0]
     stored.close()
     data = bytearray(location.read_bytes())
     data[entry["at"] + offset_at] ^= 0x01

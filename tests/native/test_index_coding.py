@@ -66,3 +66,36 @@ def test_the_compiled_coding_checks_its_arguments() -> None:
     _index.decode_column(one_value, out, 2, 0, 2)
     assert bytes(out) == bytes([7] * 8)
     assert _index.encode_column(bytes([7] * 4), 2, 0, 2) == bytes([0, 7, 7, 7, 7])  # two rows: raw is smaller
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 300, 5000, 20000])
+def test_descriptor_numbers_are_the_same_on_both(distinct: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(distinct)
+    rows = np.zeros(20000, dtype=blocks.RECORD_DTYPE)
+    kinds = rng.integers(0, distinct, len(rows))
+    rows["id"] = kinds % 7
+    rows["keyword"] = (kinds.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1 << 63)  # differs in the high bytes too
+    rows["opcode"] = kinds // 7 % 256
+    rows["provider"] = kinds % 11 - 1
+    rows["pid"] = rng.integers(0, 1 << 32, len(rows), dtype=np.uint64)  # not a descriptor column: no bearing on the numbers
+    compiled = blocks._descriptor_codes(rows)
+    monkeypatch.setattr(blocks, "_NATIVE", None)
+    reference = blocks._descriptor_codes(rows)
+    assert np.array_equal(compiled[0], reference[0]) and np.array_equal(compiled[1], reference[1])
+    codes, firsts = reference
+    assert len(firsts) == len(np.unique(kinds)) and int(codes.max()) == len(firsts) - 1
+    assert np.array_equal(codes[firsts], np.arange(len(firsts))) and np.all(np.diff(firsts) > 0)  # numbered as first seen
+    table = rows[firsts]
+    for name in blocks._DESCRIPTOR:
+        assert np.array_equal(table[name][codes], rows[name])
+
+
+def test_descriptor_numbers_check_their_arguments() -> None:
+    assert _index is not None
+    with pytest.raises(ValueError):
+        _index.descriptor_codes(bytes(3), 2, np.asarray([(0, 1)], dtype=np.int64))  # not rows of 2
+    with pytest.raises(ValueError):
+        _index.descriptor_codes(bytes(4), 4, np.asarray([(2, 4)], dtype=np.int64))  # a field past the row
+    with pytest.raises(ValueError):
+        _index.descriptor_codes(bytes(80), 80, np.asarray([(0, 8)] * 9, dtype=np.int64))  # more than a descriptor holds
+    assert _index.descriptor_codes(b"", 4, np.asarray([(0, 4)], dtype=np.int64)) == (b"", b"")

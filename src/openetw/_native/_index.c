@@ -403,6 +403,100 @@ done:
 }
 
 
+#define KEY_LIMIT 64 /* at most this many bytes of fields in a descriptor */
+
+/* descriptor_codes(rows, itemsize, fields) -> (codes, firsts): rows with the same bytes in
+ * every field of ``fields`` ((offset, width) int64 pairs) share a number, numbered in the order
+ * they first appear: ``codes`` each row's number (u32 each), ``firsts`` the row where each
+ * number first appears (i64 each) (``blocks._descriptor_codes``'s numpy reference). */
+static PyObject *descriptor_codes(PyObject *self, PyObject *args) {
+    Py_buffer rows, fields;
+    Py_ssize_t itemsize;
+    if (!PyArg_ParseTuple(args, "y*ny*", &rows, &itemsize, &fields))
+        return NULL;
+    PyObject *codes = NULL, *firsts = NULL, *result = NULL;
+    int64_t *slots = NULL, *first_rows = NULL;
+    Py_ssize_t count = fields.len / 16, klen = 0, distinct = 0;
+    const int64_t *pairs = (const int64_t *)fields.buf;
+    if (fields.len % 16 != 0 || itemsize <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fields: (offset, width) int64 pairs expected");
+        goto done;
+    }
+    for (Py_ssize_t f = 0; f < count; f++) {
+        if (check_field(itemsize, (Py_ssize_t)pairs[2 * f], (Py_ssize_t)pairs[2 * f + 1], rows.len) < 0)
+            goto done;
+        klen += (Py_ssize_t)pairs[2 * f + 1];
+    }
+    if (klen > KEY_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "fields: more bytes than a descriptor holds");
+        goto done;
+    }
+    Py_ssize_t n = rows.len / itemsize, size = 16;
+    while (size < 2 * n)
+        size *= 2;
+    slots = PyMem_Malloc(sizeof(int64_t) * (size_t)size);
+    first_rows = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    codes = PyBytes_FromStringAndSize(NULL, 4 * n);
+    if (slots == NULL || first_rows == NULL || codes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(slots, 0xFF, sizeof(int64_t) * (size_t)size);
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(codes);
+    const uint8_t *in = (const uint8_t *)rows.buf;
+    uint8_t key[KEY_LIMIT], other[KEY_LIMIT];
+    uint32_t last_code = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *row = in + i * itemsize;
+        Py_ssize_t k = 0;
+        for (Py_ssize_t f = 0; f < count; f++) {
+            memcpy(key + k, row + pairs[2 * f], (size_t)pairs[2 * f + 1]);
+            k += (Py_ssize_t)pairs[2 * f + 1];
+        }
+        if (i > 0 && memcmp(key, other, (size_t)klen) == 0) { /* runs of one descriptor */
+            out[i] = last_code;
+            continue;
+        }
+        uint64_t h = 0xCBF29CE484222325ULL;
+        for (Py_ssize_t b = 0; b < klen; b++)
+            h = (h ^ key[b]) * 0x100000001B3ULL;
+        h = (h ^ (h >> 29)) & (uint64_t)(size - 1);
+        for (;;) {
+            int64_t slot = slots[h];
+            if (slot < 0) {
+                slots[h] = distinct;
+                first_rows[distinct] = i;
+                last_code = (uint32_t)distinct++;
+                break;
+            }
+            const uint8_t *seen = in + first_rows[slot] * itemsize;
+            Py_ssize_t j = 0, same = 1;
+            for (Py_ssize_t f = 0; f < count && same; f++) {
+                same = memcmp(key + j, seen + pairs[2 * f], (size_t)pairs[2 * f + 1]) == 0;
+                j += (Py_ssize_t)pairs[2 * f + 1];
+            }
+            if (same) {
+                last_code = (uint32_t)slot;
+                break;
+            }
+            h = (h + 1) & (uint64_t)(size - 1);
+        }
+        out[i] = last_code;
+        memcpy(other, key, (size_t)klen);
+    }
+    firsts = PyBytes_FromStringAndSize((const char *)first_rows, 8 * distinct);
+    if (firsts != NULL)
+        result = PyTuple_Pack(2, codes, firsts);
+done:
+    Py_XDECREF(codes);
+    Py_XDECREF(firsts);
+    PyMem_Free(slots);
+    PyMem_Free(first_rows);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&fields);
+    return result;
+}
+
 /* Unpacks m values of ``bits`` bits (1..MAX_BITS) from src into out: each plus ``base``, or its
  * entry of ``table`` (of ``count``); -1 when a number is past the table. */
 static int unpack(const uint8_t *src, Py_ssize_t m, int bits, uint64_t *out, uint64_t base, const uint64_t *table, Py_ssize_t count) {
@@ -510,6 +604,7 @@ static PyMethodDef methods[] = {
     {"encode_column", encode_column, METH_VARARGS, "The coded column of a field of packed rows."},
     {"encode_columns", encode_columns, METH_VARARGS, "The coded columns of fields of packed rows."},
     {"offset_residuals", offset_residuals, METH_VARARGS, "Each row's offset less the end of the row before it in its buffer."},
+    {"descriptor_codes", descriptor_codes, METH_VARARGS, "Each row's number among the distinct descriptors of a block."},
     {"decode_column", decode_column, METH_VARARGS, "Fill a field of packed rows from its coded column."},
     {NULL, NULL, 0, NULL},
 };

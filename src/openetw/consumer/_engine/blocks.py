@@ -55,10 +55,10 @@ __all__ = [
     "encode_block", "encode_column", "read_stored", "summary_of",
 ]  # fmt: skip
 
-FORMAT = 6
+FORMAT = 7
 MAGIC = b"OPENETW-INDEX\0\0" + bytes([FORMAT])
 MAGIC_PREFIX = MAGIC[:-1]
-TRAILER_MAGIC = b"OETWIDX\x06"
+TRAILER_MAGIC = b"OETWIDX\x07"
 _TRAILER = struct.Struct("<QQ16s8s")
 BLOCK_ROWS = 1 << 16
 BLOCK_ROWS_ENV = "OPENETW_INDEX_BLOCK_ROWS"
@@ -66,20 +66,28 @@ ID_LIST_LIMIT = 256  # more distinct event ids in a block than this: the summary
 _LEVEL = 1  # zlib level of the buffer table
 
 _STORED = tuple(name for name in RECORD_COLUMNS if name != "filetime")
-_WIDTH = {name: RECORD_FIELDS[name].itemsize for name in _STORED}
+# The event descriptor's columns: a block keeps each distinct tuple of them once (a table of
+# ``descriptors`` rows) and each row's number in that table (the ``descriptor`` column).
+_DESCRIPTOR = ("keyword", "provider", "id", "version", "task", "hook_id", "flags", "kind", "header_type", "level", "opcode", "channel")
+_ROW_STORED = tuple(name for name in _STORED if name not in _DESCRIPTOR)
+_PARTS = ("descriptor", *_ROW_STORED, *_DESCRIPTOR)  # the stored columns, in their order in a block
+_PART_DTYPE: dict[str, np.dtype[Any]] = {"descriptor": np.dtype("<u4"), **{name: RECORD_FIELDS[name] for name in _STORED}}
+_WIDTH = {name: _PART_DTYPE[name].itemsize for name in _PARTS}
 # The compiled twin of the column coding (None: numpy); where each stored column sits in a row
 # (``_PLACES``), and the (offset, width) pairs of those stored as they are (``_PLAIN_FIELDS``).
 _NATIVE = native_module("_index")
-_HEAD = struct.Struct("<II")  # the column count, the row count
+_HEAD = struct.Struct("<III")  # the column count, the row count, the count of distinct descriptors
 _ENTRY = struct.Struct("<IB8s")
 _ONE_VALUE, _PACKED = 1, 2  # a column's coding: one value every row has; packed (``encode_column``)
 _RAW, _FOR, _DICT = 0, 1, 2  # how a packed column is packed (its first byte)
 _DICT_LIMIT = 4096
 _MAX_BITS = 56
-HEAD_BYTES = _HEAD.size + len(_STORED) * _ENTRY.size
+HEAD_BYTES = _HEAD.size + len(_PARTS) * _ENTRY.size
 _PLACES = {name: int(RECORD_DTYPE.fields[name][1]) for name in _STORED}  # type: ignore[index]
 _CODED = ("timestamp", "user_data_length", "offset")  # stored otherwise than they are (``_coded_columns``)
-_PLAIN_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _STORED if name not in _CODED], dtype=np.int64)
+_PLAIN_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _ROW_STORED if name not in _CODED], dtype=np.int64)
+_DESCRIPTOR_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _DESCRIPTOR], dtype=np.int64)
+_DESCRIPTOR_DTYPE = np.dtype([(name, RECORD_FIELDS[name]) for name in _DESCRIPTOR])
 
 
 def block_rows_setting() -> int:
@@ -239,16 +247,40 @@ def decode_column(part: bytes, n: int, dtype: np.dtype[Any]) -> np.ndarray:
     return out.view(dtype)
 
 
-def _encoded(rows: np.ndarray) -> list[bytes]:
-    """Every stored column of packed ``rows``, packed (``encode_column``), in the stored order."""
+def _descriptor_codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number among the distinct tuples of its descriptor columns, numbered in the
+    order they first appear (u32), and the row where each first appears (the compiled twin:
+    ``_native/_index.c descriptor_codes``)."""
+    if _NATIVE is not None:
+        codes, firsts = _NATIVE.descriptor_codes(rows, RECORD_DTYPE.itemsize, _DESCRIPTOR_FIELDS)
+        return np.frombuffer(codes, dtype=np.uint32), np.frombuffer(firsts, dtype=np.int64)
+    keys = np.zeros(len(rows), dtype=_DESCRIPTOR_DTYPE)
+    for name in _DESCRIPTOR:
+        keys[name] = rows[name]
+    _, first, inverse = np.unique(keys.view(f"V{_DESCRIPTOR_DTYPE.itemsize}"), return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    numbers = np.empty(len(first), dtype=np.uint32)
+    numbers[order] = np.arange(len(first), dtype=np.uint32)
+    return numbers[inverse.reshape(-1)], first[order].astype(np.int64)
+
+
+def _encoded(rows: np.ndarray) -> tuple[list[bytes], int]:
+    """Every stored column of packed ``rows``, packed (``encode_column``), in the stored order
+    (``_PARTS``), and the count of distinct descriptors (the rows of the descriptor columns)."""
     coded = _coded_columns(rows)
+    codes, firsts = _descriptor_codes(rows)
+    table = np.ascontiguousarray(rows[firsts])
     if _NATIVE is None:
-        return [encode_column(coded[name] if name in coded else rows[name]) for name in _STORED]
+        parts = [encode_column(codes)]
+        parts += [encode_column(coded[name] if name in coded else rows[name]) for name in _ROW_STORED]
+        return parts + [encode_column(table[name]) for name in _DESCRIPTOR], len(firsts)
     plain = iter(_NATIVE.encode_columns(rows, RECORD_DTYPE.itemsize, _PLAIN_FIELDS))
-    return [
+    parts = [_NATIVE.encode_column(np.ascontiguousarray(codes), 4, 0, 4)]
+    parts += [
         _NATIVE.encode_column(np.ascontiguousarray(coded[name]), _WIDTH[name], 0, _WIDTH[name]) if name in coded else next(plain)
-        for name in _STORED
+        for name in _ROW_STORED
     ]  # fmt: skip
+    return parts + list(_NATIVE.encode_columns(table, RECORD_DTYPE.itemsize, _DESCRIPTOR_FIELDS)), len(firsts)
 
 
 def encode_block(rows: np.ndarray) -> bytes:
@@ -258,15 +290,16 @@ def encode_block(rows: np.ndarray) -> bytes:
     n = len(rows)
     parts: list[bytes] = []
     codings: list[int] = []
-    for name, part in zip(_STORED, _encoded(np.ascontiguousarray(rows, dtype=RECORD_DTYPE)), strict=True):
+    encoded, descriptors = _encoded(np.ascontiguousarray(rows, dtype=RECORD_DTYPE))
+    for name, part in zip(_PARTS, encoded, strict=True):
         width = _WIDTH[name]
-        if n > 1 and part[0] == _FOR and part[1] == 0 and part[2 : 2 + width] == part[2 + width : 2 + 2 * width]:
+        if (descriptors if name in _DESCRIPTOR else n) > 1 and part[0] == _FOR and part[1] == 0 and part[2 : 2 + width] == part[2 + width : 2 + 2 * width]:
             parts.append(part[2 : 2 + width])  # every row the same: that value
             codings.append(_ONE_VALUE)
             continue
         parts.append(part)
         codings.append(_PACKED)
-    head = _HEAD.pack(len(parts), n) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
+    head = _HEAD.pack(len(parts), n, descriptors) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
     return head + b"".join(parts)
 
 
@@ -274,28 +307,31 @@ def _digest(data: bytes, size: int = 8) -> bytes:
     return hashlib.blake2b(data, digest_size=size).digest()
 
 
-def column_spans(head: bytes, n: int) -> list[tuple[int, int, int, bytes]]:
+def column_spans(head: bytes, n: int) -> tuple[list[tuple[int, int, int, bytes]], int]:
     """Each stored column's (place in the block, stored length, coding, digest) from the head of
-    a block of ``n`` rows; ``ValueError`` when the head is not one of this format's, or of
-    another number of rows."""
-    if len(head) < HEAD_BYTES or _HEAD.unpack_from(head)[0] != len(_STORED):
+    a block of ``n`` rows (in ``_PARTS`` order), and the count of distinct descriptors;
+    ``ValueError`` when the head is not one of this format's, or of another number of rows."""
+    if len(head) < HEAD_BYTES or _HEAD.unpack_from(head)[0] != len(_PARTS):
         raise ValueError("a block head of another shape")
-    if _HEAD.unpack_from(head)[1] != n:
+    _, rows, descriptors = _HEAD.unpack_from(head)
+    if rows != n:
         raise ValueError("block size does not match its row count")
+    if not (min(n, 1) <= descriptors <= n):
+        raise ValueError("a count of descriptors past the row count")
     spans = []
     at = HEAD_BYTES
-    for number in range(len(_STORED)):
+    for number in range(len(_PARTS)):
         length, coding, digest = _ENTRY.unpack_from(head, _HEAD.size + number * _ENTRY.size)
         spans.append((at, length, coding, digest))
         at += length
-    return spans
+    return spans, descriptors
 
 
 def _column(part: bytes, coding: int, digest: bytes, n: int, name: str) -> np.ndarray:
     """A stored column's values (still coded as the module doc says), checked against its digest."""
     if _digest(part) != digest:
         raise ValueError(f"column {name!r} does not match its digest")
-    dtype = RECORD_FIELDS[name]
+    dtype = _PART_DTYPE[name]
     if coding == _ONE_VALUE:
         if len(part) != _WIDTH[name] or n < 2:
             raise ValueError(f"column {name!r}: one value of another size")
@@ -309,7 +345,9 @@ def _column(part: bytes, coding: int, digest: bytes, n: int, name: str) -> np.nd
 
 
 # The stored columns another one is decoded with (the coding of the module doc).
-_NEEDS = {"timestamp": (), "user_data_length": ("size", "user_data_offset"), "offset": ("buffer", "size")}
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "timestamp": (), "user_data_length": ("size", "user_data_offset"), "offset": ("buffer", "size"), **dict.fromkeys(_DESCRIPTOR, ("descriptor",)),
+}  # fmt: skip
 
 
 def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names: Iterable[str]) -> dict[str, np.ndarray]:
@@ -318,16 +356,22 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
     ``ValueError`` when a part is damaged."""
     if n < 0:
         raise ValueError("a negative row count")
-    spans = column_spans(head, n)
+    spans, descriptors = column_spans(head, n)
     wanted = list(dict.fromkeys(name for asked in names for name in (*_NEEDS.get(asked, ()), asked)))
     raw: dict[str, np.ndarray] = {}
     for name in wanted:
-        number = _STORED.index(name)
-        at, length, coding, digest = spans[number]
+        at, length, coding, digest = spans[_PARTS.index(name)]
         part = read(at, length)
         if len(part) != length:
             raise ValueError("the block is cut short")
-        raw[name] = _column(part, coding, digest, n, name)
+        raw[name] = _column(part, coding, digest, descriptors if name in _DESCRIPTOR else n, name)
+    if "descriptor" in raw:
+        codes = raw.pop("descriptor")
+        if len(codes) and int(codes.max()) >= descriptors:
+            raise ValueError("a descriptor number past its table")
+        for name in _DESCRIPTOR:
+            if name in raw:
+                raw[name] = raw[name].take(codes.astype(np.intp))
     if "timestamp" in raw:
         raw["timestamp"] = np.cumsum(raw["timestamp"])
     if "user_data_length" in raw:
@@ -342,19 +386,30 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
     the payload does not decode to ``n`` rows."""
     if n < 0:
         raise ValueError("a negative row count")
-    spans = column_spans(payload[:HEAD_BYTES], n)
+    spans, descriptors = column_spans(payload[:HEAD_BYTES], n)
     if spans and spans[-1][0] + spans[-1][1] != len(payload):
         raise ValueError("block size does not match its columns")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
-    for name, (at, length, coding, digest) in zip(_STORED, spans, strict=True):
+    table = np.zeros(descriptors, dtype=RECORD_DTYPE)
+    codes = np.zeros(0, dtype=np.uint32)
+    for name, (at, length, coding, digest) in zip(_PARTS, spans, strict=True):
         part = payload[at : at + length]
-        if _NATIVE is not None and coding == _PACKED and _digest(part) == digest:
+        if name == "descriptor":
+            codes = _column(part, coding, digest, n, name)
+        elif name in _DESCRIPTOR:
+            table[name] = _column(part, coding, digest, descriptors, name)
+        elif _NATIVE is not None and coding == _PACKED and _digest(part) == digest:
             try:
                 _NATIVE.decode_column(part, rows, RECORD_DTYPE.itemsize, _PLACES[name], _WIDTH[name])
             except ValueError as error:
                 raise ValueError(f"column {name!r} does not unpack: {error}") from None
         else:
             rows[name] = _column(part, coding, digest, n, name)
+    if len(codes) and int(codes.max()) >= descriptors:
+        raise ValueError("a descriptor number past its table")
+    picked = table.take(codes.astype(np.intp))
+    for name in _DESCRIPTOR:
+        rows[name] = picked[name]
     rows["timestamp"] = np.cumsum(rows["timestamp"])
     rows["user_data_length"] = rows["size"] - rows["user_data_offset"] - rows["user_data_length"]
     rows["offset"] = _offsets_back(rows, rows["offset"])
