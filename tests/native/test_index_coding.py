@@ -95,7 +95,7 @@ def test_descriptor_numbers_check_their_arguments() -> None:
     with pytest.raises(ValueError):
         _index.descriptor_codes(bytes(3), 2, np.asarray([(0, 1)], dtype=np.int64))  # not rows of 2
     with pytest.raises(ValueError):
-        _index.descriptor_codes(bytes(4), 4, np.asarray([(2, 4)], dtype=np.int64))  # a field past the row
+        _index.descriptor_codes(bytes(4), 4, np.asarray([(2, 4)], dtype=np.int64))  # a span past the row
     with pytest.raises(ValueError):
-        _index.descriptor_codes(bytes(80), 80, np.asarray([(0, 8)] * 9, dtype=np.int64))  # more than a descriptor holds
+        _index.descriptor_codes(bytes(80), 80, np.asarray([(0, 40), (40, 40)], dtype=np.int64))  # more than a descriptor holds
     assert _index.descriptor_codes(b"", 4, np.asarray([(0, 4)], dtype=np.int64)) == (b"", b"")

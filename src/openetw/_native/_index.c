@@ -405,10 +405,10 @@ done:
 
 #define KEY_LIMIT 64 /* at most this many bytes of fields in a descriptor */
 
-/* descriptor_codes(rows, itemsize, fields) -> (codes, firsts): rows with the same bytes in
- * every field of ``fields`` ((offset, width) int64 pairs) share a number, numbered in the order
- * they first appear: ``codes`` each row's number (u32 each), ``firsts`` the row where each
- * number first appears (i64 each) (``blocks._descriptor_codes``'s numpy reference). */
+/* descriptor_codes(rows, itemsize, spans) -> (codes, firsts): rows with the same bytes in every
+ * span of ``spans`` ((offset, length) int64 pairs, each inside a row) share a number, numbered
+ * in the order they first appear: ``codes`` each row's number (u32 each), ``firsts`` the row
+ * where each number first appears (i64 each) (``blocks._descriptor_codes``'s numpy reference). */
 static PyObject *descriptor_codes(PyObject *self, PyObject *args) {
     Py_buffer rows, fields;
     Py_ssize_t itemsize;
@@ -416,35 +416,40 @@ static PyObject *descriptor_codes(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *codes = NULL, *firsts = NULL, *result = NULL;
     int64_t *slots = NULL, *first_rows = NULL;
+    uint8_t *seen = NULL;
     Py_ssize_t count = fields.len / 16, klen = 0, distinct = 0;
     const int64_t *pairs = (const int64_t *)fields.buf;
-    if (fields.len % 16 != 0 || itemsize <= 0) {
-        PyErr_SetString(PyExc_ValueError, "fields: (offset, width) int64 pairs expected");
+    if (fields.len % 16 != 0 || itemsize <= 0 || rows.len % itemsize != 0) {
+        PyErr_SetString(PyExc_ValueError, "spans: (offset, length) int64 pairs over whole rows expected");
         goto done;
     }
     for (Py_ssize_t f = 0; f < count; f++) {
-        if (check_field(itemsize, (Py_ssize_t)pairs[2 * f], (Py_ssize_t)pairs[2 * f + 1], rows.len) < 0)
+        int64_t at = pairs[2 * f], length = pairs[2 * f + 1];
+        if (at < 0 || length <= 0 || length > KEY_LIMIT || at + length > itemsize) {
+            PyErr_SetString(PyExc_ValueError, "a span outside the rows");
             goto done;
-        klen += (Py_ssize_t)pairs[2 * f + 1];
+        }
+        klen += (Py_ssize_t)length;
     }
     if (klen > KEY_LIMIT) {
-        PyErr_SetString(PyExc_ValueError, "fields: more bytes than a descriptor holds");
+        PyErr_SetString(PyExc_ValueError, "spans: more bytes than a descriptor holds");
         goto done;
     }
-    Py_ssize_t n = rows.len / itemsize, size = 16;
+    Py_ssize_t n = rows.len / itemsize, size = 16, stride = (klen + 7) & ~(Py_ssize_t)7;
     while (size < 2 * n)
         size *= 2;
     slots = PyMem_Malloc(sizeof(int64_t) * (size_t)size);
     first_rows = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    seen = PyMem_Malloc((size_t)(stride * (n ? n : 1)));
     codes = PyBytes_FromStringAndSize(NULL, 4 * n);
-    if (slots == NULL || first_rows == NULL || codes == NULL) {
+    if (slots == NULL || first_rows == NULL || seen == NULL || codes == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     memset(slots, 0xFF, sizeof(int64_t) * (size_t)size);
     uint32_t *out = (uint32_t *)PyBytes_AS_STRING(codes);
     const uint8_t *in = (const uint8_t *)rows.buf;
-    uint8_t key[KEY_LIMIT], other[KEY_LIMIT];
+    uint8_t key[KEY_LIMIT] = {0}; /* the bytes past klen stay 0 */
     uint32_t last_code = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t *row = in + i * itemsize;
@@ -453,36 +458,34 @@ static PyObject *descriptor_codes(PyObject *self, PyObject *args) {
             memcpy(key + k, row + pairs[2 * f], (size_t)pairs[2 * f + 1]);
             k += (Py_ssize_t)pairs[2 * f + 1];
         }
-        if (i > 0 && memcmp(key, other, (size_t)klen) == 0) { /* runs of one descriptor */
+        if (i > 0 && memcmp(key, seen + (Py_ssize_t)last_code * stride, (size_t)stride) == 0) { /* runs of one descriptor */
             out[i] = last_code;
             continue;
         }
-        uint64_t h = 0xCBF29CE484222325ULL;
-        for (Py_ssize_t b = 0; b < klen; b++)
-            h = (h ^ key[b]) * 0x100000001B3ULL;
-        h = (h ^ (h >> 29)) & (uint64_t)(size - 1);
+        uint64_t h = 0;
+        for (Py_ssize_t b = 0; b < stride; b += 8) {
+            uint64_t word;
+            memcpy(&word, key + b, 8);
+            h = (h ^ word) * 0x9E3779B97F4A7C15ULL;
+            h ^= h >> 32;
+        }
+        h &= (uint64_t)(size - 1);
         for (;;) {
             int64_t slot = slots[h];
             if (slot < 0) {
                 slots[h] = distinct;
                 first_rows[distinct] = i;
+                memcpy(seen + distinct * stride, key, (size_t)stride);
                 last_code = (uint32_t)distinct++;
                 break;
             }
-            const uint8_t *seen = in + first_rows[slot] * itemsize;
-            Py_ssize_t j = 0, same = 1;
-            for (Py_ssize_t f = 0; f < count && same; f++) {
-                same = memcmp(key + j, seen + pairs[2 * f], (size_t)pairs[2 * f + 1]) == 0;
-                j += (Py_ssize_t)pairs[2 * f + 1];
-            }
-            if (same) {
+            if (memcmp(key, seen + slot * stride, (size_t)stride) == 0) {
                 last_code = (uint32_t)slot;
                 break;
             }
             h = (h + 1) & (uint64_t)(size - 1);
         }
         out[i] = last_code;
-        memcpy(other, key, (size_t)klen);
     }
     firsts = PyBytes_FromStringAndSize((const char *)first_rows, 8 * distinct);
     if (firsts != NULL)
@@ -492,6 +495,7 @@ done:
     Py_XDECREF(firsts);
     PyMem_Free(slots);
     PyMem_Free(first_rows);
+    PyMem_Free(seen);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&fields);
     return result;

@@ -87,6 +87,20 @@ _PLACES = {name: int(RECORD_DTYPE.fields[name][1]) for name in _STORED}  # type:
 _CODED = ("timestamp", "user_data_length", "offset")  # stored otherwise than they are (``_coded_columns``)
 _PLAIN_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _ROW_STORED if name not in _CODED], dtype=np.int64)
 _DESCRIPTOR_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _DESCRIPTOR], dtype=np.int64)
+
+
+def _spans(fields: np.ndarray) -> np.ndarray:
+    """(offset, width) fields as the fewest (offset, length) spans of a row that cover them."""
+    spans: list[list[int]] = []
+    for at, width in sorted(fields.tolist()):
+        if spans and spans[-1][0] + spans[-1][1] == at:
+            spans[-1][1] += width
+        else:
+            spans.append([at, width])
+    return np.asarray(spans, dtype=np.int64)
+
+
+_DESCRIPTOR_SPANS = _spans(_DESCRIPTOR_FIELDS)  # (keyword and provider side by side; id to channel too)
 _DESCRIPTOR_DTYPE = np.dtype([(name, RECORD_FIELDS[name]) for name in _DESCRIPTOR])
 
 
@@ -252,7 +266,7 @@ def _descriptor_codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order they first appear (u32), and the row where each first appears (the compiled twin:
     ``_native/_index.c descriptor_codes``)."""
     if _NATIVE is not None:
-        codes, firsts = _NATIVE.descriptor_codes(rows, RECORD_DTYPE.itemsize, _DESCRIPTOR_FIELDS)
+        codes, firsts = _NATIVE.descriptor_codes(rows, RECORD_DTYPE.itemsize, _DESCRIPTOR_SPANS)
         return np.frombuffer(codes, dtype=np.uint32), np.frombuffer(firsts, dtype=np.int64)
     keys = np.zeros(len(rows), dtype=_DESCRIPTOR_DTYPE)
     for name in _DESCRIPTOR:
