@@ -69,7 +69,7 @@ def test_the_compiled_coding_checks_its_arguments() -> None:
 
 
 @pytest.mark.parametrize("distinct", [1, 3, 300, 5000, 20000])
-def test_descriptor_numbers_are_the_same_on_both(distinct: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_group_numbers_are_the_same_on_both(distinct: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(distinct)
     rows = np.zeros(20000, dtype=blocks.RECORD_DTYPE)
     kinds = rng.integers(0, distinct, len(rows))
@@ -77,17 +77,21 @@ def test_descriptor_numbers_are_the_same_on_both(distinct: int, monkeypatch: pyt
     rows["keyword"] = (kinds.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1 << 63)  # differs in the high bytes too
     rows["opcode"] = kinds // 7 % 256
     rows["provider"] = kinds % 11 - 1
-    rows["pid"] = rng.integers(0, 1 << 32, len(rows), dtype=np.uint64)  # not a descriptor column: no bearing on the numbers
-    compiled = blocks._descriptor_codes(rows)
-    monkeypatch.setattr(blocks, "_NATIVE", None)
-    reference = blocks._descriptor_codes(rows)
-    assert np.array_equal(compiled[0], reference[0]) and np.array_equal(compiled[1], reference[1])
-    codes, firsts = reference
-    assert len(firsts) == len(np.unique(kinds)) and int(codes.max()) == len(firsts) - 1
-    assert np.array_equal(codes[firsts], np.arange(len(firsts))) and np.all(np.diff(firsts) > 0)  # numbered as first seen
-    table = rows[firsts]
-    for name in blocks._DESCRIPTOR:
-        assert np.array_equal(table[name][codes], rows[name])
+    rows["pid"] = rng.integers(0, 1 << 32, len(rows), dtype=np.uint64)  # another group's column: no bearing on the descriptor numbers
+    rows["tid"] = kinds % 13
+    for group, names in blocks._GROUPS.items():
+        monkeypatch.setattr(blocks, "_NATIVE", _index)
+        compiled = blocks._group_codes(rows, group)
+        monkeypatch.setattr(blocks, "_NATIVE", None)
+        reference = blocks._group_codes(rows, group)
+        assert np.array_equal(compiled[0], reference[0]) and np.array_equal(compiled[1], reference[1]), group
+        codes, firsts = reference
+        if group == "descriptor":
+            assert len(firsts) == len(np.unique(kinds)) and int(codes.max()) == len(firsts) - 1
+        assert np.array_equal(codes[firsts], np.arange(len(firsts))) and np.all(np.diff(firsts) > 0)  # numbered as first seen
+        table = rows[firsts]
+        for name in names:
+            assert np.array_equal(table[name][codes], rows[name])
 
 
 def test_descriptor_numbers_check_their_arguments() -> None:

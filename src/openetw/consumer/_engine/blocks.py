@@ -66,17 +66,20 @@ ID_LIST_LIMIT = 256  # more distinct event ids in a block than this: the summary
 _LEVEL = 1  # zlib level of the buffer table
 
 _STORED = tuple(name for name in RECORD_COLUMNS if name != "filetime")
-# The event descriptor's columns: a block keeps each distinct tuple of them once (a table of
-# ``descriptors`` rows) and each row's number in that table (the ``descriptor`` column).
+# Columns kept as a group: a block keeps each distinct tuple of a group's columns once (a table,
+# the group's columns of as many rows as it has distinct tuples) and each row's number in that
+# table (a column named after the group): the event descriptor, and the thread (pid and tid).
 _DESCRIPTOR = ("keyword", "provider", "id", "version", "task", "hook_id", "flags", "kind", "header_type", "level", "opcode", "channel")
-_ROW_STORED = tuple(name for name in _STORED if name not in _DESCRIPTOR)
-_PARTS = ("descriptor", *_ROW_STORED, *_DESCRIPTOR)  # the stored columns, in their order in a block
-_PART_DTYPE: dict[str, np.dtype[Any]] = {"descriptor": np.dtype("<u4"), **{name: RECORD_FIELDS[name] for name in _STORED}}
+_GROUPS: dict[str, tuple[str, ...]] = {"descriptor": _DESCRIPTOR, "thread": ("pid", "tid")}
+_GROUP_OF = {name: group for group, names in _GROUPS.items() for name in names}
+_ROW_STORED = tuple(name for name in _STORED if name not in _GROUP_OF)
+_PARTS = (*_GROUPS, *_ROW_STORED, *_GROUP_OF)  # the stored columns, in their order in a block
+_PART_DTYPE: dict[str, np.dtype[Any]] = {**dict.fromkeys(_GROUPS, np.dtype("<u4")), **{name: RECORD_FIELDS[name] for name in _STORED}}
 _WIDTH = {name: _PART_DTYPE[name].itemsize for name in _PARTS}
 # The compiled twin of the column coding (None: numpy); where each stored column sits in a row
 # (``_PLACES``), and the (offset, width) pairs of those stored as they are (``_PLAIN_FIELDS``).
 _NATIVE = native_module("_index")
-_HEAD = struct.Struct("<III")  # the column count, the row count, the count of distinct descriptors
+_HEAD = struct.Struct("<II" + "I" * len(_GROUPS))  # the column count, the row count, each group's count of distinct tuples
 _ENTRY = struct.Struct("<IB8s")
 _ONE_VALUE, _PACKED = 1, 2  # a column's coding: one value every row has; packed (``encode_column``)
 _RAW, _FOR, _DICT = 0, 1, 2  # how a packed column is packed (its first byte)
@@ -86,7 +89,7 @@ HEAD_BYTES = _HEAD.size + len(_PARTS) * _ENTRY.size
 _PLACES = {name: int(RECORD_DTYPE.fields[name][1]) for name in _STORED}  # type: ignore[index]
 _CODED = ("timestamp", "user_data_length", "offset")  # stored otherwise than they are (``_coded_columns``)
 _PLAIN_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _ROW_STORED if name not in _CODED], dtype=np.int64)
-_DESCRIPTOR_FIELDS = np.asarray([(_PLACES[name], _WIDTH[name]) for name in _DESCRIPTOR], dtype=np.int64)
+_GROUP_FIELDS = {group: np.asarray([(_PLACES[name], _WIDTH[name]) for name in names], dtype=np.int64) for group, names in _GROUPS.items()}
 
 
 def _spans(fields: np.ndarray) -> np.ndarray:
@@ -100,8 +103,8 @@ def _spans(fields: np.ndarray) -> np.ndarray:
     return np.asarray(spans, dtype=np.int64)
 
 
-_DESCRIPTOR_SPANS = _spans(_DESCRIPTOR_FIELDS)  # (keyword and provider side by side; id to channel too)
-_DESCRIPTOR_DTYPE = np.dtype([(name, RECORD_FIELDS[name]) for name in _DESCRIPTOR])
+_GROUP_SPANS = {group: _spans(fields) for group, fields in _GROUP_FIELDS.items()}  # (keyword and provider side by side, ...)
+_GROUP_DTYPE = {group: np.dtype([(name, RECORD_FIELDS[name]) for name in names]) for group, names in _GROUPS.items()}
 
 
 def block_rows_setting() -> int:
@@ -261,40 +264,44 @@ def decode_column(part: bytes, n: int, dtype: np.dtype[Any]) -> np.ndarray:
     return out.view(dtype)
 
 
-def _descriptor_codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's number among the distinct tuples of its descriptor columns, numbered in the
+def _group_codes(rows: np.ndarray, group: str = "descriptor") -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number among the distinct tuples of ``group``'s columns, numbered in the
     order they first appear (u32), and the row where each first appears (the compiled twin:
     ``_native/_index.c descriptor_codes``)."""
     if _NATIVE is not None:
-        codes, firsts = _NATIVE.descriptor_codes(rows, RECORD_DTYPE.itemsize, _DESCRIPTOR_SPANS)
+        codes, firsts = _NATIVE.descriptor_codes(rows, RECORD_DTYPE.itemsize, _GROUP_SPANS[group])
         return np.frombuffer(codes, dtype=np.uint32), np.frombuffer(firsts, dtype=np.int64)
-    keys = np.zeros(len(rows), dtype=_DESCRIPTOR_DTYPE)
-    for name in _DESCRIPTOR:
+    dtype = _GROUP_DTYPE[group]
+    keys = np.zeros(len(rows), dtype=dtype)
+    for name in _GROUPS[group]:
         keys[name] = rows[name]
-    _, first, inverse = np.unique(keys.view(f"V{_DESCRIPTOR_DTYPE.itemsize}"), return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(keys.view(f"V{dtype.itemsize}"), return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     numbers = np.empty(len(first), dtype=np.uint32)
     numbers[order] = np.arange(len(first), dtype=np.uint32)
     return numbers[inverse.reshape(-1)], first[order].astype(np.int64)
 
 
-def _encoded(rows: np.ndarray) -> tuple[list[bytes], int]:
+def _encoded(rows: np.ndarray) -> tuple[list[bytes], dict[str, int]]:
     """Every stored column of packed ``rows``, packed (``encode_column``), in the stored order
-    (``_PARTS``), and the count of distinct descriptors (the rows of the descriptor columns)."""
+    (``_PARTS``), and each group's count of distinct tuples (the rows of its columns)."""
     coded = _coded_columns(rows)
-    codes, firsts = _descriptor_codes(rows)
-    table = np.ascontiguousarray(rows[firsts])
+    numbered = {group: _group_codes(rows, group) for group in _GROUPS}
+    tables = {group: np.ascontiguousarray(rows[firsts]) for group, (_, firsts) in numbered.items()}
+    counts = {group: len(firsts) for group, (_, firsts) in numbered.items()}
     if _NATIVE is None:
-        parts = [encode_column(codes)]
+        parts = [encode_column(codes) for codes, _ in numbered.values()]
         parts += [encode_column(coded[name] if name in coded else rows[name]) for name in _ROW_STORED]
-        return parts + [encode_column(table[name]) for name in _DESCRIPTOR], len(firsts)
+        return parts + [encode_column(tables[group][name]) for group, names in _GROUPS.items() for name in names], counts
     plain = iter(_NATIVE.encode_columns(rows, RECORD_DTYPE.itemsize, _PLAIN_FIELDS))
-    parts = [_NATIVE.encode_column(np.ascontiguousarray(codes), 4, 0, 4)]
+    parts = [_NATIVE.encode_column(np.ascontiguousarray(codes), 4, 0, 4) for codes, _ in numbered.values()]
     parts += [
         _NATIVE.encode_column(np.ascontiguousarray(coded[name]), _WIDTH[name], 0, _WIDTH[name]) if name in coded else next(plain)
         for name in _ROW_STORED
     ]  # fmt: skip
-    return parts + list(_NATIVE.encode_columns(table, RECORD_DTYPE.itemsize, _DESCRIPTOR_FIELDS)), len(firsts)
+    for group in _GROUPS:
+        parts += _NATIVE.encode_columns(tables[group], RECORD_DTYPE.itemsize, _GROUP_FIELDS[group])
+    return parts, counts
 
 
 def encode_block(rows: np.ndarray) -> bytes:
@@ -304,16 +311,16 @@ def encode_block(rows: np.ndarray) -> bytes:
     n = len(rows)
     parts: list[bytes] = []
     codings: list[int] = []
-    encoded, descriptors = _encoded(np.ascontiguousarray(rows, dtype=RECORD_DTYPE))
+    encoded, counts = _encoded(np.ascontiguousarray(rows, dtype=RECORD_DTYPE))
     for name, part in zip(_PARTS, encoded, strict=True):
         width = _WIDTH[name]
-        if (descriptors if name in _DESCRIPTOR else n) > 1 and part[0] == _FOR and part[1] == 0 and part[2 : 2 + width] == part[2 + width : 2 + 2 * width]:
+        if (counts[_GROUP_OF[name]] if name in _GROUP_OF else n) > 1 and part[0] == _FOR and part[1] == 0 and part[2 : 2 + width] == part[2 + width : 2 + 2 * width]:
             parts.append(part[2 : 2 + width])  # every row the same: that value
             codings.append(_ONE_VALUE)
             continue
         parts.append(part)
         codings.append(_PACKED)
-    head = _HEAD.pack(len(parts), n, descriptors) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
+    head = _HEAD.pack(len(parts), n, *counts.values()) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
     return head + b"".join(parts)
 
 
@@ -321,24 +328,25 @@ def _digest(data: bytes, size: int = 8) -> bytes:
     return hashlib.blake2b(data, digest_size=size).digest()
 
 
-def column_spans(head: bytes, n: int) -> tuple[list[tuple[int, int, int, bytes]], int]:
+def column_spans(head: bytes, n: int) -> tuple[list[tuple[int, int, int, bytes]], dict[str, int]]:
     """Each stored column's (place in the block, stored length, coding, digest) from the head of
-    a block of ``n`` rows (in ``_PARTS`` order), and the count of distinct descriptors;
+    a block of ``n`` rows (in ``_PARTS`` order), and each group's count of distinct tuples;
     ``ValueError`` when the head is not one of this format's, or of another number of rows."""
     if len(head) < HEAD_BYTES or _HEAD.unpack_from(head)[0] != len(_PARTS):
         raise ValueError("a block head of another shape")
-    _, rows, descriptors = _HEAD.unpack_from(head)
+    _, rows, *numbers = _HEAD.unpack_from(head)
     if rows != n:
         raise ValueError("block size does not match its row count")
-    if not (min(n, 1) <= descriptors <= n):
-        raise ValueError("a count of descriptors past the row count")
+    counts = dict(zip(_GROUPS, numbers, strict=True))
+    if not all(min(n, 1) <= count <= n for count in numbers):
+        raise ValueError("a group's count of tuples past the row count")
     spans = []
     at = HEAD_BYTES
     for number in range(len(_PARTS)):
         length, coding, digest = _ENTRY.unpack_from(head, _HEAD.size + number * _ENTRY.size)
         spans.append((at, length, coding, digest))
         at += length
-    return spans, descriptors
+    return spans, counts
 
 
 def _column(part: bytes, coding: int, digest: bytes, n: int, name: str) -> np.ndarray:
@@ -360,7 +368,7 @@ def _column(part: bytes, coding: int, digest: bytes, n: int, name: str) -> np.nd
 
 # The stored columns another one is decoded with (the coding of the module doc).
 _NEEDS: dict[str, tuple[str, ...]] = {
-    "timestamp": (), "user_data_length": ("size", "user_data_offset"), "offset": ("buffer", "size"), **dict.fromkeys(_DESCRIPTOR, ("descriptor",)),
+    "timestamp": (), "user_data_length": ("size", "user_data_offset"), "offset": ("buffer", "size"), **{name: (group,) for name, group in _GROUP_OF.items()},
 }  # fmt: skip
 
 
@@ -370,7 +378,7 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
     ``ValueError`` when a part is damaged."""
     if n < 0:
         raise ValueError("a negative row count")
-    spans, descriptors = column_spans(head, n)
+    spans, counts = column_spans(head, n)
     wanted = list(dict.fromkeys(name for asked in names for name in (*_NEEDS.get(asked, ()), asked)))
     raw: dict[str, np.ndarray] = {}
     for name in wanted:
@@ -378,14 +386,15 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
         part = read(at, length)
         if len(part) != length:
             raise ValueError("the block is cut short")
-        raw[name] = _column(part, coding, digest, descriptors if name in _DESCRIPTOR else n, name)
-    if "descriptor" in raw:
-        codes = raw.pop("descriptor")
-        if len(codes) and int(codes.max()) >= descriptors:
-            raise ValueError("a descriptor number past its table")
-        for name in _DESCRIPTOR:
-            if name in raw:
-                raw[name] = raw[name].take(codes.astype(np.intp))
+        raw[name] = _column(part, coding, digest, counts[_GROUP_OF[name]] if name in _GROUP_OF else n, name)
+    for group, names in _GROUPS.items():
+        if group in raw:
+            codes = raw.pop(group)
+            if len(codes) and int(codes.max()) >= counts[group]:
+                raise ValueError(f"a {group} number past its table")
+            for name in names:
+                if name in raw:
+                    raw[name] = raw[name].take(codes.astype(np.intp))
     if "timestamp" in raw:
         raw["timestamp"] = np.cumsum(raw["timestamp"])
     if "user_data_length" in raw:
@@ -400,18 +409,19 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
     the payload does not decode to ``n`` rows."""
     if n < 0:
         raise ValueError("a negative row count")
-    spans, descriptors = column_spans(payload[:HEAD_BYTES], n)
+    spans, counts = column_spans(payload[:HEAD_BYTES], n)
     if spans and spans[-1][0] + spans[-1][1] != len(payload):
         raise ValueError("block size does not match its columns")
     rows = np.zeros(n, dtype=RECORD_DTYPE)
-    table = np.zeros(descriptors, dtype=RECORD_DTYPE)
-    codes = np.zeros(0, dtype=np.uint32)
+    tables = {group: np.zeros(count, dtype=RECORD_DTYPE) for group, count in counts.items()}
+    codes: dict[str, np.ndarray] = {}
     for name, (at, length, coding, digest) in zip(_PARTS, spans, strict=True):
         part = payload[at : at + length]
-        if name == "descriptor":
-            codes = _column(part, coding, digest, n, name)
-        elif name in _DESCRIPTOR:
-            table[name] = _column(part, coding, digest, descriptors, name)
+        if name in _GROUPS:
+            codes[name] = _column(part, coding, digest, n, name)
+        elif name in _GROUP_OF:
+            group = _GROUP_OF[name]
+            tables[group][name] = _column(part, coding, digest, counts[group], name)
         elif _NATIVE is not None and coding == _PACKED and _digest(part) == digest:
             try:
                 _NATIVE.decode_column(part, rows, RECORD_DTYPE.itemsize, _PLACES[name], _WIDTH[name])
@@ -419,11 +429,13 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
                 raise ValueError(f"column {name!r} does not unpack: {error}") from None
         else:
             rows[name] = _column(part, coding, digest, n, name)
-    if len(codes) and int(codes.max()) >= descriptors:
-        raise ValueError("a descriptor number past its table")
-    picked = table.take(codes.astype(np.intp))
-    for name in _DESCRIPTOR:
-        rows[name] = picked[name]
+    for group, names in _GROUPS.items():
+        numbers = codes[group]
+        if len(numbers) and int(numbers.max()) >= counts[group]:
+            raise ValueError(f"a {group} number past its table")
+        picked = tables[group].take(numbers.astype(np.intp))
+        for name in names:
+            rows[name] = picked[name]
     rows["timestamp"] = np.cumsum(rows["timestamp"])
     rows["user_data_length"] = rows["size"] - rows["user_data_offset"] - rows["user_data_length"]
     rows["offset"] = _offsets_back(rows, rows["offset"])
