@@ -107,7 +107,7 @@ def test_only_the_asked_columns_are_inflated() -> None:
         return payload[at : at + length]
 
     got = blocks.decode_columns(read, head, 50, ["pid", "offset"])
-    assert sorted(places) == sorted(spans[name][0] for name in ("pid", "thread", "offset", "buffer", "size"))  # offset is coded by buffer and size; pid is a thread's
+    assert sorted(places) == sorted(spans[name][0] for name in ("pid", "thread", "offset", "buffer", "size"))  # offset: by buffer and size; pid: a thread's
     assert set(got) >= {"pid", "offset"} and np.array_equal(got["pid"], rows["pid"]) and np.array_equal(got["offset"], rows["offset"])
     places.clear()
     rows["id"] = np.arange(50) % 3

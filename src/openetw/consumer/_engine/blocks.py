@@ -314,13 +314,15 @@ def encode_block(rows: np.ndarray) -> bytes:
     encoded, counts = _encoded(np.ascontiguousarray(rows, dtype=RECORD_DTYPE))
     for name, part in zip(_PARTS, encoded, strict=True):
         width = _WIDTH[name]
-        if (counts[_GROUP_OF[name]] if name in _GROUP_OF else n) > 1 and part[0] == _FOR and part[1] == 0 and part[2 : 2 + width] == part[2 + width : 2 + 2 * width]:
+        count = counts[_GROUP_OF[name]] if name in _GROUP_OF else n
+        if count > 1 and part[0] == _FOR and part[1] == 0 and part[2 : 2 + width] == part[2 + width : 2 + 2 * width]:
             parts.append(part[2 : 2 + width])  # every row the same: that value
             codings.append(_ONE_VALUE)
             continue
         parts.append(part)
         codings.append(_PACKED)
-    head = _HEAD.pack(len(parts), n, *counts.values()) + b"".join(_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
+    entries = (_ENTRY.pack(len(part), coding, _digest(part)) for part, coding in zip(parts, codings, strict=True))
+    head = _HEAD.pack(len(parts), n, *counts.values()) + b"".join(entries)
     return head + b"".join(parts)
 
 
