@@ -1,11 +1,12 @@
 """The index file: rows in fixed-size blocks of compressed columns, a summary per block.
 
-Layout (format 6)::
+Layout (format 7)::
 
     MAGIC (16 bytes: "OPENETW-INDEX\\0\\0" and the format byte)
-    block 0, block 1, ...        each: a head (the column count and row count, u32 each; then per stored column its
-                                 stored length, u32, coding, u8, and digest, 8 bytes of
-                                 BLAKE2b), then each column: packed (see below), or its one
+    block 0, block 1, ...        each: a head (the column count, the row count, and each
+                                 group's count of distinct tuples, u32 each; then per stored
+                                 column its stored length, u32, coding, u8, and digest, 8 bytes
+                                 of BLAKE2b), then each column: packed (see below), or its one
                                  value when every row has the same
     buffer table                 zlib over BUFFER_DTYPE rows
     footer                       UTF-8 JSON: the caller's facts, the block table with summaries,
@@ -19,7 +20,12 @@ column against the digest its block's head keeps, so a flipped bit anywhere read
 index (rebuilt), never as other rows. A reader that needs a few columns (``decode_columns``: a
 count by provider and event id needs no timestamps or places) reads and unpacks only those.
 
-A block holds ``BLOCK_ROWS`` rows (the last one fewer). Its columns are encoded to compress:
+A block holds ``BLOCK_ROWS`` rows (the last one fewer). Columns that go together are kept as a
+group (``_GROUPS``: the event descriptor's twelve columns, provider, id, version, level, opcode,
+task, keyword, ...; the thread's pid and tid): each distinct tuple of the group's columns once,
+in the order they first appear (a column of the group holds as many values as the block has
+distinct tuples), and each row's number in that list (a column named after the group). The other
+columns are encoded to compress:
 timestamps as deltas from the row before, the user data's length as what ``size`` and the
 user data offset do not already say, each record's offset as its distance from the end of the
 record before it in the same buffer (0 for back-to-back records). Then each column is packed on
