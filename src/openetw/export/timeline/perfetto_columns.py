@@ -93,7 +93,9 @@ class _PerfettoPass(_Pass):
             kind = record.kind
             name = event or (f"event {record.id}" if kind == "event" else f"{kind} {record.hook_id or record.opcode}")
             decoder = None if schema is None else builder.decoder(schema, record.pointer_size)
-            identities.append((name, builder.category(record, provider), decoder, event is not None and name in _COUNTERS))
+            identities.append(
+                (name, builder.category(record, provider), decoder, event is not None and name in _COUNTERS)
+            )
         blob = trace.map
         starts = (trace.at[a:b] + rows["user_data_offset"]).tolist()
         lengths = rows["user_data_length"].tolist()
