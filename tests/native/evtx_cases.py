@@ -263,12 +263,20 @@ def varied_fields_file(count: int = 250) -> bytes:
     return writer.file_header() + b"".join(chunks)
 
 
+def _tree_items(record: Any, text: bool) -> list[Any]:
+    from openetw.evtx.record import properties_from_tree
+
+    return list(properties_from_tree(record.tree(), text=text).items())
+
+
+def _batch_items(batch: Any, i: int, text: bool) -> list[Any]:
+    return list(batch.event_data(i, text=text).items())
+
+
 def fields(data: bytes, *, batches: bool = False) -> Any:
     """Every record's ``EventData`` values and texts: from ``RecordBatch.event_data`` and
     ``data_columns`` (the walk's fields) or from each ``EvtxRecord``'s tree; a record whose
     values are damaged gives its error."""
-    from openetw.evtx.record import properties_from_tree
-
     try:
         reader = EvtxReader(data, path="case.evtx")
     except EvtxFormatError as error:
@@ -276,8 +284,7 @@ def fields(data: bytes, *, batches: bool = False) -> Any:
     rows: list[Any] = []
     if not batches:
         for record in reader.records():
-            rows.append((_try(lambda: list(properties_from_tree(record.tree()).items())),
-                         _try(lambda: list(properties_from_tree(record.tree(), text=True).items()))))  # fmt: skip
+            rows.append((_try(partial(_tree_items, record, False)), _try(partial(_tree_items, record, True))))
         return rows
     for batch in reader.batches():
         by_row: dict[int, list[Any]] = {}
@@ -290,7 +297,7 @@ def fields(data: bytes, *, batches: bool = False) -> Any:
                 for j, row in enumerate(group.rows):
                     by_row.setdefault(row, []).append(list(zip(group.names, (column[j] for column in group.columns), strict=True)))
         for i in range(len(batch)):
-            one = (_try(lambda: list(batch.event_data(i).items())), _try(lambda: list(batch.event_data(i, text=True).items())))
+            one = (_try(partial(_batch_items, batch, i, False)), _try(partial(_batch_items, batch, i, True)))
             if i in by_row:
                 assert tuple(by_row[i]) == one, i
             rows.append(one)

@@ -323,7 +323,7 @@ class EvtxReader:
                 )
 
     def _walk(
-        self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int], system: bool, data: bool
+        self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int], system: bool, fields: bool
     ) -> Iterator[EvtxRecord | tuple[Any, ...]]:
         """The chunk's records: the twin's runs as columns (positions, sizes, ids, written
         times, XML texts, ``<System>`` and EventData columns), the others one ``EvtxRecord`` at a time."""
@@ -333,8 +333,8 @@ class EvtxReader:
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
             if state.native is not None:
                 # The twin takes the common records in one call; it stops at any other.
-                positions, sizes, ids, written, xmls, outside_ids, pos, rejected, facts, fields = state.native.walk(
-                    pos, free, info.first_record_id, info.last_record_id, previous_id, system, data
+                positions, sizes, ids, written, xmls, outside_ids, pos, rejected, facts, values = state.native.walk(
+                    pos, free, info.first_record_id, info.last_record_id, previous_id, system, fields
                 )
                 if xmls:
                     state.pending_positions.frombytes(positions)
@@ -344,7 +344,7 @@ class EvtxReader:
                     self.stats.records += count
                     outside.extend(outside_ids)
                     previous_id = memoryview(ids).cast("Q")[-1]
-                    yield positions, sizes, ids, written, xmls, facts, fields
+                    yield positions, sizes, ids, written, xmls, facts, values
                 if rejected:
                     state.go_pure()
                 if pos + L.MIN_RECORD_SIZE > L.CHUNK_SIZE:

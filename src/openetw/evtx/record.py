@@ -339,14 +339,16 @@ class EvtxRecord(EventRecord):
         """The decoded ``EventData`` / ``UserData`` values by name."""
         facts = self._facts
         if facts is not None and facts[0].has_data(facts[1]):
-            return facts[0].event_data(facts[1])  # the walk's fields: no tree
+            values: dict[str, Any] = facts[0].event_data(facts[1])  # the walk's fields: no tree
+            return values
         return properties_from_tree(self.tree())
 
     def text_properties(self) -> dict[str, Any]:
         """The ``EventData`` / ``UserData`` values by name as the XML (and Windows) shows them."""
         facts = self._facts
         if facts is not None and facts[0].has_data(facts[1]):
-            return facts[0].event_data(facts[1], text=True)
+            texts: dict[str, Any] = facts[0].event_data(facts[1], text=True)
+            return texts
         return properties_from_tree(self.tree(), text=True)
 
     # -- EventRecord header ------------------------------------------------------------------
