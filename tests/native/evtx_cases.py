@@ -203,7 +203,8 @@ def headers(data: bytes, *, batches: bool = False) -> Any:
 def varied_fields_file(count: int = 250) -> bytes:
     """A generated ``.evtx`` whose ``EventData`` takes every shape the walk reads (values of each
     type, bytes that do not fit their type, empty values, literal text, unnamed ``Data``, other
-    elements) and some it leaves to the tree (repeated names, arrays, mixed content, ``UserData``)."""
+    elements, arrays, ``UserData``) and some it leaves to the tree (repeated names, mixed content,
+    nested ``UserData`` elements)."""
     import uuid
 
     from openetw.evtx import values as V
@@ -245,12 +246,19 @@ def varied_fields_file(count: int = 250) -> bytes:
             ]))  # fmt: skip
         elif kind == 2:  # a name repeated: the dict keeps its first place and its last value
             children.append(XmlNode("EventData", {}, [data("Same", [Value(V.UINT32, b"\x01\x00\x00\x00")]), data("Other", []), data("Same", ["last"])]))
-        elif kind == 3:  # an array: one element per item
+        elif kind == 3 and i % 2:  # an array: one element per item, the same name twice
             children.append(XmlNode("EventData", {}, [data("Items", [Value(V.UINT16 | V.ARRAY, b"\x01\x00\x02\x00")])]))
+        elif kind == 3:  # unnamed items (an empty string and a zero are no value), beside a named value
+            items = [Value(V.STRING | V.ARRAY, "one\x00\x00three\x00".encode("utf-16-le")), Value(V.UINT32 | V.ARRAY, bytes(4) + b"\x05\x00\x00\x00")]
+            children.append(XmlNode("EventData", {}, [data(None, [items[i // 2 % 2]]), data("After", [Value(value_type, raw)])]))
         elif kind == 4:  # mixed content
             children.append(XmlNode("EventData", {}, [data("Mixed", ["before ", Value(V.UINT32, b"\x02\x00\x00\x00")])]))
+        elif kind == 5 and i % 2:  # UserData: the fields of its first element, nested ones as dicts
+            group = XmlNode("Group", {}, [XmlNode("Deep", {}, [Value(V.UINT8, b"\x04")])])
+            children.append(XmlNode("UserData", {}, [XmlNode("Inner", {}, [XmlNode("Field", {}, [Value(V.UINT32, b"\x03\x00\x00\x00")]), group])]))
         elif kind == 5:
-            children.append(XmlNode("UserData", {}, [XmlNode("Inner", {}, [XmlNode("Field", {}, [Value(V.UINT32, b"\x03\x00\x00\x00")])])]))
+            fields = [XmlNode("Field", {}, [Value(value_type, raw)]), XmlNode("Note", {"Kind": ["x"]}, ["literal"]), XmlNode("None", {}, [])]
+            children.append(XmlNode("UserData", {}, [XmlNode("Flat", {"xmlns": ["urn:flat"]}, fields), XmlNode("Second", {}, [])]))
         elif kind == 6:  # no EventData at all
             pass
         elif kind == 7:  # a value left out (a null substitution): the element is empty

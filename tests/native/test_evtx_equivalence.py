@@ -194,17 +194,20 @@ def test_the_walks_eventdata_fields_are_the_pure_properties() -> None:
 
 def test_the_walk_reads_the_eventdata_fields_itself() -> None:
     # Not a vacuous comparison: the walk reads the fields of the shapes it takes (no record made)
-    # and leaves the others (a repeated name, an array, mixed content, UserData) to the tree.
+    # and leaves the others (a repeated name, mixed content, nested UserData elements) to the tree.
     batches = list(reader.EvtxReader(evtx_cases.varied_fields_file()).batches())
     rows = [(batch, i) for batch in batches for i in range(len(batch))]
     read = [batch.event_data(i) for batch, i in rows if batch.has_data(i)]
     left = {number for number, (batch, i) in enumerate(rows) if not batch.has_data(i)}
-    # kinds 2-5 of the file's nine; beside them only records whose XML the compiled core leaves to Python (Real32, Real64)
-    shapes = {number for number in range(250) if number % 9 in (2, 3, 4, 5)}
+    # kinds 2 and 4 of the file's nine, the odd ones of 3 and 5; beside them only records whose XML the
+    # compiled core leaves to Python (Real32, Real64)
+    shapes = {number for number in range(250) if number % 9 in (2, 4) or (number % 9 in (3, 5) and number % 2)}
     assert shapes <= left and all(rows[number][0].xml[rows[number][1]] is None for number in left - shapes)
     assert len(read) > 120
     assert not any(batch._records for batch in batches)
     assert {"Literal": "text 1 é", "Empty": None, "Data1": -2, "Data2": 1, "Binary": b"\x01\x01\x01"} in read
+    assert {"Data1": "one", "Data2": None, "Data3": "three", "After": 7} in read and {"Data1": None, "Data2": 5, "After": 65534} in read
+    assert {"Field": 7, "Note": "literal", "None": None} in read
     assert {"Null": None, "Value": uuid.UUID(int=7)} in read and {"Value": b"\x01\x02\x03", "Index": 189} in read
     security = next(reader.EvtxReader((evtx_cases.CORPUS / "security.evtx").read_bytes()).batches())
     assert sum(security.has_data(i) for i in range(len(security))) > 80

@@ -104,6 +104,7 @@ typedef struct {
     struct Sys_ *sys; /* the <System> facts being read, during system_facts */
     PyObject *shapes; /* EventData shapes: a tuple of field names each, in the order first met */
     int empty_shape;  /* the shape of no fields: its index + 1, 0 until met */
+    PyObject *shape_ids; /* the shapes of records with array values: names -> index + 1 */
 } Chunk;
 
 static inline Arena *arena_of(Chunk *c, uint32_t ref) { return &c->arena[ref & REC ? 1 : 0]; }
@@ -1503,8 +1504,11 @@ static PyObject *utf16_text(Chunk *c, uint32_t off, uint32_t units) {
 
 /* A field's name: a Data element's literal Name ("" when empty or absent: numbered later), any
  * other element's own name; NULL with no exception for a name the pure tree decides. */
-static PyObject *field_name(Chunk *c, Node *el) {
-    if (!name_is(c, el, "Data")) return utf16_text(c, el->a, el->b);
+static PyObject *field_name(Chunk *c, Node *el, int user) {
+    if (user || !name_is(c, el, "Data")) {
+        if (user && el->b == 0) return NULL; /* no name to number */
+        return utf16_text(c, el->a, el->b);
+    }
     Node *attr = attr_named(c, el, "Name");
     if (!attr || attr->first == NIL) return PyUnicode_FromStringAndSize("", 0);
     Node *text = N(c, attr->first);
@@ -1512,8 +1516,9 @@ static PyObject *field_name(Chunk *c, Node *el) {
     return utf16_text(c, text->a, text->b);
 }
 
-/* The shape of a template's EventData node: its index in c->shapes, or SHAPE_NONE. */
-static int data_shape(Chunk *c, Node *data) {
+/* The shape of a template's EventData node (user: of the element inside UserData, whose fields
+ * are named by their elements): its index in c->shapes, or SHAPE_NONE. */
+static int data_shape(Chunk *c, Node *data, int user) {
     if (data->shape) return data->shape;
     PyObject *names = PyList_New(0), *seen = PySet_New(NULL);
     int shape = SHAPE_NONE, unnamed = 0;
@@ -1521,7 +1526,7 @@ static int data_shape(Chunk *c, Node *data) {
     for (uint32_t ref = data->first; ref != NIL; ref = N(c, ref)->next) {
         Node *el = N(c, ref);
         if (el->kind != N_ELEMENT) continue;
-        PyObject *name = field_name(c, el);
+        PyObject *name = field_name(c, el, user);
         if (name && PyUnicode_GET_LENGTH(name) == 0) {
             Py_DECREF(name);
             name = PyUnicode_FromFormat("Data%d", ++unnamed);
@@ -1559,27 +1564,28 @@ static int empty_shape(Chunk *c) {
     return c->empty_shape;
 }
 
-/* The first EventData or UserData element of a content list as resolve flattens it (the nodes
- * of nested BinXml values and of template instances in their place): 1 with *el and the instance
- * whose values it takes in *el_inst, 0 for none, -1 for a shape the pure tree decides. */
-static int find_section(Chunk *c, uint32_t list, Node *inst, int depth, Node **el, Node **el_inst) {
+/* The first element of a content list as resolve flattens it (the nodes of nested BinXml values
+ * and of template instances in their place; sections 1: the first EventData, 2: UserData): 1 with
+ * *el and the instance whose values it takes in *el_inst, 0 for none, -1 for a shape the pure
+ * tree decides. */
+static int find_element(Chunk *c, uint32_t list, Node *inst, int sections, int depth, Node **el, Node **el_inst) {
     if (depth > DEPTH_LIMIT) return -1;
     for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
         Node *n = N(c, ref);
         int rc = 0;
         if (n->kind == N_ELEMENT) {
-            if (!name_is(c, n, "EventData") && !name_is(c, n, "UserData")) continue;
+            if (sections && !name_is(c, n, sections == 1 ? "EventData" : "UserData")) continue;
             if (node_shape(c, n, inst) < 0) return -1;
             *el = n;
             *el_inst = inst;
             return 1;
         } else if (n->kind == N_INSTANCE) {
-            rc = find_section(c, c->templates[n->index].nodes, n, depth + 1, el, el_inst);
+            rc = find_element(c, c->templates[n->index].nodes, n, sections, depth + 1, el, el_inst);
         } else if (n->kind == N_SUBST) {
             Val *v = lookup(c, n, inst);
             if (v && v->type == OE_VT_BINXML) {
                 if (v->nested == NIL) return -1;
-                rc = find_section(c, v->nested, NULL, depth + 1, el, el_inst);
+                rc = find_element(c, v->nested, NULL, sections, depth + 1, el, el_inst);
             }
         }
         if (rc) return rc;
@@ -1587,23 +1593,98 @@ static int find_section(Chunk *c, uint32_t list, Node *inst, int depth, Node **e
     return 0;
 }
 
+
+/* A value's items as _array_items splits them: 0 with it filled, -1 for a value the pure code
+ * renders whole (no items, or bytes that do not split), -2 out of memory. */
+static int array_of(Chunk *c, Val *v, Items *it) {
+    int rc = split_array(v->type, c->data + v->off, v->size, it);
+    if (rc < 0) { c->failed = 1; return -2; }
+    return rc > 0 || it->n == 0 ? -1 : 0;
+}
+
+/* The names of one record's fields (EventData holding array values, one element per item, or
+ * nodes of the record's own): looked up in c->shape_ids, added when new; SHAPE_NONE for names the
+ * pure tree decides. */
+static int record_shape(Chunk *c, Node *data, Node *inst, int user) {
+    PyObject *names = PyList_New(0), *seen = PySet_New(NULL), *tuple = NULL;
+    Items it = {0};
+    int shape = SHAPE_NONE, unnamed = 0;
+    if (!names || !seen) goto done;
+    for (uint32_t ref = data->first; ref != NIL; ref = N(c, ref)->next) {
+        Node *el = N(c, ref);
+        if (el->kind != N_ELEMENT) continue;
+        size_t items = 1;
+        if (only_subst(c, el->first)) {
+            Val *v = lookup(c, N(c, el->first), inst);
+            if (v && v->type & OE_VT_ARRAY) {
+                if (array_of(c, v, &it) < 0) goto done;
+                items = it.n;
+            }
+        }
+        PyObject *name = field_name(c, el, user);
+        if (!name) goto done;
+        for (size_t k = 0; k < items; k++) {
+            PyObject *one = name;
+            if (PyUnicode_GET_LENGTH(name) == 0) one = PyUnicode_FromFormat("Data%d", ++unnamed);
+            else Py_INCREF(one);
+            int dup = one ? PySet_Contains(seen, one) : -1;
+            if (dup || PySet_Add(seen, one) < 0 || PyList_Append(names, one) < 0) {
+                Py_XDECREF(one);
+                Py_DECREF(name);
+                goto done;
+            }
+            Py_DECREF(one);
+        }
+        Py_DECREF(name);
+    }
+    tuple = PyList_AsTuple(names);
+    if (!tuple) goto done;
+    PyObject *known = PyDict_GetItemWithError(c->shape_ids, tuple);
+    if (known) {
+        shape = (int)PyLong_AsLong(known);
+    } else if (!PyErr_Occurred() && PyList_Append(c->shapes, tuple) == 0) {
+        PyObject *number = PyLong_FromSsize_t(PyList_GET_SIZE(c->shapes));
+        if (number && PyDict_SetItem(c->shape_ids, tuple, number) == 0) shape = (int)PyList_GET_SIZE(c->shapes);
+        Py_XDECREF(number);
+    }
+done:
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) c->failed = 1;
+        PyErr_Clear();
+    }
+    PyMem_Free(it.at);
+    Py_XDECREF(tuple);
+    Py_XDECREF(names);
+    Py_XDECREF(seen);
+    return shape;
+}
+
 /* The record's EventData fields appended to fs: the shape's index, or UNREAD (fs unchanged). */
 static uint32_t event_data(Chunk *c, Node *inst, Node *event, Fields *fs) {
     Node *data = NULL;
     if (!event) return UNREAD;
-    int found = find_section(c, event->first, inst, 0, &data, &inst);
-    if (found < 0 || (found && !name_is(c, data, "EventData"))) return UNREAD; /* UserData: the pure tree's */
-    if (!found) data = event; /* no EventData, no UserData: no fields, the shape of no names */
-    else if (!inst) return UNREAD;
+    Node *event_inst = inst;
+    int found = find_element(c, event->first, event_inst, 1, 0, &data, &inst), user = 0;
+    if (found == 0) found = user = find_element(c, event->first, event_inst, 2, 0, &data, &inst);
+    if (found < 0) return UNREAD;
+    if (user) { /* the fields of its first element */
+        found = find_element(c, data->first, inst, 0, 0, &data, &inst);
+        if (found < 0) return UNREAD;
+    }
+    if (!found) data = event; /* no EventData (or nothing in UserData): no fields, the shape of no names */
     Arena *chunk = &c->arena[0];
-    if (data < chunk->nodes || data >= chunk->nodes + chunk->n) return UNREAD; /* not the template's */
+    /* names read once per template node; a record's own nodes (a nested BinXml value not made
+     * from a template) are named record by record, as are arrays */
+    int arrays = data < chunk->nodes || data >= chunk->nodes + chunk->n;
     uint32_t mark = fs->n;
+    Items it = {0};
     if (data != event) {
         for (uint32_t ref = data->first; ref != NIL; ref = N(c, ref)->next) {
             Node *el = N(c, ref);
-            int shape = node_shape(c, el, inst);
-            if (shape < 0) goto other;
-            if (!shape) continue;
+            if (el->kind != N_ELEMENT) {
+                if (node_shape(c, el, inst) < 0) goto other;
+                continue;
+            }
             Node *only = el->first == NIL ? NULL : N(c, el->first);
             if (only && only->next != NIL) goto other; /* mixed content, child elements */
             int rc;
@@ -1614,20 +1695,36 @@ static uint32_t event_data(Chunk *c, Node *inst, Node *event, Fields *fs) {
                 rc = add_field(fs, LITERAL, only->a, 2 * only->b);
             } else if (only->kind == N_SUBST) {
                 Val *v = lookup(c, only, inst);
-                if (!v) rc = add_field(fs, FIELD_ABSENT, 0, 0);
-                else if (v->type == OE_VT_BINXML || (uint64_t)v->off + v->size > c->limit) goto other;
-                else rc = add_field(fs, v->type, v->off, v->size);
+                if (!v) {
+                    rc = add_field(fs, FIELD_ABSENT, 0, 0);
+                } else if (v->type == OE_VT_BINXML || (uint64_t)v->off + v->size > c->limit) {
+                    goto other;
+                } else if (v->type & OE_VT_ARRAY) {
+                    /* one element per item; an item of zero bytes only holds nothing */
+                    if (array_of(c, v, &it) < 0) goto other;
+                    arrays = 1;
+                    rc = 0;
+                    for (size_t k = 0; k < it.n && rc == 0; k++) {
+                        uint32_t off = v->off + it.at[2 * k], size = it.at[2 * k + 1], zero = 1;
+                        for (uint32_t j = 0; j < size && zero; j++) zero = c->data[off + j] == 0;
+                        rc = zero ? add_field(fs, FIELD_ABSENT, 0, 0) : add_field(fs, v->type & 0x7F, off, size);
+                    }
+                } else {
+                    rc = add_field(fs, v->type, v->off, v->size);
+                }
             } else {
                 goto other;
             }
             if (rc < 0) goto other;
         }
     }
-    int shape = data == event ? empty_shape(c) : data_shape(c, data);
+    int shape = data == event ? empty_shape(c) : arrays ? record_shape(c, data, inst, user) : data_shape(c, data, user);
     if (shape == SHAPE_NONE) goto other;
     if ((uint32_t)PyTuple_GET_SIZE(PyList_GET_ITEM(c->shapes, shape - 1)) != fs->n - mark) goto other;
+    PyMem_Free(it.at);
     return (uint32_t)(shape - 1);
 other:
+    PyMem_Free(it.at);
     fs->n = mark;
     return UNREAD;
 }
@@ -1876,6 +1973,7 @@ static void chunk_dealloc(Chunk *c) {
     PyMem_Free(c->slot_value);
     PyMem_Free(c->names);
     Py_XDECREF(c->shapes);
+    Py_XDECREF(c->shape_ids);
     Py_XDECREF(c->bytes);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -1894,7 +1992,8 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     c->data = (const uint8_t *)PyBytes_AS_STRING(bytes);
     c->limit = (uint32_t)PyBytes_GET_SIZE(bytes);
     c->shapes = PyList_New(0);
-    if (!c->shapes) {
+    c->shape_ids = PyDict_New();
+    if (!c->shapes || !c->shape_ids) {
         Py_DECREF(c);
         return NULL;
     }
