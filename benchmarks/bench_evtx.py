@@ -374,6 +374,7 @@ def main() -> None:
     parser.add_argument("--system-only", action="store_true", help="only the <System> facts table")
     parser.add_argument("--data-only", action="store_true", help="only the EventData table")
     parser.add_argument("--xml-only", action="store_true", help="only the XML table")
+    parser.add_argument("--skip", action="append", default=[], help="leave out this reader (repeatable), e.g. 'openetw (pure)'")
     args = parser.parse_args()
     corpus = sorted(str(p) for p in (CORPUS / "evtx").glob("*.evtx"))
     rows = []
@@ -389,7 +390,7 @@ def main() -> None:
         data_rows: list[list[str]] = []
         for label, paths, _limits in sets if not (args.data_only or args.xml_only) else ():
             rates = {}
-            for reader in SYSTEM_READERS:
+            for reader in [name for name in SYSTEM_READERS if name not in args.skip]:
                 result = measure(reader + " system", paths, None, args.repeat)
                 records, cold, warm = result["records"], result["cpu"], result["warm"]
                 rates[reader] = records / cold if cold else 0.0
@@ -400,23 +401,24 @@ def main() -> None:
                 result = measure_info(paths, tree)
                 rates[name] = result["records"] / result["cpu"]
                 system_rows.append([label, name, f"{result['records']:,}", f"{result['cpu']:.2f}", f"{rates[name]:,.0f}", "-", f"{result['cpu']:.2f}", ""])
-            count = len(SYSTEM_READERS) + len(infos)
+            count = len([name for name in SYSTEM_READERS if name not in args.skip]) + len(infos)
             for row in system_rows[-count:]:
                 base = "openetw info" if row[1].startswith("openetw info") else "openetw"
                 row[7] = f"{rates[base] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
         for label, paths, _limits in sets if not (args.system_only or args.xml_only) else ():
             rates = {}
-            for reader in DATA_READERS:
+            data_readers = [name for name in DATA_READERS if name not in args.skip]
+            for reader in data_readers:
                 result = measure(reader + " data", paths, None, args.repeat)
                 records, cold, warm = result["records"], result["cpu"], result["warm"]
                 rates[reader] = records / cold if cold else 0.0
                 warm_rate = f"{records / warm:,.0f}" if warm else "-"
                 data_rows.append([label, reader, f"{records:,}", f"{cold:.2f}", f"{rates[reader]:,.0f}", warm_rate, f"{result['process']:.2f}", ""])
-            for row in data_rows[-len(DATA_READERS) :]:
+            for row in data_rows[-len(data_readers) :]:
                 row[7] = f"{rates['openetw'] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
         for label, paths, limits in sets if not (args.system_only or args.data_only) else ():
             rates = {}
-            readers = READERS + (["evtx_dump (Rust CLI)"] if cli else [])
+            readers = [name for name in READERS if name not in args.skip] + (["evtx_dump (Rust CLI)"] if cli else [])
             for reader in readers:
                 repeat = 1 if reader == "python-evtx" else args.repeat
                 result = measure_cli(cli, paths) if reader == "evtx_dump (Rust CLI)" and cli else measure(reader, paths, limits.get(reader), repeat)

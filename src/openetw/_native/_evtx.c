@@ -1673,9 +1673,10 @@ static uint32_t event_data(Chunk *c, Node *inst, Node *event, Fields *fs) {
     }
     if (!found) data = event; /* no EventData (or nothing in UserData): no fields, the shape of no names */
     Arena *chunk = &c->arena[0];
-    /* names read once per template node; a record's own nodes (a nested BinXml value not made
-     * from a template) are named record by record, as are arrays */
-    int arrays = data < chunk->nodes || data >= chunk->nodes + chunk->n;
+    /* names read once per template EventData node; a record's own nodes (a nested BinXml value
+     * not made from a template) are named record by record, as are arrays and UserData's fields
+     * (a template's element may be one record's EventData and another's UserData element) */
+    int arrays = user || data < chunk->nodes || data >= chunk->nodes + chunk->n;
     uint32_t mark = fs->n;
     Items it = {0};
     if (data != event) {
@@ -2221,7 +2222,24 @@ fail_fields:
     return NULL;
 }
 
+/* The chunk offsets of the template definitions cached so far, in the order they were cached. */
+static PyObject *chunk_templates(Chunk *c, PyObject *unused) {
+    PyObject *out = PyList_New(c->nt);
+    if (!out) return NULL;
+    for (uint32_t i = 0; i < c->nt; i++) {
+        PyObject *offset = PyLong_FromUnsignedLong(c->templates[i].offset);
+        if (!offset) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, offset);
+    }
+    return out;
+}
+
 static PyMethodDef chunk_methods[] = {
+    {"templates", (PyCFunction)chunk_templates, METH_NOARGS,
+     "templates() -> the chunk offsets of the template definitions cached so far, in caching order"},
     {"walk", (PyCFunction)(void (*)(void))chunk_walk, METH_VARARGS | METH_KEYWORDS,
      "walk(pos, free, first_id, last_id, previous_id, system=True, data=True) -> (positions, sizes, ids, written, xml, outside, pos,\n"
      "rejected, system, data): the common records from pos as columns; system (None unless asked): (ints, flags, guids,\n"

@@ -134,12 +134,14 @@ def read_file_header(data: Any, path: str | None = None) -> FileHeader:
 class ChunkState:
     """One chunk's bytes with its BinXml parser and renderer (records keep a reference).
 
-    ``native`` is the compiled twin's chunk while it decides; ``pending_positions`` and
-    ``pending_sizes`` list the records it accepted in walk order, which ``nodes_at`` parses with
-    the pure parser, in that order, when a record's nodes are needed."""
+    ``native`` is the compiled twin's chunk while it decides (``resting`` while the pure parser
+    takes a record it left); ``pending_positions`` and ``pending_sizes`` list the records it
+    accepted in walk order, which ``nodes_at`` parses with the pure parser, in that order, when a
+    record's nodes are needed."""
 
     __slots__ = (
-        "index", "offset", "data", "parser", "renderer", "native", "pending_positions", "pending_sizes", "caught", "parsed",
+        "index", "offset", "data", "parser", "renderer", "native", "resting", "pending_positions", "pending_sizes", "caught",
+        "parsed",
     )  # fmt: skip
 
     def __init__(self, index: int, offset: int, data: bytes) -> None:
@@ -149,6 +151,7 @@ class ChunkState:
         self.parser = ChunkParser(data)
         self.renderer = Renderer(self.parser)
         self.native: Any = _NATIVE.Chunk(data) if _NATIVE is not None else None
+        self.resting: Any = None
         self.pending_positions = array("I")
         self.pending_sizes = array("I")
         self.caught = 0
@@ -177,9 +180,27 @@ class ChunkState:
         return nodes
 
     def go_pure(self) -> None:
-        """The pure parser decides from here on: it first catches up with the twin."""
-        self.catch_up()
-        self.native = None
+        """The pure parser decides, in the twin's state: the template definitions the twin cached
+        (all a walk of the accepted records would have cached; the records themselves are parsed
+        when their nodes are asked for, which gives the same nodes)."""
+        parser = self.parser
+        try:
+            for offset in self.native.templates():
+                if offset not in parser.templates:
+                    parser.work = 0
+                    parser.template_at(offset, 0)
+        except (BinXmlError, struct.error, IndexError, ValueError):
+            self.catch_up()  # not expected (the twin parsed each one): the walk's own way, then
+        finally:
+            parser.work = 0
+        self.native, self.resting = None, self.native
+
+    def resume(self) -> None:
+        """The twin decides again once its state is the pure parser's: the same template
+        definitions cached (what the pure parser took since cached no other)."""
+        resting = self.resting
+        if resting is not None and set(resting.templates()) == self.parser.templates.keys():
+            self.native, self.resting = resting, None
 
 
 class EvtxReader:
@@ -331,6 +352,8 @@ class EvtxReader:
         pos = L.CHUNK_HEADER_SIZE
         previous_id: int | None = None
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
+            if state.resting is not None:
+                state.resume()
             if state.native is not None:
                 # The twin takes the common records in one call; it stops at any other.
                 positions, sizes, ids, written, xmls, outside_ids, pos, rejected, facts, values = state.native.walk(
