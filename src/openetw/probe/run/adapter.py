@@ -160,9 +160,11 @@ class Catalog:
             trace.close()
 
     def _add_index(self, index: Any, context: Any, *, alone: bool, met_at: dict[Any, int]) -> bool:
-        """Count ``index``'s rows in, block by block, from its header columns (the records read,
-        with their blocks' place columns, only where a block has a kind of event not met
-        before, or records read one by one); ``False`` when only a pass gives the answer."""
+        """Count ``index``'s rows in, block by block, from its header columns. Records are read
+        (through their blocks' place columns, ``EtlIndex.records_at``) only where a block has a
+        kind of event not met before or records read one by one, together with the records
+        that teach schemas met since the last such read (those after the last lookup change
+        nothing: never read). ``False`` when only a pass gives the answer."""
         import numpy as np
 
         from openetw.consumer.index import KIND_CODES
@@ -173,6 +175,7 @@ class Catalog:
         event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
         classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
         total = singles = 0
+        teachers_waiting: list[int] = []  # records that teach schemas, not read while no lookup follows them
         for first_row, columns in index.column_blocks(_KIND_FIELDS):
             kind = columns["kind"]
             is_event = kind == event
@@ -196,12 +199,15 @@ class Catalog:
                         found[2] += size
                     else:
                         firsts[int(shared[lead])] = (kind_key, size)
-            wanted = sorted({*firsts, *each.tolist(), *teach.tolist()})
-            if not wanted:
+            if not firsts and not len(each):
+                teachers_waiting.extend((teach + first_row).tolist())  # shown to the context when a later lookup needs it
                 continue
-            single, teachers = set(each.tolist()), set(teach.tolist())
-            records = index.records_at(np.asarray(wanted, dtype=np.int64) + first_row)
-            for row, record in zip(wanted, records, strict=True):
+            firsts = {row + first_row: found for row, found in firsts.items()}
+            single = set((each + first_row).tolist())
+            teachers = {*teachers_waiting, *(teach + first_row).tolist()}
+            wanted = sorted({*firsts, *single, *teachers})
+            teachers_waiting = []
+            for row, record in zip(wanted, index.records_at(np.asarray(wanted, dtype=np.int64)), strict=True):
                 if row in teachers:
                     context.decode_context.observe(record)
                 raw = record.provider_guid_bytes

@@ -11,7 +11,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
@@ -25,8 +25,11 @@ from openetw.probe.lang.program import ProbeProgram
 from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
 from openetw.probe.run.etw_writer import EtwTraceWriter
 from openetw.probe.run.fields import ColumnsUnreadable
-from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
-from openetw.probe.run.live import LiveSessions
+from openetw.probe.run.providers import FAMILIES
+
+if TYPE_CHECKING:  # (the kernel and live runners are imported when a run needs them: a file run never does)
+    from openetw.probe.run.kernel_probes import KernelProbes
+    from openetw.probe.run.live import LiveSessions
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
@@ -218,6 +221,8 @@ class ProbeRun:
         kernel = [(d, fn) for d, fn in events if d.provider in FAMILIES or d.special == "timer"]
         events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
         if kernel:
+            from openetw.probe.run.kernel_probes import KernelProbes, count_plan
+
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
             self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
             execnames = getattr(self.files, "kernel_syscall_args_execnames", None)
@@ -330,8 +335,7 @@ class ProbeRun:
         broken: list[BrokenPipeError] = []
         try:
             if self.kernel_probes is not None:
-                assert isinstance(files, LiveSessions)
-                stats = files.run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
+                stats = cast("LiveSessions", files).run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
                 self.kernel_probes.flush(self.kernel_probes.stopped_at)
                 self.firings += self.kernel_probes.firings
             else:
@@ -356,8 +360,7 @@ class ProbeRun:
         the wall clock, fired from a thread of their own under the sessions' delivery lock."""
         import time
 
-        files = self.files
-        assert isinstance(files, LiveSessions)
+        files = cast("LiveSessions", self.files)
         done = threading.Event()
         started = time.monotonic_ns()
 
