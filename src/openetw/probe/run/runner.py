@@ -832,7 +832,44 @@ def _operand(expr: Any, chosen: _Rows) -> Any:
         return chosen.column(expr[1])
     if kind == "field":
         return chosen.field(expr[1:])
+    if kind in ("arith", "unary"):
+        return _arithmetic(expr, chosen)
     return _evaluate(expr, chosen)
+
+
+_ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor"}
+
+
+def _bits(value: Any) -> Any:
+    """A value's 64 bits as int64 (two's complement): an int, an int64 or a uint64 column."""
+    import numpy as np
+
+    if isinstance(value, int):
+        return np.int64((value + (1 << 63)) % (1 << 64) - (1 << 63))
+    return value.view(np.int64) if value.dtype == np.uint64 else value.astype(np.int64, copy=False)
+
+
+def _arithmetic(expr: Any, chosen: _Rows) -> Any:
+    """Lowered arithmetic (``ColumnExpr`` ``arith``/``unary``) over ``chosen``: each row's value
+    in the expression's type as the compiled clause wraps it (int64; uint64 for 64-bit
+    unsigned). ``+ - * & | ^ ~`` and negation commute with taking the result modulo 2**64, so
+    computing in int64 (wrapping) and then in the type's width gives the same bits."""
+    import numpy as np
+
+    if expr[0] == "arith":
+        _, op, left, right, size, signed = expr
+        with np.errstate(over="ignore"):
+            bits = getattr(np, _ARITHMETIC[op])(_bits(_operand(left, chosen)), _bits(_operand(right, chosen)))
+    else:
+        _, op, inner, size, signed = expr
+        with np.errstate(over="ignore"):
+            bits = np.negative(_bits(_operand(inner, chosen))) if op == "-" else np.invert(_bits(_operand(inner, chosen)))
+    bits = np.broadcast_to(np.asarray(bits, dtype=np.int64), (len(chosen.rows),))
+    if size >= 8:
+        return bits.view(np.uint64).copy() if not signed else bits.copy()
+    width = 8 * size
+    low = bits & np.int64((1 << width) - 1)
+    return np.where(low >= (1 << (width - 1)), low - (1 << width), low) if signed else low
 
 
 def _in_common_type(value: Any, size: int, signed: bool) -> Any:
@@ -948,6 +985,8 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
             columns.append(chosen.text(what))
     if agg.field is not None:
         values = chosen.field(agg.field)
+    elif agg.expr is not None:
+        values = _arithmetic(agg.expr, chosen)
     else:
         values = chosen.column(agg.value) if agg.value is not None else None
     func = agg.func
