@@ -143,3 +143,34 @@ def test_the_catalog_of_several_files_from_their_indexes_equals_a_pass() -> None
     by_pass = Catalog.scan_records(TraceFiles(paths, manifests=[]))
     assert by_index is not None
     assert by_index.items() == by_pass.items()
+
+
+def test_the_catalog_reads_records_only_in_blocks_with_kinds_not_met_before(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """diaghub.etl relogged three times over, in small blocks: the same catalog as a pass, and no
+    record of the third copy read (the records that teach schemas, in every copy, are shown to
+    the decoder only when a lookup follows them; a later copy has no kind of event not met)."""
+    import os
+
+    from openetw.consumer.index import EtlIndex
+    from openetw.probe.run.adapter import Catalog
+    from openetw.testing.large import repeat_buffers
+
+    monkeypatch.setenv("OPENETW_INDEX_BLOCK_ROWS", "2000")
+    monkeypatch.setenv("OPENETW_INDEX_DIR", str(tmp_path / "index"))
+    path = str(tmp_path / "relogged.etl")
+    one_copy = repeat_buffers(corpus_path("etl", "perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl"), path, 0)
+    repeat_buffers(corpus_path("etl", "perfview", "diaghub-dotnetcore3.1-win-x64-diagsession", "diaghub.etl"), path, 2 * os.path.getsize(path))
+    read: list[int] = []
+    real = EtlIndex.records_at
+
+    def records_at(index: EtlIndex, rows: Any) -> Any:
+        read.extend(rows.tolist())
+        return real(index, rows)
+
+    monkeypatch.setattr(EtlIndex, "records_at", records_at)
+    by_index = Catalog.from_index(TraceFiles([path], manifests=[]))
+    monkeypatch.setattr(EtlIndex, "records_at", real)
+    by_pass = Catalog.scan_records(TraceFiles([path], manifests=[]))
+    assert by_index is not None and by_index.items() == by_pass.items() and by_pass.items()
+    assert {key: size for key, (_schema, size) in by_index.schemas.items()} == {key: size for key, (_schema, size) in by_pass.schemas.items()}
+    assert len(EtlIndex.open(path)) > 2 * one_copy and read and max(read) < 2 * one_copy  # (the third copy: nothing read)
