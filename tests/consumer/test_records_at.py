@@ -48,3 +48,31 @@ def test_records_at_read_only_the_place_columns_of_their_blocks(tmp_path: Path, 
     monkeypatch.undo()
     assert got == [_seen(record) for record in index.loader().records(rows)]
     assert sorted({number for number, _ in asked}) == sorted({0, 1, len(index.blocks) - 1})
+
+
+def test_the_catalog_over_a_damaged_index_is_the_catalog_of_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records read through place columns of a block that turns out damaged: the file is indexed
+    again (the same rows), and the catalog is still the one a pass over every record gives."""
+    import os
+
+    from openetw.errors import OpenEtwError
+    from openetw.probe.run.adapter import Catalog, TraceFiles
+    from openetw.testing.index_damage import bit_flips
+
+    monkeypatch.setenv("OPENETW_INDEX_BLOCK_ROWS", "500")
+    monkeypatch.setenv("OPENETW_INDEX_DIR", str(tmp_path / "index"))
+    path = str(corpus_path("etl", "tx", "Process.etl"))
+    location = EtlIndex.open(path).index_path
+    assert location is not None
+    genuine = location.read_bytes()
+    mode = location.stat().st_mode & 0o777
+    expected = Catalog.scan_records(TraceFiles([path], manifests=[])).items()
+    for where, damaged in bit_flips(genuine, 12):
+        location.unlink(missing_ok=True)
+        with os.fdopen(os.open(location, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as out:
+            out.write(damaged)
+        try:
+            found = Catalog.from_index(TraceFiles([path], manifests=[]))
+        except OpenEtwError:
+            continue
+        assert found is not None and found.items() == expected, where
