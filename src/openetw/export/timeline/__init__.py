@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openetw.errors import InvalidArgument
+from openetw.events.stacks import StackKeys
+from openetw.events.trace_state import TraceState
 from openetw.export.pipeline import _young_collections
 from openetw.export.source import Selection, merged_records, open_inputs
 from openetw.export.timeline.builder import Naming, TimelineStats, learn_naming, timeline
@@ -23,6 +25,8 @@ from openetw.tdh.registry import SchemaRegistry
 __all__ = ["TIMELINE_FORMATS", "Naming", "TimelineSummary", "export_timeline", "timeline"]
 
 TIMELINE_FORMATS = ("perfetto", "chrome", "otlp")
+_KERNEL_KINDS = frozenset({"system", "compact", "perfinfo"})
+_PERFINFO_GROUP, _SAMPLE = 0x0F, 46  # SampledProfile
 Progress = Callable[[int, float], None]
 
 
@@ -98,7 +102,10 @@ def export_timeline(
     naming = replace(naming) if naming is not None else Naming()
     started = time.perf_counter()
     if naming.state is None or naming.keys is None:
-        _first_pass(paths, registry, naming)
+        if _without_samples(paths):  # no frame to name: the first pass would learn for nothing
+            naming.state, naming.keys = TraceState(registry, learn_manifests=False, learn_threads=False), StackKeys()
+        else:
+            _first_pass(paths, registry, naming)
     readers = open_inputs(paths)
     try:
         items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp",
@@ -131,6 +138,25 @@ def export_timeline(
             reader.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _without_samples(paths: Sequence[str]) -> bool:
+    """Whether no input holds a kernel SampledProfile record (every input an ``.etl``, its records
+    looked at in file order, no payload decoded): then the timeline names no frame."""
+    from openetw.etl.reader import EtlReader
+
+    readers = open_inputs(paths)
+    try:
+        for reader in readers:
+            if not isinstance(reader, EtlReader):
+                return False
+            for record in reader.records():
+                if record.kind in _KERNEL_KINDS and (record.hook_id or 0) >> 8 == _PERFINFO_GROUP and record.opcode == _SAMPLE:
+                    return False
+    finally:
+        for reader in readers:
+            reader.close()
+    return True
 
 
 def _first_pass(paths: Sequence[str], registry: SchemaRegistry, naming: Naming) -> None:
