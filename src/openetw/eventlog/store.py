@@ -223,11 +223,31 @@ class _Statements(NamedTuple):
     insert_next: str
     index_text: bool
     multi_next: str = ""
+    # for runs of ``VARYING_COLUMNS`` rows none of which has an activity id: the same inserts
+    # with ``activity_id`` NULL in the statement, the rows bound without that column
+    # (``_without_activity``). Python's sqlite3 binds None (like bytes) only after a failed
+    # adapter lookup that formats and drops an exception, about 0.3 us a value.
+    no_activity: _Statements | None = None
 
 
 def _multi(insert_next: str) -> str:
     values = "(" + insert_next.split(" VALUES (", 1)[1]
     return insert_next + ("," + values) * (_MULTI_ROWS - 1)
+
+
+_ACTIVITY_AT = VARYING_COLUMNS.index("activity_id")
+
+
+def _without_activity(rows: Sequence[Row], statements: _Statements) -> tuple[Sequence[Row], _Statements]:
+    """``rows`` without their ``activity_id`` and the statements that take them so, when none
+    has an activity id (rows held as columns: one C-speed count); else as they are."""
+    quiet = statements.no_activity
+    if quiet is None or not isinstance(rows, ColumnRows) or not rows.columns:
+        return rows, statements
+    activity = rows.columns[_ACTIVITY_AT]
+    if activity.count(None) != len(activity):
+        return rows, statements
+    return ColumnRows(rows.columns[:_ACTIVITY_AT] + rows.columns[_ACTIVITY_AT + 1 :]), quiet
 
 
 _FULL = _Statements(_INSERT, _INSERT_NEXT, True)
@@ -244,13 +264,16 @@ def _literal(value: str | int | None) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _source_statements(source: RecordSource) -> _Statements:
+def _source_statements(source: RecordSource, *, activity: bool = True) -> _Statements:
     constants = dict(zip(SOURCE_COLUMNS, (_literal(v) for v in source), strict=True))
+    if not activity:
+        constants["activity_id"] = "NULL"
     values = ", ".join(
         constants.get(c) or ("?" if c in RECORD_COLUMNS else {"format": "'etw'", "rendered": "0"}.get(c, "NULL")) for c in _COLUMNS
     )  # fmt: skip
     insert_next = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({values})"
-    return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next))
+    return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next),
+                       _source_statements(source, activity=False) if activity else None)  # fmt: skip
 
 
 _json = json.JSONEncoder(default=str).encode  # what json.dumps(value, default=str) gives, one encoder for all
@@ -852,6 +875,7 @@ class LogStore:
             return
         last = db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0]
         first = max(last + 1, int(self._meta(db, "next_record_id") or 1))
+        rows, statements = _without_activity(rows, statements)
         insert, insert_next, multi = statements.insert, statements.insert_next, statements.multi_next
         rest = rows
         if first != last + 1:
