@@ -571,17 +571,18 @@ class LogStore:
         return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark, loss_mark=loss_mark)
 
     def append_records(self, log: str, runs: list[tuple[RecordSource, Sequence[Row]]], *, refused: int = 0,
-                       mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+                       mark: tuple[str, int] | None = None, marks: Sequence[tuple[str, int]] = ()) -> AppendResult:  # fmt: skip
         """``append_rows`` of ETW records stored unrendered, in runs that share their
         ``SOURCE_COLUMNS`` (written in the statement, not bound per event): each row holds
-        ``VARYING_COLUMNS`` only. The cheapest way to store."""
+        ``VARYING_COLUMNS`` only. The cheapest way to store. ``marks``: more marks (rows of
+        buffers of several pools, or several drains of one), each kept as ``mark`` is."""
         cache = self._source_cache
         return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
-                            refused=refused, mark=mark, writers=[source.uid for source, _ in runs])  # fmt: skip
+                            refused=refused, mark=mark, marks=marks, writers=[source.uid for source, _ in runs])  # fmt: skip
 
     def _append(self, log: str, runs: list[tuple[_Statements, Sequence[Row]]], *, lost: int = 0, refused: int = 0,
                 mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None,
-                writers: list[int | None] | None = None) -> AppendResult:  # fmt: skip
+                writers: list[int | None] | None = None, marks: Sequence[tuple[str, int]] = ()) -> AppendResult:  # fmt: skip
         """``writers``: the uid whose events each run holds (``VARYING_COLUMNS`` rows), held to
         its share of the log unless root or the log's owner."""
         if refused < 0:
@@ -620,10 +621,11 @@ class LogStore:
                     held = sum(event_cost(len(row[_RECORD_AT])) for row in batch[: result.stored - stored_before])
                     db.execute(_WRITER_ADD, (uid, held, 0, 0))
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
-            if mark is not None or loss_mark is not None:
+            pool_marks = [mark, *marks] if mark is not None else list(marks)
+            if pool_marks or loss_mark is not None:
                 db.execute(_MARKS_TABLE)
-            if mark is not None:
-                db.execute(_MARK, (mark[0], mark[1], time.time()))
+            for pool, sequence in pool_marks:
+                db.execute(_MARK, (pool, sequence, time.time()))
             if loss_mark is not None:
                 db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
