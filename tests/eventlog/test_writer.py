@@ -16,7 +16,7 @@ from openetw.eventlog.store import LogStore
 from openetw.eventlog.writer import StoreBatch, StoreWriter
 
 ROUTE = Route("L", "P", "{6c1f0d2e-5b7a-4e43-9d1c-2f8e4a7b9c00}", None, None, True)
-OTHER = Route("L", "Q", None, None, None, True)
+OTHER = Route("L", "Q", "{6c1f0d2e-5b7a-4e43-9d1c-2f8e4a7b9c01}", None, None, True)
 
 
 def rows(first: int, count: int, *, activity: bool = False) -> ColumnRows:
