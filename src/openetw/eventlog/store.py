@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -276,7 +276,18 @@ def _source_statements(source: RecordSource, *, activity: bool = True) -> _State
                        _source_statements(source, activity=False) if activity else None)  # fmt: skip
 
 
-_json = json.JSONEncoder(default=str).encode  # what json.dumps(value, default=str) gives, one encoder for all
+def _json_encoder() -> Callable[[Any], str]:
+    """What ``json.dumps(value, default=str)`` gives, by one C encoder made once when there is one
+    (``JSONEncoder.encode`` makes a new one per call: half its cost for a small dict). Circular
+    containers are not looked for: rendered fields are trees."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(default=str).encode
+    encode = make(None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_json = _json_encoder()
 _Rendered = tuple[str | None, str | None, int, tuple[bool, str | None]]  # (fields JSON, message, record id, fieldtext.text_of)
 
 
