@@ -3,7 +3,7 @@
 The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
 a trace consuming a file for the first time gets its events as the index is written, with no
 separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows (``$OPENETW_INDEX_BLOCK_ROWS``)
-(``_engine.blocks``: compressed columns, a summary per block) into the user's cache, or beside
+(``_engine.blocks``: packed columns, a summary per block) into the user's cache, or beside
 the file when asked to (``beside=True``, ``$OPENETW_INDEX_BESIDE``; ``_engine.location``: where,
 the cache's size cap, which stored indexes may be trusted). A stored index that is damaged is
 never trusted: it is built again. Later opens read the footer only; blocks are read
@@ -390,7 +390,7 @@ class EtlIndex:
     def column_blocks(self, names: Iterable[str]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """Columns ``names`` of every row, a block at a time in time order: (first row, columns).
         Header columns (``index_trust.HEADER_COLUMNS``) of a stored index are read alone, the
-        other columns of each block never inflated (another header column asked of ``columns``
+        other columns of each block never unpacked (another header column asked of ``columns``
         is read then: ``EtlFormatError`` if that part is damaged); during the first pass they are the rows
         being indexed (one pass: the file is read once). The columns that say where a record is
         (``index_trust.PLACE_COLUMNS``) may be asked too, now or of ``columns`` later: they are read
@@ -557,7 +557,7 @@ class EtlIndex:
 
     def columns(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """Columns ``names`` of every row as whole arrays (``records``' fields without the
-        rest): from a stored index only those are inflated, with the columns that say where a
+        rest): from a stored index only those are unpacked, with the columns that say where a
         row lies checked as ``records`` checks them (the place columns are read with the set they are
         checked with, block by block: ``_block_columns``); a damaged index is read as ``records``."""
         wanted = list(dict.fromkeys(names))
