@@ -538,30 +538,36 @@ def _events_table(
     provider_texts: list[str | None], event_texts: list[str | None], ident: np.ndarray, process_texts: list[str | None], process: np.ndarray,
     sizes: np.ndarray, extras: dict[int, tuple[str | None, list[str] | None]],
 ) -> Any:  # fmt: skip
+    """The window's ``events`` rows; its text columns are dictionary arrays over the few texts they
+    take (``schema``'s types but for that: a writer stores them as text, ``plain_text`` makes them so)."""
     rows = window if len(chosen) == len(window) else window[chosen]
     kind = rows["kind"]
     is_event = kind == _EVENT
     kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
-    guid_text = pa.array(providers + [None], type=pa.string())
     provider = rows["provider"].astype(np.int64)
     provider = np.where(kernel | (provider < 0), len(providers), provider)  # kernel records carry no provider GUID
     filetime = rows["filetime"]
     in_range = (filetime >= _MIN_TICKS) & (filetime <= _MAX_TICKS)
     nanos = np.where(in_range, (filetime - _FILETIME_UNIX_TICKS) * 100, 0)
     mine = ident[chosen]
-    related: list[str | None] = [None] * len(chosen)
-    extended: list[list[str] | None] = [None] * len(chosen)
     if extras:
+        related: list[str | None] = [None] * len(chosen)
+        extended: list[list[str] | None] = [None] * len(chosen)
         for k, i in enumerate(chosen.tolist()):
             found = extras.get(i)
             if found is not None:
                 related[k], extended[k] = found
+        related_column = pa.array(related, type=pa.string())
+        extended_column = pa.array(extended, type=pa.list_(pa.string()))
+    else:
+        related_column = pa.nulls(len(chosen), type=pa.string())
+        extended_column = pa.nulls(len(chosen), type=pa.list_(pa.string()))
     columns: dict[str, Any] = {
         "record": numeric_array(pa, positions[chosen], pa.int64()),
-        "kind": pa.array(list(KIND_NAMES), type=pa.string()).take(numeric_array(pa, kind, pa.int64())),
-        "provider_id": guid_text.take(numeric_array(pa, provider, pa.int64())),
-        "provider_name": pa.array(provider_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
-        "event_name": pa.array(event_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
+        "kind": coded_text(pa, list(KIND_NAMES), kind),
+        "provider_id": coded_text(pa, [*providers, None], provider),
+        "provider_name": coded_text(pa, provider_texts, mine),
+        "event_name": coded_text(pa, event_texts, mine),
         "id": numeric_array(pa, rows["id"], pa.uint16()),
         "version": numeric_array(pa, rows["version"], pa.uint16()),
         "channel": numeric_array(pa, rows["channel"], pa.uint8()),
@@ -577,14 +583,42 @@ def _events_table(
         "time": numeric_array(pa, nanos, pa.timestamp("ns", tz="UTC"), in_range),
         "size": numeric_array(pa, rows["size"], pa.uint32()),
         "activity_id": _activities(pa, trace, positions[chosen], is_event),
-        "related_activity_id": pa.array(related, type=pa.string()),
-        "extended": pa.array(extended, type=pa.list_(pa.string())),
+        "related_activity_id": related_column,
+        "extended": extended_column,
         "pointer_size": numeric_array(pa, sizes[mine], pa.uint8()),
         "user_data_length": numeric_array(pa, rows["user_data_length"], pa.uint32()),
-        "process_name": pa.array(process_texts, type=pa.string()).take(numeric_array(pa, process[chosen], pa.int64())),
+        "process_name": coded_text(pa, process_texts, process[chosen]),
         "reason": pa.nulls(len(chosen), type=pa.string()),
     }
-    return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)
+    arrays = [columns[field.name] for field in schema]
+    fields = [field.with_type(array.type) for field, array in zip(schema, arrays, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def coded_text(pa: Any, texts: list[str | None], codes: np.ndarray) -> Any:
+    """``texts[codes]`` as an Arrow dictionary array (each distinct text once in its dictionary; a
+    ``None`` text is a null row, as a dictionary may hold no null)."""
+    unique: dict[str, int] = {}
+    number = np.asarray([-1 if text is None else unique.setdefault(text, len(unique)) for text in texts], dtype=np.int32)
+    indices = number[codes] if len(number) else np.zeros(len(codes), dtype=np.int32)
+    valid = None
+    if np.any(number < 0):
+        valid = indices >= 0
+        indices = np.where(valid, indices, 0)
+    return pa.DictionaryArray.from_arrays(numeric_array(pa, indices, pa.int32(), valid), pa.array(list(unique), type=pa.string()))
+
+
+def plain_text(pa: Any, table: Any) -> Any:
+    """``table`` with its dictionary columns as plain text."""
+    if not any(pa.types.is_dictionary(field.type) for field in table.schema):
+        return table
+    arrays, fields = [], []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_dictionary(field.type):
+            column, field = column.cast(field.type.value_type), field.with_type(field.type.value_type)
+        arrays.append(column)
+        fields.append(field)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) -> Any:
@@ -597,10 +631,9 @@ def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) 
     u8 = np.frombuffer(trace.map, dtype=np.uint8)
     raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
     unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
-    texts = pa.array([_guid_text(bytes(item)) for item in unique.tolist()] + [None], type=pa.string())
     index = np.full(len(rows), len(unique), dtype=np.int64)
     index[events] = inverse.ravel()
-    return texts.take(pa.array(index))
+    return coded_text(pa, [_guid_text(bytes(item)) for item in unique.tolist()] + [None], index)
 
 
 def _guid_text(raw: bytes) -> str:
