@@ -17,6 +17,10 @@ these records are built as ``EventRecord``s:
 Each schema's payloads go to its table as places in the mapped file and are decoded by the
 compiled core from the schema's column plan (``SchemaTable.decode_places``).
 
+The index's rows are split into contiguous columns once (``split_columns``); distinct identities,
+processes and tables are found by hashing (``first_seen``), not sorting; the ``events`` table's text
+columns are Arrow dictionaries over the few texts they take (``coded_text``).
+
 The values are the ones ``pipeline`` writes, row for row (a test exports every corpus trace both
 ways). ``export_from_columns`` gives ``False`` without writing anything for the traces it leaves to
 ``pipeline``: damage (unknown records, problems found reading), WPP messages, files over

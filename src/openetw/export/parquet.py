@@ -6,7 +6,9 @@ rows each, for ``events`` and for an event table), zstd-compressed: sized for sc
 stays flat whatever the trace's size. Text columns are dictionary-encoded (names repeat); numbers
 are not (a dictionary of record numbers or clock values is as large as the column, and building it
 is a third of the writing time); the columns that grow row by row (``record``, ``timestamp``,
-``time``) are delta-encoded.
+``time``) are delta-encoded. Statistics are written for the columns that are not text. A table whose
+text columns are Arrow dictionaries (``events`` from columns) is written as they are, without the
+stored Arrow schema: read back, its columns are text, as the layout says.
 """
 
 from __future__ import annotations
