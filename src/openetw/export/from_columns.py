@@ -685,10 +685,12 @@ def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) 
     at = trace.at[rows[events]] + _ACTIVITY_AT
     u8 = np.frombuffer(trace.map, dtype=np.uint8)
     raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
-    unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
+    ids = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(events), [None, pa.py_buffer(raw)])
+    encoded = require("pyarrow.compute", "exporting tables").dictionary_encode(ids)  # hashed, in order of appearance
+    unique = encoded.dictionary.to_pylist()
     index = np.full(len(rows), len(unique), dtype=np.int64)
-    index[events] = inverse.ravel()
-    return coded_text(pa, [_guid_text(bytes(item)) for item in unique.tolist()] + [None], index)
+    index[events] = encoded.indices.to_numpy()
+    return coded_text(pa, [_guid_text(item) for item in unique] + [None], index)
 
 
 def _guid_text(raw: bytes) -> str:
