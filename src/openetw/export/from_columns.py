@@ -681,7 +681,7 @@ def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) 
     distinct id made into text once."""
     events = np.flatnonzero(is_event)
     if not len(events):
-        return pa.nulls(len(rows), type=pa.string())
+        return coded_text(pa, [None], np.zeros(len(rows), dtype=np.int64))  # a dictionary still: one type in every window
     at = trace.at[rows[events]] + _ACTIVITY_AT
     u8 = np.frombuffer(trace.map, dtype=np.uint8)
     raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
