@@ -80,7 +80,8 @@ _FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME
 _MIN_TICKS = _FILETIME_UNIX_TICKS - (1 << 63) // 100 + 1
 _MAX_TICKS = _FILETIME_UNIX_TICKS + ((1 << 63) - 1) // 100
 _ZERO_GUID = "00000000-0000-0000-0000-000000000000"
-_ROW_BY_ROW = 24  # runs between teaching records this short are named record by record (cheaper than a pass of numpy)
+_HASH_FROM = 4096  # first_seen hashes runs this long or longer (Arrow's call costs more than sorting fewer)
+_ROW_BY_ROW = 96  # runs between teaching records this short are named row by row (cheaper than a pass of numpy)
 
 
 Columns = dict[str, np.ndarray]
@@ -307,16 +308,34 @@ def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct ``values`` in order of first appearance, the index of each one's first row, and each
     row's number among them (``values == distinct[numbers]``): ``np.unique`` hashed rather than sorted,
     in one pass."""
+    if len(values) < _HASH_FROM:  # a short run: a sort costs less than a call into Arrow
+        sorted_values, firsts, inverse = np.unique(values, return_index=True, return_inverse=True)
+        order = np.argsort(firsts, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        return sorted_values[order], firsts[order], rank[inverse.ravel()]
     pa = require("pyarrow", "exporting tables")
     pc = require("pyarrow.compute", "exporting tables")
-    if not len(values):
-        return values[:0], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     encoded = pc.dictionary_encode(pa.array(np.ascontiguousarray(values)))
     numbers: np.ndarray = encoded.indices.to_numpy()
     distinct: np.ndarray = encoded.dictionary.to_numpy()
     running = np.maximum.accumulate(numbers)  # numbered in order of appearance: rises by one at each new value
     first = np.flatnonzero(np.concatenate(([True], running[1:] != running[:-1])))
     return distinct, first, numbers
+
+
+def _identity_numbers(columns: Columns) -> np.ndarray:
+    """Each row's identity (``identity_keys``) as a number: equal numbers, equal identities (exactly:
+    the two words are hashed together)."""
+    high, low, _ = identity_keys(columns)
+    if not len(high):
+        return np.zeros(0, dtype=np.int64)
+    pairs = np.empty((len(high), 2), dtype=np.uint64)
+    pairs[:, 0], pairs[:, 1] = high, low
+    pa = require("pyarrow", "exporting tables")
+    words = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(high), [None, pa.py_buffer(pairs)])
+    found: np.ndarray = require("pyarrow.compute", "exporting tables").dictionary_encode(words).indices.to_numpy()
+    return found.astype(np.int64)
 
 
 def _unique_identities(
@@ -358,6 +377,8 @@ def _export(
     table_of = _IdentityTable()
     write_window = getattr(writer, "write_window", None)  # a writer of rows (JSON lines) takes their FILETIMEs too
     labels = _Labels()
+    numbers = _identity_numbers(rows)
+    known: dict[tuple[int, int, int], int] = {}  # (the context's state, identity number): the identity's code
     for first in range(0, n, events_rows):
         last = min(n, first + events_rows)
         window = {name: column[first:last] for name, column in rows.items()}
@@ -366,6 +387,7 @@ def _export(
         process = np.zeros(size, dtype=np.int64)
         extras: dict[int, tuple[str | None, list[str] | None]] = {}  # related activity id and extended item names
         keys = identity_keys(window)
+        listed: tuple[list[int], list[int], list[int]] | None = None  # pid, FILETIME, identity number: for rows named one by one
         mine = own[first:last]
         cuts = np.flatnonzero(teaching[first:last]).tolist()
         bounds = [0, *cuts, size] if not cuts or cuts[0] != 0 else [*cuts, size]
@@ -376,13 +398,28 @@ def _export(
                 # the teaching record first (observed, then named with what it taught), then the
                 # rows up to the next one, a short run row by row
                 stop = b if b - a <= _ROW_BY_ROW else a + 1
+                if listed is None:
+                    listed = (window["pid"].tolist(), window["filetime"].tolist(), numbers[first:last].tolist())
                 for i in range(a, stop):
-                    record = trace.record(first + i)
-                    if teaching[first + i]:
-                        context.observe(record)
-                    info = context.process(record.pid, record.filetime)
+                    row = first + i
+                    if teaching[row] or own[row]:
+                        record = trace.record(row)
+                        if teaching[row]:
+                            context.observe(record)
+                        pid, when = record.pid, record.filetime
+                        code = _one(record, identities, table_of, i, extras)
+                    else:  # its identity as named before in this state of the context: no record built
+                        pid, when = listed[0][i], listed[1][i]
+                        known_key = (context.manifests_learned, context.carried_schemas, listed[2][i])
+                        found = known.get(known_key)
+                        if found is None:
+                            if len(known) >= 1 << 16:
+                                known.clear()
+                            found = known[known_key] = _one(trace.record(row), identities, table_of, i, extras)
+                        code = found
+                    info = context.process(pid, when)
                     process[i] = labels.code(names.of(None if info is None else info.image))
-                    ident[i] = _one(record, identities, table_of, i, extras)
+                    ident[i] = code
                 a = stop
             if b > a:
                 process[a:b] = _process_codes(context, names, labels, window["pid"][a:b], window["filetime"][a:b])
