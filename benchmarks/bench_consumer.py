@@ -143,7 +143,7 @@ def callback_loop(path: str, manifests: list[object], provider_name: str, config
     trace.enable(provider)
     trace.start()
     context = trace._prepare().context
-    pairs = [(record, context.entry_of(record)) for record in records]
+    pairs = [(record, context.delivery_entry(record)) for record in records]
     read = int(trace.query_stats()["events_read"])
 
     def on_event(record: object, context: object) -> None:

@@ -8,13 +8,17 @@ temporary store) and a private trace service are started and removed at the end.
 (b) one host at full rate: a user provider writing as fast as it can into a streamed session
     (64 KB buffers), the collector (``openetw collect``, its own process) writing .etl files:
     buffers/s and events/s from the first to the last buffer the collector made durable, next
-    to (a); events written, collected and counted lost. With ``--kernel`` (root, tracefs) a
+    to (a); also the rate at which the stream acknowledged them (the publisher's own, without
+    the collector: the session's stream state polled every 0.1 s); events written, collected and
+    counted lost. With ``--kernel`` (root, tracefs) a
     kernel session (cswitch, process, thread) streamed alongside. Goal: >= 80% of (a), none lost;
 (c) CPU of every process (the producer, the service, the three nats-servers, the collector) per
     event for the same full-rate workload into a file session and into a file session that also
     streams (the stream's share of the service is the difference), cold (the service's first
-    session of each kind, 1/5 of the events) and warm (the same again). Goal: streaming adds
-    <= 25% to the service's CPU;
+    session of each kind, 1/5 of the events) and warm (the same again): the producer writes far
+    faster than the stream takes, so the session's backlog is held in the service's memory; and
+    sustained: a producer paced at ``--sustained`` events/s for ``--duration`` s, below what the
+    stream takes (no backlog). Goal: streaming adds <= 25% to the service's CPU;
 (d) end-to-end latency: a producer at ``--rate`` events/s writing its wall clock in each event;
     the collector (in this process) notes when each commit made events durable: p50/p99/max
     from write to durable;
@@ -153,23 +157,42 @@ def _wait_ended(directory: Path, name: str, timeout: float = 300.0) -> dict[str,
     raise RuntimeError(f"session {name} did not reach the collector")
 
 
+def _acknowledged(session: Any, began: float) -> dict[str, float]:
+    """Polled (every 0.1 s, little of the service's CPU) until the stream holds nothing of the
+    session's: buffers acknowledged, and the time from ``began`` to the last acknowledgement seen."""
+    count, changed = -1, time.time()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        state = session.stream_state() or {}
+        now_count = int(state.get("buffers_acknowledged", 0))
+        if now_count != count:
+            count, changed = now_count, time.time()
+        elif int(state.get("held_bytes", 1)) == 0:
+            break
+        time.sleep(0.1)
+    return {"buffers": count, "seconds": max(changed - began, 1e-9)}
+
+
 def _collector(urls: str, directory: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "openetw", "collect", urls, "-o", str(directory)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
 # -- (b)/(c) full rate --------------------------------------------------------------------------------
-def _full_rate(urls: str, service_pid: int, servers: list[int], socket: Path, work: Path, count: int, kernel: bool) -> dict[str, Any]:
+def _full_rate(urls: str, service_pid: int, servers: list[int], socket: Path, work: Path, count: int, kernel: bool,
+               sustained: float, seconds: float) -> dict[str, Any]:  # fmt: skip
     from openetw.controller import Session
 
     out = work / "full"
     collector = _collector(urls, out)
     try:
         results: dict[str, Any] = {}
-        # Cold: the service's first session of each kind (its first stream loads the publisher); warm: the same again.
-        for temperature, streamed in itertools.product(("cold", "warm"), (False, True)):
-            label = ("stream" if streamed else "file") + ("" if temperature == "warm" else "-cold")
-            events = count if temperature == "warm" else max(count // 5, 1)
+        # Cold: the service's first session of each kind (its first stream loads the publisher); warm: the same again;
+        # sustained: a producer paced below what the stream takes, so that no backlog builds up.
+        for temperature, streamed in itertools.product(("cold", "warm", "sustained"), (False, True)):
+            label = ("stream" if streamed else "file") + ("" if temperature == "warm" else f"-{temperature}")
+            events = {"cold": max(count // 5, 1), "warm": count, "sustained": max(int(sustained * seconds), 1)}[temperature]
+            rate = sustained if temperature == "sustained" else 0
             extra: dict[str, Any] = {"stream": urls, "spool_size": 256} if streamed else {}
             before = process_cpu_seconds(service_pid)
             servers_before, collector_before, producer_before = _cpu_of(servers), process_cpu_seconds(collector.pid), _children_cpu()
@@ -180,14 +203,16 @@ def _full_rate(urls: str, service_pid: int, servers: list[int], socket: Path, wo
                 kernel_session = Session.start("Kernel-stream", kernel_flags="cswitch,process,thread", buffer_size=BUFFER_KB, stream=urls,
                                                spool_size=256, socket=socket)  # fmt: skip
             began = time.time()
-            report = _written(_producer("Bench.Fleet", events, 0))
+            report = _written(_producer("Bench.Fleet", events, rate))
+            if streamed and temperature == "warm":  # the publisher's own rate: to the stream's acknowledgement, not the collector
+                results["acknowledged"] = _acknowledged(session, began)
             final = session.stop()
             kernel_final = kernel_session.stop() if kernel_session is not None else None
             producer_cpu = _children_cpu() - producer_before
             if streamed:
                 books = _wait_ended(out, f"Full-{label}")
                 books["began"] = began
-                results["collected" if temperature == "warm" else "collected-cold"] = books
+                results["collected" if temperature == "warm" else f"collected-{temperature}"] = books
                 if kernel_final is not None:
                     results["kernel"] = {"final": kernel_final, "books": _wait_ended(out, "Kernel-stream")}
             # Every process's CPU over the same work: the stream's side counted until the collector holds the session.
@@ -377,6 +402,8 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="Events the full-rate producer writes.")
     parser.add_argument("--rate", type=float, default=5000.0, help="Events/s of the paced producer.")
     parser.add_argument("--kernel", action="store_true", help="Also stream a kernel session (root, tracefs).")
+    parser.add_argument("--sustained", type=float, default=50_000.0,
+                        help="Events/s of the sustained file and file + stream sessions (--duration seconds each).")  # fmt: skip
     args = parser.parse_args()
 
     from openetw.testing.nats_cluster import NatsCluster, find_nats_server
@@ -394,7 +421,7 @@ def main() -> int:
         raw_failover = asyncio.run(_raw_failover(cluster))
         with private_service("openetw-bench-fleet-service-") as (service, directory):
             socket = directory / "control.sock"
-            full = _full_rate(cluster.urls, service.pid, servers, socket, work, args.events, args.kernel)
+            full = _full_rate(cluster.urls, service.pid, servers, socket, work, args.events, args.kernel, args.sustained, args.duration)
             paced = _paced(cluster, socket, work, args.rate, args.duration)
     finally:
         cluster.kill()
@@ -404,10 +431,13 @@ def main() -> int:
     span = max(books["last_received"] - books["began"], 1e-9)  # from the producer's start to the last buffer collected
     buffers_per_second = books["buffers"] / span
     streamed = full["stream"]
+    acked = full["acknowledged"]
     print(f"Fleet streaming ({machine_note()}); 3-node JetStream cluster on loopback, replicas 3, {BUFFER_KB} KB buffers")
     rows = [
         ["raw nats-py publish, R3, window 32", f"{raw:,.0f} msg/s", f"{raw * BUFFER_KB / 1024:,.1f} MB/s",
          f"{raw_cpu * 1e6:,.0f} us CPU/msg", f"nats-servers {raw_servers_cpu * 1e6:,.0f} us CPU/msg", ""],
+        ["openetw host -> stream acknowledged (user, full rate)", f"{acked['buffers'] / acked['seconds']:,.0f} buffers/s", "",
+         f"{100 * acked['buffers'] / acked['seconds'] / raw:.0f}% of raw", "", ""],
         ["openetw host -> collector (user, full rate)", f"{buffers_per_second:,.0f} buffers/s", f"{books['events'] / span:,.0f} events/s",
          f"{100 * buffers_per_second / raw:.0f}% of raw", f"{streamed['written']:,} written / {books['events']:,} collected",
          f"{books['events_lost']:,} counted lost, {_gaps(books)} gaps"],
@@ -421,22 +451,26 @@ def main() -> int:
     print(table(["path", "rate", "", "vs ceiling", "events", "loss"], rows))
     print()
     cpu_rows: list[list[object]] = []
-    for label in ("file-cold", "stream-cold", "file", "stream"):
+    for label in ("file-cold", "stream-cold", "file", "stream", "file-sustained", "stream-sustained"):
         run = full[label]
         events = max(run["written"], 1)
         parts = [run["producer_cpu"], run["service_cpu"], run["servers_cpu"], run["collector_cpu"]]
-        name = ("file + stream" if label.startswith("stream") else "file") + (", cold" if label.endswith("-cold") else ", warm")
+        name = ("file + stream" if label.startswith("stream") else "file") + ", " + (label.split("-", 1)[1] if "-" in label else "warm")
         cpu_rows.append([name, f"{events:,}", *(f"{part / events * 1e6:.2f}" for part in parts), f"{sum(parts) / events * 1e6:.2f}"])
     print(table(["CPU, us/event", "events", "producer", "service", "3 nats-servers", "collector", "all"], cpu_rows))
-    buffers = max(books["buffers"], 1)
-    for temperature, suffix in (("cold", "-cold"), ("warm", "")):
+    for temperature, suffix in (("cold", "-cold"), ("warm", ""), (f"sustained at {args.sustained:,.0f} events/s", "-sustained")):
         service_ratio = (full["stream" + suffix]["service_cpu"] / max(full["stream" + suffix]["written"], 1)) / max(
             full["file" + suffix]["service_cpu"] / max(full["file" + suffix]["written"], 1), 1e-12)
         print(f"{temperature}: streaming adds {100 * (service_ratio - 1):+.0f}% to the service's CPU per event (goal <= +25%)")
-    per_event = {label: full[label]["service_cpu"] / max(full[label]["written"], 1) for label in ("file", "stream")}
-    print(f"warm: the stream's share of the service {(per_event['stream'] - per_event['file']) * books['events'] / buffers * 1e6:.0f} us"
-          f" per buffer ({books['events'] / buffers:.0f} events), nats-py's own publish {raw_cpu * 1e6:.0f} us per message;"
-          f" rate {100 * buffers_per_second / raw:.0f}% of nats-py's ceiling (goal >= 80%)")  # fmt: skip
+    for suffix, name in (("", "warm"), ("-sustained", "sustained")):
+        run_books = full["collected" + suffix] if suffix else books
+        per_event = {label: full[label + suffix]["service_cpu"] / max(full[label + suffix]["written"], 1) for label in ("file", "stream")}
+        events_per_buffer = run_books["events"] / max(run_books["buffers"], 1)
+        print(f"{name}: the stream's share of the service {(per_event['stream'] - per_event['file']) * events_per_buffer * 1e6:.0f} us"
+              f" per buffer ({events_per_buffer:.0f} events); {full['stream' + suffix]['written']:,} written / {run_books['events']:,}"
+              f" collected / {run_books['events_lost']:,} counted lost")  # fmt: skip
+    print(f"nats-py's own publish {raw_cpu * 1e6:.0f} us per message; rate {100 * buffers_per_second / raw:.0f}% of nats-py's ceiling"
+          " (goal >= 80%)")
     latency = paced["latency"]
     print()
     print(table(["paced run", "value"], [

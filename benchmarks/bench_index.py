@@ -110,7 +110,7 @@ else:
         trace.enable(provider)
         trace.start()
         context = trace._prepare().context
-        pairs = [(record, context.entry_of(record)) for record in records]
+        pairs = [(record, context.delivery_entry(record)) for record in records]
         n = trace.query_stats()["events_read"]
         prime = context.prime
         start = time.process_time()

@@ -16,8 +16,15 @@ Goals on the native path: read >= 30x dissect.etl on diaghub.etl and >= 15x on n
 LZXPRESS >= 300 MB/s; index pass >= 20 M records/s cold; callbacks with a provider filter parsing
 one property into a dict >= 3 M events/s cold on diaghub.etl's busiest provider (the callback
 uses ``try_parse``: ``parse`` that gives None for the provider's events without the property).
-Events/s of the callbacks row counts every record of the file, as bench_consumer.py does.
-Usage: python benchmarks/bench_native.py [--repeat 3]
+Events/s of the callbacks row counts every record of the file, as bench_consumer.py does. Beside
+each callbacks row, over diaghub.etl's and net.4.5.2.x64.etl's busiest providers: the same callback
+called by a plain loop (``empty callback loop``), in a fresh process of its own, as many calls over
+the same records, each primed with the entry the trace primes it with
+(``TraceContext.delivery_entry``), the records gathered by a trace before the clock starts; "cold"
+there is the loop's first run. The callbacks row shows its time over the loop's (goal: 1.5x, cold).
+The last column is each child's CPU time whole (imports, every run, the loop's gathering of
+records), from ``RUSAGE_CHILDREN``.
+Usage: python benchmarks/bench_native.py [--repeat 3] [--tasks read,lzx,index,callbacks]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +43,21 @@ from common import CORPUS, machine_note, table
 DIAGHUB = CORPUS / "etl" / "perfview" / "diaghub-dotnetcore3.1-win-x64-diagsession" / "diaghub.etl"
 NET = CORPUS / "etl" / "perfview" / "net.4.5.2.x64.etl"
 BUSIEST = ("b3e675d7-2554-4f18-830b-2762732560de", "ImageSize")  # diaghub.etl's ImageID provider: 62341 events
+NET_BUSIEST = ("ce1dbfb4-137e-4da6-87b0-3f59aa102cbc", "InstructionPointer")  # net.4.5.2.x64.etl's PerfInfo samples: 79530 events
+# what a trace imports on first use (manifests, schema sources, LZXPRESS): imported before any clock starts
+LAZY_IMPORTS = (
+    "numpy.ma", "openetw.manifest.builtin", "openetw.manifest.store.manifests", "openetw.tdh.from_files", "openetw.tdh.tracelogging",
+    "openetw.tdh.mof", "openetw.etl.lzxpress",
+)  # fmt: skip
 
 CHILD = r'''
 import gc, json, os, shutil, sys, tempfile, time
 task, impl, path, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+seen = {}  # the callbacks' values: how many calls the last run made
+import importlib, importlib.util
+for name in ''' + repr(LAZY_IMPORTS) + r''':
+    if importlib.util.find_spec(name) is not None:
+        importlib.import_module(name)
 
 def openetw_read():
     from openetw.etl import EtlReader
@@ -84,21 +103,42 @@ def callbacks():
     where = tempfile.mkdtemp(prefix="openetw-bench-native-")
     copy = os.path.join(where, os.path.basename(path))
     shutil.copyfile(path, copy)
-    os.environ["OPENETW_INDEX_DIR"] = where
-    def run():
-        seen = {}
+    os.environ["OPENETW_INDEX_DIR"] = where  # nothing stored yet: the first run builds the index
+    def on_event(record, context):
+        value = context.parser_for(record).try_parse(prop)  # parse, None where the event lacks it
+        seen[value] = seen.get(value, 0) + 1
+    def trace_of(callback):
         trace = UserTrace(files=[copy], manifests=[])
         provider = Provider(provider_name)
-        def on_event(record, context):
-            value = context.parser_for(record).try_parse(prop)  # parse, None where the event lacks it
-            seen[value] = seen.get(value, 0) + 1
-        provider.add_on_event_callback(on_event)
+        provider.add_on_event_callback(callback)
         trace.enable(provider)
-        trace.start()
-        return int(trace.query_stats()["events_read"])
+        return trace
+    if task == "callbacks":
+        def run():
+            seen.clear()
+            trace = trace_of(on_event)
+            trace.start()
+            return int(trace.query_stats()["events_read"])
+        return run, "events"
+    # "loop": the same callback, as many calls, over the same records and context the trace hands
+    # it, each primed with its schema entry as the trace primes it; the records are gathered by a
+    # trace before the clock starts (that trace is not timed)
+    records = []
+    trace = trace_of(lambda record, context: records.append(record))
+    trace.start()
+    context = trace._prepare().context
+    pairs = [(record, context.delivery_entry(record)) for record in records]
+    read = int(trace.query_stats()["events_read"])
+    prime = context.prime
+    def run():
+        seen.clear()
+        for record, entry in pairs:
+            prime(record, entry)
+            on_event(record, context)
+        return read
     return run, "events"
 
-make = {"read": openetw_read if impl == "openetw" else dissect_read, "lzx": lzx, "index": index, "callbacks": callbacks}[task]
+make = {"read": openetw_read if impl == "openetw" else dissect_read, "lzx": lzx, "index": index, "callbacks": callbacks, "loop": callbacks}[task]
 run, unit = make()
 times = []
 count = 0
@@ -108,18 +148,24 @@ for i in range(1 + repeat):
     count = run()
     times.append(time.process_time() - start)
 import openetw._native as native
-print(json.dumps({"cold": times[0], "warm": min(times[1:]), "count": count, "unit": unit,
+print(json.dumps({"cold": times[0], "warm": min(times[1:]), "count": count, "unit": unit, "calls": sum(seen.values()),
                   "engine": native.engine() if impl == "openetw" else "-"}))
 '''
 
 
 def measure(task: str, impl: str, path: Path, repeat: int, engine: str, *extra: str) -> dict[str, object] | None:
-    env = {**os.environ, "OPENETW_PURE": "1" if engine == "python" else "0", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    root = Path(__file__).resolve().parents[1]
+    paths = [str(root / "src"), str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "OPENETW_PURE": "1" if engine == "python" else "0", "PYTHONPATH": os.pathsep.join(paths)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", CHILD, task, impl, str(path), str(repeat), *extra], env=env, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         print(f"  {task} {impl} {engine} failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
         return None
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
 
 
 def rate(result: dict[str, object], which: str) -> float:
@@ -133,16 +179,19 @@ def human(value: float, unit: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tasks", default="read,lzx,index,callbacks", help="which rows, comma-separated")
     args = parser.parse_args()
+    tasks = set(args.tasks.split(","))
     rows: list[list[object]] = []
     plan = [
         ("read", DIAGHUB, ()), ("read", NET, ()), ("lzx", NET, ()), ("index", DIAGHUB, ()), ("index", NET, ()),
-        ("callbacks", DIAGHUB, BUSIEST),
+        ("callbacks", DIAGHUB, BUSIEST), ("callbacks", NET, NET_BUSIEST),
     ]  # fmt: skip
-    for task, path, extra in plan:
+    for task, path, extra in (item for item in plan if item[0] in tasks):
         results = {engine: measure(task, "openetw", path, args.repeat, engine, *extra) for engine in ("native", "python")}
         if task == "read":
             results["dissect.etl"] = measure(task, "dissect", path, args.repeat, "native")
+        loops = {engine: measure("loop", "openetw", path, args.repeat, engine, *extra) for engine in results} if task == "callbacks" else {}
         base = results.get("dissect.etl")
         for name, result in results.items():
             if result is None:
@@ -150,14 +199,25 @@ def main() -> None:
             unit = str(result["unit"])
             row: list[object] = [task, path.name, name if name == "dissect.etl" else f"openetw {result['engine']}", result["count"]]
             pure = results.get("python")
+            loop = loops.get(name)
             for which in ("cold", "warm"):
                 ratio = f" ({rate(result, which) / rate(base, which):.1f}x dissect)" if base is not None and name != "dissect.etl" else ""
                 if name == "native" and pure is not None:
                     ratio += f" ({rate(result, which) / rate(pure, which):.1f}x pure)"
+                if loop is not None:
+                    ratio += f" (x{float(result[which]) / float(loop[which]):.2f} the loop's time)"  # type: ignore[arg-type]
                 row.append(human(rate(result, which), unit) + ratio)
+            row.append(f"{float(result['process']):.2f} s")  # type: ignore[arg-type]
             rows.append(row)
-    print("CPU time of each process (time.process_time); cold = first run in a fresh process, warm = best of the next runs")
-    print(table(["task", "file", "engine", "count", "cold", "warm"], rows))
+            if loop is not None:
+                loop_row: list[object] = ["empty callback loop", path.name, f"openetw {loop['engine']}", loop["count"]]
+                loop_row += [human(rate(loop, which), unit) for which in ("cold", "warm")] + [f"{float(loop['process']):.2f} s"]  # type: ignore[arg-type]
+                rows.append(loop_row)
+                if loop["calls"] != result["calls"]:
+                    print(f"  {path.name} {name}: the loop made {loop['calls']} calls, the trace {result['calls']}", file=sys.stderr)
+    print("CPU time of each process (time.process_time, imports excluded); cold = first run in a fresh process, warm = best of the next runs;"
+          " child CPU: the whole child process (imports, every run, and the loop's untimed gathering of records included), from RUSAGE_CHILDREN")
+    print(table(["task", "file", "engine", "count", "cold", "warm", "child CPU"], rows))
     print(machine_note())
 
 

@@ -3,6 +3,9 @@ user would otherwise write with Python's own tools.
 
 Inputs:
 
+* ``diaghub.etl`` (the corpus' .NET Core user-mode trace) with its buffers repeated to about
+  ``--diaghub-events`` events (``openetw.testing.large.repeat_buffers``, as ``bench_columnar``
+  makes it), decoded with the corpus' .NET manifest: Chrome JSON of it is written from columns;
 * ``net.4.5.2.x64.etl`` (the corpus' mixed .NET and kernel trace, compressed buffers), decoded
   with the corpus' .NET manifest;
 * a relogged kernel trace (``diaghub.kernel.1.etl`` and a made-up kernel trace with context
@@ -22,7 +25,10 @@ interpreter start-up and imports count; never wall clock alone):
 Tools compared, on the same decoded events:
 
 * ``openetw``: ``export_timeline`` (``openetw export --to perfetto|chrome``): every record decoded,
-  slices paired, CPU scheduling, samples with named stacks, counters;
+  slices paired, CPU scheduling, samples with named stacks, counters; Chrome JSON of a trace
+  without samples from the file's index (``timeline.chrome_columns``);
+* ``openetw per record``: the same Chrome export record by record (``columns=False``, the
+  reference the columns give byte for byte);
 * ``stdlib json``: the same records decoded by the read model (``events.decoded.decode_records``)
   and each written as a Chrome instant event with ``json.dumps`` (less work than the timeline: no
   slices, scheduling or stacks);
@@ -49,10 +55,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_export import CLR_MANIFEST, NET_FILE, make_large_trace
+from bench_export import CLR_MANIFEST, KERNEL_FILE, NET_FILE, make_large_trace
 from common import REPO, machine_note, table
 
 sys.path.insert(0, str(REPO))
+DIAGHUB = KERNEL_FILE.parent / "diaghub.etl"
 
 # One tool's export, `runs` times in one fresh interpreter; prints each run's CPU time and the
 # process's peak RSS as JSON.
@@ -61,10 +68,10 @@ import json, resource, sys, time
 tool, source, output, fmt, runs, manifests = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
 
 
-def openetw_export():
+def openetw_export(columns=True):
     from openetw.export.timeline import export_timeline
     from openetw.events.registry import build_registry
-    summary = export_timeline([source], output, fmt, registry=build_registry(manifests, installed=False))
+    summary = export_timeline([source], output, fmt, registry=build_registry(manifests, installed=False), columns=columns)
     return summary.stats.records
 
 
@@ -132,7 +139,8 @@ def perfetto_lib():
     return count
 
 
-run = {"openetw": openetw_export, "stdlib json": stdlib_json, "perfetto lib": perfetto_lib}[tool]
+run = {"openetw": openetw_export, "openetw per record": lambda: openetw_export(False), "stdlib json": stdlib_json,
+       "perfetto lib": perfetto_lib}[tool]
 times = []
 for _ in range(runs):
     cpu = time.process_time()
@@ -161,7 +169,7 @@ def child_export(tool: str, source: Path, output: Path, fmt: str, manifests: lis
 
 def _tools(fmt: str) -> list[str]:
     if fmt == "chrome":
-        return ["openetw", "stdlib json"]
+        return ["openetw", "openetw per record", "stdlib json"]
     return ["openetw", "perfetto lib"] if importlib.util.find_spec("perfetto") is not None else ["openetw"]
 
 
@@ -170,6 +178,9 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=64, help="size of the large relogged trace")
     parser.add_argument("--formats", default="perfetto,chrome", help="comma-separated: perfetto, chrome")
     parser.add_argument("--skip-large", action="store_true", help="net.4.5.2 and the quarter-size trace only")
+    parser.add_argument("--diaghub-events", type=int, default=1_100_000,
+                        help="events of the repeated diaghub.etl (.NET user-mode; 0: leave it out)")  # fmt: skip
+    parser.add_argument("--only-diaghub", action="store_true", help="the repeated diaghub.etl only")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the traces here")
     args = parser.parse_args()
     formats = [item for item in args.formats.split(",") if item]
@@ -177,10 +188,20 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     print(f"load average at start: {os.getloadavg()[0]:.2f}; {machine_note()}", flush=True)
     try:
-        inputs: list[tuple[str, Path, list[str]]] = [("net.4.5.2.x64.etl", NET_FILE, [str(CLR_MANIFEST)])]
-        quarter = make_large_trace(work, max(1, args.size_mb // 4))
-        inputs.append((f"relogged kernel, {quarter.stat().st_size / 2**20:.0f} MB", quarter, []))
-        if not args.skip_large:
+        inputs: list[tuple[str, Path, list[str]]] = []
+        if args.diaghub_events:
+            from openetw.testing.large import repeat_buffers
+
+            repeated = work / "diaghub-repeated.etl"
+            per_copy = repeat_buffers(DIAGHUB, repeated, 0)
+            copies = max(1, -(-args.diaghub_events // per_copy))
+            repeat_buffers(DIAGHUB, repeated, copies * repeated.stat().st_size)
+            inputs.append((f"diaghub.etl x{copies}", repeated, [str(CLR_MANIFEST)]))
+        if not args.only_diaghub:
+            inputs.append(("net.4.5.2.x64.etl", NET_FILE, [str(CLR_MANIFEST)]))
+            quarter = make_large_trace(work, max(1, args.size_mb // 4))
+            inputs.append((f"relogged kernel, {quarter.stat().st_size / 2**20:.0f} MB", quarter, []))
+        if not args.skip_large and not args.only_diaghub:
             large = make_large_trace(work, args.size_mb)
             inputs.append((f"relogged kernel, {large.stat().st_size / 2**20:.0f} MB", large, []))
         rows = []

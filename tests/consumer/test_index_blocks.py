@@ -17,7 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openetw.consumer import EtlIndex, Provider, UserTrace
-from openetw.consumer._engine.blocks import FORMAT, decode_block, encode_block, read_stored
+from openetw.consumer._engine import blocks
+from openetw.consumer._engine.blocks import (
+    FORMAT,
+    decode_block,
+    decode_column,
+    encode_block,
+    encode_column,
+    read_stored,
+)
 from openetw.consumer._engine.index_build import RECORD_DTYPE
 from openetw.consumer._engine.location import evict, index_locations, may_trust
 from openetw.etl import EtlReader
@@ -39,12 +47,84 @@ def _rows(draw: Any, n: int) -> np.ndarray:
     return rows
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_a_block_decodes_to_the_rows_it_was_made_of(data: Any) -> None:
+def test_a_block_decodes_to_the_rows_it_was_made_of(data: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     n = data.draw(st.integers(0, 40))
     rows = _rows(data.draw, n)
-    assert np.array_equal(decode_block(encode_block(rows), n), rows)
+    payload = encode_block(rows)
+    assert np.array_equal(decode_block(payload, n), rows)
+    with monkeypatch.context() as m:  # the numpy twin: the same bytes, the same rows
+        m.setattr(blocks, "_NATIVE", None)
+        assert encode_block(rows) == payload
+        assert np.array_equal(decode_block(payload, n), rows)
+
+
+_COLUMN_TYPES = ("<i8", "<u8", "<i4", "<u4", "<u2", "u1")
+
+
+def _column(draw: Any) -> np.ndarray:
+    dtype = np.dtype(draw(st.sampled_from(_COLUMN_TYPES)))
+    info = np.iinfo(dtype)
+    n = draw(st.integers(0, 300))
+    shape = draw(st.sampled_from(["any", "few", "narrow"]))
+    if shape == "any":
+        values = st.integers(int(info.min), int(info.max))
+    elif shape == "few":  # few distinct values anywhere in the range: a dictionary
+        values = st.sampled_from(draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=1, max_size=20)))
+    else:  # a narrow range: frame of reference
+        low = draw(st.integers(0, min(int(info.max), 1 << 40)))
+        values = st.integers(low, min(int(info.max), low + 300))
+    return np.asarray(draw(st.lists(values, min_size=n, max_size=n)), dtype=object).astype(dtype)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_column_packs_to_the_same_bytes_compiled_or_not_and_back(data: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    if blocks._NATIVE is None:
+        pytest.skip("the compiled core is not built")
+    values = _column(data.draw)
+    width = values.dtype.itemsize
+    compiled = bytes(blocks._NATIVE.encode_column(np.ascontiguousarray(values), width, 0, width))
+    with monkeypatch.context() as m:
+        m.setattr(blocks, "_NATIVE", None)
+        assert encode_column(values) == compiled
+        assert np.array_equal(decode_column(compiled, len(values), values.dtype), values)
+    assert np.array_equal(decode_column(compiled, len(values), values.dtype), values)
+    assert len(compiled) <= 1 + len(values) * width
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_column_is_refused_alike_compiled_or_not(data: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes that are not a packed column (a packed one with bytes changed, cut or added, or
+    noise) give ``ValueError`` or the same values both ways, never a crash or a read past them."""
+    if blocks._NATIVE is None:
+        pytest.skip("the compiled core is not built")
+    dtype = np.dtype(data.draw(st.sampled_from(_COLUMN_TYPES)))
+    n = data.draw(st.integers(0, 200))
+    packed = bytearray(encode_column(np.arange(n, dtype=np.int64).astype(dtype) * data.draw(st.integers(0, 3))))
+    for _ in range(data.draw(st.integers(1, 4))):
+        where = data.draw(st.integers(0, max(0, len(packed) - 1)))
+        change = data.draw(st.sampled_from(["flip", "cut", "add"]))
+        if change == "flip" and packed:
+            packed[where] ^= data.draw(st.integers(1, 255))
+        elif change == "cut":
+            del packed[where:]
+        else:
+            packed[where:where] = data.draw(st.binary(min_size=1, max_size=8))
+    part = bytes(packed) if data.draw(st.booleans()) else data.draw(st.binary(max_size=64))
+
+    def outcome() -> Any:
+        try:
+            return decode_column(part, n, dtype).tobytes()
+        except ValueError:
+            return ValueError
+
+    compiled = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(blocks, "_NATIVE", None)
+        assert outcome() == compiled
 
 
 @pytest.mark.parametrize("name", ["diaghub.etl", "Process.etl"])

@@ -99,7 +99,7 @@ def test_only_the_asked_columns_are_inflated() -> None:
     rows["timestamp"] = np.arange(50) * 7
     payload = blocks.encode_block(rows)
     head = payload[: blocks.HEAD_BYTES]
-    spans = dict(zip(blocks._STORED, blocks.column_spans(head), strict=True))
+    spans = dict(zip(blocks._STORED, blocks.column_spans(head, 50), strict=True))
     places: list[int] = []
 
     def read(at: int, length: int) -> bytes:
@@ -116,10 +116,10 @@ def test_a_column_every_row_shares_is_one_value_and_checked_like_the_others() ->
     rows["keyword"] = 0x8000_0000_0000_0010
     rows["pid"] = np.arange(1000) % 7
     payload = blocks.encode_block(rows)
-    spans = dict(zip(blocks._STORED, blocks.column_spans(payload[: blocks.HEAD_BYTES]), strict=True))
+    spans = dict(zip(blocks._STORED, blocks.column_spans(payload[: blocks.HEAD_BYTES], 1000), strict=True))
     at, length, coding, _ = spans["keyword"]
     assert (length, coding) == (8, blocks._ONE_VALUE)
-    assert spans["pid"][2] == blocks._PLANES
+    assert spans["pid"][2] == blocks._PACKED
     assert np.array_equal(blocks.decode_block(payload, 1000), rows)
     damaged = bytearray(payload)
     damaged[at] ^= 0x10
@@ -138,7 +138,7 @@ def test_a_damaged_column_is_found_when_read_and_the_file_indexed_again(trace: P
     assert stored is not None
     entry = stored.blocks[2]
     head = location.read_bytes()[entry["at"] : entry["at"] + blocks.HEAD_BYTES]
-    pid_at = blocks.column_spans(head)[blocks._STORED.index("pid")][0]
+    pid_at = blocks.column_spans(head, entry["rows"])[blocks._STORED.index("pid")][0]
     stored.close()
     data = bytearray(location.read_bytes())
     data[entry["at"] + pid_at] ^= 0x01
@@ -174,7 +174,7 @@ def test_whole_file_columns_of_a_damaged_index_are_read_again(trace: Path) -> No
     assert stored is not None
     entry = stored.blocks[1]
     head = location.read_bytes()[entry["at"] : entry["at"] + blocks.HEAD_BYTES]
-    offset_at = blocks.column_spans(head)[blocks._STORED.index("offset")][0]
+    offset_at = blocks.column_spans(head, entry["rows"])[blocks._STORED.index("offset")][0]
     stored.close()
     data = bytearray(location.read_bytes())
     data[entry["at"] + offset_at] ^= 0x01

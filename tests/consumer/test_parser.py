@@ -179,3 +179,21 @@ def test_fixed_offset_reads_equal_full_decoding(types: list[InType], outs: list[
         else:
             with pytest.raises(DecodeError):
                 parser.parse(prop.name)
+
+
+@pytest.mark.parametrize("pointer_size", [4, 8])
+def test_the_delivery_primes_the_readers_of_the_records_pointer_size(pointer_size: int) -> None:
+    # What the delivery primes a record with (and the benchmarks' empty loops too): no choice of
+    # pointer size left to each read, which would unpack the record's header to make it.
+    props = (PropertyInfo("base", InType.POINTER), PropertyInfo("size", InType.UINT32))
+    tdh = TdhSchema(uuid.UUID(int=3), properties=props)
+    record = EventRecordBuilder(uuid.UUID(int=3), pointer_size=pointer_size).pack(bytes(range(12)))
+    context = UserTrace(manifests=[]).context
+    context._lookup = lambda record: tdh  # type: ignore[method-assign]
+    schema, plans = context.delivery_entry(record)
+    assert schema is tdh and plans is not None and plans[3]
+    _, every_size = context.entry_of(record)
+    assert every_size is not None and not every_size[3]
+    assert plans[1] is (every_size[1] if pointer_size == 8 else every_size[2])
+    parser = Parser.of(record, schema, plans, context)
+    assert parser.parse("size") == int.from_bytes(bytes(range(pointer_size, pointer_size + 4)), "little")

@@ -57,15 +57,6 @@ static int generation_is(PyObject *context, long long expected) {
     return now == expected;
 }
 
-static int set_int(PyObject *obj, PyObject *name, int64_t value) {
-    PyObject *number = PyLong_FromLongLong(value);
-    if (number == NULL)
-        return -1;
-    int failed = PyObject_SetAttr(obj, name, number);
-    Py_DECREF(number);
-    return failed;
-}
-
 /* Where a lazy record class keeps its slots (offsets into the object), found once per class:
  * writing a slot is then a store, as ``PyMember_SetOne`` does it, without looking the name up. */
 typedef struct {
@@ -112,74 +103,6 @@ static inline void put(PyObject *obj, Py_ssize_t at, PyObject *value) {
     Py_XDECREF(old);
 }
 
-static int put_int(PyObject *obj, Py_ssize_t at, int64_t value) {
-    PyObject *number = PyLong_FromLongLong(value);
-    if (number == NULL)
-        return -1;
-    put(obj, at, number);
-    return 0;
-}
-
-/* A new lazy record of ``cls`` (``lazy.lazy_record``). */
-static PyObject *make_record(PyObject *cls, PyObject *data, int64_t pos, int64_t size, PyObject *cpu, PyObject *record_context, PyObject *buffer,
-                             int64_t user_data_offset) {
-    PyTypeObject *type = (PyTypeObject *)cls;
-    PyObject *record = type->tp_alloc(type, 0);
-    if (record == NULL)
-        return NULL;
-    const Slots *slots = slots_of(type);
-    if (slots != NULL) {
-        Py_INCREF(data);
-        put(record, slots->raw, data);
-        Py_INCREF(cpu);
-        put(record, slots->cpu, cpu);
-        Py_INCREF(record_context);
-        put(record, slots->ctx, record_context);
-        Py_INCREF(buffer);
-        put(record, slots->buffer_index, buffer);
-        if (put_int(record, slots->pos, pos) == 0 && put_int(record, slots->size, size) == 0 && put_int(record, slots->user_data_offset, user_data_offset) == 0)
-            return record;
-        Py_DECREF(record);
-        return NULL;
-    }
-    if (PyObject_SetAttr(record, s_raw, data) < 0 || set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 ||
-        PyObject_SetAttr(record, s_cpu, cpu) < 0 || PyObject_SetAttr(record, s_ctx, record_context) < 0 ||
-        PyObject_SetAttr(record, s_buffer_index, buffer) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0) {
-        Py_DECREF(record);
-        return NULL;
-    }
-    return record;
-}
-
-/* ``lazy.reuse_lazy_record``, and the record moved to ``data`` when it was of another buffer. */
-static int reuse_record(PyObject *record, int64_t pos, int64_t size, int64_t user_data_offset, int moved, PyObject *data, PyObject *cpu,
-                        PyObject *record_context, PyObject *buffer) {
-    const Slots *slots = slots_of(Py_TYPE(record));
-    if (slots != NULL) {
-        if (put_int(record, slots->pos, pos) < 0 || put_int(record, slots->size, size) < 0 || put_int(record, slots->user_data_offset, user_data_offset) < 0)
-            return -1;
-        Py_INCREF(Py_None);
-        put(record, slots->header, Py_None);
-        if (moved) {
-            Py_INCREF(data);
-            put(record, slots->raw, data);
-            Py_INCREF(cpu);
-            put(record, slots->cpu, cpu);
-            Py_INCREF(record_context);
-            put(record, slots->ctx, record_context);
-            Py_INCREF(buffer);
-            put(record, slots->buffer_index, buffer);
-        }
-        return 0;
-    }
-    if (set_int(record, s_pos, pos) < 0 || set_int(record, s_size, size) < 0 || set_int(record, s_user_data_offset, user_data_offset) < 0)
-        return -1;
-    if (moved && (PyObject_SetAttr(record, s_raw, data) < 0 || PyObject_SetAttr(record, s_cpu, cpu) < 0 ||
-                  PyObject_SetAttr(record, s_ctx, record_context) < 0 || PyObject_SetAttr(record, s_buffer_index, buffer) < 0))
-        return -1;
-    return PyObject_SetAttr(record, s_header, Py_None);
-}
-
 /* The buffers a delivery has met lately (rows of a file come in time order, so the buffers of
  * every processor take turns): each one's bytes, record context, processor and number, looked
  * up once through ``buffer_of(place)`` while it stays here. */
@@ -188,6 +111,55 @@ typedef struct {
     int64_t place;
     PyObject *data, *record_context, *cpu, *buffer;
 } Recent;
+
+/* Store ``value`` (a new reference, taken over; NULL: making it failed) in the field of
+ * ``record`` at slot offset ``at``, or by ``name`` when the class keeps it otherwise (``at`` < 0). */
+static int store(PyObject *record, Py_ssize_t at, PyObject *name, PyObject *value) {
+    if (value == NULL)
+        return -1;
+    if (at >= 0) {
+        put(record, at, value);
+        return 0;
+    }
+    int failed = PyObject_SetAttr(record, name, value);
+    Py_DECREF(value);
+    return failed;
+}
+
+/* Point the lazy record ``record`` at the record ``pos`` bytes into ``buffer`` (``lazy.lazy_record``,
+ * ``lazy.reuse_lazy_record``): where it is, its header to be unpacked again when read, and, when
+ * ``moved`` (a new record, or one taken over from another buffer), the buffer's bytes, processor,
+ * record context and number. The one place the delivery writes a record's fields. */
+static int place_record(PyObject *record, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset, int moved) {
+    static const Slots by_name = {NULL, -1, -1, -1, -1, -1, -1, -1, -1};
+    const Slots *slots = slots_of(Py_TYPE(record));
+    if (slots == NULL)
+        slots = &by_name;
+    if (store(record, slots->pos, s_pos, PyLong_FromLongLong(pos)) < 0 || store(record, slots->size, s_size, PyLong_FromLongLong(size)) < 0 ||
+        store(record, slots->user_data_offset, s_user_data_offset, PyLong_FromLongLong(user_data_offset)) < 0 ||
+        store(record, slots->header, s_header, Py_NewRef(Py_None)) < 0)
+        return -1;
+    if (!moved)
+        return 0;
+    if (store(record, slots->raw, s_raw, Py_NewRef(buffer->data)) < 0 || store(record, slots->cpu, s_cpu, Py_NewRef(buffer->cpu)) < 0 ||
+        store(record, slots->ctx, s_ctx, Py_NewRef(buffer->record_context)) < 0 ||
+        store(record, slots->buffer_index, s_buffer_index, Py_NewRef(buffer->buffer)) < 0)
+        return -1;
+    return 0;
+}
+
+/* A new lazy record of ``cls`` at ``pos`` in ``buffer``. */
+static PyObject *make_record(PyObject *cls, const Recent *buffer, int64_t pos, int64_t size, int64_t user_data_offset) {
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *record = type->tp_alloc(type, 0);
+    if (record == NULL)
+        return NULL;
+    if (place_record(record, buffer, pos, size, user_data_offset, 1) < 0) {
+        Py_DECREF(record);
+        return NULL;
+    }
+    return record;
+}
 
 static void forget_recent(Recent *recent, int count) {
     for (int i = 0; i < count; i++) {
@@ -336,14 +308,12 @@ static PyObject *deliver(PyObject *self, PyObject *args) {
             record = spare;  /* the reference the spare held */
             spare = Py_None;
             Py_INCREF(Py_None);
-            if (reuse_record(record, offset.p[row], size.p[row], udo.p[row], spare_place != place.p[row], buffer->data, buffer->cpu,
-                             buffer->record_context, buffer->buffer) < 0) {
+            if (place_record(record, buffer, offset.p[row], size.p[row], udo.p[row], spare_place != place.p[row]) < 0) {
                 Py_DECREF(record);
                 goto fail;
             }
         } else {
-            record = make_record(record_class, buffer->data, offset.p[row], size.p[row], buffer->cpu, buffer->record_context, buffer->buffer,
-                                 udo.p[row]);
+            record = make_record(record_class, buffer, offset.p[row], size.p[row], udo.p[row]);
             if (record == NULL)
                 goto fail;
         }

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from openetw.consumer.parser import Parser, Plans, Schema, plans_of
+from openetw.consumer.parser import Parser, Plans, Schema, plans_for_pointer_size, plans_of
 from openetw.errors import OpenEtwError
 from openetw.tdh.context import DecodeContext
 from openetw.tdh.registry import SchemaRegistry
@@ -133,6 +133,12 @@ class TraceContext:
     def entry_of(self, record: Any) -> tuple[TdhSchema | None, Plans | None]:
         """(decoding schema, fixed-offset readers) of ``record``, from the cache when known."""
         return self._entry(record)
+
+    def delivery_entry(self, record: Any) -> tuple[TdhSchema | None, Plans | None]:
+        """The entry the delivery primes ``record`` with: ``entry_of``'s, its fixed-offset readers
+        those of the record's pointer size alone (no choice left to each read)."""
+        tdh, plans = self._entry(record)
+        return tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size)
 
     def prime(self, record: Any, entry: tuple[TdhSchema | None, Plans | None] | None) -> None:
         """``record`` is the one being delivered and ``entry`` its schema entry (from

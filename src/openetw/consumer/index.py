@@ -3,7 +3,7 @@
 The first pass over a file builds the index (``_engine.streaming``) while it hands out its rows:
 a trace consuming a file for the first time gets its events as the index is written, with no
 separate pass before the first callback. The index is written in blocks of ``BLOCK_ROWS`` rows (``$OPENETW_INDEX_BLOCK_ROWS``)
-(``_engine.blocks``: compressed columns, a summary per block) into the user's cache, or beside
+(``_engine.blocks``: packed columns, a summary per block) into the user's cache, or beside
 the file when asked to (``beside=True``, ``$OPENETW_INDEX_BESIDE``; ``_engine.location``: where,
 the cache's size cap, which stored indexes may be trusted). A stored index that is damaged is
 never trusted: it is built again. Later opens read the footer only; blocks are read
@@ -390,7 +390,7 @@ class EtlIndex:
     def column_blocks(self, names: Iterable[str]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """Columns ``names`` of every row, a block at a time in time order: (first row, columns).
         Header columns (``index_trust.HEADER_COLUMNS``) of a stored index are read alone, the
-        other columns of each block never inflated (another header column asked of ``columns``
+        other columns of each block never unpacked (another header column asked of ``columns``
         is read then: ``EtlFormatError`` if that part is damaged); during the first pass they are the rows
         being indexed (one pass: the file is read once). The columns that say where a record is
         (``index_trust.PLACE_COLUMNS``) may be asked too, now or of ``columns`` later: they are read
@@ -557,7 +557,7 @@ class EtlIndex:
 
     def columns(self, names: Iterable[str]) -> dict[str, np.ndarray]:
         """Columns ``names`` of every row as whole arrays (``records``' fields without the
-        rest): from a stored index only those are inflated, with the columns that say where a
+        rest): from a stored index only those are unpacked, with the columns that say where a
         row lies checked as ``records`` checks them (the place columns are read with the set they are
         checked with, block by block: ``_block_columns``); a damaged index is read as ``records``."""
         wanted = list(dict.fromkeys(names))
@@ -627,6 +627,31 @@ class EtlIndex:
         """Builds the records of rows given by number (any order)."""
         self.ensure_built()
         return _IndexLoader(self)
+
+    def records_at(self, rows: np.ndarray) -> Iterator[Any]:
+        """The records of ``rows`` (row numbers, ascending), in that order, each block's place
+        columns read (and checked, ``column_blocks``) for them, never its whole rows: for a few
+        rows in many blocks, as a catalog of the kinds of event reads them."""
+        self.ensure_built()
+        assert self._stored is not None
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return
+        firsts = np.asarray([int(entry["first_row"]) for entry in self._stored.blocks], dtype=np.int64)
+        blocks = np.searchsorted(firsts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(blocks)) + 1
+        for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(rows)], strict=True):
+            number = int(blocks[start])
+            stored = self._stored
+            try:
+                table = self._block_columns(number, [*_LOADER_COLUMNS])
+                loader = RecordLoader.over(table, self._reasons_by_block[number], self.context, self.file_buffers)  # type: ignore[arg-type]
+            except EtlFormatError:  # a damaged part: read as segments are (the file indexed again)
+                loader = self.segment_at(number).loader()
+            if self._stored is not stored:  # indexed again since: blocks may be cut elsewhere
+                yield from self.loader().records(rows[start:])
+                return
+            yield from loader.records(rows[start:stop] - int(firsts[number]))
 
     def close(self) -> None:
         if self._stored is not None:
@@ -843,6 +868,7 @@ def _is_open(fd: int) -> bool:
 
 
 _READ_ALONE = HEADER_COLUMNS | PLACE_COLUMNS
+_LOADER_COLUMNS = ("header_type", "kind", "buffer", "offset", "size", "cpu")  # what a RecordLoader reads of its rows
 
 
 class _BlockColumns(dict):  # type: ignore[type-arg]

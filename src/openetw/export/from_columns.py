@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from openetw.consumer.columns import identity_keys
-from openetw.consumer.index import KIND_CODES, KIND_NAMES, build_index_data
+from openetw.consumer.index import KIND_CODES, KIND_NAMES, BuiltIndex, build_index_data
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
 from openetw.etl.reader import EtlReader
@@ -120,8 +120,8 @@ class _Trace:
     """The index of one file and its buffers' bytes (the file mapped, or the buffers inflated into
     memory when they are compressed): records built on demand."""
 
-    def __init__(self, reader: EtlReader, path: str) -> None:
-        self.built = built = build_index_data(path)
+    def __init__(self, reader: EtlReader, path: str, built: BuiltIndex | None = None) -> None:
+        self.built = built = built if built is not None else build_index_data(path)
         self.rows = built.records
         self.columns = split_columns(built.records)
         self.context = built.context

@@ -1,5 +1,6 @@
 """A publishing connection to NATS for a streamed session's buffers: the protocol's few commands
-on one blocking socket, driven by the publishing thread without an event loop.
+on one socket (non-blocking once connected: a send waits for room itself), driven by the
+publishing thread without an event loop.
 
 Why not nats-py's ``js.publish``: it costs a task, a future, a timer, a header dictionary
 checked key by key and two copies of the payload per message, about as much CPU as the whole
@@ -138,13 +139,17 @@ class PublishConnection:
         while True:
             line = self._read_line()
             if line == b"PONG":
-                return
+                break
             if line.startswith(b"-ERR"):
                 raise FleetError(line[4:].strip().strip(b"'").decode(errors="replace"))
             if line.startswith(b"INFO "):
                 self._note_servers(json.loads(line[5:]))
             elif line == b"PING":
                 self._send(b"PONG\r\n")
+        if not self._tls:
+            # Non-blocking from here: reading what came costs no switch of the socket's mode
+            # (two system calls a read); a send waits for room itself (``_send_parts``).
+            sock.setblocking(False)
 
     def _note_servers(self, info: dict[str, Any]) -> None:
         scheme = "tls" if self._tls else "nats"
@@ -208,8 +213,18 @@ class PublishConnection:
                 sock.sendall(b"".join(parts))
                 return
             views = [memoryview(part) for part in parts]
+            deadline: float | None = None
             while views:
-                sent = sock.sendmsg(views[:_IOV_MAX])
+                try:
+                    sent = sock.sendmsg(views[:_IOV_MAX])
+                except BlockingIOError:  # the socket's send buffer is full: wait for room, within the timeout
+                    if deadline is None:
+                        deadline = time.monotonic() + self.timeout
+                    _, writable, _ = select.select([], [sock], [], max(deadline - time.monotonic(), 0.0))
+                    if not writable:
+                        raise TimeoutError("the server takes nothing") from None
+                    continue
+                deadline = None
                 while views and sent >= len(views[0]):
                     sent -= len(views[0])
                     views.pop(0)
@@ -264,23 +279,29 @@ class PublishConnection:
         sock = self._sock
         if sock is None:
             raise ConnectionLost("not connected")
-        sock.setblocking(False)
-        try:
-            while True:
-                try:
-                    self._fill()
-                except BlockingIOError:
-                    break
-                except ConnectionLost:
-                    if self._pos < len(self._buffer):
-                        break  # answer what came before the end first; the next read finds the end
-                    raise
-                if not self._tls and len(self._buffer) - self._pos < (1 << 18):
-                    break
-        finally:
-            if self._sock is not None:
-                self._sock.settimeout(self.timeout)
+        if self._tls:  # a plain socket stays non-blocking once connected; this one only for the read
+            sock.setblocking(False)
+            try:
+                self._fill_available()
+            finally:
+                if self._sock is not None:
+                    self._sock.settimeout(self.timeout)
+        else:
+            self._fill_available()
         return self._parse()
+
+    def _fill_available(self) -> None:
+        while True:
+            try:
+                self._fill()
+            except BlockingIOError:
+                return
+            except ConnectionLost:
+                if self._pos < len(self._buffer):
+                    return  # answer what came before the end first; the next read finds the end
+                raise
+            if not self._tls and len(self._buffer) - self._pos < (1 << 18):
+                return
 
     def _parse(self) -> list[tuple[int, bytes, bytes]]:
         acks: list[tuple[int, bytes, bytes]] = []

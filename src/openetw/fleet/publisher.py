@@ -9,9 +9,14 @@ number becomes a gap the next message names.
 The publishing thread holds one NATS connection of its own (``natsconn.PublishConnection``: no
 event loop, no nats-py) and publishes in sequence order with at most ``WINDOW``
 acknowledgements outstanding. Buffers leave in batches: whatever waits when the thread wakes
-goes in one ``sendmsg``, and the acknowledgements that came are read together. The thread is
-woken by a new buffer only when no acknowledgement would wake it (or ``WAKE_BATCH`` wait), and
-with nothing in flight a few buffers wait up to ``LINGER`` for more. Each message carries the id
+goes in one ``sendmsg``, and the acknowledgements that came are read together. The thread wakes
+as rarely as the stream allows, since each wake costs the service more than the Python it runs:
+while the window has room, acknowledgements do not wake it (they are read when the next buffer
+does, or ``ACK_DELAY`` later); when the window is full and buffers wait, an acknowledgement that
+comes waits up to ``ACK_GATHER`` for the next few; a new buffer wakes it only when nothing else
+would (or ``WAKE_BATCH`` wait), and with nothing in flight a few buffers wait up to ``LINGER``
+for more. The memory of acknowledged buffers takes the next ones (up to the spool size, given
+back after ``IDLE_TRIM`` seconds with nothing waiting). Each message carries the id
 ``<host>:<session>:<start>:<sequence>``, so a publish repeated after a lost acknowledgement is
 dropped by JetStream. When a publish fails (the cluster unreachable, no leader) the thread stops
 sending, keeps the failed buffers to send again first, and moves what waits in memory beyond
@@ -62,9 +67,17 @@ __all__ = ["StreamPublisher", "stream_sink"]
 
 EXPECTED_STREAM = "Nats-Expected-Stream"  # JetStream refuses the message when another stream has its subject
 WAKE_BATCH = 8  # new buffers that wake a thread waiting for acknowledgements, or end a linger
-RECYCLE_BYTES = 4 << 20  # acknowledged buffers' memory kept for new ones (at least two buffers)
+# Acknowledged buffers' memory is kept for new ones, up to the spool size (what the session may
+# hold anyway): a burst the stream falls behind on costs fresh memory once, not at every burst.
+# Once nothing has waited for IDLE_TRIM seconds, what is kept beyond RECYCLE_BYTES is given back.
+RECYCLE_BYTES = 4 << 20
+IDLE_TRIM = 10.0
 LINGER = 0.005  # how long a buffer may wait for others to leave with it when nothing is in flight
 WINDOW = 32  # publishes waiting for their acknowledgement at once
+# With the window (nearly) full and buffers waiting, an acknowledgement that comes waits for the
+# next few, up to this long: one wake, one read and one send for several buffers, not each.
+ACK_GATHER = 0.01
+ACK_DELAY = 0.05  # how long acknowledgements may wait to be read while the window has room
 # What waits in memory while the stream is unreachable (at most an eighth of the spool); the rest goes to disk.
 MEMORY_BYTES = 1 << 20
 PUBLISH_TIMEOUT = 2.0
@@ -105,6 +118,7 @@ class StreamPublisher:
         self._wake_read = self._wake_write = -1  # the thread's wake-up pipe, made when it starts
         self._signalled = False  # a byte waits in the wake pipe
         self._idle = True  # the thread waits with nothing in flight
+        self._room = True  # the thread could send more now (its window is not full)
         self._fixed_headers = encode_headers({H_HOST: host, H_SESSION: session, H_START: str(start), EXPECTED_STREAM: options.stream})[:-2]
         self._recycled: list[bytearray] = []  # acknowledged buffers' memory, for the next ones
         self._discovered: list[str] = []  # the cluster's other servers, as the last connection learnt them
@@ -150,7 +164,7 @@ class StreamPublisher:
             self.accepted += 1
             # A thread waiting for acknowledgements takes new buffers when the next one comes:
             # it is woken only when nothing else would wake it, or when a batch waits.
-            wake = self._idle or len(self._incoming) >= WAKE_BATCH
+            wake = self._idle or (self._room and len(self._incoming) >= WAKE_BATCH)
         if delivery is not None:
             delivery.kept = True  # held for the stream, or spooled: no consumer's leaving loses it
         if wake:
@@ -219,14 +233,14 @@ class StreamPublisher:
         self._held_bytes += len(payload)
 
     def _wake(self) -> None:
-        with self._lock:
+        with self._lock:  # written under the lock: a byte waits in the pipe exactly while ``_signalled``
             if self._signalled or self._wake_write < 0:
                 return
             self._signalled = True
-        try:
-            os.write(self._wake_write, b"!")
-        except OSError:
-            pass  # the thread has ended (its pipe closed), or the pipe is full: it wakes anyway
+            try:
+                os.write(self._wake_write, b"!")
+            except OSError:
+                pass  # the thread has ended (its pipe closed): nothing to wake
 
     # -- the publishing thread -----------------------------------------------------------------
     def _run(self) -> None:
@@ -256,6 +270,8 @@ class StreamPublisher:
         server_index = 0
         next_connect = 0.0
         linger_until: float | None = None
+        ack_interval = 0.0  # the time between acknowledgements lately (moving average)
+        last_ack = busy_at = time.monotonic()  # busy_at: when something last waited for the stream
         try:
             while not self._abandon:
                 with self._lock:
@@ -310,17 +326,39 @@ class StreamPublisher:
                     self._spool.spill(min(MEMORY_BYTES, self.spool_bytes // 8))
                 # Sleep until the server answers, a new buffer comes, or the first answer is late.
                 now = time.monotonic()
+                if in_flight or retry or len(self._spool):
+                    busy_at = now
+                elif now - busy_at > IDLE_TRIM:
+                    self._trim_recycled()
+                    busy_at = float("inf")
                 pause = RETRY_PAUSE if (connection is None or not healthy) and not in_flight else 1.0
                 if in_flight:
                     pause = min(pause, next(iter(in_flight.values()))[1] - now)
                 if linger_until is not None:
                     pause = min(pause, linger_until - now)
+                # With room in the window, acknowledgements need not wake the thread: what came is
+                # read when the next buffer wakes it, or ACK_DELAY later (at a modest rate, one
+                # wake a buffer instead of one for the buffer and one for its acknowledgement).
+                lazy = connection is not None and healthy and bool(in_flight) and not finishing and len(in_flight) <= WINDOW - WAKE_BATCH
+                if lazy:
+                    pause = min(pause, ACK_DELAY)
                 room = connection is not None and len(in_flight) < (WINDOW if healthy else 1) and not holding
                 with self._lock:
                     woken = self._signalled or (room and bool(self._incoming)) or self._finishing != finishing
-                    self._idle = not in_flight and not holding  # no answer will come to wake the thread: a new buffer must
-                if connection is not None:
+                    # Nothing else wakes the thread soon (no answer it waits for): a new buffer must.
+                    self._idle = (not in_flight or lazy) and not holding
+                    self._room = room or holding  # a linger ends early when a batch comes
+                if connection is not None and lazy:
+                    if not woken:
+                        select.select([self._wake_read], [], [], max(pause, 0.0))
+                    readable = True  # whatever answers came, read without waiting for more
+                elif connection is not None:
                     readable = connection.wait(0.0 if woken else pause, self._wake_read)
+                    if readable and not woken and healthy and len(in_flight) > WINDOW - WAKE_BATCH and (retry or len(self._spool)):
+                        # Buffers wait for room in the window: let more acknowledgements come first.
+                        gather = min(ACK_GATHER, WAKE_BATCH * ack_interval, in_flight[next(iter(in_flight))][1] - time.monotonic())
+                        if gather > 0:
+                            time.sleep(gather)
                 else:
                     readable = False
                     if not woken:
@@ -334,6 +372,10 @@ class StreamPublisher:
                         acks = []
                         server_index = self._lost(connection, exc)
                         connection = None
+                    if acks:
+                        now = time.monotonic()
+                        ack_interval = 0.75 * ack_interval + 0.25 * min((now - last_ack) / len(acks), ACK_GATHER)
+                        last_ack = now
                     for sequence, error in acks:
                         entry = in_flight.pop(sequence, None)
                         if entry is None:
@@ -383,11 +425,12 @@ class StreamPublisher:
 
     def _drain_wake(self) -> None:
         with self._lock:
+            if self._signalled:
+                try:
+                    os.read(self._wake_read, 4096)
+                except BlockingIOError:
+                    pass
             self._signalled = self._idle = False
-        try:
-            os.read(self._wake_read, 4096)
-        except BlockingIOError:
-            pass
 
     def _headers(self, item: Item) -> bytes:
         """The message's header block: ``wire.message_headers`` plus the expected stream, the
@@ -409,8 +452,15 @@ class StreamPublisher:
             if item.kind == KIND_BUFFER:
                 self.buffers_acknowledged += 1
                 self.events_acknowledged += item.events
-                if isinstance(item.payload, bytearray) and (len(self._recycled) + 1) * item.size <= max(RECYCLE_BYTES, 2 * item.size):
+                if isinstance(item.payload, bytearray) and (len(self._recycled) + 1) * item.size <= max(self.spool_bytes, 2 * item.size):
                     self._recycled.append(item.payload)
+
+    def _trim_recycled(self) -> None:
+        """Give back the kept memory beyond ``RECYCLE_BYTES`` (at least two buffers stay)."""
+        with self._lock:
+            if self._recycled:
+                keep = max(2, RECYCLE_BYTES // len(self._recycled[-1]))
+                del self._recycled[keep:]
 
     def _set_reachable(self, value: bool) -> None:
         if value != self.reachable and self._log is not None:

@@ -538,10 +538,11 @@ def build_index_data(source: Any, *, chunk_bytes: int = CHUNK_BYTES) -> BuiltInd
         (parts[0][i] if len(parts) == 1 else np.concatenate([part[i] for part in parts])) if parts else np.zeros(0, dtype=dtype)
         for i, dtype in ((0, RECORD_DTYPE), (1, np.uint64), (2, np.uint64), (3, bool))
     )  # fmt: skip
-    rows["provider"], providers = by_appearance(*provider_table(lo, hi, has))
+    rows["provider"], providers = provider_table(lo, hi, has)
     order, exact = _time_order(rows, buffer_indices)
     if len(order) and not (order[0] == 0 and np.all(order[1:] > order[:-1])):
         rows = take(rows, order)
+    rows["provider"], providers = by_appearance(rows["provider"], providers)  # the table in the rows' order
     rows["filetime"] = filetimes(rows["timestamp"], context.clock)
     if reasons:
         position_of = np.empty(len(order), dtype=np.int64)

@@ -179,32 +179,49 @@ def _plain_buffers(path: str, stride: int) -> tuple[list[BufferInfo], dict[str, 
     return infos, stats
 
 
-def _file_chunks(path: str, infos: Sequence[BufferInfo], limit: int) -> Iterator[Buffers]:
-    """Consecutive buffers of a plain file, about ``limit`` bytes at a time, each read in one piece."""
+def _file_chunks(path: str, infos: Sequence[BufferInfo], limit: int, order: Sequence[int] | None = None) -> Iterator[Buffers]:
+    """Buffers of a plain file, about ``limit`` bytes at a time, in file order or in ``order``
+    (positions in ``infos``); each run of buffers that lie end to end in the file is read in one piece."""
+    positions = range(len(infos)) if order is None else order
     with open(path, "rb") as f:
         fd = f.fileno()
-        first = 0
-        while first < len(infos):
-            last = first
-            total = infos[first].buffer_size
-            while last + 1 < len(infos) and total + infos[last + 1].buffer_size <= limit:
-                last += 1
-                total += infos[last].buffer_size
-            part = list(infos[first : last + 1])
-            start = part[0].file_offset
+        at = 0
+        while at < len(positions):
+            part = [infos[positions[at]]]
+            total = part[0].buffer_size
+            at += 1
+            while at < len(positions):
+                info = infos[positions[at]]
+                if total + info.buffer_size > limit:
+                    break
+                part.append(info)
+                total += info.buffer_size
+                at += 1
             blob = bytearray(total + GATHER_PAD)
             view = memoryview(blob)
-            got = 0
-            while got < total:
-                n = os.preadv(fd, [view[got:total]], start + got)
-                if not n:
-                    raise EtlFormatError("the file shrank while it was being indexed", offset=start + got, path=path)
-                got += n
+            bases: list[int] = []
+            run_start = run_at = 0  # where the run being gathered starts in the blob and in the file
+            for number, info in enumerate(part):
+                base = bases[-1] + part[number - 1].buffer_size if number else 0
+                bases.append(base)
+                if number and info.file_offset != run_at + base - run_start:
+                    _read_into(fd, view[run_start:base], run_at, path)
+                    run_start, run_at = base, info.file_offset
+                elif not number:
+                    run_at = info.file_offset
+            _read_into(fd, view[run_start:total], run_at, path)
             errors: list[dict[str, Any]] = []
             ends = [_record_end(info, info.buffer_size, errors) for info in part]
-            bases = np.asarray([info.file_offset - start for info in part], dtype=np.int64)
-            yield Buffers(part, bases, np.asarray(ends, dtype=np.int64), [info.buffer_size for info in part], blob, errors, {})
-            first = last + 1
+            yield Buffers(part, np.asarray(bases, dtype=np.int64), np.asarray(ends, dtype=np.int64), [info.buffer_size for info in part], blob, errors, {})
+
+
+def _read_into(fd: int, view: memoryview, offset: int, path: str) -> None:
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if not n:
+            raise EtlFormatError("the file shrank while it was being indexed", offset=offset + got, path=path)
+        got += n
 
 
 def _reader_chunks(reader: EtlReader, limit: int) -> Iterator[Buffers]:

@@ -22,7 +22,6 @@ from openetw.consumer._engine.loader import RowLoader
 from openetw.consumer._engine.segments import merge_windows
 from openetw.consumer.dispatch import Dispatcher
 from openetw.consumer.index import EtlIndex
-from openetw.consumer.parser import plans_for_pointer_size
 from openetw.consumer.provider import Provider
 from openetw.consumer.state import state_mask
 from openetw.etl import layouts as L
@@ -413,8 +412,7 @@ class IndexedPlan:
             if context.generation != generation:
                 entries[:] = [None] * kind_count
                 extended_entries.clear()
-            tdh, plans = context.entry_of(record)
-            entry = (tdh, None if plans is None else plans_for_pointer_size(plans, record.pointer_size))
+            entry = context.delivery_entry(record)
             if context.generation != generation:
                 entries[:] = [None] * kind_count
                 extended_entries.clear()

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openetw.errors import InvalidArgument
+from openetw.events.stacks import StackKeys
+from openetw.events.trace_state import TraceState
 from openetw.export.pipeline import _young_collections
 from openetw.export.source import Selection, merged_records, open_inputs
 from openetw.export.timeline.builder import Naming, TimelineStats, learn_naming, timeline
@@ -23,6 +25,8 @@ from openetw.tdh.registry import SchemaRegistry
 __all__ = ["TIMELINE_FORMATS", "Naming", "TimelineSummary", "export_timeline", "timeline"]
 
 TIMELINE_FORMATS = ("perfetto", "chrome", "otlp")
+_KERNEL_KINDS = frozenset({"system", "compact", "perfinfo"})
+_PERFINFO_GROUP, _SAMPLE = 0x0F, 46  # SampledProfile
 Progress = Callable[[int, float], None]
 
 
@@ -83,12 +87,14 @@ def _counted(items: Iterator[Item], progress: Progress | None, started: float) -
 def export_timeline(
     paths: Sequence[str], output: str, fmt: str, *, registry: SchemaRegistry | None = None,
     selection: Selection | None = None, progress: Progress | None = None, endpoint: str | None = None,
-    otlp_options: dict[str, Any] | None = None, naming: Naming | None = None,
+    otlp_options: dict[str, Any] | None = None, naming: Naming | None = None, columns: bool = True,
 ) -> TimelineSummary:  # fmt: skip
     """Export ``paths`` (merged in time order) as ``fmt``: a Perfetto trace or Chrome JSON
     written to ``output`` (``-`` is stdout for chrome), or OTLP sent to ``endpoint``. Samples'
     frames are named as ``naming`` says (no symbol files by default), on what a first pass over
-    the inputs learned (``learn_naming``)."""
+    the inputs learned (``learn_naming``). With ``columns``, Chrome JSON of one ``.etl`` without
+    samples and with no selection is written from the file's index (``chrome_columns``: the same
+    file)."""
     if fmt not in TIMELINE_FORMATS:
         raise InvalidArgument(f"unknown timeline format {fmt!r}; formats are {', '.join(TIMELINE_FORMATS)}")
     if fmt == "otlp" and not endpoint:
@@ -97,8 +103,23 @@ def export_timeline(
     summary = TimelineSummary(inputs=list(paths), output=(endpoint or "") if fmt == "otlp" else output, format=fmt)
     naming = replace(naming) if naming is not None else Naming()
     started = time.perf_counter()
+    if columns and fmt == "chrome" and len(paths) == 1 and output != "-" and _unselected(selection) and (
+        naming.state is None or naming.keys is None
+    ) and _mostly_plain(paths[0]):  # fmt: skip
+        from openetw.export.timeline.chrome_columns import write_chrome_from_columns
+
+        with _young_collections():
+            written = write_chrome_from_columns(paths[0], registry, lambda: _text_output(output), summary.stats, naming,
+                                                progress)  # fmt: skip
+        if written is not None:
+            summary.written = written.events
+            summary.seconds = time.perf_counter() - started
+            return summary
     if naming.state is None or naming.keys is None:
-        _first_pass(paths, registry, naming)
+        if _without_samples(paths):  # no frame to name: the first pass would learn for nothing
+            naming.state, naming.keys = TraceState(registry, learn_manifests=False, learn_threads=False), StackKeys()
+        else:
+            _first_pass(paths, registry, naming)
     readers = open_inputs(paths)
     try:
         items = timeline(merged_records(readers), registry, selection=selection, stats=summary.stats, messages=fmt == "otlp",
@@ -131,6 +152,57 @@ def export_timeline(
             reader.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _unselected(selection: Selection | None) -> bool:
+    return selection is None or selection.everything
+
+
+_PREFIX_RECORDS = 4096
+
+
+def _mostly_plain(path: str) -> bool:
+    """Whether the first ``_PREFIX_RECORDS`` records of ``path`` (an ``.etl``, in file order, no
+    payload decoded) are mostly not kernel records and hold no CPU sample: a trace worth building
+    the index of for the Chrome column path (which looks at every record's header again)."""
+    from openetw.errors import OpenEtwError
+    from openetw.etl.reader import EtlReader
+
+    if not path.lower().endswith(".etl"):
+        return False
+    kernel = seen = 0
+    try:
+        with EtlReader(path, strict=False) as reader:
+            for record in reader.records():
+                if record.kind in _KERNEL_KINDS:
+                    if (record.hook_id or 0) >> 8 == _PERFINFO_GROUP and record.opcode == _SAMPLE:
+                        return False
+                    kernel += 1
+                seen += 1
+                if seen >= _PREFIX_RECORDS:
+                    break
+    except OpenEtwError:
+        return False
+    return kernel * 2 <= seen
+
+
+def _without_samples(paths: Sequence[str]) -> bool:
+    """Whether no input holds a kernel SampledProfile record (every input an ``.etl``, its records
+    looked at in file order, no payload decoded): then the timeline names no frame."""
+    from openetw.etl.reader import EtlReader
+
+    readers = open_inputs(paths)
+    try:
+        for reader in readers:
+            if not isinstance(reader, EtlReader):
+                return False
+            for record in reader.records():
+                if record.kind in _KERNEL_KINDS and (record.hook_id or 0) >> 8 == _PERFINFO_GROUP and record.opcode == _SAMPLE:
+                    return False
+    finally:
+        for reader in readers:
+            reader.close()
+    return True
 
 
 def _first_pass(paths: Sequence[str], registry: SchemaRegistry, naming: Naming) -> None:

@@ -198,6 +198,10 @@ class _Names:
         """A process began or ended: names are looked up again."""
         self._current.clear()
 
+    def known(self, pid: int, tid: int) -> bool:
+        """Whether ``ensure`` would name nothing now."""
+        return pid in self._current and (pid, tid) in self._threads
+
     def ensure(self, pid: int, tid: int, ts: int, filetime: int, key: tuple[int, int]) -> None:
         """Name ``pid`` and ``tid`` before the first item that needs them."""
         if pid in self._current and (pid, tid) in self._threads:
@@ -357,65 +361,105 @@ class _Builder:
         self._totals: dict[tuple[int, str], float] = {}
 
     def items(self, records: Iterable[EventRecord]) -> Iterator[Item]:
-        out, stats, observe, names, samples = self._out, self._stats, self._context.observe, self._names, self._samples
-        identity_of, accept_provider = self._identity_of, self._accept_provider
-        decode, kernel, event_item = self._args, self._kernel, self._event
-        start, end = self._start, self._end
-        windowed = start is not None or end is not None
+        out, step = self._out, self.step
         position = -1
         for position, record in enumerate(records):
-            kind = record.kind
-            if kind == "unknown":
-                stats.unknown += 1
-                continue
-            # a kernel record is observed after it is decoded, the state reading the fields decoded
-            # here; any other first (an EventSource's manifest names the provider of its own chunk)
-            kernel_kind = kind in _KERNEL
-            if kernel_kind:
-                if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
-                    names.forget()
-            else:
-                observe(record)
-                if record.provider_guid_bytes == _KERNEL_PROCESS:
-                    names.forget()
-            filetime = record.filetime
-            if filetime > samples.deadline:
-                samples.expire(filetime)
-            if windowed and ((start is not None and filetime < start) or (end is not None and filetime > end)):
-                if kernel_kind:
-                    observe(record)
-                continue
-            schema, provider, event = identity_of(record)
-            if accept_provider is not None and not accept_provider(record, provider):
-                if kernel_kind:
-                    observe(record)
-                continue
-            args = decode(record, schema)
-            if kernel_kind:
-                observe(record, args if schema is not None else None)
-            ts = (filetime - FILETIME_UNIX_TICKS) * 100
-            key = (ts, position)
-            if not kernel_kind or not kernel(record, args, ts, key, filetime):
-                event_item(record, schema, provider, event, args, ts, key, filetime)
+            step(position, record)
             if out:
                 yield from out
                 out.clear()
+        yield from self.finish(position + 1)
+
+    def finish(self, records: int) -> list[Item]:
+        """The items still waiting once every record was stepped (``records`` of them), and the
+        pass's totals counted."""
         self._samples.release(everything=True)
         self._pairing.finish()
-        yield from out
-        out.clear()
-        self._finish(position + 1)
+        last = list(self._out)
+        self._out.clear()
+        self._finish(records)
+        return last
+
+    @property
+    def out(self) -> list[Item]:
+        """The items made so far and not yet taken (the caller clears it)."""
+        return self._out
+
+    @property
+    def names(self) -> _Names:
+        return self._names
+
+    @property
+    def pairing(self) -> Pairing:
+        return self._pairing
+
+    def identity(self, record: EventRecord) -> tuple[Any, str | None, str | None]:
+        """(schema, provider, event) of ``record``, as the pass names it now."""
+        return self._identity_of(record)
+
+    def category(self, record: EventRecord, provider: str | None) -> str:
+        if provider is not None:
+            return provider
+        guid = record.provider_guid_bytes
+        category = self._categories.get(guid)
+        if category is None:
+            category = self._categories[guid] = provider_key(record)
+        return category
+
+    def decoder(self, schema: Any, pointer_size: int) -> Any:
+        """The compiled decoder of ``schema`` (made once)."""
+        ckey = (id(schema), pointer_size)
+        decoder = self._compiled.get(ckey)
+        if decoder is None or decoder.schema is not schema:
+            decoder = self._compiled[ckey] = self._registry.compiled(schema, pointer_size)
+        return decoder
+
+    def step(self, position: int, record: EventRecord) -> None:
+        """One record at ``position`` of the stream: its items go to ``out``."""
+        stats, samples = self._stats, self._samples
+        kind = record.kind
+        if kind == "unknown":
+            stats.unknown += 1
+            return
+        # a kernel record is observed after it is decoded, the state reading the fields decoded
+        # here; any other first (an EventSource's manifest names the provider of its own chunk)
+        observe = self._context.observe
+        kernel_kind = kind in _KERNEL
+        if kernel_kind:
+            if (record.hook_id or 0) >> 8 == _PROCESS_GROUP:
+                self._names.forget()
+        else:
+            observe(record)
+            if record.provider_guid_bytes == _KERNEL_PROCESS:
+                self._names.forget()
+        filetime = record.filetime
+        if filetime > samples.deadline:
+            samples.expire(filetime)
+        start, end = self._start, self._end
+        if (start is not None and filetime < start) or (end is not None and filetime > end):
+            if kernel_kind:
+                observe(record)
+            return
+        schema, provider, event = self._identity_of(record)
+        accept_provider = self._accept_provider
+        if accept_provider is not None and not accept_provider(record, provider):
+            if kernel_kind:
+                observe(record)
+            return
+        args = self._args(record, schema)
+        if kernel_kind:
+            observe(record, args if schema is not None else None)
+        ts = (filetime - FILETIME_UNIX_TICKS) * 100
+        key = (ts, position)
+        if not kernel_kind or not self._kernel(record, args, ts, key, filetime):
+            self._event(record, schema, provider, event, args, ts, key, filetime)
 
     def _args(self, record: EventRecord, schema: Any) -> dict[str, Any]:
         """The record's fields by its compiled decoder (none without a schema)."""
         if schema is None:
             self._stats.undecodable += 1
             return {}
-        ckey = (id(schema), record.pointer_size)
-        decoder = self._compiled.get(ckey)
-        if decoder is None or decoder.schema is not schema:
-            decoder = self._compiled[ckey] = self._registry.compiled(schema, record.pointer_size)
-        fields: dict[str, Any] = decoder(record.user_data)[0]
+        fields: dict[str, Any] = self.decoder(schema, record.pointer_size)(record.user_data)[0]
         return fields
 
     # -- kernel records: what they teach, scheduling and samples --------------------------------
@@ -491,9 +535,7 @@ class _Builder:
         pid, tid = self._owner(record, args)
         self._names.ensure(pid, tid, ts, filetime, key)
         guid = record.provider_guid_bytes
-        category = self._categories.get(guid) if provider is None else provider
-        if category is None:
-            category = self._categories[guid] = provider_key(record)
+        category = self.category(record, provider)
         kind = record.kind
         name = event or (f"event {record.id}" if kind == "event" else f"{kind} {record.hook_id or record.opcode}")
         message = None
@@ -518,9 +560,13 @@ class _Builder:
             self._counters(name, args, pid, ts, key)
 
     def _owner(self, record: EventRecord, args: dict[str, Any]) -> tuple[int, int]:
-        """The record's process and thread; a record without them (a kernel record of no thread)
-        is given the thread its fields name, and that thread's process."""
-        pid, tid = record.pid, record.tid
+        """The record's process and thread (``owner``)."""
+        return self.owner(record.pid, record.tid, args)
+
+    def owner(self, pid: int, tid: int, args: dict[str, Any]) -> tuple[int, int]:
+        """The process and thread of a record with header ``pid`` and ``tid`` and fields ``args``:
+        a record without them (a kernel record of no thread) is given the thread its fields
+        name, and that thread's process."""
         if pid == _NO_ID or tid == _NO_ID:
             tid = 0
             for field_name in _THREAD_FIELDS:

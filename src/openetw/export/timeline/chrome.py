@@ -138,7 +138,37 @@ class ChromeWriter:
             self._out.write("".join(self._chunks))
             self._chunks.clear()
 
-    def _args_text(self, args: dict[str, Any]) -> str:
+    def origin(self, ts: int) -> int:
+        """The time ``ts`` fields count from: the first item's (``ts`` when none came yet)."""
+        if self._origin is None:
+            self._origin = ts
+        return self._origin
+
+    def write_joined(self, data: bytes, count: int, latest: int) -> None:
+        """``count`` events already in JSON (UTF-8), joined by ``",\n"`` (the latest at ``latest``
+        ns): what ``write`` makes of the items one by one. A text stream over a binary one is
+        given the bytes as they are."""
+        if not count:
+            return
+        separator = b"" if self._first else b",\n"
+        self._first = False
+        self.events += count
+        if latest > self._last:
+            self._last = latest
+        binary = getattr(self._out, "buffer", None)
+        if binary is None:
+            self._chunks.append((separator + data).decode("utf-8"))
+            if len(self._chunks) >= 4096:
+                self._out.write("".join(self._chunks))
+                self._chunks.clear()
+            return
+        self._out.write("".join(self._chunks))
+        self._chunks.clear()
+        self._out.flush()
+        binary.write(separator)
+        binary.write(data)
+
+    def args_text(self, args: dict[str, Any]) -> str:
         """The JSON text of ``_args(args)``: by the compiled core when it takes them all."""
         if _NATIVE is not None:
             text: str | None = _NATIVE.chrome_args(args)
@@ -173,7 +203,7 @@ class ChromeWriter:
             name, category = text.get(item.name) or self._text(item.name), text.get(item.category) or self._text(item.category)
             self._event_text(
                 f'{{"ph":"i","s":"t","name":{name},"cat":{category},"ts":{self._us(item.ts)!r},"pid":{item.pid:d},'
-                f'"tid":{item.tid:d},"args":{self._args_text(item.args)}}}'
+                f'"tid":{item.tid:d},"args":{self.args_text(item.args)}}}'
             )  # fmt: skip
         elif kind is SliceBegin:
             assert isinstance(item, SliceBegin)

@@ -19,7 +19,10 @@ Every timestamped item (track events, samples, scheduling events) is held for
 :data:`REORDER_WINDOW_NS` (1 s) and written in time order: a kernel trace's records are in time
 order per buffer, but a sample read late from its perf ring, or a process event from the proc
 connector, can follow newer records (Perfetto refuses a packet older than the one before it on
-its sequence). One that comes later than the window is not written and is counted
+its sequence). At most :data:`HELD_LIMIT` (65,536) items wait: in a trace denser than that per
+second the oldest are written as more come, so memory stays flat whatever the trace (the items
+that came in order wait in a queue, only the others in a heap). One that comes later than the
+window, or older than an item already written on its sequence, is not written and is counted
 (``PerfettoWriter.late``, in the export's summary).
 """
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -144,7 +148,10 @@ class PerfettoWriter:
         self._sample_cleared = False
         self._bundles: dict[int, list[bytes]] = {}
         self._bundle_start: dict[int, int] = {}
-        self._held: list[tuple[int, int, Item]] = []  # timestamped items waiting their turn
+        # timestamped items waiting their turn, in (ts, arrival) order: those that came in time
+        # order in a queue, the others in a heap
+        self._queue: deque[tuple[int, int, Item]] = deque()
+        self._held: list[tuple[int, int, Item]] = []
         self._held_count = 0
         self._newest = 0
         self._released: dict[int, int] = {}  # sequence -> time of its last item written
@@ -429,37 +436,68 @@ class PerfettoWriter:
 
     # -- items ----------------------------------------------------------------------------------
     def _hold(self, ts: int, item: Item) -> None:
-        """Samples and scheduling events in time order: held ``REORDER_WINDOW_NS``, then written."""
+        """Timestamped items in time order: held ``REORDER_WINDOW_NS``, or until ``HELD_LIMIT``
+        wait, then written."""
         self._held_count += 1
-        heapq.heappush(self._held, (ts, self._held_count, item))
-        if ts > self._newest:
+        entry = (ts, self._held_count, item)
+        queue = self._queue
+        if ts >= self._newest:  # in order (the common case): the queue, no heap
+            queue.append(entry)
             self._newest = ts
-        self._release_held(self._newest - REORDER_WINDOW_NS)
-
-    def _release_held(self, until: int | None) -> None:
+        else:
+            heapq.heappush(self._held, entry)
         held = self._held
-        while held and (until is None or held[0][0] <= until):
-            ts, _, item = heapq.heappop(held)
-            if isinstance(item, Sample):
-                sequence = SAMPLE_SEQUENCE
-            elif isinstance(item, Switch | Wakeup):
-                sequence = ETW_SEQUENCE_BASE + item.cpu
+        until = self._newest - REORDER_WINDOW_NS
+        if (queue and queue[0][0] <= until) or (held and held[0][0] <= until):
+            self._release_held(until)
+        if len(queue) + len(held) > HELD_LIMIT:
+            self._release_held(None, HELD_LIMIT)
+
+    @property
+    def held(self) -> int:
+        """How many items wait their turn."""
+        return len(self._queue) + len(self._held)
+
+    def _release_held(self, until: int | None, keep: int = 0) -> None:
+        """Write the waiting items up to ``until`` (all with None, or all but the newest ``keep``),
+        in (time, arrival) order: the least of the queue's head and the heap's."""
+        held, queue, released, write = self._held, self._queue, self._released, self._write_now
+        sequences = _SEQUENCES
+        while held or queue:
+            if keep and len(held) + len(queue) <= keep:
+                return
+            if queue and (not held or queue[0] < held[0]):
+                if until is not None and queue[0][0] > until:
+                    return
+                ts, _, item = queue.popleft()
             else:
-                sequence = TRACK_SEQUENCE
-            if ts < self._released.get(sequence, ts):
+                if until is not None and held[0][0] > until:
+                    return
+                ts, _, item = heapq.heappop(held)
+            sequence = sequences.get(type(item), TRACK_SEQUENCE)
+            if sequence == ETW_SEQUENCE_BASE:
+                sequence += item.cpu  # type: ignore[union-attr]
+            last = released.get(sequence)
+            if last is not None and ts < last:
                 self.late += 1
                 continue
-            self._released[sequence] = ts
-            self._write_now(item)
+            released[sequence] = ts
+            write(item)
 
     def write(self, item: Item) -> None:
-        ts = _timestamp(item)
-        if ts is None:  # a process or thread: its track descriptor, written at once
-            self._write_now(item)
-            return
-        if isinstance(item, Sample):
+        kind = type(item)
+        if kind is Instant or kind is Counter or kind is Switch or kind is Wakeup:
+            self._hold(item.ts, item)
+        elif kind is SliceBegin:
+            self._hold(item.span.ts, item)  # type: ignore[union-attr]
+        elif kind is SliceEnd:
+            self._hold(item.span.end, item)  # type: ignore[union-attr]
+        elif kind is Sample:
+            assert isinstance(item, Sample)
             self._thread_track(item.pid, item.tid)
-        self._hold(ts, item)
+            self._hold(item.ts, item)
+        else:  # a process or thread: its track descriptor, written at once
+            self._write_now(item)
 
     def _write_now(self, item: Item) -> None:
         kind = type(item)
@@ -522,18 +560,12 @@ class PerfettoWriter:
 
 
 REORDER_WINDOW_NS = 1_000_000_000
-
-
-def _timestamp(item: Item) -> int | None:
-    """The time a packet for ``item`` carries (None: a track descriptor, which carries none)."""
-    if isinstance(item, SliceBegin):
-        return item.span.ts
-    if isinstance(item, SliceEnd):
-        return item.span.end
-    if isinstance(item, Instant | Counter | Switch | Wakeup | Sample):
-        return item.ts
-    return None
-"""How long samples and scheduling events wait for older ones before they are written."""
+"""How long timestamped items wait for older ones before they are written."""
+HELD_LIMIT = 1 << 16
+"""At most this many items wait for older ones (a dense trace holds less than the window): the
+oldest are written when more come, so memory stays flat; one that then comes older than an item
+written on its sequence is late."""
+_SEQUENCES: dict[type, int] = {Sample: SAMPLE_SEQUENCE, Switch: ETW_SEQUENCE_BASE, Wakeup: ETW_SEQUENCE_BASE}
 
 
 def write_perfetto(items: Iterable[Item], out: IO[bytes]) -> PerfettoWriter:

@@ -60,6 +60,16 @@ class Pairing:
         self._last = (0, 0)
 
     # -- the stream ---------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """Whether no slice is open and nothing waits: an item pushed now is given out at once."""
+        return not self._open and not self._open_heap and not self._waiting and not self._queue
+
+    def passed(self, key: tuple[int, int]) -> None:
+        """Items up to ``key`` were given out past the pairing, which was ``idle`` (as ``push``
+        would have given them)."""
+        self._last = key
+
     def push(self, key: tuple[int, int], item: Item) -> None:
         """``item`` at ``key`` = (ts, record position): given out once no open slice began before it."""
         self._last = key

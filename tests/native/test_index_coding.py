@@ -1,4 +1,4 @@
-"""The index blocks' byte planes, compiled (``openetw._native._index``) against numpy.
+"""The index blocks' column coding, compiled (``openetw._native._index``) against numpy.
 
 Every corpus .etl's index rows are encoded and decoded by both, in blocks of several sizes: the
 bytes written are the same, the rows read back are the rows written, and a block whose size does
@@ -20,8 +20,8 @@ from tests.native import cases
 
 _index = native.module("_index")
 if _index is None and os.environ.get("CI") == "true" and os.environ.get(native.PURE_VARIABLE) != "1":
-    raise AssertionError(f"the compiled index planes must be active under CI: {native.reason()}")
-pytestmark = pytest.mark.skipif(_index is None, reason=f"compiled index planes not active: {native.reason()}")
+    raise AssertionError(f"the compiled index coding must be active under CI: {native.reason()}")
+pytestmark = pytest.mark.skipif(_index is None, reason=f"compiled index coding not active: {native.reason()}")
 
 
 @pytest.mark.parametrize("path", cases.corpus_files(), ids=lambda path: path.name)
@@ -45,13 +45,24 @@ def test_blocks_of_every_corpus_file_code_the_same_on_both(path: Path, monkeypat
                     blocks.decode_block(compiled, wrong)
 
 
-def test_the_compiled_planes_check_their_arguments() -> None:
+def test_the_compiled_coding_checks_its_arguments() -> None:
     assert _index is not None
-    rows = np.zeros(3, dtype=np.uint8).reshape(3)
+    rows = bytes(3)
     with pytest.raises(ValueError):
-        _index.rows_to_planes(rows.tobytes(), 2, np.asarray([(0, 1)], dtype=np.int64))  # 3 bytes: not rows of 2
+        _index.encode_column(rows, 2, 0, 1)  # 3 bytes: not rows of 2
     with pytest.raises(ValueError):
-        _index.rows_to_planes(rows.tobytes(), 3, np.asarray([(2, 2)], dtype=np.int64))  # a field past the row
+        _index.encode_column(rows, 3, 2, 2)  # a field past the row
     with pytest.raises(ValueError):
-        _index.planes_to_rows(b"\0" * 4, bytearray(3), 3, np.asarray([(0, 1)], dtype=np.int64))
-    assert _index.rows_to_planes(bytes([1, 2, 3, 4]), 2, np.asarray([(0, 2)], dtype=np.int64)) == bytes([1, 3, 2, 4])
+        _index.encode_column(rows, 3, 0, 3)  # not a width of a column
+    with pytest.raises(ValueError):
+        _index.encode_columns(rows, 3, np.asarray([(0, 1), (2, 2)], dtype=np.int64))
+    with pytest.raises(ValueError):
+        _index.decode_column(b"\0" * 4, bytearray(3), 3, 0, 1)  # raw, one byte too many
+    with pytest.raises(ValueError):
+        _index.offset_residuals(rows, 3, 0, 0, 0)  # u32 fields past the row
+    one_value = _index.encode_column(bytes([7] * 8), 2, 0, 2)
+    assert one_value == bytes([1, 0, 7, 7, 7, 7])  # FOR: 0 bits, first 0x0707, least 0x0707
+    out = bytearray(8)
+    _index.decode_column(one_value, out, 2, 0, 2)
+    assert bytes(out) == bytes([7] * 8)
+    assert _index.encode_column(bytes([7] * 4), 2, 0, 2) == bytes([0, 7, 7, 7, 7])  # two rows: raw is smaller
