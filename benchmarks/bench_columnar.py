@@ -121,7 +121,7 @@ def duckdb_from_jsonl(source: Path, work: Path) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000, help="events of the repeated diaghub.etl")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events of the repeated diaghub.etl (0: skip it)")
     parser.add_argument("--size-mb", type=int, default=64, help="size of the relogged kernel trace (0: skip it)")
     parser.add_argument("--repeat", type=int, default=2, help="warm runs after the cold one")
     parser.add_argument("--formats", default="parquet,csv,jsonl", help="export formats, comma-separated")
@@ -136,10 +136,11 @@ def main() -> None:
         from openetw.testing.large import repeat_buffers
 
         traces = []
-        repeated = work / "diaghub-repeated.etl"
-        per_copy = repeat_buffers(DIAGHUB, repeated, 0)
-        repeat_buffers(DIAGHUB, repeated, max(1, -(-args.events // per_copy)) * repeated.stat().st_size)
-        traces.append(("diaghub.etl repeated", repeated))
+        if args.events:
+            repeated = work / "diaghub-repeated.etl"
+            per_copy = repeat_buffers(DIAGHUB, repeated, 0)
+            repeat_buffers(DIAGHUB, repeated, max(1, -(-args.events // per_copy)) * repeated.stat().st_size)
+            traces.append(("diaghub.etl repeated", repeated))
         if args.size_mb:
             from bench_export import make_large_trace
 

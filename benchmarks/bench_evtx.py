@@ -13,9 +13,17 @@ Each number is the median of --repeat fresh processes (python-evtx: one).
 
 A second table reads each record's <System> facts instead (provider name and GUID, event id,
 level, keywords, time created, record id, process and thread ids, channel, computer, user SID):
-openetw's column path (``RecordBatch.fact``), its ``EvtxRecord.header`` path and the pure one,
+openetw's column path (``RecordBatch.fact`` of ``batches(data=False)``), its ``EvtxRecord.header`` path and the pure one,
 against libevtx-python's record getters and the Rust binding's JSON records (``System`` read
 back); and ``openetw info`` (the command that reads them), CPU of its processes, per file set.
+
+A third table reads each record's EventData values (names and typed values): openetw's columns
+(``RecordBatch.data_columns``: the compiled walk's fields), its ``EvtxRecord.properties()`` path and
+the pure one (the tree), against libevtx-python's record strings (``get_string``: values as text,
+without names) and the Rust binding's JSON records (``EventData`` read back).
+
+The XML table's "openetw" reads ``batches(system=False, data=False)``: the XML alone, as a reader
+of the XML asks for it.
 Usage: python benchmarks/bench_evtx.py [--records 1000000] [--python-evtx-limit 2000] [--repeat 3]
 """
 
@@ -42,6 +50,7 @@ WARM = {"openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evt
 
 
 SYSTEM_READERS = ["openetw", "openetw (records)", "openetw (pure)", "libevtx-python", "evtx (Rust)"]
+DATA_READERS = SYSTEM_READERS
 FACTS = ("provider_name", "provider_guid", "event_id", "level", "keywords", "time_created", "record_id",
          "process_id", "thread_id", "channel", "computer", "user_id")  # fmt: skip
 
@@ -68,7 +77,7 @@ def _system_run(reader: str) -> object:
             n = 0
             with open(path, "rb") as handle:
                 data = handle.read()
-            for batch in EvtxReader(data, path=path).batches():
+            for batch in EvtxReader(data, path=path).batches(data=False):
                 for name in FACTS:
                     batch.fact(name)
                 n += len(batch)
@@ -111,10 +120,77 @@ def _system_run(reader: str) -> object:
     return run
 
 
+def _data_run(reader: str) -> object:
+    """A function reading every record's EventData values of one file; returns the record count."""
+    if reader == "openetw (records)" or reader == "openetw (pure)":
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for record in EvtxReader(data, path=path).records():
+                try:
+                    record.properties()
+                except Exception:  # noqa: BLE001 - a record whose values are damaged
+                    continue
+                n += 1
+            return n
+    elif reader == "openetw":
+        from openetw.evtx import EvtxReader
+
+        def run(path: str) -> int:
+            n = 0
+            with open(path, "rb") as handle:
+                data = handle.read()
+            for batch in EvtxReader(data, path=path).batches(system=False):
+                try:
+                    batch.data_columns()
+                except Exception:  # noqa: BLE001 - a batch with a record whose values are damaged
+                    continue
+                n += len(batch)
+            return n
+    elif reader == "libevtx-python":
+        import pyevtx
+
+        def run(path: str) -> int:
+            log = pyevtx.file()
+            log.open(path)
+            n = 0
+            for index in range(log.number_of_records):
+                try:
+                    record = log.get_record(index)
+                    [record.get_string(k) for k in range(record.get_number_of_strings())]
+                except OSError:
+                    continue
+                n += 1
+            log.close()
+            return n
+    else:
+        from evtx import PyEvtxParser
+
+        def run(path: str) -> int:
+            n = 0
+            iterator = PyEvtxParser(path).records_json()
+            while True:
+                try:
+                    record = next(iterator)
+                except StopIteration:
+                    return n
+                except Exception:  # noqa: BLE001 - a record it cannot read
+                    continue
+                event = json.loads(record["data"])["Event"]
+                event.get("EventData") or event.get("UserData")
+                n += 1
+    return run
+
+
 def _child(reader: str, paths: list[str], limit: int | None) -> None:
     """In a fresh process: import the reader, then time reading and rendering every record (twice)."""
     if reader.endswith(" system"):
         run = _system_run(reader[: -len(" system")])
+    elif reader.endswith(" data"):
+        run = _data_run(reader[: -len(" data")])
     elif reader == "openetw (records)":
         from openetw.evtx import EvtxReader
 
@@ -135,7 +211,7 @@ def _child(reader: str, paths: list[str], limit: int | None) -> None:
             n = 0
             with open(path, "rb") as handle:
                 data = handle.read()
-            for batch in EvtxReader(data, path=path).batches():
+            for batch in EvtxReader(data, path=path).batches(system=False, data=False):
                 for _text in batch.xml_texts():
                     n += 1
                 if limit and n >= limit:
@@ -192,7 +268,7 @@ def _child(reader: str, paths: list[str], limit: int | None) -> None:
     records = sum(run(path) for path in paths)
     cold = time.process_time() - start
     warm = None
-    if reader in WARM or reader.endswith(" system"):
+    if reader in WARM or reader.endswith((" system", " data")):
         start = time.process_time()
         sum(run(path) for path in paths)
         warm = time.process_time() - start
@@ -296,6 +372,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per reader (medians; python-evtx runs once)")
     parser.add_argument("--before", help="the src folder of another openetw tree: its `openetw info` row too")
     parser.add_argument("--system-only", action="store_true", help="only the <System> facts table")
+    parser.add_argument("--data-only", action="store_true", help="only the EventData table")
+    parser.add_argument("--xml-only", action="store_true", help="only the XML table")
+    parser.add_argument("--skip", action="append", default=[], help="leave out this reader (repeatable), e.g. 'openetw (pure)'")
     args = parser.parse_args()
     corpus = sorted(str(p) for p in (CORPUS / "evtx").glob("*.evtx"))
     rows = []
@@ -307,10 +386,11 @@ def main() -> None:
             (f"corpus ({len(corpus)} files)", corpus, {}),
             (f"generated ({args.records:,})", [generated], {"python-evtx": args.python_evtx_limit}),
         )
-        system_rows = []
-        for label, paths, _limits in sets:
+        system_rows: list[list[str]] = []
+        data_rows: list[list[str]] = []
+        for label, paths, _limits in sets if not (args.data_only or args.xml_only) else ():
             rates = {}
-            for reader in SYSTEM_READERS:
+            for reader in [name for name in SYSTEM_READERS if name not in args.skip]:
                 result = measure(reader + " system", paths, None, args.repeat)
                 records, cold, warm = result["records"], result["cpu"], result["warm"]
                 rates[reader] = records / cold if cold else 0.0
@@ -321,13 +401,24 @@ def main() -> None:
                 result = measure_info(paths, tree)
                 rates[name] = result["records"] / result["cpu"]
                 system_rows.append([label, name, f"{result['records']:,}", f"{result['cpu']:.2f}", f"{rates[name]:,.0f}", "-", f"{result['cpu']:.2f}", ""])
-            count = len(SYSTEM_READERS) + len(infos)
+            count = len([name for name in SYSTEM_READERS if name not in args.skip]) + len(infos)
             for row in system_rows[-count:]:
                 base = "openetw info" if row[1].startswith("openetw info") else "openetw"
                 row[7] = f"{rates[base] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
-        for label, paths, limits in sets if not args.system_only else ():
+        for label, paths, _limits in sets if not (args.system_only or args.xml_only) else ():
             rates = {}
-            readers = READERS + (["evtx_dump (Rust CLI)"] if cli else [])
+            data_readers = [name for name in DATA_READERS if name not in args.skip]
+            for reader in data_readers:
+                result = measure(reader + " data", paths, None, args.repeat)
+                records, cold, warm = result["records"], result["cpu"], result["warm"]
+                rates[reader] = records / cold if cold else 0.0
+                warm_rate = f"{records / warm:,.0f}" if warm else "-"
+                data_rows.append([label, reader, f"{records:,}", f"{cold:.2f}", f"{rates[reader]:,.0f}", warm_rate, f"{result['process']:.2f}", ""])
+            for row in data_rows[-len(data_readers) :]:
+                row[7] = f"{rates['openetw'] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
+        for label, paths, limits in sets if not (args.system_only or args.data_only) else ():
+            rates = {}
+            readers = [name for name in READERS if name not in args.skip] + (["evtx_dump (Rust CLI)"] if cli else [])
             for reader in readers:
                 repeat = 1 if reader == "python-evtx" else args.repeat
                 result = measure_cli(cli, paths) if reader == "evtx_dump (Rust CLI)" and cli else measure(reader, paths, limits.get(reader), repeat)
@@ -338,17 +429,25 @@ def main() -> None:
                 rows.append([label, reader, f"{records:,}", f"{cold:.2f}", f"{rates[reader]:,.0f}", warm_rate, f"{result['process']:.2f}", ""])
             for row in rows[-len(readers) :]:
                 row[7] = f"{rates['openetw'] / rates[row[1]]:.2f}" if rates[row[1]] else "-"
-        rewrite = rewrite_rate(corpus) if not args.system_only else 0.0
+        rewrite = rewrite_rate(corpus) if not (args.system_only or args.data_only or args.xml_only) else 0.0
     headers = ["file set", "reader", "records", "cold CPU s", "cold records/s", "warm records/s", "process CPU s", "openetw / this (cold)"]
-    print("<System> facts of every record")
-    print(table(headers, system_rows))
-    print()
-    if args.system_only:
+    if system_rows:
+        print("<System> facts of every record")
+        print(table(headers, system_rows))
+        print()
+    if data_rows:
+        print("EventData values of every record")
+        print(table(headers, data_rows))
+        print()
+    if not rows:
         print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")
         return
     print("records rendered to XML")
     print(table(headers, rows))
     print()
+    if args.xml_only:
+        print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")
+        return
     print(f"write: {write_rate:,.0f} events/s (generated events, EventData from Python values)")
     print(f"write: {rewrite:,.0f} records/s (corpus .evtx records written again, content kept)")
     print(f"load average {os.getloadavg()[0]:.1f}; {machine_note()}")

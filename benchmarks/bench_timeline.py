@@ -5,7 +5,7 @@ Inputs:
 
 * ``diaghub.etl`` (the corpus' .NET Core user-mode trace) with its buffers repeated to about
   ``--diaghub-events`` events (``openetw.testing.large.repeat_buffers``, as ``bench_columnar``
-  makes it), decoded with the corpus' .NET manifest: Chrome JSON of it is written from columns;
+  makes it), decoded with the corpus' .NET manifest: Chrome JSON and Perfetto of it are written from columns;
 * ``net.4.5.2.x64.etl`` (the corpus' mixed .NET and kernel trace, compressed buffers), decoded
   with the corpus' .NET manifest;
 * a relogged kernel trace (``diaghub.kernel.1.etl`` and a made-up kernel trace with context
@@ -25,10 +25,11 @@ interpreter start-up and imports count; never wall clock alone):
 Tools compared, on the same decoded events:
 
 * ``openetw``: ``export_timeline`` (``openetw export --to perfetto|chrome``): every record decoded,
-  slices paired, CPU scheduling, samples with named stacks, counters; Chrome JSON of a trace
-  without samples from the file's index (``timeline.chrome_columns``);
-* ``openetw per record``: the same Chrome export record by record (``columns=False``, the
-  reference the columns give byte for byte);
+  slices paired, CPU scheduling, samples with named stacks, counters; Chrome JSON and Perfetto
+  traces of a trace without samples from the file's index (``timeline.chrome_columns``,
+  ``timeline.perfetto_columns``);
+* ``openetw per record``: the same export record by record (``columns=False``, the reference the
+  columns give byte for byte);
 * ``stdlib json``: the same records decoded by the read model (``events.decoded.decode_records``)
   and each written as a Chrome instant event with ``json.dumps`` (less work than the timeline: no
   slices, scheduling or stacks);
@@ -170,7 +171,8 @@ def child_export(tool: str, source: Path, output: Path, fmt: str, manifests: lis
 def _tools(fmt: str) -> list[str]:
     if fmt == "chrome":
         return ["openetw", "openetw per record", "stdlib json"]
-    return ["openetw", "perfetto lib"] if importlib.util.find_spec("perfetto") is not None else ["openetw"]
+    tools = ["openetw", "openetw per record"]
+    return [*tools, "perfetto lib"] if importlib.util.find_spec("perfetto") is not None else tools
 
 
 def main() -> None:

@@ -179,6 +179,10 @@ def edge_payloads(pointer_size: int) -> list[bytes]:
         _edge_payload(when=(1 << 63) - 1, pointer_size=pointer_size),
         good[: len(good) - 8] + b"\x01\x02",  # the last integer cut
         _edge_payload(name=b"A\x00B", pointer_size=pointer_size)[: -8 - 6 - 4],  # a string without its NUL, at the end
+        _edge_payload(name=b"A\x00\x3d\xd8\0\0", pointer_size=pointer_size),  # a high surrogate just before the NUL
+        _edge_payload(name=b"A\x00\x3d\xd8", pointer_size=pointer_size)[: -8 - 6 - 4],  # ... as the last unit, no NUL
+        _edge_payload(name="caf\xe9 \u4e2d".encode("utf-16-le") + b"\0\0", pointer_size=pointer_size),  # 2 and 3 UTF-8 bytes
+        _edge_payload(name=b"", pointer_size=pointer_size)[: -8 - 6 - 4],  # the string starts at the payload's end
     ]
 
 

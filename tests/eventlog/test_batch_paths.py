@@ -226,7 +226,8 @@ def test_rendering_corpus_events_in_batches_gives_each_ones_rendering(tmp_path: 
 
 
 def test_rendering_generated_events_in_batches_gives_each_ones_rendering(tmp_path: Path) -> None:
-    """A manifest of three events (a message with inserts, a map, one without a template), and
+    """A manifest of five events (messages with inserts, with and without a ``!spec!``, one
+    longer than a message is kept, a map, a hexadecimal out-type, one without a template), and
     records none of it knows, short payloads, extended items."""
     from openetw.manifest.parser import parse_manifest
     from openetw.tdh.from_files import build_registry
@@ -238,10 +239,13 @@ def test_rendering_generated_events_in_batches_gives_each_ones_rendering(tmp_pat
   <templates><template tid="T"><data name="Count" inType="win:UInt32"/><data name="Name" inType="win:UnicodeString"/>
    <data name="Colour" inType="win:UInt8" map="Colour"/><data name="Flags" inType="win:UInt32" outType="win:HexInt32"/></template></templates>
   <events><event value="1" level="win:Informational" template="T" message="$(string.counted)"/>
-   <event value="2" level="win:Error" template="T"/><event value="3" level="win:Warning" message="$(string.plain)"/></events>
+   <event value="2" level="win:Error" template="T"/><event value="3" level="win:Warning" message="$(string.plain)"/>
+   <event value="4" level="win:Informational" template="T" message="$(string.inserts)"/>
+   <event value="5" level="win:Informational" template="T" message="$(string.long)"/></events>
  </provider></events></instrumentation>
  <localization><resources culture="en-US"><stringTable><string id="counted" value="Counted %1 for %2 (%3, %4!x!) %1"/>
-  <string id="plain" value="Nothing to insert"/><string id="red" value="Red"/><string id="green" value="Green"/></stringTable></resources></localization>
+  <string id="plain" value="Nothing to insert"/><string id="inserts" value="%2 counted %1, %3 and %4; %2 again, %9 missing, %%5 kept"/>
+  <string id="long" value="{'%2 ' * 4000}"/><string id="red" value="Red"/><string id="green" value="Green"/></stringTable></resources></localization>
 </instrumentationManifest>"""
     registry = build_registry(manifests=[parse_manifest(manifest).manifest])
     rng = random.Random(5)
@@ -250,7 +254,7 @@ def test_rendering_generated_events_in_batches_gives_each_ones_rendering(tmp_pat
         payload = n.to_bytes(4, "little") + f"name {n}".encode("utf-16-le") + b"\0\0" + bytes([n % 4]) + rng.getrandbits(32).to_bytes(4, "little")
         if n % 50 == 0:
             payload = payload[: rng.randrange(len(payload))]  # cut short
-        event_id = 1 + n % 4  # event 4: no schema
+        event_id = 1 + n % 6  # event 6: no schema
         records.append(build_event_record(provider_id=provider if n % 7 else PROVIDERS[1], id=event_id, channel=16, level=4, timestamp=n,
                                           user_data=payload).raw)  # fmt: skip
     check_render(records, registry, tmp_path)

@@ -195,3 +195,26 @@ def test_many_records_at_once_keep_their_order_and_ids_after_a_clear(tmp_path: P
     assert [int.from_bytes(e.record, "little") for e in events] == [*range(700, 1000), *range(300), *range(513)]
     assert [(e.provider, e.uid) for e in events] == [("Many", 7)] * 600 + [("Wide", 8)] * 513
     assert [e.event_id for e in events[600:]] == list(range(513)) and events[-1].keywords == 512
+
+
+def test_rendered_fields_are_stored_as_json_dumps_writes_them(tmp_path: Path) -> None:
+    """The render path's JSON (one C encoder made once) is ``json.dumps(fields, default=str)``."""
+    import json
+    import sqlite3
+    import uuid
+
+    store = LogStore(tmp_path)
+    store.create("Application")
+    rows = [(e.time_created, e.provider, None, e.event_id, 0, 4, 0, 0, 0, "Application", "host", 1, 1, None, None, e.record) for e in made_events(6)]
+    store.append_rows("Application", rows, records=True)  # RECORD_COLUMNS, stored unrendered
+    shapes: list[dict[str, object]] = [
+        {"a": "b", "n": 1, "f": 1.5, "none": None, "list": [1, "é", {"z": float("nan")}], "id": uuid.UUID(int=7), "t": True},
+        {}, {"k\u2028": "\x00\ud800", "big": 1 << 70, "inf": float("-inf")}, {"nested": {"deep": [[], {}]}}, {"é": "\U0001f600"}, {"x": b"\x01"},
+    ]  # fmt: skip
+    assert store.render_pending("Application", lambda e: (shapes[e.record_id - 1], None)) == 6
+    db = sqlite3.connect(store.path("Application"))
+    try:
+        stored = [row[0] for row in db.execute("SELECT fields FROM events ORDER BY record_id")]
+    finally:
+        db.close()
+    assert stored == [json.dumps(shape, default=str) for shape in shapes]

@@ -136,6 +136,7 @@ def consume(data: bytes) -> tuple[int, int]:
         try:
             record.xml()
             record.properties()
+            record.text_properties()
             _ = record.header.event_id, record.provider_name, record.time_iso, record.provider_id
             kept += 1
         except OpenEtwError as error:

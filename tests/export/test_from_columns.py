@@ -107,3 +107,19 @@ def test_damaged_traces_give_the_pipelines_tables_or_are_left_to_it(seed: int, t
         _same_layouts(tmp_path / "records", tmp_path / "columns")
     else:
         assert got.rows == 0 and not list((tmp_path / "columns").iterdir())
+
+
+@pytest.mark.parametrize(("name", "rows"), [("perfview/primitive-types.etl", 1), ("krabsetw/powershell.etl", 1), ("tx/Process.etl", 64)])
+def test_small_windows_give_one_events_schema_and_the_same_tables(name: str, rows: int, tmp_path: Path) -> None:
+    """Windows with and without EVENT_HEADER records (activity ids or none) write one ``events`` file."""
+    source = corpus_path("etl", name)
+    expected, _ = _export(source, tmp_path / "records", "records", Selection())
+    readers = open_inputs([str(source)])
+    got = ExportSummary(inputs=[str(source)], output=str(tmp_path / "columns"), format="parquet")
+    try:
+        assert export_from_columns(readers[0], registry(), ParquetWriter(str(tmp_path / "columns")), got, events_rows=rows)
+    finally:
+        readers[0].close()
+    assert pq.ParquetFile(tmp_path / "columns" / "events.parquet").metadata.num_row_groups > 2
+    assert _facts(got) == _facts(expected)
+    _same_layouts(tmp_path / "records", tmp_path / "columns")

@@ -88,3 +88,21 @@ def test_damaged_traces_give_the_same_lines_or_are_left_to_the_record_writer(see
     expected, expected_facts, _ = _lines(source, "records", _selection(source))
     assert got == expected
     assert got_facts == expected_facts
+
+
+def test_text_columns_are_escaped_as_json_dumps_escapes_them() -> None:
+    import json
+
+    import pyarrow as pa
+
+    from openetw.export import row_text as T
+    from openetw.export.jsonl_columns import _LinesWriter
+
+    texts = ["plain", "C:\\Windows\\System32\\ntdll.dll", 'say "hi"', "caf\u00e9 \\ x", "tab\there", None, "", "\\\\server\\share", "\x7f"]
+    array = pa.array(texts, type=pa.string())
+    for column in (array, array.slice(1, 5)):
+        writer = _LinesWriter(pa, io.StringIO())
+        valid = np.asarray([value is not None for value in column.to_pylist()])
+        piece = writer._strings(column, b"", valid, b"null")
+        expected = b"".join(b"null" if value is None else json.dumps(value).encode("ascii") for value in column.to_pylist())
+        assert T.rows(len(column), [piece], b"") == expected

@@ -198,3 +198,115 @@ def headers(data: bytes, *, batches: bool = False) -> Any:
     if batches:
         return [batch.header(i).as_dict() for batch in reader.batches(damaged=True) for i in range(len(batch))]
     return [record.header.as_dict() for record in reader.records(damaged=True)]
+
+
+def varied_fields_file(count: int = 250) -> bytes:
+    """A generated ``.evtx`` whose ``EventData`` takes every shape the walk reads (values of each
+    type, bytes that do not fit their type, empty values, literal text, unnamed ``Data``, other
+    elements, arrays, ``UserData``) and some it leaves to the tree (repeated names, mixed content,
+    nested ``UserData`` elements)."""
+    import uuid
+
+    from openetw.evtx import values as V
+    from openetw.evtx.render import Value, XmlNode
+    from openetw.evtx.writer import EVENT_NAMESPACE, EvtxWriter
+
+    typed = [
+        (V.INT8, b"\xfe"), (V.UINT8, b"\xfe"), (V.INT16, b"\xfe\xff"), (V.UINT16, b"\xfe\xff"), (V.INT32, b"\xfe\xff\xff\xff"),
+        (V.UINT32, b"\x07\x00\x00\x00"), (V.INT64, b"\xfe" + b"\xff" * 7), (V.UINT64, b"\xff" * 8), (V.REAL32, b"\x00\x00\xc0\x3f"),
+        (V.REAL64, b"\x00" * 7 + b"\x40"), (V.BOOL, b"\x01\x00\x00\x00"), (V.BINARY, b"\x00\x01\xff"), (V.GUID, uuid.UUID(int=7).bytes_le),
+        (V.SIZE_T, b"\x10\x00\x00\x00\x00\x00\x00\x00"), (V.FILETIME, (133_000_000_000_000_000).to_bytes(8, "little")),
+        (V.SYSTEMTIME, bytes.fromhex("e8070200010002000300040005000600")), (V.SID, bytes.fromhex("010100000000000512000000")),
+        (V.HEX_INT32, b"\xff\x00\x00\x00"), (V.HEX_INT64, b"\x01" * 8), (V.STRING, "text\x00".encode("utf-16-le")),
+        (V.ANSI_STRING, b"ansi\x00"), (V.UINT32, b"\x01\x02\x03"), (V.GUID, b"\x01\x02"), (V.FILETIME, b"\xff" * 8),
+        (V.STRING, b"a\x00b"), (V.STRING, b""), (V.EVT_HANDLE, b"\x05\x00\x00\x00"),
+    ]  # fmt: skip
+
+    def data(name: str | None, leaves: list[object]) -> XmlNode:
+        return XmlNode("Data", {"Name": [name]} if name is not None else {}, list(leaves))
+
+    writer = EvtxWriter()
+    chunks = []
+    for i in range(count):
+        system = XmlNode("System", {}, [
+            XmlNode("Provider", {"Name": [Value(V.STRING, "Fields".encode("utf-16-le"))]}),
+            XmlNode("EventID", {}, [Value(V.UINT16, (i % 9).to_bytes(2, "little"))]),
+            XmlNode("TimeCreated", {"SystemTime": [Value(V.FILETIME, (133_000_000_000_000_000 + i).to_bytes(8, "little"))]}),
+            XmlNode("EventRecordID", {}, [Value(V.UINT64, bytes(8))]),
+        ])  # fmt: skip
+        kind = i % 9
+        value_type, raw = typed[i // 9 % len(typed)]
+        children: list[object] = [system]
+        if kind == 0:  # one typed value of each kind in turn, beside fixed ones
+            children.append(XmlNode("EventData", {}, [data("Value", [Value(value_type, raw)]), data("Index", [Value(V.UINT32, i.to_bytes(4, "little"))])]))
+        elif kind == 1:  # literal text, an empty element, unnamed elements, another element's name
+            children.append(XmlNode("EventData", {}, [
+                data("Literal", [f"text {i} é"]), data("Empty", []), data(None, [Value(value_type, raw)]), data("", [Value(V.UINT8, b"\x01")]),
+                XmlNode("Binary", {}, [Value(V.BINARY, bytes([i % 256]) * 3)]),
+            ]))  # fmt: skip
+        elif kind == 2:  # a name repeated: the dict keeps its first place and its last value
+            children.append(XmlNode("EventData", {}, [data("Same", [Value(V.UINT32, b"\x01\x00\x00\x00")]), data("Other", []), data("Same", ["last"])]))
+        elif kind == 3 and i % 2:  # an array: one element per item, the same name twice
+            children.append(XmlNode("EventData", {}, [data("Items", [Value(V.UINT16 | V.ARRAY, b"\x01\x00\x02\x00")])]))
+        elif kind == 3:  # unnamed items (an empty string and a zero are no value), beside a named value
+            items = [Value(V.STRING | V.ARRAY, "one\x00\x00three\x00".encode("utf-16-le")), Value(V.UINT32 | V.ARRAY, bytes(4) + b"\x05\x00\x00\x00")]
+            children.append(XmlNode("EventData", {}, [data(None, [items[i // 2 % 2]]), data("After", [Value(value_type, raw)])]))
+        elif kind == 4:  # mixed content
+            children.append(XmlNode("EventData", {}, [data("Mixed", ["before ", Value(V.UINT32, b"\x02\x00\x00\x00")])]))
+        elif kind == 5 and i % 2:  # UserData: the fields of its first element, nested ones as dicts
+            group = XmlNode("Group", {}, [XmlNode("Deep", {}, [Value(V.UINT8, b"\x04")])])
+            children.append(XmlNode("UserData", {}, [XmlNode("Inner", {}, [XmlNode("Field", {}, [Value(V.UINT32, b"\x03\x00\x00\x00")]), group])]))
+        elif kind == 5:
+            fields = [XmlNode("Field", {}, [Value(value_type, raw)]), XmlNode("Note", {"Kind": ["x"]}, ["literal"]), XmlNode("None", {}, [])]
+            children.append(XmlNode("UserData", {}, [XmlNode("Flat", {"xmlns": ["urn:flat"]}, fields), XmlNode("Second", {}, [])]))
+        elif kind == 6:  # no EventData at all
+            pass
+        elif kind == 7:  # a value left out (a null substitution): the element is empty
+            children.append(XmlNode("EventData", {}, [data("Null", [Value(V.NULL, b"")]), data("Value", [Value(value_type, raw)])]))
+        else:  # names beyond ASCII, a string with its terminator
+            children.append(XmlNode("EventData", {}, [data("Größe", [Value(V.STRING, f"wert {i}\x00".encode("utf-16-le"))])]))
+        writer.add_tree([XmlNode("Event", {"xmlns": [EVENT_NAMESPACE]}, children)])
+        chunks.extend(writer.take_chunks())
+    chunks.extend(writer.finish())
+    return writer.file_header() + b"".join(chunks)
+
+
+def _tree_items(record: Any, text: bool) -> list[Any]:
+    from openetw.evtx.record import properties_from_tree
+
+    return list(properties_from_tree(record.tree(), text=text).items())
+
+
+def _batch_items(batch: Any, i: int, text: bool) -> list[Any]:
+    return list(batch.event_data(i, text=text).items())
+
+
+def fields(data: bytes, *, batches: bool = False) -> Any:
+    """Every record's ``EventData`` values and texts: from ``RecordBatch.event_data`` and
+    ``data_columns`` (the walk's fields) or from each ``EvtxRecord``'s tree; a record whose
+    values are damaged gives its error."""
+    try:
+        reader = EvtxReader(data, path="case.evtx")
+    except EvtxFormatError as error:
+        return ("file header", _error(error))
+    rows: list[Any] = []
+    if not batches:
+        for record in reader.records():
+            rows.append((_try(partial(_tree_items, record, False)), _try(partial(_tree_items, record, True))))
+        return rows
+    for batch in reader.batches():
+        by_row: dict[int, list[Any]] = {}
+        for text in (False, True):
+            try:
+                groups = batch.data_columns(text=text)
+            except EvtxFormatError:
+                groups = []  # a damaged row: compared one at a time below
+            for group in groups:
+                for j, row in enumerate(group.rows):
+                    by_row.setdefault(row, []).append(list(zip(group.names, (column[j] for column in group.columns), strict=True)))
+        for i in range(len(batch)):
+            one = (_try(partial(_batch_items, batch, i, False)), _try(partial(_batch_items, batch, i, True)))
+            if i in by_row:
+                assert tuple(by_row[i]) == one, i
+            rows.append(one)
+    return rows

@@ -85,10 +85,12 @@ from tests.native import evtx_cases
 checked = 0
 cases = [(path.name, path.read_bytes()) for path in evtx_cases.corpus_files()]
 cases += evtx_cases.mutated_cases(seed=8, per_file=25) + evtx_cases.binxml_cases(seed=9, count=8) + evtx_cases.bomb_cases()
-cases += [("varied headers", evtx_cases.varied_headers_file())] + evtx_cases.generated_cases(seed=10, count=8)
+cases += [("varied headers", evtx_cases.varied_headers_file()), ("varied fields", evtx_cases.varied_fields_file())]
+cases += evtx_cases.generated_cases(seed=10, count=8)
 for label, data in cases:
     evtx_cases.read(data, decode_every=50)
     evtx_cases.headers(data, batches=True)
+    evtx_cases.fields(data, batches=True)
     checked += 1
 print("checked", checked)
 """

@@ -48,6 +48,7 @@ enum { N_ELEMENT, N_ATTRIBUTE, N_TEXT, N_SUBST, N_CHARREF, N_ENTREF, N_CDATA, N_
 typedef struct {
     uint8_t kind, vtype, optional, single; /* single: an element whose whole content is one substitution */
     uint8_t fact;                          /* system_facts' name code + 1 (0: not yet looked up) */
+    int32_t shape;                         /* EventData: its shape's index + 1, SHAPE_NONE, 0 until read */
     uint32_t index;                        /* substitution index, character code, template number */
     uint32_t a, b;                         /* name or text: chunk offset of its UTF-16 units and their count */
     uint32_t c, d;                         /* PI data; instance: first value, value count */
@@ -101,6 +102,9 @@ typedef struct {
     char *names;  /* element and attribute names written once as UTF-8 (Node.u8off, u8len) */
     size_t names_len, names_cap;
     struct Sys_ *sys; /* the <System> facts being read, during system_facts */
+    PyObject *shapes; /* EventData shapes: a tuple of field names each, in the order first met */
+    int empty_shape;  /* the shape of no fields: its index + 1, 0 until met */
+    PyObject *shape_ids; /* the shapes of records with array values: names -> index + 1 */
 } Chunk;
 
 static inline Arena *arena_of(Chunk *c, uint32_t ref) { return &c->arena[ref & REC ? 1 : 0]; }
@@ -1189,7 +1193,7 @@ static const char *const FACT_NAMES[] = {
     "Provider", "EventID", "Version", "Level", "Task", "Opcode", "Keywords", "TimeCreated", "EventRecordID",
     "Correlation", "Execution", "Channel", "Computer", "Security", /* System's children, then attributes */
     "Name", "Guid", "EventSourceName", "Qualifiers", "SystemTime", "ActivityID", "RelatedActivityID",
-    "ProcessID", "ThreadID", "UserID", "System"};
+    "ProcessID", "ThreadID", "UserID", "System", "EventData", "UserData", "Data"};
 #define N_FACT_NAMES (sizeof FACT_NAMES / sizeof *FACT_NAMES)
 #define N_SYSTEM_CHILDREN 14
 
@@ -1399,58 +1403,331 @@ static int system_child(Chunk *c, Node *el, Node *inst, Sys *s) {
     return 0;
 }
 
-/* A list's first element as resolve makes it, in *el with its instance; -1 another shape. */
-static int first_element(Chunk *c, uint32_t list, Node *inst, const char *name, Node **el) {
-    *el = NULL;
-    for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
-        Node *n = N(c, ref);
-        if (n->kind == N_ELEMENT) {
-            if (only_subst(c, n->first)) { /* an array's items would be elements of their own */
-                Val *v = lookup(c, N(c, n->first), inst);
-                if (v && v->type & OE_VT_ARRAY) return -1;
-            }
-            if (!name || name_is(c, n, name)) { *el = n; return 0; }
-        } else if (n->kind == N_INSTANCE) {
-            return -1;
-        } else if (n->kind == N_SUBST) {
-            Val *v = lookup(c, n, inst);
-            if (v && v->type == OE_VT_BINXML) return -1;
+/* What resolve makes of one node of a content list, for the readers of facts and fields: 1 an
+ * element as it stands, 0 no element, -1 a shape left to the pure tree (a template instance or a
+ * nested BinXml value: elements of their own; an element whose content is one array value: one
+ * element per item). */
+static int node_shape(Chunk *c, Node *n, Node *inst) {
+    if (n->kind == N_ELEMENT) {
+        if (only_subst(c, n->first)) {
+            Val *v = lookup(c, N(c, n->first), inst);
+            if (v && v->type & OE_VT_ARRAY) return -1;
         }
+        return 1;
+    }
+    if (n->kind == N_INSTANCE) return -1;
+    if (n->kind == N_SUBST) {
+        Val *v = lookup(c, n, inst);
+        if (v && v->type == OE_VT_BINXML) return -1;
     }
     return 0;
 }
 
-static void system_facts(Chunk *c, uint32_t nodes, Sys *s) {
-    memset(s, 0, sizeof *s);
-    c->sys = s;
-    Node *inst = NULL;
+/* A list's first element (named name, any when NULL) as resolve makes it, in *el; -1 another
+ * shape before it. */
+static int first_element(Chunk *c, uint32_t list, Node *inst, const char *name, Node **el) {
+    *el = NULL;
+    for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
+        Node *n = N(c, ref);
+        int shape = node_shape(c, n, inst);
+        if (shape < 0) return -1;
+        if (shape && (!name || name_is(c, n, name))) { *el = n; return 0; }
+    }
+    return 0;
+}
+
+/* The record's <Event> element and the instance whose values it takes: 0, or -1 for a shape
+ * the pure tree decides (*event NULL: the record has no element). */
+static int event_root(Chunk *c, uint32_t nodes, Node **inst, Node **event) {
+    *inst = NULL;
     uint32_t list = nodes;
     if (nodes != NIL && N(c, nodes)->kind == N_INSTANCE) {
-        inst = N(c, nodes);
-        list = c->templates[inst->index].nodes;
+        *inst = N(c, nodes);
+        list = c->templates[(*inst)->index].nodes;
     }
-    Node *event, *system;
-    if (first_element(c, list, inst, NULL, &event) < 0) return;
-    if (!event && inst) return; /* the element would come after the instance */
+    if (first_element(c, list, *inst, NULL, event) < 0) return -1;
+    if (!*event && *inst) return -1; /* the element would come after the instance */
+    return 0;
+}
+
+static void system_facts(Chunk *c, Node *inst, Node *event, Sys *s) {
+    memset(s, 0, sizeof *s);
+    c->sys = s;
+    Node *system = NULL;
     if (event && first_element(c, event->first, inst, "System", &system) < 0) return;
-    if (event && system) {
-        for (uint32_t ref = system->first; ref != NIL; ref = N(c, ref)->next) {
-            Node *n = N(c, ref);
-            if (n->kind == N_ELEMENT) {
-                if (only_subst(c, n->first)) {
-                    Val *v = lookup(c, N(c, n->first), inst);
-                    if (v && v->type & OE_VT_ARRAY) return;
-                }
-                if (system_child(c, n, inst, s) < 0) return;
-            } else if (n->kind == N_INSTANCE) {
-                return;
-            } else if (n->kind == N_SUBST) {
-                Val *v = lookup(c, n, inst);
-                if (v && v->type == OE_VT_BINXML) return;
-            }
-        }
+    for (uint32_t ref = system ? system->first : NIL; ref != NIL; ref = N(c, ref)->next) {
+        Node *n = N(c, ref);
+        int shape = node_shape(c, n, inst);
+        if (shape < 0 || (shape && system_child(c, n, inst, s) < 0)) return;
     }
     s->flags |= SYS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * EventData as fields: record.properties_from_tree's names and values for the common shape (an
+ * <EventData> of elements each holding one value, one literal text or nothing, named by a literal
+ * Name attribute or by the element's name), as (type, chunk offset, size) per field. The names
+ * are the template's: they are read once per EventData node of a template definition and kept as
+ * a shape (Chunk.shapes). Any other shape (UserData, a substituted or repeated name, mixed or
+ * nested content, an array, a record not made from a template) leaves the record's fields to the
+ * pure tree.
+ */
+#define SHAPE_NONE (-1)
+#define UNREAD 0xFFFFFFFFu
+#define FIELD_ABSENT 0xFFu /* no value: None (text "") */
+
+typedef struct {
+    uint32_t *f; /* type, offset, size per field */
+    uint32_t n, cap;
+    int failed;
+} Fields;
+
+static int add_field(Fields *fs, uint32_t type, uint32_t off, uint32_t size) {
+    if (fs->n == fs->cap) {
+        uint32_t cap = fs->cap ? 2 * fs->cap : 64;
+        uint32_t *p = PyMem_Realloc(fs->f, 3 * (size_t)cap * sizeof(uint32_t));
+        if (!p) { fs->failed = 1; return -1; }
+        fs->f = p;
+        fs->cap = cap;
+    }
+    uint32_t *at = fs->f + 3 * (size_t)fs->n++;
+    at[0] = type;
+    at[1] = off;
+    at[2] = size;
+    return 0;
+}
+
+static PyObject *utf16_text(Chunk *c, uint32_t off, uint32_t units) {
+    int order = -1;
+    return PyUnicode_DecodeUTF16((const char *)c->data + off, 2 * (Py_ssize_t)units, "replace", &order);
+}
+
+/* A field's name: a Data element's literal Name ("" when empty or absent: numbered later), any
+ * other element's own name; NULL with no exception for a name the pure tree decides. */
+static PyObject *field_name(Chunk *c, Node *el, int user) {
+    if (user || !name_is(c, el, "Data")) {
+        if (user && el->b == 0) return NULL; /* no name to number */
+        return utf16_text(c, el->a, el->b);
+    }
+    Node *attr = attr_named(c, el, "Name");
+    if (!attr || attr->first == NIL) return PyUnicode_FromStringAndSize("", 0);
+    Node *text = N(c, attr->first);
+    if (text->kind != N_TEXT || text->next != NIL) return NULL;
+    return utf16_text(c, text->a, text->b);
+}
+
+/* The shape of a template's EventData node (user: of the element inside UserData, whose fields
+ * are named by their elements): its index in c->shapes, or SHAPE_NONE. */
+static int data_shape(Chunk *c, Node *data, int user) {
+    if (data->shape) return data->shape;
+    PyObject *names = PyList_New(0), *seen = PySet_New(NULL);
+    int shape = SHAPE_NONE, unnamed = 0;
+    if (!names || !seen) goto done;
+    for (uint32_t ref = data->first; ref != NIL; ref = N(c, ref)->next) {
+        Node *el = N(c, ref);
+        if (el->kind != N_ELEMENT) continue;
+        PyObject *name = field_name(c, el, user);
+        if (name && PyUnicode_GET_LENGTH(name) == 0) {
+            Py_DECREF(name);
+            name = PyUnicode_FromFormat("Data%d", ++unnamed);
+        }
+        if (!name) goto done;
+        int dup = PySet_Contains(seen, name);
+        if (dup || PySet_Add(seen, name) < 0 || PyList_Append(names, name) < 0) {
+            Py_DECREF(name);
+            goto done; /* a repeated name: the dict keeps the first place and the last value */
+        }
+        Py_DECREF(name);
+    }
+    PyObject *tuple = PyList_AsTuple(names);
+    if (!tuple) goto done;
+    if (PyList_Append(c->shapes, tuple) == 0) shape = (int)PyList_GET_SIZE(c->shapes);
+    Py_DECREF(tuple);
+done:
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) c->failed = 1;
+        PyErr_Clear();
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(seen);
+    data->shape = shape;
+    return shape;
+}
+
+static int empty_shape(Chunk *c) {
+    if (!c->empty_shape) {
+        PyObject *none = PyTuple_New(0);
+        c->empty_shape = none && PyList_Append(c->shapes, none) == 0 ? (int)PyList_GET_SIZE(c->shapes) : SHAPE_NONE;
+        Py_XDECREF(none);
+        PyErr_Clear();
+    }
+    return c->empty_shape;
+}
+
+/* The first element of a content list as resolve flattens it (the nodes of nested BinXml values
+ * and of template instances in their place; sections 1: the first EventData, 2: UserData): 1 with
+ * *el and the instance whose values it takes in *el_inst, 0 for none, -1 for a shape the pure
+ * tree decides. */
+static int find_element(Chunk *c, uint32_t list, Node *inst, int sections, int depth, Node **el, Node **el_inst) {
+    if (depth > DEPTH_LIMIT) return -1;
+    for (uint32_t ref = list; ref != NIL; ref = N(c, ref)->next) {
+        Node *n = N(c, ref);
+        int rc = 0;
+        if (n->kind == N_ELEMENT) {
+            if (sections && !name_is(c, n, sections == 1 ? "EventData" : "UserData")) continue;
+            if (node_shape(c, n, inst) < 0) return -1;
+            *el = n;
+            *el_inst = inst;
+            return 1;
+        } else if (n->kind == N_INSTANCE) {
+            rc = find_element(c, c->templates[n->index].nodes, n, sections, depth + 1, el, el_inst);
+        } else if (n->kind == N_SUBST) {
+            Val *v = lookup(c, n, inst);
+            if (v && v->type == OE_VT_BINXML) {
+                if (v->nested == NIL) return -1;
+                rc = find_element(c, v->nested, NULL, sections, depth + 1, el, el_inst);
+            }
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+
+/* A value's items as _array_items splits them: 0 with it filled, -1 for a value the pure code
+ * renders whole (no items, or bytes that do not split), -2 out of memory. */
+static int array_of(Chunk *c, Val *v, Items *it) {
+    int rc = split_array(v->type, c->data + v->off, v->size, it);
+    if (rc < 0) { c->failed = 1; return -2; }
+    return rc > 0 || it->n == 0 ? -1 : 0;
+}
+
+/* The names of one record's fields (EventData holding array values, one element per item, or
+ * nodes of the record's own): looked up in c->shape_ids, added when new; SHAPE_NONE for names the
+ * pure tree decides. */
+static int record_shape(Chunk *c, Node *data, Node *inst, int user) {
+    PyObject *names = PyList_New(0), *seen = PySet_New(NULL), *tuple = NULL;
+    Items it = {0};
+    int shape = SHAPE_NONE, unnamed = 0;
+    if (!names || !seen) goto done;
+    for (uint32_t ref = data->first; ref != NIL; ref = N(c, ref)->next) {
+        Node *el = N(c, ref);
+        if (el->kind != N_ELEMENT) continue;
+        size_t items = 1;
+        if (only_subst(c, el->first)) {
+            Val *v = lookup(c, N(c, el->first), inst);
+            if (v && v->type & OE_VT_ARRAY) {
+                if (array_of(c, v, &it) < 0) goto done;
+                items = it.n;
+            }
+        }
+        PyObject *name = field_name(c, el, user);
+        if (!name) goto done;
+        for (size_t k = 0; k < items; k++) {
+            PyObject *one = name;
+            if (PyUnicode_GET_LENGTH(name) == 0) one = PyUnicode_FromFormat("Data%d", ++unnamed);
+            else Py_INCREF(one);
+            int dup = one ? PySet_Contains(seen, one) : -1;
+            if (dup || PySet_Add(seen, one) < 0 || PyList_Append(names, one) < 0) {
+                Py_XDECREF(one);
+                Py_DECREF(name);
+                goto done;
+            }
+            Py_DECREF(one);
+        }
+        Py_DECREF(name);
+    }
+    tuple = PyList_AsTuple(names);
+    if (!tuple) goto done;
+    PyObject *known = PyDict_GetItemWithError(c->shape_ids, tuple);
+    if (known) {
+        shape = (int)PyLong_AsLong(known);
+    } else if (!PyErr_Occurred() && PyList_Append(c->shapes, tuple) == 0) {
+        PyObject *number = PyLong_FromSsize_t(PyList_GET_SIZE(c->shapes));
+        if (number && PyDict_SetItem(c->shape_ids, tuple, number) == 0) shape = (int)PyList_GET_SIZE(c->shapes);
+        Py_XDECREF(number);
+    }
+done:
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) c->failed = 1;
+        PyErr_Clear();
+    }
+    PyMem_Free(it.at);
+    Py_XDECREF(tuple);
+    Py_XDECREF(names);
+    Py_XDECREF(seen);
+    return shape;
+}
+
+/* The record's EventData fields appended to fs: the shape's index, or UNREAD (fs unchanged). */
+static uint32_t event_data(Chunk *c, Node *inst, Node *event, Fields *fs) {
+    Node *data = NULL;
+    if (!event) return UNREAD;
+    Node *event_inst = inst;
+    int found = find_element(c, event->first, event_inst, 1, 0, &data, &inst), user = 0;
+    if (found == 0) found = user = find_element(c, event->first, event_inst, 2, 0, &data, &inst);
+    if (found < 0) return UNREAD;
+    if (user) { /* the fields of its first element */
+        found = find_element(c, data->first, inst, 0, 0, &data, &inst);
+        if (found < 0) return UNREAD;
+    }
+    if (!found) data = event; /* no EventData (or nothing in UserData): no fields, the shape of no names */
+    Arena *chunk = &c->arena[0];
+    /* names read once per template EventData node; a record's own nodes (a nested BinXml value
+     * not made from a template) are named record by record, as are arrays and UserData's fields
+     * (a template's element may be one record's EventData and another's UserData element) */
+    int arrays = user || data < chunk->nodes || data >= chunk->nodes + chunk->n;
+    uint32_t mark = fs->n;
+    Items it = {0};
+    if (data != event) {
+        for (uint32_t ref = data->first; ref != NIL; ref = N(c, ref)->next) {
+            Node *el = N(c, ref);
+            if (el->kind != N_ELEMENT) {
+                if (node_shape(c, el, inst) < 0) goto other;
+                continue;
+            }
+            Node *only = el->first == NIL ? NULL : N(c, el->first);
+            if (only && only->next != NIL) goto other; /* mixed content, child elements */
+            int rc;
+            if (!only) {
+                rc = add_field(fs, FIELD_ABSENT, 0, 0);
+            } else if (only->kind == N_TEXT) {
+                if ((uint64_t)only->a + 2 * (uint64_t)only->b > c->limit) goto other;
+                rc = add_field(fs, LITERAL, only->a, 2 * only->b);
+            } else if (only->kind == N_SUBST) {
+                Val *v = lookup(c, only, inst);
+                if (!v) {
+                    rc = add_field(fs, FIELD_ABSENT, 0, 0);
+                } else if (v->type == OE_VT_BINXML || (uint64_t)v->off + v->size > c->limit) {
+                    goto other;
+                } else if (v->type & OE_VT_ARRAY) {
+                    /* one element per item; an item of zero bytes only holds nothing */
+                    if (array_of(c, v, &it) < 0) goto other;
+                    arrays = 1;
+                    rc = 0;
+                    for (size_t k = 0; k < it.n && rc == 0; k++) {
+                        uint32_t off = v->off + it.at[2 * k], size = it.at[2 * k + 1], zero = 1;
+                        for (uint32_t j = 0; j < size && zero; j++) zero = c->data[off + j] == 0;
+                        rc = zero ? add_field(fs, FIELD_ABSENT, 0, 0) : add_field(fs, v->type & 0x7F, off, size);
+                    }
+                } else {
+                    rc = add_field(fs, v->type, v->off, v->size);
+                }
+            } else {
+                goto other;
+            }
+            if (rc < 0) goto other;
+        }
+    }
+    int shape = data == event ? empty_shape(c) : arrays ? record_shape(c, data, inst, user) : data_shape(c, data, user);
+    if (shape == SHAPE_NONE) goto other;
+    if ((uint32_t)PyTuple_GET_SIZE(PyList_GET_ITEM(c->shapes, shape - 1)) != fs->n - mark) goto other;
+    PyMem_Free(it.at);
+    return (uint32_t)(shape - 1);
+other:
+    PyMem_Free(it.at);
+    fs->n = mark;
+    return UNREAD;
 }
 
 /* The facts' Python strings: _utf16 (decoded with replacement, trailing NULs stripped). */
@@ -1696,6 +1973,8 @@ static void chunk_dealloc(Chunk *c) {
     PyMem_Free(c->slot_key);
     PyMem_Free(c->slot_value);
     PyMem_Free(c->names);
+    Py_XDECREF(c->shapes);
+    Py_XDECREF(c->shape_ids);
     Py_XDECREF(c->bytes);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -1713,6 +1992,12 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     c->bytes = bytes;
     c->data = (const uint8_t *)PyBytes_AS_STRING(bytes);
     c->limit = (uint32_t)PyBytes_GET_SIZE(bytes);
+    c->shapes = PyList_New(0);
+    c->shape_ids = PyDict_New();
+    if (!c->shapes || !c->shape_ids) {
+        Py_DECREF(c);
+        return NULL;
+    }
     c->slots = 64;
     c->slot_key = PyMem_Calloc(c->slots, sizeof(uint32_t));
     c->slot_value = PyMem_Calloc(c->slots, sizeof(int32_t));
@@ -1724,8 +2009,10 @@ static PyObject *chunk_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 }
 
 /* 1 and *after, *xml (a new reference: the text, or None) when accepted; 0 when left to the pure
- * parser; -1 with an exception set. */
-static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml, Sys *sys) {
+ * parser; -1 with an exception set. With sys, the record's <System> facts; with fs, its EventData
+ * fields appended to fs and their shape in *shape (UNREAD: the pure tree's). */
+static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end, unsigned long *after_, PyObject **xml, Sys *sys,
+                       Fields *fs, uint32_t *shape) {
     if (start > c->limit || end > 0xFFFFFFFFul) return 0;
     c->arena[1].n = 0;
     c->arena[1].nv = 0;
@@ -1746,10 +2033,20 @@ static int record_core(Chunk *c, Buf *b, unsigned long start, unsigned long end,
         *xml = PyUnicode_DecodeUTF8(b->p ? b->p : "", (Py_ssize_t)b->len, "strict");
     }
     if (!*xml) return -1;
+    Node *inst = NULL, *event = NULL;
+    int rooted = *xml != Py_None && (sys || fs) && event_root(c, nodes, &inst, &event) == 0;
     if (sys) {
-        if (*xml != Py_None) system_facts(c, nodes, sys);
+        if (rooted) system_facts(c, inst, event, sys);
         else memset(sys, 0, sizeof *sys);
         c->sys = NULL;
+    }
+    if (fs) {
+        *shape = rooted ? event_data(c, inst, event, fs) : UNREAD;
+        if (c->failed || fs->failed) {
+            Py_DECREF(*xml);
+            PyErr_NoMemory();
+            return -1;
+        }
     }
     *after_ = after;
     return 1;
@@ -1760,7 +2057,7 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
     PyObject *xml;
     if (!PyArg_ParseTuple(args, "kk:record", &start, &end)) return NULL;
     Buf b = {0};
-    int rc = record_core(c, &b, start, end, &after, &xml, NULL);
+    int rc = record_core(c, &b, start, end, &after, &xml, NULL, NULL, NULL);
     PyMem_Free(b.p);
     if (rc < 0) return NULL;
     if (rc == 0) Py_RETURN_NONE;
@@ -1772,9 +2069,12 @@ static PyObject *chunk_record(Chunk *c, PyObject *args) {
  * at the first other one (the caller's own walk takes it): "rejected" says the twin was asked
  * and left that record to the pure parser. The records come back as columns: their positions
  * and sizes (u32), ids and written times (u64) packed in bytes, their XML texts in a list, and
- * the ids the chunk header's first_id..last_id range does not cover; and the <System> facts
- * (system_facts): SYS_INTS u64 per record, u32 flags (SYS_OK clear: the caller asks the pure
- * tree), three 16-byte GUIDs, and five lists of strings (None on a row without SYS_OK). */
+ * the ids the chunk header's first_id..last_id range does not cover. With system, the <System>
+ * facts (system_facts): SYS_INTS u64 per record, u32 flags (SYS_OK clear: the caller asks the
+ * pure tree), three 16-byte GUIDs, and five lists of strings (None on a row without SYS_OK);
+ * else None. With data, the EventData fields (event_data): a u32 shape per record (UNREAD: the
+ * pure tree's), the u32 index of its first field, the fields (u32 type, offset, size each) and
+ * the chunk's shapes (a list of tuples of names, shared from call to call); else None. */
 static int grow_bytes(PyObject **b, Py_ssize_t need) {
     Py_ssize_t have = PyBytes_GET_SIZE(*b);
     if (need <= have) return 0;
@@ -1783,24 +2083,33 @@ static int grow_bytes(PyObject **b, Py_ssize_t need) {
     return _PyBytes_Resize(b, size);
 }
 
-static PyObject *chunk_walk(Chunk *c, PyObject *args) {
+static int put_bytes(PyObject **b, Py_ssize_t at, const void *p, Py_ssize_t n) {
+    if (grow_bytes(b, at + n) < 0) return -1;
+    memcpy(PyBytes_AS_STRING(*b) + at, p, (size_t)n);
+    return 0;
+}
+
+enum { C_POS, C_SIZE, C_ID, C_WRITTEN, C_SYS_INTS, C_SYS_FLAGS, C_SYS_GUIDS, C_SHAPE, C_START, N_COLS };
+
+static PyObject *chunk_walk(Chunk *c, PyObject *args, PyObject *kwds) {
+    static char *keywords[] = {"pos", "free", "first_id", "last_id", "previous_id", "system", "data", NULL};
     unsigned long pos, free_;
     unsigned long long first_id, last_id;
     PyObject *previous;
-    if (!PyArg_ParseTuple(args, "kkKKO:walk", &pos, &free_, &first_id, &last_id, &previous)) return NULL;
+    int want_system = 1, want_data = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "kkKKO|pp:walk", keywords, &pos, &free_, &first_id, &last_id, &previous,
+                                     &want_system, &want_data))
+        return NULL;
     int have_previous = previous != Py_None;
     unsigned long long previous_id = 0;
     if (have_previous) {
         previous_id = PyLong_AsUnsignedLongLong(previous);
         if (previous_id == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     }
-    PyObject *xmls = PyList_New(0), *outside = PyList_New(0);
-    /* never the shared empty bytes: only a bytes of its own may be resized */
-    PyObject *col[4] = {PyBytes_FromStringAndSize(NULL, 4 * 256), PyBytes_FromStringAndSize(NULL, 4 * 256),
-                        PyBytes_FromStringAndSize(NULL, 8 * 256), PyBytes_FromStringAndSize(NULL, 8 * 256)};
-    PyObject *scol[3] = {PyBytes_FromStringAndSize(NULL, 8 * SYS_INTS * 256), PyBytes_FromStringAndSize(NULL, 4 * 256),
-                         PyBytes_FromStringAndSize(NULL, 16 * SYS_GUIDS * 256)};
-    PyObject *slist[SYS_STRS] = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
+    static const Py_ssize_t width[N_COLS] = {4, 4, 8, 8, 8 * SYS_INTS, 4, 16 * SYS_GUIDS, 4, 4};
+    PyObject *xmls = PyList_New(0), *outside = PyList_New(0), *fields = NULL;
+    PyObject *col[N_COLS] = {0};
+    PyObject *slist[SYS_STRS] = {0};
     static const int skind[SYS_STRS] = {0, 1, 0, 0, 2};
     Last last[SYS_STRS];
     memset(last, 0, sizeof last);
@@ -1808,11 +2117,17 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
     int rejected = 0;
     Buf b = {0};
     Sys sys;
+    Fields fs = {0};
     const uint8_t *data = c->data;
     uint64_t limit = c->limit;
-    if (!xmls || !outside || !col[0] || !col[1] || !col[2] || !col[3] || !scol[0] || !scol[1] || !scol[2]) goto fail;
-    for (int i = 0; i < SYS_STRS; i++)
-        if (!slist[i]) goto fail;
+    if (!xmls || !outside) goto fail;
+    for (int k = 0; k < N_COLS; k++) {
+        if ((k >= C_SYS_INTS && k <= C_SYS_GUIDS && !want_system) || (k >= C_SHAPE && !want_data)) continue;
+        /* never the shared empty bytes: only a bytes of its own may be resized */
+        if (!(col[k] = PyBytes_FromStringAndSize(NULL, width[k] * 64))) goto fail;
+    }
+    for (int i = 0; want_system && i < SYS_STRS; i++)
+        if (!(slist[i] = PyList_New(0))) goto fail;
     while ((uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= OE_EVTX_CHUNK_SIZE && (uint64_t)pos + OE_EVTX_MIN_RECORD_SIZE <= limit) {
         if (memcmp(data + pos, OE_EVTX_RECORD_MAGIC, 4) != 0) break;
         uint32_t size = rd32(data + pos + 4);
@@ -1824,7 +2139,9 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
         if (rd32(data + pos + size - 4) != size) break; /* torn: the caller's walk decides */
         unsigned long after;
         PyObject *xml;
-        int rc = record_core(c, &b, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml, &sys);
+        uint32_t shape = UNREAD, start = fs.n;
+        int rc = record_core(c, &b, pos + OE_EVTX_RECORD_HEADER_SIZE, pos + size - 4, &after, &xml, want_system ? &sys : NULL,
+                             want_data ? &fs : NULL, &shape);
         if (rc < 0) goto fail;
         if (rc == 0) {
             rejected = 1;
@@ -1841,59 +2158,92 @@ static PyObject *chunk_walk(Chunk *c, PyObject *args) {
             }
             Py_DECREF(id);
         }
-        if (grow_bytes(&col[0], 4 * (n + 1)) < 0 || grow_bytes(&col[1], 4 * (n + 1)) < 0 ||
-            grow_bytes(&col[2], 8 * (n + 1)) < 0 || grow_bytes(&col[3], 8 * (n + 1)) < 0)
-            goto fail;
         uint32_t pos32 = (uint32_t)pos;
-        memcpy(PyBytes_AS_STRING(col[0]) + 4 * n, &pos32, 4);
-        memcpy(PyBytes_AS_STRING(col[1]) + 4 * n, &size, 4);
-        memcpy(PyBytes_AS_STRING(col[2]) + 8 * n, &record_id, 8);
-        memcpy(PyBytes_AS_STRING(col[3]) + 8 * n, &written, 8);
-        if (grow_bytes(&scol[0], 8 * SYS_INTS * (n + 1)) < 0 || grow_bytes(&scol[1], 4 * (n + 1)) < 0 ||
-            grow_bytes(&scol[2], 16 * SYS_GUIDS * (n + 1)) < 0)
+        if (put_bytes(&col[C_POS], 4 * n, &pos32, 4) < 0 || put_bytes(&col[C_SIZE], 4 * n, &size, 4) < 0 ||
+            put_bytes(&col[C_ID], 8 * n, &record_id, 8) < 0 || put_bytes(&col[C_WRITTEN], 8 * n, &written, 8) < 0)
             goto fail;
-        memcpy(PyBytes_AS_STRING(scol[0]) + 8 * SYS_INTS * n, sys.ints, 8 * SYS_INTS);
-        memcpy(PyBytes_AS_STRING(scol[1]) + 4 * n, &sys.flags, 4);
-        for (int g = 0; g < SYS_GUIDS; g++) {
-            char *at = PyBytes_AS_STRING(scol[2]) + 16 * (SYS_GUIDS * n + g);
-            if (sys.guids[g]) memcpy(at, sys.guids[g], 16);
-            else memset(at, 0, 16);
-        }
-        for (int i = 0; i < SYS_STRS; i++) {
-            if (sys.flags & SYS_OK) {
-                if (append_string(slist[i], c, sys.strs[i], skind[i], &last[i]) < 0) goto fail;
-            } else if (PyList_Append(slist[i], Py_None) < 0) {
+        if (want_system) {
+            if (put_bytes(&col[C_SYS_INTS], width[C_SYS_INTS] * n, sys.ints, width[C_SYS_INTS]) < 0 ||
+                put_bytes(&col[C_SYS_FLAGS], 4 * n, &sys.flags, 4) < 0 || grow_bytes(&col[C_SYS_GUIDS], width[C_SYS_GUIDS] * (n + 1)) < 0)
                 goto fail;
+            for (int g = 0; g < SYS_GUIDS; g++) {
+                char *at = PyBytes_AS_STRING(col[C_SYS_GUIDS]) + 16 * (SYS_GUIDS * n + g);
+                if (sys.guids[g]) memcpy(at, sys.guids[g], 16);
+                else memset(at, 0, 16);
+            }
+            for (int i = 0; i < SYS_STRS; i++) {
+                if (sys.flags & SYS_OK) {
+                    if (append_string(slist[i], c, sys.strs[i], skind[i], &last[i]) < 0) goto fail;
+                } else if (PyList_Append(slist[i], Py_None) < 0) {
+                    goto fail;
+                }
             }
         }
+        if (want_data && (put_bytes(&col[C_SHAPE], 4 * n, &shape, 4) < 0 || put_bytes(&col[C_START], 4 * n, &start, 4) < 0))
+            goto fail;
         n++;
         have_previous = 1;
         previous_id = record_id;
         pos += size;
     }
-    if (_PyBytes_Resize(&col[0], 4 * n) < 0 || _PyBytes_Resize(&col[1], 4 * n) < 0 ||
-        _PyBytes_Resize(&col[2], 8 * n) < 0 || _PyBytes_Resize(&col[3], 8 * n) < 0)
-        goto fail;
-    if (_PyBytes_Resize(&scol[0], 8 * SYS_INTS * n) < 0 || _PyBytes_Resize(&scol[1], 4 * n) < 0 ||
-        _PyBytes_Resize(&scol[2], 16 * SYS_GUIDS * n) < 0)
-        goto fail;
+    for (int k = 0; k < N_COLS; k++)
+        if (col[k] && _PyBytes_Resize(&col[k], width[k] * n) < 0) goto fail;
     PyMem_Free(b.p);
-    return Py_BuildValue("(NNNNNNki(NNNNNNNN))", col[0], col[1], col[2], col[3], xmls, outside, pos, rejected,
-                         scol[0], scol[1], scol[2], slist[0], slist[1], slist[2], slist[3], slist[4]);
+    PyObject *system = Py_None, *fielded = Py_None;
+    if (want_system) {
+        system = Py_BuildValue("(NNNNNNNN)", col[C_SYS_INTS], col[C_SYS_FLAGS], col[C_SYS_GUIDS], slist[0], slist[1], slist[2],
+                               slist[3], slist[4]);
+        col[C_SYS_INTS] = col[C_SYS_FLAGS] = col[C_SYS_GUIDS] = NULL;
+        for (int i = 0; i < SYS_STRS; i++) slist[i] = NULL;
+        if (!system) goto fail_fields;
+    } else {
+        Py_INCREF(system);
+    }
+    if (want_data) {
+        fields = PyBytes_FromStringAndSize((const char *)fs.f, 12 * (Py_ssize_t)fs.n);
+        if (!fields) { Py_DECREF(system); goto fail_fields; }
+        Py_INCREF(c->shapes);
+        fielded = Py_BuildValue("(NNNN)", col[C_SHAPE], col[C_START], fields, c->shapes);
+        col[C_SHAPE] = col[C_START] = NULL;
+        if (!fielded) { Py_DECREF(system); goto fail_fields; }
+    } else {
+        Py_INCREF(fielded);
+    }
+    PyMem_Free(fs.f);
+    return Py_BuildValue("(NNNNNNkiNN)", col[C_POS], col[C_SIZE], col[C_ID], col[C_WRITTEN], xmls, outside, pos, rejected, system, fielded);
 fail:
     PyMem_Free(b.p);
-    for (int i = 0; i < 3; i++) Py_XDECREF(scol[i]);
+fail_fields:
+    PyMem_Free(fs.f);
+    for (int k = 0; k < N_COLS; k++) Py_XDECREF(col[k]);
     for (int i = 0; i < SYS_STRS; i++) Py_XDECREF(slist[i]);
     Py_XDECREF(xmls);
     Py_XDECREF(outside);
-    for (int i = 0; i < 4; i++) Py_XDECREF(col[i]);
     return NULL;
 }
 
+/* The chunk offsets of the template definitions cached so far, in the order they were cached. */
+static PyObject *chunk_templates(Chunk *c, PyObject *unused) {
+    PyObject *out = PyList_New(c->nt);
+    if (!out) return NULL;
+    for (uint32_t i = 0; i < c->nt; i++) {
+        PyObject *offset = PyLong_FromUnsignedLong(c->templates[i].offset);
+        if (!offset) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, offset);
+    }
+    return out;
+}
+
 static PyMethodDef chunk_methods[] = {
-    {"walk", (PyCFunction)chunk_walk, METH_VARARGS,
-     "walk(pos, free, first_id, last_id, previous_id) -> (positions, sizes, ids, written, xml, outside, pos, rejected, system):\n"
-     "the common records from pos as columns; system: (ints, flags, guids, providers, sources, channels, computers, users)"},
+    {"templates", (PyCFunction)chunk_templates, METH_NOARGS,
+     "templates() -> the chunk offsets of the template definitions cached so far, in caching order"},
+    {"walk", (PyCFunction)(void (*)(void))chunk_walk, METH_VARARGS | METH_KEYWORDS,
+     "walk(pos, free, first_id, last_id, previous_id, system=True, data=True) -> (positions, sizes, ids, written, xml, outside, pos,\n"
+     "rejected, system, data): the common records from pos as columns; system (None unless asked): (ints, flags, guids,\n"
+     "providers, sources, channels, computers, users); data (None unless asked): (shapes, starts, fields, names)"},
     {"record", (PyCFunction)chunk_record, METH_VARARGS,
      "record(start, end) -> (end of the BinXml, XML text or None) when the pure parser accepts the record, else None"},
     {NULL, NULL, 0, NULL},

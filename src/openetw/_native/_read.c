@@ -761,7 +761,40 @@ static int col_utf16(col_bytes *b, const uint8_t *p, size_t units) {
     return 1;
 }
 
+/* The UTF-16LE text at p (at most units code units) up to its NUL unit, as UTF-8 appended to b:
+ * 2 a NUL ended it (*used: the bytes read, the NUL's included), 1 it ran to the last unit, 0 not
+ * well-formed, -1 out of memory. One pass: plain ASCII units are copied as they are scanned. */
+static int col_utf16z(col_bytes *b, const uint8_t *p, size_t units, size_t *used) {
+    if (col_room(b, units * 3) < 0) return -1;
+    uint8_t *out = b->p;
+    size_t n = b->len;
+    for (size_t i = 0; i < units; i++) {
+        uint32_t c = rd16(p + 2 * i);
+        if (c < 0x80) {
+            if (c == 0) {
+                b->len = n;
+                *used = 2 * i + 2;
+                return 2;
+            }
+            out[n++] = (uint8_t)c;
+            continue;
+        }
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            if (c >= 0xDC00 || i + 1 >= units) return 0;
+            uint32_t low = rd16(p + 2 * (i + 1));
+            if (low < 0xDC00 || low > 0xDFFF) return 0;
+            c = 0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00);
+            i++;
+        }
+        col_put_utf8(out, &n, c);
+    }
+    b->len = n;
+    *used = 2 * units;
+    return 1;
+}
+
 static const char col_hex[] = "0123456789abcdef";
+#define COL_AHEAD 8
 
 static PyObject *py_columns(PyObject *self, PyObject *args) {
     Py_buffer blob, starts_view, lengths_view, plan_view;
@@ -825,6 +858,10 @@ static PyObject *py_columns(PyObject *self, PyObject *args) {
         const uint8_t *p = base + starts[i];
         size_t len = (size_t)lengths[i], pos = 0;
         int failed = 0;
+#if defined(__GNUC__)
+        /* payloads in time order are scattered over the buffers: ask for one a few ahead now */
+        if (i + COL_AHEAD < n) __builtin_prefetch(base + starts[i + COL_AHEAD]);
+#endif
         for (Py_ssize_t k = 0; k < steps; k++) marks[k] = data[k].len;
         for (Py_ssize_t k = 0; k < steps && !failed; k++) {
             int op = plan[2 * k], width = plan[2 * k + 1];
@@ -844,22 +881,13 @@ static PyObject *py_columns(PyObject *self, PyObject *args) {
                     d->len += 36;
                     pos += 16;
                 } else if (op == COL_UTF16Z) {
-                    size_t end = pos;
-                    while (end + 1 < len && (p[end] | p[end + 1])) end += 2;
-                    size_t next;
-                    if (end + 1 < len) {
-                        next = end + 2;
-                    } else if (pos < len) {
-                        end = len - ((len - pos) & 1);
-                        next = len;
-                    } else {
-                        failed = 1;
-                        break;
-                    }
-                    int r = col_utf16(d, p + pos, (end - pos) / 2);
+                    /* up to the NUL unit (or the payload's last whole unit), converted as it is found */
+                    if (pos >= len) { failed = 1; break; }
+                    size_t used = 0;
+                    int r = col_utf16z(d, p + pos, (len - pos) / 2, &used);
                     if (r < 0) { nomem = 1; break; }
                     if (r == 0) { failed = 1; break; }
-                    pos = next;
+                    pos = r == 2 ? pos + used : len;
                 } else if (op == COL_COUNTED_UTF16) {
                     if (pos + 2 > len) { failed = 1; break; }
                     size_t bytes = rd16(p + pos), start = pos + 2;

@@ -40,6 +40,7 @@ typedef struct {
 } Piece;
 
 typedef struct {
+    PyObject *bytes; /* the result, written in place and cut to its length at the end (no copy) */
     char *p;
     Py_ssize_t len, cap;
 } Out;
@@ -59,12 +60,14 @@ static int out_reserve(Out *out, Py_ssize_t more) {
         }
         cap *= 2;
     }
-    char *grown = PyMem_Realloc(out->p, (size_t)cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    if (out->bytes == NULL) {
+        out->bytes = PyBytes_FromStringAndSize(NULL, cap);
+        if (out->bytes == NULL)
+            return -1;
+    } else if (_PyBytes_Resize(&out->bytes, cap) < 0) {
+        return -1; /* (the object is freed and NULL) */
     }
-    out->p = grown;
+    out->p = PyBytes_AS_STRING(out->bytes);
     out->cap = cap;
     return 0;
 }
@@ -74,7 +77,12 @@ static inline int out_put(Out *out, const char *data, Py_ssize_t len) {
         return 0;
     if (out->len + len > out->cap && out_reserve(out, len) < 0)
         return -1;
-    memcpy(out->p + out->len, data, (size_t)len);
+    char *at = out->p + out->len;
+    if (len <= 16) /* most pieces are a few bytes: no call */
+        for (Py_ssize_t k = 0; k < len; k++)
+            at[k] = data[k];
+    else
+        memcpy(at, data, (size_t)len);
     out->len += len;
     return 0;
 }
@@ -87,13 +95,26 @@ static inline void put_digits(char *at, unsigned value, int width) {
     }
 }
 
+static const char two_digits[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 static int out_u64(Out *out, uint64_t value, int negative) {
     char digits[24];
     int at = 24;
-    do {
-        digits[--at] = (char)('0' + value % 10);
-        value /= 10;
-    } while (value);
+    while (value >= 100) {
+        unsigned pair = (unsigned)(value % 100);
+        value /= 100;
+        digits[--at] = two_digits[2 * pair + 1];
+        digits[--at] = two_digits[2 * pair];
+    }
+    if (value >= 10) {
+        digits[--at] = two_digits[2 * value + 1];
+        digits[--at] = two_digits[2 * value];
+    } else {
+        digits[--at] = (char)('0' + value);
+    }
     if (negative)
         digits[--at] = '-';
     return out_put(out, digits + at, 24 - at);
@@ -313,7 +334,7 @@ static PyObject *text_rows(PyObject *self, PyObject *args) {
     Piece *pieces = PyMem_Calloc((size_t)(count ? count : 1), sizeof(Piece));
     if (pieces == NULL)
         return PyErr_NoMemory();
-    Out out = {NULL, 0, 0};
+    Out out = {NULL, NULL, 0, 0};
     int64_t *starts = NULL;
     PyObject *result = NULL;
     Py_ssize_t parsed = 0;
@@ -329,6 +350,16 @@ static PyObject *text_rows(PyObject *self, PyObject *args) {
             goto done;
         }
     }
+    /* room for what the rows will likely take, so that the text is seldom moved as it grows */
+    Py_ssize_t guess = end_len;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const Piece *piece = &pieces[k];
+        guess += piece->prefix_len + piece->suffix_len + 8;
+        if (piece->kind == K_TEXT && n > 0)
+            guess += piece->c_len / n;
+    }
+    if (n > 0 && guess <= PY_SSIZE_T_MAX / n && out_reserve(&out, guess * n) < 0)
+        goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (starts != NULL)
             starts[i] = out.len;
@@ -338,7 +369,15 @@ static PyObject *text_rows(PyObject *self, PyObject *args) {
         if (out_put(&out, end, end_len) < 0)
             goto done;
     }
-    PyObject *text = PyBytes_FromStringAndSize(out.p ? out.p : "", out.len);
+    PyObject *text;
+    if (out.bytes == NULL) {
+        text = PyBytes_FromStringAndSize("", 0);
+    } else {
+        if (_PyBytes_Resize(&out.bytes, out.len) < 0)
+            goto done;
+        text = out.bytes;
+        out.bytes = NULL;
+    }
     if (text == NULL)
         goto done;
     if (starts == NULL) {
@@ -358,7 +397,7 @@ done:
     for (Py_ssize_t k = 0; k < parsed; k++)
         piece_release(&pieces[k]);
     PyMem_Free(pieces);
-    PyMem_Free(out.p);
+    Py_XDECREF(out.bytes);
     PyMem_Free(starts);
     return result;
 }

@@ -52,7 +52,7 @@ def evtx_summary(path: str) -> dict[str, Any]:
     first = last = None
     first_time = last_time = None
     records = 0
-    for batch in reader.batches():  # the compiled walk's <System> columns: no record object per event
+    for batch in reader.batches(data=False):  # the compiled walk's <System> columns (no EventData): no record object per event
         if not len(batch):
             continue
         records += len(batch)

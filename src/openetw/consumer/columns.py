@@ -31,7 +31,7 @@ schema, each record's place in the blob and its provider GUID's two halves.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,9 +188,12 @@ def _batch(
     return ColumnBatch(rows, providers, activity, schemas, np.sort(np.concatenate(undecoded)))
 
 
-def identity_keys(rows: np.ndarray, chosen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def identity_keys(
+    rows: np.ndarray | Mapping[str, np.ndarray], chosen: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's identity (kind, header type, provider, flags, id, hook id, version, opcode) as
-    two 64-bit words, and the two mixed into one to sort on (of ``rows[chosen]`` when given)."""
+    two 64-bit words, and the two mixed into one to sort on (of ``rows[chosen]`` when given; ``rows``
+    structured, or its columns by name)."""
 
     def column(name: str) -> np.ndarray:
         values: np.ndarray = (rows[name] if chosen is None else rows[name][chosen]).astype(np.uint64)

@@ -628,6 +628,31 @@ class EtlIndex:
         self.ensure_built()
         return _IndexLoader(self)
 
+    def records_at(self, rows: np.ndarray) -> Iterator[Any]:
+        """The records of ``rows`` (row numbers, ascending), in that order, each block's place
+        columns read (and checked, ``column_blocks``) for them, never its whole rows: for a few
+        rows in many blocks, as a catalog of the kinds of event reads them."""
+        self.ensure_built()
+        assert self._stored is not None
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return
+        firsts = np.asarray([int(entry["first_row"]) for entry in self._stored.blocks], dtype=np.int64)
+        blocks = np.searchsorted(firsts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(blocks)) + 1
+        for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(rows)], strict=True):
+            number = int(blocks[start])
+            stored = self._stored
+            try:
+                table = self._block_columns(number, [*_LOADER_COLUMNS])
+                loader = RecordLoader.over(table, self._reasons_by_block[number], self.context, self.file_buffers)  # type: ignore[arg-type]
+            except EtlFormatError:  # a damaged part: read as segments are (the file indexed again)
+                loader = self.segment_at(number).loader()
+            if self._stored is not stored:  # indexed again since: blocks may be cut elsewhere
+                yield from self.loader().records(rows[start:])
+                return
+            yield from loader.records(rows[start:stop] - int(firsts[number]))
+
     def close(self) -> None:
         if self._stored is not None:
             self._stored.close()
@@ -843,6 +868,7 @@ def _is_open(fd: int) -> bool:
 
 
 _READ_ALONE = HEADER_COLUMNS | PLACE_COLUMNS
+_LOADER_COLUMNS = ("header_type", "kind", "buffer", "offset", "size", "cpu")  # what a RecordLoader reads of its rows
 
 
 class _BlockColumns(dict):  # type: ignore[type-arg]

@@ -13,7 +13,6 @@ Leaving the loop early stops the trace; events already queued count as dropped.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -263,6 +262,8 @@ class HandOff:
                 self._drop(left)
 
     async def aiter(self) -> AsyncIterator[Any]:
+        import asyncio  # (here: a synchronous reader never pays its import)
+
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         self.notify = lambda: loop.call_soon_threadsafe(ready.set)

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from openetw.etl import layouts as L
 from openetw.etl.record import DEFAULT_CONTEXT, EventHeaderRecord
 from openetw.eventlog.model import StoredEvent
-from openetw.tdh.format import format_event_message, format_value
+from openetw.tdh.format import fill_plan, format_event_message, format_value, int_as_str, message_plan
 from openetw.tdh.registry import SchemaRegistry
 
 __all__ = ["EtwRenderer", "Renderer", "etw_renderer", "installed_renderer"]
@@ -60,6 +60,11 @@ class EtwRenderer:
             if decoder is None:
                 out.append((None, None))
                 continue
+            if decoder.plain is not None:
+                rendered = _planned(decoder.plain, decoder.maps, raw)
+                if rendered is not None:
+                    out.append(rendered)
+                    continue
             try:
                 values = decoder.compiled.decode(raw[_USER_DATA_AT:])
             except Exception:  # noqa: BLE001 - as the per-event path: stays unrendered
@@ -81,8 +86,25 @@ class EtwRenderer:
         if schema is None:
             return None
         names = [prop.name for prop in schema.properties]
-        plain = all(schema.property_named(name) is prop for name, prop in zip(names, schema.properties, strict=True))
-        return _Decoder(self.registry.compiled(schema, record.pointer_size), schema.property_named, schema.maps, names if plain else None)
+        unique = all(schema.property_named(name) is prop for name, prop in zip(names, schema.properties, strict=True))
+        compiled = self.registry.compiled(schema, record.pointer_size)
+        plan = message_plan(schema.message, len(names)) if schema.message is not None else None
+        plain = None
+        if unique and (schema.message is None or plan is not None):
+            plain = _Plain(compiled, names, schema.properties, [int_as_str(prop, schema.maps) for prop in schema.properties], plan)
+        return _Decoder(compiled, schema.property_named, schema.maps, names if unique else None, plain)
+
+
+class _Plain(NamedTuple):
+    """What renders an event of a schema whose properties' names are unique and whose message
+    inserts have no ``!spec!``: its properties in order, which of them ``format_value`` gives
+    as ``str`` when they are ints (``tdh.format.int_as_str``), and its message's plan."""
+
+    compiled: Any  # tdh.compiled.CompiledSchema
+    names: list[str]
+    properties: Sequence[Any]
+    int_as_str: list[bool]
+    plan: tuple[str | int, ...] | None  # tdh.format.message_plan; None: the schema has no message
 
 
 class _Decoder(NamedTuple):
@@ -90,6 +112,37 @@ class _Decoder(NamedTuple):
     properties: Callable[[str], Any]
     maps: Any
     names: list[str] | None  # the properties' names in order, when each name finds its own property
+    plain: _Plain | None = None
+
+
+def _planned(plain: _Plain, maps: Any, raw: bytes) -> tuple[dict[str, Any], str | None] | None:
+    """(fields, message) of a record whose every property decodes, with the texts the general
+    path gives (strings as they are, ints as ``str`` where that is their text, anything else by
+    ``format_value``); ``None`` for the general path to decide (a property that does not
+    decode, a message longer than is kept whole)."""
+    try:
+        values, errors = plain.compiled(raw[_USER_DATA_AT:])
+    except Exception:  # noqa: BLE001 - the general path decides (and leaves it unrendered)
+        return None
+    if errors or len(values) != len(plain.names):
+        return None
+    texts: list[str] = []
+    for value, prop, as_str in zip(values.values(), plain.properties, plain.int_as_str, strict=True):
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif kind is int and as_str:
+            texts.append(str(value))
+        else:
+            texts.append(format_value(value, prop, maps))
+    if list(values) != plain.names:
+        return None
+    if plain.plan is None:
+        return dict(zip(plain.names, texts, strict=True)), None
+    message = fill_plan(plain.plan, texts)
+    if message is None:
+        return None
+    return dict(zip(plain.names, texts, strict=True)), message
 
 
 _MISSING: Any = object()

@@ -35,7 +35,7 @@ import sqlite3
 import stat
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -223,11 +223,31 @@ class _Statements(NamedTuple):
     insert_next: str
     index_text: bool
     multi_next: str = ""
+    # for runs of ``VARYING_COLUMNS`` rows none of which has an activity id: the same inserts
+    # with ``activity_id`` NULL in the statement, the rows bound without that column
+    # (``_without_activity``). Python's sqlite3 binds None (like bytes) only after a failed
+    # adapter lookup that formats and drops an exception, about 0.3 us a value.
+    no_activity: _Statements | None = None
 
 
 def _multi(insert_next: str) -> str:
     values = "(" + insert_next.split(" VALUES (", 1)[1]
     return insert_next + ("," + values) * (_MULTI_ROWS - 1)
+
+
+_ACTIVITY_AT = VARYING_COLUMNS.index("activity_id")
+
+
+def _without_activity(rows: Sequence[Row], statements: _Statements) -> tuple[Sequence[Row], _Statements]:
+    """``rows`` without their ``activity_id`` and the statements that take them so, when none
+    has an activity id (rows held as columns: one C-speed count); else as they are."""
+    quiet = statements.no_activity
+    if quiet is None or not isinstance(rows, ColumnRows) or not rows.columns:
+        return rows, statements
+    activity = rows.columns[_ACTIVITY_AT]
+    if activity.count(None) != len(activity):
+        return rows, statements
+    return ColumnRows(rows.columns[:_ACTIVITY_AT] + rows.columns[_ACTIVITY_AT + 1 :]), quiet
 
 
 _FULL = _Statements(_INSERT, _INSERT_NEXT, True)
@@ -244,16 +264,30 @@ def _literal(value: str | int | None) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _source_statements(source: RecordSource) -> _Statements:
+def _source_statements(source: RecordSource, *, activity: bool = True) -> _Statements:
     constants = dict(zip(SOURCE_COLUMNS, (_literal(v) for v in source), strict=True))
+    if not activity:
+        constants["activity_id"] = "NULL"
     values = ", ".join(
         constants.get(c) or ("?" if c in RECORD_COLUMNS else {"format": "'etw'", "rendered": "0"}.get(c, "NULL")) for c in _COLUMNS
     )  # fmt: skip
     insert_next = f"INSERT INTO events({', '.join(_COLUMNS)}) VALUES ({values})"
-    return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next))
+    return _Statements(f"INSERT INTO events(record_id, {', '.join(_COLUMNS)}) VALUES (?, {values})", insert_next, False, _multi(insert_next),
+                       _source_statements(source, activity=False) if activity else None)  # fmt: skip
 
 
-_json = json.JSONEncoder(default=str).encode  # what json.dumps(value, default=str) gives, one encoder for all
+def _json_encoder() -> Callable[[Any], str]:
+    """What ``json.dumps(value, default=str)`` gives, by one C encoder made once when there is one
+    (``JSONEncoder.encode`` makes a new one per call: half its cost for a small dict). Circular
+    containers are not looked for: rendered fields are trees."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(default=str).encode
+    encode = make(None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_json = _json_encoder()
 _Rendered = tuple[str | None, str | None, int, tuple[bool, str | None]]  # (fields JSON, message, record id, fieldtext.text_of)
 
 
@@ -548,17 +582,18 @@ class LogStore:
         return self._append(log, [(_RECORDS if records else _FULL, rows)], lost=lost, refused=refused, mark=mark, loss_mark=loss_mark)
 
     def append_records(self, log: str, runs: list[tuple[RecordSource, Sequence[Row]]], *, refused: int = 0,
-                       mark: tuple[str, int] | None = None) -> AppendResult:  # fmt: skip
+                       mark: tuple[str, int] | None = None, marks: Sequence[tuple[str, int]] = ()) -> AppendResult:  # fmt: skip
         """``append_rows`` of ETW records stored unrendered, in runs that share their
         ``SOURCE_COLUMNS`` (written in the statement, not bound per event): each row holds
-        ``VARYING_COLUMNS`` only. The cheapest way to store."""
+        ``VARYING_COLUMNS`` only. The cheapest way to store. ``marks``: more marks (rows of
+        buffers of several pools, or several drains of one), each kept as ``mark`` is."""
         cache = self._source_cache
         return self._append(log, [(cache.get(source) or cache.setdefault(source, _source_statements(source)), rows) for source, rows in runs],
-                            refused=refused, mark=mark, writers=[source.uid for source, _ in runs])  # fmt: skip
+                            refused=refused, mark=mark, marks=marks, writers=[source.uid for source, _ in runs])  # fmt: skip
 
     def _append(self, log: str, runs: list[tuple[_Statements, Sequence[Row]]], *, lost: int = 0, refused: int = 0,
                 mark: tuple[str, int] | None = None, loss_mark: tuple[str, int] | None = None,
-                writers: list[int | None] | None = None) -> AppendResult:  # fmt: skip
+                writers: list[int | None] | None = None, marks: Sequence[tuple[str, int]] = ()) -> AppendResult:  # fmt: skip
         """``writers``: the uid whose events each run holds (``VARYING_COLUMNS`` rows), held to
         its share of the log unless root or the log's owner."""
         if refused < 0:
@@ -597,10 +632,11 @@ class LogStore:
                     held = sum(event_cost(len(row[_RECORD_AT])) for row in batch[: result.stored - stored_before])
                     db.execute(_WRITER_ADD, (uid, held, 0, 0))
             self._set_meta(db, "last_write", datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
-            if mark is not None or loss_mark is not None:
+            pool_marks = [mark, *marks] if mark is not None else list(marks)
+            if pool_marks or loss_mark is not None:
                 db.execute(_MARKS_TABLE)
-            if mark is not None:
-                db.execute(_MARK, (mark[0], mark[1], time.time()))
+            for pool, sequence in pool_marks:
+                db.execute(_MARK, (pool, sequence, time.time()))
             if loss_mark is not None:
                 db.execute(_LOSS_MARK, (loss_mark[0], loss_mark[1], time.time()))
             db.execute("COMMIT")
@@ -852,6 +888,7 @@ class LogStore:
             return
         last = db.execute("SELECT coalesce(max(record_id), 0) FROM events").fetchone()[0]
         first = max(last + 1, int(self._meta(db, "next_record_id") or 1))
+        rows, statements = _without_activity(rows, statements)
         insert, insert_next, multi = statements.insert, statements.insert_next, statements.multi_next
         rest = rows
         if first != last + 1:

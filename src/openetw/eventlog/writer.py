@@ -9,7 +9,10 @@ which skips what the log's marks say is stored. At most ``DEPTH`` batches wait: 
 walks faster than SQLite stores waits for it, while the producer's pool holds the burst.
 
 SQLite works without the interpreter's lock, so its part of the cost overlaps the walk of the
-next batch on another core.
+next batch on another core. When the thread falls behind, the batches waiting for it are stored
+together (``_group``): one transaction per log for all of them, consecutive runs of one source
+joined into one, each pool's mark kept, the buffers of all given back once it is committed;
+fewer commits, each rewriting the pages at the end of the table and its indexes once.
 
 Test hooks: when ``$OPENETW_EVENTLOG_PAUSE_AFTER_COMMIT`` names a file in the service's
 environment, the thread creates that file after its first batch of events is committed and then
@@ -23,11 +26,13 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from openetw.errors import EventLogError, EventLogWriteError
 from openetw.eventlog.records import Run
+from openetw.eventlog.rows import ColumnRows
 from openetw.eventlog.store import LogStore, RecordSource
 
 __all__ = ["DEPTH", "PAUSE_AFTER_COMMIT_ENV", "PAUSE_BEFORE_COMMIT_ENV", "StoreBatch", "StoreWriter"]
@@ -49,7 +54,6 @@ class StoreBatch:
     release: Callable[[], None] | None = None  # gives the buffers back to the pool (on this thread)
     forget: str | None = None  # a pool nobody hands over any more: its marks go
     forget_logs: tuple[str, ...] = ()
-    stored: int = 0  # rows stored, once done
 
 
 class StoreWriter:
@@ -86,31 +90,43 @@ class StoreWriter:
 
     def _run(self) -> None:
         while True:
-            batch = self._queue.get()
+            batches = self._group()
             try:
-                self._store(batch)
+                self._store(batches)
             except Exception as exc:  # noqa: BLE001 - the thread goes on; the buffers go back below
                 self._log(f"event log: storing: {exc}")
             finally:
-                try:
-                    if batch.release is not None:
-                        batch.release()
-                except Exception as exc:  # noqa: BLE001 - a pool closed meanwhile: nothing to give back
-                    self._log(f"event log: giving buffers back: {exc}")
-                self._queue.task_done()
+                for batch in batches:
+                    try:
+                        if batch.release is not None:
+                            batch.release()
+                    except Exception as exc:  # noqa: BLE001 - a pool closed meanwhile: nothing to give back
+                        self._log(f"event log: giving buffers back: {exc}")
+                    self._queue.task_done()
 
-    def _store(self, batch: StoreBatch) -> None:
+    def _group(self) -> list[StoreBatch]:
+        """The next batch and those waiting behind it, up to ``DEPTH`` (a batch that forgets a
+        pool's marks ends the group: they go after its rows are stored, as they went in)."""
+        batches = [self._queue.get()]
+        while len(batches) < DEPTH and batches[-1].forget is None:
+            try:
+                batches.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batches
+
+    def _store(self, batches: list[StoreBatch]) -> None:
         store = self.store
-        if self._pause_before is not None and batch.rows:
+        with_rows = any(batch.rows for batch in batches)
+        if self._pause_before is not None and with_rows:
             _pause(self._pause_before, 0)
-        for log in sorted(set(batch.rows) | set(batch.refused)):
-            runs = [(RecordSource(route.provider_name, route.provider_guid, log, batch.computer, batch.uid), rows)
-                    for route, rows in batch.rows.get(log, []) if rows]  # fmt: skip
-            refused = batch.refused.get(log, 0)
+        stored = 0
+        for log in sorted(set().union(*(set(batch.rows) | set(batch.refused) for batch in batches))):
+            runs, refused, marks = _joined(batches, log)
             if not runs and not refused:
                 continue
             try:
-                batch.stored += store.append_records(log, runs, refused=refused, mark=batch.mark).stored
+                stored += store.append_records(log, runs, refused=refused, marks=marks).stored
             except EventLogWriteError as exc:  # counted lost in the log's books; said once per spell
                 if log not in self._failing:
                     self._log(f"event log: {exc} (until it stores again)")
@@ -122,16 +138,47 @@ class StoreWriter:
             lost = self._failing.pop(log, None)
             if lost is not None:
                 self._log(f"event log: the log {log!r} stores again; {lost} events were counted lost meanwhile")
-        if batch.forget is not None:
-            for log in batch.forget_logs:
-                try:
-                    store.forget_marks(log, [batch.forget])
-                except EventLogError as exc:
-                    self._log(f"event log: {exc}")
-        if batch.rows and self.on_stored is not None:
+        for batch in batches:
+            if batch.forget is not None:
+                for log in batch.forget_logs:
+                    try:
+                        store.forget_marks(log, [batch.forget])
+                    except EventLogError as exc:
+                        self._log(f"event log: {exc}")
+        if with_rows and self.on_stored is not None:
             self.on_stored()
-        if self._pause is not None and batch.rows:
-            _pause(self._pause, batch.stored)
+        if self._pause is not None and with_rows:
+            _pause(self._pause, stored)
+
+
+def _joined(batches: list[StoreBatch], log: str) -> tuple[list[tuple[RecordSource, Sequence[Any]]], int, list[tuple[str, int]]]:
+    """The runs ``batches`` hold for ``log`` in order (consecutive runs of one source, held as
+    columns, joined into one: longer multi-row inserts), the events refused on their way, and
+    the marks of the batches that have either."""
+    runs: list[tuple[RecordSource, Sequence[Any]]] = []
+    made: set[int] = set()  # places in ``runs`` of runs joined here (new columns, no batch's own)
+    refused = 0
+    marks: list[tuple[str, int]] = []
+    for batch in batches:
+        mine = [(RecordSource(route.provider_name, route.provider_guid, log, batch.computer, batch.uid), rows)
+                for route, rows in batch.rows.get(log, ()) if rows]  # fmt: skip
+        refused_here = batch.refused.get(log, 0)
+        if not mine and not refused_here:
+            continue
+        refused += refused_here
+        if batch.mark is not None:
+            marks.append(batch.mark)
+        for source, rows in mine:
+            last = runs[-1][1] if runs else None
+            if runs and runs[-1][0] == source and isinstance(last, ColumnRows) and isinstance(rows, ColumnRows):
+                if len(runs) - 1 not in made:
+                    last = ColumnRows([list(column) for column in last.columns])
+                    runs[-1] = (source, last)
+                    made.add(len(runs) - 1)
+                last.extend(rows)
+            else:
+                runs.append((source, rows))
+    return runs, refused, marks
 
 
 def _pause(path: str, stored: int) -> None:

@@ -6,6 +6,11 @@ and XML texts, each a column. The compiled twin fills the columns in one call pe
 records it accepts; a record it leaves to the pure parser is kept as the ``EvtxRecord`` that
 parser made (its ``xml`` entry is ``None``: ``xml_text(i)`` renders it, or raises the same
 ``EvtxFormatError`` as ``record(i).xml()``).
+
+Beside the XML the walk reads each record's ``<System>`` facts (``header``, ``fact``) and its
+``EventData`` fields (``event_data``, ``data_columns``: the names come from the record's template,
+the values are typed): a row whose shape the walk does not take is read from the pure tree, so
+every row gives the values ``record(i).header`` and ``record(i).properties()`` give.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from openetw.evtx.fields import column_values, field_text, field_value
 from openetw.evtx.record import NATIVE_PARSED, EvtxHeader, EvtxRecord
 
 if TYPE_CHECKING:
     from openetw.evtx.reader import ChunkState
 
-__all__ = ["INT_FACTS", "RecordBatch"]
+__all__ = ["INT_FACTS", "DataColumns", "RecordBatch"]
 
 INT_FACTS = (
     "event_id", "qualifiers", "version", "level", "task", "opcode", "keywords", "time_created",
@@ -31,6 +37,22 @@ _WIDTH = len(INT_FACTS)
 _SYS_OK, _SYS_QUALIFIERS = 1, 2
 _GUID_FACTS = ("provider_guid", "activity_id", "related_activity_id")
 _NO_GUID = bytes(16)
+UNREAD = 0xFFFFFFFF
+"""A row's EventData shape when the walk left its fields to the pure tree."""
+
+
+class DataColumns:
+    """The EventData fields of the rows that share one set of names, a column per name."""
+
+    __slots__ = ("names", "rows", "columns")
+
+    def __init__(self, names: tuple[str, ...], rows: list[int], columns: list[list[Any]]) -> None:
+        self.names = names
+        self.rows = rows  # the batch rows, in order
+        self.columns = columns  # one list of values per name, a value per row
+
+    def __repr__(self) -> str:
+        return f"<DataColumns {len(self.rows)} rows {self.names}>"
 
 
 class RecordBatch:
@@ -39,7 +61,7 @@ class RecordBatch:
     __slots__ = (
         "_chunk", "path", "positions", "sizes", "record_ids", "written_times", "xml", "_records",
         "system_flags", "system_ints", "system_guids", "provider_names", "event_source_names",
-        "channels", "computers", "user_ids",
+        "channels", "computers", "user_ids", "data_shapes", "data_starts", "data_fields", "data_names",
     )  # fmt: skip
 
     def __init__(self, chunk: ChunkState, path: str | None = None) -> None:
@@ -60,18 +82,38 @@ class RecordBatch:
         self.channels: list[str | None] = []
         self.computers: list[str | None] = []
         self.user_ids: list[str | None] = []
+        # EventData as the compiled walk read it: a shape per row (UNREAD: the pure tree's), the
+        # index of its first field, the fields (type, chunk offset, size each), and the names of
+        # each shape (the chunk's: shapes are numbered per chunk)
+        self.data_shapes = array("I")
+        self.data_starts = array("I")
+        self.data_fields = array("I")
+        self.data_names: list[tuple[str, ...]] = []
 
     def extend_columns(
-        self, positions: bytes, sizes: bytes, ids: bytes, written: bytes, xml: list[str | None], system: tuple[Any, ...] | None = None
-    ) -> None:
-        """Adds a run of records: packed u32 positions and sizes, u64 ids and written times, and
-        the walk's ``<System>`` columns (none: the rows are left to the pure tree)."""
+        self, positions: bytes, sizes: bytes, ids: bytes, written: bytes, xml: list[str | None],
+        system: tuple[Any, ...] | None = None, data: tuple[Any, ...] | None = None,
+    ) -> None:  # fmt: skip
+        """Adds a run of records: packed u32 positions and sizes, u64 ids and written times, the
+        walk's ``<System>`` columns and its EventData fields (none: the pure tree's)."""
         self.positions.frombytes(positions)
         self.sizes.frombytes(sizes)
         self.record_ids.frombytes(ids)
         self.written_times.frombytes(written)
         self.xml.extend(xml)
         count = len(xml)
+        if data is None:
+            self.data_shapes.frombytes(b"\xff" * (4 * count))
+            self.data_starts.frombytes(bytes(4 * count))
+        else:
+            shapes, starts, fields, self.data_names = data
+            self.data_shapes.frombytes(shapes)
+            base = len(self.data_fields) // 3
+            if base:
+                self.data_starts.extend(array("I", [start + base for start in array("I", starts)]))
+            else:
+                self.data_starts.frombytes(starts)
+            self.data_fields.frombytes(fields)
         if system is None:
             self._unread(count)
             return
@@ -101,6 +143,8 @@ class RecordBatch:
         self.written_times.append(record.written_time)
         self.xml.append(record._xml)
         self._unread(1)
+        self.data_shapes.append(UNREAD)
+        self.data_starts.append(0)
 
     def __len__(self) -> int:
         return len(self.xml)
@@ -126,8 +170,7 @@ class RecordBatch:
                 self._chunk, self.positions[i], self.sizes[i], self.record_ids[i], self.written_times[i],
                 NATIVE_PARSED, self.path, None, self.xml[i],
             )  # fmt: skip
-            if self.system_flags[i] & _SYS_OK:
-                record._facts = (self, i)  # its header from the walk's columns: the tree only for properties
+            record._facts = (self, i)  # its header and fields from the walk's columns where it read them
             self._records[i] = record
         return record
 
@@ -190,6 +233,58 @@ class RecordBatch:
         for i in self.unread_rows():
             values[i] = getattr(self.header(i), name)
         return values
+
+    def has_data(self, i: int) -> bool:
+        """The walk read row ``i``'s EventData (else ``event_data`` asks the pure tree)."""
+        return self.data_shapes[i] != UNREAD
+
+    def event_data(self, i: int, *, text: bool = False) -> dict[str, Any]:
+        """Row ``i``'s ``EventData`` / ``UserData`` values by name: ``record(i).properties()``
+        (``text=True``: ``text_properties()``)."""
+        shape = self.data_shapes[i]
+        if shape == UNREAD:
+            record = self.record(i)
+            return record.text_properties() if text else record.properties()
+        names = self.data_names[shape]
+        fields, data, k = self.data_fields, self._chunk.data, 3 * self.data_starts[i]
+        decode = field_text if text else field_value
+        return {name: decode(fields[k + 3 * j], data, fields[k + 3 * j + 1], fields[k + 3 * j + 2]) for j, name in enumerate(names)}
+
+    def data_columns(self, *, text: bool = False) -> list[DataColumns]:
+        """Every row's ``event_data`` grouped by its names, a column of values per name (in the
+        order each set of names first occurs; a row the walk did not read joins the group of its
+        names)."""
+        groups: dict[tuple[str, ...], DataColumns] = {}
+        by_shape: dict[int, list[int]] = {}
+        unread: list[int] = []
+        for i, shape in enumerate(self.data_shapes):
+            if shape == UNREAD:
+                unread.append(i)
+                names: tuple[str, ...] = tuple(self.event_data(i, text=text))
+            else:
+                names = self.data_names[shape]
+                by_shape.setdefault(shape, []).append(i)
+            if names not in groups:
+                groups[names] = DataColumns(names, [], [[] for _ in names])
+        for shape, rows in by_shape.items():
+            group = groups[self.data_names[shape]]
+            starts = self.data_starts
+            first = [starts[i] for i in rows]
+            for j, column in enumerate(group.columns):
+                column.extend(column_values(self._chunk.data, self.data_fields, [k + j for k in first], text=text))
+            group.rows.extend(rows)
+        for i in unread:
+            values = self.event_data(i, text=text)
+            group = groups[tuple(values)]
+            group.rows.append(i)
+            for column, value in zip(group.columns, values.values(), strict=True):
+                column.append(value)
+        for group in groups.values():
+            if len(by_shape) + len(unread) > 1 and group.rows != sorted(group.rows):
+                order = sorted(range(len(group.rows)), key=group.rows.__getitem__)
+                group.rows = [group.rows[k] for k in order]
+                group.columns = [[column[k] for k in order] for column in group.columns]
+        return list(groups.values())
 
     def headers(self) -> Iterator[EvtxHeader]:
         for i in range(len(self.xml)):

@@ -134,12 +134,14 @@ def read_file_header(data: Any, path: str | None = None) -> FileHeader:
 class ChunkState:
     """One chunk's bytes with its BinXml parser and renderer (records keep a reference).
 
-    ``native`` is the compiled twin's chunk while it decides; ``pending_positions`` and
-    ``pending_sizes`` list the records it accepted in walk order, which ``nodes_at`` parses with
-    the pure parser, in that order, when a record's nodes are needed."""
+    ``native`` is the compiled twin's chunk while it decides (``resting`` while the pure parser
+    takes a record it left); ``pending_positions`` and ``pending_sizes`` list the records it
+    accepted in walk order, which ``nodes_at`` parses with the pure parser, in that order, when a
+    record's nodes are needed."""
 
     __slots__ = (
-        "index", "offset", "data", "parser", "renderer", "native", "pending_positions", "pending_sizes", "caught", "parsed",
+        "index", "offset", "data", "parser", "renderer", "native", "resting", "pending_positions", "pending_sizes", "caught",
+        "parsed",
     )  # fmt: skip
 
     def __init__(self, index: int, offset: int, data: bytes) -> None:
@@ -149,6 +151,7 @@ class ChunkState:
         self.parser = ChunkParser(data)
         self.renderer = Renderer(self.parser)
         self.native: Any = _NATIVE.Chunk(data) if _NATIVE is not None else None
+        self.resting: Any = None
         self.pending_positions = array("I")
         self.pending_sizes = array("I")
         self.caught = 0
@@ -177,9 +180,27 @@ class ChunkState:
         return nodes
 
     def go_pure(self) -> None:
-        """The pure parser decides from here on: it first catches up with the twin."""
-        self.catch_up()
-        self.native = None
+        """The pure parser decides, in the twin's state: the template definitions the twin cached
+        (all a walk of the accepted records would have cached; the records themselves are parsed
+        when their nodes are asked for, which gives the same nodes)."""
+        parser = self.parser
+        try:
+            for offset in self.native.templates():
+                if offset not in parser.templates:
+                    parser.work = 0
+                    parser.template_at(offset, 0)
+        except (BinXmlError, struct.error, IndexError, ValueError):
+            self.catch_up()  # not expected (the twin parsed each one): the walk's own way, then
+        finally:
+            parser.work = 0
+        self.native, self.resting = None, self.native
+
+    def resume(self) -> None:
+        """The twin decides again once its state is the pure parser's: the same template
+        definitions cached (what the pure parser took since cached no other)."""
+        resting = self.resting
+        if resting is not None and set(resting.templates()) == self.parser.templates.keys():
+            self.native, self.resting = resting, None
 
 
 class EvtxReader:
@@ -232,11 +253,14 @@ class EvtxReader:
         for index in range(self.block_count):
             yield from self.chunk_records(index, damaged=damaged)
 
-    def batches(self, *, damaged: bool = False) -> Iterator[RecordBatch]:
+    def batches(self, *, damaged: bool = False, system: bool = True, data: bool = True) -> Iterator[RecordBatch]:
         """Every chunk's records as columns (``RecordBatch``), the same records ``records()``
-        yields, with the same counts and errors; a block without records yields nothing."""
+        yields, with the same counts and errors; a block without records yields nothing.
+        ``system=False`` / ``data=False``: the compiled walk does not read the ``<System>`` facts
+        / the EventData fields (a reader of the XML alone does not pay for them; the batch then
+        takes them from the pure tree when asked)."""
         for index in range(self.block_count):
-            batch = self.chunk_batch(index, damaged=damaged)
+            batch = self.chunk_batch(index, damaged=damaged, system=system, data=data)
             if batch is not None and len(batch):
                 yield batch
 
@@ -288,26 +312,28 @@ class EvtxReader:
             run.extend_columns(*item)
             yield from run.records()
 
-    def chunk_batch(self, index: int, *, damaged: bool = False) -> RecordBatch | None:
+    def chunk_batch(self, index: int, *, damaged: bool = False, system: bool = True, data: bool = True) -> RecordBatch | None:
         """Block ``index``'s records as columns (``None`` when it holds no chunk); what
         ``chunk_records`` yields, walked to the end, counted and reported the same."""
         state = self.chunk(index)
         if state is None:
             return None
         batch = RecordBatch(state, self.path)
-        for item in self._chunk_walk(state, damaged):
+        for item in self._chunk_walk(state, damaged, system, data):
             if isinstance(item, EvtxRecord):
                 batch.append_record(item)
             else:
                 batch.extend_columns(*item)
         return batch
 
-    def _chunk_walk(self, state: ChunkState, damaged: bool) -> Iterator[EvtxRecord | tuple[Any, ...]]:
+    def _chunk_walk(
+        self, state: ChunkState, damaged: bool, system: bool = True, data: bool = True
+    ) -> Iterator[EvtxRecord | tuple[Any, ...]]:
         info = self.chunk_infos[-1]
         free = min(max(info.free_space_offset, L.CHUNK_HEADER_SIZE), L.CHUNK_SIZE)
         outside: list[int] = []  # ids the stale chunk header does not cover (kept when framed)
         try:
-            yield from self._walk(state, info, free, damaged, outside)
+            yield from self._walk(state, info, free, damaged, outside, system, data)
         finally:
             if outside:
                 self.stats.records_outside_header += len(outside)
@@ -318,18 +344,20 @@ class EvtxReader:
                 )
 
     def _walk(
-        self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int]
+        self, state: ChunkState, info: ChunkInfo, free: int, damaged: bool, outside: list[int], system: bool, fields: bool
     ) -> Iterator[EvtxRecord | tuple[Any, ...]]:
         """The chunk's records: the twin's runs as columns (positions, sizes, ids, written
-        times, XML texts), the others one ``EvtxRecord`` at a time."""
+        times, XML texts, ``<System>`` and EventData columns), the others one ``EvtxRecord`` at a time."""
         data, base, index = state.data, state.offset, state.index
         pos = L.CHUNK_HEADER_SIZE
         previous_id: int | None = None
         while pos + L.MIN_RECORD_SIZE <= L.CHUNK_SIZE:
+            if state.resting is not None:
+                state.resume()
             if state.native is not None:
                 # The twin takes the common records in one call; it stops at any other.
-                positions, sizes, ids, written, xmls, outside_ids, pos, rejected, system = state.native.walk(
-                    pos, free, info.first_record_id, info.last_record_id, previous_id
+                positions, sizes, ids, written, xmls, outside_ids, pos, rejected, facts, values = state.native.walk(
+                    pos, free, info.first_record_id, info.last_record_id, previous_id, system, fields
                 )
                 if xmls:
                     state.pending_positions.frombytes(positions)
@@ -339,7 +367,7 @@ class EvtxReader:
                     self.stats.records += count
                     outside.extend(outside_ids)
                     previous_id = memoryview(ids).cast("Q")[-1]
-                    yield positions, sizes, ids, written, xmls, system
+                    yield positions, sizes, ids, written, xmls, facts, values
                 if rejected:
                     state.go_pure()
                 if pos + L.MIN_RECORD_SIZE > L.CHUNK_SIZE:

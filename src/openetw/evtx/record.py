@@ -259,7 +259,7 @@ class EvtxRecord(EventRecord):
         self._header: EvtxHeader | None = None
         self._path = path
         self.damage = damage  # set on a record whose BinXml could not be parsed
-        self._facts: Any = None  # (RecordBatch, row) whose <System> columns the compiled walk read
+        self._facts: Any = None  # (RecordBatch, row) of the compiled walk's <System> and EventData columns
 
     # -- content -------------------------------------------------------------------------------
     @property
@@ -322,7 +322,8 @@ class EvtxRecord(EventRecord):
         """The ``<System>`` facts (an event whose content is damaged has an empty header)."""
         if self._header is None and self._facts is not None:
             batch, row = self._facts
-            self._header = batch.header(row)
+            if batch.system_flags[row] & 1:  # the walk read the facts
+                self._header = batch.header(row)
         if self._header is None:
             try:
                 self._header = header_from_tree(self.tree())
@@ -336,10 +337,18 @@ class EvtxRecord(EventRecord):
 
     def properties(self) -> dict[str, Any]:
         """The decoded ``EventData`` / ``UserData`` values by name."""
+        facts = self._facts
+        if facts is not None and facts[0].has_data(facts[1]):
+            values: dict[str, Any] = facts[0].event_data(facts[1])  # the walk's fields: no tree
+            return values
         return properties_from_tree(self.tree())
 
     def text_properties(self) -> dict[str, Any]:
         """The ``EventData`` / ``UserData`` values by name as the XML (and Windows) shows them."""
+        facts = self._facts
+        if facts is not None and facts[0].has_data(facts[1]):
+            texts: dict[str, Any] = facts[0].event_data(facts[1], text=True)
+            return texts
         return properties_from_tree(self.tree(), text=True)
 
     # -- EventRecord header ------------------------------------------------------------------

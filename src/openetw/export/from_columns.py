@@ -17,6 +17,10 @@ these records are built as ``EventRecord``s:
 Each schema's payloads go to its table as places in the mapped file and are decoded by the
 compiled core from the schema's column plan (``SchemaTable.decode_places``).
 
+The index's rows are split into contiguous columns once (``split_columns``); distinct identities,
+processes and tables are found by hashing (``first_seen``), not sorting; the ``events`` table's text
+columns are Arrow dictionaries over the few texts they take (``coded_text``).
+
 The values are the ones ``pipeline`` writes, row for row (a test exports every corpus trace both
 ways). ``export_from_columns`` gives ``False`` without writing anything for the traces it leaves to
 ``pipeline``: damage (unknown records, problems found reading), WPP messages, files over
@@ -76,7 +80,40 @@ _FILETIME_UNIX_TICKS = UNIX_EPOCH_FILETIME
 _MIN_TICKS = _FILETIME_UNIX_TICKS - (1 << 63) // 100 + 1
 _MAX_TICKS = _FILETIME_UNIX_TICKS + ((1 << 63) - 1) // 100
 _ZERO_GUID = "00000000-0000-0000-0000-000000000000"
-_ROW_BY_ROW = 24  # runs between teaching records this short are named record by record (cheaper than a pass of numpy)
+_HASH_FROM = 4096  # first_seen hashes runs this long or longer (Arrow's call costs more than sorting fewer)
+_ROW_BY_ROW = 96  # runs between teaching records this short are named row by row (cheaper than a pass of numpy)
+
+
+Columns = dict[str, np.ndarray]
+"""The index's header columns by name (each contiguous, or a slice of one)."""
+
+_SPLIT_ROWS = 8192  # rows split at a time: the slice stays in the cache while each column is copied out
+
+
+def split_columns(rows: np.ndarray) -> Columns:
+    """The columns of the structured ``rows``, each contiguous. Every later pass over a column then
+    reads 1 to 8 bytes a row, not a row's whole stride (75 bytes); split a cache-sized slice at a time,
+    it costs about what one strided pass over five columns does."""
+    names = rows.dtype.names or ()
+    columns = {name: np.empty(len(rows), dtype=rows.dtype[name]) for name in names}
+    for start in range(0, len(rows), _SPLIT_ROWS):
+        part = rows[start : start + _SPLIT_ROWS]
+        for name in names:
+            columns[name][start : start + _SPLIT_ROWS] = part[name]
+    return columns
+
+
+class _Picked:
+    """Chosen rows of columns, each column taken when it is asked for."""
+
+    __slots__ = ("columns", "chosen")
+
+    def __init__(self, columns: Columns, chosen: np.ndarray) -> None:
+        self.columns, self.chosen = columns, chosen
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        picked: np.ndarray = self.columns[name][self.chosen]
+        return picked
 
 
 class _Trace:
@@ -86,6 +123,7 @@ class _Trace:
     def __init__(self, reader: EtlReader, path: str, built: BuiltIndex | None = None) -> None:
         self.built = built = built if built is not None else build_index_data(path)
         self.rows = built.records
+        self.columns = split_columns(built.records)
         self.context = built.context
         buffers = built.buffers
         count = int(buffers["index"].max()) + 1 if len(buffers) else 0
@@ -111,19 +149,19 @@ class _Trace:
         self._buffers: dict[
             int, bytes
         ] = {}  # the last few buffers records were built from (time order interleaves processors)
-        rows = self.rows
+        columns = self.columns
         self.at = (
-            self.buffer_at[rows["buffer"]] + rows["offset"].astype(np.int64)
-            if len(rows)
+            self.buffer_at[columns["buffer"]] + columns["offset"].astype(np.int64)
+            if len(self.rows)
             else np.zeros(0, dtype=np.int64)
         )
 
     def usable(self) -> bool:
-        built, rows = self.built, self.rows
+        built, columns = self.built, self.columns
         return (
             not built.errors and not built.unknown_reasons and int(built.read_stats.get("skipped_bytes", 0)) == 0
-            and not bool(np.any((rows["kind"] == _WPP) | (rows["kind"] == _UNKNOWN)))
-            and not bool(np.any(self.buffer_at[rows["buffer"]] < 0))
+            and not bool(np.any(columns["kind"] >= _WPP))
+            and not bool(np.any(self.buffer_at[columns["buffer"]] < 0))
         )  # fmt: skip
 
     def record(self, row: int) -> EventRecord:
@@ -206,7 +244,7 @@ def _process_codes(
     """The number of ``process_name(pid, when)`` of each row, with the context as it is now."""
     if not len(pids):
         return np.zeros(0, dtype=np.int64)
-    unique, inverse = np.unique(pids, return_inverse=True)
+    unique, _, inverse = first_seen(pids)
     earliest, latest = int(when.min()), int(when.max())
     codes = np.zeros(len(unique), dtype=np.int64)
     varying: list[tuple[int, list[Any]]] = []
@@ -247,12 +285,12 @@ class _IdentityTable:
         return found
 
 
-def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
+def _teaching(rows: Columns, providers: list[str]) -> np.ndarray:
     """Rows ``DecodeContext.observe`` learns from (a superset: the others teach it nothing)."""
     kind, hook, provider = rows["kind"], rows["hook_id"], rows["provider"]
 
     def provider_is(text: str) -> np.ndarray:
-        result: np.ndarray = provider == providers.index(text) if text in providers else np.zeros(len(rows), dtype=bool)
+        result: np.ndarray = provider == providers.index(text) if text in providers else np.zeros(len(kind), dtype=bool)
         return result
 
     kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
@@ -266,12 +304,47 @@ def _teaching(rows: np.ndarray, providers: list[str]) -> np.ndarray:
     return teaching
 
 
+def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ``values`` in order of first appearance, the index of each one's first row, and each
+    row's number among them (``values == distinct[numbers]``): ``np.unique`` hashed rather than sorted,
+    in one pass."""
+    if len(values) < _HASH_FROM:  # a short run: a sort costs less than a call into Arrow
+        sorted_values, firsts, inverse = np.unique(values, return_index=True, return_inverse=True)
+        order = np.argsort(firsts, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        return sorted_values[order], firsts[order], rank[inverse.ravel()]
+    pa = require("pyarrow", "exporting tables")
+    pc = require("pyarrow.compute", "exporting tables")
+    encoded = pc.dictionary_encode(pa.array(np.ascontiguousarray(values)))
+    numbers: np.ndarray = encoded.indices.to_numpy()
+    distinct: np.ndarray = encoded.dictionary.to_numpy()
+    running = np.maximum.accumulate(numbers)  # numbered in order of appearance: rises by one at each new value
+    first = np.flatnonzero(np.concatenate(([True], running[1:] != running[:-1])))
+    return distinct, first, numbers
+
+
+def _identity_numbers(columns: Columns) -> np.ndarray:
+    """Each row's identity (``identity_keys``) as a number: equal numbers, equal identities (exactly:
+    the two words are hashed together)."""
+    high, low, _ = identity_keys(columns)
+    if not len(high):
+        return np.zeros(0, dtype=np.int64)
+    pairs = np.empty((len(high), 2), dtype=np.uint64)
+    pairs[:, 0], pairs[:, 1] = high, low
+    pa = require("pyarrow", "exporting tables")
+    words = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(high), [None, pa.py_buffer(pairs)])
+    found: np.ndarray = require("pyarrow.compute", "exporting tables").dictionary_encode(words).indices.to_numpy()
+    return found.astype(np.int64)
+
+
 def _unique_identities(
     keys: tuple[np.ndarray, np.ndarray, np.ndarray], chosen: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(identities of rows chosen, return_index, return_inverse)[1:]``, exactly."""
+    """The first row of each distinct identity of rows ``chosen`` (in order of appearance), and the
+    number of each row's identity (an index into those)."""
     high, low, mixed = (part[chosen] for part in keys)
-    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    _, first, inverse = first_seen(mixed)
     if np.array_equal(high, high[first][inverse]) and np.array_equal(low, low[first][inverse]):
         return first, inverse
     pairs = np.zeros(len(chosen), dtype=[("high", np.uint64), ("low", np.uint64)])  # two identities mixed to one word
@@ -291,7 +364,7 @@ def _export(
     schema_of_events = events_schema(pa)
     identities = _Identities(registry, context)
     names = _Names()
-    rows, built = trace.rows, trace.built
+    rows, built = trace.columns, trace.built
     providers = [format_guid(guid) for guid in built.providers]
     teaching = _teaching(rows, providers)
     own = (rows["kind"] == _EVENT) & (((rows["flags"] & _EXTENDED_INFO) != 0) | (rows["id"] == _MANIFEST_DATA_ID))
@@ -300,18 +373,21 @@ def _export(
     groups: dict[tuple[int, int], tuple[Schema, SchemaTable, Any]] = {}
     groups_seen: dict[tuple[int, int], int] = {}
     pending = decoded = undecodable = 0
-    n = len(rows)
+    n = len(trace.rows)
     table_of = _IdentityTable()
     write_window = getattr(writer, "write_window", None)  # a writer of rows (JSON lines) takes their FILETIMEs too
     labels = _Labels()
+    numbers = _identity_numbers(rows)
+    known: dict[tuple[int, int, int], int] = {}  # (the context's state, identity number): the identity's code
     for first in range(0, n, events_rows):
         last = min(n, first + events_rows)
-        window = rows[first:last]
+        window = {name: column[first:last] for name, column in rows.items()}
         size = last - first
         ident = np.zeros(size, dtype=np.int64)
         process = np.zeros(size, dtype=np.int64)
         extras: dict[int, tuple[str | None, list[str] | None]] = {}  # related activity id and extended item names
         keys = identity_keys(window)
+        listed: tuple[list[int], list[int], list[int]] | None = None  # pid, FILETIME, identity number: for rows named one by one
         mine = own[first:last]
         cuts = np.flatnonzero(teaching[first:last]).tolist()
         bounds = [0, *cuts, size] if not cuts or cuts[0] != 0 else [*cuts, size]
@@ -322,13 +398,28 @@ def _export(
                 # the teaching record first (observed, then named with what it taught), then the
                 # rows up to the next one, a short run row by row
                 stop = b if b - a <= _ROW_BY_ROW else a + 1
+                if listed is None:
+                    listed = (window["pid"].tolist(), window["filetime"].tolist(), numbers[first:last].tolist())
                 for i in range(a, stop):
-                    record = trace.record(first + i)
-                    if teaching[first + i]:
-                        context.observe(record)
-                    info = context.process(record.pid, record.filetime)
+                    row = first + i
+                    if teaching[row] or own[row]:
+                        record = trace.record(row)
+                        if teaching[row]:
+                            context.observe(record)
+                        pid, when = record.pid, record.filetime
+                        code = _one(record, identities, table_of, i, extras)
+                    else:  # its identity as named before in this state of the context: no record built
+                        pid, when = listed[0][i], listed[1][i]
+                        known_key = (context.manifests_learned, context.carried_schemas, listed[2][i])
+                        found = known.get(known_key)
+                        if found is None:
+                            if len(known) >= 1 << 16:
+                                known.clear()
+                            found = known[known_key] = _one(trace.record(row), identities, table_of, i, extras)
+                        code = found
+                    info = context.process(pid, when)
                     process[i] = labels.code(names.of(None if info is None else info.image))
-                    ident[i] = _one(record, identities, table_of, i, extras)
+                    ident[i] = code
                 a = stop
             if b > a:
                 process[a:b] = _process_codes(context, names, labels, window["pid"][a:b], window["filetime"][a:b])
@@ -368,8 +459,8 @@ def _export(
         with_schema = chosen[row_groups >= 0]
         if not len(with_schema):
             continue
-        codes, firsts, inverse = np.unique(group_of[ident[with_schema]], return_index=True, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
+        codes, firsts, inverse = first_seen(group_of[ident[with_schema]])
+        order = np.argsort(inverse.astype(np.int16) if len(codes) < 1 << 15 else inverse, kind="stable")  # int16: a radix sort
         bounds_of = np.searchsorted(inverse[order], np.arange(len(codes) + 1))
         # a table's records in record order, whatever schema objects (at whatever pointer size) lead to it
         per_table: dict[int, tuple[_Queue, list[tuple[np.ndarray, Any]]]] = {}
@@ -534,34 +625,41 @@ def _provider_filter(
 
 
 def _events_table(
-    pa: Any, schema: Any, trace: _Trace, window: np.ndarray, positions: np.ndarray, chosen: np.ndarray, providers: list[str],
+    pa: Any, schema: Any, trace: _Trace, window: Columns, positions: np.ndarray, chosen: np.ndarray, providers: list[str],
     provider_texts: list[str | None], event_texts: list[str | None], ident: np.ndarray, process_texts: list[str | None], process: np.ndarray,
     sizes: np.ndarray, extras: dict[int, tuple[str | None, list[str] | None]],
 ) -> Any:  # fmt: skip
-    rows = window if len(chosen) == len(window) else window[chosen]
+    """The window's ``events`` rows; its text columns are dictionary arrays over the few texts they
+    take (``schema``'s types but for that: a writer stores them as text, ``plain_text`` makes them so)."""
+    whole = len(chosen) == len(window["kind"])
+    rows = window if whole else _Picked(window, chosen)
     kind = rows["kind"]
     is_event = kind == _EVENT
     kernel = (kind == _SYSTEM) | (kind == _COMPACT) | (kind == _PERFINFO)
-    guid_text = pa.array(providers + [None], type=pa.string())
     provider = rows["provider"].astype(np.int64)
     provider = np.where(kernel | (provider < 0), len(providers), provider)  # kernel records carry no provider GUID
     filetime = rows["filetime"]
     in_range = (filetime >= _MIN_TICKS) & (filetime <= _MAX_TICKS)
     nanos = np.where(in_range, (filetime - _FILETIME_UNIX_TICKS) * 100, 0)
     mine = ident[chosen]
-    related: list[str | None] = [None] * len(chosen)
-    extended: list[list[str] | None] = [None] * len(chosen)
     if extras:
+        related: list[str | None] = [None] * len(chosen)
+        extended: list[list[str] | None] = [None] * len(chosen)
         for k, i in enumerate(chosen.tolist()):
             found = extras.get(i)
             if found is not None:
                 related[k], extended[k] = found
+        related_column = pa.array(related, type=pa.string())
+        extended_column = pa.array(extended, type=pa.list_(pa.string()))
+    else:
+        related_column = pa.nulls(len(chosen), type=pa.string())
+        extended_column = pa.nulls(len(chosen), type=pa.list_(pa.string()))
     columns: dict[str, Any] = {
         "record": numeric_array(pa, positions[chosen], pa.int64()),
-        "kind": pa.array(list(KIND_NAMES), type=pa.string()).take(numeric_array(pa, kind, pa.int64())),
-        "provider_id": guid_text.take(numeric_array(pa, provider, pa.int64())),
-        "provider_name": pa.array(provider_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
-        "event_name": pa.array(event_texts, type=pa.string()).take(numeric_array(pa, mine, pa.int64())),
+        "kind": coded_text(pa, list(KIND_NAMES), kind),
+        "provider_id": coded_text(pa, [*providers, None], provider),
+        "provider_name": coded_text(pa, provider_texts, mine),
+        "event_name": coded_text(pa, event_texts, mine),
         "id": numeric_array(pa, rows["id"], pa.uint16()),
         "version": numeric_array(pa, rows["version"], pa.uint16()),
         "channel": numeric_array(pa, rows["channel"], pa.uint8()),
@@ -577,14 +675,42 @@ def _events_table(
         "time": numeric_array(pa, nanos, pa.timestamp("ns", tz="UTC"), in_range),
         "size": numeric_array(pa, rows["size"], pa.uint32()),
         "activity_id": _activities(pa, trace, positions[chosen], is_event),
-        "related_activity_id": pa.array(related, type=pa.string()),
-        "extended": pa.array(extended, type=pa.list_(pa.string())),
+        "related_activity_id": related_column,
+        "extended": extended_column,
         "pointer_size": numeric_array(pa, sizes[mine], pa.uint8()),
         "user_data_length": numeric_array(pa, rows["user_data_length"], pa.uint32()),
-        "process_name": pa.array(process_texts, type=pa.string()).take(numeric_array(pa, process[chosen], pa.int64())),
+        "process_name": coded_text(pa, process_texts, process[chosen]),
         "reason": pa.nulls(len(chosen), type=pa.string()),
     }
-    return pa.Table.from_arrays([columns[field.name] for field in schema], schema=schema)
+    arrays = [columns[field.name] for field in schema]
+    fields = [field.with_type(array.type) for field, array in zip(schema, arrays, strict=True)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def coded_text(pa: Any, texts: list[str | None], codes: np.ndarray) -> Any:
+    """``texts[codes]`` as an Arrow dictionary array (each distinct text once in its dictionary; a
+    ``None`` text is a null row, as a dictionary may hold no null)."""
+    unique: dict[str, int] = {}
+    number = np.asarray([-1 if text is None else unique.setdefault(text, len(unique)) for text in texts], dtype=np.int32)
+    indices = number[codes] if len(number) else np.zeros(len(codes), dtype=np.int32)
+    valid = None
+    if np.any(number < 0):
+        valid = indices >= 0
+        indices = np.where(valid, indices, 0)
+    return pa.DictionaryArray.from_arrays(numeric_array(pa, indices, pa.int32(), valid), pa.array(list(unique), type=pa.string()))
+
+
+def plain_text(pa: Any, table: Any) -> Any:
+    """``table`` with its dictionary columns as plain text."""
+    if not any(pa.types.is_dictionary(field.type) for field in table.schema):
+        return table
+    arrays, fields = [], []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_dictionary(field.type):
+            column, field = column.cast(field.type.value_type), field.with_type(field.type.value_type)
+        arrays.append(column)
+        fields.append(field)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) -> Any:
@@ -592,15 +718,16 @@ def _activities(pa: Any, trace: _Trace, rows: np.ndarray, is_event: np.ndarray) 
     distinct id made into text once."""
     events = np.flatnonzero(is_event)
     if not len(events):
-        return pa.nulls(len(rows), type=pa.string())
+        return coded_text(pa, [None], np.zeros(len(rows), dtype=np.int64))  # a dictionary still: one type in every window
     at = trace.at[rows[events]] + _ACTIVITY_AT
     u8 = np.frombuffer(trace.map, dtype=np.uint8)
     raw = np.ascontiguousarray(u8[at[:, None] + np.arange(16)])
-    unique, inverse = np.unique(raw.view("V16").ravel(), return_inverse=True)
-    texts = pa.array([_guid_text(bytes(item)) for item in unique.tolist()] + [None], type=pa.string())
+    ids = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(events), [None, pa.py_buffer(raw)])
+    encoded = require("pyarrow.compute", "exporting tables").dictionary_encode(ids)  # hashed, in order of appearance
+    unique = encoded.dictionary.to_pylist()
     index = np.full(len(rows), len(unique), dtype=np.int64)
-    index[events] = inverse.ravel()
-    return texts.take(pa.array(index))
+    index[events] = encoded.indices.to_numpy()
+    return coded_text(pa, [_guid_text(item) for item in unique] + [None], index)
 
 
 def _guid_text(raw: bytes) -> str:

@@ -39,6 +39,7 @@ from openetw.tdh.registry import SchemaRegistry
 __all__ = ["export_jsonl_from_columns"]
 
 _ASCII_PLAIN = r"^[\x20\x21\x23-\x5b\x5d-\x7e]*$"  # no escape needed: printable ASCII but " and \
+_ASCII_BACKSLASHED = r"^[\x20\x21\x23-\x7e]*$"  # printable ASCII but ": only a backslash to escape (doubled)
 
 
 def export_jsonl_from_columns(
@@ -245,6 +246,15 @@ class _LinesWriter:
         plain = pc.match_substring_regex(wide, _ASCII_PLAIN).fill_null(True).to_numpy(zero_copy_only=False)
         if plain.all():
             return T.texts(starts, ends, data, key + b'"', b'"', valid=valid, null=null)
+        # paths: every backslash doubled at once, json.dumps only for the rest
+        backslashed = pc.match_substring_regex(wide, _ASCII_BACKSLASHED).fill_null(True).to_numpy(zero_copy_only=False)
+        if backslashed.any():
+            wide = pc.replace_substring(wide, "\\", "\\\\")
+            offsets = np.frombuffer(wide.buffers()[1], dtype=np.int64)[wide.offset : wide.offset + n + 1]
+            data_buffer = wide.buffers()[2]
+            data = b"" if data_buffer is None else data_buffer
+            starts, ends = offsets[:-1].copy(), offsets[1:].copy()
+            plain = backslashed
         escaped: list[bytes] = []
         size = len(data)
         for i in np.flatnonzero(~plain).tolist():

@@ -6,7 +6,9 @@ rows each, for ``events`` and for an event table), zstd-compressed: sized for sc
 stays flat whatever the trace's size. Text columns are dictionary-encoded (names repeat); numbers
 are not (a dictionary of record numbers or clock values is as large as the column, and building it
 is a third of the writing time); the columns that grow row by row (``record``, ``timestamp``,
-``time``) are delta-encoded.
+``time``) are delta-encoded. Statistics are written for the columns that are not text. A table whose
+text columns are Arrow dictionaries (``events`` from columns) is written as they are, without the
+stored Arrow schema: read back, its columns are text, as the layout says.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class ParquetWriter:
     suffix = ".parquet"
 
     def __init__(self, directory: str, *, compression: str = "zstd") -> None:
+        self.pa = require("pyarrow", "exporting to Parquet")
         self.pq = require("pyarrow.parquet", "exporting to Parquet")
         self.directory = directory
         self.compression = compression
@@ -39,7 +42,10 @@ class ParquetWriter:
     def _open(self, relative: str, schema: Any) -> Any:
         path = os.path.join(self.directory, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        return self.pq.ParquetWriter(path, schema, compression=self.compression, **_encodings(schema))
+        # a table of dictionary columns is stored without its Arrow schema: read back, they are text
+        # (the layout's types) -- Parquet's own schema says text, its pages are dictionaries either way
+        coded = any(self.pa.types.is_dictionary(field.type) for field in schema)
+        return self.pq.ParquetWriter(path, schema, compression=self.compression, store_schema=not coded, **_encodings(schema))
 
     def write_events(self, table: Any) -> None:
         if self._events is None:
@@ -68,7 +74,9 @@ _GROWING = ("record", "timestamp", "time")  # in row order these grow: small del
 
 def _encodings(schema: Any) -> dict[str, Any]:
     """``ParquetWriter`` options: a dictionary for text columns (and lists of text), deltas for
-    the 64-bit columns that grow row by row, the default for the rest."""
+    the 64-bit columns that grow row by row, the default for the rest; statistics (each row group's
+    minimum, maximum and nulls, which let readers skip row groups) for the columns that are not text:
+    for text they were a third of the writing time."""
     pa = require("pyarrow", "exporting to Parquet")
 
     def text(kind: Any) -> bool:
@@ -81,4 +89,5 @@ def _encodings(schema: Any) -> dict[str, Any]:
         field.name: _DELTA for field in schema
         if field.name in _GROWING and (pa.types.is_int64(field.type) or pa.types.is_timestamp(field.type))
     }  # fmt: skip
-    return {"use_dictionary": dictionary or False, "column_encoding": delta or None}
+    statistics = [field.name for field in schema if field.name not in dictionary]
+    return {"use_dictionary": dictionary or False, "column_encoding": delta or None, "write_statistics": statistics or False}

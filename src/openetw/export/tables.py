@@ -24,7 +24,7 @@ import numpy as np
 from openetw.errors import InvalidArgument
 from openetw.export.columnar import fixed_layout
 from openetw.export.types import ColumnType, column_type
-from openetw.tdh.columns import column_plan, core_columns, decode_columns, merge_rows, plan_type
+from openetw.tdh.columns import column_plan, core_columns, decode_columns, merge_rows, numeric_array, plan_type
 from openetw.tdh.compiled import CompiledSchema
 from openetw.tdh.schema import Schema
 
@@ -117,7 +117,7 @@ class SchemaTable:
         table (by the schema's column plan in the compiled core when it can, else as ``decode``)."""
         if self.pending:
             raise InvalidArgument("decode_places with records pending: decode them first")
-        planned = self._decode_planned_places(pa, blob, positions.tolist(), starts, lengths, decoder)
+        planned = self._decode_planned_places(pa, blob, positions, starts, lengths, decoder)
         if planned is not None:
             self.rows += len(positions)
             self.property_errors += planned.property_errors
@@ -143,9 +143,9 @@ class SchemaTable:
         lengths = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
         starts = np.zeros(len(datas), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
-        return self._decode_planned_places(pa, b"".join(datas), positions, starts, lengths, decoder)
+        return self._decode_planned_places(pa, b"".join(datas), np.asarray(positions, dtype=np.int64), starts, lengths, decoder)
 
-    def _decode_planned_places(self, pa: Any, blob: Any, positions: list[int], starts: np.ndarray, lengths: np.ndarray, decoder: Any) -> DecodedBatch | None:
+    def _decode_planned_places(self, pa: Any, blob: Any, positions: np.ndarray, starts: np.ndarray, lengths: np.ndarray, decoder: Any) -> DecodedBatch | None:
         if not len(positions) or not core_columns():
             return None
         if not isinstance(decoder, CompiledSchema) or not decoder.fast:
@@ -160,7 +160,7 @@ class SchemaTable:
         core = fields.core_arrays(pa)
         if core is None:
             return None
-        arrays = [pa.array(positions, type=pa.int64())]
+        arrays = [numeric_array(pa, positions, pa.int64())]
         untyped = 0
         for _, prop, kind in self.columns:
             array = core[where[prop]]

@@ -21,10 +21,11 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from openetw.etl.intypes import InType, OutType
-from openetw.manifest.messages import MAX_INSERT_WIDTH, BoundedText
+from openetw.manifest.messages import MAX_INSERT_WIDTH, MAX_MESSAGE_CHARS, BoundedText
 from openetw.tdh.schema import EventMap, PropertyInfo, Schema
 
-__all__ = ["format_value", "format_property", "format_properties", "format_message", "format_event_message", "error_name"]
+__all__ = ["format_value", "format_property", "format_properties", "format_message", "format_event_message", "error_name", "fill_plan",
+           "int_as_str", "message_plan"]
 
 _INT_WIDTH: dict[int, int] = {  # keyed by InType; an unknown in-type is a plain int
     InType.INT8: 1, InType.UINT8: 1, InType.INT16: 2, InType.UINT16: 2, InType.INT32: 4, InType.UINT32: 4,
@@ -132,6 +133,19 @@ def _format_int(value: int, prop: PropertyInfo | None) -> str:
     if out in _HEX_OUT or (out in (None, OutType.NULL) and in_type in _HEX_IN):
         return f"0x{_unsigned(value, prop):X}"
     return str(value)
+
+
+def int_as_str(prop: PropertyInfo | None, maps: Mapping[str, EventMap] | None = None) -> bool:
+    """Whether ``format_value`` gives an ``int`` (not a bool) of this property as ``str(value)``:
+    no map, out-type or hexadecimal in-type changes its text."""
+    if prop is None:
+        return True
+    if prop.map_name and maps and prop.map_name in maps:
+        return False
+    out = prop.out_type
+    if out in (OutType.STRING, OutType.WIN32ERROR, OutType.NTSTATUS, OutType.HRESULT) or out in _HEX_OUT:
+        return False
+    return not (out in (None, OutType.NULL) and prop.in_type in _HEX_IN)
 
 
 def format_value(value: Any, prop: PropertyInfo | None = None, maps: Mapping[str, EventMap] | None = None) -> str:
@@ -287,6 +301,31 @@ def _fill(message: str, values: Sequence[Any], text: Callable[[int], str], param
             found = parameters.get(number) if parameters is not None and number is not None else None
             out.add(found if found is not None else piece.written)  # type: ignore[union-attr]
     return out.text()
+
+
+def message_plan(message: str, count: int) -> tuple[str | int, ...] | None:
+    """``message`` for events of ``count`` properties and no parameter table, as literal texts and
+    the 0-based places of the properties its inserts take (``fill_plan``); ``None`` when an
+    insert has a ``!spec!`` (formatted by ``format_event_message`` only)."""
+    plan: list[str | int] = []
+    for piece in _template(message):
+        if type(piece) is str:
+            plan.append(piece)
+        elif type(piece) is _Insert:
+            if piece.spec:
+                return None
+            plan.append(piece.written if piece.number > count else piece.number - 1)
+        else:  # a parameter reference, with no parameter table: as written
+            plan.append(piece.written)  # type: ignore[union-attr]
+    return tuple(plan)
+
+
+def fill_plan(plan: tuple[str | int, ...], texts: Sequence[str]) -> str | None:
+    """What ``format_event_message`` gives for a message planned by ``message_plan`` whose
+    properties' texts are ``texts`` (schema order), when it is no longer than a message is kept
+    whole; ``None`` otherwise (``format_event_message`` bounds it)."""
+    text = "".join([piece if type(piece) is str else texts[piece] for piece in plan])  # type: ignore[index]
+    return text if len(text) <= MAX_MESSAGE_CHARS else None
 
 
 def format_event_message(decoded: Any, parameters: Mapping[int, str] | None = None, texts: Sequence[str] | None = None) -> str | None:

@@ -94,7 +94,7 @@ def export_timeline(
     frames are named as ``naming`` says (no symbol files by default), on what a first pass over
     the inputs learned (``learn_naming``). With ``columns``, Chrome JSON of one ``.etl`` without
     samples and with no selection is written from the file's index (``chrome_columns``: the same
-    file)."""
+    file), and so is a Perfetto trace (``perfetto_columns``: the same packets)."""
     if fmt not in TIMELINE_FORMATS:
         raise InvalidArgument(f"unknown timeline format {fmt!r}; formats are {', '.join(TIMELINE_FORMATS)}")
     if fmt == "otlp" and not endpoint:
@@ -113,6 +113,20 @@ def export_timeline(
                                                 progress)  # fmt: skip
         if written is not None:
             summary.written = written.events
+            summary.seconds = time.perf_counter() - started
+            return summary
+    if columns and fmt == "perfetto" and len(paths) == 1 and _unselected(selection) and (
+        naming.state is None or naming.keys is None
+    ) and _mostly_plain(paths[0]):  # fmt: skip
+        from openetw.export.timeline.perfetto_columns import write_perfetto_from_columns
+
+        with _young_collections():
+            perfetto = write_perfetto_from_columns(paths[0], registry, lambda: _binary_output(output), summary.stats,
+                                                   naming, progress)  # fmt: skip
+        if perfetto is not None:
+            summary.written, summary.bytes = perfetto.packets, perfetto.bytes
+            if perfetto.late:
+                summary.errors.append(f"{perfetto.late} samples or scheduling events came more than 1 s after newer ones: not written")
             summary.seconds = time.perf_counter() - started
             return summary
     if naming.state is None or naming.keys is None:

@@ -132,7 +132,7 @@ class _Pass:
         self.writer = writer
         self.stats = stats
         self.builder = _Builder(registry, Selection(), stats, False, naming)
-        rows = trace.rows
+        rows = trace.columns  # contiguous: each column read once, not the rows' stride
         providers = [format_guid(guid) for guid in trace.built.providers]
         kind, opcode = rows["kind"], rows["opcode"]
         own = (kind == _EVENT) & (((rows["flags"] & _EXTENDED_INFO) != 0) | (rows["id"] == _MANIFEST_DATA_ID))

@@ -2,15 +2,17 @@
 
 A program qualifies when every event clause has only aggregating statements, each one of
 ``count``, ``sum``, ``min``, ``max``, ``avg``, ``quantize`` or ``lquantize``, whose value is a
-header column (``pid``, ``tid``, ``cpu``) or an integer event field (``args->Field``; the runner
+header column (``pid``, ``tid``, ``cpu``), an integer event field (``args->Field``; the runner
 also needs every event it reads to have the field where the compiled core's field columns reach
-it: ``openetw.probe.run.fields``), keyed by header columns, event
-fields and probe names; a clause's predicate may compare such values with each other and with
-constants, joined by ``&&``, ``||`` and ``!``. A key may also be a string event field (the runner
-needs it to be text the field columns read). The program must have no timer or ERROR clause
-(their order relative to events would matter). Such a program gives the same aggregations
-whether its clauses run record by record or over columns; the runner picks the column-wise path
-then.
+it: ``openetw.probe.run.fields``), or arithmetic over those and constants (``+ - * & | ^``,
+unary ``-`` and ``~``: exact modulo 2**64, so wrapped to the expression's type it is what the
+compiled clause computes), keyed by header columns, event fields and probe names; a clause's
+predicate may compare such values with each other and with constants, or test one alone (true
+when not 0), joined by ``&&``, ``||`` and ``!``. A key may also be a string event field (the
+runner needs it to be text the field columns read). The program must have no timer or ERROR
+clause (their order relative to events would matter). Such a program gives the same
+aggregations whether its clauses run record by record or over columns; the runner picks the
+column-wise path then.
 
 Values follow D's integer rules as the compiled clauses do: a field is a value of its declared
 type; a comparison is made in the checker's common type (unsigned when it is; see
@@ -34,11 +36,14 @@ _PROBE_KEYS = {"probeprov": 0, "probemod": 1, "probefunc": 2, "probename": 3}
 _COLUMN_VALUES = frozenset({"pid", "tid", "cpu"})
 _FUNCS = frozenset({"count", "sum", "min", "max", "avg", "quantize", "lquantize"})
 _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+_ARITHMETIC = frozenset({"+", "-", "*", "&", "|", "^"})  # exact modulo 2**64, as the clause's wrap to its type is
 
 ColumnExpr = tuple[Any, ...]
 """A lowered value or condition: ``("lit", value)``, ``("column", name)`` (a header column,
-uint32), ``("field", name, size, signed)``, ``("cmp", op, left, right, size, signed)`` (compared
-in that common type), ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``."""
+uint32), ``("field", name, size, signed)``, ``("arith", op, left, right, size, signed)`` (``+ - * &
+| ^`` wrapped to that type), ``("unary", op, operand, size, signed)`` (``-`` or ``~``), ``("cmp",
+op, left, right, size, signed)`` (compared in that common type; a value tested alone is compared
+``!= 0`` in its own type), ``("and", a, b)``, ``("or", a, b)``, ``("not", a)``."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class ColumnAgg:
     value: str | None  # a header column, None for count() or a field
     field: tuple[str, int, bool] | None = None  # or an event field: (name, size, signed)
     params: tuple[int, ...] = ()  # lquantize's low, high, step
+    expr: ColumnExpr | None = None  # or arithmetic over columns, fields and constants (``ColumnExpr``)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class ColumnClause:
         """The event fields the clause reads (predicate, keys, values), strings included."""
         found = {agg.field[0] for agg in self.aggregations if agg.field is not None}
         found |= {key[1][0] for agg in self.aggregations for key in agg.keys if key[0] == "field"}
+        found |= set().union(*(_expr_fields(agg.expr) for agg in self.aggregations))
         return found | _expr_fields(self.predicate) | self.text_fields()
 
     def text_fields(self) -> set[str]:
@@ -81,8 +88,10 @@ def _expr_fields(expr: ColumnExpr | None) -> set[str]:
         return set()
     if expr[0] == "field":
         return {expr[1]}
-    if expr[0] == "cmp":
+    if expr[0] in ("cmp", "arith"):
         return _expr_fields(expr[2]) | _expr_fields(expr[3])
+    if expr[0] == "unary":
+        return _expr_fields(expr[2])
     return set().union(*(_expr_fields(part) for part in expr[1:]))
 
 
@@ -115,7 +124,19 @@ def _value(arg: A.Expr, globals_declared: set[str]) -> ColumnExpr | None:
     if field is not None:
         return ("field", *field)
     column = _header_column(arg, globals_declared)
-    return ("column", column) if column is not None else None
+    if column is not None:
+        return ("column", column)
+    ty = getattr(arg, "ty", None)
+    if isinstance(arg, A.Binary) and arg.op in _ARITHMETIC and isinstance(ty, IntType) and isinstance(arg.left.ty, IntType) \
+            and isinstance(arg.right.ty, IntType):  # fmt: skip
+        left, right = _value(arg.left, globals_declared), _value(arg.right, globals_declared)
+        return None if left is None or right is None else ("arith", arg.op, left, right, ty.size, ty.signed)
+    if isinstance(arg, A.Unary) and arg.op in ("-", "~", "+") and isinstance(ty, IntType) and isinstance(arg.operand.ty, IntType):
+        inner = _value(arg.operand, globals_declared)
+        if inner is None or arg.op == "+":
+            return inner
+        return ("unary", arg.op, inner, ty.size, ty.signed)
+    return None
 
 
 def _condition(expr: A.Expr, globals_declared: set[str]) -> ColumnExpr | None:
@@ -132,6 +153,10 @@ def _condition(expr: A.Expr, globals_declared: set[str]) -> ColumnExpr | None:
     if isinstance(expr, A.Unary) and expr.op == "!":
         inner = _condition(expr.operand, globals_declared)
         return None if inner is None else ("not", inner)
+    ty = getattr(expr, "ty", None)
+    value = _value(expr, globals_declared) if isinstance(ty, IntType) else None
+    if value is not None:  # a value tested alone: true when not 0
+        return ("cmp", "!=", value, ("lit", 0), ty.size, ty.signed)  # type: ignore[union-attr]
     return None
 
 
@@ -181,6 +206,7 @@ def _aggregation(call: A.AggCall, globals_declared: set[str]) -> ColumnAgg | Non
         keys.append(("probe", _PROBE_KEYS[key.name]) if key.name in _PROBE_KEYS else ("column", key.name))
     value = None
     event_field = None
+    expr = None
     params: tuple[int, ...] = ()
     if call.func != "count":
         arg = call.args[0]
@@ -188,7 +214,11 @@ def _aggregation(call: A.AggCall, globals_declared: set[str]) -> ColumnAgg | Non
         if event_field is None:
             value = _header_column(arg, globals_declared)
             if value is None:
-                return None
+                expr = _value(arg, globals_declared)
+                if expr is None or expr[0] not in ("arith", "unary"):
+                    return None
+                if call.func in ("quantize", "lquantize") and value_is_unsigned(expr[-2], expr[-1]):
+                    return None  # buckets of 64-bit unsigned values: record by record
         elif call.func in ("quantize", "lquantize") and value_is_unsigned(event_field[1], event_field[2]):
             return None  # buckets of 64-bit unsigned values: record by record
         if call.func == "lquantize":
@@ -199,4 +229,4 @@ def _aggregation(call: A.AggCall, globals_declared: set[str]) -> ColumnAgg | Non
                     return None
                 numbers.append(lowered[1])
             params = tuple(numbers)
-    return ColumnAgg(call.name, call.func, tuple(keys), value, event_field, params)
+    return ColumnAgg(call.name, call.func, tuple(keys), value, event_field, params, expr)

@@ -31,6 +31,7 @@ class _Parser:
     def __init__(self, lexer: Lexer) -> None:
         self.lx = lexer
         self.typedefs: set[str] = set()
+        self._no_division = False  # whether '/' ends the expression (in a predicate) rather than divides
 
     # -- helpers --------------------------------------------------------------------------------
     def error(self, message: str, token: Token) -> ProbeCompileError:
@@ -243,7 +244,7 @@ class _Parser:
 
     # -- expressions ----------------------------------------------------------------------------
     def expression(self, no_division: bool = False) -> A.Expr:
-        saved = getattr(self, "_no_division", False)
+        saved = self._no_division
         self._no_division = no_division
         try:
             return self.assignment()

@@ -25,8 +25,10 @@ _HEADER_IDS = ("event", "evtx")  # kinds whose event id is the header's id (else
 _EXTENDED_INFO = 0x0001
 _MANIFEST_DATA_ID = 0xFFFE
 _METADATA_CLASS = "bbccf6c1-6cd1-48c4-80ff-839482e37671"  # classic events carrying TDH metadata
-# What tells kinds of event apart in the index (finer than the catalog's key: one record speaks for each).
-_KIND_FIELDS = ("kind", "header_type", "provider", "id", "version", "level", "keyword", "opcode", "hook_id", "flags")
+# What tells kinds of event apart in the index, header columns all (the catalog's key is made of
+# these: one record speaks for each; the header type, a place column, is left out, so a block
+# whose kinds were all met before is never read beyond these columns).
+_KIND_FIELDS = ("kind", "provider", "id", "version", "level", "keyword", "opcode", "hook_id", "flags")
 
 
 def identity_of(record: Any, context: Any) -> tuple[EventIdentity, Any]:
@@ -158,7 +160,11 @@ class Catalog:
             trace.close()
 
     def _add_index(self, index: Any, context: Any, *, alone: bool, met_at: dict[Any, int]) -> bool:
-        """Count ``index``'s rows in, block by block; ``False`` when only a pass gives the answer."""
+        """Count ``index``'s rows in, block by block, from its header columns. Records are read
+        (through their blocks' place columns, ``EtlIndex.records_at``) only where a block has a
+        kind of event not met before or records read one by one, together with the records
+        that teach schemas met since the last such read (those after the last lookup change
+        nothing: never read). ``False`` when only a pass gives the answer."""
         import numpy as np
 
         from openetw.consumer.index import KIND_CODES
@@ -169,36 +175,39 @@ class Catalog:
         event, wpp, unknown = KIND_CODES["event"], KIND_CODES["wpp"], KIND_CODES["unknown"]
         classic = [KIND_CODES["classic"], KIND_CODES["instance"]]
         total = singles = 0
-        for segment in index.segments():
-            rows = segment.records
-            kind = rows["kind"]
+        teachers_waiting: list[int] = []  # records that teach schemas, not read while no lookup follows them
+        for first_row, columns in index.column_blocks(_KIND_FIELDS):
+            kind = columns["kind"]
             is_event = kind == event
-            own = (kind == wpp) | (is_event & ((rows["flags"] & _EXTENDED_INFO) != 0))
-            teaching = is_event & (rows["id"] == _MANIFEST_DATA_ID)
+            own = (kind == wpp) | (is_event & ((columns["flags"] & _EXTENDED_INFO) != 0))
+            teaching = is_event & (columns["id"] == _MANIFEST_DATA_ID)
             if metadata is not None:
-                teaching |= np.isin(kind, classic) & (rows["provider"] == metadata)
+                teaching |= np.isin(kind, classic) & (columns["provider"] == metadata)
             each = np.flatnonzero(own)
             teach = np.flatnonzero(teaching)
-            total += len(rows)
+            total += len(kind)
             singles += len(each)
             if singles > total // 2 + 1000 or (not alone and (len(each) or len(teach))):
                 return False  # most records read one by one (a pass is as cheap), or the files' merged order decides
             shared = np.flatnonzero(~own & (kind != unknown))
             firsts: dict[int, tuple[tuple[int, ...], int]] = {}  # local row -> (index identity, count here)
             if len(shared):
-                kinds, first, number = _kinds_in(rows, shared)
+                kinds, first, number = _kinds_in(columns, shared)
                 for kind_key, lead, size in zip(kinds, first.tolist(), number.tolist(), strict=True):
                     found = met.get(kind_key)
                     if found is not None:
                         found[2] += size
                     else:
                         firsts[int(shared[lead])] = (kind_key, size)
-            wanted = sorted({*firsts, *each.tolist(), *teach.tolist()})
-            if not wanted:
+            if not firsts and not len(each):
+                teachers_waiting.extend((teach + first_row).tolist())  # shown to the context when a later lookup needs it
                 continue
-            single, teachers = set(each.tolist()), set(teach.tolist())
-            records = segment.loader().records(np.asarray(wanted, dtype=np.int64))
-            for row, record in zip(wanted, records, strict=True):
+            firsts = {row + first_row: found for row, found in firsts.items()}
+            single = set((each + first_row).tolist())
+            teachers = {*teachers_waiting, *(teach + first_row).tolist()}
+            wanted = sorted({*firsts, *single, *teachers})
+            teachers_waiting = []
+            for row, record in zip(wanted, index.records_at(np.asarray(wanted, dtype=np.int64)), strict=True):
                 if row in teachers:
                     context.decode_context.observe(record)
                 raw = record.provider_guid_bytes
@@ -310,32 +319,58 @@ def _batches(trace: UserTrace, indexes: list[Any], wanted: list[str]) -> Any:
             yield Batch(rows, np.zeros(len(rows), dtype=np.int64), np.arange(segment.first_row, segment.first_row + len(rows)), indexes)
 
 
-def _kinds_in(rows: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
-    """The distinct kinds of event (``_KIND_FIELDS``) among ``rows[chosen]``: (each kind, its
-    first place in ``chosen``, how many). The fields are packed into words and mixed into one
-    (sorting plain integers is fast), the grouping then checked field by field."""
+def _kinds_in(columns: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
+    """The distinct kinds of event (``_KIND_FIELDS``) among rows ``chosen`` (ascending) of a
+    block's ``columns``: (each kind, its first place in ``chosen``, how many). Each field's
+    values are made digits (their offsets from the least, or numbered densely) mixed into one
+    int64 per row (exact: the product of the digits' ranges is checked to fit), then sorted (a
+    radix sort when the codes fit 16 bits)."""
     import numpy as np
 
-    every = len(chosen) == len(rows)  # (chosen ascending and unique: every row, in order; no gathering then)
-
-    def column(name: str) -> Any:
-        return (rows[name] if every else rows[name][chosen]).astype(np.uint64)
-
-    provider = ((rows["provider"] if every else rows["provider"][chosen]).astype(np.int64) + 1).astype(np.uint64)  # -1 (none) is 0
-    high = column("kind") << np.uint64(56) | column("header_type") << np.uint64(48) | provider << np.uint64(16) | column("flags")
-    low = column("id") << np.uint64(40) | column("hook_id") << np.uint64(24) | column("version") << np.uint64(8) | column("opcode")
-    level, keyword = column("level"), column("keyword")
-    with np.errstate(over="ignore"):
-        mixed = high ^ (low * np.uint64(0x9E3779B97F4A7C15)) ^ (keyword * np.uint64(0xC2B2AE3D27D4EB4F)) ^ (level << np.uint64(59))
-    _, first, inverse, number = np.unique(mixed, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    if all(np.array_equal(part, part[first][inverse]) for part in (high, low, level, keyword)):
-        lead = chosen[first]
-        kinds = list(zip(*(rows[name][lead].tolist() for name in _KIND_FIELDS), strict=True))
-        return kinds, first, number
-    keys = np.empty(len(chosen), dtype=[(name, rows.dtype[name]) for name in _KIND_FIELDS])  # two kinds mixed to one word
+    every = len(chosen) == len(columns["kind"])  # (chosen ascending and unique: every row, in order; no gathering then)
+    code: Any = 0
+    product = 1
     for name in _KIND_FIELDS:
-        keys[name] = rows[name][chosen]
+        values = columns[name] if every else columns[name][chosen]
+        low, high = int(values.min()), int(values.max())
+        if low == high:
+            continue  # one value: no digit
+        if high - low < 256:  # the value's offset is its digit
+            digits, span = _offsets(values, low), high - low + 1
+        elif high - low < 1 << 16:  # the values numbered densely
+            shifted = _offsets(values, low)
+            present = np.bincount(shifted, minlength=high - low + 1) > 0
+            digits, span = (np.cumsum(present) - 1)[shifted], int(present.sum())
+        else:
+            distinct, digits = np.unique(values, return_inverse=True)
+            span = len(distinct)
+        product *= span
+        if product >= 1 << 62:  # (never for real traces: a few distinct values a field)
+            return _kinds_sorted(columns, chosen)
+        code = code * span + digits.reshape(-1)
+    if isinstance(code, int):
+        code = np.zeros(len(chosen), dtype=np.uint8)
+    elif product <= 1 << 16:
+        code = code.astype(np.uint16)  # (a stable sort of 16-bit values is a radix sort)
+    _, first, number = np.unique(code, return_index=True, return_counts=True)
+    lead = chosen[first]
+    return list(zip(*(columns[name][lead].tolist() for name in _KIND_FIELDS), strict=True)), first, number
+
+
+def _offsets(values: Any, low: int) -> Any:
+    """``values - low`` as int64 (unsigned 64-bit values are not cast before the subtraction)."""
+    import numpy as np
+
+    return values.astype(np.int64) - low if values.dtype.kind == "i" else (values - values.dtype.type(low)).astype(np.int64)
+
+
+def _kinds_sorted(columns: Any, chosen: Any) -> tuple[list[tuple[int, ...]], Any, Any]:
+    """``_kinds_in`` by sorting the rows' fields as records (slower; for any values)."""
+    import numpy as np
+
+    keys = np.empty(len(chosen), dtype=[(name, columns[name].dtype) for name in _KIND_FIELDS])
+    for name in _KIND_FIELDS:
+        keys[name] = columns[name][chosen]
     unique, first, number = np.unique(keys, return_index=True, return_counts=True)
     return [tuple(key) for key in unique.tolist()], first, number
 

@@ -96,9 +96,10 @@ class FieldReader:
             places = np.where(short, 0, places)  # read anything in the bytes: replaced by the decoder's value
         if len(data) < width:
             return np.zeros(len(starts), dtype=self.dtype)
-        windows = np.lib.stride_tricks.as_strided(data, shape=(len(data) - width + 1, width), strides=(data.strides[0], data.strides[0]), writeable=False)
-        read = windows[places].view(f"<{'u' if self.dtype.kind == 'u' else 'i'}{width}").reshape(-1)
-        values: np.ndarray = read.astype(self.dtype, copy=False)  # (a fresh array: the gathered bytes)
+        # Every byte offset viewed as the start of a value (stride 1): one gather reads them.
+        starting = np.ndarray(shape=(len(data) - width + 1,), dtype=f"<{'u' if self.dtype.kind == 'u' else 'i'}{width}", buffer=data,
+                              strides=(data.strides[0],))  # fmt: skip
+        values: np.ndarray = starting[places].astype(self.dtype, copy=False)  # (a fresh array: the gathered values)
         if short.any():
             values[short] = 0
         return values

@@ -33,20 +33,11 @@ from openetw.errors import InvalidArgument
 from openetw.probe.lang.descriptions import Description
 from openetw.probe.run.kernel_columns import UNKNOWN, Clause, ColumnStage, Found, KernelFiring, count_plan
 from openetw.probe.run.kernel_symbols import comm_from_proc, kernel_symbol, syscall_names, tgid_from_proc
+from openetw.probe.run.providers import FAMILIES
 
 __all__ = ["FAMILIES", "KernelFiring", "KernelProbes", "count_plan", "kernel_flags_for", "profile_rate", "syscall_args_calls",
            "syscall_args_execnames", "syscall_names", "uses_call_arguments"]
 
-FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # family -> (probe names, kernel flags the session needs)
-    "syscall": (("entry", "return"), ("syscall", "cswitch", "process", "thread")),
-    "proc": (("exec-success", "exit", "create"), ("process",)),
-    "sched": (("on-cpu", "off-cpu"), ("cswitch", "process", "thread")),
-    "io": (("start", "done"), ("disk_io", "process", "thread")),
-    "tcp": (("send", "receive"), ("network", "process")),
-    "profile": ((), ("profile", "process", "thread", "image")),
-}
-"""Each kernel probe provider: its probe names and the kernel flags its probes need."""
 
 _PROCESS, _THREAD, _DISK, _TCPIP, _PERFINFO, _STACKWALK = 0x03, 0x05, 0x01, 0x06, 0x0F, 0x18
 _STACK, _IMAGE = 32, 0x14

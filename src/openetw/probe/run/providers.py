@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROBE_PROVIDERS", "ProbeProvider", "register_provider"]
+__all__ = ["FAMILIES", "PROBE_PROVIDERS", "ProbeProvider", "register_provider"]
 
 
 @dataclass(frozen=True)
@@ -36,3 +36,14 @@ register_provider(ProbeProvider("proc", "processes: proc:::exec-success|exit|cre
 register_provider(ProbeProvider("sched", "context switches: sched:::on-cpu|off-cpu (live, root)", False))
 register_provider(ProbeProvider("io", "disk requests: io::read|write|flush:start|done (live, root)", False))
 register_provider(ProbeProvider("tcp", "TCP payloads: tcp:::send|receive (live, root)", False))
+
+FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # family -> (probe names, kernel flags the session needs)
+    "syscall": (("entry", "return"), ("syscall", "cswitch", "process", "thread")),
+    "proc": (("exec-success", "exit", "create"), ("process",)),
+    "sched": (("on-cpu", "off-cpu"), ("cswitch", "process", "thread")),
+    "io": (("start", "done"), ("disk_io", "process", "thread")),
+    "tcp": (("send", "receive"), ("network", "process")),
+    "profile": ((), ("profile", "process", "thread", "image")),
+}
+"""Each kernel probe provider: its probe names and the kernel flags its probes need."""

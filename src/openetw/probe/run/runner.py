@@ -11,7 +11,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from openetw.errors import OpenEtwError
 from openetw.etl import layouts as L
@@ -25,8 +25,11 @@ from openetw.probe.lang.program import ProbeProgram
 from openetw.probe.run.adapter import TraceFiles, header_batches, identity_of
 from openetw.probe.run.etw_writer import EtwTraceWriter
 from openetw.probe.run.fields import ColumnsUnreadable
-from openetw.probe.run.kernel_probes import FAMILIES, KernelProbes, count_plan
-from openetw.probe.run.live import LiveSessions
+from openetw.probe.run.providers import FAMILIES
+
+if TYPE_CHECKING:  # (the kernel and live runners are imported when a run needs them: a file run never does)
+    from openetw.probe.run.kernel_probes import KernelProbes
+    from openetw.probe.run.live import LiveSessions
 
 __all__ = ["ARG0_BASE", "ProbeRun", "event_header_bytes", "run_probe_program"]
 
@@ -218,6 +221,8 @@ class ProbeRun:
         kernel = [(d, fn) for d, fn in events if d.provider in FAMILIES or d.special == "timer"]
         events = [(d, fn) for d, fn in events if (d, fn) not in kernel]
         if kernel:
+            from openetw.probe.run.kernel_probes import KernelProbes, count_plan
+
             self.kernel_probes = KernelProbes(kernel, self._fire, pid_filter=self.target_pid, strsize=self.strsize, exit_box=namespace["_EXIT"])
             self.kernel_probes.recording_args = "syscall_args" in getattr(self.files, "kernel_flags", ())
             execnames = getattr(self.files, "kernel_syscall_args_execnames", None)
@@ -330,8 +335,7 @@ class ProbeRun:
         broken: list[BrokenPipeError] = []
         try:
             if self.kernel_probes is not None:
-                assert isinstance(files, LiveSessions)
-                stats = files.run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
+                stats = cast("LiveSessions", files).run(on_record, self._kernel_batch, self.kernel_probes.caught_up)
                 self.kernel_probes.flush(self.kernel_probes.stopped_at)
                 self.firings += self.kernel_probes.firings
             else:
@@ -356,8 +360,7 @@ class ProbeRun:
         the wall clock, fired from a thread of their own under the sessions' delivery lock."""
         import time
 
-        files = self.files
-        assert isinstance(files, LiveSessions)
+        files = cast("LiveSessions", self.files)
         done = threading.Event()
         started = time.monotonic_ns()
 
@@ -829,7 +832,44 @@ def _operand(expr: Any, chosen: _Rows) -> Any:
         return chosen.column(expr[1])
     if kind == "field":
         return chosen.field(expr[1:])
+    if kind in ("arith", "unary"):
+        return _arithmetic(expr, chosen)
     return _evaluate(expr, chosen)
+
+
+_ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor"}
+
+
+def _bits(value: Any) -> Any:
+    """A value's 64 bits as int64 (two's complement): an int, an int64 or a uint64 column."""
+    import numpy as np
+
+    if isinstance(value, int):
+        return np.int64((value + (1 << 63)) % (1 << 64) - (1 << 63))
+    return value.view(np.int64) if value.dtype == np.uint64 else value.astype(np.int64, copy=False)
+
+
+def _arithmetic(expr: Any, chosen: _Rows) -> Any:
+    """Lowered arithmetic (``ColumnExpr`` ``arith``/``unary``) over ``chosen``: each row's value
+    in the expression's type as the compiled clause wraps it (int64; uint64 for 64-bit
+    unsigned). ``+ - * & | ^ ~`` and negation commute with taking the result modulo 2**64, so
+    computing in int64 (wrapping) and then in the type's width gives the same bits."""
+    import numpy as np
+
+    if expr[0] == "arith":
+        _, op, left, right, size, signed = expr
+        with np.errstate(over="ignore"):
+            bits = getattr(np, _ARITHMETIC[op])(_bits(_operand(left, chosen)), _bits(_operand(right, chosen)))
+    else:
+        _, op, inner, size, signed = expr
+        with np.errstate(over="ignore"):
+            bits = np.negative(_bits(_operand(inner, chosen))) if op == "-" else np.invert(_bits(_operand(inner, chosen)))
+    bits = np.broadcast_to(np.asarray(bits, dtype=np.int64), (len(chosen.rows),))
+    if size >= 8:
+        return bits.view(np.uint64).copy() if not signed else bits.copy()
+    width = 8 * size
+    low = bits & np.int64((1 << width) - 1)
+    return np.where(low >= (1 << (width - 1)), low - (1 << width), low) if signed else low
 
 
 def _in_common_type(value: Any, size: int, signed: bool) -> Any:
@@ -945,6 +985,8 @@ def _column_aggregate(agg: Any, probe: tuple[str, str, str, str], chosen: _Rows,
             columns.append(chosen.text(what))
     if agg.field is not None:
         values = chosen.field(agg.field)
+    elif agg.expr is not None:
+        values = _arithmetic(agg.expr, chosen)
     else:
         values = chosen.column(agg.value) if agg.value is not None else None
     func = agg.func
