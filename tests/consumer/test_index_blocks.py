@@ -139,12 +139,15 @@ def test_corpus_indexes_are_small_and_equal_to_the_whole_file_build(name: str, m
     assert os.fstat(whole._stored.fd).st_size / len(whole) < 12  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("path", sorted(CORPUS.rglob("*.etl")), ids=lambda p: p.name)
-def test_every_corpus_index_of_a_thousand_records_or_more_takes_under_12_bytes_a_record(path: Path) -> None:
-    index = EtlIndex.build(path)
-    if len(index) < 1000:
-        pytest.skip("fewer than 1,000 records: the footer weighs more than the rows")
-    assert os.fstat(index._stored.fd).st_size / len(index) < 12  # type: ignore[union-attr]
+def test_every_corpus_index_of_a_thousand_records_or_more_takes_under_12_bytes_a_record() -> None:
+    # Files under 1,000 records are left out: their footer weighs more than their rows.
+    sizes = {}
+    for path in sorted(CORPUS.rglob("*.etl")):
+        index = EtlIndex.build(path)
+        if len(index) >= 1000:
+            sizes[path.name] = os.fstat(index._stored.fd).st_size / len(index)  # type: ignore[union-attr]
+    assert len(sizes) >= 5
+    assert {name: size for name, size in sizes.items() if size >= 12} == {}
 
 
 def test_blocks_ruled_out_by_their_summaries_are_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
