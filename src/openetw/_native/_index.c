@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_read_constants.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "openetw._native._index reads and writes little-endian data with native loads"
 #endif
@@ -392,7 +394,7 @@ static PyObject *offset_residuals(PyObject *self, PyObject *args) {
         out[i] = offset - before;
         used[h] = 1;
         keys[h] = buffer;
-        ends[h] = offset + (uint32_t)((size + 7) & ~7u);
+        ends[h] = offset + (uint32_t)((size + OE_RECORD_ALIGNMENT - 1) & ~(uint32_t)(OE_RECORD_ALIGNMENT - 1));
     }
 done:
     PyMem_Free(keys);
@@ -404,6 +406,7 @@ done:
 
 
 #define KEY_LIMIT 64 /* at most this many bytes of fields in a descriptor */
+#define KEY_WORD 8   /* keys are hashed a uint64 at a time, zero-padded to whole words */
 
 /* descriptor_codes(rows, itemsize, spans) -> (codes, firsts): rows with the same bytes in every
  * span of ``spans`` ((offset, length) int64 pairs, each inside a row) share a number, numbered
@@ -435,7 +438,7 @@ static PyObject *descriptor_codes(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "spans: more bytes than a descriptor holds");
         goto done;
     }
-    Py_ssize_t n = rows.len / itemsize, size = 16, stride = (klen + 7) & ~(Py_ssize_t)7;
+    Py_ssize_t n = rows.len / itemsize, size = 16, stride = (klen + KEY_WORD - 1) / KEY_WORD * KEY_WORD;
     while (size < 2 * n)
         size *= 2;
     slots = PyMem_Malloc(sizeof(int64_t) * (size_t)size);
@@ -463,9 +466,9 @@ static PyObject *descriptor_codes(PyObject *self, PyObject *args) {
             continue;
         }
         uint64_t h = 0;
-        for (Py_ssize_t b = 0; b < stride; b += 8) {
+        for (Py_ssize_t b = 0; b < stride; b += KEY_WORD) {
             uint64_t word;
-            memcpy(&word, key + b, 8);
+            memcpy(&word, key + b, sizeof word);
             h = (h ^ word) * 0x9E3779B97F4A7C15ULL;
             h ^= h >> 32;
         }
