@@ -85,6 +85,18 @@ def write_chrome_from_columns(
     (whose frames a first pass names) or mostly kernel records. ``progress`` is told the rows
     done and the seconds spent after each window of rows; the young generations are collected
     then."""
+    writer: ChromeWriter | None = write_from_columns(path, registry, output, stats, naming, progress, ChromeWriter, _Pass)
+    return writer
+
+
+def write_from_columns(
+    path: str, registry: SchemaRegistry, output: Callable[[], ContextManager[Any]], stats: TimelineStats,
+    naming: Naming, progress: Callable[[int, float], None] | None, make_writer: Callable[[Any], Any],
+    pass_class: type[_Pass],
+) -> Any:  # fmt: skip
+    """The column walk both timeline formats share: the writer ``make_writer`` makes over the
+    stream ``output`` opens, fed by ``pass_class``; ``None``, nothing opened, for a file to read
+    record by record."""
     if os.path.getsize(path) > COLUMNS_MAX_BYTES:
         return None
     with EtlReader(path, strict=False) as reader:
@@ -102,8 +114,8 @@ def write_chrome_from_columns(
                 naming, state=TraceState(registry, learn_manifests=False, learn_threads=False), keys=StackKeys()
             )
             with output() as out:
-                writer = ChromeWriter(out)
-                _Pass(trace, registry, writer, stats, naming).run(progress)
+                writer = make_writer(out)
+                pass_class(trace, registry, writer, stats, naming).run(progress)
                 writer.close()
             return writer
         finally:

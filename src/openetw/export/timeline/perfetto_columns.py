@@ -15,23 +15,16 @@ the record-by-record export, in the same order with the same values (a test deco
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
-from dataclasses import replace
 from typing import IO, Any
 
 import numpy as np
 
 from openetw.consumer.columns import identity_keys
-from openetw.consumer.index import build_index_data
-from openetw.errors import OpenEtwError
-from openetw.etl.reader import EtlReader
-from openetw.events.stacks import StackKeys
-from openetw.events.trace_state import TraceState
-from openetw.export.from_columns import COLUMNS_MAX_BYTES, _Trace, _unique_identities
+from openetw.export.from_columns import _Trace, _unique_identities
 from openetw.export.timeline.builder import _COUNTERS, FILETIME_UNIX_TICKS, Naming, TimelineStats
-from openetw.export.timeline.chrome_columns import _mostly_kernel, _Pass, _sampled
+from openetw.export.timeline.chrome_columns import _Pass, write_from_columns
 from openetw.export.timeline.model import Instant
 from openetw.export.timeline.perfetto import PerfettoWriter
 from openetw.tdh.registry import SchemaRegistry
@@ -48,29 +41,10 @@ def write_perfetto_from_columns(
     """Writes ``path``'s timeline as a Perfetto trace (what ``write_perfetto`` of ``timeline``
     writes, packet values alike) to the stream ``output`` opens; ``None``, nothing opened, for a
     file to read record by record (as ``write_chrome_from_columns`` decides)."""
-    if os.path.getsize(path) > COLUMNS_MAX_BYTES:
-        return None
-    with EtlReader(path, strict=False) as reader:
-        try:
-            built = build_index_data(path)
-            if _sampled(built.records) or _mostly_kernel(built.records):
-                return None
-            trace = _Trace(reader, path, built)
-        except OpenEtwError:
-            return None
-        try:
-            if not trace.usable():
-                return None
-            naming = replace(
-                naming, state=TraceState(registry, learn_manifests=False, learn_threads=False), keys=StackKeys()
-            )
-            with output() as out:
-                writer = PerfettoWriter(out)
-                _PerfettoPass(trace, registry, writer, stats, naming).run(progress)
-                writer.close()
-            return writer
-        finally:
-            trace.close()
+    writer: PerfettoWriter | None = write_from_columns(
+        path, registry, output, stats, naming, progress, PerfettoWriter, _PerfettoPass
+    )
+    return writer
 
 
 class _PerfettoPass(_Pass):
