@@ -16,7 +16,7 @@ from openetw.export.timeline.perfetto_columns import write_perfetto_from_columns
 from openetw.tdh.registry import SchemaRegistry
 from tests.conftest import corpus_path
 from tests.export.conftest import ETL_FILES, registry
-from tests.export.test_timeline_chrome_columns import _schemas, _shapes_trace
+from tests.export.timeline_shapes import shape_schemas, shapes_registry, write_shapes_trace
 from tests.native import cases
 
 
@@ -80,12 +80,10 @@ def test_made_traces_give_the_record_writers_bytes(
         monkeypatch.setattr(perfetto, "_NATIVE", None)
     elif perfetto._NATIVE is None:
         pytest.skip("the compiled core is not built")
-    schemas = _schemas()
-    made = SchemaRegistry()
-    for schema in schemas.values():
-        made.add_schema(schema)
+    schemas = shape_schemas()
+    made = shapes_registry(schemas)
     source = tmp_path / "shapes.etl"
-    _shapes_trace(source, schemas, 1)
+    write_shapes_trace(source, schemas, 1)
     expected, columns, by_records, by_columns, stepped = _both(source, tmp_path / "out.pftrace", made, monkeypatch)
     assert columns is not None and columns == expected
     assert by_columns == by_records
