@@ -658,13 +658,21 @@ static PyObject *gather_group(PyObject *self, PyObject *args) {
     uint8_t *dst = (uint8_t *)out.buf;
     if (k == 1 && place[0] == 0 && place[1] == 0 && place[2] == table_stride && place[2] == out_stride && (out_stride == 1 || out_stride == 2 || out_stride == 4 || out_stride == 8)) {
         /* one whole column into its own array: a typed take */
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t c;
-            memcpy(&c, numbers + 4 * i, 4);
-            if ((Py_ssize_t)c >= count)
-                goto bad;
-            move_bytes(dst + i * out_stride, src + (Py_ssize_t)c * table_stride, out_stride);
+#define TAKE(type)                                                                                                                         \
+    for (Py_ssize_t i = 0; i < n; i++) {                                                                                                   \
+        uint32_t c;                                                                                                                        \
+        memcpy(&c, numbers + 4 * i, 4);                                                                                                    \
+        if ((Py_ssize_t)c >= count)                                                                                                        \
+            goto bad;                                                                                                                      \
+        memcpy(dst + i * (Py_ssize_t)sizeof(type), src + (Py_ssize_t)c * (Py_ssize_t)sizeof(type), sizeof(type));                       \
+    }
+        switch (out_stride) {
+        case 1: TAKE(uint8_t) break;
+        case 2: TAKE(uint16_t) break;
+        case 4: TAKE(uint32_t) break;
+        default: TAKE(uint64_t)
         }
+#undef TAKE
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             uint32_t c;
