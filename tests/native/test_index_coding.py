@@ -120,7 +120,6 @@ def _grouped_rows(distinct: int) -> np.ndarray:
 def test_groups_expand_the_same_on_both(distinct: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = _grouped_rows(distinct)
     payload = blocks.encode_block(rows)
-    spans, _ = blocks.column_spans(payload[: blocks.HEAD_BYTES], len(rows))
 
     def read(at: int, length: int) -> bytes:
         return payload[at : at + length]

@@ -464,7 +464,8 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
         numbers = codes[group]
         if _NATIVE is not None:
             try:
-                _NATIVE.gather_group(np.ascontiguousarray(numbers, dtype=np.uint32), tables[group], RECORD_DTYPE.itemsize, rows, RECORD_DTYPE.itemsize, _GROUP_MOVES[group])
+                numbers = np.ascontiguousarray(numbers, dtype=np.uint32)
+                _NATIVE.gather_group(numbers, tables[group], RECORD_DTYPE.itemsize, rows, RECORD_DTYPE.itemsize, _GROUP_MOVES[group])
             except ValueError:
                 raise ValueError(f"a {group} number past its table") from None
             continue
