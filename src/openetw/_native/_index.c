@@ -15,6 +15,9 @@
  * Bits are packed from the lowest bit of the first byte on. The first value is kept apart so
  * that a column coded as differences (a block's first timestamp) does not widen the others.
  * FOR is taken when it is no larger than DICT, RAW when neither is smaller.
+ *
+ * Read back, a group's columns (a list of distinct tuples and each row's number in it) are
+ * written into the rows' fields by ``gather_group``, each number checked against the list.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
