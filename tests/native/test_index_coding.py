@@ -103,3 +103,79 @@ def test_descriptor_numbers_check_their_arguments() -> None:
     with pytest.raises(ValueError):
         _index.descriptor_codes(bytes(80), 80, np.asarray([(0, 40), (40, 40)], dtype=np.int64))  # more than a descriptor holds
     assert _index.descriptor_codes(b"", 4, np.asarray([(0, 4)], dtype=np.int64)) == (b"", b"")
+
+
+def _grouped_rows(distinct: int) -> np.ndarray:
+    rng = np.random.default_rng(distinct + 1)
+    rows = np.zeros(5000, dtype=blocks.RECORD_DTYPE)
+    kinds = rng.integers(0, distinct, len(rows))
+    for place, name in enumerate(blocks._GROUP_OF):
+        values = kinds.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(place)  # every byte of the wide ones differs
+        rows[name] = values.astype(rows.dtype[name])  # (cut to the field's width)
+    rows["tid"] = rng.integers(0, 3, len(rows))  # the thread group: few tuples, apart from the descriptor's
+    return rows
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 300, 5000])
+def test_groups_expand_the_same_on_both(distinct: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _grouped_rows(distinct)
+    payload = blocks.encode_block(rows)
+
+    def read(at: int, length: int) -> bytes:
+        return payload[at : at + length]
+
+    names = [*blocks._GROUP_OF, "timestamp"]
+    for engine in (_index, None):
+        monkeypatch.setattr(blocks, "_NATIVE", engine)
+        assert blocks.decode_block(payload, len(rows)).tobytes() == rows.tobytes()
+        columns = blocks.decode_columns(read, payload[: blocks.HEAD_BYTES], len(rows), names)
+        for name in names:
+            assert columns[name].dtype == rows.dtype[name] and np.array_equal(columns[name], rows[name]), name
+        one = blocks.decode_columns(read, payload[: blocks.HEAD_BYTES], len(rows), ["pid"])
+        assert list(one) == ["pid"] and np.array_equal(one["pid"], rows["pid"])
+
+
+@pytest.mark.parametrize("group", list(blocks._GROUPS))
+def test_a_group_number_past_its_list_is_refused_by_both(group: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _grouped_rows(40)
+    numbered = blocks._group_codes
+
+    def past(rows: np.ndarray, which: str = "descriptor") -> tuple[np.ndarray, np.ndarray]:
+        codes, firsts = numbered(rows, which)
+        if which == group:
+            codes = codes.copy()
+            codes[len(codes) // 2] = len(firsts)  # one past the list: a damaged block with good digests
+        return codes, firsts
+
+    monkeypatch.setattr(blocks, "_group_codes", past)
+    payload = blocks.encode_block(rows)
+    head = payload[: blocks.HEAD_BYTES]
+    for engine in (_index, None):
+        monkeypatch.setattr(blocks, "_NATIVE", engine)
+        with pytest.raises(ValueError, match=f"a {group} number past its table"):
+            blocks.decode_block(payload, len(rows))
+        with pytest.raises(ValueError, match=f"a {group} number past its table"):
+            blocks.decode_columns(lambda at, length: payload[at : at + length], head, len(rows), [blocks._GROUPS[group][-1]])
+
+
+def test_the_group_gather_checks_its_arguments() -> None:
+    assert _index is not None
+    table = np.arange(6, dtype=np.uint16)
+    moves = np.asarray([[0, 0, 2]], dtype=np.int64)
+    out = np.zeros(3, dtype=np.uint16)
+    _index.gather_group(np.asarray([5, 0, 2], dtype=np.uint32), table, 2, out, 2, moves)
+    assert out.tolist() == [5, 0, 2]
+    with pytest.raises(ValueError, match="past its table"):
+        _index.gather_group(np.asarray([0, 6, 1], dtype=np.uint32), table, 2, out, 2, moves)
+    with pytest.raises(ValueError):
+        _index.gather_group(bytes(5), table, 2, out, 2, moves)  # numbers not of 4 bytes
+    with pytest.raises(ValueError):
+        _index.gather_group(bytes(8), table, 2, out, 2, moves)  # two numbers, three rows out
+    with pytest.raises(ValueError):
+        _index.gather_group(bytes(12), table, 2, out, 2, np.asarray([[1, 0, 2]], dtype=np.int64))  # a move past a table row
+    with pytest.raises(ValueError):
+        _index.gather_group(bytes(12), table, 2, out, 2, np.zeros((0, 3), dtype=np.int64))  # no move
+    wide = np.zeros(2, dtype=[("a", "<u4"), ("b", "u1"), ("c", "<u2")])
+    source = np.asarray([(7, 1, 300), (9, 2, 400)], dtype=wide.dtype)
+    _index.gather_group(np.asarray([1, 0], dtype=np.uint32), source, 7, wide, 7, np.asarray([[0, 0, 4], [5, 5, 2]], dtype=np.int64))
+    assert wide.tolist() == [(9, 0, 400), (7, 0, 300)]  # the moved fields only

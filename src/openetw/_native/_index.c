@@ -15,6 +15,9 @@
  * Bits are packed from the lowest bit of the first byte on. The first value is kept apart so
  * that a column coded as differences (a block's first timestamp) does not widen the others.
  * FOR is taken when it is no larger than DICT, RAW when neither is smaller.
+ *
+ * Read back, a group's columns (a list of distinct tuples and each row's number in it) are
+ * written into the rows' fields by ``gather_group``, each number checked against the list.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -607,12 +610,104 @@ done:
     PyBuffer_Release(&rows);
     return result;
 }
+/* One move of ``length`` bytes; the lengths a row's groups take, each a fixed-size copy. */
+static inline void move_bytes(uint8_t *dst, const uint8_t *src, Py_ssize_t length) {
+    switch (length) {
+    case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    case 12: memcpy(dst, src, 12); break;
+    case 15: memcpy(dst, src, 15); break;
+    case 16: memcpy(dst, src, 16); break;
+    default: memcpy(dst, src, (size_t)length);
+    }
+}
+
+/* gather_group(codes, table, table_stride, out, out_stride, moves): for each row i of ``out``
+ * (packed rows of ``out_stride`` bytes, as many as ``codes`` has u32 numbers) and each move
+ * (src_at, dst_at, length) of ``moves`` (int64 triples), the ``length`` bytes at ``src_at`` of
+ * the table's row ``codes[i]`` (packed rows of ``table_stride`` bytes) written at ``dst_at`` of
+ * row i; ValueError when a number is past the table (a damaged block) or a move is outside a row. */
+static PyObject *gather_group(PyObject *self, PyObject *args) {
+    Py_buffer codes, table, out, moves;
+    Py_ssize_t table_stride, out_stride;
+    if (!PyArg_ParseTuple(args, "y*y*nw*ny*", &codes, &table, &table_stride, &out, &out_stride, &moves))
+        return NULL;
+    PyObject *result = NULL;
+    if (codes.len % 4 != 0 || moves.len % 24 != 0 || table_stride <= 0 || out_stride <= 0 || table.len % table_stride != 0) {
+        PyErr_SetString(PyExc_ValueError, "numbers of 4 bytes, moves of three int64, whole table rows");
+        goto done;
+    }
+    Py_ssize_t n = codes.len / 4, count = table.len / table_stride, k = moves.len / 24;
+    if (out.len != n * out_stride) {
+        PyErr_SetString(PyExc_ValueError, "as many rows out as numbers");
+        goto done;
+    }
+    int64_t place[3 * 8];
+    if (k < 1 || k > 8) {
+        PyErr_SetString(PyExc_ValueError, "one to eight moves");
+        goto done;
+    }
+    memcpy(place, moves.buf, (size_t)moves.len);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int64_t from = place[3 * j], to = place[3 * j + 1], length = place[3 * j + 2];
+        if (from < 0 || to < 0 || length < 1 || from + length > table_stride || to + length > out_stride) {
+            PyErr_SetString(PyExc_ValueError, "a move outside a row");
+            goto done;
+        }
+    }
+    const uint8_t *numbers = (const uint8_t *)codes.buf, *src = (const uint8_t *)table.buf;
+    uint8_t *dst = (uint8_t *)out.buf;
+    if (k == 1 && place[0] == 0 && place[1] == 0 && place[2] == table_stride && place[2] == out_stride && (out_stride == 1 || out_stride == 2 || out_stride == 4 || out_stride == 8)) {
+        /* one whole column into its own array: a typed take */
+#define TAKE(type)                                                                                                                         \
+    for (Py_ssize_t i = 0; i < n; i++) {                                                                                                   \
+        uint32_t c;                                                                                                                        \
+        memcpy(&c, numbers + 4 * i, 4);                                                                                                    \
+        if ((Py_ssize_t)c >= count)                                                                                                        \
+            goto bad;                                                                                                                      \
+        memcpy(dst + i * (Py_ssize_t)sizeof(type), src + (Py_ssize_t)c * (Py_ssize_t)sizeof(type), sizeof(type));                       \
+    }
+        switch (out_stride) {
+        case 1: TAKE(uint8_t) break;
+        case 2: TAKE(uint16_t) break;
+        case 4: TAKE(uint32_t) break;
+        default: TAKE(uint64_t)
+        }
+#undef TAKE
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t c;
+            memcpy(&c, numbers + 4 * i, 4);
+            if ((Py_ssize_t)c >= count)
+                goto bad;
+            const uint8_t *from = src + (Py_ssize_t)c * table_stride;
+            uint8_t *to = dst + i * out_stride;
+            for (Py_ssize_t j = 0; j < k; j++)
+                move_bytes(to + place[3 * j + 1], from + place[3 * j], (Py_ssize_t)place[3 * j + 2]);
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+bad:
+    PyErr_SetString(PyExc_ValueError, "a group number past its table");
+done:
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&moves);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_column", encode_column, METH_VARARGS, "The coded column of a field of packed rows."},
     {"encode_columns", encode_columns, METH_VARARGS, "The coded columns of fields of packed rows."},
     {"offset_residuals", offset_residuals, METH_VARARGS, "Each row's offset less the end of the row before it in its buffer."},
     {"descriptor_codes", descriptor_codes, METH_VARARGS, "Each row's number among the distinct descriptors of a block."},
     {"decode_column", decode_column, METH_VARARGS, "Fill a field of packed rows from its coded column."},
+    {"gather_group", gather_group, METH_VARARGS, "Write each row's listed tuple of a group into the rows' fields."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -111,6 +111,8 @@ def _spans(fields: np.ndarray) -> np.ndarray:
 
 _GROUP_SPANS = {group: _spans(fields) for group, fields in _GROUP_FIELDS.items()}  # (keyword and provider side by side, ...)
 _GROUP_DTYPE = {group: np.dtype([(name, RECORD_FIELDS[name]) for name in names]) for group, names in _GROUPS.items()}
+# A group's moves from its table (rows of ``RECORD_DTYPE``) into the rows: (from, to, length).
+_GROUP_MOVES = {group: np.ascontiguousarray(np.column_stack([spans[:, 0], spans[:, 0], spans[:, 1]]), dtype=np.int64) for group, spans in _GROUP_SPANS.items()}
 
 
 def block_rows_setting() -> int:
@@ -398,11 +400,9 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
     for group, names in _GROUPS.items():
         if group in raw:
             codes = raw.pop(group)
-            if len(codes) and int(codes.max()) >= counts[group]:
-                raise ValueError(f"a {group} number past its table")
             for name in names:
                 if name in raw:
-                    raw[name] = raw[name].take(codes.astype(np.intp))
+                    raw[name] = _expanded(group, codes, raw[name])
     if "timestamp" in raw:
         raw["timestamp"] = np.cumsum(raw["timestamp"])
     if "user_data_length" in raw:
@@ -410,6 +410,29 @@ def decode_columns(read: Callable[[int, int], bytes], head: bytes, n: int, names
     if "offset" in raw:
         raw["offset"] = _offsets_back(raw, raw["offset"])
     return raw
+
+
+def _checked_index(group: str, numbers: np.ndarray, count: int) -> np.ndarray:
+    """A group's row numbers as an index into its table of ``count`` tuples; ``ValueError``
+    when one is past the table (a damaged block)."""
+    if len(numbers) and int(numbers.max()) >= count:
+        raise ValueError(f"a {group} number past its table")
+    return numbers.astype(np.intp)
+
+
+def _expanded(group: str, codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """A column of ``group`` per row: its value in ``table`` (the group's list) at each row's
+    number in ``codes``; ``ValueError`` when a number is past the list."""
+    if _NATIVE is None:
+        return table.take(_checked_index(group, codes, len(table)))
+    table = np.ascontiguousarray(table)
+    out = np.empty(len(codes), dtype=table.dtype)
+    width = table.dtype.itemsize
+    try:
+        _NATIVE.gather_group(np.ascontiguousarray(codes, dtype=np.uint32), table, width, out, width, np.asarray([[0, 0, width]], dtype=np.int64))
+    except ValueError:
+        raise ValueError(f"a {group} number past its table") from None
+    return out
 
 
 def decode_block(payload: bytes, n: int) -> np.ndarray:
@@ -439,9 +462,14 @@ def decode_block(payload: bytes, n: int) -> np.ndarray:
             rows[name] = _column(part, coding, digest, n, name)
     for group, names in _GROUPS.items():
         numbers = codes[group]
-        if len(numbers) and int(numbers.max()) >= counts[group]:
-            raise ValueError(f"a {group} number past its table")
-        index = numbers.astype(np.intp)
+        if _NATIVE is not None:
+            try:
+                numbers = np.ascontiguousarray(numbers, dtype=np.uint32)
+                _NATIVE.gather_group(numbers, tables[group], RECORD_DTYPE.itemsize, rows, RECORD_DTYPE.itemsize, _GROUP_MOVES[group])
+            except ValueError:
+                raise ValueError(f"a {group} number past its table") from None
+            continue
+        index = _checked_index(group, numbers, counts[group])
         for name in names:
             rows[name] = np.ascontiguousarray(tables[group][name]).take(index)  # (into a strided field: slower)
     rows["timestamp"] = np.cumsum(rows["timestamp"])
