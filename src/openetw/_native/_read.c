@@ -741,6 +741,17 @@ static inline void col_put_utf8(uint8_t *out, size_t *n, uint32_t c) {
     }
 }
 
+/* The surrogate c at unit *i of p (units long) joined with the low surrogate after it into *c, *i
+ * moved onto that low one: 1, or 0 for a lone or reversed surrogate (not well-formed). */
+static int col_surrogate_pair(const uint8_t *p, size_t units, size_t *i, uint32_t *c) {
+    if (*c >= 0xDC00 || *i + 1 >= units) return 0;
+    uint32_t low = rd16(p + 2 * (*i + 1));
+    if (low < 0xDC00 || low > 0xDFFF) return 0;
+    *c = 0x10000 + ((*c - 0xD800) << 10) + (low - 0xDC00);
+    (*i)++;
+    return 1;
+}
+
 /* UTF-16LE code units p[0..units) as UTF-8 appended to b: 1 done, 0 not well-formed (a lone
  * surrogate: the Python decoder's replacement decides), -1 out of memory. */
 static int col_utf16(col_bytes *b, const uint8_t *p, size_t units) {
@@ -748,13 +759,7 @@ static int col_utf16(col_bytes *b, const uint8_t *p, size_t units) {
     size_t n = b->len;
     for (size_t i = 0; i < units; i++) {
         uint32_t c = rd16(p + 2 * i);
-        if (c >= 0xD800 && c <= 0xDFFF) {
-            if (c >= 0xDC00 || i + 1 >= units) return 0;
-            uint32_t low = rd16(p + 2 * (i + 1));
-            if (low < 0xDC00 || low > 0xDFFF) return 0;
-            c = 0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00);
-            i++;
-        }
+        if (c >= 0xD800 && c <= 0xDFFF && !col_surrogate_pair(p, units, &i, &c)) return 0;
         col_put_utf8(b->p, &n, c);
     }
     b->len = n;
@@ -779,13 +784,7 @@ static int col_utf16z(col_bytes *b, const uint8_t *p, size_t units, size_t *used
             out[n++] = (uint8_t)c;
             continue;
         }
-        if (c >= 0xD800 && c <= 0xDFFF) {
-            if (c >= 0xDC00 || i + 1 >= units) return 0;
-            uint32_t low = rd16(p + 2 * (i + 1));
-            if (low < 0xDC00 || low > 0xDFFF) return 0;
-            c = 0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00);
-            i++;
-        }
+        if (c >= 0xD800 && c <= 0xDFFF && !col_surrogate_pair(p, units, &i, &c)) return 0;
         col_put_utf8(out, &n, c);
     }
     b->len = n;
