@@ -17,6 +17,7 @@ from openetw.nettrace.events import EventHeader, iter_headers, stack_addresses
 from openetw.nettrace.metadata import EventMetadata
 from openetw.nettrace.reader import NettraceEvent
 from openetw.nettrace.records import RecordBuilder
+from tests.nettrace.v6_file import varuint
 
 ACTIVITY = bytes(range(16))
 
@@ -80,16 +81,6 @@ def _compressed_reference(cur: Cursor) -> Iterator[EventHeader]:
         yield header
 
 
-def _varuint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _compressed_block(rng: random.Random, rows: int) -> bytes:
     body = bytearray()
     for _ in range(rows):
@@ -97,12 +88,12 @@ def _compressed_block(rng: random.Random, rows: int) -> bytes:
         body.append(flags)
         for bit, bits in ((1, 20), (2, 20), (2, 40), (2, 6), (4, 40), (8, 10)):
             if flags & bit:
-                body += _varuint(rng.getrandbits(rng.choice((3, bits))))
-        body += _varuint(rng.getrandbits(rng.choice((5, 30))))
+                body += varuint(rng.getrandbits(rng.choice((3, bits))))
+        body += varuint(rng.getrandbits(rng.choice((5, 30))))
         body += ACTIVITY * (bool(flags & 16) + bool(flags & 32))
         size = rng.randrange(40)
         if flags & 128:
-            body += _varuint(size)
+            body += varuint(size)
             body += bytes(size)
     return struct.pack("<hh", 20, 1) + bytes(16) + bytes(body)
 

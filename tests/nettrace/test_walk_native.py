@@ -24,6 +24,7 @@ from openetw.nettrace.cursor import Cursor
 from openetw.nettrace.reader import NettraceReader
 from openetw.testing.fuzz_nettrace import mutate
 from tests.conftest import corpus_path
+from tests.nettrace.v6_file import varuint
 
 NATIVE = module("_nettrace")
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the compiled core is not built (or OPENETW_PURE=1)")
@@ -72,37 +73,27 @@ def test_compiled_walk_equals_pure_on_damage(name: str, trace_file: Any, monkeyp
         assert _read(damaged, True, monkeypatch) == _read(damaged, False, monkeypatch)
 
 
-def _varuint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _compressed_rows(rng: random.Random, count: int) -> bytes:
     out = bytearray()
     for _ in range(count):
         flags = rng.getrandbits(8)
         out.append(flags)
         if flags & events.FLAG_METADATA_ID:
-            out += _varuint(rng.choice([0, 1, 127, 128, 1 << 31]))
+            out += varuint(rng.choice([0, 1, 127, 128, 1 << 31]))
         if flags & events.FLAG_CAPTURE_THREAD_AND_SEQUENCE:
-            out += _varuint(rng.choice([0, 5, 1 << 32 - 1])) + _varuint(rng.getrandbits(64)) + _varuint(rng.getrandbits(rng.choice([3, 32])))
+            out += varuint(rng.choice([0, 5, 1 << 32 - 1])) + varuint(rng.getrandbits(64)) + varuint(rng.getrandbits(rng.choice([3, 32])))
         if flags & events.FLAG_THREAD_ID:
-            out += _varuint(rng.getrandbits(rng.choice([7, 64])))
+            out += varuint(rng.getrandbits(rng.choice([7, 64])))
         if flags & events.FLAG_STACK_ID:
-            out += _varuint(rng.getrandbits(rng.choice([7, 32])))
-        out += _varuint(rng.getrandbits(rng.choice([6, 40, 64])))
+            out += varuint(rng.getrandbits(rng.choice([7, 32])))
+        out += varuint(rng.getrandbits(rng.choice([6, 40, 64])))
         if flags & events.FLAG_ACTIVITY_ID:
             out += rng.randbytes(16)
         if flags & events.FLAG_RELATED_ACTIVITY_ID:
             out += rng.randbytes(16)
         size = rng.choice([0, 3, 200])
         if flags & events.FLAG_DATA_LENGTH:
-            out += _varuint(size)
+            out += varuint(size)
             out += rng.randbytes(size)
     return bytes(out)
 
