@@ -40,7 +40,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CORPUS, machine_note, table
@@ -85,38 +87,21 @@ def _system_run(reader: str) -> object:
     elif reader == "libevtx-python":
         import pyevtx
 
-        def run(path: str) -> int:
-            log = pyevtx.file()
-            log.open(path)
-            n = 0
-            for index in range(log.number_of_records):
-                try:
-                    record = log.get_record(index)
-                    (record.get_source_name(), record.get_provider_identifier(), record.get_event_identifier(),
-                     record.get_event_level(), record.get_creation_time_as_integer(), record.get_identifier(),
-                     record.get_computer_name(), record.get_user_security_identifier())  # fmt: skip
-                except OSError:
-                    continue
-                n += 1
-            log.close()
-            return n
+        def touch_libevtx(record: Any) -> None:
+            (record.get_source_name(), record.get_provider_identifier(), record.get_event_identifier(),
+             record.get_event_level(), record.get_creation_time_as_integer(), record.get_identifier(),
+             record.get_computer_name(), record.get_user_security_identifier())  # fmt: skip
+
+        return lambda path: _libevtx_count(pyevtx.file, path, touch_libevtx)
     else:
         from evtx import PyEvtxParser
 
-        def run(path: str) -> int:
-            n = 0
-            iterator = PyEvtxParser(path).records_json()
-            while True:
-                try:
-                    record = next(iterator)
-                except StopIteration:
-                    return n
-                except Exception:  # noqa: BLE001 - a record it cannot read
-                    continue
-                system = json.loads(record["data"])["Event"]["System"]
-                for name in ("Provider", "EventID", "Level", "Keywords", "TimeCreated", "EventRecordID", "Execution", "Channel", "Computer", "Security"):
-                    system.get(name)
-                n += 1
+        def touch_event(event: dict[str, Any]) -> None:
+            system = event["System"]
+            for name in ("Provider", "EventID", "Level", "Keywords", "TimeCreated", "EventRecordID", "Execution", "Channel", "Computer", "Security"):
+                system.get(name)
+
+        return lambda path: _rust_count(PyEvtxParser, path, touch_event)
     return run
 
 
@@ -153,36 +138,44 @@ def _data_run(reader: str) -> object:
     elif reader == "libevtx-python":
         import pyevtx
 
-        def run(path: str) -> int:
-            log = pyevtx.file()
-            log.open(path)
-            n = 0
-            for index in range(log.number_of_records):
-                try:
-                    record = log.get_record(index)
-                    [record.get_string(k) for k in range(record.get_number_of_strings())]
-                except OSError:
-                    continue
-                n += 1
-            log.close()
-            return n
+        return lambda path: _libevtx_count(pyevtx.file, path, lambda record: [record.get_string(k) for k in range(record.get_number_of_strings())])
     else:
         from evtx import PyEvtxParser
 
-        def run(path: str) -> int:
-            n = 0
-            iterator = PyEvtxParser(path).records_json()
-            while True:
-                try:
-                    record = next(iterator)
-                except StopIteration:
-                    return n
-                except Exception:  # noqa: BLE001 - a record it cannot read
-                    continue
-                event = json.loads(record["data"])["Event"]
-                event.get("EventData") or event.get("UserData")
-                n += 1
+        return lambda path: _rust_count(PyEvtxParser, path, lambda event: event.get("EventData") or event.get("UserData"))
     return run
+
+
+def _libevtx_count(new_file: Callable[[], Any], path: str, touch: Callable[[Any], object]) -> int:
+    """libevtx-python (``pyevtx.file``, imported before the timing) over every record of ``path``,
+    ``touch`` given each one it reads; the count."""
+    log = new_file()
+    log.open(path)
+    n = 0
+    for index in range(log.number_of_records):
+        try:
+            touch(log.get_record(index))
+        except OSError:
+            continue
+        n += 1
+    log.close()
+    return n
+
+
+def _rust_count(parser: Callable[[str], Any], path: str, touch: Callable[[dict[str, Any]], object]) -> int:
+    """The Rust ``evtx`` reader's (``PyEvtxParser``, imported before the timing) JSON of every
+    record of ``path``, ``touch`` given each ``Event`` object it reads; the count."""
+    n = 0
+    iterator = parser(path).records_json()
+    while True:
+        try:
+            record = next(iterator)
+        except StopIteration:
+            return n
+        except Exception:  # noqa: BLE001 - a record it cannot read
+            continue
+        touch(json.loads(record["data"])["Event"])
+        n += 1
 
 
 def _child(reader: str, paths: list[str], limit: int | None) -> None:
